@@ -1,0 +1,25 @@
+# Sourced by scripts/test and scripts/demo: create or reuse .venv and install thrum.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+py="${PYTHON:-python3}"
+if ! "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+  echo "thrum needs Python 3.11 or newer (found: $("$py" --version 2>&1))" >&2
+  exit 1
+fi
+venv="$root/.venv"
+if [ ! -x "$venv/bin/python" ]; then
+  "$py" -m venv "$venv"
+fi
+stamp="$venv/.thrum-installed"
+extras="${THRUM_EXTRAS:-test}"
+if [ ! -f "$stamp" ] || [ "$root/pyproject.toml" -nt "$stamp" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$extras" ]; then
+  log="$venv/install.log"
+  echo "thrum: installing into $venv (log: $log)" >&2
+  if ! "$venv/bin/python" -m pip install --upgrade -e "$root[$extras]" >"$log" 2>&1; then
+    tail -n 30 "$log" >&2
+    echo "thrum: installation failed; see $log" >&2
+    exit 1
+  fi
+  echo "$extras" > "$stamp"
+fi
+export PATH="$venv/bin:$PATH"
