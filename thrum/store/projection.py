@@ -1,0 +1,479 @@
+"""Fold log events into the SQLite projection.
+
+Rules (tested as properties in tests/store/test_projection_properties.py):
+
+1. Idempotent: an event is applied at most once (``applied_events`` by event_id).
+2. Order-independent: any arrival order of the same events gives the same state.
+   Edits and deletes that arrive before their message are stored and take effect
+   when it arrives; concurrent edits resolve last-writer-wins by event_id; the
+   first delete (by event_id) is final and edits after it are ignored; of two
+   creates for one message_id the lowest event_id wins. Read state is
+   last-writer-wins per (agent, message); archive marks are final.
+3. Untrusted input: a shard only carries its own agent's events
+   (`events.allowed_in_shard`); only a message's author edits or deletes it.
+   Violations are skipped, counted and recorded in ``fold_issues``; nothing
+   is deleted from the log.
+4. A batch is folded in one transaction, grouped by type in a fixed order; each
+   handler works on sets of rows, which is what makes a rebuild fast.
+
+`rebuild` and `catch_up` give identical databases for the same log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import peewee as pw
+
+from .. import events as ev
+from . import models
+from .log import EventLog, LogIssue, Position, ReadResult
+
+log = logging.getLogger(__name__)
+
+CHUNK = 900  # below SQLite's host-parameter limit
+REBUILD_BATCH = 50_000
+
+
+@dataclass
+class FoldResult:
+    applied: list[dict] = field(default_factory=list)  # newly applied events, for publishing
+    duplicates: int = 0
+    forged: int = 0
+    unknown: int = 0
+    conflicts: int = 0
+    malformed: int = 0
+
+    def merge(self, other: "FoldResult") -> None:
+        self.applied.extend(other.applied)
+        self.duplicates += other.duplicates
+        self.forged += other.forged
+        self.unknown += other.unknown
+        self.conflicts += other.conflicts
+        self.malformed += other.malformed
+
+
+def _chunks(seq: Sequence, n: int = CHUNK):
+    for i in range(0, len(seq), n):
+        yield seq[i:i + n]
+
+
+def _qmarks(n: int) -> str:
+    return ",".join("?" * n)
+
+
+class _Folder:
+    """One fold transaction: holds the connection and the running result."""
+
+    def __init__(self, conn, result: FoldResult, now: str):
+        self.c = conn
+        self.r = result
+        self.now = now
+
+    # ---------------------------------------------------------------- issues
+    def issue(self, kind: str, shard: str, event_id: str, reason: str) -> None:
+        key = f"{kind}:{shard}:{event_id}"
+        self.c.execute(
+            "INSERT OR IGNORE INTO fold_issues(key, kind, shard, event_id, reason, seen_at) "
+            "VALUES (?,?,?,?,?,?)", (key, kind, shard, event_id, reason[:500], self.now))
+
+    # ---------------------------------------------------------------- entry
+    def fold(self, records: Iterable[tuple[str, dict]]) -> None:
+        candidates: dict[str, dict] = {}
+        for shard, d in records:
+            eid = d.get("event_id", "")
+            if not ev.is_known(d):
+                self.r.unknown += 1
+                continue
+            if not ev.allowed_in_shard(d, shard):
+                self.r.forged += 1
+                self.issue("forged", shard, eid, f"{d['type']} by {ev.event_owner(d) or '?'} "
+                                                 f"does not belong in {shard}")
+                continue
+            if eid in candidates:
+                self.r.duplicates += 1
+                continue
+            candidates[eid] = d
+        if not candidates:
+            return
+        seen = set()
+        ids = list(candidates)
+        for chunk in _chunks(ids):
+            seen.update(row[0] for row in self.c.execute(
+                f"SELECT event_id FROM applied_events WHERE event_id IN ({_qmarks(len(chunk))})", chunk))
+        new = [d for eid, d in candidates.items() if eid not in seen]
+        self.r.duplicates += len(seen)
+        if not new:
+            return
+        self.c.executemany("INSERT INTO applied_events(event_id) VALUES (?)",
+                           [(d["event_id"],) for d in new])
+        by_type: dict[str, list[dict]] = defaultdict(list)
+        for d in new:
+            by_type[d["type"]].append(d)
+        for etype, handler in _ORDER:
+            batch = by_type.get(etype)
+            if batch:
+                handler(self, batch)
+        self.r.applied.extend(new)
+
+    # ---------------------------------------------------------------- agents, sessions
+    def agent_register(self, batch):
+        for d in batch:
+            self.c.execute(
+                "INSERT INTO agents(agent_id, kind, name, role, module, worktree, display, "
+                "registered_at, event_id, cleanup_reason) VALUES (?,?,?,?,?,?,?,?,?, '') "
+                "ON CONFLICT(agent_id) DO UPDATE SET kind=excluded.kind, name=excluded.name, "
+                "role=excluded.role, module=excluded.module, worktree=excluded.worktree, "
+                "display=excluded.display, event_id=excluded.event_id "
+                "WHERE agents.event_id IS NULL OR excluded.event_id > agents.event_id",
+                (d["agent_id"], d["kind"], d["name"], d["role"], d["module"], d["worktree"],
+                 d["display"], d["timestamp"], d["event_id"]))
+            self.c.execute(
+                "UPDATE agents SET registered_at=? WHERE agent_id=? "
+                "AND (registered_at IS NULL OR registered_at > ?)",
+                (d["timestamp"], d["agent_id"], d["timestamp"]))
+
+    def agent_cleanup(self, batch):
+        for d in batch:
+            self.c.execute(
+                "INSERT INTO agents(agent_id, cleanup_event_id, cleanup_reason, module, worktree, display) "
+                "VALUES (?,?,?, '', '', '') ON CONFLICT(agent_id) DO UPDATE SET "
+                "cleanup_event_id=excluded.cleanup_event_id, cleanup_reason=excluded.cleanup_reason "
+                "WHERE agents.cleanup_event_id IS NULL OR excluded.cleanup_event_id > agents.cleanup_event_id",
+                (d["agent_id"], d["event_id"], d["reason"]))
+
+    def agent_update(self, batch):
+        for d in batch:
+            for ctx in d["work_contexts"]:
+                sid = ctx.get("session_id")
+                if not isinstance(sid, str) or not sid:
+                    continue
+                git_at = ctx.get("git_updated_at") if isinstance(ctx.get("git_updated_at"), str) else ""
+                self.c.execute(
+                    "INSERT INTO agent_contexts(agent_id, session_id, context, git_updated_at, event_id) "
+                    "VALUES (?,?,?,?,?) ON CONFLICT(agent_id, session_id) DO UPDATE SET "
+                    "context=excluded.context, git_updated_at=excluded.git_updated_at, "
+                    "event_id=excluded.event_id WHERE excluded.git_updated_at > agent_contexts.git_updated_at "
+                    "OR (excluded.git_updated_at = agent_contexts.git_updated_at "
+                    "AND excluded.event_id > agent_contexts.event_id)",
+                    (d["agent_id"], sid, ev.dumps(ctx).decode(), git_at, d["event_id"]))
+
+    def session_start(self, batch):
+        for d in batch:
+            self.c.execute(
+                "INSERT INTO sessions(session_id, agent_id, started_at, start_event_id) VALUES (?,?,?,?) "
+                "ON CONFLICT(session_id) DO UPDATE SET agent_id=excluded.agent_id, "
+                "started_at=excluded.started_at, start_event_id=excluded.start_event_id "
+                "WHERE sessions.start_event_id IS NULL OR excluded.start_event_id < sessions.start_event_id",
+                (d["session_id"], d["agent_id"], d["timestamp"], d["event_id"]))
+
+    def session_end(self, batch):
+        for d in batch:
+            self.c.execute(
+                "INSERT INTO sessions(session_id, agent_id, ended_at, end_reason, end_event_id) "
+                "VALUES (?,?,?,?,?) ON CONFLICT(session_id) DO UPDATE SET "
+                "ended_at=excluded.ended_at, end_reason=excluded.end_reason, "
+                "end_event_id=excluded.end_event_id, "
+                "agent_id=CASE WHEN sessions.agent_id = '' THEN excluded.agent_id ELSE sessions.agent_id END "
+                "WHERE sessions.end_event_id IS NULL OR excluded.end_event_id < sessions.end_event_id",
+                (d["session_id"], d["agent_id"], d["timestamp"], d["reason"], d["event_id"]))
+
+    # ---------------------------------------------------------------- groups, threads
+    def group_create(self, batch):
+        for d in batch:
+            self.c.execute(
+                "INSERT INTO groups(name, group_id, description, created_by, created_at, event_id) "
+                "VALUES (?,?,?,?,?,?) ON CONFLICT(name) DO UPDATE SET group_id=excluded.group_id, "
+                "description=excluded.description, created_by=excluded.created_by, "
+                "created_at=excluded.created_at, event_id=excluded.event_id "
+                "WHERE groups.event_id IS NULL OR excluded.event_id > groups.event_id",
+                (d["name"], d["group_id"], d["description"], d["created_by"], d["timestamp"], d["event_id"]))
+
+    def group_delete(self, batch):
+        for d in batch:
+            self.c.execute(
+                "INSERT INTO groups(name, description, created_by, deleted_event_id) VALUES (?, '', '', ?) "
+                "ON CONFLICT(name) DO UPDATE SET deleted_event_id=excluded.deleted_event_id "
+                "WHERE groups.deleted_event_id IS NULL OR excluded.deleted_event_id > groups.deleted_event_id",
+                (d["name"], d["event_id"]))
+
+    def group_member(self, batch):
+        for d in batch:
+            state = "add" if d["type"] == "group.member.add" else "remove"
+            self.c.execute(
+                "INSERT INTO group_members(group_name, member_type, member_value, state, event_id, "
+                "changed_by, changed_at) VALUES (?,?,?,?,?,?,?) "
+                "ON CONFLICT(group_name, member_type, member_value) DO UPDATE SET state=excluded.state, "
+                "event_id=excluded.event_id, changed_by=excluded.changed_by, changed_at=excluded.changed_at "
+                "WHERE excluded.event_id > group_members.event_id",
+                (d["group"], d["member_type"], d["member_value"], state, d["event_id"],
+                 d["agent_id"], d["timestamp"]))
+
+    def thread_create(self, batch):
+        for d in batch:
+            self.c.execute(
+                "INSERT INTO threads(thread_id, title, created_by, created_at, event_id) VALUES (?,?,?,?,?) "
+                "ON CONFLICT(thread_id) DO UPDATE SET title=excluded.title, created_by=excluded.created_by, "
+                "created_at=excluded.created_at, event_id=excluded.event_id "
+                "WHERE excluded.event_id < threads.event_id",
+                (d["thread_id"], d["title"], d["created_by"], d["timestamp"], d["event_id"]))
+
+    # ---------------------------------------------------------------- messages
+    def message_create(self, batch):
+        batch.sort(key=lambda d: d["event_id"])
+        mids = list({d["message_id"] for d in batch})
+        existing: dict[str, str] = {}
+        for chunk in _chunks(mids):
+            existing.update(self.c.execute(
+                f"SELECT message_id, event_id FROM messages WHERE message_id IN ({_qmarks(len(chunk))})",
+                chunk).fetchall())
+        rows, scopes, refs = [], [], []
+        replaced: list[dict] = []
+        taken: set[str] = set()
+        for d in batch:
+            mid = d["message_id"]
+            if mid in taken or (mid in existing and existing[mid] <= d["event_id"]):
+                self._create_conflict(d)
+                continue
+            if mid in existing:  # an earlier create for this id arrived late: it wins
+                replaced.append(d)
+                self.issue("conflict", f"messages/{d['agent_id']}.jsonl", existing[mid],
+                           f"message.create for {mid} superseded by earlier event {d['event_id']}")
+                self.r.conflicts += 1
+                for table in ("messages", "message_scopes", "message_refs", "message_edits"):
+                    self.c.execute(f"DELETE FROM {table} WHERE message_id=?", (mid,))
+            taken.add(mid)
+            body = d["body"]
+            rows.append((mid, d["agent_id"], d["session_id"], d["timestamp"], body["format"],
+                         body["content"], body["structured"], d["thread_id"], d["priority"],
+                         d["authored_by"], 1 if d["disclosed"] else 0, d["event_id"]))
+            for s in d["scopes"]:
+                scopes.append((mid, s["type"], s["value"]))
+            for ref in d["refs"]:
+                refs.append((mid, ref["type"], ref["value"]))
+        if not rows:
+            return
+        self.c.executemany(
+            "INSERT INTO messages(message_id, agent_id, session_id, created_at, body_format, body_content, "
+            "body_structured, thread_id, priority, authored_by, disclosed, event_id, deleted, edit_count) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,0,0)", rows)
+        if scopes:
+            self.c.executemany("INSERT OR IGNORE INTO message_scopes VALUES (?,?,?)", scopes)
+        if refs:
+            self.c.executemany("INSERT OR IGNORE INTO message_refs VALUES (?,?,?)", refs)
+        # Edits or deletes that arrived before their message take effect now.
+        new_ids = [r[0] for r in rows]
+        pending = set(d["message_id"] for d in replaced)
+        for table in ("edit_events", "delete_events"):
+            if self.c.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is None:
+                continue
+            for chunk in _chunks(new_ids):
+                pending.update(r[0] for r in self.c.execute(
+                    f"SELECT DISTINCT message_id FROM {table} WHERE message_id IN ({_qmarks(len(chunk))})",
+                    chunk))
+        for mid in sorted(pending):
+            self.recompute(mid)
+
+    def _create_conflict(self, d):
+        self.r.conflicts += 1
+        self.issue("conflict", f"messages/{d['agent_id']}.jsonl", d["event_id"],
+                   f"message.create reuses message id {d['message_id']}")
+
+    def message_edit(self, batch):
+        self.c.executemany(
+            "INSERT OR IGNORE INTO edit_events(event_id, message_id, agent_id, session_id, timestamp, "
+            "body_format, body_content, body_structured) VALUES (?,?,?,?,?,?,?,?)",
+            [(d["event_id"], d["message_id"], d["agent_id"], d["session_id"], d["timestamp"],
+              d["body"]["format"], d["body"]["content"], d["body"]["structured"]) for d in batch])
+        self._recompute_existing({d["message_id"] for d in batch})
+
+    def message_delete(self, batch):
+        self.c.executemany(
+            "INSERT OR IGNORE INTO delete_events(event_id, message_id, agent_id, timestamp, reason) "
+            "VALUES (?,?,?,?,?)",
+            [(d["event_id"], d["message_id"], d["agent_id"], d["timestamp"], d["reason"]) for d in batch])
+        self._recompute_existing({d["message_id"] for d in batch})
+
+    def _recompute_existing(self, mids: set[str]):
+        mids = sorted(mids)
+        present = set()
+        for chunk in _chunks(mids):
+            present.update(r[0] for r in self.c.execute(
+                f"SELECT message_id FROM messages WHERE message_id IN ({_qmarks(len(chunk))})", chunk))
+        for mid in mids:
+            if mid in present:
+                self.recompute(mid)
+
+    def recompute(self, mid: str) -> None:
+        """Derive a message's current body, edit history and delete state from its events."""
+        row = self.c.execute(
+            "SELECT agent_id, body_format, body_content, body_structured, edit_count "
+            "FROM messages WHERE message_id=?", (mid,)).fetchone()
+        if row is None:
+            return
+        author, fmt, content, structured, edit_count = row
+        if edit_count:
+            first = self.c.execute(
+                "SELECT old_format, old_content, old_structured FROM message_edits "
+                "WHERE message_id=? ORDER BY event_id, id LIMIT 1", (mid,)).fetchone()
+            if first is not None:
+                fmt, content, structured = first
+        deleted = None
+        for eid, ts, reason, agent in self.c.execute(
+                "SELECT event_id, timestamp, reason, agent_id FROM delete_events WHERE message_id=? "
+                "ORDER BY event_id", (mid,)).fetchall():
+            if agent != author:
+                self.r.forged += 1
+                self.issue("forged", f"messages/{agent}.jsonl", eid, f"{agent} may not delete {mid} (author {author})")
+            elif deleted is None:
+                deleted = (eid, ts, reason)
+        edits = []
+        for e in self.c.execute(
+                "SELECT event_id, agent_id, session_id, timestamp, body_format, body_content, body_structured "
+                "FROM edit_events WHERE message_id=? ORDER BY event_id", (mid,)).fetchall():
+            if e[1] != author:
+                self.r.forged += 1
+                self.issue("forged", f"messages/{e[1]}.jsonl", e[0], f"{e[1]} may not edit {mid} (author {author})")
+            elif deleted is None or e[0] < deleted[0]:
+                edits.append(e)
+        self.c.execute("DELETE FROM message_edits WHERE message_id=?", (mid,))
+        cur = (fmt, content, structured)
+        updated_at = None
+        for eid, agent, sid, ts, nfmt, ncontent, nstructured in edits:
+            self.c.execute(
+                "INSERT INTO message_edits(message_id, edited_at, edited_by, old_content, new_content, "
+                "old_structured, new_structured, old_format, new_format, session_id, event_id) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (mid, ts, agent, cur[1], ncontent, cur[2], nstructured, cur[0], nfmt, sid, eid))
+            cur = (nfmt, ncontent, nstructured)
+            updated_at = ts
+        self.c.execute(
+            "UPDATE messages SET body_format=?, body_content=?, body_structured=?, updated_at=?, "
+            "edit_count=?, deleted=?, deleted_at=?, delete_reason=? WHERE message_id=?",
+            (cur[0], cur[1], cur[2], updated_at, len(edits), 1 if deleted else 0,
+             deleted[1] if deleted else None, deleted[2] if deleted else None, mid))
+
+    # ---------------------------------------------------------------- receipts
+    def receipt(self, batch):
+        reads, states, archives = [], [], []
+        for d in batch:
+            agent, ts, eid = d["agent_id"], d["timestamp"], d["event_id"]
+            sid = d["session_id"] or f"agent:{agent}"
+            if d["type"] == "message.archive":
+                archives.extend((agent, mid, eid, ts) for mid in d["message_ids"])
+                continue
+            is_read = 1 if d["type"] == "message.read" else 0
+            states.extend((agent, mid, is_read, eid, ts) for mid in d["message_ids"])
+            if is_read:
+                reads.extend((mid, sid, agent, ts) for mid in d["message_ids"])
+        if reads:
+            self.c.executemany(
+                "INSERT INTO message_reads(message_id, session_id, agent_id, read_at) VALUES (?,?,?,?) "
+                "ON CONFLICT(message_id, session_id) DO UPDATE SET read_at=excluded.read_at "
+                "WHERE excluded.read_at < message_reads.read_at", reads)
+        if states:
+            self.c.executemany(
+                "INSERT INTO read_state(agent_id, message_id, is_read, event_id, at) VALUES (?,?,?,?,?) "
+                "ON CONFLICT(agent_id, message_id) DO UPDATE SET is_read=excluded.is_read, "
+                "event_id=excluded.event_id, at=excluded.at WHERE excluded.event_id > read_state.event_id",
+                states)
+        if archives:
+            self.c.executemany(
+                "INSERT INTO archive_marks(agent_id, message_id, event_id, archived_at) VALUES (?,?,?,?) "
+                "ON CONFLICT(agent_id, message_id) DO UPDATE SET event_id=excluded.event_id, "
+                "archived_at=excluded.archived_at WHERE excluded.event_id < archive_marks.event_id", archives)
+
+
+_ORDER = [
+    ("agent.register", _Folder.agent_register),
+    ("agent.cleanup", _Folder.agent_cleanup),
+    ("agent.session.start", _Folder.session_start),
+    ("agent.session.end", _Folder.session_end),
+    ("group.create", _Folder.group_create),
+    ("group.delete", _Folder.group_delete),
+    ("group.member.add", _Folder.group_member),
+    ("group.member.remove", _Folder.group_member),
+    ("thread.create", _Folder.thread_create),
+    ("message.create", _Folder.message_create),
+    ("message.edit", _Folder.message_edit),
+    ("message.delete", _Folder.message_delete),
+    ("message.read", _Folder.receipt),
+    ("message.unread", _Folder.receipt),
+    ("message.archive", _Folder.receipt),
+    ("agent.update", _Folder.agent_update),
+]
+assert {t for t, _ in _ORDER} == set(ev.EVENT_TYPES)
+
+
+# -------------------------------------------------------------------- public API
+
+def fold(db: pw.SqliteDatabase, records: Iterable[tuple[str, dict]], *,
+         issues: Iterable[LogIssue] = (), positions: dict[str, Position] | None = None) -> FoldResult:
+    """Apply (shard, event) records in one transaction; optionally record malformed
+    lines and store new read positions in the same transaction."""
+    result = FoldResult()
+    now = ev.now_rfc3339()
+    with db.atomic():
+        folder = _Folder(db.connection(), result, now)
+        folder.fold(records)
+        for issue in issues:
+            digest = hashlib.sha1(issue.line).hexdigest()[:16]
+            folder.issue("malformed", issue.shard, digest, issue.reason)
+            result.malformed += 1
+        if positions:
+            save_positions(db, positions)
+    return result
+
+
+def load_positions(db: pw.SqliteDatabase) -> dict[str, Position]:
+    return {shard: Position(offset, tail) for shard, offset, tail in
+            db.execute_sql("SELECT shard, offset, tail FROM log_positions").fetchall()}
+
+
+def save_positions(db: pw.SqliteDatabase, positions: dict[str, Position]) -> None:
+    db.connection().executemany(
+        "INSERT INTO log_positions(shard, offset, tail) VALUES (?,?,?) ON CONFLICT(shard) DO UPDATE "
+        "SET offset=excluded.offset, tail=excluded.tail",
+        [(s, p.offset, p.tail) for s, p in positions.items()])
+
+
+def catch_up(db: pw.SqliteDatabase, event_log: EventLog) -> FoldResult:
+    """Fold whatever the log holds beyond the stored positions (all of it for a new db)."""
+    read = event_log.read_new(load_positions(db))
+    return _fold_read(db, read)
+
+
+def _fold_read(db, read: ReadResult) -> FoldResult:
+    total = FoldResult()
+    records = read.records
+    if len(records) <= REBUILD_BATCH:
+        return fold(db, records, issues=read.issues, positions=read.positions)
+    for i in range(0, len(records), REBUILD_BATCH):
+        last = i + REBUILD_BATCH >= len(records)
+        total.merge(fold(db, records[i:i + REBUILD_BATCH],
+                         issues=read.issues if last else (),
+                         positions=read.positions if last else None))
+    return total
+
+
+def rebuild(db: pw.SqliteDatabase, event_log: EventLog, *, keep_applied: bool = False) -> FoldResult:
+    """Drop and recreate every table, then fold the whole log shard by shard."""
+    models.drop_schema(db)
+    models.create_schema(db)
+    total = FoldResult()
+    for shard in event_log.shards():
+        read = ReadResult()
+        event_log.read_shard(shard, Position(), read)
+        res = _fold_read(db, read)
+        res.applied = [] if not keep_applied else res.applied
+        total.merge(res)
+    return total
+
+
+def fold_counts(db: pw.SqliteDatabase) -> dict[str, int]:
+    """How many lines/events the fold refused so far, by kind (for `sync status`)."""
+    return dict(db.execute_sql("SELECT kind, count(*) FROM fold_issues GROUP BY kind").fetchall())
