@@ -1,0 +1,18 @@
+"""Fixtures for the sync tests (helpers live in ``sync_helpers``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from sync_helpers import Cluster, make_cluster
+
+
+@pytest.fixture
+def cluster(tmp_path) -> Cluster:
+    """Two clones (a, b) of one bare remote, each with its a-sync worktree and replicator."""
+    return make_cluster(tmp_path, 2)
+
+
+@pytest.fixture
+def cluster3(tmp_path) -> Cluster:
+    return make_cluster(tmp_path, 3)

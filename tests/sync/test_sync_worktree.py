@@ -1,0 +1,185 @@
+"""The a-sync branch and its linked worktree."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pygit2
+import pytest
+
+from fixtures.repos.builders import AUTHOR, make_bare, make_replicas, make_repo
+from sync_helpers import append, event, history
+from thrum.sync import NotAGitRepository
+from thrum.sync.replicate import Replicator, run_cycle
+from thrum.sync.worktree import (
+    INIT_MESSAGE,
+    SYNC_REF,
+    common_dir,
+    ensure_sync_worktree,
+    is_git_repo,
+    sync_worktree_path,
+)
+
+
+def user_state(path: Path) -> dict:
+    """Everything of the user's checkout that must never change."""
+    repo = pygit2.Repository(str(path))
+    return {
+        "head": repo.head.name,
+        "target": repo.head.target,
+        "index": sorted((e.path, e.id, e.mode) for e in repo.index),
+        "status": repo.status(),
+        "files": {p.relative_to(path): p.read_bytes() for p in path.rglob("*")
+                  if p.is_file() and ".git" not in p.relative_to(path).parts},
+        "branches": sorted(repo.branches.local),
+    }
+
+
+@pytest.fixture
+def user_repo(tmp_path) -> Path:
+    """A checkout on a user branch with a staged change and an unstaged one."""
+    path = tmp_path / "work"
+    repo = make_repo(path)
+    repo.branches.local.create("feature", repo.head.peel(pygit2.Commit))
+    repo.checkout("refs/heads/feature")
+    (path / "staged.txt").write_text("staged\n")
+    repo.index.add("staged.txt")
+    repo.index.write()
+    (path / "README.md").write_text("dirty work tree\n")
+    (path / "untracked.txt").write_text("untracked\n")
+    return path
+
+
+def test_ensure_sync_worktree_leaves_user_state_untouched(user_repo):
+    before = user_state(user_repo)
+    wt = ensure_sync_worktree(user_repo)
+    assert user_state(user_repo) | {"branches": None} == before | {"branches": None}
+    assert user_state(user_repo)["branches"] == sorted(before["branches"] + ["a-sync"])
+    assert wt == (user_repo / ".git" / "thrum-sync" / "a-sync").resolve()
+    assert (wt / ".git").is_file()
+
+
+def test_ensure_sync_worktree_creates_fixed_orphan_root(user_repo, tmp_path):
+    wt = ensure_sync_worktree(user_repo)
+    repo = pygit2.Repository(str(wt))
+    assert repo.head.name == SYNC_REF
+    root = repo.head.peel(pygit2.Commit)
+    assert root.parent_ids == [] and root.message == INIT_MESSAGE
+    assert len(root.tree) == 0
+    # A second repository created offline gets the very same root.
+    other = make_repo(tmp_path / "other")
+    assert pygit2.Repository(str(ensure_sync_worktree(other.workdir))).head.target == root.id
+
+
+def test_ensure_sync_worktree_is_idempotent(user_repo):
+    wt = ensure_sync_worktree(user_repo)
+    append(wt, "events.jsonl", event("01A"))
+    tip = pygit2.Repository(str(user_repo)).references[SYNC_REF].target
+    assert ensure_sync_worktree(user_repo) == wt
+    repo = pygit2.Repository(str(user_repo))
+    assert repo.list_worktrees() == ["a-sync"]
+    assert repo.references[SYNC_REF].target == tip
+    assert (wt / "events.jsonl").read_bytes() == event("01A")  # uncommitted append untouched
+
+
+def test_ensure_sync_worktree_from_linked_worktree_and_subdirectory(user_repo, tmp_path):
+    repo = pygit2.Repository(str(user_repo))
+    repo.add_worktree("side", str(tmp_path / "side"))
+    sub = user_repo / "deep" / "er"
+    sub.mkdir(parents=True)
+    expected = (user_repo / ".git").resolve()
+    for start in (tmp_path / "side", sub, tmp_path / "side" / "README.md"):
+        assert common_dir(start) == expected
+        assert sync_worktree_path(start) == expected / "thrum-sync" / "a-sync"
+    wt = ensure_sync_worktree(tmp_path / "side")
+    assert wt == expected / "thrum-sync" / "a-sync"
+    assert ensure_sync_worktree(sub) == wt
+    assert sorted(repo.list_worktrees()) == ["a-sync", "side"]
+    # The sync worktree itself maps back to the same common dir.
+    assert common_dir(wt) == expected
+
+
+def test_ensure_sync_worktree_attaches_to_remote_branch(tmp_path):
+    pair = make_replicas(tmp_path, 2)
+    # The remote's a-sync was started by someone else with a different root.
+    bare = pygit2.Repository(str(pair.remote))
+    root = bare.create_commit(SYNC_REF, AUTHOR, AUTHOR, "someone else's root\n",
+                              bare.TreeBuilder().write(), [])
+    wa = ensure_sync_worktree(pair.a)
+    assert pygit2.Repository(str(wa)).head.target == root
+    append(wa, "messages/alice.jsonl", event("01A"))
+    assert run_cycle(Replicator(wa), _nolock).pushed
+    wb = ensure_sync_worktree(pair.b)
+    tip = bare.references[SYNC_REF].target
+    assert pygit2.Repository(str(wb)).head.target == tip
+    assert [c.id for c in history(pair.b)] == [c.id for c in history(pair.remote)]
+    assert (wb / "messages/alice.jsonl").read_bytes() == event("01A")
+
+
+def test_ensure_sync_worktree_unreachable_remote_creates_locally(tmp_path):
+    repo = make_repo(tmp_path / "r")
+    repo.remotes.create("origin", str(tmp_path / "missing.git"))
+    wt = ensure_sync_worktree(tmp_path / "r")
+    assert pygit2.Repository(str(wt)).head.peel(pygit2.Commit).message == INIT_MESSAGE
+
+
+def test_ensure_sync_worktree_remote_without_branch_creates_root(tmp_path):
+    make_bare(tmp_path / "remote.git", with_commit=True)
+    repo = make_repo(tmp_path / "r")
+    repo.remotes.create("origin", str(tmp_path / "remote.git"))
+    wt = ensure_sync_worktree(tmp_path / "r")
+    assert pygit2.Repository(str(wt)).head.peel(pygit2.Commit).parent_ids == []
+
+
+def test_ensure_sync_worktree_recreates_deleted_directory(user_repo):
+    wt = ensure_sync_worktree(user_repo)
+    shutil.rmtree(wt)
+    assert ensure_sync_worktree(user_repo) == wt
+    assert pygit2.Repository(str(wt)).head.name == SYNC_REF
+    assert pygit2.Repository(str(user_repo)).list_worktrees() == ["a-sync"]
+
+
+def test_ensure_sync_worktree_recovers_events_from_broken_directory(user_repo):
+    wt = ensure_sync_worktree(user_repo)
+    append(wt, "messages/alice.jsonl", event("01A"))
+    assert Replicator(wt).commit_pending()
+    append(wt, "messages/alice.jsonl", event("01B"))  # not committed yet
+    shutil.rmtree(user_repo / ".git" / "worktrees" / "a-sync")  # metadata lost
+    assert ensure_sync_worktree(user_repo) == wt
+    assert (wt / "messages/alice.jsonl").read_bytes() == event("01A") + event("01B")
+    assert Replicator(wt).commit_pending()
+    assert not any(p.name.startswith("a-sync.broken") for p in wt.parent.iterdir())
+
+
+def test_ensure_sync_worktree_survives_moved_repository(user_repo, tmp_path):
+    wt = ensure_sync_worktree(user_repo)
+    append(wt, "events.jsonl", event("01A"))
+    moved = tmp_path / "moved"
+    user_repo.rename(moved)
+    new_wt = ensure_sync_worktree(moved)
+    assert new_wt == (moved / ".git" / "thrum-sync" / "a-sync").resolve()
+    assert (new_wt / "events.jsonl").read_bytes() == event("01A")
+    assert Replicator(new_wt).commit_pending()
+
+
+def test_common_dir_outside_a_repository_raises(tmp_path):
+    assert not is_git_repo(tmp_path)
+    with pytest.raises(NotAGitRepository, match="not a git repository"):
+        common_dir(tmp_path)
+    with pytest.raises(NotAGitRepository):
+        ensure_sync_worktree(tmp_path)
+
+
+def test_is_git_repo_true_for_checkout_bare_and_subdir(tmp_path):
+    make_repo(tmp_path / "r")
+    make_bare(tmp_path / "b.git")
+    (tmp_path / "r" / "sub").mkdir()
+    assert is_git_repo(tmp_path / "r") and is_git_repo(tmp_path / "b.git")
+    assert is_git_repo(tmp_path / "r" / "sub")
+
+
+def _nolock():
+    import contextlib
+
+    return contextlib.nullcontext()

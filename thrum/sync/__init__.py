@@ -1,0 +1,39 @@
+"""Git replication of the event log: the ``a-sync`` branch, its worktree, the merge.
+
+Modules:
+
+- ``worktree``  the orphan branch ``a-sync`` and its linked worktree (pygit2)
+- ``merge``     the pure per-shard merge rule (no pygit2, no trio)
+- ``replicate`` commit / fetch / merge / push against a git remote (pygit2)
+
+The error types live here so both git modules share them without importing each
+other. Each carries the ``SYNC_ERROR`` JSON-RPC code (it is a
+:class:`thrum.errors.SyncFailed`) and a one-line message a person can act on.
+"""
+
+from __future__ import annotations
+
+from thrum.errors import SyncFailed
+
+
+class SyncError(SyncFailed):
+    """A sync step failed; ``str(err)`` is one line saying what and where."""
+
+
+class NotAGitRepository(SyncError):
+    """The path is not inside a git repository."""
+
+
+class AuthError(SyncError):
+    """The remote refused our credentials (or none were configured)."""
+
+
+class RemoteUnreachable(SyncError):
+    """The remote could not be reached: no such path, host down, refused, DNS."""
+
+
+class PushRejected(SyncError):
+    """The remote refused the push for a reason other than "fetch first"."""
+
+
+__all__ = ["SyncError", "NotAGitRepository", "AuthError", "RemoteUnreachable", "PushRejected"]

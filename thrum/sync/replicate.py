@@ -1,0 +1,586 @@
+"""Replicate the ``a-sync`` worktree through a git remote: commit, fetch, merge, push.
+
+Rules:
+
+1. Only ``*.jsonl`` files are shards; nothing else in the worktree is committed,
+   and a deleted shard is never committed as a deletion (the log is append-only).
+2. An idle worktree makes no commit; a sync with nothing new makes no commit either.
+3. Cost follows what changed: trees are compared by oid, and only shards whose blob
+   differs between our ``a-sync`` and the remote's are read and merged.
+4. The merged tree is committed with the remote tip as its only parent, so history
+   is linear, the remote keeps a single root, and every push is a fast-forward.
+5. A push that lost a race returns False; :func:`run_cycle` then fetches, merges and
+   pushes again, a bounded number of times with exponential backoff.
+6. Network failures become :class:`AuthError` or :class:`RemoteUnreachable` with a
+   one-line message; the credential callback gives up after one try per credential.
+
+A :class:`Replicator` owns one ``pygit2.Repository``; pygit2 objects are not safe to
+share between threads, so every public method takes the replicator's own lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+import pygit2
+from pygit2.enums import CredentialType, FileMode, FileStatus
+
+from . import AuthError, PushRejected, RemoteUnreachable, SyncError
+from .merge import merge_shard
+from .worktree import SYNC_BRANCH, SYNC_REF
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "AuthError",
+    "CommitResult",
+    "Credentials",
+    "FetchResult",
+    "MergeOutcome",
+    "PushRejected",
+    "RemoteUnreachable",
+    "Replicator",
+    "SyncError",
+    "SyncReport",
+    "credentials_from_env",
+    "remote_callbacks",
+    "run_cycle",
+]
+
+CONNECT_TIMEOUT_MS = 10_000  # libgit2 default is the OS's (minutes); never hang on a dead host
+IO_TIMEOUT_MS = 60_000
+_TMP_PREFIX = ".thrum-tmp-"
+_WT_CHANGED = FileStatus.WT_NEW | FileStatus.WT_MODIFIED | FileStatus.WT_TYPECHANGE
+
+
+# --- credentials -------------------------------------------------------------------
+
+
+@dataclass
+class Credentials:
+    """How to authenticate to the remote. Unset fields are simply not tried."""
+
+    ssh_key_path: str | None = None
+    ssh_pubkey_path: str | None = None
+    ssh_passphrase: str | None = None
+    use_ssh_agent: bool = True
+    https_username: str | None = None
+    https_token: str | None = None
+
+    def __repr__(self) -> str:  # never print secrets in logs
+        return (f"Credentials(ssh_key_path={self.ssh_key_path!r}, use_ssh_agent={self.use_ssh_agent}, "
+                f"https_username={self.https_username!r}, https_token={'***' if self.https_token else None})")
+
+
+def credentials_from_env(config: dict | None = None, environ: dict | None = None) -> Credentials:
+    """Credentials from ``THRUM_GIT_TOKEN`` / ``THRUM_GIT_USERNAME`` / ``THRUM_SSH_KEY``.
+
+    ``config`` (the ``sync`` settings) may give ``ssh_key`` and ``https_username``;
+    the environment wins over it.
+    """
+    env = os.environ if environ is None else environ
+    config = config or {}
+    token = env.get("THRUM_GIT_TOKEN") or None
+    username = env.get("THRUM_GIT_USERNAME") or config.get("https_username") or None
+    key = env.get("THRUM_SSH_KEY") or config.get("ssh_key") or None
+    if key:
+        key = os.path.expanduser(key)
+    return Credentials(
+        ssh_key_path=key,
+        https_token=token,
+        https_username=username or ("x-access-token" if token else None),
+    )
+
+
+class _Callbacks(pygit2.RemoteCallbacks):
+    """Credentials tried at most once each, and push rejections recorded."""
+
+    def __init__(self, credentials: Credentials | None):
+        super().__init__()
+        self._creds = credentials or Credentials()
+        self._tried: set[str] = set()
+        self.rejected: list[tuple[str, str]] = []
+
+    def credentials(self, url, username_from_url, allowed_types):
+        c = self._creds
+        user = username_from_url or "git"
+        if allowed_types & CredentialType.USERNAME and "username" not in self._tried:
+            self._tried.add("username")
+            return pygit2.Username(user)
+        if allowed_types & CredentialType.SSH_KEY:
+            if c.ssh_key_path and "ssh-key" not in self._tried:
+                self._tried.add("ssh-key")
+                pub = c.ssh_pubkey_path
+                if pub is None and os.path.exists(c.ssh_key_path + ".pub"):
+                    pub = c.ssh_key_path + ".pub"
+                return pygit2.Keypair(user, pub, c.ssh_key_path, c.ssh_passphrase or "")
+            if c.use_ssh_agent and os.environ.get("SSH_AUTH_SOCK") and "ssh-agent" not in self._tried:
+                self._tried.add("ssh-agent")
+                return pygit2.KeypairFromAgent(user)
+        if allowed_types & CredentialType.USERPASS_PLAINTEXT:
+            if c.https_token and "token" not in self._tried:
+                self._tried.add("token")
+                return pygit2.UserPass(c.https_username or username_from_url or "x-access-token", c.https_token)
+        if self._tried - {"username"}:
+            reason = "the remote rejected the configured credentials"
+        elif allowed_types & CredentialType.USERPASS_PLAINTEXT:
+            reason = "no token configured (set THRUM_GIT_TOKEN)"
+        else:
+            reason = "no SSH key configured and no ssh-agent (set THRUM_SSH_KEY or start ssh-agent)"
+        raise AuthError(f"authentication to {url} failed: {reason}")
+
+    def push_update_reference(self, refname, message):
+        if message:
+            self.rejected.append((refname, message))
+
+
+def remote_callbacks(credentials: Credentials | None = None) -> pygit2.RemoteCallbacks:
+    """Fresh callbacks for one network operation (also for ``ensure_sync_worktree``)."""
+    _ensure_timeouts()
+    return _Callbacks(credentials)
+
+
+def _ensure_timeouts() -> None:
+    try:
+        if not pygit2.settings.server_connect_timeout:
+            pygit2.settings.server_connect_timeout = CONNECT_TIMEOUT_MS
+        if not pygit2.settings.server_timeout:
+            pygit2.settings.server_timeout = IO_TIMEOUT_MS
+    except (AttributeError, pygit2.GitError):  # older libgit2: keep its defaults
+        pass
+
+
+def _translate(exc: BaseException, remote_name: str, url: str) -> SyncError:
+    """One clear SyncError for anything a network operation raised."""
+    if isinstance(exc, SyncError):
+        return exc
+    msg = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    low = msg.lower()
+    if isinstance(exc, pygit2.AuthError) or "authentication" in low or "401" in low or "403" in low:
+        return AuthError(f"authentication to {url} failed: {msg}")
+    if "unsupported url protocol" in low and "://" not in url:
+        return RemoteUnreachable(f"remote {remote_name} is unreachable: no git repository at {url}")
+    return RemoteUnreachable(f"remote {remote_name} ({url}) is unreachable: {msg}")
+
+
+# --- results -----------------------------------------------------------------------
+
+
+@dataclass
+class CommitResult:
+    """The last local commit of pending shard appends."""
+
+    commit: pygit2.Oid
+    paths: list[str]
+
+
+@dataclass
+class FetchResult:
+    """The last fetch: the remote tip of ``a-sync`` (None when the remote has none)."""
+
+    tip: pygit2.Oid | None
+    url: str
+    at: float  # time.time()
+
+
+@dataclass
+class MergeOutcome:
+    """What one merge did. ``received_lines`` maps shard path to lines new to us."""
+
+    head: pygit2.Oid | None = None
+    received: int = 0
+    sent: int = 0
+    commits: int = 0
+    fast_forward: bool = False  # ref moved to the remote tip, no commit needed
+    ahead: bool = False  # we already contain the remote tip: nothing to merge
+    received_lines: dict[str, list[bytes]] = field(default_factory=dict)
+
+
+@dataclass
+class SyncReport:
+    """One sync cycle. ``pushed``: the remote holds our tip at the end of the cycle."""
+
+    sent: int = 0
+    received: int = 0
+    commits: int = 0
+    pushed: bool = False
+    duration_s: float = 0.0
+    received_lines: dict[str, list[bytes]] = field(default_factory=dict)
+    remote: str | None = None
+    remote_url: str | None = None
+    attempts: int = 0
+    error: str | None = None  # set when the push kept losing races
+
+
+# --- the replicator ----------------------------------------------------------------
+
+
+class Replicator:
+    """Commit, fetch, merge and push the ``a-sync`` worktree at ``worktree_path``.
+
+    Raises:
+        SyncError: ``worktree_path`` is not the a-sync worktree.
+    """
+
+    def __init__(
+        self,
+        worktree_path: os.PathLike | str,
+        remote_name: str = "origin",
+        credentials: Credentials | None = None,
+        author_name: str = "thrum",
+        author_email: str = "thrum@localhost",
+    ):
+        self.worktree_path = Path(worktree_path).resolve()
+        self.remote_name = remote_name
+        self.credentials = credentials
+        self.author_name = author_name
+        self.author_email = author_email
+        self.last_commit: CommitResult | None = None
+        self.last_fetch: FetchResult | None = None
+        self._mutex = threading.RLock()
+        try:
+            self.repo = pygit2.Repository(str(self.worktree_path), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
+        except pygit2.GitError as exc:
+            raise SyncError(f"{self.worktree_path} is not the {SYNC_BRANCH} worktree: {exc}") from exc
+        workdir = self.repo.workdir
+        if workdir is None or Path(workdir).resolve() != self.worktree_path:
+            raise SyncError(f"{self.worktree_path} is not the {SYNC_BRANCH} worktree")
+        if self.repo.references.get(SYNC_REF) is None:
+            raise SyncError(f"branch {SYNC_BRANCH} is missing; run ensure_sync_worktree first")
+
+    # -- helpers
+
+    def _signature(self) -> pygit2.Signature:
+        return pygit2.Signature(self.author_name, self.author_email)
+
+    def _head(self) -> pygit2.Commit:
+        return self.repo[self.repo.references[SYNC_REF].target]
+
+    def _move_ref(self, oid: pygit2.Oid, message: str) -> None:
+        self.repo.create_reference_direct(SYNC_REF, oid, True, message=message)
+
+    def _remote(self) -> pygit2.Remote:
+        try:
+            return self.repo.remotes[self.remote_name]
+        except KeyError:
+            raise SyncError(f"no remote named {self.remote_name} is configured") from None
+
+    def has_remote(self) -> bool:
+        """True when the repository has a remote named ``remote_name``."""
+        with self._mutex:
+            return self.remote_name in set(self.repo.remotes.names())
+
+    # -- commit
+
+    def commit_pending(self, paths: list[str] | None = None) -> bool:
+        """Commit changed shard files; True when a commit was made.
+
+        ``paths`` (relative to the worktree, or absolute inside it) names the shards
+        that were appended to; ``None`` asks git which files changed.
+        """
+        with self._mutex:
+            index = self.repo.index
+            index.read(False)
+            if paths is None:
+                status = self.repo.status(untracked_files="all")
+                candidates = [p for p, flags in status.items() if flags & _WT_CHANGED and _is_shard(p)]
+            else:
+                candidates = [p for p in (self._relative(p) for p in paths) if p is not None]
+            for rel in candidates:
+                if (self.worktree_path / rel).is_file():
+                    index.add(rel)
+            tree = index.write_tree()
+            head = self._head()
+            if tree == head.tree_id:
+                if candidates:
+                    index.write()  # refresh stat data so the next status is cheap
+                return False
+            changed = sorted(_changed_paths(head.tree, self.repo[tree]))
+            message = f"thrum: record events in {len(changed)} shard(s)\n\n" + "".join(p + "\n" for p in changed)
+            sig = self._signature()
+            oid = self.repo.create_commit(None, sig, sig, message, tree, [head.id])
+            self._move_ref(oid, "thrum: commit pending events")
+            index.write()
+            self.last_commit = CommitResult(commit=oid, paths=changed)
+            return True
+
+    def _relative(self, path: str | os.PathLike) -> str | None:
+        p = Path(path)
+        if p.is_absolute():
+            try:
+                p = p.resolve().relative_to(self.worktree_path)
+            except ValueError:
+                return None
+        rel = PurePosixPath(*p.parts).as_posix()
+        return rel if _is_shard(rel) else None
+
+    # -- fetch
+
+    def fetch(self) -> pygit2.Oid | None:
+        """Fetch ``a-sync`` from the remote; its tip, or None when the remote has none.
+
+        Raises:
+            AuthError: credentials missing or refused.
+            RemoteUnreachable: no such path / host, connection refused, timeout.
+            SyncError: no such remote configured.
+        """
+        with self._mutex:
+            remote = self._remote()
+            url = remote.url or ""
+            tracking = f"refs/remotes/{self.remote_name}/{SYNC_BRANCH}"
+            try:
+                remote.fetch([f"+{SYNC_REF}:{tracking}"], callbacks=remote_callbacks(self.credentials))
+                heads = remote.list_heads(connect=False)
+            except Exception as exc:  # noqa: BLE001 - translated at this boundary
+                raise _translate(exc, self.remote_name, url) from exc
+            tip = next((h.oid for h in heads if h.name == SYNC_REF), None)
+            if tip is None and self.repo.references.get(tracking) is not None:
+                self.repo.references.delete(tracking)  # the remote dropped its branch
+            self.last_fetch = FetchResult(tip=tip, url=url, at=time.time())
+            return tip
+
+    # -- merge
+
+    def merge(self, remote_tip: pygit2.Oid | None) -> MergeOutcome:
+        """Merge the remote tip's shards into ours and commit on top of the remote tip.
+
+        Only shards whose blob differs between the two trees are read; each is merged
+        with the current worktree file (which may hold appends not yet committed).
+        """
+        with self._mutex:
+            head = self._head()
+            if remote_tip == head.id:
+                return MergeOutcome(head=head.id)
+            if remote_tip is None:  # the remote has no a-sync yet: our push creates it
+                empty = self.repo[self.repo.TreeBuilder().write()]
+                return MergeOutcome(head=head.id, ahead=True, sent=self._count_ahead(empty, head.tree))
+            try:
+                theirs = self.repo[remote_tip]
+            except KeyError:
+                raise SyncError(f"remote tip {remote_tip} is not in the object store; fetch first") from None
+            if self.repo.descendant_of(head.id, remote_tip):
+                return MergeOutcome(head=head.id, ahead=True, sent=self._count_ahead(theirs.tree, head.tree))
+            return self._merge_into(head, theirs)
+
+    def _count_ahead(self, remote_tree: pygit2.Tree, local_tree: pygit2.Tree) -> int:
+        """Lines our tree adds over the remote's (for the report only)."""
+        total = 0
+        for delta in local_tree.diff_to_tree(remote_tree).deltas:
+            path = delta.old_file.path
+            ours = _blob_bytes(self.repo, local_tree, path)
+            theirs = _blob_bytes(self.repo, remote_tree, path)
+            total += max(0, ours.count(b"\n") - theirs.count(b"\n"))
+        return total
+
+    def _merge_into(self, head: pygit2.Commit, theirs: pygit2.Commit) -> MergeOutcome:
+        outcome = MergeOutcome()
+        remote_tree = theirs.tree
+        merged = pygit2.Index()
+        merged.read_tree(remote_tree)
+        touched: list[str] = []
+        paths = _changed_paths(head.tree, remote_tree)
+        for path in sorted(paths):
+            if not _is_safe(path):
+                log.warning("ignoring unsafe path %r in the remote's %s", path, SYNC_BRANCH)
+                continue
+            entry = _entry(remote_tree, path)
+            if entry is not None and entry.filemode not in (FileMode.BLOB, FileMode.BLOB_EXECUTABLE):
+                log.warning("ignoring %s in the remote's %s: not a regular file", path, SYNC_BRANCH)
+                continue
+            file = self.worktree_path / path
+            local = file.read_bytes() if file.is_file() else b""
+            remote = self.repo[entry.id].data if entry is not None else b""
+            if path.endswith(".jsonl"):
+                result = merge_shard(remote, local)
+                data = result.data
+                if result.received:
+                    outcome.received_lines[path] = result.received
+                    outcome.received += len(result.received)
+                outcome.sent += len(result.sent)
+            else:  # not a shard: the remote's copy wins, ours is kept if it has none
+                data = remote if entry is not None else local
+            if data != local or not file.is_file():
+                _write_atomic(file, data)
+            merged.add(pygit2.IndexEntry(path, self.repo.create_blob(data), FileMode.BLOB))
+            touched.append(path)
+        tree = merged.write_tree(self.repo)
+        if tree == remote_tree.id:
+            new_head = theirs.id
+            outcome.fast_forward = True
+            self._move_ref(new_head, "thrum: fast-forward to remote a-sync")
+        else:
+            sig = self._signature()
+            message = (f"thrum: merge {outcome.sent} local event(s) onto remote a-sync\n\n"
+                       + "".join(p + "\n" for p in touched))
+            new_head = self.repo.create_commit(None, sig, sig, message, tree, [theirs.id])
+            outcome.commits = 1
+            self._move_ref(new_head, "thrum: merge remote a-sync")
+        self._sync_index(touched, self.repo[tree])
+        outcome.head = new_head
+        return outcome
+
+    def _sync_index(self, touched: list[str], tree: pygit2.Tree) -> None:
+        """Point the worktree index at the new tree for the paths the merge touched."""
+        index = self.repo.index
+        index.read(False)
+        for path in touched:
+            if (self.worktree_path / path).is_file():
+                index.add(path)  # hashes the file we just wrote and records its stat
+            elif path in index:
+                index.remove(path)
+        index.write()
+
+    # -- push
+
+    def push(self) -> bool:
+        """Push ``a-sync``; False when the remote moved first (non-fast-forward).
+
+        Does nothing (and returns True) when the last fetch saw our tip already.
+
+        Raises:
+            AuthError, RemoteUnreachable: as for :meth:`fetch`.
+            PushRejected: the remote refused for another reason (a hook, permissions).
+        """
+        with self._mutex:
+            head = self.repo.references[SYNC_REF].target
+            if self.last_fetch is not None and self.last_fetch.tip == head:
+                return True
+            remote = self._remote()
+            url = remote.url or ""
+            callbacks = remote_callbacks(self.credentials)
+            try:
+                remote.push([f"{SYNC_REF}:{SYNC_REF}"], callbacks=callbacks)
+            except Exception as exc:  # noqa: BLE001 - translated at this boundary
+                if _is_race(str(exc)):
+                    log.info("push of %s to %s lost a race: %s", SYNC_BRANCH, url, exc)
+                    return False
+                raise _translate(exc, self.remote_name, url) from exc
+            for _ref, message in callbacks.rejected:
+                if _is_race(message):
+                    return False
+                raise PushRejected(f"{url} refused the push of {SYNC_BRANCH}: {message}")
+            self.last_fetch = FetchResult(tip=head, url=url, at=time.time())
+            return True
+
+
+def run_cycle(
+    replicator: Replicator,
+    locked: Callable[[], AbstractContextManager],
+    max_attempts: int = 5,
+    backoff_s: float = 0.05,
+    on_received: Callable[[MergeOutcome], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> SyncReport:
+    """One sync: commit pending appends, then fetch / merge / push until the push lands.
+
+    ``locked()`` returns a context manager that keeps the appender out; it is held for
+    the commit and for each merge, never across network calls. ``on_received`` runs
+    inside the locked merge section whenever a merge brought new lines, so the
+    caller can fold them before appends resume. Runs in a worker thread: it blocks.
+
+    Raises:
+        AuthError, RemoteUnreachable, PushRejected: see :class:`Replicator`; the
+        local commit has been made by then.
+    """
+    start = time.monotonic()
+    report = SyncReport()
+    with locked():
+        report.commits += int(replicator.commit_pending())
+    if not replicator.has_remote():
+        report.duration_s = time.monotonic() - start
+        return report
+    report.remote = replicator.remote_name
+    for attempt in range(1, max_attempts + 1):
+        report.attempts = attempt
+        tip = replicator.fetch()
+        report.remote_url = replicator.last_fetch.url if replicator.last_fetch else None
+        with locked():
+            outcome = replicator.merge(tip)
+            if on_received is not None and outcome.received:
+                on_received(outcome)
+        report.received += outcome.received
+        for path, lines in outcome.received_lines.items():
+            report.received_lines.setdefault(path, []).extend(lines)
+        report.commits += outcome.commits
+        report.sent = outcome.sent
+        if replicator.push():
+            report.pushed = True
+            break
+        if attempt < max_attempts:
+            sleep(backoff_s * 2 ** (attempt - 1))
+    else:
+        report.error = (f"push to {report.remote} was rejected {max_attempts} times "
+                        f"because others kept pushing; the next sync retries")
+    report.duration_s = time.monotonic() - start
+    return report
+
+
+# --- small helpers -----------------------------------------------------------------
+
+
+def _is_race(message: str) -> bool:
+    low = message.lower()
+    return any(s in low for s in (
+        "non-fastforward", "non-fast-forward", "not present locally", "fetch first",
+        "stale info", "failed to lock", "cannot lock ref", "reference already exists",
+        "failed to update ref",
+    ))
+
+
+def _is_safe(path: str) -> bool:
+    parts = path.split("/")
+    return all(p and p not in (".", "..") and p.lower() != ".git" and "\\" not in p for p in parts)
+
+
+def _is_shard(path: str) -> bool:
+    return (path.endswith(".jsonl") and _is_safe(path)
+            and not any(part.startswith(".") for part in path.split("/")))
+
+
+def _changed_paths(old: pygit2.Tree, new: pygit2.Tree) -> set[str]:
+    paths = set()
+    for delta in old.diff_to_tree(new).deltas:
+        paths.add(delta.old_file.path)
+        paths.add(delta.new_file.path)
+    return paths
+
+
+def _entry(tree: pygit2.Tree, path: str) -> pygit2.Object | None:
+    try:
+        return tree[path]
+    except KeyError:
+        return None
+
+
+def _blob_bytes(repo: pygit2.Repository, tree: pygit2.Tree, path: str) -> bytes:
+    entry = _entry(tree, path)
+    if entry is None or entry.type != pygit2.enums.ObjectType.BLOB:
+        return b""
+    return repo[entry.id].data
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data``: temp file, fsync, rename, fsync the directory."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{_TMP_PREFIX}{path.name}.{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    dfd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)

@@ -1,0 +1,251 @@
+"""The ``a-sync`` branch and its linked worktree, managed with pygit2 only.
+
+Rules:
+
+1. The worktree lives at ``<git common dir>/thrum-sync/a-sync`` so the main checkout
+   and every linked worktree of the user's repository share one event log.
+2. The user's HEAD, index and work tree are never touched: the branch is created
+   with a ref write, and the worktree has its own HEAD and index.
+3. A clone whose remote already has ``a-sync`` attaches to it; otherwise the branch
+   starts from a fixed root commit (empty tree, fixed author, time and message), so
+   replicas that start offline still share their root.
+4. Nothing is lost when the worktree directory is broken (metadata deleted, the
+   repository moved): its shard files are merged back into the re-created worktree.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from pathlib import Path
+
+import pygit2
+
+from . import NotAGitRepository, SyncError
+from .merge import merge_shard
+
+log = logging.getLogger(__name__)
+
+SYNC_BRANCH = "a-sync"
+SYNC_REF = f"refs/heads/{SYNC_BRANCH}"
+INIT_MESSAGE = "thrum: initialize a-sync\n"
+# Fixed so that two replicas creating the branch offline make the same root commit.
+INIT_SIGNATURE = pygit2.Signature("thrum", "thrum@localhost", 1704067200, 0)
+
+__all__ = [
+    "SYNC_BRANCH",
+    "SYNC_REF",
+    "common_dir",
+    "ensure_sync_worktree",
+    "is_git_repo",
+    "sync_worktree_path",
+]
+
+
+def is_git_repo(path: os.PathLike | str) -> bool:
+    """True when ``path`` is inside a git repository (work tree, linked worktree or git dir)."""
+    try:
+        return pygit2.discover_repository(str(path)) is not None
+    except (pygit2.GitError, OSError):
+        return False
+
+
+def common_dir(repo_path: os.PathLike | str) -> Path:
+    """The git common dir (``.git`` of the main checkout) of the repository holding ``repo_path``.
+
+    Works from a subdirectory and from a linked worktree of the user's repository.
+
+    Raises:
+        NotAGitRepository: ``repo_path`` is not inside a git repository.
+    """
+    try:
+        found = pygit2.discover_repository(str(repo_path))
+    except (pygit2.GitError, OSError):
+        found = None
+    if found is None:
+        raise NotAGitRepository(f"not a git repository: {repo_path}")
+    gitdir = Path(found)
+    pointer = gitdir / "commondir"  # present in a linked worktree's git dir
+    if pointer.is_file():
+        target = Path(pointer.read_text().strip())
+        gitdir = target if target.is_absolute() else gitdir / target
+    return gitdir.resolve()
+
+
+def sync_worktree_path(repo_path: os.PathLike | str) -> Path:
+    """Where the ``a-sync`` worktree of the repository holding ``repo_path`` lives."""
+    return common_dir(repo_path) / "thrum-sync" / SYNC_BRANCH
+
+
+def ensure_sync_worktree(
+    repo_path: os.PathLike | str,
+    remote_name: str = "origin",
+    callbacks: pygit2.RemoteCallbacks | None = None,
+) -> Path:
+    """Make sure branch ``a-sync`` and its worktree exist; return the worktree path.
+
+    Idempotent. A missing local branch is created from the remote's ``a-sync``
+    when the remote has one (``callbacks`` authenticate that fetch), else from the
+    fixed root commit. An unreachable remote is not an error here: the branch is
+    created locally and the next sync reconciles it with the remote.
+
+    Raises:
+        NotAGitRepository: ``repo_path`` is not inside a git repository.
+        SyncError: the worktree cannot be created.
+    """
+    cdir = common_dir(repo_path)
+    repo = pygit2.Repository(str(cdir))
+    if repo.references.get(SYNC_REF) is None:
+        tip = _remote_sync_tip(repo, remote_name, callbacks)
+        if tip is not None:
+            repo.create_reference_direct(SYNC_REF, tip, False, message="thrum: attach to remote a-sync")
+            log.info("attached %s to %s/%s at %s", SYNC_REF, remote_name, SYNC_BRANCH, tip)
+        else:
+            root = _root_commit(repo)
+            repo.create_reference_direct(SYNC_REF, root, False, message="thrum: initialize a-sync")
+            log.info("created %s at root %s", SYNC_REF, root)
+    path = cdir / "thrum-sync" / SYNC_BRANCH
+    _ensure_linked_worktree(repo, cdir, path)
+    return path
+
+
+def _root_commit(repo: pygit2.Repository) -> pygit2.Oid:
+    empty_tree = repo.TreeBuilder().write()
+    return repo.create_commit(None, INIT_SIGNATURE, INIT_SIGNATURE, INIT_MESSAGE, empty_tree, [])
+
+
+def _remote_sync_tip(repo, remote_name, callbacks) -> pygit2.Oid | None:
+    """Fetch the remote's a-sync; its tip, or None (no remote, no branch, unreachable)."""
+    if remote_name not in set(repo.remotes.names()):
+        return None
+    remote = repo.remotes[remote_name]
+    try:
+        remote.fetch([f"+{SYNC_REF}:refs/remotes/{remote_name}/{SYNC_BRANCH}"], callbacks=callbacks)
+        heads = remote.list_heads(connect=False)
+    except Exception as exc:  # noqa: BLE001 - any remote failure means "create locally"
+        log.warning("cannot fetch %s from %s (%s); creating it locally", SYNC_BRANCH, remote.url, exc)
+        return None
+    for head in heads:
+        if head.name == SYNC_REF:
+            return head.oid
+    return None
+
+
+def _worktree_gitdir(path: Path) -> Path | None:
+    """The git dir a worktree's ``.git`` file points to, or None."""
+    try:
+        text = (path / ".git").read_text().strip()
+    except OSError:
+        return None
+    if not text.startswith("gitdir:"):
+        return None
+    target = Path(text[len("gitdir:"):].strip())
+    return (target if target.is_absolute() else path / target).resolve()
+
+
+def _registered(repo: pygit2.Repository, cdir: Path) -> dict[str, tuple[Path, str]]:
+    """name -> (worktree path, HEAD text) for every registered linked worktree."""
+    out = {}
+    for name in repo.list_worktrees():
+        meta = cdir / "worktrees" / name
+        try:
+            wt_path = Path((meta / "gitdir").read_text().strip()).parent
+            head = (meta / "HEAD").read_text().strip()
+        except OSError:
+            wt_path, head = Path(), ""
+        out[name] = (wt_path, head)
+    return out
+
+
+def _ensure_linked_worktree(repo: pygit2.Repository, cdir: Path, path: Path) -> None:
+    worktrees = _registered(repo, cdir)
+    for name, (wt_path, head) in worktrees.items():
+        if _same(wt_path, path) and _worktree_gitdir(path) == (cdir / "worktrees" / name).resolve():
+            if head != f"ref: {SYNC_REF}":
+                raise SyncError(f"{path} has {head!r} checked out instead of {SYNC_BRANCH}; "
+                                f"remove that worktree and run thrum again")
+            return  # healthy
+    # Stale registrations of our path or of our branch (directory gone, repository moved).
+    stale = []
+    for name, (wt_path, head) in worktrees.items():
+        if _same(wt_path, path):
+            stale.append(name)
+        elif head == f"ref: {SYNC_REF}":
+            alive = wt_path.is_dir() and _worktree_gitdir(wt_path) == (cdir / "worktrees" / name).resolve()
+            if alive:
+                raise SyncError(f"branch {SYNC_BRANCH} is checked out in another worktree at {wt_path}; "
+                                f"remove it (git worktree remove) and run thrum again")
+            stale.append(name)
+    salvage = None
+    if path.exists() or path.is_symlink():
+        salvage = _aside(path)  # uncommitted appends in there must survive
+        log.warning("%s was not a valid worktree; moved it to %s to recover its events", path, salvage)
+    for name in stale:
+        _unregister(repo, cdir, name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    taken = set(repo.list_worktrees())
+    name = next(n for n in _names() if n not in taken and not (cdir / "worktrees" / n).exists())
+    try:
+        repo.add_worktree(name, str(path), repo.lookup_reference(SYNC_REF))
+    except pygit2.GitError as exc:
+        raise SyncError(f"cannot create the sync worktree at {path}: {exc}") from exc
+    if salvage is not None:
+        _recover(salvage, path)
+
+
+def _unregister(repo: pygit2.Repository, cdir: Path, name: str) -> None:
+    """Forget a stale worktree registration (what ``git worktree prune`` does)."""
+    try:
+        # pygit2's prune(True) passes only PRUNE_VALID: it never deletes a working directory.
+        repo.lookup_worktree(name).prune(True)
+    except pygit2.GitError:
+        # libgit2 refuses when the registration's own paths are stale (repository moved).
+        shutil.rmtree(cdir / "worktrees" / name, ignore_errors=True)
+    log.info("removed stale worktree registration %s", name)
+
+
+def _names():
+    yield SYNC_BRANCH
+    yield f"thrum-{SYNC_BRANCH}"
+    n = 2
+    while True:
+        yield f"thrum-{SYNC_BRANCH}-{n}"
+        n += 1
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False
+
+
+def _aside(path: Path) -> Path:
+    n = 0
+    while True:
+        target = path.with_name(f"{path.name}.broken-{os.getpid()}-{n}")
+        if not target.exists():
+            os.replace(path, target)
+            return target
+        n += 1
+
+
+def _recover(salvage: Path, path: Path) -> None:
+    """Merge the shard files of a broken worktree directory into the new worktree."""
+    for src in sorted(salvage.rglob("*.jsonl")):
+        rel = src.relative_to(salvage)
+        if any(part.startswith(".") for part in rel.parts) or not src.is_file():
+            continue
+        dst = path / rel
+        current = dst.read_bytes() if dst.is_file() else b""
+        merged = merge_shard(current, src.read_bytes()).data
+        if merged != current:
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            tmp = dst.with_name(f".thrum-tmp-{dst.name}")
+            with open(tmp, "wb") as f:
+                f.write(merged)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, dst)
+    shutil.rmtree(salvage, ignore_errors=True)
