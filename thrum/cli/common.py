@@ -1,0 +1,258 @@
+"""What every command shares: the global flags, and a `Runtime` that turns them
+into paths, an identity, a daemon connection and output.
+
+Rules:
+
+1. The global flags (``--json --quiet --verbose --role --module --name --repo``)
+   are accepted before or after the subcommand: `global_options` adds them to
+   every group and command. Each occurrence writes into one `Options` object on
+   the root context, so a later (more specific) value wins; flags are sticky.
+2. A command is: parse → `rt = runtime()` → one RPC (`rt.call` / `rt.agent_call`)
+   → `rt.emit(result, text)`. ``--json`` prints the RPC result on stdout and
+   nothing else; hints go through `rt.hint` (silenced by --quiet and --json).
+3. Nothing heavy is imported here: paths, identity and client are stdlib-only.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import click
+
+from ..errors import IdentityError, ThrumError
+
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+@dataclass
+class Options:
+    json: bool = False
+    quiet: bool = False
+    verbose: bool = False
+    role: str | None = None
+    module: str | None = None
+    name: str | None = None
+    repo: str | None = None
+
+
+def _store(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    if value is None or value is False:
+        return value
+    opts = ctx.find_root().ensure_object(Options)
+    setattr(opts, param.name, value)
+    return value
+
+
+_GLOBAL = (
+    ("json", ("--json",), dict(is_flag=True, help="Print the result as JSON (for scripts).")),
+    ("quiet", ("--quiet", "-q"), dict(is_flag=True, help="Suppress hints and notes.")),
+    ("verbose", ("--verbose", "-v"), dict(is_flag=True, help="Print debug output (RPC calls, timings) on stderr.")),
+    ("role", ("--role",), dict(metavar="ROLE", help="Agent role (or THRUM_ROLE).")),
+    ("module", ("--module",), dict(metavar="MODULE", help="Agent module (or THRUM_MODULE).")),
+    ("name", ("--name",), dict(metavar="NAME", help="Agent name (or THRUM_NAME).")),
+    ("repo", ("--repo",), dict(metavar="PATH", help="Repository path (default: .).")),
+)
+
+
+def global_options(*, exclude: tuple[str, ...] = ()) -> Callable:
+    """Decorator adding the global flags to a command or group.
+
+    ``exclude`` drops flags the command defines itself with another meaning
+    (e.g. ``group add --role`` names a member role).
+    """
+    def deco(f):
+        for name, decls, kw in reversed(_GLOBAL):
+            if name in exclude:
+                continue
+            f = click.option(*decls, name, expose_value=False, callback=_store, **kw)(f)
+        return f
+    return deco
+
+
+def options() -> Options:
+    ctx = click.get_current_context()
+    return ctx.find_root().ensure_object(Options)
+
+
+# --------------------------------------------------------------------------- parsing helpers
+
+def parse_tag(flag: str, text: str) -> dict:
+    """``type:value`` → ``{"type", "value"}``.
+
+    Raises:
+        click.BadParameter: no colon, or an empty side (usage error, exit 2).
+    """
+    kind, sep, value = text.partition(":")
+    kind, value = kind.strip(), value.strip()
+    if not sep or not kind or not value:
+        raise click.UsageError(f"{flag} expects type:value (e.g. module:auth), got {text!r}")
+    return {"type": kind, "value": value}
+
+
+def bare_address(text: str) -> str:
+    """``@reviewer`` / ``reviewer`` → ``reviewer``."""
+    return text.strip().lstrip("@").strip()
+
+
+def read_body(text: str | None, body_file: str | None, *, what: str = "message") -> str:
+    """The body from an argument, ``-`` (stdin) or ``--body-file``.
+
+    Raises:
+        click.UsageError: none or both given.
+        ThrumError: the file cannot be read.
+    """
+    if text is not None and body_file is not None:
+        raise click.UsageError(f"give the {what} as an argument or with --body-file, not both")
+    if body_file is not None:
+        if body_file == "-":
+            return sys.stdin.read()
+        try:
+            with open(body_file, encoding="utf-8") as fh:
+                return fh.read()
+        except OSError as exc:
+            raise ThrumError(f"cannot read --body-file {body_file}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError:
+            raise ThrumError(f"--body-file {body_file} is not UTF-8 text") from None
+    if text is None:
+        raise click.UsageError(f"missing {what} text (give it as an argument, - for stdin, or --body-file PATH)")
+    if text == "-":
+        return sys.stdin.read()
+    return text
+
+
+# --------------------------------------------------------------------------- runtime
+
+class Runtime:
+    """Per-invocation state: options → paths, identity, client, output."""
+
+    def __init__(self, opts: Options):
+        self.opts = opts
+        self._paths = None
+        self._identity = None
+        self._client = None
+
+    # --- where and who
+
+    @property
+    def paths(self):
+        if self._paths is None:
+            from .. import paths as _paths
+            self._paths = _paths.resolve(self.opts.repo)
+        return self._paths
+
+    def require_init(self):
+        p = self.paths
+        if not p.initialized:
+            raise ThrumError(f"thrum is not initialised in {p.repo}; run `thrum init` first")
+        return p
+
+    def identity(self):
+        if self._identity is None:
+            from .. import identity as _identity
+            p = self.require_init()
+            self._identity = _identity.resolve(p.identities, name=self.opts.name, role=self.opts.role,
+                                               module=self.opts.module, worktree=str(p.repo))
+        return self._identity
+
+    @property
+    def caller(self) -> str:
+        return self.identity().name
+
+    # --- daemon
+
+    def client(self, *, autostart: bool = True):
+        if self._client is None:
+            from .. import client as _client
+            self._client = _client.connect(self.require_init(), autostart=autostart, quiet=self.opts.quiet,
+                                           trace=self.debug if self.opts.verbose else None)
+        return self._client
+
+    def call(self, method: str, params: dict | None = None, *, autostart: bool = True,
+             timeout: float | None = None) -> Any:
+        return self.client(autostart=autostart).call(method, params or {}, timeout=timeout)
+
+    def agent_call(self, method: str, params: dict | None = None, **kw) -> Any:
+        """`call` as the resolved agent (adds ``caller``).
+
+        When the daemon does not know the agent but its identity file exists (a
+        rebuilt database, a fresh clone), register it from the file and retry once.
+        """
+        ident = self.identity()
+        params = {"caller": ident.name, **(params or {})}
+        try:
+            return self.call(method, params, **kw)
+        except IdentityError:
+            self.debug(f"daemon does not know @{ident.name}; registering it from its identity file")
+            self.call("agent.register", register_params(ident))
+            return self.call(method, params, **kw)
+
+    def best_effort(self, method: str, params: dict | None = None) -> Any:
+        """An agent call whose failure must not fail the command (auto mark-as-read)."""
+        try:
+            return self.agent_call(method, params)
+        except (ThrumError, OSError) as exc:
+            self.debug(f"{method} failed (ignored): {exc}")
+            return None
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    # --- output
+
+    def emit(self, result: Any, text: str | Callable[[], str] | None) -> None:
+        """``--json``: the result; otherwise the text (callable: rendered lazily)."""
+        if self.opts.json:
+            print_json(result)
+            return
+        if callable(text):
+            text = text()
+        if text:
+            click.echo(text.rstrip("\n"))
+
+    def echo(self, text: str) -> None:
+        if not self.opts.json:
+            click.echo(text)
+
+    def hint(self, text: str) -> None:
+        if not self.opts.json and not self.opts.quiet:
+            click.echo(text)
+
+    def warn(self, text: str) -> None:
+        click.echo(f"thrum: warning: {text}", err=True)
+
+    def note(self, text: str) -> None:
+        if not self.opts.quiet:
+            click.echo(f"thrum: {text}", err=True)
+
+    def debug(self, text: str) -> None:
+        if self.opts.verbose:
+            click.echo(f"thrum: {text}", err=True)
+
+
+def register_params(ident) -> dict:
+    params = {"name": ident.name, "role": ident.role}
+    for key in ("module", "display", "worktree"):
+        if getattr(ident, key):
+            params[key] = getattr(ident, key)
+    return params
+
+
+def print_json(obj: Any) -> None:
+    click.echo(json.dumps(obj, indent=2, ensure_ascii=False, default=str))
+
+
+def runtime() -> Runtime:
+    """The `Runtime` of the current invocation (made once, closed with the root context)."""
+    ctx = click.get_current_context()
+    root = ctx.find_root()
+    rt = root.meta.get("thrum.runtime")
+    if rt is None:
+        rt = Runtime(root.ensure_object(Options))
+        root.meta["thrum.runtime"] = rt
+        root.call_on_close(rt.close)
+    return rt

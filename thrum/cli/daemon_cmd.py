@@ -1,0 +1,84 @@
+"""``thrum daemon start|stop|status|restart|run``: thin wrappers over the launcher."""
+
+from __future__ import annotations
+
+import click
+
+from . import render
+from .common import CONTEXT_SETTINGS, global_options, runtime
+
+
+def _launcher():
+    from ..daemon import launcher  # heavy: only for daemon commands
+    return launcher
+
+
+def _pid(res: dict | None) -> str:
+    return f" (pid {res['pid']})" if isinstance(res, dict) and res.get("pid") else ""
+
+
+@click.group(context_settings=CONTEXT_SETTINGS)
+@global_options()
+def daemon():
+    """Control this repository's thrum daemon.
+
+    Commands that need the daemon start it on their own (THRUM_NO_AUTOSTART=1
+    turns that off).
+    """
+
+
+@daemon.command("start", context_settings=CONTEXT_SETTINGS)
+@global_options()
+def start():
+    """Start the daemon in the background (no-op when it is running)."""
+    rt = runtime()
+    res = _launcher().start(rt.require_init())
+    if res.get("already_running") or not res.get("started", True):
+        text = f"Daemon already running{_pid(res)}"
+    else:
+        text = f"> Daemon started{_pid(res)}"
+    rt.emit(res, text)
+
+
+@daemon.command("stop", context_settings=CONTEXT_SETTINGS)
+@click.option("--timeout", type=click.FloatRange(0.1, None), default=10.0, show_default=True,
+              help="Seconds to wait for a graceful stop.")
+@global_options()
+def stop(timeout):
+    """Stop the daemon gracefully (pending writes are flushed)."""
+    rt = runtime()
+    res = _launcher().stop(rt.require_init(), timeout=timeout)
+    text = f"> Daemon stopped{_pid(res)}" if res.get("stopped") else "Daemon is not running"
+    rt.emit(res, text)
+
+
+@daemon.command("restart", context_settings=CONTEXT_SETTINGS)
+@global_options()
+def restart():
+    """Stop the daemon (if running) and start it again."""
+    rt = runtime()
+    res = _launcher().restart(rt.require_init())
+    rt.emit(res if isinstance(res, dict) else {"restarted": True}, f"> Daemon restarted{_pid(res)}")
+
+
+@daemon.command("status", context_settings=CONTEXT_SETTINGS)
+@global_options()
+def status():
+    """Show whether the daemon runs, its pid, uptime, socket and repository."""
+    rt = runtime()
+    paths = rt.paths
+    if not paths.initialized:
+        res = {"running": False, "pid": None, "uptime": None, "socket": str(paths.socket),
+               "repo": str(paths.repo), "initialized": False}
+        rt.emit(res, f"Daemon:  not running\nthrum is not initialised in {paths.repo}; run `thrum init`")
+        return
+    res = _launcher().status(paths)
+    rt.emit(res, lambda: render.render_daemon_status(res))
+
+
+@daemon.command("run", context_settings=CONTEXT_SETTINGS)
+@global_options()
+def run():
+    """Run the daemon in the foreground (for service managers; Ctrl-C stops it)."""
+    rt = runtime()
+    _launcher().run_foreground(rt.require_init())

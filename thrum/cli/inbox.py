@@ -1,0 +1,65 @@
+"""``thrum inbox``: message.list (excluding my own messages), rendered, then
+the displayed messages are marked read (best effort; not with ``--unread``)."""
+
+from __future__ import annotations
+
+import shutil
+
+import click
+
+from . import render
+from .common import CONTEXT_SETTINGS, global_options, parse_tag, runtime
+
+
+@click.command(context_settings=CONTEXT_SETTINGS)
+@click.option("--scope", metavar="TYPE:VALUE", help="Only messages with this scope, e.g. module:auth.")
+@click.option("--mentions", is_flag=True, help="Only messages that mention me (my name, role or groups).")
+@click.option("--unread", is_flag=True, help="Only unread messages; does not mark them read.")
+@click.option("--page-size", type=click.IntRange(1, 100), default=10, show_default=True,
+              help="Messages per page.")
+@click.option("--page", type=click.IntRange(1, None), default=1, show_default=True, help="Page number.")
+@global_options()
+def inbox(scope, mentions, unread, page_size, page):
+    """List messages with read (○) and unread (●) markers, newest first.
+
+    Shows every message except your own; replies are grouped under the message
+    they answer (↳). Displayed messages are marked read, except with --unread.
+
+    \b
+    Examples:
+      thrum inbox
+      thrum inbox --mentions --unread
+      thrum inbox --scope module:auth --page 2
+    """
+    rt = runtime()
+    params = {"exclude_own": True, "page_size": page_size, "page": page,
+              "sort_by": "created_at", "sort_order": "desc"}
+    filters: list[tuple[str, str | None]] = []
+    if scope:
+        params["scope"] = parse_tag("--scope", scope)
+        filters.append(("scope", scope))
+    if mentions:
+        params["mentions"] = True
+        filters.append(("mentions", None))
+    if unread:
+        params["unread"] = True
+        filters.append(("unread", None))
+    result = rt.agent_call("message.list", params)
+    messages = result.get("messages") or []
+
+    unfiltered_total = None
+    if not messages and filters and not rt.opts.json:
+        everything = rt.agent_call("message.list", {"exclude_own": True, "page_size": 1, "page": 1})
+        unfiltered_total = everything.get("total")
+
+    width = shutil.get_terminal_size((render.DEFAULT_WIDTH + 2, 24)).columns - 2
+    rt.emit(result, lambda: render.render_inbox(result, width=width, filters=filters,
+                                                unfiltered_total=unfiltered_total))
+    if not rt.opts.json and messages and (result.get("total_pages") or 1) > page:
+        rt.hint(f"Next page: thrum inbox --page {page + 1}")
+
+    if not unread:
+        to_mark = [m["message_id"] for m in messages
+                   if isinstance(m, dict) and m.get("message_id") and not m.get("is_read")]
+        if to_mark:
+            rt.best_effort("message.markRead", {"message_ids": to_mark})

@@ -1,0 +1,165 @@
+"""The ``thrum`` command: the click group, lazy command registry, and `main()`.
+
+Rules:
+
+1. Commands live in their own modules and are imported only when invoked
+   (startup time is part of the product: ``thrum send`` must start fast).
+   Registering a command is one line in `COMMANDS`: ``"name": "module:attr"``.
+2. `main()` is the only place errors become exit codes: success 0; a
+   `ThrumError` (or any other failure) prints one line ``thrum: <message>`` on
+   stderr and exits 1; a usage error prints one line and exits 2; Ctrl-C
+   exits 130. Never a traceback, unless ``--verbose`` or ``THRUM_DEBUG=1``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import click
+
+from ..errors import ThrumError
+from .common import CONTEXT_SETTINGS, Options, global_options
+
+# name -> "module:attribute". Keep the order: it is the order of `thrum --help`.
+COMMANDS: dict[str, str] = {
+    "init": "thrum.cli.init:init",
+    "quickstart": "thrum.cli.agent:quickstart",
+    "whoami": "thrum.cli.agent:whoami",
+    "send": "thrum.cli.send:send",
+    "reply": "thrum.cli.send:reply",
+    "inbox": "thrum.cli.inbox:inbox",
+    "sent": "thrum.cli.message:sent",
+    "message": "thrum.cli.message:message",
+    "group": "thrum.cli.group:group",
+    "agent": "thrum.cli.agent:agent",
+    "session": "thrum.cli.session:session",
+    "daemon": "thrum.cli.daemon_cmd:daemon",
+    # Added by other issues (one line each):
+    # "sync": "thrum.cli.sync:sync",
+    # "wait": "thrum.cli.wait:wait",
+    # "mcp": "thrum.cli.mcp:mcp",
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported on first use."""
+
+    def __init__(self, *args, lazy: dict[str, str] | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lazy = dict(lazy or {})
+
+    def list_commands(self, ctx):
+        extra = [n for n in super().list_commands(ctx) if n not in self.lazy]
+        return list(self.lazy) + sorted(extra)
+
+    def get_command(self, ctx, cmd_name):
+        if cmd_name in self.lazy:
+            return self._load(cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    def _load(self, cmd_name):
+        module_name, _, attr = self.lazy[cmd_name].partition(":")
+        module = importlib.import_module(module_name)
+        cmd = getattr(module, attr)
+        if not isinstance(cmd, click.Command):
+            raise TypeError(f"{self.lazy[cmd_name]} is not a click command")
+        return cmd
+
+
+@click.group(cls=LazyGroup, lazy=COMMANDS, context_settings=CONTEXT_SETTINGS)
+@click.version_option(package_name="thrum", prog_name="thrum", message="%(prog)s %(version)s")
+@global_options()
+@click.pass_context
+def cli(ctx: click.Context) -> None:
+    """thrum: a Git-native message bus for AI coding agents.
+
+    \b
+    Start here:
+      thrum init                                    set up thrum in this git repository
+      thrum quickstart --name alice --role implementer --module auth
+      thrum send "Tests are green" --to @reviewer
+      thrum inbox
+
+    Global flags (--json --quiet --verbose --role --module --name --repo) can be
+    given before or after the subcommand.
+    """
+    ctx.ensure_object(Options)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(part.strip() for part in str(text).splitlines() if part.strip()) or "error"
+
+
+def _error_text(exc: ThrumError) -> str:
+    text = _one_line(exc.message or str(exc))
+    data = exc.data if isinstance(exc.data, dict) else {}
+    matches = data.get("close_matches")
+    if matches and isinstance(matches, list) and not any(str(m) in text for m in matches):
+        text += " (did you mean: " + ", ".join(f"@{str(m).lstrip('@')}" for m in matches) + "?)"
+    return text
+
+
+def _debugging(argv: list[str]) -> bool:
+    return os.environ.get("THRUM_DEBUG", "") not in ("", "0") or "--verbose" in argv or "-v" in argv
+
+
+def _fail(message: str, code: int) -> int:
+    try:
+        sys.stderr.write(f"thrum: {message}\n")
+        sys.stderr.flush()
+    except OSError:
+        pass
+    return code
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run the CLI and return the exit code (`main` exits with it)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        cli.main(args=argv, prog_name="thrum", standalone_mode=False, obj=Options())
+        sys.stdout.flush()
+        return 0
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.UsageError as exc:
+        hint = ""
+        if exc.ctx is not None and "--help" not in exc.format_message():
+            hint = f" (see '{exc.ctx.command_path} --help')"
+        return _fail(_one_line(exc.format_message()) + hint, 2)
+    except click.Abort as exc:
+        if isinstance(exc.__cause__, KeyboardInterrupt):
+            return _fail("interrupted", 130)
+        return _fail("aborted", 1)
+    except click.ClickException as exc:
+        return _fail(_one_line(exc.format_message()), exc.exit_code or 1)
+    except ThrumError as exc:
+        if _debugging(argv):
+            import traceback
+            traceback.print_exc()
+        return _fail(_error_text(exc), 1)
+    except KeyboardInterrupt:
+        return _fail("interrupted", 130)
+    except BrokenPipeError:
+        # stdout went away (`thrum inbox | head -1`): stop quietly.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except OSError:
+            pass
+        return 1
+    except Exception as exc:  # the last line of defence: never a traceback unless asked
+        if _debugging(argv):
+            import traceback
+            traceback.print_exc()
+        return _fail(f"internal error: {type(exc).__name__}: {_one_line(str(exc))} "
+                     "(rerun with --verbose for details)", 1)
+
+
+def main(argv: list[str] | None = None) -> None:
+    sys.exit(run(argv))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,102 @@
+"""``thrum message get|edit|delete|read`` and ``thrum sent``."""
+
+from __future__ import annotations
+
+import shutil
+
+import click
+
+from . import render
+from .common import CONTEXT_SETTINGS, global_options, read_body, runtime
+
+
+@click.group(context_settings=CONTEXT_SETTINGS)
+@global_options()
+def message():
+    """Work with single messages: get, edit, delete, mark read."""
+
+
+@message.command("get", context_settings=CONTEXT_SETTINGS)
+@click.argument("msg_id", metavar="MSG_ID")
+@global_options()
+def get(msg_id):
+    """Show one message with all its details (and mark it read)."""
+    rt = runtime()
+    result = rt.agent_call("message.get", {"message_id": msg_id})
+    msg = result.get("message") if isinstance(result.get("message"), dict) else result
+    rt.emit(result, lambda: render.render_message(msg))
+    if not msg.get("is_read") and not msg.get("deleted"):
+        rt.best_effort("message.markRead", {"message_ids": [msg_id]})
+
+
+@message.command("edit", context_settings=CONTEXT_SETTINGS)
+@click.argument("msg_id", metavar="MSG_ID")
+@click.argument("text", required=False, metavar="TEXT")
+@click.option("--body-file", metavar="PATH", help="Read the new text from a file (- for stdin).")
+@global_options()
+def edit(msg_id, text, body_file):
+    """Replace the content of one of your messages.
+
+    TEXT is the new content; use - to read it from stdin, or --body-file PATH.
+    """
+    rt = runtime()
+    content = read_body(text, body_file, what="new message")
+    if not content.strip():
+        raise click.UsageError("the new text is empty; use `thrum message delete` to remove a message")
+    result = rt.agent_call("message.edit", {"message_id": msg_id, "content": content})
+    version = result.get("version")
+    suffix = f" (version {version})" if version is not None else ""
+    rt.emit(result, f"> Message edited: {result.get('message_id', msg_id)}{suffix}")
+
+
+@message.command("delete", context_settings=CONTEXT_SETTINGS)
+@click.argument("msg_id", metavar="MSG_ID")
+@click.option("--force", is_flag=True, help="Required: confirm the deletion (it cannot be undone).")
+@click.option("--reason", metavar="TEXT", help="Why it was deleted (stored with the deletion).")
+@global_options()
+def delete(msg_id, force, reason):
+    """Soft-delete one of your messages (needs --force)."""
+    if not force:
+        raise click.UsageError(f"refusing to delete {msg_id} without --force (deletion cannot be undone)")
+    rt = runtime()
+    params = {"message_id": msg_id}
+    if reason:
+        params["reason"] = reason
+    result = rt.agent_call("message.delete", params)
+    rt.emit(result, f"> Message deleted: {result.get('message_id', msg_id)}")
+
+
+@message.command("read", context_settings=CONTEXT_SETTINGS)
+@click.argument("msg_ids", nargs=-1, metavar="MSG_ID...")
+@click.option("--all", "all_", is_flag=True, help="Mark every unread message as read.")
+@global_options()
+def read(msg_ids, all_):
+    """Mark messages as read (by id, or --all)."""
+    if all_ and msg_ids:
+        raise click.UsageError("give message ids or --all, not both")
+    if not all_ and not msg_ids:
+        raise click.UsageError("give one or more message ids, or --all")
+    rt = runtime()
+    params = {"all": True} if all_ else {"message_ids": list(dict.fromkeys(msg_ids))}
+    result = rt.agent_call("message.markRead", params)
+    count = int(result.get("marked_count") or 0)
+    lines = [f"> Marked {render.plural(count, 'message')} as read"]
+    also = result.get("also_read_by") or {}
+    if isinstance(also, dict):
+        for mid, names in also.items():
+            if names:
+                lines.append(f"  {mid} also read by " + ", ".join(render.at(n) for n in names))
+    rt.emit(result, "\n".join(lines))
+
+
+@click.command(context_settings=CONTEXT_SETTINGS)
+@click.option("--page-size", type=click.IntRange(1, 100), default=10, show_default=True,
+              help="Messages per page.")
+@click.option("--page", type=click.IntRange(1, None), default=1, show_default=True, help="Page number.")
+@global_options()
+def sent(page_size, page):
+    """List the messages you sent, newest first, with who has read them."""
+    rt = runtime()
+    result = rt.agent_call("message.sent", {"page": page, "page_size": page_size})
+    width = shutil.get_terminal_size((render.DEFAULT_WIDTH + 2, 24)).columns - 2
+    rt.emit(result, lambda: render.render_sent(result, width=width))

@@ -1,0 +1,133 @@
+"""``thrum send`` and ``thrum reply``: one message.send call each."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from .common import CONTEXT_SETTINGS, bare_address, global_options, parse_tag, read_body, runtime
+
+FORMATS = ("markdown", "plain", "json")
+PRIORITIES = ("low", "normal", "high", "critical")
+
+
+def _structured(text: str | None) -> str | None:
+    if text is None:
+        return None
+    try:
+        json.loads(text)
+    except ValueError as exc:
+        raise click.UsageError(f"--structured is not valid JSON ({exc}); nothing was sent") from None
+    return text
+
+
+def _addresses(values: tuple[str, ...], flag: str) -> list[str]:
+    out = []
+    for v in values:
+        for part in v.split(","):
+            name = bare_address(part)
+            if not name:
+                raise click.UsageError(f"{flag} needs a name, role or group (e.g. {flag} @reviewer), got {v!r}")
+            if name not in out:
+                out.append(name)
+    return out
+
+
+@click.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("message", required=False, metavar="[MESSAGE]")
+@click.option("--to", "to", multiple=True, metavar="@NAME",
+              help="Recipient: an agent, a role, a group or @everyone (repeatable; @ optional).")
+@click.option("--mention", "mention", multiple=True, metavar="@ROLE",
+              help="Mention an agent, role or group (repeatable; @ optional).")
+@click.option("--scope", "scope", multiple=True, metavar="TYPE:VALUE",
+              help="Attach a scope, e.g. module:auth (repeatable).")
+@click.option("--ref", "ref", multiple=True, metavar="TYPE:VALUE",
+              help="Attach a reference, e.g. issue:beads-42 (repeatable).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="markdown", show_default=True,
+              help="Content format.")
+@click.option("--priority", type=click.Choice(PRIORITIES), default="normal", show_default=True,
+              help="Message priority.")
+@click.option("--structured", metavar="JSON", help="Typed JSON payload for machines (validated locally).")
+@click.option("--body-file", metavar="PATH", help="Read the message from a file (- for stdin).")
+@click.option("--thread", "thread_id", metavar="THREAD_ID", help="Post into an existing thread.")
+@click.option("--broadcast", is_flag=True, help="Deprecated: same as --to @everyone.")
+@global_options()
+def send(message, to, mention, scope, ref, fmt, priority, structured, body_file, thread_id, broadcast):
+    """Send a message.
+
+    MESSAGE is the text; use - to read it from stdin, or --body-file PATH.
+
+    \b
+    Examples:
+      thrum send "Auth module complete" --to @reviewer --scope module:auth --ref issue:beads-42
+      thrum send "Deploy complete" --to @everyone
+      git log -1 | thrum send - --to @reviewer --format plain
+    """
+    rt = runtime()
+    scopes = [parse_tag("--scope", s) for s in scope]
+    refs = [parse_tag("--ref", r) for r in ref]
+    recipients = _addresses(to, "--to")
+    mentions = _addresses(mention, "--mention")
+    structured = _structured(structured)
+    if broadcast:
+        rt.warn("--broadcast is deprecated; use --to @everyone")
+        if "everyone" not in recipients:
+            recipients.append("everyone")
+    content = read_body(message, body_file)
+    if not content.strip() and not structured:
+        raise click.UsageError("the message is empty; nothing was sent")
+
+    params = {"content": content, "format": fmt, "priority": priority}
+    if structured is not None:
+        params["structured"] = structured
+    if recipients:
+        params["to"] = recipients
+    if mentions:
+        params["mentions"] = mentions
+    if scopes:
+        params["scopes"] = scopes
+    if refs:
+        params["refs"] = refs
+    if thread_id:
+        params["thread_id"] = thread_id
+    result = rt.agent_call("message.send", params)
+
+    def text():
+        lines = [f"> Message sent: {result.get('message_id')}"]
+        targets = result.get("recipients") or []
+        if targets:
+            shown = []
+            for r in targets:
+                addr = r.get("address") if isinstance(r, dict) else r
+                kind = r.get("kind") if isinstance(r, dict) else None
+                shown.append(f"@{str(addr).lstrip('@')}" + (f" ({kind})" if kind else ""))
+            lines.append("  To: " + ", ".join(shown))
+        return "\n".join(lines)
+
+    rt.emit(result, text)
+
+
+@click.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("msg_id", metavar="MSG_ID")
+@click.argument("text", required=False, metavar="TEXT")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="markdown", show_default=True,
+              help="Content format.")
+@click.option("--body-file", metavar="PATH", help="Read the reply from a file (- for stdin).")
+@global_options()
+def reply(msg_id, text, fmt, body_file):
+    """Reply to a message (links it with a reply_to ref and marks it read).
+
+    TEXT is the reply; use - to read it from stdin, or --body-file PATH.
+
+    \b
+    Example:
+      thrum reply msg_01HXE... "Looks good, merging now"
+    """
+    rt = runtime()
+    content = read_body(text, body_file, what="reply")
+    if not content.strip():
+        raise click.UsageError("the reply is empty; nothing was sent")
+    result = rt.agent_call("message.send", {"content": content, "format": fmt, "reply_to": msg_id})
+    rt.best_effort("message.markRead", {"message_ids": [msg_id]})
+    rt.emit(result, f"> Reply sent: {result.get('message_id')}\n  In reply to: {msg_id}")

@@ -1,0 +1,234 @@
+"""Blocking JSON-RPC 2.0 client for the daemon's Unix socket.
+
+Every front end (CLI, MCP server, Gas City adapter) talks to the daemon through
+this module. It is deliberately small and cheap to import: stdlib ``socket`` and
+``json`` only, no trio, no pygit2.
+
+Rules:
+
+1. One request object per line out, one response object per line back; lines
+   without an ``id`` (notifications) and responses to other ids are skipped.
+2. An ``error`` response becomes the typed `thrum.errors` exception rebuilt by
+   `from_rpc`; a missing socket or a refused connection becomes `Unavailable`
+   with a message that says what to do.
+3. `connect` starts the daemon when it is not running (the only place the
+   launcher is imported), unless ``autostart`` is off or ``THRUM_NO_AUTOSTART``
+   is set.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import socket
+import sys
+import time
+from typing import Any, Callable
+
+from .errors import ThrumError, Timeout, Unavailable, from_rpc
+
+DEFAULT_TIMEOUT = 60.0
+_RECV = 256 * 1024
+
+Trace = Callable[[str], None]
+
+
+def _not_running(path: str, why: str) -> Unavailable:
+    return Unavailable(f"thrum daemon is not running ({why} {path}); start it with `thrum daemon start`")
+
+
+class Client:
+    """One connection to the daemon; `call` sends a request and waits for its answer.
+
+    Usable as a context manager; reconnects lazily on the next call after `close`.
+    """
+
+    def __init__(self, paths=None, *, socket_path: str | os.PathLike | None = None,
+                 timeout: float | None = DEFAULT_TIMEOUT, trace: Trace | None = None):
+        if socket_path is None:
+            if paths is None:
+                raise TypeError("Client needs paths or socket_path")
+            socket_path = paths.socket
+        self.socket_path = os.fspath(socket_path)
+        self.timeout = timeout
+        self._trace = trace
+        self._sock: socket.socket | None = None
+        self._buf = bytearray()
+        self._next_id = 0
+
+    # ------------------------------------------------------------------ connection
+
+    def connect(self) -> "Client":
+        """Open the connection (no-op when open).
+
+        Raises:
+            Unavailable: no socket, connection refused, or no permission.
+        """
+        if self._sock is not None:
+            return self
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self.socket_path)
+        except FileNotFoundError:
+            sock.close()
+            raise _not_running(self.socket_path, "no socket at") from None
+        except ConnectionRefusedError:
+            sock.close()
+            raise _not_running(self.socket_path, "nothing listening on") from None
+        except PermissionError:
+            sock.close()
+            raise Unavailable(f"permission denied on the thrum socket {self.socket_path}; "
+                              "the daemon belongs to another user") from None
+        except socket.timeout:
+            sock.close()
+            raise Unavailable(f"thrum daemon did not accept a connection on {self.socket_path} "
+                              f"within {self.timeout:g}s") from None
+        except OSError as exc:
+            sock.close()
+            if exc.errno in (errno.ENOTSOCK, errno.ECONNREFUSED, errno.ENOENT):
+                raise _not_running(self.socket_path, "no daemon at") from None
+            raise Unavailable(f"cannot connect to the thrum daemon at {self.socket_path}: "
+                              f"{exc.strerror or exc}") from None
+        self._sock = sock
+        self._buf.clear()
+        return self
+
+    def close(self) -> None:
+        if self._sock is not None:
+            try:
+                self._sock.close()
+            finally:
+                self._sock = None
+                self._buf.clear()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ calls
+
+    def call(self, method: str, params: dict | None = None, *, timeout: float | None = None) -> Any:
+        """Send one request and return its ``result``.
+
+        ``timeout`` (seconds) overrides the client's for this call (long polls).
+
+        Raises:
+            ThrumError: the typed error of an error response.
+            Unavailable: the daemon cannot be reached or hung up.
+            Timeout: no answer in time.
+        """
+        self.connect()
+        sock = self._sock
+        self._next_id += 1
+        req_id = self._next_id
+        request = {"jsonrpc": "2.0", "id": req_id, "method": method, "params": params or {}}
+        data = json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+        started = time.monotonic()
+        if self._trace:
+            self._trace(f"→ {method} {_short(request['params'])}")
+        if timeout is not None:
+            sock.settimeout(timeout)
+        try:
+            sock.sendall(data)
+            while True:
+                line = self._read_line()
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    raise ThrumError(f"thrum daemon sent a malformed response: {line[:80]!r}") from None
+                if not isinstance(msg, dict) or msg.get("id") != req_id:
+                    continue  # a notification, or an answer to someone else
+                break
+        except socket.timeout:
+            self.close()
+            limit = timeout if timeout is not None else self.timeout
+            raise Timeout(f"thrum daemon did not answer {method} within {limit:g}s") from None
+        except (BrokenPipeError, ConnectionResetError):
+            self.close()
+            raise Unavailable(f"thrum daemon closed the connection during {method}; "
+                              "check `thrum daemon status`") from None
+        except OSError as exc:
+            self.close()
+            raise Unavailable(f"lost the connection to the thrum daemon during {method}: "
+                              f"{exc.strerror or exc}") from None
+        finally:
+            if timeout is not None and self._sock is not None:
+                self._sock.settimeout(self.timeout)
+        if self._trace:
+            took = (time.monotonic() - started) * 1000
+            status = "error" if "error" in msg else "ok"
+            self._trace(f"← {method} {status} in {took:.1f} ms")
+        if "error" in msg and msg["error"] is not None:
+            raise from_rpc(msg["error"])
+        if "result" not in msg:
+            raise ThrumError(f"thrum daemon answered {method} with neither result nor error")
+        return msg["result"]
+
+    def _read_line(self) -> bytes:
+        buf = self._buf
+        while True:
+            nl = buf.find(b"\n")
+            if nl >= 0:
+                line = bytes(buf[:nl])
+                del buf[:nl + 1]
+                if line.strip():
+                    return line
+                continue
+            chunk = self._sock.recv(_RECV)
+            if not chunk:
+                self.close()
+                raise ConnectionResetError("EOF")
+            buf += chunk
+
+
+def _short(params: Any, limit: int = 200) -> str:
+    text = json.dumps(params, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+# ---------------------------------------------------------------------- autostart
+
+def autostart_disabled(environ=None) -> bool:
+    value = (os.environ if environ is None else environ).get("THRUM_NO_AUTOSTART", "")
+    return value.strip().lower() in ("1", "true", "yes", "on")
+
+
+def connect(paths, *, autostart: bool = True, quiet: bool = False,
+            timeout: float | None = DEFAULT_TIMEOUT, trace: Trace | None = None) -> Client:
+    """A connected `Client`, starting the daemon first when needed.
+
+    Prints ``thrum: starting daemon…`` on stderr when it starts one (unless ``quiet``).
+
+    Raises:
+        Unavailable: not running and autostart is off (``autostart=False`` or
+            ``THRUM_NO_AUTOSTART=1``), thrum is not initialised here, or the
+            daemon did not come up.
+    """
+    client = Client(paths, timeout=timeout, trace=trace)
+    try:
+        return client.connect()
+    except Unavailable:
+        if not autostart:
+            raise
+        if autostart_disabled():
+            raise Unavailable("thrum daemon is not running and THRUM_NO_AUTOSTART=1 is set; "
+                              "start it with `thrum daemon start`") from None
+        if not paths.initialized:
+            raise Unavailable(f"thrum is not initialised in {paths.repo}; run `thrum init` first") from None
+
+    announced = False
+
+    def announce(*_args, **_kwargs) -> None:
+        nonlocal announced
+        if not quiet and not announced:
+            announced = True
+            print("thrum: starting daemon…", file=sys.stderr, flush=True)
+
+    from .daemon import launcher  # heavy: only when the daemon must be started
+
+    launcher.ensure_running(paths, autostart=True, announce=announce)
+    return client.connect()
