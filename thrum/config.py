@@ -1,0 +1,89 @@
+"""Settings from ``.thrum/config.json`` with environment overrides.
+
+Environment wins over the file so cron lines and tests can change one run
+without editing state. Unknown keys are kept (forward compatibility).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import ValidationError
+
+DEFAULTS = {
+    "sync_interval": 30.0,        # seconds between timer syncs when a remote exists
+    "sync_debounce": 2.0,         # seconds after a write before a sync
+    "remote": "origin",
+    "local_only": False,
+    "ws_port": 9999,
+    "ws_queue_size": 100,
+    "max_body_bytes": 1024 * 1024,
+    "ssh_key": None,
+    "https_username": None,
+}
+
+ENV = {
+    "THRUM_SYNC_INTERVAL": ("sync_interval", float),
+    "THRUM_SYNC_DEBOUNCE": ("sync_debounce", float),
+    "THRUM_REMOTE": ("remote", str),
+    "THRUM_LOCAL": ("local_only", lambda v: v.strip().lower() in ("1", "true", "yes", "on")),
+    "THRUM_WS_PORT": ("ws_port", int),
+    "THRUM_WS_QUEUE": ("ws_queue_size", int),
+    "THRUM_MAX_BODY": ("max_body_bytes", int),
+    "THRUM_SSH_KEY": ("ssh_key", str),
+}
+
+
+@dataclass
+class Config:
+    values: dict = field(default_factory=lambda: dict(DEFAULTS))
+
+    def __getattr__(self, name):
+        try:
+            return self.__dict__["values"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+def load(path: Path | None, environ: dict | None = None) -> Config:
+    """Read the config file (missing is fine) and apply environment overrides.
+
+    Raises:
+        ValidationError: the file is not a JSON object, or a value has the wrong type.
+    """
+    values = dict(DEFAULTS)
+    if path is not None and path.is_file():
+        try:
+            data = json.loads(path.read_text() or "{}")
+        except ValueError as exc:
+            raise ValidationError(f"{path}: not valid JSON ({exc})", field="config") from None
+        if not isinstance(data, dict):
+            raise ValidationError(f"{path}: must hold a JSON object", field="config")
+        values.update(data)
+    env = os.environ if environ is None else environ
+    for var, (key, conv) in ENV.items():
+        if env.get(var) not in (None, ""):
+            try:
+                values[key] = conv(env[var])
+            except ValueError:
+                raise ValidationError(f"{var}={env[var]!r} is not a valid {key}", field=var) from None
+    for key in ("sync_interval", "sync_debounce"):
+        if not isinstance(values[key], (int, float)) or values[key] < 0:
+            raise ValidationError(f"config {key} must be a non-negative number", field=key)
+    return Config(values)
+
+
+def save(path: Path, updates: dict) -> None:
+    data = {}
+    if path.is_file():
+        try:
+            data = json.loads(path.read_text() or "{}")
+        except ValueError:
+            data = {}
+    data.update(updates)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)

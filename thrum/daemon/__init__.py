@@ -1,0 +1,1 @@
+"""The thrum daemon: the only writer of a repository's event log."""

@@ -1,0 +1,85 @@
+"""One client connection, whatever the transport.
+
+Replies go out in the order they are ready. Notifications go through the
+connection's own bounded outbox: a slow client only ever delays itself. When the
+outbox is full the oldest notification is dropped, and the client is told how
+many it lost (``notification.dropped``) before the next one it receives. Every
+notification carries ``params.seq``, a per-connection sequence number, so a
+client can also see gaps itself.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections import deque
+from typing import Awaitable, Callable
+
+import trio
+
+from .. import jsonrpc
+
+log = logging.getLogger(__name__)
+
+_ids = itertools.count(1)
+
+
+class Connection:
+    def __init__(self, transport: str, send_bytes: Callable[[bytes], Awaitable[None]], *,
+                 queue_size: int = 100, framing_newline: bool = True):
+        self.id = f"{transport}-{next(_ids)}"
+        self.transport = transport
+        self._send_bytes = send_bytes
+        self._newline = framing_newline
+        self._send_lock = trio.Lock()
+        self.outbox: deque = deque()
+        self.queue_size = max(1, queue_size)
+        self._wakeup = trio.Event()
+        self.seq = 0
+        self.dropped_pending = 0
+        self.dropped_total = 0
+        self.closed = False
+        self.subscriptions: dict[int, object] = {}
+        self.session_id: str | None = None
+        self.agent: str | None = None
+
+    async def send(self, obj) -> None:
+        data = jsonrpc.encode_line(obj) if self._newline else jsonrpc.encode(obj)
+        async with self._send_lock:
+            await self._send_bytes(data)
+
+    # ---------------------------------------------------------------- notifications
+    def notify(self, method: str, params: dict) -> None:
+        """Queue a notification without ever blocking the caller."""
+        if self.closed:
+            return
+        self.seq += 1
+        payload = dict(params)
+        payload["seq"] = self.seq
+        if len(self.outbox) >= self.queue_size:
+            self.outbox.popleft()
+            self.dropped_pending += 1
+            self.dropped_total += 1
+        self.outbox.append(jsonrpc.notification(method, payload))
+        self._wakeup.set()
+
+    async def run_outbox(self) -> None:
+        """Deliver queued notifications until the connection closes."""
+        while not self.closed:
+            if not self.outbox:
+                self._wakeup = trio.Event()
+                if self.outbox:
+                    continue
+                await self._wakeup.wait()
+                continue
+            if self.dropped_pending:
+                lost, self.dropped_pending = self.dropped_pending, 0
+                await self.send(jsonrpc.notification(
+                    "notification.dropped", {"dropped": lost, "total_dropped": self.dropped_total,
+                                             "next_seq": self.outbox[0]["params"]["seq"]}))
+            item = self.outbox.popleft()
+            await self.send(item)
+
+    def close(self) -> None:
+        self.closed = True
+        self._wakeup.set()

@@ -1,0 +1,82 @@
+"""The method table and the one place where exceptions become JSON-RPC errors.
+
+A handler is ``async def handler(call: Call) -> result``; it raises a
+`ThrumError` for anything the caller did wrong. Any other exception is logged
+with its traceback and answered as -32603 without details: the daemon survives
+every input.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+
+import trio
+
+from .. import errors, jsonrpc
+from .params import Params
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[["Call"], Awaitable[Any]]
+METHODS: dict[str, Handler] = {}
+
+
+def method(name: str):
+    def register(fn: Handler) -> Handler:
+        if name in METHODS:
+            raise RuntimeError(f"RPC method {name} registered twice")
+        METHODS[name] = fn
+        return fn
+    return register
+
+
+@dataclass
+class Call:
+    daemon: Any            # thrum.daemon.server.Daemon
+    conn: Any              # thrum.daemon.connection.Connection
+    params: Params
+    method: str
+
+    @property
+    def store(self):
+        return self.daemon.store
+
+
+async def handle(daemon, conn, req: jsonrpc.Request | jsonrpc.Invalid) -> dict | None:
+    """Answer one request (None for notifications)."""
+    if isinstance(req, jsonrpc.Invalid):
+        return jsonrpc.failure(req.id, req.error)
+    fn = METHODS.get(req.method)
+    try:
+        if fn is None:
+            raise errors.MethodNotFound(f"method not found: {req.method}")
+        result = await fn(Call(daemon, conn, Params(req.params), req.method))
+    except errors.ThrumError as exc:
+        if req.is_notification:
+            return None
+        return jsonrpc.failure(req.id, exc)
+    except trio.Cancelled:
+        raise
+    except Exception:
+        log.exception("internal error in %s", req.method)
+        if req.is_notification:
+            return None
+        return jsonrpc.failure(req.id, errors.ThrumError(f"internal error in {req.method}; see daemon.log"))
+    if req.is_notification:
+        return None
+    return jsonrpc.success(req.id, result)
+
+
+async def handle_frame(daemon, conn, data: bytes) -> Any:
+    """Parse one frame (line or WebSocket message) and answer it (None: nothing to send)."""
+    parsed = jsonrpc.parse(data)
+    if isinstance(parsed, list):
+        answers = []
+        for req in parsed:
+            a = await handle(daemon, conn, req)
+            if a is not None:
+                answers.append(a)
+        return answers or None
+    return await handle(daemon, conn, parsed)

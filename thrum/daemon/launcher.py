@@ -1,0 +1,281 @@
+"""Set-up and daemon lifecycle as the CLI sees it: init, start, stop, status.
+
+Nothing here imports trio: the CLI imports this module on its fast path.
+"Is a daemon running?" is answered by the flock the daemon holds, which the
+kernel releases when the process dies however it dies, so a crashed daemon
+never blocks a new one; a stale socket file is removed by the next daemon.
+Start-up readiness comes through a pipe the daemon writes to once it listens
+(no polling).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from .. import errors
+from ..paths import ThrumPaths, find_repo_root, resolve
+
+START_TIMEOUT = 60.0
+
+
+# ---------------------------------------------------------------------------- init
+
+def init_repo(repo: str | os.PathLike | None = None, *, start_daemon: bool = True) -> ThrumPaths:
+    """Create ``.thrum/`` and the ``a-sync`` branch + worktree; start the daemon. Idempotent.
+
+    Raises:
+        NotARepository: ``repo`` is not inside a git repository (nothing is created).
+    """
+    root = find_repo_root(repo)
+    from ..sync.worktree import common_dir, ensure_sync_worktree
+
+    common = common_dir(root)
+    main_checkout = common.parent if common.name == ".git" else root
+    thrum_dir = root / ".thrum"
+    if main_checkout.resolve() != root.resolve() and (main_checkout / ".git").exists():
+        main_thrum = main_checkout / ".thrum"
+        _make_dirs(main_thrum)
+        thrum_dir.mkdir(exist_ok=True)
+        redirect = thrum_dir / "redirect"
+        if not redirect.exists() or redirect.read_text().strip() != str(main_thrum.resolve()):
+            redirect.write_text(str(main_thrum.resolve()) + "\n")
+        _exclude(common)
+        paths = resolve(root)
+        ensure_sync_worktree(main_checkout)
+    else:
+        _make_dirs(thrum_dir)
+        _exclude(common)
+        paths = resolve(root)
+        ensure_sync_worktree(root)
+    if start_daemon:
+        start(paths)
+    return paths
+
+
+def _make_dirs(thrum_dir: Path) -> None:
+    (thrum_dir / "identities").mkdir(parents=True, exist_ok=True)
+    (thrum_dir / "var").mkdir(parents=True, exist_ok=True)
+    os.chmod(thrum_dir / "var", 0o700)
+
+
+def _exclude(common: Path) -> None:
+    """Keep .thrum/ out of git without touching tracked files (info/exclude)."""
+    exclude = common / "info" / "exclude"
+    exclude.parent.mkdir(parents=True, exist_ok=True)
+    text = exclude.read_text() if exclude.exists() else ""
+    if any(line.strip() in (".thrum", ".thrum/", "/.thrum/", "/.thrum") for line in text.splitlines()):
+        return
+    with open(exclude, "a") as f:
+        if text and not text.endswith("\n"):
+            f.write("\n")
+        f.write("# thrum state (identities, daemon socket, database)\n.thrum/\n")
+
+
+# ---------------------------------------------------------------------------- probing
+
+def is_running(paths: ThrumPaths) -> bool:
+    """True while some process holds the daemon's flock."""
+    try:
+        fd = os.open(paths.lock_file, os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing drops our lock if we took it
+    return False
+
+
+def read_pid(paths: ThrumPaths) -> int | None:
+    try:
+        return int(paths.pid_file.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def call(paths: ThrumPaths, method: str, params: dict | None = None, timeout: float = 10.0):
+    """One RPC over the socket (used for status and readiness checks)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        try:
+            s.connect(str(paths.socket))
+        except (FileNotFoundError, ConnectionRefusedError) as exc:
+            raise errors.Unavailable(f"thrum daemon is not running ({exc.strerror})") from None
+        s.sendall(json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params or {}}).encode() + b"\n")
+        buf = b""
+        while not buf.endswith(b"\n"):
+            chunk = s.recv(65536)
+            if not chunk:
+                raise errors.Unavailable("thrum daemon closed the connection")
+            buf += chunk
+    reply = json.loads(buf)
+    if "error" in reply:
+        raise errors.from_rpc(reply["error"])
+    return reply["result"]
+
+
+def _answers(paths: ThrumPaths) -> bool:
+    try:
+        call(paths, "health", timeout=5.0)
+        return True
+    except (errors.ThrumError, OSError, ValueError):
+        return False
+
+
+# ---------------------------------------------------------------------------- lifecycle
+
+def start(paths: ThrumPaths, *, timeout: float = START_TIMEOUT) -> dict:
+    """Start the daemon in the background and wait until it listens."""
+    if not paths.initialized:
+        raise errors.Unavailable(f"thrum is not initialized in {paths.repo}: run `thrum init`")
+    if is_running(paths) and _answers(paths):
+        return {"started": False, "already_running": True, "pid": read_pid(paths)}
+    paths.var.mkdir(parents=True, exist_ok=True)
+    r, w = os.pipe()
+    log = open(paths.log_file, "ab")
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "thrum.daemon", "--repo", str(paths.main_repo), "--ready-fd", str(w)],
+            pass_fds=(w,), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+            cwd=str(paths.main_repo), start_new_session=True, close_fds=True,
+        )
+    finally:
+        os.close(w)
+        log.close()
+    try:
+        line = _read_line(r, timeout)
+    finally:
+        os.close(r)
+    if not line:
+        code = proc.poll()
+        raise errors.Unavailable(f"thrum daemon failed to start (exit {code}); {_log_tail(paths)}")
+    info = json.loads(line)
+    if info.get("already_running"):
+        proc.wait(timeout=10)
+        return {"started": False, "already_running": True, "pid": read_pid(paths)}
+    if "error" in info:
+        raise errors.Unavailable(f"thrum daemon failed to start: {info['error']}")
+    return {"started": True, "already_running": False, "pid": info["pid"]}
+
+
+def _read_line(fd: int, timeout: float) -> bytes:
+    deadline = time.monotonic() + timeout
+    data = b""
+    while not data.endswith(b"\n"):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise errors.Unavailable(f"thrum daemon did not become ready within {timeout:g}s")
+        ready, _, _ = select.select([fd], [], [], left)
+        if not ready:
+            continue
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        data += chunk
+    return data.strip()
+
+
+def _log_tail(paths: ThrumPaths) -> str:
+    try:
+        lines = paths.log_file.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return f"see {paths.log_file}"
+    for line in reversed(lines[-20:]):
+        if "ERROR" in line or "Error" in line:
+            return line.strip()[-300:]
+    return f"see {paths.log_file}"
+
+
+def ensure_running(paths: ThrumPaths, *, autostart: bool = True, announce=None) -> None:
+    """Make sure a daemon answers; start one unless autostart is off.
+
+    Raises:
+        Unavailable: not running and not allowed to start, or start failed.
+    """
+    if _answers(paths):
+        return
+    if not autostart or os.environ.get("THRUM_NO_AUTOSTART", "") not in ("", "0"):
+        raise errors.Unavailable(
+            "thrum daemon is not running (autostart is off: THRUM_NO_AUTOSTART); start it with `thrum daemon start`")
+    if announce is not None:
+        announce("thrum: daemon not running; starting it")
+    start(paths)
+
+
+def stop(paths: ThrumPaths, *, timeout: float = 15.0) -> dict:
+    """SIGTERM the daemon and wait until it released its lock (pending writes flushed)."""
+    if not is_running(paths):
+        return {"stopped": False, "was_running": False, "pid": None}
+    pid = read_pid(paths)
+    if pid is None:
+        raise errors.ThrumError(f"a daemon holds {paths.lock_file} but {paths.pid_file} is unreadable")
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    if not _wait_unlocked(paths, timeout):
+        raise errors.Timeout(f"thrum daemon (pid {pid}) did not stop within {timeout:g}s; see {paths.log_file}")
+    return {"stopped": True, "was_running": True, "pid": pid}
+
+
+def _wait_unlocked(paths: ThrumPaths, timeout: float) -> bool:
+    """Block on the daemon's flock (released when it exits), up to timeout."""
+    try:
+        fd = os.open(paths.lock_file, os.O_RDWR)
+    except FileNotFoundError:
+        return True
+    got = threading.Event()
+
+    def take():
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            got.set()
+        except OSError:
+            pass
+
+    t = threading.Thread(target=take, daemon=True)
+    t.start()
+    ok = got.wait(timeout)
+    if ok:
+        os.close(fd)
+    return ok
+
+
+def restart(paths: ThrumPaths) -> dict:
+    stopped = stop(paths)
+    started = start(paths)
+    return {"stopped": stopped["stopped"], **started}
+
+
+def status(paths: ThrumPaths) -> dict:
+    """Daemon status; works (``running: false``) when it is stopped."""
+    base = {"running": False, "pid": None, "uptime": None, "socket": str(paths.socket),
+            "repo": str(paths.main_repo), "initialized": paths.initialized}
+    if not is_running(paths):
+        return base
+    try:
+        info = call(paths, "daemon.status")
+    except errors.ThrumError as exc:
+        return {**base, "running": True, "pid": read_pid(paths), "error": exc.message}
+    return {**base, **info, "running": True}
+
+
+def run_foreground(paths: ThrumPaths) -> int:
+    """`thrum daemon run`: serve in this process (for service managers)."""
+    if not paths.initialized:
+        raise errors.Unavailable(f"thrum is not initialized in {paths.repo}: run `thrum init`")
+    from .server import main
+
+    return main(paths, foreground=True)

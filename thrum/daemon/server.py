@@ -1,0 +1,320 @@
+"""The daemon: one per repository, one trio nursery for every server and task.
+
+Start-up order: take the flock (a second daemon stops here), write the pid file,
+make sure the ``a-sync`` worktree exists, open (or rebuild) the projection and
+catch up from the log, end sessions orphaned by a crash, then listen. Shutdown
+(SIGTERM/SIGINT or ``daemon.stop``): stop listening, flush queued writes, end
+this daemon's sessions with reason ``normal``, remove socket and pid file.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import signal
+import time
+from pathlib import Path
+
+import trio
+
+from .. import __version__, config as config_mod, errors
+from .. import events as ev
+from ..paths import ThrumPaths
+from ..store import queries
+from ..store.log import EventLog
+from . import service  # noqa: F401  (registers every RPC method)
+from . import unix
+from .params import Params
+from .store import Store, open_projection
+
+log = logging.getLogger(__name__)
+
+
+class AlreadyRunning(errors.ThrumError):
+    pass
+
+
+class Daemon:
+    def __init__(self, paths: ThrumPaths):
+        self.paths = paths
+        self.config = config_mod.load(paths.config)
+        self.started_at = time.time()
+        self.started_mono = time.monotonic()
+        self.connections: set = set()
+        self.store: Store | None = None
+        self.worktree: Path | None = None
+        self.hub = None      # subscriptions (thrum.daemon.hub), set in run()
+        self.sync = None     # sync loop (thrum.daemon.syncer), set in run()
+        self.ws_port: int | None = None
+        self._lock_fd: int | None = None
+        self._agents_cache: dict[str, dict] = {}
+        self._sessions: dict[str, str] = {}  # agent -> active session started by this daemon
+        self._session_lock = trio.Lock()
+        self.nursery: trio.Nursery | None = None
+        self._shutdown = trio.Event()
+
+    # ------------------------------------------------------------------ identity helpers
+    async def agent(self, name: str, *, refresh: bool = False) -> dict | None:
+        if not refresh and name in self._agents_cache:
+            return self._agents_cache[name]
+        info = await self.store.read(queries.get_agent, name)
+        if info is not None and not info.get("deleted"):
+            self._agents_cache[name] = info
+            return info
+        self._agents_cache.pop(name, None)
+        return None
+
+    def forget_agent(self, name: str) -> None:
+        self._agents_cache.pop(name, None)
+        self._sessions.pop(name, None)
+
+    async def caller(self, p: Params, key: str = "caller") -> str:
+        """The acting agent named in params; must be registered."""
+        name = p.str(key, required=True)
+        if not ev.NAME_RE.fullmatch(name):
+            raise errors.ValidationError(f"invalid params: {key} {name[:60]!r} is not an agent name", field=key)
+        if await self.agent(name) is None and await self.agent(name, refresh=True) is None:
+            raise errors.IdentityError(
+                f"unknown agent {name!r}: register it first with "
+                f"`thrum quickstart --name {name} --role ROLE --module MODULE`")
+        return name
+
+    async def ensure_session(self, agent: str, session_id: str | None = None) -> str:
+        """The agent's active session, started now if it has none."""
+        if session_id:
+            return session_id
+        sid = self._sessions.get(agent)
+        if sid:
+            return sid
+        async with self._session_lock:
+            sid = self._sessions.get(agent)
+            if sid:
+                return sid
+            active = await self.store.read(queries.list_sessions, agent, active_only=True)
+            if active:
+                sid = active[0]["session_id"]
+            else:
+                start = ev.SessionStart(agent_id=agent)
+                await self.store.write([start])
+                sid = start.session_id
+                await self._remember_local_session(sid)
+            self._sessions[agent] = sid
+            return sid
+
+    async def _remember_local_session(self, sid: str) -> None:
+        await self.store.read(_kv_set, f"local_session:{sid}", "1")
+
+    def session_ended(self, agent: str, sid: str) -> None:
+        if self._sessions.get(agent) == sid:
+            del self._sessions[agent]
+
+    async def connection_closed(self, conn) -> None:
+        if self.hub is not None:
+            self.hub.connection_closed(conn)
+
+    def status(self) -> dict:
+        return {
+            "running": True,
+            "pid": os.getpid(),
+            "uptime": round(time.monotonic() - self.started_mono, 3),
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started_at)),
+            "socket": str(self.paths.socket),
+            "repo": str(self.paths.main_repo),
+            "worktree": str(self.worktree) if self.worktree else None,
+            "version": __version__,
+            "ws_port": self.ws_port,
+            "connections": len(self.connections),
+            "events_written": self.store.events_written if self.store else 0,
+        }
+
+    def request_shutdown(self) -> None:
+        self._shutdown.set()
+
+    # ------------------------------------------------------------------ lifecycle
+    def _take_lock(self) -> None:
+        self.paths.var.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.paths.lock_file, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            pid = _read_pid(self.paths.pid_file)
+            raise AlreadyRunning(f"thrum daemon is already running (pid {pid})") from None
+        self._lock_fd = fd
+
+    def _write_pid(self) -> None:
+        tmp = self.paths.pid_file.with_suffix(".tmp")
+        tmp.write_text(f"{os.getpid()}\n")
+        os.replace(tmp, self.paths.pid_file)
+
+    def _cleanup_files(self) -> None:
+        for p in (self.paths.pid_file, self.paths.ws_port_file):
+            try:
+                if p == self.paths.pid_file and _read_pid(p) != os.getpid():
+                    continue
+                p.unlink()
+            except FileNotFoundError:
+                pass
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def _open_store(self) -> None:
+        from ..sync.worktree import ensure_sync_worktree
+        self.worktree = ensure_sync_worktree(self.paths.main_repo)
+        event_log = EventLog(self.worktree)
+        db = open_projection(self.paths.database, event_log)
+        self.store = Store(db, event_log)
+
+    async def _end_orphaned_sessions(self) -> None:
+        """Sessions this machine started that no daemon ended: the last daemon crashed."""
+        keys = await self.store.read(_kv_prefix, "local_session:")
+        orphans = []
+        for key in keys:
+            sid = key.split(":", 1)[1]
+            info = await self.store.read(_session_info, sid)
+            if info and not info["ended_at"]:
+                orphans.append(ev.SessionEnd(session_id=sid, agent_id=info["agent_id"], reason="crash"))
+        if orphans:
+            log.info("marking %d orphaned sessions as crashed", len(orphans))
+            await self.store.write(orphans)
+        await self.store.read(_kv_delete_prefix, "local_session:")
+
+    async def _end_local_sessions(self) -> None:
+        ends = [ev.SessionEnd(session_id=sid, agent_id=agent, reason="normal")
+                for agent, sid in self._sessions.items()]
+        self._sessions.clear()
+        if ends:
+            await self.store.write(ends)
+            await self.store.read(_kv_delete_prefix, "local_session:")
+
+    async def run(self, *, ready=None, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Serve until SIGTERM/SIGINT or `request_shutdown`."""
+        self._take_lock()
+        try:
+            self._write_pid()
+            await trio.to_thread.run_sync(self._open_store)
+            async with trio.open_nursery() as nursery:
+                self.nursery = nursery
+                await nursery.start(self.store.run_writer)
+                await self._end_orphaned_sessions()
+                await self._start_extensions(nursery)
+                await nursery.start(unix.serve_unix, self, self.paths.socket)
+                nursery.start_soon(self._watch_signals)
+                log.info("thrum daemon %s ready (pid %d, socket %s)", __version__, os.getpid(), self.paths.socket)
+                if ready is not None:
+                    ready()
+                task_status.started(self)
+                await self._shutdown.wait()
+                log.info("shutting down")
+                await self._stop_extensions()
+                await self.store.flush_pending()
+                await self._end_local_sessions()
+                nursery.cancel_scope.cancel()
+        finally:
+            if self.store is not None:
+                try:
+                    self.store.db.close()
+                except Exception:
+                    pass
+            try:
+                os.unlink(self.paths.socket)
+            except OSError:
+                pass
+            self._cleanup_files()
+            log.info("stopped")
+
+    async def _start_extensions(self, nursery: trio.Nursery) -> None:
+        """WebSocket server, subscriptions hub and sync loop, when their modules exist."""
+        from . import extensions
+        await extensions.start(self, nursery)
+
+    async def _stop_extensions(self) -> None:
+        from . import extensions
+        await extensions.stop(self)
+
+    async def _watch_signals(self) -> None:
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+            async for _ in signals:
+                self.request_shutdown()
+                return
+
+
+def _read_pid(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _kv_set(db, key: str, value: str) -> None:
+    db.execute_sql("INSERT INTO kv(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                   (key, value))
+
+
+def _kv_prefix(db, prefix: str) -> list[str]:
+    return [r[0] for r in db.execute_sql("SELECT key FROM kv WHERE key >= ? AND key < ?",
+                                         (prefix, prefix + "\uffff")).fetchall()]
+
+
+def _kv_delete_prefix(db, prefix: str) -> None:
+    db.execute_sql("DELETE FROM kv WHERE key >= ? AND key < ?", (prefix, prefix + "\uffff"))
+
+
+def _session_info(db, sid: str) -> dict | None:
+    row = db.execute_sql("SELECT agent_id, ended_at FROM sessions WHERE session_id=?", (sid,)).fetchone()
+    return {"agent_id": row[0], "ended_at": row[1]} if row else None
+
+
+def setup_logging(paths: ThrumPaths, *, foreground: bool) -> None:
+    paths.var.mkdir(parents=True, exist_ok=True)
+    handlers: list[logging.Handler] = [logging.FileHandler(paths.log_file)]
+    if foreground:
+        handlers.append(logging.StreamHandler())
+    logging.basicConfig(level=os.environ.get("THRUM_LOG_LEVEL", "INFO").upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", handlers=handlers, force=True)
+
+
+def main(paths: ThrumPaths, *, ready_fd: int | None = None, foreground: bool = False) -> int:
+    setup_logging(paths, foreground=foreground)
+    daemon = Daemon(paths)
+
+    def ready():
+        if ready_fd is not None:
+            try:
+                os.write(ready_fd, json.dumps({"pid": os.getpid()}).encode() + b"\n")
+                os.close(ready_fd)
+            except OSError:
+                pass
+
+    try:
+        trio.run(lambda: daemon.run(ready=ready))
+    except AlreadyRunning as exc:
+        log.info("%s", exc.message)
+        if ready_fd is not None:
+            try:
+                os.write(ready_fd, json.dumps({"error": exc.message, "already_running": True}).encode() + b"\n")
+            except OSError:
+                pass
+        else:
+            print(f"thrum: {exc.message}", flush=True)
+        return 3
+    except errors.ThrumError as exc:
+        log.error("%s", exc.message)
+        if ready_fd is not None:
+            try:
+                os.write(ready_fd, json.dumps({"error": exc.message}).encode() + b"\n")
+            except OSError:
+                pass
+        return 1
+    except Exception as exc:
+        log.exception("daemon crashed")
+        if ready_fd is not None:
+            try:
+                os.write(ready_fd, json.dumps({"error": f"daemon failed: {exc}"}).encode() + b"\n")
+            except OSError:
+                pass
+        return 1
+    return 0

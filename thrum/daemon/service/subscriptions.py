@@ -1,0 +1,80 @@
+"""subscribe.* and message.wait: push delivery and long-polling, no polling loops."""
+
+from __future__ import annotations
+
+import trio
+
+from ... import errors
+from ...store import queries
+from ..dispatch import Call, method
+
+FILTER_TYPES = ("scope", "mention", "all")
+MAX_WAIT = 600.0
+
+
+def _hub(call: Call):
+    if call.daemon.hub is None:
+        raise errors.Unavailable("subscriptions are not available (daemon shutting down)")
+    return call.daemon.hub
+
+
+@method("subscribe.create")
+async def create(call: Call) -> dict:
+    p = call.params
+    filter_type = p.str("filter_type", required=True, choices=FILTER_TYPES)
+    scope = mention = None
+    if filter_type == "scope":
+        scope = p.tag("scope")
+        if scope is None:
+            raise errors.ValidationError("invalid params: scope is required for filter_type scope", field="scope")
+    elif filter_type == "mention":
+        mention = p.str("mention") or p.str("mention_role")
+        if not mention:
+            raise errors.ValidationError("invalid params: mention is required for filter_type mention",
+                                         field="mention")
+        mention = mention[1:] if mention.startswith("@") else mention
+    caller = await call.daemon.caller(p) if "caller" in p else None
+    session_id = None
+    if caller:
+        session_id = await call.daemon.ensure_session(caller, p.str("session_id"))
+    sub = await _hub(call).subscribe(call.conn, filter_type=filter_type, scope=scope, mention=mention,
+                                     session_id=session_id, agent=caller,
+                                     since_event_id=p.str("since_event_id"))
+    return sub.describe()
+
+
+@method("subscribe.list")
+async def list_subscriptions(call: Call) -> dict:
+    return {"subscriptions": _hub(call).list_for(call.conn)}
+
+
+@method("subscribe.delete")
+async def delete(call: Call) -> dict:
+    sub_id = call.params.int("subscription_id", required=True)
+    if not _hub(call).unsubscribe(call.conn, sub_id):
+        raise errors.NotFound(f"subscription {sub_id} not found on this connection")
+    return {"subscription_id": sub_id, "deleted": True}
+
+
+@method("message.wait")
+async def wait(call: Call) -> dict:
+    """Block until an unread message for the caller (matching the filters) exists, or time out."""
+    p = call.params
+    caller = await call.daemon.caller(p)
+    timeout = p.number("timeout", default=30.0, minimum=0, maximum=MAX_WAIT)
+    query = dict(viewer=caller, exclude_author=caller, unread_for=caller,
+                 mentions_of=caller if p.bool("mentions") else None, scope=p.tag("scope"),
+                 page_size=p.int("limit", default=10, minimum=1, maximum=100), sort_order="asc")
+    after = p.str("after")
+    hub = _hub(call)
+    deadline = trio.current_time() + timeout
+    while True:
+        changed = hub.changed  # take the event before querying: nothing published in between is missed
+        result = await call.store.read(queries.list_messages, **query)
+        messages = [m for m in result["messages"] if not after or m["message_id"] > after]
+        if messages:
+            return {"messages": messages, "timed_out": False}
+        if trio.current_time() >= deadline or hub.closed:
+            return {"messages": [], "timed_out": True}
+        with trio.move_on_at(deadline):
+            await changed.wait()

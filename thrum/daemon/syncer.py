@@ -1,0 +1,193 @@
+"""The daemon's sync loop: commit, fetch, merge, fold, push (DESIGN §6).
+
+When it runs: shortly after local writes that create something (debounced;
+receipts and edits ride along with the next sync and never cause a commit of
+their own), on a timer when a remote is configured (default 30 s), and on
+``sync.run`` (which waits for the result). Local-only mode commits but never
+fetches or pushes.
+
+The git work (pygit2) runs in a worker thread; it takes the store's write lock
+for the commit and for each merge, never across network calls, so local sends
+go on while a slow remote is fetched. Lines received from the remote are folded
+inside the locked merge section and published to subscribers like local events.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from contextlib import contextmanager
+
+import trio
+
+from .. import errors
+from .. import events as ev
+from ..store import projection
+from ..store.log import LogIssue
+from . import sync_state
+from .store import tail_position
+
+log = logging.getLogger(__name__)
+
+QUIET_TYPES = frozenset({"message.read", "message.unread", "message.archive", "message.edit"})
+
+
+class SyncLoop:
+    def __init__(self, daemon):
+        self.daemon = daemon
+        self.cfg = daemon.config
+        self._kick = trio.Event()
+        self._write_kick = False
+        self._cycle_lock = trio.Lock()
+        self._stopped = False
+        self.cycles = 0
+        self.pushed_events_mark = 0
+        self.replicator = None
+
+    # ------------------------------------------------------------------ setup
+    def _make_replicator(self):
+        from ..sync import replicate
+
+        return replicate.Replicator(self.daemon.worktree, self.cfg.remote,
+                                    replicate.credentials_from_env(self.cfg.values))
+
+    def mode(self) -> str:
+        return sync_state.sync_mode(self.cfg, bool(self.replicator and self.replicator.has_remote()))
+
+    def on_write(self, applied: list[dict]) -> None:
+        """Store callback: something durable happened; sync soon unless it was only receipts/edits."""
+        if any(d["type"] not in QUIET_TYPES for d in applied):
+            self._write_kick = True
+            self._kick.set()
+
+    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        self.replicator = await trio.to_thread.run_sync(self._make_replicator)
+        self.daemon.store.subscribers.append(self._subscriber)
+        task_status.started()
+        while not self._stopped:
+            timeout = float(self.cfg.sync_interval) if self.mode() == "remote" and self.cfg.sync_interval > 0 \
+                else float("inf")
+            with trio.move_on_after(timeout):
+                await self._kick.wait()
+            self._kick = trio.Event()
+            if self._stopped:
+                break
+            if self._write_kick:
+                self._write_kick = False
+                await trio.sleep(float(self.cfg.sync_debounce))  # debounce: let a burst of writes batch up
+            try:
+                await self.sync_now()
+            except errors.ThrumError as exc:
+                log.warning("sync failed: %s", exc.message)
+            except Exception:
+                log.exception("sync failed")
+
+    async def _subscriber(self, applied: list[dict], source: str) -> None:
+        if source == "local":
+            self.on_write(applied)
+
+    async def stop(self) -> None:
+        self._stopped = True
+        self._kick.set()
+
+    # ------------------------------------------------------------------ one cycle
+    async def sync_now(self) -> dict:
+        """Run one full cycle (waiting for a running one first) and return its report.
+
+        Raises:
+            SyncFailed: the cycle failed; ``sync status`` records why.
+        """
+        async with self._cycle_lock:
+            mode = self.mode()
+            applied: list[dict] = []
+            written_before = self.daemon.store.events_written
+            try:
+                report = await trio.to_thread.run_sync(self._cycle_in_thread, mode, applied)
+            except errors.ThrumError as exc:
+                await trio.to_thread.run_sync(sync_state.record, self.daemon.paths, None, exc.message)
+                raise
+            self.cycles += 1
+            if applied:
+                await self.daemon.store.publish(applied, "sync")
+            result = sync_state.report_dict(report, mode)
+            if report.error is None and (report.pushed or mode != "remote"):
+                self.pushed_events_mark = written_before
+            await trio.to_thread.run_sync(sync_state.record, self.daemon.paths, result, report.error)
+            if report.error:
+                raise errors.SyncFailed(report.error)
+            return result
+
+    def _cycle_in_thread(self, mode: str, applied: list[dict]):
+        from ..sync import replicate
+
+        store = self.daemon.store
+
+        @contextmanager
+        def locked():
+            trio.from_thread.run(store.lock.acquire)
+            try:
+                yield
+            finally:
+                trio.from_thread.run_sync(store.lock.release)
+
+        def on_received(outcome) -> None:
+            records, issues = [], []
+            for shard, lines in outcome.received_lines.items():
+                for line in lines:
+                    try:
+                        records.append((shard, ev.decode_line(line)))
+                    except ev.MalformedEvent as exc:
+                        issues.append(LogIssue(shard, 0, str(exc), line[:200]))
+            positions = {}
+            for shard in outcome.received_lines:
+                try:
+                    ev.shard_owner(shard)
+                except ValueError:
+                    continue
+                path = store.log.root / shard
+                if path.exists():
+                    positions[shard] = tail_position(path)
+            store.log.forget_cached_state()
+            result = projection.fold(store.db, records, issues=issues, positions=positions)
+            applied.extend(result.applied)
+
+        start = time.monotonic()
+        if mode != "remote":
+            with locked():
+                report = replicate.SyncReport()
+                report.commits = int(self.replicator.commit_pending(sorted(store.dirty_shards) or None))
+                store.dirty_shards.clear()
+            report.duration_s = time.monotonic() - start
+            return report
+        with locked():
+            dirty = sorted(store.dirty_shards)
+        report = replicate.run_cycle(self.replicator, locked, on_received=on_received)
+        with locked():
+            store.dirty_shards.difference_update(dirty)
+        return report
+
+    # ------------------------------------------------------------------ status
+    async def status(self) -> dict:
+        state = await trio.to_thread.run_sync(sync_state.load_state, self.daemon.paths)
+        quarantined = await self.daemon.store.read(projection.fold_counts)
+        url = None
+        if self.replicator is not None and self.replicator.has_remote():
+            try:
+                url = self.replicator.repo.remotes[self.cfg.remote].url
+            except (KeyError, ValueError):
+                url = None
+        return {
+            "mode": self.mode(),
+            "remote": self.cfg.remote if self.mode() == "remote" else None,
+            "remote_url": url,
+            "interval_s": self.cfg.sync_interval,
+            "last_success": state.get("last_success"),
+            "last_error": state.get("last_error"),
+            "last_error_at": state.get("last_error_at"),
+            "last_attempt": state.get("last_attempt"),
+            "last_report": state.get("last_report"),
+            "pending_events": max(0, self.daemon.store.events_written - self.pushed_events_mark),
+            "quarantined": sum(quarantined.values()),
+            "quarantined_by_kind": quarantined,
+            "cycles": self.cycles,
+        }

@@ -1,0 +1,147 @@
+"""Where thrum keeps its files for a repository.
+
+Rules:
+
+1. The repository is found by walking up from ``--repo`` (default: the current
+   directory) to the first directory holding ``.git`` (a directory, or a file for
+   linked worktrees and submodules).
+2. ``.thrum/`` lives at that top level. In a linked worktree of the user's repo,
+   ``.thrum/redirect`` holds the absolute path of the main checkout's ``.thrum/``
+   so the whole repository shares one daemon; every path below follows it.
+3. The socket is ``.thrum/var/thrum.sock`` unless that path is too long for a
+   Unix socket address (~107 bytes); then it is a deterministic path under a
+   private runtime directory, derived from the ``.thrum`` path, so clients and
+   the daemon agree without talking.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import ThrumError
+
+MAX_SOCKET_PATH = 100  # sun_path is 108 bytes on Linux, 104 on macOS; keep a margin
+
+
+class NotARepository(ThrumError):
+    code = -32005
+
+
+def find_repo_root(start: os.PathLike | str | None = None) -> Path:
+    """Top of the git work tree containing ``start``.
+
+    Raises:
+        NotARepository: no ``.git`` above ``start``.
+    """
+    here = Path(start or os.getcwd()).expanduser()
+    try:
+        here = here.resolve()
+    except OSError:
+        pass
+    if not here.exists():
+        raise NotARepository(f"{here} does not exist")
+    for candidate in (here, *here.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    raise NotARepository(f"not a git repository: {here} (run thrum inside a git checkout, or pass --repo)")
+
+
+@dataclass(frozen=True)
+class ThrumPaths:
+    """All the paths of one repository's thrum state."""
+
+    repo: Path        # the checkout the user is in
+    thrum_dir: Path   # the .thrum directory in use (after following a redirect)
+
+    @property
+    def main_repo(self) -> Path:
+        return self.thrum_dir.parent
+
+    @property
+    def identities(self) -> Path:
+        return self.thrum_dir / "identities"
+
+    @property
+    def var(self) -> Path:
+        return self.thrum_dir / "var"
+
+    @property
+    def config(self) -> Path:
+        return self.thrum_dir / "config.json"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.var / "thrum.pid"
+
+    @property
+    def lock_file(self) -> Path:
+        return self.var / "thrum.lock"
+
+    @property
+    def log_file(self) -> Path:
+        return self.var / "daemon.log"
+
+    @property
+    def database(self) -> Path:
+        return self.var / "messages.db"
+
+    @property
+    def ws_port_file(self) -> Path:
+        return self.var / "ws.port"
+
+    @property
+    def ws_token_file(self) -> Path:
+        return self.var / "ws.token"
+
+    @property
+    def sync_lock_file(self) -> Path:
+        return self.var / "sync.lock"
+
+    @property
+    def socket(self) -> Path:
+        return socket_path_for(self.var)
+
+    @property
+    def initialized(self) -> bool:
+        return self.thrum_dir.is_dir()
+
+
+def socket_path_for(var_dir: Path) -> Path:
+    preferred = var_dir / "thrum.sock"
+    if len(os.fsencode(str(preferred))) <= MAX_SOCKET_PATH:
+        return preferred
+    digest = hashlib.sha256(os.fsencode(str(var_dir.resolve()))).hexdigest()[:20]
+    return runtime_dir() / f"{digest}.sock"
+
+
+def runtime_dir() -> Path:
+    """A private (0700) directory for sockets whose natural path is too long."""
+    base = os.environ.get("XDG_RUNTIME_DIR")
+    if base and Path(base).is_dir() and len(base) < 40:
+        d = Path(base) / "thrum"
+    else:
+        d = Path("/tmp") / f"thrum-{os.getuid()}"
+    d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = d.stat()
+    if st.st_uid != os.getuid():
+        raise ThrumError(f"{d} belongs to another user; set XDG_RUNTIME_DIR to a private directory")
+    if st.st_mode & 0o077:
+        os.chmod(d, 0o700)
+    return d
+
+
+def resolve(repo: os.PathLike | str | None = None) -> ThrumPaths:
+    """Paths for the repository containing ``repo`` (following ``.thrum/redirect``)."""
+    root = find_repo_root(repo)
+    thrum_dir = root / ".thrum"
+    redirect = thrum_dir / "redirect"
+    if redirect.is_file():
+        target = Path(redirect.read_text().strip())
+        if not target.is_absolute() or not target.is_dir():
+            raise ThrumError(f"{redirect} points to {target}, which is not a .thrum directory; "
+                             "run `thrum init` again in this worktree")
+        thrum_dir = target
+    return ThrumPaths(repo=root, thrum_dir=thrum_dir)
