@@ -218,7 +218,7 @@ def connect(paths, *, autostart: bool = True, quiet: bool = False,
             raise Unavailable("thrum daemon is not running and THRUM_NO_AUTOSTART=1 is set; "
                               "start it with `thrum daemon start`") from None
         if not paths.initialized:
-            raise Unavailable(f"thrum is not initialised in {paths.repo}; run `thrum init` first") from None
+            raise Unavailable(f"no thrum set-up in {paths.repo}; run `thrum init` first") from None
 
     announced = False
 

@@ -42,8 +42,11 @@ def _store(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
     if value is None or value is False:
         return value
     opts = ctx.find_root().ensure_object(Options)
-    setattr(opts, param.name, value)
+    setattr(opts, param.name[len(_PREFIX):], value)
     return value
+
+
+_PREFIX = "global_"  # internal parameter names, so they never clash with a command's own (e.g. NAME)
 
 
 _GLOBAL = (
@@ -67,7 +70,7 @@ def global_options(*, exclude: tuple[str, ...] = ()) -> Callable:
         for name, decls, kw in reversed(_GLOBAL):
             if name in exclude:
                 continue
-            f = click.option(*decls, name, expose_value=False, callback=_store, **kw)(f)
+            f = click.option(*decls, _PREFIX + name, expose_value=False, callback=_store, **kw)(f)
         return f
     return deco
 
@@ -146,7 +149,7 @@ class Runtime:
     def require_init(self):
         p = self.paths
         if not p.initialized:
-            raise ThrumError(f"thrum is not initialised in {p.repo}; run `thrum init` first")
+            raise ThrumError(f"no thrum set-up in {p.repo}; run `thrum init` first")
         return p
 
     def identity(self):

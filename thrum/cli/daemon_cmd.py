@@ -81,4 +81,6 @@ def status():
 def run():
     """Run the daemon in the foreground (for service managers; Ctrl-C stops it)."""
     rt = runtime()
-    _launcher().run_foreground(rt.require_init())
+    code = _launcher().run_foreground(rt.require_init())
+    if code:
+        click.get_current_context().exit(int(code))

@@ -26,7 +26,7 @@ def init(non_interactive, no_daemon):
 
     interactive = (not non_interactive and not rt.opts.json
                    and sys.stdin.isatty() and sys.stdout.isatty())
-    paths = launcher.init_repo(rt.opts.repo, non_interactive=not interactive)
+    paths = launcher.init_repo(rt.opts.repo, start_daemon=False)
     rt._paths = paths
     daemon = None
     if not no_daemon:

@@ -38,7 +38,7 @@ COMMANDS: dict[str, str] = {
     "daemon": "thrum.cli.daemon_cmd:daemon",
     # Added by other issues (one line each):
     # "sync": "thrum.cli.sync:sync",
-    # "wait": "thrum.cli.wait:wait",
+    "wait": "thrum.cli.wait:wait",
     # "mcp": "thrum.cli.mcp:mcp",
 }
 
@@ -123,6 +123,10 @@ def run(argv: list[str] | None = None) -> int:
         return 0
     except click.exceptions.Exit as exc:
         return exc.exit_code
+    except click.exceptions.NoArgsIsHelpError as exc:
+        # `thrum` or `thrum message` alone: show that command's help (as click does).
+        sys.stderr.write(exc.format_message().rstrip("\n") + "\n")
+        return 2
     except click.UsageError as exc:
         hint = ""
         if exc.ctx is not None and "--help" not in exc.format_message():
