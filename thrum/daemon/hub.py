@@ -2,19 +2,30 @@
 
 Rules:
 
-1. A subscription belongs to one connection (and, when given, one session); it
-   ends when either ends, or on ``subscribe.delete``.
+1. A subscription belongs to one connection and, when created with a
+   ``caller``, to that agent's session; it ends when either ends (the client is
+   told with ``subscription.ended``), or on ``subscribe.delete``.
 2. Filters (spec/events.md): ``scope`` (exact scope match), ``mention`` (the
-   message mentions the name through a mention ref, resolved like the inbox:
-   the agent itself, its role, a group holding it or its role, ``everyone``),
-   ``all``. Message events (create/edit/delete, thread.updated) are filtered;
-   agent and session events reach ``all`` subscriptions only.
-3. Publishing never blocks: each connection has its own bounded outbox
-   (`Connection.notify`). One notification per connection per event, however
-   many of its subscriptions match.
-4. Resume: ``since_event_id`` replays every matching event after that id from a
-   ring of recent events (or the log when the ring does not reach back), then
-   continues live without a gap or a duplicate.
+   message has a mention ref naming one of the subscription's targets, resolved
+   like the inbox: an agent → itself, its role, groups holding it or its role,
+   ``everyone``; a role or group → itself, groups holding the role,
+   ``everyone``), ``all``. Message events (create/edit/delete, thread.updated)
+   are filtered; agent and session events reach ``all`` subscriptions only.
+   Targets are re-resolved whenever an agent, group or membership changes.
+3. Every event reaches the hub the same way, local writes and events folded by
+   a sync alike (`Store.publish`). Publishing never blocks on a client: each
+   connection has its own bounded outbox (`Connection.notify`), and an event
+   goes out at most once per connection however many of its subscriptions
+   match.
+4. Resume: ``since_event_id`` replays every matching event published after that
+   event from a ring of recent events in arrival order, then continues live
+   with no gap and no duplicate (live events are held back during the replay
+   and anything the replay already sent is skipped). When the ring does not
+   reach back that far the log is read instead, in event_id order. Replay is
+   paced by the client's outbox when the connection supports it.
+   ``thread.updated`` is a live summary and is not replayed.
+5. ``message.wait`` sleeps on `inbox_changed`, which is replaced whenever
+   something that can add to an inbox is published. No polling.
 """
 
 from __future__ import annotations
@@ -40,9 +51,11 @@ NOTIFY_TYPES = frozenset({
 MESSAGE_TYPES = frozenset({"message.create", "message.edit", "message.delete"})
 TARGET_CHANGERS = frozenset({"agent.register", "agent.cleanup", "group.create", "group.delete",
                              "group.member.add", "group.member.remove"})
+# what can make a message newly match someone's `message.wait` (reads and archives only remove)
+INBOX_CHANGERS = frozenset({"message.create", "message.unread"}) | TARGET_CHANGERS
 
 
-@dataclass
+@dataclass(eq=False)
 class Subscription:
     id: int
     conn: object
@@ -52,8 +65,7 @@ class Subscription:
     session_id: str | None = None
     agent: str | None = None
     created_at: str = ""
-    targets: frozenset | None = None          # resolved mention targets (cache)
-    buffering: list | None = None             # live events held back during a replay
+    held: list | None = None                   # live events held back while a replay runs
     replayed: set = field(default_factory=set)
 
     def describe(self) -> dict:
@@ -66,45 +78,61 @@ class Subscription:
         return d
 
 
+@dataclass(eq=False)
+class _Entry:
+    pos: int             # arrival number
+    d: dict              # the event
+    info: dict | None    # scopes/refs/thread of the message it is about (None: unknown yet)
+
+
 class Hub:
     def __init__(self, daemon):
         self.daemon = daemon
         self.subs: dict[int, Subscription] = {}
         self._ids = itertools.count(1)
-        self.ring: deque = deque(maxlen=RING_SIZE)  # (event_id, event dict, message info)
-        self.changed = trio.Event()
+        self.ring: deque[_Entry] = deque()
+        self._ring_pos: dict[str, int] = {}
+        self._arrivals = itertools.count()
+        self._targets: dict[str, frozenset] = {}   # mention name -> names that count as mentioning it
+        self.changed = trio.Event()                # anything published
+        self.inbox_changed = trio.Event()          # something that can add to an inbox
         self.closed = False
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
         self.closed = True
-        self.changed.set()
+        self._wake(inbox=True)
 
     def connection_closed(self, conn) -> None:
         for sid in [s.id for s in self.subs.values() if s.conn is conn]:
             del self.subs[sid]
 
     def session_ended(self, session_id: str) -> None:
-        for sid in [s.id for s in self.subs.values() if s.session_id == session_id]:
-            del self.subs[sid]
+        for sub in [s for s in self.subs.values() if s.session_id and s.session_id == session_id]:
+            del self.subs[sub.id]
+            sub.conn.notify("subscription.ended", {"subscription_id": sub.id, "reason": "session ended",
+                                                   "session_id": session_id})
 
     # ------------------------------------------------------------------ subscriptions
     async def subscribe(self, conn, *, filter_type: str, scope=None, mention=None, session_id=None,
                         agent=None, since_event_id=None) -> Subscription:
+        """Register a subscription; with ``since_event_id``, replay what came after that event first.
+
+        Raises:
+            ValidationError: ``since_event_id`` is not an event id.
+        """
+        if since_event_id and not ev.ULID_RE.fullmatch(since_event_id):
+            raise errors.ValidationError("invalid params: since_event_id must be an event id (ULID)",
+                                         field="since_event_id")
+        if mention and mention not in self._targets:
+            self._targets[mention] = frozenset(await self._resolve(mention))
         sub = Subscription(id=next(self._ids), conn=conn, filter_type=filter_type, scope=scope,
                            mention=mention, session_id=session_id, agent=agent, created_at=ev.now_rfc3339())
-        if mention:
-            sub.targets = frozenset(await self._targets(mention))
         if since_event_id:
-            sub.buffering = []
-            self.subs[sub.id] = sub
-            try:
-                await self._replay(sub, since_event_id)
-            except BaseException:
-                self.subs.pop(sub.id, None)
-                raise
-        else:
-            self.subs[sub.id] = sub
+            sub.held = []
+        self.subs[sub.id] = sub
+        if since_event_id:
+            self.daemon.nursery.start_soon(self._replay, sub, since_event_id)
         return sub
 
     def unsubscribe(self, conn, sub_id: int) -> bool:
@@ -117,37 +145,54 @@ class Hub:
     def list_for(self, conn) -> list[dict]:
         return [s.describe() for s in self.subs.values() if s.conn is conn]
 
-    async def _targets(self, name: str) -> list[str]:
-        agent = await self.daemon.store.read(queries.get_agent, name)
-        if agent is not None and not agent.get("deleted"):
-            return await self.daemon.store.read(queries.mention_targets, name)
-        return await self.daemon.store.read(_role_targets, name)
+    async def _resolve(self, name: str) -> list[str]:
+        return await self.daemon.store.read(_mention_targets, name)
+
+    async def _refresh_targets(self) -> None:
+        wanted = {s.mention for s in self.subs.values() if s.mention}
+        fresh = {}
+        for name in wanted:
+            fresh[name] = frozenset(await self._resolve(name))
+        self._targets = fresh
 
     # ------------------------------------------------------------------ publishing
     async def publish(self, applied: list[dict], source: str) -> None:
-        """Called by the store after each durable batch (local writes and sync)."""
-        if not applied:
+        """Called by the store after each durable batch (local writes and sync alike)."""
+        if not applied or self.closed:
             return
-        if any(d["type"] in TARGET_CHANGERS for d in applied):
+        kinds = {d["type"] for d in applied}
+        if kinds & TARGET_CHANGERS and any(s.mention for s in self.subs.values()):
             await self._refresh_targets()
-        infos = await self._message_infos([d for d in applied if d["type"] in MESSAGE_TYPES])
-        for d in applied:
-            if d["type"] not in NOTIFY_TYPES:
-                continue
-            info = infos.get(d.get("message_id", ""))
-            self.ring.append((d["event_id"], d, info))
-            await self._deliver(d, info)
-        creates = [d for d in applied if d["type"] == "message.create" and d.get("thread_id")]
+        notifiable = [d for d in applied if d["type"] in NOTIFY_TYPES]
+        infos = await self._message_infos([d for d in notifiable if d["type"] in MESSAGE_TYPES])
+        for d in notifiable:
+            info = infos.get(d["message_id"]) if d["type"] in MESSAGE_TYPES else None
+            self._remember(d, info)
+            self._deliver(d, info)
+        for d in notifiable:
+            if d["type"] == "agent.session.end":
+                self.session_ended(d["session_id"])
+        creates = [d for d in notifiable if d["type"] == "message.create" and d.get("thread_id")]
         if creates and self.subs and self.daemon.nursery is not None:
             # thread summaries need queries: never hold up the writer for them
             self.daemon.nursery.start_soon(self._thread_updates, creates, infos)
+        self._wake(inbox=bool(kinds & INBOX_CHANGERS))
+
+    def _wake(self, *, inbox: bool) -> None:
         self.changed.set()
         self.changed = trio.Event()
+        if inbox:
+            self.inbox_changed.set()
+            self.inbox_changed = trio.Event()
 
-    async def _refresh_targets(self) -> None:
-        for sub in list(self.subs.values()):
-            if sub.mention:
-                sub.targets = frozenset(await self._targets(sub.mention))
+    def _remember(self, d: dict, info: dict | None) -> None:
+        pos = next(self._arrivals)
+        if len(self.ring) >= RING_SIZE:
+            old = self.ring.popleft()
+            if self._ring_pos.get(old.d["event_id"]) == old.pos:
+                del self._ring_pos[old.d["event_id"]]
+        self.ring.append(_Entry(pos, d, info))
+        self._ring_pos[d["event_id"]] = pos
 
     async def _message_infos(self, events: list[dict]) -> dict[str, dict]:
         """Scopes and mention refs of the messages these events are about."""
@@ -155,83 +200,100 @@ class Hub:
         need = []
         for d in events:
             if d["type"] == "message.create":
-                infos[d["message_id"]] = {"scopes": d["scopes"], "refs": d["refs"],
-                                          "thread_id": d.get("thread_id", ""), "agent_id": d["agent_id"]}
+                infos[d["message_id"]] = _info_of(d)
             elif d["message_id"] not in infos:
                 need.append(d["message_id"])
-        if need and self.subs:
+        if need and any(s.filter_type != "all" for s in self.subs.values()):
             infos.update(await self.daemon.store.read(_message_tags, need))
         return infos
 
     def _matches(self, sub: Subscription, d: dict, info: dict | None) -> bool:
         if sub.filter_type == "all":
             return True
-        if d["type"] not in MESSAGE_TYPES and d["type"] != "thread.updated":
-            return False
-        if info is None:
+        if info is None or (d["type"] not in MESSAGE_TYPES and d["type"] != "thread.updated"):
             return False
         if sub.filter_type == "scope":
-            return any(s["type"] == sub.scope["type"] and s["value"] == sub.scope["value"] for s in info["scopes"])
+            want_t, want_v = sub.scope["type"], sub.scope["value"]
+            return any(s["type"] == want_t and s["value"] == want_v for s in info["scopes"])
         if sub.filter_type == "mention":
-            targets = sub.targets or frozenset({sub.mention})
+            targets = self._targets.get(sub.mention) or frozenset({sub.mention, "everyone"})
             return any(r["type"] == "mention" and r["value"] in targets for r in info["refs"])
         return False
 
-    async def _deliver(self, d: dict, info: dict | None, method: str | None = None) -> None:
-        delivered = set()
+    def _deliver(self, d: dict, info: dict | None) -> None:
+        done: set[int] = set()
         for sub in list(self.subs.values()):
-            conn = sub.conn
-            if id(conn) in delivered or not self._matches(sub, d, info):
+            key = id(sub.conn)
+            if key in done or not self._matches(sub, d, info):
                 continue
-            delivered.add(id(conn))
-            if sub.buffering is not None:
-                sub.buffering.append((d, info, method))
+            done.add(key)
+            if sub.held is not None:
+                sub.held.append((d, info))
                 continue
-            conn.notify(method or d["type"], _payload(d, sub))
+            sub.conn.notify(d["type"], _payload(d, sub))
 
     async def _thread_updates(self, creates: list[dict], infos: dict) -> None:
-        if not self.subs:
-            return
-        for d in creates:
-            thread_id = d.get("thread_id")
-            if not thread_id:
-                continue
-            info = infos.get(d["message_id"])
-            delivered = set()
-            summaries: dict = {}
-            for sub in list(self.subs.values()):
-                if id(sub.conn) in delivered or not self._matches(sub, {"type": "thread.updated"}, info):
-                    continue
-                delivered.add(id(sub.conn))
-                if sub.agent not in summaries:
-                    summaries[sub.agent] = await self.daemon.store.read(queries.thread_summary, thread_id, sub.agent)
-                summary = summaries[sub.agent]
-                if summary is None:
-                    continue
-                payload = {"type": "thread.updated", "timestamp": d["timestamp"], "event_id": d["event_id"],
-                           "v": 1, **summary}
-                if sub.buffering is not None:
-                    continue  # replay reconstructs message events; thread summaries are live-only
-                sub.conn.notify("thread.updated", _payload(payload, sub))
+        try:
+            for d in creates:
+                info = infos.get(d["message_id"])
+                probe = {"type": "thread.updated"}
+                done: set[int] = set()
+                summaries: dict = {}
+                for sub in list(self.subs.values()):
+                    if id(sub.conn) in done or sub.held is not None or not self._matches(sub, probe, info):
+                        continue
+                    done.add(id(sub.conn))
+                    if sub.agent not in summaries:
+                        summaries[sub.agent] = await self.daemon.store.read(
+                            queries.thread_summary, d["thread_id"], sub.agent)
+                    summary = summaries[sub.agent]
+                    if summary is None or sub.id not in self.subs:
+                        continue
+                    payload = {"type": "thread.updated", "timestamp": d["timestamp"], "event_id": d["event_id"],
+                               "v": 1, **summary}
+                    sub.conn.notify("thread.updated", _payload(payload, sub))
+        except Exception:
+            log.exception("thread.updated notifications failed")
 
     # ------------------------------------------------------------------ resume
     async def _replay(self, sub: Subscription, since: str) -> None:
-        if not ev.ULID_RE.fullmatch(since):
-            raise errors.ValidationError("invalid params: since_event_id must be an event id (ULID)",
-                                         field="since_event_id")
-        if self.ring and self.ring[0][0] <= since:
-            backlog = [(d, info) for eid, d, info in list(self.ring) if eid > since]
-        else:
-            backlog = await self.daemon.store.read(_log_backlog, self.daemon.store.log, since)
-        for d, info in backlog:
-            if self._matches(sub, d, info):
-                sub.replayed.add(d["event_id"])
-                sub.conn.notify(d["type"], _payload(d, sub, replay=True))
-        held, sub.buffering = sub.buffering or [], None
-        for d, info, method in held:
-            if d["event_id"] not in sub.replayed:
-                sub.conn.notify(method or d["type"], _payload(d, sub))
-        sub.replayed.clear()
+        """Send what the client missed after ``since``, then release held live events."""
+        try:
+            pos = self._ring_pos.get(since)
+            if pos is not None:
+                start = pos - self.ring[0].pos + 1
+                backlog = [(e.d, e.info) for e in itertools.islice(self.ring, start, None)]
+            else:
+                backlog = await self.daemon.store.read(_log_backlog, self.daemon.store.log, since)
+            missing = [d["message_id"] for d, info in backlog if info is None and d["type"] in MESSAGE_TYPES]
+            if missing and sub.filter_type != "all":
+                found = await self.daemon.store.read(_message_tags, list(dict.fromkeys(missing)))
+                backlog = [(d, info if info is not None else found.get(d.get("message_id", "")))
+                           for d, info in backlog]
+            for d, info in backlog:
+                if sub.id not in self.subs:
+                    return
+                if self._matches(sub, d, info):
+                    sub.replayed.add(d["event_id"])
+                    await _room(sub.conn)
+                    sub.conn.notify(d["type"], _payload(d, sub, replay=True))
+            while sub.held:
+                d, info = sub.held.pop(0)
+                if d["event_id"] in sub.replayed:
+                    continue
+                await _room(sub.conn)
+                sub.conn.notify(d["type"], _payload(d, sub))
+            sub.conn.notify("subscription.replayed", {"subscription_id": sub.id, "since_event_id": since,
+                                                      "replayed": len(sub.replayed)})
+        except Exception:
+            log.exception("replay for subscription %d failed", sub.id)
+            if sub.id in self.subs:
+                del self.subs[sub.id]
+                sub.conn.notify("subscription.ended", {"subscription_id": sub.id,
+                                                       "reason": "replay failed; see daemon.log"})
+        finally:
+            sub.held = None
+            sub.replayed = set()
 
     # ------------------------------------------------------------------ waiting
     async def wait_changed(self, deadline: float) -> bool:
@@ -243,6 +305,13 @@ class Hub:
         return False
 
 
+async def _room(conn) -> None:
+    """Wait until the connection's outbox has room (when it can tell us)."""
+    wait = getattr(conn, "wait_for_room", None)
+    if wait is not None:
+        await wait()
+
+
 def _payload(d: dict, sub: Subscription, replay: bool = False) -> dict:
     out = dict(d)
     out["subscription_id"] = sub.id
@@ -251,11 +320,26 @@ def _payload(d: dict, sub: Subscription, replay: bool = False) -> dict:
     return out
 
 
+def _info_of(d: dict) -> dict:
+    return {"scopes": d.get("scopes") or [], "refs": d.get("refs") or [],
+            "thread_id": d.get("thread_id", ""), "agent_id": d.get("agent_id", "")}
+
+
+# ---------------------------------------------------------------------------- queries (worker threads)
+
+def _mention_targets(db, name: str) -> list[str]:
+    """Names whose mention counts as mentioning ``name`` (an agent, a role or a group)."""
+    agent = queries.get_agent(db, name)
+    if agent is not None and not agent.get("deleted"):
+        return list(queries.mention_targets(db, name))
+    return _role_targets(db, name)
+
+
 def _role_targets(db, role: str) -> list[str]:
-    """Mention targets for a bare role (or a group) name: itself, everyone, groups holding it."""
+    """Mention targets for a bare role (or a group) name: itself, everyone, groups holding the role."""
     groups = [r[0] for r in db.execute_sql(
         "SELECT gm.group_name FROM group_members gm JOIN groups g ON g.name = gm.group_name "
-        "WHERE gm.member_type='role' AND gm.member_value=? AND gm.state='add' AND gm.event_id > g.event_id "
+        "WHERE gm.member_type='role' AND gm.member_value=? AND gm.state='add' "
         "AND (g.deleted_event_id IS NULL OR g.deleted_event_id < g.event_id)", (role,)).fetchall()]
     return [role, "everyone", *groups]
 
@@ -282,14 +366,13 @@ def _message_tags(db, ids: list[str]) -> dict[str, dict]:
 def _log_backlog(db, event_log, since: str) -> list[tuple[dict, dict | None]]:
     """Every notifiable event after ``since`` from the log, in event_id order (slow path)."""
     read = event_log.read_all()
-    picked = sorted((d for _, d in read.records if d["event_id"] > since and d["type"] in NOTIFY_TYPES),
-                    key=lambda d: d["event_id"])
-    seen = set()
-    unique = []
-    for d in picked:
-        if d["event_id"] not in seen:
-            seen.add(d["event_id"])
-            unique.append(d)
-    ids = list({d["message_id"] for d in unique if d["type"] in MESSAGE_TYPES})
-    infos = _message_tags(db, ids) if ids else {}
-    return [(d, infos.get(d.get("message_id", ""))) for d in unique]
+    unique: dict[str, dict] = {}
+    for _, d in read.records:
+        if d["type"] in NOTIFY_TYPES and d["event_id"] > since:
+            unique.setdefault(d["event_id"], d)
+    picked = [unique[k] for k in sorted(unique)]
+    infos = {d["message_id"]: _info_of(d) for d in picked if d["type"] == "message.create"}
+    other = list({d["message_id"] for d in picked if d["type"] in MESSAGE_TYPES and d["message_id"] not in infos})
+    if other:
+        infos.update(_message_tags(db, other))
+    return [(d, infos.get(d["message_id"]) if d["type"] in MESSAGE_TYPES else None) for d in picked]

@@ -183,11 +183,35 @@ async def _handle_request(daemon, gate: Gate, max_frame: int, request: WebSocket
     await _serve_connection(daemon, ws, max_frame)
 
 
+class PacedConnection(Connection):
+    """A `Connection` that can tell when its outbox has room again (paces subscription replays)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._room = trio.Event()
+
+    async def send(self, obj) -> None:
+        try:
+            await super().send(obj)
+        finally:
+            self._room.set()
+
+    def close(self) -> None:
+        super().close()
+        self._room.set()
+
+    async def wait_for_room(self) -> None:
+        """Return once the outbox is at most half full (or the connection closed)."""
+        while not self.closed and len(self.outbox) >= max(1, self.queue_size // 2):
+            self._room = trio.Event()
+            await self._room.wait()
+
+
 async def _serve_connection(daemon, ws, max_frame: int) -> None:
     async def send_text(data: bytes) -> None:
         await ws.send_message(data.decode("utf-8"))
 
-    conn = Connection("ws", send_text, queue_size=daemon.config.ws_queue_size, framing_newline=False)
+    conn = PacedConnection("ws", send_text, queue_size=daemon.config.ws_queue_size, framing_newline=False)
     daemon.connections.add(conn)
     log.debug("WebSocket %s connected", conn.id)
     in_flight = trio.CapacityLimiter(MAX_IN_FLIGHT)

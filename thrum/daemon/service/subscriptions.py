@@ -1,10 +1,19 @@
-"""subscribe.* and message.wait: push delivery and long-polling, no polling loops."""
+"""subscribe.* and message.wait: push delivery and long-polling, no polling loops.
+
+``subscribe.create`` answers at once with the subscription; with
+``since_event_id`` the missed events follow as notifications flagged
+``replay: true``, then one ``subscription.replayed`` notification, then live
+events. ``message.wait`` queries the inbox, and if nothing matches sleeps on the
+hub's `inbox_changed` event (replaced on every write that could add a message)
+until the deadline.
+"""
 
 from __future__ import annotations
 
 import trio
 
 from ... import errors
+from ... import events as ev
 from ...store import queries
 from ..dispatch import Call, method
 
@@ -13,7 +22,7 @@ MAX_WAIT = 600.0
 
 
 def _hub(call: Call):
-    if call.daemon.hub is None:
+    if call.daemon.hub is None or call.daemon.hub.closed:
         raise errors.Unavailable("subscriptions are not available (daemon shutting down)")
     return call.daemon.hub
 
@@ -29,18 +38,24 @@ async def create(call: Call) -> dict:
             raise errors.ValidationError("invalid params: scope is required for filter_type scope", field="scope")
     elif filter_type == "mention":
         mention = p.str("mention") or p.str("mention_role")
+        mention = (mention or "").strip().lstrip("@")
         if not mention:
             raise errors.ValidationError("invalid params: mention is required for filter_type mention",
                                          field="mention")
-        mention = mention[1:] if mention.startswith("@") else mention
+        if not ev.NAME_RE.fullmatch(mention):
+            raise errors.ValidationError(f"invalid params: mention {mention[:60]!r} is not an agent, role or "
+                                         "group name", field="mention")
+    since = p.str("since_event_id") or None
     caller = await call.daemon.caller(p) if "caller" in p else None
     session_id = None
     if caller:
         session_id = await call.daemon.ensure_session(caller, p.str("session_id"))
     sub = await _hub(call).subscribe(call.conn, filter_type=filter_type, scope=scope, mention=mention,
-                                     session_id=session_id, agent=caller,
-                                     since_event_id=p.str("since_event_id"))
-    return sub.describe()
+                                     session_id=session_id, agent=caller, since_event_id=since)
+    out = sub.describe()
+    if since:
+        out["since_event_id"] = since
+    return out
 
 
 @method("subscribe.list")
@@ -58,23 +73,58 @@ async def delete(call: Call) -> dict:
 
 @method("message.wait")
 async def wait(call: Call) -> dict:
-    """Block until an unread message for the caller (matching the filters) exists, or time out."""
+    """Block until an unread message for the caller (matching the filters) exists, or time out.
+
+    ``after`` (a message id) only counts messages created after that one.
+    """
     p = call.params
     caller = await call.daemon.caller(p)
     timeout = p.number("timeout", default=30.0, minimum=0, maximum=MAX_WAIT)
+    after = p.str("after")
+    if after and not ev.MESSAGE_ID_RE.fullmatch(after):
+        raise errors.ValidationError(f"invalid params: after {after[:60]!r} is not a message id", field="after")
     query = dict(viewer=caller, exclude_author=caller, unread_for=caller,
                  mentions_of=caller if p.bool("mentions") else None, scope=p.tag("scope"),
                  page_size=p.int("limit", default=10, minimum=1, maximum=100), sort_order="asc")
-    after = p.str("after")
     hub = _hub(call)
     deadline = trio.current_time() + timeout
     while True:
-        changed = hub.changed  # take the event before querying: nothing published in between is missed
-        result = await call.store.read(queries.list_messages, **query)
-        messages = [m for m in result["messages"] if not after or m["message_id"] > after]
+        changed = hub.inbox_changed  # taken before querying: nothing published in between is missed
+        if after:
+            messages = await call.store.read(_unread_after, query, after)
+        else:
+            messages = (await call.store.read(queries.list_messages, **query))["messages"]
         if messages:
             return {"messages": messages, "timed_out": False}
         if trio.current_time() >= deadline or hub.closed:
             return {"messages": [], "timed_out": True}
         with trio.move_on_at(deadline):
             await changed.wait()
+
+
+def _unread_after(db, query: dict, after: str) -> list[dict]:
+    """Matching unread messages created after message ``after`` (oldest first).
+
+    Walks the inbox newest first and stops at the first message not after ``after``.
+    """
+    row = db.execute_sql("SELECT created_at FROM messages WHERE message_id=?", (after,)).fetchone()
+    if row is None:
+        raise errors.NotFound(f"message {after} not found (after)")
+    cursor = (_time_key(row[0]), after)
+    newer: list[dict] = []
+    page = 1
+    while True:
+        result = queries.list_messages(db, **{**query, "sort_order": "desc", "page_size": 100, "page": page})
+        batch = result["messages"]
+        for m in batch:
+            if (_time_key(m.get("created_at") or ""), m["message_id"]) <= cursor:
+                return newer[::-1][:query["page_size"]]
+            newer.append(m)
+        if not batch or page >= (result.get("total_pages") or 1):
+            return newer[::-1][:query["page_size"]]
+        page += 1
+
+
+def _time_key(value: str) -> str:
+    key = getattr(ev, "time_key", None)
+    return key(value) if key is not None else value

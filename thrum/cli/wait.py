@@ -1,0 +1,73 @@
+"""``thrum wait``: block until a message for me exists (message.wait), print it, exit 0;
+exit 1 with one line on stderr when the timeout passes first.
+
+The daemon wakes the call the moment a matching message is written (locally or
+by a sync); nothing polls. Waits longer than the daemon's per-call limit are
+renewed until the deadline.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+
+import click
+
+from ..errors import Timeout
+from . import render
+from .common import CONTEXT_SETTINGS, global_options, parse_tag, runtime
+
+MAX_CALL = 600.0     # the daemon's longest single message.wait
+SLACK = 15.0         # extra socket time beyond the wait itself
+
+
+@click.command(context_settings=CONTEXT_SETTINGS)
+@click.option("--timeout", type=click.FloatRange(0, None), default=300.0, show_default=True, metavar="SECONDS",
+              help="Give up after this long (exit 1). 0 checks once without waiting.")
+@click.option("--mentions", is_flag=True, help="Only messages that mention me (my name, role or groups).")
+@click.option("--scope", metavar="TYPE:VALUE", help="Only messages with this scope, e.g. module:auth.")
+@click.option("--limit", type=click.IntRange(1, 100), default=10, show_default=True,
+              help="Most messages to print at once.")
+@click.option("--peek", is_flag=True, help="Do not mark the printed messages as read.")
+@global_options()
+def wait(timeout, mentions, scope, limit, peek):
+    """Wait for an unread message (not my own) and print it.
+
+    Returns at once when unread messages already exist. Printed messages are
+    marked read (unless --peek), so the next `thrum wait` waits for new ones.
+
+    \b
+    Exit codes: 0 message(s) printed, 1 timed out (or error), 2 usage error.
+
+    \b
+    Examples:
+      thrum wait --timeout 120
+      thrum wait --mentions
+      thrum wait --scope module:auth --json
+    """
+    rt = runtime()
+    params: dict = {"limit": limit}
+    if mentions:
+        params["mentions"] = True
+    if scope:
+        params["scope"] = parse_tag("--scope", scope)
+    deadline = time.monotonic() + timeout
+    while True:
+        left = max(0.0, deadline - time.monotonic())
+        chunk = min(left, MAX_CALL)
+        result = rt.agent_call("message.wait", {**params, "timeout": chunk}, timeout=chunk + SLACK)
+        messages = result.get("messages") or []
+        if messages or left <= MAX_CALL:
+            break
+    if not messages:
+        if rt.opts.json:
+            rt.emit(result, None)
+        raise Timeout(f"no message within {timeout:g}s")
+    width = shutil.get_terminal_size((render.DEFAULT_WIDTH + 2, 24)).columns - 2
+    shown = {"messages": messages, "total": len(messages), "unread": len(messages), "page": 1,
+             "page_size": len(messages)}
+    rt.emit(result, lambda: render.render_inbox(shown, width=width))
+    if not peek:
+        ids = [m["message_id"] for m in messages if isinstance(m, dict) and m.get("message_id")]
+        if ids:
+            rt.best_effort("message.markRead", {"message_ids": ids})
