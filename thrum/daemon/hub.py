@@ -65,6 +65,7 @@ class Subscription:
     session_id: str | None = None
     agent: str | None = None
     created_at: str = ""
+    targets: frozenset | None = None           # names whose mention counts as mentioning `mention`
     held: list | None = None                   # live events held back while a replay runs
     replayed: set = field(default_factory=set)
 
@@ -93,7 +94,7 @@ class Hub:
         self.ring: deque[_Entry] = deque()
         self._ring_pos: dict[str, int] = {}
         self._arrivals = itertools.count()
-        self._targets: dict[str, frozenset] = {}   # mention name -> names that count as mentioning it
+        self._targets_gen = 0                      # bumped by every agent/group change
         self.changed = trio.Event()                # anything published
         self.inbox_changed = trio.Event()          # something that can add to an inbox
         self.closed = False
@@ -124,10 +125,15 @@ class Hub:
         if since_event_id and not ev.ULID_RE.fullmatch(since_event_id):
             raise errors.ValidationError("invalid params: since_event_id must be an event id (ULID)",
                                          field="since_event_id")
-        if mention and mention not in self._targets:
-            self._targets[mention] = frozenset(await self._resolve(mention))
+        targets = None
+        while mention:
+            generation = self._targets_gen
+            targets = frozenset(await self._resolve(mention))
+            if generation == self._targets_gen:  # no agent/group change meanwhile: still true
+                break
         sub = Subscription(id=next(self._ids), conn=conn, filter_type=filter_type, scope=scope,
-                           mention=mention, session_id=session_id, agent=agent, created_at=ev.now_rfc3339())
+                           mention=mention, session_id=session_id, agent=agent, created_at=ev.now_rfc3339(),
+                           targets=targets)
         if since_event_id:
             sub.held = []
         self.subs[sub.id] = sub
@@ -149,11 +155,13 @@ class Hub:
         return await self.daemon.store.read(_mention_targets, name)
 
     async def _refresh_targets(self) -> None:
-        wanted = {s.mention for s in self.subs.values() if s.mention}
-        fresh = {}
-        for name in wanted:
-            fresh[name] = frozenset(await self._resolve(name))
-        self._targets = fresh
+        """Re-resolve every mention subscription (an agent, group or membership changed)."""
+        self._targets_gen += 1
+        memo: dict[str, frozenset] = {}
+        for sub in [s for s in self.subs.values() if s.mention]:
+            if sub.mention not in memo:
+                memo[sub.mention] = frozenset(await self._resolve(sub.mention))
+            sub.targets = memo[sub.mention]
 
     # ------------------------------------------------------------------ publishing
     async def publish(self, applied: list[dict], source: str) -> None:
@@ -161,7 +169,7 @@ class Hub:
         if not applied or self.closed:
             return
         kinds = {d["type"] for d in applied}
-        if kinds & TARGET_CHANGERS and any(s.mention for s in self.subs.values()):
+        if kinds & TARGET_CHANGERS:
             await self._refresh_targets()
         notifiable = [d for d in applied if d["type"] in NOTIFY_TYPES]
         infos = await self._message_infos([d for d in notifiable if d["type"] in MESSAGE_TYPES])
@@ -216,7 +224,7 @@ class Hub:
             want_t, want_v = sub.scope["type"], sub.scope["value"]
             return any(s["type"] == want_t and s["value"] == want_v for s in info["scopes"])
         if sub.filter_type == "mention":
-            targets = self._targets.get(sub.mention) or frozenset({sub.mention, "everyone"})
+            targets = sub.targets or (sub.mention, "everyone")
             return any(r["type"] == "mention" and r["value"] in targets for r in info["refs"])
         return False
 
