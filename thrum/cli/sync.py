@@ -1,0 +1,86 @@
+"""``thrum sync`` (one full cycle, fit for cron) and ``thrum sync status``."""
+
+from __future__ import annotations
+
+import click
+
+from ..errors import ThrumError
+from .common import CONTEXT_SETTINGS, global_options, runtime
+
+
+def _daemon_running(rt) -> bool:
+    from ..daemon import launcher
+
+    return launcher.is_running(rt.require_init())
+
+
+@click.group(context_settings=CONTEXT_SETTINGS, invoke_without_command=True)
+@global_options()
+@click.pass_context
+def sync(ctx):
+    """Replicate the message log through the git remote: commit, fetch, merge, push.
+
+    Runs one full cycle and waits for it; exits 1 with a one-line reason when it
+    fails. Works with the daemon stopped too (it then runs the cycle itself).
+    Cron example:  */5 * * * *  cd /path/to/repo && thrum sync --quiet
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    rt = runtime()
+    if _daemon_running(rt):
+        result = rt.call("sync.run", {}, autostart=False, timeout=600)
+    else:
+        from ..daemon import sync_state
+
+        rt.note("daemon not running; syncing without it")
+        result = sync_state.run_offline(rt.require_init())
+    rt.emit(result, lambda: _summary(result))
+
+
+def _summary(r: dict) -> str:
+    if r["mode"] == "local-only":
+        return f"> Local-only mode: committed {r['commits']} change(s); nothing fetched or pushed ({r['duration_ms']:.0f} ms)"
+    if r["mode"] == "no-remote":
+        return (f"> No remote configured: committed {r['commits']} change(s) "
+                f"(add one with `git remote add origin URL`) ({r['duration_ms']:.0f} ms)")
+    return (f"> Synced with {r['remote']}: sent {r['sent']} event(s), received {r['received']}, "
+            f"{r['commits']} commit(s){'' if r['pushed'] else ', nothing pushed'} in {r['duration_ms']:.0f} ms")
+
+
+@sync.command("status", context_settings=CONTEXT_SETTINGS)
+@global_options()
+def status():
+    """Show sync mode, remote, last success and last error, pending and quarantined events."""
+    rt = runtime()
+    if _daemon_running(rt):
+        result = rt.call("sync.status", {}, autostart=False)
+    else:
+        from .. import config as config_mod
+        from ..daemon import sync_state
+
+        paths = rt.require_init()
+        cfg = config_mod.load(paths.config)
+        state = sync_state.load_state(paths)
+        result = {"mode": "local-only" if cfg.local_only else "unknown (daemon stopped)", "remote": cfg.remote,
+                  "last_success": state.get("last_success"), "last_error": state.get("last_error"),
+                  "last_error_at": state.get("last_error_at"), "last_report": state.get("last_report"),
+                  "pending_events": None, "quarantined": None, "daemon_running": False}
+    rt.emit(result, lambda: _status_text(result))
+
+
+def _status_text(s: dict) -> str:
+    lines = [f"Mode:          {s['mode']}"]
+    if s.get("remote"):
+        url = f" ({s['remote_url']})" if s.get("remote_url") else ""
+        lines.append(f"Remote:        {s['remote']}{url}")
+    lines.append(f"Last success:  {s.get('last_success') or 'never'}")
+    if s.get("last_error"):
+        lines.append(f"Last error:    {s['last_error']} (at {s.get('last_error_at')})")
+    if s.get("pending_events") is not None:
+        lines.append(f"Pending:       {s['pending_events']} local event(s) not yet pushed")
+    if s.get("quarantined") is not None:
+        lines.append(f"Quarantined:   {s['quarantined']} line(s)/event(s) refused from the log")
+    return "\n".join(lines)
+
+
+__all__ = ["sync", "ThrumError"]
