@@ -7,7 +7,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from thrum.sync.merge import MergeResult, event_key, merge_shard, split_lines
+from thrum.sync.merge import MAX_DEPTH, MergeResult, event_key, merge_shard, split_lines
 
 
 def ev(event_id: str, body: str = "x") -> bytes:
@@ -185,3 +185,64 @@ def test_merge_shard_same_remote_same_events_same_bytes(remote, local_a, local_b
     b = merge_shard(remote, merge_shard(remote, local_a).data + b"\n" + local_b).data
     assert keyset(a) == keyset(b)
     assert merge_shard(a, b).data == a
+
+
+# --- event_key: one meaning whichever JSON parser is installed ----------------------------
+
+
+def reference_key(line: bytes) -> bytes:
+    """The rule, stdlib only: valid JSON object (nesting <= MAX_DEPTH) with a str event_id."""
+    s = line.strip()
+    depth = deepest = 0
+    in_string = escaped = False
+    for c in s.decode("latin-1"):
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (c == "\\", c != '"')
+        elif c == '"':
+            in_string = True
+        elif c in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in "]}":
+            depth -= 1
+    if not s.startswith(b"{") or deepest > MAX_DEPTH:
+        return s
+    try:
+        obj = json.loads(s)
+    except (ValueError, RecursionError):
+        return s
+    if isinstance(obj, dict) and isinstance(obj.get("event_id"), str):
+        return obj["event_id"].encode("utf-8", "surrogatepass")
+    return s
+
+
+def nested(depth: int) -> bytes:
+    return b'{"event_id": "N", "x": ' + b"[" * (depth - 1) + b"]" * (depth - 1) + b"}"
+
+
+def test_event_key_nesting_limit_is_exact():
+    assert event_key(nested(MAX_DEPTH)) == b"N"
+    assert event_key(nested(MAX_DEPTH + 1)) == nested(MAX_DEPTH + 1)
+    # brackets inside strings do not count
+    assert event_key(json.dumps({"event_id": "S", "t": "[" * 500}).encode()) == b"S"
+
+
+_quirks = st.sampled_from([
+    b'{"event_id": "A", "n": NaN}',
+    b'{"event_id": "A", "n": 1e999}',
+    b'{"event_id": "A", "n": 123456789012345678901234567890}',
+    b'{"event_id": "\\ud800"}',
+    b'{"event_id": "A", "event_id": "B"}',
+    b'\xef\xbb\xbf{"event_id": "A"}',
+    b'{"event_id": "A\tB"}',
+    b'{"event_id": "\xed\xa0\x80"}',
+    b'{"event_id": "A"}\r',
+    nested(MAX_DEPTH),
+    nested(MAX_DEPTH + 1),
+])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(_quirks, _event_line, _junk_line, _torn_line, st.binary(max_size=40)))
+def test_event_key_matches_the_stdlib_reference(line):
+    assert event_key(line) == reference_key(line)

@@ -254,6 +254,10 @@ class Replicator:
             raise SyncError(f"{self.worktree_path} is not the {SYNC_BRANCH} worktree")
         if self.repo.references.get(SYNC_REF) is None:
             raise SyncError(f"branch {SYNC_BRANCH} is missing; run ensure_sync_worktree first")
+        if self.repo.lookup_reference("HEAD").target != SYNC_REF:  # e.g. the user's own checkout
+            raise SyncError(f"{self.worktree_path} does not have {SYNC_BRANCH} checked out; "
+                            f"it is not the sync worktree")
+        _no_delta_search(self.repo)
 
     # -- helpers
 
@@ -370,13 +374,19 @@ class Replicator:
             return self._merge_into(head, theirs)
 
     def _count_ahead(self, remote_tree: pygit2.Tree, local_tree: pygit2.Tree) -> int:
-        """Lines our tree adds over the remote's (for the report only)."""
+        """Lines our tree adds over the remote's, for the report (reads only file tails)."""
         total = 0
         for delta in local_tree.diff_to_tree(remote_tree).deltas:
-            path = delta.old_file.path
-            ours = _blob_bytes(self.repo, local_tree, path)
-            theirs = _blob_bytes(self.repo, remote_tree, path)
-            total += max(0, ours.count(b"\n") - theirs.count(b"\n"))
+            ours = _blob_size(self.repo, delta.old_file.id)
+            theirs = _blob_size(self.repo, delta.new_file.id)
+            if ours <= theirs:
+                continue
+            try:
+                with open(self.worktree_path / delta.old_file.path, "rb") as f:
+                    f.seek(theirs)
+                    total += f.read(ours - theirs).count(b"\n")
+            except OSError:
+                continue
         return total
 
     def _merge_into(self, head: pygit2.Commit, theirs: pygit2.Commit) -> MergeOutcome:
@@ -395,7 +405,10 @@ class Replicator:
                 log.warning("ignoring %s in the remote's %s: not a regular file", path, SYNC_BRANCH)
                 continue
             file = self.worktree_path / path
-            local = file.read_bytes() if file.is_file() else b""
+            if file.is_file():
+                local = file.read_bytes()
+            else:  # a deleted shard is restored, never deleted (the log is append-only)
+                local = self._blob_at(head.tree, path)
             remote = self.repo[entry.id].data if entry is not None else b""
             if path.endswith(".jsonl"):
                 result = merge_shard(remote, local)
@@ -406,9 +419,14 @@ class Replicator:
                 outcome.sent += len(result.sent)
             else:  # not a shard: the remote's copy wins, ours is kept if it has none
                 data = remote if entry is not None else local
+            if entry is None and not data and not file.is_file():
+                continue
             if data != local or not file.is_file():
-                _write_atomic(file, data)
-            merged.add(pygit2.IndexEntry(path, self.repo.create_blob(data), FileMode.BLOB))
+                _write_atomic(file, data)  # never in place: a crash must not leave a torn copy
+            if entry is not None and data == remote:
+                merged.add(pygit2.IndexEntry(path, entry.id, entry.filemode))
+            else:
+                merged.add(pygit2.IndexEntry(path, self.repo.create_blob(data), FileMode.BLOB))
             touched.append(path)
         tree = merged.write_tree(self.repo)
         if tree == remote_tree.id:
@@ -422,11 +440,15 @@ class Replicator:
             new_head = self.repo.create_commit(None, sig, sig, message, tree, [theirs.id])
             outcome.commits = 1
             self._move_ref(new_head, "thrum: merge remote a-sync")
-        self._sync_index(touched, self.repo[tree])
+        self._sync_index(touched)
         outcome.head = new_head
         return outcome
 
-    def _sync_index(self, touched: list[str], tree: pygit2.Tree) -> None:
+    def _blob_at(self, tree: pygit2.Tree, path: str) -> bytes:
+        entry = _entry(tree, path)
+        return entry.data if isinstance(entry, pygit2.Blob) else b""
+
+    def _sync_index(self, touched: list[str]) -> None:
         """Point the worktree index at the new tree for the paths the merge touched."""
         index = self.repo.index
         index.read(False)
@@ -525,6 +547,30 @@ def run_cycle(
 # --- small helpers -----------------------------------------------------------------
 
 
+_PACK_CONFIG = """\
+# Written by thrum; read only by thrum's own libgit2 handle, never by git itself.
+# Shards are append-only files: deltas between different new blobs of one push
+# save nothing, and searching for them dominates the cost of a push.
+# (libgit2 1.9 reads its big-file threshold from pack.deltaCacheSize.)
+[pack]
+\tdeltaCacheSize = 1
+\tbigFileThreshold = 1
+"""
+
+
+def _no_delta_search(repo: pygit2.Repository) -> None:
+    """Turn off delta search for packs this handle builds (pushes), app-level only."""
+    path = Path(repo.path) / "thrum-pack.config"
+    try:
+        if not path.is_file() or path.read_text() != _PACK_CONFIG:
+            path.write_text(_PACK_CONFIG)
+        # pygit2 1.21 hides add_file on a repository config; the base method is libgit2's
+        # git_config_add_file_ondisk on that same config object.
+        pygit2.Config.add_file(repo.config, str(path), pygit2.enums.ConfigLevel.APP, True)
+    except (OSError, ValueError, pygit2.GitError) as exc:  # slower pushes, nothing worse
+        log.warning("cannot tune pack building (%s); pushes will be slower", exc)
+
+
 def _is_race(message: str) -> bool:
     low = message.lower()
     return any(s in low for s in (
@@ -559,11 +605,16 @@ def _entry(tree: pygit2.Tree, path: str) -> pygit2.Object | None:
         return None
 
 
-def _blob_bytes(repo: pygit2.Repository, tree: pygit2.Tree, path: str) -> bytes:
-    entry = _entry(tree, path)
-    if entry is None or entry.type != pygit2.enums.ObjectType.BLOB:
-        return b""
-    return repo[entry.id].data
+def _blob_size(repo: pygit2.Repository, oid: pygit2.Oid) -> int:
+    if oid == _ZERO_OID:  # the side of a diff where the file does not exist
+        return 0
+    try:
+        return repo.odb.read_header(oid)[1]
+    except (KeyError, pygit2.GitError):
+        return 0
+
+
+_ZERO_OID = pygit2.Oid(hex="0" * 40)
 
 
 def _write_atomic(path: Path, data: bytes) -> None:

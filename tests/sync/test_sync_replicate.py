@@ -1,0 +1,318 @@
+"""Replication through a bare remote with real clones: commit, fetch, merge, push."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+import pygit2
+import pytest
+
+from fixtures.repos.builders import AUTHOR, make_repo
+from sync_helpers import (
+    Cluster,
+    append,
+    assert_linear_single_root,
+    event,
+    history,
+    keys_of,
+    make_cluster,
+)
+from thrum.sync import RemoteUnreachable, SyncError
+from thrum.sync.replicate import Replicator, run_cycle
+from thrum.sync.worktree import SYNC_REF, ensure_sync_worktree
+
+SHARD = "messages/alice.jsonl"
+
+
+def remote_tip(cluster: Cluster) -> pygit2.Oid:
+    return pygit2.Repository(str(cluster.remote)).references[SYNC_REF].target
+
+
+def head(replica) -> pygit2.Oid:
+    return replica.replicator.repo.references[SYNC_REF].target
+
+
+def test_replicate_a_appends_b_receives(cluster):
+    a, b = cluster.a, cluster.b
+    append(a.worktree, SHARD, event("01A"), event("01B"))
+    report = a.sync()
+    assert report.pushed and report.commits == 1 and report.sent == 2 and report.received == 0
+    report = b.sync()
+    assert report.received == 2
+    assert report.received_lines == {SHARD: [event("01A"), event("01B")]}
+    assert b.read(SHARD) == a.read(SHARD)
+    assert head(a) == head(b) == remote_tip(cluster)
+    assert b.replicator.repo.status() == {}  # the worktree index matches the merged files
+
+
+def test_replicate_concurrent_appends_same_shard_converge(cluster3):
+    a, b, c = cluster3.replicas
+    append(a.worktree, SHARD, event("01A1"))
+    a.sync()
+    for r in (b, c):
+        r.sync()
+    append(a.worktree, SHARD, event("01A2"), event("01A3"))
+    append(b.worktree, SHARD, event("01B1"), b"torn garbage")
+    append(c.worktree, SHARD, event("01C1"))
+    append(c.worktree, "events.jsonl", event("01C2"))
+    for r in (a, b, c, a, b):
+        r.sync()
+    shards = {r.read(SHARD) for r in (a, b, c)}
+    assert len(shards) == 1
+    data = shards.pop()
+    keys = keys_of(data)
+    assert sorted(keys) == sorted([b"01A1", b"01A2", b"01A3", b"01B1", b"torn garbage", b"01C1"])
+    assert len(keys) == len(set(keys))
+    assert b"<<<<<<<" not in data and b">>>>>>>" not in data
+    assert a.read("events.jsonl") == b.read("events.jsonl") == event("01C2")
+    assert head(a) == head(b) == head(c) == remote_tip(cluster3)
+    for path in (cluster3.remote, a.repo, b.repo, c.repo):
+        assert_linear_single_root(path)
+
+
+def test_replicate_merge_takes_uncommitted_appends(cluster):
+    a, b = cluster.a, cluster.b
+    append(a.worktree, SHARD, event("01A"))
+    a.sync()
+    append(b.worktree, SHARD, event("01B"))
+    tip = b.replicator.fetch()  # no commit_pending: 01B is only in the file
+    outcome = b.replicator.merge(tip)
+    assert outcome.commits == 1 and outcome.sent == 1 and outcome.received == 1
+    assert b.read(SHARD) == event("01A") + event("01B")
+    assert b.replicator.repo.status() == {}
+    committed = b.replicator.repo.revparse_single(f"{SYNC_REF}:{SHARD}").data
+    assert committed == event("01A") + event("01B")
+
+
+def test_replicate_push_race_is_retried_and_converges(cluster):
+    a, b = cluster.a, cluster.b
+    append(a.worktree, SHARD, event("01A1"))
+    append(b.worktree, "messages/bob.jsonl", event("01B1"))
+    # Both merge on the same (absent) remote tip; A pushes first.
+    for r in (a, b):
+        r.replicator.commit_pending()
+        r.replicator.merge(r.replicator.fetch())
+    assert a.replicator.push() is True
+    assert b.replicator.push() is False
+    report = b.sync()
+    assert report.pushed and report.attempts == 1 and report.received == 1
+    a.sync()
+    for shard in (SHARD, "messages/bob.jsonl"):
+        assert a.read(shard) == b.read(shard) != b""
+    assert_linear_single_root(cluster.remote)
+
+
+def test_run_cycle_retries_when_someone_pushes_during_the_cycle(cluster):
+    a, b = cluster.a, cluster.b
+    append(b.worktree, SHARD, event("01B1"))
+    pushes = iter(range(2))
+    sleeps = []
+
+    @contextlib.contextmanager
+    def racing_lock():
+        # Each time B enters its merge section, A slips a push in first (twice).
+        if next(pushes, None) is not None:
+            append(a.worktree, "messages/carol.jsonl", event(f"01A{time.monotonic_ns()}"))
+            assert a.sync().pushed
+        yield
+
+    calls = iter([contextlib.nullcontext(), racing_lock(), racing_lock(), racing_lock()])
+    report = run_cycle(b.replicator, lambda: next(calls), sleep=sleeps.append, backoff_s=0.01)
+    assert report.pushed and report.attempts == 3
+    assert sleeps == [0.01, 0.02]
+    a.sync()
+    assert a.read("messages/carol.jsonl") == b.read("messages/carol.jsonl")
+    assert len(keys_of(b.read("messages/carol.jsonl"))) == 2
+    assert head(a) == head(b) == remote_tip(cluster)
+    assert_linear_single_root(cluster.remote)
+
+
+def test_run_cycle_gives_up_after_max_attempts(cluster):
+    a, b = cluster.a, cluster.b
+    append(b.worktree, SHARD, event("01B1"))
+
+    @contextlib.contextmanager
+    def always_racing():
+        append(a.worktree, "events.jsonl", event(f"01A{time.monotonic_ns()}"))
+        a.sync()
+        yield
+
+    report = run_cycle(b.replicator, always_racing, max_attempts=2, sleep=lambda s: None)
+    assert not report.pushed and report.attempts == 2
+    assert "rejected 2 times" in report.error
+    assert b.sync().pushed  # nothing was lost: the next cycle lands it
+    assert keys_of(a.read(SHARD)) == []
+    a.sync()
+    assert keys_of(a.read(SHARD)) == [b"01B1"]
+
+
+def test_run_cycle_on_received_runs_inside_the_lock(cluster):
+    a, b = cluster.a, cluster.b
+    append(a.worktree, SHARD, event("01A"))
+    a.sync()
+    seen = []
+
+    def on_received(outcome):
+        seen.append((b.lock.locked(), outcome.received_lines))
+
+    run_cycle(b.replicator, b.locked, on_received=on_received)
+    assert seen == [(True, {SHARD: [event("01A")]})]
+
+
+def test_replicate_unrelated_roots_remote_keeps_one_root(tmp_path):
+    cluster = make_cluster(tmp_path, 1)
+    a = cluster.a
+    # B created its a-sync with some other tool: a different root, with events.
+    b_repo = pygit2.clone_repository(str(cluster.remote), str(tmp_path / "b"))
+    blob = b_repo.create_blob(event("01B1") + event("01S"))
+    tb = b_repo.TreeBuilder()
+    sub = b_repo.TreeBuilder()
+    sub.insert("bob.jsonl", blob, pygit2.enums.FileMode.BLOB)
+    tb.insert("messages", sub.write(), pygit2.enums.FileMode.TREE)
+    b_repo.create_commit(SYNC_REF, AUTHOR, AUTHOR, "other root\n", tb.write(), [])
+    b_wt = ensure_sync_worktree(tmp_path / "b")
+    b = Replicator(b_wt)
+    append(a.worktree, "messages/bob.jsonl", event("01S"), event("01A1"))
+    a.sync()
+    report = run_cycle(b, contextlib.nullcontext)
+    assert report.pushed and report.received == 1 and report.sent == 1
+    assert_linear_single_root(cluster.remote)
+    roots = [c for c in history(cluster.remote) if not c.parent_ids]
+    assert roots[0].id == history(a.repo)[-1].id  # the remote's root won
+    a.sync()
+    assert a.read("messages/bob.jsonl") == (b_wt / "messages/bob.jsonl").read_bytes()
+    assert keys_of(a.read("messages/bob.jsonl")) == [b"01S", b"01A1", b"01B1"]
+
+
+def test_replicate_both_offline_then_sync_share_one_root(tmp_path):
+    cluster = make_cluster(tmp_path, 0)
+    replicas = []
+    for name in ("a", "b"):
+        repo = make_repo(tmp_path / name)
+        repo.remotes.create("origin", str(tmp_path / "nowhere.git"))  # offline at creation
+        wt = ensure_sync_worktree(tmp_path / name)
+        repo.remotes.set_url("origin", str(cluster.remote))
+        append(wt, f"messages/{name}.jsonl", event(f"01{name}"))
+        replicas.append(Replicator(wt))
+    for r in replicas + replicas:
+        assert run_cycle(r, contextlib.nullcontext).pushed
+    assert_linear_single_root(cluster.remote)
+    for shard in ("messages/a.jsonl", "messages/b.jsonl"):
+        assert (replicas[0].worktree_path / shard).read_bytes() == (replicas[1].worktree_path / shard).read_bytes()
+
+
+@pytest.mark.parametrize("url", ["{tmp}/does-not-exist.git", "ssh://git@127.0.0.1:1/x.git", "file://{tmp}/nope.git"])
+def test_run_cycle_unreachable_remote_fails_fast_after_local_commit(tmp_path, url):
+    cluster = make_cluster(tmp_path, 1)
+    a = cluster.a
+    pygit2.Repository(str(a.repo)).remotes.set_url("origin", url.format(tmp=tmp_path))
+    before = head(a)
+    append(a.worktree, SHARD, event("01A"))
+    start = time.monotonic()
+    with pytest.raises(RemoteUnreachable) as info:
+        a.sync()
+    assert time.monotonic() - start < 5
+    message = str(info.value)
+    assert "\n" not in message and "origin" in message and "unreachable" in message
+    assert head(a) != before
+    assert a.replicator.repo.revparse_single(f"{SYNC_REF}:{SHARD}").data == event("01A")
+
+
+def test_run_cycle_noop_makes_no_commit_and_no_push(cluster):
+    a = cluster.a
+    append(a.worktree, SHARD, event("01A"))
+    a.sync()
+    tip, local = remote_tip(cluster), head(a)
+    report = a.sync()
+    assert (report.commits, report.sent, report.received, report.pushed) == (0, 0, 0, True)
+    assert head(a) == local and remote_tip(cluster) == tip
+
+
+def test_run_cycle_without_remote_only_commits(tmp_path):
+    make_repo(tmp_path / "solo")
+    wt = ensure_sync_worktree(tmp_path / "solo")
+    r = Replicator(wt)
+    assert not r.has_remote()
+    append(wt, SHARD, event("01A"))
+    report = run_cycle(r, contextlib.nullcontext)
+    assert report.commits == 1 and report.remote is None and not report.pushed
+    assert run_cycle(r, contextlib.nullcontext).commits == 0
+    with pytest.raises(SyncError, match="no remote named origin"):
+        r.fetch()
+
+
+def test_commit_pending_named_paths_and_idle(cluster):
+    a = cluster.a
+    r = a.replicator
+    assert r.commit_pending() is False
+    append(a.worktree, SHARD, event("01A"))
+    append(a.worktree, "messages/bob.jsonl", event("01B"))
+    (a.worktree / "notes.txt").write_text("not a shard\n")
+    assert r.commit_pending([SHARD]) is True
+    tree = r.repo.revparse_single(f"{SYNC_REF}^{{tree}}")
+    assert [e.name for e in tree["messages"]] == ["alice.jsonl"]
+    assert r.commit_pending([str(a.worktree / SHARD)]) is False
+    assert r.commit_pending() is True  # bob.jsonl, found by status
+    assert r.commit_pending() is False
+    assert "notes.txt" not in r.repo.revparse_single(f"{SYNC_REF}^{{tree}}")
+    assert r.last_commit.paths == ["messages/bob.jsonl"]
+
+
+def test_commit_pending_never_commits_a_deleted_shard(cluster):
+    a = cluster.a
+    append(a.worktree, SHARD, event("01A"))
+    a.replicator.commit_pending()
+    (a.worktree / SHARD).unlink()
+    assert a.replicator.commit_pending() is False
+
+
+def test_replicate_received_torn_remote_line_is_terminated(cluster):
+    a, b = cluster.a, cluster.b
+    append(a.worktree, SHARD, event("01A"), b'{"event_id": "01T", "ty')  # crashed mid-append
+    a.sync()
+    append(b.worktree, SHARD, event("01B"))
+    report = b.sync()
+    assert report.received_lines[SHARD] == [event("01A"), b'{"event_id": "01T", "ty\n']
+    a.sync()
+    assert a.read(SHARD) == b.read(SHARD) == event("01A") + b'{"event_id": "01T", "ty\n' + event("01B")
+
+
+def test_replicator_refuses_a_path_that_is_not_the_worktree(cluster):
+    with pytest.raises(SyncError):
+        Replicator(cluster.a.repo)
+
+
+def test_replicate_receive_10k_events_quickly(cluster):
+    a, b = cluster.a, cluster.b
+    for i in range(10):
+        append(a.worktree, f"messages/agent{i}.jsonl",
+               *(event(f"01{i:02d}{n:06d}", agent=f"agent{i}", body="hello " * 20) for n in range(1000)))
+    a.sync()
+    start = time.monotonic()
+    report = b.sync()
+    elapsed = time.monotonic() - start
+    assert report.received == 10_000
+    assert elapsed < 1.5, f"receiving 10k events took {elapsed:.2f}s"
+    start = time.monotonic()
+    assert b.sync().commits == 0
+    assert time.monotonic() - start < 0.1
+
+
+def test_replicate_ignores_remote_entries_that_are_not_regular_files(cluster):
+    a, b = cluster.a, cluster.b
+    append(a.worktree, SHARD, event("01A"))
+    a.sync()
+    # Someone hostile pushes a symlink where a shard should be.
+    bare = pygit2.Repository(str(cluster.remote))
+    tip = bare[bare.references[SYNC_REF].target]
+    link = bare.create_blob(b"/etc/passwd")
+    messages = bare.TreeBuilder(tip.tree["messages"])
+    messages.insert("evil.jsonl", link, pygit2.enums.FileMode.LINK)
+    root = bare.TreeBuilder(tip.tree)
+    root.insert("messages", messages.write(), pygit2.enums.FileMode.TREE)
+    bare.create_commit(SYNC_REF, AUTHOR, AUTHOR, "evil\n", root.write(), [tip.id])
+    report = b.sync()
+    assert report.received == 1
+    assert not (b.worktree / "messages/evil.jsonl").exists()
+    assert b.read(SHARD) == event("01A")
