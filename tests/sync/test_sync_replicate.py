@@ -316,3 +316,24 @@ def test_replicate_ignores_remote_entries_that_are_not_regular_files(cluster):
     assert report.received == 1
     assert not (b.worktree / "messages/evil.jsonl").exists()
     assert b.read(SHARD) == event("01A")
+
+
+def test_has_remote_and_remote_url_do_not_wait_for_a_running_cycle(cluster):
+    r = cluster.a.replicator
+    done = []
+    with r._mutex:  # a fetch in another thread holds it
+        import threading
+
+        t = threading.Thread(target=lambda: done.append((r.has_remote(), r.remote_url())))
+        t.start()
+        t.join(timeout=5)
+    assert done == [(True, str(cluster.remote))]
+
+
+def test_run_cycle_commits_only_the_named_paths(cluster):
+    a = cluster.a
+    append(a.worktree, SHARD, event("01A"))
+    append(a.worktree, "messages/bob.jsonl", event("01B"))
+    report = run_cycle(a.replicator, a.locked, paths=[SHARD])
+    assert report.commits == 1 and report.sent == 1
+    assert "messages/bob.jsonl" not in a.replicator.repo.revparse_single(f"{SYNC_REF}^{{tree}}")["messages"]

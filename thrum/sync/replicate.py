@@ -34,7 +34,7 @@ from pygit2.enums import CredentialType, FileMode, FileStatus
 
 from . import AuthError, PushRejected, RemoteUnreachable, SyncError
 from .merge import merge_shard
-from .worktree import SYNC_BRANCH, SYNC_REF
+from .worktree import SYNC_BRANCH, SYNC_REF, ensure_network_timeouts
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +54,6 @@ __all__ = [
     "run_cycle",
 ]
 
-CONNECT_TIMEOUT_MS = 10_000  # libgit2 default is the OS's (minutes); never hang on a dead host
-IO_TIMEOUT_MS = 60_000
 _TMP_PREFIX = ".thrum-tmp-"
 _WT_CHANGED = FileStatus.WT_NEW | FileStatus.WT_MODIFIED | FileStatus.WT_TYPECHANGE
 
@@ -143,18 +141,8 @@ class _Callbacks(pygit2.RemoteCallbacks):
 
 def remote_callbacks(credentials: Credentials | None = None) -> pygit2.RemoteCallbacks:
     """Fresh callbacks for one network operation (also for ``ensure_sync_worktree``)."""
-    _ensure_timeouts()
+    ensure_network_timeouts()
     return _Callbacks(credentials)
-
-
-def _ensure_timeouts() -> None:
-    try:
-        if not pygit2.settings.server_connect_timeout:
-            pygit2.settings.server_connect_timeout = CONNECT_TIMEOUT_MS
-        if not pygit2.settings.server_timeout:
-            pygit2.settings.server_timeout = IO_TIMEOUT_MS
-    except (AttributeError, pygit2.GitError):  # older libgit2: keep its defaults
-        pass
 
 
 def _translate(exc: BaseException, remote_name: str, url: str) -> SyncError:
@@ -276,10 +264,20 @@ class Replicator:
         except KeyError:
             raise SyncError(f"no remote named {self.remote_name} is configured") from None
 
+    def _fresh(self) -> pygit2.Repository:
+        """A private handle, so quick reads need not wait for a fetch holding the lock."""
+        return pygit2.Repository(str(self.worktree_path), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
+
     def has_remote(self) -> bool:
-        """True when the repository has a remote named ``remote_name``."""
-        with self._mutex:
-            return self.remote_name in set(self.repo.remotes.names())
+        """True when the repository has a remote named ``remote_name``. Never blocks."""
+        return self.remote_name in set(self._fresh().remotes.names())
+
+    def remote_url(self) -> str | None:
+        """The remote's URL, or None when there is no such remote. Never blocks."""
+        try:
+            return self._fresh().remotes[self.remote_name].url
+        except KeyError:
+            return None
 
     # -- commit
 
@@ -499,13 +497,15 @@ def run_cycle(
     backoff_s: float = 0.05,
     on_received: Callable[[MergeOutcome], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    paths: list[str] | None = None,
 ) -> SyncReport:
     """One sync: commit pending appends, then fetch / merge / push until the push lands.
 
     ``locked()`` returns a context manager that keeps the appender out; it is held for
     the commit and for each merge, never across network calls. ``on_received`` runs
     inside the locked merge section whenever a merge brought new lines, so the
-    caller can fold them before appends resume. Runs in a worker thread: it blocks.
+    caller can fold them before appends resume. ``paths`` names the shards appended to
+    since the last commit (None: ask git). Runs in a worker thread: it blocks.
 
     Raises:
         AuthError, RemoteUnreachable, PushRejected: see :class:`Replicator`; the
@@ -514,7 +514,7 @@ def run_cycle(
     start = time.monotonic()
     report = SyncReport()
     with locked():
-        report.commits += int(replicator.commit_pending())
+        report.commits += int(replicator.commit_pending(paths))
     if not replicator.has_remote():
         report.duration_s = time.monotonic() - start
         return report

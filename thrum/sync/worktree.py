@@ -37,10 +37,26 @@ __all__ = [
     "SYNC_BRANCH",
     "SYNC_REF",
     "common_dir",
+    "ensure_network_timeouts",
     "ensure_sync_worktree",
     "is_git_repo",
     "sync_worktree_path",
 ]
+
+
+CONNECT_TIMEOUT_MS = 10_000  # libgit2's default is the OS's (minutes): never hang on a dead host
+IO_TIMEOUT_MS = 60_000
+
+
+def ensure_network_timeouts() -> None:
+    """Give libgit2 connect and read timeouts (process-wide) unless someone set them."""
+    try:
+        if not pygit2.settings.server_connect_timeout:
+            pygit2.settings.server_connect_timeout = CONNECT_TIMEOUT_MS
+        if not pygit2.settings.server_timeout:
+            pygit2.settings.server_timeout = IO_TIMEOUT_MS
+    except (AttributeError, pygit2.GitError):  # an older libgit2: keep its defaults
+        pass
 
 
 def is_git_repo(path: os.PathLike | str) -> bool:
@@ -120,6 +136,7 @@ def _remote_sync_tip(repo, remote_name, callbacks) -> pygit2.Oid | None:
     if remote_name not in set(repo.remotes.names()):
         return None
     remote = repo.remotes[remote_name]
+    ensure_network_timeouts()
     try:
         remote.fetch([f"+{SYNC_REF}:refs/remotes/{remote_name}/{SYNC_BRANCH}"], callbacks=callbacks)
         heads = remote.list_heads(connect=False)
