@@ -337,3 +337,11 @@ def test_run_cycle_commits_only_the_named_paths(cluster):
     report = run_cycle(a.replicator, a.locked, paths=[SHARD])
     assert report.commits == 1 and report.sent == 1
     assert "messages/bob.jsonl" not in a.replicator.repo.revparse_single(f"{SYNC_REF}^{{tree}}")["messages"]
+
+
+def test_replicator_removes_temp_files_left_by_a_crash(cluster):
+    a = cluster.a
+    append(a.worktree, SHARD, event("01A"))
+    (a.worktree / "messages" / ".thrum-tmp-alice.jsonl.999").write_bytes(b"half a merge")
+    Replicator(a.worktree)
+    assert sorted(p.name for p in (a.worktree / "messages").iterdir()) == ["alice.jsonl"]

@@ -15,7 +15,8 @@ Rules:
    one-line message; the credential callback gives up after one try per credential.
 
 A :class:`Replicator` owns one ``pygit2.Repository``; pygit2 objects are not safe to
-share between threads, so every public method takes the replicator's own lock.
+share between threads, so commit/fetch/merge/push take the replicator's own lock, and
+``has_remote``/``remote_url`` read through a private handle so they never wait.
 """
 
 from __future__ import annotations
@@ -246,6 +247,9 @@ class Replicator:
             raise SyncError(f"{self.worktree_path} does not have {SYNC_BRANCH} checked out; "
                             f"it is not the sync worktree")
         _no_delta_search(self.repo)
+        for stale in self.worktree_path.rglob(f"{_TMP_PREFIX}*"):  # left by a crash mid-merge
+            if stale.is_file():
+                stale.unlink(missing_ok=True)
 
     # -- helpers
 
