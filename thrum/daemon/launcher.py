@@ -37,6 +37,8 @@ def init_repo(repo: str | os.PathLike | None = None, *, start_daemon: bool = Tru
         NotARepository: ``repo`` is not inside a git repository (nothing is created).
     """
     root = find_repo_root(repo)
+    from .. import config as config_mod
+    from ..sync.replicate import credentials_from_env, remote_callbacks
     from ..sync.worktree import common_dir, ensure_sync_worktree
 
     common = common_dir(root)
@@ -51,12 +53,13 @@ def init_repo(repo: str | os.PathLike | None = None, *, start_daemon: bool = Tru
             redirect.write_text(str(main_thrum.resolve()) + "\n")
         _exclude(common)
         paths = resolve(root)
-        ensure_sync_worktree(main_checkout)
     else:
         _make_dirs(thrum_dir)
         _exclude(common)
         paths = resolve(root)
-        ensure_sync_worktree(root)
+    cfg = config_mod.load(paths.config)
+    callbacks = None if cfg.local_only else remote_callbacks(credentials_from_env(cfg.values))
+    ensure_sync_worktree(paths.main_repo, cfg.remote, callbacks=callbacks)
     if start_daemon:
         start(paths)
     return paths

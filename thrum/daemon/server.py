@@ -162,8 +162,11 @@ class Daemon:
             self._lock_fd = None
 
     def _open_store(self) -> None:
+        from ..sync.replicate import credentials_from_env, remote_callbacks
         from ..sync.worktree import ensure_sync_worktree
-        self.worktree = ensure_sync_worktree(self.paths.main_repo)
+
+        callbacks = None if self.config.local_only else remote_callbacks(credentials_from_env(self.config.values))
+        self.worktree = ensure_sync_worktree(self.paths.main_repo, self.config.remote, callbacks=callbacks)
         event_log = EventLog(self.worktree)
         db = open_projection(self.paths.database, event_log)
         self.store = Store(db, event_log)

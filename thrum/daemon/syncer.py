@@ -161,7 +161,7 @@ class SyncLoop:
             return report
         with locked():
             dirty = sorted(store.dirty_shards)
-        report = replicate.run_cycle(self.replicator, locked, on_received=on_received)
+        report = replicate.run_cycle(self.replicator, locked, on_received=on_received, paths=dirty or None)
         with locked():
             store.dirty_shards.difference_update(dirty)
         return report
@@ -170,12 +170,7 @@ class SyncLoop:
     async def status(self) -> dict:
         state = await trio.to_thread.run_sync(sync_state.load_state, self.daemon.paths)
         quarantined = await self.daemon.store.read(projection.fold_counts)
-        url = None
-        if self.replicator is not None and self.replicator.has_remote():
-            try:
-                url = self.replicator.repo.remotes[self.cfg.remote].url
-            except (KeyError, ValueError):
-                url = None
+        url = self.replicator.remote_url() if self.replicator is not None else None
         return {
             "mode": self.mode(),
             "remote": self.cfg.remote if self.mode() == "remote" else None,
