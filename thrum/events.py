@@ -112,6 +112,24 @@ def parse_time(value: str) -> datetime:
     return datetime.fromisoformat(value)
 
 
+def time_key(value: str) -> str:
+    """A string that sorts like the instant ``value`` names: UTC, milliseconds, ``Z``.
+
+    That is the form `now_rfc3339` writes, so our own timestamps are their own key.
+    Other producers may write seconds only, more digits or an offset; as plain
+    strings those do not sort by time ("...:00Z" sorts after "...:00.5Z"). Values
+    that do not parse are returned unchanged.
+    """
+    if len(value) == 24 and value[23] == "Z" and value[19] == ".":
+        return value
+    try:
+        dt = parse_time(value).astimezone(timezone.utc)
+    except (ValueError, OverflowError):
+        return value
+    return (f"{dt.year:04d}-{dt.month:02d}-{dt.day:02d}T{dt.hour:02d}:{dt.minute:02d}:"
+            f"{dt.second:02d}.{dt.microsecond // 1000:03d}Z")
+
+
 # --------------------------------------------------------------------------- validation helpers
 
 def _fail(field_name: str, why: str):
@@ -224,7 +242,70 @@ def _ids(d: dict, key: str = "message_ids") -> list[str]:
 # --------------------------------------------------------------------------- per-type field normalisers
 # Each takes the raw dict and returns the normalised type-specific fields.
 
+_FAST_TAG_TYPES: set[str] = set()  # tag types already seen to match TAG_TYPE_RE (bounded)
+
+
+def _fast_tags(value) -> list | None:
+    """`_tags` for the common case; None means "let `_tags` decide (and explain)"."""
+    if not value:
+        return [] if value is None or value == [] else None
+    if type(value) is not list or len(value) > MAX_REFS:
+        return None
+    out = []
+    for item in value:
+        if type(item) is not dict:
+            return None
+        t = item.get("type")
+        v = item.get("value")
+        if type(t) is not str or type(v) is not str or not v or len(v) > MAX_TAG_VALUE:
+            return None
+        if t not in _FAST_TAG_TYPES:
+            if not TAG_TYPE_RE.fullmatch(t):
+                return None
+            if len(_FAST_TAG_TYPES) < 1024:
+                _FAST_TAG_TYPES.add(t)
+        out.append({"type": t, "value": v})
+    if len(out) > 1 and len({(x["type"], x["value"]) for x in out}) < len(out):
+        return None
+    return out
+
+
+_MSG_ID_MATCH = MESSAGE_ID_RE.fullmatch
+_SES_ID_MATCH = SESSION_ID_RE.fullmatch
+_THR_ID_MATCH = THREAD_ID_RE.fullmatch
+_NAME_MATCH = NAME_RE.fullmatch
+
+
 def _n_message_create(d):
+    # Fast path (rebuilds decode a million of these): the same rules as the
+    # general path below, checked inline; anything unusual takes the general path,
+    # which produces the precise error.
+    mid, thr, agent, sid = d.get("message_id"), d.get("thread_id"), d.get("agent_id"), d.get("session_id")
+    body = d.get("body")
+    prio = d.get("priority")
+    if (type(mid) is str and len(mid) <= 84 and _MSG_ID_MATCH(mid)
+            and (thr is None or thr == "" or (type(thr) is str and len(thr) <= 87 and _THR_ID_MATCH(thr)))
+            and type(agent) is str and _NAME_MATCH(agent)
+            and type(sid) is str and len(sid) <= 84 and _SES_ID_MATCH(sid)
+            and type(body) is dict and (prio is None or prio == "" or prio in PRIORITIES)):
+        fmt, content, structured = body.get("format"), body.get("content"), body.get("structured")
+        authored = d.get("authored_by")
+        if ((fmt in FORMATS or fmt is None or fmt == "") and type(content) is str
+                and len(content) <= MAX_CONTENT_BYTES and (structured is None or structured == "")
+                and (authored is None or (type(authored) is str and len(authored) <= 256))):
+            scopes = _fast_tags(d.get("scopes"))
+            refs = _fast_tags(d.get("refs")) if scopes is not None else None
+            if refs is not None:
+                return {
+                    "message_id": mid, "thread_id": thr or "", "agent_id": agent, "session_id": sid,
+                    "body": {"format": fmt or "markdown", "content": content, "structured": ""},
+                    "scopes": scopes, "refs": refs, "priority": prio or "normal",
+                    "authored_by": authored or "", "disclosed": bool(d.get("disclosed", False)),
+                }
+    return _n_message_create_checked(d)
+
+
+def _n_message_create_checked(d):
     return {
         "message_id": _str(d, "message_id", pattern=MESSAGE_ID_RE),
         "thread_id": _str(d, "thread_id", required=False, pattern=THREAD_ID_RE),

@@ -14,9 +14,12 @@ Rules:
    never fatal, never deleted. Before appending to a shard whose last line is
    torn, a newline is written so the torn bytes stay a line of their own.
 5. Reading "what is new" uses a per-shard `Position` (byte offset plus a digest of
-   the bytes just before it). If a shard was replaced (sync merge) so the digest no
-   longer matches, the shard is read again from the start; the fold is idempotent
-   so that costs time, never correctness.
+   the TAIL_BYTES bytes just before it, so normally the whole last line with its
+   event_id). If a shard was replaced (sync merge) so the digest no longer matches,
+   the shard is read again from the start; the fold is idempotent so that costs
+   time, never correctness.
+6. The worktree is untrusted: shard names are checked (no path traversal) and
+   symlinks are neither read nor appended through.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from .. import events as ev
 
 log = logging.getLogger(__name__)
 
-TAIL_BYTES = 64
+TAIL_BYTES = 4096  # enough to hold the event_id of the last line read in all but huge lines
 SHARD_DIRS = ("messages", "receipts")
 
 
@@ -78,14 +81,15 @@ def _tail_digest(data: bytes) -> str:
     return hashlib.sha1(data[-TAIL_BYTES:]).hexdigest() if data else ""
 
 
-def parse_lines(shard: str, data: bytes, base: int, result: ReadResult) -> int:
+def parse_lines(shard: str, data: bytes, base: int, result: ReadResult, *, at_end: bool = True) -> int:
     """Decode the complete lines of ``data`` (which starts at file offset ``base``).
 
     Returns the offset just past the last complete line. Pure apart from filling
-    ``result``; shared by the log reader and the sync merge fold.
+    ``result``; shared by the log reader and the sync merge fold. ``at_end``: data
+    runs to the end of the shard, so bytes after the last newline are a torn line.
     """
     end = data.rfind(b"\n") + 1  # 0 when there is no complete line
-    if end < len(data):
+    if end < len(data) and at_end:
         result.torn.append(LogIssue(shard, base + end, "incomplete last line", data[end:end + 200]))
     pos = 0
     decode = ev.decode_line
@@ -117,12 +121,16 @@ class EventLog:
     def shards(self) -> list[str]:
         """Every shard file present, ``events.jsonl`` first, then sorted."""
         out = []
-        if (self.root / "events.jsonl").is_file():
+        top = self.root / "events.jsonl"
+        if top.is_file() and not top.is_symlink():
             out.append("events.jsonl")
         for sub in SHARD_DIRS:
             d = self.root / sub
-            if d.is_dir():
+            if d.is_dir() and not d.is_symlink():
                 for p in sorted(d.iterdir()):
+                    if p.is_symlink():
+                        log.warning("ignoring symlink %s/%s in the log", sub, p.name)
+                        continue
                     if p.suffix == ".jsonl" and p.is_file():
                         rel = f"{sub}/{p.name}"
                         try:
@@ -152,7 +160,9 @@ class EventLog:
         created = not path.exists()
         if created:
             path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        if path.parent.is_symlink():
+            raise ValueError(f"refusing to append to {shard}: {path.parent.name}/ is a symlink")
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
         try:
             if self._ends_torn(shard, fd):
                 payload = b"\n" + payload
@@ -191,46 +201,64 @@ class EventLog:
             self.read_shard(shard, positions.get(shard, Position()), result)
         return result
 
-    def read_shard(self, shard: str, pos: Position, result: ReadResult) -> None:
-        path = self.path(shard)
+    def read_shard(self, shard: str, pos: Position, result: ReadResult, *,
+                   max_bytes: int | None = None) -> bool:
+        """Read the complete lines of one shard after ``pos`` into ``result``.
+
+        With ``max_bytes``, read about that much (always whole lines, at least one)
+        and leave the rest for the next call. Returns True when the end of the shard
+        was reached (then an incomplete last line is reported as torn).
+        """
         try:
-            with open(path, "rb") as f:
-                size = os.fstat(f.fileno()).st_size
-                start = pos.offset
-                if start:
-                    if start > size:
-                        start = 0
-                    else:
-                        lo = max(0, start - TAIL_BYTES)
-                        f.seek(lo)
-                        if _tail_digest(f.read(start - lo)) != pos.tail:
-                            start = 0
-                if start == size:
-                    result.positions[shard] = pos
-                    return
-                f.seek(start)
-                data = f.read()
+            f = _open_read(self.path(shard))
         except FileNotFoundError:
-            return
-        end = parse_lines(shard, data, start, result)
-        if end == start:
-            result.positions[shard] = pos if start else Position()
-            return
-        # digest of the bytes just before `end`
-        rel_end = end - start
-        tail_src = data[max(0, rel_end - TAIL_BYTES):rel_end]
-        if len(tail_src) < TAIL_BYTES and start > 0:
-            with open(path, "rb") as f:
+            return True
+        with f:
+            size = os.fstat(f.fileno()).st_size
+            start = pos.offset
+            if start:
+                if start > size:
+                    start = 0
+                else:
+                    lo = max(0, start - TAIL_BYTES)
+                    f.seek(lo)
+                    if _tail_digest(f.read(start - lo)) != pos.tail:
+                        log.info("%s changed under its stored position; reading it again", shard)
+                        start = 0
+            if start == size:
+                result.positions[shard] = pos if start else Position()
+                return True
+            f.seek(start)
+            if max_bytes is None or size - start <= max_bytes:
+                data = f.read()
+                at_end = True
+            else:
+                data = f.read(max_bytes)
+                while b"\n" not in data and start + len(data) < size:  # one very long line
+                    more = f.read(max_bytes)
+                    if not more:
+                        break
+                    data += more
+                at_end = start + len(data) >= size
+                if not at_end:
+                    data = data[:data.rfind(b"\n") + 1]
+            end = parse_lines(shard, data, start, result, at_end=at_end)
+            if end == start:
+                result.positions[shard] = pos if start else Position()
+                return at_end
+            rel_end = end - start
+            tail_src = data[max(0, rel_end - TAIL_BYTES):rel_end]
+            if len(tail_src) < TAIL_BYTES and start > 0:
                 lo = max(0, end - TAIL_BYTES)
                 f.seek(lo)
                 tail_src = f.read(end - lo)
         result.positions[shard] = Position(end, _tail_digest(tail_src))
+        return at_end
 
     def position_at_end(self, shard: str) -> Position:
         """The position just past the last complete line of a shard as it is now."""
-        path = self.path(shard)
         try:
-            with open(path, "rb") as f:
+            with _open_read(self.path(shard)) as f:
                 data = f.read()
         except FileNotFoundError:
             return Position()
@@ -240,11 +268,17 @@ class EventLog:
     def iter_lines(self, shard: str) -> Iterator[bytes]:
         """Raw lines of a shard (for tools and tests)."""
         try:
-            with open(self.path(shard), "rb") as f:
-                for line in f:
-                    yield line
+            f = _open_read(self.path(shard))
         except FileNotFoundError:
             return
+        with f:
+            yield from f
+
+
+def _open_read(path: Path):
+    """Open a shard for reading, refusing symlinks (the worktree is untrusted input)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    return os.fdopen(fd, "rb")
 
 
 def _fsync_dir(path: Path) -> None:

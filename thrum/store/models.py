@@ -1,10 +1,15 @@
 """SQLite projection schema (peewee models).
 
 The tables named in spec/messaging-cli.md keep their spec names and columns
-(messages, message_scopes, message_refs, message_edits, message_reads, with the
-listed indexes); the rest hold what the fold needs to stay order-independent
-(raw edit and delete events, last-writer-wins read state) and what the daemon
-needs (agents, sessions, groups, threads, positions, issues).
+(messages, message_scopes, message_refs, message_edits, with the listed indexes;
+message_reads is a view over read_state, see `MessageRead`); the rest hold what
+the fold needs to stay order-independent (raw edit and delete events,
+last-writer-wins read state), what the inbox queries need to be fast (mention
+sets and counters kept by triggers) and what the daemon needs (agents, sessions,
+groups, threads, positions, issues).
+
+Use raw SQL through ``db.execute_sql`` / ``db.connection()``; the models are
+only bound (``bind_ctx``) while the tables are created.
 
 Everything here can be thrown away and rebuilt from the log: bump
 `SCHEMA_VERSION` whenever a table changes and the daemon rebuilds on start.
@@ -16,7 +21,7 @@ from pathlib import Path
 
 import peewee as pw
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 database_proxy = pw.DatabaseProxy()
 
@@ -46,6 +51,9 @@ class Message(Base):
     disclosed = pw.IntegerField(default=0)
     event_id = pw.TextField()          # the message.create that won (lowest event_id)
     edit_count = pw.IntegerField(default=0)
+    created_key = pw.TextField(default="")  # events.time_key(created_at): sortable UTC form
+    updated_key = pw.TextField(default="")  # time_key(updated_at or created_at)
+    sig_id = pw.IntegerField(default=0)     # mention_sigs.sig_id of the message's mention set
 
     class Meta:
         table_name = "messages"
@@ -93,6 +101,16 @@ class MessageEdit(Base):
 
 
 class MessageRead(Base):
+    """The spec's ``message_reads``, as a VIEW over `ReadState` (read-only).
+
+    The spec keeps one row per (message, session); a message counts as read when
+    any session of the agent read it. `ReadState` holds exactly that decision per
+    (message, agent), last writer wins by event_id so that ``message unread`` works
+    and replicas agree, with the session and time of the winning read. Keeping a
+    second per-session table cost as much as the rest of a rebuild and answered
+    no query, so ``message_reads`` shows the read rows of `ReadState`.
+    """
+
     message_id = pw.TextField()
     session_id = pw.TextField()
     agent_id = pw.TextField()
@@ -104,29 +122,32 @@ class MessageRead(Base):
 
 
 class ReadState(Base):
-    """Last-writer-wins (by event_id) read/unread state per agent and message."""
+    """Last-writer-wins (by event_id) read/unread state per message and agent."""
 
-    agent_id = pw.TextField()
     message_id = pw.TextField()
+    agent_id = pw.TextField()
     is_read = pw.IntegerField()
     event_id = pw.TextField()
     at = pw.TextField()
+    session_id = pw.TextField(default="")
 
     class Meta:
         table_name = "read_state"
-        primary_key = pw.CompositeKey("agent_id", "message_id")
+        primary_key = pw.CompositeKey("message_id", "agent_id")
         without_rowid = True
 
 
 class ArchiveMark(Base):
-    agent_id = pw.TextField()
+    """Per agent: messages it archived (hidden from its inbox). The first archive is final."""
+
     message_id = pw.TextField()
+    agent_id = pw.TextField()
     event_id = pw.TextField()
     archived_at = pw.TextField()
 
     class Meta:
         table_name = "archive_marks"
-        primary_key = pw.CompositeKey("agent_id", "message_id")
+        primary_key = pw.CompositeKey("message_id", "agent_id")
         without_rowid = True
 
 
@@ -156,6 +177,67 @@ class DeleteEvent(Base):
 
     class Meta:
         table_name = "delete_events"
+        without_rowid = True
+
+
+class MentionSig(Base):
+    """A distinct set of mention targets (JSON list, sorted). Messages point at one."""
+
+    sig_id = pw.AutoField()
+    sig = pw.TextField(unique=True)
+
+    class Meta:
+        table_name = "mention_sigs"
+
+
+class MentionSigTarget(Base):
+    target = pw.TextField()
+    sig_id = pw.IntegerField()
+
+    class Meta:
+        table_name = "mention_sig_targets"
+        primary_key = pw.CompositeKey("target", "sig_id")
+        without_rowid = True
+
+
+class SigTotal(Base):
+    """Non-deleted messages per mention set (kept by triggers; see COUNTER_TRIGGERS)."""
+
+    sig_id = pw.IntegerField(primary_key=True)
+    n = pw.IntegerField(default=0)
+
+    class Meta:
+        table_name = "sig_totals"
+
+
+class SigAuthorTotal(Base):
+    author = pw.TextField()
+    sig_id = pw.IntegerField()
+    n = pw.IntegerField(default=0)
+
+    class Meta:
+        table_name = "sig_author_totals"
+        primary_key = pw.CompositeKey("author", "sig_id")
+        without_rowid = True
+
+
+class AgentSigCount(Base):
+    """Per agent and mention set: non-deleted messages it has read / archived / both.
+
+    ``own`` is 1 for the agent's own messages, so an inbox that hides them can
+    leave them out of its counts.
+    """
+
+    agent_id = pw.TextField()
+    sig_id = pw.IntegerField()
+    own = pw.IntegerField()
+    n_read = pw.IntegerField(default=0)
+    n_arch = pw.IntegerField(default=0)
+    n_read_arch = pw.IntegerField(default=0)
+
+    class Meta:
+        table_name = "agent_sig_counts"
+        primary_key = pw.CompositeKey("agent_id", "sig_id", "own")
         without_rowid = True
 
 
@@ -306,30 +388,127 @@ class KeyValue(Base):
         table_name = "kv"
 
 
-ALL_MODELS = [
-    Message, MessageScope, MessageRef, MessageEdit, MessageRead, ReadState, ArchiveMark,
-    EditEvent, DeleteEvent, Agent, AgentContext, Session, Group, GroupMember, Thread,
+TABLE_MODELS = [
+    Message, MessageScope, MessageRef, MessageEdit, ReadState, ArchiveMark,
+    EditEvent, DeleteEvent, MentionSig, MentionSigTarget, SigTotal, SigAuthorTotal, AgentSigCount, Agent, AgentContext, Session, Group, GroupMember, Thread,
     Subscription, AppliedEvent, LogPosition, FoldIssue, SchemaVersion, KeyValue,
 ]
 
-# Indexes named in the spec, plus the ones our queries need.
-INDEXES = [
-    "CREATE INDEX IF NOT EXISTS idx_messages_time ON messages (created_at)",
-    "CREATE INDEX IF NOT EXISTS idx_messages_updated ON messages (updated_at)",
-    "CREATE INDEX IF NOT EXISTS idx_messages_agent ON messages (agent_id, created_at)",
-    "CREATE INDEX IF NOT EXISTS idx_messages_session ON messages (session_id)",
-    "CREATE INDEX IF NOT EXISTS idx_messages_thread ON messages (thread_id, created_at)",
-    "CREATE INDEX IF NOT EXISTS idx_scopes_lookup ON message_scopes (scope_type, scope_value, message_id)",
-    "CREATE INDEX IF NOT EXISTS idx_refs_lookup ON message_refs (ref_type, ref_value, message_id)",
-    "CREATE INDEX IF NOT EXISTS idx_edits_message ON message_edits (message_id, edited_at)",
-    "CREATE INDEX IF NOT EXISTS idx_message_reads_agent ON message_reads (agent_id)",
-    "CREATE INDEX IF NOT EXISTS idx_message_reads_message ON message_reads (message_id)",
-    "CREATE INDEX IF NOT EXISTS idx_read_state_message ON read_state (message_id, is_read)",
+ALL_MODELS = TABLE_MODELS + [MessageRead]
+
+VIEWS = [
+    "CREATE VIEW IF NOT EXISTS message_reads AS SELECT message_id, session_id, agent_id, at AS read_at "
+    "FROM read_state WHERE is_read = 1",
+]
+
+# Indexes the fold itself reads through: present while a rebuild loads.
+FOLD_INDEXES = [
     "CREATE INDEX IF NOT EXISTS idx_edit_events_message ON edit_events (message_id)",
     "CREATE INDEX IF NOT EXISTS idx_delete_events_message ON delete_events (message_id)",
+    "CREATE INDEX IF NOT EXISTS idx_edits_message ON message_edits (message_id, edited_at)",
+]
+
+# Indexes named in the spec, plus the ones our queries need. A rebuild creates
+# these after loading (bulk index creation sorts once instead of inserting 1M times).
+QUERY_INDEXES = [
+    "CREATE INDEX IF NOT EXISTS idx_messages_time ON messages (created_key, message_id)",
+    "CREATE INDEX IF NOT EXISTS idx_messages_updated ON messages (updated_key, message_id)",
+    "CREATE INDEX IF NOT EXISTS idx_messages_agent ON messages (agent_id, created_key)",
+    "CREATE INDEX IF NOT EXISTS idx_messages_session ON messages (session_id)",
+    "CREATE INDEX IF NOT EXISTS idx_messages_thread ON messages (thread_id, created_key)",
+    "CREATE INDEX IF NOT EXISTS idx_messages_sig ON messages (sig_id, created_key, message_id)",
+    "CREATE INDEX IF NOT EXISTS idx_scopes_lookup ON message_scopes (scope_type, scope_value, message_id)",
+    "CREATE INDEX IF NOT EXISTS idx_refs_lookup ON message_refs (ref_type, ref_value, message_id)",
     "CREATE INDEX IF NOT EXISTS idx_sessions_agent ON sessions (agent_id)",
     "CREATE INDEX IF NOT EXISTS idx_agents_role ON agents (role)",
 ]
+
+INDEXES = FOLD_INDEXES + QUERY_INDEXES
+
+
+# ----------------------------------------------------------------------------- counters
+# sig_totals, sig_author_totals and agent_sig_counts are sums over messages; the
+# triggers below keep them equal to those sums on every insert, update and delete
+# of messages, read_state and archive_marks, so no code path can forget them. A
+# rebuild loads without the triggers and computes the sums once (COUNTER_REBUILD).
+
+_ASC_UPSERT = (
+    " ON CONFLICT(agent_id, sig_id, own) DO UPDATE SET n_read = n_read + excluded.n_read,"
+    " n_arch = n_arch + excluded.n_arch, n_read_arch = n_read_arch + excluded.n_read_arch;"
+)
+
+
+def _message_contribution(row: str, sign: str) -> str:
+    """SQL adding (sign '+') or removing ('-') one messages row's share of the counters."""
+    live = f"{row}.deleted = 0"
+    return (
+        f"INSERT INTO sig_totals(sig_id, n) SELECT {row}.sig_id, {sign}1 WHERE {live}"
+        f" ON CONFLICT(sig_id) DO UPDATE SET n = n + excluded.n;"
+        f" INSERT INTO sig_author_totals(author, sig_id, n) SELECT {row}.agent_id, {row}.sig_id, {sign}1"
+        f" WHERE {live} ON CONFLICT(author, sig_id) DO UPDATE SET n = n + excluded.n;"
+        f" INSERT INTO agent_sig_counts(agent_id, sig_id, own, n_read, n_arch, n_read_arch)"
+        f" SELECT x.agent_id, {row}.sig_id, x.agent_id = {row}.agent_id, {sign}max(x.r), {sign}max(x.a),"
+        f" {sign}(max(x.r) * max(x.a)) FROM ("
+        f"SELECT agent_id, 1 AS r, 0 AS a FROM read_state WHERE message_id = {row}.message_id AND is_read = 1"
+        f" UNION ALL SELECT agent_id, 0, 1 FROM archive_marks WHERE message_id = {row}.message_id) AS x"
+        f" WHERE {live} GROUP BY x.agent_id" + _ASC_UPSERT
+    )
+
+
+def _read_delta(row: str, delta: str) -> str:
+    return (
+        "INSERT INTO agent_sig_counts(agent_id, sig_id, own, n_read, n_arch, n_read_arch)"
+        f" SELECT {row}.agent_id, m.sig_id, m.agent_id = {row}.agent_id, {delta}, 0,"
+        f" ({delta}) * EXISTS(SELECT 1 FROM archive_marks a WHERE a.agent_id = {row}.agent_id"
+        f" AND a.message_id = {row}.message_id)"
+        f" FROM messages m WHERE m.message_id = {row}.message_id AND m.deleted = 0" + _ASC_UPSERT
+    )
+
+
+def _archive_delta(row: str, delta: str) -> str:
+    return (
+        "INSERT INTO agent_sig_counts(agent_id, sig_id, own, n_read, n_arch, n_read_arch)"
+        f" SELECT {row}.agent_id, m.sig_id, m.agent_id = {row}.agent_id, 0, {delta},"
+        f" ({delta}) * EXISTS(SELECT 1 FROM read_state r WHERE r.agent_id = {row}.agent_id"
+        f" AND r.message_id = {row}.message_id AND r.is_read = 1)"
+        f" FROM messages m WHERE m.message_id = {row}.message_id AND m.deleted = 0" + _ASC_UPSERT
+    )
+
+
+COUNTER_TRIGGERS = [
+    "CREATE TRIGGER IF NOT EXISTS trg_messages_ins AFTER INSERT ON messages BEGIN "
+    + _message_contribution("NEW", "+") + " END",
+    "CREATE TRIGGER IF NOT EXISTS trg_messages_del AFTER DELETE ON messages BEGIN "
+    + _message_contribution("OLD", "-") + " END",
+    "CREATE TRIGGER IF NOT EXISTS trg_messages_upd AFTER UPDATE OF deleted, sig_id, agent_id ON messages "
+    "WHEN OLD.deleted IS NOT NEW.deleted OR OLD.sig_id IS NOT NEW.sig_id OR OLD.agent_id IS NOT NEW.agent_id "
+    "BEGIN " + _message_contribution("OLD", "-") + " " + _message_contribution("NEW", "+") + " END",
+    "CREATE TRIGGER IF NOT EXISTS trg_read_state_ins AFTER INSERT ON read_state WHEN NEW.is_read = 1 BEGIN "
+    + _read_delta("NEW", "1") + " END",
+    "CREATE TRIGGER IF NOT EXISTS trg_read_state_upd AFTER UPDATE OF is_read ON read_state "
+    "WHEN OLD.is_read IS NOT NEW.is_read BEGIN " + _read_delta("NEW", "NEW.is_read - OLD.is_read") + " END",
+    "CREATE TRIGGER IF NOT EXISTS trg_read_state_del AFTER DELETE ON read_state WHEN OLD.is_read = 1 BEGIN "
+    + _read_delta("OLD", "-1") + " END",
+    "CREATE TRIGGER IF NOT EXISTS trg_archive_ins AFTER INSERT ON archive_marks BEGIN "
+    + _archive_delta("NEW", "1") + " END",
+    "CREATE TRIGGER IF NOT EXISTS trg_archive_del AFTER DELETE ON archive_marks BEGIN "
+    + _archive_delta("OLD", "-1") + " END",
+]
+
+# The same sums computed from scratch (rebuild, and `projection.verify_counters`).
+COUNTER_QUERIES = {
+    "sig_totals": "SELECT sig_id, count(*) FROM messages WHERE deleted = 0 GROUP BY sig_id",
+    "sig_author_totals": "SELECT agent_id, sig_id, count(*) FROM messages WHERE deleted = 0 "
+                         "GROUP BY agent_id, sig_id",
+    "agent_sig_counts": (
+        "SELECT x.agent_id, m.sig_id, x.agent_id = m.agent_id AS own, sum(x.r), sum(x.a), sum(x.r * x.a) FROM ("
+        "SELECT agent_id, message_id, max(r) AS r, max(a) AS a FROM ("
+        "SELECT agent_id, message_id, 1 AS r, 0 AS a FROM read_state WHERE is_read = 1"
+        " UNION ALL SELECT agent_id, message_id, 0, 1 FROM archive_marks) GROUP BY agent_id, message_id) AS x"
+        " JOIN messages m ON m.message_id = x.message_id WHERE m.deleted = 0"
+        " GROUP BY x.agent_id, m.sig_id, own"),
+}
+
 
 PRAGMAS = {
     "journal_mode": "wal",
@@ -353,12 +532,43 @@ def open_database(path: Path | str) -> pw.SqliteDatabase:
 
 
 def create_schema(db: pw.SqliteDatabase) -> None:
-    with db.bind_ctx(ALL_MODELS), db.atomic():
-        db.create_tables(ALL_MODELS, safe=True)
-        for sql in INDEXES:
+    """Create every table, index and trigger (if missing) and record SCHEMA_VERSION."""
+    with db.atomic():
+        create_tables(db)
+        finish_schema(db)
+
+
+def create_tables(db: pw.SqliteDatabase) -> None:
+    """Tables and the indexes the fold reads through; no query indexes, no triggers,
+    no schema version (a rebuild loads into this, then calls `finish_schema`)."""
+    with db.bind_ctx(TABLE_MODELS), db.atomic():
+        db.create_tables(TABLE_MODELS, safe=True)
+        for sql in FOLD_INDEXES + VIEWS:
             db.execute_sql(sql)
-        if SchemaVersion.select().count() == 0:
-            SchemaVersion.create(version=SCHEMA_VERSION)
+
+
+def finish_schema(db: pw.SqliteDatabase, *, compute_counters: bool = False) -> None:
+    """Query indexes, counter triggers and the schema version.
+
+    ``compute_counters``: fill the counter tables from the data first (after a bulk
+    load without triggers). The schema version is written last, so a database
+    whose rebuild was interrupted has none and is rebuilt again.
+    """
+    with db.atomic():
+        for sql in QUERY_INDEXES:
+            db.execute_sql(sql)
+        if compute_counters:
+            for table in COUNTER_QUERIES:
+                db.execute_sql(f"DELETE FROM {table}")
+            db.execute_sql(f"INSERT INTO sig_totals(sig_id, n) {COUNTER_QUERIES['sig_totals']}")
+            db.execute_sql("INSERT INTO sig_author_totals(author, sig_id, n) "
+                           f"{COUNTER_QUERIES['sig_author_totals']}")
+            db.execute_sql("INSERT INTO agent_sig_counts(agent_id, sig_id, own, n_read, n_arch, n_read_arch) "
+                           f"{COUNTER_QUERIES['agent_sig_counts']}")
+        for sql in COUNTER_TRIGGERS:
+            db.execute_sql(sql)
+        if db.execute_sql("SELECT count(*) FROM schema_version").fetchone()[0] == 0:
+            db.execute_sql("INSERT INTO schema_version(version) VALUES (?)", (SCHEMA_VERSION,))
 
 
 def schema_version(db: pw.SqliteDatabase) -> int | None:
@@ -371,8 +581,10 @@ def schema_version(db: pw.SqliteDatabase) -> int | None:
 
 
 def drop_schema(db: pw.SqliteDatabase) -> None:
-    names = [r[0] for r in db.execute_sql(
-        "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'").fetchall()]
+    """Drop every view and table (their indexes and triggers go with them)."""
+    objects = db.execute_sql(
+        "SELECT type, name FROM sqlite_master WHERE type IN ('view', 'table') AND name NOT LIKE 'sqlite_%' "
+        "ORDER BY type = 'table'").fetchall()
     with db.atomic():
-        for name in names:
-            db.execute_sql(f'DROP TABLE IF EXISTS "{name}"')
+        for kind, name in objects:
+            db.execute_sql(f'DROP {kind.upper()} IF EXISTS "{name}"')

@@ -8,7 +8,10 @@ Rules (tested as properties in tests/store/test_projection_properties.py):
    when it arrives; concurrent edits resolve last-writer-wins by event_id; the
    first delete (by event_id) is final and edits after it are ignored; of two
    creates for one message_id the lowest event_id wins. Read state is
-   last-writer-wins per (agent, message); archive marks are final.
+   last-writer-wins per (agent, message); archive marks are final. Every
+   handler is idempotent on its own as well (all comparisons are strict), so
+   ``applied_events`` is an optimisation and the source of "what is new", not
+   what keeps state correct.
 3. Untrusted input: a shard only carries its own agent's events
    (`events.allowed_in_shard`); only a message's author edits or deletes it.
    Violations are skipped, counted and recorded in ``fold_issues``; nothing
@@ -21,6 +24,7 @@ Rules (tested as properties in tests/store/test_projection_properties.py):
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import logging
 from collections import defaultdict
@@ -30,6 +34,7 @@ from typing import Iterable, Sequence
 import peewee as pw
 
 from .. import events as ev
+from ..events import time_key
 from . import models
 from .log import EventLog, LogIssue, Position, ReadResult
 
@@ -37,6 +42,7 @@ log = logging.getLogger(__name__)
 
 CHUNK = 900  # below SQLite's host-parameter limit
 REBUILD_BATCH = 50_000
+READ_CHUNK = 32 * 1024 * 1024  # bytes of a shard read (and folded) at a time
 
 
 @dataclass
@@ -73,13 +79,33 @@ class _Folder:
         self.c = conn
         self.r = result
         self.now = now
+        self.sigs: dict[tuple, int] = {}
+        self.keep_applied = True
+
+    # ---------------------------------------------------------------- mention sets
+    def sig_id(self, targets: tuple) -> int:
+        """The id of a (sorted) mention set, created on first use."""
+        sid = self.sigs.get(targets)
+        if sid is None:
+            text = ev.dumps(list(targets)).decode()
+            row = self.c.execute("SELECT sig_id FROM mention_sigs WHERE sig=?", (text,)).fetchone()
+            if row is not None:
+                sid = row[0]
+            else:
+                sid = self.c.execute("INSERT INTO mention_sigs(sig) VALUES (?)", (text,)).lastrowid
+                self.c.executemany("INSERT OR IGNORE INTO mention_sig_targets(target, sig_id) VALUES (?,?)",
+                                   [(t, sid) for t in targets])
+            self.sigs[targets] = sid
+        return sid
 
     # ---------------------------------------------------------------- issues
-    def issue(self, kind: str, shard: str, event_id: str, reason: str) -> None:
+    def issue(self, kind: str, shard: str, event_id: str, reason: str) -> bool:
+        """Record a refused line/event once; True when it was not recorded before."""
         key = f"{kind}:{shard}:{event_id}"
-        self.c.execute(
+        cur = self.c.execute(
             "INSERT OR IGNORE INTO fold_issues(key, kind, shard, event_id, reason, seen_at) "
             "VALUES (?,?,?,?,?,?)", (key, kind, shard, event_id, reason[:500], self.now))
+        return cur.rowcount == 1
 
     # ---------------------------------------------------------------- entry
     def fold(self, records: Iterable[tuple[str, dict]]) -> None:
@@ -118,7 +144,8 @@ class _Folder:
             batch = by_type.get(etype)
             if batch:
                 handler(self, batch)
-        self.r.applied.extend(new)
+        if self.keep_applied:
+            self.r.applied.extend(new)
 
     # ---------------------------------------------------------------- agents, sessions
     def agent_register(self, batch):
@@ -178,7 +205,8 @@ class _Folder:
                 "VALUES (?,?,?,?,?) ON CONFLICT(session_id) DO UPDATE SET "
                 "ended_at=excluded.ended_at, end_reason=excluded.end_reason, "
                 "end_event_id=excluded.end_event_id, "
-                "agent_id=CASE WHEN sessions.agent_id = '' THEN excluded.agent_id ELSE sessions.agent_id END "
+                "agent_id=CASE WHEN sessions.start_event_id IS NULL THEN excluded.agent_id "
+                "ELSE sessions.agent_id END "
                 "WHERE sessions.end_event_id IS NULL OR excluded.end_event_id < sessions.end_event_id",
                 (d["session_id"], d["agent_id"], d["timestamp"], d["reason"], d["event_id"]))
 
@@ -227,30 +255,43 @@ class _Folder:
         batch.sort(key=lambda d: d["event_id"])
         mids = list({d["message_id"] for d in batch})
         existing: dict[str, str] = {}
+        existing_author: dict[str, str] = {}
         for chunk in _chunks(mids):
-            existing.update(self.c.execute(
-                f"SELECT message_id, event_id FROM messages WHERE message_id IN ({_qmarks(len(chunk))})",
-                chunk).fetchall())
+            for mid, eid, author in self.c.execute(
+                    f"SELECT message_id, event_id, agent_id FROM messages WHERE message_id IN ({_qmarks(len(chunk))})",
+                    chunk):
+                existing[mid] = eid
+                existing_author[mid] = author
         rows, scopes, refs = [], [], []
         replaced: list[dict] = []
         taken: set[str] = set()
         for d in batch:
             mid = d["message_id"]
+            if mid not in taken and existing.get(mid) == d["event_id"]:
+                continue  # this very event is already applied (handlers are idempotent on their own)
             if mid in taken or (mid in existing and existing[mid] <= d["event_id"]):
                 self._create_conflict(d)
                 continue
             if mid in existing:  # an earlier create for this id arrived late: it wins
                 replaced.append(d)
-                self.issue("conflict", f"messages/{d['agent_id']}.jsonl", existing[mid],
-                           f"message.create for {mid} superseded by earlier event {d['event_id']}")
+                self.issue("conflict", f"messages/{existing_author[mid]}.jsonl", existing[mid],
+                           f"message.create reuses message id {mid}")
                 self.r.conflicts += 1
                 for table in ("messages", "message_scopes", "message_refs", "message_edits"):
                     self.c.execute(f"DELETE FROM {table} WHERE message_id=?", (mid,))
             taken.add(mid)
             body = d["body"]
-            rows.append((mid, d["agent_id"], d["session_id"], d["timestamp"], body["format"],
+            ts = d["timestamp"]
+            key = time_key(ts)
+            mentions = {r["value"] for r in d["refs"] if r["type"] == "mention"}
+            if mentions:
+                mentions = tuple(sorted({m[1:] if m[:1] == "@" else m for m in mentions} - {""}))
+                sig = self.sig_id(mentions)
+            else:
+                sig = self.sig_id(())
+            rows.append((mid, d["agent_id"], d["session_id"], ts, body["format"],
                          body["content"], body["structured"], d["thread_id"], d["priority"],
-                         d["authored_by"], 1 if d["disclosed"] else 0, d["event_id"]))
+                         d["authored_by"], 1 if d["disclosed"] else 0, d["event_id"], key, key, sig))
             for s in d["scopes"]:
                 scopes.append((mid, s["type"], s["value"]))
             for ref in d["refs"]:
@@ -259,8 +300,8 @@ class _Folder:
             return
         self.c.executemany(
             "INSERT INTO messages(message_id, agent_id, session_id, created_at, body_format, body_content, "
-            "body_structured, thread_id, priority, authored_by, disclosed, event_id, deleted, edit_count) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,0,0)", rows)
+            "body_structured, thread_id, priority, authored_by, disclosed, event_id, created_key, updated_key, "
+            "sig_id, deleted, edit_count) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,0)", rows)
         if scopes:
             self.c.executemany("INSERT OR IGNORE INTO message_scopes VALUES (?,?,?)", scopes)
         if refs:
@@ -311,11 +352,11 @@ class _Folder:
     def recompute(self, mid: str) -> None:
         """Derive a message's current body, edit history and delete state from its events."""
         row = self.c.execute(
-            "SELECT agent_id, body_format, body_content, body_structured, edit_count "
+            "SELECT agent_id, body_format, body_content, body_structured, edit_count, created_key "
             "FROM messages WHERE message_id=?", (mid,)).fetchone()
         if row is None:
             return
-        author, fmt, content, structured, edit_count = row
+        author, fmt, content, structured, edit_count, created_key = row
         if edit_count:
             first = self.c.execute(
                 "SELECT old_format, old_content, old_structured FROM message_edits "
@@ -327,8 +368,9 @@ class _Folder:
                 "SELECT event_id, timestamp, reason, agent_id FROM delete_events WHERE message_id=? "
                 "ORDER BY event_id", (mid,)).fetchall():
             if agent != author:
-                self.r.forged += 1
-                self.issue("forged", f"messages/{agent}.jsonl", eid, f"{agent} may not delete {mid} (author {author})")
+                if self.issue("forged", f"messages/{agent}.jsonl", eid,
+                              f"{agent} may not delete {mid} (author {author})"):
+                    self.r.forged += 1
             elif deleted is None:
                 deleted = (eid, ts, reason)
         edits = []
@@ -336,8 +378,9 @@ class _Folder:
                 "SELECT event_id, agent_id, session_id, timestamp, body_format, body_content, body_structured "
                 "FROM edit_events WHERE message_id=? ORDER BY event_id", (mid,)).fetchall():
             if e[1] != author:
-                self.r.forged += 1
-                self.issue("forged", f"messages/{e[1]}.jsonl", e[0], f"{e[1]} may not edit {mid} (author {author})")
+                if self.issue("forged", f"messages/{e[1]}.jsonl", e[0],
+                              f"{e[1]} may not edit {mid} (author {author})"):
+                    self.r.forged += 1
             elif deleted is None or e[0] < deleted[0]:
                 edits.append(e)
         self.c.execute("DELETE FROM message_edits WHERE message_id=?", (mid,))
@@ -353,39 +396,42 @@ class _Folder:
             updated_at = ts
         self.c.execute(
             "UPDATE messages SET body_format=?, body_content=?, body_structured=?, updated_at=?, "
-            "edit_count=?, deleted=?, deleted_at=?, delete_reason=? WHERE message_id=?",
-            (cur[0], cur[1], cur[2], updated_at, len(edits), 1 if deleted else 0,
+            "updated_key=?, edit_count=?, deleted=?, deleted_at=?, delete_reason=? WHERE message_id=?",
+            (cur[0], cur[1], cur[2], updated_at, time_key(updated_at) if updated_at else created_key,
+             len(edits), 1 if deleted else 0,
              deleted[1] if deleted else None, deleted[2] if deleted else None, mid))
 
     # ---------------------------------------------------------------- receipts
     def receipt(self, batch):
-        reads, states, archives = [], [], []
+        # Reduce the batch first (last writer per (message, agent) for read state,
+        # first archive), then write rows in primary-key order.
+        states: dict[tuple[str, str], tuple] = {}
+        archives: dict[tuple[str, str], tuple] = {}
         for d in batch:
             agent, ts, eid = d["agent_id"], d["timestamp"], d["event_id"]
-            sid = d["session_id"] or f"agent:{agent}"
             if d["type"] == "message.archive":
-                archives.extend((agent, mid, eid, ts) for mid in d["message_ids"])
+                for mid in d["message_ids"]:
+                    old = archives.get((mid, agent))
+                    if old is None or eid < old[2]:
+                        archives[(mid, agent)] = (mid, agent, eid, ts)
                 continue
-            is_read = 1 if d["type"] == "message.read" else 0
-            states.extend((agent, mid, is_read, eid, ts) for mid in d["message_ids"])
-            if is_read:
-                reads.extend((mid, sid, agent, ts) for mid in d["message_ids"])
-        if reads:
-            self.c.executemany(
-                "INSERT INTO message_reads(message_id, session_id, agent_id, read_at) VALUES (?,?,?,?) "
-                "ON CONFLICT(message_id, session_id) DO UPDATE SET read_at=excluded.read_at "
-                "WHERE excluded.read_at < message_reads.read_at", reads)
+            row_tail = (1 if d["type"] == "message.read" else 0, eid, ts, d["session_id"])
+            for mid in d["message_ids"]:
+                old = states.get((mid, agent))
+                if old is None or eid > old[3]:
+                    states[(mid, agent)] = (mid, agent) + row_tail
         if states:
             self.c.executemany(
-                "INSERT INTO read_state(agent_id, message_id, is_read, event_id, at) VALUES (?,?,?,?,?) "
-                "ON CONFLICT(agent_id, message_id) DO UPDATE SET is_read=excluded.is_read, "
-                "event_id=excluded.event_id, at=excluded.at WHERE excluded.event_id > read_state.event_id",
-                states)
+                "INSERT INTO read_state(message_id, agent_id, is_read, event_id, at, session_id) "
+                "VALUES (?,?,?,?,?,?) ON CONFLICT(message_id, agent_id) DO UPDATE SET is_read=excluded.is_read, "
+                "event_id=excluded.event_id, at=excluded.at, session_id=excluded.session_id "
+                "WHERE excluded.event_id > read_state.event_id", [states[k] for k in sorted(states)])
         if archives:
             self.c.executemany(
-                "INSERT INTO archive_marks(agent_id, message_id, event_id, archived_at) VALUES (?,?,?,?) "
-                "ON CONFLICT(agent_id, message_id) DO UPDATE SET event_id=excluded.event_id, "
-                "archived_at=excluded.archived_at WHERE excluded.event_id < archive_marks.event_id", archives)
+                "INSERT INTO archive_marks(message_id, agent_id, event_id, archived_at) VALUES (?,?,?,?) "
+                "ON CONFLICT(message_id, agent_id) DO UPDATE SET event_id=excluded.event_id, "
+                "archived_at=excluded.archived_at WHERE excluded.event_id < archive_marks.event_id",
+                [archives[k] for k in sorted(archives)])
 
 
 _ORDER = [
@@ -412,13 +458,18 @@ assert {t for t, _ in _ORDER} == set(ev.EVENT_TYPES)
 # -------------------------------------------------------------------- public API
 
 def fold(db: pw.SqliteDatabase, records: Iterable[tuple[str, dict]], *,
-         issues: Iterable[LogIssue] = (), positions: dict[str, Position] | None = None) -> FoldResult:
+         issues: Iterable[LogIssue] = (), positions: dict[str, Position] | None = None,
+         keep_applied: bool = True) -> FoldResult:
     """Apply (shard, event) records in one transaction; optionally record malformed
-    lines and store new read positions in the same transaction."""
+    lines and store new read positions in the same transaction.
+
+    ``keep_applied=False`` leaves `FoldResult.applied` empty (bulk loads).
+    """
     result = FoldResult()
     now = ev.now_rfc3339()
     with db.atomic():
         folder = _Folder(db.connection(), result, now)
+        folder.keep_applied = keep_applied
         folder.fold(records)
         for issue in issues:
             digest = hashlib.sha1(issue.line).hexdigest()[:16]
@@ -442,36 +493,100 @@ def save_positions(db: pw.SqliteDatabase, positions: dict[str, Position]) -> Non
 
 
 def catch_up(db: pw.SqliteDatabase, event_log: EventLog) -> FoldResult:
-    """Fold whatever the log holds beyond the stored positions (all of it for a new db)."""
-    read = event_log.read_new(load_positions(db))
-    return _fold_read(db, read)
+    """Fold whatever the log holds beyond the stored positions (all of it for a new db).
+
+    Shards are read in chunks of about READ_CHUNK bytes and folded in batches of
+    about REBUILD_BATCH events, each in one transaction together with the new
+    positions of what it covers, so an interrupted catch-up resumes where it stopped.
+    """
+    return _fold_log(db, event_log, load_positions(db))
 
 
-def _fold_read(db, read: ReadResult) -> FoldResult:
+def _fold_log(db, event_log: EventLog, positions: dict[str, Position], *,
+              keep_applied: bool = True) -> FoldResult:
     total = FoldResult()
-    records = read.records
-    if len(records) <= REBUILD_BATCH:
-        return fold(db, records, issues=read.issues, positions=read.positions)
-    for i in range(0, len(records), REBUILD_BATCH):
-        last = i + REBUILD_BATCH >= len(records)
-        total.merge(fold(db, records[i:i + REBUILD_BATCH],
-                         issues=read.issues if last else (),
-                         positions=read.positions if last else None))
+    pending = ReadResult()
+
+    def flush():
+        nonlocal pending
+        if pending.records or pending.issues or pending.positions:
+            total.merge(fold(db, pending.records, issues=pending.issues, positions=pending.positions,
+                             keep_applied=keep_applied))
+        pending = ReadResult()
+
+    for shard in event_log.shards():
+        pos = positions.get(shard, Position())
+        while True:
+            before = len(pending.records)
+            at_end = event_log.read_shard(shard, pos, pending, max_bytes=READ_CHUNK)
+            new_pos = pending.positions.get(shard, pos)
+            if len(pending.records) >= REBUILD_BATCH:
+                flush()
+            if at_end or (new_pos == pos and len(pending.records) == before):
+                break
+            pos = new_pos
+    flush()
     return total
 
 
 def rebuild(db: pw.SqliteDatabase, event_log: EventLog, *, keep_applied: bool = False) -> FoldResult:
-    """Drop and recreate every table, then fold the whole log shard by shard."""
+    """Drop and recreate every table, then fold the whole log.
+
+    Loads without query indexes and counter triggers, then builds both once
+    (`models.finish_schema`), which is much faster than maintaining them row by
+    row. The schema version is written last: an interrupted rebuild leaves a
+    database without one, which the daemon rebuilds again. The ``kv`` table
+    (daemon state that is not in the log) is kept. ``keep_applied``: return the
+    applied events in the result (memory grows with the log).
+    """
+    kv = _saved_kv(db)
     models.drop_schema(db)
-    models.create_schema(db)
-    total = FoldResult()
-    for shard in event_log.shards():
-        read = ReadResult()
-        event_log.read_shard(shard, Position(), read)
-        res = _fold_read(db, read)
-        res.applied = [] if not keep_applied else res.applied
-        total.merge(res)
+    models.create_tables(db)
+    sync_mode = db.execute_sql("PRAGMA synchronous").fetchone()[0]
+    db.execute_sql("PRAGMA synchronous=OFF")  # the log is the durable copy; see the docstring
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # millions of short-lived dicts: the cycle collector would rescan them all, repeatedly
+    try:
+        total = _fold_log(db, event_log, {}, keep_applied=keep_applied)
+        models.finish_schema(db, compute_counters=True)
+        if kv:
+            with db.atomic():
+                db.connection().executemany("INSERT OR REPLACE INTO kv(key, value) VALUES (?,?)", kv)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+        db.execute_sql(f"PRAGMA synchronous={int(sync_mode)}")
     return total
+
+
+def _saved_kv(db) -> list[tuple[str, str]]:
+    try:
+        return db.execute_sql("SELECT key, value FROM kv").fetchall()
+    except pw.DatabaseError:
+        return []
+
+
+def verify_counters(db: pw.SqliteDatabase) -> list[str]:
+    """Compare the trigger-kept counter tables with sums computed from scratch.
+
+    Returns a description of every difference (empty when consistent); for tests
+    and `thrum doctor`-style checks.
+    """
+    problems = []
+    specs = {
+        "sig_totals": ("SELECT sig_id, n FROM sig_totals WHERE n != 0", 1),
+        "sig_author_totals": ("SELECT author, sig_id, n FROM sig_author_totals WHERE n != 0", 2),
+        "agent_sig_counts": ("SELECT agent_id, sig_id, own, n_read, n_arch, n_read_arch FROM agent_sig_counts "
+                             "WHERE n_read != 0 OR n_arch != 0 OR n_read_arch != 0", 3),
+    }
+    for table, (sql, nkey) in specs.items():
+        kept = {tuple(r[:nkey]): tuple(r[nkey:]) for r in db.execute_sql(sql).fetchall()}
+        fresh = {tuple(r[:nkey]): tuple(r[nkey:]) for r in db.execute_sql(models.COUNTER_QUERIES[table]).fetchall()
+                 if any(r[nkey:])}
+        for key in sorted(set(kept) | set(fresh), key=repr):
+            if kept.get(key) != fresh.get(key):
+                problems.append(f"{table}{key}: kept {kept.get(key)} computed {fresh.get(key)}")
+    return problems
 
 
 def fold_counts(db: pw.SqliteDatabase) -> dict[str, int]:

@@ -1,0 +1,337 @@
+#!/usr/bin/env python3
+"""thrum benchmarks: plain Python, prints a table per section.
+
+Usage:
+    python scripts/bench.py [SECTION ...] [options]
+    python scripts/bench.py --list
+
+Sections are named; later issues add their own (register them in SECTIONS).
+With no section named, every section runs.
+
+store: generates a log of N message events (default 1,000,000) over 50 agents
+       (10 roles, 4 groups, mentions of agents/roles/groups/everyone, scopes,
+       threads, replies, ~1% edits, ~0.5% deletes, receipts) by writing JSONL
+       lines directly, then measures rebuild rate, the inbox query latency
+       ("unread messages mentioning role X for agent Y, page of 50") and peak
+       memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import gc
+import os
+import random
+import resource
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import orjson  # noqa: E402
+
+from thrum.store import models, projection, queries  # noqa: E402
+from thrum.store.log import EventLog  # noqa: E402
+
+# --------------------------------------------------------------------------- helpers
+
+_CROCKFORD = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", b"0123456789ABCDEFGHJKMNPQRSTVWXYZ")
+
+
+def ulid(ms: int, rand: int) -> str:
+    """A ULID string from a millisecond timestamp and an 80-bit number (fast, no library)."""
+    value = ((ms << 80) | (rand & ((1 << 80) - 1))) << 6  # 130 significant bits, left-aligned in 136
+    return base64.b32encode(value.to_bytes(17, "big")).translate(_CROCKFORD)[:26].decode()
+
+
+def rfc3339(ms: int) -> str:
+    secs, rem = divmod(ms, 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs)) + f".{rem:03d}Z"
+
+
+def peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+
+def percentile(values: list[float], pct: float) -> float:
+    ordered = sorted(values)
+    k = max(0, min(len(ordered) - 1, round(pct / 100 * (len(ordered) - 1))))
+    return ordered[k]
+
+
+def print_table(title: str, rows: list[tuple[str, str, str]]) -> None:
+    w1 = max(len(r[0]) for r in rows)
+    w2 = max(len(r[1]) for r in rows)
+    print(f"\n{title}")
+    print(f"  {'metric'.ljust(w1)}  {'value'.rjust(w2)}  target")
+    print(f"  {'-' * w1}  {'-' * w2}  ------")
+    for name, value, target in rows:
+        print(f"  {name.ljust(w1)}  {value.rjust(w2)}  {target}")
+
+
+# --------------------------------------------------------------------------- store: generation
+
+ROLES = ["implementer", "reviewer", "tester", "planner", "coordinator",
+         "docs", "security", "release", "ops", "research"]
+GROUPS = {  # name -> (agent members by index, role members)
+    "backend": ([3, 17], ["implementer", "reviewer"]),
+    "frontend": ([5, 22, 41], ["tester"]),
+    "leads": ([0, 10, 20, 30, 40], []),
+    "oncall": ([8, 9], ["ops", "security"]),
+}
+WORDS = ("auth module tests green review ready merge deploy failing flaky fix patch branch rebase "
+         "conflict schema migration index query latency budget release notes docs api client "
+         "server daemon sync remote push fetch worktree shard event projection fold rebuild").split()
+BASE_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+
+
+def generate_store_log(root: Path, n_messages: int, seed: int = 7) -> dict:
+    """Write a realistic log under ``root``; returns counts of what was written."""
+    rng = random.Random(seed)
+    agents = [f"{ROLES[i % len(ROLES)]}_{i:02d}" for i in range(50)]
+    role_of = {a: ROLES[i % len(ROLES)] for i, a in enumerate(agents)}
+    sessions = {a: "ses_" + ulid(BASE_MS - 10_000, rng.getrandbits(80)) for a in agents}
+    counter = 0
+
+    def next_ids(ms: int) -> str:
+        nonlocal counter
+        counter += 1
+        return ulid(ms, (counter << 40) | rng.getrandbits(40))
+
+    (root / "messages").mkdir(parents=True, exist_ok=True)
+    (root / "receipts").mkdir(parents=True, exist_ok=True)
+    lifecycle = []
+    t0 = BASE_MS - 60_000
+    for a in agents:
+        lifecycle.append({"type": "agent.register", "timestamp": rfc3339(t0), "event_id": next_ids(t0), "v": 1,
+                          "agent_id": a, "kind": "agent", "name": a, "role": role_of[a], "module": "core",
+                          "worktree": "main", "display": a.replace("_", " ").title()})
+        lifecycle.append({"type": "agent.session.start", "timestamp": rfc3339(t0 + 1), "event_id": next_ids(t0 + 1),
+                          "v": 1, "session_id": sessions[a], "agent_id": a})
+    group_targets: dict[str, set[str]] = {}
+    for g, (members, roles) in GROUPS.items():
+        lifecycle.append({"type": "group.create", "timestamp": rfc3339(t0 + 2), "event_id": next_ids(t0 + 2), "v": 1,
+                          "group_id": "grp_" + next_ids(t0 + 2), "name": g, "description": f"{g} team",
+                          "created_by": agents[0]})
+        expanded = set()
+        for i in members:
+            lifecycle.append({"type": "group.member.add", "timestamp": rfc3339(t0 + 3),
+                              "event_id": next_ids(t0 + 3), "v": 1, "group": g, "member_type": "agent",
+                              "member_value": agents[i], "agent_id": agents[0]})
+            expanded.add(agents[i])
+        for r in roles:
+            lifecycle.append({"type": "group.member.add", "timestamp": rfc3339(t0 + 3),
+                              "event_id": next_ids(t0 + 3), "v": 1, "group": g, "member_type": "role",
+                              "member_value": r, "agent_id": agents[0]})
+            expanded.update(a for a in agents if role_of[a] == r)
+        group_targets[g] = expanded
+    with open(root / "events.jsonl", "wb") as f:
+        f.write(b"".join(orjson.dumps(e) + b"\n" for e in lifecycle))
+
+    # who does a mention value reach (for generating realistic receipts)
+    reach: dict[str, list[int]] = {a: [] for a in agents}
+    per_agent: dict[str, bytearray] = {a: bytearray() for a in agents}  # (orjson's bytes over-allocate)
+    created: list[tuple[str, str]] = []  # (message_id, author)
+    threads = [f"thr_{next_ids(BASE_MS)}" for _ in range(5000)]
+    group_names = list(GROUPS)
+    n_edits = n_deletes = 0
+    ms = BASE_MS
+    for i in range(n_messages):
+        ms += rng.randint(1, 9_000)
+        author = agents[rng.randrange(50)]
+        r = rng.random()
+        if r < 0.45:
+            mentions = [agents[rng.randrange(50)]]
+        elif r < 0.72:
+            mentions = [rng.choice(ROLES)]
+        elif r < 0.80:
+            mentions = [rng.choice(group_names)]
+        elif r < 0.82:
+            mentions = ["everyone"]
+        elif r < 0.90:
+            mentions = [rng.choice(ROLES), agents[rng.randrange(50)]]
+        else:
+            mentions = []
+        refs = [{"type": "mention", "value": m} for m in mentions if m != author]
+        if rng.random() < 0.08:
+            refs.append({"type": "issue", "value": f"thrum-{rng.randrange(2000)}"})
+        if created and rng.random() < 0.05:
+            refs.append({"type": "reply_to", "value": created[-rng.randint(1, min(50, len(created)))][0]})
+        scopes = []
+        if rng.random() < 0.3:
+            scopes.append({"type": "module", "value": f"mod{rng.randrange(20)}"})
+        ts = rfc3339(ms)
+        mid = "msg_" + next_ids(ms)
+        text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 30)))
+        ev = {"type": "message.create", "timestamp": ts, "event_id": next_ids(ms), "v": 1,
+              "message_id": mid, "thread_id": threads[rng.randrange(5000)] if rng.random() < 0.2 else "",
+              "agent_id": author, "session_id": sessions[author],
+              "body": {"format": "markdown", "content": text, "structured": ""},
+              "scopes": scopes, "refs": refs, "priority": "normal", "authored_by": "", "disclosed": False}
+        per_agent[author] += orjson.dumps(ev) + b"\n"
+        created.append((mid, author))
+        idx = len(created) - 1
+        for m in {x["value"] for x in refs if x["type"] == "mention"}:
+            if m in reach:
+                reach[m].append(idx)
+            elif m in group_targets:
+                for a in group_targets[m]:
+                    reach[a].append(idx)
+            elif m == "everyone":
+                for a in agents:
+                    reach[a].append(idx)
+            else:  # a role
+                for a in agents:
+                    if role_of[a] == m:
+                        reach[a].append(idx)
+        # occasional edit / delete of a recent own message
+        e = rng.random()
+        if e < 0.01:
+            ms += 1
+            per_agent[author] += orjson.dumps(
+                {"type": "message.edit", "timestamp": rfc3339(ms), "event_id": next_ids(ms), "v": 1,
+                 "message_id": mid, "agent_id": author, "session_id": sessions[author],
+                 "body": {"format": "markdown", "content": text + " (edited)", "structured": ""}}) + b"\n"
+            n_edits += 1
+        elif e < 0.015:
+            ms += 1
+            per_agent[author] += orjson.dumps(
+                {"type": "message.delete", "timestamp": rfc3339(ms), "event_id": next_ids(ms), "v": 1,
+                 "message_id": mid, "agent_id": author, "session_id": sessions[author],
+                 "reason": "obsolete"}) + b"\n"
+            n_deletes += 1
+    for a, buf in per_agent.items():
+        with open(root / "messages" / f"{a}.jsonl", "wb") as f:
+            f.write(buf)
+    # Receipts: agents read their mentions in order but not all of them. A third of
+    # the agents keep up (read all but ~5% of their mentions except the newest 300),
+    # a third read about half, a third rarely read (5%).
+    n_receipts = n_marks = 0
+    for k, a in enumerate(agents):
+        idxs = [j for j in dict.fromkeys(reach[a]) if created[j][1] != a]
+        profile = k % 3
+        if profile == 0:
+            chosen = [j for j in idxs[:-300] if rng.random() < 0.95]
+        elif profile == 1:
+            chosen = [j for j in idxs if rng.random() < 0.5]
+        else:
+            chosen = [j for j in idxs if rng.random() < 0.05]
+        lines = []
+        for s in range(0, len(chosen), 100):
+            ids = [created[j][0] for j in chosen[s:s + 100]]
+            ms_r = BASE_MS + s  # timestamps are not used by the queries measured here
+            lines.append(orjson.dumps({"type": "message.read", "timestamp": rfc3339(ms_r),
+                                       "event_id": next_ids(ms_r), "v": 1, "agent_id": a,
+                                       "session_id": sessions[a], "message_ids": ids}))
+            n_marks += len(ids)
+        n_receipts += len(lines)
+        if lines:
+            with open(root / "receipts" / f"{a}.jsonl", "wb") as f:
+                f.write(b"\n".join(lines) + b"\n")
+    return {"agents": agents, "role_of": role_of, "lifecycle": len(lifecycle), "creates": n_messages,
+            "edits": n_edits, "deletes": n_deletes, "receipts": n_receipts, "marks": n_marks}
+
+
+# --------------------------------------------------------------------------- store: measurement
+
+def bench_store(args) -> dict:
+    base = Path(args.data_dir) if args.data_dir else Path(tempfile.mkdtemp(prefix="thrum-bench-"))
+    log_root = base / "log"
+    db_path = base / "messages.db"
+    try:
+        if log_root.exists() and args.reuse:
+            print(f"reusing log in {log_root}")
+            info = None
+        else:
+            shutil.rmtree(log_root, ignore_errors=True)
+            t = time.perf_counter()
+            info = generate_store_log(log_root, args.events)
+            print(f"generated {info['creates']:,} creates, {info['edits']:,} edits, {info['deletes']:,} deletes, "
+                  f"{info['receipts']:,} receipt events ({info['marks']:,} marks) in {time.perf_counter() - t:.1f}s")
+        for p in base.glob("messages.db*"):
+            p.unlink()
+        event_log = EventLog(log_root)
+        db = models.open_database(db_path)
+        gc.collect()
+        t = time.perf_counter()
+        res = projection.rebuild(db, event_log)
+        rebuild_s = time.perf_counter() - t
+        n_events = len(res.applied) if res.applied else None
+        total_events = db.execute_sql("SELECT count(*) FROM applied_events").fetchone()[0]
+        rate = total_events / rebuild_s
+
+        agents = [r[0] for r in db.execute_sql(
+            "SELECT agent_id FROM agents WHERE role IS NOT NULL ORDER BY agent_id").fetchall()]
+        role_of = dict(db.execute_sql("SELECT agent_id, role FROM agents").fetchall())
+        rng = random.Random(11)
+        lat_role, lat_mine, lat_inbox = [], [], []
+        sample = None
+        for i in range(args.runs):
+            a = agents[i % len(agents)] if i < len(agents) else rng.choice(agents)
+            t = time.perf_counter()
+            out = queries.list_messages(db, viewer=a, mention_role=role_of[a], unread_for=a, page_size=50)
+            lat_role.append((time.perf_counter() - t) * 1000)
+            t = time.perf_counter()
+            out2 = queries.list_messages(db, viewer=a, mentions_of=a, unread_for=a, page_size=50)
+            lat_mine.append((time.perf_counter() - t) * 1000)
+            t = time.perf_counter()
+            queries.list_messages(db, viewer=a, exclude_author=a, page_size=50)
+            lat_inbox.append((time.perf_counter() - t) * 1000)
+            if sample is None:
+                sample = (a, out["total"], len(out["messages"]), out2["total"])
+        db.close()
+        rows = [
+            ("events in log", f"{total_events:,}", ""),
+            ("rebuild time", f"{rebuild_s:.1f} s", ""),
+            ("rebuild rate", f"{rate:,.0f} ev/s", ">= 100,000 ev/s"),
+            ("inbox mention_role+unread p50", f"{statistics.median(lat_role):.2f} ms", "<= 5 ms"),
+            ("inbox mention_role+unread p99", f"{percentile(lat_role, 99):.2f} ms", "<= 20 ms"),
+            ("inbox mentions_of+unread p50", f"{statistics.median(lat_mine):.2f} ms", "<= 5 ms"),
+            ("inbox mentions_of+unread p99", f"{percentile(lat_mine, 99):.2f} ms", "<= 20 ms"),
+            ("default inbox page p50", f"{statistics.median(lat_inbox):.2f} ms", ""),
+            ("default inbox page p99", f"{percentile(lat_inbox, 99):.2f} ms", ""),
+            ("db size", f"{db_path.stat().st_size / 2**20:,.0f} MiB", ""),
+            ("peak memory (ru_maxrss)", f"{peak_rss_mib():,.0f} MiB", ""),
+        ]
+        print_table(f"store ({args.runs} query runs per kind; sample agent {sample[0]}: "
+                    f"{sample[1]:,} unread role mentions, {sample[3]:,} unread mentions)", rows)
+        return {"rebuild_rate": rate, "rebuild_s": rebuild_s}
+    finally:
+        if not args.data_dir and not args.keep:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+SECTIONS = {
+    "store": bench_store,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("sections", nargs="*", help=f"sections to run (default: all): {', '.join(SECTIONS)}")
+    p.add_argument("--list", action="store_true", help="list the sections and exit")
+    p.add_argument("--events", type=int, default=1_000_000, help="store: message.create events to generate")
+    p.add_argument("--runs", type=int, default=250, help="store: query runs per query kind")
+    p.add_argument("--data-dir", help="keep generated data here (e.g. bench-data/) instead of a temp dir")
+    p.add_argument("--reuse", action="store_true", help="store: reuse the log already in --data-dir")
+    p.add_argument("--keep", action="store_true", help="do not delete the temp dir")
+    args = p.parse_args(argv)
+    if args.list:
+        print("\n".join(SECTIONS))
+        return 0
+    unknown = [s for s in args.sections if s not in SECTIONS]
+    if unknown:
+        p.error(f"unknown section(s): {', '.join(unknown)} (known: {', '.join(SECTIONS)})")
+    for name in args.sections or list(SECTIONS):
+        SECTIONS[name](args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

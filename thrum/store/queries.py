@@ -1,0 +1,774 @@
+"""The read side of the projection: inbox, messages, threads, agents, groups.
+
+Rules:
+
+1. Every function takes the peewee ``SqliteDatabase`` first, uses raw SQL, and
+   returns plain JSON-able values (the RPC layer sends them as they are).
+2. Read-time resolution: who a mention reaches is decided when the query runs,
+   from the current agents and groups. A message mentions agent A when one of
+   its ``mention`` refs is A's name, A's role, ``everyone``, or an existing group
+   that has A or A's role as a member (`mention_targets`). An agent that joins a
+   group later sees the messages sent to the group before it joined.
+3. State comes from the order-independent tables only: ``read_state`` (last
+   writer wins) for read/unread, ``archive_marks`` for archive, the group member
+   rule (a member counts when its latest event is an add newer than the group's
+   latest create), agents deleted when their latest cleanup is newer than their
+   latest register.
+4. Speed: messages carry the id of their mention set (``sig_id``); per mention
+   set the database keeps counts of live messages and, per agent, of those it
+   read or archived (kept by triggers, see models.COUNTER_TRIGGERS). An inbox
+   query resolves the agent's targets to the mention sets that contain one of
+   them, takes ``total`` and ``unread`` from those counters, and fetches only the
+   page: walking the time index newest first (when matches are dense) or the
+   mention-set index (when they are sparse), stopping as soon as the page is full
+   because the exact count is known. Filters the counters cannot answer (scope,
+   ref, thread, another author) are counted with SQL instead; the results are
+   the same either way (tests compare both paths).
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from dataclasses import dataclass, field
+
+import peewee as pw
+
+from ..errors import NotFound, ValidationError
+from ..events import time_key
+
+MAX_PAGE_SIZE = 100
+DEFAULT_PAGE_SIZE = 10
+SORT_KEYS = {"created_at": "created_key", "updated_at": "updated_key"}
+SORT_INDEXES = {"created_at": "idx_messages_time", "updated_at": "idx_messages_updated"}
+PREVIEW_CHARS = 100
+EVERYONE = "everyone"
+EVERYONE_DESCRIPTION = "All registered agents"
+
+LIVE_GROUP = "g.event_id IS NOT NULL AND (g.deleted_event_id IS NULL OR g.event_id > g.deleted_event_id)"
+LIVE_MEMBER = "gm.state = 'add' AND gm.event_id > g.event_id"
+LIVE_AGENT = "a.role IS NOT NULL AND (a.cleanup_event_id IS NULL OR a.cleanup_event_id < a.event_id)"
+
+_MESSAGE_COLUMNS = ("message_id, agent_id, session_id, thread_id, body_format, body_content, body_structured, "
+                    "priority, created_at, updated_at, deleted, edit_count, deleted_at, delete_reason, "
+                    "authored_by, disclosed")
+
+
+def _all(db, sql: str, params=()) -> list[tuple]:
+    return db.execute_sql(sql, params).fetchall()
+
+
+def _one(db, sql: str, params=()):
+    return db.execute_sql(sql, params).fetchone()
+
+
+def _qmarks(n: int) -> str:
+    return ",".join("?" * n)
+
+
+def _strip_at(name) -> str:
+    return name[1:] if isinstance(name, str) and name.startswith("@") else (name or "")
+
+
+# --------------------------------------------------------------------------- mention resolution
+
+def _role_of(db, agent: str) -> str | None:
+    row = _one(db, "SELECT role FROM agents WHERE agent_id = ?", (agent,))
+    return row[0] if row else None
+
+
+def _groups_holding(db, *, agent: str | None = None, role: str | None = None) -> list[str]:
+    """Existing groups that have ``agent`` (as an agent member) or ``role`` (as a role member)."""
+    cond, params = [], []
+    if agent:
+        cond.append("(gm.member_type = 'agent' AND gm.member_value = ?)")
+        params.append(agent)
+    if role:
+        cond.append("(gm.member_type = 'role' AND gm.member_value = ?)")
+        params.append(role)
+    if not cond:
+        return []
+    return [r[0] for r in _all(
+        db, f"SELECT DISTINCT g.name FROM groups g JOIN group_members gm ON gm.group_name = g.name "
+            f"WHERE {LIVE_GROUP} AND {LIVE_MEMBER} AND ({' OR '.join(cond)}) ORDER BY g.name", params)]
+
+
+def mention_targets(db: pw.SqliteDatabase, agent: str) -> list[str]:
+    """Mention values that reach ``agent`` now: its name, its role, ``everyone`` and the
+    existing groups that hold the agent or its role."""
+    agent = _strip_at(agent)
+    role = _role_of(db, agent)
+    targets = {agent, EVERYONE, *_groups_holding(db, agent=agent, role=role)}
+    if role:
+        targets.add(role)
+    return sorted(targets)
+
+
+def role_targets(db: pw.SqliteDatabase, role: str) -> list[str]:
+    """Mention values that reach every agent of ``role``: the role itself, ``everyone``
+    and the existing groups that hold the role as a member (not groups that merely
+    hold some agent of that role)."""
+    role = _strip_at(role)
+    return sorted({role, EVERYONE, *_groups_holding(db, role=role)})
+
+
+def _sigs_for(db, targets: list[str]) -> set[int]:
+    if not targets:
+        return set()
+    return {r[0] for r in _all(db, f"SELECT DISTINCT sig_id FROM mention_sig_targets WHERE target IN "
+                                   f"({_qmarks(len(targets))})", targets)}
+
+
+# --------------------------------------------------------------------------- message.list
+
+def _tag(value, name: str) -> tuple[str, str]:
+    if isinstance(value, dict):
+        t, v = value.get("type"), value.get("value")
+    elif isinstance(value, (tuple, list)) and len(value) == 2:
+        t, v = value
+    else:
+        t = v = None
+    if not isinstance(t, str) or not t or not isinstance(v, str) or not v:
+        raise ValidationError(f"{name} must be an object with string type and value", field=name)
+    return t, v
+
+
+def _paging(page, page_size, sort_by, sort_order) -> tuple[int, int]:
+    if page_size is None:
+        page_size = DEFAULT_PAGE_SIZE
+    if page is None:
+        page = 1
+    if not isinstance(page_size, int) or isinstance(page_size, bool) or page_size < 1:
+        raise ValidationError("page_size must be a positive integer", field="page_size")
+    if page_size > MAX_PAGE_SIZE:
+        raise ValidationError(f"page_size must be at most {MAX_PAGE_SIZE} (got {page_size})", field="page_size")
+    if not isinstance(page, int) or isinstance(page, bool) or page < 1:
+        raise ValidationError("page must be an integer of at least 1", field="page")
+    if sort_by not in SORT_KEYS:
+        raise ValidationError(f"sort_by must be one of {', '.join(SORT_KEYS)} (got {str(sort_by)[:40]!r})",
+                              field="sort_by")
+    if sort_order not in ("asc", "desc"):
+        raise ValidationError(f"sort_order must be asc or desc (got {str(sort_order)[:40]!r})", field="sort_order")
+    return page, page_size
+
+
+@dataclass
+class _Filter:
+    """A message.list filter turned into SQL, plus what the counters can answer."""
+
+    viewer: str | None
+    unread_for: str | None
+    hide_archived: bool
+    include_deleted: bool
+    author_id: str | None = None
+    exclude_author: str | None = None
+    sigs: set[int] | None = None          # None: no mention filter
+    extra: list[str] = field(default_factory=list)  # conditions the counters cannot answer
+    extra_params: list = field(default_factory=list)
+    empty: bool = False                   # a filter that matches nothing (e.g. no mention set)
+
+    def where(self, *, hint_sig: bool = False) -> tuple[str, list]:
+        cond, params = [], []
+        if not self.include_deleted:
+            cond.append("m.deleted = 0")
+        if self.author_id is not None:
+            cond.append("m.agent_id = ?")
+            params.append(self.author_id)
+        if self.exclude_author is not None:
+            cond.append("m.agent_id <> ?")
+            params.append(self.exclude_author)
+        if self.sigs is not None:
+            plus = "" if hint_sig else "+"  # '+' keeps SQLite from using the mention-set index
+            cond.append(f"{plus}m.sig_id IN ({','.join(str(int(s)) for s in sorted(self.sigs))})")
+        cond.extend(self.extra)
+        params.extend(self.extra_params)
+        if self.unread_for is not None:
+            cond.append("NOT EXISTS (SELECT 1 FROM read_state r WHERE r.message_id = m.message_id "
+                        "AND r.agent_id = ? AND r.is_read = 1)")
+            params.append(self.unread_for)
+        if self.hide_archived:
+            cond.append("NOT EXISTS (SELECT 1 FROM archive_marks x WHERE x.message_id = m.message_id "
+                        "AND x.agent_id = ?)")
+            params.append(self.viewer)
+        return (" AND ".join(cond) or "1"), params
+
+    def countable(self) -> bool:
+        """Can the counter tables answer total and unread for this filter?"""
+        if self.extra or self.include_deleted:
+            return False
+        if self.unread_for is not None and self.unread_for != self.viewer:
+            return False
+        if self.author_id is not None and self.exclude_author is not None:
+            return False
+        if self.viewer is not None:
+            for who in (self.author_id, self.exclude_author):
+                if who is not None and who != self.viewer:
+                    return False
+        return True
+
+
+def _build_filter(db, *, viewer, author_id, exclude_author, scope, ref, mentions_of, mention_role,
+                  unread_for, thread_id, include_deleted, include_archived) -> _Filter:
+    f = _Filter(viewer=viewer, unread_for=unread_for, include_deleted=bool(include_deleted),
+                hide_archived=viewer is not None and not include_archived,
+                author_id=author_id, exclude_author=exclude_author)
+    if scope is not None:
+        t, v = _tag(scope, "scope")
+        f.extra.append("m.message_id IN (SELECT message_id FROM message_scopes WHERE scope_type = ? "
+                       "AND scope_value = ?)")
+        f.extra_params += [t, v]
+    if ref is not None:
+        t, v = _tag(ref, "ref")
+        f.extra.append("m.message_id IN (SELECT message_id FROM message_refs WHERE ref_type = ? AND ref_value = ?)")
+        f.extra_params += [t, v]
+    if thread_id:
+        f.extra.append("m.thread_id = ?")
+        f.extra_params.append(thread_id)
+    for targets in ([mention_targets(db, mentions_of)] if mentions_of else []) + \
+                   ([role_targets(db, mention_role)] if mention_role else []):
+        sigs = _sigs_for(db, targets)
+        f.sigs = sigs if f.sigs is None else f.sigs & sigs
+    if f.sigs is not None and not f.sigs:
+        f.empty = True
+    return f
+
+
+def _sig_clause(sigs: set[int] | None) -> str:
+    return "" if sigs is None else f" AND sig_id IN ({','.join(str(int(s)) for s in sorted(sigs))})"
+
+
+def _counter_counts(db, f: _Filter) -> tuple[int, int, int]:
+    """(total, unread, live messages in the mention sets) from the counter tables."""
+    sig_sql = _sig_clause(f.sigs)
+    in_sigs = _one(db, f"SELECT coalesce(sum(n), 0) FROM sig_totals WHERE 1{sig_sql}")[0]
+    total = in_sigs
+    if f.author_id is not None:
+        total = _one(db, f"SELECT coalesce(sum(n), 0) FROM sig_author_totals WHERE author = ?{sig_sql}",
+                     (f.author_id,))[0]
+    elif f.exclude_author is not None:
+        total -= _one(db, f"SELECT coalesce(sum(n), 0) FROM sig_author_totals WHERE author = ?{sig_sql}",
+                      (f.exclude_author,))[0]
+    if f.viewer is None:
+        return total, total, in_sigs
+    n_read = n_arch = n_read_arch = 0
+    for own, r, a, ra in _all(db, f"SELECT own, sum(n_read), sum(n_arch), sum(n_read_arch) FROM agent_sig_counts "
+                                  f"WHERE agent_id = ?{sig_sql} GROUP BY own", (f.viewer,)):
+        if (own and f.exclude_author is not None) or (not own and f.author_id is not None):
+            continue
+        n_read, n_arch, n_read_arch = n_read + r, n_arch + a, n_read_arch + ra
+    if f.hide_archived:
+        total -= n_arch
+        n_read -= n_read_arch
+    unread = total - n_read
+    if f.unread_for is not None:
+        total = unread
+    return total, unread, in_sigs
+
+
+def _sql_counts(db, f: _Filter) -> tuple[int, int]:
+    where, params = f.where()
+    if f.viewer is None or f.unread_for == f.viewer:
+        n = _one(db, f"SELECT count(*) FROM messages m WHERE {where}", params)[0]
+        return n, n
+    total, unread = _one(db, f"SELECT count(*), coalesce(sum(NOT EXISTS (SELECT 1 FROM read_state r "
+                             f"WHERE r.message_id = m.message_id AND r.agent_id = ? AND r.is_read = 1)), 0) "
+                             f"FROM messages m WHERE {where}", [f.viewer] + params)
+    return total, unread
+
+
+def _page_ids(db, f: _Filter, *, sort_by: str, desc: bool, offset: int, limit: int, total: int | None,
+              in_sigs: int | None) -> list[str]:
+    """Message ids of one page, in order."""
+    if limit <= 0:
+        return []
+    direction = "DESC" if desc else "ASC"
+    key = SORT_KEYS[sort_by]
+    order = f"m.{key} {direction}, m.message_id {direction}"
+    index = ""
+    hint_sig = False
+    if total is not None and not f.extra and f.author_id is None:
+        # Counters known: choose between walking the time index (cost ~ rows until the
+        # page is full) and collecting the mention sets' rows then sorting them.
+        index = f"INDEXED BY {SORT_INDEXES[sort_by]}"
+        if f.sigs is not None and total > 0:
+            live = _one(db, "SELECT coalesce(sum(n), 0) FROM sig_totals")[0]
+            walk_cost = (offset + limit) * live / total
+            if in_sigs * 3 < walk_cost:
+                index, hint_sig = "INDEXED BY idx_messages_sig", True
+    where, params = f.where(hint_sig=hint_sig)
+    return [r[0] for r in _all(
+        db, f"SELECT m.message_id FROM messages m {index} WHERE {where} ORDER BY {order} LIMIT ? OFFSET ?",
+        params + [limit, offset])]
+
+
+def list_messages(db: pw.SqliteDatabase, *, viewer=None, author_id=None, exclude_author=None, scope=None,
+                  ref=None, mentions_of=None, mention_role=None, unread_for=None, thread_id=None,
+                  include_deleted=False, include_archived=False, page=1, page_size=DEFAULT_PAGE_SIZE,
+                  sort_by="created_at", sort_order="desc", _use_counters: bool = True) -> dict:
+    """spec message.list: ``{messages, total, unread, page, page_size, total_pages}``.
+
+    ``viewer``: whose read state gives ``is_read`` and ``unread`` (the unread count
+    among all matching messages) and whose archive marks hide messages (unless
+    ``include_archived``); defaults to ``unread_for``. Without a viewer nothing is
+    read, so ``unread == total``. ``mentions_of=A``: messages that mention A
+    (`mention_targets`); ``mention_role=R``: messages that mention R, ``everyone``
+    or a group holding R as a role member (`role_targets`); both together: both
+    must hold. ``unread_for=A``: only messages A has not read. Deleted messages
+    only with ``include_deleted``.
+
+    Raises:
+        ValidationError: bad page, page_size (max 100), sort_by, sort_order, scope or ref.
+    """
+    page, page_size = _paging(page, page_size, sort_by, sort_order)
+    viewer = viewer or unread_for or None
+    f = _build_filter(db, viewer=viewer, author_id=author_id or None, exclude_author=exclude_author or None,
+                      scope=scope, ref=ref, mentions_of=mentions_of, mention_role=mention_role,
+                      unread_for=unread_for or None, thread_id=thread_id, include_deleted=include_deleted,
+                      include_archived=include_archived)
+    offset = (page - 1) * page_size
+    if f.empty:
+        total = unread = 0
+        ids = []
+    elif _use_counters and f.countable():
+        total, unread, in_sigs = _counter_counts(db, f)
+        ids = _page_ids(db, f, sort_by=sort_by, desc=sort_order == "desc", offset=offset,
+                        limit=min(page_size, total - offset), total=total, in_sigs=in_sigs)
+    else:
+        total, unread = _sql_counts(db, f)
+        ids = _page_ids(db, f, sort_by=sort_by, desc=sort_order == "desc", offset=offset,
+                        limit=min(page_size, total - offset), total=None, in_sigs=None)
+    return {
+        "messages": _items(db, ids, viewer),
+        "total": total,
+        "unread": unread,
+        "page": page,
+        "page_size": page_size,
+        "total_pages": math.ceil(total / page_size) if total else 0,
+    }
+
+
+# --------------------------------------------------------------------------- message items
+
+def _tags_of(db, table: str, ids: list[str]) -> dict[str, list[dict]]:
+    col = "scope" if table == "message_scopes" else "ref"
+    out: dict[str, list[dict]] = {}
+    for mid, t, v in _all(db, f"SELECT message_id, {col}_type, {col}_value FROM {table} WHERE message_id IN "
+                              f"({_qmarks(len(ids))}) ORDER BY message_id, {col}_type, {col}_value", ids):
+        out.setdefault(mid, []).append({"type": t, "value": v})
+    return out
+
+
+def _read_ids(db, ids: list[str], agent: str | None) -> set[str]:
+    if not agent or not ids:
+        return set()
+    return {r[0] for r in _all(db, f"SELECT message_id FROM read_state WHERE message_id IN ({_qmarks(len(ids))}) "
+                                   f"AND agent_id = ? AND is_read = 1", ids + [agent])}
+
+
+def _rows_by_id(db, ids: list[str]) -> dict[str, tuple]:
+    return {r[0]: r for r in _all(db, f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE message_id IN "
+                                      f"({_qmarks(len(ids))})", ids)}
+
+
+def _items(db, ids: list[str], viewer: str | None) -> list[dict]:
+    """message.list items for ``ids`` (in that order)."""
+    out = []
+    for start in range(0, len(ids), 500):
+        chunk = ids[start:start + 500]
+        rows = _rows_by_id(db, chunk)
+        scopes = _tags_of(db, "message_scopes", chunk)
+        refs = _tags_of(db, "message_refs", chunk)
+        read = _read_ids(db, chunk, viewer)
+        for mid in chunk:
+            row = rows.get(mid)
+            if row is not None:
+                out.append(_item(row, scopes.get(mid, []), refs.get(mid, []), mid in read))
+    return out
+
+
+def _item(row: tuple, scopes: list[dict], refs: list[dict], is_read: bool) -> dict:
+    (mid, agent, session, thread, fmt, content, structured, priority, created_at, updated_at, deleted,
+     edits) = row[:12]
+    return {
+        "message_id": mid,
+        "agent_id": agent,
+        "session_id": session,
+        "thread_id": thread or "",
+        "body": {"format": fmt, "content": content, "structured": structured or ""},
+        "scopes": scopes,
+        "refs": refs,
+        "priority": priority,
+        "created_at": created_at,
+        "updated_at": updated_at or "",
+        "deleted": bool(deleted),
+        "is_read": is_read,
+        "edited": edits > 0,
+        "version": edits,
+        "reply_to": next((r["value"] for r in refs if r["type"] == "reply_to"), ""),
+    }
+
+
+def _read_by(db, ids: list[str]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for start in range(0, len(ids), 500):
+        chunk = ids[start:start + 500]
+        for mid, agent in _all(db, f"SELECT message_id, agent_id FROM read_state WHERE message_id IN "
+                                   f"({_qmarks(len(chunk))}) AND is_read = 1 ORDER BY agent_id", chunk):
+            out.setdefault(mid, []).append(agent)
+    return out
+
+
+def get_message(db: pw.SqliteDatabase, message_id: str, viewer: str | None = None) -> dict:
+    """spec message.get: the message with scopes, refs, edit and delete metadata,
+    ``version`` (number of edits), ``is_read`` for ``viewer``, ``edits`` and ``read_by``.
+
+    Raises:
+        NotFound: no such message.
+    """
+    rows = _rows_by_id(db, [message_id]) if isinstance(message_id, str) and message_id else {}
+    row = rows.get(message_id)
+    if row is None:
+        raise NotFound(f"message {message_id} not found")
+    scopes = _tags_of(db, "message_scopes", [message_id]).get(message_id, [])
+    refs = _tags_of(db, "message_refs", [message_id]).get(message_id, [])
+    item = _item(row, scopes, refs, message_id in _read_ids(db, [message_id], viewer))
+    deleted_at, delete_reason, authored_by, disclosed = row[12:16]
+    edits = [{"edited_at": at, "edited_by": by, "old_content": old or "", "new_content": new or ""}
+             for at, by, old, new in _all(db, "SELECT edited_at, edited_by, old_content, new_content "
+                                              "FROM message_edits WHERE message_id = ? ORDER BY event_id, id",
+                                          (message_id,))]
+    message = {
+        "message_id": message_id,
+        "author": {"agent_id": item["agent_id"], "session_id": item["session_id"]},
+        "body": item["body"],
+        "scopes": scopes,
+        "refs": refs,
+        "metadata": {"deleted_at": deleted_at or "", "delete_reason": delete_reason or ""},
+        "created_at": item["created_at"],
+        "updated_at": item["updated_at"],
+        "deleted": item["deleted"],
+        "thread_id": item["thread_id"],
+        "priority": item["priority"],
+        "version": item["version"],
+        "edited": item["edited"],
+        "reply_to": item["reply_to"],
+        "is_read": item["is_read"],
+        "authored_by": authored_by or "",
+        "disclosed": bool(disclosed),
+        "edits": edits,
+        "read_by": _read_by(db, [message_id]).get(message_id, []),
+    }
+    return {"message": message}
+
+
+# --------------------------------------------------------------------------- threads
+
+def _thread_of(db, thread_or_message_id: str) -> tuple[str, str] | None:
+    """("thread", thread_id) or ("replies", root message id) for a thread or message id."""
+    if not isinstance(thread_or_message_id, str) or not thread_or_message_id:
+        return None
+    x = thread_or_message_id
+    if _one(db, "SELECT 1 FROM messages WHERE thread_id = ? LIMIT 1", (x,)) or \
+            _one(db, "SELECT 1 FROM threads WHERE thread_id = ?", (x,)):
+        return ("thread", x)
+    row = _one(db, "SELECT thread_id FROM messages WHERE message_id = ?", (x,))
+    if row is None:
+        return None
+    if row[0]:
+        return ("thread", row[0])
+    seen = {x}  # climb reply_to refs to the root of the reply tree
+    while True:
+        parent = _one(db, "SELECT r.ref_value FROM message_refs r JOIN messages p ON p.message_id = r.ref_value "
+                          "WHERE r.message_id = ? AND r.ref_type = 'reply_to' ORDER BY r.ref_value LIMIT 1", (x,))
+        if parent is None or parent[0] in seen or len(seen) > 10_000:
+            return ("replies", x)
+        x = parent[0]
+        seen.add(x)
+
+
+def _thread_ids(db, thread_or_message_id: str, include_deleted: bool) -> list[str]:
+    found = _thread_of(db, thread_or_message_id)
+    if found is None:
+        return []
+    live = "" if include_deleted else " AND deleted = 0"
+    kind, key = found
+    if kind == "thread":
+        return [r[0] for r in _all(db, f"SELECT message_id FROM messages WHERE thread_id = ?{live} "
+                                       f"ORDER BY created_key, message_id", (key,))]
+    ids, frontier = {key}, [key]  # the root, replies to it (transitively), and messages threaded under it
+    while frontier and len(ids) < 100_000:
+        nxt = []
+        for start in range(0, len(frontier), 500):
+            chunk = frontier[start:start + 500]
+            nxt += [r[0] for r in _all(db, f"SELECT message_id FROM message_refs WHERE ref_type = 'reply_to' "
+                                           f"AND ref_value IN ({_qmarks(len(chunk))})", chunk) if r[0] not in ids]
+        nxt += [r[0] for r in _all(db, "SELECT message_id FROM messages WHERE thread_id = ?", (key,))
+                if r[0] not in ids] if frontier == [key] else []
+        ids.update(nxt)
+        frontier = list(dict.fromkeys(nxt))
+    ordered = []
+    id_list = sorted(ids)
+    for start in range(0, len(id_list), 500):
+        chunk = id_list[start:start + 500]
+        ordered += _all(db, f"SELECT created_key, message_id FROM messages WHERE message_id IN "
+                            f"({_qmarks(len(chunk))}){live}", chunk)
+    return [mid for _, mid in sorted(ordered)]
+
+
+def thread_messages(db: pw.SqliteDatabase, thread_or_message_id: str, viewer: str | None = None, *,
+                    include_deleted: bool = False) -> list[dict]:
+    """Messages of a thread, oldest first, as message.list items.
+
+    Accepts a thread id or the id of any message in it. A message without a
+    thread id stands for its reply tree: the root reached through ``reply_to``
+    refs and every reply below it. Unknown ids give [].
+    """
+    return _items(db, _thread_ids(db, thread_or_message_id, include_deleted), viewer)
+
+
+def thread_summary(db: pw.SqliteDatabase, thread_id: str, viewer: str | None) -> dict | None:
+    """The thread.updated notification payload for ``viewer`` (None for an empty thread).
+
+    ``unread_count`` leaves out the viewer's own messages.
+    """
+    ids = _thread_ids(db, thread_id, False)
+    if not ids:
+        return None
+    rows = _rows_by_id(db, ids)
+    ordered = [rows[i] for i in ids if i in rows]
+    read = set()
+    for start in range(0, len(ids), 500):
+        read |= _read_ids(db, ids[start:start + 500], viewer)
+    last = ordered[-1]
+    last_activity = max(((time_key(r[9] or r[8]), r[9] or r[8]) for r in ordered))[1]
+    return {
+        "thread_id": thread_id,
+        "message_count": len(ordered),
+        "unread_count": sum(1 for r in ordered if r[0] not in read and r[1] != viewer),
+        "last_activity": last_activity,
+        "last_sender": last[1],
+        "preview": last[5][:PREVIEW_CHARS],
+    }
+
+
+# --------------------------------------------------------------------------- counts, receipts
+
+def counts(db: pw.SqliteDatabase, agent: str, *, mentions_only: bool = False) -> dict:
+    """``{"total", "unread"}`` of the agent's inbox: live, un-archived messages by
+    others (only those mentioning it with ``mentions_only``)."""
+    out = list_messages(db, viewer=agent, exclude_author=agent, mentions_of=agent if mentions_only else None,
+                        page_size=1, page=1)
+    return {"total": out["total"], "unread": out["unread"]}
+
+
+def unread_ids(db: pw.SqliteDatabase, agent: str, *, mentions_only: bool = False, scope=None) -> list[str]:
+    """Every message of the agent's inbox it has not read, oldest first (``message read --all``)."""
+    f = _build_filter(db, viewer=agent, author_id=None, exclude_author=agent, scope=scope, ref=None,
+                      mentions_of=agent if mentions_only else None, mention_role=None, unread_for=agent,
+                      thread_id=None, include_deleted=False, include_archived=False)
+    if f.empty:
+        return []
+    where, params = f.where()
+    return [r[0] for r in _all(db, f"SELECT m.message_id FROM messages m WHERE {where} "
+                                   f"ORDER BY m.created_key, m.message_id", params)]
+
+
+def also_read_by(db: pw.SqliteDatabase, message_ids: list[str], agent: str) -> dict[str, list[str]]:
+    """For each message, the other agents that currently have it read (messages with none are left out)."""
+    ids = list(dict.fromkeys(m for m in message_ids if isinstance(m, str)))
+    return {mid: [a for a in agents if a != agent] for mid, agents in _read_by(db, ids).items()
+            if any(a != agent for a in agents)}
+
+
+def sent_messages(db: pw.SqliteDatabase, agent: str, page: int = 1, page_size: int = DEFAULT_PAGE_SIZE) -> dict:
+    """message.list of the agent's own messages; each item also has ``read_by`` (other agents)."""
+    out = list_messages(db, viewer=agent, author_id=agent, page=page, page_size=page_size)
+    read_by = _read_by(db, [m["message_id"] for m in out["messages"]])
+    for m in out["messages"]:
+        m["read_by"] = [a for a in read_by.get(m["message_id"], []) if a != agent]
+    return out
+
+
+# --------------------------------------------------------------------------- agents, sessions
+
+def _agent_item(row: tuple) -> dict:
+    (agent_id, kind, name, role, module, worktree, display, registered_at, last_seen_at, deleted,
+     active) = row
+    return {"agent_id": agent_id, "kind": kind or "agent", "role": role or "", "module": module or "",
+            "display": display or "", "registered_at": registered_at or "", "last_seen_at": last_seen_at or "",
+            "name": name or agent_id, "worktree": worktree or "", "active_sessions": active,
+            "deleted": bool(deleted)}
+
+
+_AGENT_SELECT = (
+    "SELECT a.agent_id, a.kind, a.name, a.role, a.module, a.worktree, a.display, a.registered_at, "
+    f"a.last_seen_at, NOT ({LIVE_AGENT}), (SELECT count(*) FROM sessions s WHERE s.agent_id = a.agent_id "
+    "AND s.started_at IS NOT NULL AND s.ended_at IS NULL) FROM agents a WHERE a.role IS NOT NULL"
+)
+
+
+def list_agents(db: pw.SqliteDatabase, role: str | None = None, module: str | None = None,
+                include_deleted: bool = False) -> dict:
+    """spec agent.list: ``{"agents": [...]}`` sorted by name; deleted agents (cleanup
+    newer than their latest register) only with ``include_deleted``."""
+    sql, params = _AGENT_SELECT, []
+    if role:
+        sql += " AND a.role = ?"
+        params.append(role)
+    if module:
+        sql += " AND a.module = ?"
+        params.append(module)
+    if not include_deleted:
+        sql += f" AND {LIVE_AGENT}"
+    return {"agents": [_agent_item(r) for r in _all(db, sql + " ORDER BY a.agent_id", params)]}
+
+
+def get_agent(db: pw.SqliteDatabase, name: str, *, include_deleted: bool = False) -> dict | None:
+    """One agent.list item, or None when unknown (or deleted, unless ``include_deleted``)."""
+    sql = _AGENT_SELECT + " AND a.agent_id = ?" + ("" if include_deleted else f" AND {LIVE_AGENT}")
+    row = _one(db, sql, (_strip_at(name),))
+    return _agent_item(row) if row else None
+
+
+def _live_agents(db, role: str | None = None) -> list[str]:
+    sql = f"SELECT a.agent_id FROM agents a WHERE {LIVE_AGENT}"
+    params = []
+    if role:
+        sql += " AND a.role = ?"
+        params.append(role)
+    return [r[0] for r in _all(db, sql + " ORDER BY a.agent_id", params)]
+
+
+def list_sessions(db: pw.SqliteDatabase, agent: str | None = None, active_only: bool = False) -> list[dict]:
+    """Sessions (oldest first); ``active``: started and not ended."""
+    sql = "SELECT session_id, agent_id, started_at, ended_at, end_reason, last_seen_at FROM sessions WHERE 1"
+    params = []
+    if agent:
+        sql += " AND agent_id = ?"
+        params.append(agent)
+    if active_only:
+        sql += " AND started_at IS NOT NULL AND ended_at IS NULL"
+    return [{"session_id": sid, "agent_id": a or "", "started_at": s or "", "ended_at": e or "",
+             "end_reason": why or "", "last_seen_at": seen or "", "active": s is not None and e is None}
+            for sid, a, s, e, why, seen in _all(db, sql + " ORDER BY started_at, session_id", params)]
+
+
+# --------------------------------------------------------------------------- groups, addresses
+
+def _group_row(db, name: str):
+    return _one(db, f"SELECT g.name, g.group_id, g.description, g.created_by, g.created_at FROM groups g "
+                    f"WHERE g.name = ? AND {LIVE_GROUP}", (name,))
+
+
+def _members(db, name: str) -> list[dict]:
+    return [{"type": t, "value": v} for t, v in _all(
+        db, f"SELECT gm.member_type, gm.member_value FROM group_members gm JOIN groups g ON g.name = gm.group_name "
+            f"WHERE gm.group_name = ? AND {LIVE_GROUP} AND {LIVE_MEMBER} ORDER BY gm.member_type, gm.member_value",
+        (name,))]
+
+
+def _everyone_info(db) -> dict:
+    return {"name": EVERYONE, "group_id": "", "description": EVERYONE_DESCRIPTION, "created_by": "",
+            "created_at": "", "builtin": True, "member_count": len(_live_agents(db))}
+
+
+def list_groups(db: pw.SqliteDatabase) -> list[dict]:
+    """Existing groups by name, the built-in ``everyone`` first. ``member_count``
+    counts member entries (agents and roles); for ``everyone`` the active agents."""
+    out = [_everyone_info(db)]
+    counts_by = dict(_all(db, f"SELECT gm.group_name, count(*) FROM group_members gm JOIN groups g "
+                              f"ON g.name = gm.group_name WHERE {LIVE_GROUP} AND {LIVE_MEMBER} "
+                              f"GROUP BY gm.group_name"))
+    for name, gid, desc, by, at in _all(db, f"SELECT g.name, g.group_id, g.description, g.created_by, "
+                                            f"g.created_at FROM groups g WHERE {LIVE_GROUP} ORDER BY g.name"):
+        out.append({"name": name, "group_id": gid or "", "description": desc or "", "created_by": by or "",
+                    "created_at": at or "", "builtin": False, "member_count": counts_by.get(name, 0)})
+    return out
+
+
+def group_info(db: pw.SqliteDatabase, name: str) -> dict:
+    """One `list_groups` item plus ``members`` (unexpanded).
+
+    Raises:
+        NotFound: no such group.
+    """
+    name = _strip_at(name)
+    if name == EVERYONE:
+        info = _everyone_info(db)
+    else:
+        row = _group_row(db, name)
+        if row is None:
+            raise NotFound(f"group {name} not found")
+        members = _members(db, name)
+        info = {"name": row[0], "group_id": row[1] or "", "description": row[2] or "", "created_by": row[3] or "",
+                "created_at": row[4] or "", "builtin": False, "member_count": len(members)}
+    info["members"] = group_members(db, name)
+    return info
+
+
+def group_members(db: pw.SqliteDatabase, name: str, expand: bool = False) -> list[dict]:
+    """Members as ``{"type": "agent"|"role", "value"}``, sorted. ``expand``: the active
+    agents they stand for, as ``{"type": "agent", "value": name}``, deduplicated and
+    sorted. ``everyone`` has every active agent as member.
+
+    Raises:
+        NotFound: no such group.
+    """
+    name = _strip_at(name)
+    if name == EVERYONE:
+        return [{"type": "agent", "value": a} for a in _live_agents(db)]
+    if _group_row(db, name) is None:
+        raise NotFound(f"group {name} not found")
+    members = _members(db, name)
+    if not expand:
+        return members
+    live = set(_live_agents(db))
+    names = set()
+    for m in members:
+        if m["type"] == "agent":
+            if m["value"] in live:
+                names.add(m["value"])
+        else:
+            names.update(_live_agents(db, m["value"]))
+    return [{"type": "agent", "value": n} for n in sorted(names)]
+
+
+def _roles(db) -> list[str]:
+    return [r[0] for r in _all(db, f"SELECT DISTINCT a.role FROM agents a WHERE {LIVE_AGENT} ORDER BY a.role")]
+
+
+def _group_names(db) -> list[str]:
+    return [r[0] for r in _all(db, f"SELECT g.name FROM groups g WHERE {LIVE_GROUP} ORDER BY g.name")]
+
+
+def resolve_address(db: pw.SqliteDatabase, name: str) -> tuple[str, str] | None:
+    """What a ``--to``/``--mention`` value names: ("everyone", "everyone"), ("agent", n),
+    ("role", r) or ("group", g), checked in that order; None when it names nothing known."""
+    n = _strip_at(name)
+    if not n:
+        return None
+    if n == EVERYONE:
+        return (EVERYONE, EVERYONE)
+    if _one(db, f"SELECT 1 FROM agents a WHERE a.agent_id = ? AND {LIVE_AGENT}", (n,)):
+        return ("agent", n)
+    if _one(db, f"SELECT 1 FROM agents a WHERE a.role = ? AND {LIVE_AGENT} LIMIT 1", (n,)):
+        return ("role", n)
+    if _group_row(db, n) is not None:
+        return ("group", n)
+    return None
+
+
+def close_matches(db: pw.SqliteDatabase, name: str) -> list[str]:
+    """Known addresses that look like ``name`` (with ``@``), for "did you mean" errors."""
+    candidates = sorted(set(_live_agents(db)) | set(_roles(db)) | set(_group_names(db)) | {EVERYONE})
+    return ["@" + c for c in difflib.get_close_matches(_strip_at(name), candidates, n=5, cutoff=0.6)]
+
+
+# --------------------------------------------------------------------------- fold issues
+
+def fold_issue_summary(db: pw.SqliteDatabase) -> dict:
+    """Lines and events the fold refused: ``{"counts": {kind: n}, "total", "recent": [...20]}``."""
+    by_kind = dict(_all(db, "SELECT kind, count(*) FROM fold_issues GROUP BY kind ORDER BY kind"))
+    recent = [{"kind": k, "shard": s, "event_id": e, "reason": r, "seen_at": at} for k, s, e, r, at in _all(
+        db, "SELECT kind, shard, event_id, reason, seen_at FROM fold_issues ORDER BY seen_at DESC, key DESC LIMIT 20")]
+    return {"counts": by_kind, "total": sum(by_kind.values()), "recent": recent}
