@@ -336,20 +336,10 @@ def _info_of(d: dict) -> dict:
 # ---------------------------------------------------------------------------- queries (worker threads)
 
 def _mention_targets(db, name: str) -> list[str]:
-    """Names whose mention counts as mentioning ``name`` (an agent, a role or a group)."""
-    agent = queries.get_agent(db, name)
-    if agent is not None and not agent.get("deleted"):
+    """Names whose mention counts as mentioning ``name``, resolved like the inbox does."""
+    if queries.get_agent(db, name) is not None:
         return list(queries.mention_targets(db, name))
-    return _role_targets(db, name)
-
-
-def _role_targets(db, role: str) -> list[str]:
-    """Mention targets for a bare role (or a group) name: itself, everyone, groups holding the role."""
-    groups = [r[0] for r in db.execute_sql(
-        "SELECT gm.group_name FROM group_members gm JOIN groups g ON g.name = gm.group_name "
-        "WHERE gm.member_type='role' AND gm.member_value=? AND gm.state='add' "
-        "AND (g.deleted_event_id IS NULL OR g.deleted_event_id < g.event_id)", (role,)).fetchall()]
-    return [role, "everyone", *groups]
+    return list(queries.role_targets(db, name))
 
 
 def _message_tags(db, ids: list[str]) -> dict[str, dict]:
