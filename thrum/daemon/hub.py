@@ -43,7 +43,7 @@ from ..store import queries
 
 log = logging.getLogger(__name__)
 
-RING_SIZE = 20_000
+RING_SIZE = 20_000   # recent events kept for resume (config: subscription_ring_size)
 NOTIFY_TYPES = frozenset({
     "message.create", "message.edit", "message.delete", "agent.register", "agent.cleanup",
     "agent.update", "agent.session.start", "agent.session.end",
@@ -92,6 +92,7 @@ class Hub:
         self.subs: dict[int, Subscription] = {}
         self._ids = itertools.count(1)
         self.ring: deque[_Entry] = deque()
+        self.ring_size = max(1, int(daemon.config.values.get("subscription_ring_size") or RING_SIZE))
         self._ring_pos: dict[str, int] = {}
         self._arrivals = itertools.count()
         self._targets_gen = 0                      # bumped by every agent/group change
@@ -195,7 +196,7 @@ class Hub:
 
     def _remember(self, d: dict, info: dict | None) -> None:
         pos = next(self._arrivals)
-        if len(self.ring) >= RING_SIZE:
+        if len(self.ring) >= self.ring_size:
             old = self.ring.popleft()
             if self._ring_pos.get(old.d["event_id"]) == old.pos:
                 del self._ring_pos[old.d["event_id"]]
