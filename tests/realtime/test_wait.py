@@ -53,6 +53,18 @@ def test_message_wait_with_mentions_resolves_the_role(shared):
     assert [m["message_id"] for m in result["messages"]] == [match]
 
 
+def test_message_wait_after_skips_older_unread_messages(shared):
+    d = shared
+    sender, waiter = _pair(d, "wa")
+    older = d.send(sender, "already here", to=[waiter])["message_id"]
+    with ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(d.call, "message.wait", {"caller": waiter, "timeout": WAIT, "after": older},
+                              timeout=WAIT + 5)
+        newer = d.send(sender, "new one", to=[waiter])["message_id"]
+        result = pending.result(WAIT + 5)
+    assert [m["message_id"] for m in result["messages"]] == [newer]
+
+
 def test_message_wait_over_ws_does_not_block_other_requests(shared):
     d = shared
     sender, waiter = _pair(d, "ww")

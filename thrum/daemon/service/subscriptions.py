@@ -110,21 +110,17 @@ def _unread_after(db, query: dict, after: str) -> list[dict]:
     row = db.execute_sql("SELECT created_at FROM messages WHERE message_id=?", (after,)).fetchone()
     if row is None:
         raise errors.NotFound(f"message {after} not found (after)")
-    cursor = (_time_key(row[0]), after)
+    cursor = (ev.time_key(row[0]), after)
     newer: list[dict] = []
     page = 1
     while True:
         result = queries.list_messages(db, **{**query, "sort_order": "desc", "page_size": 100, "page": page})
         batch = result["messages"]
         for m in batch:
-            if (_time_key(m.get("created_at") or ""), m["message_id"]) <= cursor:
+            if (ev.time_key(m.get("created_at") or ""), m["message_id"]) <= cursor:
                 return newer[::-1][:query["page_size"]]
             newer.append(m)
         if not batch or page >= (result.get("total_pages") or 1):
             return newer[::-1][:query["page_size"]]
         page += 1
 
-
-def _time_key(value: str) -> str:
-    key = getattr(ev, "time_key", None)
-    return key(value) if key is not None else value
