@@ -702,10 +702,10 @@ class AgentRegister(Event):
     worktree: str = ""
     display: str = ""
 
-    def to_dict(self) -> dict:
-        d = super().to_dict()
-        d["name"] = d["name"] or d["agent_id"]
-        return d
+    def __post_init__(self):
+        if not self.name:  # the name is the agent id; fill it so the event equals its decoded self
+            object.__setattr__(self, "name", self.agent_id)
+        super().__post_init__()
 
 
 @dataclass(frozen=True, kw_only=True)

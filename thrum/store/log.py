@@ -162,7 +162,8 @@ class EventLog:
             path.parent.mkdir(parents=True, exist_ok=True)
         if path.parent.is_symlink():
             raise ValueError(f"refusing to append to {shard}: {path.parent.name}/ is a symlink")
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        # read-write, not write-only: _ends_torn preads the last byte of an existing shard
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
         try:
             if self._ends_torn(shard, fd):
                 payload = b"\n" + payload

@@ -1,0 +1,329 @@
+"""The fold, handler by handler: order, authorship, conflicts, idempotency, rebuild."""
+
+from __future__ import annotations
+
+import pytest
+
+from thrum import events as ev
+from thrum.errors import NotFound
+from thrum.store import models, projection, queries
+from thrum.store.log import EventLog
+
+from store_helpers import Events, fold, ids, mid
+
+
+@pytest.fixture
+def e():
+    return Events()
+
+
+def message(db, message_id, viewer=None):
+    return queries.get_message(db, message_id, viewer=viewer)["message"]
+
+
+def issues(db, kind=None):
+    sql = "SELECT kind, shard, event_id FROM fold_issues" + (" WHERE kind = ?" if kind else "") + " ORDER BY key"
+    return db.execute_sql(sql, (kind,) if kind else ()).fetchall()
+
+
+# --------------------------------------------------------------------------- messages
+
+def test_fold_create_then_edit_updates_body_and_history(db, e):
+    c = e.create("alice", "v1")
+    fold(db, c)
+    fold(db, e.edit("alice", mid(c), "v2"))
+    m = message(db, mid(c))
+    assert m["body"]["content"] == "v2"
+    assert m["version"] == 1 and m["edited"]
+    assert [(x["old_content"], x["new_content"]) for x in m["edits"]] == [("v1", "v2")]
+    assert m["updated_at"] != ""
+
+
+def test_fold_edit_before_create_takes_effect_when_the_message_arrives(db, e):
+    c = e.create("alice", "v1")
+    edit = e.edit("alice", mid(c), "v2")
+    fold(db, edit)
+    with pytest.raises(NotFound):
+        message(db, mid(c))
+    fold(db, c)
+    m = message(db, mid(c))
+    assert m["body"]["content"] == "v2" and m["version"] == 1
+
+
+def test_fold_concurrent_edits_last_writer_by_event_id_wins(db, e):
+    c = e.create("alice", "v1")
+    first, second = e.edit("alice", mid(c), "a"), e.edit("alice", mid(c), "b")
+    fold(db, second, c)
+    fold(db, first)
+    m = message(db, mid(c))
+    assert m["body"]["content"] == "b"
+    assert [(x["old_content"], x["new_content"]) for x in m["edits"]] == [("v1", "a"), ("a", "b")]
+
+
+def test_fold_delete_is_final_and_later_edits_are_ignored(db, e):
+    c = e.create("alice", "v1")
+    early = e.edit("alice", mid(c), "before delete")
+    d = e.delete("alice", mid(c), reason="oops")
+    late = e.edit("alice", mid(c), "after delete")
+    fold(db, late, d)
+    fold(db, c, early)
+    m = message(db, mid(c))
+    assert m["deleted"] is True
+    assert m["metadata"]["delete_reason"] == "oops" and m["metadata"]["deleted_at"]
+    assert m["body"]["content"] == "before delete" and m["version"] == 1
+    assert ids(queries.list_messages(db)) == []
+    assert ids(queries.list_messages(db, include_deleted=True)) == [mid(c)]
+
+
+def test_fold_non_author_edit_and_delete_are_ignored_and_recorded_as_forged(db, e):
+    c = e.create("alice", "mine")
+    bad_edit = e.edit("mallory", mid(c), "pwned")
+    bad_delete = e.delete("mallory", mid(c))
+    r1 = fold(db, bad_edit, bad_delete)       # before the message exists: stored, not judged yet
+    r2 = fold(db, c)
+    r3 = fold(db, e.edit("alice", mid(c), "still mine"))  # recomputes; the forged ones are not counted again
+    m = message(db, mid(c))
+    assert m["body"]["content"] == "still mine" and not m["deleted"]
+    assert r1.forged + r2.forged + r3.forged == 2
+    assert {(s, eid) for _, s, eid in issues(db, "forged")} == {
+        ("messages/mallory.jsonl", bad_edit[1]["event_id"]), ("messages/mallory.jsonl", bad_delete[1]["event_id"])}
+
+
+@pytest.mark.parametrize("wrong_shard", ["messages/bob.jsonl", "receipts/alice.jsonl", "events.jsonl"])
+def test_fold_event_in_the_wrong_shard_is_forged(db, e, wrong_shard):
+    shard, d = e.create("alice", "hi")
+    result = projection.fold(db, [(wrong_shard, d)])
+    assert result.forged == 1 and result.applied == []
+    assert ids(queries.list_messages(db)) == []
+    assert issues(db, "forged") == [("forged", wrong_shard, d["event_id"])]
+
+
+def test_fold_receipt_and_lifecycle_events_in_the_wrong_shard_are_forged(db, e):
+    c = e.create("alice")
+    _, read = e.read("bob", mid(c))
+    _, reg = e.register("carol", "reviewer")
+    result = projection.fold(db, [c, ("receipts/alice.jsonl", read), ("messages/carol.jsonl", reg)])
+    assert result.forged == 2
+    assert queries.list_agents(db)["agents"] == []
+    assert queries.list_messages(db, viewer="bob")["unread"] == 1
+
+
+@pytest.mark.parametrize("order", [(0, 1), (1, 0)])
+def test_fold_create_id_conflict_lowest_event_id_wins(db, e, order):
+    first = e.create("alice", "original", mid="msg_SAME")
+    second = e.create("bob", "impostor", mid="msg_SAME", mentions=["x"])
+    recs = [first, second]
+    for i in order:
+        fold(db, recs[i])
+    m = message(db, "msg_SAME")
+    assert m["author"]["agent_id"] == "alice" and m["body"]["content"] == "original" and m["refs"] == []
+    assert issues(db, "conflict") == [("conflict", "messages/bob.jsonl", second[1]["event_id"])]
+    assert projection.verify_counters(db) == []
+
+
+def test_fold_duplicate_events_change_nothing(db, e):
+    c = e.create("alice", "hi")
+    ed = e.edit("alice", mid(c), "hi2")
+    r1 = fold(db, c, ed, c)
+    r2 = fold(db, c, ed)
+    assert r1.duplicates == 1 and r2.duplicates == 2 and r2.applied == []
+    assert message(db, mid(c))["version"] == 1
+    assert issues(db) == []
+
+
+def test_fold_unknown_types_are_counted_not_applied(db, e):
+    raw = {"type": "future.thing", "timestamp": "2026-01-01T00:00:00Z", "event_id": ev.new_ulid(), "v": 1, "x": 1}
+    v2 = dict(e.create("alice")[1], v=2)
+    result = projection.fold(db, [("events.jsonl", raw), ("messages/alice.jsonl", v2)])
+    assert result.unknown == 2 and result.applied == []
+
+
+# --------------------------------------------------------------------------- receipts
+
+@pytest.mark.parametrize("order", [(0, 1), (1, 0)])
+def test_fold_read_then_unread_last_writer_wins(db, e, order):
+    c = e.create("alice")
+    recs = [e.read("bob", mid(c)), e.unread("bob", mid(c))]
+    fold(db, c)
+    for i in order:
+        fold(db, recs[i])
+    assert queries.list_messages(db, viewer="bob")["messages"][0]["is_read"] is False
+    assert queries.list_messages(db, viewer="bob")["unread"] == 1
+    assert projection.verify_counters(db) == []
+
+
+def test_fold_receipt_before_its_message_counts_when_it_arrives(db, e):
+    c = e.create("alice", mentions=["bob"])
+    fold(db, e.read("bob", mid(c)), e.archive("carol", mid(c)))
+    fold(db, c)
+    assert queries.list_messages(db, viewer="bob", mentions_of="bob")["unread"] == 0
+    assert queries.list_messages(db, viewer="carol")["total"] == 0
+    assert projection.verify_counters(db) == []
+
+
+def test_fold_archive_hides_from_that_agent_only_and_is_final(db, e):
+    c = e.create("alice")
+    a1, a2 = e.archive("bob", mid(c)), e.archive("bob", mid(c))
+    fold(db, c, a2)
+    fold(db, a1)
+    assert ids(queries.list_messages(db, viewer="bob")) == []
+    assert ids(queries.list_messages(db, viewer="bob", include_archived=True)) == [mid(c)]
+    assert ids(queries.list_messages(db, viewer="carol")) == [mid(c)]
+    at = db.execute_sql("SELECT event_id FROM archive_marks").fetchone()[0]
+    assert at == a1[1]["event_id"]
+
+
+def test_fold_message_reads_view_shows_current_reads(db, e):
+    c = e.create("alice")
+    fold(db, c, e.read("bob", mid(c)), e.read("carol", mid(c)), e.unread("carol", mid(c)))
+    rows = db.execute_sql("SELECT message_id, agent_id, session_id FROM message_reads").fetchall()
+    assert rows == [(mid(c), "bob", "ses_bob")]
+
+
+# --------------------------------------------------------------------------- groups, agents, sessions
+
+def test_fold_group_recreate_drops_old_members(db, e):
+    fold(db, e.register("alice", "dev"), e.group_create("team"), e.member_add("team", "alice"))
+    assert queries.group_members(db, "team") == [{"type": "agent", "value": "alice"}]
+    fold(db, e.group_delete("team"))
+    with pytest.raises(NotFound):
+        queries.group_members(db, "team")
+    fold(db, e.group_create("team"))
+    assert queries.group_members(db, "team") == []
+    fold(db, e.member_add("team", "dev", mtype="role"))
+    assert queries.group_members(db, "team", expand=True) == [{"type": "agent", "value": "alice"}]
+
+
+def test_fold_group_events_in_any_order_agree(db, tmp_path, e):
+    recs = [e.group_create("team"), e.member_add("team", "alice"), e.group_delete("team"), e.group_create("team"),
+            e.member_add("team", "bob"), e.member_remove("team", "bob"), e.member_add("team", "carol")]
+    fold(db, *reversed(recs))
+    other = models.open_database(tmp_path / "other.db")
+    models.create_schema(other)
+    fold(other, *recs)
+    assert queries.group_members(db, "team") == queries.group_members(other, "team") == [
+        {"type": "agent", "value": "carol"}]
+
+
+def test_fold_agent_cleanup_then_register_again(db, e):
+    fold(db, e.register("alice", "dev"))
+    fold(db, e.cleanup("alice"))
+    assert queries.list_agents(db)["agents"] == []
+    assert queries.get_agent(db, "alice") is None
+    assert queries.list_agents(db, include_deleted=True)["agents"][0]["deleted"] is True
+    fold(db, e.register("alice", "reviewer"))
+    agent = queries.get_agent(db, "alice")
+    assert agent["role"] == "reviewer" and agent["deleted"] is False
+
+
+def test_fold_cleanup_older_than_register_does_not_delete(db, e):
+    old_cleanup = e.cleanup("alice")
+    fold(db, e.register("alice", "dev"))
+    fold(db, old_cleanup)
+    assert queries.get_agent(db, "alice")["role"] == "dev"
+
+
+def test_fold_session_end_before_start(db, e):
+    start = e.session_start("alice", "ses_1")
+    end = e.session_end("ses_1", "alice")
+    fold(db, end)
+    fold(db, start)
+    [s] = queries.list_sessions(db)
+    assert s["agent_id"] == "alice" and s["started_at"] and s["ended_at"] and s["active"] is False
+    assert queries.list_sessions(db, active_only=True) == []
+
+
+def test_fold_session_without_start_takes_agent_of_earliest_end(db, tmp_path, e):
+    ends = [e.session_end("ses_1", "alice"), e.session_end("ses_1", "bob")]
+    fold(db, *ends)
+    other = models.open_database(tmp_path / "other.db")
+    models.create_schema(other)
+    fold(other, *reversed(ends))
+    assert queries.list_sessions(db) == queries.list_sessions(other)
+    assert queries.list_sessions(db)[0]["agent_id"] == "alice"
+
+
+def test_fold_active_sessions_are_counted_per_agent(db, e):
+    fold(db, e.register("alice", "dev"), e.session_start("alice", "ses_1"), e.session_start("alice", "ses_2"),
+         e.session_end("ses_2", "alice"))
+    assert queries.get_agent(db, "alice")["active_sessions"] == 1
+
+
+# --------------------------------------------------------------------------- log level: catch_up, rebuild
+
+def _write(log: EventLog, *records):
+    log.append([d for _, d in records])
+
+
+def test_catch_up_folds_only_new_lines_and_rebuild_agrees(db, tmp_log, tmp_path, e):
+    c = e.create("alice", "one", mentions=["bob"])
+    _write(tmp_log, e.register("alice", "dev"), e.register("bob", "qa"), c)
+    r1 = projection.catch_up(db, tmp_log)
+    assert len(r1.applied) == 3
+    _write(tmp_log, e.edit("alice", mid(c), "two"), e.read("bob", mid(c)))
+    r2 = projection.catch_up(db, tmp_log)
+    assert len(r2.applied) == 2 and r2.duplicates == 0
+    assert projection.catch_up(db, tmp_log).applied == []
+    fresh = models.open_database(tmp_path / "fresh.db")
+    result = projection.rebuild(fresh, tmp_log)
+    assert result.applied == []  # not kept unless asked
+    assert models.schema_version(fresh) == models.SCHEMA_VERSION
+    assert queries.list_messages(fresh, viewer="bob") == queries.list_messages(db, viewer="bob")
+    assert projection.verify_counters(fresh) == [] and projection.verify_counters(db) == []
+
+
+def test_rebuild_keeps_kv_and_replaces_everything_else(db, tmp_log, e):
+    c = e.create("alice")
+    fold(db, c)  # in the db but not in the log
+    db.execute_sql("INSERT INTO kv(key, value) VALUES ('ws.token.hint', 'x')")
+    _write(tmp_log, e.create("bob"))
+    projection.rebuild(db, tmp_log, keep_applied=True)
+    assert [m["agent_id"] for m in queries.list_messages(db)["messages"]] == ["bob"]
+    assert db.execute_sql("SELECT value FROM kv").fetchall() == [("x",)]
+
+
+def test_rebuild_interrupted_leaves_no_schema_version(tmp_path, tmp_log, e, monkeypatch):
+    _write(tmp_log, e.create("alice"))
+    database = models.open_database(tmp_path / "x.db")
+
+    def boom(*a, **k):
+        raise RuntimeError("power cut")
+
+    monkeypatch.setattr(models, "finish_schema", boom)
+    with pytest.raises(RuntimeError):
+        projection.rebuild(database, tmp_log)
+    assert models.schema_version(database) is None
+
+
+def test_catch_up_in_chunks_gives_the_same_state(db, tmp_log, tmp_path, e, monkeypatch):
+    recs = [e.create("alice", "x" * 200, mentions=["bob"]) for _ in range(50)]
+    _write(tmp_log, *recs)
+    monkeypatch.setattr(projection, "READ_CHUNK", 1000)
+    monkeypatch.setattr(projection, "REBUILD_BATCH", 7)
+    result = projection.catch_up(db, tmp_log)
+    assert len(result.applied) == 50
+    assert queries.list_messages(db, viewer="bob", page_size=100)["total"] == 50
+    assert projection.catch_up(db, tmp_log).applied == []
+
+
+def test_fold_counts_reports_malformed_and_forged(db, tmp_log, e):
+    _write(tmp_log, e.create("alice"))
+    with open(tmp_log.root / "messages" / "alice.jsonl", "ab") as f:
+        f.write(b"{not json}\n")
+    shard, d = e.create("bob")
+    with open(tmp_log.root / "messages" / "alice.jsonl", "ab") as f:
+        f.write(ev.encode_line(d))
+    result = projection.catch_up(db, tmp_log)
+    assert result.malformed == 1 and result.forged == 1 and len(result.applied) == 1
+    assert projection.fold_counts(db) == {"malformed": 1, "forged": 1}
+    summary = queries.fold_issue_summary(db)
+    assert summary["total"] == 2 and {i["kind"] for i in summary["recent"]} == {"malformed", "forged"}
+
+
+def test_time_keys_sort_mixed_precision_and_offsets(db, e):
+    a = e.create("alice", "a", ts="2026-02-03T10:00:00Z")
+    b = e.create("alice", "b", ts="2026-02-03T10:00:00.500Z")
+    c = e.create("alice", "c", ts="2026-02-03T12:00:01+02:00")   # 10:00:01Z
+    fold(db, a, b, c)
+    assert ids(queries.list_messages(db, sort_order="asc")) == [mid(a), mid(b), mid(c)]
+    assert queries.get_message(db, mid(a))["message"]["created_at"] == "2026-02-03T10:00:00Z"

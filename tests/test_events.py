@@ -1,0 +1,189 @@
+"""Event types: round trips, validation, unknown types, ids and time keys."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from thrum import events as ev
+from thrum.errors import ValidationError
+
+BODY = ev.Body("Auth module **done**", format="markdown", structured='{"passed": 45}')
+
+SAMPLES = [
+    ev.MessageCreate(agent_id="furiosa", session_id="ses_01ABC", thread_id="thr_x1", body=BODY,
+                     scopes=(ev.Tag("module", "auth"),), refs=(ev.Tag("mention", "reviewer"), ev.Tag("issue", "b-42")),
+                     priority="high", authored_by="max", disclosed=True),
+    ev.MessageEdit(message_id="msg_01ABC", agent_id="furiosa", session_id="ses_01ABC", body=BODY),
+    ev.MessageDelete(message_id="msg_01ABC", agent_id="furiosa", session_id="ses_01ABC", reason="spam"),
+    ev.ThreadCreate(title="Feature X", created_by="furiosa"),
+    ev.AgentRegister(agent_id="furiosa", role="implementer", module="auth", worktree="main", display="Furiosa",
+                     kind="user"),
+    ev.AgentUpdate(agent_id="furiosa", work_contexts=({"session_id": "ses_1", "branch": "main"},)),
+    ev.AgentCleanup(agent_id="furiosa", reason="manual deletion", method="ui"),
+    ev.SessionStart(agent_id="furiosa"),
+    ev.SessionEnd(session_id="ses_01ABC", agent_id="furiosa", reason="crash"),
+    ev.GroupCreate(name="backend", description="Backend team", created_by="furiosa"),
+    ev.GroupDelete(name="backend", deleted_by="furiosa"),
+    ev.GroupMemberAdd(group="backend", member_type="role", member_value="reviewer", agent_id="furiosa"),
+    ev.GroupMemberRemove(group="backend", member_value="nux", agent_id="furiosa"),
+    ev.MessageRead(agent_id="nux", session_id="ses_2", message_ids=("msg_1", "msg_2")),
+    ev.MessageUnread(agent_id="nux", message_ids=("msg_1",)),
+    ev.MessageArchive(agent_id="nux", message_ids=("msg_2", "msg_3")),
+]
+
+
+def test_samples_cover_every_event_type():
+    assert {type(e).TYPE for e in SAMPLES} == set(ev.EVENT_TYPES)
+
+
+@pytest.mark.parametrize("event", SAMPLES, ids=lambda e: type(e).TYPE)
+def test_event_round_trips_through_one_line(event):
+    line = event.to_line()
+    assert line.endswith(b"\n") and line.count(b"\n") == 1
+    decoded = ev.decode_line(line)
+    assert decoded["type"] == event.type and decoded["event_id"] == event.event_id
+    assert ev.from_dict(decoded) == event
+    assert ev.decode_line(ev.from_dict(decoded).to_line()) == decoded
+
+
+@pytest.mark.parametrize("build, field", [
+    (lambda: ev.MessageCreate(agent_id="Bad Name", session_id="ses_1", body=ev.Body("x")), "agent_id"),
+    (lambda: ev.MessageCreate(agent_id="a", session_id="nope", body=ev.Body("x")), "session_id"),
+    (lambda: ev.MessageCreate(agent_id="a", session_id="ses_1", body=ev.Body("x", format="html")), "format"),
+    (lambda: ev.MessageCreate(agent_id="a", session_id="ses_1", body=ev.Body("x", structured="{no")),
+     "body.structured"),
+    (lambda: ev.MessageCreate(agent_id="a", session_id="ses_1", body=ev.Body("x"), priority="urgent"), "priority"),
+    (lambda: ev.MessageCreate(agent_id="a", session_id="ses_1", body=ev.Body("x"), message_id="m1"), "message_id"),
+    (lambda: ev.MessageCreate(agent_id="a", session_id="ses_1", body=ev.Body("x"),
+                              refs=(ev.Tag("bad type!", "v"),)), "refs"),
+    (lambda: ev.MessageRead(agent_id="a", message_ids=()), "message_ids"),
+    (lambda: ev.MessageRead(agent_id="a", message_ids=("not-an-id",)), "message_ids"),
+    (lambda: ev.GroupCreate(name="everyone", created_by="a"), "name"),
+    (lambda: ev.GroupMemberAdd(group="g", member_type="team", member_value="x", agent_id="a"), "member_type"),
+    (lambda: ev.AgentRegister(agent_id="a", name="b", role="dev"), "name"),
+    (lambda: ev.AgentRegister(agent_id="a", role="Dev Ops"), "role"),
+    (lambda: ev.SessionEnd(session_id="ses_1", reason="bored"), "reason"),
+    (lambda: ev.MessageEdit(message_id="msg_1", agent_id="a", body=ev.Body("x"), timestamp="yesterday"),
+     "timestamp"),
+    (lambda: ev.MessageEdit(message_id="msg_1", agent_id="a", body=ev.Body("x"), event_id="123"), "event_id"),
+])
+def test_validation_error_names_the_field(build, field):
+    with pytest.raises(ValidationError) as info:
+        build()
+    assert info.value.field == field
+    assert field.split(".")[-1] in info.value.message
+
+
+def test_decode_line_reports_malformed_lines_with_the_field():
+    good = SAMPLES[0].to_dict()
+    with pytest.raises(ev.MalformedEvent, match="not JSON"):
+        ev.decode_line(b"{oops")
+    with pytest.raises(ev.MalformedEvent, match="event must be a JSON object"):
+        ev.decode_line(b"[1, 2]")
+    with pytest.raises(ev.MalformedEvent, match="agent_id"):
+        ev.decode_line(json.dumps(dict(good, agent_id="../../etc")))
+    with pytest.raises(ev.MalformedEvent, match="body"):
+        ev.decode_line(json.dumps(dict(good, body="text")))
+
+
+def test_unknown_type_is_preserved_with_all_fields():
+    raw = {"type": "task.assign", "timestamp": "2026-01-01T00:00:00Z", "event_id": ev.new_ulid(), "v": 1,
+           "task": {"id": 7}, "extra": [1, 2]}
+    decoded = ev.decode_line(json.dumps(raw))
+    assert decoded == raw
+    event = ev.from_dict(decoded)
+    assert isinstance(event, ev.UnknownEvent) and event.type == "task.assign"
+    assert ev.decode_line(event.to_line()) == raw
+    assert ev.allowed_in_shard(raw, "messages/anyone.jsonl")  # not judged
+
+
+def test_future_version_of_a_known_type_is_kept_raw():
+    d = dict(SAMPLES[0].to_dict(), v=2, new_field={"x": 1}, body={"format": "rich", "content": 5})
+    decoded = ev.decode_line(json.dumps(d))
+    assert decoded == d and not ev.is_known(decoded)
+    assert isinstance(ev.from_dict(decoded), ev.UnknownEvent)
+
+
+def test_normalise_drops_unknown_fields_of_known_types_and_fills_defaults():
+    d = SAMPLES[0].to_dict()
+    d["surprise"] = 1
+    del d["priority"]
+    out = ev.normalise(d)
+    assert "surprise" not in out and out["priority"] == "normal"
+
+
+def test_new_ulid_is_strictly_increasing():
+    ids = [ev.new_ulid() for _ in range(10_000)]
+    assert all(a < b for a, b in zip(ids, ids[1:]))
+    assert all(ev.ULID_RE.fullmatch(i) for i in ids)
+    assert ev.new_id("msg").startswith("msg_") and ev.MESSAGE_ID_RE.fullmatch(ev.new_id("msg"))
+
+
+def test_now_rfc3339_is_its_own_time_key():
+    now = ev.now_rfc3339()
+    assert ev.TIMESTAMP_RE.fullmatch(now) and ev.time_key(now) is now
+
+
+@pytest.mark.parametrize("value, key", [
+    ("2026-02-03T10:00:00Z", "2026-02-03T10:00:00.000Z"),
+    ("2026-02-03T10:00:00.5Z", "2026-02-03T10:00:00.500Z"),
+    ("2026-02-03T10:00:00.123456789Z", "2026-02-03T10:00:00.123Z"),
+    ("2026-02-03T12:30:00+02:30", "2026-02-03T10:00:00.000Z"),
+    ("2026-02-03T23:59:60Z", "2026-02-03T23:59:60Z"),  # unparseable: itself
+])
+def test_time_key(value, key):
+    assert ev.time_key(value) == key
+
+
+def test_shards_and_authorship_rules():
+    create = SAMPLES[0].to_dict()
+    assert ev.shard_for(create) == "messages/furiosa.jsonl"
+    assert ev.shard_for(SAMPLES[13].to_dict()) == "receipts/nux.jsonl"
+    assert ev.shard_for(SAMPLES[4].to_dict()) == "events.jsonl"
+    assert ev.shard_for(SAMPLES[3].to_dict()) == "messages/furiosa.jsonl"  # thread.create by its creator
+    assert ev.allowed_in_shard(create, "messages/furiosa.jsonl")
+    assert not ev.allowed_in_shard(create, "messages/nux.jsonl")
+    assert not ev.allowed_in_shard(create, "events.jsonl")
+    assert not ev.allowed_in_shard(SAMPLES[4].to_dict(), "messages/furiosa.jsonl")
+    for bad in ("../x.jsonl", "messages/../x.jsonl", "messages/A.jsonl", "other/x.jsonl", "messages/x.txt"):
+        with pytest.raises(ValueError):
+            ev.shard_owner(bad)
+
+
+def test_check_name_refuses_reserved_and_bad_names():
+    assert ev.check_name("agent_7") == "agent_7"
+    for bad in ("daemon", "broadcast", "Alice", "a-b", "", "x" * 65, None):
+        with pytest.raises(ValidationError):
+            ev.check_name(bad)
+
+
+# --------------------------------------------------------------------------- the message.create fast path
+
+_text = st.one_of(st.none(), st.just(""), st.text(max_size=8), st.sampled_from(
+    ["msg_01ABC", "ses_1", "s_x", "thr_1", "thread_2", "alice", "markdown", "json", "high", "@bob", "bad id"]),
+    st.integers(), st.lists(st.integers(), max_size=1))
+_tag = st.one_of(st.fixed_dictionaries({"type": st.sampled_from(["mention", "scope", "bad type", ""]),
+                                        "value": _text}), _text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.fixed_dictionaries({}, optional={
+    "message_id": _text, "thread_id": _text, "agent_id": _text, "session_id": _text, "priority": _text,
+    "authored_by": _text, "disclosed": st.booleans(),
+    "body": st.one_of(_text, st.fixed_dictionaries({}, optional={"format": _text, "content": _text,
+                                                                 "structured": _text})),
+    "scopes": st.one_of(_text, st.lists(_tag, max_size=3)), "refs": st.one_of(_text, st.lists(_tag, max_size=3)),
+}))
+def test_message_create_fast_path_agrees_with_the_checked_path(d):
+    try:
+        expected = ev._n_message_create_checked(d)
+    except ValidationError as exc:
+        with pytest.raises(ValidationError) as info:
+            ev._n_message_create(d)
+        assert info.value.field == exc.field
+    else:
+        assert ev._n_message_create(d) == expected
