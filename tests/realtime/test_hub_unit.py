@@ -1,0 +1,153 @@
+"""The hub on its own (no daemon, no sockets): delivery, dedupe per connection,
+resume with live events arriving mid-replay, session ends, target refresh."""
+
+from __future__ import annotations
+
+import itertools
+
+import trio
+import trio.testing
+
+from thrum import events as ev
+from thrum.daemon import hub as hub_mod
+from thrum.daemon.hub import Hub
+
+_ids = itertools.count(1)
+
+
+class FakeConn:
+    def __init__(self, paced: bool = False):
+        self.sent: list[tuple[str, dict]] = []
+        self.closed = False
+        self.seq = 0
+        self.gate = trio.Event() if paced else None
+        if paced:
+            self.wait_for_room = self._wait_for_room
+
+    def notify(self, method: str, params: dict) -> None:
+        self.seq += 1
+        self.sent.append((method, {**params, "seq": self.seq}))
+
+    async def _wait_for_room(self) -> None:
+        await self.gate.wait()
+
+    def methods(self) -> list[tuple[str, str]]:
+        return [(m, p.get("message_id", "")) for m, p in self.sent]
+
+
+class FakeStore:
+    def __init__(self):
+        self.targets: dict[str, list[str]] = {}
+        self.log = None
+
+    async def read(self, fn, *args):
+        if fn is hub_mod._mention_targets:
+            return self.targets.get(args[0], [args[0], "everyone"])
+        raise AssertionError(f"unexpected query {fn.__name__}")
+
+
+class FakeConfig:
+    values: dict = {}
+
+
+class FakeDaemon:
+    def __init__(self, nursery):
+        self.store = FakeStore()
+        self.nursery = nursery
+        self.config = FakeConfig()
+
+
+def create(scopes=(), mentions=(), agent="alice") -> dict:
+    n = next(_ids)
+    eid = ev.new_ulid()
+    return {"type": "message.create", "event_id": eid, "timestamp": ev.now_rfc3339(), "v": 1,
+            "message_id": f"msg_{n}", "thread_id": "", "agent_id": agent, "session_id": "ses_1",
+            "body": {"format": "markdown", "content": f"m{n}", "structured": ""},
+            "scopes": [{"type": t, "value": v} for t, v in scopes],
+            "refs": [{"type": "mention", "value": m} for m in mentions]}
+
+
+async def test_hub_one_notification_per_connection_however_many_subscriptions_match(nursery):
+    hub = Hub(FakeDaemon(nursery))
+    a, b = FakeConn(), FakeConn()
+    await hub.subscribe(a, filter_type="all")
+    await hub.subscribe(a, filter_type="scope", scope={"type": "t", "value": "1"})
+    await hub.subscribe(b, filter_type="scope", scope={"type": "t", "value": "2"})
+    e1, e2 = create(scopes=[("t", "1")]), create(scopes=[("t", "3")])
+    await hub.publish([e1, e2], "local")
+    assert a.methods() == [("message.create", e1["message_id"]), ("message.create", e2["message_id"])]
+    assert b.sent == []
+
+
+async def test_hub_replay_holds_live_events_and_sends_nothing_twice(nursery):
+    hub = Hub(FakeDaemon(nursery))
+    scope = {"type": "t", "value": "r"}
+    events = [create(scopes=[("t", "r")]) for _ in range(5)]
+    await hub.publish(events[:3], "local")
+    conn = FakeConn(paced=True)
+    await hub.subscribe(conn, filter_type="scope", scope=scope, since_event_id=events[0]["event_id"])
+    await trio.testing.wait_all_tasks_blocked()          # the replay waits for room
+    await hub.publish(events[3:], "local")               # live events during the replay: held back
+    assert conn.sent == []
+    conn.gate.set()
+    await trio.testing.wait_all_tasks_blocked()
+    got = [(m, p.get("message_id"), p.get("replay", False)) for m, p in conn.sent]
+    assert got == [("message.create", events[1]["message_id"], True),
+                   ("message.create", events[2]["message_id"], True),
+                   ("message.create", events[3]["message_id"], False),
+                   ("message.create", events[4]["message_id"], False),
+                   ("subscription.replayed", None, False)]
+    more = create(scopes=[("t", "r")])
+    await hub.publish([more], "local")                   # and afterwards straight through
+    assert conn.sent[-1][1]["message_id"] == more["message_id"]
+
+
+async def test_hub_ring_forgets_the_oldest(nursery):
+    daemon = FakeDaemon(nursery)
+    daemon.config.values = {"subscription_ring_size": 2}
+    hub = Hub(daemon)
+    events = [create() for _ in range(3)]
+    await hub.publish(events, "local")
+    assert [e.d["event_id"] for e in hub.ring] == [events[1]["event_id"], events[2]["event_id"]]
+    assert events[0]["event_id"] not in hub._ring_pos
+
+
+async def test_hub_session_end_ends_its_subscriptions_and_says_so(nursery):
+    hub = Hub(FakeDaemon(nursery))
+    conn = FakeConn()
+    sub = await hub.subscribe(conn, filter_type="all", session_id="ses_x", agent="alice")
+    other = await hub.subscribe(conn, filter_type="all", session_id="ses_y", agent="bob")
+    end = {"type": "agent.session.end", "event_id": ev.new_ulid(), "timestamp": ev.now_rfc3339(), "v": 1,
+           "session_id": "ses_x", "agent_id": "alice", "reason": "crash"}
+    await hub.publish([end], "sync")
+    assert [m for m, _ in conn.sent] == ["agent.session.end", "subscription.ended"]
+    assert conn.sent[1][1]["subscription_id"] == sub.id
+    assert list(hub.subs) == [other.id]
+
+
+async def test_hub_mention_targets_follow_group_changes(nursery):
+    daemon = FakeDaemon(nursery)
+    hub = Hub(daemon)
+    conn = FakeConn()
+    daemon.store.targets["carol"] = ["carol", "tester", "everyone"]
+    await hub.subscribe(conn, filter_type="mention", mention="carol")
+    first = create(mentions=["qa"])
+    await hub.publish([first], "local")
+    assert conn.sent == []
+    daemon.store.targets["carol"] = ["carol", "tester", "everyone", "qa"]   # qa now holds role tester
+    change = {"type": "group.member.add", "event_id": ev.new_ulid(), "timestamp": ev.now_rfc3339(), "v": 1,
+              "group": "qa", "member_type": "role", "member_value": "tester", "agent_id": "alice"}
+    second = create(mentions=["qa"])
+    await hub.publish([change, second], "local")
+    assert conn.methods() == [("message.create", second["message_id"])]
+
+
+async def test_hub_inbox_changed_wakes_only_for_what_can_add_to_an_inbox(nursery):
+    hub = Hub(FakeDaemon(nursery))
+    before = hub.inbox_changed
+    read = {"type": "message.read", "event_id": ev.new_ulid(), "timestamp": ev.now_rfc3339(), "v": 1,
+            "agent_id": "bob", "session_id": "ses_1", "message_ids": ["msg_1"]}
+    await hub.publish([read], "local")
+    assert not before.is_set()
+    await hub.publish([create()], "local")
+    assert before.is_set() and hub.inbox_changed is not before
