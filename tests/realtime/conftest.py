@@ -8,26 +8,9 @@ queue or watch every event.
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from realtime_helpers import Daemon, start_daemon
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _no_autostart():
-    old = {k: os.environ.get(k) for k in ("THRUM_NO_AUTOSTART", "THRUM_LOCAL", "THRUM_WS_PORT", "THRUM_WS_QUEUE")}
-    os.environ["THRUM_NO_AUTOSTART"] = "1"
-    os.environ["THRUM_LOCAL"] = "1"
-    for k in ("THRUM_WS_PORT", "THRUM_WS_QUEUE"):
-        os.environ.pop(k, None)
-    yield
-    for k, v in old.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
 
 
 @pytest.fixture(scope="session")

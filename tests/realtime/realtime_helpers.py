@@ -5,7 +5,9 @@ with a client we did not write."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,19 +61,41 @@ class Daemon:
     async def ws(self, **kw) -> "WsClient":
         return await WsClient.open(self.url(), additional_headers=self.auth(), **kw)
 
+    def start(self) -> None:
+        with daemon_env():
+            launcher.start(self.paths)
+
     def stop(self) -> None:
         launcher.stop(self.paths)
 
 
-def start_daemon(root: Path, config: dict | None = None) -> Daemon:
-    """A fresh repository under ``root`` with its daemon running (local only, any WS port)."""
-    repo = root / "repo"
-    repo.parent.mkdir(parents=True, exist_ok=True)
-    make_repo(repo)
+# settings the environment would override; the tests' daemons take theirs from config.json
+_OVERRIDES = ("THRUM_LOCAL", "THRUM_WS_PORT", "THRUM_WS_QUEUE", "THRUM_SYNC_INTERVAL", "THRUM_SYNC_DEBOUNCE",
+              "THRUM_REMOTE")
+
+
+@contextlib.contextmanager
+def daemon_env():
+    """Spawn daemons without the caller's THRUM_* overrides (the child inherits os.environ)."""
+    saved = {k: os.environ.pop(k) for k in _OVERRIDES if k in os.environ}
+    try:
+        yield
+    finally:
+        os.environ.update(saved)
+
+
+def start_daemon(root: Path, config: dict | None = None, *, repo: Path | None = None) -> Daemon:
+    """A daemon for a fresh repository under ``root`` (or for ``repo``): local only unless
+    ``config`` says otherwise, any free WebSocket port."""
+    if repo is None:
+        repo = root / "repo"
+        repo.parent.mkdir(parents=True, exist_ok=True)
+        make_repo(repo)
     paths = launcher.init_repo(repo, start_daemon=False)
     paths.config.write_text(json.dumps({"local_only": True, "ws_port": 0, **(config or {})}))
-    launcher.start(paths)
-    return Daemon(paths, repo)
+    d = Daemon(paths, repo)
+    d.start()
+    return d
 
 
 # ---------------------------------------------------------------------------- client

@@ -377,8 +377,7 @@ def test_resume_after_a_daemon_restart_reads_the_log(fresh):
 
     ids, cursor = asyncio.run(first_half())
     d.stop()                                                # the ring is gone with the process
-    from thrum.daemon import launcher
-    launcher.start(d.paths)
+    d.start()
     later = [d.send("rita", f"b{i}", scopes=[scope])["message_id"] for i in range(3)]
 
     async def second_half():

@@ -3,26 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import json
-
 from fixtures.repos.builders import make_replicas
-from realtime_helpers import Daemon, is_create_of
-from thrum.daemon import launcher
+from realtime_helpers import is_create_of, start_daemon
+
+SYNCING = {"local_only": False, "sync_interval": 3600, "sync_debounce": 0}
 
 
-def _start(repo, monkeypatch) -> Daemon:
-    paths = launcher.init_repo(repo, start_daemon=False)
-    paths.config.write_text(json.dumps({"local_only": False, "ws_port": 0, "sync_interval": 3600,
-                                        "sync_debounce": 0}))
-    launcher.start(paths)
-    return Daemon(paths, repo)
-
-
-def test_events_from_a_sync_reach_subscribers(tmp_path, monkeypatch):
-    monkeypatch.delenv("THRUM_LOCAL", raising=False)
+def test_events_from_a_sync_reach_subscribers(tmp_path):
     pair = make_replicas(tmp_path, 2)
-    a = _start(pair.a, monkeypatch)
-    b = _start(pair.b, monkeypatch)
+    a = start_daemon(tmp_path, SYNCING, repo=pair.a)
+    b = start_daemon(tmp_path, SYNCING, repo=pair.b)
     try:
         scope = {"type": "module", "value": "synced"}
 

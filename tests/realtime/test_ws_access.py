@@ -143,8 +143,7 @@ def test_ws_port_falls_back_when_taken_and_token_changes_each_start(fresh):
         d.stop()
         assert not d.paths.ws_port_file.exists()
         blocker.close()
-        from thrum.daemon import launcher
-        launcher.start(d.paths)
+        d.start()
         assert d.port == taken           # the configured port, now free
         assert d.token != first_token
         status, _ = _refusal(d, d.url(), d.auth(first_token))
