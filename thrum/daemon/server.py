@@ -51,6 +51,7 @@ class Daemon:
         self._lock_fd: int | None = None
         self._agents_cache: dict[str, dict] = {}
         self._sessions: dict[str, str] = {}  # agent -> active session started by this daemon
+        self._local_sessions: set[str] = set()
         self._session_lock = trio.Lock()
         self.nursery: trio.Nursery | None = None
         self._shutdown = trio.Event()
@@ -104,7 +105,25 @@ class Daemon:
             return sid
 
     async def _remember_local_session(self, sid: str) -> None:
-        await self.store.read(_kv_set, f"local_session:{sid}", "1")
+        """Note a session this daemon started, so a crash can be detected on next start.
+
+        Kept in a file, not in SQLite: the projection may be rebuilt after a crash.
+        """
+        self._local_sessions.add(sid)
+        await trio.to_thread.run_sync(self._save_local_sessions)
+
+    def _save_local_sessions(self) -> None:
+        path = self.paths.var / "local-sessions.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(sorted(self._local_sessions)))
+        os.replace(tmp, path)
+
+    def _load_local_sessions(self) -> list[str]:
+        try:
+            data = json.loads((self.paths.var / "local-sessions.json").read_text())
+        except (OSError, ValueError):
+            return []
+        return [s for s in data if isinstance(s, str)] if isinstance(data, list) else []
 
     def session_ended(self, agent: str, sid: str) -> None:
         if self._sessions.get(agent) == sid:
@@ -173,17 +192,16 @@ class Daemon:
 
     async def _end_orphaned_sessions(self) -> None:
         """Sessions this machine started that no daemon ended: the last daemon crashed."""
-        keys = await self.store.read(_kv_prefix, "local_session:")
         orphans = []
-        for key in keys:
-            sid = key.split(":", 1)[1]
+        for sid in await trio.to_thread.run_sync(self._load_local_sessions):
             info = await self.store.read(_session_info, sid)
             if info and not info["ended_at"]:
                 orphans.append(ev.SessionEnd(session_id=sid, agent_id=info["agent_id"], reason="crash"))
         if orphans:
             log.info("marking %d orphaned sessions as crashed", len(orphans))
             await self.store.write(orphans)
-        await self.store.read(_kv_delete_prefix, "local_session:")
+        self._local_sessions.clear()
+        await trio.to_thread.run_sync(self._save_local_sessions)
 
     async def _end_local_sessions(self) -> None:
         ends = [ev.SessionEnd(session_id=sid, agent_id=agent, reason="normal")
@@ -191,7 +209,8 @@ class Daemon:
         self._sessions.clear()
         if ends:
             await self.store.write(ends)
-            await self.store.read(_kv_delete_prefix, "local_session:")
+        self._local_sessions.clear()
+        await trio.to_thread.run_sync(self._save_local_sessions)
 
     async def run(self, *, ready=None, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Serve until SIGTERM/SIGINT or `request_shutdown`."""
@@ -205,7 +224,7 @@ class Daemon:
                 await self._end_orphaned_sessions()
                 await self._start_extensions(nursery)
                 await nursery.start(unix.serve_unix, self, self.paths.socket)
-                nursery.start_soon(self._watch_signals)
+                await nursery.start(self._watch_signals)  # installed before we announce readiness
                 log.info("thrum daemon %s ready (pid %d, socket %s)", __version__, os.getpid(), self.paths.socket)
                 if ready is not None:
                     ready()
@@ -238,8 +257,9 @@ class Daemon:
         from . import extensions
         await extensions.stop(self)
 
-    async def _watch_signals(self) -> None:
+    async def _watch_signals(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+            task_status.started()
             async for _ in signals:
                 self.request_shutdown()
                 return
@@ -250,20 +270,6 @@ def _read_pid(path: Path) -> int | None:
         return int(path.read_text().strip())
     except (OSError, ValueError):
         return None
-
-
-def _kv_set(db, key: str, value: str) -> None:
-    db.execute_sql("INSERT INTO kv(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
-                   (key, value))
-
-
-def _kv_prefix(db, prefix: str) -> list[str]:
-    return [r[0] for r in db.execute_sql("SELECT key FROM kv WHERE key >= ? AND key < ?",
-                                         (prefix, prefix + "\uffff")).fetchall()]
-
-
-def _kv_delete_prefix(db, prefix: str) -> None:
-    db.execute_sql("DELETE FROM kv WHERE key >= ? AND key < ?", (prefix, prefix + "\uffff"))
 
 
 def _session_info(db, sid: str) -> dict | None:

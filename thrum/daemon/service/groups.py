@@ -70,7 +70,9 @@ async def members(call: Call) -> dict:
     await _require_group(call, name)
     expand = call.params.bool("expand")
     result = await call.store.read(queries.group_members, name, expand=expand)
-    return {"group": name, "agents": result} if expand else {"group": name, "members": result}
+    if expand:
+        return {"group": name, "agents": [m["value"] for m in result]}
+    return {"group": name, "members": result}
 
 
 async def _member_change(call: Call, add: bool) -> dict:

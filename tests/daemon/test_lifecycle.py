@@ -1,0 +1,74 @@
+"""Daemon lifecycle: double start, stale socket, crash recovery, graceful stop."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+from thrum.daemon import launcher
+
+from daemon_helpers import RawClient, register
+
+
+def test_second_start_says_already_running(daemon):
+    pid = launcher.read_pid(daemon)
+    again = launcher.start(daemon)
+    assert again == {"started": False, "already_running": True, "pid": pid}
+    status = launcher.status(daemon)
+    assert status["running"] is True and status["pid"] == pid
+    assert status["socket"] == str(daemon.socket) and status["repo"] == str(daemon.main_repo)
+    assert status["uptime"] >= 0
+
+
+def test_stop_is_graceful_and_removes_socket_and_pid(daemon):
+    c = RawClient(daemon)
+    register(c, "alice", "implementer")
+    c.call("session.start", {"caller": "alice"})
+    c.close()
+    assert launcher.stop(daemon)["stopped"] is True
+    assert not daemon.socket.exists() and not daemon.pid_file.exists()
+    assert launcher.status(daemon)["running"] is False
+    launcher.start(daemon)
+    c = RawClient(daemon)
+    sessions = c.call("session.list", {"agent": "alice"})["sessions"]
+    assert sessions and all(s["end_reason"] == "normal" for s in sessions)
+    c.close()
+
+
+def test_stale_socket_from_a_crash_is_cleaned_up(daemon):
+    launcher.stop(daemon)
+    daemon.socket.write_text("stale")  # a leftover file where the socket lives
+    assert launcher.start(daemon)["started"] is True
+    c = RawClient(daemon)
+    assert c.call("health")["status"] == "ok"
+    c.close()
+
+
+def test_sigkill_loses_no_acknowledged_message_and_marks_sessions_crashed(daemon):
+    c = RawClient(daemon)
+    register(c, "alice", "implementer")
+    ids = [c.call("message.send", {"caller": "alice", "content": f"m{i}"})["message_id"] for i in range(50)]
+    session = c.call("session.list", {"agent": "alice", "active_only": True})["sessions"][0]["session_id"]
+    c.close()
+    os.kill(launcher.read_pid(daemon), signal.SIGKILL)
+    launcher._wait_unlocked(daemon, 10)
+    os.unlink(daemon.var / "messages.db")  # even the projection is gone: the log is the truth
+    assert launcher.start(daemon)["started"] is True
+    c = RawClient(daemon)
+    listed = c.call("message.list", {"page_size": 100})
+    assert sorted(m["message_id"] for m in listed["messages"]) == sorted(ids)
+    ended = {s["session_id"]: s for s in c.call("session.list", {"agent": "alice"})["sessions"]}
+    assert ended[session]["end_reason"] == "crash"
+    c.close()
+
+
+def test_commands_refuse_outside_a_repository(tmp_path):
+    import pytest
+
+    from thrum.paths import NotARepository
+
+    plain = tmp_path / "plain-dir"
+    plain.mkdir()
+    with pytest.raises(NotARepository):
+        launcher.init_repo(plain)
+    assert list(plain.iterdir()) == []

@@ -1,0 +1,133 @@
+"""The daemon's JSON-RPC surface over the real Unix socket."""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+
+from thrum import errors
+
+from daemon_helpers import RawClient, register
+
+
+def test_socket_is_private(daemon):
+    mode = stat.S_IMODE(os.stat(daemon.socket).st_mode)
+    assert mode == 0o600
+
+
+def test_malformed_input_gets_standard_errors_and_the_connection_survives(client):
+    client.send_raw(b"{not json\n")
+    assert client.read()["error"]["code"] == errors.PARSE_ERROR
+    client.send_raw(b'[1, 2]\n')
+    batch = client.read()
+    assert [r["error"]["code"] for r in batch] == [errors.INVALID_REQUEST] * 2
+    client.send_raw(b'{"jsonrpc": "1.0", "id": 7, "method": "health"}\n')
+    assert client.read() == {"jsonrpc": "2.0", "id": 7, "error": {
+        "code": errors.INVALID_REQUEST, "message": 'invalid request: "jsonrpc" must be "2.0"'}}
+    assert client.request("no.such.method")["error"]["code"] == errors.METHOD_NOT_FOUND
+    reply = client.request("agent.register", {"name": "Bad Name!", "role": "x"})
+    assert reply["error"]["code"] == errors.INVALID_PARAMS
+    assert reply["error"]["data"]["field"] == "name"
+    reply = client.request("message.list", {"page_size": "ten"})
+    assert reply["error"]["code"] == errors.INVALID_PARAMS and "page_size" in reply["error"]["message"]
+    client.send_raw(b'{"jsonrpc":"2.0","method":"health","params":[1]}\n')  # notification: no answer
+    assert client.call("health")["status"] == "ok"
+
+
+def test_send_list_get_edit_delete_round_trip(client):
+    register(client, "alice", "implementer")
+    register(client, "bob", "reviewer")
+    sent = client.call("message.send", {"caller": "alice", "content": "auth done", "to": ["@reviewer"],
+                                        "scopes": [{"type": "module", "value": "auth"}],
+                                        "refs": [{"type": "issue", "value": "beads-42"}]})
+    mid = sent["message_id"]
+    assert mid.startswith("msg_") and sent["thread_id"].startswith("thr_")
+    inbox = client.call("message.list", {"caller": "bob", "mentions": True, "unread": True})
+    assert [m["message_id"] for m in inbox["messages"]] == [mid]
+    assert inbox["unread"] == 1 and inbox["total"] == 1 and inbox["messages"][0]["is_read"] is False
+    got = client.call("message.get", {"message_id": mid})["message"]
+    assert got["author"]["agent_id"] == "alice"
+    assert {"type": "mention", "value": "reviewer"} in got["refs"]
+    assert got["scopes"] == [{"type": "module", "value": "auth"}]
+    edited = client.call("message.edit", {"caller": "alice", "message_id": mid, "content": "auth done v2"})
+    assert edited["version"] == 1
+    forbidden = client.request("message.edit", {"caller": "bob", "message_id": mid, "content": "mine"})
+    assert forbidden["error"]["code"] == errors.FORBIDDEN
+    marked = client.call("message.markRead", {"caller": "bob", "message_ids": [mid]})
+    assert marked["marked_count"] == 1
+    assert client.call("message.list", {"caller": "bob", "unread": True})["total"] == 0
+    client.call("message.delete", {"caller": "alice", "message_id": mid, "reason": "obsolete"})
+    got = client.call("message.get", {"message_id": mid})["message"]
+    assert got["deleted"] is True and got["metadata"]["delete_reason"] == "obsolete"
+    assert got["body"]["content"] == "auth done v2"
+    assert client.call("message.list", {"caller": "bob"})["total"] == 0
+    again = client.request("message.edit", {"caller": "alice", "message_id": mid, "content": "x"})
+    assert again["error"]["code"] == errors.CONFLICT
+
+
+def test_unknown_recipient_is_refused_with_close_matches_and_nothing_stored(client):
+    register(client, "alice", "implementer")
+    register(client, "bob", "reviewer")
+    reply = client.request("message.send", {"caller": "alice", "content": "hi", "to": ["@reviewr"]})
+    assert reply["error"]["code"] == errors.UNKNOWN_RECIPIENT
+    assert "@reviewer" in reply["error"]["data"]["close_matches"] or "reviewer" in str(reply["error"])
+    assert client.call("message.list", {})["total"] == 0
+
+
+def test_oversized_body_and_bad_structured_are_refused(client):
+    register(client, "alice", "implementer")
+    big = client.request("message.send", {"caller": "alice", "content": "x" * (1024 * 1024 + 1)})
+    assert big["error"]["code"] == errors.INVALID_PARAMS and big["error"]["data"]["field"] == "content"
+    bad = client.request("message.send", {"caller": "alice", "content": "x", "structured": "{nope"})
+    assert bad["error"]["code"] == errors.INVALID_PARAMS and bad["error"]["data"]["field"] == "structured"
+    assert client.call("message.list", {})["total"] == 0
+    assert client.call("health")["status"] == "ok"
+
+
+def test_unknown_caller_is_an_identity_error(client):
+    reply = client.request("message.send", {"caller": "ghost", "content": "boo"})
+    assert reply["error"]["code"] == errors.IDENTITY_ERROR
+    assert "quickstart" in reply["error"]["message"]
+
+
+def test_ten_concurrent_clients_send_a_hundred_each_without_error(daemon, client):
+    for i in range(10):
+        register(client, f"agent{i}", "worker")
+    failures = []
+
+    def worker(i):
+        c = RawClient(daemon)
+        try:
+            for n in range(100):
+                reply = c.request("message.send", {"caller": f"agent{i}", "content": f"{i}-{n}"})
+                if "error" in reply:
+                    failures.append(reply["error"])
+        finally:
+            c.close()
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(10)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+    assert client.call("message.list", {"page_size": 1})["total"] == 1000
+    shard = daemon.main_repo / ".git" / "thrum-sync" / "a-sync" / "messages" / "agent3.jsonl"
+    assert len(shard.read_bytes().splitlines()) == 100
+
+
+def test_groups_resolve_at_read_time(client):
+    register(client, "alice", "implementer")
+    register(client, "bob", "reviewer")
+    client.call("group.create", {"caller": "alice", "name": "backend", "description": "Backend"})
+    client.call("group.member.add", {"caller": "alice", "group": "backend", "member": "reviewer",
+                                     "member_type": "role"})
+    sent = client.call("message.send", {"caller": "alice", "content": "review please", "to": ["@backend"]})
+    register(client, "carol", "reviewer")  # joins the role after the message was sent
+    inbox = client.call("message.list", {"caller": "carol", "mentions": True})
+    assert [m["message_id"] for m in inbox["messages"]] == [sent["message_id"]]
+    members = client.call("group.members", {"name": "backend", "expand": True})
+    assert members["agents"] == ["bob", "carol"]
+    denied = client.request("group.delete", {"caller": "alice", "name": "everyone"})
+    assert denied["error"]["code"] == errors.FORBIDDEN
