@@ -80,13 +80,7 @@ def read(msg_ids, all_):
     params = {"all": True} if all_ else {"message_ids": list(dict.fromkeys(msg_ids))}
     result = rt.agent_call("message.markRead", params)
     count = int(result.get("marked_count") or 0)
-    lines = [f"> Marked {render.plural(count, 'message')} as read"]
-    also = result.get("also_read_by") or {}
-    if isinstance(also, dict):
-        for mid, names in also.items():
-            if names:
-                lines.append(f"  {mid} also read by " + ", ".join(render.at(n) for n in names))
-    rt.emit(result, "\n".join(lines))
+    rt.emit(result, f"> Marked {render.plural(count, 'message')} as read")  # also_read_by: in --json
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)

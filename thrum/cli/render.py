@@ -236,7 +236,7 @@ def _wrap(text: str, width: int, limit: int | None, more_hint: str) -> list[str]
     return lines or [""]
 
 
-def inbox_header(msg: dict, *, reply: bool, now: datetime | None = None, orphan_parent: str | None = None) -> str:
+def inbox_header(msg: dict, *, reply: bool, now: datetime | None = None) -> str:
     mark = "↳" if reply else ("○" if msg.get("is_read") else "●")
     parts = [f"{mark} {msg.get('message_id', '?')}", at(clean(author_of(msg))),
              relative_time(msg.get("created_at"), now)]
@@ -246,8 +246,6 @@ def inbox_header(msg: dict, *, reply: bool, now: datetime | None = None, orphan_
         parts.append("(unread)")
     if msg.get("priority") in ("high", "critical"):
         parts.append(f"[{msg['priority']}]")
-    if orphan_parent:
-        parts.append(f"(reply to {orphan_parent})")
     return "  ".join(parts)
 
 
@@ -269,17 +267,19 @@ def render_inbox(result: dict, *, width: int = DEFAULT_WIDTH, now: datetime | No
                                   filters=filters or [], unfiltered_total=unfiltered_total)
 
     rows = _thread_page(messages)
-    headers = [inbox_header(m, reply=reply, now=now, orphan_parent=orphan) for m, reply, orphan in rows]
+    headers = [inbox_header(m, reply=reply, now=now) for m, reply, _ in rows]
     inner = max(min(max(width, MIN_WIDTH), MAX_WIDTH), max(display_width(h) + 2 for h in headers))
     body_width = inner - 2
     out = ["┌" + "─" * inner + "┐"]
-    for i, ((msg, reply, _), header) in enumerate(zip(rows, headers)):
-        if i and not reply:
+    for i, ((msg, reply, orphan_parent), header) in enumerate(zip(rows, headers)):
+        if i and (not reply or orphan_parent):
             out.append("├" + "─" * inner + "┤")
         out.append("│ " + pad(header, inner - 1) + "│")
         indent = "  " if reply else ""
         content = body_of(msg).get("content") or ""
         hint = f"thrum message get {msg.get('message_id')}"
+        if orphan_parent:  # its parent is not on this page (or is my own message)
+            out.append("│ " + pad(f"{indent}in reply to {orphan_parent}", inner - 1) + "│")
         for line in _wrap(content, body_width - len(indent), body_lines, hint):
             out.append("│ " + pad(indent + line, inner - 1) + "│")
     out.append("└" + "─" * inner + "┘")
@@ -331,13 +331,8 @@ def render_message(msg: dict, *, now: datetime | None = None) -> str:
         lines.append("  Refs:    " + ", ".join(clean(tag_text(r)) for r in refs))
     if is_edited(msg):
         lines.append(f"  Edited:  {relative_time(msg.get('updated_at'), now)}")
-    if msg.get("thread_id"):
-        lines.append(f"  Thread:  {msg['thread_id']}")
     if msg.get("priority") and msg.get("priority") != "normal":
         lines.append(f"  Priority: {msg['priority']}")
-    readers = read_by_names(msg.get("read_by"))
-    if readers:
-        lines.append("  Read by: " + ", ".join(at(clean(n)) for n in readers))
     body = body_of(msg)
     lines.append("")
     lines.append(clean(body.get("content") or "").rstrip("\n"))
@@ -477,7 +472,8 @@ def render_group_info(group: dict, *, now: datetime | None = None) -> str:
 def render_members(result: dict) -> str:
     if "agents" in result:
         agents = result.get("agents") or []
-        return "\n".join(at(a.get("name") if isinstance(a, dict) else a) for a in agents) or "No members."
+        return "\n".join(at((a.get("name") or a.get("value") or a.get("agent_id")) if isinstance(a, dict) else a)
+                         for a in agents) or "No members."
     members = result.get("members") or []
     return "\n".join(member_text(m) for m in members) or "No members."
 
