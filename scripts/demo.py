@@ -58,11 +58,13 @@ def main() -> int:
             clone(remote, m)
         print(f"    remote: {remote}\n    laptop: {laptop}\n    server: {server}")
 
-        say("2. thrum init + an agent on each machine")
-        for machine, name, role in ((laptop, "alice", "implementer"), (server, "bob", "reviewer")):
+        say("2. thrum init + an agent on each machine; a first sync introduces them to each other")
+        for machine, name, role in ((server, "bob", "reviewer"), (laptop, "alice", "implementer")):
             thrum(machine, "init", "--non-interactive", env=env)
             machines.append(machine)
             thrum(machine, "quickstart", "--name", name, "--role", role, "--module", "auth", env=env)
+            thrum(machine, "sync", env=env)
+        thrum(laptop, "agent", "list", env=env)
 
         say("3. alice (laptop) asks any reviewer for a review, then syncs")
         sent = thrum(laptop, "send", "Auth module complete, all tests passing", "--to", "@reviewer",
@@ -77,10 +79,9 @@ def main() -> int:
         thrum(server, "send", "Deploy window opens at 15:00", "--to", "@everyone", env=env)
         thrum(server, "sync", env=env)
 
-        say("5. alice syncs: the reply and the broadcast arrive; she sees bob's agent too")
+        say("5. alice syncs: the reply and the broadcast arrive")
         thrum(laptop, "sync", env=env)
         thrum(laptop, "inbox", env=env)
-        thrum(laptop, "agent", "list", env=env)
         thrum(laptop, "sync", "status", env=env)
 
         say("6. The log is plain JSONL on the a-sync branch of the remote")

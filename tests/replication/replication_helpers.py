@@ -1,0 +1,87 @@
+"""Machines for the replication tests: clones of one bare remote, each with its own
+daemon, driven through the installed `thrum` CLI (and raw RPC where speed matters)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from thrum.daemon import launcher
+from thrum.paths import resolve
+
+THRUM = shutil.which("thrum") or str(Path(sys.executable).parent / "thrum")
+
+
+class Machine:
+    def __init__(self, path: Path, env: dict):
+        self.path = Path(path)
+        self.env = env
+        self.paths = None
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def worktree(self) -> Path:
+        return self.path / ".git" / "thrum-sync" / "a-sync"
+
+    def run(self, *args: str, agent: str | None = None, check: bool = True, input: str | None = None):
+        env = dict(self.env)
+        if agent:
+            env["THRUM_NAME"] = agent
+        proc = subprocess.run([THRUM, *args], cwd=self.path, env=env, capture_output=True, text=True,
+                              input=input, timeout=120)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"[{self.name}] thrum {' '.join(args)} -> {proc.returncode}\n"
+                                 f"stdout: {proc.stdout}\nstderr: {proc.stderr}")
+        return proc
+
+    def json(self, *args: str, agent: str | None = None):
+        return json.loads(self.run(*args, "--json", agent=agent).stdout)
+
+    def init(self) -> "Machine":
+        self.run("init", "--non-interactive")
+        self.paths = resolve(self.path)
+        return self
+
+    def agent(self, name: str, role: str, module: str = "core") -> None:
+        self.run("quickstart", "--name", name, "--role", role, "--module", module)
+
+    def rpc(self, method: str, params: dict | None = None):
+        return launcher.call(self.paths, method, params or {}, timeout=60)
+
+    def sync(self) -> dict:
+        return self.json("sync")
+
+    def shards(self) -> dict[str, bytes]:
+        return {p.relative_to(self.worktree).as_posix(): p.read_bytes()
+                for p in sorted(self.worktree.rglob("*.jsonl"))}
+
+    def stop(self) -> None:
+        if self.paths is not None:
+            launcher.stop(self.paths)
+
+
+def machine_env(**extra) -> dict:
+    env = dict(os.environ)
+    for key in ("THRUM_NAME", "THRUM_ROLE", "THRUM_MODULE", "THRUM_LOCAL"):
+        env.pop(key, None)
+    env.update({"THRUM_WS_PORT": "0", "THRUM_SYNC_INTERVAL": "3600", "THRUM_SYNC_DEBOUNCE": "3600",
+                "THRUM_NO_AUTOSTART": "0"})
+    env.update(extra)
+    return env
+
+
+def event_ids(shard: bytes) -> list[str]:
+    out = []
+    for line in shard.splitlines():
+        try:
+            out.append(json.loads(line)["event_id"])
+        except (ValueError, KeyError, TypeError):
+            out.append(f"<malformed {line[:30]!r}>")
+    return out

@@ -1,0 +1,250 @@
+"""Agents on different machines share one bus through a git remote (issue 4), driven
+through the installed CLI with a real bare remote and one daemon per clone."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pygit2
+
+from replication_helpers import event_ids
+
+
+def _inbox_ids(machine, agent, *flags):
+    return [m["message_id"] for m in machine.json("inbox", "--unread", *flags, agent=agent)["messages"]]
+
+
+def test_message_sent_on_a_reaches_b_and_agents_are_shared(machines):
+    a, b = machines(2)
+    a.agent("alice", "implementer")
+    b.agent("bob", "reviewer")
+    a.sync()
+    b.sync()
+    a.sync()
+    sent = a.json("send", "Auth module complete", "--to", "@reviewer", "--scope", "module:auth", agent="alice")
+    report = a.sync()
+    assert report["ok"] and report["pushed"] and report["commits"] >= 1
+    received = b.sync()
+    assert received["received"] >= 1
+    assert _inbox_ids(b, "bob", "--mentions") == [sent["message_id"]]
+    names = {ag["name"] for ag in a.json("agent", "list")["agents"]}
+    assert {"alice", "bob"} <= names
+    reply = b.json("reply", sent["message_id"], "Looks good", agent="bob")
+    b.sync()
+    a.sync()
+    thread = a.rpc("message.thread", {"message_id": sent["message_id"]})
+    assert [m["message_id"] for m in thread["messages"]] == [sent["message_id"], reply["message_id"]]
+
+
+def test_concurrent_appends_to_the_same_shard_converge_byte_identical(machines):
+    a, b = machines(2)
+    # one agent name used on both machines: both append to messages/alice.jsonl
+    a.agent("alice", "implementer")
+    b.agent("alice", "implementer")
+    ids = []
+    for i in range(15):
+        ids.append(a.rpc("message.send", {"caller": "alice", "content": f"from a {i}"})["message_id"])
+        ids.append(b.rpc("message.send", {"caller": "alice", "content": f"from b {i}"})["message_id"])
+    a.sync()
+    b.sync()
+    a.sync()
+    sa, sb = a.shards(), b.shards()
+    assert sa == sb
+    lines = sa["messages/alice.jsonl"]
+    assert b"<<<<<<<" not in lines and b">>>>>>>" not in lines
+    eids = event_ids(lines)
+    assert len(eids) == len(set(eids)) == 30
+    for m in (a, b):
+        listed = m.rpc("message.list", {"page_size": 100})
+        assert sorted(x["message_id"] for x in listed["messages"]) == sorted(ids)
+    repo = pygit2.Repository(str(a.path))
+    commit = repo.revparse_single("refs/heads/a-sync")
+    roots = 0
+    for c in repo.walk(commit.id):
+        assert len(c.parent_ids) <= 1, "a-sync history must stay linear"
+        roots += not c.parent_ids
+    assert roots == 1
+
+
+def test_racing_pushes_both_converge(machines):
+    a, b = machines(2)
+    a.agent("alice", "implementer")
+    b.agent("bob", "reviewer")
+    for round_ in range(3):
+        a.rpc("message.send", {"caller": "alice", "content": f"a{round_}"})
+        b.rpc("message.send", {"caller": "bob", "content": f"b{round_}"})
+        results = {}
+
+        def run(m):
+            results[m.name] = m.run("sync", "--json", check=False)
+
+        threads = [threading.Thread(target=run, args=(m,)) for m in (a, b)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for name, proc in results.items():
+            assert proc.returncode == 0, (name, proc.stderr)
+    a.sync()
+    b.sync()
+    a.sync()
+    assert a.shards() == b.shards()
+    assert a.rpc("message.list", {"page_size": 100})["total"] == 6
+
+
+def test_fresh_clone_attaches_to_existing_history(machines, tmp_path):
+    a, b = machines(2)
+    a.agent("alice", "implementer")
+    sent = a.rpc("message.send", {"caller": "alice", "content": "history", "to": ["@everyone"]})
+    a.sync()
+    b.agent("bob", "reviewer")  # b initialised before a pushed: its first sync attaches
+    b.sync()
+    remote_repo = pygit2.Repository(str(a.path))
+    b_repo = pygit2.Repository(str(b.path))
+    root_a = list(remote_repo.walk(remote_repo.revparse_single("refs/heads/a-sync").id))[-1].id
+    root_b = list(b_repo.walk(b_repo.revparse_single("refs/heads/a-sync").id))[-1].id
+    assert root_a == root_b
+    assert sent["message_id"] in [m["message_id"] for m in b.rpc("message.list", {"caller": "bob"})["messages"]]
+    # a machine that clones the remote later has the whole history right after init
+    from fixtures.repos.builders import clone
+    from replication_helpers import Machine
+
+    clone(a.path.parent / "remote.git", tmp_path / "late")
+    c = Machine(tmp_path / "late", a.env).init()
+    try:
+        assert c.rpc("message.list", {})["total"] == 1
+        assert {ag["name"] for ag in c.rpc("agent.list")["agents"]} == {"alice", "bob"}
+    finally:
+        c.stop()
+
+
+def test_unreachable_remote_keeps_local_work_and_reports_failure(machines):
+    a, b = machines(2)
+    a.agent("alice", "implementer")
+    b.agent("bob", "reviewer")
+    a.sync()
+    b.sync()
+    a.sync()
+    repo = pygit2.Repository(str(a.path))
+    good_url = repo.remotes["origin"].url
+    repo.remotes.set_url("origin", str(a.path.parent / "gone.git"))
+    sent = a.json("send", "sent while offline", "--to", "@bob", agent="alice")
+    failed = a.run("sync", check=False)
+    assert failed.returncode == 1
+    assert failed.stderr.count("\n") == 1 and failed.stderr.startswith("thrum: ")
+    status = a.json("sync", "status")
+    assert status["last_error"] and status["pending_events"] >= 1
+    repo.remotes.set_url("origin", good_url)
+    assert a.sync()["ok"]
+    b.sync()
+    assert sent["message_id"] in _inbox_ids(b, "bob")
+    assert a.json("sync", "status")["last_error"] is None
+
+
+def test_edits_deletes_and_receipts_replicate(machines):
+    a, b = machines(2)
+    a.agent("alice", "implementer")
+    b.agent("bob", "reviewer")
+    a.sync(), b.sync(), a.sync()
+    m1 = a.rpc("message.send", {"caller": "alice", "content": "v1", "to": ["bob"]})["message_id"]
+    m2 = a.rpc("message.send", {"caller": "alice", "content": "doomed", "to": ["bob"]})["message_id"]
+    a.sync(), b.sync()
+    b.rpc("message.markRead", {"caller": "bob", "message_ids": [m1]})
+    a.rpc("message.edit", {"caller": "alice", "message_id": m1, "content": "v2"})
+    a.rpc("message.delete", {"caller": "alice", "message_id": m2})
+    a.sync(), b.sync(), a.sync()
+    got = b.rpc("message.get", {"message_id": m1})["message"]
+    assert got["body"]["content"] == "v2" and got["version"] == 1
+    assert b.rpc("message.get", {"message_id": m2})["message"]["deleted"] is True
+    on_a = a.rpc("message.get", {"message_id": m1})["message"]
+    assert "bob" in on_a["read_by"]
+
+
+def test_forged_events_from_another_clone_are_quarantined(machines):
+    a, b = machines(2)
+    a.agent("alice", "implementer")
+    b.agent("mallory", "intruder")
+    a.sync(), b.sync(), a.sync()
+    mid = a.rpc("message.send", {"caller": "alice", "content": "genuine"})["message_id"]
+    a.sync(), b.sync()
+    b.stop()
+    forged_edit = {"type": "message.edit", "timestamp": "2026-11-25T12:00:00.000Z",
+                   "event_id": "01M8AE0000000000000000000A", "v": 1, "message_id": mid,
+                   "agent_id": "mallory", "body": {"format": "markdown", "content": "pwned", "structured": ""}}
+    wrong_shard = {"type": "message.create", "timestamp": "2026-11-25T12:00:00.000Z",
+                   "event_id": "01M8AE0000000000000000000B", "v": 1, "message_id": "msg_forged",
+                   "thread_id": "", "agent_id": "alice", "session_id": "ses_x",
+                   "body": {"format": "markdown", "content": "I am alice", "structured": ""},
+                   "scopes": [], "refs": []}
+    with open(b.worktree / "messages" / "mallory.jsonl", "ab") as f:
+        f.write(json.dumps(forged_edit).encode() + b"\n")
+        f.write(json.dumps(wrong_shard).encode() + b"\n")
+        f.write(b"{this is not json\n")
+    b.run("sync")  # offline cycle (daemon stopped) pushes the forged lines
+    a.sync()
+    got = a.rpc("message.get", {"message_id": mid})["message"]
+    assert got["body"]["content"] == "genuine" and got["version"] == 0
+    assert a.rpc("message.list", {"page_size": 100})["total"] == 1
+    status = a.json("sync", "status")
+    assert status["quarantined"] >= 3
+    assert b"I am alice" in (a.worktree / "messages" / "mallory.jsonl").read_bytes()  # kept, not applied
+
+
+def test_automatic_sync_delivers_without_running_thrum_sync(machines):
+    a, b = machines(2, THRUM_SYNC_INTERVAL="0.3", THRUM_SYNC_DEBOUNCE="0.1")
+    a.agent("alice", "implementer")
+    b.agent("bob", "reviewer")
+    a.sync(), b.sync(), a.sync()
+    proc = b.run("wait", "--timeout", "1", agent="bob", check=False)
+    assert proc.returncode == 1  # nothing yet
+    sent = a.json("send", "ping via timer", "--to", "@bob", agent="alice")
+    got = b.json("wait", "--timeout", "30", agent="bob")
+    assert sent["message_id"] in json.dumps(got)
+
+
+def test_randomised_replicas_converge_to_identical_logs_and_inboxes(machines):
+    import random
+
+    rng = random.Random(20261125)
+    reps = machines(4)
+    agents = {m.name: f"agent_{m.name}" for m in reps}
+    for m in reps:
+        m.agent(agents[m.name], "worker")
+    reps[1].agent("shared", "worker")  # one name living on two machines: same shards on both
+    reps[3].agent("shared", "worker")
+    local_agents = {m.name: [agents[m.name]] + (["shared"] if m in (reps[1], reps[3]) else []) for m in reps}
+    for m in reps:
+        m.sync()
+    for _ in range(60):
+        m = rng.choice(reps)
+        who = rng.choice(local_agents[m.name])
+        op = rng.random()
+        if op < 0.45:
+            m.rpc("message.send", {"caller": who, "content": f"msg {rng.random():.6f}", "to": ["@everyone"],
+                                   "scopes": [{"type": "topic", "value": rng.choice("xyz")}]})
+        elif op < 0.6:
+            mine = m.rpc("message.list", {"author_id": who, "page_size": 100})["messages"]
+            if mine:
+                m.rpc("message.edit", {"caller": who, "message_id": rng.choice(mine)["message_id"],
+                                       "content": f"edited {rng.random():.6f}"})
+        elif op < 0.8:
+            others = m.rpc("message.list", {"caller": who, "exclude_own": True, "page_size": 100})["messages"]
+            if others:
+                pick = [x["message_id"] for x in rng.sample(others, min(3, len(others)))]
+                method = "message.markRead" if rng.random() < 0.8 else "message.markUnread"
+                m.rpc(method, {"caller": who, "message_ids": pick})
+        else:
+            m.sync()
+    for _ in range(2):
+        for m in reps:
+            m.sync()
+    shards = [m.shards() for m in reps]
+    assert all(s == shards[0] for s in shards[1:])
+    everyone = sorted({a for names in local_agents.values() for a in names})
+    for who in everyone:
+        views = [m.rpc("message.list", {"caller": who, "page_size": 100}) for m in reps]
+        assert all(v == views[0] for v in views[1:]), who
+    unread = [m.run("inbox", "--unread", "--json", "--page-size", "100", agent="shared").stdout
+              for m in (reps[1], reps[3])]
+    assert json.loads(unread[0]) == json.loads(unread[1])
