@@ -72,3 +72,21 @@ def test_commands_refuse_outside_a_repository(tmp_path):
     with pytest.raises(NotARepository):
         launcher.init_repo(plain)
     assert list(plain.iterdir()) == []
+
+
+def test_repository_path_too_long_for_a_socket_address_still_works(tmp_path, monkeypatch):
+    from fixtures.repos.builders import make_repo
+
+    monkeypatch.setenv("THRUM_LOCAL", "1")
+    monkeypatch.setenv("THRUM_WS_PORT", "0")
+    deep = tmp_path.joinpath(*(["a-rather-long-directory-name"] * 5), "repo")
+    assert len(str(deep / ".thrum" / "var" / "thrum.sock")) > 108
+    make_repo(deep)
+    paths = launcher.init_repo(deep)
+    try:
+        assert len(str(paths.socket)) <= 100
+        c = RawClient(paths)
+        assert c.call("health")["status"] == "ok"
+        c.close()
+    finally:
+        launcher.stop(paths)
