@@ -52,6 +52,7 @@ class Daemon:
         self._agents_cache: dict[str, dict] = {}
         self._sessions: dict[str, str] = {}  # agent -> active session started by this daemon
         self._local_sessions: set[str] = set()
+        self._address_cache: dict[tuple, list[dict]] = {}
         self._session_lock = trio.Lock()
         self.nursery: trio.Nursery | None = None
         self._shutdown = trio.Event()
@@ -66,6 +67,31 @@ class Daemon:
             return info
         self._agents_cache.pop(name, None)
         return None
+
+    async def resolve_addresses(self, addresses: list[str]) -> list[dict]:
+        """Resolve ``to``/``mentions`` addresses, from a cache that agent and group events clear.
+
+        Raises:
+            UnknownRecipient: an address names no agent, role or group (with close matches).
+        """
+        key = tuple(addresses)
+        hit = self._address_cache.get(key)
+        if hit is not None:
+            return [dict(r) for r in hit]
+        from .service.messages import resolve_addresses
+
+        resolved = await self.store.read(resolve_addresses, addresses)
+        if len(self._address_cache) > 4096:
+            self._address_cache.clear()
+        self._address_cache[key] = [dict(r) for r in resolved]
+        return resolved
+
+    async def _invalidate_caches(self, applied: list[dict], source: str) -> None:
+        if any(d["type"].startswith(("agent.register", "agent.cleanup", "group.")) for d in applied):
+            self._address_cache.clear()
+            for d in applied:
+                if d["type"] in ("agent.register", "agent.cleanup"):
+                    self._agents_cache.pop(d["agent_id"], None)
 
     def forget_agent(self, name: str) -> None:
         self._agents_cache.pop(name, None)
@@ -189,6 +215,7 @@ class Daemon:
         event_log = EventLog(self.worktree)
         db = open_projection(self.paths.database, event_log)
         self.store = Store(db, event_log)
+        self.store.subscribers.append(self._invalidate_caches)
 
     async def _end_orphaned_sessions(self) -> None:
         """Sessions this machine started that no daemon ended: the last daemon crashed."""

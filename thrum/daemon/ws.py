@@ -184,7 +184,10 @@ async def _handle_request(daemon, gate: Gate, max_frame: int, request: WebSocket
 
 
 class PacedConnection(Connection):
-    """A `Connection` that can tell when its outbox has room again (paces subscription replays)."""
+    """A `Connection` that can tell when its outbox has room again (paces subscription replays).
+
+    Both additions belong in `Connection` itself (then the Unix socket gets them too).
+    """
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -199,6 +202,26 @@ class PacedConnection(Connection):
     def close(self) -> None:
         super().close()
         self._room.set()
+
+    async def run_outbox(self) -> None:
+        """`Connection.run_outbox`, except that the next notification is taken *before* the
+        drop notice goes out, so the notice's ``next_seq`` stays true even when more are
+        dropped while the notice is being sent (those are announced before the one after).
+        """
+        while not self.closed:
+            if not self.outbox:
+                self._wakeup = trio.Event()
+                if self.outbox:
+                    continue
+                await self._wakeup.wait()
+                continue
+            item = self.outbox.popleft()
+            if self.dropped_pending:
+                lost, self.dropped_pending = self.dropped_pending, 0
+                await self.send(jsonrpc.notification(
+                    "notification.dropped", {"dropped": lost, "total_dropped": self.dropped_total,
+                                             "next_seq": item["params"]["seq"]}))
+            await self.send(item)
 
     async def wait_for_room(self) -> None:
         """Return once the outbox is at most half full (or the connection closed)."""

@@ -37,7 +37,7 @@ def _structured(call: Call) -> str:
     raise errors.ValidationError("invalid params: structured must be a JSON string or object", field="structured")
 
 
-def _resolve_addresses(db, addresses: list[str]) -> list[dict]:
+def resolve_addresses(db, addresses: list[str]) -> list[dict]:
     out, seen = [], set()
     for raw in addresses:
         bare = raw[1:] if raw.startswith("@") else raw
@@ -107,7 +107,7 @@ async def send(call: Call) -> dict:
     if thread_id and not ev.THREAD_ID_RE.fullmatch(thread_id):
         raise errors.ValidationError(f"invalid params: thread_id {thread_id[:60]!r} is not a thread id",
                                      field="thread_id")
-    recipients = await call.store.read(_resolve_addresses, addresses) if addresses else []
+    recipients = await call.daemon.resolve_addresses(addresses) if addresses else []
     if reply_to:
         parent_id, parent = await _require_message(call, "reply_to")
         thread_id = thread_id or parent["thread_id"] or ""
