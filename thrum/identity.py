@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Mapping
@@ -46,17 +45,34 @@ MAX_DISPLAY = 256
 QUICKSTART_HINT = "thrum quickstart --name NAME --role ROLE --module MODULE"
 
 
-@dataclass(frozen=True)
+_FIELDS = ("name", "role", "module", "display", "created_at", "worktree")
+
+
 class Identity:
-    name: str
-    role: str
-    module: str = ""
-    display: str = ""
-    created_at: str = ""
-    worktree: str = ""
+    """One agent identity (immutable). A plain class, not a dataclass: this module is
+    on every command's start-up path and the dataclass machinery costs a millisecond."""
+
+    __slots__ = _FIELDS
+
+    def __init__(self, name: str, role: str, module: str = "", display: str = "", created_at: str = "",
+                 worktree: str = ""):
+        for key, value in zip(_FIELDS, (name, role, module, display, created_at, worktree)):
+            object.__setattr__(self, key, value)
+
+    def __setattr__(self, key, value):
+        raise AttributeError(f"Identity is immutable (tried to set {key})")
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Identity) and self.to_dict() == other.to_dict()
+
+    def __hash__(self) -> int:
+        return hash(tuple(self.to_dict().values()))
+
+    def __repr__(self) -> str:
+        return "Identity(" + ", ".join(f"{k}={getattr(self, k)!r}" for k in _FIELDS) + ")"
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {k: getattr(self, k) for k in _FIELDS}
 
     @property
     def label(self) -> str:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
 from typing import Any, Callable
 
 import click
@@ -27,15 +26,17 @@ from ..errors import IdentityError, ThrumError
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
-@dataclass
 class Options:
-    json: bool = False
-    quiet: bool = False
-    verbose: bool = False
-    role: str | None = None
-    module: str | None = None
-    name: str | None = None
-    repo: str | None = None
+    """The merged global flags of one invocation (plain class: cheap at start-up)."""
+
+    def __init__(self):
+        self.json = False
+        self.quiet = False
+        self.verbose = False
+        self.role: str | None = None
+        self.module: str | None = None
+        self.name: str | None = None
+        self.repo: str | None = None
 
 
 def _store(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
