@@ -14,6 +14,7 @@ import pytest
 from thrum import paths as thrum_paths
 
 from cli_fake_daemon import FakeDaemon
+from cli_helpers import write_identity
 
 
 @dataclass
@@ -38,12 +39,6 @@ def repo(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("THRUM_NO_AUTOSTART", "1")
     monkeypatch.setenv("COLUMNS", "62")
     return root
-
-
-def write_identity(repo: Path, name: str, role: str, module: str = "", **extra) -> None:
-    data = {"name": name, "role": role, "module": module, "display": "", "created_at": "2026-01-01T00:00:00Z",
-            **extra}
-    (repo / ".thrum" / "identities" / f"{name}.json").write_text(json.dumps(data))
 
 
 @pytest.fixture

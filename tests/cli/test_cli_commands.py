@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from conftest import write_identity
+from cli_helpers import write_identity
 from thrum.errors import IdentityError, NotFound, UnknownRecipient
 
 SENT = {"message_id": "msg_01NEW", "thread_id": "", "created_at": "2026-02-03T15:00:00Z", "session_id": "ses_1",

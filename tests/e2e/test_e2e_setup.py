@@ -7,11 +7,10 @@ import subprocess
 
 import pygit2
 
-from conftest import base_env
+from e2e_helpers import Repo, base_env
 
 
 def test_init_refuses_outside_a_git_repository(tmp_path):
-    from conftest import Repo
     r = Repo(tmp_path).run("init", "--non-interactive")
     assert r.code == 1 and "not a git repository" in r.err_line
     assert not (tmp_path / ".thrum").exists()
@@ -57,7 +56,6 @@ def test_linked_worktree_shares_the_daemon(fresh, tmp_path):
     wt = tmp_path / "wt"
     subprocess.run(["git", "worktree", "add", "-q", "-b", "feature", str(wt)], cwd=fresh.path, check=True,
                    env=base_env(), capture_output=True)
-    from conftest import Repo
     linked = Repo(wt)
     linked.ok("init", "--non-interactive")
     redirect = wt / ".thrum" / "redirect"
