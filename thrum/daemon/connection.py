@@ -35,6 +35,7 @@ class Connection:
         self.outbox: deque = deque()
         self.queue_size = max(1, queue_size)
         self._wakeup = trio.Event()
+        self._room = trio.Event()
         self.seq = 0
         self.dropped_pending = 0
         self.dropped_total = 0
@@ -45,8 +46,11 @@ class Connection:
 
     async def send(self, obj) -> None:
         data = jsonrpc.encode_line(obj) if self._newline else jsonrpc.encode(obj)
-        async with self._send_lock:
-            await self._send_bytes(data)
+        try:
+            async with self._send_lock:
+                await self._send_bytes(data)
+        finally:
+            self._room.set()
 
     # ---------------------------------------------------------------- notifications
     def notify(self, method: str, params: dict) -> None:
@@ -72,14 +76,23 @@ class Connection:
                     continue
                 await self._wakeup.wait()
                 continue
+            # Take the next item before announcing drops: more may be dropped while the
+            # notice is on the wire, and its next_seq must stay true.
+            item = self.outbox.popleft()
             if self.dropped_pending:
                 lost, self.dropped_pending = self.dropped_pending, 0
                 await self.send(jsonrpc.notification(
                     "notification.dropped", {"dropped": lost, "total_dropped": self.dropped_total,
-                                             "next_seq": self.outbox[0]["params"]["seq"]}))
-            item = self.outbox.popleft()
+                                             "next_seq": item["params"]["seq"]}))
             await self.send(item)
+
+    async def wait_for_room(self) -> None:
+        """Return once the outbox is at most half full (paces subscription replays)."""
+        while not self.closed and len(self.outbox) >= max(1, self.queue_size // 2):
+            self._room = trio.Event()
+            await self._room.wait()
 
     def close(self) -> None:
         self.closed = True
         self._wakeup.set()
+        self._room.set()

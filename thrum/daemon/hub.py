@@ -315,10 +315,8 @@ class Hub:
 
 
 async def _room(conn) -> None:
-    """Wait until the connection's outbox has room (when it can tell us)."""
-    wait = getattr(conn, "wait_for_room", None)
-    if wait is not None:
-        await wait()
+    """Wait until the connection's outbox has room."""
+    await conn.wait_for_room()
 
 
 def _payload(d: dict, sub: Subscription, replay: bool = False) -> dict:

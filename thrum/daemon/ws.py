@@ -183,58 +183,11 @@ async def _handle_request(daemon, gate: Gate, max_frame: int, request: WebSocket
     await _serve_connection(daemon, ws, max_frame)
 
 
-class PacedConnection(Connection):
-    """A `Connection` that can tell when its outbox has room again (paces subscription replays).
-
-    Both additions belong in `Connection` itself (then the Unix socket gets them too).
-    """
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._room = trio.Event()
-
-    async def send(self, obj) -> None:
-        try:
-            await super().send(obj)
-        finally:
-            self._room.set()
-
-    def close(self) -> None:
-        super().close()
-        self._room.set()
-
-    async def run_outbox(self) -> None:
-        """`Connection.run_outbox`, except that the next notification is taken *before* the
-        drop notice goes out, so the notice's ``next_seq`` stays true even when more are
-        dropped while the notice is being sent (those are announced before the one after).
-        """
-        while not self.closed:
-            if not self.outbox:
-                self._wakeup = trio.Event()
-                if self.outbox:
-                    continue
-                await self._wakeup.wait()
-                continue
-            item = self.outbox.popleft()
-            if self.dropped_pending:
-                lost, self.dropped_pending = self.dropped_pending, 0
-                await self.send(jsonrpc.notification(
-                    "notification.dropped", {"dropped": lost, "total_dropped": self.dropped_total,
-                                             "next_seq": item["params"]["seq"]}))
-            await self.send(item)
-
-    async def wait_for_room(self) -> None:
-        """Return once the outbox is at most half full (or the connection closed)."""
-        while not self.closed and len(self.outbox) >= max(1, self.queue_size // 2):
-            self._room = trio.Event()
-            await self._room.wait()
-
-
 async def _serve_connection(daemon, ws, max_frame: int) -> None:
     async def send_text(data: bytes) -> None:
         await ws.send_message(data.decode("utf-8"))
 
-    conn = PacedConnection("ws", send_text, queue_size=daemon.config.ws_queue_size, framing_newline=False)
+    conn = Connection("ws", send_text, queue_size=daemon.config.ws_queue_size, framing_newline=False)
     daemon.connections.add(conn)
     log.debug("WebSocket %s connected", conn.id)
     in_flight = trio.CapacityLimiter(MAX_IN_FLIGHT)
