@@ -257,3 +257,16 @@ def test_error_paths_exit_1_with_one_line(repo, tmp_path):
         assert r.code == 1, (args, r.out, r.err)
         assert r.err_line and r.out == "", args
         assert "Traceback" not in r.err
+
+
+def test_agent_delete_removes_it_and_its_identity_file(repo):
+    repo.agent("temp_agent", "temp_role")
+    assert (repo.path / ".thrum" / "identities" / "temp_agent.json").exists()
+    out = repo.ok("agent", "delete", "@temp_agent").out
+    assert out.startswith("> Agent deleted: @temp_agent\n")
+    assert not (repo.path / ".thrum" / "identities" / "temp_agent.json").exists()
+    assert "@temp_agent" not in repo.ok("agent", "list").out
+    r = repo.run("send", "ghost", agent="temp_agent")
+    assert r.code == 1 and "temp_agent" in r.err_line
+    cleanup = repo.ok("agent", "cleanup").out  # everyone here was active just now
+    assert cleanup == "No stale agents.\n"

@@ -69,3 +69,36 @@ def test_linked_worktree_shares_the_daemon(fresh, tmp_path):
     assert mid in fresh.ok("inbox", agent="alice").out
     # identity auto-selection by worktree: only wt_agent registered from the linked checkout
     assert linked.ok("whoami").out.startswith("Agent:   @wt_agent")
+
+
+def test_init_without_a_tty_never_prompts(fresh):
+    r = fresh.run("init", "--no-daemon", stdin="")
+    assert r.code == 0 and "Daemon:  not started" in r.out and "Agent name" not in r.out
+    assert list((fresh.path / ".thrum" / "identities").iterdir()) == []
+
+
+def test_init_on_a_tty_offers_to_register_an_agent(fresh):
+    import os
+    import pty
+
+    from e2e_helpers import THRUM
+
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([THRUM, "init"], cwd=fresh.path, env=base_env(), stdin=follower, stdout=follower,
+                            stderr=follower, close_fds=True)
+    os.close(follower)
+    os.write(leader, b"tty_agent\nimplementer\nauth\n")
+    out = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    assert proc.wait(timeout=60) == 0, out
+    os.close(leader)
+    text = out.decode(errors="replace")
+    assert "Agent name" in text and "> Agent registered: @tty_agent" in text
+    assert (fresh.path / ".thrum" / "identities" / "tty_agent.json").exists()
