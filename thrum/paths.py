@@ -16,7 +16,6 @@ Rules:
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,6 +112,8 @@ def socket_path_for(var_dir: Path) -> Path:
     preferred = var_dir / "thrum.sock"
     if len(os.fsencode(str(preferred))) <= MAX_SOCKET_PATH:
         return preferred
+    import hashlib  # only for deep repositories: keep it off every command's start-up
+
     digest = hashlib.sha256(os.fsencode(str(var_dir.resolve()))).hexdigest()[:20]
     return runtime_dir() / f"{digest}.sock"
 

@@ -116,11 +116,11 @@ def test_edit_get_delete(repo):
     assert r.code == 1 and "deleted" in r.err_line
 
 
-@pytest.mark.xfail(reason="spec example: the first edit reports (version 2); the daemon counts edits (1)",
-                   strict=False)
-def test_first_edit_reports_version_2_as_in_the_spec(repo):
+def test_edit_version_counts_the_edits(repo):
+    # spec: "The version number reflects the total number of edits applied to the message"
     mid = repo.send("alice", "v1", "--scope", "t:version")
-    assert repo.ok("message", "edit", mid, "v2", agent="alice").out == f"> Message edited: {mid} (version 2)\n"
+    assert repo.ok("message", "edit", mid, "v2", agent="alice").out == f"> Message edited: {mid} (version 1)\n"
+    assert repo.ok("message", "edit", mid, "v3", agent="alice").out == f"> Message edited: {mid} (version 2)\n"
 
 
 def test_message_get_marks_read_and_read_all(repo):

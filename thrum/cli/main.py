@@ -37,7 +37,7 @@ COMMANDS: dict[str, str] = {
     "session": "thrum.cli.session:session",
     "daemon": "thrum.cli.daemon_cmd:daemon",
     # Added by other issues (one line each):
-    # "sync": "thrum.cli.sync:sync",
+    "sync": "thrum.cli.sync:sync",
     "wait": "thrum.cli.wait:wait",
     # "mcp": "thrum.cli.mcp:mcp",
 }
