@@ -91,18 +91,16 @@ def parse_lines(shard: str, data: bytes, base: int, result: ReadResult, *, at_en
     end = data.rfind(b"\n") + 1  # 0 when there is no complete line
     if end < len(data) and at_end:
         result.torn.append(LogIssue(shard, base + end, "incomplete last line", data[end:end + 200]))
-    pos = 0
+    pos = base
     decode = ev.decode_line
-    records = result.records
-    while pos < end:
-        nl = data.index(b"\n", pos)
-        line = data[pos:nl]
-        if line.strip():
+    append = result.records.append
+    for line in data[:end - 1].split(b"\n") if end else ():
+        if line and not line.isspace():
             try:
-                records.append((shard, decode(line)))
+                append((shard, decode(line)))
             except ev.MalformedEvent as exc:
-                result.issues.append(LogIssue(shard, base + pos, str(exc), line[:200]))
-        pos = nl + 1
+                result.issues.append(LogIssue(shard, pos, str(exc), line[:200]))
+        pos += len(line) + 1
     return base + end
 
 

@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 CHUNK = 900  # below SQLite's host-parameter limit
 REBUILD_BATCH = 50_000
 READ_CHUNK = 32 * 1024 * 1024  # bytes of a shard read (and folded) at a time
+REBUILD_CACHE_KIB = -512 * 1024  # SQLite page cache while rebuilding (negative: KiB)
 
 
 @dataclass
@@ -126,26 +127,33 @@ class _Folder:
             candidates[eid] = d
         if not candidates:
             return
+        # message.create is checked against the messages table (its winner's event_id
+        # is there); everything else against applied_events. A rebuild so skips a
+        # million applied_events rows for the creates.
+        others = [eid for eid, d in candidates.items() if d["type"] != "message.create"]
         seen = set()
-        ids = list(candidates)
-        for chunk in _chunks(ids):
+        for chunk in _chunks(others):
             seen.update(row[0] for row in self.c.execute(
                 f"SELECT event_id FROM applied_events WHERE event_id IN ({_qmarks(len(chunk))})", chunk))
-        new = [d for eid, d in candidates.items() if eid not in seen]
         self.r.duplicates += len(seen)
-        if not new:
-            return
-        self.c.executemany("INSERT INTO applied_events(event_id) VALUES (?)",
-                           [(d["event_id"],) for d in new])
+        fresh = [eid for eid in others if eid not in seen]
+        if fresh:
+            self.c.executemany("INSERT INTO applied_events(event_id) VALUES (?)", [(eid,) for eid in fresh])
         by_type: dict[str, list[dict]] = defaultdict(list)
-        for d in new:
-            by_type[d["type"]].append(d)
+        for eid, d in candidates.items():
+            if eid not in seen:
+                by_type[d["type"]].append(d)
+        new_creates: set[str] = set()
         for etype, handler in _ORDER:
             batch = by_type.get(etype)
             if batch:
-                handler(self, batch)
+                if etype == "message.create":
+                    new_creates = handler(self, batch)
+                else:
+                    handler(self, batch)
         if self.keep_applied:
-            self.r.applied.extend(new)
+            self.r.applied.extend(d for eid, d in candidates.items()
+                                  if (eid in new_creates if d["type"] == "message.create" else eid not in seen))
 
     # ---------------------------------------------------------------- agents, sessions
     def agent_register(self, batch):
@@ -251,44 +259,89 @@ class _Folder:
                 (d["thread_id"], d["title"], d["created_by"], d["timestamp"], d["event_id"]))
 
     # ---------------------------------------------------------------- messages
-    def message_create(self, batch):
+    def message_create(self, batch) -> set[str]:
+        """Insert new messages; returns the event ids applied now (not duplicates).
+
+        Optimistic: the batch (its own id conflicts resolved first) is inserted with
+        INSERT OR IGNORE; only when some id already existed are those looked at.
+        """
         batch.sort(key=lambda d: d["event_id"])
-        mids = list({d["message_id"] for d in batch})
-        existing: dict[str, str] = {}
-        existing_author: dict[str, str] = {}
-        for chunk in _chunks(mids):
-            for mid, eid, author in self.c.execute(
-                    f"SELECT message_id, event_id, agent_id FROM messages WHERE message_id IN ({_qmarks(len(chunk))})",
-                    chunk):
-                existing[mid] = eid
-                existing_author[mid] = author
-        rows, scopes, refs = [], [], []
-        replaced: list[dict] = []
-        taken: set[str] = set()
-        for d in batch:
-            mid = d["message_id"]
-            if mid not in taken and existing.get(mid) == d["event_id"]:
-                continue  # this very event is already applied (handlers are idempotent on their own)
-            if mid in taken or (mid in existing and existing[mid] <= d["event_id"]):
+        first: dict[str, dict] = {}
+        later: list[dict] = []
+        for d in batch:  # lowest event_id first: the first create of an id in the batch wins within it
+            if d["message_id"] in first:
+                later.append(d)
+            else:
+                first[d["message_id"]] = d
+        rows, scopes, refs = self._message_rows(list(first.values()))
+        max_rowid = self.c.execute("SELECT coalesce(max(rowid), 0) FROM messages").fetchone()[0]
+        inserted = self.c.executemany(
+            "INSERT OR IGNORE INTO messages(message_id, agent_id, session_id, created_at, body_format, body_content, "
+            "body_structured, thread_id, priority, authored_by, disclosed, event_id, created_key, updated_key, "
+            "sig_id, deleted, edit_count) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,0)", rows).rowcount
+        applied = set(d["event_id"] for d in first.values())
+        pending: set[str] = set()
+        if inserted != len(rows):  # some ids were already there: sort those out one by one
+            clashing = self._clashing(first, max_rowid)
+            scopes = [s for s in scopes if s[0] not in clashing]
+            refs = [r for r in refs if r[0] not in clashing]
+            for mid, (old_eid, old_author) in clashing.items():
+                d = first[mid]
+                if old_eid == d["event_id"] or self._applied(d["event_id"]):
+                    self.r.duplicates += 1
+                    applied.discard(d["event_id"])
+                elif old_eid < d["event_id"]:
+                    self._create_conflict(d)
+                else:  # an earlier create for this id arrived late: it wins
+                    self.issue("conflict", f"messages/{old_author}.jsonl", old_eid,
+                               f"message.create reuses message id {mid}")
+                    self.r.conflicts += 1
+                    self.c.execute("INSERT OR IGNORE INTO applied_events(event_id) VALUES (?)", (old_eid,))
+                    for table in ("messages", "message_scopes", "message_refs", "message_edits"):
+                        self.c.execute(f"DELETE FROM {table} WHERE message_id=?", (mid,))
+                    row, s_rows, r_rows = self._message_rows([d])
+                    self.c.executemany(
+                        "INSERT INTO messages(message_id, agent_id, session_id, created_at, body_format, "
+                        "body_content, body_structured, thread_id, priority, authored_by, disclosed, event_id, "
+                        "created_key, updated_key, sig_id, deleted, edit_count) "
+                        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,0)", row)
+                    scopes += s_rows
+                    refs += r_rows
+                    pending.add(mid)
+        for d in later:  # losers of a conflict inside this batch
+            if self._applied(d["event_id"]):
+                self.r.duplicates += 1
+            else:
+                applied.add(d["event_id"])
                 self._create_conflict(d)
-                continue
-            if mid in existing:  # an earlier create for this id arrived late: it wins
-                replaced.append(d)
-                self.issue("conflict", f"messages/{existing_author[mid]}.jsonl", existing[mid],
-                           f"message.create reuses message id {mid}")
-                self.r.conflicts += 1
-                for table in ("messages", "message_scopes", "message_refs", "message_edits"):
-                    self.c.execute(f"DELETE FROM {table} WHERE message_id=?", (mid,))
-            taken.add(mid)
+        if scopes:
+            self.c.executemany("INSERT OR IGNORE INTO message_scopes VALUES (?,?,?)", scopes)
+        if refs:
+            self.c.executemany("INSERT OR IGNORE INTO message_refs VALUES (?,?,?)", refs)
+        # Edits or deletes that arrived before their message (pending_targets) take effect now.
+        if self.c.execute("SELECT 1 FROM pending_targets LIMIT 1").fetchone() is not None:
+            for chunk in _chunks(list(first)):
+                found = [r[0] for r in self.c.execute(
+                    f"SELECT message_id FROM pending_targets WHERE message_id IN ({_qmarks(len(chunk))})", chunk)]
+                pending.update(found)
+                self.c.executemany("DELETE FROM pending_targets WHERE message_id = ?", [(m,) for m in found])
+        for mid in sorted(pending):
+            self.recompute(mid)
+        return applied
+
+    def _message_rows(self, creates: list[dict]) -> tuple[list, list, list]:
+        rows, scopes, refs = [], [], []
+        sig_of = self.sig_id
+        for d in creates:
+            mid = d["message_id"]
             body = d["body"]
             ts = d["timestamp"]
             key = time_key(ts)
             mentions = {r["value"] for r in d["refs"] if r["type"] == "mention"}
             if mentions:
-                mentions = tuple(sorted({m[1:] if m[:1] == "@" else m for m in mentions} - {""}))
-                sig = self.sig_id(mentions)
+                sig = sig_of(tuple(sorted({m[1:] if m[:1] == "@" else m for m in mentions} - {""})))
             else:
-                sig = self.sig_id(())
+                sig = sig_of(())
             rows.append((mid, d["agent_id"], d["session_id"], ts, body["format"],
                          body["content"], body["structured"], d["thread_id"], d["priority"],
                          d["authored_by"], 1 if d["disclosed"] else 0, d["event_id"], key, key, sig))
@@ -296,31 +349,25 @@ class _Folder:
                 scopes.append((mid, s["type"], s["value"]))
             for ref in d["refs"]:
                 refs.append((mid, ref["type"], ref["value"]))
-        if not rows:
-            return
-        self.c.executemany(
-            "INSERT INTO messages(message_id, agent_id, session_id, created_at, body_format, body_content, "
-            "body_structured, thread_id, priority, authored_by, disclosed, event_id, created_key, updated_key, "
-            "sig_id, deleted, edit_count) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,0)", rows)
-        if scopes:
-            self.c.executemany("INSERT OR IGNORE INTO message_scopes VALUES (?,?,?)", scopes)
-        if refs:
-            self.c.executemany("INSERT OR IGNORE INTO message_refs VALUES (?,?,?)", refs)
-        # Edits or deletes that arrived before their message take effect now.
-        new_ids = [r[0] for r in rows]
-        pending = set(d["message_id"] for d in replaced)
-        for table in ("edit_events", "delete_events"):
-            if self.c.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is None:
-                continue
-            for chunk in _chunks(new_ids):
-                pending.update(r[0] for r in self.c.execute(
-                    f"SELECT DISTINCT message_id FROM {table} WHERE message_id IN ({_qmarks(len(chunk))})",
-                    chunk))
-        for mid in sorted(pending):
-            self.recompute(mid)
+        return rows, scopes, refs
+
+    def _clashing(self, first: dict[str, dict], max_rowid: int) -> dict[str, tuple[str, str]]:
+        """Ids of ``first`` that were already in messages (rows up to ``max_rowid``): id -> (event_id, author)."""
+        out = {}
+        mids = list(first)
+        for chunk in _chunks(mids):
+            for mid, eid, author in self.c.execute(
+                    f"SELECT message_id, event_id, agent_id FROM messages WHERE rowid <= ? AND message_id IN "
+                    f"({_qmarks(len(chunk))})", [max_rowid] + chunk):
+                out[mid] = (eid, author)
+        return out
+
+    def _applied(self, event_id: str) -> bool:
+        return self.c.execute("SELECT 1 FROM applied_events WHERE event_id = ?", (event_id,)).fetchone() is not None
 
     def _create_conflict(self, d):
         self.r.conflicts += 1
+        self.c.execute("INSERT OR IGNORE INTO applied_events(event_id) VALUES (?)", (d["event_id"],))
         self.issue("conflict", f"messages/{d['agent_id']}.jsonl", d["event_id"],
                    f"message.create reuses message id {d['message_id']}")
 
@@ -348,6 +395,9 @@ class _Folder:
         for mid in mids:
             if mid in present:
                 self.recompute(mid)
+        missing = [(m,) for m in mids if m not in present]
+        if missing:  # recomputed when the message arrives (message_create)
+            self.c.executemany("INSERT OR IGNORE INTO pending_targets(message_id) VALUES (?)", missing)
 
     def recompute(self, mid: str) -> None:
         """Derive a message's current body, edit history and delete state from its events."""
@@ -403,35 +453,27 @@ class _Folder:
 
     # ---------------------------------------------------------------- receipts
     def receipt(self, batch):
-        # Reduce the batch first (last writer per (message, agent) for read state,
-        # first archive), then write rows in primary-key order.
-        states: dict[tuple[str, str], tuple] = {}
-        archives: dict[tuple[str, str], tuple] = {}
+        # Last writer wins per (message, agent) and the first archive stays: both
+        # are decided by the upserts' WHERE clauses, so rows can go in as they come.
+        states, archives = [], []
         for d in batch:
             agent, ts, eid = d["agent_id"], d["timestamp"], d["event_id"]
             if d["type"] == "message.archive":
-                for mid in d["message_ids"]:
-                    old = archives.get((mid, agent))
-                    if old is None or eid < old[2]:
-                        archives[(mid, agent)] = (mid, agent, eid, ts)
-                continue
-            row_tail = (1 if d["type"] == "message.read" else 0, eid, ts, d["session_id"])
-            for mid in d["message_ids"]:
-                old = states.get((mid, agent))
-                if old is None or eid > old[3]:
-                    states[(mid, agent)] = (mid, agent) + row_tail
+                archives += [(mid, agent, eid, ts) for mid in d["message_ids"]]
+            else:
+                is_read, sid = (1 if d["type"] == "message.read" else 0), d["session_id"]
+                states += [(mid, agent, is_read, eid, ts, sid) for mid in d["message_ids"]]
         if states:
             self.c.executemany(
                 "INSERT INTO read_state(message_id, agent_id, is_read, event_id, at, session_id) "
                 "VALUES (?,?,?,?,?,?) ON CONFLICT(message_id, agent_id) DO UPDATE SET is_read=excluded.is_read, "
                 "event_id=excluded.event_id, at=excluded.at, session_id=excluded.session_id "
-                "WHERE excluded.event_id > read_state.event_id", [states[k] for k in sorted(states)])
+                "WHERE excluded.event_id > read_state.event_id", states)
         if archives:
             self.c.executemany(
                 "INSERT INTO archive_marks(message_id, agent_id, event_id, archived_at) VALUES (?,?,?,?) "
                 "ON CONFLICT(message_id, agent_id) DO UPDATE SET event_id=excluded.event_id, "
-                "archived_at=excluded.archived_at WHERE excluded.event_id < archive_marks.event_id",
-                [archives[k] for k in sorted(archives)])
+                "archived_at=excluded.archived_at WHERE excluded.event_id < archive_marks.event_id", archives)
 
 
 _ORDER = [
@@ -542,8 +584,12 @@ def rebuild(db: pw.SqliteDatabase, event_log: EventLog, *, keep_applied: bool = 
     kv = _saved_kv(db)
     models.drop_schema(db)
     models.create_tables(db)
-    sync_mode = db.execute_sql("PRAGMA synchronous").fetchone()[0]
-    db.execute_sql("PRAGMA synchronous=OFF")  # the log is the durable copy; see the docstring
+    saved = {p: db.execute_sql(f"PRAGMA {p}").fetchone()[0] for p in ("synchronous", "cache_size", "journal_mode")}
+    # The log is the durable copy and an interrupted rebuild is redone (no schema
+    # version), so the load needs neither syncs nor a journal; it does need cache.
+    db.execute_sql("PRAGMA synchronous=OFF")
+    db.execute_sql(f"PRAGMA cache_size={REBUILD_CACHE_KIB}")
+    db.execute_sql("PRAGMA journal_mode=OFF")  # stays as it is if another connection is open
     gc_was_enabled = gc.isenabled()
     gc.disable()  # millions of short-lived dicts: the cycle collector would rescan them all, repeatedly
     try:
@@ -555,7 +601,9 @@ def rebuild(db: pw.SqliteDatabase, event_log: EventLog, *, keep_applied: bool = 
     finally:
         if gc_was_enabled:
             gc.enable()
-        db.execute_sql(f"PRAGMA synchronous={int(sync_mode)}")
+        db.execute_sql(f"PRAGMA journal_mode={saved['journal_mode']}")
+        db.execute_sql(f"PRAGMA cache_size={int(saved['cache_size'])}")
+        db.execute_sql(f"PRAGMA synchronous={int(saved['synchronous'])}")
     return total
 
 

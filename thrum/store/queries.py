@@ -19,9 +19,9 @@ Rules:
    read or archived (kept by triggers, see models.COUNTER_TRIGGERS). An inbox
    query resolves the agent's targets to the mention sets that contain one of
    them, takes ``total`` and ``unread`` from those counters, and fetches only the
-   page: walking the time index newest first (when matches are dense) or the
-   mention-set index (when they are sparse), stopping as soon as the page is full
-   because the exact count is known. Filters the counters cannot answer (scope,
+   page: walking the time index newest first (when matches are dense) or starting
+   from the mention refs (when they are sparse), stopping as soon as the page is
+   full because the exact count is known. Filters the counters cannot answer (scope,
    ref, thread, another author) are counted with SQL instead; the results are
    the same either way (tests compare both paths).
 """
@@ -163,11 +163,12 @@ class _Filter:
     author_id: str | None = None
     exclude_author: str | None = None
     sigs: set[int] | None = None          # None: no mention filter
+    targets: list[str] | None = None      # mention values of the (first) mention filter
     extra: list[str] = field(default_factory=list)  # conditions the counters cannot answer
     extra_params: list = field(default_factory=list)
     empty: bool = False                   # a filter that matches nothing (e.g. no mention set)
 
-    def where(self, *, hint_sig: bool = False) -> tuple[str, list]:
+    def where(self) -> tuple[str, list]:
         cond, params = [], []
         if not self.include_deleted:
             cond.append("m.deleted = 0")
@@ -178,8 +179,7 @@ class _Filter:
             cond.append("m.agent_id <> ?")
             params.append(self.exclude_author)
         if self.sigs is not None:
-            plus = "" if hint_sig else "+"  # '+' keeps SQLite from using the mention-set index
-            cond.append(f"{plus}m.sig_id IN ({','.join(str(int(s)) for s in sorted(self.sigs))})")
+            cond.append(f"m.sig_id IN ({','.join(str(int(s)) for s in sorted(self.sigs))})")
         cond.extend(self.extra)
         params.extend(self.extra_params)
         if self.unread_for is not None:
@@ -222,12 +222,13 @@ def _build_filter(db, *, viewer, author_id, exclude_author, scope, ref, mentions
         f.extra.append("m.message_id IN (SELECT message_id FROM message_refs WHERE ref_type = ? AND ref_value = ?)")
         f.extra_params += [t, v]
     if thread_id:
-        f.extra.append("m.thread_id = ?")
+        f.extra.append("m.thread_id = ? AND m.thread_id <> ''")  # <> '': lets SQLite use the partial index
         f.extra_params.append(thread_id)
     for targets in ([mention_targets(db, mentions_of)] if mentions_of else []) + \
                    ([role_targets(db, mention_role)] if mention_role else []):
         sigs = _sigs_for(db, targets)
         f.sigs = sigs if f.sigs is None else f.sigs & sigs
+        f.targets = targets if f.targets is None else f.targets
     if f.sigs is not None and not f.sigs:
         f.empty = True
     return f
@@ -284,20 +285,22 @@ def _page_ids(db, f: _Filter, *, sort_by: str, desc: bool, offset: int, limit: i
     direction = "DESC" if desc else "ASC"
     key = SORT_KEYS[sort_by]
     order = f"m.{key} {direction}, m.message_id {direction}"
-    index = ""
-    hint_sig = False
+    where, params = f.where()
+    source = "messages m"
     if total is not None and not f.extra and f.author_id is None:
-        # Counters known: choose between walking the time index (cost ~ rows until the
-        # page is full) and collecting the mention sets' rows then sorting them.
-        index = f"INDEXED BY {SORT_INDEXES[sort_by]}"
+        # Counters known: walk the time index until the page is full (cost ~ rows
+        # passed over), or, when the mention sets are rare, start from their mention
+        # refs and sort those few messages (cost ~ messages in the sets).
+        source = f"messages m INDEXED BY {SORT_INDEXES[sort_by]}"
         if f.sigs is not None and total > 0:
             live = _one(db, "SELECT coalesce(sum(n), 0) FROM sig_totals")[0]
-            walk_cost = (offset + limit) * live / total
-            if in_sigs * 3 < walk_cost:
-                index, hint_sig = "INDEXED BY idx_messages_sig", True
-    where, params = f.where(hint_sig=hint_sig)
+            if in_sigs * 4 < (offset + limit) * live / total:
+                values = f.targets + ["@" + t for t in f.targets]
+                source = (f"(SELECT DISTINCT message_id FROM message_refs WHERE ref_type = 'mention' AND ref_value IN "
+                          f"({_qmarks(len(values))})) AS hit CROSS JOIN messages m ON m.message_id = hit.message_id")
+                params = values + params
     return [r[0] for r in _all(
-        db, f"SELECT m.message_id FROM messages m {index} WHERE {where} ORDER BY {order} LIMIT ? OFFSET ?",
+        db, f"SELECT m.message_id FROM {source} WHERE {where} ORDER BY {order} LIMIT ? OFFSET ?",
         params + [limit, offset])]
 
 
@@ -468,7 +471,7 @@ def _thread_of(db, thread_or_message_id: str) -> tuple[str, str] | None:
     if not isinstance(thread_or_message_id, str) or not thread_or_message_id:
         return None
     x = thread_or_message_id
-    if _one(db, "SELECT 1 FROM messages WHERE thread_id = ? LIMIT 1", (x,)) or \
+    if _one(db, "SELECT 1 FROM messages WHERE thread_id = ? AND thread_id <> '' LIMIT 1", (x,)) or \
             _one(db, "SELECT 1 FROM threads WHERE thread_id = ?", (x,)):
         return ("thread", x)
     row = _one(db, "SELECT thread_id FROM messages WHERE message_id = ?", (x,))
@@ -493,7 +496,7 @@ def _thread_ids(db, thread_or_message_id: str, include_deleted: bool) -> list[st
     live = "" if include_deleted else " AND deleted = 0"
     kind, key = found
     if kind == "thread":
-        return [r[0] for r in _all(db, f"SELECT message_id FROM messages WHERE thread_id = ?{live} "
+        return [r[0] for r in _all(db, f"SELECT message_id FROM messages WHERE thread_id = ? AND thread_id <> ''{live} "
                                        f"ORDER BY created_key, message_id", (key,))]
     ids, frontier = {key}, [key]  # the root, replies to it (transitively), and messages threaded under it
     while frontier and len(ids) < 100_000:
@@ -502,7 +505,8 @@ def _thread_ids(db, thread_or_message_id: str, include_deleted: bool) -> list[st
             chunk = frontier[start:start + 500]
             nxt += [r[0] for r in _all(db, f"SELECT message_id FROM message_refs WHERE ref_type = 'reply_to' "
                                            f"AND ref_value IN ({_qmarks(len(chunk))})", chunk) if r[0] not in ids]
-        nxt += [r[0] for r in _all(db, "SELECT message_id FROM messages WHERE thread_id = ?", (key,))
+        nxt += [r[0] for r in _all(db, "SELECT message_id FROM messages WHERE thread_id = ? AND thread_id <> ''",
+                                   (key,))
                 if r[0] not in ids] if frontier == [key] else []
         ids.update(nxt)
         frontier = list(dict.fromkeys(nxt))
