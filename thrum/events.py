@@ -264,7 +264,7 @@ def _fast_tags(value) -> list | None:
                 return None
             if len(_FAST_TAG_TYPES) < 1024:
                 _FAST_TAG_TYPES.add(t)
-        out.append({"type": t, "value": v})
+        out.append(item if len(item) == 2 else {"type": t, "value": v})  # reuse an exact {type, value}
     if len(out) > 1 and len({(x["type"], x["value"]) for x in out}) < len(out):
         return None
     return out
@@ -296,9 +296,11 @@ def _n_message_create(d):
             scopes = _fast_tags(d.get("scopes"))
             refs = _fast_tags(d.get("refs")) if scopes is not None else None
             if refs is not None:
+                if not (fmt and structured == "" and len(body) == 3):
+                    body = {"format": fmt or "markdown", "content": content, "structured": ""}
                 return {
                     "message_id": mid, "thread_id": thr or "", "agent_id": agent, "session_id": sid,
-                    "body": {"format": fmt or "markdown", "content": content, "structured": ""},
+                    "body": body,
                     "scopes": scopes, "refs": refs, "priority": prio or "normal",
                     "authored_by": authored or "", "disclosed": bool(d.get("disclosed", False)),
                 }

@@ -404,3 +404,19 @@ def test_sparse_and_dense_mentions_page_the_same(db, e):
                                          _use_counters=False)
             assert fast == slow
     assert queries.list_messages(db, viewer="y", mentions_of="y")["total"] == 2  # i = 0 and 300
+
+
+@pytest.mark.parametrize("seed", [3])
+def test_selective_filters_one_pass_equals_two_pass(db, seed, monkeypatch):
+    agents, _ = _random_world(db, seed)
+    combos = [{"scope": ("module", "a")}, {"scope": ("module", "b"), "unread_for": "@"},
+              {"scope": ("module", "a"), "mentions_of": "@", "sort_order": "asc"},
+              {"ref": ("mention", "qa")}, {"scope": ("module", "a"), "unread_for": "a1"},
+              {"scope": ("module", "b"), "sort_by": "updated_at", "include_archived": True}]
+    cases = [(agent, {k: agent if v == "@" else v for k, v in combo.items()}, page)
+             for agent in agents for combo in combos for page in (1, 2)]
+    one_pass = [queries.list_messages(db, viewer=a, page=p, page_size=9, **kw) for a, kw, p in cases]
+    monkeypatch.setattr(queries, "ONE_PASS_MAX", -1)
+    two_pass = [queries.list_messages(db, viewer=a, page=p, page_size=9, **kw) for a, kw, p in cases]
+    assert one_pass == two_pass
+    assert any(r["total"] > 9 for r in one_pass)

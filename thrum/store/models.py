@@ -529,6 +529,7 @@ PRAGMAS = {
     "cache_size": -65536,
     "temp_store": "memory",
     "busy_timeout": 10000,
+    "mmap_size": 1 << 30,     # read pages in place instead of copying them into the cache
 }
 
 

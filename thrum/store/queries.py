@@ -38,6 +38,7 @@ from ..errors import NotFound, ValidationError
 from ..events import time_key
 
 MAX_PAGE_SIZE = 100
+ONE_PASS_MAX = 50_000  # a filter with at most this many candidates is counted and paged in one scan
 DEFAULT_PAGE_SIZE = 10
 SORT_KEYS = {"created_at": "created_key", "updated_at": "updated_key"}
 SORT_INDEXES = {"created_at": "idx_messages_time", "updated_at": "idx_messages_updated"}
@@ -166,6 +167,7 @@ class _Filter:
     targets: list[str] | None = None      # mention values of the (first) mention filter
     extra: list[str] = field(default_factory=list)  # conditions the counters cannot answer
     extra_params: list = field(default_factory=list)
+    bounds: list[tuple[str, list]] = field(default_factory=list)  # SQL counting candidates of an extra filter
     empty: bool = False                   # a filter that matches nothing (e.g. no mention set)
 
     def where(self) -> tuple[str, list]:
@@ -217,13 +219,16 @@ def _build_filter(db, *, viewer, author_id, exclude_author, scope, ref, mentions
         f.extra.append("m.message_id IN (SELECT message_id FROM message_scopes WHERE scope_type = ? "
                        "AND scope_value = ?)")
         f.extra_params += [t, v]
+        f.bounds.append(("SELECT count(*) FROM message_scopes WHERE scope_type = ? AND scope_value = ?", [t, v]))
     if ref is not None:
         t, v = _tag(ref, "ref")
         f.extra.append("m.message_id IN (SELECT message_id FROM message_refs WHERE ref_type = ? AND ref_value = ?)")
         f.extra_params += [t, v]
+        f.bounds.append(("SELECT count(*) FROM message_refs WHERE ref_type = ? AND ref_value = ?", [t, v]))
     if thread_id:
         f.extra.append("m.thread_id = ? AND m.thread_id <> ''")  # <> '': lets SQLite use the partial index
         f.extra_params.append(thread_id)
+        f.bounds.append(("SELECT count(*) FROM messages WHERE thread_id = ? AND thread_id <> ''", [thread_id]))
     for targets in ([mention_targets(db, mentions_of)] if mentions_of else []) + \
                    ([role_targets(db, mention_role)] if mention_role else []):
         sigs = _sigs_for(db, targets)
@@ -275,6 +280,21 @@ def _sql_counts(db, f: _Filter) -> tuple[int, int]:
                              f"WHERE r.message_id = m.message_id AND r.agent_id = ? AND r.is_read = 1)), 0) "
                              f"FROM messages m WHERE {where}", [f.viewer] + params)
     return total, unread
+
+
+def _one_pass(db, f: _Filter, *, sort_by: str, desc: bool, offset: int, limit: int) -> tuple[int, int, list[str]]:
+    """Counts and page from one scan of the matches (a selective filter: at most ONE_PASS_MAX candidates)."""
+    where, params = f.where()
+    if f.viewer is None or f.unread_for == f.viewer:
+        rows = _all(db, f"SELECT m.{SORT_KEYS[sort_by]}, m.message_id, 0 FROM messages m WHERE {where}", params)
+    else:
+        rows = _all(db, f"SELECT m.{SORT_KEYS[sort_by]}, m.message_id, EXISTS (SELECT 1 FROM read_state r "
+                        f"WHERE r.message_id = m.message_id AND r.agent_id = ? AND r.is_read = 1) "
+                        f"FROM messages m WHERE {where}", [f.viewer] + params)
+    rows.sort(reverse=desc)
+    total = len(rows)
+    unread = total - sum(r[2] for r in rows)
+    return total, unread, [r[1] for r in rows[offset:offset + limit]]
 
 
 def _page_ids(db, f: _Filter, *, sort_by: str, desc: bool, offset: int, limit: int, total: int | None,
@@ -336,6 +356,9 @@ def list_messages(db: pw.SqliteDatabase, *, viewer=None, author_id=None, exclude
         total, unread, in_sigs = _counter_counts(db, f)
         ids = _page_ids(db, f, sort_by=sort_by, desc=sort_order == "desc", offset=offset,
                         limit=min(page_size, total - offset), total=total, in_sigs=in_sigs)
+    elif f.bounds and min(_one(db, sql, params)[0] for sql, params in f.bounds) <= ONE_PASS_MAX:
+        total, unread, ids = _one_pass(db, f, sort_by=sort_by, desc=sort_order == "desc", offset=offset,
+                                       limit=page_size)
     else:
         total, unread = _sql_counts(db, f)
         ids = _page_ids(db, f, sort_by=sort_by, desc=sort_order == "desc", offset=offset,
