@@ -107,6 +107,7 @@ class Store:
         for p in batch:
             p.result = result
             p.done.set()
+        await trio.lowlevel.checkpoint()  # let the waiting handlers reply before we fan out
         await self.publish(result.applied, "local")
 
     def _append_and_fold(self, events: list[dict]) -> projection.FoldResult:
