@@ -300,6 +300,8 @@ def bench_store(args) -> dict:
         rows = [
             ("events in log", f"{total_events:,}", ""),
             ("rebuild time", f"{rebuild_s:.1f} s", ""),
+            ("  of which load (decode + fold)", f"{res.timings.get('load', 0):.1f} s", ""),
+            ("  of which indexes + counters", f"{res.timings.get('indexes_and_counters', 0):.1f} s", ""),
             ("rebuild rate", f"{rate:,.0f} ev/s", ">= 100,000 ev/s"),
         ]
         for kind, values in lat.items():
