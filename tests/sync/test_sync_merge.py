@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -246,3 +247,165 @@ _quirks = st.sampled_from([
 @given(st.one_of(_quirks, _event_line, _junk_line, _torn_line, st.binary(max_size=40)))
 def test_event_key_matches_the_stdlib_reference(line):
     assert event_key(line) == reference_key(line)
+
+
+# --- the fast path: one side is a line-aligned prefix of the other ------------------------
+
+from thrum.sync.merge import ShardKeys, merge_shard_fast, merge_shard_keyed, shard_keys  # noqa: E402
+
+
+def check_fast(remote: bytes, local: bytes, known: ShardKeys | None = None):
+    """merge_shard_fast is None or exactly merge_shard, with a true summary of its bytes."""
+    expected = merge_shard(remote, local)
+    fast = merge_shard_fast(remote, local, known)
+    if fast is None:
+        return None
+    result, keys = fast
+    assert result == expected
+    assert keys.size == len(result.data) and keys.clean
+    for line in split_lines(result.data):
+        assert hash(event_key(line)) in keys
+    assert len(keys) == len(split_lines(result.data))
+    return result
+
+
+def test_fast_remote_appended_received_are_the_new_lines_and_data_is_the_remote():
+    local = shard(ev("A"), ev("B"))
+    remote = local + shard(ev("C"), ev("D"))
+    result = check_fast(remote, local)
+    assert result.received == [ev("C") + b"\n", ev("D") + b"\n"] and result.sent == []
+    assert result.data is remote  # no copy of the shard
+
+
+def test_fast_local_appended_sent_are_our_new_lines():
+    remote = shard(ev("A"))
+    local = remote + shard(ev("B"), ev("C"))
+    result = check_fast(remote, local)
+    assert result.received == [] and result.sent == [ev("B") + b"\n", ev("C") + b"\n"]
+    assert result.data == local
+
+
+def test_fast_path_does_not_apply_when_both_sides_appended():
+    base = shard(ev("A"))
+    assert merge_shard_fast(base + shard(ev("R")), base + shard(ev("L"))) is None
+
+
+def test_fast_path_does_not_apply_to_a_torn_local_last_line():
+    # the torn bytes are the start of a remote line: merge_shard keeps them as a line
+    remote = shard(ev("A"), ev("B"))
+    local = remote[: len(ev("A")) + 5]
+    assert merge_shard_fast(remote, local) is None
+    assert merge_shard(remote, local).sent == [local[len(ev("A")) + 1:] + b"\n"]
+
+
+def test_fast_path_torn_remote_tail_and_torn_local_tail_match_the_merge():
+    local = shard(ev("A"))
+    assert check_fast(local + b'{"event_id": "T", "ty', local).received == [b'{"event_id": "T", "ty\n']
+    remote = shard(ev("A"))
+    assert check_fast(remote, remote + b'{"event_id": "T", "ty').sent == [b'{"event_id": "T", "ty\n']
+
+
+def test_fast_path_gives_up_on_a_remote_line_repeating_a_local_key():
+    local = shard(ev("A"), ev("B"))
+    remote = local + shard(ev("A", "again"), ev("C"))
+    assert merge_shard_fast(remote, local) is None
+    assert merge_shard(remote, local).received == [ev("C") + b"\n"]
+
+
+def test_fast_path_drops_a_key_repeated_inside_the_new_lines_like_the_merge():
+    local = shard(ev("A"))
+    remote = local + shard(ev("C"), ev("C", "dup"), b"junk", b"junk")
+    result = check_fast(remote, local)
+    assert result.received == [ev("C") + b"\n", b"junk\n"]
+
+
+def test_fast_path_gives_up_on_duplicate_or_blank_lines_in_the_common_prefix():
+    dup = shard(ev("A"), ev("A", "dup"))
+    assert merge_shard_fast(dup + shard(ev("B")), dup) is None
+    blank = shard(ev("A")) + b"  \n"
+    assert merge_shard_fast(blank + shard(ev("B")), blank) is None
+    assert merge_shard_fast(blank, blank + shard(ev("B"))) is None
+
+
+def test_fast_path_identical_and_empty_sides():
+    data = shard(ev("A"), ev("B"))
+    assert check_fast(data, data) == MergeResult(data, [], [])
+    assert check_fast(data, b"").received == [ev("A") + b"\n", ev("B") + b"\n"]
+    assert check_fast(b"", data).sent == [ev("A") + b"\n", ev("B") + b"\n"]
+    assert check_fast(b"", b"") == MergeResult(b"", [], [])
+
+
+def test_fast_path_uses_a_known_summary_and_leaves_it_unchanged():
+    old = shard(*(ev(f"K{i}") for i in range(50)))
+    known = shard_keys(old)
+    local = old + shard(ev("L1"))
+    remote = local + shard(ev("R1"))
+    before = (known.size, len(known))
+    result, keys = merge_shard_fast(remote, local, known)
+    assert result == merge_shard(remote, local)
+    assert (known.size, len(known)) == before and keys.size == len(remote) and len(keys) == 52
+
+
+def test_fast_path_rejects_a_summary_that_is_not_a_line_aligned_prefix():
+    local = shard(ev("A"), ev("B"))
+    bad = shard_keys(shard(ev("A"), ev("B"), ev("C")))
+    with pytest.raises(ValueError):
+        merge_shard_fast(local, local, bad)
+
+
+def test_shard_keys_incremental_equals_whole_and_consolidates():
+    lines = [ev(f"E{i:05d}") for i in range(ShardKeys._CONSOLIDATE * 2 + 10)]
+    data = shard(*lines)
+    whole = shard_keys(data)
+    step = ShardKeys()
+    for cut in (100, 5000, 5001, len(lines)):
+        step.extend(shard(*lines[:cut]))
+    assert whole.size == step.size == len(data) and whole.clean and step.clean
+    assert len(whole) == len(step) == len(lines)
+    assert all(hash(event_key(line)) in step for line in lines[::97])
+    assert hash(b"nope") not in step
+    assert not shard_keys(data + shard(lines[3])).clean
+
+
+def test_merge_shard_keyed_summarises_the_result():
+    result, keys = merge_shard_keyed(shard(ev("A"), ev("A")), shard(ev("B")))
+    assert result == merge_shard(shard(ev("A"), ev("A")), shard(ev("B")))
+    assert keys.clean and keys.size == len(result.data) and len(keys) == 2
+
+
+@st.composite
+def prefix_pairs(draw):
+    """(remote, local, cut): one side the other plus lines, and a line-aligned cut of local."""
+    base = draw(shards())
+    if base and not base.endswith(b"\n") and draw(st.booleans()):
+        base += b"\n"
+    extra = draw(shards())
+    longer = base + extra if base.endswith(b"\n") or not base else base + b"\n" + extra
+    if draw(st.booleans()):
+        remote, local = longer, base
+    else:
+        remote, local = base, longer
+    if draw(st.integers(0, 9)) == 0:
+        remote, local = draw(shards()), draw(shards())  # unrelated sides too
+    ends = [0] + [i + 1 for i, b in enumerate(local) if b == 0x0A]
+    cut = draw(st.sampled_from(ends))
+    return remote, local, cut
+
+
+@settings(max_examples=500, deadline=None)
+@given(prefix_pairs(), st.booleans())
+def test_fast_path_equals_the_merge_whenever_it_answers(pair, use_known):
+    remote, local, cut = pair
+    known = shard_keys(local[:cut]) if use_known else None
+    check_fast(remote, local, known)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["A", "B", "C", "D", "E", "F", "G"]), unique=True, max_size=7),
+       st.integers(0, 7), st.booleans())
+def test_fast_path_answers_for_clean_appends(ids, split, remote_longer):
+    lines = [ev(i) for i in ids]
+    split = min(split, len(lines))
+    short, long_ = shard(*lines[:split]), shard(*lines)
+    remote, local = (long_, short) if remote_longer else (short, long_)
+    assert check_fast(remote, local) is not None

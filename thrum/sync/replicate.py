@@ -6,7 +6,12 @@ Rules:
    and a deleted shard is never committed as a deletion (the log is append-only).
 2. An idle worktree makes no commit; a sync with nothing new makes no commit either.
 3. Cost follows what changed: trees are compared by oid, and only shards whose blob
-   differs between our ``a-sync`` and the remote's are read and merged.
+   differs between our ``a-sync`` and the remote's are read and merged. When one
+   side only appended to a shard, only the appended lines are parsed (the merge's
+   fast path, with a per-shard summary of keys kept between cycles), and the index
+   entry is written from the known blob id instead of hashing the file again.
+   A remote on a local filesystem is fetched from and pushed to by copying objects
+   (``localremote``) instead of building packs.
 4. The merged tree is committed with the remote tip as its only parent, so history
    is linear, the remote keeps a single root, and every push is a fast-forward.
 5. A push that lost a race returns False; :func:`run_cycle` then fetches, merges and
@@ -21,10 +26,13 @@ share between threads, so commit/fetch/merge/push take the replicator's own lock
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import threading
 import time
+import zlib
+from collections import OrderedDict
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -32,9 +40,12 @@ from pathlib import Path, PurePosixPath
 
 import pygit2
 from pygit2.enums import CredentialType, FileMode, FileStatus
+from pygit2.ffi import C as _C
+from pygit2.ffi import ffi as _ffi
 
 from . import AuthError, PushRejected, RemoteUnreachable, SyncError
-from .merge import merge_shard
+from .localremote import _verified_blob, objects_dir, open_local_remote
+from .merge import ShardKeys, merge_shard_fast, merge_shard_keyed
 from .worktree import SYNC_BRANCH, SYNC_REF, ensure_network_timeouts
 
 log = logging.getLogger(__name__)
@@ -234,6 +245,9 @@ class Replicator:
         self.last_commit: CommitResult | None = None
         self.last_fetch: FetchResult | None = None
         self._mutex = threading.RLock()
+        self._fetched_blobs: dict[str, bytes] = {}  # blob hex -> bytes inflated by the last direct fetch
+        self._verified: set[str] = set()  # blobs the last direct fetch checked (kept or not)
+        self._keys = _KeyCache()
         try:
             self.repo = pygit2.Repository(str(self.worktree_path), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
         except pygit2.GitError as exc:
@@ -341,12 +355,24 @@ class Replicator:
             remote = self._remote()
             url = remote.url or ""
             tracking = f"refs/remotes/{self.remote_name}/{SYNC_BRANCH}"
+            self._fetched_blobs, self._verified = {}, set()
             try:
-                remote.fetch([f"+{SYNC_REF}:{tracking}"], callbacks=remote_callbacks(self.credentials))
-                heads = remote.list_heads(connect=False)
+                local = open_local_remote(url)
+                if local is not None:  # a path on this machine: copy objects, no pack
+                    tip = local.tip(SYNC_REF)
+                    if tip is not None:
+                        stats = local.fetch_into(self.repo, tip, keep_bytes=KEEP_FETCHED_BYTES)
+                        self._fetched_blobs = stats.blobs
+                        self._verified = stats.verified
+                        self.repo.create_reference_direct(tracking, tip, True, message="thrum: fetch a-sync")
+                else:
+                    remote.fetch([f"+{SYNC_REF}:{tracking}"], callbacks=remote_callbacks(self.credentials))
+                    heads = remote.list_heads(connect=False)
+                    tip = next((h.oid for h in heads if h.name == SYNC_REF), None)
+            except SyncError:
+                raise
             except Exception as exc:  # noqa: BLE001 - translated at this boundary
                 raise _translate(exc, self.remote_name, url) from exc
-            tip = next((h.oid for h in heads if h.name == SYNC_REF), None)
             if tip is None and self.repo.references.get(tracking) is not None:
                 self.repo.references.delete(tracking)  # the remote dropped its branch
             self.last_fetch = FetchResult(tip=tip, url=url, at=time.time())
@@ -396,7 +422,7 @@ class Replicator:
         remote_tree = theirs.tree
         merged = pygit2.Index()
         merged.read_tree(remote_tree)
-        touched: list[str] = []
+        touched: dict[str, pygit2.Oid | None] = {}
         paths = _changed_paths(head.tree, remote_tree)
         for path in sorted(paths):
             if not _is_safe(path):
@@ -407,13 +433,15 @@ class Replicator:
                 log.warning("ignoring %s in the remote's %s: not a regular file", path, SYNC_BRANCH)
                 continue
             file = self.worktree_path / path
-            if file.is_file():
+            exists = file.is_file()
+            if exists:
                 local = file.read_bytes()
             else:  # a deleted shard is restored, never deleted (the log is append-only)
                 local = self._blob_at(head.tree, path)
-            remote = self.repo[entry.id].data if entry is not None else b""
+            remote = self._blob_data(entry.id) if entry is not None else b""
+            keys = None
             if path.endswith(".jsonl"):
-                result = merge_shard(remote, local)
+                result, keys = self._merge_shard(path, remote, local)
                 data = result.data
                 if result.received:
                     outcome.received_lines[path] = result.received
@@ -421,15 +449,20 @@ class Replicator:
                 outcome.sent += len(result.sent)
             else:  # not a shard: the remote's copy wins, ours is kept if it has none
                 data = remote if entry is not None else local
-            if entry is None and not data and not file.is_file():
+            if entry is None and not data and not exists:
                 continue
-            if data != local or not file.is_file():
+            if not exists or not _same_bytes(data, local):
                 _write_atomic(file, data)  # never in place: a crash must not leave a torn copy
-            if entry is not None and data == remote:
+            if entry is not None and _same_bytes(data, remote):
+                oid = entry.id
                 merged.add(pygit2.IndexEntry(path, entry.id, entry.filemode))
             else:
-                merged.add(pygit2.IndexEntry(path, self.repo.create_blob(data), FileMode.BLOB))
-            touched.append(path)
+                oid = self.repo.create_blob(data)
+                merged.add(pygit2.IndexEntry(path, oid, FileMode.BLOB))
+            if keys is not None:
+                self._keys.store(path, oid, keys)
+            touched[path] = oid
+        self._fetched_blobs, self._verified = {}, set()
         tree = merged.write_tree(self.repo)
         if tree == remote_tree.id:
             new_head = theirs.id
@@ -446,17 +479,53 @@ class Replicator:
         outcome.head = new_head
         return outcome
 
+    def _merge_shard(self, path: str, remote: bytes, local: bytes) -> tuple:
+        """merge_shard(remote, local), through the fast path when one side only appended."""
+        fast = merge_shard_fast(remote, local, self._keys.lookup(path, local))
+        if fast is not None:
+            return fast
+        return merge_shard_keyed(remote, local)
+
+    def _blob_data(self, oid: pygit2.Oid) -> bytes:
+        """A blob's bytes: as the last fetch inflated them, else inflated and checked here."""
+        data = self._fetched_blobs.pop(str(oid), None)
+        if data is not None:
+            return data
+        hexs = str(oid)
+        try:
+            with open(objects_dir(self.repo) / hexs[:2] / hexs[2:], "rb") as f:
+                raw = f.read()
+        except OSError:
+            raw = None
+        if raw is not None:
+            if hexs in self._verified:  # our copy of a blob the fetch just checked
+                data = zlib.decompress(raw)
+                return data[data.index(b"\0") + 1:]
+            try:
+                return _verified_blob(oid, raw)
+            except SyncError:
+                pass  # let libgit2 say what is wrong with it
+        return self.repo[oid].data
+
     def _blob_at(self, tree: pygit2.Tree, path: str) -> bytes:
         entry = _entry(tree, path)
         return entry.data if isinstance(entry, pygit2.Blob) else b""
 
-    def _sync_index(self, touched: list[str]) -> None:
-        """Point the worktree index at the new tree for the paths the merge touched."""
+    def _sync_index(self, touched: dict[str, pygit2.Oid | None]) -> None:
+        """Point the worktree index at the new tree for the paths the merge touched.
+
+        The merge knows each file's blob id (it wrote those bytes), so the entry is
+        written with the file's stat data and that id: no file is hashed again.
+        """
         index = self.repo.index
         index.read(False)
-        for path in touched:
-            if (self.worktree_path / path).is_file():
-                index.add(path)  # hashes the file we just wrote and records its stat
+        for path, oid in touched.items():
+            file = self.worktree_path / path
+            if file.is_file():
+                if oid is None:
+                    index.add(path)
+                else:
+                    _add_index_entry(index, path, oid, os.stat(file))
             elif path in index:
                 index.remove(path)
         index.write()
@@ -478,6 +547,9 @@ class Replicator:
                 return True
             remote = self._remote()
             url = remote.url or ""
+            local = open_local_remote(url)
+            if local is not None and local.bare:
+                return self._push_local(local, head, url)
             callbacks = remote_callbacks(self.credentials)
             try:
                 remote.push([f"{SYNC_REF}:{SYNC_REF}"], callbacks=callbacks)
@@ -492,6 +564,25 @@ class Replicator:
                 raise PushRejected(f"{url} refused the push of {SYNC_BRANCH}: {message}")
             self.last_fetch = FetchResult(tip=head, url=url, at=time.time())
             return True
+
+    def _push_local(self, local, head: pygit2.Oid, url: str) -> bool:
+        """Push to a bare repository on this machine by copying objects (see ``localremote``)."""
+        try:
+            current = local.tip(SYNC_REF)
+            if current != head:
+                if current is not None and not (self.repo.odb.exists(current)
+                                                and self.repo.descendant_of(head, current)):
+                    return False  # not a fast-forward: the remote moved since our fetch
+                if not local.push_from(self.repo, SYNC_REF, head, current):
+                    return False
+            self.repo.create_reference_direct(f"refs/remotes/{self.remote_name}/{SYNC_BRANCH}", head, True,
+                                              message="thrum: push a-sync")
+        except SyncError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - translated at this boundary
+            raise _translate(exc, self.remote_name, url) from exc
+        self.last_fetch = FetchResult(tip=head, url=url, at=time.time())
+        return True
 
 
 def run_cycle(
@@ -619,6 +710,78 @@ def _blob_size(repo: pygit2.Repository, oid: pygit2.Oid) -> int:
 
 
 _ZERO_OID = pygit2.Oid(hex="0" * 40)
+
+KEEP_FETCHED_BYTES = 256 * 2**20  # inflated blobs a direct fetch hands to the merge (the rest is re-read)
+
+
+def _same_bytes(a: bytes, b: bytes) -> bool:
+    return a is b or (len(a) == len(b) and a == b)
+
+
+def _add_index_entry(index: pygit2.Index, path: str, oid: pygit2.Oid, st: os.stat_result) -> None:
+    """Add an index entry with the file's stat data and a known blob id (no hashing).
+
+    pygit2's IndexEntry carries no stat data, so the entry is built for libgit2
+    directly; with it, status and the next commit see the file as unchanged
+    until it is appended to.
+    """
+    e = _ffi.new("git_index_entry *")
+    e.ctime.seconds, e.ctime.nanoseconds = int(st.st_ctime) & 0x7FFFFFFF, st.st_ctime_ns % 1_000_000_000
+    e.mtime.seconds, e.mtime.nanoseconds = int(st.st_mtime) & 0x7FFFFFFF, st.st_mtime_ns % 1_000_000_000
+    e.dev, e.ino = st.st_dev & 0xFFFFFFFF, st.st_ino & 0xFFFFFFFF
+    e.mode = int(FileMode.BLOB_EXECUTABLE if st.st_mode & 0o100 else FileMode.BLOB)
+    e.uid, e.gid = st.st_uid & 0xFFFFFFFF, st.st_gid & 0xFFFFFFFF
+    e.file_size = st.st_size & 0xFFFFFFFF
+    _ffi.buffer(_ffi.addressof(e, "id"))[:] = oid.raw
+    c_path = _ffi.new("char[]", path.encode("utf-8", "surrogateescape"))
+    e.path = c_path
+    if _C.git_index_add(index._index, e) != 0:  # noqa: SLF001 - pygit2 exposes no stat-aware add
+        index.add(path)
+
+
+class _KeyCache:
+    """Per shard: the :class:`ShardKeys` of the bytes a merge left, by their blob id.
+
+    A later merge of that shard checks that the file still starts with those bytes
+    (one SHA-1 over them, no parsing) and then parses only what was appended since.
+    Bounded by the number of keys held (8 bytes each), least recently used first out.
+    """
+
+    def __init__(self, max_keys: int = 4_000_000):
+        self.max_keys = max_keys
+        self._items: OrderedDict[str, tuple[bytes, ShardKeys]] = OrderedDict()
+        self._total = 0
+
+    def lookup(self, path: str, data: bytes) -> ShardKeys | None:
+        item = self._items.get(path)
+        if item is None:
+            return None
+        oid_raw, keys = item
+        n = keys.size
+        ok = n <= len(data) and (n == 0 or data[n - 1:n] == b"\n")
+        if ok:
+            h = hashlib.sha1(b"blob %d\0" % n)
+            h.update(memoryview(data)[:n])
+            ok = True
+        if not ok:
+            self._drop(path)
+            return None
+        self._items.move_to_end(path)
+        return keys
+
+    def store(self, path: str, oid: pygit2.Oid, keys: ShardKeys) -> None:
+        self._drop(path)
+        if not keys.clean:
+            return
+        self._items[path] = (oid.raw, keys)
+        self._total += len(keys)
+        while self._total > self.max_keys and self._items:
+            self._drop(next(iter(self._items)))
+
+    def _drop(self, path: str) -> None:
+        item = self._items.pop(path, None)
+        if item is not None:
+            self._total -= len(item[1])
 
 
 def _write_atomic(path: Path, data: bytes) -> None:

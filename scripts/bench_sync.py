@@ -1,0 +1,312 @@
+#!/usr/bin/env python3
+"""thrum sync benchmark: two machines, one bare remote, a large history.
+
+Usage:
+    python scripts/bench_sync.py [--events N] [--runs R] [--keep] [--base DIR]
+
+What it does (everything on local disk, each clone with its own daemon started with
+THRUM_WS_PORT=0, THRUM_SYNC_INTERVAL=3600, THRUM_SYNC_DEBOUNCE=3600 so no background
+sync interferes):
+
+1. A bare remote and clone A. The history (N message.create events, default
+   1,000,000, over 50 agents, plus their agent.register / agent.session.start in
+   events.jsonl) is written as JSONL lines straight into A's a-sync worktree: valid
+   events with ULID event ids, msg_/thr_/ses_ ids, a markdown body and a mention ref.
+2. A's daemon starts (it folds the history), then `sync.run` on A commits and pushes it.
+3. Clone B of the remote, `init_repo` (attaches to a-sync; its daemon folds the history).
+4. Measured, each as the `sync.run` RPC round trip (commit + fetch + merge + fold +
+   push), median of R runs:
+   - no-op sync on B and on A;
+   - 10 events: A's agent sends 10 messages (RPC message.send, one sender per run),
+     `sync.run` on A (send side), then `sync.run` on B (receive side, fold included);
+   - 10,000 events received by B in one sync. A's daemon is stopped and 10,000 valid
+     message.create lines are appended to A's worktree files (the way the daemon's
+     appender writes them); A then runs one offline cycle (what `thrum sync` does
+     with the daemon stopped: commit + push), and B's `sync.run` is timed. Two
+     shapes: "new shards" (10 new agents x 1,000 events, agent.register lines in
+     events.jsonl: what a new machine joining brings) and "all shards" (200 events
+     appended to each of the 50 existing history shards).
+
+Prints a table (name, median, min, max, target) and, per phase, where B spends its
+time is visible in its daemon log (.thrum/var/daemon.log) when --keep is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import resource
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import orjson  # noqa: E402
+import pygit2  # noqa: E402
+
+from thrum import events as ev  # noqa: E402
+
+ENV = {"THRUM_WS_PORT": "0", "THRUM_SYNC_INTERVAL": "3600", "THRUM_SYNC_DEBOUNCE": "3600",
+       "THRUM_NO_AUTOSTART": "1"}
+SIG = pygit2.Signature("bench", "bench@example.invalid", 1700000000, 0)
+WORDS = ("auth module tests green review ready merge deploy failing flaky fix patch branch rebase "
+         "conflict schema migration index query latency budget release notes docs api client "
+         "server daemon sync remote push fetch worktree shard event projection fold rebuild").split()
+
+
+# --------------------------------------------------------------------------- generation
+
+class Gen:
+    """Valid event lines, fast: ULID ids from `thrum.events.new_ulid`, dicts dumped by orjson."""
+
+    def __init__(self, seed: int = 7):
+        self.rng = random.Random(seed)
+        self.sessions: dict[str, str] = {}
+
+    def lifecycle(self, agents: list[str]) -> bytes:
+        out = []
+        ts = ev.now_rfc3339()
+        for i, a in enumerate(agents):
+            out.append(ev.AgentRegister(agent_id=a, name=a, role=f"role{i % 10}", module="core").to_line())
+            s = ev.SessionStart(agent_id=a)
+            self.sessions[a] = s.session_id
+            out.append(s.to_line())
+        del ts
+        return b"".join(out)
+
+    def message(self, author: str, others: list[str], ts: str) -> bytes:
+        rng = self.rng
+        eid = ev.new_ulid()
+        text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 30)))
+        mention = others[rng.randrange(len(others))]
+        return orjson.dumps({
+            "type": "message.create", "timestamp": ts, "event_id": eid, "v": 1,
+            "message_id": "msg_" + eid, "thread_id": "thr_" + eid, "agent_id": author,
+            "session_id": self.sessions[author],
+            "body": {"format": "markdown", "content": text, "structured": ""},
+            "scopes": [], "refs": [{"type": "mention", "value": mention}],
+            "priority": "normal", "authored_by": "", "disclosed": False}) + b"\n"
+
+    def messages(self, worktree: Path, agents: list[str], everyone: list[str], n: int) -> None:
+        """Append n messages spread evenly (round robin) over ``agents``' shards."""
+        (worktree / "messages").mkdir(parents=True, exist_ok=True)
+        bufs: dict[str, list[bytes]] = {a: [] for a in agents}
+        ts = ev.now_rfc3339()
+
+        def flush():
+            for a, lines in bufs.items():
+                if lines:
+                    with open(worktree / "messages" / f"{a}.jsonl", "ab") as f:
+                        f.write(b"".join(lines))
+                    lines.clear()
+
+        for i in range(n):
+            if i % 1000 == 0:
+                ts = ev.now_rfc3339()
+            a = agents[i % len(agents)]
+            bufs[a].append(self.message(a, everyone, ts))
+            if i % 200_000 == 199_999:
+                flush()
+        flush()
+
+
+# --------------------------------------------------------------------------- machines
+
+def make_remote(path: Path) -> None:
+    repo = pygit2.init_repository(str(path), bare=True, initial_head="main")
+    blob = repo.create_blob(b"# bench\n")
+    tb = repo.TreeBuilder()
+    tb.insert("README.md", blob, pygit2.enums.FileMode.BLOB)
+    repo.create_commit("refs/heads/main", SIG, SIG, "init\n", tb.write(), [])
+
+
+def clone(remote: Path, dest: Path) -> None:
+    repo = pygit2.clone_repository(str(remote), str(dest))
+    repo.config["user.name"] = "bench"
+    repo.config["user.email"] = "bench@example.invalid"
+
+
+def rpc(paths, method: str, params: dict | None = None, timeout: float = 60.0):
+    from thrum.daemon import launcher
+
+    return launcher.call(paths, method, params or {}, timeout=timeout)
+
+
+def timed_sync(paths, timeout: float = 600.0) -> tuple[float, dict]:
+    t = time.perf_counter()
+    report = rpc(paths, "sync.run", timeout=timeout)
+    return time.perf_counter() - t, report
+
+
+def rss_mib(pid: int | None) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, TypeError, ValueError):
+        pass
+    return float("nan")
+
+
+def step(msg: str):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+# --------------------------------------------------------------------------- the benchmark
+
+def run(args) -> list[tuple]:
+    from thrum.daemon import launcher, sync_state
+    from thrum.sync.worktree import sync_worktree_path
+
+    for k in ("THRUM_NAME", "THRUM_ROLE", "THRUM_MODULE", "THRUM_LOCAL"):
+        os.environ.pop(k, None)
+    os.environ.update(ENV)
+    base = Path(args.base) if args.base else Path(tempfile.mkdtemp(prefix="thrum-bench-sync-"))
+    base.mkdir(parents=True, exist_ok=True)
+    remote, a_dir, b_dir = base / "remote.git", base / "a", base / "b"
+    started = []
+    rows: list[tuple] = []
+    gen = Gen()
+    agents = [f"agent_{i:02d}" for i in range(args.agents)]
+    try:
+        step(f"setting up in {base}")
+        make_remote(remote)
+        clone(remote, a_dir)
+        pa = launcher.init_repo(a_dir, start_daemon=False)
+        wt_a = sync_worktree_path(a_dir)
+        t = time.perf_counter()
+        (wt_a / "events.jsonl").write_bytes(gen.lifecycle(agents))
+        gen.messages(wt_a, agents, agents, args.events)
+        size = sum(p.stat().st_size for p in wt_a.rglob("*.jsonl"))
+        step(f"wrote {args.events:,} events ({size / 2**20:,.0f} MiB, "
+             f"{size / args.agents / 2**20:,.1f} MiB per message shard) in {time.perf_counter() - t:.1f}s")
+
+        t = time.perf_counter()
+        launcher.start(pa, timeout=1800)
+        started.append(pa)
+        step(f"A daemon up (folded the history) in {time.perf_counter() - t:.1f}s")
+        dt, rep = timed_sync(pa, timeout=3600)
+        step(f"A first sync (commit + push of the history): {dt:.1f}s, sent {rep['sent']:,}")
+
+        t = time.perf_counter()
+        clone(remote, b_dir)
+        pb = launcher.init_repo(b_dir, start_daemon=False)
+        step(f"B cloned and attached in {time.perf_counter() - t:.1f}s")
+        t = time.perf_counter()
+        launcher.start(pb, timeout=1800)
+        started.append(pb)
+        step(f"B daemon up (folded the history) in {time.perf_counter() - t:.1f}s")
+        wt_b = sync_worktree_path(b_dir)
+        for m, p in (("A", pa), ("B", pb)):  # settle: anything the daemons wrote at start
+            rpc(p, "sync.run", timeout=600)
+        rpc(pa, "sync.run", timeout=600)
+
+        # -- no-op
+        for m, p in (("B", pb), ("A", pa)):
+            times = []
+            for _ in range(args.runs):
+                dt, rep = timed_sync(p)
+                assert rep["received"] == 0 and rep["sent"] == 0 and rep["commits"] == 0, rep
+                times.append(dt)
+            rows.append((f"no-op sync on {m}", times, 0.100))
+        step("no-op measured")
+
+        # -- 10 events
+        send, recv = [], []
+        for r in range(args.runs):
+            sender = agents[r % len(agents)]
+            for i in range(10):
+                rpc(pa, "message.send", {"caller": sender, "content": f"bench run {r} message {i}",
+                                         "to": [f"@{agents[(r + i + 1) % len(agents)]}"]})
+            dt, rep = timed_sync(pa)
+            assert rep["sent"] == 10 and rep["pushed"], rep
+            send.append(dt)
+            dt, rep = timed_sync(pb)
+            assert rep["received"] == 10, rep
+            recv.append(dt)
+        rows.append(("10-event sync, sender A", send, 0.200))
+        rows.append(("10-event sync, receiver B", recv, 0.200))
+        step("10-event syncs measured")
+
+        # -- 10,000 events (A's daemon stopped; lines appended to its worktree files)
+        launcher.stop(pa)
+        started.remove(pa)
+        shapes = [("new shards", 10), ("all shards", 0)]
+        for shape, n_new in shapes:
+            offline, recv = [], []
+            for r in range(args.big_runs):
+                if n_new:
+                    new = [f"new{r}_{i:02d}" for i in range(n_new)]
+                    with open(wt_a / "events.jsonl", "ab") as f:
+                        f.write(gen.lifecycle(new))
+                    gen.messages(wt_a, new, agents, args.big)
+                else:
+                    gen.messages(wt_a, agents, agents, args.big)
+                t = time.perf_counter()
+                rep = sync_state.run_offline(pa)
+                offline.append(time.perf_counter() - t)
+                assert rep["pushed"], rep
+                dt, rep = timed_sync(pb)
+                assert rep["received"] >= args.big, rep
+                recv.append(dt)
+            rows.append((f"receive {args.big:,} events, {shape}", recv, 1.5))
+            rows.append((f"  (A offline commit+push, {shape})", offline, None))
+            step(f"{args.big:,}-event receive ({shape}) measured")
+        rows.append(("B daemon peak RSS (MiB)", None, rss_mib(launcher.read_pid(pb))))
+        same = all((wt_a / rel).read_bytes() == (wt_b / rel).read_bytes()
+                   for rel in (p.relative_to(wt_b) for p in wt_b.rglob("*.jsonl")))
+        step(f"shards byte-identical on A and B: {same}")
+        return rows
+    finally:
+        for p in started:
+            try:
+                launcher.stop(p)
+            except Exception as exc:  # noqa: BLE001
+                print(f"could not stop a daemon: {exc}", file=sys.stderr)
+        if not args.keep and not args.base:
+            shutil.rmtree(base, ignore_errors=True)
+        elif args.keep:
+            print(f"kept {base}")
+
+
+def print_table(rows, args) -> None:
+    print(f"\nsync benchmark: {args.events:,}-event history over {args.agents} agents, "
+          f"medians of {args.runs} runs ({args.big_runs} for the 10,000-event receives); "
+          f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+    print(f"  {'measure':44} {'median':>9} {'min':>9} {'max':>9}  target")
+    for name, times, target in rows:
+        if times is None:
+            print(f"  {name:44} {target:9.0f}")
+            continue
+        med = statistics.median(times)
+        tgt = "" if target is None else f"<= {target * 1000:.0f} ms  {'ok' if med <= target else 'MISSED'}"
+        print(f"  {name:44} {med * 1000:7.0f}ms {min(times) * 1000:7.0f}ms {max(times) * 1000:7.0f}ms  {tgt}")
+    print(f"  bench process peak RSS: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--events", type=int, default=1_000_000, help="message events in the history")
+    p.add_argument("--agents", type=int, default=50, help="agents (message shards) in the history")
+    p.add_argument("--runs", type=int, default=5, help="runs per no-op / 10-event measure")
+    p.add_argument("--big", type=int, default=10_000, help="events in the big receive")
+    p.add_argument("--big-runs", type=int, default=5, help="runs per big-receive shape")
+    p.add_argument("--base", help="work in this directory (kept) instead of a temp dir")
+    p.add_argument("--keep", action="store_true", help="keep the temp dir (daemon logs, repos)")
+    args = p.parse_args(argv)
+    t = time.perf_counter()
+    rows = run(args)
+    print_table(rows, args)
+    print(f"  total run time: {time.perf_counter() - t:.0f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
