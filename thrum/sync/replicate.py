@@ -762,7 +762,7 @@ class _KeyCache:
         if ok:
             h = hashlib.sha1(b"blob %d\0" % n)
             h.update(memoryview(data)[:n])
-            ok = True
+            ok = h.digest() == oid_raw
         if not ok:
             self._drop(path)
             return None
