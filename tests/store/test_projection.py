@@ -327,3 +327,25 @@ def test_time_keys_sort_mixed_precision_and_offsets(db, e):
     fold(db, a, b, c)
     assert ids(queries.list_messages(db, sort_order="asc")) == [mid(a), mid(b), mid(c)]
     assert queries.get_message(db, mid(a))["message"]["created_at"] == "2026-02-03T10:00:00Z"
+
+
+def test_verify_counters_reports_a_counter_that_drifted(db, e):
+    c = e.create("alice", mentions=["bob"])
+    fold(db, c, e.read("bob", mid(c)), e.archive("bob", mid(c)))
+    assert projection.verify_counters(db) == []
+    db.execute_sql("UPDATE agent_sig_counts SET n_read = n_read + 1")
+    db.execute_sql("UPDATE sig_totals SET n = n + 5")
+    problems = projection.verify_counters(db)
+    assert len(problems) == 2 and any(p.startswith("agent_sig_counts") for p in problems)
+
+
+def test_counters_follow_delete_replace_and_unread(db, e):
+    a = e.create("bob", "late winner", mid="msg_X", mentions=["alice"])
+    b = e.create("carol", "early loser?", mid="msg_X", mentions=["dave"])  # higher event id: loses
+    fold(db, b, e.read("alice", "msg_X"), e.archive("dave", "msg_X"))
+    fold(db, a)  # replaces carol's row: counters move from dave's set to alice's
+    assert projection.verify_counters(db) == []
+    assert queries.list_messages(db, viewer="alice", mentions_of="alice")["unread"] == 0
+    fold(db, e.unread("alice", "msg_X"), e.delete("bob", "msg_X"))
+    assert projection.verify_counters(db) == []
+    assert queries.list_messages(db, viewer="alice", mentions_of="alice")["total"] == 0
