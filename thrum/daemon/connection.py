@@ -10,6 +10,7 @@ client can also see gaps itself.
 
 from __future__ import annotations
 
+import errno
 import itertools
 import logging
 from collections import deque
@@ -96,3 +97,14 @@ class Connection:
         self.closed = True
         self._wakeup.set()
         self._room.set()
+
+
+def is_disconnect(exc: BaseException, extra: tuple = ()) -> bool:
+    """True when ``exc`` (or every exception of a group) only says the peer went away."""
+    if isinstance(exc, (trio.BrokenResourceError, trio.ClosedResourceError, *extra)):
+        return True
+    if isinstance(exc, OSError) and exc.errno in (errno.EPIPE, errno.ECONNRESET):
+        return True
+    if isinstance(exc, BaseExceptionGroup):
+        return all(is_disconnect(e, extra) for e in exc.exceptions)
+    return False

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import socket as stdsocket
@@ -12,7 +11,7 @@ from pathlib import Path
 import trio
 
 from .. import errors, jsonrpc
-from .connection import Connection
+from .connection import Connection, is_disconnect
 from .dispatch import handle_frame
 
 log = logging.getLogger(__name__)
@@ -80,7 +79,7 @@ async def _serve_stream(daemon, stream: trio.SocketStream) -> None:
             conn.close()
             nursery.cancel_scope.cancel()
     except Exception as exc:  # never let one client take the daemon down
-        if not _is_disconnect(exc):
+        if not is_disconnect(exc):
             log.exception("unix connection failed")
     finally:
         conn.close()
@@ -104,13 +103,3 @@ async def _safe_send(conn: Connection, obj) -> None:
         await conn.send(obj)
     except (trio.BrokenResourceError, trio.ClosedResourceError):
         conn.close()
-
-
-def _is_disconnect(exc: BaseException) -> bool:
-    if isinstance(exc, (trio.BrokenResourceError, trio.ClosedResourceError)):
-        return True
-    if isinstance(exc, OSError) and exc.errno in (errno.EPIPE, errno.ECONNRESET):
-        return True
-    if isinstance(exc, BaseExceptionGroup):
-        return all(_is_disconnect(e) for e in exc.exceptions)
-    return False

@@ -38,7 +38,7 @@ import trio
 from trio_websocket import ConnectionClosed, WebSocketRequest, WebSocketServer
 
 from .. import errors, jsonrpc
-from .connection import Connection
+from .connection import Connection, is_disconnect
 from .dispatch import handle_frame
 
 log = logging.getLogger(__name__)
@@ -205,7 +205,7 @@ async def _serve_connection(daemon, ws, max_frame: int) -> None:
             conn.close()
             nursery.cancel_scope.cancel()
     except Exception as exc:  # never let one client take the daemon down
-        if not _is_disconnect(exc):
+        if not is_disconnect(exc, (ConnectionClosed,)):
             log.exception("WebSocket connection %s failed", conn.id)
     finally:
         conn.close()
@@ -250,11 +250,3 @@ def _peer(request: WebSocketRequest) -> str:
         return "?"
 
 
-def _is_disconnect(exc: BaseException) -> bool:
-    if isinstance(exc, (ConnectionClosed, trio.BrokenResourceError, trio.ClosedResourceError)):
-        return True
-    if isinstance(exc, OSError) and exc.errno in (errno.EPIPE, errno.ECONNRESET):
-        return True
-    if isinstance(exc, BaseExceptionGroup):
-        return all(_is_disconnect(e) for e in exc.exceptions)
-    return False

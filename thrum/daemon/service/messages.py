@@ -249,14 +249,18 @@ async def delete(call: Call) -> dict:
 
 # ---------------------------------------------------------------------------- receipts
 
-def _read_flags(db, agent: str, ids: list[str]) -> dict[str, bool]:
-    out = {}
+def _agent_rows(db, sql: str, agent: str, ids: list[str]) -> list[tuple]:
+    """Rows of ``sql`` (with ``{q}`` for the id placeholders) for one agent, in id chunks."""
+    rows = []
     for i in range(0, len(ids), 900):
         chunk = ids[i:i + 900]
-        out.update((mid, bool(r)) for mid, r in db.execute_sql(
-            f"SELECT message_id, is_read FROM read_state WHERE agent_id=? AND message_id IN "
-            f"({','.join('?' * len(chunk))})", [agent, *chunk]).fetchall())
-    return out
+        rows.extend(db.execute_sql(sql.format(q=",".join("?" * len(chunk))), [agent, *chunk]).fetchall())
+    return rows
+
+
+def _read_flags(db, agent: str, ids: list[str]) -> dict[str, bool]:
+    return {mid: bool(r) for mid, r in _agent_rows(
+        db, "SELECT message_id, is_read FROM read_state WHERE agent_id=? AND message_id IN ({q})", agent, ids)}
 
 
 @method("message.markRead")
@@ -299,13 +303,8 @@ async def mark_unread(call: Call) -> dict:
 
 
 def _archived(db, agent: str, ids: list[str]) -> set[str]:
-    out = set()
-    for i in range(0, len(ids), 900):
-        chunk = ids[i:i + 900]
-        out.update(r[0] for r in db.execute_sql(
-            f"SELECT message_id FROM archive_marks WHERE agent_id=? AND message_id IN "
-            f"({','.join('?' * len(chunk))})", [agent, *chunk]).fetchall())
-    return out
+    return {r[0] for r in _agent_rows(
+        db, "SELECT message_id FROM archive_marks WHERE agent_id=? AND message_id IN ({q})", agent, ids)}
 
 
 @method("message.archive")
