@@ -8,6 +8,8 @@ Usage:
 Sections are named; later issues add their own (register them in SECTIONS).
 With no section named, every section runs.
 
+daemon, sync, realtime: see scripts/bench_daemon.py, bench_sync.py, bench_realtime.py.
+
 store: generates a log of N message events (default 1,000,000) over 50 agents
        (10 roles, 4 groups, mentions of agents/roles/groups/everyone, scopes,
        threads, replies, ~1% edits, ~0.5% deletes, receipts) by writing JSONL
@@ -321,8 +323,23 @@ def bench_store(args) -> dict:
             shutil.rmtree(base, ignore_errors=True)
 
 
+def _script_section(module_name: str):
+    """A section that runs another scripts/bench_*.py with its defaults (see its --help)."""
+    def run(args) -> None:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        module = __import__(module_name)
+        if hasattr(module, "section"):
+            module.section(args)
+        else:
+            module.main([])
+    return run
+
+
 SECTIONS = {
-    "store": bench_store,
+    "store": bench_store,                          # issue 2: rebuild rate, inbox query latency, memory
+    "daemon": _script_section("bench_daemon"),     # issue 3: durable sends, message.list, CLI start-up
+    "sync": _script_section("bench_sync"),         # issue 4: sync against a 1M-event history
+    "realtime": _script_section("bench_realtime"),  # issue 5: notification latency, fan-out, wait
 }
 
 

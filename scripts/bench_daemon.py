@@ -95,7 +95,6 @@ def seed_messages(paths, count: int) -> None:
             f.write(ev.SessionStart(agent_id=a, session_id=ses[a]).to_line())
     (wt / "messages").mkdir(exist_ok=True)
     files = {a: open(wt / "messages" / f"{a}.jsonl", "ab") for a in agents}
-    base = ev.new_ulid()[:10]
     for n in range(count):
         a = agents[n % len(agents)]
         eid = ev.new_ulid()
@@ -106,7 +105,6 @@ def seed_messages(paths, count: int) -> None:
             "scopes": [{"type": "module", "value": f"m{n % 7}"}],
             "refs": [{"type": "mention", "value": roles[n % 4]}],
             "priority": "normal", "authored_by": "", "disclosed": False}))
-    del base
     for f in files.values():
         f.close()
     launcher.start(paths)
@@ -139,6 +137,9 @@ def bench_cli(paths, runs: int = 15) -> tuple[float, float]:
             out.append((time.perf_counter() - t0) * 1000)
         return statistics.median(out)
 
+    # Byte-compile first: this environment may set PYTHONDONTWRITEBYTECODE, and an
+    # installed thrum always has its .pyc files.
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "thrum")], check=True)
     timed([thrum, "send", "warm-up"])
     return timed([thrum, "send", "cli bench"]), timed([sys.executable, "-c", "import click"])
 
