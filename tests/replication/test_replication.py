@@ -248,3 +248,27 @@ def test_randomised_replicas_converge_to_identical_logs_and_inboxes(machines):
     unread = [m.run("inbox", "--unread", "--json", "--page-size", "100", agent="shared").stdout
               for m in (reps[1], reps[3])]
     assert json.loads(unread[0]) == json.loads(unread[1])
+
+
+def test_idle_daemon_makes_no_commits(machines):
+    (a,) = machines(1)
+    a.agent("alice", "implementer")
+    a.rpc("message.send", {"caller": "alice", "content": "one"})
+    first = a.sync()
+    assert first["commits"] >= 1
+    repo = pygit2.Repository(str(a.path))
+    tip = repo.references["refs/heads/a-sync"].target
+    again = a.sync()
+    assert again["commits"] == 0 and again["ok"]
+    assert repo.references["refs/heads/a-sync"].target == tip
+
+
+def test_local_only_mode_commits_but_never_pushes(machines):
+    (a,) = machines(1, THRUM_LOCAL="1")
+    a.agent("alice", "implementer")
+    a.rpc("message.send", {"caller": "alice", "content": "stays here"})
+    report = a.sync()
+    assert report["mode"] == "local-only" and report["commits"] >= 1 and not report["pushed"]
+    remote = pygit2.Repository(str(a.path.parent / "remote.git"))
+    assert remote.references.get("refs/heads/a-sync") is None
+    assert a.json("sync", "status")["mode"] == "local-only"

@@ -32,6 +32,11 @@ log = logging.getLogger(__name__)
 QUIET_TYPES = frozenset({"message.read", "message.unread", "message.archive", "message.edit"})
 
 
+def triggers_sync(applied: list[dict]) -> bool:
+    """Whether a local write should schedule a sync: receipts and edits ride along with the next one."""
+    return any(d["type"] not in QUIET_TYPES for d in applied)
+
+
 class SyncLoop:
     def __init__(self, daemon):
         self.daemon = daemon
@@ -56,7 +61,7 @@ class SyncLoop:
 
     def on_write(self, applied: list[dict]) -> None:
         """Store callback: something durable happened; sync soon unless it was only receipts/edits."""
-        if any(d["type"] not in QUIET_TYPES for d in applied):
+        if triggers_sync(applied):
             self._write_kick = True
             self._kick.set()
 
