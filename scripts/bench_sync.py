@@ -202,7 +202,8 @@ def run(args) -> list[tuple]:
         t = time.perf_counter()
         launcher.start(pb, timeout=1800)
         started.append(pb)
-        step(f"B daemon up (folded the history) in {time.perf_counter() - t:.1f}s")
+        step(f"B daemon up (folded the history) in {time.perf_counter() - t:.1f}s, "
+             f"peak RSS {rss_mib(launcher.read_pid(pb)):,.0f} MiB")
         wt_b = sync_worktree_path(b_dir)
         for m, p in (("A", pa), ("B", pb)):  # settle: anything the daemons wrote at start
             rpc(p, "sync.run", timeout=600)
@@ -259,7 +260,7 @@ def run(args) -> list[tuple]:
             rows.append((f"receive {args.big:,} events, {shape}", recv, 1.5))
             rows.append((f"  (A offline commit+push, {shape})", offline, None))
             step(f"{args.big:,}-event receive ({shape}) measured")
-        rows.append(("B daemon peak RSS (MiB)", None, rss_mib(launcher.read_pid(pb))))
+        rows.append(("B daemon peak RSS at the end (MiB)", None, rss_mib(launcher.read_pid(pb))))
         same = all((wt_a / rel).read_bytes() == (wt_b / rel).read_bytes()
                    for rel in (p.relative_to(wt_b) for p in wt_b.rglob("*.jsonl")))
         step(f"shards byte-identical on A and B: {same}")

@@ -32,8 +32,9 @@ import os
 import threading
 import time
 import zlib
-from collections import OrderedDict
-from collections.abc import Callable
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -261,6 +262,7 @@ class Replicator:
             raise SyncError(f"{self.worktree_path} does not have {SYNC_BRANCH} checked out; "
                             f"it is not the sync worktree")
         _no_delta_search(self.repo)
+        self._objects = objects_dir(self.repo)
         for stale in self.worktree_path.rglob(f"{_TMP_PREFIX}*"):  # left by a crash mid-merge
             if stale.is_file():
                 stale.unlink(missing_ok=True)
@@ -423,8 +425,8 @@ class Replicator:
         merged = pygit2.Index()
         merged.read_tree(remote_tree)
         touched: dict[str, pygit2.Oid | None] = {}
-        paths = _changed_paths(head.tree, remote_tree)
-        for path in sorted(paths):
+        jobs = []
+        for path in sorted(_changed_paths(head.tree, remote_tree)):
             if not _is_safe(path):
                 log.warning("ignoring unsafe path %r in the remote's %s", path, SYNC_BRANCH)
                 continue
@@ -432,36 +434,46 @@ class Replicator:
             if entry is not None and entry.filemode not in (FileMode.BLOB, FileMode.BLOB_EXECUTABLE):
                 log.warning("ignoring %s in the remote's %s: not a regular file", path, SYNC_BRANCH)
                 continue
-            file = self.worktree_path / path
-            exists = file.is_file()
-            if exists:
-                local = file.read_bytes()
-            else:  # a deleted shard is restored, never deleted (the log is append-only)
-                local = self._blob_at(head.tree, path)
-            remote = self._blob_data(entry.id) if entry is not None else b""
-            keys = None
-            if path.endswith(".jsonl"):
-                result, keys = self._merge_shard(path, remote, local)
-                data = result.data
-                if result.received:
-                    outcome.received_lines[path] = result.received
-                    outcome.received += len(result.received)
-                outcome.sent += len(result.sent)
-            else:  # not a shard: the remote's copy wins, ours is kept if it has none
-                data = remote if entry is not None else local
-            if entry is None and not data and not exists:
-                continue
-            if not exists or not _same_bytes(data, local):
-                _write_atomic(file, data)  # never in place: a crash must not leave a torn copy
-            if entry is not None and _same_bytes(data, remote):
-                oid = entry.id
-                merged.add(pygit2.IndexEntry(path, entry.id, entry.filemode))
-            else:
-                oid = self.repo.create_blob(data)
-                merged.add(pygit2.IndexEntry(path, oid, FileMode.BLOB))
-            if keys is not None:
-                self._keys.store(path, oid, keys)
-            touched[path] = oid
+            jobs.append((path, entry, self._keys.candidate(path)))
+        # Reading files, inflating blobs, checking key summaries and writing the merged
+        # files run in worker threads (they let go of the GIL); merging runs here, in order.
+        with ThreadPoolExecutor(_WORKERS) as pool:
+            writes: deque = deque()
+            for (path, entry, _), (exists, local, remote, known_ok) in _in_order(pool, self._prepare, jobs):
+                file = self.worktree_path / path
+                if local is None:  # a deleted shard is restored, never deleted (the log is append-only)
+                    local = self._blob_at(head.tree, path)
+                if remote is None:
+                    remote = self.repo[entry.id].data if entry is not None else b""
+                keys = None
+                if path.endswith(".jsonl"):
+                    known = self._keys.take(path) if known_ok else self._keys.drop(path)
+                    result, keys = self._merge_shard(remote, local, known)
+                    data = result.data
+                    if result.received:
+                        outcome.received_lines[path] = result.received
+                        outcome.received += len(result.received)
+                    outcome.sent += len(result.sent)
+                else:  # not a shard: the remote's copy wins, ours is kept if it has none
+                    data = remote if entry is not None else local
+                if entry is None and not data and not exists:
+                    continue
+                if not exists or not _same_bytes(data, local):
+                    # never in place: a crash must not leave a torn copy
+                    writes.append(pool.submit(_write_atomic, file, data))
+                    while len(writes) > 2 * _WORKERS:
+                        writes.popleft().result()
+                if entry is not None and _same_bytes(data, remote):
+                    oid = entry.id
+                    merged.add(pygit2.IndexEntry(path, entry.id, entry.filemode))
+                else:
+                    oid = self.repo.create_blob(data)
+                    merged.add(pygit2.IndexEntry(path, oid, FileMode.BLOB))
+                if keys is not None:
+                    self._keys.store(path, oid, keys)
+                touched[path] = oid
+            while writes:  # every file is in place before the ref moves
+                writes.popleft().result()
         self._fetched_blobs, self._verified = {}, set()
         tree = merged.write_tree(self.repo)
         if tree == remote_tree.id:
@@ -479,33 +491,46 @@ class Replicator:
         outcome.head = new_head
         return outcome
 
-    def _merge_shard(self, path: str, remote: bytes, local: bytes) -> tuple:
+    def _prepare(self, job) -> tuple[bool, bytes | None, bytes | None, bool]:
+        """Worker thread, no pygit2: (file exists, its bytes, the remote blob's bytes or
+        None, whether the shard's key summary still describes the file's first bytes)."""
+        path, entry, candidate = job
+        file = self.worktree_path / path
+        exists = file.is_file()
+        local = file.read_bytes() if exists else None
+        remote = self._blob_data(entry.id) if entry is not None else b""
+        known_ok = False
+        if candidate is not None and local is not None:
+            oid_raw, n = candidate
+            known_ok = _starts_with_blob(local, n, oid_raw)
+        return exists, local, remote, known_ok
+
+    def _merge_shard(self, remote: bytes, local: bytes, known: ShardKeys | None) -> tuple:
         """merge_shard(remote, local), through the fast path when one side only appended."""
-        fast = merge_shard_fast(remote, local, self._keys.lookup(path, local))
+        fast = merge_shard_fast(remote, local, known)
         if fast is not None:
             return fast
         return merge_shard_keyed(remote, local)
 
-    def _blob_data(self, oid: pygit2.Oid) -> bytes:
-        """A blob's bytes: as the last fetch inflated them, else inflated and checked here."""
-        data = self._fetched_blobs.pop(str(oid), None)
+    def _blob_data(self, oid: pygit2.Oid) -> bytes | None:
+        """A blob's bytes as the last fetch inflated them, else inflated (and checked) from
+        our loose copy; None when it is packed (the caller asks libgit2). No pygit2 here."""
+        hexs = str(oid)
+        data = self._fetched_blobs.pop(hexs, None)
         if data is not None:
             return data
-        hexs = str(oid)
         try:
-            with open(objects_dir(self.repo) / hexs[:2] / hexs[2:], "rb") as f:
+            with open(self._objects / hexs[:2] / hexs[2:], "rb") as f:
                 raw = f.read()
         except OSError:
-            raw = None
-        if raw is not None:
-            if hexs in self._verified:  # our copy of a blob the fetch just checked
-                data = zlib.decompress(raw)
-                return data[data.index(b"\0") + 1:]
-            try:
-                return _verified_blob(oid, raw)
-            except SyncError:
-                pass  # let libgit2 say what is wrong with it
-        return self.repo[oid].data
+            return None
+        if hexs in self._verified:  # our copy of a blob the fetch just checked
+            data = zlib.decompress(raw)
+            return data[data.index(b"\0") + 1:]
+        try:
+            return _verified_blob(oid, raw)
+        except SyncError:
+            return None  # let libgit2 say what is wrong with it
 
     def _blob_at(self, tree: pygit2.Tree, path: str) -> bytes:
         entry = _entry(tree, path)
@@ -711,7 +736,37 @@ def _blob_size(repo: pygit2.Repository, oid: pygit2.Oid) -> int:
 
 _ZERO_OID = pygit2.Oid(hex="0" * 40)
 
-KEEP_FETCHED_BYTES = 256 * 2**20  # inflated blobs a direct fetch hands to the merge (the rest is re-read)
+KEEP_FETCHED_BYTES = 256 * 2**20
+_WORKERS = max(1, min(4, os.cpu_count() or 1))  # inflated blobs a direct fetch hands to the merge (the rest is re-read)
+
+
+def _starts_with_blob(data: bytes, n: int, oid_raw: bytes) -> bool:
+    """True when the first ``n`` bytes of ``data`` are a whole-line blob with id ``oid_raw``."""
+    if n > len(data) or (n and data[n - 1:n] != b"\n"):
+        return False
+    h = hashlib.sha1(b"blob %d\0" % n)
+    h.update(memoryview(data)[:n])
+    return h.digest() == oid_raw
+
+
+def _in_order(pool: ThreadPoolExecutor, fn, items: list, ahead: int = 0) -> Iterator:
+    """(item, fn(item)) in order, computed by ``pool`` at most ``ahead`` items ahead."""
+    ahead = ahead or _WORKERS + 1
+    pending: deque = deque()
+    it = iter(items)
+    for item in it:
+        pending.append((item, pool.submit(fn, item)))
+        if len(pending) > ahead:
+            break
+    while pending:
+        item, fut = pending.popleft()
+        yield item, fut.result()
+        nxt = next(it, _END)
+        if nxt is not _END:
+            pending.append((nxt, pool.submit(fn, nxt)))
+
+
+_END = object()
 
 
 def _same_bytes(a: bytes, b: bytes) -> bool:
@@ -752,22 +807,30 @@ class _KeyCache:
         self._items: OrderedDict[str, tuple[bytes, ShardKeys]] = OrderedDict()
         self._total = 0
 
-    def lookup(self, path: str, data: bytes) -> ShardKeys | None:
+    def candidate(self, path: str) -> tuple[bytes, int] | None:
+        """(blob id, size) of the bytes the summary of ``path`` describes, if any."""
+        item = self._items.get(path)
+        return None if item is None else (item[0], item[1].size)
+
+    def take(self, path: str) -> ShardKeys | None:
+        """The summary of ``path``, once the caller checked it still applies."""
         item = self._items.get(path)
         if item is None:
             return None
-        oid_raw, keys = item
-        n = keys.size
-        ok = n <= len(data) and (n == 0 or data[n - 1:n] == b"\n")
-        if ok:
-            h = hashlib.sha1(b"blob %d\0" % n)
-            h.update(memoryview(data)[:n])
-            ok = h.digest() == oid_raw
-        if not ok:
+        self._items.move_to_end(path)
+        return item[1]
+
+    def drop(self, path: str) -> None:
+        """Forget the summary of ``path`` (it no longer describes the file)."""
+        self._drop(path)
+
+    def lookup(self, path: str, data: bytes) -> ShardKeys | None:
+        """The summary of ``path`` if ``data`` still starts with the bytes it describes."""
+        c = self.candidate(path)
+        if c is None or not _starts_with_blob(data, c[1], c[0]):
             self._drop(path)
             return None
-        self._items.move_to_end(path)
-        return keys
+        return self.take(path)
 
     def store(self, path: str, oid: pygit2.Oid, keys: ShardKeys) -> None:
         self._drop(path)

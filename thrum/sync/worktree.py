@@ -23,6 +23,7 @@ from pathlib import Path
 import pygit2
 
 from . import NotAGitRepository, SyncError
+from .localremote import open_local_remote
 from .merge import merge_shard
 
 log = logging.getLogger(__name__)
@@ -136,9 +137,17 @@ def _remote_sync_tip(repo, remote_name, callbacks) -> pygit2.Oid | None:
     if remote_name not in set(repo.remotes.names()):
         return None
     remote = repo.remotes[remote_name]
+    tracking = f"refs/remotes/{remote_name}/{SYNC_BRANCH}"
     ensure_network_timeouts()
     try:
-        remote.fetch([f"+{SYNC_REF}:refs/remotes/{remote_name}/{SYNC_BRANCH}"], callbacks=callbacks)
+        local = open_local_remote(remote.url)
+        if local is not None:  # a repository on this machine: copy objects (see localremote)
+            tip = local.tip(SYNC_REF)
+            if tip is not None:
+                local.fetch_into(repo, tip)
+                repo.create_reference_direct(tracking, tip, True, message="thrum: fetch a-sync")
+            return tip
+        remote.fetch([f"+{SYNC_REF}:{tracking}"], callbacks=callbacks)
         heads = remote.list_heads(connect=False)
     except Exception as exc:  # noqa: BLE001 - any remote failure means "create locally"
         log.warning("cannot fetch %s from %s (%s); creating it locally", SYNC_BRANCH, remote.url, exc)
