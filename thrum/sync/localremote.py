@@ -29,6 +29,7 @@ import hashlib
 import logging
 import os
 import secrets
+import threading
 import urllib.parse
 import zlib
 from concurrent.futures import ThreadPoolExecutor
@@ -166,6 +167,7 @@ class _Copier:
         self.src_objects, self.dst_objects = src_objects, dst_objects
         self.verify = verify
         self.keep_left = keep_bytes
+        self._budget = threading.Lock()
         self.stats = CopyStats()
         self.dst_odb = dst.odb
         self.done: set[pygit2.Oid] = set()
@@ -216,20 +218,40 @@ class _Copier:
 
     def blobs(self, oids: list[pygit2.Oid]) -> None:
         oids = list(dict.fromkeys(oids))
-        loose = [(oid, raw) for oid in oids if (raw := self._loose(oid)) is not None]
-        if len(loose) > 1 and _WORKERS > 1:
+        if len(oids) > 1 and _WORKERS > 1:
             with ThreadPoolExecutor(_WORKERS) as pool:
-                done = list(pool.map(self._copy_loose, loose))
+                results = list(pool.map(self._copy_blob_file, oids))
         else:
-            done = [self._copy_loose(item) for item in loose]
-        for oid, data in done:
-            if data is not None:
-                self._keep(oid, data)
-            self._check_written(oid)
-        copied = {oid for oid, _ in loose}
-        for oid in oids:
-            if oid not in copied:
+            results = [self._copy_blob_file(oid) for oid in oids]
+        for oid, size, data in results:
+            if size is None:  # not a loose object in the source
                 self.blob(oid)
+                continue
+            self.stats.bytes += size
+            if self.verify:
+                self.stats.verified.add(str(oid))
+            if data is not None:
+                self.stats.blobs[str(oid)] = data
+            self._check_written(oid)
+
+    def _copy_blob_file(self, oid: pygit2.Oid) -> tuple[pygit2.Oid, int | None, bytes | None]:
+        """Worker thread, no pygit2: copy one loose blob file, verified when it comes from
+        the remote. (oid, compressed size or None when it is not loose, bytes kept or None)."""
+        raw = self._loose(oid)
+        if raw is None:
+            return oid, None, None
+        data = _verified_blob(oid, raw) if self.verify else None
+        _write_loose_file(self.dst_objects, str(oid), raw)
+        if data is not None and not self._reserve(len(data)):
+            data = None  # over the budget: the merge inflates it again
+        return oid, len(raw), data
+
+    def _reserve(self, n: int) -> bool:
+        with self._budget:
+            if n <= self.keep_left:
+                self.keep_left -= n
+                return True
+            return False
 
     def small(self, oid: pygit2.Oid) -> None:
         """Copy a commit or tree (already parsed by libgit2, so already verified)."""
@@ -259,13 +281,6 @@ class _Copier:
         self.done.add(oid)
         self.stats.objects += 1
 
-    def _copy_loose(self, item: tuple[pygit2.Oid, bytes]) -> tuple[pygit2.Oid, bytes | None]:
-        """Verify (when asked) and write one loose blob; runs in worker threads (no pygit2 calls)."""
-        oid, raw = item
-        data = _verified_blob(oid, raw) if self.verify else None
-        _write_loose_file(self.dst_objects, str(oid), raw)
-        return oid, data
-
     def _check_written(self, oid: pygit2.Oid) -> None:
         if not self.dst_odb.exists(oid):  # an odb that keeps its objects elsewhere
             kind, data = self.src.odb.read(oid)
@@ -277,8 +292,7 @@ class _Copier:
         self.stats.bytes += len(data)
         if self.verify:
             self.stats.verified.add(str(oid))
-        if len(data) <= self.keep_left:
-            self.keep_left -= len(data)
+        if self._reserve(len(data)):
             self.stats.blobs[str(oid)] = data
 
     def _loose(self, oid: pygit2.Oid) -> bytes | None:

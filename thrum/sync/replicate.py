@@ -447,7 +447,9 @@ class Replicator:
                     remote = self.repo[entry.id].data if entry is not None else b""
                 keys = None
                 if path.endswith(".jsonl"):
-                    known = self._keys.take(path) if known_ok else self._keys.drop(path)
+                    known = self._keys.take(path) if known_ok else None
+                    if not known_ok:
+                        self._keys.drop(path)
                     result, keys = self._merge_shard(remote, local, known)
                     data = result.data
                     if result.received:
@@ -736,8 +738,8 @@ def _blob_size(repo: pygit2.Repository, oid: pygit2.Oid) -> int:
 
 _ZERO_OID = pygit2.Oid(hex="0" * 40)
 
-KEEP_FETCHED_BYTES = 256 * 2**20
-_WORKERS = max(1, min(4, os.cpu_count() or 1))  # inflated blobs a direct fetch hands to the merge (the rest is re-read)
+KEEP_FETCHED_BYTES = 256 * 2**20  # inflated blobs a direct fetch hands to the merge (the rest is re-read)
+_WORKERS = max(1, min(4, os.cpu_count() or 1))  # reading, inflating, hashing, writing: the GIL is let go
 
 
 def _starts_with_blob(data: bytes, n: int, oid_raw: bytes) -> bool:
@@ -823,14 +825,6 @@ class _KeyCache:
     def drop(self, path: str) -> None:
         """Forget the summary of ``path`` (it no longer describes the file)."""
         self._drop(path)
-
-    def lookup(self, path: str, data: bytes) -> ShardKeys | None:
-        """The summary of ``path`` if ``data`` still starts with the bytes it describes."""
-        c = self.candidate(path)
-        if c is None or not _starts_with_blob(data, c[1], c[0]):
-            self._drop(path)
-            return None
-        return self.take(path)
 
     def store(self, path: str, oid: pygit2.Oid, keys: ShardKeys) -> None:
         self._drop(path)
