@@ -172,6 +172,7 @@ class Daemon:
             "ws_port": self.ws_port,
             "connections": len(self.connections),
             "events_written": self.store.events_written if self.store else 0,
+            "write_batches": self.store.batches_written if self.store else 0,
         }
 
     def request_shutdown(self) -> None:
