@@ -15,7 +15,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -55,30 +54,39 @@ def fresh_daemon(tmp: Path, name: str, env_extra=None):
     return launcher.init_repo(repo)
 
 
+def _client_proc(socket_path, i, per_client, start, done):
+    """One benchmark client in its own process (threads would share the bench's GIL)."""
+    from types import SimpleNamespace
+
+    conn = Conn(SimpleNamespace(socket=socket_path))
+    start.wait()
+    for n in range(per_client):
+        conn.call("message.send", {"caller": f"bench{i}", "content": f"message {n}", "to": ["@worker"]})
+    conn.close()
+    done.put(i)
+
+
 def bench_send(paths, clients: int, per_client: int) -> float:
+    import multiprocessing as mp
+
     c = Conn(paths)
     for i in range(clients):
         c.call("agent.register", {"name": f"bench{i}", "role": "worker"})
         c.call("message.send", {"caller": f"bench{i}", "content": "warm-up"})
     c.close()
-    conns = [Conn(paths) for _ in range(clients)]
-    barrier = threading.Barrier(clients + 1)
-
-    def run(i):
-        barrier.wait()
-        for n in range(per_client):
-            conns[i].call("message.send", {"caller": f"bench{i}", "content": f"message {n}", "to": ["@worker"]})
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(clients)]
-    for t in threads:
-        t.start()
-    barrier.wait()
+    ctx = mp.get_context("fork")
+    start, done = ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=_client_proc, args=(str(paths.socket), i, per_client, start, done))
+             for i in range(clients)]
+    for p in procs:
+        p.start()
     t0 = time.perf_counter()
-    for t in threads:
-        t.join()
+    start.set()
+    for _ in procs:
+        done.get()
     elapsed = time.perf_counter() - t0
-    for conn in conns:
-        conn.close()
+    for p in procs:
+        p.join()
     return clients * per_client / elapsed
 
 
