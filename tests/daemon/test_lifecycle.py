@@ -90,3 +90,28 @@ def test_repository_path_too_long_for_a_socket_address_still_works(tmp_path, mon
         c.close()
     finally:
         launcher.stop(paths)
+
+
+def test_daemon_run_serves_in_the_foreground_until_sigterm(repo, monkeypatch):
+    import shutil
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("THRUM_LOCAL", "1")
+    monkeypatch.setenv("THRUM_WS_PORT", "0")
+    paths = launcher.init_repo(repo, start_daemon=False)
+    thrum = shutil.which("thrum") or str(__import__("pathlib").Path(sys.executable).parent / "thrum")
+    proc = subprocess.Popen([thrum, "daemon", "run"], cwd=repo, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in proc.stderr:  # the daemon logs to stderr in the foreground; wait for "ready"
+            if " ready " in line:
+                break
+        c = RawClient(paths)
+        assert c.call("health")["pid"] == proc.pid == launcher.read_pid(paths)
+        c.close()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+        assert not paths.socket.exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
