@@ -6,6 +6,8 @@ import shutil
 
 import click
 
+from ..errors import IdentityError
+
 from . import render
 from .common import CONTEXT_SETTINGS, global_options, read_body, runtime
 
@@ -22,10 +24,19 @@ def message():
 def get(msg_id):
     """Show one message with all its details (and mark it read)."""
     rt = runtime()
-    result = rt.agent_call("message.get", {"message_id": msg_id})
+    try:
+        rt.identity()
+        as_agent = True
+    except IdentityError as exc:  # reading needs no identity; only marking it read does
+        rt.debug(f"showing {msg_id} without marking it read: {exc.message}")
+        as_agent = False
+    if as_agent:
+        result = rt.agent_call("message.get", {"message_id": msg_id})
+    else:
+        result = rt.call("message.get", {"message_id": msg_id})
     msg = result.get("message") if isinstance(result.get("message"), dict) else result
     rt.emit(result, lambda: render.render_message(msg))
-    if not msg.get("is_read") and not msg.get("deleted"):
+    if as_agent and not msg.get("is_read") and not msg.get("deleted"):
         rt.best_effort("message.markRead", {"message_ids": [msg_id]})
 
 
