@@ -24,7 +24,6 @@ import argparse
 import base64
 import gc
 import multiprocessing
-import os
 import random
 import resource
 import shutil

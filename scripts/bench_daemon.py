@@ -182,7 +182,7 @@ def main(argv=None) -> int:
                      "<= 5 ms"))
         rows.append((f"message.list page of 50 on {args.seed:,} msgs (p99)", f"{statistics.median(p99s):.2f} ms", ""))
         cli, click_ms = bench_cli(p)
-        rows.append(("thrum send wall time (median)", f"{cli:.1f} ms", f"<= import click + 30 ms"))
+        rows.append(("thrum send wall time (median)", f"{cli:.1f} ms", "<= import click + 30 ms"))
         rows.append(("python -c 'import click' (median)", f"{click_ms:.1f} ms",
                      f"difference {cli - click_ms:+.1f} ms"))
         launcher.stop(p)

@@ -11,6 +11,13 @@ import pygit2
 from replication_helpers import event_ids
 
 
+def _introduce(a, b):
+    """Sync both ways so each machine knows the other's agents."""
+    a.sync()
+    b.sync()
+    a.sync()
+
+
 def _inbox_ids(machine, agent, *flags):
     return [m["message_id"] for m in machine.json("inbox", "--unread", *flags, agent=agent)["messages"]]
 
@@ -19,9 +26,7 @@ def test_message_sent_on_a_reaches_b_and_agents_are_shared(machines):
     a, b = machines(2)
     a.agent("alice", "implementer")
     b.agent("bob", "reviewer")
-    a.sync()
-    b.sync()
-    a.sync()
+    _introduce(a, b)
     sent = a.json("send", "Auth module complete", "--to", "@reviewer", "--scope", "module:auth", agent="alice")
     report = a.sync()
     assert report["ok"] and report["pushed"] and report["commits"] >= 1
@@ -123,9 +128,7 @@ def test_unreachable_remote_keeps_local_work_and_reports_failure(machines):
     a, b = machines(2)
     a.agent("alice", "implementer")
     b.agent("bob", "reviewer")
-    a.sync()
-    b.sync()
-    a.sync()
+    _introduce(a, b)
     repo = pygit2.Repository(str(a.path))
     good_url = repo.remotes["origin"].url
     repo.remotes.set_url("origin", str(a.path.parent / "gone.git"))
@@ -146,14 +149,14 @@ def test_edits_deletes_and_receipts_replicate(machines):
     a, b = machines(2)
     a.agent("alice", "implementer")
     b.agent("bob", "reviewer")
-    a.sync(), b.sync(), a.sync()
+    _introduce(a, b)
     m1 = a.rpc("message.send", {"caller": "alice", "content": "v1", "to": ["bob"]})["message_id"]
     m2 = a.rpc("message.send", {"caller": "alice", "content": "doomed", "to": ["bob"]})["message_id"]
     a.sync(), b.sync()
     b.rpc("message.markRead", {"caller": "bob", "message_ids": [m1]})
     a.rpc("message.edit", {"caller": "alice", "message_id": m1, "content": "v2"})
     a.rpc("message.delete", {"caller": "alice", "message_id": m2})
-    a.sync(), b.sync(), a.sync()
+    _introduce(a, b)
     got = b.rpc("message.get", {"message_id": m1})["message"]
     assert got["body"]["content"] == "v2" and got["version"] == 1
     assert b.rpc("message.get", {"message_id": m2})["message"]["deleted"] is True
@@ -165,7 +168,7 @@ def test_forged_events_from_another_clone_are_quarantined(machines):
     a, b = machines(2)
     a.agent("alice", "implementer")
     b.agent("mallory", "intruder")
-    a.sync(), b.sync(), a.sync()
+    _introduce(a, b)
     mid = a.rpc("message.send", {"caller": "alice", "content": "genuine"})["message_id"]
     a.sync(), b.sync()
     b.stop()
@@ -195,7 +198,7 @@ def test_automatic_sync_delivers_without_running_thrum_sync(machines):
     a, b = machines(2, THRUM_SYNC_INTERVAL="0.3", THRUM_SYNC_DEBOUNCE="0.1")
     a.agent("alice", "implementer")
     b.agent("bob", "reviewer")
-    a.sync(), b.sync(), a.sync()
+    _introduce(a, b)
     proc = b.run("wait", "--timeout", "1", agent="bob", check=False)
     assert proc.returncode == 1  # nothing yet
     sent = a.json("send", "ping via timer", "--to", "@bob", agent="alice")

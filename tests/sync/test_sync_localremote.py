@@ -11,7 +11,7 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from sync_helpers import append, assert_linear_single_root, event, keys_of
+from sync_helpers import append, assert_linear_single_root, event
 from thrum.sync import SyncError
 from thrum.sync.localremote import local_remote_path, open_local_remote
 from thrum.sync.merge import merge_shard

@@ -263,6 +263,13 @@ def _read_flags(db, agent: str, ids: list[str]) -> dict[str, bool]:
         db, "SELECT message_id, is_read FROM read_state WHERE agent_id=? AND message_id IN ({q})", agent, ids)}
 
 
+async def _write_receipts(call: Call, cls, caller: str, ids: list[str]) -> None:
+    """One receipt event per 1,000 ids (one log line each; a line stays a sane size)."""
+    session_id = await call.daemon.ensure_session(caller, call.params.str("session_id"))
+    await call.store.write([cls(agent_id=caller, session_id=session_id, message_ids=tuple(ids[i:i + 1000]))
+                            for i in range(0, len(ids), 1000)])
+
+
 @method("message.markRead")
 async def mark_read(call: Call) -> dict:
     p = call.params
@@ -278,10 +285,7 @@ async def mark_read(call: Call) -> dict:
     flags = await call.store.read(_read_flags, caller, ids)
     todo = [m for m in ids if not flags.get(m)]
     if todo:
-        session_id = await call.daemon.ensure_session(caller, p.str("session_id"))
-        await call.store.write([ev.MessageRead(agent_id=caller, session_id=session_id,
-                                               message_ids=tuple(todo[i:i + 1000]))
-                                for i in range(0, len(todo), 1000)])
+        await _write_receipts(call, ev.MessageRead, caller, todo)
     result = {"marked_count": len(ids)}
     also = await call.store.read(queries.also_read_by, ids, caller)
     if also:
@@ -295,10 +299,7 @@ async def mark_unread(call: Call) -> dict:
     caller = await call.daemon.caller(p)
     ids = list(dict.fromkeys(p.str_list("message_ids", required=True)))
     await _require_messages(call, ids)
-    session_id = await call.daemon.ensure_session(caller, p.str("session_id"))
-    await call.store.write([ev.MessageUnread(agent_id=caller, session_id=session_id,
-                                             message_ids=tuple(ids[i:i + 1000]))
-                            for i in range(0, len(ids), 1000)])
+    await _write_receipts(call, ev.MessageUnread, caller, ids)
     return {"marked_count": len(ids)}
 
 
@@ -317,8 +318,5 @@ async def archive(call: Call) -> dict:
     todo = [m for m in ids if m not in already]
     if not todo:
         raise errors.Conflict(f"already archived: {', '.join(ids[:10])}", data={"already_archived": ids})
-    session_id = await call.daemon.ensure_session(caller, p.str("session_id"))
-    await call.store.write([ev.MessageArchive(agent_id=caller, session_id=session_id,
-                                              message_ids=tuple(todo[i:i + 1000]))
-                            for i in range(0, len(todo), 1000)])
+    await _write_receipts(call, ev.MessageArchive, caller, todo)
     return {"archived_count": len(todo), "already_archived": sorted(already)}
