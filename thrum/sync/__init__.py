@@ -5,6 +5,8 @@ Modules:
 - ``worktree``  the orphan branch ``a-sync`` and its linked worktree (pygit2)
 - ``merge``     the pure per-shard merge rule (no pygit2, no trio)
 - ``replicate`` commit / fetch / merge / push against a git remote (pygit2)
+- ``credentials`` SSH/HTTPS credentials and clear errors for network failures
+- ``localremote`` object copying for remotes on a local filesystem
 
 The error types live here so both git modules share them without importing each
 other. Each carries the ``SYNC_ERROR`` JSON-RPC code (it is a
