@@ -6,7 +6,7 @@ import json
 from datetime import datetime, timedelta, timezone
 
 from thrum import events as ev
-from thrum.store import projection, queries
+from thrum.store import directory, projection, queries
 
 BASE = datetime(2026, 2, 3, 10, 0, 0, tzinfo=timezone.utc)
 
@@ -127,12 +127,12 @@ def snapshot(db, agents, roles, groups, message_ids, *, with_issues=True) -> str
 
     Two databases that give the same snapshot answer every query in it the same.
     """
-    out = {"agents": queries.list_agents(db, include_deleted=True), "groups": queries.list_groups(db),
-           "sessions": queries.list_sessions(db)}
+    out = {"agents": directory.list_agents(db, include_deleted=True), "groups": directory.list_groups(db),
+           "sessions": directory.list_sessions(db)}
     out["members"] = {}
     for g in list(groups) + ["everyone"]:
         try:
-            out["members"][g] = [queries.group_members(db, g), queries.group_members(db, g, expand=True)]
+            out["members"][g] = [directory.group_members(db, g), directory.group_members(db, g, expand=True)]
         except Exception as exc:  # NotFound
             out["members"][g] = type(exc).__name__
     filters = [

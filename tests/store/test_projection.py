@@ -6,7 +6,7 @@ import pytest
 
 from thrum import events as ev
 from thrum.errors import NotFound
-from thrum.store import models, projection, queries
+from thrum.store import directory, models, projection, queries
 from thrum.store.log import EventLog
 
 from store_helpers import Events, fold, ids, mid
@@ -104,7 +104,7 @@ def test_fold_receipt_and_lifecycle_events_in_the_wrong_shard_are_forged(db, e):
     _, reg = e.register("carol", "reviewer")
     result = projection.fold(db, [c, ("receipts/alice.jsonl", read), ("messages/carol.jsonl", reg)])
     assert result.forged == 2
-    assert queries.list_agents(db)["agents"] == []
+    assert directory.list_agents(db)["agents"] == []
     assert queries.list_messages(db, viewer="bob")["unread"] == 1
 
 
@@ -184,14 +184,14 @@ def test_fold_message_reads_view_shows_current_reads(db, e):
 
 def test_fold_group_recreate_drops_old_members(db, e):
     fold(db, e.register("alice", "dev"), e.group_create("team"), e.member_add("team", "alice"))
-    assert queries.group_members(db, "team") == [{"type": "agent", "value": "alice"}]
+    assert directory.group_members(db, "team") == [{"type": "agent", "value": "alice"}]
     fold(db, e.group_delete("team"))
     with pytest.raises(NotFound):
-        queries.group_members(db, "team")
+        directory.group_members(db, "team")
     fold(db, e.group_create("team"))
-    assert queries.group_members(db, "team") == []
+    assert directory.group_members(db, "team") == []
     fold(db, e.member_add("team", "dev", mtype="role"))
-    assert queries.group_members(db, "team", expand=True) == [{"type": "agent", "value": "alice"}]
+    assert directory.group_members(db, "team", expand=True) == [{"type": "agent", "value": "alice"}]
 
 
 def test_fold_group_events_in_any_order_agree(db, tmp_path, e):
@@ -201,18 +201,18 @@ def test_fold_group_events_in_any_order_agree(db, tmp_path, e):
     other = models.open_database(tmp_path / "other.db")
     models.create_schema(other)
     fold(other, *recs)
-    assert queries.group_members(db, "team") == queries.group_members(other, "team") == [
+    assert directory.group_members(db, "team") == directory.group_members(other, "team") == [
         {"type": "agent", "value": "carol"}]
 
 
 def test_fold_agent_cleanup_then_register_again(db, e):
     fold(db, e.register("alice", "dev"))
     fold(db, e.cleanup("alice"))
-    assert queries.list_agents(db)["agents"] == []
-    assert queries.get_agent(db, "alice") is None
-    assert queries.list_agents(db, include_deleted=True)["agents"][0]["deleted"] is True
+    assert directory.list_agents(db)["agents"] == []
+    assert directory.get_agent(db, "alice") is None
+    assert directory.list_agents(db, include_deleted=True)["agents"][0]["deleted"] is True
     fold(db, e.register("alice", "reviewer"))
-    agent = queries.get_agent(db, "alice")
+    agent = directory.get_agent(db, "alice")
     assert agent["role"] == "reviewer" and agent["deleted"] is False
 
 
@@ -220,7 +220,7 @@ def test_fold_cleanup_older_than_register_does_not_delete(db, e):
     old_cleanup = e.cleanup("alice")
     fold(db, e.register("alice", "dev"))
     fold(db, old_cleanup)
-    assert queries.get_agent(db, "alice")["role"] == "dev"
+    assert directory.get_agent(db, "alice")["role"] == "dev"
 
 
 def test_fold_session_end_before_start(db, e):
@@ -228,9 +228,9 @@ def test_fold_session_end_before_start(db, e):
     end = e.session_end("ses_1", "alice")
     fold(db, end)
     fold(db, start)
-    [s] = queries.list_sessions(db)
+    [s] = directory.list_sessions(db)
     assert s["agent_id"] == "alice" and s["started_at"] and s["ended_at"] and s["active"] is False
-    assert queries.list_sessions(db, active_only=True) == []
+    assert directory.list_sessions(db, active_only=True) == []
 
 
 def test_fold_session_without_start_takes_agent_of_earliest_end(db, tmp_path, e):
@@ -239,14 +239,14 @@ def test_fold_session_without_start_takes_agent_of_earliest_end(db, tmp_path, e)
     other = models.open_database(tmp_path / "other.db")
     models.create_schema(other)
     fold(other, *reversed(ends))
-    assert queries.list_sessions(db) == queries.list_sessions(other)
-    assert queries.list_sessions(db)[0]["agent_id"] == "alice"
+    assert directory.list_sessions(db) == directory.list_sessions(other)
+    assert directory.list_sessions(db)[0]["agent_id"] == "alice"
 
 
 def test_fold_active_sessions_are_counted_per_agent(db, e):
     fold(db, e.register("alice", "dev"), e.session_start("alice", "ses_1"), e.session_start("alice", "ses_2"),
          e.session_end("ses_2", "alice"))
-    assert queries.get_agent(db, "alice")["active_sessions"] == 1
+    assert directory.get_agent(db, "alice")["active_sessions"] == 1
 
 
 # --------------------------------------------------------------------------- log level: catch_up, rebuild
@@ -316,7 +316,7 @@ def test_fold_counts_reports_malformed_and_forged(db, tmp_log, e):
     result = projection.catch_up(db, tmp_log)
     assert result.malformed == 1 and result.forged == 1 and len(result.applied) == 1
     assert projection.fold_counts(db) == {"malformed": 1, "forged": 1}
-    summary = queries.fold_issue_summary(db)
+    summary = directory.fold_issue_summary(db)
     assert summary["total"] == 2 and {i["kind"] for i in summary["recent"]} == {"malformed", "forged"}
 
 

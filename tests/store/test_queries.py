@@ -7,7 +7,7 @@ import random
 import pytest
 
 from thrum.errors import NotFound, ValidationError
-from thrum.store import projection, queries
+from thrum.store import directory, projection, queries
 
 from store_helpers import Events, fold, ids, mid
 
@@ -282,17 +282,17 @@ def test_thread_summary(db, e):
 def test_list_agents_filters_and_fields(db, team):
     e = team
     fold(db, e.register("erin", "dev", module="ui"), e.session_start("erin", "ses_e"), e.cleanup("dave"))
-    names = lambda **kw: [a["name"] for a in queries.list_agents(db, **kw)["agents"]]  # noqa: E731
+    names = lambda **kw: [a["name"] for a in directory.list_agents(db, **kw)["agents"]]  # noqa: E731
     assert names() == ["alice", "bob", "carol", "erin"]
     assert names(role="dev") == ["alice", "erin"]
     assert names(role="dev", module="ui") == ["erin"]
     assert names(include_deleted=True) == ["alice", "bob", "carol", "dave", "erin"]
-    erin = queries.get_agent(db, "erin")
+    erin = directory.get_agent(db, "erin")
     assert set(erin) >= {"agent_id", "kind", "role", "module", "display", "registered_at", "last_seen_at",
                          "name", "worktree", "active_sessions"}
     assert erin["active_sessions"] == 1 and erin["kind"] == "agent" and erin["registered_at"]
-    assert queries.get_agent(db, "dave") is None and queries.get_agent(db, "dave", include_deleted=True)
-    assert [s["session_id"] for s in queries.list_sessions(db, agent="erin", active_only=True)] == ["ses_e"]
+    assert directory.get_agent(db, "dave") is None and directory.get_agent(db, "dave", include_deleted=True)
+    assert [s["session_id"] for s in directory.list_sessions(db, agent="erin", active_only=True)] == ["ses_e"]
 
 
 # --------------------------------------------------------------------------- groups, addresses
@@ -300,39 +300,39 @@ def test_list_agents_filters_and_fields(db, team):
 def test_groups(db, team):
     e = team
     fold(db, e.group_create("empty"))
-    groups = queries.list_groups(db)
+    groups = directory.list_groups(db)
     assert [g["name"] for g in groups] == ["everyone", "core", "empty"]
     assert groups[0]["description"] == "All registered agents" and groups[0]["member_count"] == 4
     assert groups[1]["member_count"] == 2 and groups[1]["description"] == "Core team"
-    assert queries.group_members(db, "core") == [{"type": "agent", "value": "alice"},
+    assert directory.group_members(db, "core") == [{"type": "agent", "value": "alice"},
                                                  {"type": "role", "value": "reviewer"}]
-    assert [m["value"] for m in queries.group_members(db, "@core", expand=True)] == ["alice", "bob", "carol"]
-    assert [m["value"] for m in queries.group_members(db, "everyone", expand=True)] == [
+    assert [m["value"] for m in directory.group_members(db, "@core", expand=True)] == ["alice", "bob", "carol"]
+    assert [m["value"] for m in directory.group_members(db, "everyone", expand=True)] == [
         "alice", "bob", "carol", "dave"]
-    info = queries.group_info(db, "core")
+    info = directory.group_info(db, "core")
     assert info["name"] == "core" and len(info["members"]) == 2
-    assert queries.group_info(db, "everyone")["name"] == "everyone"
+    assert directory.group_info(db, "everyone")["name"] == "everyone"
     with pytest.raises(NotFound):
-        queries.group_info(db, "nope")
+        directory.group_info(db, "nope")
     with pytest.raises(NotFound):
-        queries.group_members(db, "nope")
+        directory.group_members(db, "nope")
 
 
 def test_group_member_removed_and_deleted_agents_drop_out_of_expansion(db, team):
     e = team
     fold(db, e.member_remove("core", "alice"), e.cleanup("carol"))
-    assert [m["value"] for m in queries.group_members(db, "core", expand=True)] == ["bob"]
-    assert queries.list_groups(db)[0]["member_count"] == 3
+    assert [m["value"] for m in directory.group_members(db, "core", expand=True)] == ["bob"]
+    assert directory.list_groups(db)[0]["member_count"] == 3
 
 
 def test_resolve_address_and_close_matches(db, team):
-    assert queries.resolve_address(db, "@everyone") == ("everyone", "everyone")
-    assert queries.resolve_address(db, "@alice") == ("agent", "alice")
-    assert queries.resolve_address(db, "reviewer") == ("role", "reviewer")
-    assert queries.resolve_address(db, "@core") == ("group", "core")
-    assert queries.resolve_address(db, "@nobody") is None and queries.resolve_address(db, "@") is None
-    assert "@reviewer" in queries.close_matches(db, "@reviwer")
-    assert queries.close_matches(db, "alcie")[0] == "@alice"
+    assert directory.resolve_address(db, "@everyone") == ("everyone", "everyone")
+    assert directory.resolve_address(db, "@alice") == ("agent", "alice")
+    assert directory.resolve_address(db, "reviewer") == ("role", "reviewer")
+    assert directory.resolve_address(db, "@core") == ("group", "core")
+    assert directory.resolve_address(db, "@nobody") is None and directory.resolve_address(db, "@") is None
+    assert "@reviewer" in directory.close_matches(db, "@reviwer")
+    assert directory.close_matches(db, "alcie")[0] == "@alice"
 
 
 # --------------------------------------------------------------------------- counters vs SQL

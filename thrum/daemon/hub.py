@@ -39,7 +39,7 @@ import trio
 
 from .. import errors
 from .. import events as ev
-from ..store import queries
+from ..store import directory, queries
 
 log = logging.getLogger(__name__)
 
@@ -336,7 +336,7 @@ def _info_of(d: dict) -> dict:
 
 def _mention_targets(db, name: str) -> list[str]:
     """Names whose mention counts as mentioning ``name``, resolved like the inbox does."""
-    if queries.get_agent(db, name) is not None:
+    if directory.get_agent(db, name) is not None:
         return list(queries.mention_targets(db, name))
     return list(queries.role_targets(db, name))
 

@@ -22,7 +22,7 @@ import trio
 from .. import __version__, config as config_mod, errors
 from .. import events as ev
 from ..paths import ThrumPaths
-from ..store import queries
+from ..store import directory, queries
 from ..store.log import EventLog
 from . import service  # noqa: F401  (registers every RPC method)
 from . import unix
@@ -61,7 +61,7 @@ class Daemon:
     async def agent(self, name: str, *, refresh: bool = False) -> dict | None:
         if not refresh and name in self._agents_cache:
             return self._agents_cache[name]
-        info = await self.store.read(queries.get_agent, name)
+        info = await self.store.read(directory.get_agent, name)
         if info is not None and not info.get("deleted"):
             self._agents_cache[name] = info
             return info
@@ -119,7 +119,7 @@ class Daemon:
             sid = self._sessions.get(agent)
             if sid:
                 return sid
-            active = await self.store.read(queries.list_sessions, agent, active_only=True)
+            active = await self.store.read(directory.list_sessions, agent, active_only=True)
             if active:
                 sid = active[0]["session_id"]
             else:

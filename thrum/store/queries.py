@@ -1,4 +1,6 @@
-"""The read side of the projection: inbox, messages, threads, agents, groups.
+"""The read side of the projection: inbox, messages, threads, counts.
+
+Agents, sessions, groups and addresses are in `thrum.store.directory`.
 
 Rules:
 
@@ -28,7 +30,6 @@ Rules:
 
 from __future__ import annotations
 
-import difflib
 import math
 from dataclasses import dataclass, field
 
@@ -36,6 +37,8 @@ import peewee as pw
 
 from ..errors import NotFound, ValidationError
 from ..events import time_key
+from .directory import (EVERYONE, LIVE_GROUP, LIVE_MEMBER, _all, _one,
+                        _qmarks, _strip_at)
 
 MAX_PAGE_SIZE = 100
 ONE_PASS_MAX = 50_000  # a filter with at most this many candidates is counted and paged in one scan
@@ -43,32 +46,9 @@ DEFAULT_PAGE_SIZE = 10
 SORT_KEYS = {"created_at": "created_key", "updated_at": "updated_key"}
 SORT_INDEXES = {"created_at": "idx_messages_time", "updated_at": "idx_messages_updated"}
 PREVIEW_CHARS = 100
-EVERYONE = "everyone"
-EVERYONE_DESCRIPTION = "All registered agents"
-
-LIVE_GROUP = "g.event_id IS NOT NULL AND (g.deleted_event_id IS NULL OR g.event_id > g.deleted_event_id)"
-LIVE_MEMBER = "gm.state = 'add' AND gm.event_id > g.event_id"
-LIVE_AGENT = "a.role IS NOT NULL AND (a.cleanup_event_id IS NULL OR a.cleanup_event_id < a.event_id)"
-
 _MESSAGE_COLUMNS = ("message_id, agent_id, session_id, thread_id, body_format, body_content, body_structured, "
                     "priority, created_at, updated_at, deleted, edit_count, deleted_at, delete_reason, "
                     "authored_by, disclosed")
-
-
-def _all(db, sql: str, params=()) -> list[tuple]:
-    return db.execute_sql(sql, params).fetchall()
-
-
-def _one(db, sql: str, params=()):
-    return db.execute_sql(sql, params).fetchone()
-
-
-def _qmarks(n: int) -> str:
-    return ",".join("?" * n)
-
-
-def _strip_at(name) -> str:
-    return name[1:] if isinstance(name, str) and name.startswith("@") else (name or "")
 
 
 # --------------------------------------------------------------------------- mention resolution
@@ -614,188 +594,3 @@ def sent_messages(db: pw.SqliteDatabase, agent: str, page: int = 1, page_size: i
     for m in out["messages"]:
         m["read_by"] = [a for a in read_by.get(m["message_id"], []) if a != agent]
     return out
-
-
-# --------------------------------------------------------------------------- agents, sessions
-
-def _agent_item(row: tuple) -> dict:
-    (agent_id, kind, name, role, module, worktree, display, registered_at, last_seen_at, deleted,
-     active) = row
-    return {"agent_id": agent_id, "kind": kind or "agent", "role": role or "", "module": module or "",
-            "display": display or "", "registered_at": registered_at or "", "last_seen_at": last_seen_at or "",
-            "name": name or agent_id, "worktree": worktree or "", "active_sessions": active,
-            "deleted": bool(deleted)}
-
-
-_AGENT_SELECT = (
-    "SELECT a.agent_id, a.kind, a.name, a.role, a.module, a.worktree, a.display, a.registered_at, "
-    f"a.last_seen_at, NOT ({LIVE_AGENT}), (SELECT count(*) FROM sessions s WHERE s.agent_id = a.agent_id "
-    "AND s.started_at IS NOT NULL AND s.ended_at IS NULL) FROM agents a WHERE a.role IS NOT NULL"
-)
-
-
-def list_agents(db: pw.SqliteDatabase, role: str | None = None, module: str | None = None,
-                include_deleted: bool = False) -> dict:
-    """spec agent.list: ``{"agents": [...]}`` sorted by name; deleted agents (cleanup
-    newer than their latest register) only with ``include_deleted``."""
-    sql, params = _AGENT_SELECT, []
-    if role:
-        sql += " AND a.role = ?"
-        params.append(role)
-    if module:
-        sql += " AND a.module = ?"
-        params.append(module)
-    if not include_deleted:
-        sql += f" AND {LIVE_AGENT}"
-    return {"agents": [_agent_item(r) for r in _all(db, sql + " ORDER BY a.agent_id", params)]}
-
-
-def get_agent(db: pw.SqliteDatabase, name: str, *, include_deleted: bool = False) -> dict | None:
-    """One agent.list item, or None when unknown (or deleted, unless ``include_deleted``)."""
-    sql = _AGENT_SELECT + " AND a.agent_id = ?" + ("" if include_deleted else f" AND {LIVE_AGENT}")
-    row = _one(db, sql, (_strip_at(name),))
-    return _agent_item(row) if row else None
-
-
-def _live_agents(db, role: str | None = None) -> list[str]:
-    sql = f"SELECT a.agent_id FROM agents a WHERE {LIVE_AGENT}"
-    params = []
-    if role:
-        sql += " AND a.role = ?"
-        params.append(role)
-    return [r[0] for r in _all(db, sql + " ORDER BY a.agent_id", params)]
-
-
-def list_sessions(db: pw.SqliteDatabase, agent: str | None = None, active_only: bool = False) -> list[dict]:
-    """Sessions (oldest first); ``active``: started and not ended."""
-    sql = "SELECT session_id, agent_id, started_at, ended_at, end_reason, last_seen_at FROM sessions WHERE 1"
-    params = []
-    if agent:
-        sql += " AND agent_id = ?"
-        params.append(agent)
-    if active_only:
-        sql += " AND started_at IS NOT NULL AND ended_at IS NULL"
-    return [{"session_id": sid, "agent_id": a or "", "started_at": s or "", "ended_at": e or "",
-             "end_reason": why or "", "last_seen_at": seen or "", "active": s is not None and e is None}
-            for sid, a, s, e, why, seen in _all(db, sql + " ORDER BY started_at, session_id", params)]
-
-
-# --------------------------------------------------------------------------- groups, addresses
-
-def _group_row(db, name: str):
-    return _one(db, f"SELECT g.name, g.group_id, g.description, g.created_by, g.created_at FROM groups g "
-                    f"WHERE g.name = ? AND {LIVE_GROUP}", (name,))
-
-
-def _members(db, name: str) -> list[dict]:
-    return [{"type": t, "value": v} for t, v in _all(
-        db, f"SELECT gm.member_type, gm.member_value FROM group_members gm JOIN groups g ON g.name = gm.group_name "
-            f"WHERE gm.group_name = ? AND {LIVE_GROUP} AND {LIVE_MEMBER} ORDER BY gm.member_type, gm.member_value",
-        (name,))]
-
-
-def _everyone_info(db) -> dict:
-    return {"name": EVERYONE, "group_id": "", "description": EVERYONE_DESCRIPTION, "created_by": "",
-            "created_at": "", "builtin": True, "member_count": len(_live_agents(db))}
-
-
-def list_groups(db: pw.SqliteDatabase) -> list[dict]:
-    """Existing groups by name, the built-in ``everyone`` first. ``member_count``
-    counts member entries (agents and roles); for ``everyone`` the active agents."""
-    out = [_everyone_info(db)]
-    counts_by = dict(_all(db, f"SELECT gm.group_name, count(*) FROM group_members gm JOIN groups g "
-                              f"ON g.name = gm.group_name WHERE {LIVE_GROUP} AND {LIVE_MEMBER} "
-                              f"GROUP BY gm.group_name"))
-    for name, gid, desc, by, at in _all(db, f"SELECT g.name, g.group_id, g.description, g.created_by, "
-                                            f"g.created_at FROM groups g WHERE {LIVE_GROUP} ORDER BY g.name"):
-        out.append({"name": name, "group_id": gid or "", "description": desc or "", "created_by": by or "",
-                    "created_at": at or "", "builtin": False, "member_count": counts_by.get(name, 0)})
-    return out
-
-
-def group_info(db: pw.SqliteDatabase, name: str) -> dict:
-    """One `list_groups` item plus ``members`` (unexpanded).
-
-    Raises:
-        NotFound: no such group.
-    """
-    name = _strip_at(name)
-    if name == EVERYONE:
-        info = _everyone_info(db)
-    else:
-        row = _group_row(db, name)
-        if row is None:
-            raise NotFound(f"group {name} not found")
-        members = _members(db, name)
-        info = {"name": row[0], "group_id": row[1] or "", "description": row[2] or "", "created_by": row[3] or "",
-                "created_at": row[4] or "", "builtin": False, "member_count": len(members)}
-    info["members"] = group_members(db, name)
-    return info
-
-
-def group_members(db: pw.SqliteDatabase, name: str, expand: bool = False) -> list[dict]:
-    """Members as ``{"type": "agent"|"role", "value"}``, sorted. ``expand``: the active
-    agents they stand for, as ``{"type": "agent", "value": name}``, deduplicated and
-    sorted. ``everyone`` has every active agent as member.
-
-    Raises:
-        NotFound: no such group.
-    """
-    name = _strip_at(name)
-    if name == EVERYONE:
-        return [{"type": "agent", "value": a} for a in _live_agents(db)]
-    if _group_row(db, name) is None:
-        raise NotFound(f"group {name} not found")
-    members = _members(db, name)
-    if not expand:
-        return members
-    live = set(_live_agents(db))
-    names = set()
-    for m in members:
-        if m["type"] == "agent":
-            if m["value"] in live:
-                names.add(m["value"])
-        else:
-            names.update(_live_agents(db, m["value"]))
-    return [{"type": "agent", "value": n} for n in sorted(names)]
-
-
-def _roles(db) -> list[str]:
-    return [r[0] for r in _all(db, f"SELECT DISTINCT a.role FROM agents a WHERE {LIVE_AGENT} ORDER BY a.role")]
-
-
-def _group_names(db) -> list[str]:
-    return [r[0] for r in _all(db, f"SELECT g.name FROM groups g WHERE {LIVE_GROUP} ORDER BY g.name")]
-
-
-def resolve_address(db: pw.SqliteDatabase, name: str) -> tuple[str, str] | None:
-    """What a ``--to``/``--mention`` value names: ("everyone", "everyone"), ("agent", n),
-    ("role", r) or ("group", g), checked in that order; None when it names nothing known."""
-    n = _strip_at(name)
-    if not n:
-        return None
-    if n == EVERYONE:
-        return (EVERYONE, EVERYONE)
-    if _one(db, f"SELECT 1 FROM agents a WHERE a.agent_id = ? AND {LIVE_AGENT}", (n,)):
-        return ("agent", n)
-    if _one(db, f"SELECT 1 FROM agents a WHERE a.role = ? AND {LIVE_AGENT} LIMIT 1", (n,)):
-        return ("role", n)
-    if _group_row(db, n) is not None:
-        return ("group", n)
-    return None
-
-
-def close_matches(db: pw.SqliteDatabase, name: str) -> list[str]:
-    """Known addresses that look like ``name`` (with ``@``), for "did you mean" errors."""
-    candidates = sorted(set(_live_agents(db)) | set(_roles(db)) | set(_group_names(db)) | {EVERYONE})
-    return ["@" + c for c in difflib.get_close_matches(_strip_at(name), candidates, n=5, cutoff=0.6)]
-
-
-# --------------------------------------------------------------------------- fold issues
-
-def fold_issue_summary(db: pw.SqliteDatabase) -> dict:
-    """Lines and events the fold refused: ``{"counts": {kind: n}, "total", "recent": [...20]}``."""
-    by_kind = dict(_all(db, "SELECT kind, count(*) FROM fold_issues GROUP BY kind ORDER BY kind"))
-    recent = [{"kind": k, "shard": s, "event_id": e, "reason": r, "seen_at": at} for k, s, e, r, at in _all(
-        db, "SELECT kind, shard, event_id, reason, seen_at FROM fold_issues ORDER BY seen_at DESC, key DESC LIMIT 20")]
-    return {"counts": by_kind, "total": sum(by_kind.values()), "recent": recent}

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 from ... import errors
 from ... import events as ev
-from ...store import queries
+from ...store import directory, queries
 from ..dispatch import Call, method
 
 _FIELDS = ("role", "module", "display", "kind", "worktree")
@@ -30,7 +30,7 @@ async def register(call: Call) -> dict:
         "kind": p.str("kind", default="agent", choices=ev.AGENT_KINDS),
         "worktree": p.str("worktree", default="", max_len=1024),
     }
-    if await call.store.read(queries.resolve_address, name) == ("group", name):
+    if await call.store.read(directory.resolve_address, name) == ("group", name):
         raise errors.Conflict(f"{name!r} is already the name of a group; choose another agent name")
     existing = await call.daemon.agent(name, refresh=True)
     if existing is not None and all(existing.get(k, "") == v for k, v in fields.items()):
@@ -43,7 +43,7 @@ async def register(call: Call) -> dict:
 @method("agent.list")
 async def list_agents(call: Call) -> dict:
     p = call.params
-    return await call.store.read(queries.list_agents, role=p.str("role"), module=p.str("module"),
+    return await call.store.read(directory.list_agents, role=p.str("role"), module=p.str("module"),
                                  include_deleted=p.bool("include_deleted"))
 
 
@@ -59,7 +59,7 @@ async def get(call: Call) -> dict:
 async def _delete(call: Call, names: list[str], reason: str, how: str) -> None:
     events = []
     for name in names:
-        for s in await call.store.read(queries.list_sessions, name, active_only=True):
+        for s in await call.store.read(directory.list_sessions, name, active_only=True):
             events.append(ev.SessionEnd(session_id=s["session_id"], agent_id=name, reason="normal"))
         events.append(ev.AgentCleanup(agent_id=name, reason=reason, method=how))
     await call.store.write(events)

@@ -6,7 +6,7 @@ import json
 
 from ... import errors
 from ... import events as ev
-from ...store import queries
+from ...store import directory, queries
 from ..dispatch import Call, method
 
 
@@ -41,9 +41,9 @@ def resolve_addresses(db, addresses: list[str]) -> list[dict]:
     out, seen = [], set()
     for raw in addresses:
         bare = raw[1:] if raw.startswith("@") else raw
-        hit = queries.resolve_address(db, bare) if bare else None
+        hit = directory.resolve_address(db, bare) if bare else None
         if hit is None:
-            close = queries.close_matches(db, bare) if bare else []
+            close = directory.close_matches(db, bare) if bare else []
             hint = f"; did you mean {', '.join(close)}?" if close else ""
             raise errors.UnknownRecipient(
                 f"unknown recipient {raw!r}: no agent, role or group by that name{hint}",

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from ... import errors
 from ... import events as ev
-from ...store import queries
+from ...store import directory, queries
 from ..dispatch import Call, method
 
 
 async def _active(call: Call, agent: str) -> list[dict]:
-    return await call.store.read(queries.list_sessions, agent, active_only=True)
+    return await call.store.read(directory.list_sessions, agent, active_only=True)
 
 
 @method("session.start")
@@ -53,7 +53,7 @@ async def end(call: Call) -> dict:
 async def list_sessions(call: Call) -> dict:
     p = call.params
     agent = p.str("agent") or p.str("caller")
-    sessions = await call.store.read(queries.list_sessions, agent, active_only=p.bool("active_only"))
+    sessions = await call.store.read(directory.list_sessions, agent, active_only=p.bool("active_only"))
     return {"sessions": sessions}
 
 
