@@ -163,13 +163,13 @@ def start(paths: ThrumPaths, *, timeout: float = START_TIMEOUT) -> dict:
         os.close(r)
     if not line:
         code = proc.poll()
-        raise errors.Unavailable(f"thrum daemon failed to start (exit {code}); {_log_tail(paths)}")
+        raise errors.Unavailable(f"daemon failed to start (exit {code}); {_log_tail(paths)}")
     info = json.loads(line)
     if info.get("already_running"):
         proc.wait(timeout=10)
         return {"started": False, "already_running": True, "pid": read_pid(paths)}
     if "error" in info:
-        raise errors.Unavailable(f"thrum daemon failed to start: {info['error']}")
+        raise errors.Unavailable(f"daemon failed to start: {info['error']}")
     return {"started": True, "already_running": False, "pid": info["pid"]}
 
 

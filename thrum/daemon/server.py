@@ -316,7 +316,6 @@ def setup_logging(paths: ThrumPaths, *, foreground: bool) -> None:
 
 def main(paths: ThrumPaths, *, ready_fd: int | None = None, foreground: bool = False) -> int:
     setup_logging(paths, foreground=foreground)
-    daemon = Daemon(paths)
 
     def ready():
         if ready_fd is not None:
@@ -327,6 +326,7 @@ def main(paths: ThrumPaths, *, ready_fd: int | None = None, foreground: bool = F
                 pass
 
     try:
+        daemon = Daemon(paths)  # reads the config: a bad one is reported like any start-up error
         trio.run(lambda: daemon.run(ready=ready))
     except AlreadyRunning as exc:
         log.info("%s", exc.message)
