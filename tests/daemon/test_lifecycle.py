@@ -115,3 +115,19 @@ def test_daemon_run_serves_in_the_foreground_until_sigterm(repo, monkeypatch):
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_a_broken_config_is_one_clear_start_up_error(daemon):
+    import pytest
+
+    from thrum import errors
+
+    launcher.stop(daemon)
+    daemon.config.write_text("{not json")
+    with pytest.raises(errors.Unavailable) as info:
+        launcher.start(daemon)
+    assert "config.json: not valid JSON" in info.value.message
+    assert "\n" not in info.value.message
+    assert launcher.status(daemon)["running"] is False
+    daemon.config.write_text('{"sync_interval": 5}')
+    assert launcher.start(daemon)["started"] is True
