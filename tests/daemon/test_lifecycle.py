@@ -131,3 +131,18 @@ def test_a_broken_config_is_one_clear_start_up_error(daemon):
     assert launcher.status(daemon)["running"] is False
     daemon.config.write_text('{"sync_interval": 5}')
     assert launcher.start(daemon)["started"] is True
+
+
+def test_a_corrupt_projection_is_rebuilt_from_the_log(daemon):
+    c = RawClient(daemon)
+    register(c, "alice", "implementer")
+    mid = c.call("message.send", {"caller": "alice", "content": "survives"})["message_id"]
+    c.close()
+    launcher.stop(daemon)
+    for suffix in ("-wal", "-shm"):
+        (daemon.var / f"messages.db{suffix}").unlink(missing_ok=True)
+    daemon.database.write_bytes(b"this is not a database" * 1000)
+    assert launcher.start(daemon)["started"] is True
+    c = RawClient(daemon)
+    assert c.call("message.get", {"message_id": mid})["message"]["body"]["content"] == "survives"
+    c.close()
