@@ -102,7 +102,7 @@ class Daemon:
         name = p.str(key, required=True)
         if not ev.NAME_RE.fullmatch(name):
             raise errors.ValidationError(f"invalid params: {key} {name[:60]!r} is not an agent name", field=key)
-        if await self.agent(name) is None and await self.agent(name, refresh=True) is None:
+        if await self.agent(name) is None:  # reads the database on a cache miss
             raise errors.IdentityError(
                 f"unknown agent {name!r}: register it first with "
                 f"`thrum quickstart --name {name} --role ROLE --module MODULE`")
@@ -126,9 +126,14 @@ class Daemon:
                 start = ev.SessionStart(agent_id=agent)
                 await self.store.write([start])
                 sid = start.session_id
-                await self._remember_local_session(sid)
+                await self.adopt_session(agent, sid)
             self._sessions[agent] = sid
             return sid
+
+    async def adopt_session(self, agent: str, sid: str) -> None:
+        """Make ``sid`` the agent's current session on this daemon (it ends when the daemon stops)."""
+        self._sessions[agent] = sid
+        await self._remember_local_session(sid)
 
     async def _remember_local_session(self, sid: str) -> None:
         """Note a session this daemon started, so a crash can be detected on next start.

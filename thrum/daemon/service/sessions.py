@@ -23,8 +23,7 @@ async def start(call: Call) -> dict:
         call.daemon.session_ended(agent, e.session_id)
         if call.daemon.hub is not None:
             call.daemon.hub.session_ended(e.session_id)
-    await call.daemon._remember_local_session(begin.session_id)
-    call.daemon._sessions[agent] = begin.session_id
+    await call.daemon.adopt_session(agent, begin.session_id)
     return {"session_id": begin.session_id, "agent_id": agent, "started_at": begin.timestamp}
 
 
