@@ -131,3 +131,22 @@ def test_groups_resolve_at_read_time(client):
     assert members["agents"] == ["bob", "carol"]
     denied = client.request("group.delete", {"caller": "alice", "name": "everyone"})
     assert denied["error"]["code"] == errors.FORBIDDEN
+
+
+def test_a_log_write_failure_is_reported_and_the_daemon_keeps_serving(daemon, client):
+    import shutil
+
+    register(client, "alice", "implementer")
+    client.call("message.send", {"caller": "alice", "content": "before"})
+    shard = daemon.main_repo / ".git" / "thrum-sync" / "a-sync" / "messages" / "alice.jsonl"
+    saved = shard.read_bytes()
+    shard.unlink()
+    shard.mkdir()  # a hostile neighbour: the shard is now a directory, every append fails
+    reply = client.request("message.send", {"caller": "alice", "content": "lost?"})
+    assert reply["error"]["code"] == errors.UNAVAILABLE
+    assert "cannot write the event log" in reply["error"]["message"]
+    shutil.rmtree(shard)
+    shard.write_bytes(saved)
+    client.call("message.send", {"caller": "alice", "content": "after"})
+    contents = [m["body"]["content"] for m in client.call("message.list", {"page_size": 10})["messages"]]
+    assert contents == ["after", "before"]

@@ -22,6 +22,7 @@ from typing import Any, Awaitable, Callable
 
 import trio
 
+from .. import errors
 from .. import events as ev
 from ..store import models, projection
 from ..store.log import TAIL_BYTES, EventLog, Position
@@ -101,8 +102,15 @@ class Store:
             async with self.lock:
                 result = await trio.to_thread.run_sync(self._append_and_fold, events, abandon_on_cancel=False)
         except BaseException as exc:  # noqa: BLE001 - every waiter must hear of it
+            if isinstance(exc, OSError):  # disk full, permissions, ...: say so, nothing was acknowledged
+                error: BaseException = errors.Unavailable(
+                    f"cannot write the event log: {exc.strerror or exc}; nothing was stored")
+            elif isinstance(exc, Exception):
+                error = exc
+            else:
+                error = errors.Unavailable("the daemon is shutting down; nothing was stored")
             for p in batch:
-                p.error = exc if isinstance(exc, Exception) else RuntimeError("daemon shutting down")
+                p.error = error
                 p.done.set()
             if not isinstance(exc, Exception):
                 raise
