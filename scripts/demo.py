@@ -84,10 +84,14 @@ def main() -> int:
         thrum(laptop, "inbox", env=env)
         thrum(laptop, "sync", "status", env=env)
 
-        say("6. The log is plain JSONL on the a-sync branch of the remote")
-        shards = sorted(p.relative_to(laptop / ".git/thrum-sync/a-sync").as_posix()
-                        for p in (laptop / ".git/thrum-sync/a-sync").rglob("*.jsonl"))
-        print("    " + "\n    ".join(shards))
+        say("6. One more round of syncs; the log is plain JSONL on the a-sync branch")
+        thrum(laptop, "sync", env=env)
+        thrum(server, "sync", env=env)
+        logs = [{p.relative_to(m / ".git/thrum-sync/a-sync").as_posix(): p.read_bytes()
+                 for p in (m / ".git/thrum-sync/a-sync").rglob("*.jsonl")} for m in (laptop, server)]
+        print("    " + "\n    ".join(sorted(logs[0])))
+        if logs[0] != logs[1]:
+            raise SystemExit("demo: the two machines' logs differ after syncing both ways")
         print(f"\n{BOLD}Done.{RESET} Both machines hold byte-identical logs; every step went through git.")
         return 0
     finally:
