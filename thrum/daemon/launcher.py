@@ -15,7 +15,6 @@ import json
 import os
 import select
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -109,24 +108,11 @@ def read_pid(paths: ThrumPaths) -> int | None:
 
 
 def call(paths: ThrumPaths, method: str, params: dict | None = None, timeout: float = 10.0):
-    """One RPC over the socket (used for status and readiness checks)."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(timeout)
-        try:
-            s.connect(str(paths.socket))
-        except (FileNotFoundError, ConnectionRefusedError) as exc:
-            raise errors.Unavailable(f"thrum daemon is not running ({exc.strerror})") from None
-        s.sendall(json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params or {}}).encode() + b"\n")
-        buf = b""
-        while not buf.endswith(b"\n"):
-            chunk = s.recv(65536)
-            if not chunk:
-                raise errors.Unavailable("thrum daemon closed the connection")
-            buf += chunk
-    reply = json.loads(buf)
-    if "error" in reply:
-        raise errors.from_rpc(reply["error"])
-    return reply["result"]
+    """One RPC over the socket on a fresh connection (status and readiness checks, tests)."""
+    from ..client import Client
+
+    with Client(paths, timeout=timeout) as client:
+        return client.call(method, params or {})
 
 
 def _answers(paths: ThrumPaths) -> bool:
