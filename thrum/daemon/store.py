@@ -163,35 +163,35 @@ def tail_position(path: os.PathLike) -> Position:
 
 
 def open_projection(path, event_log: EventLog):
-    """Open the database, rebuilding it from the log when missing, corrupt or outdated."""
-    rebuild = False
+    """Open the database, rebuilding it from the log when missing, corrupt or outdated.
+
+    No whole-file integrity scan at start-up (it would cost seconds on a large
+    projection): a database SQLite cannot read, or whose catch-up fails, is
+    thrown away and rebuilt from the log, which is always the truth.
+    """
     db = None
     try:
         db = models.open_database(path)
         version = models.schema_version(db)
-        if version is None:
-            rebuild = True
-        elif version != models.SCHEMA_VERSION:
+        if version == models.SCHEMA_VERSION:
+            projection.catch_up(db, event_log)
+            return db
+        if version is not None:
             log.info("projection schema %s != %s: rebuilding", version, models.SCHEMA_VERSION)
-            rebuild = True
-        else:
-            db.execute_sql("PRAGMA quick_check").fetchone()
-    except Exception as exc:  # corrupt file, not a database, ...
-        log.warning("projection database unusable (%s): rebuilding from the log", exc)
-        if db is not None:
-            try:
-                db.close()
-            except Exception:
-                pass
-        for suffix in ("", "-wal", "-shm"):
-            try:
-                os.unlink(f"{path}{suffix}")
-            except FileNotFoundError:
-                pass
-        db = models.open_database(path)
-        rebuild = True
-    if rebuild:
         projection.rebuild(db, event_log)
-    else:
-        projection.catch_up(db, event_log)
+        return db
+    except Exception as exc:  # not a database, corrupt pages, a rebuild that hit either
+        log.warning("projection database unusable (%s): rebuilding from the log", exc)
+    if db is not None:
+        try:
+            db.close()
+        except Exception:
+            pass
+    for suffix in ("", "-wal", "-shm"):
+        try:
+            os.unlink(f"{path}{suffix}")
+        except FileNotFoundError:
+            pass
+    db = models.open_database(path)
+    projection.rebuild(db, event_log)
     return db
