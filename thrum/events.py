@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 
 from ulid import ULID
 
+from . import safejson
 from .errors import ValidationError
 
 try:  # orjson is a declared dependency; the fallback keeps the pure core importable anywhere.
@@ -216,9 +217,9 @@ def _body(d: dict) -> dict:
         _fail("body.structured", "must be a JSON string")
     if structured:
         try:
-            json.loads(structured)
-        except ValueError:
-            _fail("body.structured", "is not valid JSON")
+            safejson.loads(structured)
+        except ValueError as exc:
+            _fail("body.structured", f"is not valid JSON ({str(exc)[:80]})")
     return {"format": fmt, "content": content, "structured": structured}
 
 
@@ -575,13 +576,15 @@ def decode_line(line: bytes | str) -> dict:
     if len(line) > MAX_LINE_BYTES:
         raise MalformedEvent("line too long")
     try:
-        raw = loads(line)
+        raw = safejson.loads(line)
     except ValueError as exc:
         raise MalformedEvent(f"not JSON: {exc}") from None
     try:
         return normalise(raw)
     except ValidationError as exc:
         raise MalformedEvent(exc.message) from None
+    except Exception as exc:  # noqa: BLE001 - the log is untrusted: no line may escape as a crash
+        raise MalformedEvent(f"invalid event ({type(exc).__name__}: {str(exc)[:120]})") from None
 
 
 # --------------------------------------------------------------------------- typed events (write path)
