@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from thrum import events as ev
+from thrum.events.validation import _n_message_create, _n_message_create_checked
 from thrum.errors import ValidationError
 
 BODY = ev.Body("Auth module **done**", format="markdown", structured='{"passed": 45}')
@@ -180,10 +181,10 @@ _tag = st.one_of(st.fixed_dictionaries({"type": st.sampled_from(["mention", "sco
 }))
 def test_message_create_fast_path_agrees_with_the_checked_path(d):
     try:
-        expected = ev._n_message_create_checked(d)
+        expected = _n_message_create_checked(d)
     except ValidationError as exc:
         with pytest.raises(ValidationError) as info:
-            ev._n_message_create(d)
+            _n_message_create(d)
         assert info.value.field == exc.field
     else:
-        assert ev._n_message_create(d) == expected
+        assert _n_message_create(d) == expected

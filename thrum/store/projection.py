@@ -122,27 +122,18 @@ class _Folder:
     # ---------------------------------------------------------------- entry
     def fold(self, records: Iterable[tuple[str, dict]]) -> None:
         candidates: dict[str, dict] = {}
-        owners: dict[str, tuple[str, str | None]] = {}  # shard -> (kind, owner): `events.allowed_in_shard`, inlined
-        known, message_types, receipt_types = ev.NORMALISERS, ev.MESSAGE_SHARD_TYPES, ev.RECEIPT_TYPES
+        rules: dict[str, ev.ShardRule] = {}  # shard -> its authorship rule, the path parsed once
+        known = ev.NORMALISERS
         for shard, d in records:
             eid = d.get("event_id", "")
             t = d.get("type")
             if t not in known or d.get("v", 1) > ev.EVENT_VERSION:
                 self.r.unknown += 1
                 continue
-            where = owners.get(shard)
-            if where is None:
-                try:
-                    where = owners[shard] = (ev.shard_kind(shard), ev.shard_owner(shard))
-                except ValueError:
-                    where = owners[shard] = ("invalid", None)
-            if t in message_types:
-                ok = where[0] == "messages" and where[1] == (d.get("created_by") if t == "thread.create"
-                                                             else d.get("agent_id"))
-            elif t in receipt_types:
-                ok = where[0] == "receipts" and where[1] == d.get("agent_id")
-            else:
-                ok = where[0] == "events"
+            rule = rules.get(shard)
+            if rule is None:
+                rule = rules[shard] = ev.ShardRule(shard)
+            ok = rule.allows(d)
             if not ok:
                 self.r.forged += 1
                 self.issue("forged", shard, eid, f"{d['type']} by {ev.event_owner(d) or '?'} "

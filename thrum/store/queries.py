@@ -37,6 +37,7 @@ import peewee as pw
 
 from ..errors import NotFound, ValidationError
 from ..events import time_key
+from ..events.tags import tag_fields
 from .directory import (EVERYONE, LIVE_GROUP, LIVE_MEMBER, _all, _one,
                         _qmarks, _strip_at)
 
@@ -103,15 +104,10 @@ def _sigs_for(db, targets: list[str]) -> set[int]:
 # --------------------------------------------------------------------------- message.list
 
 def _tag(value, name: str) -> tuple[str, str]:
-    if isinstance(value, dict):
-        t, v = value.get("type"), value.get("value")
-    elif isinstance(value, (tuple, list)) and len(value) == 2:
-        t, v = value
-    else:
-        t = v = None
-    if not isinstance(t, str) or not t or not isinstance(v, str) or not v:
+    parts = tag_fields(value)
+    if parts is None:
         raise ValidationError(f"{name} must be an object with string type and value", field=name)
-    return t, v
+    return parts
 
 
 def _paging(page, page_size, sort_by, sort_order) -> tuple[int, int]:
