@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .. import safejson
 from ..errors import ValidationError
 from .validation import normalise
 from .values import MAX_LINE_BYTES
@@ -51,10 +52,12 @@ def decode_line(line: bytes | str) -> dict:
     if len(line) > MAX_LINE_BYTES:
         raise MalformedEvent("line too long")
     try:
-        raw = loads(line)
+        raw = safejson.loads(line)
     except ValueError as exc:
         raise MalformedEvent(f"not JSON: {exc}") from None
     try:
         return normalise(raw)
     except ValidationError as exc:
         raise MalformedEvent(exc.message) from None
+    except Exception as exc:  # noqa: BLE001 - the log is untrusted: no line may escape as a crash
+        raise MalformedEvent(f"invalid event ({type(exc).__name__}: {str(exc)[:120]})") from None

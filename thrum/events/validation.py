@@ -12,10 +12,10 @@ checks the same rules inline; a property test holds it to the checked path.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any, NoReturn
 
+from .. import safejson
 from ..errors import ValidationError
 from .ids import (GROUP_ID_RE, MESSAGE_ID_RE, SESSION_ID_RE, THREAD_ID_RE, TIMESTAMP_RE,
                   ULID_RE)
@@ -102,9 +102,9 @@ def _body(d: dict) -> dict:
         _fail("body.structured", "must be a JSON string")
     if structured:
         try:
-            json.loads(structured)
-        except ValueError:
-            _fail("body.structured", "is not valid JSON")
+            safejson.loads(structured)
+        except ValueError as exc:
+            _fail("body.structured", f"is not valid JSON ({str(exc)[:80]})")
     return {"format": fmt, "content": content, "structured": structured}
 
 

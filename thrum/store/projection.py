@@ -33,6 +33,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import logging
+import sqlite3
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -61,6 +62,7 @@ class FoldResult:
     unknown: int = 0
     conflicts: int = 0
     malformed: int = 0
+    invalid: int = 0  # events a handler could not apply (recorded in fold_issues)
     timings: dict[str, float] = field(default_factory=dict)  # rebuild: seconds per phase
 
     def merge(self, other: "FoldResult") -> None:
@@ -70,6 +72,7 @@ class FoldResult:
         self.unknown += other.unknown
         self.conflicts += other.conflicts
         self.malformed += other.malformed
+        self.invalid += other.invalid
 
 
 def _chunks(seq: Sequence, n: int = CHUNK):
@@ -522,12 +525,31 @@ def fold(db: pw.SqliteDatabase, records: Iterable[tuple[str, dict]], *,
 
     ``keep_applied=False`` leaves `FoldResult.applied` empty (bulk loads).
     """
+    records = records if isinstance(records, list) else list(records)
     result = FoldResult()
     now = ev.now_rfc3339()
     with db.atomic():
-        folder = _Folder(db.connection(), result, now)
+        conn = db.connection()
+        folder = _Folder(conn, result, now)
         folder.keep_applied = keep_applied
-        folder.fold(records)
+        try:
+            _in_savepoint(conn, folder.fold, records)
+        except _CONTENT_ERRORS as exc:
+            # Some event made a handler fail. The log is untrusted input: find the
+            # event(s) by folding one at a time, record them, and fold the rest.
+            log.warning("a fold batch of %d events failed (%s: %s); folding them one by one",
+                        len(records), type(exc).__name__, exc)
+            result = folder.r = FoldResult()
+            folder.sigs.clear()  # ids cached during the undone attempt may not exist any more
+            for shard, d in records:
+                try:
+                    _in_savepoint(conn, folder.fold, [(shard, d)])
+                except _CONTENT_ERRORS as one:
+                    folder.sigs.clear()
+                    result.invalid += 1
+                    eid = d.get("event_id") if isinstance(d, dict) else None
+                    folder.issue("invalid", shard, str(eid or "?")[:64],
+                                 f"cannot apply this event ({type(one).__name__}: {str(one)[:200]})")
         for issue in issues:
             digest = hashlib.sha1(issue.line).hexdigest()[:16]
             folder.issue("malformed", issue.shard, digest, issue.reason)
@@ -535,6 +557,25 @@ def fold(db: pw.SqliteDatabase, records: Iterable[tuple[str, dict]], *,
         if positions:
             save_positions(db, positions)
     return result
+
+
+# Errors an event's content can cause in a handler. sqlite3.OperationalError and
+# DatabaseError (disk I/O, a corrupt file) are not among them: those are about the
+# database, not the event, and must reach the caller (which repairs or reports).
+_CONTENT_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError,
+                   RecursionError, sqlite3.IntegrityError, sqlite3.InterfaceError, sqlite3.DataError)
+
+
+def _in_savepoint(conn, fn, *args) -> None:
+    """Run ``fn(*args)`` so that its writes are undone if it raises."""
+    conn.execute("SAVEPOINT thrum_fold")
+    try:
+        fn(*args)
+    except BaseException:
+        conn.execute("ROLLBACK TO thrum_fold")
+        conn.execute("RELEASE thrum_fold")
+        raise
+    conn.execute("RELEASE thrum_fold")
 
 
 def load_positions(db: pw.SqliteDatabase) -> dict[str, Position]:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
-
-from ... import errors
+from ... import errors, safejson
 from ... import events as ev
 from ...store import directory, queries
 from ..dispatch import Call, method
@@ -25,15 +23,18 @@ def _structured(call: Call) -> str:
     value = call.params.any("structured")
     if value is None or value == "":
         return ""
+    if isinstance(value, (dict, list)):
+        try:
+            value = ev.dumps(value).decode()
+        except (TypeError, ValueError, RecursionError):  # orjson refuses over 254 levels
+            value = "[" * (safejson.MAX_DEPTH + 1)  # judged (and refused) below like any too-deep text
     if isinstance(value, str):
         try:
-            json.loads(value)
+            safejson.loads(value)
         except ValueError as exc:
             raise errors.ValidationError(f"invalid params: structured is not valid JSON ({exc})",
                                          field="structured") from None
         return value
-    if isinstance(value, (dict, list)):
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
     raise errors.ValidationError("invalid params: structured must be a JSON string or object", field="structured")
 
 
