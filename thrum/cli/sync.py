@@ -9,9 +9,9 @@ from .common import CONTEXT_SETTINGS, global_options, runtime
 
 
 def _daemon_running(rt) -> bool:
-    from ..daemon import launcher
+    from .. import lifecycle
 
-    return launcher.is_running(rt.require_init())
+    return lifecycle.is_running(rt.require_init())
 
 
 @click.group(context_settings=CONTEXT_SETTINGS, invoke_without_command=True)

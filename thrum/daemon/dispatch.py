@@ -41,7 +41,7 @@ class Call:
 
     @property
     def store(self):
-        return self.daemon.store
+        return self.daemon.writer
 
 
 async def handle(daemon, conn, req: jsonrpc.Request | jsonrpc.Invalid) -> dict | None:
