@@ -163,7 +163,7 @@ def step(msg: str):
 
 def run(args) -> list[tuple]:
     from thrum import lifecycle
-    from thrum.daemon import sync_state
+    from thrum.sync.offline import run_offline
     from thrum.sync.worktree import sync_worktree_path
 
     for k in ("THRUM_NAME", "THRUM_ROLE", "THRUM_MODULE", "THRUM_LOCAL"):
@@ -252,7 +252,7 @@ def run(args) -> list[tuple]:
                 else:
                     gen.messages(wt_a, agents, agents, args.big)
                 t = time.perf_counter()
-                rep = sync_state.run_offline(pa)
+                rep = run_offline(pa)
                 offline.append(time.perf_counter() - t)
                 assert rep["pushed"], rep
                 dt, rep = timed_sync(pb)

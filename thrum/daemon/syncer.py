@@ -24,7 +24,7 @@ from .. import errors
 from .. import events as ev
 from ..store import projection
 from ..store.log import LogIssue
-from . import sync_state
+from ..sync import offline as sync_record
 from .writer import tail_position
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ class SyncLoop:
                                     replicate.credentials_from_env(self.cfg.values))
 
     def mode(self) -> str:
-        return sync_state.sync_mode(self.cfg, bool(self.replicator and self.replicator.has_remote()))
+        return sync_record.sync_mode(self.cfg, bool(self.replicator and self.replicator.has_remote()))
 
     def on_write(self, applied: list[dict]) -> None:
         """Writer callback: something durable happened; sync soon unless it was only receipts/edits."""
@@ -109,15 +109,15 @@ class SyncLoop:
             try:
                 report = await trio.to_thread.run_sync(self._cycle_in_thread, mode, applied)
             except errors.ThrumError as exc:
-                await trio.to_thread.run_sync(sync_state.record, self.daemon.paths, None, exc.message)
+                await trio.to_thread.run_sync(sync_record.record, self.daemon.paths, None, exc.message)
                 raise
             self.cycles += 1
             if applied:
                 await self.daemon.writer.publish(applied, "sync")
-            result = sync_state.report_dict(report, mode)
+            result = sync_record.report_dict(report, mode)
             if report.error is None and (report.pushed or mode != "remote"):
                 self.pushed_events_mark = written_before
-            await trio.to_thread.run_sync(sync_state.record, self.daemon.paths, result, report.error)
+            await trio.to_thread.run_sync(sync_record.record, self.daemon.paths, result, report.error)
             if report.error:
                 raise errors.SyncFailed(report.error)
             return result
@@ -173,7 +173,7 @@ class SyncLoop:
 
     # ------------------------------------------------------------------ status
     async def status(self) -> dict:
-        state = await trio.to_thread.run_sync(sync_state.load_state, self.daemon.paths)
+        state = await trio.to_thread.run_sync(sync_record.load_state, self.daemon.paths)
         quarantined = await self.daemon.writer.read(projection.fold_counts)
         url = self.replicator.remote_url() if self.replicator is not None else None
         return {
