@@ -9,7 +9,7 @@ import trio
 import trio.testing
 
 from thrum import events as ev
-from thrum.daemon import hub as hub_mod
+from thrum.store import queries
 from thrum.daemon.hub import Hub
 
 _ids = itertools.count(1)
@@ -41,7 +41,7 @@ class FakeWriter:
         self.log = None
 
     async def read(self, fn, *args):
-        if fn is hub_mod._mention_targets:
+        if fn is queries.targets_of:
             return self.targets.get(args[0], [args[0], "everyone"])
         raise AssertionError(f"unexpected query {fn.__name__}")
 

@@ -22,12 +22,14 @@ import trio
 from .. import __version__, config as config_mod, errors
 from .. import events as ev
 from ..paths import ThrumPaths
-from ..store import directory, queries
+from ..store import directory
+from ..store.projection import open_projection
 from ..store.log import EventLog
 from . import service  # noqa: F401  (registers every RPC method)
 from . import unix
+from .context import ServiceContext
 from .params import Params
-from .writer import Writer, open_projection
+from .writer import Writer
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +58,7 @@ class Daemon:
         self._session_lock = trio.Lock()
         self.nursery: trio.Nursery | None = None
         self._shutdown = trio.Event()
+        self.services = ServiceContext(self)  # what RPC handlers may use (thrum.daemon.context)
 
     # ------------------------------------------------------------------ identity helpers
     async def agent(self, name: str, *, refresh: bool = False) -> dict | None:
@@ -78,9 +81,7 @@ class Daemon:
         hit = self._address_cache.get(key)
         if hit is not None:
             return [dict(r) for r in hit]
-        from .service.messages import resolve_addresses
-
-        resolved = await self.writer.read(resolve_addresses, addresses)
+        resolved = await self.writer.read(directory.resolve_recipients, addresses)
         if len(self._address_cache) > 4096:
             self._address_cache.clear()
         self._address_cache[key] = [dict(r) for r in resolved]
@@ -232,7 +233,7 @@ class Daemon:
         """Sessions this machine started that no daemon ended: the last daemon crashed."""
         orphans = []
         for sid in await trio.to_thread.run_sync(self._load_local_sessions):
-            info = await self.writer.read(_session_info, sid)
+            info = await self.writer.read(directory.session_info, sid)
             if info and not info["ended_at"]:
                 orphans.append(ev.SessionEnd(session_id=sid, agent_id=info["agent_id"], reason="crash"))
         if orphans:
@@ -301,11 +302,6 @@ class Daemon:
             async for _ in signals:
                 self.request_shutdown()
                 return
-
-
-def _session_info(db, sid: str) -> dict | None:
-    row = db.execute_sql("SELECT agent_id, ended_at FROM sessions WHERE session_id=?", (sid,)).fetchone()
-    return {"agent_id": row[0], "ended_at": row[1]} if row else None
 
 
 def setup_logging(paths: ThrumPaths, *, foreground: bool) -> None:

@@ -3,4 +3,5 @@
 Shim for branches written before the rename; the lead removes it once they are merged.
 """
 
-from .writer import Writer as Store, open_projection, tail_position  # noqa: F401
+from ..store.projection import open_projection  # noqa: F401
+from .writer import Writer as Store, tail_position  # noqa: F401

@@ -24,7 +24,7 @@ import trio
 
 from .. import errors
 from .. import events as ev
-from ..store import models, projection
+from ..store import projection
 from ..store.log import TAIL_BYTES, EventLog, Position
 
 log = logging.getLogger(__name__)
@@ -160,38 +160,3 @@ def tail_position(path: os.PathLike) -> Position:
     finally:
         os.close(fd)
     return Position(size, hashlib.sha1(tail).hexdigest() if tail else "")
-
-
-def open_projection(path, event_log: EventLog):
-    """Open the database, rebuilding it from the log when missing, corrupt or outdated.
-
-    No whole-file integrity scan at start-up (it would cost seconds on a large
-    projection): a database SQLite cannot read, or whose catch-up fails, is
-    thrown away and rebuilt from the log, which is always the truth.
-    """
-    db = None
-    try:
-        db = models.open_database(path)
-        version = models.schema_version(db)
-        if version == models.SCHEMA_VERSION:
-            projection.catch_up(db, event_log)
-            return db
-        if version is not None:
-            log.info("projection schema %s != %s: rebuilding", version, models.SCHEMA_VERSION)
-        projection.rebuild(db, event_log)
-        return db
-    except Exception as exc:  # not a database, corrupt pages, a rebuild that hit either
-        log.warning("projection database unusable (%s): rebuilding from the log", exc)
-    if db is not None:
-        try:
-            db.close()
-        except Exception:
-            pass
-    for suffix in ("", "-wal", "-shm"):
-        try:
-            os.unlink(f"{path}{suffix}")
-        except FileNotFoundError:
-            pass
-    db = models.open_database(path)
-    projection.rebuild(db, event_log)
-    return db
