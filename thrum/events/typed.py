@@ -10,7 +10,7 @@ directly (the fast path for rebuilds); these classes are for building events.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from ..errors import ValidationError
 from .codec import encode_line
