@@ -169,8 +169,8 @@ class Runtime:
 
     def client(self, *, autostart: bool = True):
         if self._client is None:
-            from .. import client as _client
-            self._client = _client.connect(self.require_init(), autostart=autostart, quiet=self.opts.quiet,
+            from .. import lifecycle
+            self._client = lifecycle.connect(self.require_init(), autostart=autostart, quiet=self.opts.quiet,
                                            trace=self.debug if self.opts.verbose else None)
         return self._client
 

@@ -10,7 +10,7 @@ directly (the fast path for rebuilds); these classes are for building events.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from ..errors import ValidationError
 from .codec import encode_line
@@ -136,6 +136,7 @@ class AgentRegister(Event):
     module: str = ""
     worktree: str = ""
     display: str = ""
+    public_key: str = ""  # base64 Ed25519 key the event is signed with (thrum.trust)
 
     def __post_init__(self):
         if not self.name:  # the name is the agent id; fill it so the event equals its decoded self
@@ -156,6 +157,7 @@ class AgentCleanup(Event):
     agent_id: str
     reason: str = ""
     method: str = "manual"
+    by: str = ""  # the agent who removed ``agent_id`` (signs the event); empty: itself
 
 
 @dataclass(frozen=True, kw_only=True)

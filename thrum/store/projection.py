@@ -33,11 +33,12 @@ from __future__ import annotations
 import gc
 import hashlib
 import logging
+import os
 import sqlite3
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Iterable
 
 import peewee as pw
 
@@ -45,10 +46,10 @@ from .. import events as ev
 from ..events import time_key
 from . import models
 from .log import EventLog, LogIssue, Position, ReadResult
+from .sql import chunks, qmarks
 
 log = logging.getLogger(__name__)
 
-CHUNK = 900  # below SQLite's host-parameter limit
 REBUILD_BATCH = 50_000
 READ_CHUNK = 32 * 1024 * 1024  # bytes of a shard read (and folded) at a time
 REBUILD_CACHE_KIB = -512 * 1024  # SQLite page cache while rebuilding (negative: KiB)
@@ -73,15 +74,6 @@ class FoldResult:
         self.conflicts += other.conflicts
         self.malformed += other.malformed
         self.invalid += other.invalid
-
-
-def _chunks(seq: Sequence, n: int = CHUNK):
-    for i in range(0, len(seq), n):
-        yield seq[i:i + n]
-
-
-def _qmarks(n: int) -> str:
-    return ",".join("?" * n)
 
 
 class _Folder:
@@ -150,9 +142,9 @@ class _Folder:
         # million applied_events rows for the creates.
         others = [eid for eid, d in candidates.items() if d["type"] != "message.create"]
         seen = set()
-        for chunk in _chunks(others):
+        for chunk in chunks(others):
             seen.update(row[0] for row in self.c.execute(
-                f"SELECT event_id FROM applied_events WHERE event_id IN ({_qmarks(len(chunk))})", chunk))
+                f"SELECT event_id FROM applied_events WHERE event_id IN ({qmarks(len(chunk))})", chunk))
         self.r.duplicates += len(seen)
         fresh = [eid for eid in others if eid not in seen]
         if fresh:
@@ -338,9 +330,9 @@ class _Folder:
             self.c.executemany("INSERT OR IGNORE INTO message_refs VALUES (?,?,?)", refs)
         # Edits or deletes that arrived before their message (pending_targets) take effect now.
         if self.c.execute("SELECT 1 FROM pending_targets LIMIT 1").fetchone() is not None:
-            for chunk in _chunks(list(first)):
+            for chunk in chunks(list(first)):
                 found = [r[0] for r in self.c.execute(
-                    f"SELECT message_id FROM pending_targets WHERE message_id IN ({_qmarks(len(chunk))})", chunk)]
+                    f"SELECT message_id FROM pending_targets WHERE message_id IN ({qmarks(len(chunk))})", chunk)]
                 pending.update(found)
                 self.c.executemany("DELETE FROM pending_targets WHERE message_id = ?", [(m,) for m in found])
         for mid in sorted(pending):
@@ -373,10 +365,10 @@ class _Folder:
         """Ids of ``first`` that were already in messages (rows up to ``max_rowid``): id -> (event_id, author)."""
         out = {}
         mids = list(first)
-        for chunk in _chunks(mids):
+        for chunk in chunks(mids):
             for mid, eid, author in self.c.execute(
                     f"SELECT message_id, event_id, agent_id FROM messages WHERE rowid <= ? AND message_id IN "
-                    f"({_qmarks(len(chunk))})", [max_rowid] + chunk):
+                    f"({qmarks(len(chunk))})", [max_rowid] + chunk):
                 out[mid] = (eid, author)
         return out
 
@@ -407,9 +399,9 @@ class _Folder:
     def _recompute_existing(self, mids: set[str]):
         mids = sorted(mids)
         present = set()
-        for chunk in _chunks(mids):
+        for chunk in chunks(mids):
             present.update(r[0] for r in self.c.execute(
-                f"SELECT message_id FROM messages WHERE message_id IN ({_qmarks(len(chunk))})", chunk))
+                f"SELECT message_id FROM messages WHERE message_id IN ({qmarks(len(chunk))})", chunk))
         for mid in mids:
             if mid in present:
                 self.recompute(mid)
@@ -701,3 +693,38 @@ def verify_counters(db: pw.SqliteDatabase) -> list[str]:
 def fold_counts(db: pw.SqliteDatabase) -> dict[str, int]:
     """How many lines/events the fold refused so far, by kind (for `sync status`)."""
     return dict(db.execute_sql("SELECT kind, count(*) FROM fold_issues GROUP BY kind").fetchall())
+
+
+def open_projection(path: str | os.PathLike, event_log: EventLog) -> pw.SqliteDatabase:
+    """Open the database, rebuilding it from the log when missing, corrupt or outdated.
+
+    No whole-file integrity scan at start-up (it would cost seconds on a large
+    projection): a database SQLite cannot read, or whose catch-up fails, is
+    thrown away and rebuilt from the log, which is always the truth.
+    """
+    db = None
+    try:
+        db = models.open_database(path)
+        version = models.schema_version(db)
+        if version == models.SCHEMA_VERSION:
+            catch_up(db, event_log)
+            return db
+        if version is not None:
+            log.info("projection schema %s != %s: rebuilding", version, models.SCHEMA_VERSION)
+        rebuild(db, event_log)
+        return db
+    except Exception as exc:  # not a database, corrupt pages, a rebuild that hit either
+        log.warning("projection database unusable (%s): rebuilding from the log", exc)
+    if db is not None:
+        try:
+            db.close()
+        except Exception:
+            pass
+    for suffix in ("", "-wal", "-shm"):
+        try:
+            os.unlink(f"{path}{suffix}")
+        except FileNotFoundError:
+            pass
+    db = models.open_database(path)
+    rebuild(db, event_log)
+    return db
