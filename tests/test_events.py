@@ -99,7 +99,7 @@ def test_unknown_type_is_preserved_with_all_fields():
     event = ev.from_dict(decoded)
     assert isinstance(event, ev.UnknownEvent) and event.type == "task.assign"
     assert ev.decode_line(event.to_line()) == raw
-    assert ev.allowed_in_shard(raw, "messages/anyone.jsonl")  # not judged
+    assert ev.allowed_in_shard(raw, "messages/anyone/000001.jsonl")  # not judged
 
 
 def test_future_version_of_a_known_type_is_kept_raw():
@@ -142,17 +142,35 @@ def test_time_key(value, key):
 
 def test_shards_and_authorship_rules():
     create = SAMPLES[0].to_dict()
-    assert ev.shard_for(create) == "messages/furiosa.jsonl"
-    assert ev.shard_for(SAMPLES[13].to_dict()) == "receipts/nux.jsonl"
-    assert ev.shard_for(SAMPLES[4].to_dict()) == "events.jsonl"
-    assert ev.shard_for(SAMPLES[3].to_dict()) == "messages/furiosa.jsonl"  # thread.create by its creator
-    assert ev.allowed_in_shard(create, "messages/furiosa.jsonl")
-    assert not ev.allowed_in_shard(create, "messages/nux.jsonl")
-    assert not ev.allowed_in_shard(create, "events.jsonl")
-    assert not ev.allowed_in_shard(SAMPLES[4].to_dict(), "messages/furiosa.jsonl")
-    for bad in ("../x.jsonl", "messages/../x.jsonl", "messages/A.jsonl", "other/x.jsonl", "messages/x.txt"):
+    assert ev.stream_for(create) == "messages/furiosa"
+    assert ev.stream_for(SAMPLES[13].to_dict()) == "receipts/nux"
+    assert ev.stream_for(SAMPLES[4].to_dict()) == "events"
+    assert ev.stream_for(SAMPLES[3].to_dict()) == "messages/furiosa"  # thread.create by its creator
+    assert ev.allowed_in_shard(create, "messages/furiosa/000001.jsonl")
+    assert ev.allowed_in_shard(create, "messages/furiosa/000012.jsonl")
+    assert not ev.allowed_in_shard(create, "messages/nux/000001.jsonl")
+    assert not ev.allowed_in_shard(create, "events/000001.jsonl")
+    assert not ev.allowed_in_shard(SAMPLES[4].to_dict(), "messages/furiosa/000001.jsonl")
+    assert ev.shard_owner("messages/furiosa/000003.jsonl") == "furiosa"
+    assert ev.shard_owner("events/000003.jsonl") is None
+    for bad in ("../x.jsonl", "messages/../x.jsonl", "messages/A/000001.jsonl", "other/x/000001.jsonl",
+                "messages/x.txt", "messages/x.jsonl", "events.jsonl", "messages/x/1.jsonl",
+                "messages/x/0000001.jsonl", "messages/x/000000.jsonl", "messages/x/00001.jsonl",
+                "messages/x/000001.jsonl/y", "events/000001.JSONL", "receipts/x/y/000001.jsonl"):
         with pytest.raises(ValueError):
             ev.shard_owner(bad)
+        assert not ev.is_log_path(bad)
+
+
+def test_segment_paths_have_one_spelling():
+    assert ev.segment_path("messages/alice", 1) == "messages/alice/000001.jsonl"
+    assert ev.segment_path("events", 1_234_567) == "events/1234567.jsonl"
+    for n in (1, 9, 999_999, 1_000_000, 123_456_789):
+        path = ev.segment_path("receipts/bob", n)
+        assert ev.parse_log_path(path) == ("receipts/bob", n)
+    for bad in (0, -1, 10**9):
+        with pytest.raises(ValueError):
+            ev.segment_name(bad)
 
 
 def test_check_name_refuses_reserved_and_bad_names():

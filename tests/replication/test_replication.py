@@ -44,7 +44,7 @@ def test_message_sent_on_a_reaches_b_and_agents_are_shared(machines):
 
 def test_concurrent_appends_to_the_same_shard_converge_byte_identical(machines):
     a, b = machines(2)
-    # one agent name used on both machines: both append to messages/alice.jsonl
+    # one agent name used on both machines: both append to messages/alice/000001.jsonl
     a.agent("alice", "implementer")
     b.agent("alice", "implementer")
     ids = []
@@ -56,7 +56,7 @@ def test_concurrent_appends_to_the_same_shard_converge_byte_identical(machines):
     a.sync()
     sa, sb = a.shards(), b.shards()
     assert sa == sb
-    lines = sa["messages/alice.jsonl"]
+    lines = sa["messages/alice/000001.jsonl"]
     assert b"<<<<<<<" not in lines and b">>>>>>>" not in lines
     eids = event_ids(lines)
     assert len(eids) == len(set(eids)) == 30
@@ -180,7 +180,8 @@ def test_forged_events_from_another_clone_are_quarantined(machines):
                    "thread_id": "", "agent_id": "alice", "session_id": "ses_x",
                    "body": {"format": "markdown", "content": "I am alice", "structured": ""},
                    "scopes": [], "refs": []}
-    with open(b.worktree / "messages" / "mallory.jsonl", "ab") as f:
+    (b.worktree / "messages" / "mallory").mkdir(parents=True, exist_ok=True)
+    with open(b.worktree / "messages" / "mallory" / "000001.jsonl", "ab") as f:
         f.write(json.dumps(forged_edit).encode() + b"\n")
         f.write(json.dumps(wrong_shard).encode() + b"\n")
         f.write(b"{this is not json\n")
@@ -191,7 +192,7 @@ def test_forged_events_from_another_clone_are_quarantined(machines):
     assert a.rpc("message.list", {"page_size": 100})["total"] == 1
     status = a.json("sync", "status")
     assert status["quarantined"] >= 3
-    assert b"I am alice" in (a.worktree / "messages" / "mallory.jsonl").read_bytes()  # kept, not applied
+    assert b"I am alice" in (a.worktree / "messages" / "mallory" / "000001.jsonl").read_bytes()  # kept, not applied
 
 
 def test_automatic_sync_delivers_without_running_thrum_sync(machines):

@@ -50,7 +50,7 @@ class Events:
     @staticmethod
     def rec(event) -> tuple[str, dict]:
         d = event.to_dict()
-        return ev.shard_for(d), ev.normalise(d)
+        return ev.stream_for(d), ev.normalise(d)
 
     # -- lifecycle
     def register(self, agent, role, module="core", ts=None):

@@ -86,10 +86,10 @@ def test_fold_non_author_edit_and_delete_are_ignored_and_recorded_as_forged(db, 
     assert m["body"]["content"] == "still mine" and not m["deleted"]
     assert r1.forged + r2.forged + r3.forged == 2
     assert {(s, eid) for _, s, eid in issues(db, "forged")} == {
-        ("messages/mallory.jsonl", bad_edit[1]["event_id"]), ("messages/mallory.jsonl", bad_delete[1]["event_id"])}
+        ("messages/mallory", bad_edit[1]["event_id"]), ("messages/mallory", bad_delete[1]["event_id"])}
 
 
-@pytest.mark.parametrize("wrong_shard", ["messages/bob.jsonl", "receipts/alice.jsonl", "events.jsonl"])
+@pytest.mark.parametrize("wrong_shard", ["messages/bob/000001.jsonl", "receipts/alice/000001.jsonl", "events/000001.jsonl"])
 def test_fold_event_in_the_wrong_shard_is_forged(db, e, wrong_shard):
     shard, d = e.create("alice", "hi")
     result = projection.fold(db, [(wrong_shard, d)])
@@ -102,7 +102,7 @@ def test_fold_receipt_and_lifecycle_events_in_the_wrong_shard_are_forged(db, e):
     c = e.create("alice")
     _, read = e.read("bob", mid(c))
     _, reg = e.register("carol", "reviewer")
-    result = projection.fold(db, [c, ("receipts/alice.jsonl", read), ("messages/carol.jsonl", reg)])
+    result = projection.fold(db, [c, ("receipts/alice/000001.jsonl", read), ("messages/carol/000001.jsonl", reg)])
     assert result.forged == 2
     assert directory.list_agents(db)["agents"] == []
     assert queries.list_messages(db, viewer="bob")["unread"] == 1
@@ -117,7 +117,7 @@ def test_fold_create_id_conflict_lowest_event_id_wins(db, e, order):
         fold(db, recs[i])
     m = message(db, "msg_SAME")
     assert m["author"]["agent_id"] == "alice" and m["body"]["content"] == "original" and m["refs"] == []
-    assert issues(db, "conflict") == [("conflict", "messages/bob.jsonl", second[1]["event_id"])]
+    assert issues(db, "conflict") == [("conflict", "messages/bob", second[1]["event_id"])]
     assert projection.verify_counters(db) == []
 
 
@@ -134,7 +134,7 @@ def test_fold_duplicate_events_change_nothing(db, e):
 def test_fold_unknown_types_are_counted_not_applied(db, e):
     raw = {"type": "future.thing", "timestamp": "2026-01-01T00:00:00Z", "event_id": ev.new_ulid(), "v": 1, "x": 1}
     v2 = dict(e.create("alice")[1], v=2)
-    result = projection.fold(db, [("events.jsonl", raw), ("messages/alice.jsonl", v2)])
+    result = projection.fold(db, [("events/000001.jsonl", raw), ("messages/alice/000001.jsonl", v2)])
     assert result.unknown == 2 and result.applied == []
 
 
@@ -308,10 +308,10 @@ def test_catch_up_in_chunks_gives_the_same_state(db, tmp_log, tmp_path, e, monke
 
 def test_fold_counts_reports_malformed_and_forged(db, tmp_log, e):
     _write(tmp_log, e.create("alice"))
-    with open(tmp_log.root / "messages" / "alice.jsonl", "ab") as f:
+    with open(tmp_log.root / "messages" / "alice" / "000001.jsonl", "ab") as f:
         f.write(b"{not json}\n")
     shard, d = e.create("bob")
-    with open(tmp_log.root / "messages" / "alice.jsonl", "ab") as f:
+    with open(tmp_log.root / "messages" / "alice" / "000001.jsonl", "ab") as f:
         f.write(ev.encode_line(d))
     result = projection.catch_up(db, tmp_log)
     assert result.malformed == 1 and result.forged == 1 and len(result.applied) == 1

@@ -66,7 +66,7 @@ def build(ops) -> tuple[list, list, list[str]]:
                            refs=[("issue", "1")] if scoped else ())
             valid.append(rec)
             other = next(a for a in AGENTS if a != agent)
-            forged.append((f"messages/{other}.jsonl", e.create(agent, "in someone else's shard",
+            forged.append((f"messages/{other}/000001.jsonl", e.create(agent, "in someone else's shard",
                                                                mid=f"msg_S{slot}")[1]))
         elif kind in ("edit", "delete"):
             _, slot, by_author = op
@@ -86,8 +86,8 @@ def build(ops) -> tuple[list, list, list[str]]:
             rec = getattr(e, kind)(agent, *msg_ids)
             valid.append(rec)
             other = next(a for a in AGENTS if a != agent)
-            forged.append((f"receipts/{other}.jsonl", rec[1]))  # a copy in the wrong shard
-            forged.append((f"receipts/{other}.jsonl", getattr(e, kind)(agent, *msg_ids)[1]))
+            forged.append((f"receipts/{other}/000001.jsonl", rec[1]))  # a copy in the wrong shard
+            forged.append((f"receipts/{other}/000001.jsonl", getattr(e, kind)(agent, *msg_ids)[1]))
         elif kind == "group.create":
             valid.append(e.group_create(op[1]))
         elif kind == "group.delete":
@@ -96,7 +96,7 @@ def build(ops) -> tuple[list, list, list[str]]:
             _, group, (mtype, value) = op
             rec = e.member_add(group, value, mtype) if kind == "add" else e.member_remove(group, value, mtype)
             valid.append(rec)
-            forged.append(("messages/ann.jsonl", (e.member_remove if kind == "add" else e.member_add)(
+            forged.append(("messages/ann/000001.jsonl", (e.member_remove if kind == "add" else e.member_add)(
                 group, value, mtype)[1]))
         elif kind == "register":
             valid.append(e.register(op[1], ROLES[op[1]]))
@@ -160,7 +160,7 @@ def test_rebuild_equals_incremental_fold(ops, rng):
         while i < len(records):  # the daemon's way: append, then catch up
             n = rng.randint(1, 5)
             for shard, d in records[i:i + n]:
-                path = root / shard
+                path = root / (shard if ev.is_log_path(shard) else ev.segment_path(shard, 1 + len(shard) % 3))
                 path.parent.mkdir(parents=True, exist_ok=True)
                 with open(path, "ab") as f:
                     f.write(ev.encode_line(d))

@@ -28,6 +28,37 @@ def append(worktree: Path, shard: str, *lines: bytes) -> None:
         f.write(b"".join(lines))
 
 
+def tree_with(repo: pygit2.Repository, base: pygit2.Tree | None, entries: dict) -> pygit2.Oid:
+    """A tree: ``base`` with ``entries`` ({path: bytes or (bytes/oid, mode)}) put in at nested paths."""
+    by_top: dict[str, dict] = {}
+    files = {}
+    for path, value in entries.items():
+        top, sep, rest = path.partition("/")
+        if sep:
+            by_top.setdefault(top, {})[rest] = value
+        else:
+            files[top] = value
+    tb = repo.TreeBuilder(base) if base is not None else repo.TreeBuilder()
+    for name, value in files.items():
+        data, mode = value if isinstance(value, tuple) else (value, pygit2.enums.FileMode.BLOB)
+        oid = data if isinstance(data, pygit2.Oid) else repo.create_blob(data)
+        tb.insert(name, oid, mode)
+    for top, sub in by_top.items():
+        sub_base = None
+        if base is not None and top in base and base[top].type_str == "tree":
+            sub_base = base[top]
+        tb.insert(top, tree_with(repo, sub_base, sub), pygit2.enums.FileMode.TREE)
+    return tb.write()
+
+
+def push_tree(remote: Path, entries: dict, message: str = "forged\n") -> pygit2.Oid:
+    """Commit ``entries`` on top of the remote's a-sync tip, as someone with push access could."""
+    bare = pygit2.Repository(str(remote))
+    tip = bare[bare.references[SYNC_REF].target]
+    sig = pygit2.Signature("x", "x@example.invalid", 1700000000, 0)
+    return bare.create_commit(SYNC_REF, sig, sig, message, tree_with(bare, tip.tree, entries), [tip.id])
+
+
 def keys_of(data: bytes) -> list[bytes]:
     from thrum.sync.merge import event_key, split_lines
 

@@ -98,8 +98,8 @@ def test_fetch_without_credentials_says_what_to_set(http_replica):
 def test_run_cycle_auth_failure_keeps_the_local_commit(http_replica):
     wt, _ = http_replica
     replicator = Replicator(wt, credentials=Credentials(https_token="wrong"))
-    append(wt, "events.jsonl", event("01A"))
+    append(wt, "events/000001.jsonl", event("01A"))
     with pytest.raises(AuthError):
         run_cycle(replicator, threading.Lock)
-    committed = replicator.repo.revparse_single(f"{SYNC_REF}:events.jsonl")
+    committed = replicator.repo.revparse_single(f"{SYNC_REF}:events/000001.jsonl")
     assert isinstance(committed, pygit2.Blob) and committed.data == event("01A")

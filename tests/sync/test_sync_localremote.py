@@ -11,14 +11,14 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from sync_helpers import append, assert_linear_single_root, event
+from sync_helpers import append, assert_linear_single_root, event, push_tree
 from thrum.sync import SyncError
 from thrum.sync.localremote import local_remote_path, open_local_remote
 from thrum.sync.merge import merge_shard
 from thrum.sync.replicate import Replicator, run_cycle
 from thrum.sync.worktree import SYNC_REF
 
-SHARD = "messages/alice.jsonl"
+SHARD = "messages/alice/000001.jsonl"
 
 
 def packs(repo: Path) -> set[str]:
@@ -104,7 +104,7 @@ def test_fetch_from_a_remote_whose_objects_are_packed(tmp_path, cluster):
 def test_push_loses_a_race_when_the_remote_moved_since_the_fetch(cluster):
     a, b = cluster.a, cluster.b
     append(a.worktree, SHARD, event("01A"))
-    append(b.worktree, "messages/bob.jsonl", event("01B"))
+    append(b.worktree, "messages/bob/000001.jsonl", event("01B"))
     for r in (a, b):
         r.replicator.commit_pending()
         r.replicator.merge(r.replicator.fetch())
@@ -126,12 +126,12 @@ def test_fast_path_in_a_replica_matches_the_merge_and_keeps_its_summary(cluster)
         before = b.read(SHARD)
         append(a.worktree, SHARD, event(f"01R{round_}"))
         a.sync()
-        append(b.worktree, "messages/bob.jsonl", event(f"01B{round_}"))  # another shard of B's
+        append(b.worktree, "messages/bob/000001.jsonl", event(f"01B{round_}"))  # another shard of B's
         report = b.sync()
         assert report.received_lines[SHARD] == [event(f"01R{round_}")]
         assert b.read(SHARD) == merge_shard(remote_blob(cluster, SHARD).data, before).data
     a.sync()
-    assert a.read(SHARD) == b.read(SHARD) and a.read("messages/bob.jsonl") == b.read("messages/bob.jsonl")
+    assert a.read(SHARD) == b.read(SHARD) and a.read("messages/bob/000001.jsonl") == b.read("messages/bob/000001.jsonl")
     assert b.replicator.repo.status() == {} and a.replicator.repo.status() == {}
 
 
@@ -146,14 +146,7 @@ def test_summary_of_a_shard_rewritten_in_place_is_not_trusted(cluster):
     with open(path, "r+b") as f:
         f.write(forged)
     # ... and a hostile remote holds [A, A, C], of which B's file is now a prefix.
-    bare = pygit2.Repository(str(cluster.remote))
-    tip = bare[bare.references[SYNC_REF].target]
-    messages = bare.TreeBuilder(tip.tree["messages"])
-    messages.insert("alice.jsonl", bare.create_blob(forged + event("01C")), pygit2.enums.FileMode.BLOB)
-    root = bare.TreeBuilder(tip.tree)
-    root.insert("messages", messages.write(), pygit2.enums.FileMode.TREE)
-    sig = pygit2.Signature("x", "x@example.invalid", 1700000000, 0)
-    bare.create_commit(SYNC_REF, sig, sig, "forged\n", root.write(), [tip.id])
+    push_tree(cluster.remote, {SHARD: forged + event("01C")})
     report = b.sync()
     # The summary of [A, B] no longer matches the file, so the repeated key is seen.
     assert b.read(SHARD) == merge_shard(forged + event("01C"), forged).data == event("01A") + event("01C")
@@ -197,7 +190,7 @@ def test_a_fresh_replicator_rereads_what_a_fetch_did_not_keep(cluster, monkeypat
     a, b = cluster.a, cluster.b
     monkeypatch.setattr(replicate, "KEEP_FETCHED_BYTES", 0)
     append(a.worktree, SHARD, event("01A"))
-    append(a.worktree, "messages/bob.jsonl", event("01B"))
+    append(a.worktree, "messages/bob/000001.jsonl", event("01B"))
     a.sync()
     fresh = Replicator(b.worktree)
     report = run_cycle(fresh, contextlib.nullcontext)

@@ -8,7 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from thrum.sync.merge import MAX_DEPTH, MergeResult, event_key, merge_shard, split_lines
+from thrum.sync.merge import MAX_DEPTH, NOT_AN_EVENT, MergeResult, event_key, merge_shard, split_lines
+
+J = NOT_AN_EVENT  # the key of a line that is not an event starts with it
 
 
 def ev(event_id: str, body: str = "x") -> bytes:
@@ -32,20 +34,62 @@ def test_event_key_unicode_event_id_is_utf8():
 
 
 def test_event_key_malformed_line_is_the_stripped_line():
-    assert event_key(b'  {"event_id": "01HQ", "ty  \n') == b'{"event_id": "01HQ", "ty'
-    assert event_key(b"garbage") == b"garbage"
+    assert event_key(b'  {"event_id": "01HQ", "ty  \n') == J + b'{"event_id": "01HQ", "ty'
+    assert event_key(b"garbage") == J + b"garbage"
 
 
 def test_event_key_non_string_event_id_or_non_object_is_the_line():
-    assert event_key(b'{"event_id": 7}') == b'{"event_id": 7}'
-    assert event_key(b'["event_id", "x"]') == b'["event_id", "x"]'
-    assert event_key(b"{}") == b"{}"
+    assert event_key(b'{"event_id": 7}') == J + b'{"event_id": 7}'
+    assert event_key(b'["event_id", "x"]') == J + b'["event_id", "x"]'
+    assert event_key(b"{}") == J + b"{}"
 
 
 def test_event_key_invalid_utf8_and_deep_nesting_do_not_raise():
-    assert event_key(b'{"event_id": "\xff"}') == b'{"event_id": "\xff"}'
+    assert event_key(b'{"event_id": "\xff"}') == J + b'{"event_id": "\xff"}'
     deep = b'{"a":' + b"[" * 100_000 + b"]" * 100_000 + b"}"
-    assert event_key(deep) == deep
+    assert event_key(deep) == J + deep
+
+
+def test_event_key_of_a_signed_line_names_its_signer():
+    line = json.dumps({"event_id": "01HQ", "sig": {"by": "alice", "ed25519": "x"}}).encode()
+    assert event_key(line) == b"01HQ\0alice"
+    assert event_key(json.dumps({"event_id": "01HQ", "sig": {"by": 7}}).encode()) == b"01HQ"
+    assert event_key(json.dumps({"event_id": "01HQ", "sig": "alice"}).encode()) == b"01HQ"
+
+
+def test_a_junk_line_never_takes_the_key_of_an_event():
+    # A line that is just an event id (or id and signer) must not displace that event.
+    for junk in (b"01HQ", b"01HQ\0alice"):
+        real = json.dumps({"event_id": "01HQ", "sig": {"by": "alice"}}).encode() if b"\0" in junk else ev("01HQ")
+        result = merge_shard(shard(junk), shard(real))
+        assert result.data == shard(junk, real)
+
+
+def test_another_signer_reusing_an_event_id_never_displaces_the_original():
+    original = json.dumps({"event_id": "E", "body": "mine", "sig": {"by": "alice"}}).encode()
+    reuse = json.dumps({"event_id": "E", "body": "yours", "sig": {"by": "mallory"}}).encode()
+    result = merge_shard(shard(reuse), shard(original))
+    assert result.data == shard(reuse, original)
+    assert result.sent == [original + b"\n"]
+
+
+def test_prefer_chooses_between_two_copies_of_one_key():
+    remote = shard(ev("A", "tampered"), ev("B"))
+    local = shard(ev("A", "original"), ev("C"))
+    calls = []
+
+    def keep_local(r, l):
+        calls.append((r, l))
+        return l
+
+    result = merge_shard(remote, local, prefer=keep_local)
+    assert calls == [(ev("A", "tampered"), ev("A", "original"))]
+    assert result.data == shard(ev("A", "original"), ev("B"), ev("C"))
+    assert result.received == [ev("B") + b"\n"]
+    assert result.sent == [ev("A", "original") + b"\n", ev("C") + b"\n"]
+    assert merge_shard(remote, local, prefer=lambda r, l: r) == merge_shard(remote, local)
+    with pytest.raises(ValueError):
+        merge_shard(remote, local, prefer=lambda r, l: b"something else")
 
 
 # --- merge_shard examples ----------------------------------------------------------------
@@ -111,10 +155,15 @@ def test_merge_shard_identical_sides_nothing_moves():
 
 _ids = st.sampled_from(["A", "B", "C", "D", "E", "F", "01HQ", "é", 'q"uote', "back\\slash"])
 
-_event_line = st.builds(
-    lambda i, body, ascii_: json.dumps({"event_id": i, "b": body}, ensure_ascii=ascii_).encode("utf-8"),
-    _ids, st.sampled_from(["", "x", "y", "line\nbreak"]), st.booleans(),
-)
+def _event(i: str, body: str, ascii_: bool, signer: str | None) -> bytes:
+    obj: dict = {"event_id": i, "b": body}
+    if signer is not None:
+        obj["sig"] = {"by": signer, "ed25519": "AAAA"}
+    return json.dumps(obj, ensure_ascii=ascii_).encode("utf-8")
+
+
+_event_line = st.builds(_event, _ids, st.sampled_from(["", "x", "y", "line\nbreak"]), st.booleans(),
+                        st.sampled_from([None, None, "alice", "bob"]))
 _junk_line = st.binary(max_size=12).filter(lambda b: b"\n" not in b)
 _torn_line = _event_line.map(lambda b: b[: max(1, len(b) // 2)])
 _blank = st.sampled_from([b"", b"  ", b"\r", b"\t"])
@@ -188,6 +237,31 @@ def test_merge_shard_same_remote_same_events_same_bytes(remote, local_a, local_b
     assert merge_shard(a, b).data == a
 
 
+def _prefer_smaller(remote_line: bytes, local_line: bytes) -> bytes:
+    """A resolver as the trust layer's: pure, and it may keep either copy."""
+    return min(remote_line, local_line)
+
+
+@settings(max_examples=300, deadline=None)
+@given(shards(), shards())
+def test_merge_shard_with_a_resolver_loses_nothing_and_keeps_its_choice(remote, local):
+    result = merge_shard(remote, local, prefer=_prefer_smaller)
+    check_well_formed(result.data)
+    assert keyset(result.data) == keyset(remote) | keyset(local)
+    assert {event_key(x) for x in result.received} == keyset(remote) - keyset(local)
+    kept = {event_key(line): line for line in split_lines(result.data)}
+    first_remote: dict = {}
+    for line in split_lines(remote):
+        first_remote.setdefault(event_key(line), line)
+    first_local: dict = {}
+    for line in split_lines(local):
+        first_local.setdefault(event_key(line), line)
+    for k in first_remote.keys() & first_local.keys():
+        assert kept[k] == min(first_remote[k], first_local[k])
+    again = merge_shard(remote, result.data, prefer=_prefer_smaller)
+    assert again.data == result.data and again.received == []
+
+
 # --- event_key: one meaning whichever JSON parser is installed ----------------------------
 
 
@@ -207,14 +281,18 @@ def reference_key(line: bytes) -> bytes:
         elif c in "]}":
             depth -= 1
     if not s.startswith(b"{") or deepest > MAX_DEPTH:
-        return s
+        return J + s
     try:
         obj = json.loads(s)
     except (ValueError, RecursionError):
-        return s
+        return J + s
     if isinstance(obj, dict) and isinstance(obj.get("event_id"), str):
-        return obj["event_id"].encode("utf-8", "surrogatepass")
-    return s
+        key = obj["event_id"]
+        sig = obj.get("sig")
+        if isinstance(sig, dict) and isinstance(sig.get("by"), str):
+            key += "\0" + sig["by"]
+        return key.encode("utf-8", "surrogatepass")
+    return J + s
 
 
 def nested(depth: int) -> bytes:
@@ -223,7 +301,7 @@ def nested(depth: int) -> bytes:
 
 def test_event_key_nesting_limit_is_exact():
     assert event_key(nested(MAX_DEPTH)) == b"N"
-    assert event_key(nested(MAX_DEPTH + 1)) == nested(MAX_DEPTH + 1)
+    assert event_key(nested(MAX_DEPTH + 1)) == J + nested(MAX_DEPTH + 1)
     # brackets inside strings do not count
     assert event_key(json.dumps({"event_id": "S", "t": "[" * 500}).encode()) == b"S"
 

@@ -17,12 +17,14 @@ from sync_helpers import (
     history,
     keys_of,
     make_cluster,
+    push_tree,
+    tree_with,
 )
 from thrum.sync import RemoteUnreachable, SyncError
 from thrum.sync.replicate import Replicator, run_cycle
 from thrum.sync.worktree import SYNC_REF, ensure_sync_worktree
 
-SHARD = "messages/alice.jsonl"
+SHARD = "messages/alice/000001.jsonl"
 
 
 def remote_tip(cluster: Cluster) -> pygit2.Oid:
@@ -55,17 +57,17 @@ def test_replicate_concurrent_appends_same_shard_converge(cluster3):
     append(a.worktree, SHARD, event("01A2"), event("01A3"))
     append(b.worktree, SHARD, event("01B1"), b"torn garbage")
     append(c.worktree, SHARD, event("01C1"))
-    append(c.worktree, "events.jsonl", event("01C2"))
+    append(c.worktree, "events/000001.jsonl", event("01C2"))
     for r in (a, b, c, a, b):
         r.sync()
     shards = {r.read(SHARD) for r in (a, b, c)}
     assert len(shards) == 1
     data = shards.pop()
     keys = keys_of(data)
-    assert sorted(keys) == sorted([b"01A1", b"01A2", b"01A3", b"01B1", b"torn garbage", b"01C1"])
+    assert sorted(keys) == sorted([b"01A1", b"01A2", b"01A3", b"01B1", b"\xfftorn garbage", b"01C1"])
     assert len(keys) == len(set(keys))
     assert b"<<<<<<<" not in data and b">>>>>>>" not in data
-    assert a.read("events.jsonl") == b.read("events.jsonl") == event("01C2")
+    assert a.read("events/000001.jsonl") == b.read("events/000001.jsonl") == event("01C2")
     assert head(a) == head(b) == head(c) == remote_tip(cluster3)
     for path in (cluster3.remote, a.repo, b.repo, c.repo):
         assert_linear_single_root(path)
@@ -88,7 +90,7 @@ def test_replicate_merge_takes_uncommitted_appends(cluster):
 def test_replicate_push_race_is_retried_and_converges(cluster):
     a, b = cluster.a, cluster.b
     append(a.worktree, SHARD, event("01A1"))
-    append(b.worktree, "messages/bob.jsonl", event("01B1"))
+    append(b.worktree, "messages/bob/000001.jsonl", event("01B1"))
     # Both merge on the same (absent) remote tip; A pushes first.
     for r in (a, b):
         r.replicator.commit_pending()
@@ -98,7 +100,7 @@ def test_replicate_push_race_is_retried_and_converges(cluster):
     report = b.sync()
     assert report.pushed and report.attempts == 1 and report.received == 1
     a.sync()
-    for shard in (SHARD, "messages/bob.jsonl"):
+    for shard in (SHARD, "messages/bob/000001.jsonl"):
         assert a.read(shard) == b.read(shard) != b""
     assert_linear_single_root(cluster.remote)
 
@@ -108,22 +110,23 @@ def test_run_cycle_retries_when_someone_pushes_during_the_cycle(cluster):
     append(b.worktree, SHARD, event("01B1"))
     pushes = iter(range(2))
     sleeps = []
+    fetch = b.replicator.fetch
 
-    @contextlib.contextmanager
-    def racing_lock():
-        # Each time B enters its merge section, A slips a push in first (twice).
+    def racing_fetch():
+        # Each time B has fetched, A slips a push in before B pushes (twice).
+        tip = fetch()
         if next(pushes, None) is not None:
-            append(a.worktree, "messages/carol.jsonl", event(f"01A{time.monotonic_ns()}"))
+            append(a.worktree, "messages/carol/000001.jsonl", event(f"01A{time.monotonic_ns()}"))
             assert a.sync().pushed
-        yield
+        return tip
 
-    calls = iter([contextlib.nullcontext(), racing_lock(), racing_lock(), racing_lock()])
-    report = run_cycle(b.replicator, lambda: next(calls), sleep=sleeps.append, backoff_s=0.01)
+    b.replicator.fetch = racing_fetch
+    report = run_cycle(b.replicator, b.locked, sleep=sleeps.append, backoff_s=0.01)
     assert report.pushed and report.attempts == 3
     assert sleeps == [0.01, 0.02]
     a.sync()
-    assert a.read("messages/carol.jsonl") == b.read("messages/carol.jsonl")
-    assert len(keys_of(b.read("messages/carol.jsonl"))) == 2
+    assert a.read("messages/carol/000001.jsonl") == b.read("messages/carol/000001.jsonl")
+    assert len(keys_of(b.read("messages/carol/000001.jsonl"))) == 2
     assert head(a) == head(b) == remote_tip(cluster)
     assert_linear_single_root(cluster.remote)
 
@@ -134,7 +137,7 @@ def test_run_cycle_gives_up_after_max_attempts(cluster):
 
     @contextlib.contextmanager
     def always_racing():
-        append(a.worktree, "events.jsonl", event(f"01A{time.monotonic_ns()}"))
+        append(a.worktree, "events/000001.jsonl", event(f"01A{time.monotonic_ns()}"))
         a.sync()
         yield
 
@@ -165,15 +168,11 @@ def test_replicate_unrelated_roots_remote_keeps_one_root(tmp_path):
     a = cluster.a
     # B created its a-sync with some other tool: a different root, with events.
     b_repo = pygit2.clone_repository(str(cluster.remote), str(tmp_path / "b"))
-    blob = b_repo.create_blob(event("01B1") + event("01S"))
-    tb = b_repo.TreeBuilder()
-    sub = b_repo.TreeBuilder()
-    sub.insert("bob.jsonl", blob, pygit2.enums.FileMode.BLOB)
-    tb.insert("messages", sub.write(), pygit2.enums.FileMode.TREE)
-    b_repo.create_commit(SYNC_REF, AUTHOR, AUTHOR, "other root\n", tb.write(), [])
+    tree = tree_with(b_repo, None, {"messages/bob/000001.jsonl": event("01B1") + event("01S")})
+    b_repo.create_commit(SYNC_REF, AUTHOR, AUTHOR, "other root\n", tree, [])
     b_wt = ensure_sync_worktree(tmp_path / "b")
     b = Replicator(b_wt)
-    append(a.worktree, "messages/bob.jsonl", event("01S"), event("01A1"))
+    append(a.worktree, "messages/bob/000001.jsonl", event("01S"), event("01A1"))
     a.sync()
     report = run_cycle(b, contextlib.nullcontext)
     assert report.pushed and report.received == 1 and report.sent == 1
@@ -181,8 +180,8 @@ def test_replicate_unrelated_roots_remote_keeps_one_root(tmp_path):
     roots = [c for c in history(cluster.remote) if not c.parent_ids]
     assert roots[0].id == history(a.repo)[-1].id  # the remote's root won
     a.sync()
-    assert a.read("messages/bob.jsonl") == (b_wt / "messages/bob.jsonl").read_bytes()
-    assert keys_of(a.read("messages/bob.jsonl")) == [b"01S", b"01A1", b"01B1"]
+    assert a.read("messages/bob/000001.jsonl") == (b_wt / "messages/bob/000001.jsonl").read_bytes()
+    assert keys_of(a.read("messages/bob/000001.jsonl")) == [b"01S", b"01A1", b"01B1"]
 
 
 def test_replicate_both_offline_then_sync_share_one_root(tmp_path):
@@ -193,12 +192,12 @@ def test_replicate_both_offline_then_sync_share_one_root(tmp_path):
         repo.remotes.create("origin", str(tmp_path / "nowhere.git"))  # offline at creation
         wt = ensure_sync_worktree(tmp_path / name)
         repo.remotes.set_url("origin", str(cluster.remote))
-        append(wt, f"messages/{name}.jsonl", event(f"01{name}"))
+        append(wt, f"messages/{name}/000001.jsonl", event(f"01{name}"))
         replicas.append(Replicator(wt))
     for r in replicas + replicas:
         assert run_cycle(r, contextlib.nullcontext).pushed
     assert_linear_single_root(cluster.remote)
-    for shard in ("messages/a.jsonl", "messages/b.jsonl"):
+    for shard in ("messages/a/000001.jsonl", "messages/b/000001.jsonl"):
         assert (replicas[0].worktree_path / shard).read_bytes() == (replicas[1].worktree_path / shard).read_bytes()
 
 
@@ -247,16 +246,16 @@ def test_commit_pending_named_paths_and_idle(cluster):
     r = a.replicator
     assert r.commit_pending() is False
     append(a.worktree, SHARD, event("01A"))
-    append(a.worktree, "messages/bob.jsonl", event("01B"))
+    append(a.worktree, "messages/bob/000001.jsonl", event("01B"))
     (a.worktree / "notes.txt").write_text("not a shard\n")
     assert r.commit_pending([SHARD]) is True
     tree = r.repo.revparse_single(f"{SYNC_REF}^{{tree}}")
-    assert [e.name for e in tree["messages"]] == ["alice.jsonl"]
+    assert [e.name for e in tree["messages"]] == ["alice"]
     assert r.commit_pending([str(a.worktree / SHARD)]) is False
     assert r.commit_pending() is True  # bob.jsonl, found by status
     assert r.commit_pending() is False
     assert "notes.txt" not in r.repo.revparse_single(f"{SYNC_REF}^{{tree}}")
-    assert r.last_commit.paths == ["messages/bob.jsonl"]
+    assert r.last_commit.paths == ["messages/bob/000001.jsonl"]
 
 
 def test_commit_pending_never_commits_a_deleted_shard(cluster):
@@ -286,7 +285,7 @@ def test_replicator_refuses_a_path_that_is_not_the_worktree(cluster):
 def test_replicate_receive_10k_events_quickly(cluster):
     a, b = cluster.a, cluster.b
     for i in range(10):
-        append(a.worktree, f"messages/agent{i}.jsonl",
+        append(a.worktree, f"messages/agent{i}/000001.jsonl",
                *(event(f"01{i:02d}{n:06d}", agent=f"agent{i}", body="hello " * 20) for n in range(1000)))
     a.sync()
     start = time.monotonic()
@@ -304,17 +303,10 @@ def test_replicate_ignores_remote_entries_that_are_not_regular_files(cluster):
     append(a.worktree, SHARD, event("01A"))
     a.sync()
     # Someone hostile pushes a symlink where a shard should be.
-    bare = pygit2.Repository(str(cluster.remote))
-    tip = bare[bare.references[SYNC_REF].target]
-    link = bare.create_blob(b"/etc/passwd")
-    messages = bare.TreeBuilder(tip.tree["messages"])
-    messages.insert("evil.jsonl", link, pygit2.enums.FileMode.LINK)
-    root = bare.TreeBuilder(tip.tree)
-    root.insert("messages", messages.write(), pygit2.enums.FileMode.TREE)
-    bare.create_commit(SYNC_REF, AUTHOR, AUTHOR, "evil\n", root.write(), [tip.id])
+    push_tree(cluster.remote, {"messages/evil/000001.jsonl": (b"/etc/passwd", pygit2.enums.FileMode.LINK)})
     report = b.sync()
     assert report.received == 1
-    assert not (b.worktree / "messages/evil.jsonl").exists()
+    assert not (b.worktree / "messages/evil/000001.jsonl").exists()
     assert b.read(SHARD) == event("01A")
 
 
@@ -333,15 +325,15 @@ def test_has_remote_and_remote_url_do_not_wait_for_a_running_cycle(cluster):
 def test_run_cycle_commits_only_the_named_paths(cluster):
     a = cluster.a
     append(a.worktree, SHARD, event("01A"))
-    append(a.worktree, "messages/bob.jsonl", event("01B"))
+    append(a.worktree, "messages/bob/000001.jsonl", event("01B"))
     report = run_cycle(a.replicator, a.locked, paths=[SHARD])
     assert report.commits == 1 and report.sent == 1
-    assert "messages/bob.jsonl" not in a.replicator.repo.revparse_single(f"{SYNC_REF}^{{tree}}")["messages"]
+    assert "bob" not in a.replicator.repo.revparse_single(f"{SYNC_REF}^{{tree}}")["messages"]
 
 
 def test_replicator_removes_temp_files_left_by_a_crash(cluster):
     a = cluster.a
     append(a.worktree, SHARD, event("01A"))
-    (a.worktree / "messages" / ".thrum-tmp-alice.jsonl.999").write_bytes(b"half a merge")
+    (a.worktree / "messages" / "alice" / ".thrum-tmp-000001.jsonl.999").write_bytes(b"half a merge")
     Replicator(a.worktree)
-    assert sorted(p.name for p in (a.worktree / "messages").iterdir()) == ["alice.jsonl"]
+    assert sorted(p.name for p in (a.worktree / "messages" / "alice").iterdir()) == ["000001.jsonl"]

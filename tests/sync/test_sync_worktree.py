@@ -74,13 +74,13 @@ def test_ensure_sync_worktree_creates_fixed_orphan_root(user_repo, tmp_path):
 
 def test_ensure_sync_worktree_is_idempotent(user_repo):
     wt = ensure_sync_worktree(user_repo)
-    append(wt, "events.jsonl", event("01A"))
+    append(wt, "events/000001.jsonl", event("01A"))
     tip = pygit2.Repository(str(user_repo)).references[SYNC_REF].target
     assert ensure_sync_worktree(user_repo) == wt
     repo = pygit2.Repository(str(user_repo))
     assert repo.list_worktrees() == ["a-sync"]
     assert repo.references[SYNC_REF].target == tip
-    assert (wt / "events.jsonl").read_bytes() == event("01A")  # uncommitted append untouched
+    assert (wt / "events/000001.jsonl").read_bytes() == event("01A")  # uncommitted append untouched
 
 
 def test_ensure_sync_worktree_from_linked_worktree_and_subdirectory(user_repo, tmp_path):
@@ -108,13 +108,13 @@ def test_ensure_sync_worktree_attaches_to_remote_branch(tmp_path):
                               bare.TreeBuilder().write(), [])
     wa = ensure_sync_worktree(pair.a)
     assert pygit2.Repository(str(wa)).head.target == root
-    append(wa, "messages/alice.jsonl", event("01A"))
+    append(wa, "messages/alice/000001.jsonl", event("01A"))
     assert run_cycle(Replicator(wa), _nolock).pushed
     wb = ensure_sync_worktree(pair.b)
     tip = bare.references[SYNC_REF].target
     assert pygit2.Repository(str(wb)).head.target == tip
     assert [c.id for c in history(pair.b)] == [c.id for c in history(pair.remote)]
-    assert (wb / "messages/alice.jsonl").read_bytes() == event("01A")
+    assert (wb / "messages/alice/000001.jsonl").read_bytes() == event("01A")
 
 
 def test_ensure_sync_worktree_unreachable_remote_creates_locally(tmp_path):
@@ -142,24 +142,24 @@ def test_ensure_sync_worktree_recreates_deleted_directory(user_repo):
 
 def test_ensure_sync_worktree_recovers_events_from_broken_directory(user_repo):
     wt = ensure_sync_worktree(user_repo)
-    append(wt, "messages/alice.jsonl", event("01A"))
+    append(wt, "messages/alice/000001.jsonl", event("01A"))
     assert Replicator(wt).commit_pending()
-    append(wt, "messages/alice.jsonl", event("01B"))  # not committed yet
+    append(wt, "messages/alice/000001.jsonl", event("01B"))  # not committed yet
     shutil.rmtree(user_repo / ".git" / "worktrees" / "a-sync")  # metadata lost
     assert ensure_sync_worktree(user_repo) == wt
-    assert (wt / "messages/alice.jsonl").read_bytes() == event("01A") + event("01B")
+    assert (wt / "messages/alice/000001.jsonl").read_bytes() == event("01A") + event("01B")
     assert Replicator(wt).commit_pending()
     assert not any(p.name.startswith("a-sync.broken") for p in wt.parent.iterdir())
 
 
 def test_ensure_sync_worktree_survives_moved_repository(user_repo, tmp_path):
     wt = ensure_sync_worktree(user_repo)
-    append(wt, "events.jsonl", event("01A"))
+    append(wt, "events/000001.jsonl", event("01A"))
     moved = tmp_path / "moved"
     user_repo.rename(moved)
     new_wt = ensure_sync_worktree(moved)
     assert new_wt == (moved / ".git" / "thrum-sync" / "a-sync").resolve()
-    assert (new_wt / "events.jsonl").read_bytes() == event("01A")
+    assert (new_wt / "events/000001.jsonl").read_bytes() == event("01A")
     assert Replicator(new_wt).commit_pending()
 
 

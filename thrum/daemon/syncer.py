@@ -48,6 +48,7 @@ class SyncLoop:
         self.cycles = 0
         self.pushed_events_mark = 0
         self.replicator = None
+        self._scanned = False  # has a cycle asked git which files changed since the daemon started?
 
     # ------------------------------------------------------------------ setup
     def _make_replicator(self):
@@ -136,6 +137,7 @@ class SyncLoop:
                 trio.from_thread.run_sync(writer.lock.release)
 
         def on_received(outcome) -> None:
+            """Fold what one merge chunk brought; the writer lock is held."""
             records, issues = [], []
             for shard, lines in outcome.received_lines.items():
                 for line in lines:
@@ -144,38 +146,69 @@ class SyncLoop:
                     except ev.MalformedEvent as exc:
                         issues.append(LogIssue(shard, 0, str(exc), line[:200]))
             positions = {}
-            for shard in outcome.received_lines:
-                try:
-                    ev.shard_owner(shard)
-                except ValueError:
-                    continue
-                path = writer.log.root / shard
-                if path.exists():
-                    positions[shard] = tail_position(path)
+            for shard in set(outcome.received_lines) | set(outcome.written):
+                if ev.is_log_path(shard):
+                    try:
+                        positions[shard] = tail_position(writer.log.root / shard)
+                    except OSError:
+                        continue
             writer.log.forget_cached_state()
             result = projection.fold(writer.db, records, issues=issues, positions=positions)
             applied.extend(result.applied)
 
+        taken: list[str] = []
+
+        def dirty_paths() -> list[str] | None:
+            """Called with the writer lock held: take the files appended since the last commit."""
+            taken[:] = sorted(writer.dirty_shards)
+            writer.dirty_shards.clear()
+            if not self._scanned:  # appends a crash left uncommitted: ask git once after start
+                return None
+            return taken
+
         start = time.monotonic()
-        if mode != "remote":
+        if not self.replicator.healthy():
             with locked():
+                self._recreate_worktree()
+        try:
+            if mode != "remote":
                 report = replicate.SyncReport()
-                report.commits = int(self.replicator.commit_pending(sorted(writer.dirty_shards) or None))
-                writer.dirty_shards.clear()
-            report.duration_s = time.monotonic() - start
-            return report
-        with locked():
-            dirty = sorted(writer.dirty_shards)
-        report = replicate.run_cycle(self.replicator, locked, on_received=on_received, paths=dirty or None)
-        with locked():
-            writer.dirty_shards.difference_update(dirty)
+                report.commits = int(self.replicator.commit_pending(dirty_paths, locked))
+                report.ignored = self.replicator.ignored_paths()
+                report.duration_s = time.monotonic() - start
+            else:
+                report = replicate.run_cycle(self.replicator, locked, on_received=on_received, paths=dirty_paths)
+        except BaseException:
+            with locked():
+                writer.dirty_shards.update(taken)  # not committed: the next cycle tries them again
+            raise
+        self._scanned = True
         return report
+
+    def _recreate_worktree(self) -> None:
+        """The worktree vanished under the daemon: make it again (its files recovered) and
+        a replicator for it. Called with the writer lock held."""
+        from ..sync.worktree import ensure_sync_worktree
+
+        log.warning("the sync worktree %s vanished; recreating it", self.daemon.worktree)
+        ensure_sync_worktree(self.daemon.paths.main_repo, self.cfg.remote, callbacks=self._callbacks())
+        self.daemon.writer.log.forget_cached_state()
+        self.replicator = self._make_replicator()
+        self._scanned = False
+
+    def _callbacks(self):
+        from ..sync import replicate
+
+        if self.cfg.local_only:
+            return None
+        return replicate.remote_callbacks(replicate.credentials_from_env(self.cfg.values))
 
     # ------------------------------------------------------------------ status
     async def status(self) -> dict:
         state = await trio.to_thread.run_sync(sync_record.load_state, self.daemon.paths)
         quarantined = await self.daemon.writer.read(projection.fold_counts)
         url = self.replicator.remote_url() if self.replicator is not None else None
+        ignored = await trio.to_thread.run_sync(self.replicator.ignored_paths) if self.replicator is not None else {}
         return {
             "mode": self.mode(),
             "remote": self.cfg.remote if self.mode() == "remote" else None,
@@ -189,5 +222,7 @@ class SyncLoop:
             "pending_events": max(0, self.daemon.writer.events_written - self.pushed_events_mark),
             "quarantined": sum(quarantined.values()),
             "quarantined_by_kind": quarantined,
+            "ignored_paths": sum(ignored.values()),
+            "ignored_paths_by_reason": ignored,
             "cycles": self.cycles,
         }

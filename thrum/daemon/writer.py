@@ -128,7 +128,7 @@ class Writer:
         touched = self.log.append(events)
         self.dirty_shards.update(touched)
         positions = {s: tail_position(self.log.root / s) for s in touched}
-        records = [(ev.shard_for(e), e) for e in events]
+        records = [(ev.stream_for(e), e) for e in events]
         return projection.fold(self.db, records, positions=positions)
 
     async def fold_external(self, records, issues=(), positions=None, source="sync") -> projection.FoldResult:

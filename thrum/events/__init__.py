@@ -10,10 +10,11 @@ Rules this package keeps (everything else relies on them):
    `decode_line` returns a normalised dict or raises `MalformedEvent`.
 3. Unknown types and future versions are kept as `UnknownEvent` with their raw
    fields; they are passed on and replicated, never dropped.
-4. Each event names the shard it belongs to (`shard_for`): message events in
-   ``messages/{agent}.jsonl``, receipts in ``receipts/{agent}.jsonl``,
-   lifecycle and group events in ``events.jsonl``; a shard carries only its own
-   agent's events (`allowed_in_shard`).
+4. Each event names the stream it belongs to (`stream_for`): message events in
+   ``messages/{agent}``, receipts in ``receipts/{agent}``, lifecycle and group
+   events in ``events``; a stream is stored as size-capped segments
+   ``{stream}/{n}.jsonl`` and carries only its own agent's events
+   (`allowed_in_shard`).
 
 The modules, each with one job (pure: no I/O, no trio, no pygit2):
 
@@ -22,7 +23,7 @@ The modules, each with one job (pure: no I/O, no trio, no pygit2):
 - `tags`: what a scope or ref (``{type, value}``) is;
 - `ids`: ULIDs, prefixed ids, timestamps and their sort keys;
 - `validation`: the per-type field normalisers (`normalise`);
-- `shards`: the shard and authorship rules;
+- `shards`: the layout (streams, segment paths) and the authorship rules;
 - `codec`: one event ↔ one JSON line;
 - `typed`: the frozen dataclasses the write path builds.
 
@@ -43,8 +44,9 @@ if TYPE_CHECKING:  # the same names, for type checkers; at run time `__getattr__
                       new_ulid, now_rfc3339, parse_time, time_key, is_valid_timestamp)
     from .names import NAME_RE, RESERVED_NAMES, check_name, is_name
     from .validation import EVENT_TYPES, NORMALISERS, is_known, normalise
-    from .shards import (MESSAGE_SHARD_TYPES, RECEIPT_TYPES, ShardRule, allowed_in_shard, event_author, event_owner, shard_for,
-                         shard_kind, shard_owner)
+    from .shards import (EVENTS_STREAM, MESSAGE_SHARD_TYPES, RECEIPT_TYPES, ShardRule, allowed_in_shard,
+                         check_stream, event_author, event_owner, is_log_path, parse_log_path, segment_name, segment_number,
+                         segment_path, shard_kind, shard_owner, stream_for, stream_of)
     from .tags import MAX_TAG_VALUE, TAG_TYPE_RE, is_tag_type, is_tag_value, split_tag, tag_fields
     from .typed import (TYPED, AgentCleanup, AgentRegister, AgentUpdate, Body, Event, GroupCreate, GroupDelete,
                         GroupMemberAdd, GroupMemberRemove, MessageArchive, MessageCreate, MessageDelete,
@@ -59,8 +61,9 @@ _MODULES: dict[str, tuple[str, ...]] = {
             "new_ulid", "now_rfc3339", "parse_time", "time_key", "is_valid_timestamp"),
     "names": ("NAME_RE", "RESERVED_NAMES", "check_name", "is_name"),
     "validation": ("EVENT_TYPES", "NORMALISERS", "is_known", "normalise"),
-    "shards": ("MESSAGE_SHARD_TYPES", "RECEIPT_TYPES", "ShardRule", "allowed_in_shard", "event_author", "event_owner", "shard_for",
-               "shard_kind", "shard_owner"),
+    "shards": ("EVENTS_STREAM", "MESSAGE_SHARD_TYPES", "RECEIPT_TYPES", "ShardRule", "allowed_in_shard",
+               "check_stream", "event_author", "event_owner", "is_log_path", "parse_log_path", "segment_name", "segment_number",
+               "segment_path", "shard_kind", "shard_owner", "stream_for", "stream_of"),
     "tags": ("MAX_TAG_VALUE", "TAG_TYPE_RE", "is_tag_type", "is_tag_value", "split_tag", "tag_fields"),
     "typed": ("TYPED", "AgentCleanup", "AgentRegister", "AgentUpdate", "Body", "Event", "GroupCreate",
               "GroupDelete", "GroupMemberAdd", "GroupMemberRemove", "MessageArchive", "MessageCreate",

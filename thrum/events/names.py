@@ -1,7 +1,7 @@
 """Agent names: the one rule for what an agent (or role, or group) may be called.
 
-Names match ``[a-z0-9_]{1,64}`` and agent names are not reserved. They name shard
-files (``messages/{agent}.jsonl``) and identity files, so the pattern is also what
+Names match ``[a-z0-9_]{1,64}`` and agent names are not reserved. They name log
+directories (``messages/{agent}/``) and identity files, so the pattern is also what
 keeps paths safe. Used by the event normalisers, the daemon's parameter checks and
 `thrum.identity`; importing it costs nothing but `re` (it is on the CLI's start-up path).
 """

@@ -1,19 +1,31 @@
-"""Shard and authorship rules: which file of the log an event lives in, and who may write it.
+"""The log's layout and authorship rules: which stream an event belongs to, which
+files make up a stream, and who may write them (docs/design/trust.md, merge.md).
 
-An event lives in the shard of the agent that caused it; only that agent's replica
-appends to it:
+An event belongs to the *stream* of the agent that caused it; only that agent's
+replicas append to it:
 
-- ``messages/{agent}.jsonl``: message.create/edit/delete, thread.create (by its
+- ``messages/{agent}``: message.create/edit/delete, thread.create (by its
   creator) and agent.update;
-- ``receipts/{agent}.jsonl``: that agent's read / unread / archive marks;
-- ``events.jsonl``: lifecycle and group events (and those written for the system).
+- ``receipts/{agent}``: that agent's read / unread / archive marks;
+- ``events``: lifecycle and group events (and those written for the system).
 
-The fold trusts nothing it reads, so the inverse holds too: a shard only carries
+A stream is stored as size-capped *segments*, ``{stream}/{n}.jsonl`` with ``n`` a
+zero-padded number from ``000001``: the writer appends to the highest segment
+until it reaches the cap, then starts the next one (`thrum.store.log`). So no file
+grows with the history, and an event stays in the segment it was written to.
+
+Every segment path has exactly one spelling (`segment_path`); `parse_log_path`
+accepts only that spelling, so the set of files the layout knows is closed: a
+fetched tree's other entries are ignored, never read or written.
+
+The fold trusts nothing it reads, so the inverse holds too: a segment only carries
 events of its own agent and kind (`allowed_in_shard`). `ShardRule` is that check
-with the shard path parsed once, for loops that judge many events of one shard.
+with the path parsed once, for loops that judge many events of one file.
 """
 
 from __future__ import annotations
+
+import re
 
 from .names import NAME_RE
 from .validation import NORMALISERS
@@ -22,9 +34,16 @@ MESSAGE_SHARD_TYPES = frozenset({"message.create", "message.edit", "message.dele
                                  "thread.create", "agent.update"})
 RECEIPT_TYPES = frozenset({"message.read", "message.unread", "message.archive"})
 
+EVENTS_STREAM = "events"
+AGENT_KINDS_OF_STREAMS = ("messages", "receipts")  # the kinds of stream that belong to one agent
+SEGMENT_SUFFIX = ".jsonl"
+SEGMENT_DIGITS = 6
+MAX_SEGMENT = 999_999_999  # 9 digits at most: the name stays short and parses as a plain int
+_SEGMENT_RE = re.compile(r"(?:0{0,5}[1-9][0-9]{0,8})\.jsonl")
+
 
 def event_owner(d: dict) -> str | None:
-    """The agent an event's shard must belong to (None for events.jsonl events)."""
+    """The agent whose stream an event belongs to (None for the shared ``events`` stream)."""
     t = d.get("type")
     if t in MESSAGE_SHARD_TYPES or t in RECEIPT_TYPES:
         return d.get("created_by") if t == "thread.create" else d.get("agent_id")
@@ -43,55 +62,119 @@ def event_author(d: dict) -> str | None:
     return d.get("agent_id")  # every other type, seals included
 
 
-def shard_for(d: dict) -> str:
-    """Relative path of the shard file this event is appended to."""
+def stream_for(d: dict) -> str:
+    """The stream an event is appended to: ``events``, ``messages/{agent}`` or ``receipts/{agent}``."""
     t = d.get("type")
     if t in MESSAGE_SHARD_TYPES:
-        return f"messages/{event_owner(d)}.jsonl"
+        return f"messages/{event_owner(d)}"
     if t in RECEIPT_TYPES:
-        return f"receipts/{d['agent_id']}.jsonl"
-    return "events.jsonl"
+        return f"receipts/{d['agent_id']}"
+    return EVENTS_STREAM
 
 
-def shard_owner(shard: str) -> str | None:
-    """Inverse of `shard_for`: the agent a shard path belongs to, or None for events.jsonl.
+def segment_name(n: int) -> str:
+    """``000001.jsonl`` for 1: the one spelling of segment ``n``."""
+    if not 1 <= n <= MAX_SEGMENT:
+        raise ValueError(f"segment number out of range: {n}")
+    return f"{n:0{SEGMENT_DIGITS}d}{SEGMENT_SUFFIX}"
+
+
+def segment_number(name: str) -> int | None:
+    """The number of a segment file name in its one spelling, else None."""
+    if not _SEGMENT_RE.fullmatch(name):
+        return None
+    n = int(name[:-len(SEGMENT_SUFFIX)])
+    return n if segment_name(n) == name else None
+
+
+def segment_path(stream: str, n: int) -> str:
+    """Relative path of segment ``n`` of ``stream``."""
+    check_stream(stream)
+    return f"{stream}/{segment_name(n)}"
+
+
+def check_stream(stream: str) -> None:
+    """Raises ValueError unless ``stream`` is ``events``, ``messages/{agent}`` or ``receipts/{agent}``."""
+    if stream == EVENTS_STREAM:
+        return
+    kind, sep, name = stream.partition("/")
+    if not sep or kind not in AGENT_KINDS_OF_STREAMS or not NAME_RE.fullmatch(name):
+        raise ValueError(f"not a thrum stream: {stream!r}")
+
+
+def parse_log_path(path: str) -> tuple[str, int]:
+    """``(stream, n)`` of a segment path of the layout.
 
     Raises:
-        ValueError: the path is not a shard thrum writes.
+        ValueError: the path is not a file thrum writes (wrong shape, name, spelling).
     """
-    if shard == "events.jsonl":
-        return None
-    for prefix in ("messages/", "receipts/"):
-        if shard.startswith(prefix) and shard.endswith(".jsonl"):
-            name = shard[len(prefix):-len(".jsonl")]
-            if NAME_RE.fullmatch(name):
-                return name
-    raise ValueError(f"not a thrum shard: {shard!r}")
+    stream, sep, name = path.rpartition("/")
+    n = segment_number(name) if sep else None
+    if n is None:
+        raise ValueError(f"not a thrum log file: {path!r}")
+    check_stream(stream)
+    return stream, n
 
 
-def shard_kind(shard: str) -> str:
-    """``events``, ``messages`` or ``receipts`` (the first path segment)."""
-    return "events" if shard == "events.jsonl" else shard.split("/", 1)[0]
+def is_log_path(path: str) -> bool:
+    """True for the layout's own file paths: the only files thrum reads, writes or materialises."""
+    try:
+        parse_log_path(path)
+    except ValueError:
+        return False
+    return True
+
+
+def stream_of(path_or_stream: str) -> str:
+    """The stream of a segment path, or the stream itself.
+
+    Raises:
+        ValueError: neither a segment path nor a stream.
+    """
+    try:
+        check_stream(path_or_stream)
+        return path_or_stream
+    except ValueError:
+        return parse_log_path(path_or_stream)[0]
+
+
+def shard_owner(path_or_stream: str) -> str | None:
+    """The agent a segment (or stream) belongs to, or None for the ``events`` stream.
+
+    Raises:
+        ValueError: not a path or stream of the layout.
+    """
+    stream = stream_of(path_or_stream)
+    return None if stream == EVENTS_STREAM else stream.split("/", 1)[1]
+
+
+def shard_kind(path_or_stream: str) -> str:
+    """``events``, ``messages`` or ``receipts``.
+
+    Raises:
+        ValueError: not a path or stream of the layout.
+    """
+    return stream_of(path_or_stream).split("/", 1)[0]
 
 
 class ShardRule:
-    """The authorship rule of one shard, its path parsed once.
+    """The authorship rule of one segment (or stream), its path parsed once.
 
     `allows` is called once per event a rebuild folds, so it is a few comparisons.
-    A path that is not a shard thrum writes allows no known event.
+    A path that is not part of the layout allows no known event.
     """
 
     __slots__ = ("kind", "owner")
 
-    def __init__(self, shard: str):
+    def __init__(self, path_or_stream: str):
         try:
-            self.owner = shard_owner(shard)
-            self.kind = shard_kind(shard)
+            self.owner = shard_owner(path_or_stream)
+            self.kind = shard_kind(path_or_stream)
         except ValueError:
             self.owner, self.kind = None, "invalid"
 
     def allows(self, d: dict) -> bool:
-        """True when ``d`` may live in this shard; unknown types are kept, not judged."""
+        """True when ``d`` may live in this segment; unknown types are kept, not judged."""
         t = d.get("type")
         if t in MESSAGE_SHARD_TYPES:
             return self.kind == "messages" and self.owner == (d.get("created_by") if t == "thread.create"
@@ -99,10 +182,10 @@ class ShardRule:
         if t in RECEIPT_TYPES:
             return self.kind == "receipts" and self.owner == d.get("agent_id")
         if t in NORMALISERS:
-            return self.kind == "events"
+            return self.kind == EVENTS_STREAM
         return True
 
 
-def allowed_in_shard(d: dict, shard: str) -> bool:
-    """The authorship rule: a shard only carries events of its own agent and kind."""
-    return ShardRule(shard).allows(d)
+def allowed_in_shard(d: dict, path_or_stream: str) -> bool:
+    """The authorship rule: a segment only carries events of its own agent and kind."""
+    return ShardRule(path_or_stream).allows(d)

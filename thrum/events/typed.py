@@ -1,7 +1,7 @@
 """Typed events: the frozen dataclasses the write path builds.
 
 Each is validated on construction (through `normalise`, the same rules the log is
-read with), knows its shard and encodes as one line. `from_dict` turns a decoded
+read with), knows its stream and encodes as one line. `from_dict` turns a decoded
 dict back into its type; a type or version this build does not know becomes an
 `UnknownEvent`, kept and passed on. The fold works on the normalised dicts
 directly (the fast path for rebuilds); these classes are for building events.
@@ -16,7 +16,7 @@ from ..errors import ValidationError
 from .codec import encode_line
 from .ids import new_id, new_ulid, now_rfc3339
 from .validation import NORMALISERS, is_known, normalise
-from .shards import shard_for
+from .shards import stream_for
 from .tags import TAG_TYPE_RE, split_tag
 from .values import EVENT_VERSION
 
@@ -48,8 +48,8 @@ class Event:
         return encode_line(self.to_dict())
 
     @property
-    def shard(self) -> str:
-        return shard_for(self.to_dict())
+    def stream(self) -> str:
+        return stream_for(self.to_dict())
 
 
 def _plain(value):

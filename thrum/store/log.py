@@ -1,29 +1,34 @@
-"""The append-only JSONL event log: shards in the ``a-sync`` worktree.
+"""The append-only JSONL event log: size-capped segments in the ``a-sync`` worktree.
 
 Rules:
 
-1. Layout: ``events.jsonl`` (lifecycle and group events), ``messages/{agent}.jsonl``
-   (that agent's message events), ``receipts/{agent}.jsonl`` (its read, unread and
-   archive marks). `thrum.events.shard_for` decides where an event goes.
+1. Layout (`thrum.events.shards`, docs/design/merge.md): an event belongs to a
+   stream (``events``, ``messages/{agent}``, ``receipts/{agent}``) and is stored
+   in one of its segments, ``{stream}/{n}.jsonl``. The writer appends to the
+   highest segment of a stream while it is under `SEGMENT_CAP` bytes and starts
+   the next one when a line would not fit, so no file grows with the history
+   (a line larger than the cap gets a segment of its own).
 2. Appending is write + flush + fsync. A batch of events is one group commit: one
-   fsync per touched shard, however many events. When `append` returns, the events
-   survive ``kill -9`` and power loss.
+   fsync per touched segment, however many events. When `append` returns, the
+   events survive ``kill -9`` and power loss.
 3. Nothing already written is ever rewritten by this module (the sync merge
-   replaces whole files atomically, under the daemon's writer lock).
+   replaces whole files atomically, under the daemon's writer lock). An event
+   stays in the segment it was first written to.
 4. A torn last line (crash mid-write) or a malformed line is reported and skipped,
-   never fatal, never deleted. Before appending to a shard whose last line is
+   never fatal, never deleted. Before appending to a segment whose last line is
    torn, a newline is written so the torn bytes stay a line of their own.
-5. Reading "what is new" uses a per-shard `Position` (byte offset plus a digest of
+5. Reading "what is new" uses a per-file `Position` (byte offset plus a digest of
    the TAIL_BYTES bytes just before it, so normally the whole last line with its
-   event_id). If a shard was replaced (sync merge) so the digest no longer matches,
-   the shard is read again from the start; the fold is idempotent so that costs
-   time, never correctness.
-6. The worktree is untrusted: shard names are checked (no path traversal) and
-   symlinks are neither read nor appended through.
+   event_id). If a file was replaced (sync merge) so the digest no longer matches,
+   it is read again from the start; the fold is idempotent so that costs time,
+   never correctness.
+6. The worktree is untrusted: only the layout's own paths are read or written,
+   and neither links nor directories that are links are followed.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import logging
 import os
@@ -37,7 +42,8 @@ from .. import events as ev
 log = logging.getLogger(__name__)
 
 TAIL_BYTES = 4096  # enough to hold the event_id of the last line read in all but huge lines
-SHARD_DIRS = ("messages", "receipts")
+SEGMENT_CAP = 64 * 1024  # bytes per segment; measured in docs/design/merge.md ("Choosing the cap")
+STREAM_KINDS = ("messages", "receipts")
 
 
 @dataclass(frozen=True)
@@ -106,55 +112,121 @@ def parse_lines(shard: str, data: bytes, base: int, result: ReadResult, *, at_en
 
 
 class EventLog:
-    """Append-only sharded JSONL log rooted at the sync worktree directory."""
+    """Append-only JSONL log in size-capped segments, rooted at the sync worktree directory."""
 
-    def __init__(self, root: os.PathLike | str):
+    def __init__(self, root: os.PathLike | str, segment_cap: int = SEGMENT_CAP):
         self.root = Path(root)
+        self.segment_cap = segment_cap
         self._needs_newline: dict[str, bool] = {}
+        self._tails: dict[str, list[int]] = {}  # stream -> [highest segment number, its size]
 
     # ------------------------------------------------------------------ paths
     def path(self, shard: str) -> Path:
-        ev.shard_owner(shard)  # raises ValueError for anything that is not a shard path
+        """The file of a segment path (``messages/alice/000001.jsonl``).
+
+        Raises:
+            ValueError: not a path of the layout.
+        """
+        ev.parse_log_path(shard)
         return self.root / shard
 
     def shards(self) -> list[str]:
-        """Every shard file present, ``events.jsonl`` first, then sorted."""
-        out = []
-        top = self.root / "events.jsonl"
-        if top.is_file() and not top.is_symlink():
-            out.append("events.jsonl")
-        for sub in SHARD_DIRS:
-            d = self.root / sub
-            if d.is_dir() and not d.is_symlink():
-                for p in sorted(d.iterdir()):
-                    if p.is_symlink():
-                        log.warning("ignoring symlink %s/%s in the log", sub, p.name)
-                        continue
-                    if p.suffix == ".jsonl" and p.is_file():
-                        rel = f"{sub}/{p.name}"
-                        try:
-                            ev.shard_owner(rel)
-                        except ValueError:
-                            log.warning("ignoring unexpected file %s in the log", rel)
-                            continue
-                        out.append(rel)
+        """Every segment file present: the ``events`` stream first, then the agents'
+        streams by kind and name; segments of a stream in number order."""
+        out = [ev.segment_path(ev.EVENTS_STREAM, n) for n in self._segments(ev.EVENTS_STREAM)]
+        for kind in STREAM_KINDS:
+            for name in sorted(_entries(self.root, kind, want_dirs=True)):
+                stream = f"{kind}/{name}"
+                try:
+                    ev.check_stream(stream)
+                except ValueError:
+                    continue
+                out.extend(ev.segment_path(stream, n) for n in self._segments(stream))
         return out
+
+    def _segments(self, stream: str) -> list[int]:
+        """Numbers of the regular segment files of ``stream``, ascending (links and strays skipped)."""
+        numbers = []
+        for name in _entries(self.root, stream, want_dirs=False):
+            n = ev.segment_number(name)
+            if n is not None:
+                numbers.append(n)
+        return sorted(numbers)
 
     # ------------------------------------------------------------------ writing
     def append(self, events: Iterable[dict]) -> list[str]:
-        """Durably append events (dicts already validated) to their shards.
+        """Durably append events (dicts already validated) to their streams' segments.
 
-        Group commit: each touched shard gets one write and one fsync, and the
-        fsyncs of several shards run concurrently (the filesystem merges them into
-        far fewer journal commits than one after another). Returns the shards
-        touched (the sync step commits exactly those).
+        Group commit: each touched segment gets one write and one fsync, and the
+        fsyncs of several segments run concurrently (the filesystem merges them
+        into far fewer journal commits than one after another). Returns the
+        segment paths touched (the sync step commits exactly those).
         """
-        by_shard: dict[str, list[bytes]] = {}
+        by_stream: dict[str, list[bytes]] = {}
         for d in events:
-            by_shard.setdefault(ev.shard_for(d), []).append(ev.encode_line(d))
+            by_stream.setdefault(ev.stream_for(d), []).append(ev.encode_line(d))
+        by_path: dict[str, list[bytes]] = {}
+        for stream, lines in by_stream.items():
+            for path, chunk in self._place(stream, lines):
+                by_path.setdefault(path, []).extend(chunk)
+        self._write_durably(by_path)
+        return list(by_path)
+
+    def append_lines(self, shard: str, lines: Iterable[bytes]) -> None:
+        """Durably append raw lines to one existing segment, wherever it is in its stream.
+
+        For lines that belong next to lines already written (the seals written
+        before a commit cover the lines of that file); no roll-over happens here.
+
+        Raises:
+            ValueError: ``shard`` is not a path of the layout, or a line holds a newline.
+        """
+        ev.parse_log_path(shard)
+        payload = []
+        for line in lines:
+            body = line[:-1] if line.endswith(b"\n") else line
+            if b"\n" in body:
+                raise ValueError("a log line cannot hold a newline")
+            payload.append(body + b"\n")
+        if payload:
+            self._tails.pop(shard.rsplit("/", 1)[0], None)  # the stream's tail may have grown
+            self._write_durably({shard: payload})
+
+    def _place(self, stream: str, lines: list[bytes]) -> list[tuple[str, list[bytes]]]:
+        """Split a stream's new lines over its segments: the highest one while it has
+        room, then new ones, each at most `segment_cap` bytes (a longer line alone)."""
+        tail = self._tail(stream)
+        out: list[tuple[str, list[bytes]]] = []
+        chunk: list[bytes] = []
+        for line in lines:
+            if tail[1] and tail[1] + len(line) > self.segment_cap:
+                if chunk:
+                    out.append((ev.segment_path(stream, tail[0]), chunk))
+                    chunk = []
+                tail[0], tail[1] = tail[0] + 1, 0
+            chunk.append(line)
+            tail[1] += len(line)
+        if chunk:
+            out.append((ev.segment_path(stream, tail[0]), chunk))
+        return out
+
+    def _tail(self, stream: str) -> list[int]:
+        """[number, size] of the segment a stream's next line goes to (cached until a merge)."""
+        tail = self._tails.get(stream)
+        if tail is None:
+            numbers = self._segments(stream)
+            n = numbers[-1] if numbers else 1
+            try:
+                size = os.stat(self.root / ev.segment_path(stream, n), follow_symlinks=False).st_size
+            except FileNotFoundError:
+                size = 0
+            tail = self._tails[stream] = [n, size]
+        return tail
+
+    def _write_durably(self, by_path: dict[str, list[bytes]]) -> None:
         opened: list[tuple[str, int, bool]] = []
         try:
-            for shard, lines in by_shard.items():
+            for shard, lines in by_path.items():
                 fd, created = self._write_lines(shard, b"".join(lines))
                 opened.append((shard, fd, created))
             fds = [fd for _, fd, _ in opened]
@@ -162,6 +234,9 @@ class EventLog:
                 os.fsync(fds[0])
             else:
                 list(_fsync_pool().map(os.fsync, fds))
+        except BaseException:
+            self._tails.clear()  # sizes may be off now: count again next time
+            raise
         finally:
             for _, fd, _ in opened:
                 os.close(fd)
@@ -169,18 +244,21 @@ class EventLog:
             self._needs_newline[shard] = False
             if created:
                 _fsync_dir(self.path(shard).parent)
-        return list(by_shard)
 
     def _write_lines(self, shard: str, payload: bytes) -> tuple[int, bool]:
-        """Write (not yet fsync) a payload at the end of a shard; returns the open fd."""
-        path = self.path(shard)
-        created = not path.exists()
-        if created:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        if path.parent.is_symlink():
-            raise ValueError(f"refusing to append to {shard}: {path.parent.name}/ is a symlink")
-        # read-write, not write-only: _ends_torn preads the last byte of an existing shard
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        """Write (not yet fsync) a payload at the end of a segment; returns the open fd."""
+        stream, name = shard.rsplit("/", 1)
+        dfd = _open_dir(self.root, stream, create=True)
+        try:
+            created = False
+            flags = os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC  # read too: _ends_torn preads
+            try:
+                fd = os.open(name, flags, dir_fd=dfd)
+            except FileNotFoundError:
+                fd = os.open(name, flags | os.O_CREAT, 0o644, dir_fd=dfd)
+                created = True
+        finally:
+            os.close(dfd)
         try:
             if self._ends_torn(shard, fd):
                 payload = b"\n" + payload
@@ -203,8 +281,9 @@ class EventLog:
         return os.pread(fd, 1, size - 1) != b"\n"
 
     def forget_cached_state(self) -> None:
-        """Call after shard files were replaced underneath (sync merge)."""
+        """Call after segment files were replaced or added underneath (sync merge)."""
         self._needs_newline.clear()
+        self._tails.clear()
 
     # ------------------------------------------------------------------ reading
     def read_all(self) -> ReadResult:
@@ -226,7 +305,7 @@ class EventLog:
         was reached (then an incomplete last line is reported as torn).
         """
         try:
-            f = _open_read(self.path(shard))
+            f = _open_segment(self.root, shard)
         except FileNotFoundError:
             return True
         with f:
@@ -274,7 +353,7 @@ class EventLog:
     def position_at_end(self, shard: str) -> Position:
         """The position just past the last complete line of a shard as it is now."""
         try:
-            with _open_read(self.path(shard)) as f:
+            with _open_segment(self.root, shard) as f:
                 data = f.read()
         except FileNotFoundError:
             return Position()
@@ -284,17 +363,92 @@ class EventLog:
     def iter_lines(self, shard: str) -> Iterator[bytes]:
         """Raw lines of a shard (for tools and tests)."""
         try:
-            f = _open_read(self.path(shard))
+            f = _open_segment(self.root, shard)
         except FileNotFoundError:
             return
         with f:
             yield from f
 
 
-def _open_read(path: Path):
-    """Open a shard for reading, refusing symlinks (the worktree is untrusted input)."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+def _open_segment(root: Path, shard: str):
+    """Open a segment for reading, refusing links in its directories and itself
+    (the worktree is untrusted input).
+
+    Raises:
+        ValueError: not a path of the layout.
+        FileNotFoundError: no such file.
+    """
+    ev.parse_log_path(shard)
+    stream, name = shard.rsplit("/", 1)
+    try:
+        dfd = _open_dir(root, stream, create=False)
+        if dfd is None:
+            raise FileNotFoundError(root / shard)
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
+        finally:
+            os.close(dfd)
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.ENOTDIR, errno.EISDIR):
+            raise
+        log.warning("ignoring %s in the log: a link or not a regular file", shard)
+        raise FileNotFoundError(root / shard) from None
     return os.fdopen(fd, "rb")
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _open_dir(root: Path, rel: str, *, create: bool) -> int | None:
+    """A descriptor of ``root/rel``, walked one component at a time without following
+    links; None when it is absent and not ``create``.
+
+    Raises:
+        OSError: a component is a link or not a directory (ELOOP / ENOTDIR).
+    """
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except FileNotFoundError:  # the worktree vanished: the sync recreates it and recovers these files
+        if not create:
+            return None
+        root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for name in rel.split("/"):
+            try:
+                nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    os.close(fd)
+                    return None
+                try:
+                    os.mkdir(name, 0o755, dir_fd=fd)
+                except FileExistsError:
+                    pass
+                nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _entries(root: Path, rel: str, *, want_dirs: bool) -> list[str]:
+    """Names of the real directories (or regular files) in ``root/rel``; links skipped."""
+    try:
+        dfd = _open_dir(root, rel, create=False)
+    except OSError:
+        log.warning("ignoring %s in the log: not a directory", rel)
+        return []
+    if dfd is None:
+        return []
+    try:
+        with os.scandir(dfd) as it:
+            return [e.name for e in it
+                    if (e.is_dir(follow_symlinks=False) if want_dirs else e.is_file(follow_symlinks=False))]
+    finally:
+        os.close(dfd)
 
 
 _POOL = None

@@ -303,7 +303,7 @@ class _Folder:
                 elif old_eid < d["event_id"]:
                     self._create_conflict(d)
                 else:  # an earlier create for this id arrived late: it wins
-                    self.issue("conflict", f"messages/{old_author}.jsonl", old_eid,
+                    self.issue("conflict", f"messages/{old_author}", old_eid,
                                f"message.create reuses message id {mid}")
                     self.r.conflicts += 1
                     self.c.execute("INSERT OR IGNORE INTO applied_events(event_id) VALUES (?)", (old_eid,))
@@ -378,7 +378,7 @@ class _Folder:
     def _create_conflict(self, d):
         self.r.conflicts += 1
         self.c.execute("INSERT OR IGNORE INTO applied_events(event_id) VALUES (?)", (d["event_id"],))
-        self.issue("conflict", f"messages/{d['agent_id']}.jsonl", d["event_id"],
+        self.issue("conflict", f"messages/{d['agent_id']}", d["event_id"],
                    f"message.create reuses message id {d['message_id']}")
 
     def message_edit(self, batch):
@@ -428,7 +428,7 @@ class _Folder:
                 "SELECT event_id, timestamp, reason, agent_id FROM delete_events WHERE message_id=? "
                 "ORDER BY event_id", (mid,)).fetchall():
             if agent != author:
-                if self.issue("forged", f"messages/{agent}.jsonl", eid,
+                if self.issue("forged", f"messages/{agent}", eid,
                               f"{agent} may not delete {mid} (author {author})"):
                     self.r.forged += 1
             elif deleted is None:
@@ -438,7 +438,7 @@ class _Folder:
                 "SELECT event_id, agent_id, session_id, timestamp, body_format, body_content, body_structured "
                 "FROM edit_events WHERE message_id=? ORDER BY event_id", (mid,)).fetchall():
             if e[1] != author:
-                if self.issue("forged", f"messages/{e[1]}.jsonl", e[0],
+                if self.issue("forged", f"messages/{e[1]}", e[0],
                               f"{e[1]} may not edit {mid} (author {author})"):
                     self.r.forged += 1
             elif deleted is None or e[0] < deleted[0]:

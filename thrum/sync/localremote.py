@@ -40,10 +40,11 @@ import pygit2
 from pygit2.enums import FileMode, ObjectType, RepositoryOpenFlag
 
 from . import SyncError
+from .gitlib import objects_dir
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LocalRemote", "CopyStats", "local_remote_path", "open_local_remote"]
+__all__ = ["LocalRemote", "CopyStats", "local_remote_path", "objects_dir", "open_local_remote"]
 
 def local_remote_path(url: str | None) -> Path | None:
     """The directory of a remote given as an absolute path or a ``file://`` URL, else None."""
@@ -80,16 +81,6 @@ def open_local_remote(url: str | None) -> "LocalRemote | None":
     if str(fmt).lower() != "sha1":
         return None
     return LocalRemote(repo)
-
-
-def objects_dir(repo: pygit2.Repository) -> Path:
-    """The object directory of ``repo`` (the common dir's, for a linked worktree)."""
-    gitdir = Path(repo.path)
-    pointer = gitdir / "commondir"
-    if pointer.is_file():
-        target = Path(pointer.read_text().strip())
-        gitdir = target if target.is_absolute() else (gitdir / target)
-    return gitdir.resolve() / "objects"
 
 
 @dataclass

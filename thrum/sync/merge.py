@@ -1,19 +1,29 @@
-"""The per-shard merge: pure bytes in, bytes out (no pygit2, no trio, no I/O).
+"""The per-file merge: pure bytes in, bytes out (no pygit2, no trio, no I/O).
 
-A shard is a JSONL file: one event per line. Rules:
+A log file (one segment of a stream) is a JSONL file: one event per line. Rules:
 
 1. A line's key is its ``event_id`` when the line is a valid JSON object whose
-   ``event_id`` is a string; otherwise the key is the line itself, stripped of
-   surrounding whitespace. Malformed lines (a torn write, garbage someone pushed)
-   are therefore kept and deduplicated like any other line, never dropped.
-2. The merged shard is the remote's lines in the remote's order, then the local
+   ``event_id`` is a string, followed by ``"\\0"`` and the signer when the line
+   carries ``"sig": {"by": <string>, ...}`` (docs/design/trust.md: another agent
+   reusing an event id never displaces the original). Any other line's key is
+   the line itself, stripped of surrounding whitespace, behind a ``0xFF`` byte
+   that no event key starts with (UTF-8 never holds it), so a junk line can
+   never take the key of an event. Malformed lines (a torn write, garbage
+   someone pushed) are therefore kept and deduplicated like any other line,
+   never dropped.
+2. The merged file is the remote's lines in the remote's order, then the local
    lines whose key the remote lacks, in local order. A key that was already
    written is skipped (first occurrence wins), so the output has unique keys.
-3. Blank lines are dropped; every output line ends with ``\\n`` (a torn last line
+3. When both sides hold a key with different bytes (a line rewritten in place),
+   ``prefer(remote_line, local_line)`` chooses which of the two is written, at
+   the remote line's place. The default keeps the remote's line; the trust layer
+   passes a resolver that keeps the copy whose signature verifies.
+4. Blank lines are dropped; every output line ends with ``\\n`` (a torn last line
    without a newline is kept and terminated).
-4. The result depends only on the two inputs. Because the remote comes first and
-   every replica merges against the same remote, replicas that have seen the same
-   events end up with byte-identical shards once each has merged with that remote.
+5. The result depends only on the two inputs (and ``prefer``, a pure function).
+   Because the remote comes first and every replica merges against the same
+   remote, replicas that have seen the same events end up with byte-identical
+   files once each has merged with that remote.
 
 ``received`` are the lines new to the local side (to fold into the projection),
 ``sent`` the local lines the remote lacked (what our push adds).
@@ -23,7 +33,8 @@ prefix of the other's (the usual case: only one side appended since the last
 merge), the result is computed from the extra lines alone, given a
 :class:`ShardKeys` summary of the shorter side. It returns exactly what
 :func:`merge_shard` returns, or None when it cannot be sure (a repeated key, a
-blank line, a hash collision): the caller then runs :func:`merge_shard`.
+blank line, a hash collision): the caller then runs :func:`merge_shard`. It never
+needs ``prefer``: a key both sides hold makes it give up.
 """
 
 from __future__ import annotations
@@ -31,6 +42,7 @@ from __future__ import annotations
 import json
 from array import array
 from bisect import bisect_left
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from thrum.safejson import too_deep
@@ -40,8 +52,8 @@ try:  # ~4x faster; anything it rejects is handed to the stdlib parser (same key
 except ImportError:  # pragma: no cover - orjson is optional here
     _orjson = None
 
-__all__ = ["MergeResult", "ShardKeys", "event_key", "merge_shard", "merge_shard_fast", "merge_shard_keyed",
-           "split_lines"]
+__all__ = ["MergeResult", "NOT_AN_EVENT", "Prefer", "ShardKeys", "event_key", "merge_shard", "merge_shard_fast",
+           "merge_shard_keyed", "remote_wins", "split_lines"]
 
 
 @dataclass(frozen=True)
@@ -53,11 +65,23 @@ class MergeResult:
     sent: list[bytes]
 
 
+Prefer = Callable[[bytes, bytes], bytes]
+"""``prefer(remote_line, local_line)``: which of two lines with one key to keep (lines without ``\\n``)."""
+
+NOT_AN_EVENT = b"\xff"  # starts the key of a line that is not an event; never the first byte of UTF-8
+
+
+def remote_wins(remote_line: bytes, local_line: bytes) -> bytes:
+    """The default resolver: the remote's copy of a line is kept (the order every replica sees)."""
+    return remote_line
+
+
 def event_key(line: bytes) -> bytes:
-    """The dedup key of one line: its ``event_id`` (UTF-8) or the stripped line."""
+    """The dedup key of one line: ``event_id`` (UTF-8), plus ``\\0`` and ``sig.by`` when the line
+    is signed; ``0xFF`` + the stripped line for anything that is not such an event."""
     stripped = line.strip()
     if not stripped.startswith(b"{") or _too_deep(stripped):
-        return stripped
+        return NOT_AN_EVENT + stripped
     obj = None
     if _orjson is not None:
         try:
@@ -68,12 +92,16 @@ def event_key(line: bytes) -> bytes:
         try:
             obj = json.loads(stripped)
         except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
-            return stripped
+            return NOT_AN_EVENT + stripped
     if isinstance(obj, dict):
         event_id = obj.get("event_id")
         if isinstance(event_id, str):
+            sig = obj.get("sig")
+            signer = sig.get("by") if isinstance(sig, dict) else None
+            if isinstance(signer, str):
+                event_id = f"{event_id}\0{signer}"
             return event_id.encode("utf-8", "surrogatepass")
-    return stripped
+    return NOT_AN_EVENT + stripped
 
 
 MAX_DEPTH = 128  # deeper lines are malformed: every parser (and Python stack) agrees on that
@@ -88,44 +116,61 @@ def split_lines(data: bytes) -> list[bytes]:
     return [line for line in data.split(b"\n") if line.strip()]
 
 
-def merge_shard(remote: bytes, local: bytes) -> MergeResult:
-    """Merge the local bytes of one shard into the remote's (see the module rules)."""
-    return _merge(remote, local)[0]
+def merge_shard(remote: bytes, local: bytes, prefer: Prefer | None = None) -> MergeResult:
+    """Merge the local bytes of one file into the remote's (see the module rules)."""
+    return _merge(remote, local, prefer)[0]
 
 
-def merge_shard_keyed(remote: bytes, local: bytes) -> tuple[MergeResult, "ShardKeys"]:
+def merge_shard_keyed(remote: bytes, local: bytes,
+                      prefer: Prefer | None = None) -> tuple[MergeResult, "ShardKeys"]:
     """:func:`merge_shard`, plus the :class:`ShardKeys` of the merged bytes."""
-    result, written = _merge(remote, local)
+    result, written = _merge(remote, local, prefer)
     keys = ShardKeys()
     keys._absorb(written, len(result.data))
     return result, keys
 
 
-def _merge(remote: bytes, local: bytes) -> tuple[MergeResult, set[bytes]]:
+def _merge(remote: bytes, local: bytes, prefer: Prefer | None) -> tuple[MergeResult, set[bytes]]:
     remote_lines = split_lines(remote)
     local_lines = split_lines(local)
     remote_keys = [event_key(line) for line in remote_lines]
     local_keys = _keys_reusing(local_lines, remote_lines, remote_keys, remote, local)
 
-    local_set = set(local_keys)
+    local_by_key: dict[bytes, bytes] = {}
+    if prefer is not None and prefer is not remote_wins:
+        for line, k in zip(local_lines, local_keys):
+            local_by_key.setdefault(k, line)
+        local_set = local_by_key.keys()
+    else:
+        prefer = None
+        local_set = set(local_keys)  # type: ignore[assignment]
     written: set[bytes] = set()
     out: list[bytes] = []
     received: list[bytes] = []
+    sent: list[bytes] = []
     for line, k in zip(remote_lines, remote_keys):
         if k in written:
             continue
         written.add(k)
-        out.append(line + b"\n")
         if k not in local_set:
             received.append(line + b"\n")
+        elif prefer is not None:
+            ours = local_by_key[k]
+            if ours != line:
+                chosen = prefer(line, ours)
+                if chosen is not line and chosen != line:
+                    if chosen != ours:
+                        raise ValueError("prefer() must return one of the two lines it was given")
+                    line = ours
+                    sent.append(ours + b"\n")  # our copy replaces the remote's
+        out.append(line + b"\n")
 
-    sent: list[bytes] = []
     for line, k in zip(local_lines, local_keys):
         if k in written:
             continue
         written.add(k)
         sent.append(line + b"\n")
-    out.extend(sent)
+        out.append(line + b"\n")
     return MergeResult(data=b"".join(out), received=received, sent=sent), written
 
 
@@ -244,9 +289,12 @@ def shard_keys(data: bytes) -> ShardKeys:
     return keys
 
 
-def merge_shard_fast(remote: bytes, local: bytes,
-                     known: ShardKeys | None = None) -> tuple[MergeResult, ShardKeys] | None:
+def merge_shard_fast(remote: bytes, local: bytes, known: ShardKeys | None = None,
+                     prefer: Prefer | None = None) -> tuple[MergeResult, ShardKeys] | None:
     """:func:`merge_shard` when one side is a line-aligned prefix of the other.
+
+    ``prefer`` is accepted for symmetry and never called: a key both sides hold
+    with different bytes makes the fast path give up (the exact merge decides).
 
     ``known`` summarises the first ``known.size`` bytes of ``local`` (the caller
     vouches for that; ``known.size`` must be 0 or end a line of ``local``). It is

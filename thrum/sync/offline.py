@@ -64,6 +64,7 @@ def run_offline(paths: ThrumPaths) -> dict:
             else:
                 report = replicate.SyncReport()
                 report.commits = int(rep.commit_pending())
+                report.ignored = rep.ignored_paths()
         except errors.ThrumError as exc:
             record(paths, None, exc.message)
             raise
@@ -144,4 +145,5 @@ def report_dict(report: Any, mode: str) -> dict:
         "attempts": report.attempts,
         "duration_ms": round(report.duration_s * 1000, 1),
         "error": report.error,
+        "ignored_paths_by_reason": dict(getattr(report, "ignored", {}) or {}),
     }

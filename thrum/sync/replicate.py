@@ -2,54 +2,57 @@
 
 Rules:
 
-1. Only ``*.jsonl`` files are shards; nothing else in the worktree is committed,
-   and a deleted shard is never committed as a deletion (the log is append-only).
+1. Only the layout's log files are committed (`trees`), and a deleted log file is
+   never committed as a deletion (the log is append-only).
 2. An idle worktree makes no commit; a sync with nothing new makes no commit either.
-3. Cost follows what changed: trees are compared by oid, and only shards whose blob
-   differs between our ``a-sync`` and the remote's are read and merged. When one
-   side only appended to a shard, only the appended lines are parsed (the merge's
-   fast path, with a per-shard summary of keys kept between cycles), and the index
-   entry is written from the known blob id instead of hashing the file again.
-   A remote on a local filesystem is fetched from and pushed to by copying objects
-   (``localremote``) instead of building packs.
-4. The merged tree is committed with the remote tip as its only parent, so history
+3. Cost follows what changed: trees are compared by id, descending only into
+   subtrees that differ, and only log files whose blob differs between our
+   ``a-sync`` and the remote's are read and merged (`treemerge`). Commits and
+   merged trees are written directly (only the touched directories), never
+   through the worktree index; the index only keeps the stat data of the files
+   written, so the next status is cheap.
+4. The writer lock (``locked``) is held to read the files to commit and for each
+   bounded chunk of a merge, never for hashing, trees, or the network.
+5. The merged tree is committed with the remote tip as its only parent, so history
    is linear, the remote keeps a single root, and every push is a fast-forward.
-5. A push that lost a race returns False; :func:`run_cycle` then fetches, merges and
+   Entries of the remote's tree that thrum ignores stay in it untouched, counted
+   by reason (`ignored_paths`).
+6. A push that lost a race returns False; :func:`run_cycle` then fetches, merges and
    pushes again, a bounded number of times with exponential backoff.
-6. Network failures become :class:`AuthError` or :class:`RemoteUnreachable` with a
+7. Network failures become :class:`AuthError` or :class:`RemoteUnreachable` with a
    one-line message; the credential callback gives up after one try per credential.
 
 A :class:`Replicator` owns one ``pygit2.Repository``; pygit2 objects are not safe to
 share between threads, so commit/fetch/merge/push take the replicator's own lock, and
-``has_remote``/``remote_url`` read through a private handle so they never wait.
+``has_remote``/``remote_url``/``ignored_paths`` never wait for it.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import threading
 import time
 import zlib
-from collections import OrderedDict, deque
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 import pygit2
-from pygit2.enums import CredentialType, FileMode, FileStatus
-from pygit2.ffi import C as _C
-from pygit2.ffi import ffi as _ffi
+from pygit2.enums import FileMode, FileStatus
+
+from thrum.events import is_log_path
 
 from . import AuthError, PushRejected, RemoteUnreachable, SyncError, safefs
 from .credentials import Credentials, credentials_from_env, remote_callbacks
 from .credentials import translate as _translate
-from .localremote import _verified_blob, objects_dir, open_local_remote
-from .merge import ShardKeys, merge_shard_fast, merge_shard_keyed
-from .worktree import SYNC_BRANCH, SYNC_REF, ensure_network_timeouts, is_log_path
+from .gitlib import EMPTY_TREE, add_index_entry, objects_dir, open_repo, tune_pack_building
+from .localremote import _verified_blob, open_local_remote
+from .merge import Prefer
+from .treemerge import KeyCache, MergeOutcome, TreeMerge
+from .trees import LayoutTrees, Leaf
+from .worktree import SYNC_BRANCH, SYNC_REF
 
 log = logging.getLogger(__name__)
 
@@ -69,16 +72,14 @@ __all__ = [
     "run_cycle",
 ]
 
-_TMP_PREFIX = safefs.TMP_PREFIX
+Paths = list[str] | Callable[[], list[str] | None] | None
 _WT_CHANGED = FileStatus.WT_NEW | FileStatus.WT_MODIFIED | FileStatus.WT_TYPECHANGE
-
-
-# --- results -----------------------------------------------------------------------
+KEEP_FETCHED_BYTES = 256 * 2**20  # inflated blobs a direct fetch hands to the merge (the rest is re-read)
 
 
 @dataclass
 class CommitResult:
-    """The last local commit of pending shard appends."""
+    """The last local commit of pending appends."""
 
     commit: pygit2.Oid
     paths: list[str]
@@ -91,19 +92,6 @@ class FetchResult:
     tip: pygit2.Oid | None
     url: str
     at: float  # time.time()
-
-
-@dataclass
-class MergeOutcome:
-    """What one merge did. ``received_lines`` maps shard path to lines new to us."""
-
-    head: pygit2.Oid | None = None
-    received: int = 0
-    sent: int = 0
-    commits: int = 0
-    fast_forward: bool = False  # ref moved to the remote tip, no commit needed
-    ahead: bool = False  # we already contain the remote tip: nothing to merge
-    received_lines: dict[str, list[bytes]] = field(default_factory=dict)
 
 
 @dataclass
@@ -120,13 +108,14 @@ class SyncReport:
     remote_url: str | None = None
     attempts: int = 0
     error: str | None = None  # set when the push kept losing races
-
-
-# --- the replicator ----------------------------------------------------------------
+    ignored: dict[str, int] = field(default_factory=dict)  # entries of a-sync thrum ignores, by reason
 
 
 class Replicator:
     """Commit, fetch, merge and push the ``a-sync`` worktree at ``worktree_path``.
+
+    ``prefer`` resolves a line both sides hold with different bytes (`merge.Prefer`;
+    default: the remote's copy); the trust layer sets it to keep the copy that verifies.
 
     Raises:
         SyncError: ``worktree_path`` is not the a-sync worktree.
@@ -139,20 +128,23 @@ class Replicator:
         credentials: Credentials | None = None,
         author_name: str = "thrum",
         author_email: str = "thrum@localhost",
+        prefer: Prefer | None = None,
     ):
         self.worktree_path = Path(worktree_path).resolve()
         self.remote_name = remote_name
         self.credentials = credentials
         self.author_name = author_name
         self.author_email = author_email
+        self.prefer = prefer
         self.last_commit: CommitResult | None = None
         self.last_fetch: FetchResult | None = None
         self._mutex = threading.RLock()
         self._fetched_blobs: dict[str, bytes] = {}  # blob hex -> bytes inflated by the last direct fetch
         self._verified: set[str] = set()  # blobs the last direct fetch checked (kept or not)
-        self._keys = _KeyCache()
+        self._keys = KeyCache()
+        self._ignored: dict[str, int] | None = None
         try:
-            self.repo = pygit2.Repository(str(self.worktree_path), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
+            self.repo = open_repo(self.worktree_path)
         except pygit2.GitError as exc:
             raise SyncError(f"{self.worktree_path} is not the {SYNC_BRANCH} worktree: {exc}") from exc
         workdir = self.repo.workdir
@@ -163,9 +155,10 @@ class Replicator:
         if self.repo.lookup_reference("HEAD").target != SYNC_REF:  # e.g. the user's own checkout
             raise SyncError(f"{self.worktree_path} does not have {SYNC_BRANCH} checked out; "
                             f"it is not the sync worktree")
-        _no_delta_search(self.repo)
+        tune_pack_building(self.repo)
+        self.trees = LayoutTrees(self.repo)
         self._objects = objects_dir(self.repo)
-        for stale in self.worktree_path.rglob(f"{_TMP_PREFIX}*"):  # left by a crash mid-merge
+        for stale in self.worktree_path.rglob(f"{safefs.TMP_PREFIX}*"):  # left by a crash mid-merge
             if stale.is_symlink() or stale.is_file():
                 stale.unlink(missing_ok=True)
 
@@ -186,52 +179,87 @@ class Replicator:
         except KeyError:
             raise SyncError(f"no remote named {self.remote_name} is configured") from None
 
-    def _fresh(self) -> pygit2.Repository:
-        """A private handle, so quick reads need not wait for a fetch holding the lock."""
-        return pygit2.Repository(str(self.worktree_path), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
+    def healthy(self) -> bool:
+        """False when the worktree directory (or its link to the repository) vanished."""
+        return (self.worktree_path / ".git").is_file()
 
     def has_remote(self) -> bool:
         """True when the repository has a remote named ``remote_name``. Never blocks."""
-        return self.remote_name in set(self._fresh().remotes.names())
+        return self.remote_name in set(open_repo(self.worktree_path).remotes.names())
 
     def remote_url(self) -> str | None:
         """The remote's URL, or None when there is no such remote. Never blocks."""
         try:
-            return self._fresh().remotes[self.remote_name].url
+            return open_repo(self.worktree_path).remotes[self.remote_name].url
         except KeyError:
             return None
 
+    def ignored_paths(self) -> dict[str, int]:
+        """Entries of our ``a-sync`` tree that thrum ignores, by reason (as of the last merge)."""
+        if self._ignored is None:
+            with self._mutex:
+                if self._ignored is None:
+                    self._ignored = self.trees.ignored(self._head().tree_id)
+        return dict(self._ignored)
+
+    def _update_index(self, files: dict[str, tuple[pygit2.Oid, os.stat_result]]) -> None:
+        """Record the stat data and blob id of files just written or committed (no hashing)."""
+        if not files:
+            return
+        index = self.repo.index
+        index.read(False)
+        for path, (oid, st) in files.items():
+            add_index_entry(index, path, oid, st)
+        index.write()
+
     # -- commit
 
-    def commit_pending(self, paths: list[str] | None = None) -> bool:
-        """Commit changed shard files; True when a commit was made.
+    def commit_pending(self, paths: Paths = None,
+                       locked: Callable[[], AbstractContextManager] = nullcontext) -> bool:
+        """Commit changed log files; True when a commit was made.
 
-        ``paths`` (relative to the worktree, or absolute inside it) names the shards
-        that were appended to; ``None`` asks git which files changed.
+        ``paths`` (relative to the worktree, or absolute inside it) names the files
+        that were appended to; ``None`` asks git which files changed. It may be a
+        function returning either, called with ``locked`` held, so a caller can take
+        its record of appended files atomically. ``locked`` is held while the files
+        are read, not while they are hashed and committed.
         """
         with self._mutex:
-            index = self.repo.index
-            index.read(False)
-            if paths is None:
-                status = self.repo.status(untracked_files="all")
-                candidates = [p for p, flags in status.items() if flags & _WT_CHANGED and _is_shard(p)]
-            else:
-                candidates = [p for p in (self._relative(p) for p in paths) if p is not None]
-            for rel in candidates:
-                if safefs.is_regular(self.worktree_path, rel):  # never a link: its target is not ours to publish
-                    index.add(rel)
-            tree = index.write_tree()
+            with locked():
+                if callable(paths):
+                    paths = paths()
+                if paths is None:
+                    status = self.repo.status(untracked_files="all")
+                    candidates = sorted(p for p, flags in status.items() if flags & _WT_CHANGED and is_log_path(p))
+                else:
+                    candidates = sorted({p for p in (self._relative(p) for p in paths) if p is not None})
+                snapshot = {}
+                for rel in candidates:
+                    try:  # never through a link: its target is not ours to publish
+                        found = safefs.read_regular_stat(self.worktree_path, rel)
+                    except (SyncError, OSError) as exc:
+                        log.warning("not committing %s: %s", rel, exc)
+                        continue
+                    if found is not None:
+                        snapshot[rel] = found
             head = self._head()
+            files: dict[str, Leaf] = {}
+            index_files = {}
+            for rel, (data, st) in snapshot.items():
+                oid = pygit2.hash(data)
+                if self.trees.leaf_at(head.tree_id, rel) != Leaf(oid, int(FileMode.BLOB)):
+                    files[rel] = Leaf(self.repo.create_blob(data), int(FileMode.BLOB))
+                index_files[rel] = (oid, st)
+            tree = self.trees.with_files(head.tree_id, files)
             if tree == head.tree_id:
-                if candidates:
-                    index.write()  # refresh stat data so the next status is cheap
+                self._update_index(index_files)  # refresh stat data so the next status is cheap
                 return False
-            changed = sorted(_changed_paths(head.tree, self.repo[tree]))
-            message = f"thrum: record events in {len(changed)} shard(s)\n\n" + "".join(p + "\n" for p in changed)
+            changed = sorted(files)
+            message = f"thrum: record events in {len(changed)} file(s)\n\n" + "".join(p + "\n" for p in changed)
             sig = self._signature()
             oid = self.repo.create_commit(None, sig, sig, message, tree, [head.id])
             self._move_ref(oid, "thrum: commit pending events")
-            index.write()
+            self._update_index(index_files)
             self.last_commit = CommitResult(commit=oid, paths=changed)
             return True
 
@@ -243,7 +271,7 @@ class Replicator:
             except ValueError:
                 return None
         rel = PurePosixPath(*p.parts).as_posix()
-        return rel if _is_shard(rel) else None
+        return rel if is_log_path(rel) else None
 
     # -- fetch
 
@@ -284,134 +312,72 @@ class Replicator:
 
     # -- merge
 
-    def merge(self, remote_tip: pygit2.Oid | None) -> MergeOutcome:
-        """Merge the remote tip's shards into ours and commit on top of the remote tip.
+    def merge(self, remote_tip: pygit2.Oid | None,
+              locked: Callable[[], AbstractContextManager] = nullcontext,
+              on_chunk: Callable[[MergeOutcome], None] | None = None) -> MergeOutcome:
+        """Merge the remote tip's log files into ours and commit on top of the remote tip.
 
-        Only shards whose blob differs between the two trees are read; each is merged
-        with the current worktree file (which may hold appends not yet committed).
+        Only log files whose blob differs between the two trees are read; each is
+        merged with the current worktree file (which may hold appends not yet
+        committed), in chunks that each hold ``locked`` and then call ``on_chunk``
+        (to fold what they brought) when they wrote or received something.
         """
         with self._mutex:
             head = self._head()
             if remote_tip == head.id:
                 return MergeOutcome(head=head.id)
             if remote_tip is None:  # the remote has no a-sync yet: our push creates it
-                empty = self.repo[self.repo.TreeBuilder().write()]
-                return MergeOutcome(head=head.id, ahead=True, sent=self._count_ahead(empty, head.tree))
+                return MergeOutcome(head=head.id, ahead=True, sent=self._count_ahead(EMPTY_TREE, head.tree_id))
             try:
                 theirs = self.repo[remote_tip]
             except KeyError:
                 raise SyncError(f"remote tip {remote_tip} is not in the object store; fetch first") from None
             if self.repo.descendant_of(head.id, remote_tip):
-                return MergeOutcome(head=head.id, ahead=True, sent=self._count_ahead(theirs.tree, head.tree))
-            return self._merge_into(head, theirs)
+                return MergeOutcome(head=head.id, ahead=True, sent=self._count_ahead(theirs.tree_id, head.tree_id))
+            try:
+                return self._merge_into(head, theirs, locked, on_chunk)
+            finally:
+                self._fetched_blobs, self._verified = {}, set()
 
-    def _count_ahead(self, remote_tree: pygit2.Tree, local_tree: pygit2.Tree) -> int:
+    def _count_ahead(self, remote_tree: pygit2.Oid, local_tree: pygit2.Oid) -> int:
         """Lines our tree adds over the remote's, for the report (reads only file tails)."""
         total = 0
-        for delta in local_tree.diff_to_tree(remote_tree).deltas:
-            ours = _blob_size(self.repo, delta.old_file.id)
-            theirs = _blob_size(self.repo, delta.new_file.id)
+        for change in self.trees.changes(remote_tree, local_tree):
+            ours = self.trees.size(change.new.oid.raw) if change.new else 0
+            theirs = self.trees.size(change.old.oid.raw) if change.old else 0
             if ours <= theirs:
                 continue
             try:
-                data = safefs.read_regular(self.worktree_path, delta.old_file.path)
+                data = safefs.read_regular(self.worktree_path, change.path)
             except (OSError, SyncError):
                 continue
             if data is not None:
                 total += data[theirs:ours].count(b"\n")
         return total
 
-    def _merge_into(self, head: pygit2.Commit, theirs: pygit2.Commit) -> MergeOutcome:
-        outcome = MergeOutcome()
-        remote_tree = theirs.tree
-        merged = pygit2.Index()
-        merged.read_tree(remote_tree)
-        touched: dict[str, pygit2.Oid | None] = {}
-        jobs = []
-        for path in sorted(_changed_paths(head.tree, remote_tree)):
-            if not _is_safe(path):
-                log.warning("ignoring unsafe path %r in the remote's %s", path, SYNC_BRANCH)
-                continue
-            if not _is_shard(path):  # kept in the tree, never written to the worktree
-                log.warning("ignoring %s in the remote's %s: not a path of thrum's log", path, SYNC_BRANCH)
-                continue
-            entry = _entry(remote_tree, path)
-            if entry is not None and entry.filemode not in (FileMode.BLOB, FileMode.BLOB_EXECUTABLE):
-                log.warning("ignoring %s in the remote's %s: not a regular file", path, SYNC_BRANCH)
-                continue
-            jobs.append((path, entry, self._keys.candidate(path)))
-        # Reading files, inflating blobs, checking key summaries and writing the merged
-        # files run in worker threads (they let go of the GIL); merging runs here, in order.
-        with ThreadPoolExecutor(_WORKERS) as pool:
-            writes: deque = deque()
-            for (path, entry, _), (exists, local, remote, known_ok) in _in_order(pool, self._prepare, jobs):
-                if local is None:  # a deleted shard is restored, never deleted (the log is append-only)
-                    local = self._blob_at(head.tree, path)
-                if remote is None:
-                    remote = self.repo[entry.id].data if entry is not None else b""
-                known = self._keys.take(path) if known_ok else None
-                if not known_ok:
-                    self._keys.drop(path)
-                result, keys = self._merge_shard(remote, local, known)
-                data = result.data
-                if result.received:
-                    outcome.received_lines[path] = result.received
-                    outcome.received += len(result.received)
-                outcome.sent += len(result.sent)
-                if entry is None and not data and not exists:
-                    continue
-                if not exists or not _same_bytes(data, local):
-                    # never in place: a crash must not leave a torn copy
-                    writes.append(pool.submit(safefs.write_atomic, self.worktree_path, path, data))
-                    while len(writes) > 2 * _WORKERS:
-                        writes.popleft().result()
-                if entry is not None and _same_bytes(data, remote):
-                    oid = entry.id
-                    merged.add(pygit2.IndexEntry(path, entry.id, entry.filemode))
-                else:
-                    oid = self.repo.create_blob(data)
-                    merged.add(pygit2.IndexEntry(path, oid, FileMode.BLOB))
-                if keys is not None:
-                    self._keys.store(path, oid, keys)
-                touched[path] = oid
-            while writes:  # every file is in place before the ref moves
-                writes.popleft().result()
-        self._fetched_blobs, self._verified = {}, set()
-        tree = merged.write_tree(self.repo)
-        if tree == remote_tree.id:
+    def _merge_into(self, head: pygit2.Commit, theirs: pygit2.Commit, locked, on_chunk) -> MergeOutcome:
+        changes = self.trees.changes(head.tree_id, theirs.tree_id)
+        merger = TreeMerge(self.repo, self.worktree_path, self._keys, self._blob_data, self.prefer)
+        outcome, files, stats = merger.run(changes, self.trees.size, locked, on_chunk)
+        remote_leaves = {c.path: c.new for c in changes}
+        ours = {path: leaf for path, leaf in files.items() if leaf != remote_leaves.get(path)}
+        tree = self.trees.with_files(theirs.tree_id, ours)
+        if tree == theirs.tree_id:
             new_head = theirs.id
             outcome.fast_forward = True
             self._move_ref(new_head, "thrum: fast-forward to remote a-sync")
         else:
             sig = self._signature()
             message = (f"thrum: merge {outcome.sent} local event(s) onto remote a-sync\n\n"
-                       + "".join(p + "\n" for p in touched))
+                       + "".join(p + "\n" for p in sorted(ours)))
             new_head = self.repo.create_commit(None, sig, sig, message, tree, [theirs.id])
             outcome.commits = 1
             self._move_ref(new_head, "thrum: merge remote a-sync")
-        self._sync_index(touched)
+        self._update_index({p: (files[p].oid, st) for p, st in stats.items() if p in files})
+        self._ignored = self.trees.ignored(tree)
+        outcome.ignored = dict(self._ignored)
         outcome.head = new_head
         return outcome
-
-    def _prepare(self, job) -> tuple[bool, bytes | None, bytes | None, bool]:
-        """Worker thread, no pygit2: (file exists, its bytes, the remote blob's bytes or
-        None, whether the shard's key summary still describes the file's first bytes)."""
-        path, entry, candidate = job
-        local = safefs.read_regular(self.worktree_path, path)  # never through a link
-        exists = local is not None
-        remote = self._blob_data(entry.id) if entry is not None else b""
-        known_ok = False
-        if candidate is not None and local is not None:
-            oid_raw, n = candidate
-            known_ok = _starts_with_blob(local, n, oid_raw)
-        return exists, local, remote, known_ok
-
-    def _merge_shard(self, remote: bytes, local: bytes, known: ShardKeys | None) -> tuple:
-        """merge_shard(remote, local), through the fast path when one side only appended."""
-        fast = merge_shard_fast(remote, local, known)
-        if fast is not None:
-            return fast
-        return merge_shard_keyed(remote, local)
 
     def _blob_data(self, oid: pygit2.Oid) -> bytes | None:
         """A blob's bytes as the last fetch inflated them, else inflated (and checked) from
@@ -432,29 +398,6 @@ class Replicator:
             return _verified_blob(oid, raw)
         except SyncError:
             return None  # let libgit2 say what is wrong with it
-
-    def _blob_at(self, tree: pygit2.Tree, path: str) -> bytes:
-        entry = _entry(tree, path)
-        return entry.data if isinstance(entry, pygit2.Blob) else b""
-
-    def _sync_index(self, touched: dict[str, pygit2.Oid | None]) -> None:
-        """Point the worktree index at the new tree for the paths the merge touched.
-
-        The merge knows each file's blob id (it wrote those bytes), so the entry is
-        written with the file's stat data and that id: no file is hashed again.
-        """
-        index = self.repo.index
-        index.read(False)
-        for path, oid in touched.items():
-            file = self.worktree_path / path
-            if safefs.is_regular(self.worktree_path, path):
-                if oid is None:
-                    index.add(path)
-                else:
-                    _add_index_entry(index, path, oid, os.stat(file, follow_symlinks=False))
-            elif path in index:
-                index.remove(path)
-        index.write()
 
     # -- push
 
@@ -518,15 +461,17 @@ def run_cycle(
     backoff_s: float = 0.05,
     on_received: Callable[[MergeOutcome], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
-    paths: list[str] | None = None,
+    paths: Paths = None,
 ) -> SyncReport:
     """One sync: commit pending appends, then fetch / merge / push until the push lands.
 
-    ``locked()`` returns a context manager that keeps the appender out; it is held for
-    the commit and for each merge, never across network calls. ``on_received`` runs
-    inside the locked merge section whenever a merge brought new lines, so the
-    caller can fold them before appends resume. ``paths`` names the shards appended to
-    since the last commit (None: ask git). Runs in a worker thread: it blocks.
+    ``locked()`` returns a context manager that keeps the appender out; it is held
+    while the files to commit are read and for each chunk of a merge, never across
+    network calls. ``on_received`` runs inside each locked merge chunk that wrote
+    files or brought new lines, so the caller can fold them before appends resume.
+    ``paths`` names the files appended to since the last commit (None: ask git; see
+    :meth:`Replicator.commit_pending`).
+    Runs in a worker thread: it blocks.
 
     Raises:
         AuthError, RemoteUnreachable, PushRejected: see :class:`Replicator`; the
@@ -534,9 +479,9 @@ def run_cycle(
     """
     start = time.monotonic()
     report = SyncReport()
-    with locked():
-        report.commits += int(replicator.commit_pending(paths))
+    report.commits += int(replicator.commit_pending(paths, locked))
     if not replicator.has_remote():
+        report.ignored = replicator.ignored_paths()
         report.duration_s = time.monotonic() - start
         return report
     report.remote = replicator.remote_name
@@ -544,10 +489,7 @@ def run_cycle(
         report.attempts = attempt
         tip = replicator.fetch()
         report.remote_url = replicator.last_fetch.url if replicator.last_fetch else None
-        with locked():
-            outcome = replicator.merge(tip)
-            if on_received is not None and outcome.received:
-                on_received(outcome)
+        outcome = replicator.merge(tip, locked, on_received)
         report.received += outcome.received
         for path, lines in outcome.received_lines.items():
             report.received_lines.setdefault(path, []).extend(lines)
@@ -561,35 +503,9 @@ def run_cycle(
     else:
         report.error = (f"push to {report.remote} was rejected {max_attempts} times "
                         f"because others kept pushing; the next sync retries")
+    report.ignored = replicator.ignored_paths()
     report.duration_s = time.monotonic() - start
     return report
-
-
-# --- small helpers -----------------------------------------------------------------
-
-
-_PACK_CONFIG = """\
-# Written by thrum; read only by thrum's own libgit2 handle, never by git itself.
-# Shards are append-only files: deltas between different new blobs of one push
-# save nothing, and searching for them dominates the cost of a push.
-# (libgit2 1.9 reads its big-file threshold from pack.deltaCacheSize.)
-[pack]
-\tdeltaCacheSize = 1
-\tbigFileThreshold = 1
-"""
-
-
-def _no_delta_search(repo: pygit2.Repository) -> None:
-    """Turn off delta search for packs this handle builds (pushes), app-level only."""
-    path = Path(repo.path) / "thrum-pack.config"
-    try:
-        if not path.is_file() or path.read_text() != _PACK_CONFIG:
-            path.write_text(_PACK_CONFIG)
-        # pygit2 1.21 hides add_file on a repository config; the base method is libgit2's
-        # git_config_add_file_ondisk on that same config object.
-        pygit2.Config.add_file(repo.config, str(path), pygit2.enums.ConfigLevel.APP, True)
-    except (OSError, ValueError, pygit2.GitError) as exc:  # slower pushes, nothing worse
-        log.warning("cannot tune pack building (%s); pushes will be slower", exc)
 
 
 def _is_race(message: str) -> bool:
@@ -599,142 +515,3 @@ def _is_race(message: str) -> bool:
         "stale info", "failed to lock", "cannot lock ref", "reference already exists",
         "failed to update ref",
     ))
-
-
-def _is_safe(path: str) -> bool:
-    parts = path.split("/")
-    return all(p and p not in (".", "..") and p.lower() != ".git" and "\\" not in p for p in parts)
-
-
-def _is_shard(path: str) -> bool:
-    """Only the log's own paths are ever read or written."""
-    return _is_safe(path) and is_log_path(path)
-
-
-def _changed_paths(old: pygit2.Tree, new: pygit2.Tree) -> set[str]:
-    paths = set()
-    for delta in old.diff_to_tree(new).deltas:
-        paths.add(delta.old_file.path)
-        paths.add(delta.new_file.path)
-    return paths
-
-
-def _entry(tree: pygit2.Tree, path: str) -> pygit2.Object | None:
-    try:
-        return tree[path]
-    except KeyError:
-        return None
-
-
-def _blob_size(repo: pygit2.Repository, oid: pygit2.Oid) -> int:
-    if oid == _ZERO_OID:  # the side of a diff where the file does not exist
-        return 0
-    try:
-        return repo.odb.read_header(oid)[1]
-    except (KeyError, pygit2.GitError):
-        return 0
-
-
-_ZERO_OID = pygit2.Oid(hex="0" * 40)
-
-KEEP_FETCHED_BYTES = 256 * 2**20  # inflated blobs a direct fetch hands to the merge (the rest is re-read)
-_WORKERS = max(1, min(4, os.cpu_count() or 1))  # reading, inflating, hashing, writing: the GIL is let go
-
-
-def _starts_with_blob(data: bytes, n: int, oid_raw: bytes) -> bool:
-    """True when the first ``n`` bytes of ``data`` are a whole-line blob with id ``oid_raw``."""
-    if n > len(data) or (n and data[n - 1:n] != b"\n"):
-        return False
-    h = hashlib.sha1(b"blob %d\0" % n)
-    h.update(memoryview(data)[:n])
-    return h.digest() == oid_raw
-
-
-def _in_order(pool: ThreadPoolExecutor, fn, items: list, ahead: int = 0) -> Iterator:
-    """(item, fn(item)) in order, computed by ``pool`` at most ``ahead`` items ahead."""
-    ahead = ahead or _WORKERS + 1
-    pending: deque = deque()
-    it = iter(items)
-    for item in it:
-        pending.append((item, pool.submit(fn, item)))
-        if len(pending) > ahead:
-            break
-    while pending:
-        item, fut = pending.popleft()
-        yield item, fut.result()
-        nxt = next(it, _END)
-        if nxt is not _END:
-            pending.append((nxt, pool.submit(fn, nxt)))
-
-
-_END = object()
-
-
-def _same_bytes(a: bytes, b: bytes) -> bool:
-    return a is b or (len(a) == len(b) and a == b)
-
-
-def _add_index_entry(index: pygit2.Index, path: str, oid: pygit2.Oid, st: os.stat_result) -> None:
-    """Add an index entry with the file's stat data and a known blob id (no hashing).
-
-    pygit2's IndexEntry carries no stat data, so the entry is built for libgit2
-    directly; with it, status and the next commit see the file as unchanged
-    until it is appended to.
-    """
-    e = _ffi.new("git_index_entry *")
-    e.ctime.seconds, e.ctime.nanoseconds = int(st.st_ctime) & 0x7FFFFFFF, st.st_ctime_ns % 1_000_000_000
-    e.mtime.seconds, e.mtime.nanoseconds = int(st.st_mtime) & 0x7FFFFFFF, st.st_mtime_ns % 1_000_000_000
-    e.dev, e.ino = st.st_dev & 0xFFFFFFFF, st.st_ino & 0xFFFFFFFF
-    e.mode = int(FileMode.BLOB_EXECUTABLE if st.st_mode & 0o100 else FileMode.BLOB)
-    e.uid, e.gid = st.st_uid & 0xFFFFFFFF, st.st_gid & 0xFFFFFFFF
-    e.file_size = st.st_size & 0xFFFFFFFF
-    _ffi.buffer(_ffi.addressof(e, "id"))[:] = oid.raw
-    c_path = _ffi.new("char[]", path.encode("utf-8", "surrogateescape"))
-    e.path = c_path
-    if _C.git_index_add(index._index, e) != 0:  # noqa: SLF001 - pygit2 exposes no stat-aware add
-        index.add(path)
-
-
-class _KeyCache:
-    """Per shard: the :class:`ShardKeys` of the bytes a merge left, by their blob id.
-
-    A later merge of that shard checks that the file still starts with those bytes
-    (one SHA-1 over them, no parsing) and then parses only what was appended since.
-    Bounded by the number of keys held (8 bytes each), least recently used first out.
-    """
-
-    def __init__(self, max_keys: int = 4_000_000):
-        self.max_keys = max_keys
-        self._items: OrderedDict[str, tuple[bytes, ShardKeys]] = OrderedDict()
-        self._total = 0
-
-    def candidate(self, path: str) -> tuple[bytes, int] | None:
-        """(blob id, size) of the bytes the summary of ``path`` describes, if any."""
-        item = self._items.get(path)
-        return None if item is None else (item[0], item[1].size)
-
-    def take(self, path: str) -> ShardKeys | None:
-        """The summary of ``path``, once the caller checked it still applies."""
-        item = self._items.get(path)
-        if item is None:
-            return None
-        self._items.move_to_end(path)
-        return item[1]
-
-    def drop(self, path: str) -> None:
-        """Forget the summary of ``path`` (it no longer describes the file)."""
-        self._drop(path)
-
-    def store(self, path: str, oid: pygit2.Oid, keys: ShardKeys) -> None:
-        self._drop(path)
-        if not keys.clean:
-            return
-        self._items[path] = (oid.raw, keys)
-        self._total += len(keys)
-        while self._total > self.max_keys and self._items:
-            self._drop(next(iter(self._items)))
-
-    def _drop(self, path: str) -> None:
-        item = self._items.pop(path, None)
-        if item is not None:
-            self._total -= len(item[1])

@@ -10,7 +10,10 @@ Rules:
    starts from a fixed root commit (empty tree, fixed author, time and message), so
    replicas that start offline still share their root.
 4. Nothing is lost when the worktree directory is broken (metadata deleted, the
-   repository moved): its shard files are merged back into the re-created worktree.
+   repository moved, the directory removed): its log files are merged back into
+   the re-created worktree.
+5. libgit2 never checks the branch out: it is untrusted content. Only the log
+   files of its tree are written into a new worktree, by thrum, through `safefs`.
 """
 
 from __future__ import annotations
@@ -22,11 +25,13 @@ from pathlib import Path
 
 import pygit2
 
-from thrum.events import shard_owner
+from thrum.events import is_log_path as ev_is_log_path
 
 from . import NotAGitRepository, SyncError, safefs
+from .gitlib import add_index_entry
 from .localremote import open_local_remote
 from .merge import merge_shard
+from .trees import LayoutTrees
 
 log = logging.getLogger(__name__)
 
@@ -214,15 +219,52 @@ def _ensure_linked_worktree(repo: pygit2.Repository, cdir: Path, path: Path) -> 
     path.parent.mkdir(parents=True, exist_ok=True)
     taken = set(repo.list_worktrees())
     name = next(n for n in _names() if n not in taken and not (cdir / "worktrees" / n).exists())
-    try:
-        repo.add_worktree(name, str(path), repo.lookup_reference(SYNC_REF))
-    except pygit2.GitError as exc:
-        raise SyncError(f"cannot create the sync worktree at {path}: {exc}") from exc
-    # The checkout materialised whatever the (untrusted) branch holds: keep only the
-    # log's own regular files. Removed entries stay in the index and the tree.
-    safefs.remove_unwanted(path, is_log_path)
+    _add_worktree_without_checkout(repo, name, path)
     if salvage is not None:
         _recover(salvage, path)
+
+
+def _add_worktree_without_checkout(repo: pygit2.Repository, name: str, path: Path) -> None:
+    """Create the linked worktree on ``a-sync`` without letting libgit2 check anything out.
+
+    The branch is untrusted (links, submodules, junk): libgit2 would materialise all
+    of it. So the worktree is created on a temporary branch at the empty root
+    commit (nothing to check out), its HEAD is pointed at ``a-sync``, and only the
+    log files are written, by thrum, through `safefs`.
+    """
+    tmp_ref = f"refs/heads/thrum-attach-{os.getpid()}"
+    ref = repo.create_reference_direct(tmp_ref, _root_commit(repo), True, message="thrum: attach the worktree")
+    try:
+        try:
+            repo.add_worktree(name, str(path), ref)
+            wt = pygit2.Repository(str(path), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
+            wt.set_head(SYNC_REF)
+        except pygit2.GitError as exc:
+            raise SyncError(f"cannot create the sync worktree at {path}: {exc}") from exc
+    finally:
+        try:
+            repo.references.delete(tmp_ref)
+        except (KeyError, pygit2.GitError):
+            pass
+    _materialise(wt, path)
+
+
+def _materialise(wt: pygit2.Repository, path: Path, batch: int = 256) -> None:
+    """Write the log files of the worktree's HEAD tree (nothing else) and index them."""
+    trees = LayoutTrees(wt)
+    files = trees.log_files(wt.head.peel(pygit2.Commit).tree_id)
+    index = wt.index
+    index.clear()
+    for i in range(0, len(files), batch):
+        part = files[i:i + batch]
+        stats = safefs.write_batch(path, [(p, wt[leaf.oid].data) for p, leaf in part])
+        for (p, leaf), st in zip(part, stats):
+            add_index_entry(index, p, leaf.oid, st)
+    index.write()
+    ignored = trees.ignored(wt.head.peel(pygit2.Commit).tree_id)
+    if ignored:
+        log.warning("the %s branch holds entries thrum ignores (never checked out): %s", SYNC_BRANCH,
+                    ", ".join(f"{n} {reason}" for reason, n in sorted(ignored.items())))
 
 
 def _unregister(repo: pygit2.Repository, cdir: Path, name: str) -> None:
@@ -285,12 +327,5 @@ def _recover(salvage: Path, path: Path) -> None:
 
 
 def is_log_path(rel: str) -> bool:
-    """A path of the log's layout (``thrum.events.shard_owner``): the only files thrum keeps."""
-    parts = rel.split("/")
-    if any(p in ("", ".", "..") or p.startswith(".") for p in parts):
-        return False
-    try:
-        shard_owner(rel)
-    except ValueError:
-        return False
-    return True
+    """A file path of the log's layout (``thrum.events.is_log_path``): the only files thrum keeps."""
+    return ev_is_log_path(rel)

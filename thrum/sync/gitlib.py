@@ -1,0 +1,146 @@
+"""libgit2 specifics in one place: what pygit2 does not wrap (cffi) and how thrum tunes it.
+
+Rules:
+
+1. Every call into pygit2's cffi layer (``pygit2.ffi``) lives here, so a pygit2
+   upgrade that moves them breaks one module, and each has a plain fallback.
+2. Tuning that only thrum's own handles should see is set at the app level on that
+   handle (an extra config file), never in the user's git config.
+3. Trees are read and written as raw objects: parsing a tree object with one
+   regular expression and writing one with ``odb.write`` cost a fraction of
+   pygit2's per-entry objects and TreeBuilder on directories with tens of
+   thousands of entries (a hostile remote can push those).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from pathlib import Path
+
+import pygit2
+from pygit2.enums import FileMode, ObjectType, RepositoryOpenFlag
+
+log = logging.getLogger(__name__)
+
+__all__ = ["EMPTY_TREE", "ZERO_OID", "TreeEntries", "add_index_entry", "blob_size", "objects_dir", "open_repo",
+           "read_tree", "tune_pack_building", "write_tree"]
+
+ZERO_OID = pygit2.Oid(hex="0" * 40)
+EMPTY_TREE = pygit2.Oid(hex="4b825dc642cb6eb9a060e54bf8d69288fbee4904")
+
+TreeEntries = dict[bytes, tuple[int, bytes]]
+"""A tree's entries: name (bytes) -> (file mode, raw 20-byte object id)."""
+
+_ENTRY = re.compile(rb"([0-7]{5,6}) ([^\0]+)\0(.{20})", re.S)
+
+
+def open_repo(path: os.PathLike | str) -> pygit2.Repository:
+    """A repository handle at exactly ``path`` (no search upwards)."""
+    return pygit2.Repository(str(path), RepositoryOpenFlag.NO_SEARCH)
+
+
+def objects_dir(repo: pygit2.Repository) -> Path:
+    """The object directory of ``repo`` (the common dir's, for a linked worktree)."""
+    gitdir = Path(repo.path)
+    pointer = gitdir / "commondir"
+    if pointer.is_file():
+        target = Path(pointer.read_text().strip())
+        gitdir = target if target.is_absolute() else (gitdir / target)
+    return gitdir.resolve() / "objects"
+
+
+# --- trees as raw objects --------------------------------------------------------------
+
+
+def read_tree(repo: pygit2.Repository, oid: pygit2.Oid) -> TreeEntries:
+    """The entries of tree ``oid``.
+
+    Raises:
+        KeyError: no such object. ValueError: the object is not a tree.
+    """
+    if oid == EMPTY_TREE:
+        return {}
+    kind, raw = repo.odb.read(oid)
+    if kind != ObjectType.TREE:
+        raise ValueError(f"object {oid} is not a tree")
+    return {m.group(2): (int(m.group(1), 8), m.group(3)) for m in _ENTRY.finditer(raw)}
+
+
+def _order(item: tuple[bytes, tuple[int, bytes]]) -> bytes:
+    name, (mode, _) = item
+    return name + b"/" if mode == FileMode.TREE else name  # git sorts a directory as if it ended in "/"
+
+
+def write_tree(repo: pygit2.Repository, entries: TreeEntries) -> pygit2.Oid:
+    """Write a tree object holding ``entries`` (git's order and mode spelling)."""
+    raw = b"".join(b"%o %s\0%s" % (mode, name, oid_raw) for name, (mode, oid_raw) in sorted(entries.items(),
+                                                                                             key=_order))
+    return repo.odb.write(ObjectType.TREE, raw)
+
+
+def blob_size(repo: pygit2.Repository, oid: pygit2.Oid) -> int:
+    """The size of a blob (0 for the zero id or a missing object)."""
+    if oid == ZERO_OID:
+        return 0
+    try:
+        return repo.odb.read_header(oid)[1]
+    except (KeyError, pygit2.GitError):
+        return 0
+
+
+# --- the worktree index ------------------------------------------------------------------
+
+
+def add_index_entry(index: pygit2.Index, path: str, oid: pygit2.Oid, st: os.stat_result) -> None:
+    """Add an index entry with the file's stat data and a known blob id (no hashing).
+
+    pygit2's IndexEntry carries no stat data, so the entry is built for libgit2
+    directly; with it, status and the next commit see the file as unchanged
+    until it is appended to. Falls back to ``index.add`` (which hashes the file).
+    """
+    try:
+        from pygit2.ffi import C, ffi
+    except ImportError:  # pragma: no cover - a pygit2 without its cffi module
+        index.add(path)
+        return
+    e = ffi.new("git_index_entry *")
+    e.ctime.seconds, e.ctime.nanoseconds = int(st.st_ctime) & 0x7FFFFFFF, st.st_ctime_ns % 1_000_000_000
+    e.mtime.seconds, e.mtime.nanoseconds = int(st.st_mtime) & 0x7FFFFFFF, st.st_mtime_ns % 1_000_000_000
+    e.dev, e.ino = st.st_dev & 0xFFFFFFFF, st.st_ino & 0xFFFFFFFF
+    e.mode = int(FileMode.BLOB_EXECUTABLE if st.st_mode & 0o100 else FileMode.BLOB)
+    e.uid, e.gid = st.st_uid & 0xFFFFFFFF, st.st_gid & 0xFFFFFFFF
+    e.file_size = st.st_size & 0xFFFFFFFF
+    ffi.buffer(ffi.addressof(e, "id"))[:] = oid.raw
+    c_path = ffi.new("char[]", path.encode("utf-8", "surrogateescape"))
+    e.path = c_path
+    if C.git_index_add(index._index, e) != 0:  # noqa: SLF001 - pygit2 exposes no stat-aware add
+        index.add(path)
+
+
+# --- pack building for pushes through libgit2's transport --------------------------------
+
+
+_PACK_CONFIG = """\
+# Written by thrum; read only by thrum's own libgit2 handle, never by git itself.
+# Log files are append-only: deltas between different new blobs of one push
+# save nothing, and searching for them dominates the cost of a push.
+# (libgit2 1.9 reads its big-file threshold from pack.deltaCacheSize.)
+[pack]
+\tdeltaCacheSize = 1
+\tbigFileThreshold = 1
+"""
+
+
+def tune_pack_building(repo: pygit2.Repository) -> None:
+    """Turn off delta search for packs this handle builds (pushes), app-level only."""
+    path = Path(repo.path) / "thrum-pack.config"
+    try:
+        if not path.is_file() or path.read_text() != _PACK_CONFIG:
+            path.write_text(_PACK_CONFIG)
+        # pygit2 1.21 hides add_file on a repository config; the base method is libgit2's
+        # git_config_add_file_ondisk on that same config object.
+        pygit2.Config.add_file(repo.config, str(path), pygit2.enums.ConfigLevel.APP, True)
+    except (OSError, ValueError, pygit2.GitError) as exc:  # slower pushes, nothing worse
+        log.warning("cannot tune pack building (%s); pushes will be slower", exc)
