@@ -88,6 +88,51 @@ class Attacker:
         self._git("commit", "--quiet", "--allow-empty", "-m", message)
         self._git("push", "--quiet", "--force", "origin", "HEAD:a-sync")
 
+    def push_entries(self, entries: dict[str, tuple[int, bytes]], message: str = "mallory's tree") -> None:
+        """Push the current tip plus ``entries`` ({path: (mode, content)}), written as raw git
+        objects: any mode (links 0o120000, gitlinks 0o160000 with a commit id as content,
+        odd modes such as 0o100664), any name, tens of thousands of files at once."""
+        import pygit2
+
+        self.pull()
+        repo = pygit2.Repository(str(self.dir))
+        head = repo.head.peel(pygit2.Commit)
+        nested: dict = {}
+        for path, value in entries.items():
+            node = nested
+            *dirs, name = path.split("/")
+            for d in dirs:
+                node = node.setdefault(d.encode(), {})
+            node[name.encode()] = value
+
+        def write(base, node) -> pygit2.Oid:
+            items = {}
+            if base is not None:
+                raw = repo.odb.read(base)[1]
+                i = 0
+                while i < len(raw):
+                    sp = raw.index(b" ", i)
+                    nul = raw.index(b"\0", sp)
+                    items[raw[sp + 1:nul]] = (int(raw[i:sp], 8), raw[nul + 1:nul + 21])
+                    i = nul + 21
+            for name, value in node.items():
+                if isinstance(value, dict):
+                    old = items.get(name)
+                    sub = pygit2.Oid(raw=old[1]) if old is not None and old[0] == 0o40000 else None
+                    items[name] = (0o40000, write(sub, value).raw)
+                else:
+                    mode, content = value
+                    oid = pygit2.Oid(hex=content.decode()) if mode == 0o160000 else repo.create_blob(content)
+                    items[name] = (mode, oid.raw)
+            order = sorted(items.items(), key=lambda kv: kv[0] + b"/" if kv[1][0] == 0o40000 else kv[0])
+            raw = b"".join(b"%o %s\0%s" % (mode, name, oid) for name, (mode, oid) in order)
+            return repo.odb.write(pygit2.enums.ObjectType.TREE, raw)
+
+        sig = pygit2.Signature("Mallory", "mallory@example.invalid")
+        commit = repo.create_commit(None, sig, sig, message, write(head.tree_id, nested), [head.id])
+        repo.references["refs/heads/a-sync"].set_target(commit)
+        self._git("push", "--quiet", "--force", "origin", "a-sync:a-sync")
+
     def remote_blobs(self) -> bytes:
         """Every blob in the remote's ``a-sync`` tip, concatenated (to look for leaks)."""
         self.pull()
@@ -96,6 +141,17 @@ class Attacker:
             path = self.dir / rel
             out.append(os.readlink(path).encode() if path.is_symlink() else path.read_bytes())
         return b"\n".join(out)
+
+
+def entries_under(root: Path) -> list[str]:
+    """Every file, directory and link below ``root`` except ``.git`` (not followed)."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            rel = (Path(dirpath) / name).relative_to(root).as_posix()
+            if rel != ".git":
+                found.append(rel)
+    return sorted(found)
 
 
 def links_under(root: Path) -> list[str]:

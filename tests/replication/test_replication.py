@@ -276,3 +276,27 @@ def test_local_only_mode_commits_but_never_pushes(machines):
     remote = pygit2.Repository(str(a.path.parent / "remote.git"))
     assert remote.references.get("refs/heads/a-sync") is None
     assert a.json("sync", "status")["mode"] == "local-only"
+
+
+def test_the_daemon_recreates_its_worktree_when_it_vanishes(machines):
+    import shutil
+
+    a, b = machines(2)
+    a.agent("alice", "implementer")
+    b.agent("bob", "reviewer")
+    _introduce(a, b)
+    a.run("send", "before it vanished", "--to", "@bob", agent="alice")
+    a.sync()
+    shutil.rmtree(a.worktree)  # someone cleaned .git/ by hand, or a tool removed it
+    a.run("send", "while it was gone", "--to", "@bob", agent="alice")
+    report = a.sync()
+    assert report["ok"] and report["pushed"]
+    assert (a.worktree / ".git").is_file()
+    shutil.rmtree(a.worktree)  # again, with nothing written meanwhile
+    assert a.sync()["ok"]
+    a.run("send", "after it came back", "--to", "@bob", agent="alice")
+    a.sync()
+    b.sync()
+    assert a.shards() == b.shards()
+    contents = [m["body"]["content"] for m in b.json("inbox", agent="bob")["messages"]]
+    assert sorted(contents) == ["after it came back", "before it vanished", "while it was gone"]

@@ -158,6 +158,7 @@ class Replicator:
         tune_pack_building(self.repo)
         self.trees = LayoutTrees(self.repo)
         self._objects = objects_dir(self.repo)
+        self._common = self._objects.parent  # the repository's common dir: its config names the remotes
         for stale in self.worktree_path.rglob(f"{safefs.TMP_PREFIX}*"):  # left by a crash mid-merge
             if stale.is_symlink() or stale.is_file():
                 stale.unlink(missing_ok=True)
@@ -185,12 +186,12 @@ class Replicator:
 
     def has_remote(self) -> bool:
         """True when the repository has a remote named ``remote_name``. Never blocks."""
-        return self.remote_name in set(open_repo(self.worktree_path).remotes.names())
+        return self.remote_name in set(open_repo(self._common).remotes.names())
 
     def remote_url(self) -> str | None:
         """The remote's URL, or None when there is no such remote. Never blocks."""
         try:
-            return open_repo(self.worktree_path).remotes[self.remote_name].url
+            return open_repo(self._common).remotes[self.remote_name].url
         except KeyError:
             return None
 
