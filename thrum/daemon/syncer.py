@@ -42,6 +42,7 @@ class SyncLoop:
         self.daemon = daemon
         self.cfg = daemon.config
         self._kick = trio.Event()
+        self._tidy = trio.Event()
         self._write_kick = False
         self._cycle_lock = trio.Lock()
         self._stopped = False
@@ -69,7 +70,32 @@ class SyncLoop:
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         self.replicator = await trio.to_thread.run_sync(self._make_replicator)
         self.daemon.writer.subscribers.append(self._subscriber)
-        task_status.started()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._tidy_loop)
+            task_status.started()
+            await self._sync_loop()
+            nursery.cancel_scope.cancel()
+
+    async def _tidy_loop(self) -> None:
+        """Keep the object stores compact after syncs, one round at a time, beside the syncs
+        (`thrum.sync.hygiene`: it takes neither the writer lock nor the replicator's)."""
+        from ..sync import hygiene, localremote
+
+        while True:
+            await self._tidy.wait()
+            self._tidy = trio.Event()
+            replicator = self.replicator
+            stores = [replicator.common_dir]
+            remote = localremote.local_remote_path(replicator.remote_url()) if self.mode() == "remote" else None
+            if remote is not None:
+                stores.append(remote)
+            for store in stores:
+                try:
+                    await trio.to_thread.run_sync(hygiene.consolidate, store, abandon_on_cancel=True)
+                except Exception:  # noqa: BLE001 - a failed tidy-up never stops syncing
+                    log.exception("could not consolidate %s", store)
+
+    async def _sync_loop(self) -> None:
         while not self._stopped:
             timeout = float(self.cfg.sync_interval) if self.mode() == "remote" and self.cfg.sync_interval > 0 \
                 else float("inf")
@@ -113,6 +139,7 @@ class SyncLoop:
                 await trio.to_thread.run_sync(sync_record.record, self.daemon.paths, None, exc.message)
                 raise
             self.cycles += 1
+            self._tidy.set()
             if applied:
                 await self.daemon.writer.publish(applied, "sync")
             result = sync_record.report_dict(report, mode)

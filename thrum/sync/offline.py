@@ -68,6 +68,7 @@ def run_offline(paths: ThrumPaths) -> dict:
         except errors.ThrumError as exc:
             record(paths, None, exc.message)
             raise
+        _tidy(rep, mode)
         result = report_dict(report, mode)
         record(paths, result, report.error)
         if report.error:
@@ -75,6 +76,18 @@ def run_offline(paths: ThrumPaths) -> dict:
         return result
     finally:
         os.close(fd)
+
+
+def _tidy(rep: Any, mode: str) -> None:
+    """Keep the object stores compact (`hygiene`), as the daemon does after its syncs."""
+    from . import hygiene, localremote
+
+    stores = [rep.common_dir]
+    remote = localremote.local_remote_path(rep.remote_url()) if mode == "remote" else None
+    if remote is not None:
+        stores.append(remote)
+    for store in stores:
+        hygiene.consolidate(store)
 
 
 def status(paths: ThrumPaths) -> dict:

@@ -48,6 +48,7 @@ from . import AuthError, PushRejected, RemoteUnreachable, SyncError, safefs
 from .credentials import Credentials, credentials_from_env, remote_callbacks
 from .credentials import translate as _translate
 from .gitlib import EMPTY_TREE, add_index_entry, objects_dir, open_repo, tune_pack_building
+from .hygiene import record_packs
 from .localremote import _verified_blob, open_local_remote
 from .merge import Prefer
 from .treemerge import KeyCache, MergeOutcome, TreeMerge
@@ -180,6 +181,11 @@ class Replicator:
         except KeyError:
             raise SyncError(f"no remote named {self.remote_name} is configured") from None
 
+    @property
+    def common_dir(self) -> Path:
+        """The repository's common git dir (its object store is the one syncs fill)."""
+        return self._common
+
     def healthy(self) -> bool:
         """False when the worktree directory (or its link to the repository) vanished."""
         return (self.worktree_path / ".git").is_file()
@@ -299,7 +305,10 @@ class Replicator:
                         self._verified = stats.verified
                         self.repo.create_reference_direct(tracking, tip, True, message="thrum: fetch a-sync")
                 else:
+                    before = set(os.listdir(self._objects / "pack")) if (self._objects / "pack").is_dir() else set()
                     remote.fetch([f"+{SYNC_REF}:{tracking}"], callbacks=remote_callbacks(self.credentials))
+                    new = set(os.listdir(self._objects / "pack")) - before
+                    record_packs(self._objects, sorted(n[:-len(".pack")] for n in new if n.endswith(".pack")))
                     heads = remote.list_heads(connect=False)
                     tip = next((h.oid for h in heads if h.name == SYNC_REF), None)
             except SyncError:
@@ -339,6 +348,18 @@ class Replicator:
                 return self._merge_into(head, theirs, locked, on_chunk)
             finally:
                 self._fetched_blobs, self._verified = {}, set()
+
+    def ahead_of(self, remote_tip: pygit2.Oid | None) -> int:
+        """Lines our ``a-sync`` holds beyond ``remote_tip`` (what a push adds there)."""
+        with self._mutex:
+            head = self._head()
+            if remote_tip == head.id:
+                return 0
+            try:
+                remote_tree = self.repo[remote_tip].tree_id if remote_tip is not None else EMPTY_TREE
+            except KeyError:
+                remote_tree = EMPTY_TREE
+            return self._count_ahead(remote_tree, head.tree_id)
 
     def _count_ahead(self, remote_tree: pygit2.Oid, local_tree: pygit2.Oid) -> int:
         """Lines our tree adds over the remote's, for the report (reads only file tails)."""
@@ -464,15 +485,20 @@ def run_cycle(
     sleep: Callable[[float], None] = time.sleep,
     paths: Paths = None,
 ) -> SyncReport:
-    """One sync: commit pending appends, then fetch / merge / push until the push lands.
+    """One sync: fetch, merge, commit what was appended, push; again until the push lands.
+
+    The merge comes before the commit: the merge takes the worktree's files as they
+    are (appends not committed yet included), so when only the remote moved, our
+    branch fast-forwards and our appends are committed on top of the remote's tip,
+    and no local commit is left behind by a merge (nothing for the object store to
+    keep). When the fetch fails, the appends are still committed locally.
 
     ``locked()`` returns a context manager that keeps the appender out; it is held
     while the files to commit are read and for each chunk of a merge, never across
     network calls. ``on_received`` runs inside each locked merge chunk that wrote
     files or brought new lines, so the caller can fold them before appends resume.
     ``paths`` names the files appended to since the last commit (None: ask git; see
-    :meth:`Replicator.commit_pending`).
-    Runs in a worker thread: it blocks.
+    :meth:`Replicator.commit_pending`). Runs in a worker thread: it blocks.
 
     Raises:
         AuthError, RemoteUnreachable, PushRejected: see :class:`Replicator`; the
@@ -480,22 +506,26 @@ def run_cycle(
     """
     start = time.monotonic()
     report = SyncReport()
-    report.commits += int(replicator.commit_pending(paths, locked))
     if not replicator.has_remote():
+        report.commits += int(replicator.commit_pending(paths, locked))
         report.ignored = replicator.ignored_paths()
         report.duration_s = time.monotonic() - start
         return report
     report.remote = replicator.remote_name
     for attempt in range(1, max_attempts + 1):
         report.attempts = attempt
-        tip = replicator.fetch()
+        try:
+            tip = replicator.fetch()
+        except SyncError:
+            report.commits += int(replicator.commit_pending(paths, locked))
+            raise
         report.remote_url = replicator.last_fetch.url if replicator.last_fetch else None
         outcome = replicator.merge(tip, locked, on_received)
         report.received += outcome.received
         for path, lines in outcome.received_lines.items():
             report.received_lines.setdefault(path, []).extend(lines)
-        report.commits += outcome.commits
-        report.sent = outcome.sent
+        report.commits += outcome.commits + int(replicator.commit_pending(paths, locked))
+        report.sent = replicator.ahead_of(tip)
         if replicator.push():
             report.pushed = True
             break

@@ -1,0 +1,161 @@
+"""Object stores that stay compact over many syncs: consolidated loose objects and packs
+(`thrum.sync.hygiene`), checked by git itself, and bytes per sync that do not grow."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+
+import pygit2
+import pytest
+
+from fixtures.repos.builders import AUTHOR, make_replicas
+from thrum import events as ev
+from thrum.store.log import EventLog
+from thrum.sync import hygiene
+from thrum.sync.packs import read_index
+from thrum.sync.replicate import Replicator, run_cycle
+from thrum.sync.worktree import ensure_sync_worktree
+
+SESSION = "ses_01JD5Q9W1Z8X7Y6V5T4S3R2Q1P"
+AGENTS = [f"agent{i}" for i in range(5)]
+
+
+class Replica:
+    def __init__(self, path: Path):
+        self.path = path
+        self.worktree = ensure_sync_worktree(path)
+        self.replicator = Replicator(self.worktree)
+        self.log = EventLog(self.worktree)
+        self.lock = threading.Lock()
+
+    def write(self, round_: int, n: int) -> int:
+        """Append ``n`` events the daemon's way; their size in bytes."""
+        events = [ev.MessageCreate(agent_id=AGENTS[(round_ + k) % len(AGENTS)], session_id=SESSION,
+                                   body=ev.Body(f"round {round_} event {k}: the build is green again")).to_dict()
+                  for k in range(n)]
+        self.touched = self.log.append(events)
+        return sum(len(ev.encode_line(e)) for e in events)
+
+    def sync(self) -> None:
+        report = run_cycle(self.replicator, lambda: self.lock, paths=getattr(self, "touched", None))
+        self.touched = []
+        self.log.forget_cached_state()
+        assert report.pushed
+
+    def tidy(self, remote: Path, trigger: int = hygiene.LOOSE_TRIGGER) -> None:
+        """What the daemon does after each sync."""
+        hygiene.consolidate(self.replicator.common_dir, loose_trigger=trigger)
+        hygiene.consolidate(remote, loose_trigger=trigger)
+
+
+def _size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def _git_fsck(repo: Path) -> None:
+    git = shutil.which("git")
+    if git is None:
+        pytest.skip("git is not installed")
+    proc = subprocess.run([git, "-C", str(repo), "fsck", "--full", "--strict", "--no-dangling"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.fixture
+def pair(tmp_path):
+    replicas = make_replicas(tmp_path, 2)
+    return replicas.remote, [Replica(p) for p in replicas.clones]
+
+
+def test_consolidated_stores_are_valid_and_hold_every_event(pair):
+    remote, (a, b) = pair
+    for r in range(60):
+        a.write(r, 3)
+        a.sync()
+        b.write(r, 2)
+        b.sync()
+        a.tidy(remote, trigger=32)
+        b.tidy(remote, trigger=32)
+    a.sync()
+    for repo in (a.path, b.path, remote):
+        _git_fsck(repo)
+    objects = a.replicator.common_dir / "objects"
+    assert hygiene.loose_count(objects) < 64
+    assert hygiene.loose_count(remote / "objects") < 64
+    assert len(list((objects / "pack").glob("*.pack"))) <= 8
+    files_a = {p.relative_to(a.worktree): p.read_bytes() for p in a.worktree.rglob("*.jsonl")}
+    files_b = {p.relative_to(b.worktree): p.read_bytes() for p in b.worktree.rglob("*.jsonl")}
+    assert files_a == files_b
+    assert sum(data.count(b"\n") for data in files_a.values()) == 60 * 5
+    # A third clone attaches through the consolidated remote and gets everything.
+    c_path = remote.parent / "c"
+    pygit2.clone_repository(str(remote), str(c_path))
+    c = Replica(c_path)
+    assert {p.relative_to(c.worktree): p.read_bytes() for p in c.worktree.rglob("*.jsonl")} == files_a
+
+
+def test_the_users_own_loose_objects_are_left_alone(pair):
+    remote, (a, b) = pair
+    repo = pygit2.Repository(str(a.path))
+    mine = []
+    parent = repo.references["refs/heads/main"].target
+    for i in range(40):  # the user's work, loose in the same object store
+        blob = repo.create_blob(b"print(%d)\n" % i)
+        tb = repo.TreeBuilder(repo[parent].tree)
+        tb.insert(f"file{i}.py", blob, pygit2.enums.FileMode.BLOB)
+        parent = repo.create_commit("refs/heads/main", AUTHOR, AUTHOR, f"work {i}\n", tb.write(), [parent])
+        mine += [blob, parent]
+    for r in range(30):
+        a.write(r, 4)
+        a.sync()
+        a.tidy(remote, trigger=16)
+    objects = a.replicator.common_dir / "objects"
+    for oid in mine:
+        assert (objects / str(oid)[:2] / str(oid)[2:]).is_file(), "a loose object of the user's was packed"
+    ours = set()
+    for idx in (objects / "pack").glob("*.idx"):
+        ours.update(read_index(idx))
+    assert not ours & {oid.raw for oid in mine}
+    _git_fsck(a.path)
+
+
+def test_packs_roll_up_so_a_store_holds_few(pair):
+    remote, (a, b) = pair
+    for r in range(120):
+        a.write(r, 2)
+        a.sync()
+        a.tidy(remote, trigger=8)  # a pack every few syncs: many packs to roll up
+    packs = list((remote / "objects" / "pack").glob("*.pack"))
+    assert 1 <= len(packs) <= 8
+    assert hygiene.loose_count(remote / "objects") < 16
+    _git_fsck(remote)
+
+
+def test_a_store_being_consolidated_elsewhere_is_skipped(pair):
+    remote, (a, b) = pair
+    (remote / "objects" / "thrum-consolidate.lock").write_text("123\n")
+    report = hygiene.consolidate(remote, loose_trigger=1)
+    assert report.skipped and report.new_packs == []
+
+
+def test_bytes_each_sync_adds_stay_bounded_as_history_grows(pair):
+    remote, (a, b) = pair
+    rounds, raw = 240, 0
+    sizes = []
+    for r in range(rounds):
+        raw += a.write(r, 5)
+        a.sync()
+        a.tidy(remote)
+        b.sync()
+        b.tidy(remote)
+        sizes.append((_size(a.replicator.common_dir / "objects"), _size(remote / "objects")))
+    for which in (0, 1):
+        middle = (sizes[159][which] - sizes[80][which]) / 79
+        end = (sizes[239][which] - sizes[160][which]) / 79
+        assert end <= 1.5 * middle + 512, (which, middle, end)
+        assert end <= 4 * raw / rounds + 2048, (which, end, raw / rounds)  # a few KB per sync, not the history
+    assert sizes[-1][1] <= raw  # the remote holds no more than the log's own bytes
+    _git_fsck(remote)
