@@ -41,6 +41,9 @@ import orjson  # noqa: E402
 from thrum.store import models, projection, queries  # noqa: E402
 from thrum.store.log import EventLog  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "scripts"))
+from bench_segments import SegmentWriter  # noqa: E402
+
 # --------------------------------------------------------------------------- helpers
 
 _CROCKFORD = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", b"0123456789ABCDEFGHJKMNPQRSTVWXYZ")
@@ -133,8 +136,8 @@ def generate_store_log(root: Path, n_messages: int, seed: int = 7) -> dict:
                               "member_value": r, "agent_id": agents[0]})
             expanded.update(a for a in agents if role_of[a] == r)
         group_targets[g] = expanded
-    with open(root / "events.jsonl", "wb") as f:
-        f.write(b"".join(orjson.dumps(e) + b"\n" for e in lifecycle))
+    segments = SegmentWriter(root)
+    segments.append("events", [orjson.dumps(e) + b"\n" for e in lifecycle])
 
     # who does a mention value reach (for generating realistic receipts)
     reach: dict[str, list[int]] = {a: [] for a in agents}
@@ -209,8 +212,7 @@ def generate_store_log(root: Path, n_messages: int, seed: int = 7) -> dict:
                  "reason": "obsolete"}) + b"\n"
             n_deletes += 1
     for a, buf in per_agent.items():
-        with open(root / "messages" / f"{a}.jsonl", "wb") as f:
-            f.write(buf)
+        segments.append(f"messages/{a}", bytes(buf).splitlines(keepends=True))
     # Receipts: agents read their mentions in order but not all of them. A third of
     # the agents keep up (read all but ~5% of their mentions except the newest 300),
     # a third read about half, a third rarely read (5%).
@@ -234,8 +236,8 @@ def generate_store_log(root: Path, n_messages: int, seed: int = 7) -> dict:
             n_marks += len(ids)
         n_receipts += len(lines)
         if lines:
-            with open(root / "receipts" / f"{a}.jsonl", "wb") as f:
-                f.write(b"\n".join(lines) + b"\n")
+            segments.append(f"receipts/{a}", [line + b"\n" for line in lines])
+    segments.close()
     return {"agents": agents, "role_of": role_of, "lifecycle": len(lifecycle), "creates": n_messages,
             "edits": n_edits, "deletes": n_deletes, "receipts": n_receipts, "marks": n_marks}
 
@@ -339,6 +341,7 @@ SECTIONS = {
     "daemon": _script_section("bench_daemon"),     # issue 3: durable sends, message.list, CLI start-up
     "sync": _script_section("bench_sync"),         # issue 4: sync against a 1M-event history
     "realtime": _script_section("bench_realtime"),  # issue 5: notification latency, fan-out, wait
+    "storage": _script_section("bench_storage"),   # issue 11: repository growth and sync time over 5,000 syncs
 }
 
 

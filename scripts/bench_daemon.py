@@ -21,6 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench_segments import SegmentWriter  # noqa: E402
 from fixtures.repos.builders import make_repo  # noqa: E402
 from thrum import events as ev  # noqa: E402
 from thrum import lifecycle  # noqa: E402
@@ -97,24 +98,21 @@ def seed_messages(paths, count: int) -> None:
     agents = [f"seed{i}" for i in range(20)]
     roles = ["implementer", "reviewer", "tester", "planner"]
     ses = {a: ev.new_id("ses") for a in agents}
-    with open(wt / "events.jsonl", "ab") as f:
-        for i, a in enumerate(agents):
-            f.write(ev.AgentRegister(agent_id=a, role=roles[i % 4]).to_line())
-            f.write(ev.SessionStart(agent_id=a, session_id=ses[a]).to_line())
-    (wt / "messages").mkdir(exist_ok=True)
-    files = {a: open(wt / "messages" / f"{a}.jsonl", "ab") for a in agents}
+    segments = SegmentWriter(wt)
+    segments.append("events", [line for i, a in enumerate(agents)
+                               for line in (ev.AgentRegister(agent_id=a, role=roles[i % 4]).to_line(),
+                                            ev.SessionStart(agent_id=a, session_id=ses[a]).to_line())])
     for n in range(count):
         a = agents[n % len(agents)]
         eid = ev.new_ulid()
-        files[a].write(ev.encode_line({
+        segments.append(f"messages/{a}", [ev.encode_line({
             "type": "message.create", "timestamp": ev.now_rfc3339(), "event_id": eid, "v": 1,
             "message_id": f"msg_{eid}", "thread_id": f"thr_{eid}", "agent_id": a, "session_id": ses[a],
             "body": {"format": "markdown", "content": f"seeded message {n}", "structured": ""},
             "scopes": [{"type": "module", "value": f"m{n % 7}"}],
             "refs": [{"type": "mention", "value": roles[n % 4]}],
-            "priority": "normal", "authored_by": "", "disclosed": False}))
-    for f in files.values():
-        f.close()
+            "priority": "normal", "authored_by": "", "disclosed": False})])
+    segments.close()
     lifecycle.start(paths)
 
 

@@ -10,7 +10,8 @@ sync interferes):
 
 1. A bare remote and clone A. The history (N message.create events, default
    1,000,000, over 50 agents, plus their agent.register / agent.session.start in
-   events.jsonl) is written as JSONL lines straight into A's a-sync worktree: valid
+   the events stream) is written as JSONL lines straight into A's a-sync worktree,
+   in the log's segments (`bench_segments`): valid
    events with ULID event ids, msg_/thr_/ses_ ids, a markdown body and a mention ref.
 2. A's daemon starts (it folds the history), then `sync.run` on A commits and pushes it.
 3. Clone B of the remote, `init_repo` (attaches to a-sync; its daemon folds the history).
@@ -23,9 +24,9 @@ sync interferes):
      message.create lines are appended to A's worktree files (the way the daemon's
      appender writes them); A then runs one offline cycle (what `thrum sync` does
      with the daemon stopped: commit + push), and B's `sync.run` is timed. Two
-     shapes: "new shards" (10 new agents x 1,000 events, agent.register lines in
-     events.jsonl: what a new machine joining brings) and "all shards" (200 events
-     appended to each of the 50 existing history shards).
+     shapes: "new streams" (10 new agents x 1,000 events, agent.register lines in
+     the events stream: what a new machine joining brings) and "all streams" (200
+     events appended to each of the 50 existing history streams).
 
 Prints a table (name, median, min, max, target) and, per phase, where B spends its
 time is visible in its daemon log (.thrum/var/daemon.log) when --keep is given.
@@ -50,6 +51,7 @@ sys.path.insert(0, str(ROOT))
 import orjson  # noqa: E402
 import pygit2  # noqa: E402
 
+from bench_segments import SegmentWriter  # noqa: E402
 from thrum import events as ev  # noqa: E402
 
 ENV = {"THRUM_WS_PORT": "0", "THRUM_SYNC_INTERVAL": "3600", "THRUM_SYNC_DEBOUNCE": "3600",
@@ -94,26 +96,28 @@ class Gen:
             "priority": "normal", "authored_by": "", "disclosed": False}) + b"\n"
 
     def messages(self, worktree: Path, agents: list[str], everyone: list[str], n: int) -> None:
-        """Append n messages spread evenly (round robin) over ``agents``' shards."""
-        (worktree / "messages").mkdir(parents=True, exist_ok=True)
+        """Append n messages spread evenly (round robin) over ``agents``' streams."""
         bufs: dict[str, list[bytes]] = {a: [] for a in agents}
         ts = ev.now_rfc3339()
+        with SegmentWriter(worktree) as segments:
+            def flush():
+                for a, lines in bufs.items():
+                    if lines:
+                        segments.append(f"messages/{a}", lines)
+                        bufs[a] = []
 
-        def flush():
-            for a, lines in bufs.items():
-                if lines:
-                    with open(worktree / "messages" / f"{a}.jsonl", "ab") as f:
-                        f.write(b"".join(lines))
-                    lines.clear()
+            for i in range(n):
+                if i % 1000 == 0:
+                    ts = ev.now_rfc3339()
+                a = agents[i % len(agents)]
+                bufs[a].append(self.message(a, everyone, ts))
+                if i % 200_000 == 199_999:
+                    flush()
+            flush()
 
-        for i in range(n):
-            if i % 1000 == 0:
-                ts = ev.now_rfc3339()
-            a = agents[i % len(agents)]
-            bufs[a].append(self.message(a, everyone, ts))
-            if i % 200_000 == 199_999:
-                flush()
-        flush()
+    def lifecycle_into(self, worktree: Path, agents: list[str]) -> None:
+        with SegmentWriter(worktree) as segments:
+            segments.append("events", self.lifecycle(agents).splitlines(keepends=True))
 
 
 # --------------------------------------------------------------------------- machines
@@ -183,11 +187,12 @@ def run(args) -> list[tuple]:
         pa = lifecycle.init_repo(a_dir, start_daemon=False)
         wt_a = sync_worktree_path(a_dir)
         t = time.perf_counter()
-        (wt_a / "events.jsonl").write_bytes(gen.lifecycle(agents))
+        gen.lifecycle_into(wt_a, agents)
         gen.messages(wt_a, agents, agents, args.events)
         size = sum(p.stat().st_size for p in wt_a.rglob("*.jsonl"))
         step(f"wrote {args.events:,} events ({size / 2**20:,.0f} MiB, "
-             f"{size / args.agents / 2**20:,.1f} MiB per message shard) in {time.perf_counter() - t:.1f}s")
+             f"{size / args.agents / 2**20:,.1f} MiB per agent, "
+             f"{sum(1 for _ in wt_a.rglob('*.jsonl')):,} files) in {time.perf_counter() - t:.1f}s")
 
         t = time.perf_counter()
         lifecycle.start(pa, timeout=1800)
@@ -240,14 +245,13 @@ def run(args) -> list[tuple]:
         # -- 10,000 events (A's daemon stopped; lines appended to its worktree files)
         lifecycle.stop(pa)
         started.remove(pa)
-        shapes = [("new shards", 10), ("all shards", 0)]
+        shapes = [("new streams", 10), ("all streams", 0)]
         for shape, n_new in shapes:
             offline, recv = [], []
             for r in range(args.big_runs):
                 if n_new:
                     new = [f"new{r}_{i:02d}" for i in range(n_new)]
-                    with open(wt_a / "events.jsonl", "ab") as f:
-                        f.write(gen.lifecycle(new))
+                    gen.lifecycle_into(wt_a, new)
                     gen.messages(wt_a, new, agents, args.big)
                 else:
                     gen.messages(wt_a, agents, agents, args.big)

@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""thrum storage benchmark: what the a-sync branch costs over many syncs (issue 11).
+
+Usage:
+    python scripts/bench_storage.py [--rounds N] [--events-per-round E] [--agents A] [--keep]
+
+Two replicas (A and B, clones of one bare remote on local disk, each with its own
+daemon; no background sync: interval and debounce 3600 s), 10 agents (half on each
+machine). Each round one machine (A and B in turn) sends E messages (default 10)
+through its daemon (`message.send` over the Unix socket, real time, real ids),
+then runs `sync.run` (sends the E events), then the other machine runs `sync.run`
+(receives them). The daemons consolidate their object stores and the remote's in
+their own threads after each sync, as in normal use.
+
+Reported (table): the raw JSONL bytes of the log at the end; the size of A's and
+B's object stores and of the remote's against it; the bytes a round adds to each
+store (median over the first and the last 10 % of the rounds, measured every
+round); the sender's and the receiver's `sync.run` time at the start and at the end
+(medians over the same windows); files and packs at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import pygit2  # noqa: E402
+
+from thrum import lifecycle  # noqa: E402
+from thrum.sync.worktree import sync_worktree_path  # noqa: E402
+
+ENV = {"THRUM_WS_PORT": "0", "THRUM_SYNC_INTERVAL": "3600", "THRUM_SYNC_DEBOUNCE": "3600", "THRUM_NO_AUTOSTART": "1"}
+SIG = pygit2.Signature("bench", "bench@example.invalid", 1700000000, 0)
+TEXT = ("Deployed the fix for the flaky auth test; the review queue is clear, next I look at "
+        "the schema migration and the release notes.")
+
+
+class Conn:
+    """One JSON-RPC connection to a daemon's Unix socket."""
+
+    def __init__(self, paths):
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.s.connect(str(paths.socket))
+        self.f = self.s.makefile("rb")
+        self.n = 0
+
+    def call(self, method: str, params: dict):
+        self.n += 1
+        self.s.sendall(json.dumps({"jsonrpc": "2.0", "id": self.n, "method": method, "params": params}).encode()
+                       + b"\n")
+        reply = json.loads(self.f.readline())
+        if "error" in reply:
+            raise RuntimeError(reply["error"])
+        return reply["result"]
+
+    def close(self) -> None:
+        self.f.close()
+        self.s.close()
+
+
+def du(path: Path) -> int:
+    total = 0
+    for dirpath, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+            except FileNotFoundError:  # a consolidation removed it meanwhile
+                continue
+    return total
+
+
+def step(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def run(args) -> dict:
+    for k in ("THRUM_NAME", "THRUM_ROLE", "THRUM_MODULE", "THRUM_LOCAL"):
+        os.environ.pop(k, None)
+    os.environ.update(ENV)
+    base = Path(tempfile.mkdtemp(prefix="thrum-bench-storage-"))
+    remote = base / "remote.git"
+    bare = pygit2.init_repository(str(remote), bare=True, initial_head="main")
+    tb = bare.TreeBuilder()
+    tb.insert("README.md", bare.create_blob(b"# bench\n"), pygit2.enums.FileMode.BLOB)
+    bare.create_commit("refs/heads/main", SIG, SIG, "init\n", tb.write(), [])
+    started = []
+    try:
+        machines = []
+        for name in ("a", "b"):
+            pygit2.clone_repository(str(remote), str(base / name))
+            paths = lifecycle.init_repo(base / name, start_daemon=False)
+            lifecycle.start(paths)
+            started.append(paths)
+            machines.append((name, paths, Conn(paths)))
+        agents = {name: [f"{name}_agent{i}" for i in range(args.agents // 2)] for name, _, _ in machines}
+        for name, _, conn in machines:
+            for i, agent in enumerate(agents[name]):
+                conn.call("agent.register", {"name": agent, "role": f"role{i % 3}", "module": "core"})
+        for _, _, conn in machines * 2:
+            conn.call("sync.run", {})
+        stores = {"A": base / "a" / ".git" / "objects", "B": base / "b" / ".git" / "objects",
+                  "remote": remote / "objects"}
+        sizes = {k: [] for k in stores}
+        send_t, recv_t = [], []
+        everyone = agents["a"] + agents["b"]
+        t0 = time.perf_counter()
+        for r in range(args.rounds):
+            (sname, _, sender), (_, _, receiver) = (machines if r % 2 == 0 else machines[::-1])
+            for k in range(args.events_per_round):
+                author = agents[sname][k % len(agents[sname])]
+                sender.call("message.send", {"caller": author, "content": f"{TEXT} (round {r}, {k})",
+                                             "to": [f"@{everyone[(r + k) % len(everyone)]}"]})
+            t = time.perf_counter()
+            rep = sender.call("sync.run", {})
+            send_t.append(time.perf_counter() - t)
+            assert rep["pushed"], rep
+            t = time.perf_counter()
+            rep = receiver.call("sync.run", {})
+            recv_t.append(time.perf_counter() - t)
+            assert rep["received"] >= args.events_per_round, rep
+            for k, path in stores.items():
+                sizes[k].append(du(path))
+            if (r + 1) % max(1, args.rounds // 20) == 0:
+                step(f"round {r + 1:,}/{args.rounds:,} ({time.perf_counter() - t0:.0f}s); "
+                     + ", ".join(f"{k} {v[-1] / 2**20:.1f} MiB" for k, v in sizes.items()))
+        wt = sync_worktree_path(base / "a")
+        raw = sum(p.stat().st_size for p in wt.rglob("*.jsonl"))
+        files = sum(1 for _ in wt.rglob("*.jsonl"))
+        packs = {k: len(list((p / "pack").glob("*.pack"))) for k, p in stores.items()}
+        w = max(10, args.rounds // 10)
+
+        def growth(series: list[int], lo: int, hi: int) -> float:
+            steps = [series[i] - series[i - 1] for i in range(max(1, lo), hi)]
+            return statistics.median(steps) if steps else float("nan")
+
+        def mean_growth(series: list[int], lo: int, hi: int) -> float:
+            lo = max(1, lo)
+            return (series[hi - 1] - series[lo - 1]) / (hi - lo)
+
+        return {
+            "rounds": args.rounds, "events": args.rounds * args.events_per_round, "raw": raw, "files": files,
+            "sizes": {k: v[-1] for k, v in sizes.items()}, "packs": packs,
+            "growth_start": {k: mean_growth(v, 1, w) for k, v in sizes.items()},
+            "growth_end": {k: mean_growth(v, args.rounds - w, args.rounds) for k, v in sizes.items()},
+            "median_step_start": {k: growth(v, 1, w) for k, v in sizes.items()},
+            "median_step_end": {k: growth(v, args.rounds - w, args.rounds) for k, v in sizes.items()},
+            "send_start": statistics.median(send_t[:w]), "send_end": statistics.median(send_t[-w:]),
+            "recv_start": statistics.median(recv_t[:w]), "recv_end": statistics.median(recv_t[-w:]),
+            "seconds": time.perf_counter() - t0,
+        }
+    finally:
+        for paths in started:
+            try:
+                lifecycle.stop(paths)
+            except Exception as exc:  # noqa: BLE001
+                print(f"could not stop a daemon: {exc}", file=sys.stderr)
+        if args.keep:
+            print(f"kept {base}")
+        else:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+def print_table(res: dict) -> None:
+    raw = res["raw"]
+    print(f"\nstorage benchmark: {res['rounds']:,} rounds x {res['events'] // res['rounds']} events "
+          f"({res['events']:,} events, {res['seconds']:.0f}s); load average {os.getloadavg()[0]:.2f} "
+          f"on {os.cpu_count()} CPUs")
+    print(f"  raw JSONL at the end: {raw / 2**20:.2f} MiB in {res['files']:,} files")
+    print(f"  {'store':8} {'size':>10} {'x raw':>7} {'packs':>6} {'B/round start':>14} {'B/round end':>12}"
+          f"  (median step start / end)")
+    for k in ("A", "B", "remote"):
+        size = res["sizes"][k]
+        print(f"  {k:8} {size / 2**20:8.2f}MiB {size / raw:7.2f} {res['packs'][k]:6d} "
+              f"{res['growth_start'][k]:14,.0f} {res['growth_end'][k]:12,.0f}"
+              f"  ({res['median_step_start'][k]:,.0f} / {res['median_step_end'][k]:,.0f})")
+    print(f"  10-event sync, sender:   start {res['send_start'] * 1000:6.1f} ms, end {res['send_end'] * 1000:6.1f} ms "
+          f"(x{res['send_end'] / res['send_start']:.2f})")
+    print(f"  10-event sync, receiver: start {res['recv_start'] * 1000:6.1f} ms, end {res['recv_end'] * 1000:6.1f} ms "
+          f"(x{res['recv_end'] / res['recv_start']:.2f})")
+    ok = all(res["sizes"][k] <= raw for k in res["sizes"]) and res["send_end"] <= 1.5 * res["send_start"]
+    print(f"  targets (every store <= 1.0x raw; last sync within 1.5x of the first): {'met' if ok else 'MISSED'}")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--rounds", type=int, default=5000, help="sync rounds")
+    p.add_argument("--events-per-round", type=int, default=10, help="messages sent per round")
+    p.add_argument("--agents", type=int, default=10, help="agents (half on each machine)")
+    p.add_argument("--keep", action="store_true", help="keep the temp dir (repos, daemon logs)")
+    args = p.parse_args(argv)
+    res = run(args)
+    print_table(res)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
