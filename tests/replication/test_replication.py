@@ -42,27 +42,39 @@ def test_message_sent_on_a_reaches_b_and_agents_are_shared(machines):
     assert [m["message_id"] for m in thread["messages"]] == [sent["message_id"], reply["message_id"]]
 
 
-def test_concurrent_appends_to_the_same_shard_converge_byte_identical(machines):
+def test_concurrent_appends_to_the_same_stream_converge_byte_identical(machines):
+    import shutil
+
     a, b = machines(2)
-    # one agent name used on both machines: both append to messages/alice/000001.jsonl
+    # One agent on two machines (its identity files copied over): both append to
+    # messages/alice/, roll over to new segments on their own, and converge.
     a.agent("alice", "implementer")
-    b.agent("alice", "implementer")
+    b.paths.identities.mkdir(parents=True, exist_ok=True)
+    for f in a.paths.identities.glob("alice.*"):
+        shutil.copy2(f, b.paths.identities / f.name)
+    a.sync()
+    b.sync()
     ids = []
-    for i in range(15):
-        ids.append(a.rpc("message.send", {"caller": "alice", "content": f"from a {i}"})["message_id"])
-        ids.append(b.rpc("message.send", {"caller": "alice", "content": f"from b {i}"})["message_id"])
+    for i in range(120):  # ~250 bytes each: more than one 64 KiB segment in all
+        ids.append(a.rpc("message.send", {"caller": "alice", "content": f"from a {i} " + "x" * 150})["message_id"])
+        ids.append(b.rpc("message.send", {"caller": "alice", "content": f"from b {i} " + "y" * 150})["message_id"])
+        if i == 60:
+            a.sync()  # A's first segment reaches the remote mid-way
     a.sync()
     b.sync()
     a.sync()
     sa, sb = a.shards(), b.shards()
     assert sa == sb
-    lines = sa["messages/alice/000001.jsonl"]
-    assert b"<<<<<<<" not in lines and b">>>>>>>" not in lines
-    eids = event_ids(lines)
-    assert len(eids) == len(set(eids)) == 30
+    segments = sorted(p for p in sa if p.startswith("messages/alice/"))
+    assert len(segments) >= 2
+    eids = [e for p in segments for e in event_ids(sa[p])]
+    assert len(eids) == len(set(eids)) == 240
+    for p in segments:
+        assert b"<<<<<<<" not in sa[p] and b">>>>>>>" not in sa[p]
     for m in (a, b):
-        listed = m.rpc("message.list", {"page_size": 100})
-        assert sorted(x["message_id"] for x in listed["messages"]) == sorted(ids)
+        listed = [x["message_id"] for page in (1, 2, 3)
+                  for x in m.rpc("message.list", {"page_size": 100, "page": page})["messages"]]
+        assert sorted(listed) == sorted(ids)
     repo = pygit2.Repository(str(a.path))
     commit = repo.revparse_single("refs/heads/a-sync")
     roots = 0

@@ -50,13 +50,14 @@ class SyncLoop:
         self.pushed_events_mark = 0
         self.replicator = None
         self._scanned = False  # has a cycle asked git which files changed since the daemon started?
+        self.prefer = None  # merge.Prefer: which copy of a line rewritten in place to keep (the trust layer's)
 
     # ------------------------------------------------------------------ setup
     def _make_replicator(self):
         from ..sync import replicate
 
         return replicate.Replicator(self.daemon.worktree, self.cfg.remote,
-                                    replicate.credentials_from_env(self.cfg.values))
+                                    replicate.credentials_from_env(self.cfg.values), prefer=self.prefer)
 
     def mode(self) -> str:
         return sync_record.sync_mode(self.cfg, bool(self.replicator and self.replicator.has_remote()))
