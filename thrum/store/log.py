@@ -28,16 +28,15 @@ Rules:
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import logging
 import os
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
 from .. import events as ev
+from .logfiles import entries, fsync_dir, fsync_pool, open_dir, open_segment
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +134,7 @@ class EventLog:
         streams by kind and name; segments of a stream in number order."""
         out = [ev.segment_path(ev.EVENTS_STREAM, n) for n in self._segments(ev.EVENTS_STREAM)]
         for kind in STREAM_KINDS:
-            for name in sorted(_entries(self.root, kind, want_dirs=True)):
+            for name in sorted(entries(self.root, kind, want_dirs=True)):
                 stream = f"{kind}/{name}"
                 try:
                     ev.check_stream(stream)
@@ -147,7 +146,7 @@ class EventLog:
     def _segments(self, stream: str) -> list[int]:
         """Numbers of the regular segment files of ``stream``, ascending (links and strays skipped)."""
         numbers = []
-        for name in _entries(self.root, stream, want_dirs=False):
+        for name in entries(self.root, stream, want_dirs=False):
             n = ev.segment_number(name)
             if n is not None:
                 numbers.append(n)
@@ -233,7 +232,7 @@ class EventLog:
             if len(fds) == 1:
                 os.fsync(fds[0])
             else:
-                list(_fsync_pool().map(os.fsync, fds))
+                list(fsync_pool().map(os.fsync, fds))
         except BaseException:
             self._tails.clear()  # sizes may be off now: count again next time
             raise
@@ -243,12 +242,12 @@ class EventLog:
         for shard, _, created in opened:
             self._needs_newline[shard] = False
             if created:
-                _fsync_dir(self.path(shard).parent)
+                fsync_dir(self.path(shard).parent)
 
     def _write_lines(self, shard: str, payload: bytes) -> tuple[int, bool]:
         """Write (not yet fsync) a payload at the end of a segment; returns the open fd."""
         stream, name = shard.rsplit("/", 1)
-        dfd = _open_dir(self.root, stream, create=True)
+        dfd = open_dir(self.root, stream, create=True)
         try:
             created = False
             flags = os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC  # read too: _ends_torn preads
@@ -305,7 +304,7 @@ class EventLog:
         was reached (then an incomplete last line is reported as torn).
         """
         try:
-            f = _open_segment(self.root, shard)
+            f = open_segment(self.root, shard)
         except FileNotFoundError:
             return True
         with f:
@@ -353,7 +352,7 @@ class EventLog:
     def position_at_end(self, shard: str) -> Position:
         """The position just past the last complete line of a shard as it is now."""
         try:
-            with _open_segment(self.root, shard) as f:
+            with open_segment(self.root, shard) as f:
                 data = f.read()
         except FileNotFoundError:
             return Position()
@@ -363,116 +362,8 @@ class EventLog:
     def iter_lines(self, shard: str) -> Iterator[bytes]:
         """Raw lines of a shard (for tools and tests)."""
         try:
-            f = _open_segment(self.root, shard)
+            f = open_segment(self.root, shard)
         except FileNotFoundError:
             return
         with f:
             yield from f
-
-
-def _open_segment(root: Path, shard: str):
-    """Open a segment for reading, refusing links in its directories and itself
-    (the worktree is untrusted input).
-
-    Raises:
-        ValueError: not a path of the layout.
-        FileNotFoundError: no such file.
-    """
-    ev.parse_log_path(shard)
-    stream, name = shard.rsplit("/", 1)
-    try:
-        dfd = _open_dir(root, stream, create=False)
-        if dfd is None:
-            raise FileNotFoundError(root / shard)
-        try:
-            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
-        finally:
-            os.close(dfd)
-    except OSError as exc:
-        if exc.errno not in (errno.ELOOP, errno.ENOTDIR, errno.EISDIR):
-            raise
-        log.warning("ignoring %s in the log: a link or not a regular file", shard)
-        raise FileNotFoundError(root / shard) from None
-    return os.fdopen(fd, "rb")
-
-
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-def _open_dir(root: Path, rel: str, *, create: bool) -> int | None:
-    """A descriptor of ``root/rel``, walked one component at a time without following
-    links; None when it is absent and not ``create``.
-
-    Raises:
-        OSError: a component is a link or not a directory (ELOOP / ENOTDIR).
-    """
-    try:
-        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except FileNotFoundError:  # the worktree vanished: the sync recreates it and recovers these files
-        if not create:
-            return None
-        root.mkdir(parents=True, exist_ok=True)
-        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        for name in rel.split("/"):
-            try:
-                nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
-            except FileNotFoundError:
-                if not create:
-                    os.close(fd)
-                    return None
-                try:
-                    os.mkdir(name, 0o755, dir_fd=fd)
-                except FileExistsError:
-                    pass
-                nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
-            os.close(fd)
-            fd = nfd
-        return fd
-    except BaseException:
-        os.close(fd)
-        raise
-
-
-def _entries(root: Path, rel: str, *, want_dirs: bool) -> list[str]:
-    """Names of the real directories (or regular files) in ``root/rel``; links skipped."""
-    try:
-        dfd = _open_dir(root, rel, create=False)
-    except OSError:
-        log.warning("ignoring %s in the log: not a directory", rel)
-        return []
-    if dfd is None:
-        return []
-    try:
-        with os.scandir(dfd) as it:
-            return [e.name for e in it
-                    if (e.is_dir(follow_symlinks=False) if want_dirs else e.is_file(follow_symlinks=False))]
-    finally:
-        os.close(dfd)
-
-
-_POOL = None
-_POOL_LOCK = threading.Lock()
-
-
-def _fsync_pool():
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            from concurrent.futures import ThreadPoolExecutor
-
-            _POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="thrum-fsync")
-        return _POOL
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

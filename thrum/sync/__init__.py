@@ -2,11 +2,18 @@
 
 Modules:
 
-- ``worktree``  the orphan branch ``a-sync`` and its linked worktree (pygit2)
-- ``merge``     the pure per-shard merge rule (no pygit2, no trio)
-- ``replicate`` commit / fetch / merge / push against a git remote (pygit2)
-- ``credentials`` SSH/HTTPS credentials and clear errors for network failures
+- ``worktree``    the orphan branch ``a-sync`` and its linked worktree (never checked out by libgit2)
+- ``merge``       the pure per-file merge rule (no pygit2, no trio)
+- ``trees``       the log's layout in git trees: what changed, what is ignored, new trees
+- ``treemerge``   merging a remote tree into the worktree in bounded chunks; key summaries
+- ``replicate``   commit / fetch / merge / push against a git remote (pygit2)
+- ``cycle``       one sync: fetch, merge, commit, push, retried on races
+- ``gitlib``      libgit2 specifics (cffi, tuning, raw trees)
 - ``localremote`` object copying for remotes on a local filesystem
+- ``packs``, ``hygiene``  compact object stores: thrum's pack writer, consolidation
+- ``safefs``      worktree file access that never follows a link
+- ``credentials`` SSH/HTTPS credentials and clear errors for network failures
+- ``offline``     the daemon-stopped sync and the record of the last sync
 
 The error types live here so both git modules share them without importing each
 other. Each carries the ``SYNC_ERROR`` JSON-RPC code (it is a

@@ -44,7 +44,7 @@ from .gitlib import objects_dir
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LocalRemote", "CopyStats", "local_remote_path", "objects_dir", "open_local_remote"]
+__all__ = ["CopyStats", "FetchedBlobs", "LocalRemote", "local_remote_path", "objects_dir", "open_local_remote"]
 
 def local_remote_path(url: str | None) -> Path | None:
     """The directory of a remote given as an absolute path or a ``file://`` URL, else None."""
@@ -316,6 +316,37 @@ def _write_loose_file(objects: Path, hexs: str, raw: bytes) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, final)
+
+
+class FetchedBlobs:
+    """Blob bytes as the last direct fetch inflated them, else read from our loose copy.
+
+    `read` runs in worker threads (no pygit2): the merge reads remote blobs with it,
+    and asks libgit2 (on its own thread) when it returns None (a packed blob).
+    """
+
+    def __init__(self, objects: Path, blobs: dict[str, bytes] | None = None, verified: set[str] | None = None):
+        self.objects = objects
+        self.blobs = dict(blobs or {})  # hex -> bytes, handed over once
+        self.verified = set(verified or ())  # blobs the fetch checked (kept or not)
+
+    def read(self, oid: pygit2.Oid) -> bytes | None:
+        hexs = str(oid)
+        data = self.blobs.pop(hexs, None)
+        if data is not None:
+            return data
+        try:
+            with open(self.objects / hexs[:2] / hexs[2:], "rb") as f:
+                raw = f.read()
+        except OSError:
+            return None
+        if hexs in self.verified:  # our copy of a blob the fetch just checked
+            data = zlib.decompress(raw)
+            return data[data.index(b"\0") + 1:]
+        try:
+            return _verified_blob(oid, raw)
+        except SyncError:
+            return None  # let libgit2 say what is wrong with it
 
 
 def _verified_blob(oid: pygit2.Oid, raw: bytes) -> bytes:

@@ -1,30 +1,24 @@
-"""Replicate the ``a-sync`` worktree through a git remote: commit, fetch, merge, push.
+"""The ``a-sync`` worktree and its git remote: commit, fetch, merge, push (`Replicator`).
 
 Rules:
 
 1. Only the layout's log files are committed (`trees`), and a deleted log file is
-   never committed as a deletion (the log is append-only).
-2. An idle worktree makes no commit; a sync with nothing new makes no commit either.
-3. Cost follows what changed: trees are compared by id, descending only into
-   subtrees that differ, and only log files whose blob differs between our
-   ``a-sync`` and the remote's are read and merged (`treemerge`). Commits and
-   merged trees are written directly (only the touched directories), never
-   through the worktree index; the index only keeps the stat data of the files
-   written, so the next status is cheap.
-4. The writer lock (``locked``) is held to read the files to commit and for each
-   bounded chunk of a merge, never for hashing, trees, or the network.
-5. The merged tree is committed with the remote tip as its only parent, so history
-   is linear, the remote keeps a single root, and every push is a fast-forward.
-   Entries of the remote's tree that thrum ignores stay in it untouched, counted
-   by reason (`ignored_paths`).
-6. A push that lost a race returns False; :func:`run_cycle` then fetches, merges and
-   pushes again, a bounded number of times with exponential backoff.
-7. Network failures become :class:`AuthError` or :class:`RemoteUnreachable` with a
-   one-line message; the credential callback gives up after one try per credential.
+   never committed as a deletion (the log is append-only). An idle worktree, or a
+   sync with nothing new, makes no commit.
+2. Cost follows what changed: only log files whose blob differs between our
+   ``a-sync`` and the remote's are read and merged (`treemerge`), in chunks that
+   each hold the writer lock briefly. Trees are written for the touched directories
+   only, never through the worktree index (which only keeps stat data).
+3. The merged tree is committed with the remote tip as its only parent: history is
+   linear, the remote keeps a single root, and every push is a fast-forward.
+   Entries of the remote's tree that thrum ignores stay in it, counted by reason.
+4. A push that lost a race returns False (`cycle.run_cycle` tries again). Network
+   failures become :class:`AuthError` or :class:`RemoteUnreachable` with a
+   one-line message.
 
 A :class:`Replicator` owns one ``pygit2.Repository``; pygit2 objects are not safe to
 share between threads, so commit/fetch/merge/push take the replicator's own lock, and
-``has_remote``/``remote_url``/``ignored_paths`` never wait for it.
+``has_remote``/``remote_url`` never wait for it.
 """
 
 from __future__ import annotations
@@ -33,10 +27,9 @@ import logging
 import os
 import threading
 import time
-import zlib
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 import pygit2
@@ -49,9 +42,9 @@ from .credentials import Credentials, credentials_from_env, remote_callbacks
 from .credentials import translate as _translate
 from .gitlib import EMPTY_TREE, add_index_entry, objects_dir, open_repo, tune_pack_building
 from .hygiene import record_packs
-from .localremote import _verified_blob, open_local_remote
+from .localremote import FetchedBlobs, open_local_remote
 from .merge import Prefer
-from .treemerge import KeyCache, MergeOutcome, TreeMerge
+from .treemerge import KeyCache, MergeOutcome, TreeMerge, lines_ahead
 from .trees import LayoutTrees, Leaf
 from .worktree import SYNC_BRANCH, SYNC_REF
 
@@ -95,23 +88,6 @@ class FetchResult:
     at: float  # time.time()
 
 
-@dataclass
-class SyncReport:
-    """One sync cycle. ``pushed``: the remote holds our tip at the end of the cycle."""
-
-    sent: int = 0
-    received: int = 0
-    commits: int = 0
-    pushed: bool = False
-    duration_s: float = 0.0
-    received_lines: dict[str, list[bytes]] = field(default_factory=dict)
-    remote: str | None = None
-    remote_url: str | None = None
-    attempts: int = 0
-    error: str | None = None  # set when the push kept losing races
-    ignored: dict[str, int] = field(default_factory=dict)  # entries of a-sync thrum ignores, by reason
-
-
 class Replicator:
     """Commit, fetch, merge and push the ``a-sync`` worktree at ``worktree_path``.
 
@@ -140,8 +116,6 @@ class Replicator:
         self.last_commit: CommitResult | None = None
         self.last_fetch: FetchResult | None = None
         self._mutex = threading.RLock()
-        self._fetched_blobs: dict[str, bytes] = {}  # blob hex -> bytes inflated by the last direct fetch
-        self._verified: set[str] = set()  # blobs the last direct fetch checked (kept or not)
         self._keys = KeyCache()
         self._ignored: dict[str, int] | None = None
         try:
@@ -159,6 +133,7 @@ class Replicator:
         tune_pack_building(self.repo)
         self.trees = LayoutTrees(self.repo)
         self._objects = objects_dir(self.repo)
+        self._fetched = FetchedBlobs(self._objects)  # what the last direct fetch inflated and checked
         self._common = self._objects.parent  # the repository's common dir: its config names the remotes
         for stale in self.worktree_path.rglob(f"{safefs.TMP_PREFIX}*"):  # left by a crash mid-merge
             if stale.is_symlink() or stale.is_file():
@@ -294,15 +269,14 @@ class Replicator:
             remote = self._remote()
             url = remote.url or ""
             tracking = f"refs/remotes/{self.remote_name}/{SYNC_BRANCH}"
-            self._fetched_blobs, self._verified = {}, set()
+            self._fetched = FetchedBlobs(self._objects)
             try:
                 local = open_local_remote(url)
                 if local is not None:  # a path on this machine: copy objects, no pack
                     tip = local.tip(SYNC_REF)
                     if tip is not None:
                         stats = local.fetch_into(self.repo, tip, keep_bytes=KEEP_FETCHED_BYTES)
-                        self._fetched_blobs = stats.blobs
-                        self._verified = stats.verified
+                        self._fetched = FetchedBlobs(self._objects, stats.blobs, stats.verified)
                         self.repo.create_reference_direct(tracking, tip, True, message="thrum: fetch a-sync")
                 else:
                     before = set(os.listdir(self._objects / "pack")) if (self._objects / "pack").is_dir() else set()
@@ -337,17 +311,17 @@ class Replicator:
             if remote_tip == head.id:
                 return MergeOutcome(head=head.id)
             if remote_tip is None:  # the remote has no a-sync yet: our push creates it
-                return MergeOutcome(head=head.id, ahead=True, sent=self._count_ahead(EMPTY_TREE, head.tree_id))
+                return MergeOutcome(head=head.id, ahead=True, sent=self.ahead_of(None))
             try:
                 theirs = self.repo[remote_tip]
             except KeyError:
                 raise SyncError(f"remote tip {remote_tip} is not in the object store; fetch first") from None
             if self.repo.descendant_of(head.id, remote_tip):
-                return MergeOutcome(head=head.id, ahead=True, sent=self._count_ahead(theirs.tree_id, head.tree_id))
+                return MergeOutcome(head=head.id, ahead=True, sent=self.ahead_of(remote_tip))
             try:
                 return self._merge_into(head, theirs, locked, on_chunk)
             finally:
-                self._fetched_blobs, self._verified = {}, set()
+                self._fetched = FetchedBlobs(self._objects)
 
     def ahead_of(self, remote_tip: pygit2.Oid | None) -> int:
         """Lines our ``a-sync`` holds beyond ``remote_tip`` (what a push adds there)."""
@@ -359,27 +333,11 @@ class Replicator:
                 remote_tree = self.repo[remote_tip].tree_id if remote_tip is not None else EMPTY_TREE
             except KeyError:
                 remote_tree = EMPTY_TREE
-            return self._count_ahead(remote_tree, head.tree_id)
-
-    def _count_ahead(self, remote_tree: pygit2.Oid, local_tree: pygit2.Oid) -> int:
-        """Lines our tree adds over the remote's, for the report (reads only file tails)."""
-        total = 0
-        for change in self.trees.changes(remote_tree, local_tree):
-            ours = self.trees.size(change.new.oid.raw) if change.new else 0
-            theirs = self.trees.size(change.old.oid.raw) if change.old else 0
-            if ours <= theirs:
-                continue
-            try:
-                data = safefs.read_regular(self.worktree_path, change.path)
-            except (OSError, SyncError):
-                continue
-            if data is not None:
-                total += data[theirs:ours].count(b"\n")
-        return total
+            return lines_ahead(self.trees, self.worktree_path, remote_tree, head.tree_id)
 
     def _merge_into(self, head: pygit2.Commit, theirs: pygit2.Commit, locked, on_chunk) -> MergeOutcome:
         changes = self.trees.changes(head.tree_id, theirs.tree_id)
-        merger = TreeMerge(self.repo, self.worktree_path, self._keys, self._blob_data, self.prefer)
+        merger = TreeMerge(self.repo, self.worktree_path, self._keys, self._fetched.read, self.prefer)
         outcome, files, stats = merger.run(changes, self.trees.size, locked, on_chunk)
         remote_leaves = {c.path: c.new for c in changes}
         ours = {path: leaf for path, leaf in files.items() if leaf != remote_leaves.get(path)}
@@ -400,26 +358,6 @@ class Replicator:
         outcome.ignored = dict(self._ignored)
         outcome.head = new_head
         return outcome
-
-    def _blob_data(self, oid: pygit2.Oid) -> bytes | None:
-        """A blob's bytes as the last fetch inflated them, else inflated (and checked) from
-        our loose copy; None when it is packed (the caller asks libgit2). No pygit2 here."""
-        hexs = str(oid)
-        data = self._fetched_blobs.pop(hexs, None)
-        if data is not None:
-            return data
-        try:
-            with open(self._objects / hexs[:2] / hexs[2:], "rb") as f:
-                raw = f.read()
-        except OSError:
-            return None
-        if hexs in self._verified:  # our copy of a blob the fetch just checked
-            data = zlib.decompress(raw)
-            return data[data.index(b"\0") + 1:]
-        try:
-            return _verified_blob(oid, raw)
-        except SyncError:
-            return None  # let libgit2 say what is wrong with it
 
     # -- push
 
@@ -476,69 +414,6 @@ class Replicator:
         return True
 
 
-def run_cycle(
-    replicator: Replicator,
-    locked: Callable[[], AbstractContextManager],
-    max_attempts: int = 5,
-    backoff_s: float = 0.05,
-    on_received: Callable[[MergeOutcome], None] | None = None,
-    sleep: Callable[[float], None] = time.sleep,
-    paths: Paths = None,
-) -> SyncReport:
-    """One sync: fetch, merge, commit what was appended, push; again until the push lands.
-
-    The merge comes before the commit: the merge takes the worktree's files as they
-    are (appends not committed yet included), so when only the remote moved, our
-    branch fast-forwards and our appends are committed on top of the remote's tip,
-    and no local commit is left behind by a merge (nothing for the object store to
-    keep). When the fetch fails, the appends are still committed locally.
-
-    ``locked()`` returns a context manager that keeps the appender out; it is held
-    while the files to commit are read and for each chunk of a merge, never across
-    network calls. ``on_received`` runs inside each locked merge chunk that wrote
-    files or brought new lines, so the caller can fold them before appends resume.
-    ``paths`` names the files appended to since the last commit (None: ask git; see
-    :meth:`Replicator.commit_pending`). Runs in a worker thread: it blocks.
-
-    Raises:
-        AuthError, RemoteUnreachable, PushRejected: see :class:`Replicator`; the
-        local commit has been made by then.
-    """
-    start = time.monotonic()
-    report = SyncReport()
-    if not replicator.has_remote():
-        report.commits += int(replicator.commit_pending(paths, locked))
-        report.ignored = replicator.ignored_paths()
-        report.duration_s = time.monotonic() - start
-        return report
-    report.remote = replicator.remote_name
-    for attempt in range(1, max_attempts + 1):
-        report.attempts = attempt
-        try:
-            tip = replicator.fetch()
-        except SyncError:
-            report.commits += int(replicator.commit_pending(paths, locked))
-            raise
-        report.remote_url = replicator.last_fetch.url if replicator.last_fetch else None
-        outcome = replicator.merge(tip, locked, on_received)
-        report.received += outcome.received
-        for path, lines in outcome.received_lines.items():
-            report.received_lines.setdefault(path, []).extend(lines)
-        report.commits += outcome.commits + int(replicator.commit_pending(paths, locked))
-        report.sent = replicator.ahead_of(tip)
-        if replicator.push():
-            report.pushed = True
-            break
-        if attempt < max_attempts:
-            sleep(backoff_s * 2 ** (attempt - 1))
-    else:
-        report.error = (f"push to {report.remote} was rejected {max_attempts} times "
-                        f"because others kept pushing; the next sync retries")
-    report.ignored = replicator.ignored_paths()
-    report.duration_s = time.monotonic() - start
-    return report
-
-
 def _is_race(message: str) -> bool:
     low = message.lower()
     return any(s in low for s in (
@@ -546,3 +421,6 @@ def _is_race(message: str) -> bool:
         "stale info", "failed to lock", "cannot lock ref", "reference already exists",
         "failed to update ref",
     ))
+
+
+from .cycle import SyncReport, run_cycle  # noqa: E402  (the cycle over a Replicator; re-exported here)

@@ -35,9 +35,9 @@ from pygit2.enums import FileMode
 
 from . import safefs
 from .merge import Prefer, ShardKeys, merge_shard_fast, merge_shard_keyed
-from .trees import Change, Leaf
+from .trees import Change, LayoutTrees, Leaf
 
-__all__ = ["CHUNK_BYTES", "CHUNK_FILES", "KeyCache", "MergeOutcome", "TreeMerge"]
+__all__ = ["CHUNK_BYTES", "CHUNK_FILES", "KeyCache", "MergeOutcome", "TreeMerge", "lines_ahead"]
 
 CHUNK_FILES = 256
 CHUNK_BYTES = 4 * 2**20
@@ -181,6 +181,23 @@ def _chunks(changes: list[Change], sizes: Callable[[bytes], int]) -> Iterator[li
             chunk, size = [], 0
     if chunk:
         yield chunk
+
+
+def lines_ahead(trees: LayoutTrees, root: Path, remote_tree: pygit2.Oid, local_tree: pygit2.Oid) -> int:
+    """Lines our tree adds over the remote's, for the report (reads only file tails)."""
+    total = 0
+    for change in trees.changes(remote_tree, local_tree):
+        ours = trees.size(change.new.oid.raw) if change.new else 0
+        theirs = trees.size(change.old.oid.raw) if change.old else 0
+        if ours <= theirs:
+            continue
+        try:
+            data = safefs.read_regular(root, change.path)
+        except (OSError, safefs.UnsafePath):
+            continue
+        if data is not None:
+            total += data[theirs:ours].count(b"\n")
+    return total
 
 
 def starts_with_blob(data: bytes, n: int, oid_raw: bytes) -> bool:
