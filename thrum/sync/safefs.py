@@ -206,16 +206,12 @@ def write_batch(root: Path, items: list[tuple[str, bytes]]) -> list[os.stat_resu
             list(_sync_pool().map(_write_temp, jobs))
         elif jobs:
             _write_temp(jobs[0])
-        stats = []
-        for dfd, tmp, name in staged:
-            try:
-                os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
-            except IsADirectoryError:
-                raise UnsafePath(f"{name} in the sync worktree is a directory, not a file") from None
-            renamed += 1
-            stats.append(os.stat(name, dir_fd=dfd, follow_symlinks=False))
-        for dfd in dirs.values():
-            os.fsync(dfd)
+        by_dir: dict[int, list[int]] = {}
+        for i, (dfd, _, _) in enumerate(staged):
+            by_dir.setdefault(dfd, []).append(i)
+        stats: list = [None] * len(staged)
+        list(_sync_pool().map(lambda idxs: _rename_all(staged, idxs, stats), by_dir.values()))
+        renamed = len(staged)  # every directory's files are renamed (or _rename_all raised)
         return stats
     finally:
         for dfd, tmp, _ in staged[renamed:]:  # failed before its rename: leave no temporary file behind
@@ -226,6 +222,19 @@ def write_batch(root: Path, items: list[tuple[str, bytes]]) -> list[os.stat_resu
         for dfd in dirs.values():
             if dfd is not None:
                 os.close(dfd)
+
+
+def _rename_all(staged: list[tuple[int, str, str]], idxs: list[int], stats: list) -> None:
+    """Rename one directory's staged files into place, then fsync that directory (a worker
+    thread per directory: renames and fsyncs of different directories do not wait on each other)."""
+    for i in idxs:
+        dfd, tmp, name = staged[i]
+        try:
+            os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        except IsADirectoryError:
+            raise UnsafePath(f"{name} in the sync worktree is a directory, not a file") from None
+        stats[i] = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    os.fsync(staged[idxs[0]][0])
 
 
 def _write_temp(job: tuple[int, str, bytes]) -> None:
