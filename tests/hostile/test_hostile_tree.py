@@ -165,6 +165,9 @@ def test_a_fresh_clone_attaching_to_a_hostile_branch_materialises_only_log_files
     status = c.json("sync", "status")
     assert status["ignored_paths_by_reason"] == {
         "symlink": 2, "submodule": 2, "wrong_type": 3, "unknown_path": 4}
+    text = c.run("sync", "status").stdout
+    assert "Ignored:       11 path(s) in a-sync that are not thrum's (2 submodule, 2 symlink, 4 unknown path, " \
+           "3 wrong type)" in text
     # The clone works normally, and its sync leaves the junk in the tree untouched.
     c.agent("carol", "tester")
     c.run("send", "carol is here", "--to", "@alice", agent="carol")

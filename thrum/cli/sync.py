@@ -50,7 +50,8 @@ def _summary(r: dict) -> str:
 @sync.command("status", context_settings=CONTEXT_SETTINGS)
 @global_options()
 def status():
-    """Show sync mode, remote, last success and last error, pending and quarantined events."""
+    """Show sync mode, remote, last success and last error, pending and quarantined events,
+    and paths of the a-sync branch thrum ignores (links, submodules, unknown files)."""
     rt = runtime()
     if _daemon_running(rt):
         result = rt.call("sync.status", {}, autostart=False)
@@ -73,6 +74,13 @@ def _status_text(s: dict) -> str:
         lines.append(f"Pending:       {s['pending_events']} local event(s) not yet pushed")
     if s.get("quarantined") is not None:
         lines.append(f"Quarantined:   {s['quarantined']} line(s)/event(s) refused from the log")
+    ignored = s.get("ignored_paths_by_reason")
+    if ignored is None:
+        ignored = (s.get("last_report") or {}).get("ignored_paths_by_reason")
+    if ignored:
+        detail = ", ".join(f"{n} {reason.replace('_', ' ')}" for reason, n in sorted(ignored.items()))
+        lines.append(f"Ignored:       {sum(ignored.values())} path(s) in a-sync that are not thrum's ({detail}); "
+                     f"never checked out")
     return "\n".join(lines)
 
 
