@@ -246,6 +246,9 @@ class Hub:
             for d in creates:
                 info = infos.get(d["message_id"])
                 probe = {"type": "thread.updated"}
+                # a notification of its own, so its own id: clients de-duplicate by event_id
+                # (spec/events.md) and must not drop it as a repeat of the message.create
+                update_id = ev.new_ulid()
                 done: set[int] = set()
                 summaries: dict = {}
                 for sub in list(self.subs.values()):
@@ -258,8 +261,8 @@ class Hub:
                     summary = summaries[sub.agent]
                     if summary is None or sub.id not in self.subs:
                         continue
-                    payload = {"type": "thread.updated", "timestamp": d["timestamp"], "event_id": d["event_id"],
-                               "v": 1, **summary}
+                    payload = {"type": "thread.updated", "timestamp": d["timestamp"], "event_id": update_id,
+                               "v": 1, "cause_event_id": d["event_id"], **summary}
                     sub.conn.notify("thread.updated", _payload(payload, sub))
         except Exception:
             log.exception("thread.updated notifications failed")
