@@ -38,7 +38,7 @@ import sqlite3
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Iterable, Protocol
 
 import peewee as pw
 
@@ -64,6 +64,7 @@ class FoldResult:
     conflicts: int = 0
     malformed: int = 0
     invalid: int = 0  # events a handler could not apply (recorded in fold_issues)
+    refused: int = 0  # lines the trust check quarantined (thrum.trust.verify)
     timings: dict[str, float] = field(default_factory=dict)  # rebuild: seconds per phase
 
     def merge(self, other: "FoldResult") -> None:
@@ -74,6 +75,7 @@ class FoldResult:
         self.conflicts += other.conflicts
         self.malformed += other.malformed
         self.invalid += other.invalid
+        self.refused += other.refused
 
 
 class _Folder:
@@ -511,10 +513,14 @@ assert {t for t, _ in _ORDER} == set(ev.EVENT_TYPES)
 
 def fold(db: pw.SqliteDatabase, records: Iterable[tuple[str, dict]], *,
          issues: Iterable[LogIssue] = (), positions: dict[str, Position] | None = None,
-         keep_applied: bool = True) -> FoldResult:
+         keep_applied: bool = True, refused: Iterable[tuple[str, str, str, str]] = (),
+         resolved: Iterable[str] = ()) -> FoldResult:
     """Apply (shard, event) records in one transaction; optionally record malformed
     lines and store new read positions in the same transaction.
 
+    ``refused``: (kind, shard, event_id, reason) of lines the trust check quarantined,
+    recorded in ``fold_issues``; ``resolved``: keys of issues that no longer hold (a
+    line that waited for its signer's key and has now been judged).
     ``keep_applied=False`` leaves `FoldResult.applied` empty (bulk loads).
     """
     records = records if isinstance(records, list) else list(records)
@@ -546,6 +552,12 @@ def fold(db: pw.SqliteDatabase, records: Iterable[tuple[str, dict]], *,
             digest = hashlib.sha1(issue.line).hexdigest()[:16]
             folder.issue("malformed", issue.shard, digest, issue.reason)
             result.malformed += 1
+        for kind, shard, event_id, reason in refused:
+            folder.issue(kind, shard, event_id, reason)
+            result.refused += 1
+        keys = [(k,) for k in resolved]
+        if keys:
+            conn.executemany("DELETE FROM fold_issues WHERE key = ?", keys)
         if positions:
             save_positions(db, positions)
     return result
@@ -582,26 +594,38 @@ def save_positions(db: pw.SqliteDatabase, positions: dict[str, Position]) -> Non
         [(s, p.offset, p.tail) for s, p in positions.items()])
 
 
-def catch_up(db: pw.SqliteDatabase, event_log: EventLog) -> FoldResult:
+class FoldFn(Protocol):
+    """A fold that judges lines first (thrum.store.verified): records, their raw lines."""
+
+    def __call__(self, db: pw.SqliteDatabase, records: list[tuple[str, dict]], lines: list[bytes], *,
+                 issues: Iterable[LogIssue] = (), positions: dict[str, Position] | None = None,
+                 keep_applied: bool = True) -> FoldResult: ...
+
+
+def catch_up(db: pw.SqliteDatabase, event_log: EventLog, fold_fn: FoldFn | None = None) -> FoldResult:
     """Fold whatever the log holds beyond the stored positions (all of it for a new db).
 
     Shards are read in chunks of about READ_CHUNK bytes and folded in batches of
     about REBUILD_BATCH events, each in one transaction together with the new
     positions of what it covers, so an interrupted catch-up resumes where it stopped.
     """
-    return _fold_log(db, event_log, load_positions(db))
+    return _fold_log(db, event_log, load_positions(db), fold_fn=fold_fn)
 
 
 def _fold_log(db, event_log: EventLog, positions: dict[str, Position], *,
-              keep_applied: bool = True) -> FoldResult:
+              keep_applied: bool = True, fold_fn: FoldFn | None = None) -> FoldResult:
     total = FoldResult()
     pending = ReadResult()
 
     def flush():
         nonlocal pending
         if pending.records or pending.issues or pending.positions:
-            total.merge(fold(db, pending.records, issues=pending.issues, positions=pending.positions,
-                             keep_applied=keep_applied))
+            if fold_fn is None:
+                total.merge(fold(db, pending.records, issues=pending.issues, positions=pending.positions,
+                                 keep_applied=keep_applied))
+            else:
+                total.merge(fold_fn(db, pending.records, pending.lines, issues=pending.issues,
+                                    positions=pending.positions, keep_applied=keep_applied))
         pending = ReadResult()
 
     for shard in event_log.shards():
@@ -619,7 +643,8 @@ def _fold_log(db, event_log: EventLog, positions: dict[str, Position], *,
     return total
 
 
-def rebuild(db: pw.SqliteDatabase, event_log: EventLog, *, keep_applied: bool = False) -> FoldResult:
+def rebuild(db: pw.SqliteDatabase, event_log: EventLog, *, keep_applied: bool = False,
+            fold_fn: FoldFn | None = None) -> FoldResult:
     """Drop and recreate every table, then fold the whole log.
 
     Loads without query indexes and counter triggers, then builds both once
@@ -643,7 +668,7 @@ def rebuild(db: pw.SqliteDatabase, event_log: EventLog, *, keep_applied: bool = 
     gc.disable()  # millions of short-lived dicts: the cycle collector would rescan them all, repeatedly
     try:
         started = time.perf_counter()
-        total = _fold_log(db, event_log, {}, keep_applied=keep_applied)
+        total = _fold_log(db, event_log, {}, keep_applied=keep_applied, fold_fn=fold_fn)
         loaded = time.perf_counter()
         models.finish_schema(db, compute_counters=True)
         total.timings = {"load": loaded - started, "indexes_and_counters": time.perf_counter() - loaded}
@@ -695,7 +720,8 @@ def fold_counts(db: pw.SqliteDatabase) -> dict[str, int]:
     return dict(db.execute_sql("SELECT kind, count(*) FROM fold_issues GROUP BY kind").fetchall())
 
 
-def open_projection(path: str | os.PathLike, event_log: EventLog) -> pw.SqliteDatabase:
+def open_projection(path: str | os.PathLike, event_log: EventLog,
+                    fold_fn: FoldFn | None = None) -> pw.SqliteDatabase:
     """Open the database, rebuilding it from the log when missing, corrupt or outdated.
 
     No whole-file integrity scan at start-up (it would cost seconds on a large
@@ -707,11 +733,11 @@ def open_projection(path: str | os.PathLike, event_log: EventLog) -> pw.SqliteDa
         db = models.open_database(path)
         version = models.schema_version(db)
         if version == models.SCHEMA_VERSION:
-            catch_up(db, event_log)
+            catch_up(db, event_log, fold_fn)
             return db
         if version is not None:
             log.info("projection schema %s != %s: rebuilding", version, models.SCHEMA_VERSION)
-        rebuild(db, event_log)
+        rebuild(db, event_log, fold_fn=fold_fn)
         return db
     except Exception as exc:  # not a database, corrupt pages, a rebuild that hit either
         log.warning("projection database unusable (%s): rebuilding from the log", exc)
@@ -726,5 +752,5 @@ def open_projection(path: str | os.PathLike, event_log: EventLog) -> pw.SqliteDa
         except FileNotFoundError:
             pass
     db = models.open_database(path)
-    rebuild(db, event_log)
+    rebuild(db, event_log, fold_fn=fold_fn)
     return db
