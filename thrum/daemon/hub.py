@@ -10,7 +10,9 @@ Rules:
    like the inbox: an agent → itself, its role, groups holding it or its role,
    ``everyone``; a role or group → itself, groups holding the role,
    ``everyone``), ``all``. Message events (create/edit/delete, thread.updated)
-   are filtered; agent and session events reach ``all`` subscriptions only.
+   are filtered; agent and session events reach ``all`` subscriptions only. A
+   mention subscription made by an agent (``caller``) never delivers that
+   agent's own messages: they are never unread to it.
    Targets are re-resolved whenever an agent, group or membership changes.
 3. Every event reaches the hub the same way, local writes and events folded by
    a sync alike (`Writer.publish`). Publishing never blocks on a client: each
@@ -225,6 +227,8 @@ class Hub:
             want_t, want_v = sub.scope["type"], sub.scope["value"]
             return any(s["type"] == want_t and s["value"] == want_v for s in info["scopes"])
         if sub.filter_type == "mention":
+            if sub.agent and info.get("agent_id") == sub.agent:
+                return False  # one's own message is never news to oneself (it mentions "everyone" too)
             targets = sub.targets or (sub.mention, "everyone")
             return any(r["type"] == "mention" and r["value"] in targets for r in info["refs"])
         return False
