@@ -181,13 +181,14 @@ def run(argv: list[str] | None = None) -> int:
     except click.UsageError as exc:
         out.as_json = _json_requested(argv, opts)
         close = _closest_commands(exc)
-        hint = ""
-        if close:
-            hint = " (did you mean " + " or ".join(f"'{n}'" for n in close) + "?)"
+        text = _one_line(exc.format_message())
+        if close:  # click suggests for some groups itself; say it once, our way
+            text = _NO_SUCH_COMMAND.search(text).group(0) + " (did you mean " + \
+                " or ".join(f"'{n}'" for n in close) + "?)"
         elif exc.ctx is not None and "--help" not in exc.format_message():
-            hint = f" (see '{exc.ctx.command_path} --help')"
+            text += f" (see '{exc.ctx.command_path} --help')"
         data = {"usage": True, **({"close_matches": close} if close else {})}
-        return out.fail(_one_line(exc.format_message()) + hint, 2, code=errors.INVALID_PARAMS, data=data)
+        return out.fail(text, 2, code=errors.INVALID_PARAMS, data=data)
     except click.Abort as exc:
         if isinstance(exc.__cause__, KeyboardInterrupt):
             return out.fail("interrupted", 130)
