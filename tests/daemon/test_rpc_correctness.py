@@ -209,3 +209,29 @@ def test_every_action_updates_last_seen_and_it_survives_a_restart(daemon, client
         assert agents["alice"]["last_seen_at"] == seen
     finally:
         again.close()
+
+
+# --------------------------------------------------------------------------- own messages
+
+def test_ones_own_messages_are_never_unread_to_oneself(client):
+    register(client, "alice", "implementer")
+    register(client, "bob", "reviewer")
+    mine = [client.call("message.send", {"caller": "alice", "content": f"deploy {i}", "to": ["@everyone"]})
+            ["message_id"] for i in range(2)]
+    theirs = client.call("message.send", {"caller": "bob", "content": "thanks", "to": ["@everyone"]})["message_id"]
+
+    listed = client.call("message.list", {"caller": "alice"})
+    assert listed["total"] == 3 and listed["unread"] == 1
+    assert {m["message_id"]: m["is_read"] for m in listed["messages"]} == {
+        mine[0]: True, mine[1]: True, theirs: False}
+    # the MCP server's check_messages: explicit role and reader
+    explicit = client.call("message.list", {"mention_role": "implementer", "unread_for_agent": "alice"})
+    assert _ids(explicit) == [theirs] and explicit["unread"] == 1
+    assert _ids(client.call("message.list", {"caller": "alice", "unread": True})) == [theirs]
+    assert _ids(client.call("message.list", {"caller": "alice", "mentions": True, "unread": True})) == [theirs]
+    assert client.call("message.counts", {"caller": "alice"}) == {"total": 1, "unread": 1}
+    assert client.call("message.get", {"message_id": mine[0], "caller": "alice"})["message"]["is_read"] is True
+    thread = client.call("message.thread", {"message_id": mine[0], "caller": "alice"})
+    assert all(m["is_read"] for m in thread["messages"])
+    assert client.call("message.markRead", {"caller": "alice", "all": True})["marked_count"] == 1
+    assert client.call("message.list", {"caller": "alice"})["unread"] == 0
