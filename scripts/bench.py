@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 import orjson  # noqa: E402
 
-from thrum.store import models, projection, queries  # noqa: E402
+from thrum.store import database, projection, queries  # noqa: E402
 from thrum.store.log import EventLog  # noqa: E402
 
 # --------------------------------------------------------------------------- helpers
@@ -261,7 +261,7 @@ def bench_store(args) -> dict:
         for p in base.glob("messages.db*"):
             p.unlink()
         event_log = EventLog(log_root)
-        db = models.open_database(db_path)
+        db = database.open_database(db_path)
         gc.collect()
         t = time.perf_counter()
         res = projection.rebuild(db, event_log)
