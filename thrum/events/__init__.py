@@ -40,10 +40,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # the same names, for type checkers; at run time `__getattr__` loads them
     from .codec import MalformedEvent, decode_line, dumps, encode_line, loads
     from .ids import (GROUP_ID_RE, MESSAGE_ID_RE, SESSION_ID_RE, THREAD_ID_RE, TIMESTAMP_RE, ULID_RE, new_id,
-                      new_ulid, now_rfc3339, parse_time, time_key)
+                      new_ulid, now_rfc3339, parse_time, time_key, is_valid_timestamp)
     from .names import NAME_RE, RESERVED_NAMES, check_name, is_name
     from .validation import EVENT_TYPES, NORMALISERS, is_known, normalise
-    from .shards import (MESSAGE_SHARD_TYPES, RECEIPT_TYPES, ShardRule, allowed_in_shard, event_owner, shard_for,
+    from .shards import (MESSAGE_SHARD_TYPES, RECEIPT_TYPES, ShardRule, allowed_in_shard, event_author, event_owner, shard_for,
                          shard_kind, shard_owner)
     from .tags import MAX_TAG_VALUE, TAG_TYPE_RE, is_tag_type, is_tag_value, split_tag, tag_fields
     from .typed import (TYPED, AgentCleanup, AgentRegister, AgentUpdate, Body, Event, GroupCreate, GroupDelete,
@@ -56,10 +56,10 @@ if TYPE_CHECKING:  # the same names, for type checkers; at run time `__getattr__
 _MODULES: dict[str, tuple[str, ...]] = {
     "codec": ("MalformedEvent", "decode_line", "dumps", "encode_line", "loads"),
     "ids": ("GROUP_ID_RE", "MESSAGE_ID_RE", "SESSION_ID_RE", "THREAD_ID_RE", "TIMESTAMP_RE", "ULID_RE", "new_id",
-            "new_ulid", "now_rfc3339", "parse_time", "time_key"),
+            "new_ulid", "now_rfc3339", "parse_time", "time_key", "is_valid_timestamp"),
     "names": ("NAME_RE", "RESERVED_NAMES", "check_name", "is_name"),
     "validation": ("EVENT_TYPES", "NORMALISERS", "is_known", "normalise"),
-    "shards": ("MESSAGE_SHARD_TYPES", "RECEIPT_TYPES", "ShardRule", "allowed_in_shard", "event_owner", "shard_for",
+    "shards": ("MESSAGE_SHARD_TYPES", "RECEIPT_TYPES", "ShardRule", "allowed_in_shard", "event_author", "event_owner", "shard_for",
                "shard_kind", "shard_owner"),
     "tags": ("MAX_TAG_VALUE", "TAG_TYPE_RE", "is_tag_type", "is_tag_value", "split_tag", "tag_fields"),
     "typed": ("TYPED", "AgentCleanup", "AgentRegister", "AgentUpdate", "Body", "Event", "GroupCreate",

@@ -20,9 +20,10 @@ MESSAGE_ID_RE = re.compile(r"msg_" + _ID_BODY)
 SESSION_ID_RE = re.compile(r"(?:ses|s)_" + _ID_BODY)
 THREAD_ID_RE = re.compile(r"(?:thr|thread)_" + _ID_BODY)
 GROUP_ID_RE = re.compile(r"grp_" + _ID_BODY)
-TIMESTAMP_RE = re.compile(
-    r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:\d{2})"
-)
+# Strict RFC 3339 in UTC: ASCII digits only (``\d`` would also take other scripts'
+# digits), a ``Z`` zone, at most nanoseconds. `is_valid_timestamp` adds the calendar.
+TIMESTAMP_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?Z")
+MIN_YEAR, MAX_YEAR = 2000, 2099  # a sane range: nothing honest is older, a clock past 2099 is broken
 
 _ulid_lock = threading.Lock()
 _last_ulid = 0
@@ -55,6 +56,23 @@ def now_rfc3339() -> str:
     """Current UTC time, millisecond precision, ``Z`` suffix."""
     now = datetime.now(timezone.utc)
     return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+
+
+def is_valid_timestamp(value: object) -> bool:
+    """True for a real instant in strict RFC 3339 UTC between MIN_YEAR and MAX_YEAR.
+
+    Impossible dates and times (month 13, hour 25, second 61) and far-future years
+    are refused: an event dated 9999 would sit on top of every inbox for ever.
+    """
+    if not isinstance(value, str) or not TIMESTAMP_RE.fullmatch(value):
+        return False
+    try:
+        year = int(value[0:4])
+        datetime(year, int(value[5:7]), int(value[8:10]), int(value[11:13]), int(value[14:16]),
+                 int(value[17:19]))
+    except ValueError:
+        return False
+    return MIN_YEAR <= year <= MAX_YEAR
 
 
 def parse_time(value: str) -> datetime:

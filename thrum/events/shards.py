@@ -31,6 +31,18 @@ def event_owner(d: dict) -> str | None:
     return None
 
 
+def event_author(d: dict) -> str | None:
+    """Who wrote an event, and so who must have signed it (docs/design/trust.md)."""
+    t = d.get("type")
+    if t in ("thread.create", "group.create"):
+        return d.get("created_by")
+    if t == "group.delete":
+        return d.get("deleted_by")
+    if t == "agent.cleanup":
+        return d.get("by") or d.get("agent_id")
+    return d.get("agent_id")  # every other type, seals included
+
+
 def shard_for(d: dict) -> str:
     """Relative path of the shard file this event is appended to."""
     t = d.get("type")

@@ -136,6 +136,7 @@ class AgentRegister(Event):
     module: str = ""
     worktree: str = ""
     display: str = ""
+    public_key: str = ""  # base64 Ed25519 key the event is signed with (thrum.trust)
 
     def __post_init__(self):
         if not self.name:  # the name is the agent id; fill it so the event equals its decoded self
@@ -156,6 +157,7 @@ class AgentCleanup(Event):
     agent_id: str
     reason: str = ""
     method: str = "manual"
+    by: str = ""  # the agent who removed ``agent_id`` (signs the event); empty: itself
 
 
 @dataclass(frozen=True, kw_only=True)

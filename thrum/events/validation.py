@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 
 from .. import safejson
 from ..errors import ValidationError
-from .ids import (GROUP_ID_RE, MESSAGE_ID_RE, SESSION_ID_RE, THREAD_ID_RE, TIMESTAMP_RE,
+from .ids import (GROUP_ID_RE, MAX_YEAR, MESSAGE_ID_RE, MIN_YEAR, SESSION_ID_RE, THREAD_ID_RE, is_valid_timestamp,
                   ULID_RE)
 from .names import NAME_RE
 from .tags import MAX_TAG_VALUE, TAG_TYPE_RE, is_tag_type, is_tag_value
@@ -247,6 +247,7 @@ def _n_agent_register(d):
         "module": _str(d, "module", required=False, max_len=256),
         "worktree": _str(d, "worktree", required=False, max_len=1024),
         "display": _str(d, "display", required=False, max_len=256),
+        "public_key": _str(d, "public_key", required=False, max_len=64),
     }
 
 
@@ -262,6 +263,7 @@ def _n_agent_cleanup(d):
         "agent_id": _agent(d),
         "reason": _str(d, "reason", required=False, max_len=1024),
         "method": _choice(d, "method", CLEANUP_METHODS, "manual"),
+        "by": _agent(d, "by") if d.get("by") else "",  # who removed the agent (its signer)
     }
 
 
@@ -361,8 +363,9 @@ def normalise(d: Any) -> dict:
     if not isinstance(event_id, str) or not ULID_RE.fullmatch(event_id):
         _fail("event_id", f"must be a ULID (got {str(event_id)[:40]!r})")
     ts = d.get("timestamp")
-    if not isinstance(ts, str) or not TIMESTAMP_RE.fullmatch(ts):
-        _fail("timestamp", "must be an RFC 3339 time")
+    if not is_valid_timestamp(ts):
+        _fail("timestamp", f"must be an RFC 3339 UTC time between {MIN_YEAR} and {MAX_YEAR} "
+                           f"(got {str(ts)[:40]!r})")
     v = d.get("v", EVENT_VERSION)
     if not isinstance(v, int) or isinstance(v, bool) or v < 1:
         _fail("v", "must be a positive integer")
@@ -371,6 +374,9 @@ def normalise(d: Any) -> dict:
         return d  # preserved as-is
     out = {"type": etype, "timestamp": ts, "event_id": event_id, "v": v}
     out.update(handler(d))
+    sig = d.get("sig")
+    if sig is not None:  # kept as written: thrum.trust judges it
+        out["sig"] = sig
     return out
 
 
