@@ -144,7 +144,7 @@ def generate_store_log(root: Path, n_messages: int, seed: int = 7) -> dict:
     group_names = list(GROUPS)
     n_edits = n_deletes = 0
     ms = BASE_MS
-    for i in range(n_messages):
+    for _ in range(n_messages):
         ms += rng.randint(1, 9_000)
         author = agents[rng.randrange(50)]
         r = rng.random()

@@ -42,7 +42,8 @@ _ops = st.one_of(
     st.tuples(st.sampled_from(["read", "unread", "archive"]), _agent, st.lists(_slot, min_size=1, max_size=3)),
     st.tuples(st.sampled_from(["group.create", "group.delete"]), st.sampled_from(GROUPS)),
     st.tuples(st.sampled_from(["add", "remove"]), st.sampled_from(GROUPS),
-              st.one_of(st.tuples(st.just("agent"), _agent), st.tuples(st.just("role"), st.sampled_from(["dev", "qa"])))),
+              st.one_of(st.tuples(st.just("agent"), _agent),
+                        st.tuples(st.just("role"), st.sampled_from(["dev", "qa"])))),
     st.tuples(st.sampled_from(["register", "cleanup"]), _agent),
     st.tuples(st.just("session"), _agent, st.booleans()),
 )

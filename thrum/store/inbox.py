@@ -12,17 +12,19 @@ same either way (tests compare both paths).
 
 from __future__ import annotations
 
+from typing import Any
+
 import math
 from dataclasses import dataclass, field
 
 import peewee as pw
 
 from ..errors import NotFound, ValidationError
-from ..events import time_key
+from ..events.ids import time_key
 from ..events.tags import tag_fields
 from .mentions import mention_targets, role_targets, sigs_for
 from .messages import created_at, message_items, read_by
-from .sql import all_rows, one_row, qmarks
+from .sql import all_rows, qmarks, scalar
 
 MAX_PAGE_SIZE = 100
 ONE_PASS_MAX = 50_000  # a filter with at most this many candidates is counted and paged in one scan
@@ -33,14 +35,14 @@ SORT_INDEXES = {"created_at": "idx_messages_time", "updated_at": "idx_messages_u
 
 # --------------------------------------------------------------------------- filters
 
-def _tag(value, name: str) -> tuple[str, str]:
+def _tag(value: Any, name: str) -> tuple[str, str]:
     parts = tag_fields(value)
     if parts is None:
         raise ValidationError(f"{name} must be an object with string type and value", field=name)
     return parts
 
 
-def _paging(page, page_size, sort_by, sort_order) -> tuple[int, int]:
+def _paging(page: Any, page_size: Any, sort_by: Any, sort_order: Any) -> tuple[int, int]:
     if page_size is None:
         page_size = DEFAULT_PAGE_SIZE
     if page is None:
@@ -72,12 +74,13 @@ class _Filter:
     sigs: set[int] | None = None          # None: no mention filter
     targets: list[str] | None = None      # mention values of the (first) mention filter
     extra: list[str] = field(default_factory=list)  # conditions the counters cannot answer
-    extra_params: list = field(default_factory=list)
-    bounds: list[tuple[str, list]] = field(default_factory=list)  # SQL counting candidates of an extra filter
+    extra_params: list[Any] = field(default_factory=list)
+    bounds: list[tuple[str, list[Any]]] = field(default_factory=list)  # SQL counting candidates of an extra filter
     empty: bool = False                   # a filter that matches nothing (e.g. no mention set)
 
-    def where(self) -> tuple[str, list]:
-        cond, params = [], []
+    def where(self) -> tuple[str, list[Any]]:
+        cond: list[str] = []
+        params: list[Any] = []
         if not self.include_deleted:
             cond.append("m.deleted = 0")
         if self.author_id is not None:
@@ -115,8 +118,9 @@ class _Filter:
         return True
 
 
-def _build_filter(db, *, viewer, author_id, exclude_author, scope, ref, mentions_of, mention_role,
-                  unread_for, thread_id, include_deleted, include_archived) -> _Filter:
+def _build_filter(db: pw.SqliteDatabase, *, viewer: str | None, author_id: str | None, exclude_author: str | None,
+                  scope: Any, ref: Any, mentions_of: str | None, mention_role: str | None, unread_for: str | None,
+                  thread_id: str | None, include_deleted: bool, include_archived: bool) -> _Filter:
     f = _Filter(viewer=viewer, unread_for=unread_for, include_deleted=bool(include_deleted),
                 hide_archived=viewer is not None and not include_archived,
                 author_id=author_id, exclude_author=exclude_author)
@@ -151,17 +155,17 @@ def _sig_clause(sigs: set[int] | None) -> str:
 
 # --------------------------------------------------------------------------- counting and paging
 
-def _counter_counts(db, f: _Filter) -> tuple[int, int, int]:
+def _counter_counts(db: pw.SqliteDatabase, f: _Filter) -> tuple[int, int, int]:
     """(total, unread, live messages in the mention sets) from the counter tables."""
     sig_sql = _sig_clause(f.sigs)
-    in_sigs = one_row(db, f"SELECT coalesce(sum(n), 0) FROM sig_totals WHERE 1{sig_sql}")[0]
+    in_sigs = scalar(db, f"SELECT coalesce(sum(n), 0) FROM sig_totals WHERE 1{sig_sql}")
     total = in_sigs
     if f.author_id is not None:
-        total = one_row(db, f"SELECT coalesce(sum(n), 0) FROM sig_author_totals WHERE author = ?{sig_sql}",
-                     (f.author_id,))[0]
+        total = scalar(db, f"SELECT coalesce(sum(n), 0) FROM sig_author_totals WHERE author = ?{sig_sql}",
+                       (f.author_id,))
     elif f.exclude_author is not None:
-        total -= one_row(db, f"SELECT coalesce(sum(n), 0) FROM sig_author_totals WHERE author = ?{sig_sql}",
-                      (f.exclude_author,))[0]
+        total -= scalar(db, f"SELECT coalesce(sum(n), 0) FROM sig_author_totals WHERE author = ?{sig_sql}",
+                        (f.exclude_author,))
     if f.viewer is None:
         return total, total, in_sigs
     n_read = n_arch = n_read_arch = 0
@@ -179,18 +183,19 @@ def _counter_counts(db, f: _Filter) -> tuple[int, int, int]:
     return total, unread, in_sigs
 
 
-def _sql_counts(db, f: _Filter) -> tuple[int, int]:
+def _sql_counts(db: pw.SqliteDatabase, f: _Filter) -> tuple[int, int]:
     where, params = f.where()
     if f.viewer is None or f.unread_for == f.viewer:
-        n = one_row(db, f"SELECT count(*) FROM messages m WHERE {where}", params)[0]
+        n = scalar(db, f"SELECT count(*) FROM messages m WHERE {where}", params)
         return n, n
-    total, unread = one_row(db, f"SELECT count(*), coalesce(sum(NOT EXISTS (SELECT 1 FROM read_state r "
+    total, unread = all_rows(db, f"SELECT count(*), coalesce(sum(NOT EXISTS (SELECT 1 FROM read_state r "
                              f"WHERE r.message_id = m.message_id AND r.agent_id = ? AND r.is_read = 1)), 0) "
-                             f"FROM messages m WHERE {where}", [f.viewer] + params)
+                             f"FROM messages m WHERE {where}", [f.viewer] + params)[0]
     return total, unread
 
 
-def _one_pass(db, f: _Filter, *, sort_by: str, desc: bool, offset: int, limit: int) -> tuple[int, int, list[str]]:
+def _one_pass(db: pw.SqliteDatabase, f: _Filter, *, sort_by: str, desc: bool, offset: int,
+              limit: int) -> tuple[int, int, list[str]]:
     """Counts and page from one scan of the matches (a selective filter: at most ONE_PASS_MAX candidates)."""
     where, params = f.where()
     if f.viewer is None or f.unread_for == f.viewer:
@@ -205,8 +210,8 @@ def _one_pass(db, f: _Filter, *, sort_by: str, desc: bool, offset: int, limit: i
     return total, unread, [r[1] for r in rows[offset:offset + limit]]
 
 
-def _page_ids(db, f: _Filter, *, sort_by: str, desc: bool, offset: int, limit: int, total: int | None,
-              in_sigs: int | None) -> list[str]:
+def _page_ids(db: pw.SqliteDatabase, f: _Filter, *, sort_by: str, desc: bool, offset: int, limit: int,
+              total: int | None, in_sigs: int | None) -> list[str]:
     """Message ids of one page, in order."""
     if limit <= 0:
         return []
@@ -220,8 +225,8 @@ def _page_ids(db, f: _Filter, *, sort_by: str, desc: bool, offset: int, limit: i
         # passed over), or, when the mention sets are rare, start from their mention
         # refs and sort those few messages (cost ~ messages in the sets).
         source = f"messages m INDEXED BY {SORT_INDEXES[sort_by]}"
-        if f.sigs is not None and total > 0:
-            live = one_row(db, "SELECT coalesce(sum(n), 0) FROM sig_totals")[0]
+        if f.sigs is not None and f.targets is not None and in_sigs is not None and total > 0:
+            live = scalar(db, "SELECT coalesce(sum(n), 0) FROM sig_totals")
             if in_sigs * 4 < (offset + limit) * live / total:
                 values = f.targets + ["@" + t for t in f.targets]
                 source = (f"(SELECT DISTINCT message_id FROM message_refs WHERE ref_type = 'mention' AND ref_value IN "
@@ -232,10 +237,12 @@ def _page_ids(db, f: _Filter, *, sort_by: str, desc: bool, offset: int, limit: i
         params + [limit, offset])]
 
 
-def list_messages(db: pw.SqliteDatabase, *, viewer=None, author_id=None, exclude_author=None, scope=None,
-                  ref=None, mentions_of=None, mention_role=None, unread_for=None, thread_id=None,
-                  include_deleted=False, include_archived=False, page=1, page_size=DEFAULT_PAGE_SIZE,
-                  sort_by="created_at", sort_order="desc", _use_counters: bool = True) -> dict:
+def list_messages(db: pw.SqliteDatabase, *, viewer: str | None = None, author_id: str | None = None,
+                  exclude_author: str | None = None, scope: Any = None, ref: Any = None,
+                  mentions_of: str | None = None, mention_role: str | None = None, unread_for: str | None = None,
+                  thread_id: str | None = None, include_deleted: bool = False, include_archived: bool = False,
+                  page: Any = 1, page_size: Any = DEFAULT_PAGE_SIZE, sort_by: str = "created_at",
+                  sort_order: str = "desc", _use_counters: bool = True) -> dict[str, Any]:
     """spec message.list: ``{messages, total, unread, page, page_size, total_pages}``.
 
     ``viewer``: whose read state gives ``is_read`` and ``unread`` (the unread count
@@ -264,7 +271,7 @@ def list_messages(db: pw.SqliteDatabase, *, viewer=None, author_id=None, exclude
         total, unread, in_sigs = _counter_counts(db, f)
         ids = _page_ids(db, f, sort_by=sort_by, desc=sort_order == "desc", offset=offset,
                         limit=min(page_size, total - offset), total=total, in_sigs=in_sigs)
-    elif f.bounds and min(one_row(db, sql, params)[0] for sql, params in f.bounds) <= ONE_PASS_MAX:
+    elif f.bounds and min(scalar(db, sql, params) for sql, params in f.bounds) <= ONE_PASS_MAX:
         total, unread, ids = _one_pass(db, f, sort_by=sort_by, desc=sort_order == "desc", offset=offset,
                                        limit=page_size)
     else:
@@ -283,7 +290,7 @@ def list_messages(db: pw.SqliteDatabase, *, viewer=None, author_id=None, exclude
 
 # --------------------------------------------------------------------------- inbox views
 
-def counts(db: pw.SqliteDatabase, agent: str, *, mentions_only: bool = False) -> dict:
+def counts(db: pw.SqliteDatabase, agent: str, *, mentions_only: bool = False) -> dict[str, Any]:
     """``{"total", "unread"}`` of the agent's inbox: live, un-archived messages by
     others (only those mentioning it with ``mentions_only``)."""
     out = list_messages(db, viewer=agent, exclude_author=agent, mentions_of=agent if mentions_only else None,
@@ -291,7 +298,7 @@ def counts(db: pw.SqliteDatabase, agent: str, *, mentions_only: bool = False) ->
     return {"total": out["total"], "unread": out["unread"]}
 
 
-def unread_ids(db: pw.SqliteDatabase, agent: str, *, mentions_only: bool = False, scope=None) -> list[str]:
+def unread_ids(db: pw.SqliteDatabase, agent: str, *, mentions_only: bool = False, scope: Any = None) -> list[str]:
     """Every message of the agent's inbox it has not read, oldest first (``message read --all``)."""
     f = _build_filter(db, viewer=agent, author_id=None, exclude_author=agent, scope=scope, ref=None,
                       mentions_of=agent if mentions_only else None, mention_role=None, unread_for=agent,
@@ -303,7 +310,8 @@ def unread_ids(db: pw.SqliteDatabase, agent: str, *, mentions_only: bool = False
                                    f"ORDER BY m.created_key, m.message_id", params)]
 
 
-def sent_messages(db: pw.SqliteDatabase, agent: str, page: int = 1, page_size: int = DEFAULT_PAGE_SIZE) -> dict:
+def sent_messages(db: pw.SqliteDatabase, agent: str, page: int = 1,
+                  page_size: int = DEFAULT_PAGE_SIZE) -> dict[str, Any]:
     """message.list of the agent's own messages; each item also has ``read_by`` (other agents)."""
     out = list_messages(db, viewer=agent, author_id=agent, page=page, page_size=page_size)
     readers = read_by(db, [m["message_id"] for m in out["messages"]])
@@ -312,7 +320,7 @@ def sent_messages(db: pw.SqliteDatabase, agent: str, page: int = 1, page_size: i
     return out
 
 
-def unread_after(db: pw.SqliteDatabase, query: dict, after: str) -> list[dict]:
+def unread_after(db: pw.SqliteDatabase, query: dict[str, Any], after: str) -> list[dict[str, Any]]:
     """`list_messages` (``query`` holds its arguments) limited to messages created after message
     ``after``, oldest first; ``message.wait --after``.
 
@@ -325,7 +333,7 @@ def unread_after(db: pw.SqliteDatabase, query: dict, after: str) -> list[dict]:
     if created is None:
         raise NotFound(f"message {after} not found (after)")
     cursor = (time_key(created), after)
-    newer: list[dict] = []
+    newer: list[dict[str, Any]] = []
     page = 1
     while True:
         result = list_messages(db, **{**query, "sort_order": "desc", "page_size": 100, "page": page})

@@ -16,12 +16,12 @@ from .directory import EVERYONE, LIVE_GROUP, LIVE_MEMBER, bare_name, get_agent
 from .sql import all_rows, one_row, qmarks
 
 
-def _role_of(db, agent: str) -> str | None:
+def _role_of(db: pw.SqliteDatabase, agent: str) -> str | None:
     row = one_row(db, "SELECT role FROM agents WHERE agent_id = ?", (agent,))
     return row[0] if row else None
 
 
-def _groups_holding(db, *, agent: str | None = None, role: str | None = None) -> list[str]:
+def _groups_holding(db: pw.SqliteDatabase, *, agent: str | None = None, role: str | None = None) -> list[str]:
     """Existing groups that have ``agent`` (as an agent member) or ``role`` (as a role member)."""
     cond, params = [], []
     if agent:

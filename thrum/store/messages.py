@@ -8,11 +8,13 @@ what the agents' latest marks say.
 
 from __future__ import annotations
 
+from typing import Any, Sequence
+
 import peewee as pw
 
 from ..errors import NotFound
-from ..events import time_key
-from .sql import all_rows, chunks, one_row, qmarks, rows_in
+from ..events.ids import time_key
+from .sql import Row, all_rows, chunks, one_row, qmarks, rows_in
 
 PREVIEW_CHARS = 100
 _MESSAGE_COLUMNS = ("message_id, agent_id, session_id, thread_id, body_format, body_content, body_structured, "
@@ -22,28 +24,28 @@ _MESSAGE_COLUMNS = ("message_id, agent_id, session_id, thread_id, body_format, b
 
 # --------------------------------------------------------------------------- items
 
-def _tags_of(db, table: str, ids: list[str]) -> dict[str, list[dict]]:
+def _tags_of(db: pw.SqliteDatabase, table: str, ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
     col = "scope" if table == "message_scopes" else "ref"
-    out: dict[str, list[dict]] = {}
+    out: dict[str, list[dict[str, Any]]] = {}
     for mid, t, v in all_rows(db, f"SELECT message_id, {col}_type, {col}_value FROM {table} WHERE message_id IN "
                               f"({qmarks(len(ids))}) ORDER BY message_id, {col}_type, {col}_value", ids):
         out.setdefault(mid, []).append({"type": t, "value": v})
     return out
 
 
-def _read_ids(db, ids: list[str], agent: str | None) -> set[str]:
+def _read_ids(db: pw.SqliteDatabase, ids: Sequence[str], agent: str | None) -> set[str]:
     if not agent or not ids:
         return set()
     return {r[0] for r in all_rows(db, f"SELECT message_id FROM read_state WHERE message_id IN ({qmarks(len(ids))}) "
-                                   f"AND agent_id = ? AND is_read = 1", ids + [agent])}
+                                   f"AND agent_id = ? AND is_read = 1", [*ids, agent])}
 
 
-def _rows_by_id(db, ids: list[str]) -> dict[str, tuple]:
+def _rows_by_id(db: pw.SqliteDatabase, ids: Sequence[str]) -> dict[str, Row]:
     return {r[0]: r for r in all_rows(db, f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE message_id IN "
                                       f"({qmarks(len(ids))})", ids)}
 
 
-def message_items(db: pw.SqliteDatabase, ids: list[str], viewer: str | None) -> list[dict]:
+def message_items(db: pw.SqliteDatabase, ids: list[str], viewer: str | None) -> list[dict[str, Any]]:
     """message.list items for ``ids`` (in that order)."""
     out = []
     for chunk in chunks(ids, 500):
@@ -58,7 +60,7 @@ def message_items(db: pw.SqliteDatabase, ids: list[str], viewer: str | None) -> 
     return out
 
 
-def _item(row: tuple, scopes: list[dict], refs: list[dict], is_read: bool) -> dict:
+def _item(row: Row, scopes: list[dict[str, Any]], refs: list[dict[str, Any]], is_read: bool) -> dict[str, Any]:
     (mid, agent, session, thread, fmt, content, structured, priority, created_at, updated_at, deleted,
      edits) = row[:12]
     return {
@@ -89,7 +91,7 @@ def read_by(db: pw.SqliteDatabase, ids: list[str]) -> dict[str, list[str]]:
     return out
 
 
-def get_message(db: pw.SqliteDatabase, message_id: str, viewer: str | None = None) -> dict:
+def get_message(db: pw.SqliteDatabase, message_id: str, viewer: str | None = None) -> dict[str, Any]:
     """spec message.get: the message with scopes, refs, edit and delete metadata,
     ``version`` (number of edits), ``is_read`` for ``viewer``, ``edits`` and ``read_by``.
 
@@ -141,7 +143,7 @@ def also_read_by(db: pw.SqliteDatabase, message_ids: list[str], agent: str) -> d
 
 # --------------------------------------------------------------------------- threads
 
-def _thread_of(db, thread_or_message_id: str) -> tuple[str, str] | None:
+def _thread_of(db: pw.SqliteDatabase, thread_or_message_id: str) -> tuple[str, str] | None:
     """("thread", thread_id) or ("replies", root message id) for a thread or message id."""
     if not isinstance(thread_or_message_id, str) or not thread_or_message_id:
         return None
@@ -164,15 +166,15 @@ def _thread_of(db, thread_or_message_id: str) -> tuple[str, str] | None:
         seen.add(x)
 
 
-def _thread_ids(db, thread_or_message_id: str, include_deleted: bool) -> list[str]:
+def _thread_ids(db: pw.SqliteDatabase, thread_or_message_id: str, include_deleted: bool) -> list[str]:
     found = _thread_of(db, thread_or_message_id)
     if found is None:
         return []
     live = "" if include_deleted else " AND deleted = 0"
     kind, key = found
     if kind == "thread":
-        return [r[0] for r in all_rows(db, f"SELECT message_id FROM messages WHERE thread_id = ? AND thread_id <> ''{live} "
-                                       f"ORDER BY created_key, message_id", (key,))]
+        return [r[0] for r in all_rows(db, f"SELECT message_id FROM messages WHERE thread_id = ? "
+                                           f"AND thread_id <> ''{live} ORDER BY created_key, message_id", (key,))]
     ids, frontier = {key}, [key]  # the root, replies to it (transitively), and messages threaded under it
     while frontier and len(ids) < 100_000:
         nxt = [r[0] for r in rows_in(db, "SELECT message_id FROM message_refs WHERE ref_type = 'reply_to' "
@@ -187,7 +189,7 @@ def _thread_ids(db, thread_or_message_id: str, include_deleted: bool) -> list[st
 
 
 def thread_messages(db: pw.SqliteDatabase, thread_or_message_id: str, viewer: str | None = None, *,
-                    include_deleted: bool = False) -> list[dict]:
+                    include_deleted: bool = False) -> list[dict[str, Any]]:
     """Messages of a thread, oldest first, as message.list items.
 
     Accepts a thread id or the id of any message in it. A message without a
@@ -197,7 +199,7 @@ def thread_messages(db: pw.SqliteDatabase, thread_or_message_id: str, viewer: st
     return message_items(db, _thread_ids(db, thread_or_message_id, include_deleted), viewer)
 
 
-def thread_summary(db: pw.SqliteDatabase, thread_id: str, viewer: str | None) -> dict | None:
+def thread_summary(db: pw.SqliteDatabase, thread_id: str, viewer: str | None) -> dict[str, Any] | None:
     """The thread.updated notification payload for ``viewer`` (None for an empty thread).
 
     ``unread_count`` leaves out the viewer's own messages.
@@ -209,7 +211,7 @@ def thread_summary(db: pw.SqliteDatabase, thread_id: str, viewer: str | None) ->
     ordered = [rows[i] for i in ids if i in rows]
     read = set()
     for chunk in chunks(ids, 500):
-        read |= _read_ids(db, list(chunk), viewer)
+        read |= _read_ids(db, chunk, viewer)
     last = ordered[-1]
     last_activity = max(((time_key(r[9] or r[8]), r[9] or r[8]) for r in ordered))[1]
     return {
@@ -224,7 +226,7 @@ def thread_summary(db: pw.SqliteDatabase, thread_id: str, viewer: str | None) ->
 
 # --------------------------------------------------------------------------- facts the RPC layer and the hub check
 
-def message_heads(db: pw.SqliteDatabase, ids: list[str]) -> dict[str, dict]:
+def message_heads(db: pw.SqliteDatabase, ids: list[str]) -> dict[str, dict[str, Any]]:
     """Author, deleted flag and thread of every existing message among ``ids``
     (what edit, delete, reply and the receipts check before they write)."""
     return {mid: {"agent_id": agent, "deleted": bool(deleted), "thread_id": thread}
@@ -244,9 +246,9 @@ def archived_ids(db: pw.SqliteDatabase, agent: str, ids: list[str]) -> set[str]:
         db, "SELECT message_id FROM archive_marks WHERE agent_id=? AND message_id IN ({q})", ids, (agent,))}
 
 
-def message_routing(db: pw.SqliteDatabase, ids: list[str]) -> dict[str, dict]:
+def message_routing(db: pw.SqliteDatabase, ids: list[str]) -> dict[str, dict[str, Any]]:
     """Thread, author, scopes and refs of messages: what subscription filters match on."""
-    out: dict[str, dict] = {}
+    out: dict[str, dict[str, Any]] = {}
     for mid, thread, agent in rows_in(
             db, "SELECT message_id, thread_id, agent_id FROM messages WHERE message_id IN ({q})", ids):
         out[mid] = {"scopes": [], "refs": [], "thread_id": thread, "agent_id": agent}

@@ -385,7 +385,8 @@ class KeyValue(Base):
 
 TABLE_MODELS = [
     Message, MessageScope, MessageRef, MessageEdit, ReadState, ArchiveMark,
-    EditEvent, DeleteEvent, PendingTarget, MentionSig, MentionSigTarget, SigTotal, SigAuthorTotal, AgentSigCount, Agent, AgentContext, Session, Group, GroupMember, Thread,
+    EditEvent, DeleteEvent, PendingTarget, MentionSig, MentionSigTarget, SigTotal, SigAuthorTotal, AgentSigCount,
+    Agent, AgentContext, Session, Group, GroupMember, Thread,
     AppliedEvent, LogPosition, FoldIssue, SchemaVersion, KeyValue,
 ]
 
