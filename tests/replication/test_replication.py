@@ -80,12 +80,12 @@ def test_racing_pushes_both_converge(machines):
     for round_ in range(3):
         a.rpc("message.send", {"caller": "alice", "content": f"a{round_}"})
         b.rpc("message.send", {"caller": "bob", "content": f"b{round_}"})
-        results = {}
+        results: dict = {}
 
-        def run(m):
-            results[m.name] = m.run("sync", "--json", check=False)
+        def run(m, out):
+            out[m.name] = m.run("sync", "--json", check=False)
 
-        threads = [threading.Thread(target=run, args=(m,)) for m in (a, b)]
+        threads = [threading.Thread(target=run, args=(m, results)) for m in (a, b)]
         for t in threads:
             t.start()
         for t in threads:

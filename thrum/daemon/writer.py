@@ -81,7 +81,7 @@ class Writer:
                 # One scheduling round: handlers whose requests already arrived get to
                 # enqueue too, so concurrent clients share one fsync instead of
                 # alternating between a batch of one and a batch of the rest.
-                await trio.sleep(0)
+                await trio.lowlevel.checkpoint()
                 await self._flush([first] + self._drain())
 
     def _drain(self) -> list[_Pending]:
