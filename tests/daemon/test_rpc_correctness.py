@@ -235,3 +235,21 @@ def test_ones_own_messages_are_never_unread_to_oneself(client):
     assert all(m["is_read"] for m in thread["messages"])
     assert client.call("message.markRead", {"caller": "alice", "all": True})["marked_count"] == 1
     assert client.call("message.list", {"caller": "alice"})["unread"] == 0
+    assert client.call("message.markRead", {"caller": "alice", "message_ids": mine})["marked_count"] == 0
+    assert client.call("message.markUnread", {"caller": "alice", "message_ids": mine})["marked_count"] == 0
+    assert client.call("message.list", {"caller": "alice", "unread": True})["total"] == 0
+
+
+def test_message_get_keeps_scopes_and_refs_in_the_order_given(client):
+    register(client, "alice", "implementer")
+    register(client, "bob", "reviewer")
+    scopes = [{"type": "repo", "value": "github.com/user/repo"}, {"type": "file", "value": "src/auth.go"},
+              {"type": "feature", "value": "user-authentication"}]
+    refs = [{"type": "ticket", "value": "JIRA-456"}, {"type": "commit", "value": "abc123"}]
+    mid = client.call("message.send", {"caller": "alice", "content": "fixed", "scopes": scopes, "refs": refs,
+                                       "to": ["@bob"]})["message_id"]
+    got = client.call("message.get", {"message_id": mid})["message"]
+    assert got["scopes"] == scopes
+    assert got["refs"] == refs + [{"type": "mention", "value": "bob"}]
+    listed = client.call("message.list", {"caller": "bob"})["messages"][0]
+    assert listed["scopes"] == scopes

@@ -275,12 +275,14 @@ async def mark_read(call: Call) -> dict:
     if p.bool("all"):
         ids = await call.ctx.read(queries.unread_ids, caller, mentions_only=p.bool("mentions"),
                                     scope=p.tag("scope"))
+        own: set[str] = set()
     else:
-        ids, _ = await _require_messages(call, p.str_list("message_ids", required=True))
+        ids, heads = await _require_messages(call, p.str_list("message_ids", required=True))
+        own = {m for m, h in heads.items() if h["agent_id"] == caller}  # always read to their author
     if not ids:
         return {"marked_count": 0}
     flags = await call.ctx.read(queries.read_flags, caller, ids)
-    todo = [m for m in ids if not flags.get(m)]
+    todo = [m for m in ids if not flags.get(m) and m not in own]
     if todo:
         await _write_receipts(call, ev.MessageRead, caller, todo)
     result = {"marked_count": len(todo)}
@@ -292,12 +294,13 @@ async def mark_read(call: Call) -> dict:
 
 @method("message.markUnread")
 async def mark_unread(call: Call) -> dict:
-    """``marked_count`` counts the messages this call turned from read to unread."""
+    """``marked_count`` counts the messages this call turned from read to unread (one's
+    own messages stay read: they are never unread to their author)."""
     p = call.params
     caller = await call.ctx.caller(p)
-    ids, _ = await _require_messages(call, p.str_list("message_ids", required=True))
+    ids, heads = await _require_messages(call, p.str_list("message_ids", required=True))
     flags = await call.ctx.read(queries.read_flags, caller, ids)
-    todo = [m for m in ids if flags.get(m)]
+    todo = [m for m in ids if flags.get(m) and heads[m]["agent_id"] != caller]  # own: never unread
     if todo:
         await _write_receipts(call, ev.MessageUnread, caller, todo)
     return {"marked_count": len(todo)}
