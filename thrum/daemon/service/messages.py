@@ -171,7 +171,7 @@ async def list_messages(call: Call) -> dict:
         mentions_of=caller if mentions else None,
         mention_role=p.str("mention_role"),
         unread_for=unread_for,
-        thread_id=p.str("thread_id"),
+        thread_id=await _thread_id(call),
         include_deleted=p.bool("include_deleted"),
         include_archived=p.bool("include_archived"),
         page=p.int("page", default=1),
