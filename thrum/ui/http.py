@@ -9,8 +9,9 @@ Rules:
    A request head must arrive within `HEAD_TIMEOUT` seconds of the previous
    answer (or of the connection opening), or the connection is closed: an idle
    or trickling client cannot hold a slot forever.
-2. A request head larger than `MAX_HEAD` is answered 431; a body larger than
-   `MAX_BODY` 413, then the connection closes. Bodies are read and dropped (the
+2. A request head that is still incomplete after `MAX_HEAD` bytes is answered
+   431 (one read of up to `MAX_HEAD` more may complete it: a head is at most
+   twice that); a body larger than `MAX_BODY` 413; then the connection closes. Bodies are read and dropped (the
    UI takes none).
 3. At most `MAX_CONNECTIONS` connections are served at once; more wait in the
    kernel's backlog.
@@ -36,7 +37,7 @@ HEAD_TIMEOUT = 30.0
 MAX_HEAD = 16 * 1024
 MAX_BODY = 64 * 1024
 MAX_CONNECTIONS = 64
-_RECEIVE = 64 * 1024
+_RECEIVE = MAX_HEAD
 
 
 @dataclass(frozen=True)

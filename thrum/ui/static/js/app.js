@@ -57,7 +57,8 @@ class App {
   // ------------------------------------------------------------------ connection
 
   async onOpen() {
-    const resume = this.subscribed && this.lastEventId;
+    const reconnect = this.subscribed;          // the socket dropped and came back
+    const resume = reconnect && this.lastEventId;
     const params = { filter_type: "all" };
     if (resume) params.since_event_id = this.lastEventId;
     try {
@@ -68,7 +69,8 @@ class App {
     }
     await this.loadAgents();
     this.loadGroups();
-    if (this.subscribed && !resume && this.view && this.view.reloadOnReconnect) this.route();
+    // back without a resume point: what happened meanwhile is unknown, so read the view again
+    if (reconnect && !resume) this.route();
   }
 
   showState(state) {
@@ -148,6 +150,7 @@ class App {
     else localStorage.removeItem(ME_KEY);
     this.showMe();
     this.renderSidebar();
+    if (this.thread.isOpen && this.thread.focusId) this.thread.open(this.thread.focusId);   // reply as the new identity
   }
 
   showMe() {
@@ -226,14 +229,17 @@ class App {
       view = new SyncView(this);
     } else {
       view = new FeedView(this);
-      view.reloadOnReconnect = true;
     }
     this.view = view;
-    fill(document.getElementById("main"), view.el);
+    const main = document.getElementById("main");
+    main.dataset.route = hash;       // data-ready: the view's first data is on screen (tests wait for it)
+    delete main.dataset.ready;
+    fill(main, view.el);
     for (const a of document.querySelectorAll("#sidebar a")) {
       a.classList.toggle("current", a.getAttribute("href") === "#" + path || (path === "" && a.dataset.nav === "feed"));
     }
-    const started = view.start();
+    const started = Promise.resolve(view.start());
+    started.then(() => { if (this.view === view) main.dataset.ready = "1"; }, () => {});
     if (view instanceof FeedView && this.perf.firstFeedRender === null) {
       started.then(() => requestAnimationFrame(() => {
         if (this.perf.firstFeedRender === null) this.perf.firstFeedRender = performance.now();

@@ -15,8 +15,27 @@ export class AgentsView {
   }
 
   async start() {
+    this.lastSeen = new Map();
     this.renderAgents();
-    await this.loadGroups();
+    await Promise.all([this.loadSessions(), this.loadGroups()]);
+  }
+
+  /** Last seen: the newest heartbeat, session start or end (liveness is not in the log). */
+  async loadSessions() {
+    let sessions = [];
+    try {
+      sessions = (await this.app.rpc.call("session.list")).sessions || [];
+    } catch (err) {
+      return;
+    }
+    const seen = new Map();
+    for (const s of sessions) {
+      for (const t of [s.last_seen_at, s.started_at, s.ended_at]) {
+        if (t && (!seen.has(s.agent_id) || t > seen.get(s.agent_id))) seen.set(s.agent_id, t);
+      }
+    }
+    this.lastSeen = seen;
+    this.renderAgents();
   }
 
   destroy() {}
@@ -32,7 +51,7 @@ export class AgentsView {
         h("td", {}, a.module || "—"),
         h("td", { class: a.active_sessions ? "active" : "idle" },
           a.active_sessions ? `${a.active_sessions} active` : "none"),
-        h("td", { title: a.last_seen_at || "" }, ago(a.last_seen_at)),
+        this.lastSeenCell(a),
         h("td", { class: "num" }, c ? String(c.unread) : "…"));
     });
     fill(this.agentsBox, rows.length
@@ -40,6 +59,12 @@ export class AgentsView {
         h("thead", {}, h("tr", {}, ["name", "kind", "role", "module", "sessions", "last seen", "unread"].map((t) => h("th", {}, t)))),
         h("tbody", {}, rows))
       : h("p", { class: "list-status" }, "No agents yet: thrum quickstart --name NAME --role ROLE"));
+  }
+
+  lastSeenCell(a) {
+    const fromSessions = this.lastSeen ? this.lastSeen.get(a.agent_id) : null;
+    const t = [a.last_seen_at, fromSessions].filter(Boolean).sort().pop();
+    return h("td", { title: t || "" }, t ? ago(t) : "never");
   }
 
   async loadGroups() {
@@ -65,6 +90,12 @@ export class AgentsView {
 
   onAgents() {
     this.renderAgents();
+    this.loadSessionsSoon();
+  }
+
+  loadSessionsSoon() {
+    clearTimeout(this.sessionsTimer);
+    this.sessionsTimer = setTimeout(() => this.loadSessions(), 300);
   }
 }
 

@@ -93,6 +93,8 @@ export function toast(text, kind = "info") {
 export function errorText(err) {
   let text = (err && err.message) || String(err);
   const close = err && err.data && err.data.close_matches;
-  if (Array.isArray(close) && close.length) text += ` (did you mean ${close.map((m) => "@" + m).join(", ")}?)`;
+  if (Array.isArray(close) && close.length && !close.some((m) => text.includes(String(m)))) {
+    text += ` (did you mean ${close.map((m) => "@" + String(m).replace(/^@+/, "")).join(", ")}?)`;
+  }
   return text;
 }

@@ -72,20 +72,21 @@ export class InboxView {
       empty: filters.mentions || filters.unread || filters.scope ? "Nothing matches these filters." : "This inbox is empty.",
     });
     this.refreshTop = debounce(() => this.loadNewest(), 120);
+    this.meta = h("span", { class: "agent-meta" });
     this.el = h("section", { class: "view inbox", "aria-label": `Inbox of ${agent}` },
       h("header", { class: "view-head" },
         h("h2", {}, "Inbox of ", h("span", { class: "author" }, "@" + agent)),
-        this.describeAgent(), this.counts),
+        this.meta, this.counts),
       this.toolbar(),
       this.list.el);
     this.showCounts();
+    this.onAgents();
   }
 
-  describeAgent() {
+  onAgents() {
     const a = this.app.agents.get(this.agent);
-    if (!a) return null;
-    return h("span", { class: "agent-meta" }, a.role ? `role ${a.role}` : "", a.module ? ` · module ${a.module}` : "",
-      a.kind === "user" ? " · human" : "", this.agent === this.app.me ? " · you" : "");
+    this.meta.textContent = !a ? "" : [a.role ? `role ${a.role}` : "", a.module ? `module ${a.module}` : "",
+      a.kind === "user" ? "human" : "", this.agent === this.app.me ? "you" : ""].filter(Boolean).join(" · ");
   }
 
   toolbar() {
