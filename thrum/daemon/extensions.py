@@ -13,7 +13,7 @@ async def start(daemon, nursery: trio.Nursery) -> None:
     from .hub import Hub
 
     daemon.hub = Hub(daemon)
-    daemon.store.subscribers.append(daemon.hub.publish)
+    daemon.writer.subscribers.append(daemon.hub.publish)
     ui = web_ui.install(daemon)  # the Web UI listens on demand (`ui.open`); its page uses this WebSocket
     daemon.ws_port = await nursery.start(partial(ws.serve_ws, daemon, browser=ui.access))
     from . import syncer

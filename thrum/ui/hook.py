@@ -111,7 +111,7 @@ def install(daemon) -> WebUi:
 
 @method("ui.open")
 async def ui_open(call: Call) -> dict:
-    ui = getattr(call.daemon, "web_ui", None)
+    ui = call.ctx.web_ui
     if ui is None:
         raise errors.Unavailable("the Web UI is not available in this daemon")
     port = call.params.int("port", minimum=0, maximum=65535)
