@@ -363,3 +363,19 @@ def test_a_narrow_window_keeps_everything_reachable(page, team):
         page.find("#thread button.close").click()
     finally:
         page.d.set_window_size(1280, 860)
+
+
+# ---------------------------------------------------------------------------- last: a daemon restart
+
+def test_after_a_daemon_restart_the_page_says_to_run_thrum_ui_again(page, team):
+    ui = team.ui()
+    page.go("#/feed")
+    team.run("daemon", "stop")
+    page.wait(lambda: page.find("#conn").get_attribute("data-state") != "live", what="the page to notice")
+    team.ui("--port", str(ui["port"]))          # a new daemon, same UI port, new secret
+    page.wait(lambda: page.find("#conn").get_attribute("data-state") == "expired", what="signed out")
+    assert "thrum ui" in page.text("#main")
+    screenshot(page.d, "signed-out")
+    page.login()                                 # a new link signs the browser in again
+    page.go("#/feed")
+    assert page.all("#main .msg")

@@ -106,6 +106,7 @@ export class ComposeDialog {
   }
 
   drawChips() {
+    if (this.error) this.error.textContent = "";          // the recipients changed: an old complaint is stale
     fill(this.chips, this.recipients.map((r) => h("span", { class: "chip", dataset: { address: r } }, "@" + r,
       h("button", { type: "button", class: "chip-x", "aria-label": `remove @${r}`, onclick: () => {
         this.recipients = this.recipients.filter((x) => x !== r);
