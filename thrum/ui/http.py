@@ -13,8 +13,8 @@ Rules:
    431 (one read of up to `MAX_HEAD` more may complete it: a head is at most
    twice that); a body larger than `MAX_BODY` 413; then the connection closes. Bodies are read and dropped (the
    UI takes none).
-3. At most `MAX_CONNECTIONS` connections are served at once; more wait in the
-   kernel's backlog.
+3. At most `MAX_CONNECTIONS` connections are served at once; more are accepted
+   but wait for a slot before anything is read from them.
 4. The handler is a plain function ``Request -> Response``. If it raises, the
    client gets a 500 and the error is logged; nothing a client sends stops the
    server.
