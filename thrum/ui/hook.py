@@ -1,4 +1,8 @@
-"""The Web UI inside the daemon: the ``ui.open`` RPC method and the HTTP listener it starts.
+"""The Web UI inside the daemon: the access rules and the HTTP listener ``ui.open`` starts.
+
+The daemon holds one `WebUi` (``install``); the ``ui.open`` RPC method
+(thrum/daemon/service/ui.py) calls `WebUi.open`. Nothing here imports the daemon:
+it is handed the daemon object and uses its nursery, config and WebSocket port.
 
 Rules:
 
@@ -20,7 +24,6 @@ import logging
 import trio
 
 from .. import __version__, errors
-from ..daemon.dispatch import Call, method
 from . import http
 from .access import CODE_TTL, UiAccess
 from .app import UiApp, load_static
@@ -108,11 +111,3 @@ def install(daemon) -> WebUi:
     daemon.web_ui = WebUi(daemon)
     return daemon.web_ui
 
-
-@method("ui.open")
-async def ui_open(call: Call) -> dict:
-    ui = call.ctx.web_ui
-    if ui is None:
-        raise errors.Unavailable("the Web UI is not available in this daemon")
-    port = call.params.int("port", minimum=0, maximum=65535)
-    return await ui.open(port)
