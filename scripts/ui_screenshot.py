@@ -11,7 +11,6 @@ opens one thread and takes the picture. Run with the venv's python::
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import subprocess
 import sys

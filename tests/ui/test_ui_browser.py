@@ -146,19 +146,22 @@ def test_an_edit_and_a_delete_update_the_message_in_place(page, team):
 
 
 def test_the_feed_pages_in_older_messages_as_you_scroll(page, team):
+    bulk = [{"type": "bulk", "value": "1"}]
     for i in range(130):
-        team.rpc("message.send", {"caller": "carol", "content": f"bulk {i}", "scopes": [{"type": "bulk", "value": "1"}]})
+        team.rpc("message.send", {"caller": "carol", "content": f"bulk {i}", "scopes": bulk})
     page.d.refresh()
     page.wait(lambda: page.find("#conn").get_attribute("data-state") == "live")
     page.go("#/feed")
     total = team.rpc("message.list", {"include_deleted": True, "page_size": 1})["total"]
     first = len(page.all("#main .msg"))
     assert 0 < first <= 100 < total, (first, total)       # one or two pages, not everything
+    def more_than(n: int):
+        return lambda: len(page.all("#main .msg")) > n or page.find("#main .list-status").text == "— the beginning —"
+
     while page.find("#main .list-status").text != "— the beginning —":
         before = len(page.all("#main .msg"))
         page.js("document.querySelector('#main .sentinel').scrollIntoView()")
-        page.wait(lambda: len(page.all("#main .msg")) > before or
-                  page.find("#main .list-status").text == "— the beginning —", what="the next page")
+        page.wait(more_than(before), what="the next page")
     ids = [m.get_attribute("data-id") for m in page.all("#main .msg")]
     assert len(ids) == len(set(ids)) == total
     assert page.find("#main .view-head .count").text == f"{total:,} messages"

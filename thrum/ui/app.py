@@ -6,12 +6,13 @@ static files once.
 
 Routes (GET and HEAD only; anything else is 405):
 
-| path | answer |
-|---|---|
-| ``/login?code=C`` | redeems the one-time code: 303 to ``/`` with the session cookie; a used or expired code is 403 (or, for a browser that is already logged in, just the redirect) |
-| ``/`` | the page (logged in) or a 401 page saying to run ``thrum ui`` |
-| ``/static/…`` | the page's CSS, JavaScript and images (public: nothing secret in them) |
-| ``/api/session`` | ``{"authenticated": bool, "ws_port", "version"}`` (JSON; the page asks it when its WebSocket is refused, to tell "session expired" from "daemon gone") |
+- ``/login?code=C`` redeems the one-time code: 303 to ``/`` with the session
+  cookie; a used or expired code is 403 (for a browser that is already signed in,
+  just the redirect).
+- ``/`` is the page when signed in, else a 401 page saying to run ``thrum ui``.
+- ``/static/…`` are the page's CSS, JavaScript and images (public: nothing secret).
+- ``/api/session`` answers ``{"authenticated", "ws_port", "version"}``: the page
+  asks when its WebSocket is refused, to tell "session expired" from "daemon gone".
 
 Every answer first checks ``Host`` (`UiAccess.host_ok`: a DNS-rebound name gets
 421) and carries headers that keep it out of frames and other origins' reach:
