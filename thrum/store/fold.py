@@ -35,6 +35,15 @@ from .sql import all_rows, chunks, qmarks
 log = logging.getLogger(__name__)
 
 
+def dedup_key(d: dict) -> str:
+    """What makes an event "already applied": its id and its author (who signed it).
+
+    With the id alone, another agent writing a line with an id it copied from
+    someone else's event could make a replica skip the original as a duplicate.
+    """
+    return f"{d.get('event_id', '')}/{ev.event_author(d) or ''}"
+
+
 @dataclass
 class FoldResult:
     applied: list[dict] = field(default_factory=list)  # newly applied events, for publishing
@@ -44,6 +53,7 @@ class FoldResult:
     conflicts: int = 0
     malformed: int = 0
     invalid: int = 0  # events a handler could not apply (recorded in fold_issues)
+    refused: int = 0  # lines the trust check quarantined (thrum.trust.verify)
     timings: dict[str, float] = field(default_factory=dict)  # rebuild: seconds per phase
 
     def merge(self, other: "FoldResult") -> None:
@@ -54,6 +64,7 @@ class FoldResult:
         self.conflicts += other.conflicts
         self.malformed += other.malformed
         self.invalid += other.invalid
+        self.refused += other.refused
 
 
 class Folder:
@@ -93,11 +104,13 @@ class Folder:
 
     # ---------------------------------------------------------------- entry
     def fold(self, records: Iterable[tuple[str, dict]]) -> None:
+        # Keyed by event id *and author* (`dedup_key`): an event id another agent
+        # reuses never hides the original (docs/design/trust.md).
         candidates: dict[str, dict] = {}
         rules: dict[str, ev.ShardRule] = {}  # shard -> its authorship rule, the path parsed once
         known = ev.NORMALISERS
         for shard, d in records:
-            eid = d.get("event_id", "")
+            eid = dedup_key(d)
             t = d.get("type")
             if t not in known or d.get("v", 1) > ev.EVENT_VERSION:
                 self.r.unknown += 1
@@ -108,7 +121,7 @@ class Folder:
             ok = rule.allows(d)
             if not ok:
                 self.r.forged += 1
-                self.issue("forged", shard, eid, f"{d['type']} by {ev.event_owner(d) or '?'} "
+                self.issue("forged", shard, d.get("event_id", ""), f"{d['type']} by {ev.event_owner(d) or '?'} "
                                                  f"does not belong in {shard}")
                 continue
             if eid in candidates:
@@ -143,7 +156,8 @@ class Folder:
                     handler(self, batch)
         if self.keep_applied:
             self.r.applied.extend(d for eid, d in candidates.items()
-                                  if (eid in new_creates if d["type"] == "message.create" else eid not in seen))
+                                  if (d["event_id"] in new_creates if d["type"] == "message.create"
+                                      else eid not in seen))
 
     # ---------------------------------------------------------------- agents, sessions
     def agent_register(self, batch):
@@ -296,9 +310,14 @@ assert {t for t, _ in _ORDER} == set(ev.EVENT_TYPES)
 
 def fold(db: pw.SqliteDatabase, records: Iterable[tuple[str, dict]], *,
          issues: Iterable[LogIssue] = (), positions: dict[str, Position] | None = None,
-         keep_applied: bool = True) -> FoldResult:
+         keep_applied: bool = True, refused: Iterable[tuple[str, str, str, str]] = (),
+         resolved: Iterable[str] = ()) -> FoldResult:
     """Apply (shard, event) records in one transaction; optionally record malformed
     lines and store new read positions in the same transaction.
+
+    ``refused``: (kind, shard, event_id, reason) of lines the trust check quarantined,
+    recorded in ``fold_issues``; ``resolved``: keys of issues that no longer hold (a
+    line that waited for its signer's key and has now been judged).
 
     ``keep_applied=False`` leaves `FoldResult.applied` empty (bulk loads).
     """
@@ -327,6 +346,12 @@ def fold(db: pw.SqliteDatabase, records: Iterable[tuple[str, dict]], *,
                     eid = d.get("event_id") if isinstance(d, dict) else None
                     folder.issue("invalid", shard, str(eid or "?")[:64],
                                  f"cannot apply this event ({type(one).__name__}: {str(one)[:200]})")
+        for kind, shard, event_id, reason in refused:
+            folder.issue(kind, shard, event_id, reason)
+            result.refused += 1
+        gone = [(k,) for k in resolved]
+        if gone:
+            conn.executemany("DELETE FROM fold_issues WHERE key = ?", gone)
         for issue in issues:
             digest = hashlib.sha1(issue.line).hexdigest()[:16]
             folder.issue("malformed", issue.shard, digest, issue.reason)

@@ -41,7 +41,7 @@ from __future__ import annotations
 from .counters import verify_counters
 from .directory import fold_counts
 from .fold import FoldResult, fold, load_positions, save_positions
-from .rebuild import READ_CHUNK, REBUILD_BATCH, catch_up, open_projection, rebuild
+from .rebuild import READ_CHUNK, REBUILD_BATCH, FoldFn, catch_up, open_projection, rebuild
 
-__all__ = ["FoldResult", "READ_CHUNK", "REBUILD_BATCH", "catch_up", "fold", "fold_counts", "load_positions",
+__all__ = ["FoldFn", "FoldResult", "READ_CHUNK", "REBUILD_BATCH", "catch_up", "fold", "fold_counts", "load_positions",
            "open_projection", "rebuild", "save_positions", "verify_counters"]

@@ -20,12 +20,13 @@ import gc
 import logging
 import os
 import time
+from typing import Iterable, Protocol
 
 import peewee as pw
 
 from . import database
 from .fold import FoldResult, fold, load_positions
-from .log import EventLog, Position, ReadResult
+from .log import EventLog, LogIssue, Position, ReadResult
 from .sql import all_rows
 
 log = logging.getLogger(__name__)
@@ -35,26 +36,38 @@ READ_CHUNK = 32 * 1024 * 1024  # bytes of a shard read (and folded) at a time
 REBUILD_CACHE_KIB = -512 * 1024  # SQLite page cache while rebuilding (negative: KiB)
 
 
-def catch_up(db: pw.SqliteDatabase, event_log: EventLog) -> FoldResult:
+class FoldFn(Protocol):
+    """A fold that judges lines first (`thrum.store.verified`): records, then their raw lines."""
+
+    def __call__(self, db: pw.SqliteDatabase, records: list[tuple[str, dict]], lines: list[bytes], *,
+                 issues: Iterable[LogIssue] = (), positions: dict[str, Position] | None = None,
+                 keep_applied: bool = True) -> FoldResult: ...
+
+
+def catch_up(db: pw.SqliteDatabase, event_log: EventLog, fold_fn: FoldFn | None = None) -> FoldResult:
     """Fold whatever the log holds beyond the stored positions (all of it for a new db).
 
     Shards are read in chunks of about READ_CHUNK bytes and folded in batches of
     about REBUILD_BATCH events, each in one transaction together with the new
     positions of what it covers, so an interrupted catch-up resumes where it stopped.
     """
-    return _fold_log(db, event_log, load_positions(db))
+    return _fold_log(db, event_log, load_positions(db), fold_fn=fold_fn)
 
 
 def _fold_log(db, event_log: EventLog, positions: dict[str, Position], *,
-              keep_applied: bool = True) -> FoldResult:
+              keep_applied: bool = True, fold_fn: FoldFn | None = None) -> FoldResult:
     total = FoldResult()
     pending = ReadResult()
 
     def flush():
         nonlocal pending
         if pending.records or pending.issues or pending.positions:
-            total.merge(fold(db, pending.records, issues=pending.issues, positions=pending.positions,
-                             keep_applied=keep_applied))
+            if fold_fn is None:
+                total.merge(fold(db, pending.records, issues=pending.issues, positions=pending.positions,
+                                 keep_applied=keep_applied))
+            else:
+                total.merge(fold_fn(db, pending.records, pending.lines, issues=pending.issues,
+                                    positions=pending.positions, keep_applied=keep_applied))
         pending = ReadResult()
 
     for shard in event_log.shards():
@@ -72,7 +85,8 @@ def _fold_log(db, event_log: EventLog, positions: dict[str, Position], *,
     return total
 
 
-def rebuild(db: pw.SqliteDatabase, event_log: EventLog, *, keep_applied: bool = False) -> FoldResult:
+def rebuild(db: pw.SqliteDatabase, event_log: EventLog, *, keep_applied: bool = False,
+            fold_fn: FoldFn | None = None) -> FoldResult:
     """Drop and recreate every table, then fold the whole log.
 
     Loads without query indexes and counter triggers, then builds both once
@@ -96,7 +110,7 @@ def rebuild(db: pw.SqliteDatabase, event_log: EventLog, *, keep_applied: bool = 
     gc.disable()  # millions of short-lived dicts: the cycle collector would rescan them all, repeatedly
     try:
         started = time.perf_counter()
-        total = _fold_log(db, event_log, {}, keep_applied=keep_applied)
+        total = _fold_log(db, event_log, {}, keep_applied=keep_applied, fold_fn=fold_fn)
         loaded = time.perf_counter()
         database.finish_schema(db, compute_counters=True)
         total.timings = {"load": loaded - started, "indexes_and_counters": time.perf_counter() - loaded}
@@ -120,7 +134,8 @@ def _saved_kv(db) -> list[tuple[str, str]]:
         return []
 
 
-def open_projection(path: str | os.PathLike, event_log: EventLog) -> pw.SqliteDatabase:
+def open_projection(path: str | os.PathLike, event_log: EventLog,
+                    fold_fn: FoldFn | None = None) -> pw.SqliteDatabase:
     """Open the database, rebuilding it from the log when missing, corrupt or outdated.
 
     No whole-file integrity scan at start-up (it would cost seconds on a large
@@ -132,11 +147,11 @@ def open_projection(path: str | os.PathLike, event_log: EventLog) -> pw.SqliteDa
         db = database.open_database(path)
         version = database.schema_version(db)
         if version == database.SCHEMA_VERSION:
-            catch_up(db, event_log)
+            catch_up(db, event_log, fold_fn)
             return db
         if version is not None:
             log.info("projection schema %s != %s: rebuilding", version, database.SCHEMA_VERSION)
-        rebuild(db, event_log)
+        rebuild(db, event_log, fold_fn=fold_fn)
         return db
     except Exception as exc:  # not a database, corrupt pages, a rebuild that hit either
         log.warning("projection database unusable (%s): rebuilding from the log", exc)
@@ -151,5 +166,5 @@ def open_projection(path: str | os.PathLike, event_log: EventLog) -> pw.SqliteDa
         except FileNotFoundError:
             pass
     db = database.open_database(path)
-    rebuild(db, event_log)
+    rebuild(db, event_log, fold_fn=fold_fn)
     return db
