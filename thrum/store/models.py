@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import peewee as pw
 
-SCHEMA_VERSION = 5  # 5: message_scopes/message_refs.pos (the order given)
+SCHEMA_VERSION = 6  # 5: applied_events keyed by event id and author (store.fold.dedup_key);
+#                    6: message_scopes/message_refs.pos (the order given)
 
 database_proxy = pw.DatabaseProxy()
 
