@@ -8,7 +8,7 @@ Usage:
 Sections are named; later issues add their own (register them in SECTIONS).
 With no section named, every section runs.
 
-daemon, sync, realtime: see scripts/bench_daemon.py, bench_sync.py, bench_realtime.py.
+daemon, sync, realtime, ui: see scripts/bench_daemon.py, bench_sync.py, bench_realtime.py, bench_ui.py.
 
 store: generates a log of N message events (default 1,000,000) over 50 agents
        (10 roles, 4 groups, mentions of agents/roles/groups/everyone, scopes,
@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 import orjson  # noqa: E402
 
-from thrum.store import models, projection, queries  # noqa: E402
+from thrum.store import database, projection, queries  # noqa: E402
 from thrum.store.log import EventLog  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -147,7 +147,7 @@ def generate_store_log(root: Path, n_messages: int, seed: int = 7) -> dict:
     group_names = list(GROUPS)
     n_edits = n_deletes = 0
     ms = BASE_MS
-    for i in range(n_messages):
+    for _ in range(n_messages):
         ms += rng.randint(1, 9_000)
         author = agents[rng.randrange(50)]
         r = rng.random()
@@ -263,7 +263,7 @@ def bench_store(args) -> dict:
         for p in base.glob("messages.db*"):
             p.unlink()
         event_log = EventLog(log_root)
-        db = models.open_database(db_path)
+        db = database.open_database(db_path)
         gc.collect()
         t = time.perf_counter()
         res = projection.rebuild(db, event_log)
@@ -341,6 +341,7 @@ SECTIONS = {
     "daemon": _script_section("bench_daemon"),     # issue 3: durable sends, message.list, CLI start-up
     "sync": _script_section("bench_sync"),         # issue 4: sync against a 1M-event history
     "realtime": _script_section("bench_realtime"),  # issue 5: notification latency, fan-out, wait
+    "ui": _script_section("bench_ui"),             # issue 16: feed first render, send → on screen (browser)
     "storage": _script_section("bench_storage"),   # issue 11: repository growth and sync time over 5,000 syncs
 }
 

@@ -29,6 +29,7 @@ from .writer import tail_position
 
 log = logging.getLogger(__name__)
 
+REFRESH_GAP = 2.0  # seconds: a refresh this soon after the last one reuses its result
 QUIET_TYPES = frozenset({"message.read", "message.unread", "message.archive", "message.edit"})
 
 
@@ -51,6 +52,8 @@ class SyncLoop:
         self.replicator = None
         self._scanned = False  # has a cycle asked git which files changed since the daemon started?
         self.prefer = None  # merge.Prefer: which copy of a line rewritten in place to keep (the trust layer's)
+        self._refresh_done: trio.Event | None = None   # the on-demand cycle in flight
+        self._refreshed_at = float("-inf")              # trio time its last cycle ended
 
     # ------------------------------------------------------------------ setup
     def _make_replicator(self):
@@ -123,6 +126,40 @@ class SyncLoop:
         self._stopped = True
         self._kick.set()
 
+    # ------------------------------------------------------------------ on demand
+    async def refresh(self, wait: float) -> bool:
+        """Fetch and merge once now (a full cycle) for a caller that met an unknown
+        address; wait at most ``wait`` seconds for it (the cycle goes on after that).
+
+        Concurrent callers share one cycle; a cycle that ended within `REFRESH_GAP`
+        seconds is fresh enough and none is started. Returns whether a cycle ended
+        in time (failures are recorded in ``sync status`` like any other cycle's).
+        """
+        if self.mode() != "remote" or self.daemon.nursery is None:
+            return False
+        if self._refresh_done is None:
+            if trio.current_time() - self._refreshed_at < REFRESH_GAP:
+                return True
+            self._refresh_done = trio.Event()
+            self.daemon.nursery.start_soon(self._refresh_cycle, self._refresh_done)
+        done = self._refresh_done
+        with trio.move_on_after(wait):
+            await done.wait()
+            return True
+        return False
+
+    async def _refresh_cycle(self, done: trio.Event) -> None:
+        try:
+            await self.sync_now()
+        except errors.ThrumError as exc:
+            log.warning("sync for an unknown address failed: %s", exc.message)
+        except Exception:
+            log.exception("sync for an unknown address failed")
+        finally:
+            self._refreshed_at = trio.current_time()
+            self._refresh_done = None
+            done.set()
+
     # ------------------------------------------------------------------ one cycle
     async def sync_now(self) -> dict:
         """Run one full cycle (waiting for a running one first) and return its report.
@@ -166,11 +203,12 @@ class SyncLoop:
 
         def on_received(outcome) -> None:
             """Fold what one merge chunk brought; the writer lock is held."""
-            records, issues = [], []
+            records, raw, issues = [], [], []
             for shard, lines in outcome.received_lines.items():
                 for line in lines:
                     try:
                         records.append((shard, ev.decode_line(line)))
+                        raw.append(line.rstrip(b"\n"))
                     except ev.MalformedEvent as exc:
                         issues.append(LogIssue(shard, 0, str(exc), line[:200]))
             positions = {}
@@ -181,13 +219,20 @@ class SyncLoop:
                     except OSError:
                         continue
             writer.log.forget_cached_state()
-            result = projection.fold(writer.db, records, issues=issues, positions=positions)
+            if writer.fold_lines is not None:  # the remote is untrusted: judge every line first
+                result = writer.fold_lines(writer.db, records, raw, issues=issues, positions=positions)
+                writer.fold_lines.release()
+            else:
+                result = projection.fold(writer.db, records, issues=issues, positions=positions)
             applied.extend(result.applied)
 
         taken: list[str] = []
 
         def dirty_paths() -> list[str] | None:
-            """Called with the writer lock held: take the files appended since the last commit."""
+            """Called with the writer lock held, just before a commit: seal what was appended
+            (one signature vouches for each file's new lines, docs/design/trust.md), then take
+            the files appended to since the last commit."""
+            writer.append_seals()
             taken[:] = sorted(writer.dirty_shards)
             writer.dirty_shards.clear()
             if not self._scanned:  # appends a crash left uncommitted: ask git once after start

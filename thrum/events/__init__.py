@@ -45,8 +45,8 @@ if TYPE_CHECKING:  # the same names, for type checkers; at run time `__getattr__
     from .names import NAME_RE, RESERVED_NAMES, check_name, is_name
     from .validation import EVENT_TYPES, NORMALISERS, is_known, normalise
     from .shards import (EVENTS_STREAM, MESSAGE_SHARD_TYPES, RECEIPT_TYPES, ShardRule, allowed_in_shard,
-                         check_stream, event_author, event_owner, is_log_path, parse_log_path, segment_name, segment_number,
-                         segment_path, shard_kind, shard_owner, stream_for, stream_of)
+                         check_stream, event_author, event_owner, is_log_path, parse_log_path, segment_name,
+                         segment_number, segment_path, shard_kind, shard_owner, stream_for, stream_of)
     from .tags import MAX_TAG_VALUE, TAG_TYPE_RE, is_tag_type, is_tag_value, split_tag, tag_fields
     from .typed import (TYPED, AgentCleanup, AgentRegister, AgentUpdate, Body, Event, GroupCreate, GroupDelete,
                         GroupMemberAdd, GroupMemberRemove, MessageArchive, MessageCreate, MessageDelete,
@@ -62,8 +62,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "names": ("NAME_RE", "RESERVED_NAMES", "check_name", "is_name"),
     "validation": ("EVENT_TYPES", "NORMALISERS", "is_known", "normalise"),
     "shards": ("EVENTS_STREAM", "MESSAGE_SHARD_TYPES", "RECEIPT_TYPES", "ShardRule", "allowed_in_shard",
-               "check_stream", "event_author", "event_owner", "is_log_path", "parse_log_path", "segment_name", "segment_number",
-               "segment_path", "shard_kind", "shard_owner", "stream_for", "stream_of"),
+               "check_stream", "event_author", "event_owner", "is_log_path", "parse_log_path", "segment_name",
+               "segment_number", "segment_path", "shard_kind", "shard_owner", "stream_for", "stream_of"),
     "tags": ("MAX_TAG_VALUE", "TAG_TYPE_RE", "is_tag_type", "is_tag_value", "split_tag", "tag_fields"),
     "typed": ("TYPED", "AgentCleanup", "AgentRegister", "AgentUpdate", "Body", "Event", "GroupCreate",
               "GroupDelete", "GroupMemberAdd", "GroupMemberRemove", "MessageArchive", "MessageCreate",

@@ -26,6 +26,7 @@ with the path parsed once, for loops that judge many events of one file.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from .names import NAME_RE
 from .validation import NORMALISERS
@@ -42,7 +43,7 @@ MAX_SEGMENT = 999_999_999  # 9 digits at most: the name stays short and parses a
 _SEGMENT_RE = re.compile(r"(?:0{0,5}[1-9][0-9]{0,8})\.jsonl")
 
 
-def event_owner(d: dict) -> str | None:
+def event_owner(d: dict[str, Any]) -> str | None:
     """The agent whose stream an event belongs to (None for the shared ``events`` stream)."""
     t = d.get("type")
     if t in MESSAGE_SHARD_TYPES or t in RECEIPT_TYPES:
@@ -50,7 +51,7 @@ def event_owner(d: dict) -> str | None:
     return None
 
 
-def event_author(d: dict) -> str | None:
+def event_author(d: dict[str, Any]) -> str | None:
     """Who wrote an event, and so who must have signed it (docs/design/trust.md)."""
     t = d.get("type")
     if t in ("thread.create", "group.create"):
@@ -62,7 +63,7 @@ def event_author(d: dict) -> str | None:
     return d.get("agent_id")  # every other type, seals included
 
 
-def stream_for(d: dict) -> str:
+def stream_for(d: dict[str, Any]) -> str:
     """The stream an event is appended to: ``events``, ``messages/{agent}`` or ``receipts/{agent}``."""
     t = d.get("type")
     if t in MESSAGE_SHARD_TYPES:
@@ -173,7 +174,7 @@ class ShardRule:
         except ValueError:
             self.owner, self.kind = None, "invalid"
 
-    def allows(self, d: dict) -> bool:
+    def allows(self, d: dict[str, Any]) -> bool:
         """True when ``d`` may live in this segment; unknown types are kept, not judged."""
         t = d.get("type")
         if t in MESSAGE_SHARD_TYPES:
@@ -186,6 +187,6 @@ class ShardRule:
         return True
 
 
-def allowed_in_shard(d: dict, path_or_stream: str) -> bool:
+def allowed_in_shard(d: dict[str, Any], path_or_stream: str) -> bool:
     """The authorship rule: a segment only carries events of its own agent and kind."""
     return ShardRule(path_or_stream).allows(d)

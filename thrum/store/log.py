@@ -78,6 +78,7 @@ class ReadResult:
     """Events read from the log, in file order per shard."""
 
     records: list[tuple[str, dict]] = field(default_factory=list)  # (shard, normalised event)
+    lines: list[bytes] = field(default_factory=list)  # the raw line of each record (for thrum.trust)
     issues: list[LogIssue] = field(default_factory=list)
     positions: dict[str, Position] = field(default_factory=dict)
     torn: list[LogIssue] = field(default_factory=list)  # incomplete last lines (not yet counted as malformed)
@@ -100,10 +101,12 @@ def parse_lines(shard: str, data: bytes, base: int, result: ReadResult, *, at_en
     pos = base
     decode = ev.decode_line
     append = result.records.append
+    keep_line = result.lines.append
     for line in data[:end - 1].split(b"\n") if end else ():
         if line and not line.isspace():
             try:
                 append((shard, decode(line)))
+                keep_line(line)
             except ev.MalformedEvent as exc:
                 result.issues.append(LogIssue(shard, pos, str(exc), line[:200]))
         pos += len(line) + 1
@@ -161,15 +164,26 @@ class EventLog:
         into far fewer journal commits than one after another). Returns the
         segment paths touched (the sync step commits exactly those).
         """
-        by_stream: dict[str, list[bytes]] = {}
-        for d in events:
-            by_stream.setdefault(ev.stream_for(d), []).append(ev.encode_line(d))
+        return list(dict.fromkeys(self.append_events(events)))
+
+    def append_events(self, events: Iterable[dict]) -> list[str]:
+        """`append`, returning the segment path each event went to (in the events' order)."""
+        events = list(events)
+        by_stream: dict[str, list[int]] = {}
+        for i, d in enumerate(events):
+            by_stream.setdefault(ev.stream_for(d), []).append(i)
+        placed = [""] * len(events)
         by_path: dict[str, list[bytes]] = {}
-        for stream, lines in by_stream.items():
+        for stream, idxs in by_stream.items():
+            lines = [ev.encode_line(events[i]) for i in idxs]
+            k = 0
             for path, chunk in self._place(stream, lines):
                 by_path.setdefault(path, []).extend(chunk)
+                for _ in chunk:
+                    placed[idxs[k]] = path
+                    k += 1
         self._write_durably(by_path)
-        return list(by_path)
+        return placed
 
     def append_lines(self, shard: str, lines: Iterable[bytes]) -> None:
         """Durably append raw lines to one existing segment, wherever it is in its stream.
@@ -243,6 +257,17 @@ class EventLog:
             self._needs_newline[shard] = False
             if created:
                 fsync_dir(self.path(shard).parent)
+
+    def append_lines(self, shard: str, lines: list[bytes]) -> None:
+        """Durably append ready-made lines (each ending with a newline) to one file: seals."""
+        fd, created = self._write_lines(shard, b"".join(lines))
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self._needs_newline[shard] = False
+        if created:
+            _fsync_dir(self.path(shard).parent)
 
     def _write_lines(self, shard: str, payload: bytes) -> tuple[int, bool]:
         """Write (not yet fsync) a payload at the end of a segment; returns the open fd."""
