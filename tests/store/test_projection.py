@@ -94,7 +94,8 @@ def test_fold_non_author_edit_and_delete_are_ignored_and_recorded_as_forged(db, 
         ("messages/mallory", bad_edit[1]["event_id"]), ("messages/mallory", bad_delete[1]["event_id"])}
 
 
-@pytest.mark.parametrize("wrong_shard", ["messages/bob/000001.jsonl", "receipts/alice/000001.jsonl", "events/000001.jsonl"])
+@pytest.mark.parametrize("wrong_shard", ["messages/bob/000001.jsonl", "receipts/alice/000001.jsonl",
+                                         "events/000001.jsonl"])
 def test_fold_event_in_the_wrong_shard_is_forged(db, e, wrong_shard):
     shard, d = e.create("alice", "hi")
     result = projection.fold(db, [(wrong_shard, d)])

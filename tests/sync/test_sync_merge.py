@@ -78,18 +78,18 @@ def test_prefer_chooses_between_two_copies_of_one_key():
     local = shard(ev("A", "original"), ev("C"))
     calls = []
 
-    def keep_local(r, l):
-        calls.append((r, l))
-        return l
+    def keep_local(theirs, ours):
+        calls.append((theirs, ours))
+        return ours
 
     result = merge_shard(remote, local, prefer=keep_local)
     assert calls == [(ev("A", "tampered"), ev("A", "original"))]
     assert result.data == shard(ev("A", "original"), ev("B"), ev("C"))
     assert result.received == [ev("B") + b"\n"]
     assert result.sent == [ev("A", "original") + b"\n", ev("C") + b"\n"]
-    assert merge_shard(remote, local, prefer=lambda r, l: r) == merge_shard(remote, local)
+    assert merge_shard(remote, local, prefer=lambda theirs, ours: theirs) == merge_shard(remote, local)
     with pytest.raises(ValueError):
-        merge_shard(remote, local, prefer=lambda r, l: b"something else")
+        merge_shard(remote, local, prefer=lambda theirs, ours: b"something else")
 
 
 # --- merge_shard examples ----------------------------------------------------------------

@@ -258,17 +258,6 @@ class EventLog:
             if created:
                 fsync_dir(self.path(shard).parent)
 
-    def append_lines(self, shard: str, lines: list[bytes]) -> None:
-        """Durably append ready-made lines (each ending with a newline) to one file: seals."""
-        fd, created = self._write_lines(shard, b"".join(lines))
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        self._needs_newline[shard] = False
-        if created:
-            _fsync_dir(self.path(shard).parent)
-
     def _write_lines(self, shard: str, payload: bytes) -> tuple[int, bool]:
         """Write (not yet fsync) a payload at the end of a segment; returns the open fd."""
         stream, name = shard.rsplit("/", 1)

@@ -50,7 +50,7 @@ from thrum.safejson import too_deep
 try:  # ~4x faster; anything it rejects is handed to the stdlib parser (same keys either way)
     import orjson as _orjson
 except ImportError:  # pragma: no cover - orjson is optional here
-    _orjson = None
+    _orjson = None  # type: ignore[assignment]
 
 __all__ = ["MergeResult", "NOT_AN_EVENT", "Prefer", "ShardKeys", "event_key", "merge_shard", "merge_shard_fast",
            "merge_shard_keyed", "remote_wins", "split_lines"]
@@ -174,7 +174,8 @@ def _merge(remote: bytes, local: bytes, prefer: Prefer | None) -> tuple[MergeRes
     return MergeResult(data=b"".join(out), received=received, sent=sent), written
 
 
-def _keys_reusing(lines, other_lines, other_keys, other: bytes, data: bytes) -> list[bytes]:
+def _keys_reusing(lines: list[bytes], other_lines: list[bytes], other_keys: list[bytes], other: bytes,
+                  data: bytes) -> list[bytes]:
     """Keys of ``lines``, parsing only the lines the other side does not share."""
     n = len(other_lines)
     if data.startswith(other) and (not other or other.endswith(b"\n")):
@@ -241,7 +242,7 @@ class ShardKeys:
             self._sorted = array("q", merged)
             self._recent = set()
 
-    def _absorb(self, keys, size: int) -> None:
+    def _absorb(self, keys: set[bytes], size: int) -> None:
         """Set to the (distinct) ``keys`` of clean bytes of length ``size``."""
         hashes = {hash(k) for k in keys}
         self._sorted = array("q", sorted(hashes))
