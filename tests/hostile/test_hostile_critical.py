@@ -125,7 +125,9 @@ def test_a_100_mb_line_is_quarantined_and_syncing_goes_on(team):
     mallory.append(mallory.file_of("messages", "bob"), huge)
     mallory.push("one valid JSON line of 100 MB")
     a.sync()
-    assert a.json("sync", "status")["quarantined"] >= 1
+    status = a.json("sync", "status")
+    # Quarantined as a line, or (its file over the size any log file has) never read at all.
+    assert status["quarantined"] >= 1 or status["ignored_paths_by_reason"].get("too_large") == 1
     b.run("send", "after the big line", "--to", "@alice", agent="bob")
     b.sync()
     a.sync()

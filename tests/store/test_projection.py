@@ -126,7 +126,7 @@ def test_fold_create_id_conflict_lowest_event_id_wins(db, e, order):
     assert m["author"]["agent_id"] == "alice"
     assert m["body"]["content"] == "original"
     assert m["refs"] == []
-    assert issues(db, "conflict") == [("conflict", "messages/bob/000001.jsonl", second[1]["event_id"])]
+    assert issues(db, "conflict") == [("conflict", "messages/bob", second[1]["event_id"])]
     assert projection.verify_counters(db) == []
 
 

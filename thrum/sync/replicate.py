@@ -177,7 +177,8 @@ class Replicator:
             return None
 
     def ignored_paths(self) -> dict[str, int]:
-        """Entries of our ``a-sync`` tree that thrum ignores, by reason (as of the last merge)."""
+        """Entries of the remote's ``a-sync`` tree (as of the last merge; before one, of
+        ours) that thrum ignores, by reason."""
         if self._ignored is None:
             with self._mutex:
                 if self._ignored is None:
@@ -354,7 +355,7 @@ class Replicator:
             outcome.commits = 1
             self._move_ref(new_head, "thrum: merge remote a-sync")
         self._update_index({p: (files[p].oid, st) for p, st in stats.items() if p in files})
-        self._ignored = self.trees.ignored(tree)
+        self._ignored = self.trees.ignored(theirs.tree_id)  # what the remote holds that we do not take
         outcome.ignored = dict(self._ignored)
         outcome.head = new_head
         return outcome
