@@ -54,7 +54,7 @@ sys.path.insert(0, str(ROOT))
 import orjson  # noqa: E402
 import pygit2  # noqa: E402
 
-from bench_segments import SegmentWriter  # noqa: E402
+from bench_segments import SegmentWriter, Signing  # noqa: E402
 from thrum import events as ev  # noqa: E402
 
 ENV = {"THRUM_WS_PORT": "0", "THRUM_SYNC_INTERVAL": "3600", "THRUM_SYNC_DEBOUNCE": "3600",
@@ -68,21 +68,22 @@ WORDS = ("auth module tests green review ready merge deploy failing flaky fix pa
 # --------------------------------------------------------------------------- generation
 
 class Gen:
-    """Valid event lines, fast: ULID ids from `thrum.events.new_ulid`, dicts dumped by orjson."""
+    """Valid, signed event lines (as the daemon writes them): ULID ids from
+    `thrum.events.new_ulid`, message ids bound to their author's key, signatures, and
+    a seal per segment; the agents' keys are identities of machine A."""
 
-    def __init__(self, seed: int = 7):
+    def __init__(self, signing: Signing, seed: int = 7):
         self.rng = random.Random(seed)
+        self.signing = signing
         self.sessions: dict[str, str] = {}
 
     def lifecycle(self, agents: list[str]) -> bytes:
         out = []
-        ts = ev.now_rfc3339()
         for i, a in enumerate(agents):
-            out.append(ev.AgentRegister(agent_id=a, name=a, role=f"role{i % 10}", module="core").to_line())
+            out.append(ev.encode_line(self.signing.agent(a, f"role{i % 10}")))
             s = ev.SessionStart(agent_id=a)
             self.sessions[a] = s.session_id
-            out.append(s.to_line())
-        del ts
+            out.append(ev.encode_line(self.signing.sign(s.to_dict())))
         return b"".join(out)
 
     def message(self, author: str, others: list[str], ts: str) -> bytes:
@@ -90,23 +91,23 @@ class Gen:
         eid = ev.new_ulid()
         text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 30)))
         mention = others[rng.randrange(len(others))]
-        return orjson.dumps({
+        return orjson.dumps(self.signing.sign({
             "type": "message.create", "timestamp": ts, "event_id": eid, "v": 1,
-            "message_id": "msg_" + eid, "thread_id": "thr_" + eid, "agent_id": author,
+            "message_id": self.signing.message_id(author), "thread_id": "thr_" + eid, "agent_id": author,
             "session_id": self.sessions[author],
             "body": {"format": "markdown", "content": text, "structured": ""},
             "scopes": [], "refs": [{"type": "mention", "value": mention}],
-            "priority": "normal", "authored_by": "", "disclosed": False}) + b"\n"
+            "priority": "normal", "authored_by": "", "disclosed": False})) + b"\n"
 
     def messages(self, worktree: Path, agents: list[str], everyone: list[str], n: int) -> None:
         """Append n messages spread evenly (round robin) over ``agents``' streams."""
         bufs: dict[str, list[bytes]] = {a: [] for a in agents}
         ts = ev.now_rfc3339()
-        with SegmentWriter(worktree) as segments:
+        with SegmentWriter(worktree, signing=self.signing) as segments:
             def flush():
                 for a, lines in bufs.items():
                     if lines:
-                        segments.append(f"messages/{a}", lines)
+                        segments.append(f"messages/{a}", lines, signer=a)
                         bufs[a] = []
 
             for i in range(n):
@@ -119,7 +120,7 @@ class Gen:
             flush()
 
     def lifecycle_into(self, worktree: Path, agents: list[str]) -> None:
-        with SegmentWriter(worktree) as segments:
+        with SegmentWriter(worktree, signing=self.signing) as segments:
             segments.append("events", self.lifecycle(agents).splitlines(keepends=True))
 
 
@@ -195,13 +196,13 @@ def run(args) -> list[tuple]:
     remote, a_dir, b_dir = base / "remote.git", base / "a", base / "b"
     started = []
     rows: list[tuple] = []
-    gen = Gen()
     agents = [f"agent_{i:02d}" for i in range(args.agents)]
     try:
         step(f"setting up in {base}")
         make_remote(remote)
         clone(remote, a_dir)
         pa = lifecycle.init_repo(a_dir, start_daemon=False)
+        gen = Gen(Signing(pa.identities))
         wt_a = sync_worktree_path(a_dir)
         t = time.perf_counter()
         gen.lifecycle_into(wt_a, agents)

@@ -16,7 +16,7 @@ from hostile_helpers import entries_under, links_under
 from thrum.events import is_log_path
 
 REG, EXEC, LINK, GITLINK, TREE = 0o100644, 0o100755, 0o120000, 0o160000, 0o40000
-SEND_PROMPTLY_S = 5.0  # generous on a busy machine; the old code held the lock for the whole sync
+SEND_PROMPTLY_S = 3.0  # generous on a busy machine (measured: under 0.7 s); the old code: 15-19 s
 
 
 def _team_with_history(team):
@@ -114,20 +114,20 @@ def test_ten_thousand_junk_files_never_stall_a_send_and_are_never_written(team):
 def test_fifty_thousand_small_files_keep_the_writer_answering(team):
     t, a, b = _team_with_history(team)
     files: dict[str, tuple[int, bytes]] = {}
-    for i in range(40_000):
+    for i in range(45_000):
         files[f"messages/bob/x{i}"] = (REG, b"%d\n" % i)
-    for i in range(5000):
+    for i in range(3000):
         files[f"receipts/m{i}.jsonl"] = (REG, b'{"event_id":"r%d"}\n' % i)  # the old single-file layout
-    for n in range(1, 5001):  # at the layout's own paths: merged, written, folded (and quarantined)
+    for n in range(1, 2001):  # at the layout's own paths: merged, written, folded (and quarantined)
         files[f"receipts/mallory/{n:06d}.jsonl"] = (REG, b"not an event %d\n" % n)
     t.attacker().push_entries(files, "50,000 small files")
 
     sent = _sync_while_sending(a, "sent during the flood")
     _stored_once(a, sent)
-    assert len(list((a.worktree / "receipts" / "mallory").iterdir())) == 5000
+    assert len(list((a.worktree / "receipts" / "mallory").iterdir())) == 2000
     status = a.json("sync", "status")
-    assert status["ignored_paths_by_reason"] == {"unknown_path": 45_000}
-    assert status["quarantined"] >= 5000
+    assert status["ignored_paths_by_reason"] == {"unknown_path": 48_000}
+    assert status["quarantined"] >= 2000
     _only_log_files(a)
 
     a.sync()

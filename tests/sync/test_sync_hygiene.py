@@ -143,7 +143,7 @@ def test_a_store_being_consolidated_elsewhere_is_skipped(pair):
 
 def test_bytes_each_sync_adds_stay_bounded_as_history_grows(pair):
     remote, (a, b) = pair
-    rounds, raw = 240, 0
+    rounds, raw = 180, 0
     sizes = []
     for r in range(rounds):
         raw += a.write(r, 5)
@@ -153,8 +153,8 @@ def test_bytes_each_sync_adds_stay_bounded_as_history_grows(pair):
         b.tidy(remote)
         sizes.append((_size(a.replicator.common_dir / "objects"), _size(remote / "objects")))
     for which in (0, 1):
-        middle = (sizes[159][which] - sizes[80][which]) / 79
-        end = (sizes[239][which] - sizes[160][which]) / 79
+        middle = (sizes[119][which] - sizes[60][which]) / 59
+        end = (sizes[179][which] - sizes[120][which]) / 59
         assert end <= 1.5 * middle + 512, (which, middle, end)
         assert end <= 4 * raw / rounds + 2048, (which, end, raw / rounds)  # a few KB per sync, not the history
     assert sizes[-1][1] <= raw  # the remote holds no more than the log's own bytes

@@ -47,6 +47,11 @@ class ServiceContext:
         """``fn(db, *args, **kwargs)`` in a worker thread (SQLite never runs on the event loop)."""
         return await self._daemon.writer.read(fn, *args, **kwargs)
 
+    async def write_local(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``fn(db, ...)`` writing local state that is not in the log (liveness), under the
+        writer's lock (a write outside it can fail a fold in flight: "database is locked")."""
+        return await self._daemon.writer.write_local(fn, *args, **kwargs)
+
     async def write(self, events: list[Event]) -> FoldResult:
         """Append ``events`` durably and fold them (group commit); returns once they are."""
         return await self._daemon.writer.write(events)

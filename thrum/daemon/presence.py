@@ -70,7 +70,9 @@ class Presence:
             return
         batch, self._dirty = self._dirty, {}
         try:
-            await self._writer.read(directory.touch_agents, {a: rfc3339(t) for a, t in batch.items()})
+            # Under the writer's lock like every other write: a commit from another connection
+            # in the middle of a fold's transaction fails the fold at once ("database is locked").
+            await self._writer.write_local(directory.touch_agents, {a: rfc3339(t) for a, t in batch.items()})
         except Exception:  # liveness is best effort: never fail or stop the daemon for it
             log.exception("could not record when agents were last seen")
 

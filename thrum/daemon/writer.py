@@ -61,6 +61,12 @@ class Writer:
         """Run a query in a worker thread (SQLite never runs on the event loop)."""
         return await trio.to_thread.run_sync(lambda: fn(self.db, *args, **kwargs))
 
+    async def write_local(self, fn, *args, **kwargs):
+        """``fn(db, ...)`` that writes local state (never the log: liveness marks) in a worker
+        thread, under `lock` like every write, so it never lands in the middle of a fold."""
+        async with self.lock:
+            return await trio.to_thread.run_sync(lambda: fn(self.db, *args, **kwargs))
+
     # ------------------------------------------------------------------ writes
     async def write(self, events: list[ev.Event] | list[dict]) -> projection.FoldResult:
         """Make events durable and folded; returns once they are (group commit)."""

@@ -60,5 +60,5 @@ async def heartbeat(call: Call) -> dict:
     agent = await call.ctx.caller(p)
     sid = await call.ctx.ensure_session(agent, p.str("session_id"))
     now = ev.now_rfc3339()
-    await call.ctx.read(directory.touch_session, agent, sid, now)
+    await call.ctx.write_local(directory.touch_session, agent, sid, now)
     return {"session_id": sid, "agent_id": agent, "last_seen_at": now}
