@@ -255,10 +255,10 @@ def run(args) -> list[tuple]:
                 rpc(pa, "message.send", {"caller": sender, "content": f"bench run {r} message {i}",
                                          "to": [f"@{agents[(r + i + 1) % len(agents)]}"]})
             dt, rep = timed_sync(pa)
-            assert rep["sent"] == 10 and rep["pushed"], rep
+            assert rep["sent"] >= 10 and rep["pushed"], rep  # and the seal the daemon adds before committing
             send.append(dt)
             dt, rep = timed_sync(pb)
-            assert rep["received"] == 10, rep
+            assert rep["received"] >= 10, rep
             recv.append(dt)
         rows.append(("10-event sync, sender A", send, 0.030))  # issue 11 (was 200 ms, issue 4)
         rows.append(("10-event sync, receiver B", recv, 0.030))
@@ -269,7 +269,7 @@ def run(args) -> list[tuple]:
         started.remove(pa)
         shapes = [("new streams", 10), ("all streams", 0)]
         for shape, n_new in shapes:
-            offline, recv = [], []
+            offline, recv, folds, git_side = [], [], [], []
             for r in range(args.big_runs):
                 if n_new:
                     new = [f"new{r}_{i:02d}" for i in range(n_new)]
@@ -284,8 +284,13 @@ def run(args) -> list[tuple]:
                 dt, rep = timed_sync(pb)
                 assert rep["received"] >= args.big, rep
                 recv.append(dt)
+                phases = rep.get("phases_ms", {})
+                folds.append(phases.get("fold", 0) / 1000)
+                git_side.append(sum(v for k, v in phases.items() if k != "fold") / 1000)
             rows.append((f"receive {args.big:,} events, {shape}", recv, 1.0 if n_new == 0 else 1.5))
             rows.append((f"  (A offline commit+push, {shape})", offline, None))
+            rows.append(("  (B: fetch + merge + commit + push)", git_side, None))
+            rows.append(("  (B: fold, trust check included)", folds, None))
             step(f"{args.big:,}-event receive ({shape}) measured")
         rows.append(("B daemon peak RSS at the end (MiB)", None, rss_mib(lifecycle.read_pid(pb))))
         same = all((wt_a / rel).read_bytes() == (wt_b / rel).read_bytes()

@@ -15,6 +15,7 @@ Rules:
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -28,6 +29,9 @@ if TYPE_CHECKING:
     from .replicate import Paths, Replicator
 
 __all__ = ["SyncReport", "run_cycle"]
+
+log = logging.getLogger(__name__)
+SLOW_S = 0.5  # a cycle slower than this logs where its time went
 
 
 @dataclass
@@ -45,7 +49,7 @@ class SyncReport:
     attempts: int = 0
     error: str | None = None  # set when the push kept losing races
     ignored: dict[str, int] = field(default_factory=dict)  # entries of a-sync thrum ignores, by reason
-
+    phases: dict[str, float] = field(default_factory=dict)  # seconds per step: fetch, merge, fold, commit, push
 
 
 def run_cycle(
@@ -72,6 +76,19 @@ def run_cycle(
     """
     start = time.monotonic()
     report = SyncReport()
+    phases = report.phases
+
+    def timed(name: str, fn, *args):
+        t = time.monotonic()
+        try:
+            return fn(*args)
+        finally:
+            phases[name] = phases.get(name, 0.0) + time.monotonic() - t
+
+    def folding(outcome: MergeOutcome) -> None:
+        if on_received is not None:
+            timed("fold", on_received, outcome)
+
     if not replicator.has_remote():
         report.commits += int(replicator.commit_pending(paths, locked))
         report.ignored = replicator.ignored_paths()
@@ -81,18 +98,18 @@ def run_cycle(
     for attempt in range(1, max_attempts + 1):
         report.attempts = attempt
         try:
-            tip = replicator.fetch()
+            tip = timed("fetch", replicator.fetch)
         except SyncError:
             report.commits += int(replicator.commit_pending(paths, locked))
             raise
         report.remote_url = replicator.last_fetch.url if replicator.last_fetch else None
-        outcome = replicator.merge(tip, locked, on_received)
+        outcome = timed("merge", replicator.merge, tip, locked, folding)
         report.received += outcome.received
         for path, lines in outcome.received_lines.items():
             report.received_lines.setdefault(path, []).extend(lines)
-        report.commits += outcome.commits + int(replicator.commit_pending(paths, locked))
+        report.commits += outcome.commits + int(timed("commit", replicator.commit_pending, paths, locked))
         report.sent = replicator.ahead_of(tip)
-        if replicator.push():
+        if timed("push", replicator.push):
             report.pushed = True
             break
         if attempt < max_attempts:
@@ -102,4 +119,9 @@ def run_cycle(
                         f"because others kept pushing; the next sync retries")
     report.ignored = replicator.ignored_paths()
     report.duration_s = time.monotonic() - start
+    if "merge" in phases and "fold" in phases:
+        phases["merge"] -= phases["fold"]  # the fold runs inside the merge's chunks
+    if report.duration_s > SLOW_S:
+        log.info("sync took %.2fs (%s; %d received, %d sent)", report.duration_s,
+                 ", ".join(f"{k} {v:.2f}s" for k, v in phases.items()), report.received, report.sent)
     return report

@@ -159,4 +159,5 @@ def report_dict(report: Any, mode: str) -> dict:
         "duration_ms": round(report.duration_s * 1000, 1),
         "error": report.error,
         "ignored_paths_by_reason": dict(getattr(report, "ignored", {}) or {}),
+        "phases_ms": {k: round(v * 1000, 1) for k, v in (getattr(report, "phases", {}) or {}).items()},
     }
