@@ -47,6 +47,7 @@ _RECORD = Path("info") / "thrum-packs"
 _LOCK = "thrum-consolidate.lock"
 _TIPS = ("refs/heads/a-sync",)
 _TRACKING_SUFFIX = "/a-sync"
+_not_ours: dict[Path, int] = {}  # store -> its loose count when too few of them were thrum's to pack
 
 
 @dataclass
@@ -93,8 +94,11 @@ def consolidate(git_dir: os.PathLike | str, *, loose_trigger: int = LOOSE_TRIGGE
             return report
         _remove_stale_staging(objects)
         try:
-            if loose_count(objects) >= loose_trigger:
-                _pack_loose(repo, objects, report, loose_trigger)
+            count = loose_count(objects)
+            if count >= loose_trigger and count >= _not_ours.get(objects, 0) + loose_trigger // 2:
+                if not _pack_loose(repo, objects, report, loose_trigger):
+                    _not_ours[objects] = count  # the user's own loose objects: look again when more come
+
             _roll_up(repo, objects, report)
         except (OSError, KeyError, ValueError, pygit2.GitError) as exc:  # e.g. `git gc` ran meanwhile
             log.warning("could not consolidate %s: %s", objects, exc)
@@ -137,7 +141,7 @@ def _tips(repo: pygit2.Repository) -> list[pygit2.Oid]:
     return tips
 
 
-def _pack_loose(repo: pygit2.Repository, objects: Path, report: Consolidation, trigger: int) -> None:
+def _pack_loose(repo: pygit2.Repository, objects: Path, report: Consolidation, trigger: int) -> bool:
     loose = _loose_ids(objects)
     commits, stack, seen = [], [t.raw for t in _tips(repo)], set()
     while stack:
@@ -152,7 +156,7 @@ def _pack_loose(repo: pygit2.Repository, objects: Path, report: Consolidation, t
         stack.extend(p.raw for p in commit.parent_ids)
     chosen = _with_names(repo, commits, loose)
     if len(chosen) < max(1, trigger // 2):  # the rest is not ours (the user's work): leave it to git
-        return
+        return False
     name = write_pack(objects, chosen.values(), _reader(repo))
     record_packs(objects, [name])
     for raw in chosen:
@@ -163,6 +167,8 @@ def _pack_loose(repo: pygit2.Repository, objects: Path, report: Consolidation, t
             pass
     report.loose_packed += len(chosen)
     report.new_packs.append(name)
+    _not_ours.pop(objects, None)
+    return True
 
 
 def _with_names(repo: pygit2.Repository, commits: list[pygit2.Commit], among: set[bytes]) -> dict:
