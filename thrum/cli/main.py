@@ -39,7 +39,7 @@ COMMANDS: dict[str, str] = {
     # Added by other issues (one line each):
     "sync": "thrum.cli.sync:sync",
     "wait": "thrum.cli.wait:wait",
-    # "mcp": "thrum.cli.mcp:mcp",
+    "mcp": "thrum.cli.mcp:mcp",
 }
 
 
