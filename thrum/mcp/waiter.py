@@ -67,6 +67,9 @@ class Waiter:
         self._changed = anyio.Event()
         self._resubscribe = anyio.Event()
         self.active = False
+        self._unwinding = False                     # the active wait was cancelled and is cleaning up
+        self._idle = anyio.Event()
+        self._idle.set()
         self.last_event_id: str | None = None
         self.subscription_id: int | None = None
         self.subscribed = 0                         # subscriptions made so far
@@ -163,10 +166,17 @@ class Waiter:
             ThrumError: the daemon failed a call (other than being unreachable, which is waited out).
         """
         if self.active:
+            # A wait the client has just cancelled may not have unwound yet: let it run first.
+            await anyio.lowlevel.checkpoint()
+            if self.active and self._unwinding:
+                await self._idle.wait()
+        if self.active:
             raise WaitBusy("another wait_for_message is already running on this server (one at a time); "
                            "wait for it to return or cancel it")
         allowed = ALLOWED[priority_filter]
         self.active = True
+        self._unwinding = False
+        self._idle = anyio.Event()
         start = anyio.current_time()
         deadline = start + timeout
         try:
@@ -189,6 +199,7 @@ class Waiter:
                     await changed.wait()
         finally:
             self.active = False
+            self._idle.set()
 
     def _take(self, allowed) -> dict | None:
         for i, item in enumerate(self.queue):
@@ -219,6 +230,7 @@ class Waiter:
             await self.link.agent_call("message.markRead", {"message_ids": [mid]})
             return message
         except anyio.get_cancelled_exc_class():
+            self._unwinding = True
             with anyio.CancelScope(shield=True):
                 self.queue.appendleft(item)
                 if marking:
