@@ -158,6 +158,18 @@ async def test_a_cancelled_wait_ends_cleanly_and_loses_no_message(bus):
 
 
 
+async def test_a_new_session_of_the_same_agent_does_not_silence_the_waiter(bus):
+    bus.register("ss_me", "ss_role", identity_file=True)
+    bus.register("ss_you", "ss_other", identity_file=True)
+    async with mcp_server(bus.repo, "ss_me") as me:
+        await me.call("list_groups")
+        # the agent also uses the CLI: a new session ends the one the subscription was bound to
+        bus.call("session.start", {"caller": "ss_me"})
+        mid = bus.send("ss_you", "still there?", to=["ss_me"])["message_id"]
+        got = await me.call("wait_for_message", {"timeout": 10})
+        assert got["message"]["message_id"] == mid
+
+
 async def test_a_daemon_restart_during_a_wait_is_survived_without_loss_or_duplicates(fresh):
     d = fresh()
     d.register("rs_me", "rs_role", identity_file=True)
