@@ -3,6 +3,9 @@ autostart and reconnection, against real daemons over the Unix socket (trio and 
 
 from __future__ import annotations
 
+import os
+import signal
+
 import anyio
 import pytest
 import trio
@@ -69,9 +72,10 @@ async def test_a_lost_connection_fails_pending_calls_and_open_without_daemon_is_
                     failure["e"] = exc
 
             nursery.start_soon(pending)
-            await client.call("health")  # the wait is in flight
-            await trio.to_thread.run_sync(d.stop)
+            pid = (await client.call("health"))["pid"]  # the wait is in flight
+            os.kill(pid, signal.SIGKILL)  # a crash: nobody answers the wait
         assert "closed the connection" in failure["e"].message
+        await trio.to_thread.run_sync(d.stop)  # returns once the killed process is gone (its flock released)
         assert client.closed.is_set()
         with pytest.raises(Unavailable):
             await client.call("health")

@@ -22,15 +22,17 @@ import logging
 from typing import Any, Awaitable, Callable
 
 import anyio
+import anyio.lowlevel
 
-from ..client_async import AsyncClient, ensure_daemon, reconnecting
 from ..client import autostart_disabled
+from ..client_async import AsyncClient, ensure_daemon, reconnecting
 from ..errors import IdentityError, ThrumError, Unavailable
 
 log = logging.getLogger(__name__)
 
 HEARTBEAT_S = 60.0     # well inside the 2 minutes after which an agent counts as offline
 RECONNECT_WAIT_S = 60.0  # how long a tool call waits for the connection after starting the daemon
+NO_AUTOSTART_GRACE_S = 1.0  # without autostart: a daemon that is just restarting gets this long
 
 ConnectionTask = Callable[..., Awaitable[None]]  # (client, *, task_status) -> runs until cancelled
 
@@ -81,6 +83,16 @@ class DaemonLink:
             await self.call("agent.register", register_params(self.ident))
             return await self.call(method, params, **kw)
 
+    def is_connected(self) -> bool:
+        return self.client is not None and not self.client.closed.is_set()
+
+    async def wait_connected(self) -> None:
+        """Return once a connection is up (cancel from outside to bound it)."""
+        while not self.is_connected():
+            await self.connected.wait()
+            # set but already closed: the loop is tearing that connection down; let it
+            await anyio.lowlevel.checkpoint()
+
     async def ensure_connected(self) -> AsyncClient:
         """The current connection; without one, start the daemon if needed and wait for the loop.
 
@@ -88,20 +100,20 @@ class DaemonLink:
             Unavailable: the daemon cannot be started (autostart off, not initialised) or
                 the connection did not come back in time.
         """
-        client = self.client
-        if client is not None and not client.closed.is_set():
-            return client
-        if not autostart_disabled():
+        if self.is_connected():
+            return self.client
+        autostart = not autostart_disabled()
+        if autostart:
             await ensure_daemon(self.paths)
         self._kick.set()
-        with anyio.move_on_after(RECONNECT_WAIT_S if not autostart_disabled() else 1.0):
-            await self.connected.wait()
-        client = self.client
-        if client is None or client.closed.is_set():
-            raise Unavailable("thrum daemon is not running (THRUM_NO_AUTOSTART is set); start it with "
-                              "`thrum daemon start`" if autostart_disabled() else
-                              "could not reconnect to the thrum daemon; check `thrum daemon status`")
-        return client
+        with anyio.move_on_after(RECONNECT_WAIT_S if autostart else NO_AUTOSTART_GRACE_S):
+            await self.wait_connected()
+        if self.is_connected():
+            return self.client
+        if autostart:
+            raise Unavailable("could not reconnect to the thrum daemon; check `thrum daemon status`")
+        raise Unavailable("thrum daemon is not running and THRUM_NO_AUTOSTART=1 is set; "
+                          "start it with `thrum daemon start`")
 
     # ------------------------------------------------------------------ the loop
 

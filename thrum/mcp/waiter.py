@@ -31,6 +31,7 @@ import logging
 from collections import deque
 
 import anyio
+import anyio.lowlevel
 
 from ..errors import NotFound, ThrumError, Unavailable
 from .link import DaemonLink
@@ -210,9 +211,7 @@ class Waiter:
 
     async def _wait_for_link(self, deadline: float) -> None:
         with anyio.move_on_at(deadline):
-            while self.link.client is None or self.link.client.closed.is_set():
-                await self.link.connected.wait()
-                await anyio.lowlevel.checkpoint()
+            await self.link.wait_connected()
 
     async def _claim(self, item: dict) -> dict | None:
         """Re-read a queued message and mark it read; None when it is read, deleted or gone."""
