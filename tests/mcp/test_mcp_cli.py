@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import signal
 import subprocess
 from pathlib import Path
 
@@ -21,7 +22,7 @@ def _rpc(req_id, method, params=None) -> bytes:
     return (json.dumps(msg) + "\n").encode()
 
 
-def test_stdout_carries_nothing_but_protocol_even_when_the_daemon_is_started(fresh):
+def test_stdout_carries_nothing_but_protocol_and_sigterm_ends_the_server(fresh):
     d = fresh()
     d.register("so_ann", "so_role", identity_file=True)
     d.stop()  # serve must start it, and say so on stderr only
@@ -47,8 +48,10 @@ def test_stdout_carries_nothing_but_protocol_even_when_the_daemon_is_started(fre
             msg = json.loads(line)
             assert msg["jsonrpc"] == "2.0" and "id" in msg, line
             answers[msg["id"]] = msg
-        proc.stdin.close()
-        proc.stdin = None  # closed: communicate() only reads what is left
+        # a host that stops the server with SIGTERM while a wait is blocked: a prompt, clean exit
+        proc.stdin.write(_rpc(6, "tools/call", {"name": "wait_for_message", "arguments": {"timeout": 60}}))
+        proc.stdin.flush()
+        proc.send_signal(signal.SIGTERM)
         rest, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:

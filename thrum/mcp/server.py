@@ -107,17 +107,28 @@ async def serve(paths, ident) -> None:
     server = build_server(link, waiter)
     async with anyio.create_task_group() as tg:
         await tg.start(link.run)
-        tg.start_soon(_stop_on_signal, tg.cancel_scope)
+        tg.start_soon(_stop_on_signal, tg.cancel_scope, waiter)
         await server.run_stdio_async()
         tg.cancel_scope.cancel()
 
 
-async def _stop_on_signal(scope: anyio.CancelScope) -> None:
+async def _stop_on_signal(scope: anyio.CancelScope, waiter: Waiter) -> None:
+    """SIGTERM/SIGINT/SIGHUP: end the tool calls, then exit.
+
+    The SDK reads stdin in a worker thread that no cancellation can interrupt, so
+    after a running wait has put its message back (its clean-up is shielded) the
+    process leaves with `os._exit`; everything it holds lives in the daemon.
+    """
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
         async for signum in signals:
             log.info("signal %d: stopping", signum)
-            scope.cancel()
-            return
+            break
+    scope.cancel()
+    with anyio.CancelScope(shield=True):
+        with anyio.move_on_after(5):
+            await waiter.wait_idle()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def run(paths, ident, *, verbose: bool = False) -> None:

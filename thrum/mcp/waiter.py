@@ -202,6 +202,11 @@ class Waiter:
             self.active = False
             self._idle.set()
 
+    async def wait_idle(self) -> None:
+        """Return once no wait is running (a cancelled one has finished its clean-up)."""
+        while self.active:
+            await self._idle.wait()
+
     def _take(self, allowed) -> dict | None:
         for i, item in enumerate(self.queue):
             if allowed is None or item["priority"] in allowed:
