@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from thrum.daemon import launcher
+from thrum import lifecycle
 from thrum.paths import resolve
 
 THRUM = shutil.which("thrum") or str(Path(sys.executable).parent / "thrum")
@@ -53,7 +53,7 @@ class Machine:
         self.run("quickstart", "--name", name, "--role", role, "--module", module)
 
     def rpc(self, method: str, params: dict | None = None):
-        return launcher.call(self.paths, method, params or {}, timeout=60)
+        return lifecycle.call(self.paths, method, params or {}, timeout=60)
 
     def sync(self) -> dict:
         return self.json("sync")
@@ -64,7 +64,7 @@ class Machine:
 
     def stop(self) -> None:
         if self.paths is not None:
-            launcher.stop(self.paths)
+            lifecycle.stop(self.paths)
 
 
 def machine_env(**extra) -> dict:
