@@ -44,7 +44,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 
 from fixtures.repos.builders import make_repo  # noqa: E402
 from thrum import client_async, identity  # noqa: E402
-from thrum.daemon import launcher  # noqa: E402
+from thrum import lifecycle  # noqa: E402
 
 THRUM = shutil.which("thrum") or str(Path(sys.executable).parent / "thrum")
 TARGETS = {"send_p50": 5.0, "wake_p99": 50.0, "startup": 1000.0}
@@ -151,10 +151,10 @@ def one_run(tmp: Path, r: int, samples: int, inbox: int, startups: int) -> dict:
     repo = tmp / f"mcp-{r}"
     make_repo(repo)
     os.environ.update({"THRUM_LOCAL": "1", "THRUM_WS_PORT": "0"})
-    paths = launcher.init_repo(repo)
+    paths = lifecycle.init_repo(repo)
     try:
         for name, role in (("bsender", "bench"), ("bwaiter", "benchwait"), ("binbox", "benchbox")):
-            launcher.call(paths, "agent.register", {"name": name, "role": role})
+            lifecycle.call(paths, "agent.register", {"name": name, "role": role})
             identity.write(paths.identities, identity.Identity(name=name, role=role))
 
         async def go():
@@ -169,7 +169,7 @@ def one_run(tmp: Path, r: int, samples: int, inbox: int, startups: int) -> dict:
 
         start, send, woke, from_request, rtt, check, fill_s = anyio.run(go, backend="asyncio")
     finally:
-        launcher.stop(paths)
+        lifecycle.stop(paths)
     return {"startup": statistics.median(start), "startup_max": max(start),
             "send_p50": pct(send, 50), "send_p99": pct(send, 99),
             "check_p50": pct(check, 50), "check_p99": pct(check, 99),

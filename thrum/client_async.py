@@ -20,7 +20,7 @@ Rules:
    `AsyncClient.closed` is set. Nothing reconnects behind the caller's back:
    `reconnecting` is the loop that does (with the caller's set-up, such as
    subscribing again, run on every new connection).
-5. Starting the daemon when needed reuses `thrum.client.connect` in a worker
+5. Starting the daemon when needed reuses `thrum.lifecycle.connect` in a worker
    thread (the same path, messages and ``THRUM_NO_AUTOSTART`` rule as the CLI).
 
 Example::
@@ -194,15 +194,15 @@ async def _connect_stream(socket_path: str) -> anyio.abc.ByteStream:
 
 
 async def ensure_daemon(paths, *, quiet: bool = True) -> None:
-    """Start the daemon unless one answers (in a worker thread; see `thrum.client.connect`).
+    """Start the daemon unless one answers (in a worker thread; see `thrum.lifecycle.connect`).
 
     Raises:
         Unavailable: autostart is off, thrum is not initialised, or the daemon did not come up.
     """
-    from . import client as sync_client
+    from . import lifecycle
 
     def run() -> None:
-        sync_client.connect(paths, autostart=True, quiet=quiet).close()
+        lifecycle.connect(paths, autostart=True, quiet=quiet).close()
 
     await anyio.to_thread.run_sync(run)
 

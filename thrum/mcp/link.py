@@ -24,9 +24,9 @@ from typing import Any, Awaitable, Callable
 import anyio
 import anyio.lowlevel
 
-from ..client import autostart_disabled
 from ..client_async import AsyncClient, ensure_daemon, reconnecting
 from ..errors import IdentityError, ThrumError, Unavailable
+from ..lifecycle import autostart_disabled
 
 log = logging.getLogger(__name__)
 
