@@ -58,7 +58,8 @@ async def test_wait_is_woken_by_another_mcp_server_and_times_out_when_nothing_co
     async with mcp_server(bus.repo, "wk_a") as a, mcp_server(bus.repo, "wk_b") as b:
         started = time.monotonic()
         timed_out = await a.call("wait_for_message", {"timeout": 1})
-        assert timed_out == {"status": "timeout", "message": None, "waited_seconds": 1}
+        assert (timed_out["status"], timed_out["message"]) == ("timeout", None)
+        assert timed_out["waited_seconds"] in (1, 2)  # whole seconds; a busy machine may wake it late
         assert time.monotonic() - started >= 0.9
 
         result = {}
