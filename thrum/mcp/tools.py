@@ -19,6 +19,7 @@ import re
 from datetime import datetime, timezone
 from typing import Annotated, Any, Optional
 
+import anyio
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools.base import Tool
 from mcp_types import ToolAnnotations
@@ -146,11 +147,11 @@ def build_tools(link, waiter) -> list[Tool]:
             params["reply_to"] = reply_to.strip()
         if metadata is not None:
             params["structured"] = metadata
-        sent = await link.agent_call("message.send", params)
+        sent, agents = await _send_with_audience(link, params)
         recipients = sent.get("recipients") or []
         kind = recipients[0]["kind"] if recipients else ""
         return SendResult(status="delivered", message_id=sent["message_id"], thread_id=sent.get("thread_id", ""),
-                          recipient_status=await _recipient_status(link, kind, address))
+                          recipient_status=await _recipient_status(link, kind, address, agents))
 
     @_tool_errors
     async def check_messages(
@@ -340,22 +341,48 @@ def build_tools(link, waiter) -> list[Tool]:
             for fn, text, annotations in specs]
 
 
-async def _recipient_status(link, kind: str, address: str) -> str:
+async def _send_with_audience(link, params: dict) -> tuple[dict, list[dict] | None]:
+    """message.send, and agent.list fetched alongside it (for recipient_status) on the same
+    connection: the status costs no extra round trip. The list is None if it failed."""
+    box: dict = {}
+
+    async def fetch_agents() -> None:
+        try:
+            box["agents"] = (await link.call("agent.list")).get("agents") or []
+        except ThrumError:
+            box["agents"] = None
+
+    error: ThrumError | None = None
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(fetch_agents)
+        try:
+            sent = await link.agent_call("message.send", params)
+        except ThrumError as exc:  # raised below, not wrapped in the task group's ExceptionGroup
+            error = exc
+    if error is not None:
+        raise error
+    return sent, box.get("agents")
+
+
+async def _recipient_status(link, kind: str, address: str, agents: list[dict] | None) -> str:
     """active / offline / known for what ``address`` resolved to; unknown when it cannot be told."""
+    if agents is None:
+        return "unknown"
     try:
         now = datetime.now(timezone.utc)
+        live = [a for a in agents if not a.get("deleted")]
         if kind == "agent":
-            return agent_status((await link.call("agent.get", {"name": address}))["agent"], now)
+            match = [a for a in live if a.get("name") == address]
+            return agent_status(match[0], now) if match else "unknown"
         if kind == "group":
             names = set((await link.call("group.members", {"name": address, "expand": True})).get("agents") or [])
-            agents = [a for a in (await link.call("agent.list")).get("agents") or [] if a.get("name") in names]
+            audience = [a for a in live if a.get("name") in names]
         elif kind == "role":
-            agents = (await link.call("agent.list", {"role": address})).get("agents") or []
+            audience = [a for a in live if a.get("role") == address]
         elif kind == "everyone":
-            agents = (await link.call("agent.list")).get("agents") or []
+            audience = live
         else:
             return "unknown"
-        return audience_status([a for a in agents if a.get("name") != link.me and not a.get("deleted")], now)
+        return audience_status([a for a in audience if a.get("name") != link.me], now)
     except (ThrumError, KeyError, TypeError):
         return "unknown"
-
