@@ -125,9 +125,9 @@ async def measure_wake(paths, repo: Path, samples: int) -> tuple[list[float], li
                 await session.initialize()
                 await _tool(session, "check_messages", {"limit": 1000})  # drain what the send bench left
                 for i in range(samples + 5):
-                    box = {}
+                    box: dict = {}
 
-                    async def wait():
+                    async def wait(box=box):
                         box["r"] = await _tool(session, "wait_for_message", {"timeout": 30})
                         box["t"] = time.perf_counter()
 

@@ -67,7 +67,9 @@ class AsyncClient:
         self.closed = anyio.Event()
         self.close_reason = ""
 
-    async def call(self, method: str, params: dict | None = None, *, timeout: float | None = None) -> Any:
+    # ``timeout`` bounds the daemon's answer, as in `thrum.client.Client.call` (same signature on purpose)
+    async def call(self, method: str, params: dict | None = None, *,
+                   timeout: float | None = None) -> Any:  # noqa: ASYNC109
         """Send one request and return its ``result``.
 
         ``timeout`` (seconds) overrides the client's for this call (long polls);
@@ -210,7 +212,9 @@ async def ensure_daemon(paths, *, quiet: bool = True) -> None:
 @asynccontextmanager
 async def open_client(paths=None, *, socket_path: str | os.PathLike | None = None,
                       on_notification: NotificationHandler | None = None, autostart: bool = False,
-                      quiet: bool = True, timeout: float | None = DEFAULT_TIMEOUT) -> AsyncIterator[AsyncClient]:
+                      quiet: bool = True,
+                      timeout: float | None = DEFAULT_TIMEOUT,  # noqa: ASYNC109 (each call's default limit)
+                      ) -> AsyncIterator[AsyncClient]:
     """A connected `AsyncClient` whose reader runs until the block ends (then the connection closes).
 
     ``autostart``: start the daemon first when it is not running (needs ``paths``).
@@ -247,7 +251,8 @@ async def open_client(paths=None, *, socket_path: str | os.PathLike | None = Non
 
 
 async def reconnecting(paths, session: Callable[[AsyncClient], Awaitable[None]], *,
-                       on_notification: NotificationHandler | None = None, kick: Callable[[], anyio.Event] | None = None,
+                       on_notification: NotificationHandler | None = None,
+                       kick: Callable[[], anyio.Event] | None = None,
                        min_delay: float = 0.05, max_delay: float = 1.0,
                        on_disconnect: Callable[[str], None] | None = None) -> None:
     """Keep a connection to the daemon for ever: connect, run ``session(client)``, repeat.

@@ -115,15 +115,15 @@ async def test_priority_filter_leaves_other_messages_queued(bus):
         high = bus.send("pf_you", "high", to=["pf_me"], priority="high")["message_id"]
         critical = bus.send("pf_you", "critical", to=["pf_me"], priority="critical")["message_id"]
 
-        async def take(flt: str, timeout: int = 5):
-            r = await me.call("wait_for_message", {"timeout": timeout, "priority_filter": flt})
+        async def take(flt: str, seconds: int = 5):
+            r = await me.call("wait_for_message", {"timeout": seconds, "priority_filter": flt})
             return r["message"]["message_id"] if r["message"] else None
 
         assert await take("critical") == critical
         assert await take("high_and_above") == high
-        assert await take("critical", timeout=0) is None
+        assert await take("critical", seconds=0) is None
         assert await take("normal_and_above") == normal
-        assert await take("normal_and_above", timeout=0) is None
+        assert await take("normal_and_above", seconds=0) is None
         assert await take("all") == low
 
         # a filtered wait is not woken by what it filters out, and is by what it wants

@@ -68,7 +68,8 @@ class DaemonLink:
 
     # ------------------------------------------------------------------ calls
 
-    async def call(self, method: str, params: dict | None = None, *, timeout: float | None = None) -> Any:
+    async def call(self, method: str, params: dict | None = None, *,
+                   timeout: float | None = None) -> Any:  # noqa: ASYNC109 (as AsyncClient.call)
         """One RPC on the shared connection (connecting, and starting the daemon, when needed)."""
         client = await self.ensure_connected()
         return await client.call(method, params, timeout=timeout)

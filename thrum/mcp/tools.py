@@ -184,8 +184,8 @@ def build_tools(link, waiter) -> list[Tool]:
 
     @_tool_errors
     async def wait_for_message(
-        timeout: Annotated[int, Field(ge=0, le=600, description="Most seconds to wait (default 300, max 600)")]
-        = 300,
+        timeout: Annotated[int, Field(ge=0, le=600,  # noqa: ASYNC109 (the spec names this argument)
+                                      description="Most seconds to wait (default 300, max 600)")] = 300,
         priority_filter: Annotated[PriorityFilter, Field(
             description="all (default), critical, high_and_above or normal_and_above; other messages stay "
                         "queued for a later wait or check_messages")] = "all",

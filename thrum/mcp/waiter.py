@@ -159,7 +159,7 @@ class Waiter:
 
     # ------------------------------------------------------------------ waiting
 
-    async def wait(self, timeout: float, priority_filter: str = "all") -> tuple[dict | None, float]:
+    async def wait(self, seconds: float, priority_filter: str = "all") -> tuple[dict | None, float]:
         """The next message for this agent (marked read), or None at the timeout; and the seconds waited.
 
         Raises:
@@ -179,7 +179,7 @@ class Waiter:
         self._unwinding = False
         self._idle = anyio.Event()
         start = anyio.current_time()
-        deadline = start + timeout
+        deadline = start + seconds
         try:
             while True:
                 changed = self._changed
