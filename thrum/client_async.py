@@ -42,7 +42,7 @@ import anyio
 import orjson
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from .client import DEFAULT_TIMEOUT, _not_running
+from .client import DEFAULT_TIMEOUT
 from .errors import ThrumError, Timeout, Unavailable, from_rpc
 
 log = logging.getLogger(__name__)
@@ -50,6 +50,11 @@ log = logging.getLogger(__name__)
 MAX_LINE = 64 * 1024 * 1024  # larger than any answer the daemon sends (its own request limit is 32 MiB)
 
 NotificationHandler = Callable[[str, dict], None]
+
+
+def _not_running(path: str, why: str) -> Unavailable:
+    """The same words as `thrum.client` uses for a daemon that is not there."""
+    return Unavailable(f"thrum daemon is not running ({why} {path}); start it with `thrum daemon start`")
 
 
 class AsyncClient:
