@@ -100,9 +100,7 @@ class Waiter:
         mid = item.get("message_id")
         if not mid or item.get("agent_id") == self.me or mid in self._seen:
             return False
-        self._seen[mid] = None
-        if len(self._seen) > SEEN_MAX:
-            del self._seen[next(iter(self._seen))]
+        self._remember(mid)
         self.queue.append({"message_id": mid, "priority": item.get("priority") or "normal"})
         self._changed.set()
         self._changed = anyio.Event()
@@ -112,8 +110,13 @@ class Waiter:
         """Messages handed out by check_messages: never queue them again."""
         ids = set(message_ids)
         for mid in ids:
-            self._seen[mid] = None
+            self._remember(mid)
         self._drop_queued(ids)
+
+    def _remember(self, mid: str) -> None:
+        self._seen[mid] = None
+        if len(self._seen) > SEEN_MAX:
+            del self._seen[next(iter(self._seen))]
 
     def _drop_queued(self, ids: set) -> None:
         if any(item["message_id"] in ids for item in self.queue):
