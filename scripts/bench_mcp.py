@@ -12,7 +12,8 @@ and measures:
 
 - start-up: spawning ``thrum mcp serve`` until ``initialize`` has completed
   (identity, daemon health check, subscription, SDK import included);
-- ``send_message``: the tool's round trip (durable send + recipient status);
+- ``send_message``: the tool's round trip (durable send + recipient status), and
+  ``list_groups`` (one read RPC, no disk write) to show what the MCP layer itself costs;
 - ``check_messages`` (default limit 50) on an inbox of ``--inbox`` unread
   messages; each call consumes 50, so the inbox shrinks by 50 per sample;
 - ``wait_for_message`` wake-up: a wait is blocked in the server; from the
@@ -30,6 +31,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -78,17 +80,31 @@ async def measure_startup(repo: Path, n: int) -> list[float]:
     return out
 
 
-async def measure_send(repo: Path, samples: int) -> list[float]:
-    lat = []
+async def measure_send(repo: Path, samples: int) -> tuple[list[float], list[float]]:
+    """(send_message round trips, list_groups round trips: one read RPC, no disk write) in ms."""
+    lat, reads = [], []
     async with stdio_client(_server(repo, "bsender")) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
             for i in range(samples + 10):
                 t0 = time.perf_counter()
                 await _tool(session, "send_message", {"to": "@bwaiter", "content": f"bench {i}"})
+                t1 = time.perf_counter()
+                await _tool(session, "list_groups", {})
                 if i >= 10:  # warm-up
-                    lat.append((time.perf_counter() - t0) * 1000)
-    return lat
+                    lat.append((t1 - t0) * 1000)
+                    reads.append((time.perf_counter() - t1) * 1000)
+    return lat, reads
+
+
+def sdk_import_ms(n: int = 5) -> float:
+    """Median wall time of a fresh Python importing the MCP SDK's server (the bulk of start-up)."""
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import mcp.server"], check=True)
+        out.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(out)
 
 
 async def fill_inbox(paths, n: int) -> None:
@@ -159,19 +175,21 @@ def one_run(tmp: Path, r: int, samples: int, inbox: int, startups: int) -> dict:
 
         async def go():
             start = await measure_startup(repo, startups)
-            send = await measure_send(repo, samples)
+            send, reads = await measure_send(repo, samples)
             woke, from_request, rtt = await measure_wake(paths, repo, max(50, samples // 3))
             t0 = time.perf_counter()
             await fill_inbox(paths, inbox)
             fill_s = time.perf_counter() - t0
-            check = await measure_check(repo, 20)
-            return start, send, woke, from_request, rtt, check, fill_s
+            check = await measure_check(repo, max(1, min(20, inbox // 50)))
+            return start, send, reads, woke, from_request, rtt, check, fill_s
 
-        start, send, woke, from_request, rtt, check, fill_s = anyio.run(go, backend="asyncio")
+        sdk = sdk_import_ms()  # just before the start-ups, so both see the same machine
+        start, send, reads, woke, from_request, rtt, check, fill_s = anyio.run(go, backend="asyncio")
     finally:
         lifecycle.stop(paths)
     return {"startup": statistics.median(start), "startup_max": max(start),
-            "send_p50": pct(send, 50), "send_p99": pct(send, 99),
+            "sdk_import": sdk, "send_p50": pct(send, 50), "send_p99": pct(send, 99),
+            "read_p50": pct(reads, 50), "read_p99": pct(reads, 99),
             "check_p50": pct(check, 50), "check_p99": pct(check, 99),
             "wake_p50": pct(woke, 50), "wake_p99": pct(woke, 99),
             "wake_req_p50": pct(from_request, 50), "wake_req_p99": pct(from_request, 99),
@@ -190,8 +208,11 @@ def run(runs: int = 3, samples: int = 300, inbox: int = 10_000, startups: int = 
 def table(result: dict, inbox: int) -> list[tuple[str, str, str]]:
     return [
         ("start-up: spawn -> initialize done (median)", f"{result['startup']:.0f} ms", "<= 1000 ms"),
+        ("  of which: a fresh python importing mcp.server", f"{result['sdk_import']:.0f} ms", ""),
         ("send_message round trip (p50)", f"{result['send_p50']:.2f} ms", "<= 5 ms"),
         ("send_message round trip (p99)", f"{result['send_p99']:.2f} ms", ""),
+        ("  for comparison: list_groups round trip, one read (p50 / p99)",
+         f"{result['read_p50']:.2f} / {result['read_p99']:.2f} ms", ""),
         (f"check_messages, inbox of {inbox:,} (p50)", f"{result['check_p50']:.2f} ms", ""),
         (f"check_messages, inbox of {inbox:,} (p99)", f"{result['check_p99']:.2f} ms", ""),
         ("wait_for_message result after send reply (p50)", f"{result['wake_p50']:.2f} ms", ""),
