@@ -40,6 +40,7 @@ COMMANDS: dict[str, str] = {
     # Added by other issues (one line each):
     "sync": "thrum.cli.sync:sync",
     "wait": "thrum.cli.wait:wait",
+    "gc-mail": "thrum.cli.gcmail:gc_mail",
     # "mcp": "thrum.cli.mcp:mcp",
 }
 
