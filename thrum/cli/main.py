@@ -33,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "inbox": "thrum.cli.inbox:inbox",
     "sent": "thrum.cli.message:sent",
     "message": "thrum.cli.message:message",
+    "thread": "thrum.cli.thread:thread",
     "group": "thrum.cli.group:group",
     "agent": "thrum.cli.agent:agent",
     "session": "thrum.cli.session:session",
@@ -120,9 +121,10 @@ def run(argv: list[str] | None = None) -> int:
     """Run the CLI and return the exit code (`main` exits with it)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        cli.main(args=argv, prog_name="thrum", standalone_mode=False, obj=Options())
+        code = cli.main(args=argv, prog_name="thrum", standalone_mode=False, obj=Options())
         sys.stdout.flush()
-        return 0
+        # click returns ctx.exit(code)'s code here (standalone_mode=False); commands return None.
+        return code if isinstance(code, int) and not isinstance(code, bool) else 0
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except click.exceptions.NoArgsIsHelpError as exc:

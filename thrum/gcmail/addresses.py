@@ -18,8 +18,8 @@ Rules:
    base32 characters of its SHA-256 (80 bits: a collision needs ~2^40 addresses).
    The name does not give the address back; the agent's ``display`` field keeps
    it (every mailbox agent is registered with its address as display).
-3. ``@name``, where ``name`` is an existing thrum agent, role or group not spelt like
-   rule 1 or 2 produces, is that thrum name itself: Gas City agents can write to thrum
+3. ``@name``, where ``name`` is a thrum agent, role or group name (not reserved)
+   not spelt like rule 1 or 2 produces, is that thrum name itself: Gas City agents can write to thrum
    agents, and mail from a thrum agent ``alice`` shows as from ``@alice``.
 4. The three kinds never overlap: rule 1 names start with ``gc_``, rule 2 names with
    ``gcx_``, rule 3 names with neither.
@@ -43,6 +43,7 @@ _NAME = re.compile(r"[a-z0-9_]{1,64}")
 _SEPARATOR = re.compile(r"[-/._]")
 _NOT_SLUG = re.compile(r"[^a-z0-9]+")
 _DIGEST_CHARS = 16
+_RESERVED = frozenset({"daemon", "system", "thrum", "all", "broadcast"})  # thrum.events.names.RESERVED_NAMES
 
 
 class AddressError(ValueError):
@@ -81,7 +82,8 @@ def _hashed(address: str) -> str:
 
 def is_thrum_name(name: str) -> bool:
     """A name that rule 3 passes through: valid, and not one that rules 1 and 2 produce."""
-    return bool(_NAME.fullmatch(name)) and not name.startswith((PLAIN_PREFIX, HASHED_PREFIX))
+    return (bool(_NAME.fullmatch(name)) and not name.startswith((PLAIN_PREFIX, HASHED_PREFIX))
+            and name not in _RESERVED)
 
 
 def is_mailbox(name: str) -> bool:

@@ -15,14 +15,18 @@ Rules:
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
 
 from .addresses import from_name
+
+TYPE_CHECKING = False  # not typing's: the provider starts without importing typing
+if TYPE_CHECKING:
+    from typing import Any, Callable
+
+    Display = Callable[[str], "str | None"]
 
 PRIORITY_NUMBERS = {"critical": 0, "high": 1, "low": 3}
 REQUIRED = ("id", "from", "to", "subject", "body", "created_at", "read")
 
-Display = Callable[[str], "str | None"]
 
 
 class PayloadError(ValueError):

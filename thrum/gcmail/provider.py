@@ -22,13 +22,16 @@ Rules:
 
 from __future__ import annotations
 
-from typing import Any, Callable
-
 from .. import errors
 from . import addresses, protocol
 
+TYPE_CHECKING = False  # not typing's: the provider starts without importing typing
+if TYPE_CHECKING:
+    from typing import Any, Callable
+
+    Rpc = Callable[[str, dict], Any]
+
 PAGE = 100  # message.list's largest page
-Rpc = Callable[[str, dict], Any]
 
 
 class NotFoundError(errors.ThrumError):

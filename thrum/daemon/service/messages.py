@@ -74,6 +74,7 @@ async def send(call: Call) -> dict:
     addresses = p.str_list("to", max_items=256) + p.str_list("mentions", max_items=256)
     scopes = p.tags("scopes")
     refs = p.tags("refs")
+    subject = p.str("subject", default="", max_len=ev.MAX_SUBJECT_CHARS)
     reply_to = p.str("reply_to")
     thread_id = p.str("thread_id")
     if thread_id and not ev.THREAD_ID_RE.fullmatch(thread_id):
@@ -93,7 +94,7 @@ async def send(call: Call) -> dict:
         body=ev.Body(content=content, format=fmt, structured=structured),
         scopes=tuple(ev.Tag(s["type"], s["value"]) for s in scopes),
         refs=tuple(ev.Tag(r["type"], r["value"]) for r in refs),
-        priority=priority,
+        priority=priority, subject=subject,
     )
     await call.ctx.write([event])
     return {"message_id": event.message_id, "thread_id": event.thread_id, "created_at": event.timestamp,
