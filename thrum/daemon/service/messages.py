@@ -127,6 +127,8 @@ async def list_messages(call: Call) -> dict:
         _need_caller(caller, "unread")
     if exclude_own:
         _need_caller(caller, "exclude_own")
+    if p.bool("archived_only") and not (caller or p.str("unread_for_agent")):
+        _need_caller(caller, "archived_only")
     unread_for = p.str("unread_for_agent") or (caller if unread else None)
     return await call.ctx.read(
         queries.list_messages,
@@ -141,6 +143,7 @@ async def list_messages(call: Call) -> dict:
         thread_id=p.str("thread_id"),
         include_deleted=p.bool("include_deleted"),
         include_archived=p.bool("include_archived"),
+        archived_only=p.bool("archived_only"),
         page=p.int("page", default=1),
         page_size=p.int("page_size", default=10),
         sort_by=p.str("sort_by", default="created_at"),
@@ -172,6 +175,15 @@ async def thread(call: Call) -> dict:
         raise errors.ValidationError("invalid params: thread_id or message_id is required", field="thread_id")
     messages = await call.ctx.read(queries.thread_messages, key, viewer=caller)
     return {"thread_id": messages[0]["thread_id"] if messages else key, "messages": messages}
+
+
+@method("thread.list")
+async def thread_list(call: Call) -> dict:
+    """The caller's threads (with a message of theirs or one in their inbox), newest activity first."""
+    p = call.params
+    caller = await call.ctx.caller(p)
+    return await call.ctx.read(queries.thread_list, caller, page=p.int("page", default=1, minimum=1),
+                               page_size=p.int("page_size", default=10, minimum=1, maximum=queries.MAX_PAGE_SIZE))
 
 
 @method("message.counts")
