@@ -16,7 +16,12 @@ from .common import options
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def gc_mail(args):
     """Gas City's exec mail provider: thrum gc-mail <operation> [argument] (see thrum gc-mail --help)."""
-    from ..gcmail.main import run
+    from ..gcmail.main import USAGE, run
 
-    code = run(list(args), repo=options().repo)
+    if not args or args[0] in ("-h", "--help"):
+        click.echo(USAGE.replace("usage: thrum-gc-mail <operation> [argument]",
+                                 "Usage: thrum gc-mail OPERATION [ARGUMENT]", 1).rstrip("\n"))
+        return
+    code = run(list(args), repo=options().repo, stdin=click.get_binary_stream("stdin"),
+               stdout=click.get_binary_stream("stdout"), stderr=click.get_text_stream("stderr"))
     click.get_current_context().exit(code)

@@ -134,8 +134,8 @@ def _one_line(text: str) -> str:
 
 def run(argv: list[str], *, repo: str | None = None, stdin=None, stdout=None, stderr=None) -> int:
     """Run ``argv`` (without the program name) and return the exit status."""
-    stdin = stdin if stdin is not None else sys.stdin.buffer
-    stdout = stdout if stdout is not None else sys.stdout.buffer
+    stdin = stdin if stdin is not None else getattr(sys.stdin, "buffer", sys.stdin)
+    stdout = stdout if stdout is not None else getattr(sys.stdout, "buffer", sys.stdout)
     stderr = stderr if stderr is not None else sys.stderr
 
     def fail(message: str, code: int = 1) -> int:
@@ -143,7 +143,7 @@ def run(argv: list[str], *, repo: str | None = None, stdin=None, stdout=None, st
         return code
 
     if not argv or argv[0] in ("-h", "--help", "help"):
-        _say(sys.stdout, USAGE)
+        _say(sys.stdout, USAGE.replace("usage: ", "Usage: ", 1))
         return 0
     op, args = argv[0], argv[1:]
     if op not in OPERATIONS:

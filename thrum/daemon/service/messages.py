@@ -130,6 +130,7 @@ async def list_messages(call: Call) -> dict:
     if p.bool("archived_only") and not (caller or p.str("unread_for_agent")):
         _need_caller(caller, "archived_only")
     unread_for = p.str("unread_for_agent") or (caller if unread else None)
+    archived = {"archived_only": True} if p.bool("archived_only") else {}
     return await call.ctx.read(
         queries.list_messages,
         viewer=caller or p.str("unread_for_agent"),
@@ -143,7 +144,7 @@ async def list_messages(call: Call) -> dict:
         thread_id=p.str("thread_id"),
         include_deleted=p.bool("include_deleted"),
         include_archived=p.bool("include_archived"),
-        archived_only=p.bool("archived_only"),
+        **archived,
         page=p.int("page", default=1),
         page_size=p.int("page_size", default=10),
         sort_by=p.str("sort_by", default="created_at"),
