@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 import orjson  # noqa: E402
 
-from thrum.store import models, projection, queries  # noqa: E402
+from thrum.store import database, projection, queries  # noqa: E402
 from thrum.store.log import EventLog  # noqa: E402
 
 # --------------------------------------------------------------------------- helpers
@@ -145,7 +145,7 @@ def generate_store_log(root: Path, n_messages: int, seed: int = 7) -> dict:
     group_names = list(GROUPS)
     n_edits = n_deletes = 0
     ms = BASE_MS
-    for i in range(n_messages):
+    for _ in range(n_messages):
         ms += rng.randint(1, 9_000)
         author = agents[rng.randrange(50)]
         r = rng.random()
@@ -262,7 +262,7 @@ def bench_store(args) -> dict:
         for p in base.glob("messages.db*"):
             p.unlink()
         event_log = EventLog(log_root)
-        db = models.open_database(db_path)
+        db = database.open_database(db_path)
         gc.collect()
         t = time.perf_counter()
         res = projection.rebuild(db, event_log)

@@ -154,7 +154,10 @@ def test_a_log_write_failure_is_reported_and_the_daemon_keeps_serving(daemon, cl
 
 def test_deeply_nested_structured_content_is_a_params_error(client):
     register(client, "alice", "implementer")
-    for structured in ("[" * 50_000 + "]" * 50_000, [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]):
+    nested: list = [1]
+    for _ in range(35):
+        nested = [nested]
+    for structured in ("[" * 50_000 + "]" * 50_000, nested):
         reply = client.request("message.send", {"caller": "alice", "content": "x", "structured": structured})
         if isinstance(structured, str):
             assert reply["error"]["code"] == errors.INVALID_PARAMS

@@ -188,7 +188,7 @@ def test_invalid_structured_and_tags_store_nothing(repo):
                  ["--format", "html"]):
         r = repo.run("send", "x", *args, agent="alice")
         assert r.code == 2, args
-        r.err_line
+        assert r.err_line  # exactly one "thrum: ..." line on stderr
     assert repo.ok("sent", "--json", agent="alice").json()["total"] == before
 
 

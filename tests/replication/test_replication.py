@@ -44,8 +44,9 @@ def test_message_sent_on_a_reaches_b_and_agents_are_shared(machines):
 
 def test_concurrent_appends_to_the_same_shard_converge_byte_identical(machines):
     a, b = machines(2)
-    # one agent name used on both machines: both append to messages/alice.jsonl
+    # one agent on both machines (its identity and key copied): both append to its shard
     a.agent("alice", "implementer")
+    b.adopt_identity(a, "alice")
     b.agent("alice", "implementer")
     ids = []
     for i in range(15):
@@ -79,12 +80,12 @@ def test_racing_pushes_both_converge(machines):
     for round_ in range(3):
         a.rpc("message.send", {"caller": "alice", "content": f"a{round_}"})
         b.rpc("message.send", {"caller": "bob", "content": f"b{round_}"})
-        results = {}
+        results: dict = {}
 
-        def run(m):
-            results[m.name] = m.run("sync", "--json", check=False)
+        def run(m, out):
+            out[m.name] = m.run("sync", "--json", check=False)
 
-        threads = [threading.Thread(target=run, args=(m,)) for m in (a, b)]
+        threads = [threading.Thread(target=run, args=(m, results)) for m in (a, b)]
         for t in threads:
             t.start()
         for t in threads:
@@ -214,7 +215,8 @@ def test_randomised_replicas_converge_to_identical_logs_and_inboxes(machines):
     agents = {m.name: f"agent_{m.name}" for m in reps}
     for m in reps:
         m.agent(agents[m.name], "worker")
-    reps[1].agent("shared", "worker")  # one name living on two machines: same shards on both
+    reps[1].agent("shared", "worker")  # one agent living on two machines (same key): same shards on both
+    reps[3].adopt_identity(reps[1], "shared")
     reps[3].agent("shared", "worker")
     local_agents = {m.name: [agents[m.name]] + (["shared"] if m in (reps[1], reps[3]) else []) for m in reps}
     for m in reps:

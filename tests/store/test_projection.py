@@ -6,7 +6,7 @@ import pytest
 
 from thrum import events as ev
 from thrum.errors import NotFound
-from thrum.store import directory, models, projection, queries
+from thrum.store import database, directory, projection, queries, rebuild
 from thrum.store.log import EventLog
 
 from store_helpers import Events, fold, ids, mid
@@ -198,8 +198,8 @@ def test_fold_group_events_in_any_order_agree(db, tmp_path, e):
     recs = [e.group_create("team"), e.member_add("team", "alice"), e.group_delete("team"), e.group_create("team"),
             e.member_add("team", "bob"), e.member_remove("team", "bob"), e.member_add("team", "carol")]
     fold(db, *reversed(recs))
-    other = models.open_database(tmp_path / "other.db")
-    models.create_schema(other)
+    other = database.open_database(tmp_path / "other.db")
+    database.create_schema(other)
     fold(other, *recs)
     assert directory.group_members(db, "team") == directory.group_members(other, "team") == [
         {"type": "agent", "value": "carol"}]
@@ -236,8 +236,8 @@ def test_fold_session_end_before_start(db, e):
 def test_fold_session_without_start_takes_agent_of_earliest_end(db, tmp_path, e):
     ends = [e.session_end("ses_1", "alice"), e.session_end("ses_1", "bob")]
     fold(db, *ends)
-    other = models.open_database(tmp_path / "other.db")
-    models.create_schema(other)
+    other = database.open_database(tmp_path / "other.db")
+    database.create_schema(other)
     fold(other, *reversed(ends))
     assert directory.list_sessions(db) == directory.list_sessions(other)
     assert directory.list_sessions(db)[0]["agent_id"] == "alice"
@@ -264,10 +264,10 @@ def test_catch_up_folds_only_new_lines_and_rebuild_agrees(db, tmp_log, tmp_path,
     r2 = projection.catch_up(db, tmp_log)
     assert len(r2.applied) == 2 and r2.duplicates == 0
     assert projection.catch_up(db, tmp_log).applied == []
-    fresh = models.open_database(tmp_path / "fresh.db")
+    fresh = database.open_database(tmp_path / "fresh.db")
     result = projection.rebuild(fresh, tmp_log)
     assert result.applied == []  # not kept unless asked
-    assert models.schema_version(fresh) == models.SCHEMA_VERSION
+    assert database.schema_version(fresh) == database.SCHEMA_VERSION
     assert queries.list_messages(fresh, viewer="bob") == queries.list_messages(db, viewer="bob")
     assert projection.verify_counters(fresh) == [] and projection.verify_counters(db) == []
 
@@ -284,22 +284,22 @@ def test_rebuild_keeps_kv_and_replaces_everything_else(db, tmp_log, e):
 
 def test_rebuild_interrupted_leaves_no_schema_version(tmp_path, tmp_log, e, monkeypatch):
     _write(tmp_log, e.create("alice"))
-    database = models.open_database(tmp_path / "x.db")
+    opened = database.open_database(tmp_path / "x.db")
 
     def boom(*a, **k):
         raise RuntimeError("power cut")
 
-    monkeypatch.setattr(models, "finish_schema", boom)
+    monkeypatch.setattr(database, "finish_schema", boom)
     with pytest.raises(RuntimeError):
-        projection.rebuild(database, tmp_log)
-    assert models.schema_version(database) is None
+        projection.rebuild(opened, tmp_log)
+    assert database.schema_version(opened) is None
 
 
 def test_catch_up_in_chunks_gives_the_same_state(db, tmp_log, tmp_path, e, monkeypatch):
     recs = [e.create("alice", "x" * 200, mentions=["bob"]) for _ in range(50)]
     _write(tmp_log, *recs)
-    monkeypatch.setattr(projection, "READ_CHUNK", 1000)
-    monkeypatch.setattr(projection, "REBUILD_BATCH", 7)
+    monkeypatch.setattr(rebuild, "READ_CHUNK", 1000)
+    monkeypatch.setattr(rebuild, "REBUILD_BATCH", 7)
     result = projection.catch_up(db, tmp_log)
     assert len(result.applied) == 50
     assert queries.list_messages(db, viewer="bob", page_size=100)["total"] == 50

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from thrum import events as ev
-from thrum.store import models, projection
+from thrum.store import database, projection
 from thrum.store.log import EventLog
 
 from store_helpers import Events, snapshot
@@ -42,7 +42,8 @@ _ops = st.one_of(
     st.tuples(st.sampled_from(["read", "unread", "archive"]), _agent, st.lists(_slot, min_size=1, max_size=3)),
     st.tuples(st.sampled_from(["group.create", "group.delete"]), st.sampled_from(GROUPS)),
     st.tuples(st.sampled_from(["add", "remove"]), st.sampled_from(GROUPS),
-              st.one_of(st.tuples(st.just("agent"), _agent), st.tuples(st.just("role"), st.sampled_from(["dev", "qa"])))),
+              st.one_of(st.tuples(st.just("agent"), _agent),
+                        st.tuples(st.just("role"), st.sampled_from(["dev", "qa"])))),
     st.tuples(st.sampled_from(["register", "cleanup"]), _agent),
     st.tuples(st.just("session"), _agent, st.booleans()),
 )
@@ -112,8 +113,8 @@ def build(ops) -> tuple[list, list, list[str]]:
 
 
 def fresh_db(tmp: Path, name: str):
-    db = models.open_database(tmp / f"{name}.db")
-    models.create_schema(db)
+    db = database.open_database(tmp / f"{name}.db")
+    database.create_schema(db)
     return db
 
 
@@ -166,7 +167,7 @@ def test_rebuild_equals_incremental_fold(ops, rng):
                     f.write(ev.encode_line(d))
             projection.catch_up(incremental, log)
             i += n
-        rebuilt = models.open_database(Path(tmp) / "rebuilt.db")
+        rebuilt = database.open_database(Path(tmp) / "rebuilt.db")
         projection.rebuild(rebuilt, log)
         assert snap(incremental, mids) == snap(rebuilt, mids)
 

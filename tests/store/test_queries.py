@@ -7,7 +7,7 @@ import random
 import pytest
 
 from thrum.errors import NotFound, ValidationError
-from thrum.store import directory, projection, queries
+from thrum.store import directory, inbox, projection, queries
 
 from store_helpers import Events, fold, ids, mid
 
@@ -416,7 +416,7 @@ def test_selective_filters_one_pass_equals_two_pass(db, seed, monkeypatch):
     cases = [(agent, {k: agent if v == "@" else v for k, v in combo.items()}, page)
              for agent in agents for combo in combos for page in (1, 2)]
     one_pass = [queries.list_messages(db, viewer=a, page=p, page_size=9, **kw) for a, kw, p in cases]
-    monkeypatch.setattr(queries, "ONE_PASS_MAX", -1)
+    monkeypatch.setattr(inbox, "ONE_PASS_MAX", -1)
     two_pass = [queries.list_messages(db, viewer=a, page=p, page_size=9, **kw) for a, kw, p in cases]
     assert one_pass == two_pass
     assert any(r["total"] > 9 for r in one_pass)

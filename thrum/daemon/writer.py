@@ -26,6 +26,7 @@ from .. import errors
 from .. import events as ev
 from ..store import projection
 from ..store.log import TAIL_BYTES, EventLog, Position
+from .signer import Signer
 
 log = logging.getLogger(__name__)
 
@@ -41,9 +42,12 @@ class _Pending:
 
 
 class Writer:
-    def __init__(self, db, event_log: EventLog):
+    def __init__(self, db, event_log: EventLog, signer: Signer | None = None,
+                 fold_lines: projection.FoldFn | None = None):
         self.db = db
         self.log = event_log
+        self.signer = signer  # signs every event for its author (None only in tests of the bare writer)
+        self.fold_lines = fold_lines  # judges lines read from files before folding (thrum.store.verified)
         self.lock = trio.Semaphore(1)  # not a Lock: the sync thread acquires/releases it via from_thread
         self._send, self._recv = trio.open_memory_channel(float("inf"))
         self.subscribers: list[Callable[[list[dict], str], Awaitable[None] | None]] = []
@@ -60,6 +64,8 @@ class Writer:
     async def write(self, events: list[ev.Event] | list[dict]) -> projection.FoldResult:
         """Make events durable and folded; returns once they are (group commit)."""
         dicts = [e if isinstance(e, dict) else e.to_dict() for e in events]
+        if self.signer is not None:
+            dicts = [self.signer.sign(d) for d in dicts]  # before queueing: a missing key fails this call alone
         pending = _Pending(dicts)
         self._send.send_nowait(pending)
         await pending.done.wait()
@@ -75,7 +81,7 @@ class Writer:
                 # One scheduling round: handlers whose requests already arrived get to
                 # enqueue too, so concurrent clients share one fsync instead of
                 # alternating between a batch of one and a batch of the rest.
-                await trio.sleep(0)
+                await trio.lowlevel.checkpoint()
                 await self._flush([first] + self._drain())
 
     def _drain(self) -> list[_Pending]:
@@ -129,7 +135,30 @@ class Writer:
         self.dirty_shards.update(touched)
         positions = {s: tail_position(self.log.root / s) for s in touched}
         records = [(ev.shard_for(e), e) for e in events]
+        if self.signer is not None:
+            for shard, d in records:
+                self.signer.appended(shard, d, ev.encode_line(d))
         return projection.fold(self.db, records, positions=positions)
+
+    def append_seals(self) -> int:
+        """Seal what was appended since the last commit (sync thread; caller holds `lock`).
+
+        The seal lines go to the files their lines are in; the read positions move
+        past them, so catching up never reads our own seals back.
+        """
+        seals = self.signer.take_seals() if self.signer is not None else []
+        if not seals:
+            return 0
+        by_shard: dict[str, list[bytes]] = {}
+        for shard, line in seals:
+            by_shard.setdefault(shard, []).append(line)
+        for shard, lines in by_shard.items():
+            self.log.append_lines(shard, lines)
+        self.dirty_shards.update(by_shard)
+        positions = {s: tail_position(self.log.root / s) for s in by_shard}
+        with self.db.atomic():
+            projection.save_positions(self.db, positions)
+        return len(seals)
 
     async def fold_external(self, records, issues=(), positions=None, source="sync") -> projection.FoldResult:
         """Fold events that arrived from elsewhere (sync); caller holds `lock`."""
