@@ -41,3 +41,26 @@ def test_thrum_gc_mail_is_the_same_program(provider, tmp_path):
     assert [m["id"] for m in messages(proc.stdout.decode().rstrip("\n"))] == [sent["id"]]
     proc = subprocess.run([cli, "gc-mail", "no-such-op"], capture_output=True, cwd=provider.repo, env=provider.env)
     assert proc.returncode == 2
+
+
+def test_thrum_agents_and_gas_city_agents_write_to_each_other(provider):
+    cli = SCRIPT.replace("thrum-gc-mail", "thrum")
+    env = {**provider.env, "THRUM_NAME": "alice"}
+
+    def thrum(*args: str) -> str:
+        proc = subprocess.run([cli, *args], capture_output=True, cwd=provider.repo, env=env, text=True)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    thrum("quickstart", "--name", "alice", "--role", "dev", "--quiet")
+    sent = json.loads(thrum("send", "Status?", "--ref", "mention:gc_mayor", "--subject", "Hi", "--json"))
+    (got,) = provider.inbox("mayor")
+    assert (got["id"], got["from"], got["to"], got["subject"]) == (sent["message_id"], "@alice", "mayor", "Hi")
+    reply = provider.reply(got["id"], "mayor", "RE: Hi", "All quiet")
+    assert reply["to"] == "@alice"
+    direct = provider.send("myrig/witness", "@alice", "", "a word")
+    mine = json.loads(thrum("inbox", "--mentions", "--json"))["messages"]
+    assert {m["message_id"] for m in mine} == {reply["id"], direct["id"]}
+    # her thrum inbox marked them read, and her mailbox says so
+    assert [(m["id"], m["read"]) for m in provider.all("@alice")] == [(reply["id"], True), (direct["id"], True)]
+    assert provider.inbox("@alice") is None

@@ -64,10 +64,18 @@ def test_mail_and_its_state_cross_machines_and_survive_a_rebuild(cities):
         a.archive(m2["id"])
     assert "already archived" in str(info.value)
 
+    a.mark_unread(m1["id"])  # the same mailbox acts on both machines, through each machine's own agent
+    a.send("myrig/witness", "Mayor Of Town", "", "also from A")
+    sync(a)
+    sync(b)
+    assert [m["id"] for m in b.inbox("myrig/witness")] == [m1["id"]]
+    assert [(m["from"], m["body"]) for m in b.all("Mayor Of Town")] == [("myrig/witness", "gate checked"),
+                                                                        ("myrig/witness", "also from A")]
+
     paths = resolve(a.repo)  # rebuild A's projection from the log: the same mailboxes
     lifecycle.stop(paths)
     paths.database.unlink()
-    assert [(m["id"], m["read"]) for m in a.all("myrig/witness")] == [(m1["id"], True)]
-    assert a.count("myrig/witness") == (1, 0)
+    assert [(m["id"], m["read"]) for m in a.all("myrig/witness")] == [(m1["id"], False)]
+    assert a.count("myrig/witness") == (1, 1)
     assert [m["id"] for m in a.thread(m1["id"])] == [m1["id"], r["id"]]
     assert a.get(m1["id"])["subject"] == "Patrol"

@@ -287,7 +287,7 @@ def render_inbox(result: dict[str, Any], *, width: int = DEFAULT_WIDTH, now: dat
     return "\n".join(out)
 
 
-def _message_lines(msg: dict, width: int, body_lines: int | None) -> list[str]:
+def _message_lines(msg: dict[str, Any], width: int, body_lines: int | None) -> list[str]:
     """A message's text in a box: its subject (if any), then its wrapped content."""
     hint = f"thrum message get {msg.get('message_id')}"
     lines = []
@@ -297,7 +297,7 @@ def _message_lines(msg: dict, width: int, body_lines: int | None) -> list[str]:
     return lines + _wrap(body_of(msg).get("content") or "", width, body_lines, hint)
 
 
-def render_thread(result: dict, *, width: int = DEFAULT_WIDTH, now: datetime | None = None,
+def render_thread(result: dict[str, Any], *, width: int = DEFAULT_WIDTH, now: datetime | None = None,
                   body_lines: int | None = INBOX_BODY_LINES) -> str:
     """``thrum thread show``: every message of a thread, oldest first, replies marked ↳."""
     messages = [m for m in result.get("messages") or [] if isinstance(m, dict)]
@@ -316,7 +316,7 @@ def render_thread(result: dict, *, width: int = DEFAULT_WIDTH, now: datetime | N
     return "\n".join(out)
 
 
-def render_threads(result: dict, *, now: datetime | None = None) -> str:
+def render_threads(result: dict[str, Any], *, now: datetime | None = None) -> str:
     """``thrum thread list``: one row per thread, newest activity first."""
     threads = [t for t in result.get("threads") or [] if isinstance(t, dict)]
     if not threads:

@@ -100,7 +100,7 @@ class MessageCreate(Event):
     disclosed: bool = False
     subject: str = ""
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """Without ``subject`` when it is empty: lines of messages without one stay as they were."""
         d = super().to_dict()
         if not d["subject"]:

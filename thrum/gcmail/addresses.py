@@ -1,28 +1,33 @@
-"""Gas City addresses ⇄ thrum agent names (pure).
+"""Gas City addresses ⇄ thrum names (pure): mailboxes, and the agents that act for them.
 
 Gas City addresses are arbitrary strings (``human``, ``mayor``, ``myrig/witness``,
-``gc-42``); thrum agent names are ``[a-z0-9_]{1,64}``. Each address owns exactly one
-mailbox agent, so the mapping must be deterministic (every machine and process
-computes the same name, with no shared table) and injective (two addresses never
-share a mailbox).
+``gc-42``); thrum names are ``[a-z0-9_]{1,64}``. An address has a *mailbox*: the
+name its mail mentions, the same on every machine (deterministic, injective, no
+shared table). An agent's key never leaves its machine, so on each machine the
+address acts (sends, marks read, archives) through its own *agent* there, named
+from the mailbox and the machine's replica tag, registered on first use with
+role ``gc`` and module = the mailbox (thrum.store.mailboxes shares the state).
 
 Rules:
 
 1. Plain addresses, runs of ``[a-z0-9]`` joined by single ``-``, ``/``, ``.`` or
-   ``_``, map to ``gc_`` + the address with each separator written as a run of
-   1, 2, 3 or 4 underscores: ``myrig/witness`` → ``gc_myrig__witness``,
+   ``_``, have the mailbox ``gc_`` + the address with each separator written as a
+   run of 1, 2, 3 or 4 underscores: ``myrig/witness`` → ``gc_myrig__witness``,
    ``gc-42`` → ``gc_gc_42``. Separators are never adjacent in a plain address, so
-   the run lengths decode unambiguously: the name alone gives the address back.
+   the runs decode unambiguously: the name alone gives the address back.
 2. Every other address (capitals, other characters, doubled or edge separators,
-   too long for 64 characters) maps to ``gcx_`` + a readable slug + ``_`` + 16
-   base32 characters of its SHA-256 (80 bits: a collision needs ~2^40 addresses).
-   The name does not give the address back; the agent's ``display`` field keeps
-   it (every mailbox agent is registered with its address as display).
-3. ``@name``, where ``name`` is a thrum agent, role or group name (not reserved)
-   not spelt like rule 1 or 2 produces, is that thrum name itself: Gas City agents can write to thrum
-   agents, and mail from a thrum agent ``alice`` shows as from ``@alice``.
-4. The three kinds never overlap: rule 1 names start with ``gc_``, rule 2 names with
-   ``gcx_``, rule 3 names with neither.
+   too long) has ``gcx_`` + a readable slug + ``_`` + 16 base32 characters of its
+   SHA-256 (80 bits: a collision needs ~2^40 addresses); its agents' ``display``
+   gives the address back.
+3. ``@name``, where ``name`` is a thrum name (not reserved, not spelt like rules 1,
+   2 or 4 produce), is the thrum agent, role or group ``name`` itself, as mailbox
+   and as the one that acts: Gas City agents write to thrum agents, and mail from a
+   thrum agent ``alice`` shows as from ``@alice``.
+4. The agent of mailbox ``gc_X`` on the machine with replica tag ``T`` (8 characters
+   of ``[a-z2-7]``) is ``gcr_T_X``; of ``gcx_X``, ``gcr_T__X``; when that is longer
+   than 64 characters, ``gcr_T___`` + 20 base32 characters of the mailbox's SHA-256.
+   The first two give their mailbox back; all have it as their module.
+5. The kinds never overlap: their prefixes (``gc_``, ``gcx_``, ``gcr_``, none) differ.
 """
 
 from __future__ import annotations
@@ -31,30 +36,44 @@ import re
 
 PLAIN_PREFIX = "gc_"
 HASHED_PREFIX = "gcx_"
-ROLE = "gc"                 # the role every mailbox agent is registered with
+AGENT_PREFIX = "gcr_"
+ROLE = "gc"                 # the role of every agent that acts for a mailbox
 MAX_NAME = 64
 MAX_ADDRESS = 256           # what an agent's display field can hold
+TAG_CHARS = 8
 
 _SEP_RUN = {"-": "_", "/": "__", ".": "___", "_": "____"}
 _RUN_SEP = {len(run): sep for sep, run in _SEP_RUN.items()}
 _PLAIN_ADDRESS = re.compile(r"[a-z0-9]+(?:[-/._][a-z0-9]+)*")
-_PLAIN_NAME = re.compile(r"gc_[a-z0-9]+(?:_{1,4}[a-z0-9]+)*")
+_PLAIN_BODY = r"[a-z0-9]+(?:_{1,4}[a-z0-9]+)*"
+_PLAIN_NAME = re.compile(r"gc_" + _PLAIN_BODY)
+_AGENT_NAME = re.compile(r"gcr_([a-z2-7]{8})_(_{0,2})([a-z0-9_]+)")
+_TAG = re.compile(r"[a-z2-7]{8}")
 _NAME = re.compile(r"[a-z0-9_]{1,64}")
 _SEPARATOR = re.compile(r"[-/._]")
 _NOT_SLUG = re.compile(r"[^a-z0-9]+")
 _DIGEST_CHARS = 16
 _RESERVED = frozenset({"daemon", "system", "thrum", "all", "broadcast"})  # thrum.events.names.RESERVED_NAMES
+_OURS = (PLAIN_PREFIX, HASHED_PREFIX, AGENT_PREFIX)
 
 
 class AddressError(ValueError):
     """An address that cannot name a mailbox (empty or too long)."""
 
 
-def to_name(address: str) -> str:
-    """The thrum agent name of a Gas City address.
+def _digest(text: str, chars: int) -> str:
+    import base64
+    import hashlib
+
+    raw = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+    return base64.b32encode(raw).decode("ascii")[:chars].lower()
+
+
+def mailbox(address: str) -> str:
+    """The mailbox (mention name) of a Gas City address.
 
     Raises:
-        AddressError: the address is empty, too long, or only whitespace.
+        AddressError: the address is empty, only whitespace, or too long.
     """
     if not isinstance(address, str) or not address.strip():
         raise AddressError("the address is empty")
@@ -66,47 +85,79 @@ def to_name(address: str) -> str:
         name = PLAIN_PREFIX + _SEPARATOR.sub(lambda m: _SEP_RUN[m.group()], address)
         if len(name) <= MAX_NAME:
             return name
-    return _hashed(address)
-
-
-def _hashed(address: str) -> str:
-    import base64
-    import hashlib
-
-    digest = base64.b32encode(hashlib.sha256(address.encode("utf-8", "surrogatepass")).digest())
-    tail = digest.decode("ascii")[:_DIGEST_CHARS].lower()
     room = MAX_NAME - len(HASHED_PREFIX) - 1 - _DIGEST_CHARS
     slug = _NOT_SLUG.sub("_", address.lower()).strip("_")[:room].rstrip("_")
+    tail = _digest(address, _DIGEST_CHARS)
     return f"{HASHED_PREFIX}{slug}_{tail}" if slug else f"{HASHED_PREFIX}{tail}"
 
 
+def agent(box: str, tag: str) -> str:
+    """The agent that acts for mailbox ``box`` on the machine with replica tag ``tag`` (rule 4; rule 3: itself)."""
+    if not _TAG.fullmatch(tag):
+        raise ValueError(f"bad replica tag {tag!r}")
+    if not is_mailbox(box):
+        return box
+    if box.startswith(PLAIN_PREFIX):
+        name = f"{AGENT_PREFIX}{tag}_{box[len(PLAIN_PREFIX):]}"
+    else:
+        name = f"{AGENT_PREFIX}{tag}__{box[len(HASHED_PREFIX):]}"
+    if len(name) <= MAX_NAME:
+        return name
+    return f"{AGENT_PREFIX}{tag}___{_digest(box, 20)}"
+
+
+def mailbox_of(name: str) -> str | None:
+    """The mailbox a thrum name stands for, when the name alone says it.
+
+    A mailbox is its own; a rule-4 agent names its mailbox unless it is a digest
+    (None: ask its module); a thrum agent (rule 3) is its own mailbox.
+    """
+    m = _AGENT_NAME.fullmatch(name)
+    if m:
+        underscores, body = m.group(2), m.group(3)
+        if underscores == "":
+            return PLAIN_PREFIX + body
+        if underscores == "_":
+            return HASHED_PREFIX + body
+        return None
+    if name.startswith(AGENT_PREFIX):
+        return None
+    return name
+
+
 def is_thrum_name(name: str) -> bool:
-    """A name that rule 3 passes through: valid, and not one that rules 1 and 2 produce."""
-    return (bool(_NAME.fullmatch(name)) and not name.startswith((PLAIN_PREFIX, HASHED_PREFIX))
-            and name not in _RESERVED)
+    """A name rule 3 passes through: valid, not reserved, and not one rules 1, 2 and 4 produce."""
+    return bool(_NAME.fullmatch(name)) and not name.startswith(_OURS) and name not in _RESERVED
 
 
 def is_mailbox(name: str) -> bool:
-    """A name made by rule 1 or 2 (a Gas City mailbox, registered on first use)."""
+    """A mailbox made by rule 1 or 2 (a Gas City address's, not a thrum agent's)."""
     return name.startswith((PLAIN_PREFIX, HASHED_PREFIX))
 
 
-def from_name(name: str, display: str | None = None) -> str:
-    """The Gas City address of a thrum agent name.
+def is_gc_agent(name: str) -> bool:
+    """An agent made by rule 4 (acts for a Gas City mailbox on one machine)."""
+    return name.startswith(AGENT_PREFIX)
 
-    Rule 1 names decode themselves; rule 2 names need the agent's ``display``
-    (their address); other names are thrum agents, shown as ``@name``.
+
+def address_of(name: str, display: str | None = None) -> str:
+    """The Gas City address of a mailbox or agent name.
+
+    Plain mailboxes, and rule-4 agents of plain mailboxes, decode themselves; the
+    others need ``display`` (the address their agents were registered with); a
+    thrum agent is shown as ``@name``.
     """
-    if _PLAIN_NAME.fullmatch(name):
-        body = name[len(PLAIN_PREFIX):]
-        return re.sub(r"_{1,4}", lambda m: _RUN_SEP[len(m.group())], body)
-    if name.startswith(HASHED_PREFIX) and display and to_name(display) == name:
+    box = mailbox_of(name)
+    if box is not None and _PLAIN_NAME.fullmatch(box):
+        return re.sub(r"_{1,4}", lambda m: _RUN_SEP[len(m.group())], box[len(PLAIN_PREFIX):])
+    if display and (box is None or mailbox(display) == box):
         return display
-    if name.startswith(HASHED_PREFIX) or name.startswith(PLAIN_PREFIX):
-        return name  # a mailbox whose address this machine does not know (yet)
-    return "@" + name
+    if box is not None and not box.startswith(_OURS):
+        return "@" + box
+    return name  # a mailbox whose address this machine does not know (yet)
 
 
 def needs_display(name: str) -> bool:
-    """Whether `from_name` needs the agent's display to give the address back."""
-    return name.startswith(HASHED_PREFIX) or (name.startswith(PLAIN_PREFIX) and not _PLAIN_NAME.fullmatch(name))
+    """Whether `address_of` needs the display to give the address back."""
+    box = mailbox_of(name)
+    return box is None or (box.startswith(_OURS) and not _PLAIN_NAME.fullmatch(box))

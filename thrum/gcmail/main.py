@@ -77,6 +77,7 @@ class Connection:
     def __init__(self, paths: ThrumPaths):
         self.paths = paths
         self._client: Client | None = None
+        self._tag: str | None = None
 
     def __call__(self, method: str, params: dict):
         if self._client is None:
@@ -92,6 +93,22 @@ class Connection:
 
         self.paths = ensure(self.paths)
         return Client(self.paths, timeout=CALL_TIMEOUT).connect()
+
+    def tag(self) -> str:
+        """This machine's replica tag (thrum.gcmail.replica), once thrum is set up here."""
+        if self._tag is None:
+            if self._client is None:
+                self._client = self._connect()
+            from .replica import replica_tag
+
+            self._tag = replica_tag(self.paths.thrum_dir)
+        return self._tag
+
+    def registering(self):
+        """A lock held while registering an agent (`thrum.gcmail.startup.locked`)."""
+        from .startup import locked
+
+        return locked(self.paths.var / "gc-mail.register.lock")
 
     def close(self) -> None:
         if self._client is not None:
@@ -155,7 +172,7 @@ def run(argv: list[str], *, repo: str | None = None, stdin=None, stdout=None, st
     conn = None
     try:
         conn = Connection(repository(repo))
-        doc = dispatch(op, args[0] if args else None, Mailer(conn), conn, stdin)
+        doc = dispatch(op, args[0] if args else None, Mailer(conn, conn.tag, conn.registering), conn, stdin)
         out = protocol.dumps(doc)
         if out:
             stdout.write(out + b"\n")

@@ -5,8 +5,8 @@ Rules:
 1. A Message is ``{id, from, to, subject, body, created_at, read}`` plus
    ``thread_id``, ``reply_to`` and ``priority`` when they have a value (Gas City
    ignores what it does not know and treats a missing key as empty).
-2. ``to`` is the mailbox the message was addressed to: its first ``mention`` ref
-   (a gc-mail message has exactly one); ``read`` is that mailbox's read state.
+2. ``to`` is the address of the mailbox the message was sent to: its first
+   ``mention`` ref (Gas City mail has exactly one); ``read`` is that mailbox's.
 3. Priorities follow Gas City's beads (0 most urgent … 4): thrum ``critical`` 0,
    ``high`` 1, ``low`` 3; ``normal`` is left out, as Gas City's own mail has none.
 4. Output is one compact JSON document; an empty list prints nothing.
@@ -16,16 +16,13 @@ from __future__ import annotations
 
 import json
 
-from .addresses import from_name
-
 TYPE_CHECKING = False  # not typing's: the provider starts without importing typing
 if TYPE_CHECKING:
     from typing import Any, Callable
 
-    Display = Callable[[str], "str | None"]
+    Address = Callable[[str], str]
 
 PRIORITY_NUMBERS = {"critical": 0, "high": 1, "low": 3}
-REQUIRED = ("id", "from", "to", "subject", "body", "created_at", "read")
 
 
 
@@ -67,27 +64,29 @@ def first_mention(refs: Any) -> str:
 
 
 def mentions(refs: Any) -> list[str]:
-    return [str(r["value"]) for r in refs or () if isinstance(r, dict) and r.get("type") == "mention" and r.get("value")]
+    """Every ``mention`` ref value, in order."""
+    return [str(r["value"]) for r in refs or ()
+            if isinstance(r, dict) and r.get("type") == "mention" and r.get("value")]
 
 
-def message(item: dict, *, display: Display, to: str | None = None, read: bool | None = None) -> dict:
-    """A Gas City Message from a thrum message (a message.list/thread item or message.get's message).
+def message(item: dict, *, address: Address, to: str | None = None, read: bool | None = None) -> dict:
+    """A Gas City Message from a thrum message (a mailbox.list or message.thread item, or message.get's message).
 
-    ``to``: the address to report (an inbox listing knows it); otherwise the first
-    mention, decoded. ``read``: the read state to report; otherwise whether the
-    addressed mailbox is among ``read_by`` (message.get), else ``is_read``.
+    ``address`` turns a thrum name into a Gas City address. ``to``: the address to
+    report (a mailbox listing knows it); otherwise the first mention's. ``read``:
+    the read state to report; otherwise the mailbox's (``mailbox.read``), else ``is_read``.
     """
     author = item.get("agent_id") or (item.get("author") or {}).get("agent_id") or ""
-    box = first_mention(item.get("refs"))
     if to is None:
-        to = from_name(box, display(box)) if box else ""
+        box = first_mention(item.get("refs"))
+        to = address(box) if box else ""
     if read is None:
-        read_by = item.get("read_by")
-        read = box in read_by if isinstance(read_by, list) and box else bool(item.get("is_read"))
+        state = item.get("mailbox")
+        read = state.get("read") if isinstance(state, dict) else item.get("is_read")
     body = item.get("body") if isinstance(item.get("body"), dict) else {}
     out = {
         "id": item.get("message_id", ""),
-        "from": from_name(author, display(author)) if author else "",
+        "from": address(author) if author else "",
         "to": to,
         "subject": item.get("subject") or "",
         "body": body.get("content") or "",

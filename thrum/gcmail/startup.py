@@ -19,7 +19,7 @@ from ..paths import ThrumPaths, resolve
 
 
 @contextmanager
-def _locked(path: Path, *, directory: bool = False):
+def locked(path: Path, *, directory: bool = False):
     """An exclusive flock on ``path`` (a directory is locked through its own descriptor)."""
     flags = os.O_RDONLY if directory else os.O_RDWR | os.O_CREAT
     fd = os.open(path, flags, 0o600)
@@ -40,11 +40,11 @@ def ensure(paths: ThrumPaths) -> ThrumPaths:
         if lifecycle.autostart_disabled():
             raise errors.Unavailable(f"no thrum set-up in {paths.repo} and THRUM_NO_AUTOSTART is set; "
                                      "run `thrum init` there")
-        with _locked(paths.repo, directory=True):
+        with locked(paths.repo, directory=True):
             paths = resolve(paths.repo)
             if not paths.initialized:
                 paths = lifecycle.init_repo(paths.repo, start_daemon=False)
     paths.var.mkdir(parents=True, exist_ok=True)
-    with _locked(paths.var / "gc-mail.lock"):
+    with locked(paths.var / "gc-mail.lock"):
         lifecycle.ensure_running(paths)
     return paths

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import peewee as pw
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5  # 5: messages.subject
 
 database_proxy = pw.DatabaseProxy()
 
@@ -53,6 +53,7 @@ class Message(Base):
     created_key = pw.TextField(default="")  # events.time_key(created_at): sortable UTC form
     updated_key = pw.TextField(default="")  # time_key(updated_at or created_at)
     sig_id = pw.IntegerField(default=0)     # mention_sigs.sig_id of the message's mention set
+    subject = pw.TextField(default="")      # message.create's optional subject line
 
     class Meta:
         table_name = "messages"

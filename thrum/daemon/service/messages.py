@@ -131,7 +131,6 @@ async def list_messages(call: Call) -> dict:
     if p.bool("archived_only") and not (caller or p.str("unread_for_agent")):
         _need_caller(caller, "archived_only")
     unread_for = p.str("unread_for_agent") or (caller if unread else None)
-    archived = {"archived_only": True} if p.bool("archived_only") else {}
     return await call.ctx.read(
         queries.list_messages,
         viewer=caller or p.str("unread_for_agent"),
@@ -145,7 +144,7 @@ async def list_messages(call: Call) -> dict:
         thread_id=p.str("thread_id"),
         include_deleted=p.bool("include_deleted"),
         include_archived=p.bool("include_archived"),
-        **archived,
+        archived_only=p.bool("archived_only"),
         page=p.int("page", default=1),
         page_size=p.int("page_size", default=10),
         sort_by=p.str("sort_by", default="created_at"),
@@ -153,11 +152,21 @@ async def list_messages(call: Call) -> dict:
     )
 
 
+async def _with_mailbox_state(call: Call, messages: list[dict]) -> None:
+    """With ``mailbox_state``: each message gets ``mailbox: {read, archived}`` (thrum.store.mailboxes)."""
+    if call.params.bool("mailbox_state") and messages:
+        states = await call.ctx.read(queries.mailbox_states, [m["message_id"] for m in messages])
+        for m in messages:
+            m["mailbox"] = states.get(m["message_id"], {"read": False, "archived": False})
+
+
 @method("message.get")
 async def get(call: Call) -> dict:
     caller = await _optional_caller(call)
     mid = call.params.str("message_id", required=True)
-    return await call.ctx.read(queries.get_message, mid, viewer=caller)
+    result = await call.ctx.read(queries.get_message, mid, viewer=caller)
+    await _with_mailbox_state(call, [result["message"]])
+    return result
 
 
 @method("message.sent")
@@ -176,6 +185,7 @@ async def thread(call: Call) -> dict:
     if not key:
         raise errors.ValidationError("invalid params: thread_id or message_id is required", field="thread_id")
     messages = await call.ctx.read(queries.thread_messages, key, viewer=caller)
+    await _with_mailbox_state(call, messages)
     return {"thread_id": messages[0]["thread_id"] if messages else key, "messages": messages}
 
 
