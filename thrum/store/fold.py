@@ -35,6 +35,15 @@ from .sql import all_rows, chunks, qmarks
 log = logging.getLogger(__name__)
 
 
+def dedup_key(d: dict) -> str:
+    """What makes an event "already applied": its id and its author (who signed it).
+
+    With the id alone, another agent writing a line with an id it copied from
+    someone else's event could make a replica skip the original as a duplicate.
+    """
+    return f"{d.get('event_id', '')}/{ev.event_author(d) or ''}"
+
+
 @dataclass
 class FoldResult:
     applied: list[dict] = field(default_factory=list)  # newly applied events, for publishing
@@ -95,11 +104,13 @@ class Folder:
 
     # ---------------------------------------------------------------- entry
     def fold(self, records: Iterable[tuple[str, dict]]) -> None:
+        # Keyed by event id *and author* (`dedup_key`): an event id another agent
+        # reuses never hides the original (docs/design/trust.md).
         candidates: dict[str, dict] = {}
         rules: dict[str, ev.ShardRule] = {}  # shard -> its authorship rule, the path parsed once
         known = ev.NORMALISERS
         for shard, d in records:
-            eid = d.get("event_id", "")
+            eid = dedup_key(d)
             t = d.get("type")
             if t not in known or d.get("v", 1) > ev.EVENT_VERSION:
                 self.r.unknown += 1
@@ -110,7 +121,7 @@ class Folder:
             ok = rule.allows(d)
             if not ok:
                 self.r.forged += 1
-                self.issue("forged", shard, eid, f"{d['type']} by {ev.event_owner(d) or '?'} "
+                self.issue("forged", shard, d.get("event_id", ""), f"{d['type']} by {ev.event_owner(d) or '?'} "
                                                  f"does not belong in {shard}")
                 continue
             if eid in candidates:
@@ -145,7 +156,8 @@ class Folder:
                     handler(self, batch)
         if self.keep_applied:
             self.r.applied.extend(d for eid, d in candidates.items()
-                                  if (eid in new_creates if d["type"] == "message.create" else eid not in seen))
+                                  if (d["event_id"] in new_creates if d["type"] == "message.create"
+                                      else eid not in seen))
 
     # ---------------------------------------------------------------- agents, sessions
     def agent_register(self, batch):

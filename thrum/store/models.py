@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import peewee as pw
 
-SCHEMA_VERSION = 5  # 5: messages.subject
+SCHEMA_VERSION = 6  # 5: applied_events keyed by event id and author (store.fold.dedup_key); 6: messages.subject
 
 database_proxy = pw.DatabaseProxy()
 
