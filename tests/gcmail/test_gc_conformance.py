@@ -14,6 +14,9 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from gc_exec import Provider, ProviderError, go_json
+from thrum import lifecycle
+from thrum.client import Client
+from thrum.paths import resolve
 
 
 def ids(msgs) -> list[str]:
@@ -190,11 +193,17 @@ def test_listings_are_oldest_first_and_sortable_by_created_at_then_id(provider):
 
 
 def test_a_mailbox_with_many_messages_lists_them_all(provider):
-    raw = [go_json({"from": "alice", "subject": "", "body": f"n{i}"}) for i in range(105)]
-    for stdin in raw:  # more than one page of message.list
-        assert provider.raw("send", "bob", stdin=stdin).returncode == 0
-    assert len(provider.inbox("bob")) == 105
-    assert provider.count("bob") == (105, 105)
+    first = provider.send("alice", "bob", "", "n0")  # registers alice's agent here; the rest straight over RPC
+    sender = lifecycle.call(resolve(provider.repo), "message.get", {"message_id": first["id"]})
+    caller = sender["message"]["author"]["agent_id"]
+    with Client(resolve(provider.repo)) as client:
+        for i in range(1, 205):  # more than two pages of the daemon's largest
+            client.call("message.send", {"caller": caller, "content": f"n{i}",
+                                         "refs": [{"type": "mention", "value": "gc_bob"}]})
+    listed = provider.inbox("bob")
+    assert [m["body"] for m in listed] == [f"n{i}" for i in range(205)]
+    assert len({m["id"] for m in listed}) == 205
+    assert provider.count("bob") == (205, 205)
 
 
 # ---------------------------------------------------------------------------- get, read
