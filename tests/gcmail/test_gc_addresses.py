@@ -60,6 +60,15 @@ def test_thrum_agents_show_as_at_names_and_act_for_themselves():
     assert addresses.is_gc_agent(agent("gc_alice", TAG))
 
 
+def test_clerks_name_their_mailbox_too_and_never_collide():
+    for address in ("mayor", "Mayor Of Town", "x" * 58):
+        box = mailbox(address)
+        mine, clerk = agent(box, TAG), agent(box, TAG, clerk=True)
+        assert mine != clerk and clerk.startswith("gck_") and NAME_RE.fullmatch(clerk)
+        assert mailbox_of(clerk) == mailbox_of(mine)
+        assert address_of(clerk, address) == address
+
+
 def test_reserved_names_stay_reserved():
     assert addresses._RESERVED == RESERVED_NAMES
 

@@ -387,9 +387,18 @@ def test_send_inbox_read_archive_lifecycle(provider):
     assert provider.count("bob") == (0, 0)
 
 
-def test_self_addressed_mail_arrives_unread(provider):
+def test_mail_to_oneself_arrives_unread_and_is_marked_like_any_other(provider):
     """gc handoffs: an agent mails its own next session."""
     m = provider.send("mayor", "mayor", "handoff", "where I left off")
     (got,) = provider.inbox("mayor")
     assert (got["id"], got["read"]) == (m["id"], False)
     assert provider.count("mayor") == (1, 1)
+    assert provider.read(m["id"])["read"] is True
+    assert provider.inbox("mayor") is None and provider.count("mayor") == (1, 0)
+    provider.mark_unread(m["id"])
+    assert ids(provider.inbox("mayor")) == [m["id"]]
+    provider.archive(m["id"])
+    assert provider.all("mayor") is None
+    with pytest.raises(ProviderError) as info:
+        provider.delete(m["id"])
+    assert info.value.already_archived

@@ -26,8 +26,11 @@ Rules:
 4. The agent of mailbox ``gc_X`` on the machine with replica tag ``T`` (8 characters
    of ``[a-z2-7]``) is ``gcr_T_X``; of ``gcx_X``, ``gcr_T__X``; when that is longer
    than 64 characters, ``gcr_T___`` + 20 base32 characters of the mailbox's SHA-256.
-   The first two give their mailbox back; all have it as their module.
-5. The kinds never overlap: their prefixes (``gc_``, ``gcx_``, ``gcr_``, none) differ.
+   The first two give their mailbox back; all have it as their module. Its *clerk*
+   (``gck_`` instead of ``gcr_``) marks mail the agent itself wrote (mail to
+   oneself, as gc handoffs are): thrum never lets an author mark its own message.
+5. The kinds never overlap: their prefixes (``gc_``, ``gcx_``, ``gcr_``, ``gck_``,
+   none) differ.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ import re
 PLAIN_PREFIX = "gc_"
 HASHED_PREFIX = "gcx_"
 AGENT_PREFIX = "gcr_"
+CLERK_PREFIX = "gck_"
 ROLE = "gc"                 # the role of every agent that acts for a mailbox
 MAX_NAME = 64
 MAX_ADDRESS = 256           # what an agent's display field can hold
@@ -47,14 +51,14 @@ _RUN_SEP = {len(run): sep for sep, run in _SEP_RUN.items()}
 _PLAIN_ADDRESS = re.compile(r"[a-z0-9]+(?:[-/._][a-z0-9]+)*")
 _PLAIN_BODY = r"[a-z0-9]+(?:_{1,4}[a-z0-9]+)*"
 _PLAIN_NAME = re.compile(r"gc_" + _PLAIN_BODY)
-_AGENT_NAME = re.compile(r"gcr_([a-z2-7]{8})_(_{0,2})([a-z0-9_]+)")
+_AGENT_NAME = re.compile(r"gc[rk]_([a-z2-7]{8})_(_{0,2})([a-z0-9_]+)")
 _TAG = re.compile(r"[a-z2-7]{8}")
 _NAME = re.compile(r"[a-z0-9_]{1,64}")
 _SEPARATOR = re.compile(r"[-/._]")
 _NOT_SLUG = re.compile(r"[^a-z0-9]+")
 _DIGEST_CHARS = 16
 _RESERVED = frozenset({"daemon", "system", "thrum", "all", "broadcast"})  # thrum.events.names.RESERVED_NAMES
-_OURS = (PLAIN_PREFIX, HASHED_PREFIX, AGENT_PREFIX)
+_OURS = (PLAIN_PREFIX, HASHED_PREFIX, AGENT_PREFIX, CLERK_PREFIX)
 
 
 class AddressError(ValueError):
@@ -91,19 +95,21 @@ def mailbox(address: str) -> str:
     return f"{HASHED_PREFIX}{slug}_{tail}" if slug else f"{HASHED_PREFIX}{tail}"
 
 
-def agent(box: str, tag: str) -> str:
-    """The agent that acts for mailbox ``box`` on the machine with replica tag ``tag`` (rule 4; rule 3: itself)."""
+def agent(box: str, tag: str, *, clerk: bool = False) -> str:
+    """The agent (or its clerk) that acts for mailbox ``box`` on the machine with replica tag ``tag``
+    (rule 4; rule 3: the thrum agent itself)."""
     if not _TAG.fullmatch(tag):
         raise ValueError(f"bad replica tag {tag!r}")
     if not is_mailbox(box):
         return box
+    prefix = CLERK_PREFIX if clerk else AGENT_PREFIX
     if box.startswith(PLAIN_PREFIX):
-        name = f"{AGENT_PREFIX}{tag}_{box[len(PLAIN_PREFIX):]}"
+        name = f"{prefix}{tag}_{box[len(PLAIN_PREFIX):]}"
     else:
-        name = f"{AGENT_PREFIX}{tag}__{box[len(HASHED_PREFIX):]}"
+        name = f"{prefix}{tag}__{box[len(HASHED_PREFIX):]}"
     if len(name) <= MAX_NAME:
         return name
-    return f"{AGENT_PREFIX}{tag}___{_digest(box, 20)}"
+    return f"{prefix}{tag}___{_digest(box, 20)}"
 
 
 def mailbox_of(name: str) -> str | None:
@@ -120,7 +126,7 @@ def mailbox_of(name: str) -> str | None:
         if underscores == "_":
             return HASHED_PREFIX + body
         return None
-    if name.startswith(AGENT_PREFIX):
+    if name.startswith((AGENT_PREFIX, CLERK_PREFIX)):
         return None
     return name
 
@@ -136,8 +142,8 @@ def is_mailbox(name: str) -> bool:
 
 
 def is_gc_agent(name: str) -> bool:
-    """An agent made by rule 4 (acts for a Gas City mailbox on one machine)."""
-    return name.startswith(AGENT_PREFIX)
+    """An agent or clerk made by rule 4 (acts for a Gas City mailbox on one machine)."""
+    return name.startswith((AGENT_PREFIX, CLERK_PREFIX))
 
 
 def address_of(name: str, display: str | None = None) -> str:

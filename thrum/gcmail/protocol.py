@@ -6,7 +6,8 @@ Rules:
    ``thread_id``, ``reply_to`` and ``priority`` when they have a value (Gas City
    ignores what it does not know and treats a missing key as empty).
 2. ``to`` is the address of the mailbox the message was sent to: its first
-   ``mention`` ref (Gas City mail has exactly one); ``read`` is that mailbox's.
+   ``mention`` ref naming a Gas City mailbox, else its first ``mention`` (Gas City
+   mail has exactly one); ``read`` is that mailbox's.
 3. Priorities follow Gas City's beads (0 most urgent … 4): thrum ``critical`` 0,
    ``high`` 1, ``low`` 3; ``normal`` is left out, as Gas City's own mail has none.
 4. Output is one compact JSON document; an empty list prints nothing.
@@ -16,6 +17,8 @@ from __future__ import annotations
 
 import json
 
+from .addresses import is_mailbox
+
 TYPE_CHECKING = False  # not typing's: the provider starts without importing typing
 if TYPE_CHECKING:
     from typing import Any, Callable
@@ -23,7 +26,6 @@ if TYPE_CHECKING:
     Address = Callable[[str], str]
 
 PRIORITY_NUMBERS = {"critical": 0, "high": 1, "low": 3}
-
 
 
 class PayloadError(ValueError):
@@ -56,11 +58,10 @@ def parse_payload(raw: bytes) -> tuple[str, str, str]:
 
 
 def first_mention(refs: Any) -> str:
-    """The value of the first ``mention`` ref (the mailbox a message went to), or ''."""
-    for ref in refs or ():
-        if isinstance(ref, dict) and ref.get("type") == "mention" and ref.get("value"):
-            return str(ref["value"])
-    return ""
+    """The mailbox a message went to: its first ``mention`` ref naming a Gas City
+    mailbox, else its first ``mention`` ref, else ''."""
+    values = mentions(refs)
+    return next((v for v in values if is_mailbox(v)), values[0] if values else "")
 
 
 def mentions(refs: Any) -> list[str]:

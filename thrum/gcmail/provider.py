@@ -73,28 +73,29 @@ class Mailer:
         agents = self.rpc("agent.list", {"role": addresses.ROLE, "module": name}).get("agents") or []
         return next((a["display"] for a in agents if a.get("display")), None)
 
-    def _agent(self, box: str) -> str:
-        return addresses.agent(box, self._tag())
+    def _agent(self, box: str, clerk: bool = False) -> str:
+        return addresses.agent(box, self._tag(), clerk=clerk)
 
-    def _act(self, address: str, box: str, method: str, params: dict) -> Any:
-        """``method`` as this machine's agent for mailbox ``box`` (of ``address``), registering it if needed."""
-        name = self._agent(box)
+    def _act(self, address: str, box: str, method: str, params: dict, *, clerk: bool = False) -> Any:
+        """``method`` as this machine's agent (or clerk) for mailbox ``box`` (of ``address``),
+        registering it if needed."""
+        name = self._agent(box, clerk)
         params = {"caller": name, **params}
         try:
             return self.rpc(method, params)
         except errors.IdentityError:
             if not addresses.is_mailbox(box):
                 raise  # a thrum agent acts for itself, or not at all
-        self._register(address, box)
+        self._register(address, box, clerk)
         return self.rpc(method, params)
 
-    def _register(self, address: str, box: str) -> None:
-        """Register this machine's agent for the mailbox (no event when it is already registered so).
+    def _register(self, address: str, box: str, clerk: bool = False) -> None:
+        """Register this machine's agent (or clerk) for the mailbox (no event when it is already registered so).
 
         Under ``lock`` (one provider process at a time): concurrent first calls for
         one address then make one registration, not one each.
         """
-        name = self._agent(box)
+        name = self._agent(box, clerk)
         kind = "user" if address == "human" else "agent"
         params = {"name": name, "role": addresses.ROLE, "module": box, "display": address, "kind": kind}
         if self._lock is None:
@@ -197,8 +198,9 @@ class Mailer:
         box = protocol.first_mention(msg.get("refs"))
         if not box:
             raise errors.ThrumError(f"message {msg['message_id']} is not addressed to a mailbox")
-        try:
-            self._act(self.address(box), box, method, {"message_ids": [msg["message_id"]]})
+        own = addresses.is_mailbox(box) and msg["author"]["agent_id"] == self._agent(box)
+        try:  # mail to oneself is marked by the clerk: thrum never lets an author mark its own message
+            self._act(self.address(box), box, method, {"message_ids": [msg["message_id"]]}, clerk=own)
         except errors.IdentityError:
             raise errors.ThrumError(f"message {msg['message_id']} is addressed to @{box}, "
                                     "which no agent of this machine acts for") from None
