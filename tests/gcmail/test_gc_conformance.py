@@ -402,3 +402,12 @@ def test_mail_to_oneself_arrives_unread_and_is_marked_like_any_other(provider):
     with pytest.raises(ProviderError) as info:
         provider.delete(m["id"])
     assert info.value.already_archived
+
+
+def test_with_autostart_off_nothing_is_set_up_or_started(city):
+    p = Provider(*city, THRUM_NO_AUTOSTART="1")
+    proc = p.raw("inbox", "bob")
+    assert proc.returncode == 1 and proc.stdout == b""
+    err = proc.stderr.decode()
+    assert err.count("\n") == 1 and "THRUM_NO_AUTOSTART" in err
+    assert not (city[0] / ".thrum").exists()
