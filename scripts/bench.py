@@ -8,7 +8,8 @@ Usage:
 Sections are named; later issues add their own (register them in SECTIONS).
 With no section named, every section runs.
 
-daemon, sync, realtime, ui: see scripts/bench_daemon.py, bench_sync.py, bench_realtime.py, bench_ui.py.
+daemon, sync, realtime, ui, gcmail: see scripts/bench_daemon.py, bench_sync.py, bench_realtime.py,
+bench_ui.py, bench_gcmail.py.
 
 store: generates a log of N message events (default 1,000,000) over 50 agents
        (10 roles, 4 groups, mentions of agents/roles/groups/everyone, scopes,
@@ -340,6 +341,7 @@ SECTIONS = {
     "sync": _script_section("bench_sync"),         # issue 4: sync against a 1M-event history
     "realtime": _script_section("bench_realtime"),  # issue 5: notification latency, fan-out, wait
     "ui": _script_section("bench_ui"),             # issue 16: feed first render, send → on screen (browser)
+    "gcmail": _script_section("bench_gcmail"),      # issue 14: thrum-gc-mail check/send process wall time
 }
 
 

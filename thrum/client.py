@@ -21,7 +21,6 @@ import errno
 import json
 import os
 import time
-from typing import Any, Callable
 
 # The C module, not `socket`: the wrapper pulls in selectors/enum conversions that
 # cost ~2 ms of start-up on every command, and we need none of it.
@@ -32,7 +31,13 @@ from .errors import ThrumError, Timeout, Unavailable, from_rpc
 DEFAULT_TIMEOUT = 60.0
 _RECV = 256 * 1024
 
-Trace = Callable[[str], None]
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs start-up time
+if TYPE_CHECKING:
+    from typing import Any, Callable
+
+    Trace = Callable[[str], None]
+else:
+    Trace = "Callable[[str], None]"  # annotations only (the Gas City provider starts without typing)
 
 
 def _not_running(path: str, why: str) -> Unavailable:

@@ -98,6 +98,14 @@ class MessageCreate(Event):
     priority: str = "normal"
     authored_by: str = ""
     disclosed: bool = False
+    subject: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Without ``subject`` when it is empty: lines of messages without one stay as they were."""
+        d = super().to_dict()
+        if not d["subject"]:
+            del d["subject"]
+        return d
 
 
 @dataclass(frozen=True, kw_only=True)
