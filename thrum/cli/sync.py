@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from ..errors import ThrumError
@@ -22,19 +24,32 @@ def sync(ctx):
 
     Runs one full cycle and waits for it; exits 1 with a one-line reason when it
     fails. Works with the daemon stopped too (it then runs the cycle itself).
-    Cron example:  */5 * * * *  cd /path/to/repo && thrum sync --quiet
+    Logins come from THRUM_GIT_TOKEN / THRUM_SSH_KEY (this command passes them to
+    the daemon), else from what makes `git push` work: git's credential helpers,
+    ssh-agent, ~/.ssh/config and key files.
+    --quiet prints nothing on success (for cron). Cron example:
+      */5 * * * *  cd /path/to/repo && thrum sync --quiet
     """
     if ctx.invoked_subcommand is not None:
         return
     rt = runtime()
     if _daemon_running(rt):
-        result = rt.call("sync.run", {}, autostart=False, timeout=600)
+        result = rt.call("sync.run", {"env": _forwarded_env()}, autostart=False, timeout=600)
     else:
         from ..daemon import sync_state
 
         rt.note("daemon not running; syncing without it")
         result = sync_state.run_offline(rt.require_init())
+    if rt.opts.quiet and not rt.opts.json:
+        return  # cron mails whatever a job prints: success says nothing
     rt.emit(result, lambda: _summary(result))
+
+
+def _forwarded_env() -> dict[str, str]:
+    """The login-related variables of this shell, for the daemon's cycle (never stored)."""
+    from ..config import FORWARDED_ENV
+
+    return {name: os.environ[name] for name in FORWARDED_ENV if os.environ.get(name)}
 
 
 def _summary(r: dict) -> str:
