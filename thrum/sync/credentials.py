@@ -37,7 +37,7 @@ from pygit2.errors import Passthrough
 from . import AuthError, RemoteUnreachable, SyncError
 from . import gitcredential
 from .sshconfig import host_label, known_host_entries, known_hosts_files
-from .urls import redact_text
+from .urls import redact_text, url_secrets
 
 if TYPE_CHECKING:
     from .transport import Endpoint
@@ -386,7 +386,7 @@ def translate(exc: BaseException, remote_name: str, url: str, timeout_s: float |
     if isinstance(exc, SyncError):
         return exc
     where = f"remote {remote_name} ({redact_text(url)})"
-    msg = redact_text((str(exc).strip().splitlines() or [type(exc).__name__])[0])
+    msg = redact_text((str(exc).strip().splitlines() or [type(exc).__name__])[0], *url_secrets(url))
     low = msg.lower()
     if any(w in low for w in _TIMEOUT_WORDS):
         limit = f"within {timeout_s:g} s" if timeout_s else "in time"

@@ -24,7 +24,7 @@ import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["RemoteURL", "main_worktree_dir", "parse_url", "redact_text", "redact_url", "resolve_url"]
+__all__ = ["RemoteURL", "main_worktree_dir", "parse_url", "redact_text", "redact_url", "resolve_url", "url_secrets"]
 
 _SSH_SCHEMES = ("ssh", "git+ssh", "ssh+git")
 # Prefixes of access tokens that hosts accept as a user name (GitHub, GitLab, Gitea, Bitbucket).
@@ -133,6 +133,17 @@ def redact_text(text: str, *secrets: str | None) -> str:
     for secret in secrets:
         if secret and len(secret) >= 4:
             out = out.replace(secret, "***")
+    return out
+
+
+def url_secrets(url: str | None) -> list[str]:
+    """The secrets written in ``url`` (a password, a user name that is a token), to redact."""
+    if not url:
+        return []
+    p = parse_url(url)
+    out = [p.password] if p.password else []
+    if p.user and p.has_secret and p.password is None:
+        out.append(p.user)
     return out
 
 
