@@ -39,6 +39,7 @@ COMMANDS: dict[str, str] = {
     # Added by other issues (one line each):
     "sync": "thrum.cli.sync:sync",
     "wait": "thrum.cli.wait:wait",
+    "doctor": "thrum.cli.doctor:doctor",
     # "mcp": "thrum.cli.mcp:mcp",
 }
 
@@ -118,9 +119,10 @@ def run(argv: list[str] | None = None) -> int:
     """Run the CLI and return the exit code (`main` exits with it)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        cli.main(args=argv, prog_name="thrum", standalone_mode=False, obj=Options())
+        code = cli.main(args=argv, prog_name="thrum", standalone_mode=False, obj=Options())
         sys.stdout.flush()
-        return 0
+        # click returns the code of a `ctx.exit(n)` / `Exit(n)` instead of raising it here
+        return code if isinstance(code, int) and not isinstance(code, bool) else 0
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except click.exceptions.NoArgsIsHelpError as exc:
