@@ -334,10 +334,21 @@ def _script_section(module_name: str):
     return run
 
 
+def _sections(*module_names: str):
+    """A section made of several scripts/bench_*.py, run one after the other."""
+    parts = [_script_section(name) for name in module_names]
+
+    def run(args) -> None:
+        for part in parts:
+            part(args)
+    return run
+
+
 SECTIONS = {
     "store": bench_store,                          # issue 2: rebuild rate, inbox query latency, memory
     "daemon": _script_section("bench_daemon"),     # issue 3: durable sends, message.list, CLI start-up
-    "sync": _script_section("bench_sync"),         # issue 4: sync against a 1M-event history
+    "sync": _sections("bench_sync",                # issue 4: sync against a 1M-event history
+                      "bench_remotes"),            # issue 12: 12 replicas racing; bytes on the wire
     "realtime": _script_section("bench_realtime"),  # issue 5: notification latency, fan-out, wait
 }
 
