@@ -8,7 +8,7 @@ Usage:
 Sections are named; later issues add their own (register them in SECTIONS).
 With no section named, every section runs.
 
-daemon, sync, realtime: see scripts/bench_daemon.py, bench_sync.py, bench_realtime.py.
+daemon, sync, realtime: see scripts/bench_daemon.py, bench_sync.py (+ bench_remotes.py), bench_realtime.py.
 
 store: generates a log of N message events (default 1,000,000) over 50 agents
        (10 roles, 4 groups, mentions of agents/roles/groups/everyone, scopes,
