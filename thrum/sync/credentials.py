@@ -236,6 +236,8 @@ class _Callbacks(pygit2.RemoteCallbacks):
                 self.creds.last_source = f"{given.label} (user {given.user})"
                 if given.helper is not None:
                     gitcredential.approve(given.helper, env=self.creds.env, cwd=self._cwd())
+            elif self.ep is not None and self.ep.url_password:
+                self.creds.last_source = f"the password written in the remote URL (user {self.ep.url_user})"
             elif self.creds.last_source is None:
                 self.creds.last_source = "none needed"
         elif given is not None and given.helper is not None and isinstance(exc, AuthError):

@@ -528,7 +528,7 @@ class Replicator:
 def run_cycle(
     replicator: Replicator,
     locked: Callable[[], AbstractContextManager],
-    max_attempts: int = 12,
+    max_attempts: int = 24,
     backoff_s: float = 0.05,
     on_received: Callable[[MergeOutcome], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
