@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from fixtures.repos.builders import make_repo  # noqa: E402
 from thrum import events as ev  # noqa: E402
-from thrum.daemon import launcher  # noqa: E402
+from thrum import lifecycle  # noqa: E402
 
 
 class Conn:
@@ -51,7 +51,7 @@ def fresh_daemon(tmp: Path, name: str, env_extra=None):
     repo = tmp / name
     make_repo(repo)
     os.environ.update({"THRUM_LOCAL": "1", "THRUM_WS_PORT": "0", **(env_extra or {})})
-    return launcher.init_repo(repo)
+    return lifecycle.init_repo(repo)
 
 
 def _client_proc(socket_path, i, per_client, start, done):
@@ -92,7 +92,7 @@ def bench_send(paths, clients: int, per_client: int) -> float:
 
 def seed_messages(paths, count: int) -> None:
     """Write `count` message.create events straight into shards, then let the daemon catch up."""
-    launcher.stop(paths)
+    lifecycle.stop(paths)
     wt = paths.main_repo / ".git" / "thrum-sync" / "a-sync"
     agents = [f"seed{i}" for i in range(20)]
     roles = ["implementer", "reviewer", "tester", "planner"]
@@ -115,7 +115,7 @@ def seed_messages(paths, count: int) -> None:
             "priority": "normal", "authored_by": "", "disclosed": False}))
     for f in files.values():
         f.close()
-    launcher.start(paths)
+    lifecycle.start(paths)
 
 
 def bench_list(paths, runs: int = 300) -> tuple[float, float]:
@@ -165,10 +165,10 @@ def main(argv=None) -> int:
         for r in range(args.runs):
             p = fresh_daemon(tmp, f"send1-{r}")
             one.append(bench_send(p, 1, args.sends))
-            launcher.stop(p)
+            lifecycle.stop(p)
             p = fresh_daemon(tmp, f"send8-{r}")
             eight.append(bench_send(p, 8, args.sends // 4))
-            launcher.stop(p)
+            lifecycle.stop(p)
         rows.append(("message.send durable, 1 client", f"{statistics.median(one):,.0f} msg/s", ">= 2,000 msg/s"))
         rows.append(("message.send durable, 8 clients", f"{statistics.median(eight):,.0f} msg/s", ">= 4,000 msg/s"))
         p = fresh_daemon(tmp, "list")
@@ -185,7 +185,7 @@ def main(argv=None) -> int:
         rows.append(("thrum send wall time (median)", f"{cli:.1f} ms", "<= import click + 30 ms"))
         rows.append(("python -c 'import click' (median)", f"{click_ms:.1f} ms",
                      f"difference {cli - click_ms:+.1f} ms"))
-        launcher.stop(p)
+        lifecycle.stop(p)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     width = max(len(r[0]) for r in rows)

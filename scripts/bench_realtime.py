@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 from websockets.asyncio.client import connect  # noqa: E402
 
 from fixtures.repos.builders import make_repo  # noqa: E402
-from thrum.daemon import launcher  # noqa: E402
+from thrum import lifecycle  # noqa: E402
 
 TARGETS = {"latency_p50": 2.0, "latency_p99": 10.0, "fanout_p99": 50.0}
 
@@ -181,10 +181,10 @@ def one_run(tmp: Path, r: int, samples: int, fanout: int, fanout_samples: int) -
     repo = tmp / f"rt-{r}"
     make_repo(repo)
     os.environ.update({"THRUM_LOCAL": "1", "THRUM_WS_PORT": "0"})
-    paths = launcher.init_repo(repo)
+    paths = lifecycle.init_repo(repo)
     try:
-        launcher.call(paths, "agent.register", {"name": "bsender", "role": "bench"})
-        launcher.call(paths, "agent.register", {"name": "bwaiter", "role": "benchwait"})
+        lifecycle.call(paths, "agent.register", {"name": "bsender", "role": "bench"})
+        lifecycle.call(paths, "agent.register", {"name": "bwaiter", "role": "benchwait"})
 
         async def go():
             one = await measure_latency(paths, samples, 1, f"one{r}")
@@ -194,7 +194,7 @@ def one_run(tmp: Path, r: int, samples: int, fanout: int, fanout_samples: int) -
 
         one, many, woke, rtt = asyncio.run(go())
     finally:
-        launcher.stop(paths)
+        lifecycle.stop(paths)
     return {"latency_p50": pct(one, 50), "latency_p99": pct(one, 99),
             "fanout_p50": pct(many, 50), "fanout_p99": pct(many, 99),
             "wait_p50": pct(woke, 50), "wait_p99": pct(woke, 99), "send_rtt_p50": pct(rtt, 50)}

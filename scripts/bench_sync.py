@@ -133,9 +133,9 @@ def clone(remote: Path, dest: Path) -> None:
 
 
 def rpc(paths, method: str, params: dict | None = None, timeout: float = 60.0):
-    from thrum.daemon import launcher
+    from thrum import lifecycle
 
-    return launcher.call(paths, method, params or {}, timeout=timeout)
+    return lifecycle.call(paths, method, params or {}, timeout=timeout)
 
 
 def timed_sync(paths, timeout: float = 600.0) -> tuple[float, dict]:
@@ -162,7 +162,8 @@ def step(msg: str):
 # --------------------------------------------------------------------------- the benchmark
 
 def run(args) -> list[tuple]:
-    from thrum.daemon import launcher, sync_state
+    from thrum import lifecycle
+    from thrum.sync.offline import run_offline
     from thrum.sync.worktree import sync_worktree_path
 
     for k in ("THRUM_NAME", "THRUM_ROLE", "THRUM_MODULE", "THRUM_LOCAL"):
@@ -179,7 +180,7 @@ def run(args) -> list[tuple]:
         step(f"setting up in {base}")
         make_remote(remote)
         clone(remote, a_dir)
-        pa = launcher.init_repo(a_dir, start_daemon=False)
+        pa = lifecycle.init_repo(a_dir, start_daemon=False)
         wt_a = sync_worktree_path(a_dir)
         t = time.perf_counter()
         (wt_a / "events.jsonl").write_bytes(gen.lifecycle(agents))
@@ -189,7 +190,7 @@ def run(args) -> list[tuple]:
              f"{size / args.agents / 2**20:,.1f} MiB per message shard) in {time.perf_counter() - t:.1f}s")
 
         t = time.perf_counter()
-        launcher.start(pa, timeout=1800)
+        lifecycle.start(pa, timeout=1800)
         started.append(pa)
         step(f"A daemon up (folded the history) in {time.perf_counter() - t:.1f}s")
         dt, rep = timed_sync(pa, timeout=3600)
@@ -197,13 +198,13 @@ def run(args) -> list[tuple]:
 
         t = time.perf_counter()
         clone(remote, b_dir)
-        pb = launcher.init_repo(b_dir, start_daemon=False)
+        pb = lifecycle.init_repo(b_dir, start_daemon=False)
         step(f"B cloned and attached in {time.perf_counter() - t:.1f}s")
         t = time.perf_counter()
-        launcher.start(pb, timeout=1800)
+        lifecycle.start(pb, timeout=1800)
         started.append(pb)
         step(f"B daemon up (folded the history) in {time.perf_counter() - t:.1f}s, "
-             f"peak RSS {rss_mib(launcher.read_pid(pb)):,.0f} MiB")
+             f"peak RSS {rss_mib(lifecycle.read_pid(pb)):,.0f} MiB")
         wt_b = sync_worktree_path(b_dir)
         for m, p in (("A", pa), ("B", pb)):  # settle: anything the daemons wrote at start
             rpc(p, "sync.run", timeout=600)
@@ -237,7 +238,7 @@ def run(args) -> list[tuple]:
         step("10-event syncs measured")
 
         # -- 10,000 events (A's daemon stopped; lines appended to its worktree files)
-        launcher.stop(pa)
+        lifecycle.stop(pa)
         started.remove(pa)
         shapes = [("new shards", 10), ("all shards", 0)]
         for shape, n_new in shapes:
@@ -251,7 +252,7 @@ def run(args) -> list[tuple]:
                 else:
                     gen.messages(wt_a, agents, agents, args.big)
                 t = time.perf_counter()
-                rep = sync_state.run_offline(pa)
+                rep = run_offline(pa)
                 offline.append(time.perf_counter() - t)
                 assert rep["pushed"], rep
                 dt, rep = timed_sync(pb)
@@ -260,7 +261,7 @@ def run(args) -> list[tuple]:
             rows.append((f"receive {args.big:,} events, {shape}", recv, 1.5))
             rows.append((f"  (A offline commit+push, {shape})", offline, None))
             step(f"{args.big:,}-event receive ({shape}) measured")
-        rows.append(("B daemon peak RSS at the end (MiB)", None, rss_mib(launcher.read_pid(pb))))
+        rows.append(("B daemon peak RSS at the end (MiB)", None, rss_mib(lifecycle.read_pid(pb))))
         same = all((wt_a / rel).read_bytes() == (wt_b / rel).read_bytes()
                    for rel in (p.relative_to(wt_b) for p in wt_b.rglob("*.jsonl")))
         step(f"shards byte-identical on A and B: {same}")
@@ -268,7 +269,7 @@ def run(args) -> list[tuple]:
     finally:
         for p in started:
             try:
-                launcher.stop(p)
+                lifecycle.stop(p)
             except Exception as exc:  # noqa: BLE001
                 print(f"could not stop a daemon: {exc}", file=sys.stderr)
         if not args.keep and not args.base:

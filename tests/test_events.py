@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from thrum import events as ev
+from thrum.events.validation import _n_message_create, _n_message_create_checked
 from thrum.errors import ValidationError
 
 BODY = ev.Body("Auth module **done**", format="markdown", structured='{"passed": 45}')
@@ -180,10 +181,25 @@ _tag = st.one_of(st.fixed_dictionaries({"type": st.sampled_from(["mention", "sco
 }))
 def test_message_create_fast_path_agrees_with_the_checked_path(d):
     try:
-        expected = ev._n_message_create_checked(d)
+        expected = _n_message_create_checked(d)
     except ValidationError as exc:
         with pytest.raises(ValidationError) as info:
-            ev._n_message_create(d)
+            _n_message_create(d)
         assert info.value.field == exc.field
     else:
-        assert ev._n_message_create(d) == expected
+        assert _n_message_create(d) == expected
+
+
+@pytest.mark.parametrize("ts", ["2026-13-45T25:61:61Z", "2026-02-30T10:00:00Z", "9999-01-01T00:00:00Z",
+                                "1970-01-01T00:00:00Z", "２026-11-25T22:19:15Z", "2026-11-25T22:19:15",
+                                "2026-11-25T22:19:15+02:00", "2026-11-25 22:19:15Z", "2026-11-25T22:19:15.Z"])
+def test_impossible_or_non_utc_timestamps_are_refused(ts):
+    line = ev.encode_line(dict(ev.SessionStart(agent_id="alice").to_dict(), timestamp=ts))
+    with pytest.raises(ev.MalformedEvent, match="timestamp"):
+        ev.decode_line(line)
+
+
+@pytest.mark.parametrize("ts", ["2026-11-25T22:19:15Z", "2026-11-25T22:19:15.1Z", "2099-12-31T23:59:59.999999999Z"])
+def test_strict_utc_timestamps_are_accepted(ts):
+    line = ev.encode_line(dict(ev.SessionStart(agent_id="alice").to_dict(), timestamp=ts))
+    assert ev.decode_line(line)["timestamp"] == ts

@@ -11,9 +11,8 @@ Rules:
 2. An ``error`` response becomes the typed `thrum.errors` exception rebuilt by
    `from_rpc`; a missing socket or a refused connection becomes `Unavailable`
    with a message that says what to do.
-3. `connect` starts the daemon when it is not running (the only place the
-   launcher is imported), unless ``autostart`` is off or ``THRUM_NO_AUTOSTART``
-   is set.
+3. It only talks: finding and starting the daemon is `thrum.lifecycle`'s job
+   (`lifecycle.connect` returns a `Client`, starting the daemon when needed).
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import sys
 import time
 from typing import Any, Callable
 
@@ -193,45 +191,20 @@ def _short(params: Any, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-# ---------------------------------------------------------------------- autostart
+# ---------------------------------------------------------------------- moved
+
+def connect(paths, **kwargs) -> Client:
+    """Moved to `thrum.lifecycle.connect` (starting the daemon is not the transport's job).
+
+    Shim for branches written before the move; the lead removes it once they are merged.
+    """
+    from .lifecycle import connect as lifecycle_connect
+
+    return lifecycle_connect(paths, **kwargs)
+
 
 def autostart_disabled(environ=None) -> bool:
-    value = (os.environ if environ is None else environ).get("THRUM_NO_AUTOSTART", "")
-    return value.strip().lower() in ("1", "true", "yes", "on")
+    """Moved to `thrum.lifecycle.autostart_disabled` (shim, like `connect`)."""
+    from .envflags import NO_AUTOSTART, flag
 
-
-def connect(paths, *, autostart: bool = True, quiet: bool = False,
-            timeout: float | None = DEFAULT_TIMEOUT, trace: Trace | None = None) -> Client:
-    """A connected `Client`, starting the daemon first when needed.
-
-    Prints ``thrum: starting daemon…`` on stderr when it starts one (unless ``quiet``).
-
-    Raises:
-        Unavailable: not running and autostart is off (``autostart=False`` or
-            ``THRUM_NO_AUTOSTART=1``), thrum is not initialised here, or the
-            daemon did not come up.
-    """
-    client = Client(paths, timeout=timeout, trace=trace)
-    try:
-        return client.connect()
-    except Unavailable:
-        if not autostart:
-            raise
-        if autostart_disabled():
-            raise Unavailable("thrum daemon is not running and THRUM_NO_AUTOSTART=1 is set; "
-                              "start it with `thrum daemon start`") from None
-        if not paths.initialized:
-            raise Unavailable(f"no thrum set-up in {paths.repo}; run `thrum init` first") from None
-
-    announced = False
-
-    def announce(*_args, **_kwargs) -> None:
-        nonlocal announced
-        if not quiet and not announced:
-            announced = True
-            print("thrum: starting daemon…", file=sys.stderr, flush=True)
-
-    from .daemon import launcher  # heavy: only when the daemon must be started
-
-    launcher.ensure_running(paths, autostart=True, announce=announce)
-    return client.connect()
+    return flag(NO_AUTOSTART, environ)

@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import envflags
 from .errors import ValidationError
 
 DEFAULTS = {
@@ -30,7 +31,7 @@ ENV = {
     "THRUM_SYNC_INTERVAL": ("sync_interval", float),
     "THRUM_SYNC_DEBOUNCE": ("sync_debounce", float),
     "THRUM_REMOTE": ("remote", str),
-    "THRUM_LOCAL": ("local_only", lambda v: v.strip().lower() in ("1", "true", "yes", "on")),
+    envflags.LOCAL: ("local_only", envflags.is_on),
     "THRUM_WS_PORT": ("ws_port", int),
     "THRUM_WS_QUEUE": ("ws_queue_size", int),
     "THRUM_MAX_BODY": ("max_body_bytes", int),

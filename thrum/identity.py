@@ -8,7 +8,8 @@ An identity is one JSON file, ``.thrum/identities/{name}.json``::
 Rules:
 
 1. Names match ``[a-z0-9_]+`` (at most 64 characters) and are not reserved
-   (daemon, system, thrum, all, broadcast). Roles follow the same pattern.
+   (daemon, system, thrum, all, broadcast): `thrum.events.names`, the one rule
+   the daemon and the log share. Roles follow the same pattern.
    An agent's name differs from its role: both are addresses (``@alice``,
    ``@implementer``) and must not shadow each other.
 2. Resolution order (spec/messaging-cli.md "Agent Identity"), first hit wins:
@@ -30,15 +31,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Mapping
 
 from .errors import IdentityError, ValidationError
+from .events.names import NAME_RE, check_name
 
-NAME_RE = re.compile(r"[a-z0-9_]{1,64}")
-RESERVED_NAMES = frozenset({"daemon", "system", "thrum", "all", "broadcast"})
 MAX_MODULE = 256
 MAX_DISPLAY = 256
 
@@ -82,21 +81,6 @@ class Identity:
 
 
 # --------------------------------------------------------------------------- validation
-
-def check_name(name: str, *, what: str = "agent name", field: str = "name") -> str:
-    """Return ``name`` if it is a valid, unreserved agent name.
-
-    Raises:
-        ValidationError: it is empty, has other characters, or is reserved.
-    """
-    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
-        raise ValidationError(
-            f"invalid {what} {name!r}: use lowercase letters, digits and _ (at most 64)", field=field)
-    if name in RESERVED_NAMES:
-        raise ValidationError(
-            f"{name!r} is a reserved name ({', '.join(sorted(RESERVED_NAMES))}); choose another", field=field)
-    return name
-
 
 def check_identity(name: str, role: str, module: str = "", display: str = "") -> None:
     """Validate the fields of a new identity.

@@ -75,6 +75,13 @@ class ThrumPaths:
     def pid_file(self) -> Path:
         return self.var / "thrum.pid"
 
+    def recorded_pid(self) -> int | None:
+        """The pid the daemon wrote to `pid_file`; None when there is none or it is unreadable."""
+        try:
+            return int(self.pid_file.read_text().strip())
+        except (OSError, ValueError):
+            return None
+
     @property
     def lock_file(self) -> Path:
         return self.var / "thrum.lock"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fixtures.repos.builders import make_repo
-from thrum.daemon import launcher
+from thrum import lifecycle
 
 from daemon_helpers import RawClient
 
@@ -22,9 +22,9 @@ def daemon(repo, monkeypatch):
     """An initialised repository with its daemon running; stopped at teardown."""
     monkeypatch.setenv("THRUM_LOCAL", "1")
     monkeypatch.setenv("THRUM_WS_PORT", "0")
-    paths = launcher.init_repo(repo)
+    paths = lifecycle.init_repo(repo)
     yield paths
-    launcher.stop(paths)
+    lifecycle.stop(paths)
 
 
 @pytest.fixture

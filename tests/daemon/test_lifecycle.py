@@ -5,16 +5,16 @@ from __future__ import annotations
 import os
 import signal
 
-from thrum.daemon import launcher
+from thrum import lifecycle
 
 from daemon_helpers import RawClient, register
 
 
 def test_second_start_says_already_running(daemon):
-    pid = launcher.read_pid(daemon)
-    again = launcher.start(daemon)
+    pid = lifecycle.read_pid(daemon)
+    again = lifecycle.start(daemon)
     assert again == {"started": False, "already_running": True, "pid": pid}
-    status = launcher.status(daemon)
+    status = lifecycle.status(daemon)
     assert status["running"] is True and status["pid"] == pid
     assert status["socket"] == str(daemon.socket) and status["repo"] == str(daemon.main_repo)
     assert status["uptime"] >= 0
@@ -25,10 +25,10 @@ def test_stop_is_graceful_and_removes_socket_and_pid(daemon):
     register(c, "alice", "implementer")
     c.call("session.start", {"caller": "alice"})
     c.close()
-    assert launcher.stop(daemon)["stopped"] is True
+    assert lifecycle.stop(daemon)["stopped"] is True
     assert not daemon.socket.exists() and not daemon.pid_file.exists()
-    assert launcher.status(daemon)["running"] is False
-    launcher.start(daemon)
+    assert lifecycle.status(daemon)["running"] is False
+    lifecycle.start(daemon)
     c = RawClient(daemon)
     sessions = c.call("session.list", {"agent": "alice"})["sessions"]
     assert sessions and all(s["end_reason"] == "normal" for s in sessions)
@@ -36,9 +36,9 @@ def test_stop_is_graceful_and_removes_socket_and_pid(daemon):
 
 
 def test_stale_socket_from_a_crash_is_cleaned_up(daemon):
-    launcher.stop(daemon)
+    lifecycle.stop(daemon)
     daemon.socket.write_text("stale")  # a leftover file where the socket lives
-    assert launcher.start(daemon)["started"] is True
+    assert lifecycle.start(daemon)["started"] is True
     c = RawClient(daemon)
     assert c.call("health")["status"] == "ok"
     c.close()
@@ -50,10 +50,10 @@ def test_sigkill_loses_no_acknowledged_message_and_marks_sessions_crashed(daemon
     ids = [c.call("message.send", {"caller": "alice", "content": f"m{i}"})["message_id"] for i in range(50)]
     session = c.call("session.list", {"agent": "alice", "active_only": True})["sessions"][0]["session_id"]
     c.close()
-    os.kill(launcher.read_pid(daemon), signal.SIGKILL)
-    launcher._wait_unlocked(daemon, 10)
+    os.kill(lifecycle.read_pid(daemon), signal.SIGKILL)
+    lifecycle.wait_stopped(daemon, 10)
     os.unlink(daemon.var / "messages.db")  # even the projection is gone: the log is the truth
-    assert launcher.start(daemon)["started"] is True
+    assert lifecycle.start(daemon)["started"] is True
     c = RawClient(daemon)
     listed = c.call("message.list", {"page_size": 100})
     assert sorted(m["message_id"] for m in listed["messages"]) == sorted(ids)
@@ -70,7 +70,7 @@ def test_commands_refuse_outside_a_repository(tmp_path):
     plain = tmp_path / "plain-dir"
     plain.mkdir()
     with pytest.raises(NotARepository):
-        launcher.init_repo(plain)
+        lifecycle.init_repo(plain)
     assert list(plain.iterdir()) == []
 
 
@@ -82,14 +82,14 @@ def test_repository_path_too_long_for_a_socket_address_still_works(tmp_path, mon
     deep = tmp_path.joinpath(*(["a-rather-long-directory-name"] * 5), "repo")
     assert len(str(deep / ".thrum" / "var" / "thrum.sock")) > 108
     make_repo(deep)
-    paths = launcher.init_repo(deep)
+    paths = lifecycle.init_repo(deep)
     try:
         assert len(str(paths.socket)) <= 100
         c = RawClient(paths)
         assert c.call("health")["status"] == "ok"
         c.close()
     finally:
-        launcher.stop(paths)
+        lifecycle.stop(paths)
 
 
 def test_daemon_run_serves_in_the_foreground_until_sigterm(repo, monkeypatch):
@@ -99,7 +99,7 @@ def test_daemon_run_serves_in_the_foreground_until_sigterm(repo, monkeypatch):
 
     monkeypatch.setenv("THRUM_LOCAL", "1")
     monkeypatch.setenv("THRUM_WS_PORT", "0")
-    paths = launcher.init_repo(repo, start_daemon=False)
+    paths = lifecycle.init_repo(repo, start_daemon=False)
     thrum = shutil.which("thrum") or str(__import__("pathlib").Path(sys.executable).parent / "thrum")
     proc = subprocess.Popen([thrum, "daemon", "run"], cwd=repo, stderr=subprocess.PIPE, text=True)
     try:
@@ -107,7 +107,7 @@ def test_daemon_run_serves_in_the_foreground_until_sigterm(repo, monkeypatch):
             if " ready " in line:
                 break
         c = RawClient(paths)
-        assert c.call("health")["pid"] == proc.pid == launcher.read_pid(paths)
+        assert c.call("health")["pid"] == proc.pid == lifecycle.read_pid(paths)
         c.close()
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=20) == 0
@@ -122,15 +122,15 @@ def test_a_broken_config_is_one_clear_start_up_error(daemon):
 
     from thrum import errors
 
-    launcher.stop(daemon)
+    lifecycle.stop(daemon)
     daemon.config.write_text("{not json")
     with pytest.raises(errors.Unavailable) as info:
-        launcher.start(daemon)
+        lifecycle.start(daemon)
     assert "config.json: not valid JSON" in info.value.message
     assert "\n" not in info.value.message
-    assert launcher.status(daemon)["running"] is False
+    assert lifecycle.status(daemon)["running"] is False
     daemon.config.write_text('{"sync_interval": 5}')
-    assert launcher.start(daemon)["started"] is True
+    assert lifecycle.start(daemon)["started"] is True
 
 
 def test_a_corrupt_projection_is_rebuilt_from_the_log(daemon):
@@ -138,11 +138,11 @@ def test_a_corrupt_projection_is_rebuilt_from_the_log(daemon):
     register(c, "alice", "implementer")
     mid = c.call("message.send", {"caller": "alice", "content": "survives"})["message_id"]
     c.close()
-    launcher.stop(daemon)
+    lifecycle.stop(daemon)
     for suffix in ("-wal", "-shm"):
         (daemon.var / f"messages.db{suffix}").unlink(missing_ok=True)
     daemon.database.write_bytes(b"this is not a database" * 1000)
-    assert launcher.start(daemon)["started"] is True
+    assert lifecycle.start(daemon)["started"] is True
     c = RawClient(daemon)
     assert c.call("message.get", {"message_id": mid})["message"]["body"]["content"] == "survives"
     c.close()

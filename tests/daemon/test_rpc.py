@@ -150,3 +150,22 @@ def test_a_log_write_failure_is_reported_and_the_daemon_keeps_serving(daemon, cl
     client.call("message.send", {"caller": "alice", "content": "after"})
     contents = [m["body"]["content"] for m in client.call("message.list", {"page_size": 10})["messages"]]
     assert contents == ["after", "before"]
+
+
+def test_deeply_nested_structured_content_is_a_params_error(client):
+    register(client, "alice", "implementer")
+    for structured in ("[" * 50_000 + "]" * 50_000, [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]):
+        reply = client.request("message.send", {"caller": "alice", "content": "x", "structured": structured})
+        if isinstance(structured, str):
+            assert reply["error"]["code"] == errors.INVALID_PARAMS
+            assert reply["error"]["data"]["field"] == "structured"
+        else:  # 37 levels is within the limit
+            assert "result" in reply
+    deep = {"a": None}
+    node = deep
+    for _ in range(200):
+        node["a"] = {"a": None}
+        node = node["a"]
+    reply = client.request("message.send", {"caller": "alice", "content": "x", "structured": deep})
+    assert reply["error"]["code"] == errors.INVALID_PARAMS
+    assert client.call("health")["status"] == "ok"

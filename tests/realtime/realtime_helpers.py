@@ -18,7 +18,7 @@ from websockets.exceptions import ConnectionClosed
 
 from fixtures.repos.builders import make_repo
 from thrum import identity
-from thrum.daemon import launcher
+from thrum import lifecycle
 
 WAIT = 15.0  # generous upper bound for any single awaited event (never a sleep)
 
@@ -47,7 +47,7 @@ class Daemon:
 
     def call(self, method: str, params: dict | None = None, timeout: float = WAIT):
         """One RPC over the Unix socket."""
-        return launcher.call(self.paths, method, params, timeout=timeout)
+        return lifecycle.call(self.paths, method, params, timeout=timeout)
 
     def register(self, name: str, role: str, module: str = "core", *, identity_file: bool = False) -> dict:
         result = self.call("agent.register", {"name": name, "role": role, "module": module})
@@ -63,10 +63,10 @@ class Daemon:
 
     def start(self) -> None:
         with daemon_env():
-            launcher.start(self.paths)
+            lifecycle.start(self.paths)
 
     def stop(self) -> None:
-        launcher.stop(self.paths)
+        lifecycle.stop(self.paths)
 
 
 # settings the environment would override; the tests' daemons take theirs from config.json
@@ -91,7 +91,7 @@ def start_daemon(root: Path, config: dict | None = None, *, repo: Path | None = 
         repo = root / "repo"
         repo.parent.mkdir(parents=True, exist_ok=True)
         make_repo(repo)
-    paths = launcher.init_repo(repo, start_daemon=False)
+    paths = lifecycle.init_repo(repo, start_daemon=False)
     paths.config.write_text(json.dumps({"local_only": True, "ws_port": 0, **(config or {})}))
     d = Daemon(paths, repo)
     d.start()

@@ -9,7 +9,7 @@ import trio
 import trio.testing
 
 from thrum import events as ev
-from thrum.daemon import hub as hub_mod
+from thrum.store import queries
 from thrum.daemon.hub import Hub
 
 _ids = itertools.count(1)
@@ -35,13 +35,13 @@ class FakeConn:
         return [(m, p.get("message_id", "")) for m, p in self.sent]
 
 
-class FakeStore:
+class FakeWriter:
     def __init__(self):
         self.targets: dict[str, list[str]] = {}
         self.log = None
 
     async def read(self, fn, *args):
-        if fn is hub_mod._mention_targets:
+        if fn is queries.targets_of:
             return self.targets.get(args[0], [args[0], "everyone"])
         raise AssertionError(f"unexpected query {fn.__name__}")
 
@@ -52,7 +52,7 @@ class FakeConfig:
 
 class FakeDaemon:
     def __init__(self, nursery):
-        self.store = FakeStore()
+        self.writer = FakeWriter()
         self.nursery = nursery
         self.config = FakeConfig()
 
@@ -129,12 +129,12 @@ async def test_hub_mention_targets_follow_group_changes(nursery):
     daemon = FakeDaemon(nursery)
     hub = Hub(daemon)
     conn = FakeConn()
-    daemon.store.targets["carol"] = ["carol", "tester", "everyone"]
+    daemon.writer.targets["carol"] = ["carol", "tester", "everyone"]
     await hub.subscribe(conn, filter_type="mention", mention="carol")
     first = create(mentions=["qa"])
     await hub.publish([first], "local")
     assert conn.sent == []
-    daemon.store.targets["carol"] = ["carol", "tester", "everyone", "qa"]   # qa now holds role tester
+    daemon.writer.targets["carol"] = ["carol", "tester", "everyone", "qa"]   # qa now holds role tester
     change = {"type": "group.member.add", "event_id": ev.new_ulid(), "timestamp": ev.now_rfc3339(), "v": 1,
               "group": "qa", "member_type": "role", "member_value": "tester", "agent_id": "alice"}
     second = create(mentions=["qa"])

@@ -51,8 +51,9 @@ def test_message_sent_on_a_reaches_b_and_agents_are_shared(machines):
 @over_every_transport
 def test_concurrent_appends_to_the_same_shard_converge_byte_identical(machines):
     a, b = machines(2)
-    # one agent name used on both machines: both append to messages/alice.jsonl
+    # one agent on both machines (its identity and key copied): both append to its shard
     a.agent("alice", "implementer")
+    b.adopt_identity(a, "alice")
     b.agent("alice", "implementer")
     ids = []
     for i in range(15):
@@ -216,7 +217,8 @@ def test_randomised_replicas_converge_to_identical_logs_and_inboxes(machines):
     agents = {m.name: f"agent_{m.name}" for m in reps}
     for m in reps:
         m.agent(agents[m.name], "worker")
-    reps[1].agent("shared", "worker")  # one name living on two machines: same shards on both
+    reps[1].agent("shared", "worker")  # one agent living on two machines (same key): same shards on both
+    reps[3].adopt_identity(reps[1], "shared")
     reps[3].agent("shared", "worker")
     local_agents = {m.name: [agents[m.name]] + (["shared"] if m in (reps[1], reps[3]) else []) for m in reps}
     for m in reps:

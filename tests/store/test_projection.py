@@ -320,10 +320,10 @@ def test_fold_counts_reports_malformed_and_forged(db, tmp_log, e):
     assert summary["total"] == 2 and {i["kind"] for i in summary["recent"]} == {"malformed", "forged"}
 
 
-def test_time_keys_sort_mixed_precision_and_offsets(db, e):
+def test_time_keys_sort_mixed_precision(db, e):
     a = e.create("alice", "a", ts="2026-02-03T10:00:00Z")
     b = e.create("alice", "b", ts="2026-02-03T10:00:00.500Z")
-    c = e.create("alice", "c", ts="2026-02-03T12:00:01+02:00")   # 10:00:01Z
+    c = e.create("alice", "c", ts="2026-02-03T10:00:01.000000001Z")
     fold(db, a, b, c)
     assert ids(queries.list_messages(db, sort_order="asc")) == [mid(a), mid(b), mid(c)]
     assert queries.get_message(db, mid(a))["message"]["created_at"] == "2026-02-03T10:00:00Z"
@@ -349,3 +349,18 @@ def test_counters_follow_delete_replace_and_unread(db, e):
     fold(db, e.unread("alice", "msg_X"), e.delete("bob", "msg_X"))
     assert projection.verify_counters(db) == []
     assert queries.list_messages(db, viewer="alice", mentions_of="alice")["total"] == 0
+
+
+def test_an_event_a_handler_cannot_apply_is_recorded_and_the_rest_of_the_batch_folds(db):
+    from store_helpers import Events
+
+    e = Events()
+    good = e.create("alice", "kept")
+    shard, bad = e.rec(ev.AgentUpdate(agent_id="alice", work_contexts=({"session_id": "ses_x"},),
+                                      **e._common()))
+    bad = dict(bad, work_contexts=[{"session_id": "ses_x", "weird": {1, 2}}])  # no JSON form: the handler raises
+    result = projection.fold(db, [e.register("alice", "implementer"), (shard, bad), good])
+    assert result.invalid == 1
+    assert db.execute_sql("SELECT body_content FROM messages").fetchall() == [("kept",)]
+    kinds = db.execute_sql("SELECT kind, event_id FROM fold_issues").fetchall()
+    assert kinds == [("invalid", bad["event_id"])]

@@ -22,6 +22,7 @@ from typing import Any, Callable
 import click
 
 from ..errors import IdentityError, ThrumError
+from ..events.tags import split_tag
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -87,13 +88,12 @@ def parse_tag(flag: str, text: str) -> dict:
     """``type:value`` → ``{"type", "value"}``.
 
     Raises:
-        click.BadParameter: no colon, or an empty side (usage error, exit 2).
+        click.UsageError: no colon, or an empty side (exit 2).
     """
-    kind, sep, value = text.partition(":")
-    kind, value = kind.strip(), value.strip()
-    if not sep or not kind or not value:
+    parts = split_tag(text, strip=True)
+    if parts is None:
         raise click.UsageError(f"{flag} expects type:value (e.g. module:auth), got {text!r}")
-    return {"type": kind, "value": value}
+    return {"type": parts[0], "value": parts[1]}
 
 
 def bare_address(text: str) -> str:
@@ -169,8 +169,8 @@ class Runtime:
 
     def client(self, *, autostart: bool = True):
         if self._client is None:
-            from .. import client as _client
-            self._client = _client.connect(self.require_init(), autostart=autostart, quiet=self.opts.quiet,
+            from .. import lifecycle
+            self._client = lifecycle.connect(self.require_init(), autostart=autostart, quiet=self.opts.quiet,
                                            trace=self.debug if self.opts.verbose else None)
         return self._client
 

@@ -1,4 +1,4 @@
-"""``thrum daemon start|stop|status|restart|run``: thin wrappers over the launcher."""
+"""``thrum daemon start|stop|status|restart|run``: thin wrappers over `thrum.lifecycle`."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from . import render
 from .common import CONTEXT_SETTINGS, global_options, runtime
 
 
-def _launcher():
-    from ..daemon import launcher  # heavy: only for daemon commands
-    return launcher
+def _lifecycle():
+    from .. import lifecycle
+    return lifecycle
 
 
 def _pid(res: dict | None) -> str:
@@ -32,7 +32,7 @@ def daemon():
 def start():
     """Start the daemon in the background (no-op when it is running)."""
     rt = runtime()
-    res = _launcher().start(rt.require_init())
+    res = _lifecycle().start(rt.require_init())
     if res.get("already_running") or not res.get("started", True):
         text = f"Daemon already running{_pid(res)}"
     else:
@@ -47,7 +47,7 @@ def start():
 def stop(timeout):
     """Stop the daemon gracefully (pending writes are flushed)."""
     rt = runtime()
-    res = _launcher().stop(rt.require_init(), timeout=timeout)
+    res = _lifecycle().stop(rt.require_init(), timeout=timeout)
     text = f"> Daemon stopped{_pid(res)}" if res.get("stopped") else "Daemon is not running"
     rt.emit(res, text)
 
@@ -57,7 +57,7 @@ def stop(timeout):
 def restart():
     """Stop the daemon (if running) and start it again."""
     rt = runtime()
-    res = _launcher().restart(rt.require_init())
+    res = _lifecycle().restart(rt.require_init())
     rt.emit(res if isinstance(res, dict) else {"restarted": True}, f"> Daemon restarted{_pid(res)}")
 
 
@@ -72,7 +72,7 @@ def status():
                "repo": str(paths.repo), "initialized": False}
         rt.emit(res, f"Daemon:  not running\nthrum is not initialised in {paths.repo}; run `thrum init`")
         return
-    res = _launcher().status(paths)
+    res = _lifecycle().status(paths)
     rt.emit(res, lambda: render.render_daemon_status(res))
 
 
@@ -81,6 +81,6 @@ def status():
 def run():
     """Run the daemon in the foreground (for service managers; Ctrl-C stops it)."""
     rt = runtime()
-    code = _launcher().run_foreground(rt.require_init())
+    code = _lifecycle().run_foreground(rt.require_init())
     if code:
         click.get_current_context().exit(int(code))

@@ -22,15 +22,15 @@ def init(non_interactive, no_daemon):
     terminal it then offers to register a first agent.
     """
     rt = runtime()
-    from ..daemon import launcher  # heavy (pygit2): only for init
+    from .. import lifecycle
 
     interactive = (not non_interactive and not rt.opts.json
                    and sys.stdin.isatty() and sys.stdout.isatty())
-    paths = launcher.init_repo(rt.opts.repo, start_daemon=False)
+    paths = lifecycle.init_repo(rt.opts.repo, start_daemon=False)
     rt._paths = paths
     daemon = None
     if not no_daemon:
-        daemon = launcher.start(paths)
+        daemon = lifecycle.start(paths)
 
     result = {"repo": str(paths.repo), "thrum_dir": str(paths.thrum_dir), "socket": str(paths.socket),
               "redirected": paths.thrum_dir.parent != paths.repo, "daemon": daemon}

@@ -19,6 +19,7 @@ import sys
 
 import click
 
+from .. import envflags
 from ..errors import ThrumError
 from .common import CONTEXT_SETTINGS, Options, global_options
 
@@ -103,7 +104,7 @@ def _error_text(exc: ThrumError) -> str:
 
 
 def _debugging(argv: list[str]) -> bool:
-    return os.environ.get("THRUM_DEBUG", "") not in ("", "0") or "--verbose" in argv or "-v" in argv
+    return envflags.flag(envflags.DEBUG) or "--verbose" in argv or "-v" in argv
 
 
 def _fail(message: str, code: int) -> int:

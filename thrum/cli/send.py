@@ -6,10 +6,8 @@ import json
 
 import click
 
+from ..events.values import FORMATS, PRIORITIES
 from .common import CONTEXT_SETTINGS, bare_address, global_options, parse_tag, read_body, runtime
-
-FORMATS = ("markdown", "plain", "json")
-PRIORITIES = ("low", "normal", "high", "critical")
 
 
 def _structured(text: str | None) -> str | None:

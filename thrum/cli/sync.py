@@ -11,9 +11,9 @@ from .common import CONTEXT_SETTINGS, global_options, runtime
 
 
 def _daemon_running(rt) -> bool:
-    from ..daemon import launcher
+    from .. import lifecycle
 
-    return launcher.is_running(rt.require_init())
+    return lifecycle.is_running(rt.require_init())
 
 
 @click.group(context_settings=CONTEXT_SETTINGS, invoke_without_command=True)
@@ -36,10 +36,10 @@ def sync(ctx):
     if _daemon_running(rt):
         result = rt.call("sync.run", {"env": _forwarded_env()}, autostart=False, timeout=600)
     else:
-        from ..daemon import sync_state
+        from ..sync.offline import run_offline
 
         rt.note("daemon not running; syncing without it")
-        result = sync_state.run_offline(rt.require_init())
+        result = run_offline(rt.require_init())
     if rt.opts.quiet and not rt.opts.json:
         return  # cron mails whatever a job prints: success says nothing
     rt.emit(result, lambda: _summary(result))
@@ -70,16 +70,9 @@ def status():
     if _daemon_running(rt):
         result = rt.call("sync.status", {}, autostart=False)
     else:
-        from .. import config as config_mod
-        from ..daemon import sync_state
+        from ..sync import offline
 
-        paths = rt.require_init()
-        cfg = config_mod.load(paths.config)
-        state = sync_state.load_state(paths)
-        result = {"mode": "local-only" if cfg.local_only else "unknown (daemon stopped)", "remote": cfg.remote,
-                  "last_success": state.get("last_success"), "last_error": state.get("last_error"),
-                  "last_error_at": state.get("last_error_at"), "last_report": state.get("last_report"),
-                  "pending_events": None, "quarantined": None, "daemon_running": False}
+        result = offline.status(rt.require_init())
     rt.emit(result, lambda: _status_text(result))
 
 

@@ -15,6 +15,7 @@ from typing import Any, Awaitable, Callable
 import trio
 
 from .. import errors, jsonrpc
+from .context import ServiceContext
 from .params import Params
 
 log = logging.getLogger(__name__)
@@ -34,14 +35,20 @@ def method(name: str):
 
 @dataclass
 class Call:
-    daemon: Any            # thrum.daemon.server.Daemon
-    conn: Any              # thrum.daemon.connection.Connection
+    ctx: ServiceContext    # what a service may use of the daemon (thrum.daemon.context)
+    conn: Any              # thrum.daemon.connection.Connection (or a WebSocket connection)
     params: Params
     method: str
 
     @property
-    def store(self):
-        return self.daemon.store
+    def daemon(self) -> Any:
+        """Replaced by `ctx` (shim for services written before; the lead removes it after merging)."""
+        return self.ctx._daemon
+
+    @property
+    def store(self) -> Any:
+        """Replaced by `ctx.read` / `ctx.write` (shim, like `daemon`)."""
+        return self.ctx._daemon.writer
 
 
 async def handle(daemon, conn, req: jsonrpc.Request | jsonrpc.Invalid) -> dict | None:
@@ -52,7 +59,7 @@ async def handle(daemon, conn, req: jsonrpc.Request | jsonrpc.Invalid) -> dict |
     try:
         if fn is None:
             raise errors.MethodNotFound(f"method not found: {req.method}")
-        result = await fn(Call(daemon, conn, Params(req.params), req.method))
+        result = await fn(Call(daemon.services, conn, Params(req.params), req.method))
     except errors.ThrumError as exc:
         if req.is_notification:
             return None

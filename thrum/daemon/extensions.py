@@ -10,7 +10,7 @@ async def start(daemon, nursery: trio.Nursery) -> None:
     from .hub import Hub
 
     daemon.hub = Hub(daemon)
-    daemon.store.subscribers.append(daemon.hub.publish)
+    daemon.writer.subscribers.append(daemon.hub.publish)
     daemon.ws_port = await nursery.start(ws.serve_ws, daemon)
     from . import syncer
 

@@ -13,7 +13,7 @@ Rules:
    are filtered; agent and session events reach ``all`` subscriptions only.
    Targets are re-resolved whenever an agent, group or membership changes.
 3. Every event reaches the hub the same way, local writes and events folded by
-   a sync alike (`Store.publish`). Publishing never blocks on a client: each
+   a sync alike (`Writer.publish`). Publishing never blocks on a client: each
    connection has its own bounded outbox (`Connection.notify`), and an event
    goes out at most once per connection however many of its subscriptions
    match.
@@ -39,7 +39,7 @@ import trio
 
 from .. import errors
 from .. import events as ev
-from ..store import directory, queries
+from ..store import queries
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +153,7 @@ class Hub:
         return [s.describe() for s in self.subs.values() if s.conn is conn]
 
     async def _resolve(self, name: str) -> list[str]:
-        return await self.daemon.store.read(_mention_targets, name)
+        return await self.daemon.writer.read(queries.targets_of, name)
 
     async def _refresh_targets(self) -> None:
         """Re-resolve every mention subscription (an agent, group or membership changed)."""
@@ -213,7 +213,7 @@ class Hub:
             elif d["message_id"] not in infos:
                 need.append(d["message_id"])
         if need and any(s.filter_type != "all" for s in self.subs.values()):
-            infos.update(await self.daemon.store.read(_message_tags, need))
+            infos.update(await self.daemon.writer.read(queries.message_routing, need))
         return infos
 
     def _matches(self, sub: Subscription, d: dict, info: dict | None) -> bool:
@@ -253,7 +253,7 @@ class Hub:
                         continue
                     done.add(id(sub.conn))
                     if sub.agent not in summaries:
-                        summaries[sub.agent] = await self.daemon.store.read(
+                        summaries[sub.agent] = await self.daemon.writer.read(
                             queries.thread_summary, d["thread_id"], sub.agent)
                     summary = summaries[sub.agent]
                     if summary is None or sub.id not in self.subs:
@@ -273,10 +273,10 @@ class Hub:
                 start = pos - self.ring[0].pos + 1
                 backlog = [(e.d, e.info) for e in itertools.islice(self.ring, start, None)]
             else:
-                backlog = await self.daemon.store.read(_log_backlog, self.daemon.store.log, since)
+                backlog = await self.daemon.writer.read(_log_backlog, self.daemon.writer.log, since)
             missing = [d["message_id"] for d, info in backlog if info is None and d["type"] in MESSAGE_TYPES]
             if missing and sub.filter_type != "all":
-                found = await self.daemon.store.read(_message_tags, list(dict.fromkeys(missing)))
+                found = await self.daemon.writer.read(queries.message_routing, list(dict.fromkeys(missing)))
                 backlog = [(d, info if info is not None else found.get(d.get("message_id", "")))
                            for d, info in backlog]
             for d, info in backlog:
@@ -334,32 +334,6 @@ def _info_of(d: dict) -> dict:
 
 # ---------------------------------------------------------------------------- queries (worker threads)
 
-def _mention_targets(db, name: str) -> list[str]:
-    """Names whose mention counts as mentioning ``name``, resolved like the inbox does."""
-    if directory.get_agent(db, name) is not None:
-        return list(queries.mention_targets(db, name))
-    return list(queries.role_targets(db, name))
-
-
-def _message_tags(db, ids: list[str]) -> dict[str, dict]:
-    out: dict[str, dict] = {}
-    for i in range(0, len(ids), 900):
-        chunk = ids[i:i + 900]
-        q = ",".join("?" * len(chunk))
-        for mid, thread, agent in db.execute_sql(
-                f"SELECT message_id, thread_id, agent_id FROM messages WHERE message_id IN ({q})", chunk).fetchall():
-            out[mid] = {"scopes": [], "refs": [], "thread_id": thread, "agent_id": agent}
-        for mid, t, v in db.execute_sql(
-                f"SELECT message_id, scope_type, scope_value FROM message_scopes WHERE message_id IN ({q})", chunk):
-            if mid in out:
-                out[mid]["scopes"].append({"type": t, "value": v})
-        for mid, t, v in db.execute_sql(
-                f"SELECT message_id, ref_type, ref_value FROM message_refs WHERE message_id IN ({q})", chunk):
-            if mid in out:
-                out[mid]["refs"].append({"type": t, "value": v})
-    return out
-
-
 def _log_backlog(db, event_log, since: str) -> list[tuple[dict, dict | None]]:
     """Every notifiable event after ``since`` from the log, in event_id order (slow path)."""
     read = event_log.read_all()
@@ -371,5 +345,5 @@ def _log_backlog(db, event_log, since: str) -> list[tuple[dict, dict | None]]:
     infos = {d["message_id"]: _info_of(d) for d in picked if d["type"] == "message.create"}
     other = list({d["message_id"] for d in picked if d["type"] in MESSAGE_TYPES and d["message_id"] not in infos})
     if other:
-        infos.update(_message_tags(db, other))
+        infos.update(queries.message_routing(db, other))
     return [(d, infos.get(d["message_id"]) if d["type"] in MESSAGE_TYPES else None) for d in picked]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ValidationError
+from ..events.tags import split_tag, tag_fields
 
 _MISSING = object()
 
@@ -112,9 +113,9 @@ def _tag(value, key) -> dict:
     if isinstance(value, str):
         if ":" not in value:
             raise ValidationError(f"invalid params: {key} must look like type:value (got {value[:60]!r})", field=key)
-        t, v = value.split(":", 1)
-        value = {"type": t, "value": v}
-    if not isinstance(value, dict) or not isinstance(value.get("type"), str) \
-            or not isinstance(value.get("value"), str) or not value["type"] or not value["value"]:
+        parts = split_tag(value)
+    else:
+        parts = tag_fields(value) if isinstance(value, dict) else None
+    if parts is None:
         raise ValidationError(f"invalid params: {key} must be an object with non-empty type and value", field=key)
-    return {"type": value["type"], "value": value["value"]}
+    return {"type": parts[0], "value": parts[1]}

@@ -22,12 +22,19 @@ import trio
 from .. import __version__, config as config_mod, errors
 from .. import events as ev
 from ..paths import ThrumPaths
-from ..store import directory, queries
+from ..store import directory
+from ..store.projection import open_projection
 from ..store.log import EventLog
+from ..store.verified import VerifiedFold
+from ..trust.keys import LocalKeys
+from ..trust.ring import KeyRing
+from ..trust.verify import Verifier
 from . import service  # noqa: F401  (registers every RPC method)
 from . import unix
+from .context import ServiceContext
 from .params import Params
-from .store import Store, open_projection
+from .signer import Signer
+from .writer import Writer
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +50,9 @@ class Daemon:
         self.started_at = time.time()
         self.started_mono = time.monotonic()
         self.connections: set = set()
-        self.store: Store | None = None
+        self.writer: Writer | None = None  # the single writer (thrum.daemon.writer), set in run()
+        self.keys = LocalKeys(paths.identities)  # private keys of this machine's identities (thrum.trust)
+        self.ring: KeyRing | None = None  # keys this replica trusts, set in run()
         self.worktree: Path | None = None
         self.hub = None      # subscriptions (thrum.daemon.hub), set in run()
         self.sync = None     # sync loop (thrum.daemon.syncer), set in run()
@@ -56,12 +65,13 @@ class Daemon:
         self._session_lock = trio.Lock()
         self.nursery: trio.Nursery | None = None
         self._shutdown = trio.Event()
+        self.services = ServiceContext(self)  # what RPC handlers may use (thrum.daemon.context)
 
     # ------------------------------------------------------------------ identity helpers
     async def agent(self, name: str, *, refresh: bool = False) -> dict | None:
         if not refresh and name in self._agents_cache:
             return self._agents_cache[name]
-        info = await self.store.read(directory.get_agent, name)
+        info = await self.writer.read(directory.get_agent, name)
         if info is not None and not info.get("deleted"):
             self._agents_cache[name] = info
             return info
@@ -78,9 +88,7 @@ class Daemon:
         hit = self._address_cache.get(key)
         if hit is not None:
             return [dict(r) for r in hit]
-        from .service.messages import resolve_addresses
-
-        resolved = await self.store.read(resolve_addresses, addresses)
+        resolved = await self.writer.read(directory.resolve_recipients, addresses)
         if len(self._address_cache) > 4096:
             self._address_cache.clear()
         self._address_cache[key] = [dict(r) for r in resolved]
@@ -119,12 +127,12 @@ class Daemon:
             sid = self._sessions.get(agent)
             if sid:
                 return sid
-            active = await self.store.read(directory.list_sessions, agent, active_only=True)
+            active = await self.writer.read(directory.list_sessions, agent, active_only=True)
             if active:
                 sid = active[0]["session_id"]
             else:
                 start = ev.SessionStart(agent_id=agent)
-                await self.store.write([start])
+                await self.writer.write([start])
                 sid = start.session_id
                 await self.adopt_session(agent, sid)
             self._sessions[agent] = sid
@@ -176,8 +184,8 @@ class Daemon:
             "version": __version__,
             "ws_port": self.ws_port,
             "connections": len(self.connections),
-            "events_written": self.store.events_written if self.store else 0,
-            "write_batches": self.store.batches_written if self.store else 0,
+            "events_written": self.writer.events_written if self.writer else 0,
+            "write_batches": self.writer.batches_written if self.writer else 0,
         }
 
     def request_shutdown(self) -> None:
@@ -191,7 +199,7 @@ class Daemon:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            pid = _read_pid(self.paths.pid_file)
+            pid = self.paths.recorded_pid()
             raise AlreadyRunning(f"thrum daemon is already running (pid {pid})") from None
         self._lock_fd = fd
 
@@ -203,7 +211,7 @@ class Daemon:
     def _cleanup_files(self) -> None:
         for p in (self.paths.pid_file, self.paths.ws_port_file):
             try:
-                if p == self.paths.pid_file and _read_pid(p) != os.getpid():
+                if p == self.paths.pid_file and self.paths.recorded_pid() != os.getpid():
                     continue
                 p.unlink()
             except FileNotFoundError:
@@ -212,6 +220,11 @@ class Daemon:
             os.close(self._lock_fd)
             self._lock_fd = None
 
+    @property
+    def store(self) -> Writer | None:
+        """Renamed to `writer` (shim for branches written before; the lead removes it after merging)."""
+        return self.writer
+
     def _open_store(self) -> None:
         from ..sync.replicate import credentials_from_env, remote_callbacks
         from ..sync.worktree import ensure_sync_worktree
@@ -219,29 +232,31 @@ class Daemon:
         callbacks = None if self.config.local_only else remote_callbacks(credentials_from_env(self.config.values))
         self.worktree = ensure_sync_worktree(self.paths.main_repo, self.config.remote, callbacks=callbacks)
         event_log = EventLog(self.worktree)
-        db = open_projection(self.paths.database, event_log)
-        self.store = Store(db, event_log)
-        self.store.subscribers.append(self._invalidate_caches)
+        self.ring = KeyRing(self.paths.var / "known_keys.json", self.keys)
+        self.fold_verified = VerifiedFold(Verifier(self.ring))
+        db = open_projection(self.paths.database, event_log, self.fold_verified)
+        self.writer = Writer(db, event_log, Signer(self.keys), self.fold_verified)
+        self.writer.subscribers.append(self._invalidate_caches)
 
     async def _end_orphaned_sessions(self) -> None:
         """Sessions this machine started that no daemon ended: the last daemon crashed."""
         orphans = []
         for sid in await trio.to_thread.run_sync(self._load_local_sessions):
-            info = await self.store.read(_session_info, sid)
-            if info and not info["ended_at"]:
+            info = await self.writer.read(directory.session_info, sid)
+            if info and not info["ended_at"] and self.keys.get(info["agent_id"]) is not None:
                 orphans.append(ev.SessionEnd(session_id=sid, agent_id=info["agent_id"], reason="crash"))
         if orphans:
             log.info("marking %d orphaned sessions as crashed", len(orphans))
-            await self.store.write(orphans)
+            await self.writer.write(orphans)
         self._local_sessions.clear()
         await trio.to_thread.run_sync(self._save_local_sessions)
 
     async def _end_local_sessions(self) -> None:
         ends = [ev.SessionEnd(session_id=sid, agent_id=agent, reason="normal")
-                for agent, sid in self._sessions.items()]
+                for agent, sid in self._sessions.items() if self.keys.get(agent) is not None]
         self._sessions.clear()
         if ends:
-            await self.store.write(ends)
+            await self.writer.write(ends)
         self._local_sessions.clear()
         await trio.to_thread.run_sync(self._save_local_sessions)
 
@@ -253,7 +268,7 @@ class Daemon:
             await trio.to_thread.run_sync(self._open_store)
             async with trio.open_nursery() as nursery:
                 self.nursery = nursery
-                await nursery.start(self.store.run_writer)
+                await nursery.start(self.writer.run_writer)
                 await self._end_orphaned_sessions()
                 await self._start_extensions(nursery)
                 await nursery.start(unix.serve_unix, self, self.paths.socket)
@@ -265,13 +280,13 @@ class Daemon:
                 await self._shutdown.wait()
                 log.info("shutting down")
                 await self._stop_extensions()
-                await self.store.flush_pending()
+                await self.writer.flush_pending()
                 await self._end_local_sessions()
                 nursery.cancel_scope.cancel()
         finally:
-            if self.store is not None:
+            if self.writer is not None:
                 try:
-                    self.store.db.close()
+                    self.writer.db.close()
                 except Exception:
                     pass
             try:
@@ -296,18 +311,6 @@ class Daemon:
             async for _ in signals:
                 self.request_shutdown()
                 return
-
-
-def _read_pid(path: Path) -> int | None:
-    try:
-        return int(path.read_text().strip())
-    except (OSError, ValueError):
-        return None
-
-
-def _session_info(db, sid: str) -> dict | None:
-    row = db.execute_sql("SELECT agent_id, ended_at FROM sessions WHERE session_id=?", (sid,)).fetchone()
-    return {"agent_id": row[0], "ended_at": row[1]} if row else None
 
 
 def setup_logging(paths: ThrumPaths, *, foreground: bool) -> None:

@@ -6,7 +6,7 @@ their own), on a timer when a remote is configured (default 30 s), and on
 ``sync.run`` (which waits for the result). Local-only mode commits but never
 fetches or pushes.
 
-The git work (pygit2) runs in a worker thread; it takes the store's write lock
+The git work (pygit2) runs in a worker thread; it takes the writer's lock
 for the commit and for each merge, never across network calls, so local sends
 go on while a slow remote is fetched. Lines received from the remote are folded
 inside the locked merge section and published to subscribers like local events.
@@ -24,8 +24,8 @@ from .. import errors
 from .. import events as ev
 from ..store import projection
 from ..store.log import LogIssue
-from . import sync_state
-from .store import tail_position
+from ..sync import offline as sync_record
+from .writer import tail_position
 
 log = logging.getLogger(__name__)
 
@@ -65,17 +65,17 @@ class SyncLoop:
         return credentials_from_env(self.cfg.values, forwarded=self.forwarded, own="the daemon's environment")
 
     def mode(self) -> str:
-        return sync_state.sync_mode(self.cfg, bool(self.replicator and self.replicator.has_remote()))
+        return sync_record.sync_mode(self.cfg, bool(self.replicator and self.replicator.has_remote()))
 
     def on_write(self, applied: list[dict]) -> None:
-        """Store callback: something durable happened; sync soon unless it was only receipts/edits."""
+        """Writer callback: something durable happened; sync soon unless it was only receipts/edits."""
         if triggers_sync(applied):
             self._write_kick = True
             self._kick.set()
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         self.replicator = await trio.to_thread.run_sync(self._make_replicator)
-        self.daemon.store.subscribers.append(self._subscriber)
+        self.daemon.writer.subscribers.append(self._subscriber)
         task_status.started()
         while not self._stopped:
             timeout = float(self.cfg.sync_interval) if self.mode() == "remote" and self.cfg.sync_interval > 0 \
@@ -120,19 +120,19 @@ class SyncLoop:
                 self.replicator.credentials = self._credentials()
             mode = self.mode()
             applied: list[dict] = []
-            written_before = self.daemon.store.events_written
+            written_before = self.daemon.writer.events_written
             try:
                 report = await trio.to_thread.run_sync(self._cycle_in_thread, mode, applied)
             except errors.ThrumError as exc:
-                await trio.to_thread.run_sync(sync_state.record, self.daemon.paths, None, exc.message)
+                await trio.to_thread.run_sync(sync_record.record, self.daemon.paths, None, exc.message)
                 raise
             self.cycles += 1
             if applied:
-                await self.daemon.store.publish(applied, "sync")
-            result = sync_state.report_dict(report, mode)
+                await self.daemon.writer.publish(applied, "sync")
+            result = sync_record.report_dict(report, mode)
             if report.error is None and (report.pushed or mode != "remote"):
                 self.pushed_events_mark = written_before
-            await trio.to_thread.run_sync(sync_state.record, self.daemon.paths, result, report.error)
+            await trio.to_thread.run_sync(sync_record.record, self.daemon.paths, result, report.error)
             if report.error:
                 raise errors.SyncFailed(report.error)
             return result
@@ -140,22 +140,23 @@ class SyncLoop:
     def _cycle_in_thread(self, mode: str, applied: list[dict]):
         from ..sync import replicate
 
-        store = self.daemon.store
+        writer = self.daemon.writer
 
         @contextmanager
         def locked():
-            trio.from_thread.run(store.lock.acquire)
+            trio.from_thread.run(writer.lock.acquire)
             try:
                 yield
             finally:
-                trio.from_thread.run_sync(store.lock.release)
+                trio.from_thread.run_sync(writer.lock.release)
 
         def on_received(outcome) -> None:
-            records, issues = [], []
+            records, raw, issues = [], [], []
             for shard, lines in outcome.received_lines.items():
                 for line in lines:
                     try:
                         records.append((shard, ev.decode_line(line)))
+                        raw.append(line.rstrip(b"\n"))
                     except ev.MalformedEvent as exc:
                         issues.append(LogIssue(shard, 0, str(exc), line[:200]))
             positions = {}
@@ -164,32 +165,37 @@ class SyncLoop:
                     ev.shard_owner(shard)
                 except ValueError:
                     continue
-                path = store.log.root / shard
+                path = writer.log.root / shard
                 if path.exists():
                     positions[shard] = tail_position(path)
-            store.log.forget_cached_state()
-            result = projection.fold(store.db, records, issues=issues, positions=positions)
+            writer.log.forget_cached_state()
+            if writer.fold_lines is not None:  # the remote is untrusted: judge every line first
+                result = writer.fold_lines(writer.db, records, raw, issues=issues, positions=positions)
+            else:
+                result = projection.fold(writer.db, records, issues=issues, positions=positions)
             applied.extend(result.applied)
 
         start = time.monotonic()
         if mode != "remote":
             with locked():
+                writer.append_seals()
                 report = replicate.SyncReport()
-                report.commits = int(self.replicator.commit_pending(sorted(store.dirty_shards) or None))
-                store.dirty_shards.clear()
+                report.commits = int(self.replicator.commit_pending(sorted(writer.dirty_shards) or None))
+                writer.dirty_shards.clear()
             report.duration_s = time.monotonic() - start
             return report
         with locked():
-            dirty = sorted(store.dirty_shards)
+            writer.append_seals()  # one signature vouches for each file's new lines (docs/design/trust.md)
+            dirty = sorted(writer.dirty_shards)
         report = replicate.run_cycle(self.replicator, locked, on_received=on_received, paths=dirty or None)
         with locked():
-            store.dirty_shards.difference_update(dirty)
+            writer.dirty_shards.difference_update(dirty)
         return report
 
     # ------------------------------------------------------------------ status
     async def status(self) -> dict:
-        state = await trio.to_thread.run_sync(sync_state.load_state, self.daemon.paths)
-        quarantined = await self.daemon.store.read(projection.fold_counts)
+        state = await trio.to_thread.run_sync(sync_record.load_state, self.daemon.paths)
+        quarantined = await self.daemon.writer.read(projection.fold_counts)
         url = self.replicator.remote_url() if self.replicator is not None else None
         return {
             "mode": self.mode(),
@@ -201,7 +207,7 @@ class SyncLoop:
             "last_error_at": state.get("last_error_at"),
             "last_attempt": state.get("last_attempt"),
             "last_report": state.get("last_report"),
-            "pending_events": max(0, self.daemon.store.events_written - self.pushed_events_mark),
+            "pending_events": max(0, self.daemon.writer.events_written - self.pushed_events_mark),
             "quarantined": sum(quarantined.values()),
             "quarantined_by_kind": quarantined,
             "cycles": self.cycles,

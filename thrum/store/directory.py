@@ -16,7 +16,8 @@ import difflib
 
 import peewee as pw
 
-from ..errors import NotFound
+from ..errors import NotFound, UnknownRecipient
+from .sql import all_rows, one_row, run
 
 EVERYONE = "everyone"
 EVERYONE_DESCRIPTION = "All registered agents"
@@ -26,19 +27,8 @@ LIVE_MEMBER = "gm.state = 'add' AND gm.event_id > g.event_id"
 LIVE_AGENT = "a.role IS NOT NULL AND (a.cleanup_event_id IS NULL OR a.cleanup_event_id < a.event_id)"
 
 
-def _all(db, sql: str, params=()) -> list[tuple]:
-    return db.execute_sql(sql, params).fetchall()
-
-
-def _one(db, sql: str, params=()):
-    return db.execute_sql(sql, params).fetchone()
-
-
-def _qmarks(n: int) -> str:
-    return ",".join("?" * n)
-
-
-def _strip_at(name) -> str:
+def bare_name(name) -> str:
+    """``@alice`` → ``alice``; anything else as it is (None → "")."""
     return name[1:] if isinstance(name, str) and name.startswith("@") else (name or "")
 
 
@@ -73,13 +63,13 @@ def list_agents(db: pw.SqliteDatabase, role: str | None = None, module: str | No
         params.append(module)
     if not include_deleted:
         sql += f" AND {LIVE_AGENT}"
-    return {"agents": [_agent_item(r) for r in _all(db, sql + " ORDER BY a.agent_id", params)]}
+    return {"agents": [_agent_item(r) for r in all_rows(db, sql + " ORDER BY a.agent_id", params)]}
 
 
 def get_agent(db: pw.SqliteDatabase, name: str, *, include_deleted: bool = False) -> dict | None:
     """One agent.list item, or None when unknown (or deleted, unless ``include_deleted``)."""
     sql = _AGENT_SELECT + " AND a.agent_id = ?" + ("" if include_deleted else f" AND {LIVE_AGENT}")
-    row = _one(db, sql, (_strip_at(name),))
+    row = one_row(db, sql, (bare_name(name),))
     return _agent_item(row) if row else None
 
 
@@ -89,7 +79,7 @@ def _live_agents(db, role: str | None = None) -> list[str]:
     if role:
         sql += " AND a.role = ?"
         params.append(role)
-    return [r[0] for r in _all(db, sql + " ORDER BY a.agent_id", params)]
+    return [r[0] for r in all_rows(db, sql + " ORDER BY a.agent_id", params)]
 
 
 def list_sessions(db: pw.SqliteDatabase, agent: str | None = None, active_only: bool = False) -> list[dict]:
@@ -103,18 +93,49 @@ def list_sessions(db: pw.SqliteDatabase, agent: str | None = None, active_only: 
         sql += " AND started_at IS NOT NULL AND ended_at IS NULL"
     return [{"session_id": sid, "agent_id": a or "", "started_at": s or "", "ended_at": e or "",
              "end_reason": why or "", "last_seen_at": seen or "", "active": s is not None and e is None}
-            for sid, a, s, e, why, seen in _all(db, sql + " ORDER BY started_at, session_id", params)]
+            for sid, a, s, e, why, seen in all_rows(db, sql + " ORDER BY started_at, session_id", params)]
+
+
+def session_info(db: pw.SqliteDatabase, sid: str) -> dict | None:
+    """The agent and end time of one session, or None when it is not known."""
+    r = one_row(db, "SELECT agent_id, ended_at FROM sessions WHERE session_id=?", (sid,))
+    return {"agent_id": r[0], "ended_at": r[1]} if r else None
+
+
+def touch_session(db: pw.SqliteDatabase, agent: str, sid: str, now: str) -> None:
+    """Record a heartbeat: liveness is never written to the log, only to these two rows."""
+    run(db, "UPDATE sessions SET last_seen_at=? WHERE session_id=?", (now, sid))
+    run(db, "UPDATE agents SET last_seen_at=? WHERE agent_id=?", (now, agent))
+
+
+def stale_agents(db: pw.SqliteDatabase, cutoff: str) -> list[str]:
+    """Agents with no active session and no activity (session, message) since cutoff."""
+    found = all_rows(
+        db,
+        """
+        SELECT a.agent_id FROM agents a
+        WHERE a.role IS NOT NULL
+          AND (a.cleanup_event_id IS NULL OR a.cleanup_event_id < a.event_id)
+          AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.agent_id = a.agent_id
+                          AND s.started_at IS NOT NULL AND s.ended_at IS NULL)
+          AND coalesce(a.registered_at, '') < ?
+          AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.agent_id = a.agent_id
+                          AND (coalesce(s.started_at, '') >= ? OR coalesce(s.ended_at, '') >= ?))
+          AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.agent_id = a.agent_id AND m.created_at >= ?)
+        ORDER BY a.agent_id
+        """, (cutoff, cutoff, cutoff, cutoff))
+    return [r[0] for r in found]
 
 
 # --------------------------------------------------------------------------- groups, addresses
 
 def _group_row(db, name: str):
-    return _one(db, f"SELECT g.name, g.group_id, g.description, g.created_by, g.created_at FROM groups g "
+    return one_row(db, f"SELECT g.name, g.group_id, g.description, g.created_by, g.created_at FROM groups g "
                     f"WHERE g.name = ? AND {LIVE_GROUP}", (name,))
 
 
 def _members(db, name: str) -> list[dict]:
-    return [{"type": t, "value": v} for t, v in _all(
+    return [{"type": t, "value": v} for t, v in all_rows(
         db, f"SELECT gm.member_type, gm.member_value FROM group_members gm JOIN groups g ON g.name = gm.group_name "
             f"WHERE gm.group_name = ? AND {LIVE_GROUP} AND {LIVE_MEMBER} ORDER BY gm.member_type, gm.member_value",
         (name,))]
@@ -129,10 +150,10 @@ def list_groups(db: pw.SqliteDatabase) -> list[dict]:
     """Existing groups by name, the built-in ``everyone`` first. ``member_count``
     counts member entries (agents and roles); for ``everyone`` the active agents."""
     out = [_everyone_info(db)]
-    counts_by = dict(_all(db, f"SELECT gm.group_name, count(*) FROM group_members gm JOIN groups g "
+    counts_by = dict(all_rows(db, f"SELECT gm.group_name, count(*) FROM group_members gm JOIN groups g "
                               f"ON g.name = gm.group_name WHERE {LIVE_GROUP} AND {LIVE_MEMBER} "
                               f"GROUP BY gm.group_name"))
-    for name, gid, desc, by, at in _all(db, f"SELECT g.name, g.group_id, g.description, g.created_by, "
+    for name, gid, desc, by, at in all_rows(db, f"SELECT g.name, g.group_id, g.description, g.created_by, "
                                             f"g.created_at FROM groups g WHERE {LIVE_GROUP} ORDER BY g.name"):
         out.append({"name": name, "group_id": gid or "", "description": desc or "", "created_by": by or "",
                     "created_at": at or "", "builtin": False, "member_count": counts_by.get(name, 0)})
@@ -145,7 +166,7 @@ def group_info(db: pw.SqliteDatabase, name: str) -> dict:
     Raises:
         NotFound: no such group.
     """
-    name = _strip_at(name)
+    name = bare_name(name)
     if name == EVERYONE:
         info = _everyone_info(db)
     else:
@@ -167,7 +188,7 @@ def group_members(db: pw.SqliteDatabase, name: str, expand: bool = False) -> lis
     Raises:
         NotFound: no such group.
     """
-    name = _strip_at(name)
+    name = bare_name(name)
     if name == EVERYONE:
         return [{"type": "agent", "value": a} for a in _live_agents(db)]
     if _group_row(db, name) is None:
@@ -187,24 +208,24 @@ def group_members(db: pw.SqliteDatabase, name: str, expand: bool = False) -> lis
 
 
 def _roles(db) -> list[str]:
-    return [r[0] for r in _all(db, f"SELECT DISTINCT a.role FROM agents a WHERE {LIVE_AGENT} ORDER BY a.role")]
+    return [r[0] for r in all_rows(db, f"SELECT DISTINCT a.role FROM agents a WHERE {LIVE_AGENT} ORDER BY a.role")]
 
 
 def _group_names(db) -> list[str]:
-    return [r[0] for r in _all(db, f"SELECT g.name FROM groups g WHERE {LIVE_GROUP} ORDER BY g.name")]
+    return [r[0] for r in all_rows(db, f"SELECT g.name FROM groups g WHERE {LIVE_GROUP} ORDER BY g.name")]
 
 
 def resolve_address(db: pw.SqliteDatabase, name: str) -> tuple[str, str] | None:
     """What a ``--to``/``--mention`` value names: ("everyone", "everyone"), ("agent", n),
     ("role", r) or ("group", g), checked in that order; None when it names nothing known."""
-    n = _strip_at(name)
+    n = bare_name(name)
     if not n:
         return None
     if n == EVERYONE:
         return (EVERYONE, EVERYONE)
-    if _one(db, f"SELECT 1 FROM agents a WHERE a.agent_id = ? AND {LIVE_AGENT}", (n,)):
+    if one_row(db, f"SELECT 1 FROM agents a WHERE a.agent_id = ? AND {LIVE_AGENT}", (n,)):
         return ("agent", n)
-    if _one(db, f"SELECT 1 FROM agents a WHERE a.role = ? AND {LIVE_AGENT} LIMIT 1", (n,)):
+    if one_row(db, f"SELECT 1 FROM agents a WHERE a.role = ? AND {LIVE_AGENT} LIMIT 1", (n,)):
         return ("role", n)
     if _group_row(db, n) is not None:
         return ("group", n)
@@ -214,14 +235,36 @@ def resolve_address(db: pw.SqliteDatabase, name: str) -> tuple[str, str] | None:
 def close_matches(db: pw.SqliteDatabase, name: str) -> list[str]:
     """Known addresses that look like ``name`` (with ``@``), for "did you mean" errors."""
     candidates = sorted(set(_live_agents(db)) | set(_roles(db)) | set(_group_names(db)) | {EVERYONE})
-    return ["@" + c for c in difflib.get_close_matches(_strip_at(name), candidates, n=5, cutoff=0.6)]
+    return ["@" + c for c in difflib.get_close_matches(bare_name(name), candidates, n=5, cutoff=0.6)]
 
 
 # --------------------------------------------------------------------------- fold issues
 
+def resolve_recipients(db: pw.SqliteDatabase, addresses: list[str]) -> list[dict]:
+    """``to``/``mentions`` addresses (``@name``) → ``{address, kind, value}``, each once, in order.
+
+    Raises:
+        UnknownRecipient: an address names no agent, role or group (with close matches).
+    """
+    out, seen = [], set()
+    for raw in addresses:
+        bare = raw[1:] if raw.startswith("@") else raw
+        hit = resolve_address(db, bare) if bare else None
+        if hit is None:
+            close = close_matches(db, bare) if bare else []
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise UnknownRecipient(
+                f"unknown recipient {raw!r}: no agent, role or group by that name{hint}",
+                data={"address": raw, "close_matches": close})
+        if bare not in seen:
+            seen.add(bare)
+            out.append({"address": f"@{bare}", "kind": hit[0], "value": bare})
+    return out
+
+
 def fold_issue_summary(db: pw.SqliteDatabase) -> dict:
     """Lines and events the fold refused: ``{"counts": {kind: n}, "total", "recent": [...20]}``."""
-    by_kind = dict(_all(db, "SELECT kind, count(*) FROM fold_issues GROUP BY kind ORDER BY kind"))
-    recent = [{"kind": k, "shard": s, "event_id": e, "reason": r, "seen_at": at} for k, s, e, r, at in _all(
+    by_kind = dict(all_rows(db, "SELECT kind, count(*) FROM fold_issues GROUP BY kind ORDER BY kind"))
+    recent = [{"kind": k, "shard": s, "event_id": e, "reason": r, "seen_at": at} for k, s, e, r, at in all_rows(
         db, "SELECT kind, shard, event_id, reason, seen_at FROM fold_issues ORDER BY seen_at DESC, key DESC LIMIT 20")]
     return {"counts": by_kind, "total": sum(by_kind.values()), "recent": recent}

@@ -33,10 +33,12 @@ from __future__ import annotations
 import gc
 import hashlib
 import logging
+import os
+import sqlite3
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Iterable, Protocol
 
 import peewee as pw
 
@@ -44,10 +46,10 @@ from .. import events as ev
 from ..events import time_key
 from . import models
 from .log import EventLog, LogIssue, Position, ReadResult
+from .sql import chunks, qmarks
 
 log = logging.getLogger(__name__)
 
-CHUNK = 900  # below SQLite's host-parameter limit
 REBUILD_BATCH = 50_000
 READ_CHUNK = 32 * 1024 * 1024  # bytes of a shard read (and folded) at a time
 REBUILD_CACHE_KIB = -512 * 1024  # SQLite page cache while rebuilding (negative: KiB)
@@ -61,6 +63,8 @@ class FoldResult:
     unknown: int = 0
     conflicts: int = 0
     malformed: int = 0
+    invalid: int = 0  # events a handler could not apply (recorded in fold_issues)
+    refused: int = 0  # lines the trust check quarantined (thrum.trust.verify)
     timings: dict[str, float] = field(default_factory=dict)  # rebuild: seconds per phase
 
     def merge(self, other: "FoldResult") -> None:
@@ -70,15 +74,8 @@ class FoldResult:
         self.unknown += other.unknown
         self.conflicts += other.conflicts
         self.malformed += other.malformed
-
-
-def _chunks(seq: Sequence, n: int = CHUNK):
-    for i in range(0, len(seq), n):
-        yield seq[i:i + n]
-
-
-def _qmarks(n: int) -> str:
-    return ",".join("?" * n)
+        self.invalid += other.invalid
+        self.refused += other.refused
 
 
 class _Folder:
@@ -119,27 +116,18 @@ class _Folder:
     # ---------------------------------------------------------------- entry
     def fold(self, records: Iterable[tuple[str, dict]]) -> None:
         candidates: dict[str, dict] = {}
-        owners: dict[str, tuple[str, str | None]] = {}  # shard -> (kind, owner): `events.allowed_in_shard`, inlined
-        known, message_types, receipt_types = ev.NORMALISERS, ev.MESSAGE_SHARD_TYPES, ev.RECEIPT_TYPES
+        rules: dict[str, ev.ShardRule] = {}  # shard -> its authorship rule, the path parsed once
+        known = ev.NORMALISERS
         for shard, d in records:
             eid = d.get("event_id", "")
             t = d.get("type")
             if t not in known or d.get("v", 1) > ev.EVENT_VERSION:
                 self.r.unknown += 1
                 continue
-            where = owners.get(shard)
-            if where is None:
-                try:
-                    where = owners[shard] = (ev.shard_kind(shard), ev.shard_owner(shard))
-                except ValueError:
-                    where = owners[shard] = ("invalid", None)
-            if t in message_types:
-                ok = where[0] == "messages" and where[1] == (d.get("created_by") if t == "thread.create"
-                                                             else d.get("agent_id"))
-            elif t in receipt_types:
-                ok = where[0] == "receipts" and where[1] == d.get("agent_id")
-            else:
-                ok = where[0] == "events"
+            rule = rules.get(shard)
+            if rule is None:
+                rule = rules[shard] = ev.ShardRule(shard)
+            ok = rule.allows(d)
             if not ok:
                 self.r.forged += 1
                 self.issue("forged", shard, eid, f"{d['type']} by {ev.event_owner(d) or '?'} "
@@ -156,9 +144,9 @@ class _Folder:
         # million applied_events rows for the creates.
         others = [eid for eid, d in candidates.items() if d["type"] != "message.create"]
         seen = set()
-        for chunk in _chunks(others):
+        for chunk in chunks(others):
             seen.update(row[0] for row in self.c.execute(
-                f"SELECT event_id FROM applied_events WHERE event_id IN ({_qmarks(len(chunk))})", chunk))
+                f"SELECT event_id FROM applied_events WHERE event_id IN ({qmarks(len(chunk))})", chunk))
         self.r.duplicates += len(seen)
         fresh = [eid for eid in others if eid not in seen]
         if fresh:
@@ -344,9 +332,9 @@ class _Folder:
             self.c.executemany("INSERT OR IGNORE INTO message_refs VALUES (?,?,?)", refs)
         # Edits or deletes that arrived before their message (pending_targets) take effect now.
         if self.c.execute("SELECT 1 FROM pending_targets LIMIT 1").fetchone() is not None:
-            for chunk in _chunks(list(first)):
+            for chunk in chunks(list(first)):
                 found = [r[0] for r in self.c.execute(
-                    f"SELECT message_id FROM pending_targets WHERE message_id IN ({_qmarks(len(chunk))})", chunk)]
+                    f"SELECT message_id FROM pending_targets WHERE message_id IN ({qmarks(len(chunk))})", chunk)]
                 pending.update(found)
                 self.c.executemany("DELETE FROM pending_targets WHERE message_id = ?", [(m,) for m in found])
         for mid in sorted(pending):
@@ -379,10 +367,10 @@ class _Folder:
         """Ids of ``first`` that were already in messages (rows up to ``max_rowid``): id -> (event_id, author)."""
         out = {}
         mids = list(first)
-        for chunk in _chunks(mids):
+        for chunk in chunks(mids):
             for mid, eid, author in self.c.execute(
                     f"SELECT message_id, event_id, agent_id FROM messages WHERE rowid <= ? AND message_id IN "
-                    f"({_qmarks(len(chunk))})", [max_rowid] + chunk):
+                    f"({qmarks(len(chunk))})", [max_rowid] + chunk):
                 out[mid] = (eid, author)
         return out
 
@@ -413,9 +401,9 @@ class _Folder:
     def _recompute_existing(self, mids: set[str]):
         mids = sorted(mids)
         present = set()
-        for chunk in _chunks(mids):
+        for chunk in chunks(mids):
             present.update(r[0] for r in self.c.execute(
-                f"SELECT message_id FROM messages WHERE message_id IN ({_qmarks(len(chunk))})", chunk))
+                f"SELECT message_id FROM messages WHERE message_id IN ({qmarks(len(chunk))})", chunk))
         for mid in mids:
             if mid in present:
                 self.recompute(mid)
@@ -525,25 +513,73 @@ assert {t for t, _ in _ORDER} == set(ev.EVENT_TYPES)
 
 def fold(db: pw.SqliteDatabase, records: Iterable[tuple[str, dict]], *,
          issues: Iterable[LogIssue] = (), positions: dict[str, Position] | None = None,
-         keep_applied: bool = True) -> FoldResult:
+         keep_applied: bool = True, refused: Iterable[tuple[str, str, str, str]] = (),
+         resolved: Iterable[str] = ()) -> FoldResult:
     """Apply (shard, event) records in one transaction; optionally record malformed
     lines and store new read positions in the same transaction.
 
+    ``refused``: (kind, shard, event_id, reason) of lines the trust check quarantined,
+    recorded in ``fold_issues``; ``resolved``: keys of issues that no longer hold (a
+    line that waited for its signer's key and has now been judged).
     ``keep_applied=False`` leaves `FoldResult.applied` empty (bulk loads).
     """
+    records = records if isinstance(records, list) else list(records)
     result = FoldResult()
     now = ev.now_rfc3339()
     with db.atomic():
-        folder = _Folder(db.connection(), result, now)
+        conn = db.connection()
+        folder = _Folder(conn, result, now)
         folder.keep_applied = keep_applied
-        folder.fold(records)
+        try:
+            _in_savepoint(conn, folder.fold, records)
+        except _CONTENT_ERRORS as exc:
+            # Some event made a handler fail. The log is untrusted input: find the
+            # event(s) by folding one at a time, record them, and fold the rest.
+            log.warning("a fold batch of %d events failed (%s: %s); folding them one by one",
+                        len(records), type(exc).__name__, exc)
+            result = folder.r = FoldResult()
+            folder.sigs.clear()  # ids cached during the undone attempt may not exist any more
+            for shard, d in records:
+                try:
+                    _in_savepoint(conn, folder.fold, [(shard, d)])
+                except _CONTENT_ERRORS as one:
+                    folder.sigs.clear()
+                    result.invalid += 1
+                    eid = d.get("event_id") if isinstance(d, dict) else None
+                    folder.issue("invalid", shard, str(eid or "?")[:64],
+                                 f"cannot apply this event ({type(one).__name__}: {str(one)[:200]})")
         for issue in issues:
             digest = hashlib.sha1(issue.line).hexdigest()[:16]
             folder.issue("malformed", issue.shard, digest, issue.reason)
             result.malformed += 1
+        for kind, shard, event_id, reason in refused:
+            folder.issue(kind, shard, event_id, reason)
+            result.refused += 1
+        keys = [(k,) for k in resolved]
+        if keys:
+            conn.executemany("DELETE FROM fold_issues WHERE key = ?", keys)
         if positions:
             save_positions(db, positions)
     return result
+
+
+# Errors an event's content can cause in a handler. sqlite3.OperationalError and
+# DatabaseError (disk I/O, a corrupt file) are not among them: those are about the
+# database, not the event, and must reach the caller (which repairs or reports).
+_CONTENT_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError,
+                   RecursionError, sqlite3.IntegrityError, sqlite3.InterfaceError, sqlite3.DataError)
+
+
+def _in_savepoint(conn, fn, *args) -> None:
+    """Run ``fn(*args)`` so that its writes are undone if it raises."""
+    conn.execute("SAVEPOINT thrum_fold")
+    try:
+        fn(*args)
+    except BaseException:
+        conn.execute("ROLLBACK TO thrum_fold")
+        conn.execute("RELEASE thrum_fold")
+        raise
+    conn.execute("RELEASE thrum_fold")
 
 
 def load_positions(db: pw.SqliteDatabase) -> dict[str, Position]:
@@ -558,26 +594,38 @@ def save_positions(db: pw.SqliteDatabase, positions: dict[str, Position]) -> Non
         [(s, p.offset, p.tail) for s, p in positions.items()])
 
 
-def catch_up(db: pw.SqliteDatabase, event_log: EventLog) -> FoldResult:
+class FoldFn(Protocol):
+    """A fold that judges lines first (thrum.store.verified): records, their raw lines."""
+
+    def __call__(self, db: pw.SqliteDatabase, records: list[tuple[str, dict]], lines: list[bytes], *,
+                 issues: Iterable[LogIssue] = (), positions: dict[str, Position] | None = None,
+                 keep_applied: bool = True) -> FoldResult: ...
+
+
+def catch_up(db: pw.SqliteDatabase, event_log: EventLog, fold_fn: FoldFn | None = None) -> FoldResult:
     """Fold whatever the log holds beyond the stored positions (all of it for a new db).
 
     Shards are read in chunks of about READ_CHUNK bytes and folded in batches of
     about REBUILD_BATCH events, each in one transaction together with the new
     positions of what it covers, so an interrupted catch-up resumes where it stopped.
     """
-    return _fold_log(db, event_log, load_positions(db))
+    return _fold_log(db, event_log, load_positions(db), fold_fn=fold_fn)
 
 
 def _fold_log(db, event_log: EventLog, positions: dict[str, Position], *,
-              keep_applied: bool = True) -> FoldResult:
+              keep_applied: bool = True, fold_fn: FoldFn | None = None) -> FoldResult:
     total = FoldResult()
     pending = ReadResult()
 
     def flush():
         nonlocal pending
         if pending.records or pending.issues or pending.positions:
-            total.merge(fold(db, pending.records, issues=pending.issues, positions=pending.positions,
-                             keep_applied=keep_applied))
+            if fold_fn is None:
+                total.merge(fold(db, pending.records, issues=pending.issues, positions=pending.positions,
+                                 keep_applied=keep_applied))
+            else:
+                total.merge(fold_fn(db, pending.records, pending.lines, issues=pending.issues,
+                                    positions=pending.positions, keep_applied=keep_applied))
         pending = ReadResult()
 
     for shard in event_log.shards():
@@ -595,7 +643,8 @@ def _fold_log(db, event_log: EventLog, positions: dict[str, Position], *,
     return total
 
 
-def rebuild(db: pw.SqliteDatabase, event_log: EventLog, *, keep_applied: bool = False) -> FoldResult:
+def rebuild(db: pw.SqliteDatabase, event_log: EventLog, *, keep_applied: bool = False,
+            fold_fn: FoldFn | None = None) -> FoldResult:
     """Drop and recreate every table, then fold the whole log.
 
     Loads without query indexes and counter triggers, then builds both once
@@ -619,7 +668,7 @@ def rebuild(db: pw.SqliteDatabase, event_log: EventLog, *, keep_applied: bool = 
     gc.disable()  # millions of short-lived dicts: the cycle collector would rescan them all, repeatedly
     try:
         started = time.perf_counter()
-        total = _fold_log(db, event_log, {}, keep_applied=keep_applied)
+        total = _fold_log(db, event_log, {}, keep_applied=keep_applied, fold_fn=fold_fn)
         loaded = time.perf_counter()
         models.finish_schema(db, compute_counters=True)
         total.timings = {"load": loaded - started, "indexes_and_counters": time.perf_counter() - loaded}
@@ -669,3 +718,39 @@ def verify_counters(db: pw.SqliteDatabase) -> list[str]:
 def fold_counts(db: pw.SqliteDatabase) -> dict[str, int]:
     """How many lines/events the fold refused so far, by kind (for `sync status`)."""
     return dict(db.execute_sql("SELECT kind, count(*) FROM fold_issues GROUP BY kind").fetchall())
+
+
+def open_projection(path: str | os.PathLike, event_log: EventLog,
+                    fold_fn: FoldFn | None = None) -> pw.SqliteDatabase:
+    """Open the database, rebuilding it from the log when missing, corrupt or outdated.
+
+    No whole-file integrity scan at start-up (it would cost seconds on a large
+    projection): a database SQLite cannot read, or whose catch-up fails, is
+    thrown away and rebuilt from the log, which is always the truth.
+    """
+    db = None
+    try:
+        db = models.open_database(path)
+        version = models.schema_version(db)
+        if version == models.SCHEMA_VERSION:
+            catch_up(db, event_log, fold_fn)
+            return db
+        if version is not None:
+            log.info("projection schema %s != %s: rebuilding", version, models.SCHEMA_VERSION)
+        rebuild(db, event_log, fold_fn=fold_fn)
+        return db
+    except Exception as exc:  # not a database, corrupt pages, a rebuild that hit either
+        log.warning("projection database unusable (%s): rebuilding from the log", exc)
+    if db is not None:
+        try:
+            db.close()
+        except Exception:
+            pass
+    for suffix in ("", "-wal", "-shm"):
+        try:
+            os.unlink(f"{path}{suffix}")
+        except FileNotFoundError:
+            pass
+    db = models.open_database(path)
+    rebuild(db, event_log, fold_fn=fold_fn)
+    return db

@@ -37,8 +37,9 @@ import peewee as pw
 
 from ..errors import NotFound, ValidationError
 from ..events import time_key
-from .directory import (EVERYONE, LIVE_GROUP, LIVE_MEMBER, _all, _one,
-                        _qmarks, _strip_at)
+from ..events.tags import tag_fields
+from .directory import EVERYONE, LIVE_GROUP, LIVE_MEMBER, bare_name, get_agent
+from .sql import all_rows, chunks, one_row, qmarks, rows_in
 
 MAX_PAGE_SIZE = 100
 ONE_PASS_MAX = 50_000  # a filter with at most this many candidates is counted and paged in one scan
@@ -54,7 +55,7 @@ _MESSAGE_COLUMNS = ("message_id, agent_id, session_id, thread_id, body_format, b
 # --------------------------------------------------------------------------- mention resolution
 
 def _role_of(db, agent: str) -> str | None:
-    row = _one(db, "SELECT role FROM agents WHERE agent_id = ?", (agent,))
+    row = one_row(db, "SELECT role FROM agents WHERE agent_id = ?", (agent,))
     return row[0] if row else None
 
 
@@ -69,7 +70,7 @@ def _groups_holding(db, *, agent: str | None = None, role: str | None = None) ->
         params.append(role)
     if not cond:
         return []
-    return [r[0] for r in _all(
+    return [r[0] for r in all_rows(
         db, f"SELECT DISTINCT g.name FROM groups g JOIN group_members gm ON gm.group_name = g.name "
             f"WHERE {LIVE_GROUP} AND {LIVE_MEMBER} AND ({' OR '.join(cond)}) ORDER BY g.name", params)]
 
@@ -77,7 +78,7 @@ def _groups_holding(db, *, agent: str | None = None, role: str | None = None) ->
 def mention_targets(db: pw.SqliteDatabase, agent: str) -> list[str]:
     """Mention values that reach ``agent`` now: its name, its role, ``everyone`` and the
     existing groups that hold the agent or its role."""
-    agent = _strip_at(agent)
+    agent = bare_name(agent)
     role = _role_of(db, agent)
     targets = {agent, EVERYONE, *_groups_holding(db, agent=agent, role=role)}
     if role:
@@ -89,29 +90,24 @@ def role_targets(db: pw.SqliteDatabase, role: str) -> list[str]:
     """Mention values that reach every agent of ``role``: the role itself, ``everyone``
     and the existing groups that hold the role as a member (not groups that merely
     hold some agent of that role)."""
-    role = _strip_at(role)
+    role = bare_name(role)
     return sorted({role, EVERYONE, *_groups_holding(db, role=role)})
 
 
 def _sigs_for(db, targets: list[str]) -> set[int]:
     if not targets:
         return set()
-    return {r[0] for r in _all(db, f"SELECT DISTINCT sig_id FROM mention_sig_targets WHERE target IN "
-                                   f"({_qmarks(len(targets))})", targets)}
+    return {r[0] for r in all_rows(db, f"SELECT DISTINCT sig_id FROM mention_sig_targets WHERE target IN "
+                                   f"({qmarks(len(targets))})", targets)}
 
 
 # --------------------------------------------------------------------------- message.list
 
 def _tag(value, name: str) -> tuple[str, str]:
-    if isinstance(value, dict):
-        t, v = value.get("type"), value.get("value")
-    elif isinstance(value, (tuple, list)) and len(value) == 2:
-        t, v = value
-    else:
-        t = v = None
-    if not isinstance(t, str) or not t or not isinstance(v, str) or not v:
+    parts = tag_fields(value)
+    if parts is None:
         raise ValidationError(f"{name} must be an object with string type and value", field=name)
-    return t, v
+    return parts
 
 
 def _paging(page, page_size, sort_by, sort_order) -> tuple[int, int]:
@@ -226,18 +222,18 @@ def _sig_clause(sigs: set[int] | None) -> str:
 def _counter_counts(db, f: _Filter) -> tuple[int, int, int]:
     """(total, unread, live messages in the mention sets) from the counter tables."""
     sig_sql = _sig_clause(f.sigs)
-    in_sigs = _one(db, f"SELECT coalesce(sum(n), 0) FROM sig_totals WHERE 1{sig_sql}")[0]
+    in_sigs = one_row(db, f"SELECT coalesce(sum(n), 0) FROM sig_totals WHERE 1{sig_sql}")[0]
     total = in_sigs
     if f.author_id is not None:
-        total = _one(db, f"SELECT coalesce(sum(n), 0) FROM sig_author_totals WHERE author = ?{sig_sql}",
+        total = one_row(db, f"SELECT coalesce(sum(n), 0) FROM sig_author_totals WHERE author = ?{sig_sql}",
                      (f.author_id,))[0]
     elif f.exclude_author is not None:
-        total -= _one(db, f"SELECT coalesce(sum(n), 0) FROM sig_author_totals WHERE author = ?{sig_sql}",
+        total -= one_row(db, f"SELECT coalesce(sum(n), 0) FROM sig_author_totals WHERE author = ?{sig_sql}",
                       (f.exclude_author,))[0]
     if f.viewer is None:
         return total, total, in_sigs
     n_read = n_arch = n_read_arch = 0
-    for own, r, a, ra in _all(db, f"SELECT own, sum(n_read), sum(n_arch), sum(n_read_arch) FROM agent_sig_counts "
+    for own, r, a, ra in all_rows(db, f"SELECT own, sum(n_read), sum(n_arch), sum(n_read_arch) FROM agent_sig_counts "
                                   f"WHERE agent_id = ?{sig_sql} GROUP BY own", (f.viewer,)):
         if (own and f.exclude_author is not None) or (not own and f.author_id is not None):
             continue
@@ -254,9 +250,9 @@ def _counter_counts(db, f: _Filter) -> tuple[int, int, int]:
 def _sql_counts(db, f: _Filter) -> tuple[int, int]:
     where, params = f.where()
     if f.viewer is None or f.unread_for == f.viewer:
-        n = _one(db, f"SELECT count(*) FROM messages m WHERE {where}", params)[0]
+        n = one_row(db, f"SELECT count(*) FROM messages m WHERE {where}", params)[0]
         return n, n
-    total, unread = _one(db, f"SELECT count(*), coalesce(sum(NOT EXISTS (SELECT 1 FROM read_state r "
+    total, unread = one_row(db, f"SELECT count(*), coalesce(sum(NOT EXISTS (SELECT 1 FROM read_state r "
                              f"WHERE r.message_id = m.message_id AND r.agent_id = ? AND r.is_read = 1)), 0) "
                              f"FROM messages m WHERE {where}", [f.viewer] + params)
     return total, unread
@@ -266,9 +262,9 @@ def _one_pass(db, f: _Filter, *, sort_by: str, desc: bool, offset: int, limit: i
     """Counts and page from one scan of the matches (a selective filter: at most ONE_PASS_MAX candidates)."""
     where, params = f.where()
     if f.viewer is None or f.unread_for == f.viewer:
-        rows = _all(db, f"SELECT m.{SORT_KEYS[sort_by]}, m.message_id, 0 FROM messages m WHERE {where}", params)
+        rows = all_rows(db, f"SELECT m.{SORT_KEYS[sort_by]}, m.message_id, 0 FROM messages m WHERE {where}", params)
     else:
-        rows = _all(db, f"SELECT m.{SORT_KEYS[sort_by]}, m.message_id, EXISTS (SELECT 1 FROM read_state r "
+        rows = all_rows(db, f"SELECT m.{SORT_KEYS[sort_by]}, m.message_id, EXISTS (SELECT 1 FROM read_state r "
                         f"WHERE r.message_id = m.message_id AND r.agent_id = ? AND r.is_read = 1) "
                         f"FROM messages m WHERE {where}", [f.viewer] + params)
     rows.sort(reverse=desc)
@@ -293,13 +289,13 @@ def _page_ids(db, f: _Filter, *, sort_by: str, desc: bool, offset: int, limit: i
         # refs and sort those few messages (cost ~ messages in the sets).
         source = f"messages m INDEXED BY {SORT_INDEXES[sort_by]}"
         if f.sigs is not None and total > 0:
-            live = _one(db, "SELECT coalesce(sum(n), 0) FROM sig_totals")[0]
+            live = one_row(db, "SELECT coalesce(sum(n), 0) FROM sig_totals")[0]
             if in_sigs * 4 < (offset + limit) * live / total:
                 values = f.targets + ["@" + t for t in f.targets]
                 source = (f"(SELECT DISTINCT message_id FROM message_refs WHERE ref_type = 'mention' AND ref_value IN "
-                          f"({_qmarks(len(values))})) AS hit CROSS JOIN messages m ON m.message_id = hit.message_id")
+                          f"({qmarks(len(values))})) AS hit CROSS JOIN messages m ON m.message_id = hit.message_id")
                 params = values + params
-    return [r[0] for r in _all(
+    return [r[0] for r in all_rows(
         db, f"SELECT m.message_id FROM {source} WHERE {where} ORDER BY {order} LIMIT ? OFFSET ?",
         params + [limit, offset])]
 
@@ -336,7 +332,7 @@ def list_messages(db: pw.SqliteDatabase, *, viewer=None, author_id=None, exclude
         total, unread, in_sigs = _counter_counts(db, f)
         ids = _page_ids(db, f, sort_by=sort_by, desc=sort_order == "desc", offset=offset,
                         limit=min(page_size, total - offset), total=total, in_sigs=in_sigs)
-    elif f.bounds and min(_one(db, sql, params)[0] for sql, params in f.bounds) <= ONE_PASS_MAX:
+    elif f.bounds and min(one_row(db, sql, params)[0] for sql, params in f.bounds) <= ONE_PASS_MAX:
         total, unread, ids = _one_pass(db, f, sort_by=sort_by, desc=sort_order == "desc", offset=offset,
                                        limit=page_size)
     else:
@@ -353,13 +349,65 @@ def list_messages(db: pw.SqliteDatabase, *, viewer=None, author_id=None, exclude
     }
 
 
+def targets_of(db: pw.SqliteDatabase, name: str) -> list[str]:
+    """Names whose mention counts as mentioning ``name`` (an agent, else a role or group), like the inbox."""
+    if get_agent(db, name) is not None:
+        return list(mention_targets(db, name))
+    return list(role_targets(db, name))
+
+
+# --------------------------------------------------------------------------- facts the RPC layer and the hub check
+
+def message_heads(db: pw.SqliteDatabase, ids: list[str]) -> dict[str, dict]:
+    """Author, deleted flag and thread of every existing message among ``ids``
+    (what edit, delete, reply and the receipts check before they write)."""
+    return {mid: {"agent_id": agent, "deleted": bool(deleted), "thread_id": thread}
+            for mid, agent, deleted, thread in rows_in(
+                db, "SELECT message_id, agent_id, deleted, thread_id FROM messages WHERE message_id IN ({q})", ids)}
+
+
+def read_flags(db: pw.SqliteDatabase, agent: str, ids: list[str]) -> dict[str, bool]:
+    """``agent``'s read state of the messages among ``ids`` that have one."""
+    return {mid: bool(r) for mid, r in rows_in(
+        db, "SELECT message_id, is_read FROM read_state WHERE agent_id=? AND message_id IN ({q})", ids, (agent,))}
+
+
+def archived_ids(db: pw.SqliteDatabase, agent: str, ids: list[str]) -> set[str]:
+    """The messages among ``ids`` that ``agent`` archived."""
+    return {r[0] for r in rows_in(
+        db, "SELECT message_id FROM archive_marks WHERE agent_id=? AND message_id IN ({q})", ids, (agent,))}
+
+
+def message_routing(db: pw.SqliteDatabase, ids: list[str]) -> dict[str, dict]:
+    """Thread, author, scopes and refs of messages: what subscription filters match on."""
+    out: dict[str, dict] = {}
+    for mid, thread, agent in rows_in(
+            db, "SELECT message_id, thread_id, agent_id FROM messages WHERE message_id IN ({q})", ids):
+        out[mid] = {"scopes": [], "refs": [], "thread_id": thread, "agent_id": agent}
+    for mid, t, v in rows_in(
+            db, "SELECT message_id, scope_type, scope_value FROM message_scopes WHERE message_id IN ({q})", ids):
+        if mid in out:
+            out[mid]["scopes"].append({"type": t, "value": v})
+    for mid, t, v in rows_in(
+            db, "SELECT message_id, ref_type, ref_value FROM message_refs WHERE message_id IN ({q})", ids):
+        if mid in out:
+            out[mid]["refs"].append({"type": t, "value": v})
+    return out
+
+
+def created_at(db: pw.SqliteDatabase, message_id: str) -> str | None:
+    """When a message was created (as its author wrote it), or None when there is no such message."""
+    r = one_row(db, "SELECT created_at FROM messages WHERE message_id=?", (message_id,))
+    return r[0] if r else None
+
+
 # --------------------------------------------------------------------------- message items
 
 def _tags_of(db, table: str, ids: list[str]) -> dict[str, list[dict]]:
     col = "scope" if table == "message_scopes" else "ref"
     out: dict[str, list[dict]] = {}
-    for mid, t, v in _all(db, f"SELECT message_id, {col}_type, {col}_value FROM {table} WHERE message_id IN "
-                              f"({_qmarks(len(ids))}) ORDER BY message_id, {col}_type, {col}_value", ids):
+    for mid, t, v in all_rows(db, f"SELECT message_id, {col}_type, {col}_value FROM {table} WHERE message_id IN "
+                              f"({qmarks(len(ids))}) ORDER BY message_id, {col}_type, {col}_value", ids):
         out.setdefault(mid, []).append({"type": t, "value": v})
     return out
 
@@ -367,20 +415,19 @@ def _tags_of(db, table: str, ids: list[str]) -> dict[str, list[dict]]:
 def _read_ids(db, ids: list[str], agent: str | None) -> set[str]:
     if not agent or not ids:
         return set()
-    return {r[0] for r in _all(db, f"SELECT message_id FROM read_state WHERE message_id IN ({_qmarks(len(ids))}) "
+    return {r[0] for r in all_rows(db, f"SELECT message_id FROM read_state WHERE message_id IN ({qmarks(len(ids))}) "
                                    f"AND agent_id = ? AND is_read = 1", ids + [agent])}
 
 
 def _rows_by_id(db, ids: list[str]) -> dict[str, tuple]:
-    return {r[0]: r for r in _all(db, f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE message_id IN "
-                                      f"({_qmarks(len(ids))})", ids)}
+    return {r[0]: r for r in all_rows(db, f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE message_id IN "
+                                      f"({qmarks(len(ids))})", ids)}
 
 
 def _items(db, ids: list[str], viewer: str | None) -> list[dict]:
     """message.list items for ``ids`` (in that order)."""
     out = []
-    for start in range(0, len(ids), 500):
-        chunk = ids[start:start + 500]
+    for chunk in chunks(ids, 500):
         rows = _rows_by_id(db, chunk)
         scopes = _tags_of(db, "message_scopes", chunk)
         refs = _tags_of(db, "message_refs", chunk)
@@ -416,11 +463,9 @@ def _item(row: tuple, scopes: list[dict], refs: list[dict], is_read: bool) -> di
 
 def _read_by(db, ids: list[str]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
-    for start in range(0, len(ids), 500):
-        chunk = ids[start:start + 500]
-        for mid, agent in _all(db, f"SELECT message_id, agent_id FROM read_state WHERE message_id IN "
-                                   f"({_qmarks(len(chunk))}) AND is_read = 1 ORDER BY agent_id", chunk):
-            out.setdefault(mid, []).append(agent)
+    for mid, agent in rows_in(db, "SELECT message_id, agent_id FROM read_state WHERE message_id IN ({q}) "
+                                  "AND is_read = 1 ORDER BY agent_id", ids):
+        out.setdefault(mid, []).append(agent)
     return out
 
 
@@ -440,7 +485,7 @@ def get_message(db: pw.SqliteDatabase, message_id: str, viewer: str | None = Non
     item = _item(row, scopes, refs, message_id in _read_ids(db, [message_id], viewer))
     deleted_at, delete_reason, authored_by, disclosed = row[12:16]
     edits = [{"edited_at": at, "edited_by": by, "old_content": old or "", "new_content": new or ""}
-             for at, by, old, new in _all(db, "SELECT edited_at, edited_by, old_content, new_content "
+             for at, by, old, new in all_rows(db, "SELECT edited_at, edited_by, old_content, new_content "
                                               "FROM message_edits WHERE message_id = ? ORDER BY event_id, id",
                                           (message_id,))]
     message = {
@@ -474,17 +519,17 @@ def _thread_of(db, thread_or_message_id: str) -> tuple[str, str] | None:
     if not isinstance(thread_or_message_id, str) or not thread_or_message_id:
         return None
     x = thread_or_message_id
-    if _one(db, "SELECT 1 FROM messages WHERE thread_id = ? AND thread_id <> '' LIMIT 1", (x,)) or \
-            _one(db, "SELECT 1 FROM threads WHERE thread_id = ?", (x,)):
+    if one_row(db, "SELECT 1 FROM messages WHERE thread_id = ? AND thread_id <> '' LIMIT 1", (x,)) or \
+            one_row(db, "SELECT 1 FROM threads WHERE thread_id = ?", (x,)):
         return ("thread", x)
-    row = _one(db, "SELECT thread_id FROM messages WHERE message_id = ?", (x,))
+    row = one_row(db, "SELECT thread_id FROM messages WHERE message_id = ?", (x,))
     if row is None:
         return None
     if row[0]:
         return ("thread", row[0])
     seen = {x}  # climb reply_to refs to the root of the reply tree
     while True:
-        parent = _one(db, "SELECT r.ref_value FROM message_refs r JOIN messages p ON p.message_id = r.ref_value "
+        parent = one_row(db, "SELECT r.ref_value FROM message_refs r JOIN messages p ON p.message_id = r.ref_value "
                           "WHERE r.message_id = ? AND r.ref_type = 'reply_to' ORDER BY r.ref_value LIMIT 1", (x,))
         if parent is None or parent[0] in seen or len(seen) > 10_000:
             return ("replies", x)
@@ -499,26 +544,18 @@ def _thread_ids(db, thread_or_message_id: str, include_deleted: bool) -> list[st
     live = "" if include_deleted else " AND deleted = 0"
     kind, key = found
     if kind == "thread":
-        return [r[0] for r in _all(db, f"SELECT message_id FROM messages WHERE thread_id = ? AND thread_id <> ''{live} "
+        return [r[0] for r in all_rows(db, f"SELECT message_id FROM messages WHERE thread_id = ? AND thread_id <> ''{live} "
                                        f"ORDER BY created_key, message_id", (key,))]
     ids, frontier = {key}, [key]  # the root, replies to it (transitively), and messages threaded under it
     while frontier and len(ids) < 100_000:
-        nxt = []
-        for start in range(0, len(frontier), 500):
-            chunk = frontier[start:start + 500]
-            nxt += [r[0] for r in _all(db, f"SELECT message_id FROM message_refs WHERE ref_type = 'reply_to' "
-                                           f"AND ref_value IN ({_qmarks(len(chunk))})", chunk) if r[0] not in ids]
-        nxt += [r[0] for r in _all(db, "SELECT message_id FROM messages WHERE thread_id = ? AND thread_id <> ''",
+        nxt = [r[0] for r in rows_in(db, "SELECT message_id FROM message_refs WHERE ref_type = 'reply_to' "
+                                         "AND ref_value IN ({q})", frontier) if r[0] not in ids]
+        nxt += [r[0] for r in all_rows(db, "SELECT message_id FROM messages WHERE thread_id = ? AND thread_id <> ''",
                                    (key,))
                 if r[0] not in ids] if frontier == [key] else []
         ids.update(nxt)
         frontier = list(dict.fromkeys(nxt))
-    ordered = []
-    id_list = sorted(ids)
-    for start in range(0, len(id_list), 500):
-        chunk = id_list[start:start + 500]
-        ordered += _all(db, f"SELECT created_key, message_id FROM messages WHERE message_id IN "
-                            f"({_qmarks(len(chunk))}){live}", chunk)
+    ordered = rows_in(db, "SELECT created_key, message_id FROM messages WHERE message_id IN ({q})" + live, sorted(ids))
     return [mid for _, mid in sorted(ordered)]
 
 
@@ -544,8 +581,8 @@ def thread_summary(db: pw.SqliteDatabase, thread_id: str, viewer: str | None) ->
     rows = _rows_by_id(db, ids)
     ordered = [rows[i] for i in ids if i in rows]
     read = set()
-    for start in range(0, len(ids), 500):
-        read |= _read_ids(db, ids[start:start + 500], viewer)
+    for chunk in chunks(ids, 500):
+        read |= _read_ids(db, list(chunk), viewer)
     last = ordered[-1]
     last_activity = max(((time_key(r[9] or r[8]), r[9] or r[8]) for r in ordered))[1]
     return {
@@ -576,7 +613,7 @@ def unread_ids(db: pw.SqliteDatabase, agent: str, *, mentions_only: bool = False
     if f.empty:
         return []
     where, params = f.where()
-    return [r[0] for r in _all(db, f"SELECT m.message_id FROM messages m WHERE {where} "
+    return [r[0] for r in all_rows(db, f"SELECT m.message_id FROM messages m WHERE {where} "
                                    f"ORDER BY m.created_key, m.message_id", params)]
 
 
@@ -594,3 +631,30 @@ def sent_messages(db: pw.SqliteDatabase, agent: str, page: int = 1, page_size: i
     for m in out["messages"]:
         m["read_by"] = [a for a in read_by.get(m["message_id"], []) if a != agent]
     return out
+
+
+def unread_after(db: pw.SqliteDatabase, query: dict, after: str) -> list[dict]:
+    """`list_messages` (``query`` holds its arguments) limited to messages created after message
+    ``after``, oldest first; ``message.wait --after``.
+
+    Walks the inbox newest first and stops at the first message not after ``after``.
+
+    Raises:
+        NotFound: there is no message ``after``.
+    """
+    created = created_at(db, after)
+    if created is None:
+        raise NotFound(f"message {after} not found (after)")
+    cursor = (time_key(created), after)
+    newer: list[dict] = []
+    page = 1
+    while True:
+        result = list_messages(db, **{**query, "sort_order": "desc", "page_size": 100, "page": page})
+        batch = result["messages"]
+        for m in batch:
+            if (time_key(m.get("created_at") or ""), m["message_id"]) <= cursor:
+                return newer[::-1][:query["page_size"]]
+            newer.append(m)
+        if not batch or page >= (result.get("total_pages") or 1):
+            return newer[::-1][:query["page_size"]]
+        page += 1

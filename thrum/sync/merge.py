@@ -33,6 +33,8 @@ from array import array
 from bisect import bisect_left
 from dataclasses import dataclass
 
+from thrum.safejson import too_deep
+
 try:  # ~4x faster; anything it rejects is handed to the stdlib parser (same keys either way)
     import orjson as _orjson
 except ImportError:  # pragma: no cover - orjson is optional here
@@ -78,27 +80,7 @@ MAX_DEPTH = 128  # deeper lines are malformed: every parser (and Python stack) a
 
 
 def _too_deep(s: bytes) -> bool:
-    if s.count(b"[") + s.count(b"{") <= MAX_DEPTH:
-        return False
-    depth = 0
-    in_string = escaped = False
-    for c in s:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif c == 0x5C:  # backslash
-                escaped = True
-            elif c == 0x22:  # quote
-                in_string = False
-        elif c == 0x22:
-            in_string = True
-        elif c in (0x5B, 0x7B):
-            depth += 1
-            if depth > MAX_DEPTH:
-                return True
-        elif c in (0x5D, 0x7D):
-            depth -= 1
-    return False
+    return too_deep(s, MAX_DEPTH)
 
 
 def split_lines(data: bytes) -> list[bytes]:

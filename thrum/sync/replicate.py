@@ -47,13 +47,13 @@ from pygit2.enums import CredentialType, FileMode, FileStatus
 from pygit2.ffi import C as _C
 from pygit2.ffi import ffi as _ffi
 
-from . import AuthError, PushRejected, RemoteUnreachable, SyncError, transport
+from . import AuthError, PushRejected, RemoteUnreachable, SyncError, safefs, transport
 from .credentials import Credentials, credentials_from_env, remote_callbacks
 from .credentials import translate as _translate
 from .localremote import _verified_blob, objects_dir, open_local_remote
 from .merge import ShardKeys, merge_shard_fast, merge_shard_keyed
 from .urls import redact_url
-from .worktree import SYNC_BRANCH, SYNC_REF
+from .worktree import SYNC_BRANCH, SYNC_REF, is_log_path
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ __all__ = [
     "run_cycle",
 ]
 
-_TMP_PREFIX = ".thrum-tmp-"
+_TMP_PREFIX = safefs.TMP_PREFIX
 _WT_CHANGED = FileStatus.WT_NEW | FileStatus.WT_MODIFIED | FileStatus.WT_TYPECHANGE
 
 
@@ -170,7 +170,7 @@ class Replicator:
         _no_delta_search(self.repo)
         self._objects = objects_dir(self.repo)
         for stale in self.worktree_path.rglob(f"{_TMP_PREFIX}*"):  # left by a crash mid-merge
-            if stale.is_file():
+            if stale.is_symlink() or stale.is_file():
                 stale.unlink(missing_ok=True)
 
     # -- helpers
@@ -223,7 +223,7 @@ class Replicator:
             else:
                 candidates = [p for p in (self._relative(p) for p in paths) if p is not None]
             for rel in candidates:
-                if (self.worktree_path / rel).is_file():
+                if safefs.is_regular(self.worktree_path, rel):  # never a link: its target is not ours to publish
                     index.add(rel)
             tree = index.write_tree()
             head = self._head()
@@ -320,11 +320,11 @@ class Replicator:
             if ours <= theirs:
                 continue
             try:
-                with open(self.worktree_path / delta.old_file.path, "rb") as f:
-                    f.seek(theirs)
-                    total += f.read(ours - theirs).count(b"\n")
-            except OSError:
+                data = safefs.read_regular(self.worktree_path, delta.old_file.path)
+            except (OSError, SyncError):
                 continue
+            if data is not None:
+                total += data[theirs:ours].count(b"\n")
         return total
 
     def _merge_into(self, head: pygit2.Commit, theirs: pygit2.Commit) -> MergeOutcome:
@@ -338,6 +338,9 @@ class Replicator:
             if not _is_safe(path):
                 log.warning("ignoring unsafe path %r in the remote's %s", path, SYNC_BRANCH)
                 continue
+            if not _is_shard(path):  # kept in the tree, never written to the worktree
+                log.warning("ignoring %s in the remote's %s: not a path of thrum's log", path, SYNC_BRANCH)
+                continue
             entry = _entry(remote_tree, path)
             if entry is not None and entry.filemode not in (FileMode.BLOB, FileMode.BLOB_EXECUTABLE):
                 log.warning("ignoring %s in the remote's %s: not a regular file", path, SYNC_BRANCH)
@@ -348,29 +351,24 @@ class Replicator:
         with ThreadPoolExecutor(_WORKERS) as pool:
             writes: deque = deque()
             for (path, entry, _), (exists, local, remote, known_ok) in _in_order(pool, self._prepare, jobs):
-                file = self.worktree_path / path
                 if local is None:  # a deleted shard is restored, never deleted (the log is append-only)
                     local = self._blob_at(head.tree, path)
                 if remote is None:
                     remote = self.repo[entry.id].data if entry is not None else b""
-                keys = None
-                if path.endswith(".jsonl"):
-                    known = self._keys.take(path) if known_ok else None
-                    if not known_ok:
-                        self._keys.drop(path)
-                    result, keys = self._merge_shard(remote, local, known)
-                    data = result.data
-                    if result.received:
-                        outcome.received_lines[path] = result.received
-                        outcome.received += len(result.received)
-                    outcome.sent += len(result.sent)
-                else:  # not a shard: the remote's copy wins, ours is kept if it has none
-                    data = remote if entry is not None else local
+                known = self._keys.take(path) if known_ok else None
+                if not known_ok:
+                    self._keys.drop(path)
+                result, keys = self._merge_shard(remote, local, known)
+                data = result.data
+                if result.received:
+                    outcome.received_lines[path] = result.received
+                    outcome.received += len(result.received)
+                outcome.sent += len(result.sent)
                 if entry is None and not data and not exists:
                     continue
                 if not exists or not _same_bytes(data, local):
                     # never in place: a crash must not leave a torn copy
-                    writes.append(pool.submit(_write_atomic, file, data))
+                    writes.append(pool.submit(safefs.write_atomic, self.worktree_path, path, data))
                     while len(writes) > 2 * _WORKERS:
                         writes.popleft().result()
                 if entry is not None and _same_bytes(data, remote):
@@ -405,9 +403,8 @@ class Replicator:
         """Worker thread, no pygit2: (file exists, its bytes, the remote blob's bytes or
         None, whether the shard's key summary still describes the file's first bytes)."""
         path, entry, candidate = job
-        file = self.worktree_path / path
-        exists = file.is_file()
-        local = file.read_bytes() if exists else None
+        local = safefs.read_regular(self.worktree_path, path)  # never through a link
+        exists = local is not None
         remote = self._blob_data(entry.id) if entry is not None else b""
         known_ok = False
         if candidate is not None and local is not None:
@@ -456,11 +453,11 @@ class Replicator:
         index.read(False)
         for path, oid in touched.items():
             file = self.worktree_path / path
-            if file.is_file():
+            if safefs.is_regular(self.worktree_path, path):
                 if oid is None:
                     index.add(path)
                 else:
-                    _add_index_entry(index, path, oid, os.stat(file))
+                    _add_index_entry(index, path, oid, os.stat(file, follow_symlinks=False))
             elif path in index:
                 index.remove(path)
         index.write()
@@ -631,8 +628,8 @@ def _is_safe(path: str) -> bool:
 
 
 def _is_shard(path: str) -> bool:
-    return (path.endswith(".jsonl") and _is_safe(path)
-            and not any(part.startswith(".") for part in path.split("/")))
+    """Only the log's own paths are ever read or written."""
+    return _is_safe(path) and is_log_path(path)
 
 
 def _changed_paths(old: pygit2.Tree, new: pygit2.Tree) -> set[str]:
@@ -762,23 +759,3 @@ class _KeyCache:
         item = self._items.pop(path, None)
         if item is not None:
             self._total -= len(item[1])
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data``: temp file, fsync, rename, fsync the directory."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{_TMP_PREFIX}{path.name}.{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    dfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)

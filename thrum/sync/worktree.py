@@ -22,7 +22,9 @@ from pathlib import Path
 
 import pygit2
 
-from . import NotAGitRepository, SyncError
+from thrum.events import shard_owner
+
+from . import NotAGitRepository, SyncError, safefs
 from .localremote import open_local_remote
 from .merge import merge_shard
 
@@ -218,6 +220,9 @@ def _ensure_linked_worktree(repo: pygit2.Repository, cdir: Path, path: Path) -> 
         repo.add_worktree(name, str(path), repo.lookup_reference(SYNC_REF))
     except pygit2.GitError as exc:
         raise SyncError(f"cannot create the sync worktree at {path}: {exc}") from exc
+    # The checkout materialised whatever the (untrusted) branch holds: keep only the
+    # log's own regular files. Removed entries stay in the index and the tree.
+    safefs.remove_unwanted(path, is_log_path)
     if salvage is not None:
         _recover(salvage, path)
 
@@ -260,20 +265,34 @@ def _aside(path: Path) -> Path:
 
 
 def _recover(salvage: Path, path: Path) -> None:
-    """Merge the shard files of a broken worktree directory into the new worktree."""
-    for src in sorted(salvage.rglob("*.jsonl")):
-        rel = src.relative_to(salvage)
-        if any(part.startswith(".") for part in rel.parts) or not src.is_file():
+    """Merge the shard files of a broken worktree directory into the new worktree.
+
+    Neither side is read or written through a link (`safefs`).
+    """
+    for src in sorted(salvage.rglob("*.jsonl")):  # rglob does not descend into linked directories
+        rel = src.relative_to(salvage).as_posix()
+        if not is_log_path(rel):
             continue
-        dst = path / rel
-        current = dst.read_bytes() if dst.is_file() else b""
-        merged = merge_shard(current, src.read_bytes()).data
-        if merged != current:
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            tmp = dst.with_name(f".thrum-tmp-{dst.name}")
-            with open(tmp, "wb") as f:
-                f.write(merged)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, dst)
+        try:
+            theirs = safefs.read_regular(salvage, rel)
+            if theirs is None:
+                continue
+            current = safefs.read_regular(path, rel) or b""
+            merged = merge_shard(current, theirs).data
+            if merged != current:
+                safefs.write_atomic(path, rel, merged)
+        except (OSError, SyncError) as exc:
+            log.warning("could not recover %s from %s: %s", rel, salvage, exc)
     shutil.rmtree(salvage, ignore_errors=True)
+
+
+def is_log_path(rel: str) -> bool:
+    """A path of the log's layout (``thrum.events.shard_owner``): the only files thrum keeps."""
+    parts = rel.split("/")
+    if any(p in ("", ".", "..") or p.startswith(".") for p in parts):
+        return False
+    try:
+        shard_owner(rel)
+    except ValueError:
+        return False
+    return True

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 from ... import errors
 from ... import events as ev
-from ...store import directory, queries
+from ...store import directory
 from ..dispatch import Call, method
 
 _FIELDS = ("role", "module", "display", "kind", "worktree")
@@ -30,69 +30,79 @@ async def register(call: Call) -> dict:
         "kind": p.str("kind", default="agent", choices=ev.AGENT_KINDS),
         "worktree": p.str("worktree", default="", max_len=1024),
     }
-    if await call.store.read(directory.resolve_address, name) == ("group", name):
+    if await call.ctx.read(directory.resolve_address, name) == ("group", name):
         raise errors.Conflict(f"{name!r} is already the name of a group; choose another agent name")
-    existing = await call.daemon.agent(name, refresh=True)
-    if existing is not None and all(existing.get(k, "") == v for k, v in fields.items()):
+    existing = await call.ctx.agent(name, refresh=True)
+    elsewhere = call.ctx.trusted_key(name)
+    if not call.ctx.has_key(name) and elsewhere is not None:
+        raise errors.Conflict(
+            f"agent {name!r} is already registered from another machine, with its own key; choose another "
+            f"name, or copy .thrum/identities/{name}.json and {name}.key from that machine to act as it here")
+    public_key, new_key = await call.ctx.ensure_key(name)
+    if existing is not None and not new_key and all(existing.get(k, "") == v for k, v in fields.items()):
         return {"agent": existing, "created": False, "updated": False}
-    await call.store.write([ev.AgentRegister(agent_id=name, name=name, **fields)])
-    info = await call.daemon.agent(name, refresh=True)
+    await call.ctx.write([ev.AgentRegister(agent_id=name, name=name, public_key=public_key, **fields)])
+    info = await call.ctx.agent(name, refresh=True)
     return {"agent": info, "created": existing is None, "updated": existing is not None}
 
 
 @method("agent.list")
 async def list_agents(call: Call) -> dict:
     p = call.params
-    return await call.store.read(directory.list_agents, role=p.str("role"), module=p.str("module"),
+    return await call.ctx.read(directory.list_agents, role=p.str("role"), module=p.str("module"),
                                  include_deleted=p.bool("include_deleted"))
 
 
 @method("agent.get")
 async def get(call: Call) -> dict:
     name = call.params.str("name", required=True)
-    info = await call.daemon.agent(name, refresh=True)
+    info = await call.ctx.agent(name, refresh=True)
     if info is None:
         raise errors.NotFound(f"agent {name!r} not found")
     return {"agent": info}
 
 
-async def _delete(call: Call, names: list[str], reason: str, how: str) -> None:
+async def _actor(call: Call, target: str | None = None) -> str:
+    """Who removes agents (and signs the removal): ``caller``, else the agent itself when
+    its key is here, else this machine's only identity."""
+    if call.params.str("caller"):
+        actor = await call.ctx.caller(call.params)
+        if not call.ctx.has_key(actor):
+            raise errors.IdentityError(f"agent {actor!r} has no key on this machine; act as one of its identities")
+        return actor
+    if target and call.ctx.has_key(target):
+        return target
+    local = call.ctx.local_agents()
+    if len(local) == 1:
+        return local[0]
+    raise errors.ValidationError(
+        "invalid params: caller is required: name the agent who removes others "
+        f"(this machine has {len(local)} identities{': ' + ', '.join(local[:10]) if local else ''})",
+        field="caller")
+
+
+async def _delete(call: Call, names: list[str], reason: str, how: str, actor: str) -> None:
     events = []
     for name in names:
-        for s in await call.store.read(directory.list_sessions, name, active_only=True):
-            events.append(ev.SessionEnd(session_id=s["session_id"], agent_id=name, reason="normal"))
-        events.append(ev.AgentCleanup(agent_id=name, reason=reason, method=how))
-    await call.store.write(events)
+        if call.ctx.has_key(name):  # another machine's agent ends its own sessions
+            for s in await call.ctx.read(directory.list_sessions, name, active_only=True):
+                events.append(ev.SessionEnd(session_id=s["session_id"], agent_id=name, reason="normal"))
+        events.append(ev.AgentCleanup(agent_id=name, reason=reason, method=how,
+                                      by="" if actor == name else actor))
+    await call.ctx.write(events)
     for name in names:
-        call.daemon.forget_agent(name)
+        call.ctx.forget_agent(name)
 
 
 @method("agent.delete")
 async def delete(call: Call) -> dict:
     p = call.params
     name = p.str("name", required=True)
-    if await call.daemon.agent(name, refresh=True) is None:
+    if await call.ctx.agent(name, refresh=True) is None:
         raise errors.NotFound(f"agent {name!r} not found")
-    await _delete(call, [name], p.str("reason", default="manual deletion", max_len=1024), "manual")
+    actor = await _actor(call, name)
+    await _delete(call, [name], p.str("reason", default="manual deletion", max_len=1024), "manual", actor)
     return {"agent_id": name, "deleted": True}
-
-
-def _stale_agents(db, cutoff: str) -> list[str]:
-    """Agents with no active session and no activity (session, message) since cutoff."""
-    rows = db.execute_sql(
-        """
-        SELECT a.agent_id FROM agents a
-        WHERE a.role IS NOT NULL
-          AND (a.cleanup_event_id IS NULL OR a.cleanup_event_id < a.event_id)
-          AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.agent_id = a.agent_id
-                          AND s.started_at IS NOT NULL AND s.ended_at IS NULL)
-          AND coalesce(a.registered_at, '') < ?
-          AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.agent_id = a.agent_id
-                          AND (coalesce(s.started_at, '') >= ? OR coalesce(s.ended_at, '') >= ?))
-          AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.agent_id = a.agent_id AND m.created_at >= ?)
-        ORDER BY a.agent_id
-        """, (cutoff, cutoff, cutoff, cutoff)).fetchall()
-    return [r[0] for r in rows]
 
 
 @method("agent.cleanup")
@@ -100,9 +110,9 @@ async def cleanup(call: Call) -> dict:
     p = call.params
     days = p.number("older_than_days", default=7.0, minimum=0)
     cutoff = (datetime.now(timezone.utc) - timedelta(days=days)).strftime("%Y-%m-%dT%H:%M:%S.999Z")
-    candidates = await call.store.read(_stale_agents, cutoff)
+    candidates = await call.ctx.read(directory.stale_agents, cutoff)
     removed: list[str] = []
     if p.bool("force") and candidates:
-        await _delete(call, candidates, f"no activity for {days:g} days", "automated")
+        await _delete(call, candidates, f"no activity for {days:g} days", "automated", await _actor(call))
         removed = candidates
     return {"candidates": candidates, "removed": removed, "older_than_days": days}

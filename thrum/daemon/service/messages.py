@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import json
-
-from ... import errors
+from ... import errors, safejson
 from ... import events as ev
-from ...store import directory, queries
+from ...store import queries
 from ..dispatch import Call, method
 
 
 # ---------------------------------------------------------------------------- helpers
 
 def _check_body_size(call: Call, content: str, field: str = "content") -> None:
-    limit = int(call.daemon.config.max_body_bytes)
+    limit = int(call.ctx.config.max_body_bytes)
     size = len(content.encode("utf-8", "surrogatepass"))
     if size > limit:
         raise errors.ValidationError(
@@ -25,52 +23,26 @@ def _structured(call: Call) -> str:
     value = call.params.any("structured")
     if value is None or value == "":
         return ""
+    if isinstance(value, (dict, list)):
+        try:
+            value = ev.dumps(value).decode()
+        except (TypeError, ValueError, RecursionError):  # orjson refuses over 254 levels
+            value = "[" * (safejson.MAX_DEPTH + 1)  # judged (and refused) below like any too-deep text
     if isinstance(value, str):
         try:
-            json.loads(value)
+            safejson.loads(value)
         except ValueError as exc:
             raise errors.ValidationError(f"invalid params: structured is not valid JSON ({exc})",
                                          field="structured") from None
         return value
-    if isinstance(value, (dict, list)):
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
     raise errors.ValidationError("invalid params: structured must be a JSON string or object", field="structured")
-
-
-def resolve_addresses(db, addresses: list[str]) -> list[dict]:
-    out, seen = [], set()
-    for raw in addresses:
-        bare = raw[1:] if raw.startswith("@") else raw
-        hit = directory.resolve_address(db, bare) if bare else None
-        if hit is None:
-            close = directory.close_matches(db, bare) if bare else []
-            hint = f"; did you mean {', '.join(close)}?" if close else ""
-            raise errors.UnknownRecipient(
-                f"unknown recipient {raw!r}: no agent, role or group by that name{hint}",
-                data={"address": raw, "close_matches": close})
-        if bare not in seen:
-            seen.add(bare)
-            out.append({"address": f"@{bare}", "kind": hit[0], "value": bare})
-    return out
-
-
-def _existing_messages(db, ids: list[str]) -> dict[str, dict]:
-    out = {}
-    for i in range(0, len(ids), 900):
-        chunk = ids[i:i + 900]
-        rows = db.execute_sql(
-            f"SELECT message_id, agent_id, deleted, thread_id FROM messages WHERE message_id IN "
-            f"({','.join('?' * len(chunk))})", chunk).fetchall()
-        for mid, agent, deleted, thread in rows:
-            out[mid] = {"agent_id": agent, "deleted": bool(deleted), "thread_id": thread}
-    return out
 
 
 async def _require_messages(call: Call, ids: list[str]) -> dict[str, dict]:
     for mid in ids:
         if not ev.MESSAGE_ID_RE.fullmatch(mid):
             raise errors.ValidationError(f"invalid params: {mid[:80]!r} is not a message id", field="message_ids")
-    found = await call.store.read(_existing_messages, ids)
+    found = await call.ctx.read(queries.message_heads, ids)
     missing = [m for m in ids if m not in found]
     if missing:
         raise errors.NotFound(f"message{'s' if len(missing) > 1 else ''} not found: {', '.join(missing[:10])}",
@@ -82,7 +54,7 @@ async def _require_message(call: Call, key: str = "message_id") -> tuple[str, di
     mid = call.params.str(key, required=True)
     if not ev.MESSAGE_ID_RE.fullmatch(mid):
         raise errors.ValidationError(f"invalid params: {key} {mid[:80]!r} is not a message id", field=key)
-    found = await call.store.read(_existing_messages, [mid])
+    found = await call.ctx.read(queries.message_heads, [mid])
     if mid not in found:
         raise errors.NotFound(f"message {mid} not found")
     return mid, found[mid]
@@ -93,7 +65,7 @@ async def _require_message(call: Call, key: str = "message_id") -> tuple[str, di
 @method("message.send")
 async def send(call: Call) -> dict:
     p = call.params
-    caller = await call.daemon.caller(p)
+    caller = await call.ctx.caller(p)
     content = p.str("content", required=True)
     _check_body_size(call, content)
     fmt = p.str("format", default="markdown", choices=ev.FORMATS)
@@ -107,15 +79,16 @@ async def send(call: Call) -> dict:
     if thread_id and not ev.THREAD_ID_RE.fullmatch(thread_id):
         raise errors.ValidationError(f"invalid params: thread_id {thread_id[:60]!r} is not a thread id",
                                      field="thread_id")
-    recipients = await call.daemon.resolve_addresses(addresses) if addresses else []
+    recipients = await call.ctx.resolve_addresses(addresses) if addresses else []
     if reply_to:
         parent_id, parent = await _require_message(call, "reply_to")
         thread_id = thread_id or parent["thread_id"] or ""
         refs.append({"type": "reply_to", "value": parent_id})
     for r in recipients:
         refs.append({"type": "mention", "value": r["value"]})
-    session_id = await call.daemon.ensure_session(caller, p.str("session_id"))
+    session_id = await call.ctx.ensure_session(caller, p.str("session_id"))
     event = ev.MessageCreate(
+        message_id=call.ctx.new_message_id(caller),  # bound to the caller's key: nobody else can take it
         agent_id=caller, session_id=session_id,
         thread_id=thread_id or ev.new_id("thr"),
         body=ev.Body(content=content, format=fmt, structured=structured),
@@ -123,7 +96,7 @@ async def send(call: Call) -> dict:
         refs=tuple(ev.Tag(r["type"], r["value"]) for r in refs),
         priority=priority,
     )
-    await call.store.write([event])
+    await call.ctx.write([event])
     return {"message_id": event.message_id, "thread_id": event.thread_id, "created_at": event.timestamp,
             "session_id": session_id, "reply_to": reply_to or "",
             "recipients": [{"address": r["address"], "kind": r["kind"]} for r in recipients]}
@@ -132,7 +105,7 @@ async def send(call: Call) -> dict:
 # ---------------------------------------------------------------------------- queries
 
 async def _optional_caller(call: Call) -> str | None:
-    return await call.daemon.caller(call.params) if "caller" in call.params else None
+    return await call.ctx.caller(call.params) if "caller" in call.params else None
 
 
 def _need_caller(caller, what: str):
@@ -155,7 +128,7 @@ async def list_messages(call: Call) -> dict:
     if exclude_own:
         _need_caller(caller, "exclude_own")
     unread_for = p.str("unread_for_agent") or (caller if unread else None)
-    return await call.store.read(
+    return await call.ctx.read(
         queries.list_messages,
         viewer=caller or p.str("unread_for_agent"),
         author_id=p.str("author_id"),
@@ -179,14 +152,14 @@ async def list_messages(call: Call) -> dict:
 async def get(call: Call) -> dict:
     caller = await _optional_caller(call)
     mid = call.params.str("message_id", required=True)
-    return await call.store.read(queries.get_message, mid, viewer=caller)
+    return await call.ctx.read(queries.get_message, mid, viewer=caller)
 
 
 @method("message.sent")
 async def sent(call: Call) -> dict:
     p = call.params
-    caller = await call.daemon.caller(p)
-    return await call.store.read(queries.sent_messages, caller, page=p.int("page", default=1),
+    caller = await call.ctx.caller(p)
+    return await call.ctx.read(queries.sent_messages, caller, page=p.int("page", default=1),
                                  page_size=p.int("page_size", default=10))
 
 
@@ -197,14 +170,14 @@ async def thread(call: Call) -> dict:
     key = p.str("thread_id") or p.str("message_id")
     if not key:
         raise errors.ValidationError("invalid params: thread_id or message_id is required", field="thread_id")
-    messages = await call.store.read(queries.thread_messages, key, viewer=caller)
+    messages = await call.ctx.read(queries.thread_messages, key, viewer=caller)
     return {"thread_id": messages[0]["thread_id"] if messages else key, "messages": messages}
 
 
 @method("message.counts")
 async def counts(call: Call) -> dict:
-    caller = await call.daemon.caller(call.params)
-    return await call.store.read(queries.counts, caller, mentions_only=call.params.bool("mentions"))
+    caller = await call.ctx.caller(call.params)
+    return await call.ctx.read(queries.counts, caller, mentions_only=call.params.bool("mentions"))
 
 
 # ---------------------------------------------------------------------------- edit / delete
@@ -212,7 +185,7 @@ async def counts(call: Call) -> dict:
 @method("message.edit")
 async def edit(call: Call) -> dict:
     p = call.params
-    caller = await call.daemon.caller(p)
+    caller = await call.ctx.caller(p)
     mid, info = await _require_message(call)
     content = p.str("content", required=True)
     _check_body_size(call, content)
@@ -220,74 +193,60 @@ async def edit(call: Call) -> dict:
         raise errors.Forbidden(f"only the author (@{info['agent_id']}) can edit {mid}")
     if info["deleted"]:
         raise errors.Conflict(f"message {mid} is deleted and cannot be edited")
-    current = (await call.store.read(queries.get_message, mid))["message"]
+    current = (await call.ctx.read(queries.get_message, mid))["message"]
     fmt = p.str("format", default=current["body"]["format"], choices=ev.FORMATS)
     structured = _structured(call) if "structured" in p else current["body"].get("structured", "")
-    session_id = await call.daemon.ensure_session(caller, p.str("session_id"))
+    session_id = await call.ctx.ensure_session(caller, p.str("session_id"))
     event = ev.MessageEdit(message_id=mid, agent_id=caller, session_id=session_id,
                            body=ev.Body(content=content, format=fmt, structured=structured))
-    await call.store.write([event])
-    after = (await call.store.read(queries.get_message, mid))["message"]
+    await call.ctx.write([event])
+    after = (await call.ctx.read(queries.get_message, mid))["message"]
     return {"message_id": mid, "version": after["version"], "updated_at": after["updated_at"]}
 
 
 @method("message.delete")
 async def delete(call: Call) -> dict:
     p = call.params
-    caller = await call.daemon.caller(p)
+    caller = await call.ctx.caller(p)
     mid, info = await _require_message(call)
     if info["agent_id"] != caller:
         raise errors.Forbidden(f"only the author (@{info['agent_id']}) can delete {mid}")
     if info["deleted"]:
         raise errors.Conflict(f"message {mid} is already deleted")
-    session_id = await call.daemon.ensure_session(caller, p.str("session_id"))
+    session_id = await call.ctx.ensure_session(caller, p.str("session_id"))
     event = ev.MessageDelete(message_id=mid, agent_id=caller, session_id=session_id,
                              reason=p.str("reason", default="", max_len=1024))
-    await call.store.write([event])
+    await call.ctx.write([event])
     return {"message_id": mid, "deleted": True, "deleted_at": event.timestamp}
 
 
 # ---------------------------------------------------------------------------- receipts
 
-def _agent_rows(db, sql: str, agent: str, ids: list[str]) -> list[tuple]:
-    """Rows of ``sql`` (with ``{q}`` for the id placeholders) for one agent, in id chunks."""
-    rows = []
-    for i in range(0, len(ids), 900):
-        chunk = ids[i:i + 900]
-        rows.extend(db.execute_sql(sql.format(q=",".join("?" * len(chunk))), [agent, *chunk]).fetchall())
-    return rows
-
-
-def _read_flags(db, agent: str, ids: list[str]) -> dict[str, bool]:
-    return {mid: bool(r) for mid, r in _agent_rows(
-        db, "SELECT message_id, is_read FROM read_state WHERE agent_id=? AND message_id IN ({q})", agent, ids)}
-
-
 async def _write_receipts(call: Call, cls, caller: str, ids: list[str]) -> None:
     """One receipt event per 1,000 ids (one log line each; a line stays a sane size)."""
-    session_id = await call.daemon.ensure_session(caller, call.params.str("session_id"))
-    await call.store.write([cls(agent_id=caller, session_id=session_id, message_ids=tuple(ids[i:i + 1000]))
+    session_id = await call.ctx.ensure_session(caller, call.params.str("session_id"))
+    await call.ctx.write([cls(agent_id=caller, session_id=session_id, message_ids=tuple(ids[i:i + 1000]))
                             for i in range(0, len(ids), 1000)])
 
 
 @method("message.markRead")
 async def mark_read(call: Call) -> dict:
     p = call.params
-    caller = await call.daemon.caller(p)
+    caller = await call.ctx.caller(p)
     if p.bool("all"):
-        ids = await call.store.read(queries.unread_ids, caller, mentions_only=p.bool("mentions"),
+        ids = await call.ctx.read(queries.unread_ids, caller, mentions_only=p.bool("mentions"),
                                     scope=p.tag("scope"))
     else:
         ids = list(dict.fromkeys(p.str_list("message_ids", required=True)))
         await _require_messages(call, ids)
     if not ids:
         return {"marked_count": 0}
-    flags = await call.store.read(_read_flags, caller, ids)
+    flags = await call.ctx.read(queries.read_flags, caller, ids)
     todo = [m for m in ids if not flags.get(m)]
     if todo:
         await _write_receipts(call, ev.MessageRead, caller, todo)
     result = {"marked_count": len(ids)}
-    also = await call.store.read(queries.also_read_by, ids, caller)
+    also = await call.ctx.read(queries.also_read_by, ids, caller)
     if also:
         result["also_read_by"] = also
     return result
@@ -296,25 +255,20 @@ async def mark_read(call: Call) -> dict:
 @method("message.markUnread")
 async def mark_unread(call: Call) -> dict:
     p = call.params
-    caller = await call.daemon.caller(p)
+    caller = await call.ctx.caller(p)
     ids = list(dict.fromkeys(p.str_list("message_ids", required=True)))
     await _require_messages(call, ids)
     await _write_receipts(call, ev.MessageUnread, caller, ids)
     return {"marked_count": len(ids)}
 
 
-def _archived(db, agent: str, ids: list[str]) -> set[str]:
-    return {r[0] for r in _agent_rows(
-        db, "SELECT message_id FROM archive_marks WHERE agent_id=? AND message_id IN ({q})", agent, ids)}
-
-
 @method("message.archive")
 async def archive(call: Call) -> dict:
     p = call.params
-    caller = await call.daemon.caller(p)
+    caller = await call.ctx.caller(p)
     ids = list(dict.fromkeys(p.str_list("message_ids", required=True)))
     await _require_messages(call, ids)
-    already = await call.store.read(_archived, caller, ids)
+    already = await call.ctx.read(queries.archived_ids, caller, ids)
     todo = [m for m in ids if m not in already]
     if not todo:
         raise errors.Conflict(f"already archived: {', '.join(ids[:10])}", data={"already_archived": ids})

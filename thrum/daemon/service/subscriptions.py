@@ -22,9 +22,9 @@ MAX_WAIT = 600.0
 
 
 def _hub(call: Call):
-    if call.daemon.hub is None or call.daemon.hub.closed:
+    if call.ctx.hub is None or call.ctx.hub.closed:
         raise errors.Unavailable("subscriptions are not available (daemon shutting down)")
-    return call.daemon.hub
+    return call.ctx.hub
 
 
 @method("subscribe.create")
@@ -46,10 +46,10 @@ async def create(call: Call) -> dict:
             raise errors.ValidationError(f"invalid params: mention {mention[:60]!r} is not an agent, role or "
                                          "group name", field="mention")
     since = p.str("since_event_id") or None
-    caller = await call.daemon.caller(p) if "caller" in p else None
+    caller = await call.ctx.caller(p) if "caller" in p else None
     session_id = None
     if caller:
-        session_id = await call.daemon.ensure_session(caller, p.str("session_id"))
+        session_id = await call.ctx.ensure_session(caller, p.str("session_id"))
     sub = await _hub(call).subscribe(call.conn, filter_type=filter_type, scope=scope, mention=mention,
                                      session_id=session_id, agent=caller, since_event_id=since)
     out = sub.describe()
@@ -78,7 +78,7 @@ async def wait(call: Call) -> dict:
     ``after`` (a message id) only counts messages created after that one.
     """
     p = call.params
-    caller = await call.daemon.caller(p)
+    caller = await call.ctx.caller(p)
     timeout = p.number("timeout", default=30.0, minimum=0, maximum=MAX_WAIT)
     after = p.str("after")
     if after and not ev.MESSAGE_ID_RE.fullmatch(after):
@@ -91,36 +91,12 @@ async def wait(call: Call) -> dict:
     while True:
         changed = hub.inbox_changed  # taken before querying: nothing published in between is missed
         if after:
-            messages = await call.store.read(_unread_after, query, after)
+            messages = await call.ctx.read(queries.unread_after, query, after)
         else:
-            messages = (await call.store.read(queries.list_messages, **query))["messages"]
+            messages = (await call.ctx.read(queries.list_messages, **query))["messages"]
         if messages:
             return {"messages": messages, "timed_out": False}
         if trio.current_time() >= deadline or hub.closed:
             return {"messages": [], "timed_out": True}
         with trio.move_on_at(deadline):
             await changed.wait()
-
-
-def _unread_after(db, query: dict, after: str) -> list[dict]:
-    """Matching unread messages created after message ``after`` (oldest first).
-
-    Walks the inbox newest first and stops at the first message not after ``after``.
-    """
-    row = db.execute_sql("SELECT created_at FROM messages WHERE message_id=?", (after,)).fetchone()
-    if row is None:
-        raise errors.NotFound(f"message {after} not found (after)")
-    cursor = (ev.time_key(row[0]), after)
-    newer: list[dict] = []
-    page = 1
-    while True:
-        result = queries.list_messages(db, **{**query, "sort_order": "desc", "page_size": 100, "page": page})
-        batch = result["messages"]
-        for m in batch:
-            if (ev.time_key(m.get("created_at") or ""), m["message_id"]) <= cursor:
-                return newer[::-1][:query["page_size"]]
-            newer.append(m)
-        if not batch or page >= (result.get("total_pages") or 1):
-            return newer[::-1][:query["page_size"]]
-        page += 1
-

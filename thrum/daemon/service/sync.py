@@ -7,9 +7,9 @@ from ..dispatch import Call, method
 
 
 def _loop(call: Call):
-    if call.daemon.sync is None:
+    if call.ctx.sync is None:
         raise errors.Unavailable("the sync loop is not running")
-    return call.daemon.sync
+    return call.ctx.sync
 
 
 def _forwarded(raw) -> dict[str, str] | None:

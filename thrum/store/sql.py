@@ -1,0 +1,57 @@
+"""The small helpers every SQL function in `thrum.store` uses: rows, placeholders, chunked IN lists.
+
+SQL lives only in `thrum.store` (the daemon, the sync and the front ends call
+functions, never write SQL). Queries take the peewee ``SqliteDatabase`` first;
+the fold works on a raw `sqlite3` connection, which `qmarks` and `chunks` serve
+as well.
+
+SQLite allows 999 host parameters in one statement in the oldest builds we meet,
+so a list of ids is sent in chunks of `CHUNK` (`rows_in`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, Sequence, TypeVar
+
+import peewee as pw
+
+CHUNK = 900  # ids per IN list: below SQLite's smallest host-parameter limit, with room for a few more
+
+T = TypeVar("T")
+
+
+def all_rows(db: pw.Database, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+    """Every row of one statement."""
+    return db.execute_sql(sql, params).fetchall()
+
+
+def one_row(db: pw.Database, sql: str, params: Sequence[Any] = ()) -> tuple | None:
+    """The first row of one statement, or None."""
+    return db.execute_sql(sql, params).fetchone()
+
+
+def run(db: pw.Database, sql: str, params: Sequence[Any] = ()) -> int:
+    """Execute one writing statement; returns the number of rows it changed."""
+    return db.execute_sql(sql, params).rowcount
+
+
+def qmarks(n: int) -> str:
+    """``?,?,?`` for an IN list of ``n`` values."""
+    return ",".join("?" * n)
+
+
+def chunks(seq: Sequence[T], n: int = CHUNK) -> Iterator[Sequence[T]]:
+    """``seq`` in slices of at most ``n`` (for IN lists)."""
+    for i in range(0, len(seq), n):
+        yield seq[i:i + n]
+
+
+def rows_in(db: pw.Database, sql: str, ids: Sequence[Any], before: Sequence[Any] = ()) -> list[tuple]:
+    """Rows of ``sql`` for every id, sent in chunks: ``{q}`` in ``sql`` is the IN list's placeholders.
+
+    ``before`` are the parameters that come before the IN list in ``sql``.
+    """
+    out: list[tuple] = []
+    for chunk in chunks(ids):
+        out.extend(db.execute_sql(sql.format(q=qmarks(len(chunk))), [*before, *chunk]).fetchall())
+    return out

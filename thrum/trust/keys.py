@@ -1,0 +1,167 @@
+"""Ed25519 key pairs of agents, and the private key files beside their identities.
+
+Rules:
+
+1. A private key lives in ``.thrum/identities/{name}.key`` (PEM, PKCS#8, mode 0600),
+   created once, never overwritten: losing it means the agent cannot sign any more,
+   replacing it silently would make every other replica refuse the agent.
+2. A public key travels as standard base64 of its 32 raw bytes (``public_key`` in
+   ``agent.register``).
+3. The *tag* of a key is the first 6 bytes of SHA-256 of its raw bytes; it binds
+   message ids to their creator (`signing.new_message_id`).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import os
+import re
+from pathlib import Path
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+KEY_SUFFIX = ".key"
+TAG_BYTES = 6
+_NAME_RE = re.compile(r"[a-z0-9_]{1,64}")
+
+__all__ = ["KEY_SUFFIX", "LocalKeys", "PublicKey", "decode_public", "generate", "public_b64", "tag_of"]
+
+
+class PublicKey:
+    """A verified-to-parse public key with its text form and tag (cheap to reuse)."""
+
+    __slots__ = ("b64", "key", "raw", "tag")
+
+    def __init__(self, raw: bytes):
+        self.key = Ed25519PublicKey.from_public_bytes(raw)  # raises ValueError for a bad key
+        self.raw = raw
+        self.b64 = base64.b64encode(raw).decode()
+        self.tag = tag_of(raw)
+
+    def verify(self, signature: bytes, data: bytes) -> bool:
+        try:
+            self.key.verify(signature, data)
+        except Exception:  # noqa: BLE001 - InvalidSignature, or a malformed signature
+            return False
+        return True
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, PublicKey) and other.raw == self.raw
+
+    def __hash__(self) -> int:
+        return hash(self.raw)
+
+
+def generate() -> Ed25519PrivateKey:
+    return Ed25519PrivateKey.generate()
+
+
+def public_raw(private: Ed25519PrivateKey) -> bytes:
+    return private.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+
+def public_b64(private: Ed25519PrivateKey) -> str:
+    return base64.b64encode(public_raw(private)).decode()
+
+
+def tag_of(raw_public: bytes) -> bytes:
+    return hashlib.sha256(raw_public).digest()[:TAG_BYTES]
+
+
+def decode_public(text: object) -> PublicKey:
+    """A ``public_key`` field to a key.
+
+    Raises:
+        ValueError: not base64 of a valid 32-byte Ed25519 key.
+    """
+    if not isinstance(text, str) or len(text) != 44:
+        raise ValueError("public_key must be base64 of 32 bytes")
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError("public_key is not base64") from None
+    if len(raw) != 32:
+        raise ValueError("public_key must be 32 bytes")
+    return PublicKey(raw)
+
+
+class LocalKeys:
+    """The private keys of this repository's identities (``.thrum/identities``)."""
+
+    def __init__(self, identities_dir: os.PathLike | str):
+        self.dir = Path(identities_dir)
+        self._cache: dict[str, tuple[Ed25519PrivateKey, PublicKey]] = {}
+        self._missing: set[str] = set()  # looked for and absent: verification asks per line
+
+    def path(self, name: str) -> Path:
+        if not _NAME_RE.fullmatch(name):
+            raise ValueError(f"invalid agent name {name!r}")
+        return self.dir / f"{name}{KEY_SUFFIX}"
+
+    def get(self, name: str, *, fresh: bool = False) -> tuple[Ed25519PrivateKey, PublicKey] | None:
+        """The key pair of a local identity, or None when this machine has no key for it.
+
+        A name found absent is remembered as absent; ``fresh`` looks again (a key
+        file someone copied in since, e.g. the same agent on a second machine).
+        """
+        hit = self._cache.get(name)
+        if hit is not None:
+            return hit
+        if name in self._missing and not fresh:
+            return None
+        try:
+            data = self.path(name).read_bytes()
+        except (FileNotFoundError, ValueError):
+            if len(self._missing) < 100_000:
+                self._missing.add(name)
+            return None
+        self._missing.discard(name)
+        private = serialization.load_pem_private_key(data, password=None)
+        if not isinstance(private, Ed25519PrivateKey):
+            raise ValueError(f"{self.path(name)} is not an Ed25519 key")
+        pair = (private, PublicKey(public_raw(private)))
+        self._cache[name] = pair
+        return pair
+
+    def create(self, name: str) -> tuple[Ed25519PrivateKey, PublicKey]:
+        """Make and store a key pair for ``name``; an existing key is kept and returned."""
+        existing = self.get(name, fresh=True)
+        if existing is not None:
+            return existing
+        private = generate()
+        pem = private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                    serialization.NoEncryption())
+        path = self.path(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        try:
+            os.write(fd, pem)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, path)  # never replaces a key another process made meanwhile
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(tmp)
+        self._cache.pop(name, None)
+        pair = self.get(name, fresh=True)
+        assert pair is not None
+        return pair
+
+    def forget(self, name: str) -> None:
+        """Drop the cached key of ``name`` (after its files were removed)."""
+        self._cache.pop(name, None)
+        self._missing.discard(name)
+
+    def names(self) -> list[str]:
+        try:
+            return sorted(p.name[:-len(KEY_SUFFIX)] for p in self.dir.glob(f"*{KEY_SUFFIX}")
+                          if _NAME_RE.fullmatch(p.name[:-len(KEY_SUFFIX)]))
+        except OSError:
+            return []

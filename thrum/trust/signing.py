@@ -1,0 +1,134 @@
+"""Signatures over events, seals over batches of lines, and message ids bound to keys.
+
+Rules:
+
+1. The signed bytes of an event are its canonical form without ``sig``: the JSON
+   object serialised compactly with sorted keys (orjson ``OPT_SORT_KEYS``). A
+   signature covers what an event says, not how its line happens to be spelled.
+2. ``sig`` is ``{"by": <signer>, "ed25519": <base64 of 64 bytes>}``.
+3. A seal is a line of type ``seal`` by one signer listing the hashes of lines it
+   vouches for (`line_hash`: the first 16 bytes of SHA-256 of the line without its
+   newline, base64url without padding); one verification covers them all.
+4. A message id ``msg_<ULID>`` is bound to its creator when the low 48 bits of the
+   ULID are the creator's key tag; 32 more bits keep one creator's ids unique
+   within a millisecond.
+
+Pure apart from reading the clock and randomness for new ids.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import os
+import threading
+import time
+from typing import Any
+
+import orjson
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from ulid import ULID
+
+from ..events.ids import new_ulid, now_rfc3339
+from .keys import TAG_BYTES, PublicKey
+
+SEAL_TYPE = "seal"
+MAX_SEAL_LINES = 100_000
+
+__all__ = ["SEAL_TYPE", "canonical", "id_is_bound", "line_hash", "make_seal", "new_message_id", "sign",
+           "signature_of", "verify"]
+
+
+def canonical(d: dict) -> bytes:
+    """The bytes a signature covers. Raises TypeError/ValueError for values JSON cannot hold."""
+    return orjson.dumps({k: v for k, v in d.items() if k != "sig"}, option=orjson.OPT_SORT_KEYS)
+
+
+def sign(d: dict, signer: str, private: Ed25519PrivateKey) -> dict:
+    """``d`` with ``sig`` set (a new dict; ``d`` is not changed)."""
+    out = {k: v for k, v in d.items() if k != "sig"}
+    signature = private.sign(canonical(out))
+    out["sig"] = {"by": signer, "ed25519": base64.b64encode(signature).decode()}
+    return out
+
+
+def signature_of(d: dict) -> tuple[str, bytes] | None:
+    """(signer, signature bytes) from ``d["sig"]``, or None when absent or malformed."""
+    sig = d.get("sig")
+    if not isinstance(sig, dict):
+        return None
+    by, text = sig.get("by"), sig.get("ed25519")
+    if not isinstance(by, str) or not isinstance(text, str) or len(text) != 88:
+        return None
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return (by, raw) if len(raw) == 64 else None
+
+
+def verify(d: dict, key: PublicKey) -> bool:
+    """True when ``d``'s signature verifies against ``key`` (the signer is not judged here)."""
+    found = signature_of(d)
+    if found is None:
+        return False
+    try:
+        data = canonical(d)
+    except (TypeError, ValueError):
+        return False
+    return key.verify(found[1], data)
+
+
+def line_hash(line: bytes) -> str:
+    """The name a seal gives a line (see rule 3)."""
+    digest = hashlib.sha256(line.rstrip(b"\n")).digest()[:16]
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def make_seal(signer: str, hashes: list[str], private: Ed25519PrivateKey) -> dict:
+    """A signed seal vouching for the lines with these hashes."""
+    seal: dict[str, Any] = {"type": SEAL_TYPE, "timestamp": now_rfc3339(), "event_id": new_ulid(), "v": 1,
+                            "agent_id": signer, "lines": list(hashes)}
+    return sign(seal, signer, private)
+
+
+def seal_hashes(d: dict) -> list[str] | None:
+    """The hashes a seal lists, or None when the seal is malformed."""
+    lines = d.get("lines")
+    if not isinstance(lines, list) or len(lines) > MAX_SEAL_LINES:
+        return None
+    if not all(isinstance(h, str) and len(h) == 22 for h in lines):
+        return None
+    return lines
+
+
+# ----------------------------------------------------------------------------- bound ids
+
+_lock = threading.Lock()
+_last: dict[bytes, tuple[int, int]] = {}
+_LOW = (1 << (TAG_BYTES * 8)) - 1
+
+
+def new_message_id(tag: bytes) -> str:
+    """``msg_<ULID>`` whose low 48 bits are ``tag``; unique per tag within this process."""
+    assert len(tag) == TAG_BYTES
+    with _lock:
+        now_ms = time.time_ns() // 1_000_000
+        last_ms, last_seq = _last.get(tag, (-1, 0))
+        seq = (last_seq + 1) & 0xFFFFFFFF if now_ms <= last_ms else int.from_bytes(os.urandom(4), "big")
+        now_ms = max(now_ms, last_ms)
+        _last[tag] = (now_ms, seq)
+    value = (now_ms << 80) | (seq << 48) | int.from_bytes(tag, "big")
+    return "msg_" + str(ULID.from_int(value))
+
+
+def id_is_bound(message_id: str, key: PublicKey) -> bool:
+    """True when ``message_id`` carries ``key``'s tag (rule 4)."""
+    if not message_id.startswith("msg_") or len(message_id) != 30:
+        return False
+    try:
+        value = int(ULID.from_str(message_id[4:]))
+    except (ValueError, TypeError):
+        return False
+    return (value & _LOW).to_bytes(TAG_BYTES, "big") == key.tag

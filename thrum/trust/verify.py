@@ -1,0 +1,183 @@
+"""The verdict on lines read from the log: which may be applied, which are quarantined.
+
+Rules (docs/design/trust.md):
+
+1. A known event is applied only when it carries ``sig``, its signer is the event's
+   author (`thrum.events.event_author`), and the signature verifies against the key
+   the ring trusts for that signer — or a verified seal of that signer lists the
+   line's hash. Otherwise it is quarantined with a reason:
+   ``unsigned``, ``forged``, ``bad-signature``, ``key-conflict``, ``bad-key``,
+   ``id-not-owned`` (a message.create whose id is not bound to its signer),
+   ``bad-seal``; or held back as *pending* when the signer's key is unknown yet.
+2. ``agent.register`` is self-signed: it verifies against the key it carries, which
+   the ring then learns (first use) or compares (a different key is a conflict).
+   Registrations are judged before the other lines of a batch.
+3. Seals are judged before the lines they cover; they are never applied themselves.
+4. Unknown types and versions are passed on unjudged (kept, not folded).
+
+Pure over a `KeyRing`: no trio, no pygit2, no SQL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .. import safejson
+from ..events.shards import event_author
+from ..events.validation import NORMALISERS
+from ..events.values import EVENT_VERSION
+from .keys import PublicKey, decode_public
+from .ring import KeyRing
+from .signing import SEAL_TYPE, id_is_bound, line_hash, seal_hashes, signature_of, verify
+
+__all__ = ["Candidate", "Rejected", "Verdict", "Verifier"]
+
+
+@dataclass(slots=True)
+class Candidate:
+    """A line as read: where, its bytes, and its decoded (normalised) event."""
+
+    shard: str
+    line: bytes
+    event: dict
+
+
+@dataclass(slots=True)
+class Rejected:
+    shard: str
+    event_id: str
+    signer: str
+    kind: str
+    reason: str
+    line: bytes
+
+
+@dataclass
+class Verdict:
+    accepted: list[tuple[str, dict]] = field(default_factory=list)
+    rejected: list[Rejected] = field(default_factory=list)
+    pending: list[Candidate] = field(default_factory=list)  # signer unknown: judge again once learned
+    learned: list[str] = field(default_factory=list)
+    seals: int = 0
+    verified_one_by_one: int = 0
+
+
+class Verifier:
+    """Judges batches of lines against a ring (see the module rules)."""
+
+    def __init__(self, ring: KeyRing):
+        self.ring = ring
+
+    def check(self, batch: list[Candidate]) -> Verdict:
+        out = Verdict()
+        registers, seals, rest = [], [], []
+        for c in batch:
+            t = c.event.get("type")
+            if t == SEAL_TYPE:
+                seals.append(c)
+            elif t == "agent.register" and _known(c.event):
+                registers.append(c)
+            else:
+                rest.append(c)
+        for c in registers:
+            self._register(c, out)
+        covered: dict[str, set[str]] = {}
+        for c in seals:
+            self._seal(c, out, covered)
+        for c in rest:
+            self._line(c, out, covered)
+        return out
+
+    # ------------------------------------------------------------------ judges
+
+    def _register(self, c: Candidate, out: Verdict) -> None:
+        d = c.event
+        agent = d.get("agent_id", "")
+        found = signature_of(d)
+        if found is None:
+            return self._reject(c, out, "unsigned", f"agent.register of {agent} carries no signature")
+        if found[0] != agent:
+            return self._reject(c, out, "forged", f"agent.register of {agent} signed by {found[0]}")
+        try:
+            key = decode_public(d.get("public_key"))
+        except ValueError as exc:
+            return self._reject(c, out, "bad-key", f"agent.register of {agent}: {exc}")
+        if not self._verify_line(c, key, out):
+            return self._reject(c, out, "bad-signature", f"agent.register of {agent} does not verify "
+                                                          f"against the key it carries")
+        status = self.ring.learn(agent, key, d.get("event_id", ""))
+        if status == "conflict":
+            current = self.ring.key(agent)
+            held = current.b64[:12] if current is not None else "?"
+            return self._reject(c, out, "key-conflict", f"{agent} is already known with key {held}…; "
+                                                         f"a registration with key {key.b64[:12]}… is refused")
+        if status == "new":
+            out.learned.append(agent)
+        out.accepted.append((c.shard, d))
+
+    def _seal(self, c: Candidate, out: Verdict, covered: dict[str, set[str]]) -> None:
+        d = c.event
+        found = signature_of(d)
+        hashes = seal_hashes(d)
+        if found is None or hashes is None or found[0] != d.get("agent_id"):
+            return self._reject(c, out, "bad-seal", "a malformed or unsigned seal")
+        key = self.ring.key(found[0])
+        if key is None:
+            out.pending.append(c)
+            return None
+        if not self._verify_line(c, key, out):
+            return self._reject(c, out, "bad-seal", f"a seal of {found[0]} does not verify")
+        covered.setdefault(found[0], set()).update(hashes)
+        out.seals += 1
+        return None
+
+    def _line(self, c: Candidate, out: Verdict, covered: dict[str, set[str]]) -> None:
+        d = c.event
+        if not _known(d):
+            out.accepted.append((c.shard, d))  # kept and passed on, never folded
+            return None
+        author = event_author(d) or ""
+        found = signature_of(d)
+        if found is None:
+            return self._reject(c, out, "unsigned", f"{d['type']} by {author or '?'} carries no signature")
+        signer = found[0]
+        if signer != author:
+            return self._reject(c, out, "forged", f"{d['type']} written as {author or '?'} but signed by {signer}")
+        key = self.ring.key(signer)
+        if key is None:
+            out.pending.append(c)
+            return None
+        if d["type"] == "message.create" and not id_is_bound(d.get("message_id", ""), key):
+            return self._reject(c, out, "id-not-owned", f"message id {d.get('message_id')} does not belong "
+                                                         f"to {signer}")
+        hashes = covered.get(signer)
+        if hashes and line_hash(c.line) in hashes:
+            out.accepted.append((c.shard, d))
+            return None
+        if not self._verify_line(c, key, out):
+            return self._reject(c, out, "bad-signature", f"{d['type']} by {signer} does not verify")
+        out.accepted.append((c.shard, d))
+        return None
+
+    # ------------------------------------------------------------------ helpers
+
+    @staticmethod
+    def _verify_line(c: Candidate, key: PublicKey, out: Verdict) -> bool:
+        """Check the line's own signature over the event exactly as written (not normalised)."""
+        out.verified_one_by_one += 1
+        try:
+            raw = safejson.loads(c.line)
+        except ValueError:
+            return False
+        return isinstance(raw, dict) and verify(raw, key)
+
+    @staticmethod
+    def _reject(c: Candidate, out: Verdict, kind: str, reason: str) -> None:
+        found = signature_of(c.event)
+        out.rejected.append(Rejected(c.shard, str(c.event.get("event_id", "?")),
+                                     found[0] if found else "", kind, reason, c.line))
+
+
+def _known(d: dict) -> bool:
+    v = d.get("v", 1)
+    return d.get("type") in NORMALISERS and isinstance(v, int) and v <= EVENT_VERSION
