@@ -32,23 +32,23 @@ def doctor():
     lines quarantined from the log; local events not pushed yet; sizes.
     Exits 1 when something needs action (a WARN or FAIL line).
     """
-    from ..daemon import launcher
+    from .. import lifecycle
     from .sync import _forwarded_env
 
     rt = runtime()
     paths = rt.require_init()
     checks: list[dict] = []
     from_daemon = None
-    if launcher.is_running(paths):
+    if lifecycle.is_running(paths):
         try:
-            info = launcher.call(paths, "daemon.status", timeout=10)
+            info = lifecycle.call(paths, "daemon.status", timeout=10)
             checks.append(_check("daemon", "ok", f"running (pid {info.get('pid')}, thrum {info.get('version')}, "
                                                  f"up {_uptime(info.get('uptime'))})"))
             checks.append(_check("socket", "ok", f"{paths.socket} answers"))
             from_daemon = rt.call("doctor.run", {"env": _forwarded_env()}, autostart=False,
                                   timeout=DOCTOR_TIMEOUT_S)["checks"]
         except (ThrumError, OSError) as exc:
-            checks.append(_check("daemon", "fail", f"running (pid {launcher.read_pid(paths)}) but does not answer on "
+            checks.append(_check("daemon", "fail", f"running (pid {lifecycle.read_pid(paths)}) but does not answer on "
                                                    f"{paths.socket}: {exc}",
                                  "restart it: `thrum daemon restart` (its log: .thrum/var/daemon.log)"))
     else:

@@ -19,12 +19,13 @@ from ..dispatch import Call, method
 from .sync import _forwarded
 
 
-def _unfolded(root, positions: dict, shards: list[str]) -> tuple[int, int, list[str]]:
-    """(complete lines past the stored position, shards with such lines, torn shards)."""
+def _unfolded(event_log, positions: dict) -> tuple[int, int, list[str], int]:
+    """(complete lines past the stored position, shards with such lines, torn shards, shards)."""
     lines = lagging = 0
     torn = []
+    shards = event_log.shards()
     for shard in shards:
-        path = root / shard
+        path = event_log.root / shard
         try:
             size = os.path.getsize(path)
         except OSError:
@@ -45,16 +46,12 @@ def _unfolded(root, positions: dict, shards: list[str]) -> tuple[int, int, list[
             lagging += 1
         elif rest.strip():
             torn.append(shard)
-    return lines, lagging, torn
+    return lines, lagging, torn, len(shards)
 
 
-async def _projection_check(d) -> dict:
-    store = d.store
-    async with store.lock:  # the writer appends and folds under this lock: no append is half-seen
-        positions = await store.read(projection.load_positions)
-        shards = await trio.to_thread.run_sync(store.log.shards)
-        lines, lagging, torn = await trio.to_thread.run_sync(_unfolded, store.log.root, positions, shards)
-    drift = await store.read(projection.verify_counters)
+async def _projection_check(ctx) -> dict:
+    lines, lagging, torn, n_shards = await ctx.inspect_log(_unfolded)
+    drift = await ctx.read(projection.verify_counters)
     if drift:
         return {"check": "projection", "status": "fail",
                 "detail": f"{len(drift)} counter(s) disagree with the messages (first: {drift[0]})",
@@ -63,14 +60,14 @@ async def _projection_check(d) -> dict:
         return {"check": "projection", "status": "warn",
                 "detail": f"{lines} line(s) in {lagging} shard(s) are in the log but not in the database",
                 "action": "restart the daemon (`thrum daemon restart`): it folds what it has not read at start"}
-    detail = f"all {len(shards)} shard(s) folded into the database; counters agree"
+    detail = f"all {n_shards} shard(s) folded into the database; counters agree"
     if torn:
         detail += f"; {len(torn)} shard(s) end in an incomplete line (kept, not applied)"
     return {"check": "projection", "status": "ok", "detail": detail, "action": None}
 
 
-async def _sync_checks(d) -> list[dict]:
-    status = await d.sync.status() if d.sync is not None else {}
+async def _sync_checks(ctx) -> list[dict]:
+    status = await ctx.sync.status() if ctx.sync is not None else {}
     quarantined = status.get("quarantined") or 0
     by_kind = status.get("quarantined_by_kind") or {}
     kinds = ", ".join(f"{n} {k}" for k, n in sorted(by_kind.items()))
@@ -98,18 +95,18 @@ async def run(call: Call) -> dict:
     from ...sync import diagnose
     from ...sync.credentials import credentials_from_env
 
-    d = call.daemon
+    ctx = call.ctx
     env = _forwarded(call.params.raw.get("env"))
     # What this shell would give `thrum sync`, else what the last `thrum sync` gave the daemon.
-    remembered = d.sync.forwarded if d.sync is not None else {}
-    creds = credentials_from_env(d.config.values, forwarded=env or remembered, own="the daemon's environment",
+    remembered = ctx.sync.forwarded if ctx.sync is not None else {}
+    creds = credentials_from_env(ctx.config.values, forwarded=env or remembered, own="the daemon's environment",
                                  passed="the environment of `thrum doctor`" if env else
                                  "the environment of `thrum sync`")
-    repo = d.paths.main_repo
+    repo = ctx.main_repo
     checks = [(await trio.to_thread.run_sync(diagnose.worktree_check, repo)).to_dict(),
-              (await trio.to_thread.run_sync(diagnose.remote_check, repo, d.config.remote, creds,
-                                             d.config.local_only)).to_dict(),
-              await _projection_check(d),
-              *await _sync_checks(d),
+              (await trio.to_thread.run_sync(diagnose.remote_check, repo, ctx.config.remote, creds,
+                                             ctx.config.local_only)).to_dict(),
+              await _projection_check(ctx),
+              *await _sync_checks(ctx),
               (await trio.to_thread.run_sync(diagnose.size_check, repo)).to_dict()]
     return {"checks": checks}
