@@ -98,10 +98,12 @@ class Fleet:
 
 # --------------------------------------------------------------------------- 1. race
 
-def race(fleet: Fleet, rounds: int) -> dict:
+def race(fleet: Fleet, rounds: int, server=None) -> dict:
     n = len(fleet.paths)
     failures: list[str] = []
     round_times, attempts = [], []
+    if server is not None:
+        server.reset_stats()
     for r in range(rounds):
         for i, p in enumerate(fleet.paths):
             rpc(p, "message.send", {"caller": f"agent{i:02d}", "content": f"round {r} from {i}", "to": ["@everyone"]})
@@ -125,6 +127,7 @@ def race(fleet: Fleet, rounds: int) -> dict:
                 failures.append(f"round {r} replica {i}: {res}")
             else:
                 attempts.append(res["attempts"])
+    requests = server.stats()["requests"] if server is not None else None
     for _ in range(2):  # settle: each replica fetches what the last pushes brought
         for p in fleet.paths:
             rpc(p, "sync.run")
@@ -132,7 +135,7 @@ def race(fleet: Fleet, rounds: int) -> dict:
     totals = [rpc(p, "message.list", {"page_size": 1})["total"] for p in fleet.paths]
     return {"failures": failures, "round_times": round_times, "max_attempts": max(attempts or [0]),
             "identical": all(s == shards[0] for s in shards[1:]),
-            "messages": totals, "expected": n * rounds}
+            "messages": totals, "expected": n * rounds, "requests": requests}
 
 
 def run_race(args, base: Path) -> list[str]:
@@ -152,7 +155,7 @@ def run_race(args, base: Path) -> list[str]:
         fleet = Fleet(tbase, url, args.replicas)
         try:
             step(f"race over {transport}: {args.rounds} rounds")
-            res = race(fleet, args.rounds)
+            res = race(fleet, args.rounds, server)
         finally:
             fleet.stop()
             if server is not None:
@@ -162,7 +165,8 @@ def run_race(args, base: Path) -> list[str]:
         out.append(f"  {transport:6} {args.replicas} x {args.rounds}: failed syncs {len(res['failures'])} "
                    f"(target 0); round median {statistics.median(rt):.2f} s, max {max(rt):.2f} s; "
                    f"most attempts in one sync {res['max_attempts']}; identical trees {res['identical']}; "
-                   f"all {res['expected']} messages everywhere {ok_msgs}")
+                   f"all {res['expected']} messages everywhere {ok_msgs}"
+                   + (f"; {res['requests'] / args.rounds:.0f} HTTP requests per round" if res["requests"] else ""))
         for f in res["failures"][:5]:
             out.append(f"         {f}")
         step(out[-1 - min(5, len(res['failures']))].strip())
@@ -228,14 +232,14 @@ def wire(fleet: Fleet, counters, runs: int) -> list[tuple]:
         t = time.perf_counter()
         rep = rpc(a, "sync.run")
         send_t.append(time.perf_counter() - t)
-        assert rep["pushed"] and rep["sent"] == 10, rep
+        assert rep["pushed"] and rep["sent"] >= 10, rep  # + a seal line (docs/design/trust.md)
         send_c.append(counters.stats())
         packed.append(packed_size(a.main_repo, before, tip(a)))
         counters.reset()
         t = time.perf_counter()
         rep = rpc(b, "sync.run")
         recv_t.append(time.perf_counter() - t)
-        assert rep["received"] == 10, rep
+        assert rep["received"] >= 10, rep
         recv_c.append(counters.stats())
     rows.append(("10-event sync, sender", send_t, send_c, packed))
     rows.append(("10-event sync, receiver", recv_t, recv_c, packed))

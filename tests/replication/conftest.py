@@ -74,6 +74,11 @@ class Fleet:
         self.made.extend(out)
         return out
 
+    @property
+    def ssh_client(self) -> SshClient | None:
+        """The client side (HOME, key, agent) of an ``ssh`` fleet."""
+        return self._client
+
     def clone(self, dest: Path, env: dict) -> Machine:
         """A machine that clones the remote later (origin on this fleet's transport)."""
         clone(self.remote, dest)

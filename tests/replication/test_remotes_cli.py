@@ -1,5 +1,5 @@
-"""`thrum sync` against a real smart-HTTP remote, as a user runs it: a token given to
-`thrum sync` after the daemon started, a refused login, --quiet for cron, and
+"""`thrum sync` against real remotes, as a user runs it: a token (or an ssh-agent) given
+to `thrum sync` after the daemon started, a refused login, --quiet for cron, and
 credentials written in the remote URL that never show up in output or state."""
 
 from __future__ import annotations
@@ -84,3 +84,22 @@ def test_a_password_in_the_remote_url_is_never_shown_or_stored(machines):
     for f in (a.paths.var / "sync-state.json", a.paths.var / "daemon.log"):
         text = f.read_text()
         assert "s3cret" not in text and "hunter22" not in text, f
+
+
+@pytest.mark.parametrize("remote_kind", ["ssh"], indirect=True)
+def test_an_ssh_agent_given_to_thrum_sync_is_used_by_a_daemon_started_without_one(machines):
+    a, b = machines(2)
+    client = machines.ssh_client
+    client.move_key(client.home / "vault" / "key")  # no default key file left: only an agent can log in
+    sock = client.start_agent()
+    a.agent("alice", "implementer")
+    failed = a.run("sync", check=False)  # neither the daemon nor this shell has an agent
+    assert failed.returncode == 1 and failed.stderr.count("\n") == 1
+    assert "SSH login to remote origin (thrum-remote:" in failed.stderr and "no SSH key to offer" in failed.stderr
+    assert f" on [127.0.0.1]:{client.server.port} failed" in failed.stderr  # where the alias really goes
+    a.env = {**a.env, "SSH_AUTH_SOCK": sock}  # the user starts an agent in their shell
+    report = a.json("sync")
+    assert report["ok"] and report["pushed"]
+    assert a.json("sync", "status")["credential_source"].startswith("ssh-agent")
+    b.env = {**b.env, "SSH_AUTH_SOCK": sock}
+    assert b.sync()["received"] >= 1

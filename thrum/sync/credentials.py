@@ -346,7 +346,8 @@ class _Callbacks(pygit2.RemoteCallbacks):
             reason = "the server refused " + ", ".join(self.tried)
         if self.skipped:
             reason += "; skipped " + ", ".join(self.skipped)
-        return (f"SSH login to {where} as {user} failed: {reason}; add your public key to the server's "
+        on = f" on {host_label(self.ep.host_port, self.ep.port)}" if self.ep is not None and self.ep.ssh_alias else ""
+        return (f"SSH login to {where} as {user}{on} failed: {reason}; add your public key to the server's "
                 f"account, or set THRUM_SSH_KEY to the key that works with `git push`")
 
     def _host_key_message(self, hostname: str, port: int) -> str:
