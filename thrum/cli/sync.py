@@ -81,6 +81,8 @@ def _status_text(s: dict) -> str:
     if s.get("remote"):
         url = f" ({s['remote_url']})" if s.get("remote_url") else ""
         lines.append(f"Remote:        {s['remote']}{url}")
+    if s.get("credential_source"):
+        lines.append(f"Login:         {s['credential_source']}")
     lines.append(f"Last success:  {s.get('last_success') or 'never'}")
     if s.get("last_error"):
         lines.append(f"Last error:    {s['last_error']} (at {s.get('last_error_at')})")
