@@ -41,6 +41,7 @@ COMMANDS: dict[str, str] = {
     "sync": "thrum.cli.sync:sync",
     "wait": "thrum.cli.wait:wait",
     "doctor": "thrum.cli.doctor:doctor",
+    "ui": "thrum.cli.ui:ui",
     # "mcp": "thrum.cli.mcp:mcp",
 }
 

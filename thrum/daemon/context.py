@@ -10,7 +10,8 @@ service can reach is this list:
 - who is acting: `caller`, `agent`, `forget_agent`, `resolve_addresses` (cached);
 - sessions: `ensure_session`, `adopt_session`, `session_ended` (which also ends
   the session's subscriptions);
-- `hub` (subscriptions) and `sync` (the sync loop): None until started;
+- `hub` (subscriptions), `sync` (the sync loop) and `web_ui` (thrum.ui): None
+  until started;
 - `config`, `status`, `uptime`, `request_shutdown`;
 - for `thrum doctor`: `main_repo`, and `inspect_log` (the log and its stored read
   positions, under the writer's lock).
@@ -113,6 +114,11 @@ class ServiceContext:
     @property
     def hub(self) -> Hub | None:
         return self._daemon.hub
+
+    @property
+    def web_ui(self) -> Any:
+        """The Web UI (thrum.ui.hook.WebUi): None in a daemon without one."""
+        return getattr(self._daemon, "web_ui", None)
 
     @property
     def sync(self) -> SyncLoop | None:

@@ -28,6 +28,7 @@ from ..store.log import EventLog
 from ..store.verified import VerifiedFold
 from ..trust.keys import LocalKeys
 from ..trust.ring import KeyRing
+from ..trust.verdicts import VerdictMemory
 from ..trust.verify import Verifier
 from . import service  # noqa: F401  (registers every RPC method)
 from . import unix
@@ -233,8 +234,9 @@ class Daemon:
         self.worktree = ensure_sync_worktree(self.paths.main_repo, self.config.remote, callbacks=callbacks)
         event_log = EventLog(self.worktree)
         self.ring = KeyRing(self.paths.var / "known_keys.json", self.keys)
-        self.fold_verified = VerifiedFold(Verifier(self.ring))
+        self.fold_verified = VerifiedFold(Verifier(self.ring), VerdictMemory(self.paths.var / "verified-lines"))
         db = open_projection(self.paths.database, event_log, self.fold_verified)
+        self.fold_verified.release()
         self.writer = Writer(db, event_log, Signer(self.keys), self.fold_verified)
         self.writer.subscribers.append(self._invalidate_caches)
 

@@ -171,6 +171,7 @@ class SyncLoop:
             writer.log.forget_cached_state()
             if writer.fold_lines is not None:  # the remote is untrusted: judge every line first
                 result = writer.fold_lines(writer.db, records, raw, issues=issues, positions=positions)
+                writer.fold_lines.release()
             else:
                 result = projection.fold(writer.db, records, issues=issues, positions=positions)
             applied.extend(result.applied)

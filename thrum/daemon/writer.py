@@ -26,6 +26,7 @@ from .. import errors
 from .. import events as ev
 from ..store import projection
 from ..store.log import TAIL_BYTES, EventLog, Position
+from ..store.verified import VerifiedFold
 from .signer import Signer
 
 log = logging.getLogger(__name__)
@@ -43,7 +44,7 @@ class _Pending:
 
 class Writer:
     def __init__(self, db, event_log: EventLog, signer: Signer | None = None,
-                 fold_lines: projection.FoldFn | None = None):
+                 fold_lines: VerifiedFold | None = None):
         self.db = db
         self.log = event_log
         self.signer = signer  # signs every event for its author (None only in tests of the bare writer)
@@ -81,7 +82,7 @@ class Writer:
                 # One scheduling round: handlers whose requests already arrived get to
                 # enqueue too, so concurrent clients share one fsync instead of
                 # alternating between a batch of one and a batch of the rest.
-                await trio.sleep(0)
+                await trio.lowlevel.checkpoint()
                 await self._flush([first] + self._drain())
 
     def _drain(self) -> list[_Pending]:
@@ -136,8 +137,13 @@ class Writer:
         positions = {s: tail_position(self.log.root / s) for s in touched}
         records = [(ev.shard_for(e), e) for e in events]
         if self.signer is not None:
+            written = []
             for shard, d in records:
-                self.signer.appended(shard, d, ev.encode_line(d))
+                line = ev.encode_line(d)
+                self.signer.appended(shard, d, line)
+                written.append(line)
+            if self.fold_lines is not None:
+                self.fold_lines.remember_written(written)
         return projection.fold(self.db, records, positions=positions)
 
     def append_seals(self) -> int:
