@@ -109,7 +109,7 @@ def race(fleet: Fleet, rounds: int, server=None) -> dict:
             rpc(p, "message.send", {"caller": f"agent{i:02d}", "content": f"round {r} from {i}", "to": ["@everyone"]})
         results: list = [None] * n
 
-        def one(i: int) -> None:
+        def one(i: int, results: list = results) -> None:
             try:
                 results[i] = rpc(fleet.paths[i], "sync.run", timeout=600)
             except Exception as exc:  # noqa: BLE001 - a failed sync is what we count
@@ -315,7 +315,8 @@ def run_wire(args, base: Path) -> list[str]:
             pygit2.settings.homedir = saved_homedir
         unit = "requests" if transport == "http" else "connections"
         for name, times, counts, packed in rows:
-            med = lambda key: statistics.median(c[key] for c in counts)  # noqa: E731
+            def med(key: str, counts: list = counts) -> float:
+                return statistics.median(c[key] for c in counts)
             line = (f"  {transport:4} {name:26} {statistics.median(times) * 1000:6.0f} ms (min "
                     f"{min(times) * 1000:.0f}, max {max(times) * 1000:.0f}); {med('requests'):.0f} {unit}, "
                     f"sent {med('up'):,.0f} B, received {med('down'):,.0f} B")

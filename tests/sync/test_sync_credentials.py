@@ -21,7 +21,8 @@ def test_a_token_passed_along_by_thrum_sync_wins_over_the_daemons_own():
     assert creds.https_token == "new"
     assert creds.token_source == "THRUM_GIT_TOKEN from the environment of `thrum sync`"
     daemon_only = credentials_from_env({}, environ={"THRUM_GIT_TOKEN": "old"}, own="the daemon's environment")
-    assert (daemon_only.https_token, daemon_only.token_source) == ("old", "THRUM_GIT_TOKEN from the daemon's environment")
+    assert daemon_only.https_token == "old"
+    assert daemon_only.token_source == "THRUM_GIT_TOKEN from the daemon's environment"
 
 
 def test_environment_wins_over_config_and_the_username_is_only_set_when_given():
@@ -34,7 +35,8 @@ def test_environment_wins_over_config_and_the_username_is_only_set_when_given():
     cfg_only = credentials_from_env({"ssh_key": "/cfg/key", "https_username": "cfg-user"}, environ={})
     assert (cfg_only.ssh_key_path, cfg_only.https_username, cfg_only.https_token) == ("/cfg/key", "cfg-user", None)
     assert cfg_only.ssh_key_source == '"ssh_key" in .thrum/config.json'
-    assert credentials_from_env({}, environ={"THRUM_GIT_TOKEN": "t"}).https_username is None  # the URL's user, else x-access-token
+    # no username given: the callback uses the URL's user, else x-access-token
+    assert credentials_from_env({}, environ={"THRUM_GIT_TOKEN": "t"}).https_username is None
 
 
 def test_a_dead_agent_socket_passed_along_does_not_replace_a_live_one(tmp_path):

@@ -193,4 +193,5 @@ def test_racing_pushes_over_http_are_retried_not_reported(tmp_path, served):
         r.sync()
     shards = [{p: r.read(p) for p in (f"messages/agent{i}.jsonl" for i in range(3))} for r in c.replicas]
     assert shards[0] == shards[1] == shards[2]
-    assert pygit2.Repository(str(c.remote)).references[SYNC_REF].target == c.a.replicator.repo.references[SYNC_REF].target
+    remote_tip = pygit2.Repository(str(c.remote)).references[SYNC_REF].target
+    assert remote_tip == c.a.replicator.repo.references[SYNC_REF].target

@@ -60,7 +60,7 @@ class SshTarget:
         return [os.path.join(home, ".ssh", name) for name in DEFAULT_IDENTITIES]
 
 
-def _home(home: str | os.PathLike | None) -> str:
+def _home(home: str | os.PathLike[str] | None) -> str:
     return os.fspath(home) if home is not None else os.path.expanduser("~")
 
 
@@ -190,7 +190,7 @@ def resolve_host(
     *,
     url_user: str | None = None,
     url_port: int | None = None,
-    home: str | os.PathLike | None = None,
+    home: str | os.PathLike[str] | None = None,
     config_files: list[str] | None = None,
     local_user: str | None = None,
 ) -> SshTarget:
@@ -269,6 +269,6 @@ def known_host_entries(hostname: str, port: int, files: list[str]) -> list[tuple
     return found
 
 
-def known_hosts_files(home: str | os.PathLike | None = None) -> list[str]:
+def known_hosts_files(home: str | os.PathLike[str] | None = None) -> list[str]:
     """The file libssh2 (through libgit2) checks host keys against."""
     return [str(Path(_home(home)) / ".ssh" / "known_hosts")]

@@ -69,7 +69,7 @@ def _is_scp_like(url: str) -> bool:
     return not (len(host) == 1 and host.isalpha() and os.name == "nt")  # C:\… on Windows
 
 
-def parse_url(url: str, base: os.PathLike | str | None = None) -> RemoteURL:
+def parse_url(url: str, base: os.PathLike[str] | str | None = None) -> RemoteURL:
     """Take ``url`` apart; a relative local path is made absolute against ``base``."""
     url = url.strip()
     if "://" in url:
@@ -106,7 +106,7 @@ def parse_url(url: str, base: os.PathLike | str | None = None) -> RemoteURL:
     return RemoteURL(url, "local", "", path=path)
 
 
-def resolve_url(url: str, base: os.PathLike | str | None) -> str:
+def resolve_url(url: str, base: os.PathLike[str] | str | None) -> str:
     """``url`` with a relative local path made absolute against ``base``; else unchanged."""
     parsed = parse_url(url, base)
     if parsed.kind == "local" and "://" not in url:
@@ -123,7 +123,7 @@ def redact_url(url: str | None) -> str | None:
 
 def redact_text(text: str, *secrets: str | None) -> str:
     """``text`` with credentials inside URLs, and each of ``secrets``, replaced by ``***``."""
-    def repl(m: re.Match) -> str:
+    def repl(m: re.Match[str]) -> str:
         userinfo = m.group("userinfo")
         user, colon, _ = userinfo.partition(":")
         shown = user if _is_plain_user(urllib.parse.unquote(user)) else "***"
@@ -147,7 +147,7 @@ def url_secrets(url: str | None) -> list[str]:
     return out
 
 
-def main_worktree_dir(common_dir: os.PathLike | str) -> Path:
+def main_worktree_dir(common_dir: os.PathLike[str] | str) -> Path:
     """Where relative remote paths are resolved: the main checkout (or the bare git dir)."""
     common = Path(common_dir)
     return common.parent if common.name == ".git" else common
