@@ -51,6 +51,12 @@ FORWARDED_ENV = (
 )
 
 
+def forwarded_env(environ: dict | None = None) -> dict[str, str]:
+    """The `FORWARDED_ENV` variables set in ``environ`` (this process's by default)."""
+    env = os.environ if environ is None else environ
+    return {name: env[name] for name in FORWARDED_ENV if env.get(name)}
+
+
 @dataclass
 class Config:
     values: dict = field(default_factory=lambda: dict(DEFAULTS))

@@ -33,7 +33,7 @@ def doctor():
     Exits 1 when something needs action (a WARN or FAIL line).
     """
     from .. import lifecycle
-    from .sync import _forwarded_env
+    from ..config import forwarded_env
 
     rt = runtime()
     paths = rt.require_init()
@@ -45,7 +45,7 @@ def doctor():
             checks.append(_check("daemon", "ok", f"running (pid {info.get('pid')}, thrum {info.get('version')}, "
                                                  f"up {_uptime(info.get('uptime'))})"))
             checks.append(_check("socket", "ok", f"{paths.socket} answers"))
-            from_daemon = rt.call("doctor.run", {"env": _forwarded_env()}, autostart=False,
+            from_daemon = rt.call("doctor.run", {"env": forwarded_env()}, autostart=False,
                                   timeout=DOCTOR_TIMEOUT_S)["checks"]
         except (ThrumError, OSError) as exc:
             checks.append(_check("daemon", "fail", f"running (pid {lifecycle.read_pid(paths)}) but does not answer on "
@@ -58,9 +58,9 @@ def doctor():
     if from_daemon is not None:
         checks.extend(from_daemon)
     else:
-        from ..sync import diagnose
+        from ..sync.offline import doctor_checks
 
-        checks.extend(c.to_dict() for c in diagnose.offline_checks(paths))
+        checks.extend(doctor_checks(paths))
         checks.append(_check("projection", "skip", "not checked: the daemon is not running"))
     result = {"ok": not any(c["status"] in NEEDS_ACTION for c in checks), "checks": checks}
     rt.emit(result, lambda: _text(checks))

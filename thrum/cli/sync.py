@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import os
-
 import click
 
+from ..config import forwarded_env
 from ..errors import ThrumError
 from .common import CONTEXT_SETTINGS, global_options, runtime
 
@@ -34,7 +33,7 @@ def sync(ctx):
         return
     rt = runtime()
     if _daemon_running(rt):
-        result = rt.call("sync.run", {"env": _forwarded_env()}, autostart=False, timeout=600)
+        result = rt.call("sync.run", {"env": forwarded_env()}, autostart=False, timeout=600)
     else:
         from ..sync.offline import run_offline
 
@@ -44,12 +43,6 @@ def sync(ctx):
         return  # cron mails whatever a job prints: success says nothing
     rt.emit(result, lambda: _summary(result))
 
-
-def _forwarded_env() -> dict[str, str]:
-    """The login-related variables of this shell, for the daemon's cycle (never stored)."""
-    from ..config import FORWARDED_ENV
-
-    return {name: os.environ[name] for name in FORWARDED_ENV if os.environ.get(name)}
 
 
 def _summary(r: dict) -> str:

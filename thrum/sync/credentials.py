@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Credentials", "HostKeyRefused", "credentials_from_env", "remote_callbacks", "translate"]
+__all__ = ["Credentials", "HostKeyRefused", "SyncCallbacks", "credentials_from_env", "remote_callbacks", "translate"]
 
 DEFAULT_TIMEOUT_S = 60.0
 _SSH_TYPES = CredentialType.SSH_KEY | CredentialType.SSH_CUSTOM | CredentialType.SSH_MEMORY
@@ -187,7 +187,7 @@ class _Given:
     helper: gitcredential.GitCredential | None = None
 
 
-class _Callbacks(pygit2.RemoteCallbacks):
+class SyncCallbacks(pygit2.RemoteCallbacks):
     """One network operation's logins (each tried once), host key check, push rejections."""
 
     def __init__(self, credentials: Credentials | None, endpoint: Endpoint | None = None):
@@ -374,9 +374,9 @@ class _Callbacks(pygit2.RemoteCallbacks):
         return str(self.ep.base_dir) if self.ep is not None and self.ep.base_dir else None
 
 
-def remote_callbacks(credentials: Credentials | None = None, endpoint: Endpoint | None = None) -> _Callbacks:
+def remote_callbacks(credentials: Credentials | None = None, endpoint: Endpoint | None = None) -> SyncCallbacks:
     """Fresh callbacks for one network operation (``endpoint`` binds them to a remote)."""
-    return _Callbacks(credentials, endpoint)
+    return SyncCallbacks(credentials, endpoint)
 
 
 # --- errors -------------------------------------------------------------------------

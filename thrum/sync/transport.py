@@ -29,7 +29,7 @@ from pathlib import Path
 import pygit2
 
 from . import SyncError
-from .credentials import Credentials, _Callbacks, credentials_from_env, translate
+from .credentials import Credentials, SyncCallbacks, credentials_from_env, translate
 from .sshconfig import resolve_host
 from .urls import main_worktree_dir, parse_url, redact_url
 
@@ -140,7 +140,7 @@ def apply_timeout(timeout_s: float) -> None:
 @dataclass
 class Session:
     remote: pygit2.Remote
-    callbacks: _Callbacks
+    callbacks: SyncCallbacks
     endpoint: Endpoint
 
 
@@ -156,7 +156,7 @@ def session(repo: pygit2.Repository, remote_name: str, credentials: Credentials 
     ep = endpoint(repo, remote_name, push=push, home=creds.home())
     apply_timeout(creds.timeout_s)
     remote = repo.remotes[remote_name] if ep.url == ep.configured else repo.remotes.create_anonymous(ep.url)
-    callbacks = _Callbacks(creds, ep)
+    callbacks = SyncCallbacks(creds, ep)
     saved_sock = os.environ.get("SSH_AUTH_SOCK")
     sock = creds.ssh_auth_sock()
     if ep.kind == "ssh" and sock and sock != saved_sock:

@@ -16,7 +16,7 @@ import trio
 
 from ...store import projection
 from ..dispatch import Call, method
-from .sync import _forwarded
+from .sync import forwarded_param
 
 
 def _unfolded(event_log, positions: dict) -> tuple[int, int, list[str], int]:
@@ -96,7 +96,7 @@ async def run(call: Call) -> dict:
     from ...sync.credentials import credentials_from_env
 
     ctx = call.ctx
-    env = _forwarded(call.params.raw.get("env"))
+    env = forwarded_param(call.params.raw.get("env"))
     # What this shell would give `thrum sync`, else what the last `thrum sync` gave the daemon.
     remembered = ctx.sync.forwarded if ctx.sync is not None else {}
     creds = credentials_from_env(ctx.config.values, forwarded=env or remembered, own="the daemon's environment",

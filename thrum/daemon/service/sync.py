@@ -12,7 +12,7 @@ def _loop(call: Call):
     return call.ctx.sync
 
 
-def _forwarded(raw) -> dict[str, str] | None:
+def forwarded_param(raw) -> dict[str, str] | None:
     """The environment a `thrum sync` passed along: only the names it may pass."""
     from ...config import FORWARDED_ENV
 
@@ -25,7 +25,7 @@ def _forwarded(raw) -> dict[str, str] | None:
 
 @method("sync.run")
 async def run(call: Call) -> dict:
-    return await _loop(call).sync_now(env=_forwarded(call.params.raw.get("env")))
+    return await _loop(call).sync_now(env=forwarded_param(call.params.raw.get("env")))
 
 
 @method("sync.status")
