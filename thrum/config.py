@@ -25,6 +25,7 @@ DEFAULTS = {
     "max_body_bytes": 1024 * 1024,
     "ssh_key": None,
     "https_username": None,
+    "net_timeout": 60.0,          # seconds a git remote may stay silent before a sync gives up
 }
 
 ENV = {
@@ -37,7 +38,23 @@ ENV = {
     "THRUM_UI_PORT": ("ui_port", int),
     "THRUM_MAX_BODY": ("max_body_bytes", int),
     "THRUM_SSH_KEY": ("ssh_key", str),
+    "THRUM_NET_TIMEOUT": ("net_timeout", float),
 }
+
+# Variables `thrum sync` passes along with its sync.run request, so a daemon started
+# earlier (or by another shell) logs in with what the caller has: a token, an agent,
+# what git's credential helpers read. Sent over the owner-only socket, never stored.
+FORWARDED_ENV = (
+    "THRUM_GIT_TOKEN", "THRUM_GIT_USERNAME", "THRUM_SSH_KEY", "SSH_AUTH_SOCK",
+    "GH_TOKEN", "GITHUB_TOKEN", "GH_ENTERPRISE_TOKEN", "GITLAB_TOKEN",
+    "GIT_CONFIG_GLOBAL", "XDG_CONFIG_HOME", "DBUS_SESSION_BUS_ADDRESS",
+)
+
+
+def forwarded_env(environ: dict | None = None) -> dict[str, str]:
+    """The `FORWARDED_ENV` variables set in ``environ`` (this process's by default)."""
+    env = os.environ if environ is None else environ
+    return {name: env[name] for name in FORWARDED_ENV if env.get(name)}
 
 
 @dataclass
@@ -76,6 +93,8 @@ def load(path: Path | None, environ: dict | None = None) -> Config:
     for key in ("sync_interval", "sync_debounce"):
         if not isinstance(values[key], (int, float)) or values[key] < 0:
             raise ValidationError(f"config {key} must be a non-negative number", field=key)
+    if not isinstance(values["net_timeout"], (int, float)) or values["net_timeout"] <= 0:
+        raise ValidationError("config net_timeout must be a positive number of seconds", field="net_timeout")
     return Config(values)
 
 

@@ -50,6 +50,7 @@ COMMANDS: dict[str, str] = {
     "sync": "thrum.cli.sync:sync",
     "wait": "thrum.cli.wait:wait",
     "gc-mail": "thrum.cli.gcmail:gc_mail",
+    "doctor": "thrum.cli.doctor:doctor",
     "ui": "thrum.cli.ui:ui",
     # "mcp": "thrum.cli.mcp:mcp",
 }
