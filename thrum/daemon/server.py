@@ -28,6 +28,7 @@ from ..store.log import EventLog
 from . import service  # noqa: F401  (registers every RPC method)
 from . import unix
 from .context import ServiceContext
+from .limits import Limits, Registry, raise_descriptor_limit
 from .params import Params
 from .writer import Writer
 
@@ -45,6 +46,7 @@ class Daemon:
         self.started_at = time.time()
         self.started_mono = time.monotonic()
         self.connections: set = set()
+        self.registry = Registry(Limits.from_config(self.config.values))  # refitted in run()
         self.writer: Writer | None = None  # the single writer (thrum.daemon.writer), set in run()
         self.worktree: Path | None = None
         self.hub = None      # subscriptions (thrum.daemon.hub), set in run()
@@ -177,6 +179,7 @@ class Daemon:
             "version": __version__,
             "ws_port": self.ws_port,
             "connections": len(self.connections),
+            "clients": self.registry.status(),
             "events_written": self.writer.events_written if self.writer else 0,
             "write_batches": self.writer.batches_written if self.writer else 0,
         }
@@ -256,6 +259,7 @@ class Daemon:
         self._take_lock()
         try:
             self._write_pid()
+            self.registry = Registry(Limits.from_config(self.config.values, raise_descriptor_limit()))
             await trio.to_thread.run_sync(self._open_store)
             async with trio.open_nursery() as nursery:
                 self.nursery = nursery
