@@ -180,6 +180,7 @@ class Daemon:
             "ws_port": self.ws_port,
             "connections": len(self.connections),
             "clients": self.registry.status(),
+            "view": self.writer.view.status() if self.writer else None,
             "events_written": self.writer.events_written if self.writer else 0,
             "write_batches": self.writer.batches_written if self.writer else 0,
         }
@@ -229,7 +230,8 @@ class Daemon:
         self.worktree = ensure_sync_worktree(self.paths.main_repo, self.config.remote, callbacks=callbacks)
         event_log = EventLog(self.worktree)
         db = open_projection(self.paths.database, event_log)
-        self.writer = Writer(db, event_log)
+        self.writer = Writer(db, event_log, self.paths.database)
+        self.writer.ensure_covered()
         self.writer.subscribers.append(self._invalidate_caches)
 
     async def _end_orphaned_sessions(self) -> None:
@@ -264,6 +266,7 @@ class Daemon:
             async with trio.open_nursery() as nursery:
                 self.nursery = nursery
                 await nursery.start(self.writer.run_writer)
+                await nursery.start(self.writer.view.run)
                 await self._end_orphaned_sessions()
                 await self._start_extensions(nursery)
                 await nursery.start(unix.serve_unix, self, self.paths.socket)

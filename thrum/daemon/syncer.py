@@ -153,7 +153,12 @@ class SyncLoop:
                 if path.exists():
                     positions[shard] = tail_position(path)
             writer.log.forget_cached_state()
-            result = projection.fold(writer.db, records, issues=issues, positions=positions)
+            try:
+                result = projection.fold(writer.db, records, issues=issues, positions=positions)
+            except Exception as exc:  # noqa: BLE001 - the merged files stand; the view catches up from them
+                writer.view.fell_behind(exc)
+                trio.from_thread.run_sync(writer.view.kick)
+                return
             applied.extend(result.applied)
 
         start = time.monotonic()

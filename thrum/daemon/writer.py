@@ -10,6 +10,11 @@ only sent after its batch is durable.
 
 `lock` is held for every append+fold and by the sync merge, so shard files are
 never replaced while being appended to.
+
+Failures (`thrum.daemon.view`): a failed append stores nothing (the log undoes
+the batch) and every waiter hears so; a fold that fails *after* a durable append
+acknowledges the batch anyway and leaves the view behind, to be caught up; a
+corrupt database, met on a fold or a read, is rebuilt from the log.
 """
 
 from __future__ import annotations
@@ -24,8 +29,9 @@ import trio
 
 from .. import errors
 from .. import events as ev
-from ..store import projection
+from ..store import coverage, projection
 from ..store.log import TAIL_BYTES, EventLog, Position
+from .view import ViewKeeper, is_corruption
 
 log = logging.getLogger(__name__)
 
@@ -41,9 +47,10 @@ class _Pending:
 
 
 class Writer:
-    def __init__(self, db, event_log: EventLog):
+    def __init__(self, db, event_log: EventLog, db_path: os.PathLike | str | None = None):
         self.db = db
         self.log = event_log
+        self.view = ViewKeeper(self, db_path)
         self.lock = trio.Semaphore(1)  # not a Lock: the sync thread acquires/releases it via from_thread
         self._send, self._recv = trio.open_memory_channel(float("inf"))
         self.subscribers: list[Callable[[list[dict], str], Awaitable[None] | None]] = []
@@ -53,7 +60,16 @@ class Writer:
 
     # ------------------------------------------------------------------ reads
     async def read(self, fn, *args, **kwargs):
-        """Run a query in a worker thread (SQLite never runs on the event loop)."""
+        """Run a query in a worker thread (SQLite never runs on the event loop).
+
+        A database SQLite calls corrupt is rebuilt from the log and the query run again.
+        """
+        try:
+            return await trio.to_thread.run_sync(lambda: fn(self.db, *args, **kwargs))
+        except Exception as exc:
+            if not is_corruption(exc) or self.view.db_path is None:
+                raise
+            await self.view.rebuild(f"{type(exc).__name__}: {exc}")
         return await trio.to_thread.run_sync(lambda: fn(self.db, *args, **kwargs))
 
     # ------------------------------------------------------------------ writes
@@ -118,6 +134,7 @@ class Writer:
             return
         self.events_written += len(events)
         self.batches_written += 1
+        self.view.wake_if_behind()
         for p in batch:
             p.result = result
             p.done.set()
@@ -125,11 +142,57 @@ class Writer:
         await self.publish(result.applied, "local")
 
     def _append_and_fold(self, events: list[dict]) -> projection.FoldResult:
-        touched = self.log.append(events)
+        touched = self.log.append(events)  # raises: nothing of the batch was stored
         self.dirty_shards.update(touched)
+        # Durable from here on: whatever the fold does, the batch is acknowledged.
+        try:
+            try:
+                return self._fold_appended(events, touched)
+            except Exception as exc:
+                if not is_corruption(exc) or self.view.db_path is None:
+                    raise
+                self.view.rebuild_locked(f"{type(exc).__name__}: {exc}")  # folds the whole log, this batch too
+                self.view.caught_up()
+                return projection.FoldResult(applied=list(events))
+        except Exception as exc:  # noqa: BLE001 - the view falls behind; it never skips these lines
+            self.view.fell_behind(exc)
+            return projection.FoldResult()
+
+    def _fold_appended(self, events: list[dict], touched: list[str]) -> projection.FoldResult:
+        if self.view.behind:  # stored positions are before lines a failed fold missed: take them too
+            result = projection.catch_up(self.db, self.log)
+            self.view.caught_up()
+            return result
+        # Stored positions are at each shard's end before this batch: fold just the batch.
         positions = {s: tail_position(self.log.root / s) for s in touched}
         records = [(ev.shard_for(e), e) for e in events]
         return projection.fold(self.db, records, positions=positions)
+
+    async def repair(self) -> None:
+        """Catch the view up with the log (rebuilding a corrupt database); publishes what it folds."""
+        async with self.lock:
+            result = await trio.to_thread.run_sync(self._repair_locked, abandon_on_cancel=False)
+        await self.publish(result.applied, "repair")
+
+    def _repair_locked(self) -> projection.FoldResult:
+        try:
+            result = projection.catch_up(self.db, self.log)
+        except Exception as exc:
+            if not is_corruption(exc) or self.view.db_path is None:
+                raise
+            self.view.rebuild_locked(f"{type(exc).__name__}: {exc}")
+            result = projection.FoldResult()
+        self.view.caught_up()
+        return result
+
+    def ensure_covered(self) -> None:
+        """Start-up: the projection covers the log, or is made to (worker thread, before serving)."""
+        try:
+            coverage.ensure_covered(self.db, self.log)
+        except Exception as exc:
+            if not is_corruption(exc) or self.view.db_path is None:
+                raise
+            self.view.rebuild_locked(f"{type(exc).__name__}: {exc}")
 
     async def fold_external(self, records, issues=(), positions=None, source="sync") -> projection.FoldResult:
         """Fold events that arrived from elsewhere (sync); caller holds `lock`."""
