@@ -28,6 +28,7 @@ from ..store.log import EventLog
 from . import service  # noqa: F401  (registers every RPC method)
 from . import unix
 from .context import ServiceContext
+from .idempotency import KeyedWrites
 from .limits import Limits, Registry, raise_descriptor_limit
 from .params import Params
 from .writer import Writer
@@ -60,6 +61,7 @@ class Daemon:
         self._session_lock = trio.Lock()
         self.nursery: trio.Nursery | None = None
         self._shutdown = trio.Event()
+        self.keyed = KeyedWrites()  # idempotency keys of writes in flight and recent results
         self.services = ServiceContext(self)  # what RPC handlers may use (thrum.daemon.context)
 
     # ------------------------------------------------------------------ identity helpers

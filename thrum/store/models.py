@@ -22,7 +22,7 @@ from pathlib import Path
 
 import peewee as pw
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5  # 5: idempotency_keys
 
 database_proxy = pw.DatabaseProxy()
 
@@ -401,10 +401,26 @@ class KeyValue(Base):
         table_name = "kv"
 
 
+class IdempotencyKey(Base):
+    """Which write a client's idempotency key named (thrum/store/idempotency.py); from the log."""
+
+    agent_id = pw.TextField()
+    key = pw.TextField()
+    kind = pw.TextField()        # message.create | message.edit
+    event_id = pw.TextField()    # the first event (lowest id) that carried the key
+    message_id = pw.TextField()
+    digest = pw.TextField()      # of the body content it carried: a reuse for other content is refused
+
+    class Meta:
+        table_name = "idempotency_keys"
+        primary_key = pw.CompositeKey("agent_id", "key")
+        without_rowid = True
+
+
 TABLE_MODELS = [
     Message, MessageScope, MessageRef, MessageEdit, ReadState, ArchiveMark,
     EditEvent, DeleteEvent, PendingTarget, MentionSig, MentionSigTarget, SigTotal, SigAuthorTotal, AgentSigCount, Agent, AgentContext, Session, Group, GroupMember, Thread,
-    Subscription, AppliedEvent, LogPosition, FoldIssue, SchemaVersion, KeyValue,
+    Subscription, AppliedEvent, LogPosition, FoldIssue, SchemaVersion, KeyValue, IdempotencyKey,
 ]
 
 ALL_MODELS = TABLE_MODELS + [MessageRead]

@@ -44,7 +44,7 @@ import peewee as pw
 
 from .. import events as ev
 from ..events import time_key
-from . import models
+from . import idempotency, models
 from .log import EventLog, LogIssue, Position, ReadResult
 from .sql import chunks, qmarks
 
@@ -161,6 +161,9 @@ class _Folder:
                     new_creates = handler(self, batch)
                 else:
                     handler(self, batch)
+        keyed = [d for t in idempotency.KEYED_TYPES for d in by_type.get(t, ()) if "idempotency_key" in d]
+        if keyed:
+            idempotency.index_keys(self.c, keyed)
         if self.keep_applied:
             self.r.applied.extend(d for eid, d in candidates.items()
                                   if (eid in new_creates if d["type"] == "message.create" else eid not in seen))

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from ... import errors, safejson
 from ... import events as ev
+from ...store import idempotency as idem
 from ...store import queries
 from ..dispatch import Call, method
+from ..idempotency import key_param
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -64,10 +66,40 @@ async def _require_message(call: Call, key: str = "message_id") -> tuple[str, di
 
 @method("message.send")
 async def send(call: Call) -> dict:
+    """Send a message; with ``idempotency_key``, a repeat returns the first send's result."""
     p = call.params
     caller = await call.ctx.caller(p)
     content = p.str("content", required=True)
     _check_body_size(call, content)
+    key = key_param(p)
+    if key is None:
+        return await _send(call, caller, content, None)
+
+    async def lookup():
+        found = await call.ctx.read(idem.lookup, caller, key)
+        if found is None or found["kind"] != "message.create":
+            return found and {"digest": "", "result": {}}  # the key named an edit: never this send
+        recipients = []
+        addresses = p.str_list("to", max_items=256) + p.str_list("mentions", max_items=256)
+        if addresses:
+            try:
+                recipients = _recipients(await call.ctx.resolve_addresses(addresses))
+            except errors.ThrumError:
+                pass  # a recipient gone since: the message went out all the same
+        return {"digest": found["digest"], "result": {
+            "message_id": found["message_id"], "thread_id": found["thread_id"], "created_at": found["created_at"],
+            "session_id": found["session_id"], "reply_to": p.str("reply_to") or "", "recipients": recipients}}
+
+    return await call.ctx.keyed.once(caller, key, idem.content_digest(content), lookup=lookup,
+                                     write=lambda: _send(call, caller, content, key))
+
+
+def _recipients(resolved: list[dict]) -> list[dict]:
+    return [{"address": r["address"], "kind": r["kind"]} for r in resolved]
+
+
+async def _send(call: Call, caller: str, content: str, key: str | None) -> dict:
+    p = call.params
     fmt = p.str("format", default="markdown", choices=ev.FORMATS)
     priority = p.str("priority", default="normal", choices=ev.PRIORITIES)
     structured = _structured(call)
@@ -94,11 +126,11 @@ async def send(call: Call) -> dict:
         scopes=tuple(ev.Tag(s["type"], s["value"]) for s in scopes),
         refs=tuple(ev.Tag(r["type"], r["value"]) for r in refs),
         priority=priority,
+        idempotency_key=key or "",
     )
     await call.ctx.write([event])
     return {"message_id": event.message_id, "thread_id": event.thread_id, "created_at": event.timestamp,
-            "session_id": session_id, "reply_to": reply_to or "",
-            "recipients": [{"address": r["address"], "kind": r["kind"]} for r in recipients]}
+            "session_id": session_id, "reply_to": reply_to or "", "recipients": _recipients(recipients)}
 
 
 # ---------------------------------------------------------------------------- queries
@@ -183,11 +215,31 @@ async def counts(call: Call) -> dict:
 
 @method("message.edit")
 async def edit(call: Call) -> dict:
+    """Edit a message; with ``idempotency_key``, a repeat returns the first edit's result."""
     p = call.params
     caller = await call.ctx.caller(p)
     mid, info = await _require_message(call)
     content = p.str("content", required=True)
     _check_body_size(call, content)
+    key = key_param(p)
+    if key is None:
+        return await _edit(call, caller, mid, info, content, None)
+
+    async def lookup():
+        found = await call.ctx.read(idem.lookup, caller, key)
+        if found is None:
+            return None
+        if found["kind"] != "message.edit" or found["message_id"] != mid:
+            return {"digest": "", "result": {}}  # the key named another write: a conflict
+        return {"digest": found["digest"], "result": {
+            "message_id": mid, "version": found["version"], "updated_at": found["updated_at"]}}
+
+    return await call.ctx.keyed.once(caller, key, idem.content_digest(content), lookup=lookup,
+                                     write=lambda: _edit(call, caller, mid, info, content, key), what="edit")
+
+
+async def _edit(call: Call, caller: str, mid: str, info: dict, content: str, key: str | None) -> dict:
+    p = call.params
     if info["agent_id"] != caller:
         raise errors.Forbidden(f"only the author (@{info['agent_id']}) can edit {mid}")
     if info["deleted"]:
@@ -197,7 +249,8 @@ async def edit(call: Call) -> dict:
     structured = _structured(call) if "structured" in p else current["body"].get("structured", "")
     session_id = await call.ctx.ensure_session(caller, p.str("session_id"))
     event = ev.MessageEdit(message_id=mid, agent_id=caller, session_id=session_id,
-                           body=ev.Body(content=content, format=fmt, structured=structured))
+                           body=ev.Body(content=content, format=fmt, structured=structured),
+                           idempotency_key=key or "")
     await call.ctx.write([event])
     after = (await call.ctx.read(queries.get_message, mid))["message"]
     return {"message_id": mid, "version": after["version"], "updated_at": after["updated_at"]}
