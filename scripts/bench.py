@@ -8,7 +8,8 @@ Usage:
 Sections are named; later issues add their own (register them in SECTIONS).
 With no section named, every section runs.
 
-daemon, sync, realtime: see scripts/bench_daemon.py, bench_sync.py, bench_realtime.py.
+daemon, sync, realtime, soak: see scripts/bench_daemon.py, bench_sync.py, bench_realtime.py,
+bench_soak.py (``soak --minutes N``: honest load, syncs and an abusive client for N minutes).
 
 store: generates a log of N message events (default 1,000,000) over 50 agents
        (10 roles, 4 groups, mentions of agents/roles/groups/everyone, scopes,
@@ -339,6 +340,7 @@ SECTIONS = {
     "daemon": _script_section("bench_daemon"),     # issue 3: durable sends, message.list, CLI start-up
     "sync": _script_section("bench_sync"),         # issue 4: sync against a 1M-event history
     "realtime": _script_section("bench_realtime"),  # issue 5: notification latency, fan-out, wait
+    "soak": _script_section("bench_soak"),          # issue 15: N minutes of load, syncs and abuse
 }
 
 
@@ -351,6 +353,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data-dir", help="keep generated data here (e.g. bench-data/) instead of a temp dir")
     p.add_argument("--reuse", action="store_true", help="store: reuse the log already in --data-dir")
     p.add_argument("--keep", action="store_true", help="do not delete the temp dir")
+    p.add_argument("--minutes", type=float, default=10.0, help="soak: how long to run")
+    p.add_argument("--soak-json", help="soak: also write the full result (every sample) to this file")
     args = p.parse_args(argv)
     if args.list:
         print("\n".join(SECTIONS))
