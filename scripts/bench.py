@@ -8,8 +8,8 @@ Usage:
 Sections are named; later issues add their own (register them in SECTIONS).
 With no section named, every section runs.
 
-daemon, sync, realtime, soak: see scripts/bench_daemon.py, bench_sync.py, bench_realtime.py,
-bench_soak.py (``soak --minutes N``: honest load, syncs and an abusive client for N minutes).
+daemon, sync, realtime, ui, soak: see scripts/bench_daemon.py, bench_sync.py, bench_realtime.py,
+bench_ui.py, bench_soak.py (``soak --minutes N``: honest load, syncs and an abusive client for N minutes).
 
 store: generates a log of N message events (default 1,000,000) over 50 agents
        (10 roles, 4 groups, mentions of agents/roles/groups/everyone, scopes,
@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 import orjson  # noqa: E402
 
-from thrum.store import models, projection, queries  # noqa: E402
+from thrum.store import database, projection, queries  # noqa: E402
 from thrum.store.log import EventLog  # noqa: E402
 
 # --------------------------------------------------------------------------- helpers
@@ -145,7 +145,7 @@ def generate_store_log(root: Path, n_messages: int, seed: int = 7) -> dict:
     group_names = list(GROUPS)
     n_edits = n_deletes = 0
     ms = BASE_MS
-    for i in range(n_messages):
+    for _ in range(n_messages):
         ms += rng.randint(1, 9_000)
         author = agents[rng.randrange(50)]
         r = rng.random()
@@ -262,7 +262,7 @@ def bench_store(args) -> dict:
         for p in base.glob("messages.db*"):
             p.unlink()
         event_log = EventLog(log_root)
-        db = models.open_database(db_path)
+        db = database.open_database(db_path)
         gc.collect()
         t = time.perf_counter()
         res = projection.rebuild(db, event_log)
@@ -340,6 +340,7 @@ SECTIONS = {
     "daemon": _script_section("bench_daemon"),     # issue 3: durable sends, message.list, CLI start-up
     "sync": _script_section("bench_sync"),         # issue 4: sync against a 1M-event history
     "realtime": _script_section("bench_realtime"),  # issue 5: notification latency, fan-out, wait
+    "ui": _script_section("bench_ui"),             # issue 16: feed first render, send → on screen (browser)
     "soak": _script_section("bench_soak"),          # issue 15: N minutes of load, syncs and abuse
 }
 

@@ -206,7 +206,7 @@ def run(args) -> list[tuple]:
         step(f"B daemon up (folded the history) in {time.perf_counter() - t:.1f}s, "
              f"peak RSS {rss_mib(lifecycle.read_pid(pb)):,.0f} MiB")
         wt_b = sync_worktree_path(b_dir)
-        for m, p in (("A", pa), ("B", pb)):  # settle: anything the daemons wrote at start
+        for p in (pa, pb):  # settle: anything the daemons wrote at start
             rpc(p, "sync.run", timeout=600)
         rpc(pa, "sync.run", timeout=600)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from thrum.store import models
+from thrum.store import database
 from thrum.store.log import EventLog
 
 
@@ -19,7 +19,7 @@ def tmp_log(tmp_path) -> EventLog:
 @pytest.fixture
 def db(tmp_path):
     """A projection database file with the full schema, closed after the test."""
-    database = models.open_database(tmp_path / "messages.db")
-    models.create_schema(database)
-    yield database
-    database.close()
+    opened = database.open_database(tmp_path / "messages.db")
+    database.create_schema(opened)
+    yield opened
+    opened.close()

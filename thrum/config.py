@@ -21,6 +21,7 @@ DEFAULTS = {
     "local_only": False,
     "ws_port": 9999,
     "ws_queue_size": 100,
+    "ui_port": 9998,              # preferred Web UI port (`thrum ui`); taken: any free port
     "max_body_bytes": 1024 * 1024,
     "ssh_key": None,
     "https_username": None,
@@ -43,6 +44,7 @@ ENV = {
     envflags.LOCAL: ("local_only", envflags.is_on),
     "THRUM_WS_PORT": ("ws_port", int),
     "THRUM_WS_QUEUE": ("ws_queue_size", int),
+    "THRUM_UI_PORT": ("ui_port", int),
     "THRUM_MAX_BODY": ("max_body_bytes", int),
     "THRUM_SSH_KEY": ("ssh_key", str),
 }

@@ -10,6 +10,8 @@ Codes are stable: clients (the CLI, MCP server, scripts) match on them.
 
 from __future__ import annotations
 
+from typing import Any
+
 # Standard JSON-RPC 2.0 codes.
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -33,12 +35,12 @@ class ThrumError(Exception):
 
     code: int = INTERNAL_ERROR
 
-    def __init__(self, message: str, *, data: dict | None = None):
+    def __init__(self, message: str, *, data: dict[str, Any] | None = None):
         super().__init__(message)
         self.message = message
         self.data = data
 
-    def to_rpc(self) -> dict:
+    def to_rpc(self) -> dict[str, Any]:
         err = {"code": self.code, "message": self.message}
         if self.data:
             err["data"] = self.data
@@ -50,7 +52,7 @@ class ValidationError(ThrumError):
 
     code = INVALID_PARAMS
 
-    def __init__(self, message: str, *, field: str | None = None, data: dict | None = None):
+    def __init__(self, message: str, *, field: str | None = None, data: dict[str, Any] | None = None):
         if field and data is None:
             data = {"field": field}
         super().__init__(message, data=data)
@@ -113,12 +115,13 @@ _BY_CODE = {
 }
 
 
-def from_rpc(error: dict) -> ThrumError:
+def from_rpc(error: dict[str, Any]) -> ThrumError:
     """Rebuild a typed error from a JSON-RPC error object (client side)."""
     code = error.get("code", INTERNAL_ERROR) if isinstance(error, dict) else INTERNAL_ERROR
     message = error.get("message", "unknown error") if isinstance(error, dict) else str(error)
     data = error.get("data") if isinstance(error, dict) else None
     cls = _BY_CODE.get(code, ThrumError)
+    exc: ThrumError
     if cls is ValidationError:
         exc = ValidationError(message, data=data if isinstance(data, dict) else None)
     else:

@@ -19,18 +19,18 @@ from . import errors
 try:
     import orjson as _json
 
-    def _dumps(obj) -> bytes:
+    def _dumps(obj: Any) -> bytes:
         return _json.dumps(obj)
 
-    def _loads(data):
+    def _loads(data: bytes | str) -> Any:
         return _json.loads(data)
 except ImportError:  # pragma: no cover
     import json as _stdjson
 
-    def _dumps(obj) -> bytes:
+    def _dumps(obj: Any) -> bytes:
         return _stdjson.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
 
-    def _loads(data):
+    def _loads(data: bytes | str) -> Any:
         return _stdjson.loads(data)
 
 _MISSING = object()
@@ -39,7 +39,7 @@ _MISSING = object()
 @dataclass(frozen=True)
 class Request:
     method: str
-    params: dict
+    params: dict[str, Any]
     id: Any = None
     is_notification: bool = False
 
@@ -86,19 +86,19 @@ def _request(value: Any) -> Request | Invalid:
     return Request(method=method, params=params, id=answer_id, is_notification=rid is _MISSING)
 
 
-def success(rid: Any, result: Any) -> dict:
+def success(rid: Any, result: Any) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "result": result, "id": rid}
 
 
-def failure(rid: Any, error: errors.ThrumError) -> dict:
+def failure(rid: Any, error: errors.ThrumError) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "error": error.to_rpc(), "id": rid}
 
 
-def notification(method: str, params: dict) -> dict:
+def notification(method: str, params: dict[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "method": method, "params": params}
 
 
-def request(method: str, params: dict | None, rid: Any) -> dict:
+def request(method: str, params: dict[str, Any] | None, rid: Any) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "method": method, "params": params or {}, "id": rid}
 
 

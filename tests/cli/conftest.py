@@ -15,6 +15,7 @@ from thrum import paths as thrum_paths
 
 from cli_fake_daemon import FakeDaemon
 from cli_helpers import write_identity
+from cli_replies import marked
 
 
 @dataclass
@@ -50,7 +51,7 @@ def alice(repo) -> Path:
 @pytest.fixture
 def daemon(repo):
     with FakeDaemon(thrum_paths.resolve(repo).socket) as d:
-        d.on("message.markRead", lambda p: {"marked_count": len(p.get("message_ids") or [])})
+        d.on("message.markRead", marked)
         yield d
 
 

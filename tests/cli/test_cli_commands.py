@@ -8,23 +8,10 @@ import json
 import pytest
 
 from cli_helpers import write_identity
+from cli_replies import (DELETED, DONE, EDITED, GROUPS, MEMBERS, MEMBERS_EXPANDED, MESSAGE, NO_AGENTS,
+                         NO_SESSIONS, SENT, SENT_PAGE, SENT_TO_ROLE, SESSION_ENDED, SESSION_STARTED,
+                         agent_registered, cleanup, inbox_result, m)
 from thrum.errors import IdentityError, NotFound, UnknownRecipient
-
-SENT = {"message_id": "msg_01NEW", "thread_id": "", "created_at": "2026-02-03T15:00:00Z", "session_id": "ses_1",
-        "recipients": []}
-
-
-def inbox_result(*messages, total=None, unread=None):
-    return {"messages": list(messages), "total": len(messages) if total is None else total,
-            "unread": sum(not m.get("is_read") for m in messages) if unread is None else unread,
-            "page": 1, "page_size": 10, "total_pages": 1}
-
-
-def m(mid, author="bob", read=False, **kw):
-    return {"message_id": mid, "agent_id": author, "created_at": "2026-02-03T15:00:00Z", "updated_at": "",
-            "body": {"format": "markdown", "content": f"body of {mid}", "structured": ""}, "deleted": False,
-            "is_read": read, **kw}
-
 
 def one_line(err: str) -> str:
     lines = err.splitlines()
@@ -56,7 +43,9 @@ def test_identity_flags_before_or_after(alice, daemon, cli, args):
 def test_quiet_and_verbose_flags(alice, daemon, cli):
     daemon.on("message.send", SENT)
     r = cli("-v", "send", "hi")
-    assert r.code == 0 and "→ message.send" in r.err and "← message.send ok" in r.err
+    assert r.code == 0
+    assert "→ message.send" in r.err
+    assert "← message.send ok" in r.err
     assert cli("send", "hi", "--quiet").err == ""
 
 
@@ -69,7 +58,7 @@ def test_repo_flag_points_elsewhere(alice, daemon, cli, tmp_path, monkeypatch):
 # --------------------------------------------------------------------------- send
 
 def test_send_maps_every_flag(alice, daemon, cli):
-    daemon.on("message.send", {**SENT, "recipients": [{"address": "reviewer", "kind": "role"}]})
+    daemon.on("message.send", SENT_TO_ROLE)
     r = cli("send", "Auth done", "--to", "@reviewer", "--to", "backend", "--mention", "@lead",
             "--scope", "module:auth", "--ref", "issue:beads-42", "--ref", "url:https://x.y/z",
             "--format", "plain", "--priority", "critical", "--structured", '{"passed": 45}')
@@ -85,7 +74,8 @@ def test_send_maps_every_flag(alice, daemon, cli):
 def test_send_json_prints_the_rpc_result(alice, daemon, cli):
     daemon.on("message.send", SENT)
     r = cli("send", "hi", "--json")
-    assert r.code == 0 and r.json() == SENT
+    assert r.code == 0
+    assert r.json() == SENT
 
 
 def test_send_body_from_stdin_and_file(alice, daemon, cli, tmp_path):
@@ -101,7 +91,8 @@ def test_send_broadcast_warns_and_addresses_everyone(alice, daemon, cli):
     daemon.on("message.send", SENT)
     r = cli("send", "Deploy complete", "--broadcast")
     assert r.code == 0
-    assert "deprecated" in r.err and "--to @everyone" in r.err
+    assert "deprecated" in r.err
+    assert "--to @everyone" in r.err
     assert daemon.calls("message.send")[0]["to"] == ["everyone"]
 
 
@@ -135,42 +126,50 @@ def test_unknown_recipient_lists_close_matches(alice, daemon, cli):
         raise UnknownRecipient("unknown recipient @revewer", data={"close_matches": ["reviewer", "reviewers"]})
     daemon.on("message.send", fail)
     r = cli("send", "x", "--to", "@revewer")
-    assert r.code == 1 and r.out == ""
+    assert r.code == 1
+    assert r.out == ""
     assert one_line(r.err) == "thrum: unknown recipient @revewer (did you mean: @reviewer, @reviewers?)"
 
 
 def test_daemon_errors_exit_1_with_one_line(alice, daemon, cli):
     daemon.on("message.get", lambda p: (_ for _ in ()).throw(NotFound("message msg_X not found")))
     r = cli("message", "get", "msg_X")
-    assert r.code == 1 and one_line(r.err) == "thrum: message msg_X not found"
+    assert r.code == 1
+    assert one_line(r.err) == "thrum: message msg_X not found"
 
 
 def test_no_daemon_and_no_autostart_is_a_clear_error(alice, cli):
     r = cli("send", "hi")
     assert r.code == 1
-    assert "THRUM_NO_AUTOSTART=1" in one_line(r.err) and "thrum daemon start" in r.err
+    assert "THRUM_NO_AUTOSTART=1" in one_line(r.err)
+    assert "thrum daemon start" in r.err
 
 
 def test_not_a_repository(tmp_path, cli, monkeypatch):
     monkeypatch.chdir(tmp_path)
     r = cli("inbox")
-    assert r.code == 1 and "not a git repository" in one_line(r.err)
+    assert r.code == 1
+    assert "not a git repository" in one_line(r.err)
 
 
 def test_not_initialised(tmp_path, cli, monkeypatch):
     (tmp_path / ".git").mkdir()
     monkeypatch.chdir(tmp_path)
     r = cli("inbox")
-    assert r.code == 1 and "thrum init" in one_line(r.err)
+    assert r.code == 1
+    assert "thrum init" in one_line(r.err)
 
 
 def test_identity_problems_exit_1(repo, daemon, cli):
     r = cli("send", "hi")
-    assert r.code == 1 and "thrum quickstart" in one_line(r.err)
+    assert r.code == 1
+    assert "thrum quickstart" in one_line(r.err)
     write_identity(repo, "alice", "implementer")
     write_identity(repo, "bob", "reviewer")
     r = cli("send", "hi")
-    assert r.code == 1 and "@alice" in one_line(r.err) and "@bob" in r.err
+    assert r.code == 1
+    assert "@alice" in one_line(r.err)
+    assert "@bob" in r.err
 
 
 def test_unknown_caller_is_registered_from_its_file_then_retried(alice, daemon, cli):
@@ -183,7 +182,7 @@ def test_unknown_caller_is_registered_from_its_file_then_retried(alice, daemon, 
 
     def register(p):
         state["known"] = True
-        return {"agent": p, "created": True, "updated": False}
+        return agent_registered(p)
 
     daemon.on("message.send", send)
     daemon.on("agent.register", register)
@@ -215,7 +214,8 @@ def test_inbox_default_params_render_and_auto_mark_read(alice, daemon, cli):
     assert r.code == 0
     assert daemon.calls("message.list")[0] == {"caller": "alice", "exclude_own": True, "page_size": 10, "page": 1,
                                                "sort_by": "created_at", "sort_order": "desc"}
-    assert "│ ● msg_A  @bob" in r.out and "│ ○ msg_B  @bob" in r.out
+    assert "│ ● msg_A  @bob" in r.out
+    assert "│ ○ msg_B  @bob" in r.out
     assert r.out.splitlines()[-1] == "Showing 1-2 of 2 messages (1 unread)"
     assert daemon.calls("message.markRead") == [{"caller": "alice", "message_ids": ["msg_A"]}]
 
@@ -236,7 +236,8 @@ def test_inbox_filters_and_empty_state(alice, daemon, cli):
     r = cli("inbox", "--scope", "module:auth", "--mentions", "--page-size", "5", "--page", "2")
     assert r.code == 0
     p = daemon.calls("message.list")[0]
-    assert p["scope"] == {"type": "module", "value": "auth"} and p["mentions"] is True
+    assert p["scope"] == {"type": "module", "value": "auth"}
+    assert p["mentions"] is True
     assert (p["page_size"], p["page"]) == (5, 2)
     assert r.out == ("No messages matching filter --scope module:auth --mentions\n"
                      "Showing 0 of 15 total messages (filter: scope=module:auth, mentions)\n")
@@ -250,16 +251,16 @@ def test_inbox_empty(alice, daemon, cli):
 # --------------------------------------------------------------------------- message subcommands
 
 def test_message_get_marks_read(alice, daemon, cli):
-    daemon.on("message.get", {"message": {**m("msg_A"), "author": {"agent_id": "bob", "session_id": "s"},
-                                          "scopes": [], "refs": []}})
+    daemon.on("message.get", MESSAGE)
     r = cli("message", "get", "msg_A")
-    assert r.code == 0 and r.out.startswith("Message: msg_A\n  From:    @bob\n")
+    assert r.code == 0
+    assert r.out.startswith("Message: msg_A\n  From:    @bob\n")
     assert daemon.calls("message.markRead") == [{"caller": "alice", "message_ids": ["msg_A"]}]
 
 
 def test_message_edit_delete_read_outputs(alice, daemon, cli):
-    daemon.on("message.edit", {"message_id": "msg_A", "version": 2, "updated_at": "x"})
-    daemon.on("message.delete", {"message_id": "msg_A", "deleted_at": "x"})
+    daemon.on("message.edit", EDITED)
+    daemon.on("message.delete", DELETED)
     daemon.on("message.markRead", lambda p: {"marked_count": 3 if p.get("all") else len(p["message_ids"])})
     assert cli("message", "edit", "msg_A", "new text").out == "> Message edited: msg_A (version 2)\n"
     assert daemon.calls("message.edit")[0] == {"caller": "alice", "message_id": "msg_A", "content": "new text"}
@@ -271,16 +272,17 @@ def test_message_edit_delete_read_outputs(alice, daemon, cli):
 
 
 def test_sent(alice, daemon, cli):
-    daemon.on("message.sent", inbox_result({**m("msg_A", author="alice", read=True), "read_by": ["bob"]}))
+    daemon.on("message.sent", SENT_PAGE)
     r = cli("sent")
-    assert r.code == 0 and "Read by: @bob" in r.out
+    assert r.code == 0
+    assert "Read by: @bob" in r.out
 
 
 # --------------------------------------------------------------------------- groups, agents, sessions
 
 def test_group_commands_map_to_rpc(alice, daemon, cli):
     for method in ("group.create", "group.delete", "group.member.add", "group.member.remove"):
-        daemon.on(method, {})
+        daemon.on(method, DONE)
     assert cli("group", "create", "reviewers", "--description", "Code review team").out == \
         "> Group created: @reviewers\n"
     assert cli("group", "add", "@reviewers", "@bob").out == "> Added @bob to @reviewers\n"
@@ -296,18 +298,16 @@ def test_group_commands_map_to_rpc(alice, daemon, cli):
 
 
 def test_group_list_info_members(alice, daemon, cli):
-    daemon.on("group.list", {"groups": [{"name": "everyone", "description": "", "member_count": 2,
-                                         "builtin": True}]})
-    daemon.on("group.members", lambda p: {"agents": ["alice"]} if p.get("expand") else
-              {"members": [{"type": "role", "value": "implementer"}]})
+    daemon.on("group.list", GROUPS)
+    daemon.on("group.members", lambda p: MEMBERS_EXPANDED if p.get("expand") else MEMBERS)
     assert "@everyone" in cli("group", "list").out
     assert cli("group", "members", "g").out == "role:implementer\n"
     assert cli("group", "members", "g", "--expand").out == "@alice\n"
 
 
 def test_quickstart_writes_identity_registers_and_starts_session(repo, daemon, cli):
-    daemon.on("agent.register", lambda p: {"agent": p, "created": True, "updated": False})
-    daemon.on("session.start", {"session_id": "ses_1", "agent_id": "alice", "started_at": "x"})
+    daemon.on("agent.register", agent_registered)
+    daemon.on("session.start", SESSION_STARTED)
     r = cli("quickstart", "--name", "alice", "--role", "implementer", "--module", "auth", "--display", "Alice")
     assert r.code == 0, r.err
     assert r.out.startswith("> Agent registered: @alice (role: implementer, module: auth)\n"
@@ -320,35 +320,38 @@ def test_quickstart_writes_identity_registers_and_starts_session(repo, daemon, c
 
 def test_quickstart_rejects_bad_names_before_any_rpc(repo, daemon, cli):
     r = cli("quickstart", "--name", "daemon", "--role", "implementer")
-    assert r.code == 1 and "reserved" in one_line(r.err)
+    assert r.code == 1
+    assert "reserved" in one_line(r.err)
     r = cli("quickstart", "--name", "reviewer", "--role", "reviewer")
-    assert r.code == 1 and "must differ" in one_line(r.err)
+    assert r.code == 1
+    assert "must differ" in one_line(r.err)
     assert daemon.methods == []
     assert not list((repo / ".thrum/identities").iterdir())
 
 
 def test_whoami_without_daemon(alice, cli):
     r = cli("whoami")
-    assert r.code == 0 and r.out.startswith("Agent:   @alice\nRole:    implementer\nModule:  auth\n")
+    assert r.code == 0
+    assert r.out.startswith("Agent:   @alice\nRole:    implementer\nModule:  auth\n")
     assert cli("whoami", "--json").json()["name"] == "alice"
 
 
 def test_agent_list_filters_are_local_options(alice, daemon, cli):
-    daemon.on("agent.list", {"agents": []})
+    daemon.on("agent.list", NO_AGENTS)
     assert cli("agent", "list", "--role", "reviewer").out == "No agents registered.\n"
     assert daemon.calls("agent.list") == [{"role": "reviewer"}]
 
 
 def test_agent_cleanup_dry_run_and_force(alice, daemon, cli):
-    daemon.on("agent.cleanup", lambda p: {"candidates": ["old"], "removed": ["old"] if p["force"] else []})
+    daemon.on("agent.cleanup", cleanup)
     assert cli("agent", "cleanup").out.startswith("Would remove 1 agent: @old\n")
     assert cli("agent", "cleanup", "--force").out == "> Removed 1 agent: @old\n"
 
 
 def test_session_commands(alice, daemon, cli):
-    daemon.on("session.start", {"session_id": "ses_1", "agent_id": "alice", "started_at": "x"})
-    daemon.on("session.end", {"session_id": "ses_1", "ended_at": "x", "reason": "normal"})
-    daemon.on("session.list", {"sessions": []})
+    daemon.on("session.start", SESSION_STARTED)
+    daemon.on("session.end", SESSION_ENDED)
+    daemon.on("session.list", NO_SESSIONS)
     assert cli("session", "start").out == "> Session started: ses_1 (@alice)\n"
     assert cli("session", "end").out == "> Session ended: ses_1 (normal)\n"
     assert cli("session", "list").out == "No sessions.\n"
@@ -371,4 +374,5 @@ def test_help_for_every_command(cli):
             if isinstance(p, click.Option):
                 assert p.help, f"{name} {p.name}"
         r = cli(name, "--help")
-        assert r.code == 0 and "Usage: thrum " + name in r.out
+        assert r.code == 0
+        assert "Usage: thrum " + name in r.out

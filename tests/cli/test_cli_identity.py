@@ -28,7 +28,8 @@ def test_write_and_load_roundtrip(tmp_path):
     assert data["created_at"].endswith("Z")
     loaded = identity.load(path)
     assert (loaded.name, loaded.role, loaded.module, loaded.display) == ("alice", "implementer", "auth", "Alice")
-    assert identity.remove(d, "alice") and not identity.remove(d, "alice")
+    assert identity.remove(d, "alice")
+    assert not identity.remove(d, "alice")
 
 
 @pytest.mark.parametrize("name", ["Alice", "al-ice", "", "a b", "ä", "x" * 65, "../etc"])
@@ -67,7 +68,9 @@ def test_thrum_role_ambiguous_lists_candidates(ids):
     with pytest.raises(IdentityError) as exc:
         identity.resolve(ids, env={"THRUM_ROLE": "implementer"})
     msg = str(exc.value)
-    assert "@alice" in msg and "@carol" in msg and "THRUM_NAME" in msg
+    assert "@alice" in msg
+    assert "@carol" in msg
+    assert "THRUM_NAME" in msg
 
 
 def test_flags_come_third(ids):
@@ -80,7 +83,9 @@ def test_unknown_name_says_what_to_do(ids):
     with pytest.raises(IdentityError) as exc:
         identity.resolve(ids, env={"THRUM_NAME": "zed"})
     msg = str(exc.value)
-    assert "zed" in msg and "@alice" in msg and "thrum quickstart --name zed" in msg
+    assert "zed" in msg
+    assert "@alice" in msg
+    assert "thrum quickstart --name zed" in msg
     with pytest.raises(IdentityError, match="no agent identity with role=tester"):
         identity.resolve(ids, role="tester", env={})
 
@@ -96,7 +101,8 @@ def test_none_or_many_without_selector(tmp_path, ids):
         identity.resolve(tmp_path / "empty", env={})
     with pytest.raises(IdentityError) as exc:
         identity.resolve(ids, env={})
-    assert "3 agent identities" in str(exc.value) and "THRUM_NAME" in str(exc.value)
+    assert "3 agent identities" in str(exc.value)
+    assert "THRUM_NAME" in str(exc.value)
 
 
 def test_worktree_breaks_ties(ids):

@@ -97,7 +97,8 @@ def test_inbox_long_body_is_cut_with_a_hint():
     result = {"messages": [msg("msg_A", "bob", "2026-02-03T15:55:00Z", body)], "total": 1, "unread": 1,
               "page": 1, "page_size": 10}
     out = render.render_inbox(result, width=60, now=NOW, body_lines=5)
-    assert "│ line 4 " in out and "line 5 " not in out
+    assert "│ line 4 " in out
+    assert "line 5 " not in out
     assert "… 95 more lines (thrum message get msg_A)" in out
 
 
@@ -110,7 +111,8 @@ def test_inbox_reply_chain_is_grouped_under_root_oldest_first():
     ], "total": 4, "unread": 4, "page": 1, "page_size": 10}
     headers = [line for line in render.render_inbox(result, width=50, now=NOW).splitlines() if "msg_" in line]
     assert [h.split()[2] for h in headers] == ["msg_B", "msg_A", "msg_C", "msg_D"]
-    assert "↳ msg_C" in headers[2] and "↳ msg_D" in headers[3]
+    assert "↳ msg_C" in headers[2]
+    assert "↳ msg_D" in headers[3]
 
 
 def test_inbox_orphan_reply_names_its_parent():
@@ -135,7 +137,8 @@ def test_inbox_escapes_control_characters():
     result = {"messages": [msg("msg_A", "bob", "2026-02-03T15:55:00Z", "evil \x1b[2J text")],
               "total": 1, "unread": 1, "page": 1, "page_size": 10}
     out = render.render_inbox(result, width=40, now=NOW)
-    assert "\x1b" not in out and "\\x1b[2J" in out
+    assert "\x1b" not in out
+    assert "\\x1b[2J" in out
 
 
 def test_inbox_empty_states_match_the_spec():

@@ -15,8 +15,10 @@ def test_second_start_says_already_running(daemon):
     again = lifecycle.start(daemon)
     assert again == {"started": False, "already_running": True, "pid": pid}
     status = lifecycle.status(daemon)
-    assert status["running"] is True and status["pid"] == pid
-    assert status["socket"] == str(daemon.socket) and status["repo"] == str(daemon.main_repo)
+    assert status["running"] is True
+    assert status["pid"] == pid
+    assert status["socket"] == str(daemon.socket)
+    assert status["repo"] == str(daemon.main_repo)
     assert status["uptime"] >= 0
 
 
@@ -26,12 +28,14 @@ def test_stop_is_graceful_and_removes_socket_and_pid(daemon):
     c.call("session.start", {"caller": "alice"})
     c.close()
     assert lifecycle.stop(daemon)["stopped"] is True
-    assert not daemon.socket.exists() and not daemon.pid_file.exists()
+    assert not daemon.socket.exists()
+    assert not daemon.pid_file.exists()
     assert lifecycle.status(daemon)["running"] is False
     lifecycle.start(daemon)
     c = RawClient(daemon)
     sessions = c.call("session.list", {"agent": "alice"})["sessions"]
-    assert sessions and all(s["end_reason"] == "normal" for s in sessions)
+    assert sessions
+    assert all(s["end_reason"] == "normal" for s in sessions)
     c.close()
 
 

@@ -30,7 +30,8 @@ def test_malformed_input_gets_standard_errors_and_the_connection_survives(client
     assert reply["error"]["code"] == errors.INVALID_PARAMS
     assert reply["error"]["data"]["field"] == "name"
     reply = client.request("message.list", {"page_size": "ten"})
-    assert reply["error"]["code"] == errors.INVALID_PARAMS and "page_size" in reply["error"]["message"]
+    assert reply["error"]["code"] == errors.INVALID_PARAMS
+    assert "page_size" in reply["error"]["message"]
     client.send_raw(b'{"jsonrpc":"2.0","method":"health","params":[1]}\n')  # notification: no answer
     assert client.call("health")["status"] == "ok"
 
@@ -42,10 +43,13 @@ def test_send_list_get_edit_delete_round_trip(client):
                                         "scopes": [{"type": "module", "value": "auth"}],
                                         "refs": [{"type": "issue", "value": "beads-42"}]})
     mid = sent["message_id"]
-    assert mid.startswith("msg_") and sent["thread_id"].startswith("thr_")
+    assert mid.startswith("msg_")
+    assert sent["thread_id"].startswith("thr_")
     inbox = client.call("message.list", {"caller": "bob", "mentions": True, "unread": True})
     assert [m["message_id"] for m in inbox["messages"]] == [mid]
-    assert inbox["unread"] == 1 and inbox["total"] == 1 and inbox["messages"][0]["is_read"] is False
+    assert inbox["unread"] == 1
+    assert inbox["total"] == 1
+    assert inbox["messages"][0]["is_read"] is False
     got = client.call("message.get", {"message_id": mid})["message"]
     assert got["author"]["agent_id"] == "alice"
     assert {"type": "mention", "value": "reviewer"} in got["refs"]
@@ -59,7 +63,8 @@ def test_send_list_get_edit_delete_round_trip(client):
     assert client.call("message.list", {"caller": "bob", "unread": True})["total"] == 0
     client.call("message.delete", {"caller": "alice", "message_id": mid, "reason": "obsolete"})
     got = client.call("message.get", {"message_id": mid})["message"]
-    assert got["deleted"] is True and got["metadata"]["delete_reason"] == "obsolete"
+    assert got["deleted"] is True
+    assert got["metadata"]["delete_reason"] == "obsolete"
     assert got["body"]["content"] == "auth done v2"
     assert client.call("message.list", {"caller": "bob"})["total"] == 0
     again = client.request("message.edit", {"caller": "alice", "message_id": mid, "content": "x"})
@@ -78,9 +83,11 @@ def test_unknown_recipient_is_refused_with_close_matches_and_nothing_stored(clie
 def test_oversized_body_and_bad_structured_are_refused(client):
     register(client, "alice", "implementer")
     big = client.request("message.send", {"caller": "alice", "content": "x" * (1024 * 1024 + 1)})
-    assert big["error"]["code"] == errors.INVALID_PARAMS and big["error"]["data"]["field"] == "content"
+    assert big["error"]["code"] == errors.INVALID_PARAMS
+    assert big["error"]["data"]["field"] == "content"
     bad = client.request("message.send", {"caller": "alice", "content": "x", "structured": "{nope"})
-    assert bad["error"]["code"] == errors.INVALID_PARAMS and bad["error"]["data"]["field"] == "structured"
+    assert bad["error"]["code"] == errors.INVALID_PARAMS
+    assert bad["error"]["data"]["field"] == "structured"
     assert client.call("message.list", {})["total"] == 0
     assert client.call("health")["status"] == "ok"
 
@@ -154,7 +161,10 @@ def test_a_log_write_failure_is_reported_and_the_daemon_keeps_serving(daemon, cl
 
 def test_deeply_nested_structured_content_is_a_params_error(client):
     register(client, "alice", "implementer")
-    for structured in ("[" * 50_000 + "]" * 50_000, [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]):
+    nested: list = [1]
+    for _ in range(35):
+        nested = [nested]
+    for structured in ("[" * 50_000 + "]" * 50_000, nested):
         reply = client.request("message.send", {"caller": "alice", "content": "x", "structured": structured})
         if isinstance(structured, str):
             assert reply["error"]["code"] == errors.INVALID_PARAMS

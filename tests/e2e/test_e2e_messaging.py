@@ -57,7 +57,8 @@ def test_reply_threading_display_and_marks_parent_read(repo):
     assert listing.index(f"● {parent}") < listing.index(f"↳ {reply_id}")
     lines = listing.splitlines()
     at = next(i for i, line in enumerate(lines) if f"↳ {reply_id}" in line)
-    assert "@bob" in lines[at] and lines[at + 1].startswith("│   Looks good, merging now")
+    assert "@bob" in lines[at]
+    assert lines[at + 1].startswith("│   Looks good, merging now")
 
 
 def test_unread_filter_does_not_mark_and_plain_inbox_does(repo):
@@ -89,8 +90,10 @@ def test_mentions_filter(repo):
     to_tester = repo.send("alice", "for testers", "--mention", "tester", "--scope", "t:mentions")
     bob = repo.ok("inbox", "--mentions", "--scope", "t:mentions", agent="bob").out
     carol = repo.ok("inbox", "--mentions", "--scope", "t:mentions", agent="carol").out
-    assert to_bob in bob and to_tester not in bob
-    assert to_tester in carol and to_bob not in carol
+    assert to_bob in bob
+    assert to_tester not in bob
+    assert to_tester in carol
+    assert to_bob not in carol
 
 
 def test_edit_get_delete(repo):
@@ -100,20 +103,25 @@ def test_edit_get_delete(repo):
 
     got = repo.ok("message", "get", mid, agent="bob").out
     assert got.startswith(f"Message: {mid}\n  From:    @alice\n  Time:    just now\n")
-    assert "  Scopes:  t:edit\n" in got and "issue:beads-42" in got and "  Edited:  just now\n" in got
+    assert "  Scopes:  t:edit\n" in got
+    assert "issue:beads-42" in got
+    assert "  Edited:  just now\n" in got
     assert got.rstrip().endswith("second draft")
     assert "(edited)" in box_headers(repo.ok("inbox", "--scope", "t:edit", agent="carol").out)[0]
 
     r = repo.run("message", "edit", mid, "hijack", agent="bob")
-    assert r.code == 1 and "author" in r.err_line
+    assert r.code == 1
+    assert "author" in r.err_line
 
     r = repo.run("message", "delete", mid, agent="alice")
-    assert r.code == 2 and "--force" in r.err_line
+    assert r.code == 2
+    assert "--force" in r.err_line
     assert repo.ok("message", "delete", mid, "--force", agent="alice").out == f"> Message deleted: {mid}\n"
     assert "  Status:  DELETED\n" in repo.ok("message", "get", mid, agent="bob").out
     assert repo.ok("inbox", "--scope", "t:edit", agent="bob").out.startswith("No messages matching")
     r = repo.run("message", "edit", mid, "zombie", agent="alice")
-    assert r.code == 1 and "deleted" in r.err_line
+    assert r.code == 1
+    assert "deleted" in r.err_line
 
 
 def test_edit_version_counts_the_edits(repo):
@@ -128,7 +136,8 @@ def test_message_get_marks_read_and_read_all(repo):
     b = repo.send("alice", "two", "--scope", "t:read")
     repo.ok("message", "get", a, agent="carol")
     out = repo.ok("inbox", "--unread", "--scope", "t:read", agent="carol").out
-    assert a not in out and b in out
+    assert a not in out
+    assert b in out
     assert repo.ok("message", "read", b, agent="carol").out == "> Marked 1 message as read\n"
     repo.send("alice", "three", "--scope", "t:read")
     marked = repo.ok("message", "read", "--all", agent="carol").out
@@ -140,7 +149,8 @@ def test_sent_shows_readers(repo):
     mid = repo.send("carol", "did you read this?", "--to", "@alice")
     repo.ok("message", "get", mid, agent="alice")
     out = repo.ok("sent", agent="carol").out
-    assert mid in out and "Read by: @alice" in out
+    assert mid in out
+    assert "Read by: @alice" in out
 
 
 def test_groups_with_role_members_and_late_joiner(repo):
@@ -149,7 +159,8 @@ def test_groups_with_role_members_and_late_joiner(repo):
     assert repo.ok("group", "add", "qa", "--role", "tester", agent="alice").out == "> Added role tester to @qa\n"
     assert repo.ok("group", "add", "@qa", "@bob", agent="alice").out == "> Added @bob to @qa\n"
     members = repo.ok("group", "members", "qa", agent="alice").out.split()
-    assert "@bob" in members and "role:tester" in members
+    assert "@bob" in members
+    assert "role:tester" in members
     mid = repo.send("alice", "QA please check the build", "--to", "@qa", "--scope", "t:group")
 
     repo.agent("dave", "tester", "ui")  # joins after the message was sent
@@ -161,15 +172,18 @@ def test_groups_with_role_members_and_late_joiner(repo):
     assert {"everyone", "qa"} <= {g["name"] for g in groups}
     assert repo.ok("group", "info", "qa").out.startswith("Group: @qa\n  Description: Quality team\n")
     r = repo.run("group", "delete", "everyone", agent="alice")
-    assert r.code == 1 and "everyone" in r.err_line
+    assert r.code == 1
+    assert "everyone" in r.err_line
     assert repo.ok("group", "remove", "qa", "@bob", agent="alice").out == "> Removed @bob from @qa\n"
 
 
 def test_unknown_recipient_lists_close_matches_and_stores_nothing(repo):
     before = repo.ok("sent", "--json", agent="alice").json()["total"]
     r = repo.run("send", "hello?", "--to", "@bobb", agent="alice")
-    assert r.code == 1 and r.out == ""
-    assert "bobb" in r.err_line and "bob" in r.err_line.split("bobb", 1)[1]
+    assert r.code == 1
+    assert r.out == ""
+    assert "bobb" in r.err_line
+    assert "bob" in r.err_line.split("bobb", 1)[1]
     assert repo.ok("sent", "--json", agent="alice").json()["total"] == before
 
 
@@ -178,7 +192,8 @@ def test_body_over_one_mib_is_rejected(repo, tmp_path):
     big.write_text("x" * (1024 * 1024 + 1))
     before = repo.ok("sent", "--json", agent="alice").json()["total"]
     r = repo.run("send", "--body-file", str(big), agent="alice")
-    assert r.code == 1 and "limit" in r.err_line
+    assert r.code == 1
+    assert "limit" in r.err_line
     assert repo.ok("sent", "--json", agent="alice").json()["total"] == before
 
 
@@ -188,7 +203,7 @@ def test_invalid_structured_and_tags_store_nothing(repo):
                  ["--format", "html"]):
         r = repo.run("send", "x", *args, agent="alice")
         assert r.code == 2, args
-        r.err_line
+        assert r.err_line  # exactly one "thrum: ..." line on stderr
     assert repo.ok("sent", "--json", agent="alice").json()["total"] == before
 
 
@@ -203,7 +218,8 @@ def test_structured_and_priority_round_trip(repo):
 
 def test_broadcast_is_deprecated_but_works(repo):
     r = repo.ok("send", "Deploy complete", "--broadcast", "--scope", "t:bcast", agent="alice")
-    assert "deprecated" in r.err and "--to @everyone" in r.err
+    assert "deprecated" in r.err
+    assert "--to @everyone" in r.err
     assert "Deploy complete" in repo.ok("inbox", "--mentions", "--scope", "t:bcast", agent="carol").out
 
 
@@ -215,12 +231,14 @@ def test_stdin_body(repo):
 
 def test_json_outputs_parse(repo):
     sent = repo.ok("send", "json please", "--json", "--to", "@bob", agent="alice").json()
-    assert sent["message_id"].startswith("msg_") and sent["recipients"]
+    assert sent["message_id"].startswith("msg_")
+    assert sent["recipients"]
     inbox = repo.ok("inbox", "--json", agent="bob").json()
     assert {"messages", "total", "unread", "page", "page_size", "total_pages"} <= set(inbox)
     assert repo.ok("--json", "inbox", agent="bob").json()["total"] == inbox["total"]
     status = repo.ok("daemon", "status", "--json").json()
-    assert {"running", "pid", "uptime", "socket", "repo"} <= set(status) and status["running"] is True
+    assert {"running", "pid", "uptime", "socket", "repo"} <= set(status)
+    assert status["running"] is True
     assert repo.ok("whoami", "--json", agent="bob").json()["name"] == "bob"
     agents = repo.ok("agent", "list", "--json").json()["agents"]
     assert {"alice", "bob", "carol"} <= {a["name"] for a in agents}
@@ -231,11 +249,14 @@ def test_json_outputs_parse(repo):
 
 def test_agent_and_session_commands(repo):
     out = repo.ok("agent", "list").out
-    assert out.startswith("AGENT") and "@alice" in out and "implementer" in out
+    assert out.startswith("AGENT")
+    assert "@alice" in out
+    assert "implementer" in out
     assert "@bob" in repo.ok("agent", "list", "--role", "reviewer").out
     assert "@alice" not in repo.ok("agent", "list", "--role", "reviewer").out
     who = repo.ok("whoami", agent="alice").out
-    assert who.startswith("Agent:   @alice\nRole:    implementer\nModule:  auth\n") and "Session: ses_" in who
+    assert who.startswith("Agent:   @alice\nRole:    implementer\nModule:  auth\n")
+    assert "Session: ses_" in who
     started = repo.ok("session", "start", agent="carol").out
     sid = re.search(r"ses_\S+", started).group()
     assert repo.ok("session", "end", agent="carol").out == f"> Session ended: {sid} (normal)\n"
@@ -255,7 +276,8 @@ def test_error_paths_exit_1_with_one_line(repo, tmp_path):
     for args, kw in cases:
         r = repo.run(*args, **kw)
         assert r.code == 1, (args, r.out, r.err)
-        assert r.err_line and r.out == "", args
+        assert r.err_line, args
+        assert r.out == "", args
         assert "Traceback" not in r.err
 
 
@@ -267,6 +289,7 @@ def test_agent_delete_removes_it_and_its_identity_file(repo):
     assert not (repo.path / ".thrum" / "identities" / "temp_agent.json").exists()
     assert "@temp_agent" not in repo.ok("agent", "list").out
     r = repo.run("send", "ghost", agent="temp_agent")
-    assert r.code == 1 and "temp_agent" in r.err_line
+    assert r.code == 1
+    assert "temp_agent" in r.err_line
     cleanup = repo.ok("agent", "cleanup").out  # everyone here was active just now
     assert cleanup == "No stale agents.\n"

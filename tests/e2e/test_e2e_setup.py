@@ -12,7 +12,8 @@ from e2e_helpers import Repo, base_env
 
 def test_init_refuses_outside_a_git_repository(tmp_path):
     r = Repo(tmp_path).run("init", "--non-interactive")
-    assert r.code == 1 and "not a git repository" in r.err_line
+    assert r.code == 1
+    assert "not a git repository" in r.err_line
     assert not (tmp_path / ".thrum").exists()
 
 
@@ -41,10 +42,12 @@ def test_daemon_commands_and_autostart(fresh):
     assert fresh.ok("daemon", "stop").out == "Daemon is not running\n"
 
     r = fresh.run("inbox", env={"THRUM_NO_AUTOSTART": "1"})
-    assert r.code == 1 and "THRUM_NO_AUTOSTART" in r.err_line
+    assert r.code == 1
+    assert "THRUM_NO_AUTOSTART" in r.err_line
 
     r = fresh.ok("inbox")  # starts the daemon and says so
-    assert "starting daemon" in r.err and r.out == "No messages in inbox.\n"
+    assert "starting daemon" in r.err
+    assert r.out == "No messages in inbox.\n"
     assert fresh.ok("inbox", "--quiet").err == ""
     restarted = fresh.ok("daemon", "restart").out
     assert restarted.startswith("> Daemon restarted (pid ")
@@ -73,7 +76,9 @@ def test_linked_worktree_shares_the_daemon(fresh, tmp_path):
 
 def test_init_without_a_tty_never_prompts(fresh):
     r = fresh.run("init", "--no-daemon", stdin="")
-    assert r.code == 0 and "Daemon:  not started" in r.out and "Agent name" not in r.out
+    assert r.code == 0
+    assert "Daemon:  not started" in r.out
+    assert "Agent name" not in r.out
     assert list((fresh.path / ".thrum" / "identities").iterdir()) == []
 
 
@@ -100,5 +105,6 @@ def test_init_on_a_tty_offers_to_register_an_agent(fresh):
     assert proc.wait(timeout=60) == 0, out
     os.close(leader)
     text = out.decode(errors="replace")
-    assert "Agent name" in text and "> Agent registered: @tty_agent" in text
+    assert "Agent name" in text
+    assert "> Agent registered: @tty_agent" in text
     assert (fresh.path / ".thrum" / "identities" / "tty_agent.json").exists()

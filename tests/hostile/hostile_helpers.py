@@ -107,3 +107,26 @@ def links_under(root: Path) -> list[str]:
             if p.is_symlink():
                 found.append(str(p.relative_to(root)))
     return found
+
+
+def events_file(attacker: Attacker) -> str:
+    """The (last) file of shared lifecycle events on the remote, whatever the layout."""
+    found = [f for f in attacker.files() if f == "events.jsonl" or f.startswith("events/")]
+    assert found, f"no events file on the remote: {attacker.files()}"
+    return found[-1]
+
+
+def forge(event: dict, signer: str, key_file: Path | None) -> bytes:
+    """``event`` as a line signed as ``signer`` with the private key in ``key_file``
+    (a stolen key, or the attacker's own); unsigned when ``key_file`` is None."""
+    from thrum import events as ev
+    from thrum.trust import keys, signing
+
+    d = {k: v for k, v in event.items() if k != "sig"}
+    if key_file is None:
+        return ev.encode_line(d)
+    from cryptography.hazmat.primitives import serialization
+
+    private = serialization.load_pem_private_key(Path(key_file).read_bytes(), password=None)
+    assert isinstance(private, keys.Ed25519PrivateKey)
+    return ev.encode_line(signing.sign(d, signer, private))

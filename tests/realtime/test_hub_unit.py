@@ -150,4 +150,5 @@ async def test_hub_inbox_changed_wakes_only_for_what_can_add_to_an_inbox(nursery
     await hub.publish([read], "local")
     assert not before.is_set()
     await hub.publish([create()], "local")
-    assert before.is_set() and hub.inbox_changed is not before
+    assert before.is_set()
+    assert hub.inbox_changed is not before

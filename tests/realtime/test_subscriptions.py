@@ -108,7 +108,8 @@ def test_agent_and_session_events_reach_all_subscriptions(fresh):
     assert "agent.register" in methods
     start = next(n for n in notes if n["method"] == "agent.session.start" and n["params"]["session_id"] == sid)
     end = next(n for n in notes if n["method"] == "agent.session.end" and n["params"]["session_id"] == sid)
-    assert start["params"]["agent_id"] == "zed" and end["params"]["reason"] == "normal"
+    assert start["params"]["agent_id"] == "zed"
+    assert end["params"]["reason"] == "normal"
     assert methods.index("agent.session.start") < methods.index("agent.session.end")
 
 
@@ -131,7 +132,8 @@ def test_thread_updated_follows_a_message_in_a_thread(shared):
     upd = notes[-1]["params"]
     assert upd["thread_id"] == first["thread_id"]
     assert upd["last_sender"] == f"{t}a"
-    assert "preview" in upd and "unread_count" in upd
+    assert "preview" in upd
+    assert "unread_count" in upd
 
 
 def test_subscribe_list_delete_and_bad_params(shared):
@@ -151,7 +153,8 @@ def test_subscribe_list_delete_and_bad_params(shared):
                                   ({"filter_type": "all", "since_event_id": "nope"}, "since_event_id")):
                 with pytest.raises(RpcError) as info:
                     await c.call("subscribe.create", params)
-                assert info.value.code == -32602 and field in info.value.error["message"]
+                assert info.value.code == -32602
+                assert field in info.value.error["message"]
             with pytest.raises(RpcError) as info:
                 await c.call("subscribe.delete", {"subscription_id": a["subscription_id"]})
             assert info.value.code == -32004 or info.value.error["message"].startswith("subscription")
@@ -256,7 +259,8 @@ def test_slow_client_overflow_drops_oldest_and_says_how_many(fresh):
     assert dropped, "the slow client was never told it lost events"
     lost = sum(n["params"]["dropped"] for n in dropped)
     got = [n for n in slow_notes if n["method"] == "message.create"]
-    assert lost > 0 and len(got) < n_msgs
+    assert lost > 0
+    assert len(got) < n_msgs
     # sequence numbers increase, and after each drop notice resume at the announced next_seq
     seqs = [n["params"]["seq"] for n in slow_notes if n["method"] != "notification.dropped"]
     assert all(a < b for a, b in zip(seqs, seqs[1:]))
@@ -328,7 +332,8 @@ def test_resume_with_since_event_id_while_messages_keep_coming(shared):
     assert first + second == ids                           # nothing lost, nothing twice, in order
     replayed = [n for n in after if n["method"] == "message.create" and n["params"].get("replay")]
     marker = [n for n in after if n["method"] == "subscription.replayed"]
-    assert len(marker) == 1 and marker[0]["params"]["subscription_id"] == sub["subscription_id"]
+    assert len(marker) == 1
+    assert marker[0]["params"]["subscription_id"] == sub["subscription_id"]
     assert marker[0]["params"]["replayed"] == len(replayed)
     flags = [bool(n["params"].get("replay")) for n in after[:after.index(marker[0])] if n["method"] == "message.create"]
     assert flags == sorted(flags, reverse=True)            # replayed first, then live ones held back meanwhile

@@ -32,7 +32,8 @@ def test_events_from_a_sync_reach_subscribers(tmp_path):
 
         sent, got, seen = asyncio.run(go())
         note = got[-1]["params"]
-        assert note["agent_id"] == "remote_ann" and note["body"]["content"] == "from the other machine"
+        assert note["agent_id"] == "remote_ann"
+        assert note["body"]["content"] == "from the other machine"
         assert not note.get("replay")
         assert any(n["method"] == "agent.register" and n["params"]["agent_id"] == "remote_ann" for n in seen)
     finally:

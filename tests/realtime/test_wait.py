@@ -1,4 +1,7 @@
-"""message.wait (long-poll) over both transports, and the `thrum wait` command."""
+"""message.wait (long-poll) over both transports, and the `thrum wait` command.
+
+Deadlines themselves are tested on trio's clock, without waiting: tests/daemon/test_daemon_clock.py.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 from realtime_helpers import WAIT
@@ -72,7 +74,6 @@ def test_message_wait_over_ws_does_not_block_other_requests(shared):
     async def go():
         c = await d.ws()
         waiting = asyncio.ensure_future(c.call("message.wait", {"caller": waiter, "timeout": WAIT}, timeout=WAIT + 5))
-        started = time.monotonic()
         assert (await c.call("health"))["status"] == "ok"           # answered while the wait is pending
         assert (await c.call("subscribe.list"))["subscriptions"] == []
         assert not waiting.done()
@@ -80,21 +81,11 @@ def test_message_wait_over_ws_does_not_block_other_requests(shared):
         sent = await loop.run_in_executor(None, lambda: d.send(sender, "wake up", to=[waiter]))
         result = await waiting
         await c.close()
-        return sent, result, time.monotonic() - started
+        return sent, result
 
-    sent, result, took = asyncio.run(go())
-    assert result["timed_out"] is False
+    sent, result = asyncio.run(go())
+    assert result["timed_out"] is False  # woken by the message, not by the deadline
     assert [m["message_id"] for m in result["messages"]] == [sent["message_id"]]
-    assert took < WAIT
-
-
-def test_message_wait_times_out(shared):
-    d = shared
-    _, waiter = _pair(d, "wt")
-    started = time.monotonic()
-    result = d.call("message.wait", {"caller": waiter, "timeout": 0.3})
-    assert result == {"messages": [], "timed_out": True}
-    assert time.monotonic() - started >= 0.3
 
 
 def _thrum(d, *args: str, name: str) -> subprocess.Popen:

@@ -52,9 +52,12 @@ def test_ws_token_by_header_or_query_is_accepted(shared):
 
 def test_ws_without_or_with_a_wrong_token_is_refused_401(shared):
     status, body = _refusal(shared, shared.url())
-    assert status == 401 and "ws.token" in body and "Bearer" in body
+    assert status == 401
+    assert "ws.token" in body
+    assert "Bearer" in body
     status, body = _refusal(shared, shared.url(), shared.auth("not-the-token"))
-    assert status == 401 and "wrong token" in body
+    assert status == 401
+    assert "wrong token" in body
     status, _ = _refusal(shared, shared.url(token="nope", query=True))
     assert status == 401
     status, _ = _refusal(shared, shared.url(), {"Authorization": f"Basic {shared.token}"})
@@ -76,7 +79,8 @@ def test_ws_own_origins_and_clients_without_origin_are_accepted(shared):
 
 def test_ws_other_paths_are_404(shared):
     status, body = _refusal(shared, shared.url(path="/"), shared.auth())
-    assert status == 404 and "/ws" in body
+    assert status == 404
+    assert "/ws" in body
     status, _ = _refusal(shared, shared.url(path="/wsx"), shared.auth())
     assert status == 404
 
@@ -86,8 +90,10 @@ def test_ws_refusals_are_logged_without_the_token(shared):
     _refusal(shared, shared.url(token=wrong, query=True))
     _refusal(shared, shared.url(), shared.auth(), origin="http://evil.example")
     log = shared.paths.log_file.read_text()
-    assert "refused 401" in log and "refused 403" in log
-    assert shared.token not in log and wrong not in log
+    assert "refused 401" in log
+    assert "refused 403" in log
+    assert shared.token not in log
+    assert wrong not in log
 
 
 def test_ws_malformed_oversized_and_binary_frames_get_jsonrpc_answers(shared):
@@ -96,16 +102,19 @@ def test_ws_malformed_oversized_and_binary_frames_get_jsonrpc_answers(shared):
         try:
             await c.ws.send("{not json")
             bad = await asyncio.wait_for(c.unmatched.get(), 10)
-            assert bad["error"]["code"] == -32700 and bad["id"] is None
+            assert bad["error"]["code"] == -32700
+            assert bad["id"] is None
             await c.ws.send(json.dumps({"jsonrpc": "2.0", "id": 7}))
             bad = await asyncio.wait_for(c.unmatched.get(), 10)
-            assert bad["error"]["code"] == -32600 and bad["id"] == 7
+            assert bad["error"]["code"] == -32600
+            assert bad["id"] == 7
             await c.ws.send(b"\xff\xfe binary garbage")
             bad = await asyncio.wait_for(c.unmatched.get(), 10)
             assert bad["error"]["code"] == -32700
             await c.ws.send(json.dumps({"jsonrpc": "2.0", "id": 8, "method": "health"}).encode())
             ok = await asyncio.wait_for(c.unmatched.get(), 10)
-            assert ok["id"] == 8 and ok["result"]["status"] == "ok"
+            assert ok["id"] == 8
+            assert ok["result"]["status"] == "ok"
             reply = await c.request("no.such.method")
             assert reply["error"]["code"] == -32601
             # the socket survived all of it
@@ -123,7 +132,8 @@ def test_ws_frame_over_the_limit_is_answered_not_fatal(fresh):
         try:
             await c.ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "health", "params": {"x": "y" * 5000}}))
             big = await asyncio.wait_for(c.unmatched.get(), 10)
-            assert big["error"]["code"] == -32600 and "too large" in big["error"]["message"]
+            assert big["error"]["code"] == -32600
+            assert "too large" in big["error"]["message"]
             assert (await c.call("health"))["status"] == "ok"
         finally:
             await c.close()

@@ -52,6 +52,14 @@ class Machine:
     def agent(self, name: str, role: str, module: str = "core") -> None:
         self.run("quickstart", "--name", name, "--role", role, "--module", module)
 
+    def adopt_identity(self, other: "Machine", name: str) -> None:
+        """Make ``name`` (an identity of ``other``) an identity of this machine too: the
+        same agent on two machines needs the same key (docs/design/trust.md)."""
+        src, dst = other.path / ".thrum" / "identities", self.path / ".thrum" / "identities"
+        dst.mkdir(parents=True, exist_ok=True)
+        for suffix in (".json", ".key"):
+            shutil.copy2(src / f"{name}{suffix}", dst / f"{name}{suffix}")
+
     def rpc(self, method: str, params: dict | None = None):
         return lifecycle.call(self.paths, method, params or {}, timeout=60)
 
@@ -78,10 +86,14 @@ def machine_env(**extra) -> dict:
 
 
 def event_ids(shard: bytes) -> list[str]:
+    """The event ids of a shard's lines, in order; seals (thrum.trust) are not events."""
     out = []
     for line in shard.splitlines():
         try:
-            out.append(json.loads(line)["event_id"])
-        except (ValueError, KeyError, TypeError):
+            d = json.loads(line)
+            if d.get("type") == "seal":
+                continue
+            out.append(d["event_id"])
+        except (ValueError, KeyError, TypeError, AttributeError):
             out.append(f"<malformed {line[:30]!r}>")
     return out

@@ -29,7 +29,9 @@ def test_message_sent_on_a_reaches_b_and_agents_are_shared(machines):
     _introduce(a, b)
     sent = a.json("send", "Auth module complete", "--to", "@reviewer", "--scope", "module:auth", agent="alice")
     report = a.sync()
-    assert report["ok"] and report["pushed"] and report["commits"] >= 1
+    assert report["ok"]
+    assert report["pushed"]
+    assert report["commits"] >= 1
     received = b.sync()
     assert received["received"] >= 1
     assert _inbox_ids(b, "bob", "--mentions") == [sent["message_id"]]
@@ -44,8 +46,9 @@ def test_message_sent_on_a_reaches_b_and_agents_are_shared(machines):
 
 def test_concurrent_appends_to_the_same_shard_converge_byte_identical(machines):
     a, b = machines(2)
-    # one agent name used on both machines: both append to messages/alice.jsonl
+    # one agent on both machines (its identity and key copied): both append to its shard
     a.agent("alice", "implementer")
+    b.adopt_identity(a, "alice")
     b.agent("alice", "implementer")
     ids = []
     for i in range(15):
@@ -57,7 +60,8 @@ def test_concurrent_appends_to_the_same_shard_converge_byte_identical(machines):
     sa, sb = a.shards(), b.shards()
     assert sa == sb
     lines = sa["messages/alice.jsonl"]
-    assert b"<<<<<<<" not in lines and b">>>>>>>" not in lines
+    assert b"<<<<<<<" not in lines
+    assert b">>>>>>>" not in lines
     eids = event_ids(lines)
     assert len(eids) == len(set(eids)) == 30
     for m in (a, b):
@@ -79,12 +83,12 @@ def test_racing_pushes_both_converge(machines):
     for round_ in range(3):
         a.rpc("message.send", {"caller": "alice", "content": f"a{round_}"})
         b.rpc("message.send", {"caller": "bob", "content": f"b{round_}"})
-        results = {}
+        results: dict = {}
 
-        def run(m):
-            results[m.name] = m.run("sync", "--json", check=False)
+        def run(m, out):
+            out[m.name] = m.run("sync", "--json", check=False)
 
-        threads = [threading.Thread(target=run, args=(m,)) for m in (a, b)]
+        threads = [threading.Thread(target=run, args=(m, results)) for m in (a, b)]
         for t in threads:
             t.start()
         for t in threads:
@@ -135,9 +139,11 @@ def test_unreachable_remote_keeps_local_work_and_reports_failure(machines):
     sent = a.json("send", "sent while offline", "--to", "@bob", agent="alice")
     failed = a.run("sync", check=False)
     assert failed.returncode == 1
-    assert failed.stderr.count("\n") == 1 and failed.stderr.startswith("thrum: ")
+    assert failed.stderr.count("\n") == 1
+    assert failed.stderr.startswith("thrum: ")
     status = a.json("sync", "status")
-    assert status["last_error"] and status["pending_events"] >= 1
+    assert status["last_error"]
+    assert status["pending_events"] >= 1
     repo.remotes.set_url("origin", good_url)
     assert a.sync()["ok"]
     b.sync()
@@ -158,7 +164,8 @@ def test_edits_deletes_and_receipts_replicate(machines):
     a.rpc("message.delete", {"caller": "alice", "message_id": m2})
     _introduce(a, b)
     got = b.rpc("message.get", {"message_id": m1})["message"]
-    assert got["body"]["content"] == "v2" and got["version"] == 1
+    assert got["body"]["content"] == "v2"
+    assert got["version"] == 1
     assert b.rpc("message.get", {"message_id": m2})["message"]["deleted"] is True
     on_a = a.rpc("message.get", {"message_id": m1})["message"]
     assert "bob" in on_a["read_by"]
@@ -187,7 +194,8 @@ def test_forged_events_from_another_clone_are_quarantined(machines):
     b.run("sync")  # offline cycle (daemon stopped) pushes the forged lines
     a.sync()
     got = a.rpc("message.get", {"message_id": mid})["message"]
-    assert got["body"]["content"] == "genuine" and got["version"] == 0
+    assert got["body"]["content"] == "genuine"
+    assert got["version"] == 0
     assert a.rpc("message.list", {"page_size": 100})["total"] == 1
     status = a.json("sync", "status")
     assert status["quarantined"] >= 3
@@ -214,7 +222,8 @@ def test_randomised_replicas_converge_to_identical_logs_and_inboxes(machines):
     agents = {m.name: f"agent_{m.name}" for m in reps}
     for m in reps:
         m.agent(agents[m.name], "worker")
-    reps[1].agent("shared", "worker")  # one name living on two machines: same shards on both
+    reps[1].agent("shared", "worker")  # one agent living on two machines (same key): same shards on both
+    reps[3].adopt_identity(reps[1], "shared")
     reps[3].agent("shared", "worker")
     local_agents = {m.name: [agents[m.name]] + (["shared"] if m in (reps[1], reps[3]) else []) for m in reps}
     for m in reps:
@@ -262,7 +271,8 @@ def test_idle_daemon_makes_no_commits(machines):
     repo = pygit2.Repository(str(a.path))
     tip = repo.references["refs/heads/a-sync"].target
     again = a.sync()
-    assert again["commits"] == 0 and again["ok"]
+    assert again["commits"] == 0
+    assert again["ok"]
     assert repo.references["refs/heads/a-sync"].target == tip
 
 
@@ -271,7 +281,9 @@ def test_local_only_mode_commits_but_never_pushes(machines):
     a.agent("alice", "implementer")
     a.rpc("message.send", {"caller": "alice", "content": "stays here"})
     report = a.sync()
-    assert report["mode"] == "local-only" and report["commits"] >= 1 and not report["pushed"]
+    assert report["mode"] == "local-only"
+    assert report["commits"] >= 1
+    assert not report["pushed"]
     remote = pygit2.Repository(str(a.path.parent / "remote.git"))
     assert remote.references.get("refs/heads/a-sync") is None
     assert a.json("sync", "status")["mode"] == "local-only"

@@ -33,7 +33,8 @@ def test_append_is_durable_and_readable_after_reopening(tmp_log, e):
     reopened = EventLog(tmp_log.root)
     result = reopened.read_all()
     assert sorted(event_ids(result)) == sorted(d["event_id"] for _, d in recs)
-    assert result.issues == [] and result.torn == []
+    assert result.issues == []
+    assert result.torn == []
     assert reopened.shards() == ["events.jsonl", "messages/alice.jsonl", "receipts/bob.jsonl"]
 
 
@@ -72,13 +73,17 @@ def test_torn_last_line_is_reported_skipped_and_later_kept_separate(db, tmp_log,
         f.write(torn)  # crash mid-write
     result = tmp_log.read_all()
     assert event_ids(result) == [c[1]["event_id"]]
-    assert len(result.torn) == 1 and result.torn[0].line == torn and result.issues == []
+    assert len(result.torn) == 1
+    assert result.torn[0].line == torn
+    assert result.issues == []
     assert path.read_bytes().endswith(torn)  # never deleted
     later = e.create("alice", "after the crash")
     EventLog(tmp_log.root).append(dicts(later))  # a fresh EventLog must notice the torn end
     result = tmp_log.read_all()
     assert event_ids(result) == [c[1]["event_id"], later[1]["event_id"]]
-    assert len(result.issues) == 1 and result.issues[0].line == torn and result.torn == []
+    assert len(result.issues) == 1
+    assert result.issues[0].line == torn
+    assert result.torn == []
     projection.catch_up(db, tmp_log)
     assert sorted(ids(queries.list_messages(db))) == sorted([mid(c), mid(later)])
 
@@ -91,10 +96,13 @@ def test_malformed_lines_are_reported_and_the_rest_projects(db, tmp_log, e):
         f.write(b"garbage\n\n" + b'{"type":"message.create"}\n')
     tmp_log.append(dicts(*good[1:]))
     result = tmp_log.read_all()
-    assert len(result.records) == 3 and len(result.issues) == 2
-    assert "not JSON" in result.issues[0].reason and "event_id" in result.issues[1].reason
+    assert len(result.records) == 3
+    assert len(result.issues) == 2
+    assert "not JSON" in result.issues[0].reason
+    assert "event_id" in result.issues[1].reason
     folded = projection.catch_up(db, tmp_log)
-    assert folded.malformed == 2 and len(folded.applied) == 3
+    assert folded.malformed == 2
+    assert len(folded.applied) == 3
     assert len(queries.list_messages(db)["messages"]) == 3
     assert path.read_bytes().count(b"garbage") == 1
 
@@ -141,7 +149,8 @@ def test_read_shard_in_chunks_gives_the_same_records(tmp_log, e):
         if done:
             break
     assert rounds > 10
-    assert event_ids(parts) == event_ids(whole) and parts.torn == []
+    assert event_ids(parts) == event_ids(whole)
+    assert parts.torn == []
     assert pos == whole.positions["messages/alice.jsonl"]
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from thrum import events as ev
 from thrum.errors import NotFound
-from thrum.store import directory, models, projection, queries
+from thrum.store import database, directory, projection, queries, rebuild
 from thrum.store.log import EventLog
 
 from store_helpers import Events, fold, ids, mid
@@ -34,7 +34,8 @@ def test_fold_create_then_edit_updates_body_and_history(db, e):
     fold(db, e.edit("alice", mid(c), "v2"))
     m = message(db, mid(c))
     assert m["body"]["content"] == "v2"
-    assert m["version"] == 1 and m["edited"]
+    assert m["version"] == 1
+    assert m["edited"]
     assert [(x["old_content"], x["new_content"]) for x in m["edits"]] == [("v1", "v2")]
     assert m["updated_at"] != ""
 
@@ -47,7 +48,8 @@ def test_fold_edit_before_create_takes_effect_when_the_message_arrives(db, e):
         message(db, mid(c))
     fold(db, c)
     m = message(db, mid(c))
-    assert m["body"]["content"] == "v2" and m["version"] == 1
+    assert m["body"]["content"] == "v2"
+    assert m["version"] == 1
 
 
 def test_fold_concurrent_edits_last_writer_by_event_id_wins(db, e):
@@ -69,8 +71,10 @@ def test_fold_delete_is_final_and_later_edits_are_ignored(db, e):
     fold(db, c, early)
     m = message(db, mid(c))
     assert m["deleted"] is True
-    assert m["metadata"]["delete_reason"] == "oops" and m["metadata"]["deleted_at"]
-    assert m["body"]["content"] == "before delete" and m["version"] == 1
+    assert m["metadata"]["delete_reason"] == "oops"
+    assert m["metadata"]["deleted_at"]
+    assert m["body"]["content"] == "before delete"
+    assert m["version"] == 1
     assert ids(queries.list_messages(db)) == []
     assert ids(queries.list_messages(db, include_deleted=True)) == [mid(c)]
 
@@ -83,7 +87,8 @@ def test_fold_non_author_edit_and_delete_are_ignored_and_recorded_as_forged(db, 
     r2 = fold(db, c)
     r3 = fold(db, e.edit("alice", mid(c), "still mine"))  # recomputes; the forged ones are not counted again
     m = message(db, mid(c))
-    assert m["body"]["content"] == "still mine" and not m["deleted"]
+    assert m["body"]["content"] == "still mine"
+    assert not m["deleted"]
     assert r1.forged + r2.forged + r3.forged == 2
     assert {(s, eid) for _, s, eid in issues(db, "forged")} == {
         ("messages/mallory.jsonl", bad_edit[1]["event_id"]), ("messages/mallory.jsonl", bad_delete[1]["event_id"])}
@@ -93,7 +98,8 @@ def test_fold_non_author_edit_and_delete_are_ignored_and_recorded_as_forged(db, 
 def test_fold_event_in_the_wrong_shard_is_forged(db, e, wrong_shard):
     shard, d = e.create("alice", "hi")
     result = projection.fold(db, [(wrong_shard, d)])
-    assert result.forged == 1 and result.applied == []
+    assert result.forged == 1
+    assert result.applied == []
     assert ids(queries.list_messages(db)) == []
     assert issues(db, "forged") == [("forged", wrong_shard, d["event_id"])]
 
@@ -116,7 +122,9 @@ def test_fold_create_id_conflict_lowest_event_id_wins(db, e, order):
     for i in order:
         fold(db, recs[i])
     m = message(db, "msg_SAME")
-    assert m["author"]["agent_id"] == "alice" and m["body"]["content"] == "original" and m["refs"] == []
+    assert m["author"]["agent_id"] == "alice"
+    assert m["body"]["content"] == "original"
+    assert m["refs"] == []
     assert issues(db, "conflict") == [("conflict", "messages/bob.jsonl", second[1]["event_id"])]
     assert projection.verify_counters(db) == []
 
@@ -126,7 +134,9 @@ def test_fold_duplicate_events_change_nothing(db, e):
     ed = e.edit("alice", mid(c), "hi2")
     r1 = fold(db, c, ed, c)
     r2 = fold(db, c, ed)
-    assert r1.duplicates == 1 and r2.duplicates == 2 and r2.applied == []
+    assert r1.duplicates == 1
+    assert r2.duplicates == 2
+    assert r2.applied == []
     assert message(db, mid(c))["version"] == 1
     assert issues(db) == []
 
@@ -135,7 +145,8 @@ def test_fold_unknown_types_are_counted_not_applied(db, e):
     raw = {"type": "future.thing", "timestamp": "2026-01-01T00:00:00Z", "event_id": ev.new_ulid(), "v": 1, "x": 1}
     v2 = dict(e.create("alice")[1], v=2)
     result = projection.fold(db, [("events.jsonl", raw), ("messages/alice.jsonl", v2)])
-    assert result.unknown == 2 and result.applied == []
+    assert result.unknown == 2
+    assert result.applied == []
 
 
 # --------------------------------------------------------------------------- receipts
@@ -198,8 +209,8 @@ def test_fold_group_events_in_any_order_agree(db, tmp_path, e):
     recs = [e.group_create("team"), e.member_add("team", "alice"), e.group_delete("team"), e.group_create("team"),
             e.member_add("team", "bob"), e.member_remove("team", "bob"), e.member_add("team", "carol")]
     fold(db, *reversed(recs))
-    other = models.open_database(tmp_path / "other.db")
-    models.create_schema(other)
+    other = database.open_database(tmp_path / "other.db")
+    database.create_schema(other)
     fold(other, *recs)
     assert directory.group_members(db, "team") == directory.group_members(other, "team") == [
         {"type": "agent", "value": "carol"}]
@@ -213,7 +224,8 @@ def test_fold_agent_cleanup_then_register_again(db, e):
     assert directory.list_agents(db, include_deleted=True)["agents"][0]["deleted"] is True
     fold(db, e.register("alice", "reviewer"))
     agent = directory.get_agent(db, "alice")
-    assert agent["role"] == "reviewer" and agent["deleted"] is False
+    assert agent["role"] == "reviewer"
+    assert agent["deleted"] is False
 
 
 def test_fold_cleanup_older_than_register_does_not_delete(db, e):
@@ -229,15 +241,18 @@ def test_fold_session_end_before_start(db, e):
     fold(db, end)
     fold(db, start)
     [s] = directory.list_sessions(db)
-    assert s["agent_id"] == "alice" and s["started_at"] and s["ended_at"] and s["active"] is False
+    assert s["agent_id"] == "alice"
+    assert s["started_at"]
+    assert s["ended_at"]
+    assert s["active"] is False
     assert directory.list_sessions(db, active_only=True) == []
 
 
 def test_fold_session_without_start_takes_agent_of_earliest_end(db, tmp_path, e):
     ends = [e.session_end("ses_1", "alice"), e.session_end("ses_1", "bob")]
     fold(db, *ends)
-    other = models.open_database(tmp_path / "other.db")
-    models.create_schema(other)
+    other = database.open_database(tmp_path / "other.db")
+    database.create_schema(other)
     fold(other, *reversed(ends))
     assert directory.list_sessions(db) == directory.list_sessions(other)
     assert directory.list_sessions(db)[0]["agent_id"] == "alice"
@@ -262,14 +277,16 @@ def test_catch_up_folds_only_new_lines_and_rebuild_agrees(db, tmp_log, tmp_path,
     assert len(r1.applied) == 3
     _write(tmp_log, e.edit("alice", mid(c), "two"), e.read("bob", mid(c)))
     r2 = projection.catch_up(db, tmp_log)
-    assert len(r2.applied) == 2 and r2.duplicates == 0
+    assert len(r2.applied) == 2
+    assert r2.duplicates == 0
     assert projection.catch_up(db, tmp_log).applied == []
-    fresh = models.open_database(tmp_path / "fresh.db")
+    fresh = database.open_database(tmp_path / "fresh.db")
     result = projection.rebuild(fresh, tmp_log)
     assert result.applied == []  # not kept unless asked
-    assert models.schema_version(fresh) == models.SCHEMA_VERSION
+    assert database.schema_version(fresh) == database.SCHEMA_VERSION
     assert queries.list_messages(fresh, viewer="bob") == queries.list_messages(db, viewer="bob")
-    assert projection.verify_counters(fresh) == [] and projection.verify_counters(db) == []
+    assert projection.verify_counters(fresh) == []
+    assert projection.verify_counters(db) == []
 
 
 def test_rebuild_keeps_kv_and_replaces_everything_else(db, tmp_log, e):
@@ -284,22 +301,22 @@ def test_rebuild_keeps_kv_and_replaces_everything_else(db, tmp_log, e):
 
 def test_rebuild_interrupted_leaves_no_schema_version(tmp_path, tmp_log, e, monkeypatch):
     _write(tmp_log, e.create("alice"))
-    database = models.open_database(tmp_path / "x.db")
+    opened = database.open_database(tmp_path / "x.db")
 
     def boom(*a, **k):
         raise RuntimeError("power cut")
 
-    monkeypatch.setattr(models, "finish_schema", boom)
+    monkeypatch.setattr(database, "finish_schema", boom)
     with pytest.raises(RuntimeError):
-        projection.rebuild(database, tmp_log)
-    assert models.schema_version(database) is None
+        projection.rebuild(opened, tmp_log)
+    assert database.schema_version(opened) is None
 
 
 def test_catch_up_in_chunks_gives_the_same_state(db, tmp_log, tmp_path, e, monkeypatch):
     recs = [e.create("alice", "x" * 200, mentions=["bob"]) for _ in range(50)]
     _write(tmp_log, *recs)
-    monkeypatch.setattr(projection, "READ_CHUNK", 1000)
-    monkeypatch.setattr(projection, "REBUILD_BATCH", 7)
+    monkeypatch.setattr(rebuild, "READ_CHUNK", 1000)
+    monkeypatch.setattr(rebuild, "REBUILD_BATCH", 7)
     result = projection.catch_up(db, tmp_log)
     assert len(result.applied) == 50
     assert queries.list_messages(db, viewer="bob", page_size=100)["total"] == 50
@@ -314,10 +331,13 @@ def test_fold_counts_reports_malformed_and_forged(db, tmp_log, e):
     with open(tmp_log.root / "messages" / "alice.jsonl", "ab") as f:
         f.write(ev.encode_line(d))
     result = projection.catch_up(db, tmp_log)
-    assert result.malformed == 1 and result.forged == 1 and len(result.applied) == 1
+    assert result.malformed == 1
+    assert result.forged == 1
+    assert len(result.applied) == 1
     assert projection.fold_counts(db) == {"malformed": 1, "forged": 1}
     summary = directory.fold_issue_summary(db)
-    assert summary["total"] == 2 and {i["kind"] for i in summary["recent"]} == {"malformed", "forged"}
+    assert summary["total"] == 2
+    assert {i["kind"] for i in summary["recent"]} == {"malformed", "forged"}
 
 
 def test_time_keys_sort_mixed_precision(db, e):
@@ -336,7 +356,8 @@ def test_verify_counters_reports_a_counter_that_drifted(db, e):
     db.execute_sql("UPDATE agent_sig_counts SET n_read = n_read + 1")
     db.execute_sql("UPDATE sig_totals SET n = n + 5")
     problems = projection.verify_counters(db)
-    assert len(problems) == 2 and any(p.startswith("agent_sig_counts") for p in problems)
+    assert len(problems) == 2
+    assert any(p.startswith("agent_sig_counts") for p in problems)
 
 
 def test_counters_follow_delete_replace_and_unread(db, e):

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from thrum import events as ev
-from thrum.store import models, projection
+from thrum.store import database, projection
 from thrum.store.log import EventLog
 
 from store_helpers import Events, snapshot
@@ -42,7 +42,8 @@ _ops = st.one_of(
     st.tuples(st.sampled_from(["read", "unread", "archive"]), _agent, st.lists(_slot, min_size=1, max_size=3)),
     st.tuples(st.sampled_from(["group.create", "group.delete"]), st.sampled_from(GROUPS)),
     st.tuples(st.sampled_from(["add", "remove"]), st.sampled_from(GROUPS),
-              st.one_of(st.tuples(st.just("agent"), _agent), st.tuples(st.just("role"), st.sampled_from(["dev", "qa"])))),
+              st.one_of(st.tuples(st.just("agent"), _agent),
+                        st.tuples(st.just("role"), st.sampled_from(["dev", "qa"])))),
     st.tuples(st.sampled_from(["register", "cleanup"]), _agent),
     st.tuples(st.just("session"), _agent, st.booleans()),
 )
@@ -112,8 +113,8 @@ def build(ops) -> tuple[list, list, list[str]]:
 
 
 def fresh_db(tmp: Path, name: str):
-    db = models.open_database(tmp / f"{name}.db")
-    models.create_schema(db)
+    db = database.open_database(tmp / f"{name}.db")
+    database.create_schema(db)
     return db
 
 
@@ -166,7 +167,7 @@ def test_rebuild_equals_incremental_fold(ops, rng):
                     f.write(ev.encode_line(d))
             projection.catch_up(incremental, log)
             i += n
-        rebuilt = models.open_database(Path(tmp) / "rebuilt.db")
+        rebuilt = database.open_database(Path(tmp) / "rebuilt.db")
         projection.rebuild(rebuilt, log)
         assert snap(incremental, mids) == snap(rebuilt, mids)
 
@@ -187,10 +188,17 @@ def test_duplicated_events_change_nothing(ops, rng):
         assert snap(once, mids) == snap(twice, mids)
 
 
+# Operations that always come with forged copies (wrong shard); the forged-events
+# property draws at least one, so it never passes for want of something to refuse.
+_forging_op = _ops.filter(lambda op: op[0] in ("create", "read", "unread", "archive", "add", "remove"))
+
+
 @SETTINGS
-@given(st.lists(_ops, min_size=1, max_size=25), st.randoms(use_true_random=False))
+@given(st.tuples(st.lists(_ops, max_size=24), _forging_op).map(lambda t: t[0] + [t[1]]),
+       st.randoms(use_true_random=False))
 def test_forged_events_change_nothing(ops, rng):
     valid, forged, mids = build(ops)
+    assert forged  # the property is about something
     with_forged = valid + forged
     rng.shuffle(with_forged)
     with tempfile.TemporaryDirectory() as tmp:
@@ -201,4 +209,5 @@ def test_forged_events_change_nothing(ops, rng):
         assert snap(clean, mids, with_issues=False) == snap(dirty, mids, with_issues=False)
         forged_ids = {d["event_id"] for _, d in forged}
         recorded = {r[0] for r in dirty.execute_sql("SELECT event_id FROM fold_issues WHERE kind = 'forged'")}
+        assert recorded  # every forging op puts an event in a shard it does not belong in: refused and recorded
         assert recorded <= forged_ids

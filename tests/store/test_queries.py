@@ -7,7 +7,7 @@ import random
 import pytest
 
 from thrum.errors import NotFound, ValidationError
-from thrum.store import directory, projection, queries
+from thrum.store import directory, inbox, projection, queries
 
 from store_helpers import Events, fold, ids, mid
 
@@ -40,8 +40,10 @@ def test_pagination_math(db, e):
     assert (p1["total"], p1["page"], p1["page_size"], p1["total_pages"]) == (23, 1, 10, 3)
     assert ids(p1) == newest_first[:10]
     p3 = queries.list_messages(db, page=3)
-    assert ids(p3) == newest_first[20:] and p3["total"] == 23
-    assert ids(queries.list_messages(db, page=4)) == [] and queries.list_messages(db, page=4)["total"] == 23
+    assert ids(p3) == newest_first[20:]
+    assert p3["total"] == 23
+    assert ids(queries.list_messages(db, page=4)) == []
+    assert queries.list_messages(db, page=4)["total"] == 23
     assert queries.list_messages(db, page_size=100)["total_pages"] == 1
     assert queries.list_messages(db, page_size=23)["total_pages"] == 1
     assert queries.list_messages(db, page_size=22)["total_pages"] == 2
@@ -79,7 +81,9 @@ def test_sorting_by_created_and_updated_with_message_id_tie_break(db, e):
     assert listing(db, sort_by="updated_at") == ["msg_A", "msg_C", "msg_B"]
     assert listing(db, sort_by="updated_at", sort_order="asc") == ["msg_B", "msg_C", "msg_A"]
     item = queries.list_messages(db, sort_by="updated_at")["messages"][0]
-    assert item["updated_at"] == "2026-02-03T10:00:09.000Z" and item["edited"] and item["version"] == 1
+    assert item["updated_at"] == "2026-02-03T10:00:09.000Z"
+    assert item["edited"]
+    assert item["version"] == 1
     assert queries.list_messages(db)["messages"][0]["updated_at"] == ""
 
 
@@ -123,7 +127,9 @@ def test_default_inbox_excludes_own_and_deleted_messages(db, team):
     mine, theirs, deleted = e.create("alice", "mine"), e.create("bob", "theirs"), e.create("carol", "x")
     fold(db, mine, theirs, deleted, e.delete("carol", mid(deleted)))
     inbox = queries.list_messages(db, viewer="alice", exclude_author="alice")
-    assert ids(inbox) == [mid(theirs)] and inbox["total"] == 1 and inbox["unread"] == 1
+    assert ids(inbox) == [mid(theirs)]
+    assert inbox["total"] == 1
+    assert inbox["unread"] == 1
     assert queries.counts(db, "alice") == {"total": 1, "unread": 1}
 
 
@@ -180,11 +186,13 @@ def test_read_state_is_read_unread_counts_and_unread_filter(db, team):
     msgs = [e.create("alice", str(i), mentions=["bob"]) for i in range(5)]
     fold(db, *msgs, e.read("bob", mid(msgs[0]), mid(msgs[1]), mid(msgs[2])), e.unread("bob", mid(msgs[2])))
     out = queries.list_messages(db, viewer="bob")
-    assert out["total"] == 5 and out["unread"] == 3
+    assert out["total"] == 5
+    assert out["unread"] == 3
     assert {m["message_id"]: m["is_read"] for m in out["messages"]} == {
         mid(msgs[0]): True, mid(msgs[1]): True, mid(msgs[2]): False, mid(msgs[3]): False, mid(msgs[4]): False}
     unread = queries.list_messages(db, viewer="bob", unread_for="bob")
-    assert ids(unread) == [mid(msgs[4]), mid(msgs[3]), mid(msgs[2])] and unread["total"] == 3
+    assert ids(unread) == [mid(msgs[4]), mid(msgs[3]), mid(msgs[2])]
+    assert unread["total"] == 3
     assert all(not m["is_read"] for m in unread["messages"])
     assert queries.list_messages(db, unread_for="bob")["unread"] == 3  # viewer defaults to unread_for
     assert queries.list_messages(db)["unread"] == 5  # no viewer: nothing is read
@@ -199,7 +207,9 @@ def test_unread_envelope_counts_all_matches_not_just_the_page(db, e):
     msgs = [e.create("alice", str(i)) for i in range(30)]
     fold(db, *msgs, e.read("bob", *[mid(m) for m in msgs[:4]]))
     out = queries.list_messages(db, viewer="bob", page_size=5)
-    assert len(out["messages"]) == 5 and out["total"] == 30 and out["unread"] == 26
+    assert len(out["messages"]) == 5
+    assert out["total"] == 30
+    assert out["unread"] == 26
 
 
 def test_archived_messages_are_hidden_from_the_viewer(db, team):
@@ -207,7 +217,8 @@ def test_archived_messages_are_hidden_from_the_viewer(db, team):
     a, b = e.create("alice", "a", mentions=["bob"]), e.create("alice", "b", mentions=["bob"])
     fold(db, a, b, e.archive("bob", mid(a)), e.read("bob", mid(a)))
     out = queries.list_messages(db, viewer="bob", mentions_of="bob")
-    assert ids(out) == [mid(b)] and (out["total"], out["unread"]) == (1, 1)
+    assert ids(out) == [mid(b)]
+    assert (out["total"], out["unread"]) == (1, 1)
     out = queries.list_messages(db, viewer="bob", mentions_of="bob", include_archived=True)
     assert (out["total"], out["unread"]) == (2, 1)
     assert queries.counts(db, "bob", mentions_only=True) == {"total": 1, "unread": 1}
@@ -224,8 +235,9 @@ def test_also_read_by_and_sent_messages(db, team):
     fold(db, e.unread("alice", mid(b)), e.unread("carol", mid(b)))
     assert queries.also_read_by(db, [mid(b)], "bob") == {}
     sent = queries.sent_messages(db, "alice")
-    assert sent["total"] == 2 and {m["message_id"]: m["read_by"] for m in sent["messages"]} == {
-        mid(a): ["bob", "carol"], mid(b): []}
+    assert sent["total"] == 2
+    assert ({m["message_id"]: m["read_by"] for m in sent["messages"]} == {
+        mid(a): ["bob", "carol"], mid(b): []})
 
 
 def test_get_message_details_and_not_found(db, team):
@@ -234,10 +246,15 @@ def test_get_message_details_and_not_found(db, team):
     fold(db, c, e.edit("alice", mid(c), "v2"), e.read("bob", mid(c)))
     m = queries.get_message(db, mid(c), viewer="bob")["message"]
     assert m["author"] == {"agent_id": "alice", "session_id": "ses_alice"}
-    assert m["body"]["content"] == "v2" and m["version"] == 1 and m["is_read"] is True
-    assert m["metadata"] == {"deleted_at": "", "delete_reason": ""} and m["deleted"] is False
-    assert m["edits"][0]["edited_by"] == "alice" and m["edits"][0]["old_content"] == "v1"
-    assert m["read_by"] == ["bob"] and m["scopes"] == [{"type": "module", "value": "auth"}]
+    assert m["body"]["content"] == "v2"
+    assert m["version"] == 1
+    assert m["is_read"] is True
+    assert m["metadata"] == {"deleted_at": "", "delete_reason": ""}
+    assert m["deleted"] is False
+    assert m["edits"][0]["edited_by"] == "alice"
+    assert m["edits"][0]["old_content"] == "v1"
+    assert m["read_by"] == ["bob"]
+    assert m["scopes"] == [{"type": "module", "value": "auth"}]
     assert queries.get_message(db, mid(c))["message"]["is_read"] is False
     with pytest.raises(NotFound, match="msg_nope"):
         queries.get_message(db, "msg_nope")
@@ -253,7 +270,8 @@ def test_thread_messages_by_thread_id_or_message_id(db, e):
     assert ids({"messages": queries.thread_messages(db, "thr_9")}) == [mid(a), mid(b)]
     assert ids({"messages": queries.thread_messages(db, mid(b))}) == [mid(a), mid(b)]
     assert len(queries.thread_messages(db, "thr_9", include_deleted=True)) == 3
-    assert queries.thread_messages(db, "thr_unknown") == [] and queries.thread_messages(db, "msg_nope") == []
+    assert queries.thread_messages(db, "thr_unknown") == []
+    assert queries.thread_messages(db, "msg_nope") == []
 
 
 def test_thread_messages_of_a_reply_tree(db, e):
@@ -290,8 +308,11 @@ def test_list_agents_filters_and_fields(db, team):
     erin = directory.get_agent(db, "erin")
     assert set(erin) >= {"agent_id", "kind", "role", "module", "display", "registered_at", "last_seen_at",
                          "name", "worktree", "active_sessions"}
-    assert erin["active_sessions"] == 1 and erin["kind"] == "agent" and erin["registered_at"]
-    assert directory.get_agent(db, "dave") is None and directory.get_agent(db, "dave", include_deleted=True)
+    assert erin["active_sessions"] == 1
+    assert erin["kind"] == "agent"
+    assert erin["registered_at"]
+    assert directory.get_agent(db, "dave") is None
+    assert directory.get_agent(db, "dave", include_deleted=True)
     assert [s["session_id"] for s in directory.list_sessions(db, agent="erin", active_only=True)] == ["ses_e"]
 
 
@@ -302,15 +323,18 @@ def test_groups(db, team):
     fold(db, e.group_create("empty"))
     groups = directory.list_groups(db)
     assert [g["name"] for g in groups] == ["everyone", "core", "empty"]
-    assert groups[0]["description"] == "All registered agents" and groups[0]["member_count"] == 4
-    assert groups[1]["member_count"] == 2 and groups[1]["description"] == "Core team"
+    assert groups[0]["description"] == "All registered agents"
+    assert groups[0]["member_count"] == 4
+    assert groups[1]["member_count"] == 2
+    assert groups[1]["description"] == "Core team"
     assert directory.group_members(db, "core") == [{"type": "agent", "value": "alice"},
                                                  {"type": "role", "value": "reviewer"}]
     assert [m["value"] for m in directory.group_members(db, "@core", expand=True)] == ["alice", "bob", "carol"]
     assert [m["value"] for m in directory.group_members(db, "everyone", expand=True)] == [
         "alice", "bob", "carol", "dave"]
     info = directory.group_info(db, "core")
-    assert info["name"] == "core" and len(info["members"]) == 2
+    assert info["name"] == "core"
+    assert len(info["members"]) == 2
     assert directory.group_info(db, "everyone")["name"] == "everyone"
     with pytest.raises(NotFound):
         directory.group_info(db, "nope")
@@ -330,7 +354,8 @@ def test_resolve_address_and_close_matches(db, team):
     assert directory.resolve_address(db, "@alice") == ("agent", "alice")
     assert directory.resolve_address(db, "reviewer") == ("role", "reviewer")
     assert directory.resolve_address(db, "@core") == ("group", "core")
-    assert directory.resolve_address(db, "@nobody") is None and directory.resolve_address(db, "@") is None
+    assert directory.resolve_address(db, "@nobody") is None
+    assert directory.resolve_address(db, "@") is None
     assert "@reviewer" in directory.close_matches(db, "@reviwer")
     assert directory.close_matches(db, "alcie")[0] == "@alice"
 
@@ -416,7 +441,7 @@ def test_selective_filters_one_pass_equals_two_pass(db, seed, monkeypatch):
     cases = [(agent, {k: agent if v == "@" else v for k, v in combo.items()}, page)
              for agent in agents for combo in combos for page in (1, 2)]
     one_pass = [queries.list_messages(db, viewer=a, page=p, page_size=9, **kw) for a, kw, p in cases]
-    monkeypatch.setattr(queries, "ONE_PASS_MAX", -1)
+    monkeypatch.setattr(inbox, "ONE_PASS_MAX", -1)
     two_pass = [queries.list_messages(db, viewer=a, page=p, page_size=9, **kw) for a, kw, p in cases]
     assert one_pass == two_pass
     assert any(r["total"] > 9 for r in one_pass)

@@ -185,3 +185,21 @@ def test_honest_lines_are_accepted_and_forgeries_refused_in_any_order(order, tam
     assert {d["event_id"] for _, d in verdict.accepted if d["type"] == "message.create"} == \
         {ev.decode_line(x)["event_id"] for x in honest}
     assert kinds(verdict) == ["bad-signature"] * len(forged)
+
+
+def test_remembered_lines_need_no_verification_and_a_changed_line_is_not_remembered(alice, tmp_path):
+    from thrum.trust.verdicts import VerdictMemory, digest
+
+    ring = KeyRing()
+    register, lines = alice.register(), [alice.send(f"m{i}") for i in range(20)]
+    first = judge(ring, register, *lines)
+    memory = VerdictMemory(tmp_path / "verified-lines")
+    memory.remember(first.fresh)
+    assert len(first.fresh) == 21
+
+    remembered = VerdictMemory(tmp_path / "verified-lines").load()  # as a rebuild after a restart
+    tampered = lines[0].replace(b"m0", b"mX")
+    again = Verifier(ring).check([cand(x) for x in lines[1:] + [tampered]], remembered)
+    assert again.verified_one_by_one == 1  # only the changed line, which is no longer the remembered one
+    assert kinds(again) == ["bad-signature"]
+    assert digest(tampered) not in remembered

@@ -40,6 +40,7 @@ COMMANDS: dict[str, str] = {
     # Added by other issues (one line each):
     "sync": "thrum.cli.sync:sync",
     "wait": "thrum.cli.wait:wait",
+    "ui": "thrum.cli.ui:ui",
     # "mcp": "thrum.cli.mcp:mcp",
 }
 

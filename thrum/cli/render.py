@@ -128,31 +128,31 @@ def table(headers: list[str], rows: Iterable[list[Any]]) -> str:
 
 # --------------------------------------------------------------------------- message fields
 
-def author_of(msg: dict) -> str:
+def author_of(msg: dict[str, Any]) -> str:
     author = msg.get("author")
     if isinstance(author, dict):
         return author.get("name") or author.get("agent_id") or "?"
     return msg.get("author_name") or msg.get("agent_id") or msg.get("author_id") or "?"
 
 
-def body_of(msg: dict) -> dict:
+def body_of(msg: dict[str, Any]) -> dict[str, Any]:
     body = msg.get("body")
     if isinstance(body, dict):
         return body
     return {"format": "markdown", "content": "" if body is None else str(body), "structured": ""}
 
 
-def reply_to_of(msg: dict) -> str | None:
+def reply_to_of(msg: dict[str, Any]) -> str | None:
     parent = msg.get("reply_to")
     if isinstance(parent, str) and parent:
         return parent
     for ref in msg.get("refs") or ():
         if isinstance(ref, dict) and ref.get("type") == "reply_to" and ref.get("value"):
-            return ref["value"]
+            return str(ref["value"])
     return None
 
 
-def is_edited(msg: dict) -> bool:
+def is_edited(msg: dict[str, Any]) -> bool:
     if msg.get("edited") is True:
         return True
     if isinstance(msg.get("version"), int) and msg["version"] > 1:
@@ -161,7 +161,7 @@ def is_edited(msg: dict) -> bool:
     return bool(updated) and updated != created
 
 
-def mentions_of(msg: dict) -> list[str]:
+def mentions_of(msg: dict[str, Any]) -> list[str]:
     out = []
     for ref in msg.get("refs") or ():
         if isinstance(ref, dict) and ref.get("type") == "mention" and ref.get("value"):
@@ -188,12 +188,12 @@ def read_by_names(read_by: Any) -> list[str]:
 
 # --------------------------------------------------------------------------- inbox
 
-def _thread_page(messages: list[dict]) -> list[tuple[dict, bool, str | None]]:
+def _thread_page(messages: list[dict[str, Any]]) -> list[tuple[dict[str, Any], bool, str | None]]:
     """Order a page: each top-level message followed by the replies (on this page)
     in its chain, oldest reply first. Returns ``(message, is_reply, orphan_parent)``."""
     by_id = {m.get("message_id"): m for m in messages}
 
-    def root_of(m: dict) -> str | None:
+    def root_of(m: dict[str, Any]) -> str | None:
         seen = set()
         cur = m
         while True:
@@ -203,8 +203,8 @@ def _thread_page(messages: list[dict]) -> list[tuple[dict, bool, str | None]]:
             seen.add(parent)
             cur = by_id[parent]
 
-    children: dict[str, list[dict]] = {}
-    order: list[dict] = []
+    children: dict[str | None, list[dict[str, Any]]] = {}
+    order: list[dict[str, Any]] = []
     for m in messages:
         root = root_of(m)
         if root != m.get("message_id"):
@@ -236,7 +236,7 @@ def _wrap(text: str, width: int, limit: int | None, more_hint: str) -> list[str]
     return lines or [""]
 
 
-def inbox_header(msg: dict, *, reply: bool, now: datetime | None = None) -> str:
+def inbox_header(msg: dict[str, Any], *, reply: bool, now: datetime | None = None) -> str:
     mark = "↳" if reply else ("○" if msg.get("is_read") else "●")
     parts = [f"{mark} {msg.get('message_id', '?')}", at(clean(author_of(msg))),
              relative_time(msg.get("created_at"), now)]
@@ -249,7 +249,7 @@ def inbox_header(msg: dict, *, reply: bool, now: datetime | None = None) -> str:
     return "  ".join(parts)
 
 
-def render_inbox(result: dict, *, width: int = DEFAULT_WIDTH, now: datetime | None = None,
+def render_inbox(result: dict[str, Any], *, width: int = DEFAULT_WIDTH, now: datetime | None = None,
                  filters: list[tuple[str, str | None]] | None = None, unfiltered_total: int | None = None,
                  body_lines: int | None = INBOX_BODY_LINES) -> str:
     """The inbox text for a message.list result.
@@ -312,15 +312,15 @@ def render_inbox_empty(*, total: int, page: int = 1, total_pages: Any = None,
 
 # --------------------------------------------------------------------------- one message
 
-def render_message(msg: dict, *, now: datetime | None = None) -> str:
+def render_message(msg: dict[str, Any], *, now: datetime | None = None) -> str:
     """The ``thrum message get`` block."""
     lines = [f"Message: {msg.get('message_id', '?')}",
              f"  From:    {at(clean(author_of(msg)))}",
              f"  Time:    {relative_time(msg.get('created_at'), now)}"]
     if msg.get("deleted"):
         lines.append("  Status:  DELETED")
-        meta = msg.get("metadata") if isinstance(msg.get("metadata"), dict) else {}
-        reason = msg.get("delete_reason") or meta.get("delete_reason")
+        meta = msg.get("metadata")
+        reason = msg.get("delete_reason") or (meta.get("delete_reason") if isinstance(meta, dict) else None)
         if reason:
             lines.append(f"  Reason:  {clean(reason)}")
     scopes = msg.get("scopes") or []
@@ -350,7 +350,7 @@ def render_message(msg: dict, *, now: datetime | None = None) -> str:
 
 # --------------------------------------------------------------------------- sent
 
-def render_sent(result: dict, *, width: int = DEFAULT_WIDTH, now: datetime | None = None,
+def render_sent(result: dict[str, Any], *, width: int = DEFAULT_WIDTH, now: datetime | None = None,
                 body_lines: int | None = 10) -> str:
     messages = [m for m in result.get("messages") or [] if isinstance(m, dict)]
     total = int(result.get("total") or 0)
@@ -391,7 +391,7 @@ def render_sent(result: dict, *, width: int = DEFAULT_WIDTH, now: datetime | Non
 
 # --------------------------------------------------------------------------- agents, sessions, groups
 
-def render_agents(agents: list[dict], *, now: datetime | None = None, me: str | None = None) -> str:
+def render_agents(agents: list[dict[str, Any]], *, now: datetime | None = None, me: str | None = None) -> str:
     if not agents:
         return "No agents registered."
     rows = []
@@ -407,7 +407,8 @@ def render_agents(agents: list[dict], *, now: datetime | None = None, me: str | 
     return table(["AGENT", "ROLE", "MODULE", "DISPLAY", "STATUS", "LAST SEEN"], rows)
 
 
-def render_identity(ident: dict, session: dict | None = None, *, now: datetime | None = None) -> str:
+def render_identity(ident: dict[str, Any], session: dict[str, Any] | None = None, *,
+                    now: datetime | None = None) -> str:
     lines = [f"Agent:   {at(ident.get('name'))}",
              f"Role:    {ident.get('role') or '-'}",
              f"Module:  {ident.get('module') or '-'}"]
@@ -420,7 +421,7 @@ def render_identity(ident: dict, session: dict | None = None, *, now: datetime |
     return "\n".join(lines)
 
 
-def render_sessions(sessions: list[dict], *, now: datetime | None = None) -> str:
+def render_sessions(sessions: list[dict[str, Any]], *, now: datetime | None = None) -> str:
     if not sessions:
         return "No sessions."
     rows = []
@@ -440,7 +441,7 @@ def member_text(member: Any) -> str:
     return at(value) if kind == "agent" else f"{kind}:{value}"
 
 
-def render_groups(groups: list[dict]) -> str:
+def render_groups(groups: list[dict[str, Any]]) -> str:
     if not groups:
         return "No groups."
     rows = []
@@ -453,7 +454,7 @@ def render_groups(groups: list[dict]) -> str:
     return table(["GROUP", "MEMBERS", "DESCRIPTION"], rows)
 
 
-def render_group_info(group: dict, *, now: datetime | None = None) -> str:
+def render_group_info(group: dict[str, Any], *, now: datetime | None = None) -> str:
     lines = [f"Group: {at(group.get('name'))}"]
     if group.get("description"):
         lines.append(f"  Description: {clean(group['description'])}")
@@ -469,7 +470,7 @@ def render_group_info(group: dict, *, now: datetime | None = None) -> str:
     return "\n".join(lines)
 
 
-def render_members(result: dict) -> str:
+def render_members(result: dict[str, Any]) -> str:
     if "agents" in result:
         agents = result.get("agents") or []
         return "\n".join(at((a.get("name") or a.get("value") or a.get("agent_id")) if isinstance(a, dict) else a)
@@ -478,7 +479,7 @@ def render_members(result: dict) -> str:
     return "\n".join(member_text(m) for m in members) or "No members."
 
 
-def render_daemon_status(st: dict, *, now: datetime | None = None) -> str:
+def render_daemon_status(st: dict[str, Any], *, now: datetime | None = None) -> str:
     if not st.get("running"):
         lines = ["Daemon:  not running"]
     else:

@@ -39,7 +39,8 @@ def sync(ctx):
 
 def _summary(r: dict) -> str:
     if r["mode"] == "local-only":
-        return f"> Local-only mode: committed {r['commits']} change(s); nothing fetched or pushed ({r['duration_ms']:.0f} ms)"
+        return (f"> Local-only mode: committed {r['commits']} change(s); nothing fetched or pushed "
+                f"({r['duration_ms']:.0f} ms)")
     if r["mode"] == "no-remote":
         return (f"> No remote configured: committed {r['commits']} change(s) "
                 f"(add one with `git remote add origin URL`) ({r['duration_ms']:.0f} ms)")

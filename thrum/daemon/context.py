@@ -10,13 +10,16 @@ service can reach is this list:
 - who is acting: `caller`, `agent`, `forget_agent`, `resolve_addresses` (cached);
 - sessions: `ensure_session`, `adopt_session`, `session_ended` (which also ends
   the session's subscriptions);
-- `hub` (subscriptions) and `sync` (the sync loop): None until started;
+- `hub` (subscriptions), `sync` (the sync loop) and `web_ui` (thrum.ui): None
+  until started;
 - `config`, `status`, `uptime`, `request_shutdown`.
 """
 
 from __future__ import annotations
 
 import time
+
+import trio
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from ..config import Config
@@ -63,6 +66,34 @@ class ServiceContext:
     async def resolve_addresses(self, addresses: list[str]) -> list[dict]:
         return await self._daemon.resolve_addresses(addresses)
 
+    # ------------------------------------------------------------------ keys (thrum.trust)
+    def has_key(self, agent: str) -> bool:
+        """True when this machine holds ``agent``'s private key (it can act for it)."""
+        return self._daemon.keys.get(agent, fresh=True) is not None
+
+    def trusted_key(self, agent: str) -> str | None:
+        """The base64 key this replica trusts for ``agent`` (local or first seen), or None."""
+        ring = self._daemon.ring
+        key = ring.key(agent) if ring is not None else None
+        return key.b64 if key is not None else None
+
+    async def ensure_key(self, agent: str) -> tuple[str, bool]:
+        """(public key, created now) of ``agent``, making its key pair when it has none here."""
+        keys = self._daemon.keys
+        had = await trio.to_thread.run_sync(lambda: keys.get(agent, fresh=True))
+        if had is not None:
+            return had[1].b64, False
+        _, public = await trio.to_thread.run_sync(keys.create, agent)
+        return public.b64, True
+
+    def local_agents(self) -> list[str]:
+        """Names whose private key is on this machine."""
+        return self._daemon.keys.names()
+
+    def new_message_id(self, agent: str) -> str:
+        """A message id bound to ``agent``'s key (docs/design/trust.md)."""
+        return self._daemon.writer.signer.new_message_id(agent)
+
     # ------------------------------------------------------------------ sessions
     async def ensure_session(self, agent: str, session_id: str | None = None) -> str:
         return await self._daemon.ensure_session(agent, session_id)
@@ -80,6 +111,11 @@ class ServiceContext:
     @property
     def hub(self) -> Hub | None:
         return self._daemon.hub
+
+    @property
+    def web_ui(self) -> Any:
+        """The Web UI (thrum.ui.hook.WebUi): None in a daemon without one."""
+        return getattr(self._daemon, "web_ui", None)
 
     @property
     def sync(self) -> SyncLoop | None:

@@ -1,4 +1,4 @@
-"""Parts of the daemon started after the store: hub, WebSocket server, sync loop."""
+"""Parts of the daemon started after the store: hub, Web UI, WebSocket server, sync loop."""
 
 from __future__ import annotations
 
@@ -6,12 +6,16 @@ import trio
 
 
 async def start(daemon, nursery: trio.Nursery) -> None:
+    from functools import partial
+
+    from ..ui import hook as web_ui
     from . import ws
     from .hub import Hub
 
     daemon.hub = Hub(daemon)
     daemon.writer.subscribers.append(daemon.hub.publish)
-    daemon.ws_port = await nursery.start(ws.serve_ws, daemon)
+    ui = web_ui.install(daemon)  # the Web UI listens on demand (`ui.open`); its page uses this WebSocket
+    daemon.ws_port = await nursery.start(partial(ws.serve_ws, daemon, browser=ui.access))
     from . import syncer
 
     daemon.sync = syncer.SyncLoop(daemon)

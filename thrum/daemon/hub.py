@@ -10,7 +10,8 @@ Rules:
    like the inbox: an agent → itself, its role, groups holding it or its role,
    ``everyone``; a role or group → itself, groups holding the role,
    ``everyone``), ``all``. Message events (create/edit/delete, thread.updated)
-   are filtered; agent and session events reach ``all`` subscriptions only.
+   are filtered; agent, session, receipt (read/unread/archive) and group
+   events reach ``all`` subscriptions only.
    Targets are re-resolved whenever an agent, group or membership changes.
 3. Every event reaches the hub the same way, local writes and events folded by
    a sync alike (`Writer.publish`). Publishing never blocks on a client: each
@@ -47,6 +48,9 @@ RING_SIZE = 20_000   # recent events kept for resume (config: subscription_ring_
 NOTIFY_TYPES = frozenset({
     "message.create", "message.edit", "message.delete", "agent.register", "agent.cleanup",
     "agent.update", "agent.session.start", "agent.session.end",
+    # `all` only: read marks and groups, so a watcher (the Web UI) keeps unread counts and groups live
+    "message.read", "message.unread", "message.archive",
+    "group.create", "group.delete", "group.member.add", "group.member.remove",
 })
 MESSAGE_TYPES = frozenset({"message.create", "message.edit", "message.delete"})
 TARGET_CHANGERS = frozenset({"agent.register", "agent.cleanup", "group.create", "group.delete",

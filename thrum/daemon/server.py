@@ -25,12 +25,18 @@ from ..paths import ThrumPaths
 from ..store import directory
 from ..store.projection import open_projection
 from ..store.log import EventLog
+from ..store.verified import VerifiedFold
+from ..trust.keys import LocalKeys
+from ..trust.ring import KeyRing
+from ..trust.verdicts import VerdictMemory
+from ..trust.verify import Verifier
 from . import service  # noqa: F401  (registers every RPC method)
 from . import unix
 from .context import ServiceContext
 from .idempotency import KeyedWrites
 from .limits import Limits, Registry, raise_descriptor_limit
 from .params import Params
+from .signer import Signer
 from .writer import Writer
 
 log = logging.getLogger(__name__)
@@ -49,6 +55,8 @@ class Daemon:
         self.connections: set = set()
         self.registry = Registry(Limits.from_config(self.config.values))  # refitted in run()
         self.writer: Writer | None = None  # the single writer (thrum.daemon.writer), set in run()
+        self.keys = LocalKeys(paths.identities)  # private keys of this machine's identities (thrum.trust)
+        self.ring: KeyRing | None = None  # keys this replica trusts, set in run()
         self.worktree: Path | None = None
         self.hub = None      # subscriptions (thrum.daemon.hub), set in run()
         self.sync = None     # sync loop (thrum.daemon.syncer), set in run()
@@ -231,9 +239,12 @@ class Daemon:
         callbacks = None if self.config.local_only else remote_callbacks(credentials_from_env(self.config.values))
         self.worktree = ensure_sync_worktree(self.paths.main_repo, self.config.remote, callbacks=callbacks)
         event_log = EventLog(self.worktree)
-        db = open_projection(self.paths.database, event_log)
-        self.writer = Writer(db, event_log, self.paths.database)
+        self.ring = KeyRing(self.paths.var / "known_keys.json", self.keys)
+        self.fold_verified = VerifiedFold(Verifier(self.ring), VerdictMemory(self.paths.var / "verified-lines"))
+        db = open_projection(self.paths.database, event_log, self.fold_verified)
+        self.writer = Writer(db, event_log, Signer(self.keys), self.fold_verified, db_path=self.paths.database)
         self.writer.ensure_covered()
+        self.fold_verified.release()
         self.writer.subscribers.append(self._invalidate_caches)
 
     async def _end_orphaned_sessions(self) -> None:
@@ -241,7 +252,7 @@ class Daemon:
         orphans = []
         for sid in await trio.to_thread.run_sync(self._load_local_sessions):
             info = await self.writer.read(directory.session_info, sid)
-            if info and not info["ended_at"]:
+            if info and not info["ended_at"] and self.keys.get(info["agent_id"]) is not None:
                 orphans.append(ev.SessionEnd(session_id=sid, agent_id=info["agent_id"], reason="crash"))
         if orphans:
             log.info("marking %d orphaned sessions as crashed", len(orphans))
@@ -251,7 +262,7 @@ class Daemon:
 
     async def _end_local_sessions(self) -> None:
         ends = [ev.SessionEnd(session_id=sid, agent_id=agent, reason="normal")
-                for agent, sid in self._sessions.items()]
+                for agent, sid in self._sessions.items() if self.keys.get(agent) is not None]
         self._sessions.clear()
         if ends:
             await self.writer.write(ends)

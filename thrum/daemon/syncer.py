@@ -136,11 +136,12 @@ class SyncLoop:
                 trio.from_thread.run_sync(writer.lock.release)
 
         def on_received(outcome) -> None:
-            records, issues = [], []
+            records, raw, issues = [], [], []
             for shard, lines in outcome.received_lines.items():
                 for line in lines:
                     try:
                         records.append((shard, ev.decode_line(line)))
+                        raw.append(line.rstrip(b"\n"))
                     except ev.MalformedEvent as exc:
                         issues.append(LogIssue(shard, 0, str(exc), line[:200]))
             positions = {}
@@ -154,7 +155,11 @@ class SyncLoop:
                     positions[shard] = tail_position(path)
             writer.log.forget_cached_state()
             try:
-                result = projection.fold(writer.db, records, issues=issues, positions=positions)
+                if writer.fold_lines is not None:  # the remote is untrusted: judge every line first
+                    result = writer.fold_lines(writer.db, records, raw, issues=issues, positions=positions)
+                    writer.fold_lines.release()
+                else:
+                    result = projection.fold(writer.db, records, issues=issues, positions=positions)
             except Exception as exc:  # noqa: BLE001 - the merged files stand; the view catches up from them
                 writer.view.fell_behind(exc)
                 trio.from_thread.run_sync(writer.view.kick)
@@ -164,12 +169,14 @@ class SyncLoop:
         start = time.monotonic()
         if mode != "remote":
             with locked():
+                writer.append_seals()
                 report = replicate.SyncReport()
                 report.commits = int(self.replicator.commit_pending(sorted(writer.dirty_shards) or None))
                 writer.dirty_shards.clear()
             report.duration_s = time.monotonic() - start
             return report
         with locked():
+            writer.append_seals()  # one signature vouches for each file's new lines (docs/design/trust.md)
             dirty = sorted(writer.dirty_shards)
         report = replicate.run_cycle(self.replicator, locked, on_received=on_received, paths=dirty or None)
         with locked():

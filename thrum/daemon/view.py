@@ -28,7 +28,7 @@ from pathlib import Path
 import peewee as pw
 import trio
 
-from ..store import models, projection
+from ..store import database, projection
 
 log = logging.getLogger(__name__)
 
@@ -114,9 +114,9 @@ class ViewKeeper:
         log.error("the projection database is corrupt (%s): rebuilding it from the log", reason)
         fresh = self.db_path.with_name(self.db_path.name + ".rebuild")
         _remove(fresh)
-        db = models.open_database(fresh)
+        db = database.open_database(fresh)
         try:
-            result = projection.rebuild(db, self.writer.log)
+            result = projection.rebuild(db, self.writer.log, fold_fn=self.writer.fold_lines)
         finally:
             db.close()
         try:
@@ -126,7 +126,7 @@ class ViewKeeper:
         _remove(self.db_path, keep_main=True)
         os.replace(fresh, self.db_path)
         _remove(fresh)
-        self.writer.db = models.open_database(self.db_path)
+        self.writer.db = database.open_database(self.db_path)
         self.rebuilds += 1
         log.warning("projection rebuilt from the log in %.1fs (%d malformed, %d refused lines); "
                     "the corrupt file is gone", time.monotonic() - started, result.malformed,

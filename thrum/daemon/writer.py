@@ -31,6 +31,8 @@ from .. import errors
 from .. import events as ev
 from ..store import coverage, projection
 from ..store.log import TAIL_BYTES, EventLog, Position
+from ..store.verified import VerifiedFold
+from .signer import Signer
 from .view import ViewKeeper, is_corruption
 
 log = logging.getLogger(__name__)
@@ -47,10 +49,13 @@ class _Pending:
 
 
 class Writer:
-    def __init__(self, db, event_log: EventLog, db_path: os.PathLike | str | None = None):
+    def __init__(self, db, event_log: EventLog, signer: Signer | None = None,
+                 fold_lines: VerifiedFold | None = None, db_path: os.PathLike | str | None = None):
         self.db = db
         self.log = event_log
-        self.view = ViewKeeper(self, db_path)
+        self.signer = signer  # signs every event for its author (None only in tests of the bare writer)
+        self.fold_lines = fold_lines  # judges lines read from files before folding (thrum.store.verified)
+        self.view = ViewKeeper(self, db_path)  # behind the log? repairs (thrum.daemon.view)
         self.lock = trio.Semaphore(1)  # not a Lock: the sync thread acquires/releases it via from_thread
         self._send, self._recv = trio.open_memory_channel(float("inf"))
         self.subscribers: list[Callable[[list[dict], str], Awaitable[None] | None]] = []
@@ -76,6 +81,8 @@ class Writer:
     async def write(self, events: list[ev.Event] | list[dict]) -> projection.FoldResult:
         """Make events durable and folded; returns once they are (group commit)."""
         dicts = [e if isinstance(e, dict) else e.to_dict() for e in events]
+        if self.signer is not None:
+            dicts = [self.signer.sign(d) for d in dicts]  # before queueing: a missing key fails this call alone
         pending = _Pending(dicts)
         self._send.send_nowait(pending)
         await pending.done.wait()
@@ -91,7 +98,7 @@ class Writer:
                 # One scheduling round: handlers whose requests already arrived get to
                 # enqueue too, so concurrent clients share one fsync instead of
                 # alternating between a batch of one and a batch of the rest.
-                await trio.sleep(0)
+                await trio.lowlevel.checkpoint()
                 await self._flush([first] + self._drain())
 
     def _drain(self) -> list[_Pending]:
@@ -144,6 +151,14 @@ class Writer:
     def _append_and_fold(self, events: list[dict]) -> projection.FoldResult:
         touched = self.log.append(events)  # raises: nothing of the batch was stored
         self.dirty_shards.update(touched)
+        if self.signer is not None:
+            written = []
+            for d in events:
+                line = ev.encode_line(d)
+                self.signer.appended(ev.shard_for(d), d, line)
+                written.append(line)
+            if self.fold_lines is not None:
+                self.fold_lines.remember_written(written)
         # Durable from here on: whatever the fold does, the batch is acknowledged.
         try:
             try:
@@ -160,7 +175,7 @@ class Writer:
 
     def _fold_appended(self, events: list[dict], touched: list[str]) -> projection.FoldResult:
         if self.view.behind:  # stored positions are before lines a failed fold missed: take them too
-            result = projection.catch_up(self.db, self.log)
+            result = projection.catch_up(self.db, self.log, self.fold_lines)
             self.view.caught_up()
             return result
         # Stored positions are at each shard's end before this batch: fold just the batch.
@@ -176,7 +191,7 @@ class Writer:
 
     def _repair_locked(self) -> projection.FoldResult:
         try:
-            result = projection.catch_up(self.db, self.log)
+            result = projection.catch_up(self.db, self.log, self.fold_lines)
         except Exception as exc:
             if not is_corruption(exc) or self.view.db_path is None:
                 raise
@@ -188,11 +203,36 @@ class Writer:
     def ensure_covered(self) -> None:
         """Start-up: the projection covers the log, or is made to (worker thread, before serving)."""
         try:
-            coverage.ensure_covered(self.db, self.log)
+            coverage.ensure_covered(self.db, self.log, self.fold_lines)
         except Exception as exc:
             if not is_corruption(exc) or self.view.db_path is None:
                 raise
             self.view.rebuild_locked(f"{type(exc).__name__}: {exc}")
+
+    def append_seals(self) -> int:
+        """Seal what was appended since the last commit (sync thread; caller holds `lock`).
+
+        The seal lines go to the files their lines are in; the read positions move
+        past them, so catching up never reads our own seals back.
+        """
+        seals = self.signer.take_seals() if self.signer is not None else []
+        if not seals:
+            return 0
+        by_shard: dict[str, list[bytes]] = {}
+        for shard, line in seals:
+            by_shard.setdefault(shard, []).append(line)
+        for shard, lines in by_shard.items():
+            self.log.append_lines(shard, lines)
+        self.dirty_shards.update(by_shard)
+        if self.view.behind:  # positions stay before the lines not folded yet; catching up skips seals
+            return len(seals)
+        positions = {s: tail_position(self.log.root / s) for s in by_shard}
+        try:
+            with self.db.atomic():
+                projection.save_positions(self.db, positions)
+        except Exception as exc:  # noqa: BLE001 - the seals are durable; the view catches up over them
+            self.view.fell_behind(exc)
+        return len(seals)
 
     async def fold_external(self, records, issues=(), positions=None, source="sync") -> projection.FoldResult:
         """Fold events that arrived from elsewhere (sync); caller holds `lock`."""

@@ -11,8 +11,10 @@ Rules:
    parameter; anything else is refused with 401.
 3. Origin: any web page can open a socket to localhost, so a request carrying a
    browser ``Origin`` other than this daemon's own (``http://127.0.0.1:<port>``,
-   ``http://localhost:<port>``) is refused with 403, token or not. Clients that
-   send no Origin (CLIs, scripts, agents) are not browsers and pass this check.
+   ``http://localhost:<port>``) or its Web UI's is refused with 403, token or not.
+   Clients that send no Origin (CLIs, scripts, agents) are not browsers and pass
+   this check. A request from the Web UI's origin is admitted only with the UI's
+   session cookie (``browser.admits``, thrum.ui.access), never by token.
 4. Every refusal is answered with a one-line plain-text body saying why and is
    logged with the peer and reason, never with the token.
 5. One message is one JSON-RPC request (or batch), text or binary; replies go
@@ -107,13 +109,16 @@ async def _open_listeners(port: int) -> list[trio.SocketListener]:
 
 # ---------------------------------------------------------------------------- server
 
-async def serve_ws(daemon, task_status=trio.TASK_STATUS_IGNORED) -> None:
-    """Serve until cancelled; ``task_status.started(port)`` once listening."""
+async def serve_ws(daemon, browser=None, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    """Serve until cancelled; ``task_status.started(port)`` once listening.
+
+    ``browser``: the Web UI's access rules (``origins``, ``admits(cookie_header)``), or None.
+    """
     cfg = daemon.config.values
     max_frame = int(cfg.get("ws_max_frame_bytes") or MAX_FRAME)
     listeners = await _open_listeners(int(cfg.get("ws_port") or 0))
     port = listeners[0].socket.getsockname()[1]
-    gate = Gate(write_token(daemon.paths.ws_token_file), port)
+    gate = Gate(write_token(daemon.paths.ws_token_file), port, browser)
     guarded = [GuardedListener(listener, daemon.registry) for listener in listeners]
     server = WebSocketServer(
         partial(_handle_request, daemon, gate, max_frame, guarded), guarded,
@@ -134,12 +139,13 @@ async def serve_ws(daemon, task_status=trio.TASK_STATUS_IGNORED) -> None:
 
 
 class Gate:
-    """The handshake checks: path, Origin, token. Pure apart from the logger."""
+    """The handshake checks: path, Origin, token (or the Web UI's cookie). Pure apart from the logger."""
 
-    def __init__(self, token: str, port: int):
+    def __init__(self, token: str, port: int, browser=None):
         self._token = token.encode("ascii")
         self.port = port
         self.origins = frozenset({f"http://{HOST}:{port}", f"http://localhost:{port}"})
+        self.browser = browser
 
     def check(self, target: str, headers: list[tuple[bytes, bytes]]) -> tuple[int, str] | None:
         """None to accept, else (HTTP status, reason)."""
@@ -147,6 +153,11 @@ class Gate:
         if url.path != PATH:
             return 404, f"not found: the thrum WebSocket is at {PATH}"
         origin = _header(headers, b"origin")
+        if origin is not None and self.browser is not None and origin.rstrip("/").lower() in self.browser.origins:
+            if self.browser.admits(_header(headers, b"cookie")):
+                return None
+            return 401, ("unauthorized: no valid Web UI session; run `thrum ui` and open the URL it prints "
+                         "(sessions end when the daemon restarts)")
         if origin is not None and origin.rstrip("/").lower() not in self.origins:
             return 403, (f"forbidden: Origin {origin[:100]!r} may not use this daemon "
                          f"(only http://{HOST}:{self.port} and http://localhost:{self.port})")

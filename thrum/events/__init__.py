@@ -43,8 +43,8 @@ if TYPE_CHECKING:  # the same names, for type checkers; at run time `__getattr__
                       new_ulid, now_rfc3339, parse_time, time_key, is_valid_timestamp)
     from .names import NAME_RE, RESERVED_NAMES, check_name, is_name
     from .validation import EVENT_TYPES, NORMALISERS, is_known, normalise
-    from .shards import (MESSAGE_SHARD_TYPES, RECEIPT_TYPES, ShardRule, allowed_in_shard, event_author, event_owner, shard_for,
-                         shard_kind, shard_owner)
+    from .shards import (MESSAGE_SHARD_TYPES, RECEIPT_TYPES, ShardRule, allowed_in_shard, event_author,
+                         event_owner, shard_for, shard_kind, shard_owner)
     from .tags import MAX_TAG_VALUE, TAG_TYPE_RE, is_tag_type, is_tag_value, split_tag, tag_fields
     from .typed import (TYPED, AgentCleanup, AgentRegister, AgentUpdate, Body, Event, GroupCreate, GroupDelete,
                         GroupMemberAdd, GroupMemberRemove, MessageArchive, MessageCreate, MessageDelete,
@@ -59,8 +59,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
             "new_ulid", "now_rfc3339", "parse_time", "time_key", "is_valid_timestamp"),
     "names": ("NAME_RE", "RESERVED_NAMES", "check_name", "is_name"),
     "validation": ("EVENT_TYPES", "NORMALISERS", "is_known", "normalise"),
-    "shards": ("MESSAGE_SHARD_TYPES", "RECEIPT_TYPES", "ShardRule", "allowed_in_shard", "event_author", "event_owner", "shard_for",
-               "shard_kind", "shard_owner"),
+    "shards": ("MESSAGE_SHARD_TYPES", "RECEIPT_TYPES", "ShardRule", "allowed_in_shard", "event_author",
+               "event_owner", "shard_for", "shard_kind", "shard_owner"),
     "tags": ("MAX_TAG_VALUE", "TAG_TYPE_RE", "is_tag_type", "is_tag_value", "split_tag", "tag_fields"),
     "typed": ("TYPED", "AgentCleanup", "AgentRegister", "AgentUpdate", "Body", "Event", "GroupCreate",
               "GroupDelete", "GroupMemberAdd", "GroupMemberRemove", "MessageArchive", "MessageCreate",

@@ -16,9 +16,11 @@ from .validation import normalise
 from .values import MAX_LINE_BYTES
 
 try:  # orjson is a declared dependency; the fallback keeps the pure core importable anywhere.
-    import orjson as _orjson
+    from orjson import dumps as _orjson_dumps
+    from orjson import loads as _orjson_loads
+    _HAVE_ORJSON = True
 except ImportError:  # pragma: no cover
-    _orjson = None
+    _HAVE_ORJSON = False
 
 
 class MalformedEvent(ValueError):
@@ -27,23 +29,23 @@ class MalformedEvent(ValueError):
 
 def dumps(obj: Any) -> bytes:
     """Compact JSON bytes, no trailing newline."""
-    if _orjson is not None:
-        return _orjson.dumps(obj)
+    if _HAVE_ORJSON:
+        return _orjson_dumps(obj)
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def loads(data: bytes | str) -> Any:
-    if _orjson is not None:
-        return _orjson.loads(data)
+    if _HAVE_ORJSON:
+        return _orjson_loads(data)
     return json.loads(data)
 
 
-def encode_line(d: dict) -> bytes:
+def encode_line(d: dict[str, Any]) -> bytes:
     """One event dict to one JSONL line (with the trailing newline)."""
     return dumps(d) + b"\n"
 
 
-def decode_line(line: bytes | str) -> dict:
+def decode_line(line: bytes | str) -> dict[str, Any]:
     """Parse and validate one log line.
 
     Raises:

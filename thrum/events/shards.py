@@ -15,6 +15,8 @@ with the shard path parsed once, for loops that judge many events of one shard.
 
 from __future__ import annotations
 
+from typing import Any
+
 from .names import NAME_RE
 from .validation import NORMALISERS
 
@@ -23,7 +25,7 @@ MESSAGE_SHARD_TYPES = frozenset({"message.create", "message.edit", "message.dele
 RECEIPT_TYPES = frozenset({"message.read", "message.unread", "message.archive"})
 
 
-def event_owner(d: dict) -> str | None:
+def event_owner(d: dict[str, Any]) -> str | None:
     """The agent an event's shard must belong to (None for events.jsonl events)."""
     t = d.get("type")
     if t in MESSAGE_SHARD_TYPES or t in RECEIPT_TYPES:
@@ -31,7 +33,7 @@ def event_owner(d: dict) -> str | None:
     return None
 
 
-def event_author(d: dict) -> str | None:
+def event_author(d: dict[str, Any]) -> str | None:
     """Who wrote an event, and so who must have signed it (docs/design/trust.md)."""
     t = d.get("type")
     if t in ("thread.create", "group.create"):
@@ -43,7 +45,7 @@ def event_author(d: dict) -> str | None:
     return d.get("agent_id")  # every other type, seals included
 
 
-def shard_for(d: dict) -> str:
+def shard_for(d: dict[str, Any]) -> str:
     """Relative path of the shard file this event is appended to."""
     t = d.get("type")
     if t in MESSAGE_SHARD_TYPES:
@@ -90,7 +92,7 @@ class ShardRule:
         except ValueError:
             self.owner, self.kind = None, "invalid"
 
-    def allows(self, d: dict) -> bool:
+    def allows(self, d: dict[str, Any]) -> bool:
         """True when ``d`` may live in this shard; unknown types are kept, not judged."""
         t = d.get("type")
         if t in MESSAGE_SHARD_TYPES:
@@ -103,6 +105,6 @@ class ShardRule:
         return True
 
 
-def allowed_in_shard(d: dict, shard: str) -> bool:
+def allowed_in_shard(d: dict[str, Any], shard: str) -> bool:
     """The authorship rule: a shard only carries events of its own agent and kind."""
     return ShardRule(shard).allows(d)

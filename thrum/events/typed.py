@@ -10,7 +10,7 @@ directly (the fast path for rebuilds); these classes are for building events.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ..errors import ValidationError
 from .codec import encode_line
@@ -30,14 +30,14 @@ class Event:
     timestamp: str = field(default_factory=now_rfc3339)
     v: int = EVENT_VERSION
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         normalise(self.to_dict())  # raises ValidationError on any bad field
 
     @property
     def type(self) -> str:
         return self.TYPE
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         d = {"type": self.TYPE, "timestamp": self.timestamp, "event_id": self.event_id, "v": self.v}
         for f in fields(self):
             if f.name not in d:
@@ -58,7 +58,7 @@ class Event:
 _OMIT_EMPTY = frozenset({"idempotency_key"})  # optional fields added later: lines without them stay as they were
 
 
-def _plain(value):
+def _plain(value: Any) -> Any:
     if isinstance(value, tuple):
         return [_plain(v) for v in value]
     if isinstance(value, Tag):
@@ -146,7 +146,7 @@ class AgentRegister(Event):
     display: str = ""
     public_key: str = ""  # base64 Ed25519 key the event is signed with (thrum.trust)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not self.name:  # the name is the agent id; fill it so the event equals its decoded self
             object.__setattr__(self, "name", self.agent_id)
         super().__post_init__()
@@ -156,7 +156,7 @@ class AgentRegister(Event):
 class AgentUpdate(Event):
     TYPE: ClassVar[str] = "agent.update"
     agent_id: str
-    work_contexts: tuple = ()
+    work_contexts: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -245,17 +245,17 @@ class MessageArchive(Event):
 class UnknownEvent:
     """An event of a type (or version) this build does not know: kept and passed on."""
 
-    raw: dict
+    raw: dict[str, Any]
 
     @property
     def type(self) -> str:
-        return self.raw.get("type", "")
+        return str(self.raw.get("type", ""))
 
     @property
     def event_id(self) -> str:
-        return self.raw.get("event_id", "")
+        return str(self.raw.get("event_id", ""))
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return dict(self.raw)
 
     def to_line(self) -> bytes:
@@ -270,7 +270,7 @@ TYPED = {cls.TYPE: cls for cls in (
 assert set(TYPED) == set(NORMALISERS)
 
 
-def from_dict(d: dict) -> Event | UnknownEvent:
+def from_dict(d: dict[str, Any]) -> Event | UnknownEvent:
     """A validated dict (as `decode_line` returns) to its typed event."""
     d = normalise(d)
     cls = TYPED.get(d["type"]) if is_known(d) else None

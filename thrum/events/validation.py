@@ -13,7 +13,7 @@ checks the same rules inline; a property test holds it to the checked path.
 from __future__ import annotations
 
 import re
-from typing import Any, NoReturn
+from typing import Any, Callable, NoReturn
 
 from .. import safejson
 from ..errors import ValidationError
@@ -23,6 +23,8 @@ from .names import NAME_RE
 from .tags import MAX_TAG_VALUE, TAG_TYPE_RE, is_tag_type, is_tag_value
 from .values import (AGENT_KINDS, CLEANUP_METHODS, END_REASONS, EVENT_VERSION, FORMATS, MAX_CONTENT_BYTES,
                      MAX_IDS, MAX_REFS, MEMBER_TYPES, PRIORITIES)
+
+Raw = dict[str, Any]  # an event as JSON gives it: validated here, never trusted before
 
 
 # A client's name for one logical write (message.create, message.edit): a repeat of the
@@ -37,7 +39,7 @@ def _fail(field_name: str, why: str) -> NoReturn:
     raise ValidationError(f"{field_name}: {why}", field=field_name)
 
 
-def _str(d: dict, key: str, *, required: bool = True, pattern: re.Pattern | None = None,
+def _str(d: Raw, key: str, *, required: bool = True, pattern: re.Pattern[str] | None = None,
          max_len: int = 4096, default: str = "") -> str:
     value = d.get(key, None)
     if value is None:
@@ -55,23 +57,23 @@ def _str(d: dict, key: str, *, required: bool = True, pattern: re.Pattern | None
     return value
 
 
-def _choice(d: dict, key: str, choices: tuple, default: str) -> str:
+def _choice(d: Raw, key: str, choices: tuple[str, ...], default: str) -> str:
     value = d.get(key, default)
     if value is None or value == "":
         value = default
-    if value not in choices:
+    if not isinstance(value, str) or value not in choices:
         _fail(key, f"must be one of {', '.join(choices)} (got {str(value)[:40]!r})")
     return value
 
 
-def _agent(d: dict, key: str = "agent_id") -> str:
+def _agent(d: Raw, key: str = "agent_id") -> str:
     value = d.get(key)
     if not isinstance(value, str) or not NAME_RE.fullmatch(value):
         _fail(key, f"invalid agent id {str(value)[:80]!r}")
     return value
 
 
-def _tags(d: dict, key: str) -> list[dict]:
+def _tags(d: Raw, key: str) -> list[Raw]:
     value = d.get(key) or []
     if not isinstance(value, list):
         _fail(key, "must be a list of {type, value} objects")
@@ -93,7 +95,7 @@ def _tags(d: dict, key: str) -> list[dict]:
     return out
 
 
-def _body(d: dict) -> dict:
+def _body(d: Raw) -> Raw:
     body = d.get("body")
     if not isinstance(body, dict):
         _fail("body", "must be an object with format and content")
@@ -114,7 +116,7 @@ def _body(d: dict) -> dict:
     return {"format": fmt, "content": content, "structured": structured}
 
 
-def _ids(d: dict, key: str = "message_ids") -> list[str]:
+def _ids(d: Raw, key: str = "message_ids") -> list[str]:
     value = d.get(key)
     if not isinstance(value, list) or not value:
         _fail(key, "must be a non-empty list of message ids")
@@ -137,7 +139,7 @@ def _ids(d: dict, key: str = "message_ids") -> list[str]:
 _FAST_TAG_TYPES: set[str] = set()  # tag types already seen to match TAG_TYPE_RE (bounded)
 
 
-def _fast_tags(value) -> list | None:
+def _fast_tags(value: Any) -> list[Raw] | None:
     """`_tags` for the common case; None means "let `_tags` decide (and explain)"."""
     if not value:
         return [] if value is None or value == [] else None
@@ -168,7 +170,7 @@ _THR_ID_MATCH = THREAD_ID_RE.fullmatch
 _NAME_MATCH = NAME_RE.fullmatch
 
 
-def _n_message_create(d):
+def _n_message_create(d: Raw) -> Raw:
     # Fast path (rebuilds decode a million of these): the same rules as the
     # general path below, checked inline; anything unusual takes the general path,
     # which produces the precise error.
@@ -206,7 +208,7 @@ def _n_message_create(d):
 _KEY_MATCH = IDEMPOTENCY_KEY_RE.fullmatch
 
 
-def _with_key(d: dict, out: dict) -> dict:
+def _with_key(d: Raw, out: Raw) -> Raw:
     """``out`` plus the event's idempotency key, when it has one (absent: no field at all)."""
     key = _str(d, "idempotency_key", required=False, pattern=IDEMPOTENCY_KEY_RE, max_len=128)
     if key:
@@ -214,7 +216,7 @@ def _with_key(d: dict, out: dict) -> dict:
     return out
 
 
-def _n_message_create_checked(d):
+def _n_message_create_checked(d: Raw) -> Raw:
     return _with_key(d, {
         "message_id": _str(d, "message_id", pattern=MESSAGE_ID_RE),
         "thread_id": _str(d, "thread_id", required=False, pattern=THREAD_ID_RE),
@@ -229,7 +231,7 @@ def _n_message_create_checked(d):
     })
 
 
-def _n_message_edit(d):
+def _n_message_edit(d: Raw) -> Raw:
     return _with_key(d, {
         "message_id": _str(d, "message_id", pattern=MESSAGE_ID_RE),
         "agent_id": _agent(d),
@@ -238,7 +240,7 @@ def _n_message_edit(d):
     })
 
 
-def _n_message_delete(d):
+def _n_message_delete(d: Raw) -> Raw:
     return {
         "message_id": _str(d, "message_id", pattern=MESSAGE_ID_RE),
         "agent_id": _agent(d),
@@ -247,7 +249,7 @@ def _n_message_delete(d):
     }
 
 
-def _n_thread_create(d):
+def _n_thread_create(d: Raw) -> Raw:
     return {
         "thread_id": _str(d, "thread_id", pattern=THREAD_ID_RE),
         "title": _str(d, "title", required=False, max_len=1024),
@@ -255,7 +257,7 @@ def _n_thread_create(d):
     }
 
 
-def _n_agent_register(d):
+def _n_agent_register(d: Raw) -> Raw:
     name = _str(d, "name", required=False, max_len=64) or d.get("agent_id")
     agent_id = _agent(d)
     if name != agent_id:
@@ -272,14 +274,14 @@ def _n_agent_register(d):
     }
 
 
-def _n_agent_update(d):
+def _n_agent_update(d: Raw) -> Raw:
     ctx = d.get("work_contexts") or []
     if not isinstance(ctx, list) or not all(isinstance(c, dict) for c in ctx):
         _fail("work_contexts", "must be a list of objects")
     return {"agent_id": _agent(d), "work_contexts": ctx}
 
 
-def _n_agent_cleanup(d):
+def _n_agent_cleanup(d: Raw) -> Raw:
     return {
         "agent_id": _agent(d),
         "reason": _str(d, "reason", required=False, max_len=1024),
@@ -288,14 +290,14 @@ def _n_agent_cleanup(d):
     }
 
 
-def _n_session_start(d):
+def _n_session_start(d: Raw) -> Raw:
     return {
         "session_id": _str(d, "session_id", pattern=SESSION_ID_RE),
         "agent_id": _agent(d),
     }
 
 
-def _n_session_end(d):
+def _n_session_end(d: Raw) -> Raw:
     agent = d.get("agent_id")
     return {
         "session_id": _str(d, "session_id", pattern=SESSION_ID_RE),
@@ -304,7 +306,7 @@ def _n_session_end(d):
     }
 
 
-def _n_group_create(d):
+def _n_group_create(d: Raw) -> Raw:
     return {
         "group_id": _str(d, "group_id", pattern=GROUP_ID_RE),
         "name": _group_name(d),
@@ -313,7 +315,7 @@ def _n_group_create(d):
     }
 
 
-def _group_name(d, key="name"):
+def _group_name(d: Raw, key: str = "name") -> str:
     value = d.get(key)
     if not isinstance(value, str) or not NAME_RE.fullmatch(value):
         _fail(key, f"invalid group name {str(value)[:80]!r}: use lowercase letters, digits and _")
@@ -322,11 +324,11 @@ def _group_name(d, key="name"):
     return value
 
 
-def _n_group_delete(d):
+def _n_group_delete(d: Raw) -> Raw:
     return {"name": _group_name(d), "deleted_by": _agent(d, "deleted_by")}
 
 
-def _n_group_member(d):
+def _n_group_member(d: Raw) -> Raw:
     mtype = _choice(d, "member_type", MEMBER_TYPES, "agent")
     value = d.get("member_value")
     if not isinstance(value, str) or not NAME_RE.fullmatch(value):
@@ -335,7 +337,7 @@ def _n_group_member(d):
             "agent_id": _agent(d)}
 
 
-def _n_receipt(d):
+def _n_receipt(d: Raw) -> Raw:
     return {
         "agent_id": _agent(d),
         "session_id": _str(d, "session_id", required=False, pattern=SESSION_ID_RE),
@@ -343,7 +345,7 @@ def _n_receipt(d):
     }
 
 
-NORMALISERS = {
+NORMALISERS: dict[str, Callable[[Raw], Raw]] = {
     "message.create": _n_message_create,
     "message.edit": _n_message_edit,
     "message.delete": _n_message_delete,
@@ -365,7 +367,7 @@ NORMALISERS = {
 EVENT_TYPES = tuple(NORMALISERS)
 
 
-def normalise(d: Any) -> dict:
+def normalise(d: Any) -> Raw:
     """Validate a raw event dict; return it normalised (known fields only, defaults filled).
 
     Unknown types or future versions come back unchanged apart from the common
@@ -401,8 +403,6 @@ def normalise(d: Any) -> dict:
     return out
 
 
-
-
-def is_known(d: dict) -> bool:
+def is_known(d: Raw) -> bool:
     """True for a type and version this build validates (and folds)."""
     return d.get("type") in NORMALISERS and d.get("v", 1) <= EVENT_VERSION

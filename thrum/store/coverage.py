@@ -22,8 +22,9 @@ import os
 import peewee as pw
 
 from .. import events as ev
+from .fold import FoldResult, dedup_key, load_positions, save_positions
 from .log import EventLog, Position
-from .projection import FoldResult, catch_up, load_positions, save_positions
+from .rebuild import FoldFn, catch_up
 
 log = logging.getLogger(__name__)
 
@@ -68,18 +69,18 @@ def is_folded(db: pw.SqliteDatabase, shard: str, line: bytes) -> bool:
         return _exists(db, "SELECT 1 FROM fold_issues WHERE key=?", key)
     eid = d.get("event_id", "")
     if d.get("type") not in ev.NORMALISERS or d.get("v", 1) > ev.EVENT_VERSION:
-        return True  # a type this build does not fold: nothing to find
+        return True  # a type this build does not fold (a seal, a future event): nothing to find
     if d["type"] == "message.create" and _exists(db, "SELECT 1 FROM messages WHERE message_id=?",
                                                  d.get("message_id", "")):
         return True
-    if _exists(db, "SELECT 1 FROM applied_events WHERE event_id=?", eid):
+    if _exists(db, "SELECT 1 FROM applied_events WHERE event_id=?", dedup_key(d)):
         return True
-    return any(_exists(db, "SELECT 1 FROM fold_issues WHERE key=?", f"{kind}:{shard}:{eid}")
-               for kind in ("forged", "invalid"))
+    # refused (forged, invalid, quarantined by the trust check): recorded, which is covered
+    return _exists(db, "SELECT 1 FROM fold_issues WHERE shard=? AND event_id=?", shard, eid)
 
 
-def _exists(db, sql: str, arg: str) -> bool:
-    return db.execute_sql(sql, (arg,)).fetchone() is not None
+def _exists(db, sql: str, *args: str) -> bool:
+    return db.execute_sql(sql, args).fetchone() is not None
 
 
 def uncovered_shards(db: pw.SqliteDatabase, event_log: EventLog) -> list[str]:
@@ -92,17 +93,18 @@ def uncovered_shards(db: pw.SqliteDatabase, event_log: EventLog) -> list[str]:
     return out
 
 
-def ensure_covered(db: pw.SqliteDatabase, event_log: EventLog) -> tuple[list[str], FoldResult]:
+def ensure_covered(db: pw.SqliteDatabase, event_log: EventLog,
+                   fold_fn: FoldFn | None = None) -> tuple[list[str], FoldResult]:
     """Catch up, check every shard, fold again from the start any that is not covered.
 
     Returns the shards repaired (usually none) and what folding applied.
     """
-    result = catch_up(db, event_log)
+    result = catch_up(db, event_log, fold_fn)
     gaps = uncovered_shards(db, event_log)
     if gaps:
         log.warning("the projection misses events of %d log file(s) (%s); folding them again",
                     len(gaps), ", ".join(gaps[:5]) + (" ..." if len(gaps) > 5 else ""))
         with db.atomic():
             save_positions(db, {shard: Position() for shard in gaps})
-        result.merge(catch_up(db, event_log))
+        result.merge(catch_up(db, event_log, fold_fn))
     return gaps, result

@@ -268,3 +268,8 @@ def fold_issue_summary(db: pw.SqliteDatabase) -> dict:
     recent = [{"kind": k, "shard": s, "event_id": e, "reason": r, "seen_at": at} for k, s, e, r, at in all_rows(
         db, "SELECT kind, shard, event_id, reason, seen_at FROM fold_issues ORDER BY seen_at DESC, key DESC LIMIT 20")]
     return {"counts": by_kind, "total": sum(by_kind.values()), "recent": recent}
+
+
+def fold_counts(db: pw.SqliteDatabase) -> dict[str, int]:
+    """How many lines/events the fold refused so far, by kind (for `sync status`)."""
+    return dict(all_rows(db, "SELECT kind, count(*) FROM fold_issues GROUP BY kind"))

@@ -77,6 +77,7 @@ class ReadResult:
     """Events read from the log, in file order per shard."""
 
     records: list[tuple[str, dict]] = field(default_factory=list)  # (shard, normalised event)
+    lines: list[bytes] = field(default_factory=list)  # the raw line of each record (for thrum.trust)
     issues: list[LogIssue] = field(default_factory=list)
     positions: dict[str, Position] = field(default_factory=dict)
     torn: list[LogIssue] = field(default_factory=list)  # incomplete last lines (not yet counted as malformed)
@@ -99,10 +100,12 @@ def parse_lines(shard: str, data: bytes, base: int, result: ReadResult, *, at_en
     pos = base
     decode = ev.decode_line
     append = result.records.append
+    keep_line = result.lines.append
     for line in data[:end - 1].split(b"\n") if end else ():
         if line and not line.isspace():
             try:
                 append((shard, decode(line)))
+                keep_line(line)
             except ev.MalformedEvent as exc:
                 result.issues.append(LogIssue(shard, pos, str(exc), line[:200]))
         pos += len(line) + 1
@@ -178,6 +181,23 @@ class EventLog:
             if created:
                 _fsync_dir(self.path(shard).parent)
         return list(by_shard)
+
+    def append_lines(self, shard: str, lines: list[bytes]) -> None:
+        """Durably append ready-made lines (each ending with a newline) to one file: seals.
+
+        Undone like a failed batch if the write or the fsync fails.
+        """
+        fd, created, size = self._write_lines(shard, b"".join(lines))
+        try:
+            os.fsync(fd)
+        except BaseException:
+            self._undo(shard, fd, size)
+            raise
+        finally:
+            os.close(fd)
+        self._needs_newline[shard] = False
+        if created:
+            _fsync_dir(self.path(shard).parent)
 
     def _undo(self, shard: str, fd: int, size: int) -> None:
         """Cut a shard back to ``size`` (its length before a failed batch); retried on the next append."""

@@ -9,7 +9,8 @@ sets and counters kept by triggers) and what the daemon needs (agents, sessions,
 groups, threads, positions, issues).
 
 Use raw SQL through ``db.execute_sql`` / ``db.connection()``; the models are
-only bound (``bind_ctx``) while the tables are created.
+only bound (``bind_ctx``) while the tables are created (`thrum.store.database`).
+The counter tables are kept by triggers (`thrum.store.counters`).
 
 Everything here can be thrown away and rebuilt from the log: bump
 `SCHEMA_VERSION` whenever a table changes and the daemon rebuilds on start.
@@ -17,12 +18,9 @@ Everything here can be thrown away and rebuilt from the log: bump
 
 from __future__ import annotations
 
-from collections import Counter
-from pathlib import Path
-
 import peewee as pw
 
-SCHEMA_VERSION = 5  # 5: idempotency_keys
+SCHEMA_VERSION = 6  # 5: applied_events keyed by event id and author (store.fold.dedup_key); 6: idempotency_keys
 
 database_proxy = pw.DatabaseProxy()
 
@@ -335,22 +333,6 @@ class Thread(Base):
         table_name = "threads"
 
 
-class Subscription(Base):
-    """Live subscriptions (runtime state; cleared when the daemon starts)."""
-
-    id = pw.AutoField()
-    session_id = pw.TextField(default="")
-    connection_id = pw.TextField(default="")
-    filter_type = pw.TextField()
-    scope_type = pw.TextField(null=True)
-    scope_value = pw.TextField(null=True)
-    mention = pw.TextField(null=True)
-    created_at = pw.TextField()
-
-    class Meta:
-        table_name = "subscriptions"
-
-
 class AppliedEvent(Base):
     """Event ids already folded, except message.create winners (their id is in messages.event_id)."""
 
@@ -419,8 +401,9 @@ class IdempotencyKey(Base):
 
 TABLE_MODELS = [
     Message, MessageScope, MessageRef, MessageEdit, ReadState, ArchiveMark,
-    EditEvent, DeleteEvent, PendingTarget, MentionSig, MentionSigTarget, SigTotal, SigAuthorTotal, AgentSigCount, Agent, AgentContext, Session, Group, GroupMember, Thread,
-    Subscription, AppliedEvent, LogPosition, FoldIssue, SchemaVersion, KeyValue, IdempotencyKey,
+    EditEvent, DeleteEvent, PendingTarget, MentionSig, MentionSigTarget, SigTotal, SigAuthorTotal, AgentSigCount,
+    Agent, AgentContext, Session, Group, GroupMember, Thread,
+    AppliedEvent, LogPosition, FoldIssue, SchemaVersion, KeyValue, IdempotencyKey,
 ]
 
 ALL_MODELS = TABLE_MODELS + [MessageRead]
@@ -454,192 +437,12 @@ QUERY_INDEXES = [
 INDEXES = FOLD_INDEXES + QUERY_INDEXES
 
 
-# ----------------------------------------------------------------------------- counters
-# sig_totals, sig_author_totals and agent_sig_counts are sums over messages; the
-# triggers below keep them equal to those sums on every insert, update and delete
-# of messages, read_state and archive_marks, so no code path can forget them. A
-# rebuild loads without the triggers and computes the sums once (COUNTER_REBUILD).
+def __getattr__(name: str):
+    """Names that moved to `thrum.store.database` and `thrum.store.counters` (shim for branches
+    written before the split; the lead removes it once they are merged)."""
+    from . import counters, database
 
-_ASC_UPSERT = (
-    " ON CONFLICT(agent_id, sig_id, own) DO UPDATE SET n_read = n_read + excluded.n_read,"
-    " n_arch = n_arch + excluded.n_arch, n_read_arch = n_read_arch + excluded.n_read_arch;"
-)
-
-
-def _message_contribution(row: str, sign: str) -> str:
-    """SQL adding (sign '+') or removing ('-') one messages row's share of the counters."""
-    live = f"{row}.deleted = 0"
-    return (
-        f"INSERT INTO sig_totals(sig_id, n) SELECT {row}.sig_id, {sign}1 WHERE {live}"
-        f" ON CONFLICT(sig_id) DO UPDATE SET n = n + excluded.n;"
-        f" INSERT INTO sig_author_totals(author, sig_id, n) SELECT {row}.agent_id, {row}.sig_id, {sign}1"
-        f" WHERE {live} ON CONFLICT(author, sig_id) DO UPDATE SET n = n + excluded.n;"
-        f" INSERT INTO agent_sig_counts(agent_id, sig_id, own, n_read, n_arch, n_read_arch)"
-        f" SELECT x.agent_id, {row}.sig_id, x.agent_id = {row}.agent_id, {sign}max(x.r), {sign}max(x.a),"
-        f" {sign}(max(x.r) * max(x.a)) FROM ("
-        f"SELECT agent_id, 1 AS r, 0 AS a FROM read_state WHERE message_id = {row}.message_id AND is_read = 1"
-        f" UNION ALL SELECT agent_id, 0, 1 FROM archive_marks WHERE message_id = {row}.message_id) AS x"
-        f" WHERE {live} GROUP BY x.agent_id" + _ASC_UPSERT
-    )
-
-
-def _read_delta(row: str, delta: str) -> str:
-    return (
-        "INSERT INTO agent_sig_counts(agent_id, sig_id, own, n_read, n_arch, n_read_arch)"
-        f" SELECT {row}.agent_id, m.sig_id, m.agent_id = {row}.agent_id, {delta}, 0,"
-        f" ({delta}) * EXISTS(SELECT 1 FROM archive_marks a WHERE a.agent_id = {row}.agent_id"
-        f" AND a.message_id = {row}.message_id)"
-        f" FROM messages m WHERE m.message_id = {row}.message_id AND m.deleted = 0" + _ASC_UPSERT
-    )
-
-
-def _archive_delta(row: str, delta: str) -> str:
-    return (
-        "INSERT INTO agent_sig_counts(agent_id, sig_id, own, n_read, n_arch, n_read_arch)"
-        f" SELECT {row}.agent_id, m.sig_id, m.agent_id = {row}.agent_id, 0, {delta},"
-        f" ({delta}) * EXISTS(SELECT 1 FROM read_state r WHERE r.agent_id = {row}.agent_id"
-        f" AND r.message_id = {row}.message_id AND r.is_read = 1)"
-        f" FROM messages m WHERE m.message_id = {row}.message_id AND m.deleted = 0" + _ASC_UPSERT
-    )
-
-
-COUNTER_TRIGGERS = [
-    "CREATE TRIGGER IF NOT EXISTS trg_messages_ins AFTER INSERT ON messages BEGIN "
-    + _message_contribution("NEW", "+") + " END",
-    "CREATE TRIGGER IF NOT EXISTS trg_messages_del AFTER DELETE ON messages BEGIN "
-    + _message_contribution("OLD", "-") + " END",
-    "CREATE TRIGGER IF NOT EXISTS trg_messages_upd AFTER UPDATE OF deleted, sig_id, agent_id ON messages "
-    "WHEN OLD.deleted IS NOT NEW.deleted OR OLD.sig_id IS NOT NEW.sig_id OR OLD.agent_id IS NOT NEW.agent_id "
-    "BEGIN " + _message_contribution("OLD", "-") + " " + _message_contribution("NEW", "+") + " END",
-    "CREATE TRIGGER IF NOT EXISTS trg_read_state_ins AFTER INSERT ON read_state WHEN NEW.is_read = 1 BEGIN "
-    + _read_delta("NEW", "1") + " END",
-    "CREATE TRIGGER IF NOT EXISTS trg_read_state_upd AFTER UPDATE OF is_read ON read_state "
-    "WHEN OLD.is_read IS NOT NEW.is_read BEGIN " + _read_delta("NEW", "NEW.is_read - OLD.is_read") + " END",
-    "CREATE TRIGGER IF NOT EXISTS trg_read_state_del AFTER DELETE ON read_state WHEN OLD.is_read = 1 BEGIN "
-    + _read_delta("OLD", "-1") + " END",
-    "CREATE TRIGGER IF NOT EXISTS trg_archive_ins AFTER INSERT ON archive_marks BEGIN "
-    + _archive_delta("NEW", "1") + " END",
-    "CREATE TRIGGER IF NOT EXISTS trg_archive_del AFTER DELETE ON archive_marks BEGIN "
-    + _archive_delta("OLD", "-1") + " END",
-]
-
-# The same sums computed from scratch (rebuild, and `projection.verify_counters`).
-COUNTER_QUERIES = {
-    "sig_totals": "SELECT sig_id, count(*) FROM messages WHERE deleted = 0 GROUP BY sig_id",
-    "sig_author_totals": "SELECT agent_id, sig_id, count(*) FROM messages WHERE deleted = 0 "
-                         "GROUP BY agent_id, sig_id",
-    "agent_sig_counts": (
-        "SELECT x.agent_id, m.sig_id, x.agent_id = m.agent_id AS own, sum(x.r), sum(x.a), sum(x.r * x.a) FROM ("
-        "SELECT agent_id, message_id, max(r) AS r, max(a) AS a FROM ("
-        "SELECT agent_id, message_id, 1 AS r, 0 AS a FROM read_state WHERE is_read = 1"
-        " UNION ALL SELECT agent_id, message_id, 0, 1 FROM archive_marks) GROUP BY agent_id, message_id) AS x"
-        " JOIN messages m ON m.message_id = x.message_id WHERE m.deleted = 0"
-        " GROUP BY x.agent_id, m.sig_id, own"),
-}
-
-
-PRAGMAS = {
-    "journal_mode": "wal",
-    "synchronous": "normal",  # the log is the durable copy; the projection is rebuildable
-    "foreign_keys": 0,        # receipts and edits may arrive before their message
-    "cache_size": -65536,
-    "temp_store": "memory",
-    "busy_timeout": 10000,
-    "mmap_size": 1 << 30,     # read pages in place instead of copying them into the cache
-}
-
-
-def open_database(path: Path | str) -> pw.SqliteDatabase:
-    """Open (creating if needed) the projection database in WAL mode.
-
-    Models are bound per call (`bind_ctx`), so several databases can live in one
-    process (tests, benchmarks).
-    """
-    db = pw.SqliteDatabase(str(path), pragmas=PRAGMAS, check_same_thread=False)
-    db.connect(reuse_if_open=True)
-    return db
-
-
-def create_schema(db: pw.SqliteDatabase) -> None:
-    """Create every table, index and trigger (if missing) and record SCHEMA_VERSION."""
-    with db.atomic():
-        create_tables(db)
-        finish_schema(db)
-
-
-def create_tables(db: pw.SqliteDatabase) -> None:
-    """Tables and the indexes the fold reads through; no query indexes, no triggers,
-    no schema version (a rebuild loads into this, then calls `finish_schema`)."""
-    with db.bind_ctx(TABLE_MODELS), db.atomic():
-        db.create_tables(TABLE_MODELS, safe=True)
-        for sql in FOLD_INDEXES + VIEWS:
-            db.execute_sql(sql)
-
-
-def finish_schema(db: pw.SqliteDatabase, *, compute_counters: bool = False) -> None:
-    """Query indexes, counter triggers and the schema version.
-
-    ``compute_counters``: fill the counter tables from the data first (after a bulk
-    load without triggers). The schema version is written last, so a database
-    whose rebuild was interrupted has none and is rebuilt again.
-    """
-    with db.atomic():
-        for sql in QUERY_INDEXES:
-            db.execute_sql(sql)
-        if compute_counters:
-            compute_counter_tables(db)
-        for sql in COUNTER_TRIGGERS:
-            db.execute_sql(sql)
-        if db.execute_sql("SELECT count(*) FROM schema_version").fetchone()[0] == 0:
-            db.execute_sql("INSERT INTO schema_version(version) VALUES (?)", (SCHEMA_VERSION,))
-
-
-def compute_counter_tables(db: pw.SqliteDatabase) -> None:
-    """Fill the counter tables from scratch (same sums as COUNTER_QUERIES).
-
-    Aggregates in Python: SQLite's GROUP BY sorts every row first, which over
-    millions of read marks costs several times more than a dict.
-    """
-    conn = db.connection()
-    for table in COUNTER_QUERIES:
-        conn.execute(f"DELETE FROM {table}")
-    by_author = Counter(conn.execute("SELECT agent_id, sig_id FROM messages WHERE deleted = 0"))
-    conn.executemany("INSERT INTO sig_author_totals(author, sig_id, n) VALUES (?,?,?)",
-                     [(a, s, n) for (a, s), n in by_author.items()])
-    by_sig: Counter = Counter()
-    for (_, s), n in by_author.items():
-        by_sig[s] += n
-    conn.executemany("INSERT INTO sig_totals(sig_id, n) VALUES (?,?)", list(by_sig.items()))
-    reads = Counter(conn.execute(
-        "SELECT r.agent_id, m.sig_id, r.agent_id = m.agent_id FROM read_state r "
-        "JOIN messages m ON m.message_id = r.message_id WHERE r.is_read = 1 AND m.deleted = 0"))
-    archived: Counter = Counter()
-    archived_read: Counter = Counter()
-    for agent, sig, own, is_read in conn.execute(
-            "SELECT x.agent_id, m.sig_id, x.agent_id = m.agent_id, EXISTS (SELECT 1 FROM read_state r "
-            "WHERE r.message_id = x.message_id AND r.agent_id = x.agent_id AND r.is_read = 1) "
-            "FROM archive_marks x JOIN messages m ON m.message_id = x.message_id WHERE m.deleted = 0"):
-        archived[(agent, sig, own)] += 1
-        archived_read[(agent, sig, own)] += is_read
-    conn.executemany(
-        "INSERT INTO agent_sig_counts(agent_id, sig_id, own, n_read, n_arch, n_read_arch) VALUES (?,?,?,?,?,?)",
-        [k + (reads[k], archived[k], archived_read[k]) for k in set(reads) | set(archived)])
-
-
-def schema_version(db: pw.SqliteDatabase) -> int | None:
-    """The version recorded in the database, or None when it has no (or a broken) schema."""
-    try:
-        row = db.execute_sql("SELECT max(version) FROM schema_version").fetchone()
-    except pw.DatabaseError:
-        return None
-    return row[0] if row else None
-
-
-def drop_schema(db: pw.SqliteDatabase) -> None:
-    """Drop every view and table (their indexes and triggers go with them)."""
-    objects = db.execute_sql(
-        "SELECT type, name FROM sqlite_master WHERE type IN ('view', 'table') AND name NOT LIKE 'sqlite_%' "
-        "ORDER BY type = 'table'").fetchall()
-    with db.atomic():
-        for kind, name in objects:
-            db.execute_sql(f'DROP {kind.upper()} IF EXISTS "{name}"')
+    for module in (database, counters):
+        if hasattr(module, name):
+            return getattr(module, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

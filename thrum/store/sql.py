@@ -18,21 +18,30 @@ import peewee as pw
 CHUNK = 900  # ids per IN list: below SQLite's smallest host-parameter limit, with room for a few more
 
 T = TypeVar("T")
+Row = tuple[Any, ...]
 
 
-def all_rows(db: pw.Database, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+def all_rows(db: pw.Database, sql: str, params: Sequence[Any] = ()) -> list[Row]:
     """Every row of one statement."""
-    return db.execute_sql(sql, params).fetchall()
+    found: list[Row] = db.execute_sql(sql, params).fetchall()
+    return found
 
 
-def one_row(db: pw.Database, sql: str, params: Sequence[Any] = ()) -> tuple | None:
+def one_row(db: pw.Database, sql: str, params: Sequence[Any] = ()) -> Row | None:
     """The first row of one statement, or None."""
-    return db.execute_sql(sql, params).fetchone()
+    found: Row | None = db.execute_sql(sql, params).fetchone()
+    return found
+
+
+def scalar(db: pw.Database, sql: str, params: Sequence[Any] = ()) -> Any:
+    """The one value of a statement that always returns one row (``count``, ``sum``, ``max``)."""
+    return db.execute_sql(sql, params).fetchone()[0]
 
 
 def run(db: pw.Database, sql: str, params: Sequence[Any] = ()) -> int:
     """Execute one writing statement; returns the number of rows it changed."""
-    return db.execute_sql(sql, params).rowcount
+    changed: int = db.execute_sql(sql, params).rowcount
+    return changed
 
 
 def qmarks(n: int) -> str:
@@ -46,12 +55,12 @@ def chunks(seq: Sequence[T], n: int = CHUNK) -> Iterator[Sequence[T]]:
         yield seq[i:i + n]
 
 
-def rows_in(db: pw.Database, sql: str, ids: Sequence[Any], before: Sequence[Any] = ()) -> list[tuple]:
+def rows_in(db: pw.Database, sql: str, ids: Sequence[Any], before: Sequence[Any] = ()) -> list[Row]:
     """Rows of ``sql`` for every id, sent in chunks: ``{q}`` in ``sql`` is the IN list's placeholders.
 
     ``before`` are the parameters that come before the IN list in ``sql``.
     """
-    out: list[tuple] = []
+    out: list[Row] = []
     for chunk in chunks(ids):
         out.extend(db.execute_sql(sql.format(q=qmarks(len(chunk))), [*before, *chunk]).fetchall())
     return out

@@ -94,21 +94,31 @@ class LocalKeys:
     def __init__(self, identities_dir: os.PathLike | str):
         self.dir = Path(identities_dir)
         self._cache: dict[str, tuple[Ed25519PrivateKey, PublicKey]] = {}
+        self._missing: set[str] = set()  # looked for and absent: verification asks per line
 
     def path(self, name: str) -> Path:
         if not _NAME_RE.fullmatch(name):
             raise ValueError(f"invalid agent name {name!r}")
         return self.dir / f"{name}{KEY_SUFFIX}"
 
-    def get(self, name: str) -> tuple[Ed25519PrivateKey, PublicKey] | None:
-        """The key pair of a local identity, or None when this machine has no key for it."""
+    def get(self, name: str, *, fresh: bool = False) -> tuple[Ed25519PrivateKey, PublicKey] | None:
+        """The key pair of a local identity, or None when this machine has no key for it.
+
+        A name found absent is remembered as absent; ``fresh`` looks again (a key
+        file someone copied in since, e.g. the same agent on a second machine).
+        """
         hit = self._cache.get(name)
         if hit is not None:
             return hit
+        if name in self._missing and not fresh:
+            return None
         try:
             data = self.path(name).read_bytes()
         except (FileNotFoundError, ValueError):
+            if len(self._missing) < 100_000:
+                self._missing.add(name)
             return None
+        self._missing.discard(name)
         private = serialization.load_pem_private_key(data, password=None)
         if not isinstance(private, Ed25519PrivateKey):
             raise ValueError(f"{self.path(name)} is not an Ed25519 key")
@@ -118,7 +128,7 @@ class LocalKeys:
 
     def create(self, name: str) -> tuple[Ed25519PrivateKey, PublicKey]:
         """Make and store a key pair for ``name``; an existing key is kept and returned."""
-        existing = self.get(name)
+        existing = self.get(name, fresh=True)
         if existing is not None:
             return existing
         private = generate()
@@ -140,13 +150,14 @@ class LocalKeys:
         finally:
             os.unlink(tmp)
         self._cache.pop(name, None)
-        pair = self.get(name)
+        pair = self.get(name, fresh=True)
         assert pair is not None
         return pair
 
     def forget(self, name: str) -> None:
         """Drop the cached key of ``name`` (after its files were removed)."""
         self._cache.pop(name, None)
+        self._missing.discard(name)
 
     def names(self) -> list[str]:
         try:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import os
 import threading
 import time
@@ -32,6 +31,7 @@ from ulid import ULID
 
 from ..events.ids import new_ulid, now_rfc3339
 from .keys import TAG_BYTES, PublicKey
+from .verdicts import digest
 
 SEAL_TYPE = "seal"
 MAX_SEAL_LINES = 100_000
@@ -81,9 +81,12 @@ def verify(d: dict, key: PublicKey) -> bool:
 
 
 def line_hash(line: bytes) -> str:
-    """The name a seal gives a line (see rule 3)."""
-    digest = hashlib.sha256(line.rstrip(b"\n")).digest()[:16]
-    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+    """The name a seal gives a line (see rule 3): `verdicts.digest` in base64url."""
+    return hash_text(digest(line))
+
+
+def hash_text(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
 
 
 def make_seal(signer: str, hashes: list[str], private: Ed25519PrivateKey) -> dict:

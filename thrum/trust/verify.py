@@ -28,7 +28,8 @@ from ..events.validation import NORMALISERS
 from ..events.values import EVENT_VERSION
 from .keys import PublicKey, decode_public
 from .ring import KeyRing
-from .signing import SEAL_TYPE, id_is_bound, line_hash, seal_hashes, signature_of, verify
+from .signing import SEAL_TYPE, hash_text, id_is_bound, seal_hashes, signature_of, verify
+from .verdicts import digest
 
 __all__ = ["Candidate", "Rejected", "Verdict", "Verifier"]
 
@@ -60,6 +61,7 @@ class Verdict:
     learned: list[str] = field(default_factory=list)
     seals: int = 0
     verified_one_by_one: int = 0
+    fresh: list[bytes] = field(default_factory=list)  # digests of lines accepted by a verification now
 
 
 class Verifier:
@@ -68,7 +70,9 @@ class Verifier:
     def __init__(self, ring: KeyRing):
         self.ring = ring
 
-    def check(self, batch: list[Candidate]) -> Verdict:
+    def check(self, batch: list[Candidate], remembered: set[bytes] | None = None) -> Verdict:
+        """The verdict on ``batch``. ``remembered``: digests of lines accepted before
+        (`verdicts.VerdictMemory`); those are accepted without a verification."""
         out = Verdict()
         registers, seals, rest = [], [], []
         for c in batch:
@@ -81,11 +85,18 @@ class Verifier:
                 rest.append(c)
         for c in registers:
             self._register(c, out)
-        covered: dict[str, set[str]] = {}
+        seals_by: dict[str, list[Candidate]] = {}
         for c in seals:
-            self._seal(c, out, covered)
+            found = signature_of(c.event)
+            if found is None or seal_hashes(c.event) is None or found[0] != c.event.get("agent_id"):
+                self._reject(c, out, "bad-seal", "a malformed or unsigned seal")
+            else:
+                seals_by.setdefault(found[0], []).append(c)
+        covered = _Seals(self, seals_by, out)
         for c in rest:
-            self._line(c, out, covered)
+            self._line(c, out, covered, remembered)
+        if remembered is None:  # a rebuild need not pay for seals no line asked for
+            covered.finish()
         return out
 
     # ------------------------------------------------------------------ judges
@@ -114,27 +125,16 @@ class Verifier:
         if status == "new":
             out.learned.append(agent)
         out.accepted.append((c.shard, d))
+        out.fresh.append(digest(c.line))
 
-    def _seal(self, c: Candidate, out: Verdict, covered: dict[str, set[str]]) -> None:
-        d = c.event
-        found = signature_of(d)
-        hashes = seal_hashes(d)
-        if found is None or hashes is None or found[0] != d.get("agent_id"):
-            return self._reject(c, out, "bad-seal", "a malformed or unsigned seal")
-        key = self.ring.key(found[0])
-        if key is None:
-            out.pending.append(c)
-            return None
-        if not self._verify_line(c, key, out):
-            return self._reject(c, out, "bad-seal", f"a seal of {found[0]} does not verify")
-        covered.setdefault(found[0], set()).update(hashes)
-        out.seals += 1
-        return None
-
-    def _line(self, c: Candidate, out: Verdict, covered: dict[str, set[str]]) -> None:
+    def _line(self, c: Candidate, out: Verdict, covered: _Seals, remembered: set[bytes] | None) -> None:
         d = c.event
         if not _known(d):
             out.accepted.append((c.shard, d))  # kept and passed on, never folded
+            return None
+        dig = digest(c.line)
+        if remembered is not None and dig in remembered:  # judged (and accepted) when it entered
+            out.accepted.append((c.shard, d))
             return None
         author = event_author(d) or ""
         found = signature_of(d)
@@ -150,13 +150,14 @@ class Verifier:
         if d["type"] == "message.create" and not id_is_bound(d.get("message_id", ""), key):
             return self._reject(c, out, "id-not-owned", f"message id {d.get('message_id')} does not belong "
                                                          f"to {signer}")
-        hashes = covered.get(signer)
-        if hashes and line_hash(c.line) in hashes:
+        if covered.vouches(signer, hash_text(dig)):
             out.accepted.append((c.shard, d))
+            out.fresh.append(dig)
             return None
         if not self._verify_line(c, key, out):
             return self._reject(c, out, "bad-signature", f"{d['type']} by {signer} does not verify")
         out.accepted.append((c.shard, d))
+        out.fresh.append(dig)
         return None
 
     # ------------------------------------------------------------------ helpers
@@ -176,6 +177,45 @@ class Verifier:
         found = signature_of(c.event)
         out.rejected.append(Rejected(c.shard, str(c.event.get("event_id", "?")),
                                      found[0] if found else "", kind, reason, c.line))
+
+
+class _Seals:
+    """The seals of a batch, each verified only when a line needs it (a rebuild whose
+    lines are all remembered verifies none)."""
+
+    def __init__(self, verifier: Verifier, by_signer: dict[str, list[Candidate]], out: Verdict):
+        self.verifier = verifier
+        self.unchecked = by_signer
+        self.out = out
+        self.hashes: dict[str, set[str]] = {}
+
+    def vouches(self, signer: str, hash_: str) -> bool:
+        if hash_ in self.hashes.get(signer, ()):
+            return True
+        waiting = self.unchecked.get(signer)
+        while waiting:  # verify this signer's seals until one covers the line
+            seal = waiting.pop()
+            if self._check(signer, seal) and hash_ in self.hashes.get(signer, ()):
+                return True
+        return False
+
+    def _check(self, signer: str, c: Candidate) -> bool:
+        key = self.verifier.ring.key(signer)
+        if key is None:
+            self.out.pending.append(c)
+            return False
+        if not self.verifier._verify_line(c, key, self.out):
+            self.verifier._reject(c, self.out, "bad-seal", f"a seal of {signer} does not verify")
+            return False
+        self.hashes.setdefault(signer, set()).update(seal_hashes(c.event) or ())
+        self.out.seals += 1
+        return True
+
+    def finish(self) -> None:
+        """Judge the seals no line needed, so a forged seal is still reported."""
+        for signer, waiting in self.unchecked.items():
+            while waiting:
+                self._check(signer, waiting.pop())
 
 
 def _known(d: dict) -> bool:

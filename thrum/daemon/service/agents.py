@@ -33,9 +33,15 @@ async def register(call: Call) -> dict:
     if await call.ctx.read(directory.resolve_address, name) == ("group", name):
         raise errors.Conflict(f"{name!r} is already the name of a group; choose another agent name")
     existing = await call.ctx.agent(name, refresh=True)
-    if existing is not None and all(existing.get(k, "") == v for k, v in fields.items()):
+    elsewhere = call.ctx.trusted_key(name)
+    if not call.ctx.has_key(name) and elsewhere is not None:
+        raise errors.Conflict(
+            f"agent {name!r} is already registered from another machine, with its own key; choose another "
+            f"name, or copy .thrum/identities/{name}.json and {name}.key from that machine to act as it here")
+    public_key, new_key = await call.ctx.ensure_key(name)
+    if existing is not None and not new_key and all(existing.get(k, "") == v for k, v in fields.items()):
         return {"agent": existing, "created": False, "updated": False}
-    await call.ctx.write([ev.AgentRegister(agent_id=name, name=name, **fields)])
+    await call.ctx.write([ev.AgentRegister(agent_id=name, name=name, public_key=public_key, **fields)])
     info = await call.ctx.agent(name, refresh=True)
     return {"agent": info, "created": existing is None, "updated": existing is not None}
 
@@ -56,12 +62,33 @@ async def get(call: Call) -> dict:
     return {"agent": info}
 
 
-async def _delete(call: Call, names: list[str], reason: str, how: str) -> None:
+async def _actor(call: Call, target: str | None = None) -> str:
+    """Who removes agents (and signs the removal): ``caller``, else the agent itself when
+    its key is here, else this machine's only identity."""
+    if call.params.str("caller"):
+        actor = await call.ctx.caller(call.params)
+        if not call.ctx.has_key(actor):
+            raise errors.IdentityError(f"agent {actor!r} has no key on this machine; act as one of its identities")
+        return actor
+    if target and call.ctx.has_key(target):
+        return target
+    local = call.ctx.local_agents()
+    if len(local) == 1:
+        return local[0]
+    raise errors.ValidationError(
+        "invalid params: caller is required: name the agent who removes others "
+        f"(this machine has {len(local)} identities{': ' + ', '.join(local[:10]) if local else ''})",
+        field="caller")
+
+
+async def _delete(call: Call, names: list[str], reason: str, how: str, actor: str) -> None:
     events = []
     for name in names:
-        for s in await call.ctx.read(directory.list_sessions, name, active_only=True):
-            events.append(ev.SessionEnd(session_id=s["session_id"], agent_id=name, reason="normal"))
-        events.append(ev.AgentCleanup(agent_id=name, reason=reason, method=how))
+        if call.ctx.has_key(name):  # another machine's agent ends its own sessions
+            for s in await call.ctx.read(directory.list_sessions, name, active_only=True):
+                events.append(ev.SessionEnd(session_id=s["session_id"], agent_id=name, reason="normal"))
+        events.append(ev.AgentCleanup(agent_id=name, reason=reason, method=how,
+                                      by="" if actor == name else actor))
     await call.ctx.write(events)
     for name in names:
         call.ctx.forget_agent(name)
@@ -73,7 +100,8 @@ async def delete(call: Call) -> dict:
     name = p.str("name", required=True)
     if await call.ctx.agent(name, refresh=True) is None:
         raise errors.NotFound(f"agent {name!r} not found")
-    await _delete(call, [name], p.str("reason", default="manual deletion", max_len=1024), "manual")
+    actor = await _actor(call, name)
+    await _delete(call, [name], p.str("reason", default="manual deletion", max_len=1024), "manual", actor)
     return {"agent_id": name, "deleted": True}
 
 
@@ -88,6 +116,6 @@ async def cleanup(call: Call) -> dict:
     candidates = await call.ctx.read(directory.stale_agents, cutoff)
     removed: list[str] = []
     if p.bool("force") and candidates:
-        await _delete(call, candidates, f"no activity for {days:g} days", "automated")
+        await _delete(call, candidates, f"no activity for {days:g} days", "automated", await _actor(call))
         removed = candidates
     return {"candidates": candidates, "removed": removed, "older_than_days": days}

@@ -120,6 +120,7 @@ async def _send(call: Call, caller: str, content: str, key: str | None) -> dict:
         refs.append({"type": "mention", "value": r["value"]})
     session_id = await call.ctx.ensure_session(caller, p.str("session_id"))
     event = ev.MessageCreate(
+        message_id=call.ctx.new_message_id(caller),  # bound to the caller's key: nobody else can take it
         agent_id=caller, session_id=session_id,
         thread_id=thread_id or ev.new_id("thr"),
         body=ev.Body(content=content, format=fmt, structured=structured),

@@ -1,0 +1,95 @@
+"""Opening the projection database: pragmas, creating and dropping the schema, its version.
+
+The schema itself (tables, views, indexes) is `thrum.store.models`; the counter
+triggers are `thrum.store.counters`. Everything here can be thrown away and
+rebuilt from the log (`thrum.store.rebuild`): bump `SCHEMA_VERSION` whenever a
+table changes and the daemon rebuilds on start.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import peewee as pw
+
+from .counters import COUNTER_TRIGGERS, compute_counter_tables
+from .models import FOLD_INDEXES, QUERY_INDEXES, SCHEMA_VERSION, TABLE_MODELS, VIEWS
+from .sql import all_rows, one_row
+
+__all__ = ["PRAGMAS", "SCHEMA_VERSION", "create_schema", "create_tables", "drop_schema", "finish_schema",
+           "open_database", "schema_version"]
+
+
+PRAGMAS = {
+    "journal_mode": "wal",
+    "synchronous": "normal",  # the log is the durable copy; the projection is rebuildable
+    "foreign_keys": 0,        # receipts and edits may arrive before their message
+    "cache_size": -65536,
+    "temp_store": "memory",
+    "busy_timeout": 10000,
+    "mmap_size": 1 << 30,     # read pages in place instead of copying them into the cache
+}
+
+
+def open_database(path: Path | str) -> pw.SqliteDatabase:
+    """Open (creating if needed) the projection database in WAL mode.
+
+    Models are bound per call (`bind_ctx`), so several databases can live in one
+    process (tests, benchmarks).
+    """
+    db = pw.SqliteDatabase(str(path), pragmas=PRAGMAS, check_same_thread=False)
+    db.connect(reuse_if_open=True)
+    return db
+
+
+def create_schema(db: pw.SqliteDatabase) -> None:
+    """Create every table, index and trigger (if missing) and record SCHEMA_VERSION."""
+    with db.atomic():
+        create_tables(db)
+        finish_schema(db)
+
+
+def create_tables(db: pw.SqliteDatabase) -> None:
+    """Tables and the indexes the fold reads through; no query indexes, no triggers,
+    no schema version (a rebuild loads into this, then calls `finish_schema`)."""
+    with db.bind_ctx(TABLE_MODELS), db.atomic():
+        db.create_tables(TABLE_MODELS, safe=True)
+        for sql in FOLD_INDEXES + VIEWS:
+            db.execute_sql(sql)
+
+
+def finish_schema(db: pw.SqliteDatabase, *, compute_counters: bool = False) -> None:
+    """Query indexes, counter triggers and the schema version.
+
+    ``compute_counters``: fill the counter tables from the data first (after a bulk
+    load without triggers). The schema version is written last, so a database
+    whose rebuild was interrupted has none and is rebuilt again.
+    """
+    with db.atomic():
+        for sql in QUERY_INDEXES:
+            db.execute_sql(sql)
+        if compute_counters:
+            compute_counter_tables(db)
+        for sql in COUNTER_TRIGGERS:
+            db.execute_sql(sql)
+        if one_row(db, "SELECT count(*) FROM schema_version")[0] == 0:
+            db.execute_sql("INSERT INTO schema_version(version) VALUES (?)", (SCHEMA_VERSION,))
+
+
+def schema_version(db: pw.SqliteDatabase) -> int | None:
+    """The version recorded in the database, or None when it has no (or a broken) schema."""
+    try:
+        row = one_row(db, "SELECT max(version) FROM schema_version")
+    except pw.DatabaseError:
+        return None
+    return row[0] if row else None
+
+
+def drop_schema(db: pw.SqliteDatabase) -> None:
+    """Drop every view and table (their indexes and triggers go with them)."""
+    objects = all_rows(
+        db, "SELECT type, name FROM sqlite_master WHERE type IN ('view', 'table') AND name NOT LIKE 'sqlite_%' "
+            "ORDER BY type = 'table'")
+    with db.atomic():
+        for kind, name in objects:
+            db.execute_sql(f'DROP {kind.upper()} IF EXISTS "{name}"')

@@ -1,0 +1,396 @@
+"""Folding events into the SQLite projection: one transaction per batch, one handler per type.
+
+The rules every handler keeps are the projection's (`thrum.store.projection`,
+tested as properties in tests/store/test_projection_properties.py). Here:
+
+- `fold` applies (shard, event) records in one transaction: events a shard may
+  not carry are refused as forged (`events.ShardRule`), duplicates are counted,
+  and the rest are handed to the handlers grouped by type in a fixed order
+  (`_ORDER`), each handler working on a set of rows.
+- The log is untrusted: an event a handler cannot apply is found by folding the
+  batch again one event at a time (each in a savepoint), recorded as an
+  ``invalid`` fold issue, and the others are folded; nothing the log holds can
+  make the fold fail.
+- The message lifecycle (create, edit, delete) is in `thrum.store.message_fold`;
+  agents, sessions, groups, threads and receipts are here.
+- Read positions in the log are saved in the same transaction as what was read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import sqlite3
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Iterable
+
+import peewee as pw
+
+from .. import events as ev
+from . import idempotency, message_fold
+from .log import LogIssue, Position
+from .sql import all_rows, chunks, qmarks
+
+log = logging.getLogger(__name__)
+
+
+def dedup_key(d: dict) -> str:
+    """What makes an event "already applied": its id and its author (who signed it).
+
+    With the id alone, another agent writing a line with an id it copied from
+    someone else's event could make a replica skip the original as a duplicate.
+    """
+    return f"{d.get('event_id', '')}/{ev.event_author(d) or ''}"
+
+
+@dataclass
+class FoldResult:
+    applied: list[dict] = field(default_factory=list)  # newly applied events, for publishing
+    duplicates: int = 0
+    forged: int = 0
+    unknown: int = 0
+    conflicts: int = 0
+    malformed: int = 0
+    invalid: int = 0  # events a handler could not apply (recorded in fold_issues)
+    refused: int = 0  # lines the trust check quarantined (thrum.trust.verify)
+    timings: dict[str, float] = field(default_factory=dict)  # rebuild: seconds per phase
+
+    def merge(self, other: "FoldResult") -> None:
+        self.applied.extend(other.applied)
+        self.duplicates += other.duplicates
+        self.forged += other.forged
+        self.unknown += other.unknown
+        self.conflicts += other.conflicts
+        self.malformed += other.malformed
+        self.invalid += other.invalid
+        self.refused += other.refused
+
+
+class Folder:
+    """One fold transaction: holds the connection and the running result."""
+
+    def __init__(self, conn, result: FoldResult, now: str):
+        self.c = conn
+        self.r = result
+        self.now = now
+        self.sigs: dict[tuple, int] = {}
+        self.keep_applied = True
+
+    # ---------------------------------------------------------------- mention sets
+    def sig_id(self, targets: tuple) -> int:
+        """The id of a (sorted) mention set, created on first use."""
+        sid = self.sigs.get(targets)
+        if sid is None:
+            text = ev.dumps(list(targets)).decode()
+            row = self.c.execute("SELECT sig_id FROM mention_sigs WHERE sig=?", (text,)).fetchone()
+            if row is not None:
+                sid = row[0]
+            else:
+                sid = self.c.execute("INSERT INTO mention_sigs(sig) VALUES (?)", (text,)).lastrowid
+                self.c.executemany("INSERT OR IGNORE INTO mention_sig_targets(target, sig_id) VALUES (?,?)",
+                                   [(t, sid) for t in targets])
+            self.sigs[targets] = sid
+        return sid
+
+    # ---------------------------------------------------------------- issues
+    def issue(self, kind: str, shard: str, event_id: str, reason: str) -> bool:
+        """Record a refused line/event once; True when it was not recorded before."""
+        key = f"{kind}:{shard}:{event_id}"
+        cur = self.c.execute(
+            "INSERT OR IGNORE INTO fold_issues(key, kind, shard, event_id, reason, seen_at) "
+            "VALUES (?,?,?,?,?,?)", (key, kind, shard, event_id, reason[:500], self.now))
+        return cur.rowcount == 1
+
+    # ---------------------------------------------------------------- entry
+    def fold(self, records: Iterable[tuple[str, dict]]) -> None:
+        # Keyed by event id *and author* (`dedup_key`): an event id another agent
+        # reuses never hides the original (docs/design/trust.md).
+        candidates: dict[str, dict] = {}
+        rules: dict[str, ev.ShardRule] = {}  # shard -> its authorship rule, the path parsed once
+        known = ev.NORMALISERS
+        for shard, d in records:
+            eid = dedup_key(d)
+            t = d.get("type")
+            if t not in known or d.get("v", 1) > ev.EVENT_VERSION:
+                self.r.unknown += 1
+                continue
+            rule = rules.get(shard)
+            if rule is None:
+                rule = rules[shard] = ev.ShardRule(shard)
+            ok = rule.allows(d)
+            if not ok:
+                self.r.forged += 1
+                self.issue("forged", shard, d.get("event_id", ""), f"{d['type']} by {ev.event_owner(d) or '?'} "
+                                                 f"does not belong in {shard}")
+                continue
+            if eid in candidates:
+                self.r.duplicates += 1
+                continue
+            candidates[eid] = d
+        if not candidates:
+            return
+        # message.create is checked against the messages table (its winner's event_id
+        # is there); everything else against applied_events. A rebuild so skips a
+        # million applied_events rows for the creates.
+        others = [eid for eid, d in candidates.items() if d["type"] != "message.create"]
+        seen = set()
+        for chunk in chunks(others):
+            seen.update(row[0] for row in self.c.execute(
+                f"SELECT event_id FROM applied_events WHERE event_id IN ({qmarks(len(chunk))})", chunk))
+        self.r.duplicates += len(seen)
+        fresh = [eid for eid in others if eid not in seen]
+        if fresh:
+            self.c.executemany("INSERT INTO applied_events(event_id) VALUES (?)", [(eid,) for eid in fresh])
+        by_type: dict[str, list[dict]] = defaultdict(list)
+        for eid, d in candidates.items():
+            if eid not in seen:
+                by_type[d["type"]].append(d)
+        new_creates: set[str] = set()
+        for etype, handler in _ORDER:
+            batch = by_type.get(etype)
+            if batch:
+                if etype == "message.create":
+                    new_creates = handler(self, batch)
+                else:
+                    handler(self, batch)
+        keyed = [d for t in idempotency.KEYED_TYPES for d in by_type.get(t, ()) if "idempotency_key" in d]
+        if keyed:
+            idempotency.index_keys(self.c, keyed)
+        if self.keep_applied:
+            self.r.applied.extend(d for eid, d in candidates.items()
+                                  if (d["event_id"] in new_creates if d["type"] == "message.create"
+                                      else eid not in seen))
+
+    # ---------------------------------------------------------------- agents, sessions
+    def agent_register(self, batch):
+        for d in batch:
+            self.c.execute(
+                "INSERT INTO agents(agent_id, kind, name, role, module, worktree, display, "
+                "registered_at, event_id, cleanup_reason) VALUES (?,?,?,?,?,?,?,?,?, '') "
+                "ON CONFLICT(agent_id) DO UPDATE SET kind=excluded.kind, name=excluded.name, "
+                "role=excluded.role, module=excluded.module, worktree=excluded.worktree, "
+                "display=excluded.display, event_id=excluded.event_id "
+                "WHERE agents.event_id IS NULL OR excluded.event_id > agents.event_id",
+                (d["agent_id"], d["kind"], d["name"], d["role"], d["module"], d["worktree"],
+                 d["display"], d["timestamp"], d["event_id"]))
+            self.c.execute(
+                "UPDATE agents SET registered_at=? WHERE agent_id=? "
+                "AND (registered_at IS NULL OR registered_at > ?)",
+                (d["timestamp"], d["agent_id"], d["timestamp"]))
+
+    def agent_cleanup(self, batch):
+        for d in batch:
+            self.c.execute(
+                "INSERT INTO agents(agent_id, cleanup_event_id, cleanup_reason, module, worktree, display) "
+                "VALUES (?,?,?, '', '', '') ON CONFLICT(agent_id) DO UPDATE SET "
+                "cleanup_event_id=excluded.cleanup_event_id, cleanup_reason=excluded.cleanup_reason "
+                "WHERE agents.cleanup_event_id IS NULL OR excluded.cleanup_event_id > agents.cleanup_event_id",
+                (d["agent_id"], d["event_id"], d["reason"]))
+
+    def agent_update(self, batch):
+        for d in batch:
+            for ctx in d["work_contexts"]:
+                sid = ctx.get("session_id")
+                if not isinstance(sid, str) or not sid:
+                    continue
+                git_at = ctx.get("git_updated_at") if isinstance(ctx.get("git_updated_at"), str) else ""
+                self.c.execute(
+                    "INSERT INTO agent_contexts(agent_id, session_id, context, git_updated_at, event_id) "
+                    "VALUES (?,?,?,?,?) ON CONFLICT(agent_id, session_id) DO UPDATE SET "
+                    "context=excluded.context, git_updated_at=excluded.git_updated_at, "
+                    "event_id=excluded.event_id WHERE excluded.git_updated_at > agent_contexts.git_updated_at "
+                    "OR (excluded.git_updated_at = agent_contexts.git_updated_at "
+                    "AND excluded.event_id > agent_contexts.event_id)",
+                    (d["agent_id"], sid, ev.dumps(ctx).decode(), git_at, d["event_id"]))
+
+    def session_start(self, batch):
+        for d in batch:
+            self.c.execute(
+                "INSERT INTO sessions(session_id, agent_id, started_at, start_event_id) VALUES (?,?,?,?) "
+                "ON CONFLICT(session_id) DO UPDATE SET agent_id=excluded.agent_id, "
+                "started_at=excluded.started_at, start_event_id=excluded.start_event_id "
+                "WHERE sessions.start_event_id IS NULL OR excluded.start_event_id < sessions.start_event_id",
+                (d["session_id"], d["agent_id"], d["timestamp"], d["event_id"]))
+
+    def session_end(self, batch):
+        for d in batch:
+            self.c.execute(
+                "INSERT INTO sessions(session_id, agent_id, ended_at, end_reason, end_event_id) "
+                "VALUES (?,?,?,?,?) ON CONFLICT(session_id) DO UPDATE SET "
+                "ended_at=excluded.ended_at, end_reason=excluded.end_reason, "
+                "end_event_id=excluded.end_event_id, "
+                "agent_id=CASE WHEN sessions.start_event_id IS NULL THEN excluded.agent_id "
+                "ELSE sessions.agent_id END "
+                "WHERE sessions.end_event_id IS NULL OR excluded.end_event_id < sessions.end_event_id",
+                (d["session_id"], d["agent_id"], d["timestamp"], d["reason"], d["event_id"]))
+
+    # ---------------------------------------------------------------- groups, threads
+    def group_create(self, batch):
+        for d in batch:
+            self.c.execute(
+                "INSERT INTO groups(name, group_id, description, created_by, created_at, event_id) "
+                "VALUES (?,?,?,?,?,?) ON CONFLICT(name) DO UPDATE SET group_id=excluded.group_id, "
+                "description=excluded.description, created_by=excluded.created_by, "
+                "created_at=excluded.created_at, event_id=excluded.event_id "
+                "WHERE groups.event_id IS NULL OR excluded.event_id > groups.event_id",
+                (d["name"], d["group_id"], d["description"], d["created_by"], d["timestamp"], d["event_id"]))
+
+    def group_delete(self, batch):
+        for d in batch:
+            self.c.execute(
+                "INSERT INTO groups(name, description, created_by, deleted_event_id) VALUES (?, '', '', ?) "
+                "ON CONFLICT(name) DO UPDATE SET deleted_event_id=excluded.deleted_event_id "
+                "WHERE groups.deleted_event_id IS NULL OR excluded.deleted_event_id > groups.deleted_event_id",
+                (d["name"], d["event_id"]))
+
+    def group_member(self, batch):
+        for d in batch:
+            state = "add" if d["type"] == "group.member.add" else "remove"
+            self.c.execute(
+                "INSERT INTO group_members(group_name, member_type, member_value, state, event_id, "
+                "changed_by, changed_at) VALUES (?,?,?,?,?,?,?) "
+                "ON CONFLICT(group_name, member_type, member_value) DO UPDATE SET state=excluded.state, "
+                "event_id=excluded.event_id, changed_by=excluded.changed_by, changed_at=excluded.changed_at "
+                "WHERE excluded.event_id > group_members.event_id",
+                (d["group"], d["member_type"], d["member_value"], state, d["event_id"],
+                 d["agent_id"], d["timestamp"]))
+
+    def thread_create(self, batch):
+        for d in batch:
+            self.c.execute(
+                "INSERT INTO threads(thread_id, title, created_by, created_at, event_id) VALUES (?,?,?,?,?) "
+                "ON CONFLICT(thread_id) DO UPDATE SET title=excluded.title, created_by=excluded.created_by, "
+                "created_at=excluded.created_at, event_id=excluded.event_id "
+                "WHERE excluded.event_id < threads.event_id",
+                (d["thread_id"], d["title"], d["created_by"], d["timestamp"], d["event_id"]))
+
+    # ---------------------------------------------------------------- receipts
+    def receipt(self, batch):
+        # Last writer wins per (message, agent) and the first archive stays: both
+        # are decided by the upserts' WHERE clauses, so rows can go in as they come.
+        states, archives = [], []
+        for d in batch:
+            agent, ts, eid = d["agent_id"], d["timestamp"], d["event_id"]
+            if d["type"] == "message.archive":
+                archives += [(mid, agent, eid, ts) for mid in d["message_ids"]]
+            else:
+                is_read, sid = (1 if d["type"] == "message.read" else 0), d["session_id"]
+                states += [(mid, agent, is_read, eid, ts, sid) for mid in d["message_ids"]]
+        if states:
+            self.c.executemany(
+                "INSERT INTO read_state(message_id, agent_id, is_read, event_id, at, session_id) "
+                "VALUES (?,?,?,?,?,?) ON CONFLICT(message_id, agent_id) DO UPDATE SET is_read=excluded.is_read, "
+                "event_id=excluded.event_id, at=excluded.at, session_id=excluded.session_id "
+                "WHERE excluded.event_id > read_state.event_id", states)
+        if archives:
+            self.c.executemany(
+                "INSERT INTO archive_marks(message_id, agent_id, event_id, archived_at) VALUES (?,?,?,?) "
+                "ON CONFLICT(message_id, agent_id) DO UPDATE SET event_id=excluded.event_id, "
+                "archived_at=excluded.archived_at WHERE excluded.event_id < archive_marks.event_id", archives)
+
+
+_ORDER = [
+    ("agent.register", Folder.agent_register),
+    ("agent.cleanup", Folder.agent_cleanup),
+    ("agent.session.start", Folder.session_start),
+    ("agent.session.end", Folder.session_end),
+    ("group.create", Folder.group_create),
+    ("group.delete", Folder.group_delete),
+    ("group.member.add", Folder.group_member),
+    ("group.member.remove", Folder.group_member),
+    ("thread.create", Folder.thread_create),
+    ("message.create", message_fold.message_create),
+    ("message.edit", message_fold.message_edit),
+    ("message.delete", message_fold.message_delete),
+    ("message.read", Folder.receipt),
+    ("message.unread", Folder.receipt),
+    ("message.archive", Folder.receipt),
+    ("agent.update", Folder.agent_update),
+]
+assert {t for t, _ in _ORDER} == set(ev.EVENT_TYPES)
+
+
+def fold(db: pw.SqliteDatabase, records: Iterable[tuple[str, dict]], *,
+         issues: Iterable[LogIssue] = (), positions: dict[str, Position] | None = None,
+         keep_applied: bool = True, refused: Iterable[tuple[str, str, str, str]] = (),
+         resolved: Iterable[str] = ()) -> FoldResult:
+    """Apply (shard, event) records in one transaction; optionally record malformed
+    lines and store new read positions in the same transaction.
+
+    ``refused``: (kind, shard, event_id, reason) of lines the trust check quarantined,
+    recorded in ``fold_issues``; ``resolved``: keys of issues that no longer hold (a
+    line that waited for its signer's key and has now been judged).
+
+    ``keep_applied=False`` leaves `FoldResult.applied` empty (bulk loads).
+    """
+    records = records if isinstance(records, list) else list(records)
+    result = FoldResult()
+    now = ev.now_rfc3339()
+    with db.atomic():
+        conn = db.connection()
+        folder = Folder(conn, result, now)
+        folder.keep_applied = keep_applied
+        try:
+            _in_savepoint(conn, folder.fold, records)
+        except _CONTENT_ERRORS as exc:
+            # Some event made a handler fail. The log is untrusted input: find the
+            # event(s) by folding one at a time, record them, and fold the rest.
+            log.warning("a fold batch of %d events failed (%s: %s); folding them one by one",
+                        len(records), type(exc).__name__, exc)
+            result = folder.r = FoldResult()
+            folder.sigs.clear()  # ids cached during the undone attempt may not exist any more
+            for shard, d in records:
+                try:
+                    _in_savepoint(conn, folder.fold, [(shard, d)])
+                except _CONTENT_ERRORS as one:
+                    folder.sigs.clear()
+                    result.invalid += 1
+                    eid = d.get("event_id") if isinstance(d, dict) else None
+                    folder.issue("invalid", shard, str(eid or "?")[:64],
+                                 f"cannot apply this event ({type(one).__name__}: {str(one)[:200]})")
+        for kind, shard, event_id, reason in refused:
+            folder.issue(kind, shard, event_id, reason)
+            result.refused += 1
+        gone = [(k,) for k in resolved]
+        if gone:
+            conn.executemany("DELETE FROM fold_issues WHERE key = ?", gone)
+        for issue in issues:
+            digest = hashlib.sha1(issue.line).hexdigest()[:16]
+            folder.issue("malformed", issue.shard, digest, issue.reason)
+            result.malformed += 1
+        if positions:
+            save_positions(db, positions)
+    return result
+
+
+# Errors an event's content can cause in a handler. sqlite3.OperationalError and
+# DatabaseError (disk I/O, a corrupt file) are not among them: those are about the
+# database, not the event, and must reach the caller (which repairs or reports).
+_CONTENT_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError,
+                   RecursionError, sqlite3.IntegrityError, sqlite3.InterfaceError, sqlite3.DataError)
+
+
+def _in_savepoint(conn, fn, *args) -> None:
+    """Run ``fn(*args)`` so that its writes are undone if it raises."""
+    conn.execute("SAVEPOINT thrum_fold")
+    try:
+        fn(*args)
+    except BaseException:
+        conn.execute("ROLLBACK TO thrum_fold")
+        conn.execute("RELEASE thrum_fold")
+        raise
+    conn.execute("RELEASE thrum_fold")
+
+
+def load_positions(db: pw.SqliteDatabase) -> dict[str, Position]:
+    """How far each shard of the log has been folded."""
+    return {shard: Position(offset, tail) for shard, offset, tail in
+            all_rows(db, "SELECT shard, offset, tail FROM log_positions")}
+
+
+def save_positions(db: pw.SqliteDatabase, positions: dict[str, Position]) -> None:
+    db.connection().executemany(
+        "INSERT INTO log_positions(shard, offset, tail) VALUES (?,?,?) ON CONFLICT(shard) DO UPDATE "
+        "SET offset=excluded.offset, tail=excluded.tail",
+        [(s, p.offset, p.tail) for s, p in positions.items()])

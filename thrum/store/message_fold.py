@@ -1,0 +1,219 @@
+"""The message lifecycle in the fold: create, edit, delete, and what a message looks like after them.
+
+Rules (part of the projection's rules, `thrum.store.projection`):
+
+- Of two creates for one message id the lowest event_id wins; the other is a
+  conflict, recorded and counted, never applied.
+- Edits and deletes are stored as events (``edit_events``, ``delete_events``)
+  and the message is recomputed from all of them (`recompute`), so their
+  arrival order does not matter: concurrent edits resolve last-writer-wins by
+  event_id, the first delete is final and edits after it are ignored. Only the
+  author's edits and deletes count; others are recorded as forged.
+- An edit or delete that arrives before its message waits in
+  ``pending_targets`` and takes effect when the message arrives.
+
+Each function takes the running fold transaction (`thrum.store.fold.Folder`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..events import time_key
+from .sql import chunks, qmarks
+
+if TYPE_CHECKING:
+    from .fold import Folder
+
+
+def message_create(f: Folder, batch: list[dict]) -> set[str]:
+    """Insert new messages; returns the event ids applied now (not duplicates).
+
+    Optimistic: the batch (its own id conflicts resolved first) is inserted with
+    INSERT OR IGNORE; only when some id already existed are those looked at.
+    """
+    batch.sort(key=lambda d: d["event_id"])
+    first: dict[str, dict] = {}
+    later: list[dict] = []
+    for d in batch:  # lowest event_id first: the first create of an id in the batch wins within it
+        if d["message_id"] in first:
+            later.append(d)
+        else:
+            first[d["message_id"]] = d
+    rows, scopes, refs = _message_rows(f, list(first.values()))
+    max_rowid = f.c.execute("SELECT coalesce(max(rowid), 0) FROM messages").fetchone()[0]
+    inserted = f.c.executemany(
+        "INSERT OR IGNORE INTO messages(message_id, agent_id, session_id, created_at, body_format, body_content, "
+        "body_structured, thread_id, priority, authored_by, disclosed, event_id, created_key, updated_key, "
+        "sig_id, deleted, edit_count) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,0)", rows).rowcount
+    applied = set(d["event_id"] for d in first.values())
+    pending: set[str] = set()
+    if inserted != len(rows):  # some ids were already there: sort those out one by one
+        clashing = _clashing(f, first, max_rowid)
+        scopes = [s for s in scopes if s[0] not in clashing]
+        refs = [r for r in refs if r[0] not in clashing]
+        for mid, (old_eid, old_author) in clashing.items():
+            d = first[mid]
+            if old_eid == d["event_id"] or _applied(f, d["event_id"]):
+                f.r.duplicates += 1
+                applied.discard(d["event_id"])
+            elif old_eid < d["event_id"]:
+                _create_conflict(f, d)
+            else:  # an earlier create for this id arrived late: it wins
+                f.issue("conflict", f"messages/{old_author}.jsonl", old_eid,
+                           f"message.create reuses message id {mid}")
+                f.r.conflicts += 1
+                f.c.execute("INSERT OR IGNORE INTO applied_events(event_id) VALUES (?)", (old_eid,))
+                for table in ("messages", "message_scopes", "message_refs", "message_edits"):
+                    f.c.execute(f"DELETE FROM {table} WHERE message_id=?", (mid,))
+                row, s_rows, r_rows = _message_rows(f, [d])
+                f.c.executemany(
+                    "INSERT INTO messages(message_id, agent_id, session_id, created_at, body_format, "
+                    "body_content, body_structured, thread_id, priority, authored_by, disclosed, event_id, "
+                    "created_key, updated_key, sig_id, deleted, edit_count) "
+                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,0)", row)
+                scopes += s_rows
+                refs += r_rows
+                pending.add(mid)
+    for d in later:  # losers of a conflict inside this batch
+        if _applied(f, d["event_id"]):
+            f.r.duplicates += 1
+        else:
+            applied.add(d["event_id"])
+            _create_conflict(f, d)
+    if scopes:
+        f.c.executemany("INSERT OR IGNORE INTO message_scopes VALUES (?,?,?)", scopes)
+    if refs:
+        f.c.executemany("INSERT OR IGNORE INTO message_refs VALUES (?,?,?)", refs)
+    # Edits or deletes that arrived before their message (pending_targets) take effect now.
+    if f.c.execute("SELECT 1 FROM pending_targets LIMIT 1").fetchone() is not None:
+        for chunk in chunks(list(first)):
+            found = [r[0] for r in f.c.execute(
+                f"SELECT message_id FROM pending_targets WHERE message_id IN ({qmarks(len(chunk))})", chunk)]
+            pending.update(found)
+            f.c.executemany("DELETE FROM pending_targets WHERE message_id = ?", [(m,) for m in found])
+    for mid in sorted(pending):
+        recompute(f, mid)
+    return applied
+
+def _message_rows(f: Folder, creates: list[dict]) -> tuple[list, list, list]:
+    rows, scopes, refs = [], [], []
+    sig_of = f.sig_id
+    for d in creates:
+        mid = d["message_id"]
+        body = d["body"]
+        ts = d["timestamp"]
+        key = time_key(ts)
+        mentions = {r["value"] for r in d["refs"] if r["type"] == "mention"}
+        if mentions:
+            sig = sig_of(tuple(sorted({m[1:] if m[:1] == "@" else m for m in mentions} - {""})))
+        else:
+            sig = sig_of(())
+        rows.append((mid, d["agent_id"], d["session_id"], ts, body["format"],
+                     body["content"], body["structured"], d["thread_id"], d["priority"],
+                     d["authored_by"], 1 if d["disclosed"] else 0, d["event_id"], key, key, sig))
+        for s in d["scopes"]:
+            scopes.append((mid, s["type"], s["value"]))
+        for ref in d["refs"]:
+            refs.append((mid, ref["type"], ref["value"]))
+    return rows, scopes, refs
+
+def _clashing(f: Folder, first: dict[str, dict], max_rowid: int) -> dict[str, tuple[str, str]]:
+    """Ids of ``first`` that were already in messages (rows up to ``max_rowid``): id -> (event_id, author)."""
+    out = {}
+    mids = list(first)
+    for chunk in chunks(mids):
+        for mid, eid, author in f.c.execute(
+                f"SELECT message_id, event_id, agent_id FROM messages WHERE rowid <= ? AND message_id IN "
+                f"({qmarks(len(chunk))})", [max_rowid] + chunk):
+            out[mid] = (eid, author)
+    return out
+
+def _applied(f: Folder, event_id: str) -> bool:
+    return f.c.execute("SELECT 1 FROM applied_events WHERE event_id = ?", (event_id,)).fetchone() is not None
+
+def _create_conflict(f: Folder, d: dict) -> None:
+    f.r.conflicts += 1
+    f.c.execute("INSERT OR IGNORE INTO applied_events(event_id) VALUES (?)", (d["event_id"],))
+    f.issue("conflict", f"messages/{d['agent_id']}.jsonl", d["event_id"],
+               f"message.create reuses message id {d['message_id']}")
+
+def message_edit(f: Folder, batch: list[dict]) -> None:
+    f.c.executemany(
+        "INSERT OR IGNORE INTO edit_events(event_id, message_id, agent_id, session_id, timestamp, "
+        "body_format, body_content, body_structured) VALUES (?,?,?,?,?,?,?,?)",
+        [(d["event_id"], d["message_id"], d["agent_id"], d["session_id"], d["timestamp"],
+          d["body"]["format"], d["body"]["content"], d["body"]["structured"]) for d in batch])
+    _recompute_existing(f, {d["message_id"] for d in batch})
+
+def message_delete(f: Folder, batch: list[dict]) -> None:
+    f.c.executemany(
+        "INSERT OR IGNORE INTO delete_events(event_id, message_id, agent_id, timestamp, reason) "
+        "VALUES (?,?,?,?,?)",
+        [(d["event_id"], d["message_id"], d["agent_id"], d["timestamp"], d["reason"]) for d in batch])
+    _recompute_existing(f, {d["message_id"] for d in batch})
+
+def _recompute_existing(f: Folder, mids: set[str]) -> None:
+    mids = sorted(mids)
+    present = set()
+    for chunk in chunks(mids):
+        present.update(r[0] for r in f.c.execute(
+            f"SELECT message_id FROM messages WHERE message_id IN ({qmarks(len(chunk))})", chunk))
+    for mid in mids:
+        if mid in present:
+            recompute(f, mid)
+    missing = [(m,) for m in mids if m not in present]
+    if missing:  # recomputed when the message arrives (message_create)
+        f.c.executemany("INSERT OR IGNORE INTO pending_targets(message_id) VALUES (?)", missing)
+
+def recompute(f: Folder, mid: str) -> None:
+    """Derive a message's current body, edit history and delete state from its events."""
+    row = f.c.execute(
+        "SELECT agent_id, body_format, body_content, body_structured, edit_count, created_key "
+        "FROM messages WHERE message_id=?", (mid,)).fetchone()
+    if row is None:
+        return
+    author, fmt, content, structured, edit_count, created_key = row
+    if edit_count:
+        first = f.c.execute(
+            "SELECT old_format, old_content, old_structured FROM message_edits "
+            "WHERE message_id=? ORDER BY event_id, id LIMIT 1", (mid,)).fetchone()
+        if first is not None:
+            fmt, content, structured = first
+    deleted = None
+    for eid, ts, reason, agent in f.c.execute(
+            "SELECT event_id, timestamp, reason, agent_id FROM delete_events WHERE message_id=? "
+            "ORDER BY event_id", (mid,)).fetchall():
+        if agent != author:
+            if f.issue("forged", f"messages/{agent}.jsonl", eid,
+                          f"{agent} may not delete {mid} (author {author})"):
+                f.r.forged += 1
+        elif deleted is None:
+            deleted = (eid, ts, reason)
+    edits = []
+    for e in f.c.execute(
+            "SELECT event_id, agent_id, session_id, timestamp, body_format, body_content, body_structured "
+            "FROM edit_events WHERE message_id=? ORDER BY event_id", (mid,)).fetchall():
+        if e[1] != author:
+            if f.issue("forged", f"messages/{e[1]}.jsonl", e[0],
+                          f"{e[1]} may not edit {mid} (author {author})"):
+                f.r.forged += 1
+        elif deleted is None or e[0] < deleted[0]:
+            edits.append(e)
+    f.c.execute("DELETE FROM message_edits WHERE message_id=?", (mid,))
+    cur = (fmt, content, structured)
+    updated_at = None
+    for eid, agent, sid, ts, nfmt, ncontent, nstructured in edits:
+        f.c.execute(
+            "INSERT INTO message_edits(message_id, edited_at, edited_by, old_content, new_content, "
+            "old_structured, new_structured, old_format, new_format, session_id, event_id) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            (mid, ts, agent, cur[1], ncontent, cur[2], nstructured, cur[0], nfmt, sid, eid))
+        cur = (nfmt, ncontent, nstructured)
+        updated_at = ts
+    f.c.execute(
+        "UPDATE messages SET body_format=?, body_content=?, body_structured=?, updated_at=?, "
+        "updated_key=?, edit_count=?, deleted=?, deleted_at=?, delete_reason=? WHERE message_id=?",
+        (cur[0], cur[1], cur[2], updated_at, time_key(updated_at) if updated_at else created_key,
+         len(edits), 1 if deleted else 0,
+         deleted[1] if deleted else None, deleted[2] if deleted else None, mid))

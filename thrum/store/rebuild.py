@@ -1,0 +1,170 @@
+"""Bringing the projection up to date with the log: catch up, rebuild, and opening it at start-up.
+
+Rules (part of the projection's rules, `thrum.store.projection`):
+
+- `catch_up` folds only what the log holds beyond the stored positions, in
+  batches that each save their positions in the same transaction, so an
+  interrupted catch-up resumes where it stopped.
+- `rebuild` throws every table away and folds the whole log; it gives the same
+  query results as catching up event by event. It loads without query indexes
+  and counter triggers and builds both once at the end; the schema version is
+  written last, so an interrupted rebuild is redone.
+- `open_projection` (daemon start-up): catch up when the schema version matches,
+  rebuild when it does not, and throw the file away and rebuild when SQLite
+  cannot read it or catching up fails. The log is always the truth.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import time
+from typing import Iterable, Protocol
+
+import peewee as pw
+
+from . import database
+from .fold import FoldResult, fold, load_positions
+from .log import EventLog, LogIssue, Position, ReadResult
+from .sql import all_rows
+
+log = logging.getLogger(__name__)
+
+REBUILD_BATCH = 50_000
+READ_CHUNK = 32 * 1024 * 1024  # bytes of a shard read (and folded) at a time
+REBUILD_CACHE_KIB = -512 * 1024  # SQLite page cache while rebuilding (negative: KiB)
+
+
+class FoldFn(Protocol):
+    """A fold that judges lines first (`thrum.store.verified`): records, then their raw lines."""
+
+    def __call__(self, db: pw.SqliteDatabase, records: list[tuple[str, dict]], lines: list[bytes], *,
+                 issues: Iterable[LogIssue] = (), positions: dict[str, Position] | None = None,
+                 keep_applied: bool = True) -> FoldResult: ...
+
+
+def catch_up(db: pw.SqliteDatabase, event_log: EventLog, fold_fn: FoldFn | None = None) -> FoldResult:
+    """Fold whatever the log holds beyond the stored positions (all of it for a new db).
+
+    Shards are read in chunks of about READ_CHUNK bytes and folded in batches of
+    about REBUILD_BATCH events, each in one transaction together with the new
+    positions of what it covers, so an interrupted catch-up resumes where it stopped.
+    """
+    return _fold_log(db, event_log, load_positions(db), fold_fn=fold_fn)
+
+
+def _fold_log(db, event_log: EventLog, positions: dict[str, Position], *,
+              keep_applied: bool = True, fold_fn: FoldFn | None = None) -> FoldResult:
+    total = FoldResult()
+    pending = ReadResult()
+
+    def flush():
+        nonlocal pending
+        if pending.records or pending.issues or pending.positions:
+            if fold_fn is None:
+                total.merge(fold(db, pending.records, issues=pending.issues, positions=pending.positions,
+                                 keep_applied=keep_applied))
+            else:
+                total.merge(fold_fn(db, pending.records, pending.lines, issues=pending.issues,
+                                    positions=pending.positions, keep_applied=keep_applied))
+        pending = ReadResult()
+
+    for shard in event_log.shards():
+        pos = positions.get(shard, Position())
+        while True:
+            before = len(pending.records)
+            at_end = event_log.read_shard(shard, pos, pending, max_bytes=READ_CHUNK)
+            new_pos = pending.positions.get(shard, pos)
+            if len(pending.records) >= REBUILD_BATCH:
+                flush()
+            if at_end or (new_pos == pos and len(pending.records) == before):
+                break
+            pos = new_pos
+    flush()
+    return total
+
+
+def rebuild(db: pw.SqliteDatabase, event_log: EventLog, *, keep_applied: bool = False,
+            fold_fn: FoldFn | None = None) -> FoldResult:
+    """Drop and recreate every table, then fold the whole log.
+
+    Loads without query indexes and counter triggers, then builds both once
+    (`database.finish_schema`), which is much faster than maintaining them row by
+    row. The schema version is written last: an interrupted rebuild leaves a
+    database without one, which the daemon rebuilds again. The ``kv`` table
+    (daemon state that is not in the log) is kept. ``keep_applied``: return the
+    applied events in the result (memory grows with the log).
+    """
+    kv = _saved_kv(db)
+    database.drop_schema(db)
+    database.create_tables(db)
+    saved = {p: db.execute_sql(f"PRAGMA {p}").fetchone()[0] for p in ("synchronous", "cache_size", "journal_mode")}
+    # The log is the durable copy and an interrupted rebuild is redone (no schema
+    # version), so the load needs neither syncs nor a journal; it does need cache.
+    db.execute_sql("PRAGMA synchronous=OFF")
+    db.execute_sql(f"PRAGMA cache_size={REBUILD_CACHE_KIB}")
+    db.execute_sql("PRAGMA journal_mode=OFF")  # stays as it is if another connection is open
+    db.execute_sql("PRAGMA threads=2")  # index builds may sort on a second core
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # millions of short-lived dicts: the cycle collector would rescan them all, repeatedly
+    try:
+        started = time.perf_counter()
+        total = _fold_log(db, event_log, {}, keep_applied=keep_applied, fold_fn=fold_fn)
+        loaded = time.perf_counter()
+        database.finish_schema(db, compute_counters=True)
+        total.timings = {"load": loaded - started, "indexes_and_counters": time.perf_counter() - loaded}
+        if kv:
+            with db.atomic():
+                db.connection().executemany("INSERT OR REPLACE INTO kv(key, value) VALUES (?,?)", kv)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+        db.execute_sql("PRAGMA threads=0")
+        db.execute_sql(f"PRAGMA journal_mode={saved['journal_mode']}")
+        db.execute_sql(f"PRAGMA cache_size={int(saved['cache_size'])}")
+        db.execute_sql(f"PRAGMA synchronous={int(saved['synchronous'])}")
+    return total
+
+
+def _saved_kv(db) -> list[tuple[str, str]]:
+    try:
+        return all_rows(db, "SELECT key, value FROM kv")
+    except pw.DatabaseError:
+        return []
+
+
+def open_projection(path: str | os.PathLike, event_log: EventLog,
+                    fold_fn: FoldFn | None = None) -> pw.SqliteDatabase:
+    """Open the database, rebuilding it from the log when missing, corrupt or outdated.
+
+    No whole-file integrity scan at start-up (it would cost seconds on a large
+    projection): a database SQLite cannot read, or whose catch-up fails, is
+    thrown away and rebuilt from the log, which is always the truth.
+    """
+    db = None
+    try:
+        db = database.open_database(path)
+        version = database.schema_version(db)
+        if version == database.SCHEMA_VERSION:
+            catch_up(db, event_log, fold_fn)
+            return db
+        if version is not None:
+            log.info("projection schema %s != %s: rebuilding", version, database.SCHEMA_VERSION)
+        rebuild(db, event_log, fold_fn=fold_fn)
+        return db
+    except Exception as exc:  # not a database, corrupt pages, a rebuild that hit either
+        log.warning("projection database unusable (%s): rebuilding from the log", exc)
+    if db is not None:
+        try:
+            db.close()
+        except Exception:
+            pass
+    for suffix in ("", "-wal", "-shm"):
+        try:
+            os.unlink(f"{path}{suffix}")
+        except FileNotFoundError:
+            pass
+    db = database.open_database(path)
+    rebuild(db, event_log, fold_fn=fold_fn)
+    return db
