@@ -12,7 +12,6 @@ from pathlib import Path
 
 from thrum import errors
 from thrum.daemon import service  # noqa: F401  (registers every method)
-from thrum.daemon.dispatch import METHODS
 
 from faults_helpers import raw_socket
 
