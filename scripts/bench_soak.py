@@ -62,11 +62,25 @@ def pct(values: list[float], p: float) -> float:
     return ordered[max(0, min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1))))]
 
 
-def rss_mib(pid: int) -> float:
+def proc_status(pid: int) -> dict[str, float]:
+    """RSS, its anonymous and file-backed parts (MiB), and threads, from /proc/<pid>/status.
+
+    File-backed pages are mostly the projection database mapped by SQLite (mmap_size):
+    the kernel's page cache, growing with the database and reclaimable. Anonymous
+    memory is the daemon's own: that is what must stay flat.
+    """
+    out = {}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "RssAnon", "RssFile"):
+            out[key] = int(value.split()[0]) / 1024
+        elif key == "Threads":
+            out[key] = int(value)
+    return out
+
+
+def rss_mib(pid: int) -> float:
+    return proc_status(pid).get("VmRSS", float("nan"))
 
 
 def fds(pid: int) -> int:
@@ -377,9 +391,13 @@ class Soak:
             sample = {"t": round(time.monotonic() - start, 1)}
             for name, replica in (("a", self.a), ("b", self.b)):
                 try:
-                    sample[f"rss_{name}"] = round(rss_mib(replica.pid), 1)
+                    st = proc_status(replica.pid)
+                    sample[f"rss_{name}"] = round(st["VmRSS"], 1)
+                    sample[f"anon_{name}"] = round(st["RssAnon"], 1)
+                    sample[f"file_{name}"] = round(st["RssFile"], 1)
+                    sample[f"threads_{name}"] = st["Threads"]
                     sample[f"fds_{name}"] = fds(replica.pid)
-                except OSError:
+                except (OSError, KeyError):
                     pass
             with self.rec.lock:
                 sample["acked"] = len(self.rec.acked)
@@ -406,7 +424,9 @@ class Soak:
         for t in threads:
             t.join(120)
         elapsed = time.monotonic() - started
-        self.samples.append({"t": round(elapsed, 1), "rss_a": round(rss_mib(self.a.pid), 1),
+        st = proc_status(self.a.pid)
+        self.samples.append({"t": round(elapsed, 1), "rss_a": round(st["VmRSS"], 1), "anon_a": round(st["RssAnon"], 1),
+                             "file_a": round(st["RssFile"], 1), "threads_a": st["Threads"],
                              "fds_a": fds(self.a.pid), "rss_b": round(rss_mib(self.b.pid), 1),
                              "fds_b": fds(self.b.pid), "acked": len(self.rec.acked)})
         for replica in (self.a, self.b, self.a, self.b):  # settle: every replica has everything
@@ -427,6 +447,7 @@ class Soak:
             visible[name] = replica.call("message.list", {"page_size": 1})["total"]
         honest_errors = {k: len(v) for k, v in self.rec.errors.items()}
         rss = [s["rss_a"] for s in self.samples if "rss_a" in s]
+        anon = [s["anon_a"] for s in self.samples if "anon_a" in s]
         minute = max(1, int(60 / self.sample_every))
         return {
             "minutes": round(elapsed / 60, 2),
@@ -446,6 +467,12 @@ class Soak:
             "rss_first_minute_mib": round(statistics.median(rss[:minute]), 1) if rss else None,
             "rss_last_minute_mib": round(statistics.median(rss[-minute:]), 1) if rss else None,
             "rss_max_mib": max(rss) if rss else None,
+            "anon_first_minute_mib": round(statistics.median(anon[:minute]), 1) if anon else None,
+            "anon_last_minute_mib": round(statistics.median(anon[-minute:]), 1) if anon else None,
+            "anon_max_mib": max(anon) if anon else None,
+            # after the warm-up (bounded caches fill in the first minutes): the middle minute vs the last
+            "anon_middle_minute_mib": round(statistics.median(anon[len(anon) // 2 - minute // 2:
+                                                                 len(anon) // 2 + minute // 2 + 1]), 1) if anon else None,
             "fds_max": max(s.get("fds_a", 0) for s in self.samples),
             "logs_identical": identical,
             "exactly_once": exactly_once,
@@ -483,8 +510,12 @@ def table(r: dict) -> list[tuple[str, str, str]]:
                      f"n={lat['n']}"))
     rows.append(("honest client errors", f"{sum(r['errors'].values())}", "0"))
     rows.append(("RSS A first / last minute (median)", f"{r['rss_first_minute_mib']} / {r['rss_last_minute_mib']} MiB",
-                 "flat"))
-    rows.append(("RSS A max", f"{r['rss_max_mib']} MiB", ""))
+                 ""))
+    rows.append(("  of which anonymous (the daemon's own)", f"{r['anon_first_minute_mib']} / "
+                 f"{r['anon_last_minute_mib']} MiB", ""))
+    rows.append(("anonymous, middle / last minute (warmed up)", f"{r['anon_middle_minute_mib']} / "
+                 f"{r['anon_last_minute_mib']} MiB", "flat"))
+    rows.append(("RSS A max (anonymous max)", f"{r['rss_max_mib']} ({r['anon_max_mib']}) MiB", ""))
     rows.append(("descriptors A max", f"{r['fds_max']}", "flat"))
     rows.append(("WebSocket notifications / dropped", f"{r['notes'].get('ws_message_create', 0)} / "
                  f"{r['notes'].get('ws_dropped', 0)}", ""))
@@ -512,15 +543,17 @@ def print_result(r: dict) -> None:
     if shown[-1] is not r["samples"][-1]:
         shown.append(r["samples"][-1])
     for s in shown:
-        print(f"    t={s['t']:>6.0f}s  rss={s.get('rss_a', float('nan')):>7.1f}  fds={s.get('fds_a', 0):>4}  "
-              f"acked={s['acked']}")
+        print(f"    t={s['t']:>6.0f}s  rss={s.get('rss_a', float('nan')):>7.1f}  "
+              f"anon={s.get('anon_a', float('nan')):>7.1f}  file={s.get('file_a', float('nan')):>7.1f}  "
+              f"threads={s.get('threads_a', 0):>3}  fds={s.get('fds_a', 0):>4}  acked={s['acked']}")
     if r["errors"]:
         print("\n  errors:", json.dumps(r["error_examples"], indent=2)[:3000])
 
 
 def section(args) -> dict:
     """Entry point for scripts/bench.py (uses --minutes)."""
-    result = run(getattr(args, "minutes", 10.0))
+    result = run(getattr(args, "minutes", 10.0), abuse=not getattr(args, "no_abuse", False),
+                 sync_every=getattr(args, "sync_every", 5.0), subscribers=getattr(args, "subscribers", 5))
     print_result(result)
     out = getattr(args, "soak_json", None)
     if out:
@@ -532,6 +565,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--minutes", type=float, default=10.0)
     ap.add_argument("--json", dest="soak_json", help="also write the full result (with every sample) here")
+    ap.add_argument("--no-abuse", action="store_true", help="leave the abusive client out (to compare)")
+    ap.add_argument("--sync-every", type=float, default=5.0, help="seconds between syncs (default 5)")
+    ap.add_argument("--subscribers", type=int, default=5, help="WebSocket subscribers (default 5)")
     args = ap.parse_args(argv)
     section(args)
     return 0

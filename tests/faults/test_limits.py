@@ -241,3 +241,18 @@ def test_websocket_messages_draw_on_the_shared_budget(fresh):
     for s in socks:
         s.close()
     assert d.call("daemon.status")["clients"]["buffered_bytes"] == 0
+
+
+def test_at_the_cap_idle_connections_make_room_but_subscribers_stay(fresh):
+    d = fresh({"max_connections": 10, "request_timeout": 60})
+    subscriber = raw_socket(d.paths, timeout=15)
+    subscriber.sendall(b'{"jsonrpc":"2.0","id":1,"method":"subscribe.create","params":{"filter_type":"all"}}\n')
+    assert b'"result"' in subscriber.recv(65536)
+    crowd = [raw_socket(d.paths) for _ in range(40)]  # four times the cap, all idle
+    assert d.call("health")["status"] == "ok"
+    assert d.call("daemon.status")["clients"]["evicted"] >= 30
+    d.register("carol")
+    subscriber.settimeout(10)
+    assert b"agent.register" in subscriber.recv(65536)  # never evicted: it waits for events
+    for s in crowd + [subscriber]:
+        s.close()

@@ -27,7 +27,7 @@ import trio
 
 from .. import errors
 
-RECENT = 20_000  # results kept in memory (the projection remembers every key; this covers a lagging view)
+RECENT = 4096  # results kept in memory (the projection remembers every key; this covers a lagging view)
 
 Lookup = Callable[[], Awaitable[dict | None]]
 Write = Callable[[], Awaitable[dict]]

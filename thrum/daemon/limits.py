@@ -27,6 +27,8 @@ All figures come from ``.thrum/config.json`` (`thrum.config`).
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import logging
 import math
 import resource
@@ -93,6 +95,41 @@ def raise_descriptor_limit() -> int:
     return soft
 
 
+# ---------------------------------------------------------------------------- memory back to the system
+
+_M_MMAP_THRESHOLD = -3   # glibc mallopt parameter
+MMAP_THRESHOLD = 256 * 1024
+TRIM_AFTER = 1024 * 1024  # a connection that held this much gives memory back when it closes
+_libc = None
+
+
+def tune_allocator() -> bool:
+    """Have glibc map large buffers on their own pages, so freeing them returns the memory.
+
+    glibc raises its mmap threshold each time a mapped block is freed (up to 32
+    MiB): after one abusive 30 MB line, every later buffer below that comes from
+    the heap, and a fragmented heap never shrinks. A fixed threshold keeps big
+    request buffers out of the heap. Returns False where this is not glibc.
+    """
+    global _libc
+    try:
+        name = ctypes.util.find_library("c")
+        libc = ctypes.CDLL(name) if name else None
+        if libc is None or not hasattr(libc, "mallopt") or not hasattr(libc, "malloc_trim"):
+            return False
+        libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+        _libc = libc
+        return True
+    except OSError:
+        return False
+
+
+def give_back_memory() -> None:
+    """Return free heap pages to the system (after a large connection closed)."""
+    if _libc is not None:
+        _libc.malloc_trim(0)
+
+
 class ByteBudget:
     """Bytes shared by every connection's unfinished and unanswered requests."""
 
@@ -127,12 +164,14 @@ class Guard:
         self.partial = 0             # bytes of the request still arriving
         self.partial_since: float | None = None
         self.held = 0                # bytes of requests taken but not yet answered
+        self.peak = 0                # most bytes held at once (a big one gives memory back on close)
         self.reserved = 0            # drawn from the shared budget
         self.last_active = trio.current_time()
         self.scope: trio.CancelScope | None = None       # the whole connection (closing it)
         self.wait_scope: trio.CancelScope | None = None  # the current wait for input (its deadline)
         self.close_reason: str | None = None
         self.subscribed: Callable[[], bool] = lambda: False
+        self.conn: object = None  # the transport's Connection, once it has one
         # transports that count bytes below the message layer (WebSocket control frames)
         # say here whether a message is really half-received when its clock runs out
         self.partial_probe: Callable[[], bool] | None = None
@@ -157,7 +196,10 @@ class Guard:
         self._rebalance()
 
     def _rebalance(self) -> None:
-        want = max(0, self.partial + self.held - FREE_BYTES)
+        total = self.partial + self.held
+        if total > self.peak:
+            self.peak = total
+        want = max(0, total - FREE_BYTES)
         if want > self.reserved:
             if not self.registry.budget.take(want - self.reserved):
                 raise BudgetExceeded(
@@ -193,9 +235,14 @@ class Guard:
         self._update_deadline()
 
     # ------------------------------------------------------------------ time
-    def busy(self) -> bool:
-        """Something is going on: a request in flight or arriving, or a subscription to serve."""
-        return bool(self.in_flight.borrowed_tokens or self.partial or self.subscribed())
+    def busy(self, served: set[int] | None = None) -> bool:
+        """Something is going on: a request in flight or arriving, or a subscription to serve.
+
+        ``served``: ids of the connections with a subscription, when the caller has them.
+        """
+        if self.in_flight.borrowed_tokens or self.partial:
+            return True
+        return id(self.conn) in served if served is not None else self.subscribed()
 
     def deadline(self) -> float:
         if self.partial_since is not None:
@@ -221,8 +268,8 @@ class Guard:
             self.last_active = now  # a subscriber waiting for events is not idle
         return None
 
-    def idle_for(self) -> float | None:
-        return None if self.busy() else trio.current_time() - self.last_active
+    def idle_for(self, served: set[int] | None = None) -> float | None:
+        return None if self.busy(served) else trio.current_time() - self.last_active
 
     # ------------------------------------------------------------------ closing
     def close(self, reason: str) -> None:
@@ -237,6 +284,8 @@ class Guard:
             return
         self.released = True
         self.registry.budget.give(self.reserved)
+        if self.peak >= TRIM_AFTER:
+            self.registry.trim()
         self.reserved = 0
         self.registry.guards.discard(self)
 
@@ -250,7 +299,10 @@ class Registry:
         self.guards: set[Guard] = set()
         self.refused = 0
         self.evicted = 0
+        # ids of connections with a subscription (the hub's, set by the daemon): one scan per eviction
+        self.served: Callable[[], set[int]] = set
         self._last_refusal_log = 0.0
+        self._last_trim = 0.0
 
     def admit(self, transport: str) -> Guard | None:
         """A guard for a new connection, or None when the cap is reached and nobody is idle."""
@@ -268,10 +320,11 @@ class Registry:
 
     def _evict_idlest(self) -> bool:
         idlest, longest = None, -1.0
+        served = self.served()
         for g in self.guards:
             if g.close_reason is not None:
                 continue
-            idle = g.idle_for()
+            idle = g.idle_for(served)
             if idle is not None and idle > longest:
                 idlest, longest = g, idle
         if idlest is None:
@@ -280,6 +333,13 @@ class Registry:
         idlest.close(f"closed after {longest:.0f}s idle to make room for a new client")
         idlest.release()  # its slot is free now; the task closes the socket as it unwinds
         return True
+
+    def trim(self) -> None:
+        """Give freed buffer memory back to the system, at most once a second."""
+        now = time.monotonic()
+        if now - self._last_trim >= 1.0:
+            self._last_trim = now
+            give_back_memory()
 
     def refusal(self) -> str:
         return (f"too many connections: the daemon serves at most {self.limits.max_connections} at once "

@@ -34,7 +34,7 @@ from . import service  # noqa: F401  (registers every RPC method)
 from . import unix
 from .context import ServiceContext
 from .idempotency import KeyedWrites
-from .limits import Limits, Registry, raise_descriptor_limit
+from .limits import Limits, Registry, raise_descriptor_limit, tune_allocator
 from .params import Params
 from .signer import Signer
 from .writer import Writer
@@ -275,6 +275,7 @@ class Daemon:
         try:
             self._write_pid()
             self.registry = Registry(Limits.from_config(self.config.values, raise_descriptor_limit()))
+            tune_allocator()
             await trio.to_thread.run_sync(self._open_store)
             async with trio.open_nursery() as nursery:
                 self.nursery = nursery

@@ -99,6 +99,7 @@ async def _serve_stream(daemon, stream: trio.SocketStream, guard: Guard) -> None
     conn = Connection("unix", stream.send_all, queue_size=daemon.config.ws_queue_size,
                       send_timeout=limits.send_timeout, on_stuck=guard.close)
     guard.subscribed = lambda: daemon.hub is not None and daemon.hub.serves(conn)
+    guard.conn = conn
     daemon.connections.add(conn)
     try:
         async with trio.open_nursery() as nursery:

@@ -38,6 +38,9 @@ from .view import ViewKeeper, is_corruption
 log = logging.getLogger(__name__)
 
 MAX_BATCH_EVENTS = 2000
+# Queries running at once, each in a worker thread with its own SQLite connection and
+# page cache: more only adds GIL contention on this hardware, and memory per thread.
+READ_THREADS = 8
 
 
 @dataclass
@@ -56,6 +59,7 @@ class Writer:
         self.signer = signer  # signs every event for its author (None only in tests of the bare writer)
         self.fold_lines = fold_lines  # judges lines read from files before folding (thrum.store.verified)
         self.view = ViewKeeper(self, db_path)  # behind the log? repairs (thrum.daemon.view)
+        self._readers = trio.CapacityLimiter(READ_THREADS)
         self.lock = trio.Semaphore(1)  # not a Lock: the sync thread acquires/releases it via from_thread
         self._send, self._recv = trio.open_memory_channel(float("inf"))
         self.subscribers: list[Callable[[list[dict], str], Awaitable[None] | None]] = []
@@ -70,12 +74,12 @@ class Writer:
         A database SQLite calls corrupt is rebuilt from the log and the query run again.
         """
         try:
-            return await trio.to_thread.run_sync(lambda: fn(self.db, *args, **kwargs))
+            return await trio.to_thread.run_sync(lambda: fn(self.db, *args, **kwargs), limiter=self._readers)
         except Exception as exc:
             if not is_corruption(exc) or self.view.db_path is None:
                 raise
             await self.view.rebuild(f"{type(exc).__name__}: {exc}")
-        return await trio.to_thread.run_sync(lambda: fn(self.db, *args, **kwargs))
+        return await trio.to_thread.run_sync(lambda: fn(self.db, *args, **kwargs), limiter=self._readers)
 
     # ------------------------------------------------------------------ writes
     async def write(self, events: list[ev.Event] | list[dict]) -> projection.FoldResult:

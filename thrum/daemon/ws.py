@@ -315,6 +315,7 @@ async def _serve_connection(daemon, ws, max_frame: int, guard: Guard) -> None:
     conn = Connection("ws", send_text, queue_size=daemon.config.ws_queue_size, framing_newline=False,
                       send_timeout=guard.limits.send_timeout, on_stuck=guard.close)
     guard.subscribed = lambda: daemon.hub is not None and daemon.hub.serves(conn)
+    guard.conn = conn
     # bytes of pings and frame headers count as arriving too; trio-websocket's size of the
     # message being assembled (private; absent: assume one is) says whether one really is
     guard.partial_probe = lambda: getattr(ws, "_message_size", 1) > 0
