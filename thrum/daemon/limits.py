@@ -151,8 +151,9 @@ class Guard:
     """One connection's share of the limits: buffered bytes, requests in flight, deadlines.
 
     The transport calls `received` for bytes of an unfinished request, `started`
-    and `finished` around each complete request, and waits in `next_deadline`'s
-    time for input. `close` (from the registry, on eviction or a send timeout)
+    and `finished` around each complete request, and waits for input until
+    `deadline` (in `wait_scope`, which is moved as the state changes), then asks
+    `expired` why. `close` (from the registry, on eviction or a send timeout)
     cancels `scope`, the connection's whole nursery.
     """
 
