@@ -141,6 +141,33 @@ def runtime_dir() -> Path:
     return d
 
 
+MAIN_WORKTREE = "main"
+
+
+def worktree_name(repo_root: os.PathLike | str) -> str:
+    """The name of the git worktree at ``repo_root``, as agents publish it (spec/events.md
+    ``agent.register.worktree``): ``main`` for the main checkout, the linked worktree's
+    own name (``.git/worktrees/<name>``) otherwise. Never a local path: registrations
+    travel to every clone of the repository.
+
+    Reads the ``.git`` file of a linked worktree (one line, ``gitdir: <path>``); no git
+    library, as this is on the CLI's start-up path.
+    """
+    dotgit = Path(repo_root) / ".git"
+    if not dotgit.is_file():
+        return MAIN_WORKTREE
+    try:
+        line = dotgit.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return MAIN_WORKTREE
+    if not line.startswith("gitdir:"):
+        return MAIN_WORKTREE
+    gitdir = Path(line[len("gitdir:"):].strip())
+    if gitdir.parent.name == "worktrees" and gitdir.name:
+        return gitdir.name
+    return MAIN_WORKTREE  # a submodule's checkout: its own main worktree
+
+
 def resolve(repo: os.PathLike | str | None = None) -> ThrumPaths:
     """Paths for the repository containing ``repo`` (following ``.thrum/redirect``)."""
     root = find_repo_root(repo)

@@ -189,7 +189,8 @@ def test_unknown_caller_is_registered_from_its_file_then_retried(alice, daemon, 
     daemon.on("agent.register", register)
     assert cli("send", "hi").code == 0
     assert daemon.methods == ["message.send", "agent.register", "message.send"]
-    assert daemon.calls("agent.register")[0] == {"name": "alice", "role": "implementer", "module": "auth"}
+    assert daemon.calls("agent.register")[0] == {"name": "alice", "role": "implementer", "module": "auth",
+                                                 "worktree": "main"}
 
 
 # --------------------------------------------------------------------------- reply, inbox

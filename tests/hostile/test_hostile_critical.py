@@ -115,3 +115,19 @@ def test_a_file_symlink_never_leaks_a_local_file_to_the_remote(team, tmp_path):
     assert b"TOP-SECRET-TOKEN" not in blobs
     if token:
         assert token.encode() not in blobs
+
+
+def test_a_100_mb_line_is_quarantined_and_syncing_goes_on(team):
+    t, a, b = _two_agents(team)
+    mallory = t.attacker()
+    huge = json.dumps({"type": "message.create", "event_id": "01M8ACN9SYMYW50R9TX6PE5GS9",
+                       "padding": "x" * (100 * 1024 * 1024)}).encode()
+    mallory.append(mallory.file_of("messages", "bob"), huge)
+    mallory.push("one valid JSON line of 100 MB")
+    a.sync()
+    assert a.json("sync", "status")["quarantined"] >= 1
+    b.run("send", "after the big line", "--to", "@alice", agent="bob")
+    b.sync()
+    a.sync()
+    inbox = a.json("inbox", agent="alice")
+    assert "after the big line" in [m["body"]["content"] for m in inbox["messages"]]

@@ -56,7 +56,9 @@ def inbox(scope, mentions, unread, page_size, page):
     rt.emit(result, lambda: render.render_inbox(result, width=width, filters=filters,
                                                 unfiltered_total=unfiltered_total))
     if not rt.opts.json and messages and (result.get("total_pages") or 1) > page:
-        rt.hint(f"Next page: thrum inbox --page {page + 1}")
+        who = [("name", rt.opts.name)] if rt.opts.name else []  # THRUM_NAME stays in the environment anyway
+        rt.hint("Next page: " + render.next_page_command(filters, page=page + 1, page_size=page_size,
+                                                         identity=who))
 
     if not unread:
         to_mark = [m["message_id"] for m in messages

@@ -22,7 +22,10 @@ def message():
 @click.argument("msg_id", metavar="MSG_ID")
 @global_options()
 def get(msg_id):
-    """Show one message with all its details (and mark it read)."""
+    """Show one message with all its details (and mark it read).
+
+    MSG_ID may be a unique prefix (msg_01M8AKM2), like git's short hashes.
+    """
     rt = runtime()
     try:
         rt.identity()
@@ -37,7 +40,7 @@ def get(msg_id):
     msg = result.get("message") if isinstance(result.get("message"), dict) else result
     rt.emit(result, lambda: render.render_message(msg))
     if as_agent and not msg.get("is_read") and not msg.get("deleted"):
-        rt.best_effort("message.markRead", {"message_ids": [msg_id]})
+        rt.best_effort("message.markRead", {"message_ids": [msg.get("message_id") or msg_id]})
 
 
 @message.command("edit", context_settings=CONTEXT_SETTINGS)

@@ -7,7 +7,8 @@ service can reach is this list:
 - the store: `read` runs a query function of `thrum.store` (``fn(db, ...)``) in a
   worker thread; `write` hands events to the single writer and returns once they
   are durable and folded;
-- who is acting: `caller`, `agent`, `forget_agent`, `resolve_addresses` (cached);
+- who is acting: `caller` (which also marks the agent as seen), `agent`,
+  `forget_agent`, `resolve_addresses` (cached), `with_last_seen`, `flush_last_seen`;
 - sessions: `ensure_session`, `adopt_session`, `session_ended` (which also ends
   the session's subscriptions);
 - `hub` (subscriptions), `sync` (the sync loop) and `web_ui` (thrum.ui): None
@@ -53,7 +54,8 @@ class ServiceContext:
 
     # ------------------------------------------------------------------ who is acting
     async def caller(self, params: Params, key: str = "caller") -> str:
-        """The registered agent named by ``params[key]``."""
+        """The registered agent named by ``params[key]`` (default: the repository's
+        single identity; none or several is an error naming the param)."""
         return await self._daemon.caller(params, key)
 
     async def agent(self, name: str, *, refresh: bool = False) -> dict | None:
@@ -62,6 +64,16 @@ class ServiceContext:
 
     def forget_agent(self, name: str) -> None:
         self._daemon.forget_agent(name)
+
+    def with_last_seen(self, agents: list[dict]) -> list[dict]:
+        """agent.list items with ``last_seen_at`` as fresh as this daemon knows (in place)."""
+        presence = self._daemon.presence
+        return presence.overlay(agents) if presence is not None else agents
+
+    async def flush_last_seen(self) -> None:
+        """Write pending last-seen marks now (before a query that filters on them)."""
+        if self._daemon.presence is not None:
+            await self._daemon.presence.flush()
 
     async def resolve_addresses(self, addresses: list[str]) -> list[dict]:
         return await self._daemon.resolve_addresses(addresses)

@@ -32,9 +32,11 @@ from ..trust.verdicts import VerdictMemory
 from ..trust.verify import Verifier
 from . import service  # noqa: F401  (registers every RPC method)
 from . import unix
+from .addresses import AddressBook
 from .context import ServiceContext
 from .idempotency import KeyedWrites
 from .limits import Limits, Registry, raise_descriptor_limit, tune_allocator
+from .presence import Presence
 from .params import Params
 from .signer import Signer
 from .writer import Writer
@@ -65,7 +67,9 @@ class Daemon:
         self._agents_cache: dict[str, dict] = {}
         self._sessions: dict[str, str] = {}  # agent -> active session started by this daemon
         self._local_sessions: set[str] = set()
-        self._address_cache: dict[tuple, list[dict]] = {}
+        self._checked_sessions: dict[str, str] = {}  # agent -> a session of its own it last wrote under
+        self.addresses = AddressBook(self)
+        self.presence: Presence | None = None  # last-seen marks (thrum.daemon.presence), set with the writer
         self._session_lock = trio.Lock()
         self.nursery: trio.Nursery | None = None
         self._shutdown = trio.Event()
@@ -84,24 +88,20 @@ class Daemon:
         return None
 
     async def resolve_addresses(self, addresses: list[str]) -> list[dict]:
-        """Resolve ``to``/``mentions`` addresses, from a cache that agent and group events clear.
+        """Resolve ``to``/``mentions`` addresses (cached; one fetch from the remote when
+        one is unknown: `thrum.daemon.addresses`).
 
         Raises:
             UnknownRecipient: an address names no agent, role or group (with close matches).
         """
-        key = tuple(addresses)
-        hit = self._address_cache.get(key)
-        if hit is not None:
-            return [dict(r) for r in hit]
-        resolved = await self.writer.read(directory.resolve_recipients, addresses)
-        if len(self._address_cache) > 4096:
-            self._address_cache.clear()
-        self._address_cache[key] = [dict(r) for r in resolved]
-        return resolved
+        return await self.addresses.resolve(addresses)
 
     async def _invalidate_caches(self, applied: list[dict], source: str) -> None:
+        for d in applied:
+            if d["type"] == "agent.session.end" and self._checked_sessions.get(d.get("agent_id")) == d["session_id"]:
+                del self._checked_sessions[d["agent_id"]]
         if any(d["type"].startswith(("agent.register", "agent.cleanup", "group.")) for d in applied):
-            self._address_cache.clear()
+            self.addresses.clear()
             for d in applied:
                 if d["type"] in ("agent.register", "agent.cleanup"):
                     self._agents_cache.pop(d["agent_id"], None)
@@ -109,21 +109,52 @@ class Daemon:
     def forget_agent(self, name: str) -> None:
         self._agents_cache.pop(name, None)
         self._sessions.pop(name, None)
+        self._checked_sessions.pop(name, None)
+        if self.presence is not None:
+            self.presence.forget(name)
 
     async def caller(self, p: Params, key: str = "caller") -> str:
-        """The acting agent named in params; must be registered."""
-        name = p.str(key, required=True)
+        """The acting agent named in params; must be registered. Marks it as seen.
+
+        Without ``caller`` the repository's single agent identity acts, as in the CLI
+        (`thrum.identity` rule 4); with none or several, the error names the param.
+        """
+        name = p.str(key)
+        if name is None:
+            name = await self._default_caller(key)
         if not ev.NAME_RE.fullmatch(name):
             raise errors.ValidationError(f"invalid params: {key} {name[:60]!r} is not an agent name", field=key)
         if await self.agent(name) is None:  # reads the database on a cache miss
             raise errors.IdentityError(
                 f"unknown agent {name!r}: register it first with "
                 f"`thrum quickstart --name {name} --role ROLE --module MODULE`")
+        if self.presence is not None:
+            self.presence.touch(name)
         return name
 
+    async def _default_caller(self, key: str) -> str:
+        from .. import identity
+
+        idents = await trio.to_thread.run_sync(identity.list_identities, self.paths.identities)
+        if len(idents) == 1:
+            return idents[0].name
+        known = f"this repository has {len(idents)} agent identities ({', '.join(i.name for i in idents[:10])})" \
+            if idents else "this repository has no agent identity"
+        raise errors.ValidationError(f"invalid params: {key} is required (the acting agent's name): {known}",
+                                     field=key)
+
     async def ensure_session(self, agent: str, session_id: str | None = None) -> str:
-        """The agent's active session, started now if it has none."""
+        """The agent's active session, started now if it has none.
+
+        Raises:
+            NotFound, Forbidden, Conflict: ``session_id`` is given and is not an active
+                session of ``agent`` (unknown, another agent's, or ended): an agent
+                writes only under its own active session.
+        """
         if session_id:
+            if session_id not in (self._sessions.get(agent), self._checked_sessions.get(agent)):
+                await self._check_own_session(agent, session_id)
+                self._checked_sessions[agent] = session_id
             return session_id
         sid = self._sessions.get(agent)
         if sid:
@@ -142,6 +173,18 @@ class Daemon:
                 await self.adopt_session(agent, sid)
             self._sessions[agent] = sid
             return sid
+
+    async def _check_own_session(self, agent: str, sid: str) -> None:
+        active = await self.writer.read(directory.list_sessions, agent, active_only=True)
+        if any(s["session_id"] == sid for s in active):
+            return
+        info = await self.writer.read(directory.session_info, sid)
+        if info is None:
+            raise errors.NotFound(f"session {sid[:80]} not found; omit session_id to use your active session")
+        if info["agent_id"] != agent:
+            raise errors.Forbidden(f"session {sid} belongs to @{info['agent_id']}, not @{agent}; "
+                                   f"an agent writes only under its own session")
+        raise errors.Conflict(f"session {sid} of @{agent} has ended; omit session_id to use your active session")
 
     async def adopt_session(self, agent: str, sid: str) -> None:
         """Make ``sid`` the agent's current session on this daemon (it ends when the daemon stops)."""
@@ -172,6 +215,8 @@ class Daemon:
     def session_ended(self, agent: str, sid: str) -> None:
         if self._sessions.get(agent) == sid:
             del self._sessions[agent]
+        if self._checked_sessions.get(agent) == sid:
+            del self._checked_sessions[agent]
 
     async def connection_closed(self, conn) -> None:
         if self.hub is not None:
@@ -246,6 +291,7 @@ class Daemon:
         self.writer.ensure_covered()
         self.fold_verified.release()
         self.writer.subscribers.append(self._invalidate_caches)
+        self.presence = Presence(self.writer)
 
     async def _end_orphaned_sessions(self) -> None:
         """Sessions this machine started that no daemon ended: the last daemon crashed."""
@@ -281,6 +327,7 @@ class Daemon:
                 self.nursery = nursery
                 await nursery.start(self.writer.run_writer)
                 await nursery.start(self.writer.view.run)
+                await nursery.start(self.presence.run)
                 await self._end_orphaned_sessions()
                 await self._start_extensions(nursery)
                 await nursery.start(unix.serve_unix, self, self.paths.socket)
@@ -294,6 +341,7 @@ class Daemon:
                 await self._stop_extensions()
                 await self.writer.flush_pending()
                 await self._end_local_sessions()
+                await self.presence.flush()
                 nursery.cancel_scope.cancel()
         finally:
             if self.writer is not None:

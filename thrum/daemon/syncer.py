@@ -29,6 +29,7 @@ from .writer import tail_position
 
 log = logging.getLogger(__name__)
 
+REFRESH_GAP = 2.0  # seconds: a refresh this soon after the last one reuses its result
 QUIET_TYPES = frozenset({"message.read", "message.unread", "message.archive", "message.edit"})
 
 
@@ -48,6 +49,8 @@ class SyncLoop:
         self.cycles = 0
         self.pushed_events_mark = 0
         self.replicator = None
+        self._refresh_done: trio.Event | None = None   # the on-demand cycle in flight
+        self._refreshed_at = float("-inf")              # trio time its last cycle ended
 
     # ------------------------------------------------------------------ setup
     def _make_replicator(self):
@@ -94,6 +97,40 @@ class SyncLoop:
     async def stop(self) -> None:
         self._stopped = True
         self._kick.set()
+
+    # ------------------------------------------------------------------ on demand
+    async def refresh(self, wait: float) -> bool:
+        """Fetch and merge once now (a full cycle) for a caller that met an unknown
+        address; wait at most ``wait`` seconds for it (the cycle goes on after that).
+
+        Concurrent callers share one cycle; a cycle that ended within `REFRESH_GAP`
+        seconds is fresh enough and none is started. Returns whether a cycle ended
+        in time (failures are recorded in ``sync status`` like any other cycle's).
+        """
+        if self.mode() != "remote" or self.daemon.nursery is None:
+            return False
+        if self._refresh_done is None:
+            if trio.current_time() - self._refreshed_at < REFRESH_GAP:
+                return True
+            self._refresh_done = trio.Event()
+            self.daemon.nursery.start_soon(self._refresh_cycle, self._refresh_done)
+        done = self._refresh_done
+        with trio.move_on_after(wait):
+            await done.wait()
+            return True
+        return False
+
+    async def _refresh_cycle(self, done: trio.Event) -> None:
+        try:
+            await self.sync_now()
+        except errors.ThrumError as exc:
+            log.warning("sync for an unknown address failed: %s", exc.message)
+        except Exception:
+            log.exception("sync for an unknown address failed")
+        finally:
+            self._refreshed_at = trio.current_time()
+            self._refresh_done = None
+            done.set()
 
     # ------------------------------------------------------------------ one cycle
     async def sync_now(self) -> dict:

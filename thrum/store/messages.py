@@ -3,7 +3,8 @@
 Every function takes the peewee ``SqliteDatabase`` first and returns plain
 JSON-able values (the rules of `thrum.store.queries` hold). Read state comes
 from ``read_state`` (last writer wins), so ``is_read`` and ``read_by`` are
-what the agents' latest marks say.
+what the agents' latest marks say; an agent's own messages are always read to it
+(``is_read`` true for their author, whatever the marks say).
 """
 
 from __future__ import annotations
@@ -25,10 +26,11 @@ _MESSAGE_COLUMNS = ("message_id, agent_id, session_id, thread_id, body_format, b
 # --------------------------------------------------------------------------- items
 
 def _tags_of(db: pw.SqliteDatabase, table: str, ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+    """Scopes or refs of each message, in the order its author gave them."""
     col = "scope" if table == "message_scopes" else "ref"
     out: dict[str, list[dict[str, Any]]] = {}
     for mid, t, v in all_rows(db, f"SELECT message_id, {col}_type, {col}_value FROM {table} WHERE message_id IN "
-                              f"({qmarks(len(ids))}) ORDER BY message_id, {col}_type, {col}_value", ids):
+                              f"({qmarks(len(ids))}) ORDER BY message_id, pos, {col}_type, {col}_value", ids):
         out.setdefault(mid, []).append({"type": t, "value": v})
     return out
 
@@ -56,7 +58,7 @@ def message_items(db: pw.SqliteDatabase, ids: list[str], viewer: str | None) -> 
         for mid in chunk:
             row = rows.get(mid)
             if row is not None:
-                out.append(_item(row, scopes.get(mid, []), refs.get(mid, []), mid in read))
+                out.append(_item(row, scopes.get(mid, []), refs.get(mid, []), mid in read or row[1] == viewer))
     return out
 
 
@@ -104,7 +106,7 @@ def get_message(db: pw.SqliteDatabase, message_id: str, viewer: str | None = Non
         raise NotFound(f"message {message_id} not found")
     scopes = _tags_of(db, "message_scopes", [message_id]).get(message_id, [])
     refs = _tags_of(db, "message_refs", [message_id]).get(message_id, [])
-    item = _item(row, scopes, refs, message_id in _read_ids(db, [message_id], viewer))
+    item = _item(row, scopes, refs, row[1] == viewer or message_id in _read_ids(db, [message_id], viewer))
     deleted_at, delete_reason, authored_by, disclosed = row[12:16]
     edits = [{"edited_at": at, "edited_by": by, "old_content": old or "", "new_content": new or ""}
              for at, by, old, new in all_rows(db, "SELECT edited_at, edited_by, old_content, new_content "

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import peewee as pw
 
-SCHEMA_VERSION = 6  # 5: applied_events keyed by event id and author (store.fold.dedup_key); 6: idempotency_keys
+SCHEMA_VERSION = 7  # 5: applied_events keyed by event id and author (store.fold.dedup_key);
+#                    6: message_scopes/message_refs.pos (the order given); 7: idempotency_keys
 
 database_proxy = pw.DatabaseProxy()
 
@@ -63,6 +64,7 @@ class MessageScope(Base):
     message_id = pw.TextField()
     scope_type = pw.TextField()
     scope_value = pw.TextField()
+    pos = pw.IntegerField(default=0)  # not in the spec's table: the order the author gave (message get)
 
     class Meta:
         table_name = "message_scopes"
@@ -74,6 +76,7 @@ class MessageRef(Base):
     message_id = pw.TextField()
     ref_type = pw.TextField()
     ref_value = pw.TextField()
+    pos = pw.IntegerField(default=0)  # not in the spec's table: the order the author gave (message get)
 
     class Meta:
         table_name = "message_refs"
