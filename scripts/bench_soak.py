@@ -449,6 +449,7 @@ class Soak:
         rss = [s["rss_a"] for s in self.samples if "rss_a" in s]
         anon = [s["anon_a"] for s in self.samples if "anon_a" in s]
         minute = max(1, int(60 / self.sample_every))
+        middle = anon[max(0, len(anon) // 2 - minute // 2):len(anon) // 2 + minute // 2 + 1]
         return {
             "minutes": round(elapsed / 60, 2),
             "load_average": os.getloadavg(),
@@ -471,8 +472,7 @@ class Soak:
             "anon_last_minute_mib": round(statistics.median(anon[-minute:]), 1) if anon else None,
             "anon_max_mib": max(anon) if anon else None,
             # after the warm-up (bounded caches fill in the first minutes): the middle minute vs the last
-            "anon_middle_minute_mib": round(statistics.median(anon[len(anon) // 2 - minute // 2:
-                                                                 len(anon) // 2 + minute // 2 + 1]), 1) if anon else None,
+            "anon_middle_minute_mib": round(statistics.median(middle), 1) if middle else None,
             "fds_max": max(s.get("fds_a", 0) for s in self.samples),
             "logs_identical": identical,
             "exactly_once": exactly_once,

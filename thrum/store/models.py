@@ -387,14 +387,10 @@ class KeyValue(Base):
 
 
 class IdempotencyKey(Base):
-    """Which write a client's idempotency key named (thrum/store/idempotency.py); from the log."""
+    """Which write (kind, first event, message, content digest) a client's key named: store/idempotency.py."""
 
-    agent_id = pw.TextField()
-    key = pw.TextField()
-    kind = pw.TextField()        # message.create | message.edit
-    event_id = pw.TextField()    # the first event (lowest id) that carried the key
-    message_id = pw.TextField()
-    digest = pw.TextField()      # of the body content it carried: a reuse for other content is refused
+    agent_id, key, kind = pw.TextField(), pw.TextField(), pw.TextField()
+    event_id, message_id, digest = pw.TextField(), pw.TextField(), pw.TextField()
 
     class Meta:
         table_name = "idempotency_keys"
