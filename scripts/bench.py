@@ -8,8 +8,9 @@ Usage:
 Sections are named; later issues add their own (register them in SECTIONS).
 With no section named, every section runs.
 
-daemon, sync, realtime, ui, soak: see scripts/bench_daemon.py, bench_sync.py, bench_realtime.py,
-bench_ui.py, bench_soak.py (``soak --minutes N``: honest load, syncs and an abusive client for N minutes).
+daemon, sync, realtime, ui, gcmail, soak: see scripts/bench_daemon.py, bench_sync.py (+ bench_remotes.py),
+bench_realtime.py, bench_ui.py, bench_gcmail.py, bench_soak.py (``soak --minutes N``: honest load, syncs and
+an abusive client for N minutes).
 
 store: generates a log of N message events (default 1,000,000) over 50 agents
        (10 roles, 4 groups, mentions of agents/roles/groups/everyone, scopes,
@@ -335,13 +336,25 @@ def _script_section(module_name: str):
     return run
 
 
+def _sections(*module_names: str):
+    """A section made of several scripts/bench_*.py, run one after the other."""
+    parts = [_script_section(name) for name in module_names]
+
+    def run(args) -> None:
+        for part in parts:
+            part(args)
+    return run
+
+
 SECTIONS = {
     "store": bench_store,                          # issue 2: rebuild rate, inbox query latency, memory
     "daemon": _script_section("bench_daemon"),     # issue 3: durable sends, message.list, CLI start-up
-    "sync": _script_section("bench_sync"),         # issue 4: sync against a 1M-event history
+    "sync": _sections("bench_sync",                # issue 4: sync against a 1M-event history
+                      "bench_remotes"),            # issue 12: 12 replicas racing; bytes on the wire
     "realtime": _script_section("bench_realtime"),  # issue 5: notification latency, fan-out, wait
     "ui": _script_section("bench_ui"),             # issue 16: feed first render, send → on screen (browser)
     "soak": _script_section("bench_soak"),          # issue 15: N minutes of load, syncs and abuse
+    "gcmail": _script_section("bench_gcmail"),      # issue 14: thrum-gc-mail check/send process wall time
 }
 
 

@@ -33,7 +33,6 @@ import errno
 import json
 import os
 import time
-from typing import Any, Callable
 
 # The C module, not `socket`: the wrapper pulls in selectors/enum conversions that
 # cost ~2 ms of start-up on every command, and we need none of it.
@@ -82,6 +81,14 @@ def _unanswered(method: str, params: dict, what: str, error_cls: type[ThrumError
                      data={"may_have_written": True})
 
 Trace = Callable[[str], None]
+
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs start-up time
+if TYPE_CHECKING:
+    from typing import Any, Callable
+
+    Trace = Callable[[str], None]
+else:
+    Trace = "Callable[[str], None]"  # annotations only (the Gas City provider starts without typing)
 
 
 def _not_running(path: str, why: str) -> Unavailable:

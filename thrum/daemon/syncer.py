@@ -49,6 +49,7 @@ class SyncLoop:
         self.cycles = 0
         self.pushed_events_mark = 0
         self.replicator = None
+        self.forwarded: dict[str, str] = {}  # what the last `thrum sync` passed along (memory only)
         self._refresh_done: trio.Event | None = None   # the on-demand cycle in flight
         self._refreshed_at = float("-inf")              # trio time its last cycle ended
 
@@ -58,6 +59,13 @@ class SyncLoop:
 
         return replicate.Replicator(self.daemon.worktree, self.cfg.remote,
                                     replicate.credentials_from_env(self.cfg.values))
+
+    def _credentials(self):
+        """Logins are looked up per cycle: the config, the daemon's environment, and what
+        the last `thrum sync` passed along (issue 12)."""
+        from ..sync.credentials import credentials_from_env
+
+        return credentials_from_env(self.cfg.values, forwarded=self.forwarded, own="the daemon's environment")
 
     def mode(self) -> str:
         return sync_record.sync_mode(self.cfg, bool(self.replicator and self.replicator.has_remote()))
@@ -133,13 +141,20 @@ class SyncLoop:
             done.set()
 
     # ------------------------------------------------------------------ one cycle
-    async def sync_now(self) -> dict:
+    async def sync_now(self, env: dict[str, str] | None = None) -> dict:
         """Run one full cycle (waiting for a running one first) and return its report.
+
+        ``env``: the variables the asking `thrum sync` passed along; kept (in memory)
+        for the automatic cycles that follow.
 
         Raises:
             SyncFailed: the cycle failed; ``sync status`` records why.
         """
+        if env is not None:
+            self.forwarded = dict(env)
         async with self._cycle_lock:
+            if self.replicator is not None:
+                self.replicator.credentials = self._credentials()
             mode = self.mode()
             applied: list[dict] = []
             written_before = self.daemon.writer.events_written
@@ -239,4 +254,5 @@ class SyncLoop:
             "quarantined": sum(quarantined.values()),
             "quarantined_by_kind": quarantined,
             "cycles": self.cycles,
+            "credential_source": getattr(getattr(self.replicator, "credentials", None), "last_source", None),
         }

@@ -105,6 +105,14 @@ class MessageCreate(Event):
     authored_by: str = ""
     disclosed: bool = False
     idempotency_key: str = ""  # optional: omitted from the line when empty
+    subject: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Without ``subject`` when it is empty: lines of messages without one stay as they were."""
+        d = super().to_dict()
+        if not d["subject"]:
+            del d["subject"]
+        return d
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -22,7 +22,7 @@ from .ids import (GROUP_ID_RE, MAX_YEAR, MESSAGE_ID_RE, MIN_YEAR, SESSION_ID_RE,
 from .names import NAME_RE
 from .tags import MAX_TAG_VALUE, TAG_TYPE_RE, is_tag_type, is_tag_value
 from .values import (AGENT_KINDS, CLEANUP_METHODS, END_REASONS, EVENT_VERSION, FORMATS, MAX_CONTENT_BYTES,
-                     MAX_IDS, MAX_REFS, MEMBER_TYPES, PRIORITIES)
+                     MAX_IDS, MAX_REFS, MAX_SUBJECT_CHARS, MEMBER_TYPES, PRIORITIES)
 
 Raw = dict[str, Any]  # an event as JSON gives it: validated here, never trusted before
 
@@ -184,9 +184,11 @@ def _n_message_create(d: Raw) -> Raw:
             and type(body) is dict and (prio is None or prio == "" or prio in PRIORITIES)):
         fmt, content, structured = body.get("format"), body.get("content"), body.get("structured")
         authored = d.get("authored_by")
+        subject = d.get("subject")
         if ((fmt in FORMATS or fmt is None or fmt == "") and type(content) is str
                 and len(content) <= MAX_CONTENT_BYTES and (structured is None or structured == "")
-                and (authored is None or (type(authored) is str and len(authored) <= 256))):
+                and (authored is None or (type(authored) is str and len(authored) <= 256))
+                and (subject is None or (type(subject) is str and len(subject) <= MAX_SUBJECT_CHARS))):
             scopes = _fast_tags(d.get("scopes"))
             refs = _fast_tags(d.get("refs")) if scopes is not None else None
             key = d.get("idempotency_key")
@@ -198,6 +200,7 @@ def _n_message_create(d: Raw) -> Raw:
                     "body": body,
                     "scopes": scopes, "refs": refs, "priority": prio or "normal",
                     "authored_by": authored or "", "disclosed": bool(d.get("disclosed", False)),
+                    "subject": subject or "",
                 }
                 if key:
                     out["idempotency_key"] = key
@@ -228,6 +231,7 @@ def _n_message_create_checked(d: Raw) -> Raw:
         "priority": _choice(d, "priority", PRIORITIES, "normal"),
         "authored_by": _str(d, "authored_by", required=False, max_len=256),
         "disclosed": bool(d.get("disclosed", False)),
+        "subject": _str(d, "subject", required=False, max_len=MAX_SUBJECT_CHARS),
     })
 
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import peewee as pw
 
-SCHEMA_VERSION = 7  # 5: applied_events keyed by event id and author (store.fold.dedup_key);
-#                    6: message_scopes/message_refs.pos (the order given); 7: idempotency_keys
+SCHEMA_VERSION = 8  # 5: applied_events keyed by event id and author (store.fold.dedup_key);
+#                    6: message_scopes/message_refs.pos (the order given); 7: messages.subject; 8: idempotency_keys
 
 database_proxy = pw.DatabaseProxy()
 
@@ -54,6 +54,7 @@ class Message(Base):
     created_key = pw.TextField(default="")  # events.time_key(created_at): sortable UTC form
     updated_key = pw.TextField(default="")  # time_key(updated_at or created_at)
     sig_id = pw.IntegerField(default=0)     # mention_sigs.sig_id of the message's mention set
+    subject = pw.TextField(default="")      # message.create's optional subject line
 
     class Meta:
         table_name = "messages"

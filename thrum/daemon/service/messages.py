@@ -47,8 +47,9 @@ def _structured(call: Call) -> str:
 
 def _check_content(call: Call, content: str, fmt: str, structured: str, field: str = "content") -> None:
     """The body rules every front end gets: not empty (unless a structured payload
-    carries the message), within the size limit, and JSON when the format says so."""
-    if not content.strip() and not structured:
+    carries the message, or the caller says ``allow_empty`` — mail systems such as
+    Gas City's deliver empty mail), within the size limit, and JSON when the format says so."""
+    if not content.strip() and not structured and not call.params.bool("allow_empty"):
         raise errors.ValidationError(f"invalid params: {field} is empty; nothing was stored", field=field)
     _check_body_size(call, content, field)
     if fmt == "json":
@@ -160,6 +161,7 @@ async def _send(call: Call, caller: str, content: str, key: str | None) -> dict:
     addresses = p.str_list("to", max_items=256) + p.str_list("mentions", max_items=256)
     scopes = p.tags("scopes")
     refs = p.tags("refs")
+    subject = p.str("subject", default="", max_len=ev.MAX_SUBJECT_CHARS)
     thread_id = await _thread_id(call)
     reply_to = None
     if p.str("reply_to"):
@@ -182,7 +184,7 @@ async def _send(call: Call, caller: str, content: str, key: str | None) -> dict:
         body=ev.Body(content=content, format=fmt, structured=structured),
         scopes=tuple(ev.Tag(s["type"], s["value"]) for s in scopes),
         refs=tuple(ev.Tag(r["type"], r["value"]) for r in refs),
-        priority=priority,
+        priority=priority, subject=subject,
         idempotency_key=key or "",
     )
     await call.ctx.write([event])
@@ -204,7 +206,8 @@ async def list_messages(call: Call) -> dict:
     exclude_own = p.bool("exclude_own")
     # the config-resolved filters act for the caller: without one, the repository's
     # single identity (as in the CLI), else an error naming the param
-    caller = await call.ctx.caller(p) if (mentions or unread or exclude_own) else await _optional_caller(call)
+    caller = (await call.ctx.caller(p) if (mentions or unread or exclude_own or p.bool("archived_only"))
+              else await _optional_caller(call))
     unread_for = p.str("unread_for_agent") or (caller if unread else None)
     return await call.ctx.read(
         queries.list_messages,
@@ -219,11 +222,20 @@ async def list_messages(call: Call) -> dict:
         thread_id=await _thread_id(call),
         include_deleted=p.bool("include_deleted"),
         include_archived=p.bool("include_archived"),
+        archived_only=p.bool("archived_only"),
         page=p.int("page", default=1),
         page_size=p.int("page_size", default=10),
         sort_by=p.str("sort_by", default="created_at"),
         sort_order=p.str("sort_order", default="desc"),
     )
+
+
+async def _with_mailbox_state(call: Call, messages: list[dict]) -> None:
+    """With ``mailbox_state``: each message gets ``mailbox: {read, archived}`` (thrum.store.mailboxes)."""
+    if call.params.bool("mailbox_state") and messages:
+        states = await call.ctx.read(queries.mailbox_states, [m["message_id"] for m in messages])
+        for m in messages:
+            m["mailbox"] = states.get(m["message_id"], {"read": False, "archived": False})
 
 
 @method("message.get")
@@ -232,7 +244,9 @@ async def get(call: Call) -> dict:
     mid = call.params.str("message_id", required=True)
     mid = (await call.ctx.read(prefixes.complete_ids, "message", _id_texts([mid], "message_id"),
                                field="message_id"))[0]
-    return await call.ctx.read(queries.get_message, mid, viewer=caller)
+    result = await call.ctx.read(queries.get_message, mid, viewer=caller)
+    await _with_mailbox_state(call, [result["message"]])
+    return result
 
 
 @method("message.sent")
@@ -247,14 +261,27 @@ async def sent(call: Call) -> dict:
 async def thread(call: Call) -> dict:
     p = call.params
     caller = await _optional_caller(call)
-    if p.str("thread_id"):
+    given = p.str("thread_id")
+    if given and given.startswith("msg_"):  # "a thread id or any message id in it" (gc-mail, `thread show`)
+        key, _ = await _require_message(call, "thread_id")
+    elif given:
         key = await _thread_id(call)
     elif p.str("message_id"):
         key, _ = await _require_message(call)
     else:
         raise errors.ValidationError("invalid params: thread_id or message_id is required", field="thread_id")
     messages = await call.ctx.read(queries.thread_messages, key, viewer=caller)
+    await _with_mailbox_state(call, messages)
     return {"thread_id": messages[0]["thread_id"] if messages else key, "messages": messages}
+
+
+@method("thread.list")
+async def thread_list(call: Call) -> dict:
+    """The caller's threads (with a message of theirs or one in their inbox), newest activity first."""
+    p = call.params
+    caller = await call.ctx.caller(p)
+    return await call.ctx.read(queries.thread_list, caller, page=p.int("page", default=1, minimum=1),
+                               page_size=p.int("page_size", default=10, minimum=1, maximum=queries.MAX_PAGE_SIZE))
 
 
 @method("message.counts")
@@ -333,6 +360,16 @@ async def _write_receipts(call: Call, cls, caller: str, ids: list[str]) -> None:
                             for i in range(0, len(ids), 1000)])
 
 
+async def _read_flags(call: Call, caller: str, ids: list[str]) -> dict[str, bool]:
+    """Whether each message counts as read before a mark: for the caller, or with
+    ``mailbox_state`` for the mailbox it acts for (Gas City mail: one mailbox, an agent
+    per machine, the latest mark of any of them wins — thrum.store.mailboxes)."""
+    if call.params.bool("mailbox_state"):
+        states = await call.ctx.read(queries.mailbox_states, ids)
+        return {m: bool(states.get(m, {}).get("read")) for m in ids}
+    return await call.ctx.read(queries.read_flags, caller, ids)
+
+
 @method("message.markRead")
 async def mark_read(call: Call) -> dict:
     """``marked_count`` counts the messages this call turned from unread to read."""
@@ -347,7 +384,7 @@ async def mark_read(call: Call) -> dict:
         own = {m for m, h in heads.items() if h["agent_id"] == caller}  # always read to their author
     if not ids:
         return {"marked_count": 0}
-    flags = await call.ctx.read(queries.read_flags, caller, ids)
+    flags = await _read_flags(call, caller, ids)
     todo = [m for m in ids if not flags.get(m) and m not in own]
     if todo:
         await _write_receipts(call, ev.MessageRead, caller, todo)
@@ -365,7 +402,7 @@ async def mark_unread(call: Call) -> dict:
     p = call.params
     caller = await call.ctx.caller(p)
     ids, heads = await _require_messages(call, p.str_list("message_ids", required=True))
-    flags = await call.ctx.read(queries.read_flags, caller, ids)
+    flags = await _read_flags(call, caller, ids)
     todo = [m for m in ids if flags.get(m) and heads[m]["agent_id"] != caller]  # own: never unread
     if todo:
         await _write_receipts(call, ev.MessageUnread, caller, todo)
