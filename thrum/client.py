@@ -80,7 +80,6 @@ def _unanswered(method: str, params: dict, what: str, error_cls: type[ThrumError
     return error_cls(f"{what}; it may still have taken effect (check before repeating it)",
                      data={"may_have_written": True})
 
-Trace = Callable[[str], None]
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs start-up time
 if TYPE_CHECKING:

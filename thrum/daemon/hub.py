@@ -10,14 +10,10 @@ Rules:
    like the inbox: an agent → itself, its role, groups holding it or its role,
    ``everyone``; a role or group → itself, groups holding the role,
    ``everyone``), ``all``. Message events (create/edit/delete, thread.updated)
-<<<<<<< HEAD
-   are filtered; agent and session events reach ``all`` subscriptions only. A
-   mention subscription made by an agent (``caller``) never delivers that
-   agent's own messages: they are never unread to it.
-=======
    are filtered; agent, session, receipt (read/unread/archive) and group
-   events reach ``all`` subscriptions only.
->>>>>>> main
+   events reach ``all`` subscriptions only. A mention subscription made by an
+   agent (``caller``) never delivers that agent's own messages: they are never
+   unread to it.
    Targets are re-resolved whenever an agent, group or membership changes.
 3. Every event reaches the hub the same way, local writes and events folded by
    a sync alike (`Writer.publish`). Publishing never blocks on a client: each
