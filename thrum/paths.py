@@ -109,6 +109,11 @@ class ThrumPaths:
         return self.var / "thrum.lock"
 
     @property
+    def starting_lock(self) -> Path:
+        """Held by a daemon from taking `lock_file` until its socket listens."""
+        return self.var / "thrum.starting"
+
+    @property
     def log_file(self) -> Path:
         return self.var / "daemon.log"
 

@@ -254,6 +254,16 @@ class Daemon:
             pid = self.paths.recorded_pid()
             raise AlreadyRunning(f"thrum daemon is already running (pid {pid})") from None
         self._lock_fd = fd
+        # Held until the socket listens: a starter that found this daemon already
+        # running waits on it (lifecycle.start) instead of connecting too early.
+        starting = os.open(self.paths.starting_lock, os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(starting, fcntl.LOCK_EX)
+        self._starting_fd: int | None = starting
+
+    def _listening(self) -> None:
+        fd, self._starting_fd = getattr(self, "_starting_fd", None), None
+        if fd is not None:
+            os.close(fd)  # releases the starting lock
 
     def _write_pid(self) -> None:
         tmp = self.paths.pid_file.with_suffix(".tmp")
@@ -268,6 +278,7 @@ class Daemon:
                 p.unlink()
             except FileNotFoundError:
                 pass
+        self._listening()
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
@@ -331,6 +342,7 @@ class Daemon:
                 await self._end_orphaned_sessions()
                 await self._start_extensions(nursery)
                 await nursery.start(unix.serve_unix, self, self.paths.socket)
+                self._listening()
                 await nursery.start(self._watch_signals)  # installed before we announce readiness
                 log.info("thrum daemon %s ready (pid %d, socket %s)", __version__, os.getpid(), self.paths.socket)
                 if ready is not None:
