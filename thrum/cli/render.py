@@ -579,4 +579,8 @@ def render_daemon_status(st: dict[str, Any], *, now: datetime | None = None) -> 
         if sync.get("last_error"):
             text += f", last error: {clean(sync['last_error'])}"
         lines.append(f"{'Sync:':<9}{text}")
+    view = st.get("view")
+    if isinstance(view, dict) and view.get("state") == "behind":
+        lines.append(f"{'View:':<9}behind the log ({clean(str(view.get('error') or '?'))}); "
+                     "writes are stored, queries show them once it catches up")
     return "\n".join(lines)

@@ -34,6 +34,7 @@ from .params import Params
 if TYPE_CHECKING:
     from ..events import Event
     from .hub import Hub
+    from .idempotency import KeyedWrites
     from .server import Daemon
     from .syncer import SyncLoop
 
@@ -135,6 +136,11 @@ class ServiceContext:
     @property
     def sync(self) -> SyncLoop | None:
         return self._daemon.sync
+
+    @property
+    def keyed(self) -> KeyedWrites:
+        """Idempotency keys: `KeyedWrites.once` runs a keyed write at most once."""
+        return self._daemon.keyed
 
     @property
     def config(self) -> Config:

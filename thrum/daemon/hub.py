@@ -155,6 +155,14 @@ class Hub:
         del self.subs[sub_id]
         return True
 
+    def serves(self, conn) -> bool:
+        """Whether ``conn`` has a subscription (a connection waiting for events is not idle)."""
+        return any(s.conn is conn for s in self.subs.values())
+
+    def served(self) -> set[int]:
+        """Ids of every connection with a subscription."""
+        return {id(s.conn) for s in self.subs.values()}
+
     def list_for(self, conn) -> list[dict]:
         return [s.describe() for s in self.subs.values() if s.conn is conn]
 

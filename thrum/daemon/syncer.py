@@ -206,11 +206,16 @@ class SyncLoop:
                 if path.exists():
                     positions[shard] = tail_position(path)
             writer.log.forget_cached_state()
-            if writer.fold_lines is not None:  # the remote is untrusted: judge every line first
-                result = writer.fold_lines(writer.db, records, raw, issues=issues, positions=positions)
-                writer.fold_lines.release()
-            else:
-                result = projection.fold(writer.db, records, issues=issues, positions=positions)
+            try:
+                if writer.fold_lines is not None:  # the remote is untrusted: judge every line first
+                    result = writer.fold_lines(writer.db, records, raw, issues=issues, positions=positions)
+                    writer.fold_lines.release()
+                else:
+                    result = projection.fold(writer.db, records, issues=issues, positions=positions)
+            except Exception as exc:  # noqa: BLE001 - the merged files stand; the view catches up from them
+                writer.view.fell_behind(exc)
+                trio.from_thread.run_sync(writer.view.kick)
+                return
             applied.extend(result.applied)
 
         start = time.monotonic()

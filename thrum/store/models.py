@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import peewee as pw
 
-SCHEMA_VERSION = 7  # 5: applied_events keyed by event id and author (store.fold.dedup_key);
-#                    6: message_scopes/message_refs.pos (the order given); 7: messages.subject
+SCHEMA_VERSION = 8  # 5: applied_events keyed by event id and author (store.fold.dedup_key);
+#                    6: message_scopes/message_refs.pos (the order given); 7: messages.subject; 8: idempotency_keys
 
 database_proxy = pw.DatabaseProxy()
 
@@ -387,11 +387,23 @@ class KeyValue(Base):
         table_name = "kv"
 
 
+class IdempotencyKey(Base):
+    """Which write (kind, first event, message, content digest) a client's key named: store/idempotency.py."""
+
+    agent_id, key, kind = pw.TextField(), pw.TextField(), pw.TextField()
+    event_id, message_id, digest = pw.TextField(), pw.TextField(), pw.TextField()
+
+    class Meta:
+        table_name = "idempotency_keys"
+        primary_key = pw.CompositeKey("agent_id", "key")
+        without_rowid = True
+
+
 TABLE_MODELS = [
     Message, MessageScope, MessageRef, MessageEdit, ReadState, ArchiveMark,
     EditEvent, DeleteEvent, PendingTarget, MentionSig, MentionSigTarget, SigTotal, SigAuthorTotal, AgentSigCount,
     Agent, AgentContext, Session, Group, GroupMember, Thread,
-    AppliedEvent, LogPosition, FoldIssue, SchemaVersion, KeyValue,
+    AppliedEvent, LogPosition, FoldIssue, SchemaVersion, KeyValue, IdempotencyKey,
 ]
 
 ALL_MODELS = TABLE_MODELS + [MessageRead]

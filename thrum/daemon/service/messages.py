@@ -6,8 +6,10 @@ import re
 
 from ... import errors, safejson
 from ... import events as ev
+from ...store import idempotency as idem
 from ...store import prefixes, queries
 from ..dispatch import Call, method
+from ..idempotency import key_param
 
 # what an id (or a unique prefix of one, with or without its ``msg_`` head) may look like
 _ID_TEXT = re.compile(r"[0-9A-Za-z_\-]{1,84}")
@@ -102,9 +104,56 @@ async def _thread_id(call: Call) -> str | None:
 
 @method("message.send")
 async def send(call: Call) -> dict:
+    """Send a message; with ``idempotency_key``, a repeat returns the first send's result."""
     p = call.params
     caller = await call.ctx.caller(p)
     content = p.str("content", required=True)
+    key = key_param(p)
+    if key is None:
+        return await _send(call, caller, content, None)
+
+    async def lookup():
+        found = await call.ctx.read(idem.lookup, caller, key)
+        if found is None or found["kind"] != "message.create":
+            return found and {"digest": "", "result": {}}  # the key named an edit: never this send
+        reply_to, recipients = await _replayed_recipients(call, caller)
+        return {"digest": found["digest"], "result": {
+            "message_id": found["message_id"], "thread_id": found["thread_id"], "created_at": found["created_at"],
+            "session_id": found["session_id"], "reply_to": reply_to, "recipients": recipients}}
+
+    return await call.ctx.keyed.once(caller, key, idem.content_digest(content), lookup=lookup,
+                                     write=lambda: _send(call, caller, content, key))
+
+
+def _recipients(resolved: list[dict]) -> list[dict]:
+    return [{"address": r["address"], "kind": r["kind"]} for r in resolved]
+
+
+def _with_parent_author(addresses: list[str], parent: dict, caller: str) -> list[str]:
+    """A reply reaches the one asked: it mentions the parent's author (as an address, so the
+    answer lists it), after any explicit --to/--mention."""
+    if parent["agent_id"] != caller and parent["agent_id"] not in [a.lstrip("@") for a in addresses]:
+        return addresses + [parent["agent_id"]]
+    return addresses
+
+
+async def _replayed_recipients(call: Call, caller: str) -> tuple[str, list[dict]]:
+    """``reply_to`` and ``recipients`` of a send being replayed, worked out as the first time."""
+    p = call.params
+    addresses = p.str_list("to", max_items=256) + p.str_list("mentions", max_items=256)
+    reply_to = ""
+    try:
+        if p.str("reply_to"):
+            reply_to, parent = await _require_message(call, "reply_to")
+            if await call.ctx.agent(parent["agent_id"]) is not None:
+                addresses = _with_parent_author(addresses, parent, caller)
+        return reply_to, _recipients(await call.ctx.resolve_addresses(addresses)) if addresses else []
+    except errors.ThrumError:  # a recipient or the parent gone since: the message went out all the same
+        return reply_to, []
+
+
+async def _send(call: Call, caller: str, content: str, key: str | None) -> dict:
+    p = call.params
     fmt = p.str("format", default="markdown", choices=ev.FORMATS)
     priority = p.str("priority", default="normal", choices=ev.PRIORITIES)
     structured = _structured(call)
@@ -122,12 +171,8 @@ async def send(call: Call) -> dict:
                                   data={"field": "reply_to"})
         thread_id = thread_id or parent["thread_id"] or ""
         refs.append({"type": "reply_to", "value": reply_to})
-        if parent["agent_id"] != caller and parent["agent_id"] not in [a.lstrip("@") for a in addresses]:
-            # a reply reaches the one asked: it mentions the parent's author (as an address,
-            # so the answer lists it), after any explicit --to/--mention
-            author = await call.ctx.agent(parent["agent_id"])
-            if author is not None:
-                addresses.append(parent["agent_id"])
+        if await call.ctx.agent(parent["agent_id"]) is not None:
+            addresses = _with_parent_author(addresses, parent, caller)
     recipients = await call.ctx.resolve_addresses(addresses) if addresses else []
     for r in recipients:
         refs.append({"type": "mention", "value": r["value"]})
@@ -140,11 +185,11 @@ async def send(call: Call) -> dict:
         scopes=tuple(ev.Tag(s["type"], s["value"]) for s in scopes),
         refs=tuple(ev.Tag(r["type"], r["value"]) for r in refs),
         priority=priority, subject=subject,
+        idempotency_key=key or "",
     )
     await call.ctx.write([event])
     return {"message_id": event.message_id, "thread_id": event.thread_id, "created_at": event.timestamp,
-            "session_id": session_id, "reply_to": reply_to or "",
-            "recipients": [{"address": r["address"], "kind": r["kind"]} for r in recipients]}
+            "session_id": session_id, "reply_to": reply_to or "", "recipients": _recipients(recipients)}
 
 
 # ---------------------------------------------------------------------------- queries
@@ -249,10 +294,30 @@ async def counts(call: Call) -> dict:
 
 @method("message.edit")
 async def edit(call: Call) -> dict:
+    """Edit a message; with ``idempotency_key``, a repeat returns the first edit's result."""
     p = call.params
     caller = await call.ctx.caller(p)
     mid, info = await _require_message(call)
     content = p.str("content", required=True)
+    key = key_param(p)
+    if key is None:
+        return await _edit(call, caller, mid, info, content, None)
+
+    async def lookup():
+        found = await call.ctx.read(idem.lookup, caller, key)
+        if found is None:
+            return None
+        if found["kind"] != "message.edit" or found["message_id"] != mid:
+            return {"digest": "", "result": {}}  # the key named another write: a conflict
+        return {"digest": found["digest"], "result": {
+            "message_id": mid, "version": found["version"], "updated_at": found["updated_at"]}}
+
+    return await call.ctx.keyed.once(caller, key, idem.content_digest(content), lookup=lookup,
+                                     write=lambda: _edit(call, caller, mid, info, content, key), what="edit")
+
+
+async def _edit(call: Call, caller: str, mid: str, info: dict, content: str, key: str | None) -> dict:
+    p = call.params
     if info["agent_id"] != caller:
         raise errors.Forbidden(f"only the author (@{info['agent_id']}) can edit {mid}")
     if info["deleted"]:
@@ -263,7 +328,8 @@ async def edit(call: Call) -> dict:
     _check_content(call, content, fmt, structured)
     session_id = await call.ctx.ensure_session(caller, p.str("session_id"))
     event = ev.MessageEdit(message_id=mid, agent_id=caller, session_id=session_id,
-                           body=ev.Body(content=content, format=fmt, structured=structured))
+                           body=ev.Body(content=content, format=fmt, structured=structured),
+                           idempotency_key=key or "")
     await call.ctx.write([event])
     after = (await call.ctx.read(queries.get_message, mid))["message"]
     return {"message_id": mid, "version": after["version"], "updated_at": after["updated_at"]}
