@@ -50,7 +50,7 @@ def test_inbox_box_headers_replies_and_footer():
     lines = out.splitlines()
     assert lines[:6] == [
         "┌──────────────────────────────────────────┐",
-        "│ ○ msg_B  @reviewer  1h ago  (edited)     │",
+        "│ ○ msg_B  @reviewer     1h ago  (edited)  │",
         "│ Second                                   │",
         "├──────────────────────────────────────────┤",
         "│ ● msg_A  @implementer  2h ago            │",
@@ -72,7 +72,7 @@ def test_inbox_exact_small_box():
         "│ ● msg_A  @bob  5m ago                  │\n"
         "│ hi                                     │\n"
         "└────────────────────────────────────────┘\n"
-        "Showing 1-1 of 1 messages (1 unread)"
+        "Showing 1-1 of 1 message (1 unread)"
     )
 
 
@@ -184,7 +184,7 @@ def test_message_get_deleted_and_structured():
          "body": {"format": "plain", "content": "", "structured": '{"passed": 45}'},
          "priority": "high", "read_by": ["alice"]}
     out = render.render_message(m, now=NOW)
-    assert "  Status:  DELETED\n  Reason:  oops\n" in out
+    assert "  From:     @bob\n  Time:     1h ago\n  Status:   DELETED\n  Reason:   oops\n" in out
     assert "  Priority: high\n" in out
     assert out.endswith('Structured:\n{\n  "passed": 45\n}')
     assert "Edited" not in out
@@ -245,3 +245,44 @@ def test_daemon_status_text():
                    "Socket:  /r/.thrum/var/thrum.sock\n"
                    "Repo:    /r")
     assert render.render_daemon_status({"running": False, "repo": "/r"}) == "Daemon:  not running\nRepo:    /r"
+
+
+def test_inbox_pads_id_and_author_columns_like_the_spec():
+    result = {"messages": [
+        msg("msg_01HXF1", "reviewer", "2026-02-03T15:00:00Z", "b", read=True, updated="2026-02-03T15:30:00Z"),
+        msg("msg_01HXE", "implementer", "2026-02-03T15:55:00Z", "a"),
+    ], "total": 2, "unread": 1, "page": 1, "page_size": 10}
+    headers = [line for line in render.render_inbox(result, width=60, now=NOW).splitlines() if "msg_" in line]
+    assert headers[0].startswith("│ ○ msg_01HXF1  @reviewer     1h ago  (edited)")
+    assert headers[1].startswith("│ ● msg_01HXE   @implementer  5m ago")
+
+
+def test_footers_say_one_message_not_one_messages():
+    empty = {"messages": [], "total": 0, "unread": 0, "page": 1, "page_size": 10}
+    assert render.render_inbox(empty, filters=[("unread", None)], unfiltered_total=1).endswith(
+        "Showing 0 of 1 total message (filter: unread)")
+    sent = {"messages": [msg("msg_A", "me", "2026-02-03T15:55:00Z", "x", read=True)], "total": 1, "page": 1,
+            "page_size": 10}
+    assert render.render_sent(sent, width=40, now=NOW).splitlines()[-1] == "Showing 1-1 of 1 sent message"
+
+
+def test_message_get_aligns_priority_with_the_other_labels():
+    m = {"message_id": "msg_X", "author": {"agent_id": "bob"}, "created_at": "2026-02-03T15:55:00Z",
+         "updated_at": "", "deleted": False, "priority": "high",
+         "scopes": [{"type": "module", "value": "z"}, {"type": "feature", "value": "a"}],
+         "body": {"format": "markdown", "content": "hi", "structured": ""}}
+    lines = render.render_message(m, now=NOW).splitlines()
+    assert lines[1:5] == ["  From:     @bob", "  Time:     5m ago", "  Scopes:   module:z, feature:a",
+                          "  Priority: high"]
+    values = {line.index(line.split()[1]) for line in lines[1:5]}
+    assert values == {12}
+
+
+def test_next_page_command_repeats_every_filter_in_use():
+    cmd = render.next_page_command([("scope", "module:auth"), ("mentions", None), ("unread", None)],
+                                   page=2, page_size=3)
+    assert cmd == "thrum inbox --scope module:auth --mentions --unread --page-size 3 --page 2"
+    assert render.next_page_command([], page=3, page_size=10) == "thrum inbox --page 3"
+    assert render.next_page_command([("scope", "file:my notes.md")], page=2, page_size=10,
+                                    identity=[("name", "alice")]) == \
+        "thrum inbox --name alice --scope 'file:my notes.md' --page 2"

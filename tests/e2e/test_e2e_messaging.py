@@ -34,11 +34,11 @@ def test_two_agents_exchange_messages(repo):
     [header] = box_headers(inbox.out)
     assert header.startswith(f"│ ● {mid}  @alice  just now")
     assert "│ Auth module complete" in inbox.out
-    assert inbox.out.splitlines()[-1] == "Showing 1-1 of 1 messages (1 unread)"
+    assert inbox.out.splitlines()[-1] == "Showing 1-1 of 1 message (1 unread)"
 
     again = repo.ok("inbox", "--scope", "t:exchange", agent="bob")  # auto-marked read by the first view
     assert box_headers(again.out)[0].startswith(f"│ ○ {mid}")
-    assert again.out.splitlines()[-1] == "Showing 1-1 of 1 messages (0 unread)"
+    assert again.out.splitlines()[-1] == "Showing 1-1 of 1 message (0 unread)"
 
     own = repo.ok("inbox", "--scope", "t:exchange", agent="alice")  # my own messages are not in my inbox
     assert own.out.startswith("No messages matching filter --scope t:exchange\n")

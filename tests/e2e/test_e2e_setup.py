@@ -37,14 +37,19 @@ def test_daemon_commands_and_autostart(fresh):
     assert status.startswith("Daemon:  running (pid ")
     assert fresh.ok("daemon", "start").out.startswith("Daemon already running (pid ")
     assert fresh.ok("daemon", "stop").out.startswith("> Daemon stopped (pid ")
-    assert fresh.ok("daemon", "status").out.startswith("Daemon:  not running")
-    assert fresh.ok("daemon", "status", "--json").json()["running"] is False
+    stopped = fresh.run("daemon", "status")  # exit 3 when not running (for scripts)
+    assert stopped.code == 3 and stopped.out.startswith("Daemon:  not running")
+    stopped = fresh.run("daemon", "status", "--json")
+    assert stopped.code == 3 and stopped.json()["running"] is False
     assert fresh.ok("daemon", "stop").out == "Daemon is not running\n"
 
     r = fresh.run("inbox", env={"THRUM_NO_AUTOSTART": "1"})
     assert r.code == 1
     assert "THRUM_NO_AUTOSTART" in r.err_line
 
+    r = fresh.ok("inbox", env={"THRUM_NO_AUTOSTART": "false"})  # "false" means autostart stays on
+    assert "starting daemon" in r.err and r.out == "No messages in inbox.\n"
+    fresh.ok("daemon", "stop")
     r = fresh.ok("inbox")  # starts the daemon and says so
     assert "starting daemon" in r.err
     assert r.out == "No messages in inbox.\n"

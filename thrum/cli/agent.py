@@ -52,7 +52,7 @@ def register_agent(rt, name: str, role: str, module: str = "", display: str = ""
         pass
     ident = identity_mod.Identity(name=name, role=role, module=module, display=display,
                                   created_at=created_at or identity_mod.now_rfc3339(), worktree=str(paths.repo))
-    registered = rt.call("agent.register", register_params(ident))
+    registered = rt.call("agent.register", register_params(ident, paths.repo))
     path = identity_mod.write(paths.identities, ident)
     rt._identity = ident
     session = rt.agent_call("session.start", {})

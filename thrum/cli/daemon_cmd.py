@@ -61,19 +61,27 @@ def restart():
     rt.emit(res if isinstance(res, dict) else {"restarted": True}, f"> Daemon restarted{_pid(res)}")
 
 
+NOT_RUNNING = 3  # the LSB `status` convention (systemctl too): "program is not running"
+
+
 @daemon.command("status", context_settings=CONTEXT_SETTINGS)
 @global_options()
 def status():
-    """Show whether the daemon runs, its pid, uptime, socket and repository."""
+    """Show whether the daemon runs, its pid, uptime, socket and repository.
+
+    Exits 0 when the daemon is running and 3 when it is not (for scripts).
+    """
     rt = runtime()
     paths = rt.paths
     if not paths.initialized:
         res = {"running": False, "pid": None, "uptime": None, "socket": str(paths.socket),
                "repo": str(paths.repo), "initialized": False}
         rt.emit(res, f"Daemon:  not running\nthrum is not initialised in {paths.repo}; run `thrum init`")
-        return
-    res = _lifecycle().status(paths)
-    rt.emit(res, lambda: render.render_daemon_status(res))
+    else:
+        res = _lifecycle().status(paths)
+        rt.emit(res, lambda: render.render_daemon_status(res))
+    if not res.get("running"):
+        click.get_current_context().exit(NOT_RUNNING)
 
 
 @daemon.command("run", context_settings=CONTEXT_SETTINGS)

@@ -9,17 +9,25 @@ Rules:
    `ThrumError` (or any other failure) prints one line ``thrum: <message>`` on
    stderr and exits 1; a usage error prints one line and exits 2; Ctrl-C
    exits 130. Never a traceback, unless ``--verbose`` or ``THRUM_DEBUG=1``.
+3. With ``--json`` an error is one JSON object on stdout instead,
+   ``{"error": {"code", "message", "data"}}`` (the daemon's RPC error when there
+   is one), with the same exit status; nothing is written to stderr.
+4. A mistyped command names the closest existing ones (``thrum inbx`` → inbox).
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib
+import json
 import os
+import re
 import sys
 
 import click
 
 from .. import envflags
+from .. import errors
 from ..errors import ThrumError
 from .common import CONTEXT_SETTINGS, Options, global_options
 
@@ -33,6 +41,7 @@ COMMANDS: dict[str, str] = {
     "inbox": "thrum.cli.inbox:inbox",
     "sent": "thrum.cli.message:sent",
     "message": "thrum.cli.message:message",
+    "thread": "thrum.cli.thread:thread",
     "group": "thrum.cli.group:group",
     "agent": "thrum.cli.agent:agent",
     "session": "thrum.cli.session:session",
@@ -40,6 +49,8 @@ COMMANDS: dict[str, str] = {
     # Added by other issues (one line each):
     "sync": "thrum.cli.sync:sync",
     "wait": "thrum.cli.wait:wait",
+    "gc-mail": "thrum.cli.gcmail:gc_mail",
+    "doctor": "thrum.cli.doctor:doctor",
     "ui": "thrum.cli.ui:ui",
     "mcp": "thrum.cli.mcp:mcp",
 }
@@ -107,22 +118,64 @@ def _debugging(argv: list[str]) -> bool:
     return envflags.flag(envflags.DEBUG) or "--verbose" in argv or "-v" in argv
 
 
-def _fail(message: str, code: int) -> int:
-    try:
-        sys.stderr.write(f"thrum: {message}\n")
-        sys.stderr.flush()
-    except OSError:
-        pass
-    return code
+def _json_requested(argv: list[str], opts: Options) -> bool:
+    if opts.json:
+        return True
+    head = argv[:argv.index("--")] if "--" in argv else argv
+    return "--json" in head
+
+
+class _Reporter:
+    """Writes the one error report of a failed invocation: a stderr line, or with
+    ``--json`` one JSON object on stdout."""
+
+    def __init__(self, as_json: bool):
+        self.as_json = as_json
+
+    def fail(self, message: str, status: int, *, code: int = errors.INTERNAL_ERROR,
+             data: dict | None = None) -> int:
+        try:
+            if self.as_json:
+                sys.stdout.write(json.dumps({"error": {"code": code, "message": message, "data": data or {}}},
+                                            ensure_ascii=False) + "\n")
+                sys.stdout.flush()
+            else:
+                sys.stderr.write(f"thrum: {message}\n")
+                sys.stderr.flush()
+        except OSError:
+            pass
+        return status
+
+
+_NO_SUCH_COMMAND = re.compile(r"No such command '([^']*)'")
+
+
+def _closest_commands(exc: click.UsageError) -> list[str]:
+    """For "No such command 'inbx'": the group's commands that look like it."""
+    found = _NO_SUCH_COMMAND.search(exc.format_message())
+    ctx = exc.ctx
+    if not found or ctx is None or not isinstance(ctx.command, click.Group):
+        return []
+    typed = found.group(1)
+    names = ctx.command.list_commands(ctx)
+    close = [n for n in names if n.startswith(typed)] if len(typed) >= 2 else []
+    for n in difflib.get_close_matches(typed, names, n=3, cutoff=0.6):
+        if n not in close:
+            close.append(n)
+    return close[:3]
 
 
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI and return the exit code (`main` exits with it)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    opts = Options()
+    out = _Reporter(False)
     try:
-        cli.main(args=argv, prog_name="thrum", standalone_mode=False, obj=Options())
+        out.as_json = _json_requested(argv, opts)
+        status = cli.main(args=argv, prog_name="thrum", standalone_mode=False, obj=opts)
         sys.stdout.flush()
-        return 0
+        # non-standalone click returns the code of a `ctx.exit(n)` (e.g. `daemon status`: 3)
+        return status if isinstance(status, int) and not isinstance(status, bool) else 0
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except click.exceptions.NoArgsIsHelpError as exc:
@@ -130,23 +183,33 @@ def run(argv: list[str] | None = None) -> int:
         sys.stderr.write(exc.format_message().rstrip("\n") + "\n")
         return 2
     except click.UsageError as exc:
-        hint = ""
-        if exc.ctx is not None and "--help" not in exc.format_message():
-            hint = f" (see '{exc.ctx.command_path} --help')"
-        return _fail(_one_line(exc.format_message()) + hint, 2)
+        out.as_json = _json_requested(argv, opts)
+        close = _closest_commands(exc)
+        text = _one_line(exc.format_message())
+        if close:  # click suggests for some groups itself; say it once, our way
+            text = _NO_SUCH_COMMAND.search(text).group(0) + " (did you mean " + \
+                " or ".join(f"'{n}'" for n in close) + "?)"
+        elif exc.ctx is not None and "--help" not in exc.format_message():
+            text += f" (see '{exc.ctx.command_path} --help')"
+        data = {"usage": True, **({"close_matches": close} if close else {})}
+        return out.fail(text, 2, code=errors.INVALID_PARAMS, data=data)
     except click.Abort as exc:
         if isinstance(exc.__cause__, KeyboardInterrupt):
-            return _fail("interrupted", 130)
-        return _fail("aborted", 1)
+            return out.fail("interrupted", 130)
+        return out.fail("aborted", 1)
     except click.ClickException as exc:
-        return _fail(_one_line(exc.format_message()), exc.exit_code or 1)
+        return out.fail(_one_line(exc.format_message()), exc.exit_code or 1)
     except ThrumError as exc:
+        out.as_json = _json_requested(argv, opts)
         if _debugging(argv):
             import traceback
             traceback.print_exc()
-        return _fail(_error_text(exc), 1)
+        data = exc.data if isinstance(exc.data, dict) else None
+        if out.as_json:
+            return out.fail(_one_line(exc.message or str(exc)), 1, code=exc.code, data=data)
+        return out.fail(_error_text(exc), 1)
     except KeyboardInterrupt:
-        return _fail("interrupted", 130)
+        return out.fail("interrupted", 130)
     except BrokenPipeError:
         # stdout went away (`thrum inbox | head -1`): stop quietly.
         try:
@@ -159,8 +222,8 @@ def run(argv: list[str] | None = None) -> int:
         if _debugging(argv):
             import traceback
             traceback.print_exc()
-        return _fail(f"internal error: {type(exc).__name__}: {_one_line(str(exc))} "
-                     "(rerun with --verbose for details)", 1)
+        return out.fail(f"internal error: {type(exc).__name__}: {_one_line(str(exc))} "
+                        "(rerun with --verbose for details)", 1)
 
 
 def main(argv: list[str] | None = None) -> None:

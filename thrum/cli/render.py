@@ -236,9 +236,11 @@ def _wrap(text: str, width: int, limit: int | None, more_hint: str) -> list[str]
     return lines or [""]
 
 
-def inbox_header(msg: dict[str, Any], *, reply: bool, now: datetime | None = None) -> str:
+def inbox_header(msg: dict[str, Any], *, reply: bool, now: datetime | None = None, id_width: int = 0,
+                 author_width: int = 0) -> str:
+    """One header line; ``id_width``/``author_width`` pad those columns so a page lines up (spec)."""
     mark = "↳" if reply else ("○" if msg.get("is_read") else "●")
-    parts = [f"{mark} {msg.get('message_id', '?')}", at(clean(author_of(msg))),
+    parts = [f"{mark} {pad(str(msg.get('message_id', '?')), id_width)}", pad(at(clean(author_of(msg))), author_width),
              relative_time(msg.get("created_at"), now)]
     if is_edited(msg):
         parts.append("(edited)")
@@ -267,7 +269,10 @@ def render_inbox(result: dict[str, Any], *, width: int = DEFAULT_WIDTH, now: dat
                                   filters=filters or [], unfiltered_total=unfiltered_total)
 
     rows = _thread_page(messages)
-    headers = [inbox_header(m, reply=reply, now=now) for m, reply, _ in rows]
+    id_width = max(display_width(str(m.get("message_id", "?"))) for m, _, _ in rows)
+    author_width = max(display_width(at(clean(author_of(m)))) for m, _, _ in rows)
+    headers = [inbox_header(m, reply=reply, now=now, id_width=id_width, author_width=author_width)
+               for m, reply, _ in rows]
     inner = max(min(max(width, MIN_WIDTH), MAX_WIDTH), max(display_width(h) + 2 for h in headers))
     body_width = inner - 2
     out = ["┌" + "─" * inner + "┐"]
@@ -276,17 +281,64 @@ def render_inbox(result: dict[str, Any], *, width: int = DEFAULT_WIDTH, now: dat
             out.append("├" + "─" * inner + "┤")
         out.append("│ " + pad(header, inner - 1) + "│")
         indent = "  " if reply else ""
-        content = body_of(msg).get("content") or ""
-        hint = f"thrum message get {msg.get('message_id')}"
         if orphan_parent:  # its parent is not on this page (or is my own message)
             out.append("│ " + pad(f"{indent}in reply to {orphan_parent}", inner - 1) + "│")
-        for line in _wrap(content, body_width - len(indent), body_lines, hint):
+        for line in _message_lines(msg, body_width - len(indent), body_lines):
             out.append("│ " + pad(indent + line, inner - 1) + "│")
     out.append("└" + "─" * inner + "┘")
     start = (page - 1) * page_size + 1
     end = start + len(messages) - 1
-    out.append(f"Showing {start}-{end} of {total} messages ({unread} unread)")
+    out.append(f"Showing {start}-{end} of {plural(total, 'message')} ({unread} unread)")
     return "\n".join(out)
+
+
+def _message_lines(msg: dict[str, Any], width: int, body_lines: int | None) -> list[str]:
+    """A message's text in a box: its subject (if any), then its wrapped content."""
+    hint = f"thrum message get {msg.get('message_id')}"
+    lines = []
+    subject = clean(msg.get("subject") or "").strip()
+    if subject:
+        lines += _wrap(f"Subject: {subject}", width, 2, hint)
+    return lines + _wrap(body_of(msg).get("content") or "", width, body_lines, hint)
+
+
+def render_thread(result: dict[str, Any], *, width: int = DEFAULT_WIDTH, now: datetime | None = None,
+                  body_lines: int | None = INBOX_BODY_LINES) -> str:
+    """``thrum thread show``: every message of a thread, oldest first, replies marked ↳."""
+    messages = [m for m in result.get("messages") or [] if isinstance(m, dict)]
+    headers = [inbox_header(m, reply=bool(reply_to_of(m)) and i > 0, now=now) for i, m in enumerate(messages)]
+    inner = max(min(max(width, MIN_WIDTH), MAX_WIDTH), max((display_width(h) + 2 for h in headers), default=0))
+    unread = sum(1 for m in messages if not m.get("is_read", True))
+    title = f"Thread {result.get('thread_id') or '?'}: {plural(len(messages), 'message')}"
+    out = [title + (f" ({unread} unread)" if unread else ""), "┌" + "─" * inner + "┐"]
+    for i, (msg, header) in enumerate(zip(messages, headers)):
+        if i:
+            out.append("├" + "─" * inner + "┤")
+        out.append("│ " + pad(header, inner - 1) + "│")
+        for line in _message_lines(msg, inner - 2, body_lines):
+            out.append("│ " + pad(line, inner - 1) + "│")
+    out.append("└" + "─" * inner + "┘")
+    return "\n".join(out)
+
+
+def render_threads(result: dict[str, Any], *, now: datetime | None = None) -> str:
+    """``thrum thread list``: one row per thread, newest activity first."""
+    threads = [t for t in result.get("threads") or [] if isinstance(t, dict)]
+    if not threads:
+        return "No threads."
+    rows = []
+    for t in threads:
+        title = clean(t.get("subject") or t.get("preview") or "").replace("\n", " ").strip()
+        if len(title) > 50:
+            title = title[:49] + "…"
+        rows.append([t.get("thread_id", "?"), t.get("message_count", 0), t.get("unread_count", 0),
+                     relative_time(t.get("last_activity"), now), at(clean(t.get("last_sender") or "?")), title])
+    total = int(result.get("total") or len(threads))
+    page = int(result.get("page") or 1)
+    page_size = int(result.get("page_size") or len(threads))
+    start = (page - 1) * page_size + 1
+    footer = f"Showing {start}-{start + len(threads) - 1} of {plural(total, 'thread')}"
+    return table(["THREAD", "MESSAGES", "UNREAD", "LAST ACTIVITY", "LAST FROM", "SUBJECT"], rows) + "\n" + footer
 
 
 def filter_flags(filters: list[tuple[str, str | None]]) -> tuple[str, str]:
@@ -296,13 +348,30 @@ def filter_flags(filters: list[tuple[str, str | None]]) -> tuple[str, str]:
     return flags, desc
 
 
+def next_page_command(filters: list[tuple[str, str | None]], *, page: int, page_size: int,
+                      default_page_size: int = 10, identity: list[tuple[str, str]] | None = None) -> str:
+    """The command for page ``page`` with every filter in use repeated, so following
+    it shows the same list (and ``--unread`` still does not mark anything read)."""
+    import shlex
+
+    words = ["thrum", "inbox"]
+    for flag, value in (identity or []) + list(filters):
+        words.append(f"--{flag}")
+        if value:
+            words.append(shlex.quote(value))
+    if page_size != default_page_size:
+        words += ["--page-size", str(page_size)]
+    words += ["--page", str(page)]
+    return " ".join(words)
+
+
 def render_inbox_empty(*, total: int, page: int = 1, total_pages: Any = None,
                        filters: list[tuple[str, str | None]], unfiltered_total: int | None) -> str:
     if filters:
         flags, desc = filter_flags(filters)
         grand = unfiltered_total if unfiltered_total is not None else total
         return (f"No messages matching filter {flags}\n"
-                f"Showing 0 of {grand} total messages (filter: {desc})")
+                f"Showing 0 of {grand} total {'message' if grand == 1 else 'messages'} (filter: {desc})")
     if total and page > 1:
         pages = total_pages or "?"
         return f"No messages on page {page} ({plural(total, 'message')}, {plural(int(pages), 'page')})" \
@@ -313,26 +382,32 @@ def render_inbox_empty(*, total: int, page: int = 1, total_pages: Any = None,
 # --------------------------------------------------------------------------- one message
 
 def render_message(msg: dict[str, Any], *, now: datetime | None = None) -> str:
-    """The ``thrum message get`` block."""
-    lines = [f"Message: {msg.get('message_id', '?')}",
-             f"  From:    {at(clean(author_of(msg)))}",
-             f"  Time:    {relative_time(msg.get('created_at'), now)}"]
+    """The ``thrum message get`` block: labelled fields in one aligned column (the
+    spec's two-space indent and 9-column labels, wider only when a longer label
+    such as ``Priority:`` is shown), scopes and refs in the order given."""
+    fields = [("From:", at(clean(author_of(msg)))), ("Time:", relative_time(msg.get("created_at"), now))]
+    subject = clean(msg.get("subject") or "").replace("\n", " ").strip()
+    if subject:
+        fields.insert(0, ("Subject:", subject))
     if msg.get("deleted"):
-        lines.append("  Status:  DELETED")
+        fields.append(("Status:", "DELETED"))
         meta = msg.get("metadata")
         reason = msg.get("delete_reason") or (meta.get("delete_reason") if isinstance(meta, dict) else None)
         if reason:
-            lines.append(f"  Reason:  {clean(reason)}")
+            fields.append(("Reason:", clean(reason)))
     scopes = msg.get("scopes") or []
     if scopes:
-        lines.append("  Scopes:  " + ", ".join(clean(tag_text(s)) for s in scopes))
+        fields.append(("Scopes:", ", ".join(clean(tag_text(s)) for s in scopes)))
     refs = msg.get("refs") or []
     if refs:
-        lines.append("  Refs:    " + ", ".join(clean(tag_text(r)) for r in refs))
+        fields.append(("Refs:", ", ".join(clean(tag_text(r)) for r in refs)))
     if is_edited(msg):
-        lines.append(f"  Edited:  {relative_time(msg.get('updated_at'), now)}")
+        fields.append(("Edited:", relative_time(msg.get("updated_at"), now)))
     if msg.get("priority") and msg.get("priority") != "normal":
-        lines.append(f"  Priority: {msg['priority']}")
+        fields.append(("Priority:", clean(msg["priority"])))
+    label_width = max(9, max(len(label) + 1 for label, _ in fields))
+    lines = [f"Message: {msg.get('message_id', '?')}"]
+    lines += [f"  {label:<{label_width}}{value}" for label, value in fields]
     body = body_of(msg)
     lines.append("")
     lines.append(clean(body.get("content") or "").rstrip("\n"))
@@ -385,7 +460,7 @@ def render_sent(result: dict[str, Any], *, width: int = DEFAULT_WIDTH, now: date
             out.append("│ " + pad(line, inner - 1) + "│")
     out.append("└" + "─" * inner + "┘")
     start = (page - 1) * page_size + 1
-    out.append(f"Showing {start}-{start + len(messages) - 1} of {total} sent messages")
+    out.append(f"Showing {start}-{start + len(messages) - 1} of {plural(total, 'sent message')}")
     return "\n".join(out)
 
 
@@ -504,4 +579,8 @@ def render_daemon_status(st: dict[str, Any], *, now: datetime | None = None) -> 
         if sync.get("last_error"):
             text += f", last error: {clean(sync['last_error'])}"
         lines.append(f"{'Sync:':<9}{text}")
+    view = st.get("view")
+    if isinstance(view, dict) and view.get("state") == "behind":
+        lines.append(f"{'View:':<9}behind the log ({clean(str(view.get('error') or '?'))}); "
+                     "writes are stored, queries show them once it catches up")
     return "\n".join(lines)

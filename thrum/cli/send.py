@@ -49,9 +49,10 @@ def _addresses(values: tuple[str, ...], flag: str) -> list[str]:
 @click.option("--structured", metavar="JSON", help="Typed JSON payload for machines (validated locally).")
 @click.option("--body-file", metavar="PATH", help="Read the message from a file (- for stdin).")
 @click.option("--thread", "thread_id", metavar="THREAD_ID", help="Post into an existing thread.")
+@click.option("--subject", metavar="TEXT", help="A subject line, shown above the message.")
 @click.option("--broadcast", is_flag=True, help="Deprecated: same as --to @everyone.")
 @global_options()
-def send(message, to, mention, scope, ref, fmt, priority, structured, body_file, thread_id, broadcast):
+def send(message, to, mention, scope, ref, fmt, priority, structured, body_file, thread_id, subject, broadcast):
     """Send a message.
 
     MESSAGE is the text; use - to read it from stdin, or --body-file PATH.
@@ -59,7 +60,7 @@ def send(message, to, mention, scope, ref, fmt, priority, structured, body_file,
     \b
     Examples:
       thrum send "Auth module complete" --to @reviewer --scope module:auth --ref issue:beads-42
-      thrum send "Deploy complete" --to @everyone
+      thrum send "Deploy complete" --to @everyone --subject "Release 1.4"
       git log -1 | thrum send - --to @reviewer --format plain
     """
     rt = runtime()
@@ -89,6 +90,8 @@ def send(message, to, mention, scope, ref, fmt, priority, structured, body_file,
         params["refs"] = refs
     if thread_id:
         params["thread_id"] = thread_id
+    if subject:
+        params["subject"] = subject
     result = rt.agent_call("message.send", params)
 
     def text():
@@ -111,21 +114,38 @@ def send(message, to, mention, scope, ref, fmt, priority, structured, body_file,
 @click.argument("text", required=False, metavar="TEXT")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="markdown", show_default=True,
               help="Content format.")
+@click.option("--to", "to", multiple=True, metavar="@NAME",
+              help="Also address an agent, role or group (repeatable; @ optional).")
+@click.option("--mention", "mention", multiple=True, metavar="@ROLE",
+              help="Also mention an agent, role or group (repeatable; @ optional).")
 @click.option("--body-file", metavar="PATH", help="Read the reply from a file (- for stdin).")
+@click.option("--subject", metavar="TEXT", help="A subject line, shown above the reply.")
 @global_options()
-def reply(msg_id, text, fmt, body_file):
+def reply(msg_id, text, fmt, to, mention, body_file, subject):
     """Reply to a message (links it with a reply_to ref and marks it read).
 
-    TEXT is the reply; use - to read it from stdin, or --body-file PATH.
+    The reply mentions the author of the message, so it reaches them in
+    `thrum inbox --mentions` and wakes `thrum wait --mentions`. MSG_ID may be a
+    unique prefix. TEXT is the reply; use - to read it from stdin, or --body-file PATH.
 
     \b
     Example:
       thrum reply msg_01HXE... "Looks good, merging now"
     """
     rt = runtime()
+    recipients = _addresses(to, "--to")
+    mentions = _addresses(mention, "--mention")
     content = read_body(text, body_file, what="reply")
     if not content.strip():
         raise click.UsageError("the reply is empty; nothing was sent")
-    result = rt.agent_call("message.send", {"content": content, "format": fmt, "reply_to": msg_id})
-    rt.best_effort("message.markRead", {"message_ids": [msg_id]})
-    rt.emit(result, f"> Reply sent: {result.get('message_id')}\n  In reply to: {msg_id}")
+    params = {"content": content, "format": fmt, "reply_to": msg_id}
+    if recipients:
+        params["to"] = recipients
+    if mentions:
+        params["mentions"] = mentions
+    if subject:
+        params["subject"] = subject
+    result = rt.agent_call("message.send", params)
+    parent = result.get("reply_to") or msg_id  # the full id when a prefix was given
+    rt.best_effort("message.markRead", {"message_ids": [parent]})
+    rt.emit(result, f"> Reply sent: {result.get('message_id')}\n  In reply to: {parent}")

@@ -59,10 +59,8 @@ def wait(timeout, mentions, scope, limit, peek):
         messages = result.get("messages") or []
         if messages or left <= MAX_CALL:
             break
-    if not messages:
-        if rt.opts.json:
-            rt.emit(result, None)
-        raise Timeout(f"no message within {timeout:g}s")
+    if not messages:  # with --json: one error object (code -32007) on stdout, like every error
+        raise Timeout(f"no message within {timeout:g}s", data={"timed_out": True})
     width = shutil.get_terminal_size((render.DEFAULT_WIDTH + 2, 24)).columns - 2
     shown = {"messages": messages, "total": len(messages), "unread": len(messages), "page": 1,
              "page_size": len(messages)}

@@ -7,28 +7,34 @@ service can reach is this list:
 - the store: `read` runs a query function of `thrum.store` (``fn(db, ...)``) in a
   worker thread; `write` hands events to the single writer and returns once they
   are durable and folded;
-- who is acting: `caller`, `agent`, `forget_agent`, `resolve_addresses` (cached);
+- who is acting: `caller` (which also marks the agent as seen), `agent`,
+  `forget_agent`, `resolve_addresses` (cached), `with_last_seen`, `flush_last_seen`;
 - sessions: `ensure_session`, `adopt_session`, `session_ended` (which also ends
   the session's subscriptions);
 - `hub` (subscriptions), `sync` (the sync loop) and `web_ui` (thrum.ui): None
   until started;
-- `config`, `status`, `uptime`, `request_shutdown`.
+- `config`, `status`, `uptime`, `request_shutdown`;
+- for `thrum doctor`: `main_repo`, and `inspect_log` (the log and its stored read
+  positions, under the writer's lock).
 """
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import trio
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from ..config import Config
-from ..store.projection import FoldResult
+from ..store.log import EventLog, Position
+from ..store.projection import FoldResult, load_positions
 from .params import Params
 
 if TYPE_CHECKING:
     from ..events import Event
     from .hub import Hub
+    from .idempotency import KeyedWrites
     from .server import Daemon
     from .syncer import SyncLoop
 
@@ -52,7 +58,8 @@ class ServiceContext:
 
     # ------------------------------------------------------------------ who is acting
     async def caller(self, params: Params, key: str = "caller") -> str:
-        """The registered agent named by ``params[key]``."""
+        """The registered agent named by ``params[key]`` (default: the repository's
+        single identity; none or several is an error naming the param)."""
         return await self._daemon.caller(params, key)
 
     async def agent(self, name: str, *, refresh: bool = False) -> dict | None:
@@ -61,6 +68,16 @@ class ServiceContext:
 
     def forget_agent(self, name: str) -> None:
         self._daemon.forget_agent(name)
+
+    def with_last_seen(self, agents: list[dict]) -> list[dict]:
+        """agent.list items with ``last_seen_at`` as fresh as this daemon knows (in place)."""
+        presence = self._daemon.presence
+        return presence.overlay(agents) if presence is not None else agents
+
+    async def flush_last_seen(self) -> None:
+        """Write pending last-seen marks now (before a query that filters on them)."""
+        if self._daemon.presence is not None:
+            await self._daemon.presence.flush()
 
     async def resolve_addresses(self, addresses: list[str]) -> list[dict]:
         return await self._daemon.resolve_addresses(addresses)
@@ -121,6 +138,11 @@ class ServiceContext:
         return self._daemon.sync
 
     @property
+    def keyed(self) -> KeyedWrites:
+        """Idempotency keys: `KeyedWrites.once` runs a keyed write at most once."""
+        return self._daemon.keyed
+
+    @property
     def config(self) -> Config:
         return self._daemon.config
 
@@ -133,3 +155,17 @@ class ServiceContext:
 
     def request_shutdown(self) -> None:
         self._daemon.request_shutdown()
+
+    # ------------------------------------------------------------------ doctor (issue 12)
+    @property
+    def main_repo(self) -> Path:
+        """The user's repository, for the git checks of `thrum doctor`."""
+        return self._daemon.paths.main_repo
+
+    async def inspect_log(self, fn: Callable[[EventLog, dict[str, Position]], T]) -> T:
+        """``fn(event_log, stored read positions)`` in a worker thread, while no append,
+        fold or merge runs (the writer's lock), so nothing is seen half-written."""
+        writer = self._daemon.writer
+        async with writer.lock:
+            positions = await writer.read(load_positions)
+            return await trio.to_thread.run_sync(fn, writer.log, positions)

@@ -11,7 +11,9 @@ Rules:
    ``everyone``; a role or group → itself, groups holding the role,
    ``everyone``), ``all``. Message events (create/edit/delete, thread.updated)
    are filtered; agent, session, receipt (read/unread/archive) and group
-   events reach ``all`` subscriptions only.
+   events reach ``all`` subscriptions only. A mention subscription made by an
+   agent (``caller``) never delivers that agent's own messages: they are never
+   unread to it.
    Targets are re-resolved whenever an agent, group or membership changes.
 3. Every event reaches the hub the same way, local writes and events folded by
    a sync alike (`Writer.publish`). Publishing never blocks on a client: each
@@ -153,6 +155,14 @@ class Hub:
         del self.subs[sub_id]
         return True
 
+    def serves(self, conn) -> bool:
+        """Whether ``conn`` has a subscription (a connection waiting for events is not idle)."""
+        return any(s.conn is conn for s in self.subs.values())
+
+    def served(self) -> set[int]:
+        """Ids of every connection with a subscription."""
+        return {id(s.conn) for s in self.subs.values()}
+
     def list_for(self, conn) -> list[dict]:
         return [s.describe() for s in self.subs.values() if s.conn is conn]
 
@@ -229,6 +239,8 @@ class Hub:
             want_t, want_v = sub.scope["type"], sub.scope["value"]
             return any(s["type"] == want_t and s["value"] == want_v for s in info["scopes"])
         if sub.filter_type == "mention":
+            if sub.agent and info.get("agent_id") == sub.agent:
+                return False  # one's own message is never news to oneself (it mentions "everyone" too)
             targets = sub.targets or (sub.mention, "everyone")
             return any(r["type"] == "mention" and r["value"] in targets for r in info["refs"])
         return False
@@ -250,6 +262,9 @@ class Hub:
             for d in creates:
                 info = infos.get(d["message_id"])
                 probe = {"type": "thread.updated"}
+                # a notification of its own, so its own id: clients de-duplicate by event_id
+                # (spec/events.md) and must not drop it as a repeat of the message.create
+                update_id = ev.new_ulid()
                 done: set[int] = set()
                 summaries: dict = {}
                 for sub in list(self.subs.values()):
@@ -262,8 +277,8 @@ class Hub:
                     summary = summaries[sub.agent]
                     if summary is None or sub.id not in self.subs:
                         continue
-                    payload = {"type": "thread.updated", "timestamp": d["timestamp"], "event_id": d["event_id"],
-                               "v": 1, **summary}
+                    payload = {"type": "thread.updated", "timestamp": d["timestamp"], "event_id": update_id,
+                               "v": 1, "cause_event_id": d["event_id"], **summary}
                     sub.conn.notify("thread.updated", _payload(payload, sub))
         except Exception:
             log.exception("thread.updated notifications failed")

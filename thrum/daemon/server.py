@@ -32,7 +32,11 @@ from ..trust.verdicts import VerdictMemory
 from ..trust.verify import Verifier
 from . import service  # noqa: F401  (registers every RPC method)
 from . import unix
+from .addresses import AddressBook
 from .context import ServiceContext
+from .idempotency import KeyedWrites
+from .limits import Limits, Registry, raise_descriptor_limit, tune_allocator
+from .presence import Presence
 from .params import Params
 from .signer import Signer
 from .writer import Writer
@@ -51,6 +55,7 @@ class Daemon:
         self.started_at = time.time()
         self.started_mono = time.monotonic()
         self.connections: set = set()
+        self.registry = Registry(Limits.from_config(self.config.values))  # refitted in run()
         self.writer: Writer | None = None  # the single writer (thrum.daemon.writer), set in run()
         self.keys = LocalKeys(paths.identities)  # private keys of this machine's identities (thrum.trust)
         self.ring: KeyRing | None = None  # keys this replica trusts, set in run()
@@ -62,10 +67,13 @@ class Daemon:
         self._agents_cache: dict[str, dict] = {}
         self._sessions: dict[str, str] = {}  # agent -> active session started by this daemon
         self._local_sessions: set[str] = set()
-        self._address_cache: dict[tuple, list[dict]] = {}
+        self._checked_sessions: dict[str, str] = {}  # agent -> a session of its own it last wrote under
+        self.addresses = AddressBook(self)
+        self.presence: Presence | None = None  # last-seen marks (thrum.daemon.presence), set with the writer
         self._session_lock = trio.Lock()
         self.nursery: trio.Nursery | None = None
         self._shutdown = trio.Event()
+        self.keyed = KeyedWrites()  # idempotency keys of writes in flight and recent results
         self.services = ServiceContext(self)  # what RPC handlers may use (thrum.daemon.context)
 
     # ------------------------------------------------------------------ identity helpers
@@ -80,24 +88,20 @@ class Daemon:
         return None
 
     async def resolve_addresses(self, addresses: list[str]) -> list[dict]:
-        """Resolve ``to``/``mentions`` addresses, from a cache that agent and group events clear.
+        """Resolve ``to``/``mentions`` addresses (cached; one fetch from the remote when
+        one is unknown: `thrum.daemon.addresses`).
 
         Raises:
             UnknownRecipient: an address names no agent, role or group (with close matches).
         """
-        key = tuple(addresses)
-        hit = self._address_cache.get(key)
-        if hit is not None:
-            return [dict(r) for r in hit]
-        resolved = await self.writer.read(directory.resolve_recipients, addresses)
-        if len(self._address_cache) > 4096:
-            self._address_cache.clear()
-        self._address_cache[key] = [dict(r) for r in resolved]
-        return resolved
+        return await self.addresses.resolve(addresses)
 
     async def _invalidate_caches(self, applied: list[dict], source: str) -> None:
+        for d in applied:
+            if d["type"] == "agent.session.end" and self._checked_sessions.get(d.get("agent_id")) == d["session_id"]:
+                del self._checked_sessions[d["agent_id"]]
         if any(d["type"].startswith(("agent.register", "agent.cleanup", "group.")) for d in applied):
-            self._address_cache.clear()
+            self.addresses.clear()
             for d in applied:
                 if d["type"] in ("agent.register", "agent.cleanup"):
                     self._agents_cache.pop(d["agent_id"], None)
@@ -105,21 +109,52 @@ class Daemon:
     def forget_agent(self, name: str) -> None:
         self._agents_cache.pop(name, None)
         self._sessions.pop(name, None)
+        self._checked_sessions.pop(name, None)
+        if self.presence is not None:
+            self.presence.forget(name)
 
     async def caller(self, p: Params, key: str = "caller") -> str:
-        """The acting agent named in params; must be registered."""
-        name = p.str(key, required=True)
+        """The acting agent named in params; must be registered. Marks it as seen.
+
+        Without ``caller`` the repository's single agent identity acts, as in the CLI
+        (`thrum.identity` rule 4); with none or several, the error names the param.
+        """
+        name = p.str(key)
+        if name is None:
+            name = await self._default_caller(key)
         if not ev.NAME_RE.fullmatch(name):
             raise errors.ValidationError(f"invalid params: {key} {name[:60]!r} is not an agent name", field=key)
         if await self.agent(name) is None:  # reads the database on a cache miss
             raise errors.IdentityError(
                 f"unknown agent {name!r}: register it first with "
                 f"`thrum quickstart --name {name} --role ROLE --module MODULE`")
+        if self.presence is not None:
+            self.presence.touch(name)
         return name
 
+    async def _default_caller(self, key: str) -> str:
+        from .. import identity
+
+        idents = await trio.to_thread.run_sync(identity.list_identities, self.paths.identities)
+        if len(idents) == 1:
+            return idents[0].name
+        known = f"this repository has {len(idents)} agent identities ({', '.join(i.name for i in idents[:10])})" \
+            if idents else "this repository has no agent identity"
+        raise errors.ValidationError(f"invalid params: {key} is required (the acting agent's name): {known}",
+                                     field=key)
+
     async def ensure_session(self, agent: str, session_id: str | None = None) -> str:
-        """The agent's active session, started now if it has none."""
+        """The agent's active session, started now if it has none.
+
+        Raises:
+            NotFound, Forbidden, Conflict: ``session_id`` is given and is not an active
+                session of ``agent`` (unknown, another agent's, or ended): an agent
+                writes only under its own active session.
+        """
         if session_id:
+            if session_id not in (self._sessions.get(agent), self._checked_sessions.get(agent)):
+                await self._check_own_session(agent, session_id)
+                self._checked_sessions[agent] = session_id
             return session_id
         sid = self._sessions.get(agent)
         if sid:
@@ -138,6 +173,18 @@ class Daemon:
                 await self.adopt_session(agent, sid)
             self._sessions[agent] = sid
             return sid
+
+    async def _check_own_session(self, agent: str, sid: str) -> None:
+        active = await self.writer.read(directory.list_sessions, agent, active_only=True)
+        if any(s["session_id"] == sid for s in active):
+            return
+        info = await self.writer.read(directory.session_info, sid)
+        if info is None:
+            raise errors.NotFound(f"session {sid[:80]} not found; omit session_id to use your active session")
+        if info["agent_id"] != agent:
+            raise errors.Forbidden(f"session {sid} belongs to @{info['agent_id']}, not @{agent}; "
+                                   f"an agent writes only under its own session")
+        raise errors.Conflict(f"session {sid} of @{agent} has ended; omit session_id to use your active session")
 
     async def adopt_session(self, agent: str, sid: str) -> None:
         """Make ``sid`` the agent's current session on this daemon (it ends when the daemon stops)."""
@@ -168,6 +215,8 @@ class Daemon:
     def session_ended(self, agent: str, sid: str) -> None:
         if self._sessions.get(agent) == sid:
             del self._sessions[agent]
+        if self._checked_sessions.get(agent) == sid:
+            del self._checked_sessions[agent]
 
     async def connection_closed(self, conn) -> None:
         if self.hub is not None:
@@ -185,6 +234,8 @@ class Daemon:
             "version": __version__,
             "ws_port": self.ws_port,
             "connections": len(self.connections),
+            "clients": self.registry.status(),
+            "view": self.writer.view.status() if self.writer else None,
             "events_written": self.writer.events_written if self.writer else 0,
             "write_batches": self.writer.batches_written if self.writer else 0,
         }
@@ -203,6 +254,16 @@ class Daemon:
             pid = self.paths.recorded_pid()
             raise AlreadyRunning(f"thrum daemon is already running (pid {pid})") from None
         self._lock_fd = fd
+        # Held until the socket listens: a starter that found this daemon already
+        # running waits on it (lifecycle.start) instead of connecting too early.
+        starting = os.open(self.paths.starting_lock, os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(starting, fcntl.LOCK_EX)
+        self._starting_fd: int | None = starting
+
+    def _listening(self) -> None:
+        fd, self._starting_fd = getattr(self, "_starting_fd", None), None
+        if fd is not None:
+            os.close(fd)  # releases the starting lock
 
     def _write_pid(self) -> None:
         tmp = self.paths.pid_file.with_suffix(".tmp")
@@ -217,6 +278,7 @@ class Daemon:
                 p.unlink()
             except FileNotFoundError:
                 pass
+        self._listening()
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
@@ -236,9 +298,11 @@ class Daemon:
         self.ring = KeyRing(self.paths.var / "known_keys.json", self.keys)
         self.fold_verified = VerifiedFold(Verifier(self.ring), VerdictMemory(self.paths.var / "verified-lines"))
         db = open_projection(self.paths.database, event_log, self.fold_verified)
+        self.writer = Writer(db, event_log, Signer(self.keys), self.fold_verified, db_path=self.paths.database)
+        self.writer.ensure_covered()
         self.fold_verified.release()
-        self.writer = Writer(db, event_log, Signer(self.keys), self.fold_verified)
         self.writer.subscribers.append(self._invalidate_caches)
+        self.presence = Presence(self.writer)
 
     async def _end_orphaned_sessions(self) -> None:
         """Sessions this machine started that no daemon ended: the last daemon crashed."""
@@ -267,13 +331,18 @@ class Daemon:
         self._take_lock()
         try:
             self._write_pid()
+            self.registry = Registry(Limits.from_config(self.config.values, raise_descriptor_limit()))
+            tune_allocator()
             await trio.to_thread.run_sync(self._open_store)
             async with trio.open_nursery() as nursery:
                 self.nursery = nursery
                 await nursery.start(self.writer.run_writer)
+                await nursery.start(self.writer.view.run)
+                await nursery.start(self.presence.run)
                 await self._end_orphaned_sessions()
                 await self._start_extensions(nursery)
                 await nursery.start(unix.serve_unix, self, self.paths.socket)
+                self._listening()
                 await nursery.start(self._watch_signals)  # installed before we announce readiness
                 log.info("thrum daemon %s ready (pid %d, socket %s)", __version__, os.getpid(), self.paths.socket)
                 if ready is not None:
@@ -284,6 +353,7 @@ class Daemon:
                 await self._stop_extensions()
                 await self.writer.flush_pending()
                 await self._end_local_sessions()
+                await self.presence.flush()
                 nursery.cancel_scope.cancel()
         finally:
             if self.writer is not None:

@@ -29,6 +29,7 @@ from .writer import tail_position
 
 log = logging.getLogger(__name__)
 
+REFRESH_GAP = 2.0  # seconds: a refresh this soon after the last one reuses its result
 QUIET_TYPES = frozenset({"message.read", "message.unread", "message.archive", "message.edit"})
 
 
@@ -48,6 +49,9 @@ class SyncLoop:
         self.cycles = 0
         self.pushed_events_mark = 0
         self.replicator = None
+        self.forwarded: dict[str, str] = {}  # what the last `thrum sync` passed along (memory only)
+        self._refresh_done: trio.Event | None = None   # the on-demand cycle in flight
+        self._refreshed_at = float("-inf")              # trio time its last cycle ended
 
     # ------------------------------------------------------------------ setup
     def _make_replicator(self):
@@ -55,6 +59,13 @@ class SyncLoop:
 
         return replicate.Replicator(self.daemon.worktree, self.cfg.remote,
                                     replicate.credentials_from_env(self.cfg.values))
+
+    def _credentials(self):
+        """Logins are looked up per cycle: the config, the daemon's environment, and what
+        the last `thrum sync` passed along (issue 12)."""
+        from ..sync.credentials import credentials_from_env
+
+        return credentials_from_env(self.cfg.values, forwarded=self.forwarded, own="the daemon's environment")
 
     def mode(self) -> str:
         return sync_record.sync_mode(self.cfg, bool(self.replicator and self.replicator.has_remote()))
@@ -95,14 +106,55 @@ class SyncLoop:
         self._stopped = True
         self._kick.set()
 
+    # ------------------------------------------------------------------ on demand
+    async def refresh(self, wait: float) -> bool:
+        """Fetch and merge once now (a full cycle) for a caller that met an unknown
+        address; wait at most ``wait`` seconds for it (the cycle goes on after that).
+
+        Concurrent callers share one cycle; a cycle that ended within `REFRESH_GAP`
+        seconds is fresh enough and none is started. Returns whether a cycle ended
+        in time (failures are recorded in ``sync status`` like any other cycle's).
+        """
+        if self.mode() != "remote" or self.daemon.nursery is None:
+            return False
+        if self._refresh_done is None:
+            if trio.current_time() - self._refreshed_at < REFRESH_GAP:
+                return True
+            self._refresh_done = trio.Event()
+            self.daemon.nursery.start_soon(self._refresh_cycle, self._refresh_done)
+        done = self._refresh_done
+        with trio.move_on_after(wait):
+            await done.wait()
+            return True
+        return False
+
+    async def _refresh_cycle(self, done: trio.Event) -> None:
+        try:
+            await self.sync_now()
+        except errors.ThrumError as exc:
+            log.warning("sync for an unknown address failed: %s", exc.message)
+        except Exception:
+            log.exception("sync for an unknown address failed")
+        finally:
+            self._refreshed_at = trio.current_time()
+            self._refresh_done = None
+            done.set()
+
     # ------------------------------------------------------------------ one cycle
-    async def sync_now(self) -> dict:
+    async def sync_now(self, env: dict[str, str] | None = None) -> dict:
         """Run one full cycle (waiting for a running one first) and return its report.
+
+        ``env``: the variables the asking `thrum sync` passed along; kept (in memory)
+        for the automatic cycles that follow.
 
         Raises:
             SyncFailed: the cycle failed; ``sync status`` records why.
         """
+        if env is not None:
+            self.forwarded = dict(env)
         async with self._cycle_lock:
+            if self.replicator is not None:
+                self.replicator.credentials = self._credentials()
             mode = self.mode()
             applied: list[dict] = []
             written_before = self.daemon.writer.events_written
@@ -154,11 +206,16 @@ class SyncLoop:
                 if path.exists():
                     positions[shard] = tail_position(path)
             writer.log.forget_cached_state()
-            if writer.fold_lines is not None:  # the remote is untrusted: judge every line first
-                result = writer.fold_lines(writer.db, records, raw, issues=issues, positions=positions)
-                writer.fold_lines.release()
-            else:
-                result = projection.fold(writer.db, records, issues=issues, positions=positions)
+            try:
+                if writer.fold_lines is not None:  # the remote is untrusted: judge every line first
+                    result = writer.fold_lines(writer.db, records, raw, issues=issues, positions=positions)
+                    writer.fold_lines.release()
+                else:
+                    result = projection.fold(writer.db, records, issues=issues, positions=positions)
+            except Exception as exc:  # noqa: BLE001 - the merged files stand; the view catches up from them
+                writer.view.fell_behind(exc)
+                trio.from_thread.run_sync(writer.view.kick)
+                return
             applied.extend(result.applied)
 
         start = time.monotonic()
@@ -197,4 +254,5 @@ class SyncLoop:
             "quarantined": sum(quarantined.values()),
             "quarantined_by_kind": quarantined,
             "cycles": self.cycles,
+            "credential_source": getattr(getattr(self.replicator, "credentials", None), "last_source", None),
         }

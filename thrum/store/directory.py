@@ -108,8 +108,19 @@ def touch_session(db: pw.SqliteDatabase, agent: str, sid: str, now: str) -> None
     run(db, "UPDATE agents SET last_seen_at=? WHERE agent_id=?", (now, agent))
 
 
+def touch_agents(db: pw.SqliteDatabase, seen: dict[str, str]) -> None:
+    """Record when agents were last seen (``{agent: rfc3339}``), in one transaction;
+    a mark never moves a time backwards. Local liveness: never written to the log."""
+    if not seen:
+        return
+    with db.atomic():
+        for agent, at in seen.items():
+            run(db, "UPDATE agents SET last_seen_at=? WHERE agent_id=? AND coalesce(last_seen_at, '') < ?",
+                (at, agent, at))
+
+
 def stale_agents(db: pw.SqliteDatabase, cutoff: str) -> list[str]:
-    """Agents with no active session and no activity (session, message) since cutoff."""
+    """Agents with no active session and no activity (seen, session, message) since cutoff."""
     found = all_rows(
         db,
         """
@@ -119,11 +130,12 @@ def stale_agents(db: pw.SqliteDatabase, cutoff: str) -> list[str]:
           AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.agent_id = a.agent_id
                           AND s.started_at IS NOT NULL AND s.ended_at IS NULL)
           AND coalesce(a.registered_at, '') < ?
+          AND coalesce(a.last_seen_at, '') < ?
           AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.agent_id = a.agent_id
                           AND (coalesce(s.started_at, '') >= ? OR coalesce(s.ended_at, '') >= ?))
           AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.agent_id = a.agent_id AND m.created_at >= ?)
         ORDER BY a.agent_id
-        """, (cutoff, cutoff, cutoff, cutoff))
+        """, (cutoff, cutoff, cutoff, cutoff, cutoff))
     return [r[0] for r in found]
 
 

@@ -93,10 +93,10 @@ class _Filter:
             cond.append(f"m.sig_id IN ({','.join(str(int(s)) for s in sorted(self.sigs))})")
         cond.extend(self.extra)
         params.extend(self.extra_params)
-        if self.unread_for is not None:
-            cond.append("NOT EXISTS (SELECT 1 FROM read_state r WHERE r.message_id = m.message_id "
+        if self.unread_for is not None:  # one's own messages are never unread to oneself
+            cond.append("m.agent_id <> ? AND NOT EXISTS (SELECT 1 FROM read_state r WHERE r.message_id = m.message_id "
                         "AND r.agent_id = ? AND r.is_read = 1)")
-            params.append(self.unread_for)
+            params += [self.unread_for, self.unread_for]
         if self.hide_archived:
             cond.append("NOT EXISTS (SELECT 1 FROM archive_marks x WHERE x.message_id = m.message_id "
                         "AND x.agent_id = ?)")
@@ -120,10 +120,17 @@ class _Filter:
 
 def _build_filter(db: pw.SqliteDatabase, *, viewer: str | None, author_id: str | None, exclude_author: str | None,
                   scope: Any, ref: Any, mentions_of: str | None, mention_role: str | None, unread_for: str | None,
-                  thread_id: str | None, include_deleted: bool, include_archived: bool) -> _Filter:
+                  thread_id: str | None, include_deleted: bool, include_archived: bool,
+                  archived_only: bool = False) -> _Filter:
     f = _Filter(viewer=viewer, unread_for=unread_for, include_deleted=bool(include_deleted),
-                hide_archived=viewer is not None and not include_archived,
+                hide_archived=viewer is not None and not include_archived and not archived_only,
                 author_id=author_id, exclude_author=exclude_author)
+    if archived_only:  # the viewer's archive (nothing without a viewer: nobody archived it)
+        if viewer is None:
+            f.empty = True
+        f.extra.append("EXISTS (SELECT 1 FROM archive_marks x WHERE x.message_id = m.message_id AND x.agent_id = ?)")
+        f.extra_params.append(viewer)
+        f.bounds.append(("SELECT count(*) FROM archive_marks WHERE agent_id = ?", [viewer]))
     if scope is not None:
         t, v = _tag(scope, "scope")
         f.extra.append("m.message_id IN (SELECT message_id FROM message_scopes WHERE scope_type = ? "
@@ -168,16 +175,27 @@ def _counter_counts(db: pw.SqliteDatabase, f: _Filter) -> tuple[int, int, int]:
                         (f.exclude_author,))
     if f.viewer is None:
         return total, total, in_sigs
+    # the viewer's own messages count as read (whatever its marks say), others' when marked
     n_read = n_arch = n_read_arch = 0
+    own_arch = 0
     for own, r, a, ra in all_rows(db, f"SELECT own, sum(n_read), sum(n_arch), sum(n_read_arch) FROM agent_sig_counts "
                                   f"WHERE agent_id = ?{sig_sql} GROUP BY own", (f.viewer,)):
         if (own and f.exclude_author is not None) or (not own and f.author_id is not None):
             continue
-        n_read, n_arch, n_read_arch = n_read + r, n_arch + a, n_read_arch + ra
+        n_arch += a
+        if own:
+            own_arch += a
+        else:
+            n_read, n_read_arch = n_read + r, n_read_arch + ra
+    own_total = 0
+    if f.exclude_author is None:  # countable(): author_id is None or the viewer
+        own_total = scalar(db, f"SELECT coalesce(sum(n), 0) FROM sig_author_totals WHERE author = ?{sig_sql}",
+                           (f.viewer,))
     if f.hide_archived:
         total -= n_arch
         n_read -= n_read_arch
-    unread = total - n_read
+        own_total -= own_arch
+    unread = total - n_read - own_total
     if f.unread_for is not None:
         total = unread
     return total, unread, in_sigs
@@ -188,9 +206,10 @@ def _sql_counts(db: pw.SqliteDatabase, f: _Filter) -> tuple[int, int]:
     if f.viewer is None or f.unread_for == f.viewer:
         n = scalar(db, f"SELECT count(*) FROM messages m WHERE {where}", params)
         return n, n
-    total, unread = all_rows(db, f"SELECT count(*), coalesce(sum(NOT EXISTS (SELECT 1 FROM read_state r "
-                             f"WHERE r.message_id = m.message_id AND r.agent_id = ? AND r.is_read = 1)), 0) "
-                             f"FROM messages m WHERE {where}", [f.viewer] + params)[0]
+    unread_sql = ("m.agent_id <> ? AND NOT EXISTS (SELECT 1 FROM read_state r WHERE r.message_id = m.message_id "
+                  "AND r.agent_id = ? AND r.is_read = 1)")
+    total, unread = all_rows(db, f"SELECT count(*), coalesce(sum({unread_sql}), 0) FROM messages m WHERE {where}",
+                             [f.viewer, f.viewer] + params)[0]
     return total, unread
 
 
@@ -201,9 +220,9 @@ def _one_pass(db: pw.SqliteDatabase, f: _Filter, *, sort_by: str, desc: bool, of
     if f.viewer is None or f.unread_for == f.viewer:
         rows = all_rows(db, f"SELECT m.{SORT_KEYS[sort_by]}, m.message_id, 0 FROM messages m WHERE {where}", params)
     else:
-        rows = all_rows(db, f"SELECT m.{SORT_KEYS[sort_by]}, m.message_id, EXISTS (SELECT 1 FROM read_state r "
-                        f"WHERE r.message_id = m.message_id AND r.agent_id = ? AND r.is_read = 1) "
-                        f"FROM messages m WHERE {where}", [f.viewer] + params)
+        rows = all_rows(db, f"SELECT m.{SORT_KEYS[sort_by]}, m.message_id, m.agent_id = ? OR EXISTS (SELECT 1 "
+                        f"FROM read_state r WHERE r.message_id = m.message_id AND r.agent_id = ? AND r.is_read = 1) "
+                        f"FROM messages m WHERE {where}", [f.viewer, f.viewer] + params)
     rows.sort(reverse=desc)
     total = len(rows)
     unread = total - sum(r[2] for r in rows)
@@ -241,18 +260,22 @@ def list_messages(db: pw.SqliteDatabase, *, viewer: str | None = None, author_id
                   exclude_author: str | None = None, scope: Any = None, ref: Any = None,
                   mentions_of: str | None = None, mention_role: str | None = None, unread_for: str | None = None,
                   thread_id: str | None = None, include_deleted: bool = False, include_archived: bool = False,
-                  page: Any = 1, page_size: Any = DEFAULT_PAGE_SIZE, sort_by: str = "created_at",
-                  sort_order: str = "desc", _use_counters: bool = True) -> dict[str, Any]:
+                  archived_only: bool = False, page: Any = 1, page_size: Any = DEFAULT_PAGE_SIZE,
+                  sort_by: str = "created_at", sort_order: str = "desc",
+                  _use_counters: bool = True) -> dict[str, Any]:
     """spec message.list: ``{messages, total, unread, page, page_size, total_pages}``.
 
     ``viewer``: whose read state gives ``is_read`` and ``unread`` (the unread count
     among all matching messages) and whose archive marks hide messages (unless
-    ``include_archived``); defaults to ``unread_for``. Without a viewer nothing is
+    ``include_archived``); defaults to ``unread_for``. One's own messages are never
+    unread to oneself: read for their author in ``is_read``, ``unread`` and
+    ``unread_for``. Without a viewer nothing is
     read, so ``unread == total``. ``mentions_of=A``: messages that mention A
     (`mention_targets`); ``mention_role=R``: messages that mention R, ``everyone``
     or a group holding R as a role member (`role_targets`); both together: both
     must hold. ``unread_for=A``: only messages A has not read. Deleted messages
-    only with ``include_deleted``.
+    only with ``include_deleted``; ``archived_only``: only the messages the viewer
+    archived.
 
     Raises:
         ValidationError: bad page, page_size (max 100), sort_by, sort_order, scope or ref.
@@ -262,7 +285,7 @@ def list_messages(db: pw.SqliteDatabase, *, viewer: str | None = None, author_id
     f = _build_filter(db, viewer=viewer, author_id=author_id or None, exclude_author=exclude_author or None,
                       scope=scope, ref=ref, mentions_of=mentions_of, mention_role=mention_role,
                       unread_for=unread_for or None, thread_id=thread_id, include_deleted=include_deleted,
-                      include_archived=include_archived)
+                      include_archived=include_archived, archived_only=archived_only)
     offset = (page - 1) * page_size
     if f.empty:
         total = unread = 0

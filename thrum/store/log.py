@@ -13,6 +13,10 @@ Rules:
 4. A torn last line (crash mid-write) or a malformed line is reported and skipped,
    never fatal, never deleted. Before appending to a shard whose last line is
    torn, a newline is written so the torn bytes stay a line of their own.
+   A batch that fails in this process (disk full, I/O error) is undone: every
+   shard it touched is truncated back to its size before the batch, at once or,
+   if that fails too, before the next append to it. Nothing of a failed batch
+   stays, so "nothing was stored" is true.
 5. Reading "what is new" uses a per-shard `Position` (byte offset plus a digest of
    the TAIL_BYTES bytes just before it, so normally the whole last line with its
    event_id). If a shard was replaced (sync merge) so the digest no longer matches,
@@ -114,6 +118,7 @@ class EventLog:
     def __init__(self, root: os.PathLike | str):
         self.root = Path(root)
         self._needs_newline: dict[str, bool] = {}
+        self._truncate_to: dict[str, int] = {}  # shards a failed batch could not be undone in yet
 
     # ------------------------------------------------------------------ paths
     def path(self, shard: str) -> Path:
@@ -155,38 +160,57 @@ class EventLog:
         by_shard: dict[str, list[bytes]] = {}
         for d in events:
             by_shard.setdefault(ev.shard_for(d), []).append(ev.encode_line(d))
-        opened: list[tuple[str, int, bool]] = []
+        opened: list[tuple[str, int, bool, int]] = []
         try:
             for shard, lines in by_shard.items():
-                fd, created = self._write_lines(shard, b"".join(lines))
-                opened.append((shard, fd, created))
-            fds = [fd for _, fd, _ in opened]
+                opened.append((shard, *self._write_lines(shard, b"".join(lines))))
+            fds = [fd for _, fd, _, _ in opened]
             if len(fds) == 1:
                 os.fsync(fds[0])
             else:
                 list(_fsync_pool().map(os.fsync, fds))
+        except BaseException:
+            for shard, fd, _, size in opened:
+                self._undo(shard, fd, size)
+            raise
         finally:
-            for _, fd, _ in opened:
+            for _, fd, _, _ in opened:
                 os.close(fd)
-        for shard, _, created in opened:
+        for shard, _, created, _ in opened:
             self._needs_newline[shard] = False
             if created:
                 _fsync_dir(self.path(shard).parent)
         return list(by_shard)
 
     def append_lines(self, shard: str, lines: list[bytes]) -> None:
-        """Durably append ready-made lines (each ending with a newline) to one file: seals."""
-        fd, created = self._write_lines(shard, b"".join(lines))
+        """Durably append ready-made lines (each ending with a newline) to one file: seals.
+
+        Undone like a failed batch if the write or the fsync fails.
+        """
+        fd, created, size = self._write_lines(shard, b"".join(lines))
         try:
             os.fsync(fd)
+        except BaseException:
+            self._undo(shard, fd, size)
+            raise
         finally:
             os.close(fd)
         self._needs_newline[shard] = False
         if created:
             _fsync_dir(self.path(shard).parent)
 
-    def _write_lines(self, shard: str, payload: bytes) -> tuple[int, bool]:
-        """Write (not yet fsync) a payload at the end of a shard; returns the open fd."""
+    def _undo(self, shard: str, fd: int, size: int) -> None:
+        """Cut a shard back to ``size`` (its length before a failed batch); retried on the next append."""
+        try:
+            os.ftruncate(fd, size)
+            os.fsync(fd)
+            self._truncate_to.pop(shard, None)
+        except OSError as exc:
+            log.warning("cannot undo a failed append to %s yet (%s); retrying before the next one", shard, exc)
+            self._truncate_to[shard] = size
+
+    def _write_lines(self, shard: str, payload: bytes) -> tuple[int, bool, int]:
+        """Write (not yet fsync) a payload at the end of a shard; returns the open fd and its size before."""
         path = self.path(shard)
         created = not path.exists()
         if created:
@@ -195,7 +219,14 @@ class EventLog:
             raise ValueError(f"refusing to append to {shard}: {path.parent.name}/ is a symlink")
         # read-write, not write-only: _ends_torn preads the last byte of an existing shard
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        size = None
         try:
+            pending = self._truncate_to.get(shard)
+            if pending is not None and pending <= os.fstat(fd).st_size:
+                os.ftruncate(fd, pending)
+                os.fsync(fd)
+                del self._truncate_to[shard]
+            size = os.fstat(fd).st_size
             if self._ends_torn(shard, fd):
                 payload = b"\n" + payload
             view = memoryview(payload)
@@ -203,9 +234,11 @@ class EventLog:
                 n = os.write(fd, view)
                 view = view[n:]
         except BaseException:
+            if size is not None:
+                self._undo(shard, fd, size)
             os.close(fd)
             raise
-        return fd, created
+        return fd, created, size
 
     def _ends_torn(self, shard: str, fd: int) -> bool:
         known = self._needs_newline.get(shard)
@@ -219,6 +252,7 @@ class EventLog:
     def forget_cached_state(self) -> None:
         """Call after shard files were replaced underneath (sync merge)."""
         self._needs_newline.clear()
+        self._truncate_to.clear()
 
     # ------------------------------------------------------------------ reading
     def read_all(self) -> ReadResult:

@@ -45,7 +45,7 @@ def message_create(f: Folder, batch: list[dict]) -> set[str]:
     inserted = f.c.executemany(
         "INSERT OR IGNORE INTO messages(message_id, agent_id, session_id, created_at, body_format, body_content, "
         "body_structured, thread_id, priority, authored_by, disclosed, event_id, created_key, updated_key, "
-        "sig_id, deleted, edit_count) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,0)", rows).rowcount
+        "sig_id, subject, deleted, edit_count) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,0)", rows).rowcount
     applied = set(d["event_id"] for d in first.values())
     pending: set[str] = set()
     if inserted != len(rows):  # some ids were already there: sort those out one by one
@@ -70,8 +70,8 @@ def message_create(f: Folder, batch: list[dict]) -> set[str]:
                 f.c.executemany(
                     "INSERT INTO messages(message_id, agent_id, session_id, created_at, body_format, "
                     "body_content, body_structured, thread_id, priority, authored_by, disclosed, event_id, "
-                    "created_key, updated_key, sig_id, deleted, edit_count) "
-                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,0)", row)
+                    "created_key, updated_key, sig_id, subject, deleted, edit_count) "
+                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,0)", row)
                 scopes += s_rows
                 refs += r_rows
                 pending.add(mid)
@@ -82,9 +82,11 @@ def message_create(f: Folder, batch: list[dict]) -> set[str]:
             applied.add(d["event_id"])
             _create_conflict(f, d)
     if scopes:
-        f.c.executemany("INSERT OR IGNORE INTO message_scopes VALUES (?,?,?)", scopes)
+        f.c.executemany("INSERT OR IGNORE INTO message_scopes(message_id, scope_type, scope_value, pos) "
+                        "VALUES (?,?,?,?)", scopes)
     if refs:
-        f.c.executemany("INSERT OR IGNORE INTO message_refs VALUES (?,?,?)", refs)
+        f.c.executemany("INSERT OR IGNORE INTO message_refs(message_id, ref_type, ref_value, pos) "
+                        "VALUES (?,?,?,?)", refs)
     # Edits or deletes that arrived before their message (pending_targets) take effect now.
     if f.c.execute("SELECT 1 FROM pending_targets LIMIT 1").fetchone() is not None:
         for chunk in chunks(list(first)):
@@ -111,11 +113,12 @@ def _message_rows(f: Folder, creates: list[dict]) -> tuple[list, list, list]:
             sig = sig_of(())
         rows.append((mid, d["agent_id"], d["session_id"], ts, body["format"],
                      body["content"], body["structured"], d["thread_id"], d["priority"],
-                     d["authored_by"], 1 if d["disclosed"] else 0, d["event_id"], key, key, sig))
-        for s in d["scopes"]:
-            scopes.append((mid, s["type"], s["value"]))
-        for ref in d["refs"]:
-            refs.append((mid, ref["type"], ref["value"]))
+                     d["authored_by"], 1 if d["disclosed"] else 0, d["event_id"], key, key, sig,
+                     d.get("subject") or ""))
+        for pos, s in enumerate(d["scopes"]):
+            scopes.append((mid, s["type"], s["value"], pos))
+        for pos, ref in enumerate(d["refs"]):
+            refs.append((mid, ref["type"], ref["value"], pos))
     return rows, scopes, refs
 
 def _clashing(f: Folder, first: dict[str, dict], max_rowid: int) -> dict[str, tuple[str, str]]:

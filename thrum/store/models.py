@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import peewee as pw
 
-SCHEMA_VERSION = 5  # 5: applied_events keyed by event id and author (store.fold.dedup_key)
+SCHEMA_VERSION = 8  # 5: applied_events keyed by event id and author (store.fold.dedup_key);
+#                    6: message_scopes/message_refs.pos (the order given); 7: messages.subject; 8: idempotency_keys
 
 database_proxy = pw.DatabaseProxy()
 
@@ -53,6 +54,7 @@ class Message(Base):
     created_key = pw.TextField(default="")  # events.time_key(created_at): sortable UTC form
     updated_key = pw.TextField(default="")  # time_key(updated_at or created_at)
     sig_id = pw.IntegerField(default=0)     # mention_sigs.sig_id of the message's mention set
+    subject = pw.TextField(default="")      # message.create's optional subject line
 
     class Meta:
         table_name = "messages"
@@ -63,6 +65,7 @@ class MessageScope(Base):
     message_id = pw.TextField()
     scope_type = pw.TextField()
     scope_value = pw.TextField()
+    pos = pw.IntegerField(default=0)  # not in the spec's table: the order the author gave (message get)
 
     class Meta:
         table_name = "message_scopes"
@@ -74,6 +77,7 @@ class MessageRef(Base):
     message_id = pw.TextField()
     ref_type = pw.TextField()
     ref_value = pw.TextField()
+    pos = pw.IntegerField(default=0)  # not in the spec's table: the order the author gave (message get)
 
     class Meta:
         table_name = "message_refs"
@@ -383,11 +387,23 @@ class KeyValue(Base):
         table_name = "kv"
 
 
+class IdempotencyKey(Base):
+    """Which write (kind, first event, message, content digest) a client's key named: store/idempotency.py."""
+
+    agent_id, key, kind = pw.TextField(), pw.TextField(), pw.TextField()
+    event_id, message_id, digest = pw.TextField(), pw.TextField(), pw.TextField()
+
+    class Meta:
+        table_name = "idempotency_keys"
+        primary_key = pw.CompositeKey("agent_id", "key")
+        without_rowid = True
+
+
 TABLE_MODELS = [
     Message, MessageScope, MessageRef, MessageEdit, ReadState, ArchiveMark,
     EditEvent, DeleteEvent, PendingTarget, MentionSig, MentionSigTarget, SigTotal, SigAuthorTotal, AgentSigCount,
     Agent, AgentContext, Session, Group, GroupMember, Thread,
-    AppliedEvent, LogPosition, FoldIssue, SchemaVersion, KeyValue,
+    AppliedEvent, LogPosition, FoldIssue, SchemaVersion, KeyValue, IdempotencyKey,
 ]
 
 ALL_MODELS = TABLE_MODELS + [MessageRead]

@@ -5,7 +5,12 @@ Modules:
 - ``worktree``  the orphan branch ``a-sync`` and its linked worktree (pygit2)
 - ``merge``     the pure per-shard merge rule (no pygit2, no trio)
 - ``replicate`` commit / fetch / merge / push against a git remote (pygit2)
-- ``credentials`` SSH/HTTPS credentials and clear errors for network failures
+- ``credentials`` where logins come from (per operation), host keys, one-line errors
+- ``transport`` one network operation: URL, ~/.ssh/config, timeout, logins settled
+- ``gitcredential`` git's credential helpers (``git credential fill|approve|reject``)
+- ``sshconfig`` ``~/.ssh/config`` host aliases and ``known_hosts`` (pure)
+- ``urls``      remote URL kinds, relative paths, credentials redacted (pure)
+- ``diagnose``  the git checks of ``thrum doctor``
 - ``localremote`` object copying for remotes on a local filesystem
 
 The error types live here so both git modules share them without importing each

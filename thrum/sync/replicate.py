@@ -14,10 +14,12 @@ Rules:
    (``localremote``) instead of building packs.
 4. The merged tree is committed with the remote tip as its only parent, so history
    is linear, the remote keeps a single root, and every push is a fast-forward.
-5. A push that lost a race returns False; :func:`run_cycle` then fetches, merges and
-   pushes again, a bounded number of times with exponential backoff.
-6. Network failures become :class:`AuthError` or :class:`RemoteUnreachable` with a
-   one-line message; the credential callback gives up after one try per credential.
+5. A push that lost a race in any form (non-fast-forward, a ref lock held by another
+   pusher, a server's "cannot lock ref") returns False; :func:`run_cycle` then
+   fetches, merges and pushes again, a bounded number of times with jittered
+   exponential backoff. A lost race is never reported as an unreachable remote.
+6. Network operations go through ``transport.session``: relative URLs, SSH config,
+   credentials looked up when needed, the network timeout, one-line errors.
 
 A :class:`Replicator` owns one ``pygit2.Repository``; pygit2 objects are not safe to
 share between threads, so commit/fetch/merge/push take the replicator's own lock, and
@@ -29,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import random
 import threading
 import time
 import zlib
@@ -44,12 +47,13 @@ from pygit2.enums import CredentialType, FileMode, FileStatus
 from pygit2.ffi import C as _C
 from pygit2.ffi import ffi as _ffi
 
-from . import AuthError, PushRejected, RemoteUnreachable, SyncError, safefs
+from . import AuthError, PushRejected, RemoteUnreachable, SyncError, safefs, transport
 from .credentials import Credentials, credentials_from_env, remote_callbacks
 from .credentials import translate as _translate
 from .localremote import _verified_blob, objects_dir, open_local_remote
 from .merge import ShardKeys, merge_shard_fast, merge_shard_keyed
-from .worktree import SYNC_BRANCH, SYNC_REF, ensure_network_timeouts, is_log_path
+from .urls import redact_url
+from .worktree import SYNC_BRANCH, SYNC_REF, is_log_path
 
 log = logging.getLogger(__name__)
 
@@ -195,9 +199,10 @@ class Replicator:
         return self.remote_name in set(self._fresh().remotes.names())
 
     def remote_url(self) -> str | None:
-        """The remote's URL, or None when there is no such remote. Never blocks."""
+        """The remote's URL (credentials redacted), or None when there is no such remote. Never blocks."""
+        repo = self._fresh()
         try:
-            return self._fresh().remotes[self.remote_name].url
+            return redact_url(transport.resolved_url(repo, repo.remotes[self.remote_name].url or ""))
         except KeyError:
             return None
 
@@ -257,7 +262,7 @@ class Replicator:
         """
         with self._mutex:
             remote = self._remote()
-            url = remote.url or ""
+            url = transport.resolved_url(self.repo, remote.url or "")  # a relative path: from the main checkout
             tracking = f"refs/remotes/{self.remote_name}/{SYNC_BRANCH}"
             self._fetched_blobs, self._verified = {}, set()
             try:
@@ -269,17 +274,18 @@ class Replicator:
                         self._fetched_blobs = stats.blobs
                         self._verified = stats.verified
                         self.repo.create_reference_direct(tracking, tip, True, message="thrum: fetch a-sync")
-                else:
-                    remote.fetch([f"+{SYNC_REF}:{tracking}"], callbacks=remote_callbacks(self.credentials))
-                    heads = remote.list_heads(connect=False)
+                else:  # credentials, SSH config, timeout, errors: see transport.session
+                    with transport.session(self.repo, self.remote_name, self.credentials) as net:
+                        net.remote.fetch([f"+{SYNC_REF}:{tracking}"], callbacks=net.callbacks, proxy=True)
+                        heads = net.remote.list_heads(connect=False)
                     tip = next((h.oid for h in heads if h.name == SYNC_REF), None)
             except SyncError:
                 raise
             except Exception as exc:  # noqa: BLE001 - translated at this boundary
-                raise _translate(exc, self.remote_name, url) from exc
+                raise _translate(exc, self.remote_name, redact_url(url)) from exc
             if tip is None and self.repo.references.get(tracking) is not None:
                 self.repo.references.delete(tracking)  # the remote dropped its branch
-            self.last_fetch = FetchResult(tip=tip, url=url, at=time.time())
+            self.last_fetch = FetchResult(tip=tip, url=redact_url(url), at=time.time())
             return tip
 
     # -- merge
@@ -472,18 +478,20 @@ class Replicator:
             if self.last_fetch is not None and self.last_fetch.tip == head:
                 return True
             remote = self._remote()
-            url = remote.url or ""
+            url = transport.resolved_url(self.repo, remote.push_url or remote.url or "")
             local = open_local_remote(url)
             if local is not None and local.bare:
-                return self._push_local(local, head, url)
-            callbacks = remote_callbacks(self.credentials)
-            try:
-                remote.push([f"{SYNC_REF}:{SYNC_REF}"], callbacks=callbacks)
-            except Exception as exc:  # noqa: BLE001 - translated at this boundary
-                if _is_race(str(exc)):
+                return self._push_local(local, head, redact_url(url))
+            url = redact_url(url)
+            with transport.session(self.repo, self.remote_name, self.credentials, push=True) as net:
+                callbacks = net.callbacks
+                try:
+                    net.remote.push([f"{SYNC_REF}:{SYNC_REF}"], callbacks=callbacks, proxy=True)
+                except Exception as exc:  # noqa: BLE001 - a lost race is not an error
+                    if not _is_race(str(exc)):
+                        raise
                     log.info("push of %s to %s lost a race: %s", SYNC_BRANCH, url, exc)
                     return False
-                raise _translate(exc, self.remote_name, url) from exc
             for _ref, message in callbacks.rejected:
                 if _is_race(message):
                     return False
@@ -506,6 +514,9 @@ class Replicator:
         except SyncError:
             raise
         except Exception as exc:  # noqa: BLE001 - translated at this boundary
+            if _is_race(str(exc)):  # another pusher holds the remote's ref lock
+                log.info("push of %s to %s lost a race: %s", SYNC_BRANCH, url, exc)
+                return False
             raise _translate(exc, self.remote_name, url) from exc
         self.last_fetch = FetchResult(tip=head, url=url, at=time.time())
         return True
@@ -514,7 +525,7 @@ class Replicator:
 def run_cycle(
     replicator: Replicator,
     locked: Callable[[], AbstractContextManager],
-    max_attempts: int = 5,
+    max_attempts: int = 24,
     backoff_s: float = 0.05,
     on_received: Callable[[MergeOutcome], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
@@ -557,7 +568,7 @@ def run_cycle(
             report.pushed = True
             break
         if attempt < max_attempts:
-            sleep(backoff_s * 2 ** (attempt - 1))
+            sleep(_backoff(backoff_s, attempt))
     else:
         report.error = (f"push to {report.remote} was rejected {max_attempts} times "
                         f"because others kept pushing; the next sync retries")
@@ -593,12 +604,22 @@ def _no_delta_search(repo: pygit2.Repository) -> None:
 
 
 def _is_race(message: str) -> bool:
+    """A push that lost to another pusher, in any of the forms servers and libgit2 say it."""
     low = message.lower()
     return any(s in low for s in (
         "non-fastforward", "non-fast-forward", "not present locally", "fetch first",
         "stale info", "failed to lock", "cannot lock ref", "reference already exists",
-        "failed to update ref",
+        "failed to update ref", "locked file", "unable to lock", "could not lock",
+        "old reference value does not match", "incorrect old value",
     ))
+
+
+BACKOFF_CAP_S = 2.0
+
+
+def _backoff(base_s: float, attempt: int) -> float:
+    """Exponential backoff with jitter, so replicas that lost the same race spread out."""
+    return min(BACKOFF_CAP_S, base_s * 2 ** (attempt - 1)) * random.uniform(0.5, 1.5)
 
 
 def _is_safe(path: str) -> bool:

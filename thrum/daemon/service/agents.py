@@ -10,6 +10,40 @@ from ...store import directory
 from ..dispatch import Call, method
 
 _FIELDS = ("role", "module", "display", "kind", "worktree")
+EVERYONE = directory.EVERYONE
+_KIND_TEXT = {"group": "a group", "agent": "an agent", "role": "a role", EVERYONE: "the built-in group"}
+
+
+def _worktree(call: Call) -> str:
+    """The worktree's name (spec: ``"worktree": "main"``), never a local path: a
+    registration is replicated to every clone of the repository."""
+    value = call.params.str("worktree", default="", max_len=256)
+    if "/" in value or "\\" in value or value.startswith("~"):
+        raise errors.ValidationError(
+            f"invalid params: worktree must be the git worktree's name (e.g. main), not a path (got {value[:60]!r})",
+            field="worktree")
+    return value
+
+
+async def _check_no_shadowing(call: Call, name: str, role: str, existing: dict | None) -> None:
+    """An agent name or role must not be an address that already means something else:
+    ``@reviewer`` must keep meaning the role, ``@everyone`` everyone (one error each)."""
+    if name == EVERYONE:
+        raise errors.ValidationError(f"invalid params: {EVERYONE!r} is the built-in group of all agents; "
+                                     "choose another agent name", field="name")
+    if role == EVERYONE:
+        raise errors.ValidationError(f"invalid params: {EVERYONE!r} is the built-in group of all agents; "
+                                     "choose another role", field="role")
+    if existing is None:  # a new agent; re-registering keeps the name it has
+        hit = await call.ctx.read(directory.resolve_address, name)
+        if hit is not None:
+            raise errors.Conflict(f"@{name} is already {_KIND_TEXT.get(hit[0], hit[0])}; choose another agent name",
+                                  data={"field": "name", "kind": hit[0]})
+    if existing is None or existing.get("role") != role:
+        hit = await call.ctx.read(directory.resolve_address, role)
+        if hit is not None and hit[0] != "role":
+            raise errors.Conflict(f"role @{role} is already {_KIND_TEXT.get(hit[0], hit[0])}; choose another role",
+                                  data={"field": "role", "kind": hit[0]})
 
 
 @method("agent.register")
@@ -28,11 +62,10 @@ async def register(call: Call) -> dict:
         "module": p.str("module", default="", max_len=256),
         "display": p.str("display", default="", max_len=256),
         "kind": p.str("kind", default="agent", choices=ev.AGENT_KINDS),
-        "worktree": p.str("worktree", default="", max_len=1024),
+        "worktree": _worktree(call),
     }
-    if await call.ctx.read(directory.resolve_address, name) == ("group", name):
-        raise errors.Conflict(f"{name!r} is already the name of a group; choose another agent name")
     existing = await call.ctx.agent(name, refresh=True)
+    await _check_no_shadowing(call, name, role, existing)
     elsewhere = call.ctx.trusted_key(name)
     if not call.ctx.has_key(name) and elsewhere is not None:
         raise errors.Conflict(
@@ -40,17 +73,20 @@ async def register(call: Call) -> dict:
             f"name, or copy .thrum/identities/{name}.json and {name}.key from that machine to act as it here")
     public_key, new_key = await call.ctx.ensure_key(name)
     if existing is not None and not new_key and all(existing.get(k, "") == v for k, v in fields.items()):
-        return {"agent": existing, "created": False, "updated": False}
+        return {"agent": call.ctx.with_last_seen([dict(existing)])[0], "created": False, "updated": False}
     await call.ctx.write([ev.AgentRegister(agent_id=name, name=name, public_key=public_key, **fields)])
     info = await call.ctx.agent(name, refresh=True)
-    return {"agent": info, "created": existing is None, "updated": existing is not None}
+    return {"agent": call.ctx.with_last_seen([dict(info)])[0] if info else info,
+            "created": existing is None, "updated": existing is not None}
 
 
 @method("agent.list")
 async def list_agents(call: Call) -> dict:
     p = call.params
-    return await call.ctx.read(directory.list_agents, role=p.str("role"), module=p.str("module"),
+    result = await call.ctx.read(directory.list_agents, role=p.str("role"), module=p.str("module"),
                                  include_deleted=p.bool("include_deleted"))
+    call.ctx.with_last_seen(result["agents"])
+    return result
 
 
 @method("agent.get")
@@ -59,7 +95,7 @@ async def get(call: Call) -> dict:
     info = await call.ctx.agent(name, refresh=True)
     if info is None:
         raise errors.NotFound(f"agent {name!r} not found")
-    return {"agent": info}
+    return {"agent": call.ctx.with_last_seen([dict(info)])[0]}
 
 
 async def _actor(call: Call, target: str | None = None) -> str:
@@ -105,11 +141,15 @@ async def delete(call: Call) -> dict:
     return {"agent_id": name, "deleted": True}
 
 
+MAX_AGE_DAYS = 36_500  # a century: any older cutoff is before every agent (and before datetime's range)
+
+
 @method("agent.cleanup")
 async def cleanup(call: Call) -> dict:
     p = call.params
-    days = p.number("older_than_days", default=7.0, minimum=0)
+    days = p.number("older_than_days", default=7.0, minimum=0, maximum=MAX_AGE_DAYS)
     cutoff = (datetime.now(timezone.utc) - timedelta(days=days)).strftime("%Y-%m-%dT%H:%M:%S.999Z")
+    await call.ctx.flush_last_seen()  # an agent that only reads is not stale
     candidates = await call.ctx.read(directory.stale_agents, cutoff)
     removed: list[str] = []
     if p.bool("force") and candidates:

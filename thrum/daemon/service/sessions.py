@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ... import errors
 from ... import events as ev
-from ...store import directory
+from ...store import directory, prefixes
 from ..dispatch import Call, method
 
 
@@ -31,6 +31,8 @@ async def end(call: Call) -> dict:
     agent = await call.ctx.caller(p)
     reason = p.str("reason", default="normal", choices=ev.END_REASONS)
     sid = p.str("session_id")
+    if sid is not None:  # a unique prefix works, like message ids
+        sid = await call.ctx.read(prefixes.complete_id, "session", sid[:100], field="session_id")
     active = await _active(call, agent)
     if sid is None:
         if not active:

@@ -14,7 +14,7 @@ import trio
 
 from ... import errors
 from ... import events as ev
-from ...store import queries
+from ...store import prefixes, queries
 from ..dispatch import Call, method
 
 FILTER_TYPES = ("scope", "mention", "all")
@@ -83,6 +83,8 @@ async def wait(call: Call) -> dict:
     after = p.str("after")
     if after and not ev.MESSAGE_ID_RE.fullmatch(after):
         raise errors.ValidationError(f"invalid params: after {after[:60]!r} is not a message id", field="after")
+    if after:  # a unique prefix works, like everywhere a message id is taken
+        after = await call.ctx.read(prefixes.complete_id, "message", after, field="after")
     query = dict(viewer=caller, exclude_author=caller, unread_for=caller,
                  mentions_of=caller if p.bool("mentions") else None, scope=p.tag("scope"),
                  page_size=p.int("limit", default=10, minimum=1, maximum=100), sort_order="asc")

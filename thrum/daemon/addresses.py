@@ -1,0 +1,93 @@
+"""Resolving ``to``/``mentions`` addresses, with a cache and one fetch from the remote.
+
+Rules:
+
+1. Resolved address lists are cached; agent and group events clear the cache
+   (`AddressBook.clear`, called by the daemon's writer subscriber).
+2. In a team on several machines an address is often unknown only because its
+   agent registered elsewhere after our last sync. So when a remote is configured
+   and an address is unknown, the sync loop fetches and merges once
+   (`SyncLoop.refresh`, bounded by `REFRESH_WAIT` seconds) and the addresses are
+   resolved again before refusing. Still unknown, the error says when the last
+   sync with the remote succeeded (and what failed since, if anything).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import trio
+
+from .. import errors
+from ..store import directory
+from ..sync import offline as sync_record
+
+REFRESH_WAIT = 4.0   # seconds a send waits for a fetch before refusing an unknown address
+MAX_CACHED = 4096
+
+
+def _ago(stamp: str, now: datetime | None = None) -> str:
+    try:
+        then = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except (TypeError, ValueError):
+        return stamp
+    secs = max(0, int(((now or datetime.now(timezone.utc)) - then).total_seconds()))
+    if secs < 60:
+        return f"{stamp} ({secs}s ago)"
+    if secs < 3600:
+        return f"{stamp} ({secs // 60}m ago)"
+    if secs < 86400:
+        return f"{stamp} ({secs // 3600}h ago)"
+    return f"{stamp} ({secs // 86400}d ago)"
+
+
+def sync_note(state: dict, *, finished: bool) -> tuple[str, dict]:
+    """The clause an unknown-recipient error gets after a refresh, and its data."""
+    last_ok = state.get("last_success") or ""
+    parts = ["checked the remote just now" if finished else "a fetch from the remote is still running"]
+    parts.append(f"last successful sync: {_ago(last_ok) if last_ok else 'never'}")
+    err_at = state.get("last_error_at") or ""
+    if state.get("last_error") and err_at and err_at >= last_ok:
+        parts.append(f"last sync error: {state['last_error']}")
+    return "; ".join(parts), {"last_sync": last_ok or None, "sync_checked": finished}
+
+
+class AddressBook:
+    def __init__(self, daemon):
+        self._daemon = daemon
+        self._cache: dict[tuple, list[dict]] = {}
+
+    def clear(self) -> None:
+        self._cache.clear()
+
+    async def _lookup(self, addresses: list[str]) -> list[dict]:
+        key = tuple(addresses)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return [dict(r) for r in hit]
+        resolved = await self._daemon.writer.read(directory.resolve_recipients, addresses)
+        if len(self._cache) > MAX_CACHED:
+            self._cache.clear()
+        self._cache[key] = [dict(r) for r in resolved]
+        return resolved
+
+    async def resolve(self, addresses: list[str]) -> list[dict]:
+        """``{address, kind, value}`` for each address, in order, each once.
+
+        Raises:
+            UnknownRecipient: an address names no agent, role or group, even after a
+                fetch from the remote (with close matches, and the last sync time).
+        """
+        try:
+            return await self._lookup(addresses)
+        except errors.UnknownRecipient:
+            sync = self._daemon.sync
+            if sync is None or sync.mode() != "remote":
+                raise
+        finished = await sync.refresh(REFRESH_WAIT)
+        try:
+            return await self._lookup(addresses)
+        except errors.UnknownRecipient as exc:
+            state = await trio.to_thread.run_sync(sync_record.load_state, self._daemon.paths)
+            note, extra = sync_note(state, finished=finished)
+            raise errors.UnknownRecipient(f"{exc.message} ({note})", data={**(exc.data or {}), **extra}) from None
