@@ -14,11 +14,13 @@ TOOLS = {"send_message", "check_messages", "wait_for_message", "list_agents", "b
 
 @pytest.fixture(scope="module")
 def team(bus):
-    """Agents of this module: tm_ann (implementer) serves; tm_ben, tm_cat (reviewers) and tm_dan write."""
+    """Agents of this module: tm_ann (implementer) serves; tm_ben, tm_cat (reviewers) and tm_dan write;
+    tm_eve never does anything (any call as an agent counts as being seen)."""
     bus.register("tm_ann", "tm_impl", identity_file=True)
     bus.register("tm_ben", "tm_rev", identity_file=True)
     bus.register("tm_cat", "tm_rev", identity_file=True)
     bus.register("tm_dan", "tm_ops", identity_file=True)
+    bus.register("tm_eve", "tm_idle", identity_file=True)
     return bus
 
 
@@ -52,14 +54,15 @@ async def test_send_message_delivers_with_real_recipient_status(team):
         out = await ann.call("send_message", {"to": "@tm_ben", "content": "hi **ben**", "priority": "critical",
                                               "metadata": {"ticket": 42}})
         assert out["status"] == "delivered" and out["message_id"].startswith("msg_")
-        assert out["recipient_status"] == "offline"  # registered, never seen by a heartbeat
+        assert (await ann.call("send_message", {"to": "tm_eve", "content": "hi"}))["recipient_status"] == \
+            "offline"  # registered, never seen doing anything
         got = team.call("message.get", {"message_id": out["message_id"]})["message"]
         assert (got["author"]["agent_id"], got["body"]["content"], got["priority"]) == ("tm_ann", "hi **ben**",
                                                                                         "critical")
         assert got["body"]["structured"] == '{"ticket":42}'
         team.call("session.heartbeat", {"caller": "tm_cat"})
         assert (await ann.call("send_message", {"to": "tm_rev", "content": "role"}))["recipient_status"] == "active"
-        assert (await ann.call("send_message", {"to": "agent:tm_ops:abc123", "content": "composite"})
+        assert (await ann.call("send_message", {"to": "agent:tm_idle:abc123", "content": "composite"})
                 )["recipient_status"] == "offline"
         team.call("group.create", {"caller": "tm_dan", "name": "tm_empty"})
         assert (await ann.call("send_message", {"to": "@tm_empty", "content": "nobody"}))["recipient_status"] == \
@@ -128,12 +131,12 @@ async def test_list_agents_reports_status_and_filters_offline(team):
         assert everyone["count"] == len(everyone["agents"])
         by_name = {a["name"]: a for a in everyone["agents"]}
         assert by_name["tm_ann"]["status"] == "active"      # its own server heartbeats
-        assert by_name["tm_dan"] == {"name": "tm_dan", "role": "tm_ops", "module": "core", "status": "offline",
+        assert by_name["tm_eve"] == {"name": "tm_eve", "role": "tm_idle", "module": "core", "status": "offline",
                                      "last_seen_at": ""}
         active = await ann.call("list_agents", {"include_offline": False})
         assert "tm_ann" in {a["name"] for a in active["agents"]}
         assert all(a["status"] == "active" for a in active["agents"])
-        assert "tm_dan" not in {a["name"] for a in active["agents"]}
+        assert "tm_eve" not in {a["name"] for a in active["agents"]}
 
 
 async def test_broadcast_excludes_the_sender_and_applies_the_filter(team):
@@ -157,7 +160,8 @@ async def test_broadcast_excludes_the_sender_and_applies_the_filter(team):
         team.call("session.heartbeat", {"caller": "tm_ben"})
         active = await ann.call("broadcast_message", {"content": "who is here?",
                                                       "filter": {"status": "active", "exclude": ["tm_cat"]}})
-        assert "tm_ben" in active["sent_to"] and "tm_dan" not in active["sent_to"]
+        assert "tm_ben" in active["sent_to"] and "tm_eve" not in active["sent_to"] and "tm_cat" not in \
+            active["sent_to"]
 
         nobody = await ann.call("broadcast_message", {"content": "x", "filter": {"exclude": agents}})
         assert nobody == {"status": "no_recipients", "sent_to": [], "failed_to": [], "total_sent": 0,

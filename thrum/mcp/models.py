@@ -62,7 +62,7 @@ class AgentInfo(_Out):
     role: str
     module: str
     status: AgentStatus = Field(description="active: seen in the last 2 minutes; offline otherwise")
-    last_seen_at: str = Field(description="Last heartbeat (RFC 3339; empty if never seen)")
+    last_seen_at: str = Field(description="When the agent last did anything (RFC 3339; empty if never)")
 
 
 class ListAgentsResult(_Out):

@@ -6,8 +6,9 @@ Rules:
    as this agent, and returns a model from `thrum.mcp.models`.
 2. A failure is an MCP tool error with one line saying why (a `ToolError`);
    daemon errors keep their message, with CLI-only hints reworded for MCP.
-3. Presence: an agent is ``active`` when it was seen (heartbeat) in the last
-   two minutes, ``offline`` otherwise (the spec's status derivation).
+3. Presence: an agent is ``active`` when it was seen (any call as the agent, or
+   its MCP server's heartbeat) in the last two minutes, ``offline`` otherwise (the
+   spec's status derivation).
 
 No ``from __future__ import annotations`` here: the SDK reads these signatures
 to build the input schemas.
