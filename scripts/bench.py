@@ -8,7 +8,9 @@ Usage:
 Sections are named; later issues add their own (register them in SECTIONS).
 With no section named, every section runs.
 
-daemon, sync, realtime, ui: see scripts/bench_daemon.py, bench_sync.py, bench_realtime.py, bench_ui.py.
+daemon, sync, realtime, ui, gcmail, mcp, soak: see scripts/bench_daemon.py, bench_sync.py (+ bench_remotes.py),
+bench_realtime.py, bench_ui.py, bench_gcmail.py, bench_mcp.py, bench_soak.py (``soak --minutes N``: honest load,
+syncs and an abusive client for N minutes).
 
 store: generates a log of N message events (default 1,000,000) over 50 agents
        (10 roles, 4 groups, mentions of agents/roles/groups/everyone, scopes,
@@ -336,12 +338,26 @@ def _script_section(module_name: str):
     return run
 
 
+def _sections(*module_names: str):
+    """A section made of several scripts/bench_*.py, run one after the other."""
+    parts = [_script_section(name) for name in module_names]
+
+    def run(args) -> None:
+        for part in parts:
+            part(args)
+    return run
+
+
 SECTIONS = {
     "store": bench_store,                          # issue 2: rebuild rate, inbox query latency, memory
     "daemon": _script_section("bench_daemon"),     # issue 3: durable sends, message.list, CLI start-up
-    "sync": _script_section("bench_sync"),         # issue 4: sync against a 1M-event history
+    "sync": _sections("bench_sync",                # issue 4: sync against a 1M-event history
+                      "bench_remotes"),            # issue 12: 12 replicas racing; bytes on the wire
     "realtime": _script_section("bench_realtime"),  # issue 5: notification latency, fan-out, wait
     "ui": _script_section("bench_ui"),             # issue 16: feed first render, send → on screen (browser)
+    "soak": _script_section("bench_soak"),          # issue 15: N minutes of load, syncs and abuse
+    "gcmail": _script_section("bench_gcmail"),      # issue 14: thrum-gc-mail check/send process wall time
+    "mcp": _script_section("bench_mcp"),           # issue 10: MCP tool round trips, wake-up, start-up
     "storage": _script_section("bench_storage"),   # issue 11: repository growth and sync time over 5,000 syncs
 }
 
@@ -355,6 +371,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data-dir", help="keep generated data here (e.g. bench-data/) instead of a temp dir")
     p.add_argument("--reuse", action="store_true", help="store: reuse the log already in --data-dir")
     p.add_argument("--keep", action="store_true", help="do not delete the temp dir")
+    p.add_argument("--minutes", type=float, default=10.0, help="soak: how long to run")
+    p.add_argument("--soak-json", help="soak: also write the full result (every sample) to this file")
     args = p.parse_args(argv)
     if args.list:
         print("\n".join(SECTIONS))

@@ -13,6 +13,18 @@ Rules:
    with a message that says what to do.
 3. It only talks: finding and starting the daemon is `thrum.lifecycle`'s job
    (`lifecycle.connect` returns a `Client`, starting the daemon when needed).
+4. Writes that create or change a message (`KEYED_METHODS`) carry an
+   ``idempotency_key`` (a fresh random one unless the caller gives its own): the
+   daemon answers a repeat of the key with the first result instead of writing
+   again. A timeout or a lost connection says whether the write may have
+   happened, and for a keyed write which key makes a retry safe
+   (``error.data``: ``may_have_written``, ``idempotency_key``).
+5. A connection the daemon closed while it sat idle (idle timeout, a restart,
+   room made for other clients) is noticed before the next request is sent and
+   replaced; a request is never sent twice by this module.
+6. An error answer with ``id: null`` is the daemon speaking about the
+   connection itself (over the connection cap, a request too large, closed for
+   a timeout): it is raised as the answer to the request in progress.
 """
 
 from __future__ import annotations
@@ -21,7 +33,6 @@ import errno
 import json
 import os
 import time
-from typing import Any, Callable
 
 # The C module, not `socket`: the wrapper pulls in selectors/enum conversions that
 # cost ~2 ms of start-up on every command, and we need none of it.
@@ -32,7 +43,51 @@ from .errors import ThrumError, Timeout, Unavailable, from_rpc
 DEFAULT_TIMEOUT = 60.0
 _RECV = 256 * 1024
 
-Trace = Callable[[str], None]
+# Writes the daemon deduplicates by ``idempotency_key``.
+KEYED_METHODS = frozenset({"message.send", "message.edit"})
+# Calls that change nothing: a timeout on these never leaves a write behind.
+READ_METHODS = frozenset({
+    "health", "daemon.status", "agent.list", "agent.get", "session.list", "message.list", "message.get",
+    "message.sent", "message.thread", "message.counts", "message.wait", "group.list", "group.info",
+    "group.members", "sync.status", "subscribe.list",
+})
+
+
+def new_idempotency_key() -> str:
+    """A random key for one logical write (retries of it reuse the key)."""
+    return "k_" + os.urandom(16).hex()
+
+
+def with_idempotency_key(method: str, params: dict | None) -> dict:
+    """``params`` with an ``idempotency_key`` added when ``method`` takes one and none is given.
+
+    Shared with the async client so every front end sends one.
+    """
+    params = dict(params or {})
+    if method in KEYED_METHODS and not params.get("idempotency_key"):
+        params["idempotency_key"] = new_idempotency_key()
+    return params
+
+
+def _unanswered(method: str, params: dict, what: str, error_cls: type[ThrumError]) -> ThrumError:
+    """The error for a request whose answer never came: did it write, and how to retry safely."""
+    key = params.get("idempotency_key") if method in KEYED_METHODS else None
+    if method in READ_METHODS:
+        return error_cls(f"{what}; nothing was changed", data={"may_have_written": False})
+    if key:
+        return error_cls(f"{what}; it may still have been stored: retrying with the same idempotency_key "
+                         f"({key}) cannot store it twice", data={"may_have_written": True, "idempotency_key": key})
+    return error_cls(f"{what}; it may still have taken effect (check before repeating it)",
+                     data={"may_have_written": True})
+
+
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs start-up time
+if TYPE_CHECKING:
+    from typing import Any, Callable
+
+    Trace = Callable[[str], None]
+else:
+    Trace = "Callable[[str], None]"  # annotations only (the Gas City provider starts without typing)
 
 
 def _not_running(path: str, why: str) -> Unavailable:
@@ -122,11 +177,13 @@ class Client:
             Unavailable: the daemon cannot be reached or hung up.
             Timeout: no answer in time.
         """
+        self._drop_if_closed()
         self.connect()
         sock = self._sock
         self._next_id += 1
         req_id = self._next_id
-        request = {"jsonrpc": "2.0", "id": req_id, "method": method, "params": params or {}}
+        params = with_idempotency_key(method, params)
+        request = {"jsonrpc": "2.0", "id": req_id, "method": method, "params": params}
         data = json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
         started = time.monotonic()
         if self._trace:
@@ -141,21 +198,27 @@ class Client:
                     msg = json.loads(line)
                 except ValueError:
                     raise ThrumError(f"thrum daemon sent a malformed response: {line[:80]!r}") from None
-                if not isinstance(msg, dict) or msg.get("id") != req_id:
+                if not isinstance(msg, dict):
+                    continue
+                if msg.get("id") is None and isinstance(msg.get("error"), dict):
+                    self.close()  # about the connection itself; the daemon hangs up after it
+                    break
+                if msg.get("id") != req_id:
                     continue  # a notification, or an answer to someone else
                 break
         except TimeoutError:
             self.close()
             limit = timeout if timeout is not None else self.timeout
-            raise Timeout(f"thrum daemon did not answer {method} within {limit:g}s") from None
+            raise _unanswered(method, params, f"thrum daemon did not answer {method} within {limit:g}s",
+                              Timeout) from None
         except (BrokenPipeError, ConnectionResetError):
             self.close()
-            raise Unavailable(f"thrum daemon closed the connection during {method}; "
-                              "check `thrum daemon status`") from None
+            raise _unanswered(method, params, f"thrum daemon closed the connection during {method} "
+                              "(check `thrum daemon status`)", Unavailable) from None
         except OSError as exc:
             self.close()
-            raise Unavailable(f"lost the connection to the thrum daemon during {method}: "
-                              f"{exc.strerror or exc}") from None
+            raise _unanswered(method, params, f"lost the connection to the thrum daemon during {method}: "
+                              f"{exc.strerror or exc}", Unavailable) from None
         finally:
             if timeout is not None and self._sock is not None:
                 self._sock.settimeout(self.timeout)
@@ -168,6 +231,31 @@ class Client:
         if "result" not in msg:
             raise ThrumError(f"thrum daemon answered {method} with neither result nor error")
         return msg["result"]
+
+    def _drop_if_closed(self) -> None:
+        """Forget a connection the daemon has closed since our last call (nothing was pending on it)."""
+        sock = self._sock
+        if sock is None:
+            return
+        sock.settimeout(0)  # a timeout would make Python wait for data first
+        try:
+            data = sock.recv(_RECV)
+        except (BlockingIOError, InterruptedError):
+            return  # open, nothing to read: the usual case
+        except OSError:
+            self.close()
+            return
+        finally:
+            if self._sock is not None:
+                self._sock.settimeout(self.timeout)
+        if not data:
+            self.close()
+            return
+        # Unread notifications, or the daemon's last word before closing (an id-null
+        # error): the latter means the connection is gone.
+        self._buf += data
+        if b'"id":null' in self._buf and b'"error"' in self._buf:
+            self.close()
 
     def _read_line(self) -> bytes:
         buf = self._buf

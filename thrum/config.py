@@ -25,7 +25,18 @@ DEFAULTS = {
     "max_body_bytes": 1024 * 1024,
     "ssh_key": None,
     "https_username": None,
+    # client connections (thrum/daemon/limits.py): both transports together
+    "max_connections": 1000,              # fitted under the descriptor limit at start-up
+    "max_requests_in_flight": 32,         # per connection; reading pauses beyond it
+    "max_buffered_bytes": 256 * 1024 * 1024,  # unfinished and unanswered requests, all clients
+    "idle_timeout": 600.0,                # s; a connection with nothing in flight and no subscription
+    "request_timeout": 30.0,              # s; to finish sending a request once it started
+    "send_timeout": 30.0,                 # s; for a client to read a reply or notification
+    "net_timeout": 60.0,                  # s; a git remote may stay silent before a sync gives up
 }
+
+POSITIVE = ("max_connections", "max_requests_in_flight", "max_buffered_bytes", "idle_timeout",
+            "request_timeout", "send_timeout")
 
 ENV = {
     "THRUM_SYNC_INTERVAL": ("sync_interval", float),
@@ -37,7 +48,23 @@ ENV = {
     "THRUM_UI_PORT": ("ui_port", int),
     "THRUM_MAX_BODY": ("max_body_bytes", int),
     "THRUM_SSH_KEY": ("ssh_key", str),
+    "THRUM_NET_TIMEOUT": ("net_timeout", float),
 }
+
+# Variables `thrum sync` passes along with its sync.run request, so a daemon started
+# earlier (or by another shell) logs in with what the caller has: a token, an agent,
+# what git's credential helpers read. Sent over the owner-only socket, never stored.
+FORWARDED_ENV = (
+    "THRUM_GIT_TOKEN", "THRUM_GIT_USERNAME", "THRUM_SSH_KEY", "SSH_AUTH_SOCK",
+    "GH_TOKEN", "GITHUB_TOKEN", "GH_ENTERPRISE_TOKEN", "GITLAB_TOKEN",
+    "GIT_CONFIG_GLOBAL", "XDG_CONFIG_HOME", "DBUS_SESSION_BUS_ADDRESS",
+)
+
+
+def forwarded_env(environ: dict | None = None) -> dict[str, str]:
+    """The `FORWARDED_ENV` variables set in ``environ`` (this process's by default)."""
+    env = os.environ if environ is None else environ
+    return {name: env[name] for name in FORWARDED_ENV if env.get(name)}
 
 
 @dataclass
@@ -74,9 +101,18 @@ def load(path: Path | None, environ: dict | None = None) -> Config:
             except ValueError:
                 raise ValidationError(f"{var}={env[var]!r} is not a valid {key}", field=var) from None
     for key in ("sync_interval", "sync_debounce"):
-        if not isinstance(values[key], (int, float)) or values[key] < 0:
+        if not _is_number(values[key]) or values[key] < 0:
             raise ValidationError(f"config {key} must be a non-negative number", field=key)
+    for key in POSITIVE:
+        if not _is_number(values[key]) or not values[key] > 0 or values[key] > 2 ** 53:
+            raise ValidationError(f"config {key} must be a positive number", field=key)
+    if not isinstance(values["net_timeout"], (int, float)) or values["net_timeout"] <= 0:
+        raise ValidationError("config net_timeout must be a positive number of seconds", field="net_timeout")
     return Config(values)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
 
 
 def save(path: Path, updates: dict) -> None:

@@ -218,10 +218,38 @@ def start(paths: ThrumPaths, *, timeout: float = START_TIMEOUT) -> dict:
     info = json.loads(line)
     if info.get("already_running"):
         proc.wait(timeout=10)
+        _wait_until_listening(paths, timeout)  # the other daemon may still be opening its store
         return {"started": False, "already_running": True, "pid": read_pid(paths)}
     if "error" in info:
         raise errors.Unavailable(f"daemon failed to start: {info['error']}")
     return {"started": True, "already_running": False, "pid": info["pid"]}
+
+
+def _wait_until_listening(paths: ThrumPaths, timeout: float) -> None:
+    """Block until the running daemon listens: it holds `starting_lock` until then (or
+    until it dies, when the kernel drops the lock). No polling: a shared flock waits."""
+    import fcntl
+    import threading
+
+    try:
+        fd = os.open(paths.starting_lock, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        return
+    got = threading.Event()
+
+    def wait() -> None:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            got.set()
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+    threading.Thread(target=wait, daemon=True, name="thrum-wait-listening").start()
+    if not got.wait(timeout):
+        raise errors.Unavailable(f"thrum daemon is starting but did not listen within {timeout:g}s; "
+                                 f"see {paths.log_file}")
 
 
 def _read_line(fd: int, timeout: float) -> bytes:

@@ -17,7 +17,6 @@ Rules:
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import ThrumError
@@ -48,12 +47,35 @@ def find_repo_root(start: os.PathLike | str | None = None) -> Path:
     raise NotARepository(f"not a git repository: {here} (run thrum inside a git checkout, or pass --repo)")
 
 
-@dataclass(frozen=True)
 class ThrumPaths:
-    """All the paths of one repository's thrum state."""
+    """All the paths of one repository's thrum state (immutable, compared by value).
+
+    A plain class rather than a dataclass: `dataclasses` pulls in `inspect` and
+    `ast`, ~10 ms on the start-up of every command and of the Gas City provider.
+    """
+
+    __slots__ = ("repo", "thrum_dir")
 
     repo: Path        # the checkout the user is in
     thrum_dir: Path   # the .thrum directory in use (after following a redirect)
+
+    def __init__(self, repo: Path, thrum_dir: Path):
+        object.__setattr__(self, "repo", repo)
+        object.__setattr__(self, "thrum_dir", thrum_dir)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"ThrumPaths is immutable (cannot set {name})")
+
+    def __eq__(self, other):
+        if not isinstance(other, ThrumPaths):
+            return NotImplemented
+        return (self.repo, self.thrum_dir) == (other.repo, other.thrum_dir)
+
+    def __hash__(self):
+        return hash((self.repo, self.thrum_dir))
+
+    def __repr__(self):
+        return f"ThrumPaths(repo={self.repo!r}, thrum_dir={self.thrum_dir!r})"
 
     @property
     def main_repo(self) -> Path:
@@ -85,6 +107,11 @@ class ThrumPaths:
     @property
     def lock_file(self) -> Path:
         return self.var / "thrum.lock"
+
+    @property
+    def starting_lock(self) -> Path:
+        """Held by a daemon from taking `lock_file` until its socket listens."""
+        return self.var / "thrum.starting"
 
     @property
     def log_file(self) -> Path:

@@ -65,6 +65,7 @@ def test_send_maps_every_flag(alice, daemon, cli):
     assert r.code == 0, r.err
     assert r.out == "> Message sent: msg_01NEW\n  To: @reviewer (role)\n"
     p = daemon.calls("message.send")[0]
+    assert p.pop("idempotency_key").startswith("k_")  # every send carries one (thrum.client)
     assert p == {"caller": "alice", "content": "Auth done", "format": "plain", "priority": "critical",
                  "structured": '{"passed": 45}', "to": ["reviewer", "backend"], "mentions": ["lead"],
                  "scopes": [{"type": "module", "value": "auth"}],
@@ -264,7 +265,9 @@ def test_message_edit_delete_read_outputs(alice, daemon, cli):
     daemon.on("message.delete", DELETED)
     daemon.on("message.markRead", lambda p: {"marked_count": 3 if p.get("all") else len(p["message_ids"])})
     assert cli("message", "edit", "msg_A", "new text").out == "> Message edited: msg_A (version 2)\n"
-    assert daemon.calls("message.edit")[0] == {"caller": "alice", "message_id": "msg_A", "content": "new text"}
+    edit = daemon.calls("message.edit")[0]
+    assert edit.pop("idempotency_key").startswith("k_")
+    assert edit == {"caller": "alice", "message_id": "msg_A", "content": "new text"}
     assert cli("message", "delete", "msg_A", "--force").out == "> Message deleted: msg_A\n"
     assert cli("message", "read", "msg_1", "msg_2", "msg_3").out == "> Marked 3 messages as read\n"
     assert cli("message", "read", "--all").out == "> Marked 3 messages as read\n"

@@ -150,3 +150,24 @@ def test_a_corrupt_projection_is_rebuilt_from_the_log(daemon):
     c = RawClient(daemon)
     assert c.call("message.get", {"message_id": mid})["message"]["body"]["content"] == "survives"
     c.close()
+
+
+def test_a_starter_that_finds_a_daemon_still_opening_waits_until_it_listens(tmp_path):
+    import fcntl
+    import threading
+
+    from fixtures.repos.builders import make_repo
+    from thrum.paths import resolve
+
+    repo = tmp_path / "repo"
+    make_repo(repo)
+    lifecycle.init_repo(repo, start_daemon=False)
+    paths = resolve(repo)
+    paths.var.mkdir(parents=True, exist_ok=True)
+    held = os.open(paths.starting_lock, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(held, fcntl.LOCK_EX)  # as a daemon does between taking its lock and listening
+    done = threading.Event()
+    threading.Thread(target=lambda: (lifecycle._wait_until_listening(paths, 30), done.set()), daemon=True).start()
+    assert not done.wait(0.3)
+    os.close(held)  # the daemon listens (or dies): the kernel drops the lock
+    assert done.wait(10)

@@ -121,7 +121,8 @@ def test_ten_concurrent_clients_send_a_hundred_each_without_error(daemon, client
     assert failures == []
     assert client.call("message.list", {"page_size": 1})["total"] == 1000
     shard = daemon.main_repo / ".git" / "thrum-sync" / "a-sync" / "messages" / "agent3" / "000001.jsonl"
-    assert len(shard.read_bytes().splitlines()) == 100
+    events = [line for line in shard.read_bytes().splitlines() if b'"type":"seal"' not in line]
+    assert len(events) == 100  # (a sync that ran meanwhile may have sealed them: seals are not events)
 
 
 def test_groups_resolve_at_read_time(client):

@@ -7,8 +7,13 @@ import json
 import threading
 
 import pygit2
+import pytest
 
 from replication_helpers import event_ids
+
+# The cross-machine suite runs over a local path, smart HTTP and SSH (issue 12).
+KINDS = ["local", "http", "ssh"]
+over_every_transport = pytest.mark.parametrize("remote_kind", KINDS, indirect=True)
 
 
 def _introduce(a, b):
@@ -22,6 +27,7 @@ def _inbox_ids(machine, agent, *flags):
     return [m["message_id"] for m in machine.json("inbox", "--unread", *flags, agent=agent)["messages"]]
 
 
+@over_every_transport
 def test_message_sent_on_a_reaches_b_and_agents_are_shared(machines):
     a, b = machines(2)
     a.agent("alice", "implementer")
@@ -44,6 +50,7 @@ def test_message_sent_on_a_reaches_b_and_agents_are_shared(machines):
     assert [m["message_id"] for m in thread["messages"]] == [sent["message_id"], reply["message_id"]]
 
 
+@over_every_transport
 def test_concurrent_appends_to_the_same_stream_converge_byte_identical(machines):
     a, b = machines(2)
     # One agent on two machines (its identity and key copied over): both append to
@@ -85,6 +92,7 @@ def test_concurrent_appends_to_the_same_stream_converge_byte_identical(machines)
     assert roots == 1
 
 
+@over_every_transport
 def test_racing_pushes_both_converge(machines):
     a, b = machines(2)
     a.agent("alice", "implementer")
@@ -111,6 +119,7 @@ def test_racing_pushes_both_converge(machines):
     assert a.rpc("message.list", {"page_size": 100})["total"] == 6
 
 
+@over_every_transport
 def test_fresh_clone_attaches_to_existing_history(machines, tmp_path):
     a, b = machines(2)
     a.agent("alice", "implementer")
@@ -125,16 +134,9 @@ def test_fresh_clone_attaches_to_existing_history(machines, tmp_path):
     assert root_a == root_b
     assert sent["message_id"] in [m["message_id"] for m in b.rpc("message.list", {"caller": "bob"})["messages"]]
     # a machine that clones the remote later has the whole history right after init
-    from fixtures.repos.builders import clone
-    from replication_helpers import Machine
-
-    clone(a.path.parent / "remote.git", tmp_path / "late")
-    c = Machine(tmp_path / "late", a.env).init()
-    try:
-        assert c.rpc("message.list", {})["total"] == 1
-        assert {ag["name"] for ag in c.rpc("agent.list")["agents"]} == {"alice", "bob"}
-    finally:
-        c.stop()
+    c = machines.clone(tmp_path / "late", a.env)
+    assert c.rpc("message.list", {})["total"] == 1
+    assert {ag["name"] for ag in c.rpc("agent.list")["agents"]} == {"alice", "bob"}
 
 
 def test_unreachable_remote_keeps_local_work_and_reports_failure(machines):

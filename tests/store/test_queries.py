@@ -100,7 +100,7 @@ def test_message_item_fields(db, team):
         "scopes": [{"type": "module", "value": "auth"}],
         "refs": [{"type": "mention", "value": "bob"}, {"type": "reply_to", "value": mid(parent)}],
         "priority": "high", "created_at": c[1]["timestamp"], "updated_at": "", "deleted": False,
-        "is_read": False, "edited": False, "version": 0, "reply_to": mid(parent)}
+        "is_read": False, "edited": False, "version": 0, "reply_to": mid(parent), "subject": ""}
 
 
 # --------------------------------------------------------------------------- filters

@@ -203,3 +203,13 @@ def test_remembered_lines_need_no_verification_and_a_changed_line_is_not_remembe
     assert again.verified_one_by_one == 1  # only the changed line, which is no longer the remembered one
     assert kinds(again) == ["bad-signature"]
     assert digest(tampered) not in remembered
+
+
+def test_concurrent_creates_of_one_key_agree(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    local = keys.LocalKeys(tmp_path / "identities")
+    with ThreadPoolExecutor(8) as pool:
+        made = list(pool.map(lambda _: keys.LocalKeys(tmp_path / "identities").create("alice")[1], range(16)))
+    assert len({k.b64 for k in made}) == 1
+    assert local.get("alice")[1] == made[0]

@@ -1,5 +1,6 @@
 """``thrum inbox``: message.list (excluding my own messages), rendered, then
-the displayed messages are marked read (best effort; not with ``--unread``)."""
+the displayed messages are marked read (best effort; not with ``--unread`` or
+``--archived``). ``--count`` prints only the totals."""
 
 from __future__ import annotations
 
@@ -15,21 +16,26 @@ from .common import CONTEXT_SETTINGS, global_options, parse_tag, runtime
 @click.option("--scope", metavar="TYPE:VALUE", help="Only messages with this scope, e.g. module:auth.")
 @click.option("--mentions", is_flag=True, help="Only messages that mention me (my name, role or groups).")
 @click.option("--unread", is_flag=True, help="Only unread messages; does not mark them read.")
+@click.option("--archived", is_flag=True, help="Only the messages you archived; does not mark them read.")
+@click.option("--count", is_flag=True, help="Print only how many messages there are, and how many unread.")
 @click.option("--page-size", type=click.IntRange(1, 100), default=10, show_default=True,
               help="Messages per page.")
 @click.option("--page", type=click.IntRange(1, None), default=1, show_default=True, help="Page number.")
 @global_options()
-def inbox(scope, mentions, unread, page_size, page):
+def inbox(scope, mentions, unread, archived, count, page_size, page):
     """List messages with read (○) and unread (●) markers, newest first.
 
-    Shows every message except your own; replies are grouped under the message
-    they answer (↳). Displayed messages are marked read, except with --unread.
+    Shows every message except your own and those you archived; replies are
+    grouped under the message they answer (↳). Displayed messages are marked
+    read, except with --unread or --archived.
 
     \b
     Examples:
       thrum inbox
       thrum inbox --mentions --unread
       thrum inbox --scope module:auth --page 2
+      thrum inbox --count
+      thrum inbox --archived
     """
     rt = runtime()
     params = {"exclude_own": True, "page_size": page_size, "page": page,
@@ -44,6 +50,12 @@ def inbox(scope, mentions, unread, page_size, page):
     if unread:
         params["unread"] = True
         filters.append(("unread", None))
+    if archived:
+        params["archived_only"] = True
+        filters.append(("archived", None))
+    if count:
+        _print_count(rt, params, mentions)
+        return
     result = rt.agent_call("message.list", params)
     messages = result.get("messages") or []
 
@@ -60,8 +72,20 @@ def inbox(scope, mentions, unread, page_size, page):
         rt.hint("Next page: " + render.next_page_command(filters, page=page + 1, page_size=page_size,
                                                          identity=who))
 
-    if not unread:
+    if not unread and not archived:
         to_mark = [m["message_id"] for m in messages
                    if isinstance(m, dict) and m.get("message_id") and not m.get("is_read")]
         if to_mark:
             rt.best_effort("message.markRead", {"message_ids": to_mark})
+
+
+def _print_count(rt, params: dict, mentions: bool) -> None:
+    """``{"total", "unread"}`` of the inbox these flags select (message.counts when it can answer)."""
+    if set(params) <= {"exclude_own", "page_size", "page", "sort_by", "sort_order", "mentions"}:
+        result = rt.agent_call("message.counts", {"mentions": True} if mentions else {})
+    else:
+        listed = rt.agent_call("message.list", {**params, "page_size": 1, "page": 1})
+        result = {"total": listed.get("total") or 0, "unread": listed.get("unread") or 0}
+    total, unread = int(result.get("total") or 0), int(result.get("unread") or 0)
+    rt.emit({"total": total, "unread": unread},
+            f"{render.plural(total, 'message')}, {unread} unread")

@@ -41,6 +41,7 @@ COMMANDS: dict[str, str] = {
     "inbox": "thrum.cli.inbox:inbox",
     "sent": "thrum.cli.message:sent",
     "message": "thrum.cli.message:message",
+    "thread": "thrum.cli.thread:thread",
     "group": "thrum.cli.group:group",
     "agent": "thrum.cli.agent:agent",
     "session": "thrum.cli.session:session",
@@ -48,8 +49,10 @@ COMMANDS: dict[str, str] = {
     # Added by other issues (one line each):
     "sync": "thrum.cli.sync:sync",
     "wait": "thrum.cli.wait:wait",
+    "gc-mail": "thrum.cli.gcmail:gc_mail",
+    "doctor": "thrum.cli.doctor:doctor",
     "ui": "thrum.cli.ui:ui",
-    # "mcp": "thrum.cli.mcp:mcp",
+    "mcp": "thrum.cli.mcp:mcp",
 }
 
 

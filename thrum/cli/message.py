@@ -1,4 +1,4 @@
-"""``thrum message get|edit|delete|read`` and ``thrum sent``."""
+"""``thrum message get|edit|delete|read|unread|archive`` and ``thrum sent``."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import shutil
 
 import click
 
-from ..errors import IdentityError
+from ..errors import IdentityError, ThrumError
 
 from . import render
 from .common import CONTEXT_SETTINGS, global_options, read_body, runtime
@@ -15,14 +15,15 @@ from .common import CONTEXT_SETTINGS, global_options, read_body, runtime
 @click.group(context_settings=CONTEXT_SETTINGS)
 @global_options()
 def message():
-    """Work with single messages: get, edit, delete, mark read."""
+    """Work with single messages: get, edit, delete, mark read or unread, archive."""
 
 
 @message.command("get", context_settings=CONTEXT_SETTINGS)
 @click.argument("msg_id", metavar="MSG_ID")
+@click.option("--peek", is_flag=True, help="Show the message without marking it read.")
 @global_options()
-def get(msg_id):
-    """Show one message with all its details (and mark it read).
+def get(msg_id, peek):
+    """Show one message with all its details (and mark it read, unless --peek).
 
     MSG_ID may be a unique prefix (msg_01M8AKM2), like git's short hashes.
     """
@@ -39,7 +40,7 @@ def get(msg_id):
         result = rt.call("message.get", {"message_id": msg_id})
     msg = result.get("message") if isinstance(result.get("message"), dict) else result
     rt.emit(result, lambda: render.render_message(msg))
-    if as_agent and not msg.get("is_read") and not msg.get("deleted"):
+    if as_agent and not peek and not msg.get("is_read") and not msg.get("deleted"):
         rt.best_effort("message.markRead", {"message_ids": [msg.get("message_id") or msg_id]})
 
 
@@ -95,6 +96,35 @@ def read(msg_ids, all_):
     result = rt.agent_call("message.markRead", params)
     count = int(result.get("marked_count") or 0)
     rt.emit(result, f"> Marked {render.plural(count, 'message')} as read")  # also_read_by: in --json
+
+
+@message.command("unread", context_settings=CONTEXT_SETTINGS)
+@click.argument("msg_ids", nargs=-1, required=True, metavar="MSG_ID...")
+@global_options()
+def unread(msg_ids):
+    """Mark messages as unread: they are back among your unread messages."""
+    rt = runtime()
+    result = rt.agent_call("message.markUnread", {"message_ids": list(dict.fromkeys(msg_ids))})
+    count = int(result.get("marked_count") or 0)
+    rt.emit(result, f"> Marked {render.plural(count, 'message')} as unread")
+
+
+@message.command("archive", context_settings=CONTEXT_SETTINGS)
+@click.argument("msg_ids", nargs=-1, required=True, metavar="MSG_ID...")
+@global_options()
+def archive(msg_ids):
+    """Archive messages: they leave your inbox (see them with `thrum inbox --archived`).
+
+    They stay readable with `thrum message get` and in their thread. Archiving a
+    message that is already archived says so and fails.
+    """
+    rt = runtime()
+    result = rt.agent_call("message.archive", {"message_ids": list(dict.fromkeys(msg_ids))})
+    count = int(result.get("archived_count") or 0)
+    already = [m for m in result.get("already_archived") or [] if isinstance(m, str)]
+    rt.emit(result, f"> Archived {render.plural(count, 'message')}")
+    if already:
+        raise ThrumError(f"already archived: {', '.join(already)}")
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)

@@ -281,17 +281,64 @@ def render_inbox(result: dict[str, Any], *, width: int = DEFAULT_WIDTH, now: dat
             out.append("├" + "─" * inner + "┤")
         out.append("│ " + pad(header, inner - 1) + "│")
         indent = "  " if reply else ""
-        content = body_of(msg).get("content") or ""
-        hint = f"thrum message get {msg.get('message_id')}"
         if orphan_parent:  # its parent is not on this page (or is my own message)
             out.append("│ " + pad(f"{indent}in reply to {orphan_parent}", inner - 1) + "│")
-        for line in _wrap(content, body_width - len(indent), body_lines, hint):
+        for line in _message_lines(msg, body_width - len(indent), body_lines):
             out.append("│ " + pad(indent + line, inner - 1) + "│")
     out.append("└" + "─" * inner + "┘")
     start = (page - 1) * page_size + 1
     end = start + len(messages) - 1
     out.append(f"Showing {start}-{end} of {plural(total, 'message')} ({unread} unread)")
     return "\n".join(out)
+
+
+def _message_lines(msg: dict[str, Any], width: int, body_lines: int | None) -> list[str]:
+    """A message's text in a box: its subject (if any), then its wrapped content."""
+    hint = f"thrum message get {msg.get('message_id')}"
+    lines = []
+    subject = clean(msg.get("subject") or "").strip()
+    if subject:
+        lines += _wrap(f"Subject: {subject}", width, 2, hint)
+    return lines + _wrap(body_of(msg).get("content") or "", width, body_lines, hint)
+
+
+def render_thread(result: dict[str, Any], *, width: int = DEFAULT_WIDTH, now: datetime | None = None,
+                  body_lines: int | None = INBOX_BODY_LINES) -> str:
+    """``thrum thread show``: every message of a thread, oldest first, replies marked ↳."""
+    messages = [m for m in result.get("messages") or [] if isinstance(m, dict)]
+    headers = [inbox_header(m, reply=bool(reply_to_of(m)) and i > 0, now=now) for i, m in enumerate(messages)]
+    inner = max(min(max(width, MIN_WIDTH), MAX_WIDTH), max((display_width(h) + 2 for h in headers), default=0))
+    unread = sum(1 for m in messages if not m.get("is_read", True))
+    title = f"Thread {result.get('thread_id') or '?'}: {plural(len(messages), 'message')}"
+    out = [title + (f" ({unread} unread)" if unread else ""), "┌" + "─" * inner + "┐"]
+    for i, (msg, header) in enumerate(zip(messages, headers)):
+        if i:
+            out.append("├" + "─" * inner + "┤")
+        out.append("│ " + pad(header, inner - 1) + "│")
+        for line in _message_lines(msg, inner - 2, body_lines):
+            out.append("│ " + pad(line, inner - 1) + "│")
+    out.append("└" + "─" * inner + "┘")
+    return "\n".join(out)
+
+
+def render_threads(result: dict[str, Any], *, now: datetime | None = None) -> str:
+    """``thrum thread list``: one row per thread, newest activity first."""
+    threads = [t for t in result.get("threads") or [] if isinstance(t, dict)]
+    if not threads:
+        return "No threads."
+    rows = []
+    for t in threads:
+        title = clean(t.get("subject") or t.get("preview") or "").replace("\n", " ").strip()
+        if len(title) > 50:
+            title = title[:49] + "…"
+        rows.append([t.get("thread_id", "?"), t.get("message_count", 0), t.get("unread_count", 0),
+                     relative_time(t.get("last_activity"), now), at(clean(t.get("last_sender") or "?")), title])
+    total = int(result.get("total") or len(threads))
+    page = int(result.get("page") or 1)
+    page_size = int(result.get("page_size") or len(threads))
+    start = (page - 1) * page_size + 1
+    footer = f"Showing {start}-{start + len(threads) - 1} of {plural(total, 'thread')}"
+    return table(["THREAD", "MESSAGES", "UNREAD", "LAST ACTIVITY", "LAST FROM", "SUBJECT"], rows) + "\n" + footer
 
 
 def filter_flags(filters: list[tuple[str, str | None]]) -> tuple[str, str]:
@@ -339,6 +386,9 @@ def render_message(msg: dict[str, Any], *, now: datetime | None = None) -> str:
     spec's two-space indent and 9-column labels, wider only when a longer label
     such as ``Priority:`` is shown), scopes and refs in the order given."""
     fields = [("From:", at(clean(author_of(msg)))), ("Time:", relative_time(msg.get("created_at"), now))]
+    subject = clean(msg.get("subject") or "").replace("\n", " ").strip()
+    if subject:
+        fields.insert(0, ("Subject:", subject))
     if msg.get("deleted"):
         fields.append(("Status:", "DELETED"))
         meta = msg.get("metadata")
@@ -529,4 +579,8 @@ def render_daemon_status(st: dict[str, Any], *, now: datetime | None = None) -> 
         if sync.get("last_error"):
             text += f", last error: {clean(sync['last_error'])}"
         lines.append(f"{'Sync:':<9}{text}")
+    view = st.get("view")
+    if isinstance(view, dict) and view.get("state") == "behind":
+        lines.append(f"{'View:':<9}behind the log ({clean(str(view.get('error') or '?'))}); "
+                     "writes are stored, queries show them once it catches up")
     return "\n".join(lines)

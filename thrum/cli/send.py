@@ -49,9 +49,10 @@ def _addresses(values: tuple[str, ...], flag: str) -> list[str]:
 @click.option("--structured", metavar="JSON", help="Typed JSON payload for machines (validated locally).")
 @click.option("--body-file", metavar="PATH", help="Read the message from a file (- for stdin).")
 @click.option("--thread", "thread_id", metavar="THREAD_ID", help="Post into an existing thread.")
+@click.option("--subject", metavar="TEXT", help="A subject line, shown above the message.")
 @click.option("--broadcast", is_flag=True, help="Deprecated: same as --to @everyone.")
 @global_options()
-def send(message, to, mention, scope, ref, fmt, priority, structured, body_file, thread_id, broadcast):
+def send(message, to, mention, scope, ref, fmt, priority, structured, body_file, thread_id, subject, broadcast):
     """Send a message.
 
     MESSAGE is the text; use - to read it from stdin, or --body-file PATH.
@@ -59,7 +60,7 @@ def send(message, to, mention, scope, ref, fmt, priority, structured, body_file,
     \b
     Examples:
       thrum send "Auth module complete" --to @reviewer --scope module:auth --ref issue:beads-42
-      thrum send "Deploy complete" --to @everyone
+      thrum send "Deploy complete" --to @everyone --subject "Release 1.4"
       git log -1 | thrum send - --to @reviewer --format plain
     """
     rt = runtime()
@@ -89,6 +90,8 @@ def send(message, to, mention, scope, ref, fmt, priority, structured, body_file,
         params["refs"] = refs
     if thread_id:
         params["thread_id"] = thread_id
+    if subject:
+        params["subject"] = subject
     result = rt.agent_call("message.send", params)
 
     def text():
@@ -116,8 +119,9 @@ def send(message, to, mention, scope, ref, fmt, priority, structured, body_file,
 @click.option("--mention", "mention", multiple=True, metavar="@ROLE",
               help="Also mention an agent, role or group (repeatable; @ optional).")
 @click.option("--body-file", metavar="PATH", help="Read the reply from a file (- for stdin).")
+@click.option("--subject", metavar="TEXT", help="A subject line, shown above the reply.")
 @global_options()
-def reply(msg_id, text, fmt, to, mention, body_file):
+def reply(msg_id, text, fmt, to, mention, body_file, subject):
     """Reply to a message (links it with a reply_to ref and marks it read).
 
     The reply mentions the author of the message, so it reaches them in
@@ -139,6 +143,8 @@ def reply(msg_id, text, fmt, to, mention, body_file):
         params["to"] = recipients
     if mentions:
         params["mentions"] = mentions
+    if subject:
+        params["subject"] = subject
     result = rt.agent_call("message.send", params)
     parent = result.get("reply_to") or msg_id  # the full id when a prefix was given
     rt.best_effort("message.markRead", {"message_ids": [parent]})

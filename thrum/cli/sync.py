@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ..config import forwarded_env
 from ..errors import ThrumError
 from .common import CONTEXT_SETTINGS, global_options, runtime
 
@@ -22,19 +23,26 @@ def sync(ctx):
 
     Runs one full cycle and waits for it; exits 1 with a one-line reason when it
     fails. Works with the daemon stopped too (it then runs the cycle itself).
-    Cron example:  */5 * * * *  cd /path/to/repo && thrum sync --quiet
+    Logins come from THRUM_GIT_TOKEN / THRUM_SSH_KEY (this command passes them to
+    the daemon), else from what makes `git push` work: git's credential helpers,
+    ssh-agent, ~/.ssh/config and key files.
+    --quiet prints nothing on success (for cron). Cron example:
+      */5 * * * *  cd /path/to/repo && thrum sync --quiet
     """
     if ctx.invoked_subcommand is not None:
         return
     rt = runtime()
     if _daemon_running(rt):
-        result = rt.call("sync.run", {}, autostart=False, timeout=600)
+        result = rt.call("sync.run", {"env": forwarded_env()}, autostart=False, timeout=600)
     else:
         from ..sync.offline import run_offline
 
         rt.note("daemon not running; syncing without it")
         result = run_offline(rt.require_init())
+    if rt.opts.quiet and not rt.opts.json:
+        return  # cron mails whatever a job prints: success says nothing
     rt.emit(result, lambda: _summary(result))
+
 
 
 def _summary(r: dict) -> str:
@@ -68,6 +76,8 @@ def _status_text(s: dict) -> str:
     if s.get("remote"):
         url = f" ({s['remote_url']})" if s.get("remote_url") else ""
         lines.append(f"Remote:        {s['remote']}{url}")
+    if s.get("credential_source"):
+        lines.append(f"Login:         {s['credential_source']}")
     lines.append(f"Last success:  {s.get('last_success') or 'never'}")
     if s.get("last_error"):
         lines.append(f"Last error:    {s['last_error']} (at {s.get('last_error_at')})")

@@ -1,6 +1,8 @@
 """One client connection, whatever the transport.
 
-Replies go out in the order they are ready. Notifications go through the
+Replies go out in the order they are ready; a send the client does not take
+within ``send_timeout`` closes the connection (`on_stuck`), so a client that
+never reads cannot pin replies in memory. Notifications go through the
 connection's own bounded outbox: a slow client only ever delays itself. When the
 outbox is full the oldest notification is dropped, and the client is told how
 many it lost (``notification.dropped``) before the next one it receives. Every
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import errno
 import itertools
+import math
 import logging
 from collections import deque
 from typing import Awaitable, Callable
@@ -27,7 +30,8 @@ _ids = itertools.count(1)
 
 class Connection:
     def __init__(self, transport: str, send_bytes: Callable[[bytes], Awaitable[None]], *,
-                 queue_size: int = 100, framing_newline: bool = True):
+                 queue_size: int = 100, framing_newline: bool = True, send_timeout: float = math.inf,
+                 on_stuck: Callable[[str], None] | None = None):
         self.id = f"{transport}-{next(_ids)}"
         self.transport = transport
         self._send_bytes = send_bytes
@@ -44,12 +48,29 @@ class Connection:
         self.subscriptions: dict[int, object] = {}
         self.session_id: str | None = None
         self.agent: str | None = None
+        self.send_timeout = send_timeout
+        self._on_stuck = on_stuck
 
     async def send(self, obj) -> None:
-        data = jsonrpc.encode_line(obj) if self._newline else jsonrpc.encode(obj)
+        """Send one message; encoded only once it is its turn (waiting replies stay objects).
+
+        Raises:
+            trio.BrokenResourceError: the client did not take it within ``send_timeout``
+                (the connection is being closed).
+        """
         try:
             async with self._send_lock:
-                await self._send_bytes(data)
+                if self.closed:
+                    raise trio.ClosedResourceError("connection closed")
+                data = jsonrpc.encode_line(obj) if self._newline else jsonrpc.encode(obj)
+                with trio.move_on_after(self.send_timeout) as waited:
+                    await self._send_bytes(data)
+                if waited.cancelled_caught:
+                    reason = f"client did not read within {self.send_timeout:g}s"
+                    self.close()
+                    if self._on_stuck is not None:
+                        self._on_stuck(reason)
+                    raise trio.BrokenResourceError(reason)
         finally:
             self._room.set()
 

@@ -13,23 +13,28 @@ service can reach is this list:
   the session's subscriptions);
 - `hub` (subscriptions), `sync` (the sync loop) and `web_ui` (thrum.ui): None
   until started;
-- `config`, `status`, `uptime`, `request_shutdown`.
+- `config`, `status`, `uptime`, `request_shutdown`;
+- for `thrum doctor`: `main_repo`, and `inspect_log` (the log and its stored read
+  positions, under the writer's lock).
 """
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import trio
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from ..config import Config
-from ..store.projection import FoldResult
+from ..store.log import EventLog, Position
+from ..store.projection import FoldResult, load_positions
 from .params import Params
 
 if TYPE_CHECKING:
     from ..events import Event
     from .hub import Hub
+    from .idempotency import KeyedWrites
     from .server import Daemon
     from .syncer import SyncLoop
 
@@ -138,6 +143,11 @@ class ServiceContext:
         return self._daemon.sync
 
     @property
+    def keyed(self) -> KeyedWrites:
+        """Idempotency keys: `KeyedWrites.once` runs a keyed write at most once."""
+        return self._daemon.keyed
+
+    @property
     def config(self) -> Config:
         return self._daemon.config
 
@@ -150,3 +160,17 @@ class ServiceContext:
 
     def request_shutdown(self) -> None:
         self._daemon.request_shutdown()
+
+    # ------------------------------------------------------------------ doctor (issue 12)
+    @property
+    def main_repo(self) -> Path:
+        """The user's repository, for the git checks of `thrum doctor`."""
+        return self._daemon.paths.main_repo
+
+    async def inspect_log(self, fn: Callable[[EventLog, dict[str, Position]], T]) -> T:
+        """``fn(event_log, stored read positions)`` in a worker thread, while no append,
+        fold or merge runs (the writer's lock), so nothing is seen half-written."""
+        writer = self._daemon.writer
+        async with writer.lock:
+            positions = await writer.read(load_positions)
+            return await trio.to_thread.run_sync(fn, writer.log, positions)

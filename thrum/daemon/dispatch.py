@@ -76,10 +76,19 @@ async def handle(daemon, conn, req: jsonrpc.Request | jsonrpc.Invalid) -> dict |
     return jsonrpc.success(req.id, result)
 
 
-async def handle_frame(daemon, conn, data: bytes) -> Any:
-    """Parse one frame (line or WebSocket message) and answer it (None: nothing to send)."""
+async def handle_frame(daemon, conn, data: bytes | str, *, max_batch: int = 100) -> Any:
+    """Parse one frame (line or WebSocket message) and answer it (None: nothing to send).
+
+    A batch runs its requests one after another and answers in one array; it may
+    hold at most ``max_batch`` requests (a larger one would be one line holding
+    thousands of replies in memory at once).
+    """
     parsed = jsonrpc.parse(data)
+    del data
     if isinstance(parsed, list):
+        if len(parsed) > max_batch:
+            return jsonrpc.failure(None, errors.InvalidRequest(
+                f"invalid request: a batch may hold at most {max_batch} requests (got {len(parsed)})"))
         answers = []
         for req in parsed:
             a = await handle(daemon, conn, req)

@@ -14,6 +14,7 @@ async def start(daemon, nursery: trio.Nursery) -> None:
 
     daemon.hub = Hub(daemon)
     daemon.writer.subscribers.append(daemon.hub.publish)
+    daemon.registry.served = daemon.hub.served  # subscribed connections are never evicted as idle
     ui = web_ui.install(daemon)  # the Web UI listens on demand (`ui.open`); its page uses this WebSocket
     daemon.ws_port = await nursery.start(partial(ws.serve_ws, daemon, browser=ui.access))
     from . import syncer

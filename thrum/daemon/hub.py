@@ -10,14 +10,10 @@ Rules:
    like the inbox: an agent → itself, its role, groups holding it or its role,
    ``everyone``; a role or group → itself, groups holding the role,
    ``everyone``), ``all``. Message events (create/edit/delete, thread.updated)
-<<<<<<< HEAD
-   are filtered; agent and session events reach ``all`` subscriptions only. A
-   mention subscription made by an agent (``caller``) never delivers that
-   agent's own messages: they are never unread to it.
-=======
    are filtered; agent, session, receipt (read/unread/archive) and group
-   events reach ``all`` subscriptions only.
->>>>>>> main
+   events reach ``all`` subscriptions only. A mention subscription made by an
+   agent (``caller``) never delivers that agent's own messages: they are never
+   unread to it.
    Targets are re-resolved whenever an agent, group or membership changes.
 3. Every event reaches the hub the same way, local writes and events folded by
    a sync alike (`Writer.publish`). Publishing never blocks on a client: each
@@ -158,6 +154,14 @@ class Hub:
             return False
         del self.subs[sub_id]
         return True
+
+    def serves(self, conn) -> bool:
+        """Whether ``conn`` has a subscription (a connection waiting for events is not idle)."""
+        return any(s.conn is conn for s in self.subs.values())
+
+    def served(self) -> set[int]:
+        """Ids of every connection with a subscription."""
+        return {id(s.conn) for s in self.subs.values()}
 
     def list_for(self, conn) -> list[dict]:
         return [s.describe() for s in self.subs.values() if s.conn is conn]

@@ -1,13 +1,21 @@
-"""Typed access to RPC params: every bad value becomes a -32602 naming its field."""
+"""Typed access to RPC params: every bad value becomes a -32602 naming its field.
+
+Numbers are bounded even where a method sets no bound of its own: integers to
+what JSON carries exactly (±2**53 - 1), reals to finite values of at most 1e15
+in size, so no value can overflow a date, a timeout or an SQLite integer further in.
+"""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ..errors import ValidationError
 from ..events.tags import split_tag, tag_fields
 
 _MISSING = object()
+MAX_INT = 2 ** 53 - 1
+MAX_REAL = 1e15
 
 
 class Params:
@@ -56,6 +64,8 @@ class Params:
             return default
         if isinstance(value, bool) or not isinstance(value, int):
             raise ValidationError(f"invalid params: {key} must be an integer", field=key)
+        minimum = -MAX_INT if minimum is None else minimum
+        maximum = MAX_INT if maximum is None else maximum
         if minimum is not None and value < minimum:
             raise ValidationError(f"invalid params: {key} must be at least {minimum}", field=key)
         if maximum is not None and value > maximum:
@@ -69,6 +79,10 @@ class Params:
             return default
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValidationError(f"invalid params: {key} must be a number", field=key)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValidationError(f"invalid params: {key} must be a finite number", field=key)
+        minimum = -MAX_REAL if minimum is None else minimum
+        maximum = MAX_REAL if maximum is None else maximum
         if minimum is not None and value < minimum:
             raise ValidationError(f"invalid params: {key} must be at least {minimum}", field=key)
         if maximum is not None and value > maximum:

@@ -34,6 +34,8 @@ from . import service  # noqa: F401  (registers every RPC method)
 from . import unix
 from .addresses import AddressBook
 from .context import ServiceContext
+from .idempotency import KeyedWrites
+from .limits import Limits, Registry, raise_descriptor_limit, tune_allocator
 from .presence import Presence
 from .params import Params
 from .signer import Signer
@@ -53,6 +55,7 @@ class Daemon:
         self.started_at = time.time()
         self.started_mono = time.monotonic()
         self.connections: set = set()
+        self.registry = Registry(Limits.from_config(self.config.values))  # refitted in run()
         self.writer: Writer | None = None  # the single writer (thrum.daemon.writer), set in run()
         self.keys = LocalKeys(paths.identities)  # private keys of this machine's identities (thrum.trust)
         self.ring: KeyRing | None = None  # keys this replica trusts, set in run()
@@ -70,6 +73,7 @@ class Daemon:
         self._session_lock = trio.Lock()
         self.nursery: trio.Nursery | None = None
         self._shutdown = trio.Event()
+        self.keyed = KeyedWrites()  # idempotency keys of writes in flight and recent results
         self.services = ServiceContext(self)  # what RPC handlers may use (thrum.daemon.context)
 
     # ------------------------------------------------------------------ identity helpers
@@ -230,6 +234,8 @@ class Daemon:
             "version": __version__,
             "ws_port": self.ws_port,
             "connections": len(self.connections),
+            "clients": self.registry.status(),
+            "view": self.writer.view.status() if self.writer else None,
             "events_written": self.writer.events_written if self.writer else 0,
             "write_batches": self.writer.batches_written if self.writer else 0,
         }
@@ -248,6 +254,16 @@ class Daemon:
             pid = self.paths.recorded_pid()
             raise AlreadyRunning(f"thrum daemon is already running (pid {pid})") from None
         self._lock_fd = fd
+        # Held until the socket listens: a starter that found this daemon already
+        # running waits on it (lifecycle.start) instead of connecting too early.
+        starting = os.open(self.paths.starting_lock, os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(starting, fcntl.LOCK_EX)
+        self._starting_fd: int | None = starting
+
+    def _listening(self) -> None:
+        fd, self._starting_fd = getattr(self, "_starting_fd", None), None
+        if fd is not None:
+            os.close(fd)  # releases the starting lock
 
     def _write_pid(self) -> None:
         tmp = self.paths.pid_file.with_suffix(".tmp")
@@ -262,6 +278,7 @@ class Daemon:
                 p.unlink()
             except FileNotFoundError:
                 pass
+        self._listening()
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
@@ -281,8 +298,9 @@ class Daemon:
         self.ring = KeyRing(self.paths.var / "known_keys.json", self.keys)
         self.fold_verified = VerifiedFold(Verifier(self.ring), VerdictMemory(self.paths.var / "verified-lines"))
         db = open_projection(self.paths.database, event_log, self.fold_verified)
+        self.writer = Writer(db, event_log, Signer(self.keys), self.fold_verified, db_path=self.paths.database)
+        self.writer.ensure_covered()
         self.fold_verified.release()
-        self.writer = Writer(db, event_log, Signer(self.keys), self.fold_verified)
         self.writer.subscribers.append(self._invalidate_caches)
         self.presence = Presence(self.writer)
 
@@ -313,14 +331,18 @@ class Daemon:
         self._take_lock()
         try:
             self._write_pid()
+            self.registry = Registry(Limits.from_config(self.config.values, raise_descriptor_limit()))
+            tune_allocator()
             await trio.to_thread.run_sync(self._open_store)
             async with trio.open_nursery() as nursery:
                 self.nursery = nursery
                 await nursery.start(self.writer.run_writer)
+                await nursery.start(self.writer.view.run)
                 await nursery.start(self.presence.run)
                 await self._end_orphaned_sessions()
                 await self._start_extensions(nursery)
                 await nursery.start(unix.serve_unix, self, self.paths.socket)
+                self._listening()
                 await nursery.start(self._watch_signals)  # installed before we announce readiness
                 log.info("thrum daemon %s ready (pid %d, socket %s)", __version__, os.getpid(), self.paths.socket)
                 if ready is not None:

@@ -52,6 +52,7 @@ class SyncLoop:
         self.replicator = None
         self._scanned = False  # has a cycle asked git which files changed since the daemon started?
         self.prefer = None  # merge.Prefer: which copy of a line rewritten in place to keep (the trust layer's)
+        self.forwarded: dict[str, str] = {}  # what the last `thrum sync` passed along (memory only)
         self._refresh_done: trio.Event | None = None   # the on-demand cycle in flight
         self._refreshed_at = float("-inf")              # trio time its last cycle ended
 
@@ -61,6 +62,13 @@ class SyncLoop:
 
         return replicate.Replicator(self.daemon.worktree, self.cfg.remote,
                                     replicate.credentials_from_env(self.cfg.values), prefer=self.prefer)
+
+    def _credentials(self):
+        """Logins are looked up per cycle: the config, the daemon's environment, and what
+        the last `thrum sync` passed along (issue 12)."""
+        from ..sync.credentials import credentials_from_env
+
+        return credentials_from_env(self.cfg.values, forwarded=self.forwarded, own="the daemon's environment")
 
     def mode(self) -> str:
         return sync_record.sync_mode(self.cfg, bool(self.replicator and self.replicator.has_remote()))
@@ -161,13 +169,20 @@ class SyncLoop:
             done.set()
 
     # ------------------------------------------------------------------ one cycle
-    async def sync_now(self) -> dict:
+    async def sync_now(self, env: dict[str, str] | None = None) -> dict:
         """Run one full cycle (waiting for a running one first) and return its report.
+
+        ``env``: the variables the asking `thrum sync` passed along; kept (in memory)
+        for the automatic cycles that follow.
 
         Raises:
             SyncFailed: the cycle failed; ``sync status`` records why.
         """
+        if env is not None:
+            self.forwarded = dict(env)
         async with self._cycle_lock:
+            if self.replicator is not None:
+                self.replicator.credentials = self._credentials()
             mode = self.mode()
             applied: list[dict] = []
             written_before = self.daemon.writer.events_written
@@ -219,11 +234,16 @@ class SyncLoop:
                     except OSError:
                         continue
             writer.log.forget_cached_state()
-            if writer.fold_lines is not None:  # the remote is untrusted: judge every line first
-                result = writer.fold_lines(writer.db, records, raw, issues=issues, positions=positions)
-                writer.fold_lines.release()
-            else:
-                result = projection.fold(writer.db, records, issues=issues, positions=positions)
+            try:
+                if writer.fold_lines is not None:  # the remote is untrusted: judge every line first
+                    result = writer.fold_lines(writer.db, records, raw, issues=issues, positions=positions)
+                    writer.fold_lines.release()
+                else:
+                    result = projection.fold(writer.db, records, issues=issues, positions=positions)
+            except Exception as exc:  # noqa: BLE001 - the merged files stand; the view catches up from them
+                writer.view.fell_behind(exc)
+                trio.from_thread.run_sync(writer.view.kick)
+                return
             applied.extend(result.applied)
 
         taken: list[str] = []
@@ -267,6 +287,7 @@ class SyncLoop:
         ensure_sync_worktree(self.daemon.paths.main_repo, self.cfg.remote, callbacks=self._callbacks())
         self.daemon.writer.log.forget_cached_state()
         self.replicator = self._make_replicator()
+        self.replicator.credentials = self._credentials()
         self._scanned = False
 
     def _callbacks(self):
@@ -274,7 +295,7 @@ class SyncLoop:
 
         if self.cfg.local_only:
             return None
-        return replicate.remote_callbacks(replicate.credentials_from_env(self.cfg.values))
+        return replicate.remote_callbacks(self._credentials())
 
     # ------------------------------------------------------------------ status
     async def status(self) -> dict:
@@ -298,4 +319,5 @@ class SyncLoop:
             "ignored_paths": sum(ignored.values()),
             "ignored_paths_by_reason": ignored,
             "cycles": self.cycles,
+            "credential_source": getattr(getattr(self.replicator, "credentials", None), "last_source", None),
         }

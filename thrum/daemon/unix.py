@@ -1,11 +1,18 @@
-"""Newline-delimited JSON-RPC over the daemon's Unix socket (mode 0600)."""
+"""Newline-delimited JSON-RPC over the daemon's Unix socket (mode 0600).
+
+Every connection lives under the limits of `thrum.daemon.limits`: admitted or
+refused with one error line, its unfinished line counted against the shared
+buffer budget and timed, its requests in flight capped (reading pauses at the
+cap), its replies given `send_timeout` to be read.
+"""
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import socket as stdsocket
-from functools import partial
+import time
 from pathlib import Path
 
 import trio
@@ -13,10 +20,14 @@ import trio
 from .. import errors, jsonrpc
 from .connection import Connection, is_disconnect
 from .dispatch import handle_frame
+from .limits import BudgetExceeded, Guard
 
 log = logging.getLogger(__name__)
 
 MAX_LINE = 32 * 1024 * 1024  # a 16 MiB body JSON-escaped still fits
+RECEIVE = 65536
+BACKLOG = 512
+_OUT_OF_DESCRIPTORS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 
 
 def remove_stale_socket(path: Path) -> None:
@@ -36,11 +47,12 @@ async def serve_unix(daemon, path: Path, task_status=trio.TASK_STATUS_IGNORED) -
     finally:
         os.umask(old_umask)
     os.chmod(path, 0o600)
-    sock.listen(256)
+    sock.listen(BACKLOG)
     listener = trio.SocketListener(sock)
     try:
-        task_status.started()
-        await trio.serve_listeners(partial(_serve_stream, daemon), [listener])
+        async with trio.open_nursery() as nursery:
+            task_status.started()
+            await _accept_forever(daemon, listener, nursery)
     finally:
         try:
             os.unlink(path)
@@ -48,41 +60,66 @@ async def serve_unix(daemon, path: Path, task_status=trio.TASK_STATUS_IGNORED) -
             pass
 
 
-async def _serve_stream(daemon, stream: trio.SocketStream) -> None:
-    conn = Connection("unix", stream.send_all, queue_size=daemon.config.ws_queue_size)
+async def _accept_forever(daemon, listener: trio.SocketListener, nursery: trio.Nursery) -> None:
+    registry = daemon.registry
+    last_log = 0.0
+    while True:
+        try:
+            stream = await listener.accept()
+        except OSError as exc:
+            if exc.errno not in _OUT_OF_DESCRIPTORS:
+                raise
+            # Only when something other than clients ate the headroom: say so now and
+            # then, give the process a moment to close files, accept again.
+            if time.monotonic() - last_log > 10:
+                last_log = time.monotonic()
+                log.warning("accept failed (%s); %d client connections open", exc.strerror, len(registry.guards))
+            await trio.sleep(0.05)
+            continue
+        guard = registry.admit("unix")
+        if guard is None:
+            nursery.start_soon(_refuse, stream, registry.refusal())
+        else:
+            nursery.start_soon(_serve_stream, daemon, stream, guard)
+
+
+async def _refuse(stream: trio.SocketStream, message: str) -> None:
+    """Tell a client over the cap why, in the protocol it speaks, and hang up."""
+    with trio.move_on_after(1):
+        try:
+            await stream.send_all(jsonrpc.encode_line(jsonrpc.failure(None, errors.Unavailable(message))))
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            pass
+    with trio.CancelScope(shield=True):
+        await stream.aclose()
+
+
+async def _serve_stream(daemon, stream: trio.SocketStream, guard: Guard) -> None:
+    limits = guard.limits
+    conn = Connection("unix", stream.send_all, queue_size=daemon.config.ws_queue_size,
+                      send_timeout=limits.send_timeout, on_stuck=guard.close)
+    guard.subscribed = lambda: daemon.hub is not None and daemon.hub.serves(conn)
+    guard.conn = conn
     daemon.connections.add(conn)
     try:
         async with trio.open_nursery() as nursery:
+            guard.scope = nursery.cancel_scope
             nursery.start_soon(conn.run_outbox)
-            buf = bytearray()
-            while True:
-                try:
-                    chunk = await stream.receive_some(65536)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    break
-                if not chunk:
-                    break
-                buf += chunk
-                while True:
-                    nl = buf.find(b"\n")
-                    if nl < 0:
-                        break
-                    line = bytes(buf[:nl])
-                    del buf[:nl + 1]
-                    if line.strip():
-                        nursery.start_soon(_answer, daemon, conn, line)
-                if len(buf) > MAX_LINE:
-                    await _safe_send(conn, jsonrpc.failure(None, errors.InvalidRequest(
-                        f"request too large (over {MAX_LINE} bytes)")))
-                    buf.clear()
-                    break
+            refusal = await _read_requests(daemon, conn, stream, guard, nursery)
+            if refusal is not None:
+                guard.close_reason = refusal.message
+                with trio.move_on_after(1):  # say why, unless the client does not read either
+                    await _safe_send(conn, jsonrpc.failure(None, refusal))
             conn.close()
             nursery.cancel_scope.cancel()
     except Exception as exc:  # never let one client take the daemon down
         if not is_disconnect(exc):
             log.exception("unix connection failed")
     finally:
+        if guard.close_reason and not guard.close_reason.startswith("idle"):
+            log.info("closed %s: %s", conn.id, guard.close_reason)
         conn.close()
+        guard.release()
         daemon.connections.discard(conn)
         await daemon.connection_closed(conn)
         with trio.CancelScope(shield=True):
@@ -92,10 +129,60 @@ async def _serve_stream(daemon, stream: trio.SocketStream) -> None:
                 pass
 
 
-async def _answer(daemon, conn: Connection, line: bytes) -> None:
-    answer = await handle_frame(daemon, conn, line)
-    if answer is not None:
-        await _safe_send(conn, answer)
+async def _read_requests(daemon, conn: Connection, stream, guard: Guard, nursery) -> errors.ThrumError | None:
+    """Read lines and start a handler for each until EOF or idleness (None) or an error to hang up with."""
+    buf = bytearray()
+    scanned = 0  # bytes of buf known to hold no newline: a long line is scanned once, not per chunk
+    while True:
+        with trio.CancelScope(deadline=guard.deadline()) as waiting:
+            guard.wait_scope = waiting
+            try:
+                chunk = await stream.receive_some(RECEIVE)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return None
+            finally:
+                guard.wait_scope = None
+        if waiting.cancelled_caught:
+            reason = guard.expired()
+            if reason is None:
+                continue
+            guard.close_reason = reason
+            return None if reason.startswith("idle") else errors.Timeout(f"connection closed: {reason}")
+        if not chunk:
+            return None
+        buf += chunk
+        try:
+            guard.received(len(buf))
+        except BudgetExceeded as exc:
+            return errors.Unavailable(f"connection closed: {exc}")
+        while True:
+            nl = buf.find(b"\n", scanned)
+            if nl < 0:
+                scanned = len(buf)
+                break
+            line = bytes(buf[:nl])
+            del buf[:nl + 1]
+            scanned = 0
+            guard.started(nl + 1)
+            if not line.strip():
+                guard.finished(nl + 1)
+                continue
+            ticket = object()
+            await guard.in_flight.acquire_on_behalf_of(ticket)  # at the cap: stop reading, the client waits
+            nursery.start_soon(_answer, daemon, conn, guard, line, nl + 1, ticket)
+        guard.received(len(buf))  # only ever shrinks here
+        if len(buf) > MAX_LINE:
+            return errors.InvalidRequest(f"request too large (over {MAX_LINE} bytes)")
+
+
+async def _answer(daemon, conn: Connection, guard: Guard, line: bytes, size: int, ticket: object) -> None:
+    try:
+        answer = await handle_frame(daemon, conn, line, max_batch=guard.limits.max_batch)
+        if answer is not None:
+            await _safe_send(conn, answer)
+    finally:
+        guard.in_flight.release_on_behalf_of(ticket)
+        guard.finished(size)
 
 
 async def _safe_send(conn: Connection, obj) -> None:

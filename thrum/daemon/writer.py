@@ -10,6 +10,11 @@ only sent after its batch is durable.
 
 `lock` is held for every append+fold and by the sync merge, so shard files are
 never replaced while being appended to.
+
+Failures (`thrum.daemon.view`): a failed append stores nothing (the log undoes
+the batch) and every waiter hears so; a fold that fails *after* a durable append
+acknowledges the batch anyway and leaves the view behind, to be caught up; a
+corrupt database, met on a fold or a read, is rebuilt from the log.
 """
 
 from __future__ import annotations
@@ -24,14 +29,18 @@ import trio
 
 from .. import errors
 from .. import events as ev
-from ..store import projection
+from ..store import coverage, projection
 from ..store.log import TAIL_BYTES, EventLog, Position
 from ..store.verified import VerifiedFold
 from .signer import Signer
+from .view import ViewKeeper, is_corruption
 
 log = logging.getLogger(__name__)
 
 MAX_BATCH_EVENTS = 2000
+# Queries running at once, each in a worker thread with its own SQLite connection and
+# page cache: more only adds GIL contention on this hardware, and memory per thread.
+READ_THREADS = 8
 
 
 @dataclass
@@ -44,11 +53,13 @@ class _Pending:
 
 class Writer:
     def __init__(self, db, event_log: EventLog, signer: Signer | None = None,
-                 fold_lines: VerifiedFold | None = None):
+                 fold_lines: VerifiedFold | None = None, db_path: os.PathLike | str | None = None):
         self.db = db
         self.log = event_log
         self.signer = signer  # signs every event for its author (None only in tests of the bare writer)
         self.fold_lines = fold_lines  # judges lines read from files before folding (thrum.store.verified)
+        self.view = ViewKeeper(self, db_path)  # behind the log? repairs (thrum.daemon.view)
+        self._readers = trio.CapacityLimiter(READ_THREADS)
         self.lock = trio.Semaphore(1)  # not a Lock: the sync thread acquires/releases it via from_thread
         self._send, self._recv = trio.open_memory_channel(float("inf"))
         self.subscribers: list[Callable[[list[dict], str], Awaitable[None] | None]] = []
@@ -58,8 +69,17 @@ class Writer:
 
     # ------------------------------------------------------------------ reads
     async def read(self, fn, *args, **kwargs):
-        """Run a query in a worker thread (SQLite never runs on the event loop)."""
-        return await trio.to_thread.run_sync(lambda: fn(self.db, *args, **kwargs))
+        """Run a query in a worker thread (SQLite never runs on the event loop).
+
+        A database SQLite calls corrupt is rebuilt from the log and the query run again.
+        """
+        try:
+            return await trio.to_thread.run_sync(lambda: fn(self.db, *args, **kwargs), limiter=self._readers)
+        except Exception as exc:
+            if not is_corruption(exc) or self.view.db_path is None:
+                raise
+            await self.view.rebuild(f"{type(exc).__name__}: {exc}")
+        return await trio.to_thread.run_sync(lambda: fn(self.db, *args, **kwargs), limiter=self._readers)
 
     async def write_local(self, fn, *args, **kwargs):
         """``fn(db, ...)`` that writes local state (never the log: liveness marks) in a worker
@@ -131,6 +151,7 @@ class Writer:
             return
         self.events_written += len(events)
         self.batches_written += 1
+        self.view.wake_if_behind()
         for p in batch:
             p.result = result
             p.done.set()
@@ -138,20 +159,66 @@ class Writer:
         await self.publish(result.applied, "local")
 
     def _append_and_fold(self, events: list[dict]) -> projection.FoldResult:
-        placed = self.log.append_events(events)
-        touched = list(dict.fromkeys(placed))
+        placed = self.log.append_events(events)  # raises: nothing of the batch was stored
+        touched = list(dict.fromkeys(placed))  # the segment each event went to, once each
         self.dirty_shards.update(touched)
-        positions = {s: tail_position(self.log.root / s) for s in touched}
-        records = list(zip(placed, events))  # each event with the segment it went to
         if self.signer is not None:
             written = []
-            for shard, d in records:
+            for shard, d in zip(placed, events):
                 line = ev.encode_line(d)
                 self.signer.appended(shard, d, line)
                 written.append(line)
             if self.fold_lines is not None:
                 self.fold_lines.remember_written(written)
+        # Durable from here on: whatever the fold does, the batch is acknowledged.
+        try:
+            try:
+                return self._fold_appended(events, placed, touched)
+            except Exception as exc:
+                if not is_corruption(exc) or self.view.db_path is None:
+                    raise
+                self.view.rebuild_locked(f"{type(exc).__name__}: {exc}")  # folds the whole log, this batch too
+                self.view.caught_up()
+                return projection.FoldResult(applied=list(events))
+        except Exception as exc:  # noqa: BLE001 - the view falls behind; it never skips these lines
+            self.view.fell_behind(exc)
+            return projection.FoldResult()
+
+    def _fold_appended(self, events: list[dict], placed: list[str], touched: list[str]) -> projection.FoldResult:
+        if self.view.behind:  # stored positions are before lines a failed fold missed: take them too
+            result = projection.catch_up(self.db, self.log, self.fold_lines)
+            self.view.caught_up()
+            return result
+        # Stored positions are at each shard's end before this batch: fold just the batch.
+        positions = {s: tail_position(self.log.root / s) for s in touched}
+        records = list(zip(placed, events))  # each event with the segment it went to
         return projection.fold(self.db, records, positions=positions)
+
+    async def repair(self) -> None:
+        """Catch the view up with the log (rebuilding a corrupt database); publishes what it folds."""
+        async with self.lock:
+            result = await trio.to_thread.run_sync(self._repair_locked, abandon_on_cancel=False)
+        await self.publish(result.applied, "repair")
+
+    def _repair_locked(self) -> projection.FoldResult:
+        try:
+            result = projection.catch_up(self.db, self.log, self.fold_lines)
+        except Exception as exc:
+            if not is_corruption(exc) or self.view.db_path is None:
+                raise
+            self.view.rebuild_locked(f"{type(exc).__name__}: {exc}")
+            result = projection.FoldResult()
+        self.view.caught_up()
+        return result
+
+    def ensure_covered(self) -> None:
+        """Start-up: the projection covers the log, or is made to (worker thread, before serving)."""
+        try:
+            coverage.ensure_covered(self.db, self.log, self.fold_lines)
+        except Exception as exc:
+            if not is_corruption(exc) or self.view.db_path is None:
+                raise
+            self.view.rebuild_locked(f"{type(exc).__name__}: {exc}")
 
     def append_seals(self) -> int:
         """Seal what was appended since the last commit (sync thread; caller holds `lock`).
@@ -168,9 +235,14 @@ class Writer:
         for shard, lines in by_shard.items():
             self.log.append_lines(shard, lines)
         self.dirty_shards.update(by_shard)
+        if self.view.behind:  # positions stay before the lines not folded yet; catching up skips seals
+            return len(seals)
         positions = {s: tail_position(self.log.root / s) for s in by_shard}
-        with self.db.atomic():
-            projection.save_positions(self.db, positions)
+        try:
+            with self.db.atomic():
+                projection.save_positions(self.db, positions)
+        except Exception as exc:  # noqa: BLE001 - the seals are durable; the view catches up over them
+            self.view.fell_behind(exc)
         return len(seals)
 
     async def fold_external(self, records, issues=(), positions=None, source="sync") -> projection.FoldResult:

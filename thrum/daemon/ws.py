@@ -23,12 +23,20 @@ Rules:
    bounded outbox. A frame larger than `MAX_FRAME` is answered with -32600; one
    larger than the hard cap closes the socket with 1009. Nothing a client sends
    takes the server down.
+6. Limits (`thrum.daemon.limits`, shared with the Unix socket): a client over
+   the connection cap is answered ``503`` before the handshake; the handshake
+   must finish within ``request_timeout``; the bytes of a message still arriving
+   (counted as they come off the socket) draw on the shared buffer budget and
+   must complete within ``request_timeout`` (else close 1008; an overdrawn budget
+   closes with 1013, "try again later"); at most ``max_requests_in_flight``
+   requests run at once; an idle connection closes after ``idle_timeout``.
 """
 
 from __future__ import annotations
 
 import errno
 import hmac
+import itertools
 import logging
 import os
 import secrets
@@ -42,14 +50,15 @@ from trio_websocket import ConnectionClosed, WebSocketRequest, WebSocketServer
 from .. import errors, jsonrpc
 from .connection import Connection, is_disconnect
 from .dispatch import handle_frame
+from .limits import BudgetExceeded, Guard, Registry
 
 log = logging.getLogger(__name__)
 
 HOST = "127.0.0.1"
 PATH = "/ws"
 MAX_FRAME = 32 * 1024 * 1024      # answered with a JSON-RPC error above this (config: ws_max_frame_bytes)
-MAX_IN_FLIGHT = 256               # requests running at once per connection before reading pauses
-RECEIVE_QUEUE = 4                 # whole messages trio-websocket buffers before we take them
+RECEIVE_QUEUE = 0                 # whole messages trio-websocket holds before we take them: none (the
+                                  # reader hands each over, so what waits is counted as still arriving)
 
 
 # ---------------------------------------------------------------------------- files
@@ -110,11 +119,14 @@ async def serve_ws(daemon, browser=None, task_status=trio.TASK_STATUS_IGNORED) -
     listeners = await _open_listeners(int(cfg.get("ws_port") or 0))
     port = listeners[0].socket.getsockname()[1]
     gate = Gate(write_token(daemon.paths.ws_token_file), port, browser)
+    guarded = [GuardedListener(listener, daemon.registry) for listener in listeners]
     server = WebSocketServer(
-        partial(_handle_request, daemon, gate, max_frame), listeners,
+        partial(_handle_request, daemon, gate, max_frame, guarded), guarded,
         message_queue_size=RECEIVE_QUEUE,
         # trio-websocket closes with 1009 above this; below it we answer a JSON-RPC error
         max_message_size=max_frame + 1024 * 1024,
+        connect_timeout=daemon.registry.limits.request_timeout,
+        disconnect_timeout=5,
     )
     try:
         async with trio.open_nursery() as nursery:
@@ -167,6 +179,96 @@ class Gate:
         return None
 
 
+class GuardedStream(trio.abc.Stream):
+    """A client's TCP stream that counts what arrives against its `Guard`.
+
+    Bytes received since the last whole message was taken are "still arriving":
+    they draw on the shared budget and start the request clock. Closing the
+    stream gives the connection's slot back. Its ``repr`` is unique: it is what
+    trio-websocket reports as the request's ``remote`` for a wrapped stream, and
+    how the handler finds the guard.
+    """
+
+    _numbers = itertools.count(1)
+
+    def __init__(self, inner: trio.SocketStream, guard: Guard, on_close):
+        self.inner = inner
+        self.guard = guard
+        self._on_close = on_close
+        try:
+            host, port = inner.socket.getpeername()[:2]
+            peer = f"{host}:{port}"
+        except OSError:
+            peer = "?"
+        self._name = f"<client {peer} #{next(self._numbers)}>"
+
+    def __repr__(self) -> str:
+        return self._name
+
+    async def send_all(self, data) -> None:
+        await self.inner.send_all(data)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self.inner.wait_send_all_might_not_block()
+
+    async def receive_some(self, max_bytes=None) -> bytes:
+        data = await self.inner.receive_some(max_bytes)
+        if data:
+            try:
+                self.guard.received(self.guard.partial + len(data))
+            except BudgetExceeded as exc:
+                self.guard.close(f"budget: {exc}")
+        return data
+
+    async def aclose(self) -> None:
+        self.guard.release()
+        self._on_close(self)
+        await self.inner.aclose()
+
+
+class GuardedListener(trio.abc.Listener):
+    """Admits TCP clients under the daemon's connection cap; answers 503 to the rest."""
+
+    def __init__(self, inner: trio.SocketListener, registry: Registry):
+        self.inner = inner
+        self.socket = inner.socket
+        self.registry = registry
+        self.streams: dict[str, GuardedStream] = {}
+
+    async def accept(self) -> GuardedStream:
+        while True:
+            stream = await self.inner.accept()
+            guard = self.registry.admit("ws")
+            if guard is not None:
+                guarded = GuardedStream(stream, guard, self._closed)
+                self.streams[repr(guarded)] = guarded
+                return guarded
+            await _refuse_http(stream, 503, self.registry.refusal())
+
+    def _closed(self, stream: GuardedStream) -> None:
+        self.streams.pop(repr(stream), None)
+
+    def guard_for(self, remote) -> Guard | None:
+        stream = self.streams.get(str(remote))
+        return stream.guard if stream is not None else None
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def _refuse_http(stream: trio.SocketStream, status: int, reason: str) -> None:
+    body = reason.encode() + b"\n"
+    head = (f"HTTP/1.1 {status} Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
+    with trio.move_on_after(1):
+        try:
+            await stream.send_all(head + body)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            pass
+    with trio.CancelScope(shield=True):
+        await stream.aclose()
+
+
 def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:
     for key, value in headers:
         if key.lower() == name:
@@ -174,9 +276,18 @@ def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:
     return None
 
 
-async def _handle_request(daemon, gate: Gate, max_frame: int, request: WebSocketRequest) -> None:
+async def _handle_request(daemon, gate: Gate, max_frame: int, listeners: list[GuardedListener],
+                          request: WebSocketRequest) -> None:
     """One client from handshake to close. Never raises (one client must not stop the server)."""
     peer = _peer(request)
+    guard = None
+    for listener in listeners:
+        guard = guard or listener.guard_for(request.remote)
+    if guard is None:  # not through our listener (cannot happen); serve it under fresh limits
+        guard = daemon.registry.admit("ws")
+        if guard is None:
+            await request.reject(503, body=daemon.registry.refusal().encode() + b"\n")
+            return
     try:
         refusal = gate.check(request.path, request.headers)
         if refusal is not None:
@@ -191,34 +302,68 @@ async def _handle_request(daemon, gate: Gate, max_frame: int, request: WebSocket
     except Exception:
         log.exception("WebSocket handshake with %s failed", peer)
         return
-    await _serve_connection(daemon, ws, max_frame)
+    try:
+        await _serve_connection(daemon, ws, max_frame, guard)
+    finally:
+        guard.release()
 
 
-async def _serve_connection(daemon, ws, max_frame: int) -> None:
+async def _serve_connection(daemon, ws, max_frame: int, guard: Guard) -> None:
     async def send_text(data: bytes) -> None:
         await ws.send_message(data.decode("utf-8"))
 
-    conn = Connection("ws", send_text, queue_size=daemon.config.ws_queue_size, framing_newline=False)
+    conn = Connection("ws", send_text, queue_size=daemon.config.ws_queue_size, framing_newline=False,
+                      send_timeout=guard.limits.send_timeout, on_stuck=guard.close)
+    guard.subscribed = lambda: daemon.hub is not None and daemon.hub.serves(conn)
+    guard.conn = conn
+    # bytes of pings and frame headers count as arriving too; trio-websocket's size of the
+    # message being assembled (private; absent: assume one is) says whether one really is
+    guard.partial_probe = lambda: getattr(ws, "_message_size", 1) > 0
     daemon.connections.add(conn)
     log.debug("WebSocket %s connected", conn.id)
-    in_flight = trio.CapacityLimiter(MAX_IN_FLIGHT)
+    close_code, close_reason = 1000, None
     try:
         async with trio.open_nursery() as nursery:
+            guard.scope = nursery.cancel_scope
             nursery.start_soon(_run_outbox, conn)
             while True:
-                try:
-                    message = await ws.get_message()
-                except ConnectionClosed:
+                with trio.CancelScope(deadline=guard.deadline()) as waiting:
+                    guard.wait_scope = waiting
+                    try:
+                        message = await ws.get_message()
+                    except ConnectionClosed:
+                        break
+                    finally:
+                        guard.wait_scope = None
+                if waiting.cancelled_caught:
+                    reason = guard.expired()
+                    if reason is None:
+                        continue
+                    guard.close_reason = reason
+                    close_code, close_reason = (1000, "idle") if reason.startswith("idle") else (1008, reason)
                     break
+                guard.started(len(message), remaining=0)
                 ticket = object()
-                await in_flight.acquire_on_behalf_of(ticket)
-                nursery.start_soon(_answer, daemon, conn, message, max_frame, in_flight, ticket)
+                await guard.in_flight.acquire_on_behalf_of(ticket)
+                nursery.start_soon(_answer, daemon, conn, message, max_frame, guard, ticket)
             conn.close()
             nursery.cancel_scope.cancel()
     except Exception as exc:  # never let one client take the daemon down
         if not is_disconnect(exc, (ConnectionClosed,)):
             log.exception("WebSocket connection %s failed", conn.id)
     finally:
+        reason = guard.close_reason
+        if reason and reason.startswith("budget: "):
+            close_code, close_reason = 1013, reason[len("budget: "):]
+        elif reason and close_reason is None and not reason.startswith("idle"):
+            close_code, close_reason = 1008, reason
+        if reason and not reason.startswith("idle"):
+            log.info("closing WebSocket %s: %s", conn.id, reason)
+        with trio.CancelScope(shield=True), trio.move_on_after(2):
+            try:
+                await ws.aclose(close_code, (close_reason or "")[:120] or None)
+            except Exception:
+                pass
         conn.close()
         daemon.connections.discard(conn)
         with trio.CancelScope(shield=True):
@@ -237,20 +382,23 @@ async def _run_outbox(conn: Connection) -> None:
 
 
 async def _answer(daemon, conn: Connection, message: str | bytes, max_frame: int,
-                  in_flight: trio.CapacityLimiter, ticket: object) -> None:
+                  guard: Guard, ticket: object) -> None:
+    size = len(message)
     try:
-        if len(message) > max_frame:
+        if size > max_frame:
             answer = jsonrpc.failure(None, errors.InvalidRequest(
-                f"request too large ({len(message)} bytes; the limit is {max_frame})"))
+                f"request too large ({size} bytes; the limit is {max_frame})"))
         else:
-            answer = await handle_frame(daemon, conn, message)
+            answer = await handle_frame(daemon, conn, message, max_batch=guard.limits.max_batch)
+        del message
         if answer is not None and not conn.closed:
             try:
                 await conn.send(answer)
-            except ConnectionClosed:
+            except (ConnectionClosed, trio.BrokenResourceError, trio.ClosedResourceError):
                 conn.close()
     finally:
-        in_flight.release_on_behalf_of(ticket)
+        guard.in_flight.release_on_behalf_of(ticket)
+        guard.finished(size)
 
 
 def _peer(request: WebSocketRequest) -> str:

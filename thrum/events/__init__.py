@@ -53,7 +53,7 @@ if TYPE_CHECKING:  # the same names, for type checkers; at run time `__getattr__
                         MessageEdit, MessageRead, MessageUnread, SessionEnd, SessionStart, Tag, ThreadCreate,
                         UnknownEvent, from_dict)
     from .values import (AGENT_KINDS, CLEANUP_METHODS, END_REASONS, EVENT_VERSION, FORMATS, MAX_CONTENT_BYTES,
-                         MAX_IDS, MAX_LINE_BYTES, MAX_REFS, MEMBER_TYPES, PRIORITIES)
+                         MAX_IDS, MAX_LINE_BYTES, MAX_REFS, MAX_SUBJECT_CHARS, MEMBER_TYPES, PRIORITIES)
 
 _MODULES: dict[str, tuple[str, ...]] = {
     "codec": ("MalformedEvent", "decode_line", "dumps", "encode_line", "loads"),
@@ -70,7 +70,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
               "MessageDelete", "MessageEdit", "MessageRead", "MessageUnread", "SessionEnd", "SessionStart", "Tag",
               "ThreadCreate", "UnknownEvent", "from_dict"),
     "values": ("AGENT_KINDS", "CLEANUP_METHODS", "END_REASONS", "EVENT_VERSION", "FORMATS", "MAX_CONTENT_BYTES",
-               "MAX_IDS", "MAX_LINE_BYTES", "MAX_REFS", "MEMBER_TYPES", "PRIORITIES"),
+               "MAX_IDS", "MAX_LINE_BYTES", "MAX_REFS", "MAX_SUBJECT_CHARS", "MEMBER_TYPES", "PRIORITIES"),
 }
 _HOME = {name: module for module, names in _MODULES.items() for name in names}
 

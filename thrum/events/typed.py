@@ -41,7 +41,10 @@ class Event:
         d = {"type": self.TYPE, "timestamp": self.timestamp, "event_id": self.event_id, "v": self.v}
         for f in fields(self):
             if f.name not in d:
-                d[f.name] = _plain(getattr(self, f.name))
+                value = getattr(self, f.name)
+                if f.name in _OMIT_EMPTY and not value:
+                    continue
+                d[f.name] = _plain(value)
         return d
 
     def to_line(self) -> bytes:
@@ -50,6 +53,9 @@ class Event:
     @property
     def stream(self) -> str:
         return stream_for(self.to_dict())
+
+
+_OMIT_EMPTY = frozenset({"idempotency_key"})  # optional fields added later: lines without them stay as they were
 
 
 def _plain(value: Any) -> Any:
@@ -98,6 +104,15 @@ class MessageCreate(Event):
     priority: str = "normal"
     authored_by: str = ""
     disclosed: bool = False
+    idempotency_key: str = ""  # optional: omitted from the line when empty
+    subject: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Without ``subject`` when it is empty: lines of messages without one stay as they were."""
+        d = super().to_dict()
+        if not d["subject"]:
+            del d["subject"]
+        return d
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -107,6 +122,7 @@ class MessageEdit(Event):
     agent_id: str
     session_id: str = ""
     body: Body
+    idempotency_key: str = ""  # optional: omitted from the line when empty
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -22,9 +22,15 @@ from .ids import (GROUP_ID_RE, MAX_YEAR, MESSAGE_ID_RE, MIN_YEAR, SESSION_ID_RE,
 from .names import NAME_RE
 from .tags import MAX_TAG_VALUE, TAG_TYPE_RE, is_tag_type, is_tag_value
 from .values import (AGENT_KINDS, CLEANUP_METHODS, END_REASONS, EVENT_VERSION, FORMATS, MAX_CONTENT_BYTES,
-                     MAX_IDS, MAX_REFS, MEMBER_TYPES, PRIORITIES)
+                     MAX_IDS, MAX_REFS, MAX_SUBJECT_CHARS, MEMBER_TYPES, PRIORITIES)
 
 Raw = dict[str, Any]  # an event as JSON gives it: validated here, never trusted before
+
+
+# A client's name for one logical write (message.create, message.edit): a repeat of the
+# key by the same agent is the same write (thrum/daemon/idempotency.py). Optional; kept
+# in the event so that it survives restarts and rebuilds with the log.
+IDEMPOTENCY_KEY_RE = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 
 # --------------------------------------------------------------------------- validation helpers
@@ -178,25 +184,43 @@ def _n_message_create(d: Raw) -> Raw:
             and type(body) is dict and (prio is None or prio == "" or prio in PRIORITIES)):
         fmt, content, structured = body.get("format"), body.get("content"), body.get("structured")
         authored = d.get("authored_by")
+        subject = d.get("subject")
         if ((fmt in FORMATS or fmt is None or fmt == "") and type(content) is str
                 and len(content) <= MAX_CONTENT_BYTES and (structured is None or structured == "")
-                and (authored is None or (type(authored) is str and len(authored) <= 256))):
+                and (authored is None or (type(authored) is str and len(authored) <= 256))
+                and (subject is None or (type(subject) is str and len(subject) <= MAX_SUBJECT_CHARS))):
             scopes = _fast_tags(d.get("scopes"))
             refs = _fast_tags(d.get("refs")) if scopes is not None else None
-            if refs is not None:
+            key = d.get("idempotency_key")
+            if refs is not None and (key is None or (type(key) is str and _KEY_MATCH(key))):
                 if not (fmt and structured == "" and len(body) == 3):
                     body = {"format": fmt or "markdown", "content": content, "structured": ""}
-                return {
+                out = {
                     "message_id": mid, "thread_id": thr or "", "agent_id": agent, "session_id": sid,
                     "body": body,
                     "scopes": scopes, "refs": refs, "priority": prio or "normal",
                     "authored_by": authored or "", "disclosed": bool(d.get("disclosed", False)),
+                    "subject": subject or "",
                 }
+                if key:
+                    out["idempotency_key"] = key
+                return out
     return _n_message_create_checked(d)
 
 
+_KEY_MATCH = IDEMPOTENCY_KEY_RE.fullmatch
+
+
+def _with_key(d: Raw, out: Raw) -> Raw:
+    """``out`` plus the event's idempotency key, when it has one (absent: no field at all)."""
+    key = _str(d, "idempotency_key", required=False, pattern=IDEMPOTENCY_KEY_RE, max_len=128)
+    if key:
+        out["idempotency_key"] = key
+    return out
+
+
 def _n_message_create_checked(d: Raw) -> Raw:
-    return {
+    return _with_key(d, {
         "message_id": _str(d, "message_id", pattern=MESSAGE_ID_RE),
         "thread_id": _str(d, "thread_id", required=False, pattern=THREAD_ID_RE),
         "agent_id": _agent(d),
@@ -207,16 +231,17 @@ def _n_message_create_checked(d: Raw) -> Raw:
         "priority": _choice(d, "priority", PRIORITIES, "normal"),
         "authored_by": _str(d, "authored_by", required=False, max_len=256),
         "disclosed": bool(d.get("disclosed", False)),
-    }
+        "subject": _str(d, "subject", required=False, max_len=MAX_SUBJECT_CHARS),
+    })
 
 
 def _n_message_edit(d: Raw) -> Raw:
-    return {
+    return _with_key(d, {
         "message_id": _str(d, "message_id", pattern=MESSAGE_ID_RE),
         "agent_id": _agent(d),
         "session_id": _str(d, "session_id", required=False, pattern=SESSION_ID_RE),
         "body": _body(d),
-    }
+    })
 
 
 def _n_message_delete(d: Raw) -> Raw:

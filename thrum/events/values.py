@@ -17,5 +17,6 @@ MEMBER_TYPES = ("agent", "role")
 
 MAX_CONTENT_BYTES = 16 * 1024 * 1024  # hard cap for log input; the RPC limit is lower and configurable
 MAX_LINE_BYTES = 20 * 1024 * 1024
+MAX_SUBJECT_CHARS = 4096  # message.create's optional subject line
 MAX_REFS = 256
 MAX_IDS = 10_000

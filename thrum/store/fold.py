@@ -28,7 +28,7 @@ from typing import Iterable
 import peewee as pw
 
 from .. import events as ev
-from . import message_fold
+from . import idempotency, message_fold
 from .log import LogIssue, Position
 from .sql import all_rows, chunks, qmarks
 
@@ -154,6 +154,9 @@ class Folder:
                     new_creates = handler(self, batch)
                 else:
                     handler(self, batch)
+        keyed = [d for t in idempotency.KEYED_TYPES for d in by_type.get(t, ()) if "idempotency_key" in d]
+        if keyed:
+            idempotency.index_keys(self.c, keyed)
         if self.keep_applied:
             self.r.applied.extend(d for eid, d in candidates.items()
                                   if (d["event_id"] in new_creates if d["type"] == "message.create"

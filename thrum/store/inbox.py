@@ -120,10 +120,17 @@ class _Filter:
 
 def _build_filter(db: pw.SqliteDatabase, *, viewer: str | None, author_id: str | None, exclude_author: str | None,
                   scope: Any, ref: Any, mentions_of: str | None, mention_role: str | None, unread_for: str | None,
-                  thread_id: str | None, include_deleted: bool, include_archived: bool) -> _Filter:
+                  thread_id: str | None, include_deleted: bool, include_archived: bool,
+                  archived_only: bool = False) -> _Filter:
     f = _Filter(viewer=viewer, unread_for=unread_for, include_deleted=bool(include_deleted),
-                hide_archived=viewer is not None and not include_archived,
+                hide_archived=viewer is not None and not include_archived and not archived_only,
                 author_id=author_id, exclude_author=exclude_author)
+    if archived_only:  # the viewer's archive (nothing without a viewer: nobody archived it)
+        if viewer is None:
+            f.empty = True
+        f.extra.append("EXISTS (SELECT 1 FROM archive_marks x WHERE x.message_id = m.message_id AND x.agent_id = ?)")
+        f.extra_params.append(viewer)
+        f.bounds.append(("SELECT count(*) FROM archive_marks WHERE agent_id = ?", [viewer]))
     if scope is not None:
         t, v = _tag(scope, "scope")
         f.extra.append("m.message_id IN (SELECT message_id FROM message_scopes WHERE scope_type = ? "
@@ -253,8 +260,9 @@ def list_messages(db: pw.SqliteDatabase, *, viewer: str | None = None, author_id
                   exclude_author: str | None = None, scope: Any = None, ref: Any = None,
                   mentions_of: str | None = None, mention_role: str | None = None, unread_for: str | None = None,
                   thread_id: str | None = None, include_deleted: bool = False, include_archived: bool = False,
-                  page: Any = 1, page_size: Any = DEFAULT_PAGE_SIZE, sort_by: str = "created_at",
-                  sort_order: str = "desc", _use_counters: bool = True) -> dict[str, Any]:
+                  archived_only: bool = False, page: Any = 1, page_size: Any = DEFAULT_PAGE_SIZE,
+                  sort_by: str = "created_at", sort_order: str = "desc",
+                  _use_counters: bool = True) -> dict[str, Any]:
     """spec message.list: ``{messages, total, unread, page, page_size, total_pages}``.
 
     ``viewer``: whose read state gives ``is_read`` and ``unread`` (the unread count
@@ -266,7 +274,8 @@ def list_messages(db: pw.SqliteDatabase, *, viewer: str | None = None, author_id
     (`mention_targets`); ``mention_role=R``: messages that mention R, ``everyone``
     or a group holding R as a role member (`role_targets`); both together: both
     must hold. ``unread_for=A``: only messages A has not read. Deleted messages
-    only with ``include_deleted``.
+    only with ``include_deleted``; ``archived_only``: only the messages the viewer
+    archived.
 
     Raises:
         ValidationError: bad page, page_size (max 100), sort_by, sort_order, scope or ref.
@@ -276,7 +285,7 @@ def list_messages(db: pw.SqliteDatabase, *, viewer: str | None = None, author_id
     f = _build_filter(db, viewer=viewer, author_id=author_id or None, exclude_author=exclude_author or None,
                       scope=scope, ref=ref, mentions_of=mentions_of, mention_role=mention_role,
                       unread_for=unread_for or None, thread_id=thread_id, include_deleted=include_deleted,
-                      include_archived=include_archived)
+                      include_archived=include_archived, archived_only=archived_only)
     offset = (page - 1) * page_size
     if f.empty:
         total = unread = 0

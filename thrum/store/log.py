@@ -17,6 +17,10 @@ Rules:
 4. A torn last line (crash mid-write) or a malformed line is reported and skipped,
    never fatal, never deleted. Before appending to a segment whose last line is
    torn, a newline is written so the torn bytes stay a line of their own.
+   A batch that fails in this process (disk full, I/O error) is undone: every
+   segment it touched is truncated back to its size before the batch, at once or,
+   if that fails too, before the next append to it. Nothing of a failed batch
+   stays, so "nothing was stored" is true.
 5. Reading "what is new" uses a per-file `Position` (byte offset plus a digest of
    the TAIL_BYTES bytes just before it, so normally the whole last line with its
    event_id). If a file was replaced (sync merge) so the digest no longer matches,
@@ -121,6 +125,7 @@ class EventLog:
         self.segment_cap = segment_cap
         self._needs_newline: dict[str, bool] = {}
         self._tails: dict[str, list[int]] = {}  # stream -> [highest segment number, its size]
+        self._truncate_to: dict[str, int] = {}  # segments a failed batch could not be undone in yet
 
     # ------------------------------------------------------------------ paths
     def path(self, shard: str) -> Path:
@@ -237,29 +242,41 @@ class EventLog:
         return tail
 
     def _write_durably(self, by_path: dict[str, list[bytes]]) -> None:
-        opened: list[tuple[str, int, bool]] = []
+        opened: list[tuple[str, int, bool, int]] = []  # (segment, fd, created, size before)
         try:
             for shard, lines in by_path.items():
-                fd, created = self._write_lines(shard, b"".join(lines))
-                opened.append((shard, fd, created))
-            fds = [fd for _, fd, _ in opened]
+                opened.append((shard, *self._write_lines(shard, b"".join(lines))))
+            fds = [fd for _, fd, _, _ in opened]
             if len(fds) == 1:
                 os.fsync(fds[0])
             else:
                 list(fsync_pool().map(os.fsync, fds))
         except BaseException:
+            for shard, fd, _, size in opened:
+                self._undo(shard, fd, size)
             self._tails.clear()  # sizes may be off now: count again next time
             raise
         finally:
-            for _, fd, _ in opened:
+            for _, fd, _, _ in opened:
                 os.close(fd)
-        for shard, _, created in opened:
+        for shard, _, created, _ in opened:
             self._needs_newline[shard] = False
             if created:
                 fsync_dir(self.path(shard).parent)
 
-    def _write_lines(self, shard: str, payload: bytes) -> tuple[int, bool]:
-        """Write (not yet fsync) a payload at the end of a segment; returns the open fd."""
+    def _undo(self, shard: str, fd: int, size: int) -> None:
+        """Cut a segment back to ``size`` (its length before a failed batch); retried on the next append."""
+        try:
+            os.ftruncate(fd, size)
+            os.fsync(fd)
+            self._truncate_to.pop(shard, None)
+        except OSError as exc:
+            log.warning("cannot undo a failed append to %s yet (%s); retrying before the next one", shard, exc)
+            self._truncate_to[shard] = size
+
+    def _write_lines(self, shard: str, payload: bytes) -> tuple[int, bool, int]:
+        """Write (not yet fsync) a payload at the end of a segment; the open fd, whether it
+        was created, and its size before."""
         stream, name = shard.rsplit("/", 1)
         dfd = open_dir(self.root, stream, create=True)
         try:
@@ -272,7 +289,14 @@ class EventLog:
                 created = True
         finally:
             os.close(dfd)
+        size = None
         try:
+            pending = self._truncate_to.get(shard)
+            if pending is not None and pending <= os.fstat(fd).st_size:
+                os.ftruncate(fd, pending)
+                os.fsync(fd)
+                del self._truncate_to[shard]
+            size = os.fstat(fd).st_size
             if self._ends_torn(shard, fd):
                 payload = b"\n" + payload
             view = memoryview(payload)
@@ -280,9 +304,11 @@ class EventLog:
                 n = os.write(fd, view)
                 view = view[n:]
         except BaseException:
+            if size is not None:
+                self._undo(shard, fd, size)
             os.close(fd)
             raise
-        return fd, created
+        return fd, created, size
 
     def _ends_torn(self, shard: str, fd: int) -> bool:
         known = self._needs_newline.get(shard)
@@ -297,6 +323,7 @@ class EventLog:
         """Call after segment files were replaced or added underneath (sync merge)."""
         self._needs_newline.clear()
         self._tails.clear()
+        self._truncate_to.clear()
 
     # ------------------------------------------------------------------ reading
     def read_all(self) -> ReadResult:

@@ -45,7 +45,7 @@ def message_create(f: Folder, batch: list[dict]) -> set[str]:
     inserted = f.c.executemany(
         "INSERT OR IGNORE INTO messages(message_id, agent_id, session_id, created_at, body_format, body_content, "
         "body_structured, thread_id, priority, authored_by, disclosed, event_id, created_key, updated_key, "
-        "sig_id, deleted, edit_count) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,0)", rows).rowcount
+        "sig_id, subject, deleted, edit_count) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,0)", rows).rowcount
     applied = set(d["event_id"] for d in first.values())
     pending: set[str] = set()
     if inserted != len(rows):  # some ids were already there: sort those out one by one
@@ -70,8 +70,8 @@ def message_create(f: Folder, batch: list[dict]) -> set[str]:
                 f.c.executemany(
                     "INSERT INTO messages(message_id, agent_id, session_id, created_at, body_format, "
                     "body_content, body_structured, thread_id, priority, authored_by, disclosed, event_id, "
-                    "created_key, updated_key, sig_id, deleted, edit_count) "
-                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,0)", row)
+                    "created_key, updated_key, sig_id, subject, deleted, edit_count) "
+                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,0)", row)
                 scopes += s_rows
                 refs += r_rows
                 pending.add(mid)
@@ -113,7 +113,8 @@ def _message_rows(f: Folder, creates: list[dict]) -> tuple[list, list, list]:
             sig = sig_of(())
         rows.append((mid, d["agent_id"], d["session_id"], ts, body["format"],
                      body["content"], body["structured"], d["thread_id"], d["priority"],
-                     d["authored_by"], 1 if d["disclosed"] else 0, d["event_id"], key, key, sig))
+                     d["authored_by"], 1 if d["disclosed"] else 0, d["event_id"], key, key, sig,
+                     d.get("subject") or ""))
         for pos, s in enumerate(d["scopes"]):
             scopes.append((mid, s["type"], s["value"], pos))
         for pos, ref in enumerate(d["refs"]):

@@ -20,7 +20,7 @@ from .sql import Row, all_rows, chunks, one_row, qmarks, rows_in
 PREVIEW_CHARS = 100
 _MESSAGE_COLUMNS = ("message_id, agent_id, session_id, thread_id, body_format, body_content, body_structured, "
                     "priority, created_at, updated_at, deleted, edit_count, deleted_at, delete_reason, "
-                    "authored_by, disclosed")
+                    "authored_by, disclosed, subject")
 
 
 # --------------------------------------------------------------------------- items
@@ -81,6 +81,7 @@ def _item(row: Row, scopes: list[dict[str, Any]], refs: list[dict[str, Any]], is
         "edited": edits > 0,
         "version": edits,
         "reply_to": next((r["value"] for r in refs if r["type"] == "reply_to"), ""),
+        "subject": row[16] or "",
     }
 
 
@@ -115,6 +116,7 @@ def get_message(db: pw.SqliteDatabase, message_id: str, viewer: str | None = Non
     message = {
         "message_id": message_id,
         "author": {"agent_id": item["agent_id"], "session_id": item["session_id"]},
+        "subject": item["subject"],
         "body": item["body"],
         "scopes": scopes,
         "refs": refs,
@@ -196,9 +198,50 @@ def thread_messages(db: pw.SqliteDatabase, thread_or_message_id: str, viewer: st
 
     Accepts a thread id or the id of any message in it. A message without a
     thread id stands for its reply tree: the root reached through ``reply_to``
-    refs and every reply below it. Unknown ids give [].
+    refs and every reply below it. Unknown ids give []. Each item also has
+    ``read_by`` (the agents that have it read), so a thread shows every
+    recipient's read state (the Gas City provider reports the addressee's).
     """
-    return message_items(db, _thread_ids(db, thread_or_message_id, include_deleted), viewer)
+    items = message_items(db, _thread_ids(db, thread_or_message_id, include_deleted), viewer)
+    readers: dict[str, list[str]] = {}
+    for chunk in chunks([m["message_id"] for m in items], 500):
+        readers.update(read_by(db, list(chunk)))
+    for m in items:
+        m["read_by"] = readers.get(m["message_id"], [])
+    return items
+
+
+def thread_list(db: pw.SqliteDatabase, agent: str, *, page: int = 1, page_size: int = 10) -> dict[str, Any]:
+    """``agent``'s threads, newest activity first: those with a live message of its own
+    or one by another agent it has not archived (its inbox), one page.
+
+    Each thread: ``message_count`` (live messages, as `thread show` lists them),
+    ``unread_count`` (others' messages it has neither read nor archived), the
+    first ``subject`` in it, and its newest message's time, author and preview.
+    """
+    groups = all_rows(
+        db, "SELECT m.thread_id, max(m.updated_key) AS last, count(*), "
+            "coalesce(sum(m.agent_id <> ? AND NOT EXISTS (SELECT 1 FROM read_state r WHERE r.message_id = m.message_id "
+            "AND r.agent_id = ? AND r.is_read = 1) AND NOT EXISTS (SELECT 1 FROM archive_marks x "
+            "WHERE x.message_id = m.message_id AND x.agent_id = ?)), 0), "
+            "coalesce(sum(m.agent_id = ? OR NOT EXISTS (SELECT 1 FROM archive_marks x "
+            "WHERE x.message_id = m.message_id AND x.agent_id = ?)), 0) AS visible "
+            "FROM messages m WHERE m.deleted = 0 AND m.thread_id <> '' GROUP BY m.thread_id HAVING visible > 0 "
+            "ORDER BY last DESC, m.thread_id DESC", (agent,) * 5)
+    total = len(groups)
+    threads = []
+    for thread_id, _last, count, unread, _visible in groups[(page - 1) * page_size:page * page_size]:
+        newest = one_row(db, "SELECT agent_id, body_content, coalesce(nullif(updated_at, ''), created_at) "
+                             "FROM messages WHERE thread_id = ? AND deleted = 0 "
+                             "ORDER BY updated_key DESC, message_id DESC LIMIT 1", (thread_id,))
+        subject = one_row(db, "SELECT subject FROM messages WHERE thread_id = ? AND deleted = 0 AND subject <> '' "
+                              "ORDER BY created_key, message_id LIMIT 1", (thread_id,))
+        author, content, when = newest if newest else ("", "", "")
+        threads.append({"thread_id": thread_id, "subject": subject[0] if subject else "", "message_count": count,
+                        "unread_count": unread, "last_activity": when, "last_sender": author,
+                        "preview": (content or "")[:PREVIEW_CHARS]})
+    return {"threads": threads, "total": total, "page": page, "page_size": page_size,
+            "total_pages": -(-total // page_size) if total else 0}
 
 
 def thread_summary(db: pw.SqliteDatabase, thread_id: str, viewer: str | None) -> dict[str, Any] | None:

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import peewee as pw
 
-SCHEMA_VERSION = 6  # 5: applied_events keyed by event id and author (store.fold.dedup_key);
-#                    6: message_scopes/message_refs.pos (the order given)
+SCHEMA_VERSION = 8  # 5: applied_events keyed by event id and author (store.fold.dedup_key);
+#                    6: message_scopes/message_refs.pos (the order given); 7: messages.subject; 8: idempotency_keys
 
 database_proxy = pw.DatabaseProxy()
 
@@ -54,6 +54,7 @@ class Message(Base):
     created_key = pw.TextField(default="")  # events.time_key(created_at): sortable UTC form
     updated_key = pw.TextField(default="")  # time_key(updated_at or created_at)
     sig_id = pw.IntegerField(default=0)     # mention_sigs.sig_id of the message's mention set
+    subject = pw.TextField(default="")      # message.create's optional subject line
 
     class Meta:
         table_name = "messages"
@@ -386,11 +387,23 @@ class KeyValue(Base):
         table_name = "kv"
 
 
+class IdempotencyKey(Base):
+    """Which write (kind, first event, message, content digest) a client's key named: store/idempotency.py."""
+
+    agent_id, key, kind = pw.TextField(), pw.TextField(), pw.TextField()
+    event_id, message_id, digest = pw.TextField(), pw.TextField(), pw.TextField()
+
+    class Meta:
+        table_name = "idempotency_keys"
+        primary_key = pw.CompositeKey("agent_id", "key")
+        without_rowid = True
+
+
 TABLE_MODELS = [
     Message, MessageScope, MessageRef, MessageEdit, ReadState, ArchiveMark,
     EditEvent, DeleteEvent, PendingTarget, MentionSig, MentionSigTarget, SigTotal, SigAuthorTotal, AgentSigCount,
     Agent, AgentContext, Session, Group, GroupMember, Thread,
-    AppliedEvent, LogPosition, FoldIssue, SchemaVersion, KeyValue,
+    AppliedEvent, LogPosition, FoldIssue, SchemaVersion, KeyValue, IdempotencyKey,
 ]
 
 ALL_MODELS = TABLE_MODELS + [MessageRead]

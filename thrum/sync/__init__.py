@@ -9,10 +9,15 @@ Modules:
 - ``replicate``   commit / fetch / merge / push against a git remote (pygit2)
 - ``cycle``       one sync: fetch, merge, commit, push, retried on races
 - ``gitlib``      libgit2 specifics (cffi, tuning, raw trees)
+- ``credentials`` where logins come from (per operation), host keys, one-line errors
+- ``transport``   one network operation: URL, ~/.ssh/config, timeout, logins settled
+- ``gitcredential`` git's credential helpers (``git credential fill|approve|reject``)
+- ``sshconfig``   ``~/.ssh/config`` host aliases and ``known_hosts`` (pure)
+- ``urls``        remote URL kinds, relative paths, credentials redacted (pure)
+- ``diagnose``    the git checks of ``thrum doctor``
 - ``localremote`` object copying for remotes on a local filesystem
 - ``packs``, ``hygiene``  compact object stores: thrum's pack writer, consolidation
 - ``safefs``      worktree file access that never follows a link
-- ``credentials`` SSH/HTTPS credentials and clear errors for network failures
 - ``offline``     the daemon-stopped sync and the record of the last sync
 
 The error types live here so both git modules share them without importing each

@@ -10,12 +10,14 @@ Rules:
 2. The writer lock (``locked``) is held only to read the files to commit and for each
    bounded chunk of a merge, never across network calls.
 3. A push that lost a race makes the cycle fetch, merge and push again, a bounded
-   number of times with exponential backoff.
+   number of times with jittered exponential backoff (replicas that lost the same
+   race spread out).
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -55,7 +57,7 @@ class SyncReport:
 def run_cycle(
     replicator: "Replicator",
     locked: Callable[[], AbstractContextManager],
-    max_attempts: int = 5,
+    max_attempts: int = 24,
     backoff_s: float = 0.05,
     on_received: Callable[[MergeOutcome], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
@@ -113,7 +115,7 @@ def run_cycle(
             report.pushed = True
             break
         if attempt < max_attempts:
-            sleep(backoff_s * 2 ** (attempt - 1))
+            sleep(_backoff(backoff_s, attempt))
     else:
         report.error = (f"push to {report.remote} was rejected {max_attempts} times "
                         f"because others kept pushing; the next sync retries")
@@ -125,3 +127,11 @@ def run_cycle(
         log.info("sync took %.2fs (%s; %d received, %d sent)", report.duration_s,
                  ", ".join(f"{k} {v:.2f}s" for k, v in phases.items()), report.received, report.sent)
     return report
+
+
+BACKOFF_CAP_S = 2.0
+
+
+def _backoff(base_s: float, attempt: int) -> float:
+    """Exponential backoff with jitter, so replicas that lost the same race spread out."""
+    return min(BACKOFF_CAP_S, base_s * 2 ** (attempt - 1)) * random.uniform(0.5, 1.5)

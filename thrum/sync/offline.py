@@ -27,6 +27,15 @@ from .. import errors
 from ..paths import ThrumPaths
 
 
+# --------------------------------------------------------------------------- thrum doctor, daemon stopped
+
+def doctor_checks(paths: ThrumPaths) -> list[dict]:
+    """The checks ``thrum doctor`` makes without the daemon (git side; see ``diagnose``)."""
+    from .diagnose import offline_checks
+
+    return [c.to_dict() for c in offline_checks(paths)]
+
+
 # --------------------------------------------------------------------------- the offline cycle
 
 def run_offline(paths: ThrumPaths) -> dict:

@@ -12,9 +12,12 @@ Rules:
 3. The merged tree is committed with the remote tip as its only parent: history is
    linear, the remote keeps a single root, and every push is a fast-forward.
    Entries of the remote's tree that thrum ignores stay in it, counted by reason.
-4. A push that lost a race returns False (`cycle.run_cycle` tries again). Network
-   failures become :class:`AuthError` or :class:`RemoteUnreachable` with a
-   one-line message.
+4. A push that lost a race in any form (non-fast-forward, a ref lock held by another
+   pusher, a server's "cannot lock ref") returns False (`cycle.run_cycle` tries
+   again, with jittered backoff); a lost race is never reported as an unreachable
+   remote. Network operations go through ``transport.session``: relative URLs, SSH
+   config, credentials looked up when needed, the network timeout, one-line errors
+   (:class:`AuthError`, :class:`RemoteUnreachable`), URLs shown without credentials.
 
 A :class:`Replicator` owns one ``pygit2.Repository``; pygit2 objects are not safe to
 share between threads, so commit/fetch/merge/push take the replicator's own lock, and
@@ -37,15 +40,16 @@ from pygit2.enums import FileMode, FileStatus
 
 from thrum.events import is_log_path
 
-from . import AuthError, PushRejected, RemoteUnreachable, SyncError, safefs
+from . import AuthError, PushRejected, RemoteUnreachable, SyncError, safefs, transport
 from .credentials import Credentials, credentials_from_env, remote_callbacks
 from .credentials import translate as _translate
 from .gitlib import EMPTY_TREE, add_index_entry, objects_dir, open_repo, tune_pack_building
 from .hygiene import record_packs
-from .localremote import FetchedBlobs, open_local_remote
+from .localremote import FetchedBlobs, local_remote_path, open_local_remote
 from .merge import Prefer
 from .treemerge import KeyCache, MergeOutcome, TreeMerge, lines_ahead
 from .trees import LayoutTrees, Leaf
+from .urls import redact_url
 from .worktree import SYNC_BRANCH, SYNC_REF
 
 log = logging.getLogger(__name__)
@@ -170,9 +174,18 @@ class Replicator:
         return self.remote_name in set(open_repo(self._common).remotes.names())
 
     def remote_url(self) -> str | None:
-        """The remote's URL, or None when there is no such remote. Never blocks."""
+        """The remote's URL (credentials redacted), or None when there is no such remote. Never blocks."""
+        repo = open_repo(self._common)
         try:
-            return open_repo(self._common).remotes[self.remote_name].url
+            return redact_url(transport.resolved_url(repo, repo.remotes[self.remote_name].url or ""))
+        except KeyError:
+            return None
+
+    def local_remote_path(self) -> Path | None:
+        """The remote's directory when it is a repository on this machine, else None."""
+        repo = open_repo(self._common)
+        try:
+            return local_remote_path(transport.resolved_url(repo, repo.remotes[self.remote_name].url or ""))
         except KeyError:
             return None
 
@@ -268,7 +281,7 @@ class Replicator:
         """
         with self._mutex:
             remote = self._remote()
-            url = remote.url or ""
+            url = transport.resolved_url(self.repo, remote.url or "")  # a relative path: from the main checkout
             tracking = f"refs/remotes/{self.remote_name}/{SYNC_BRANCH}"
             self._fetched = FetchedBlobs(self._objects)
             try:
@@ -279,20 +292,21 @@ class Replicator:
                         stats = local.fetch_into(self.repo, tip, keep_bytes=KEEP_FETCHED_BYTES)
                         self._fetched = FetchedBlobs(self._objects, stats.blobs, stats.verified)
                         self.repo.create_reference_direct(tracking, tip, True, message="thrum: fetch a-sync")
-                else:
+                else:  # credentials, SSH config, timeout, errors: see transport.session
                     before = set(os.listdir(self._objects / "pack")) if (self._objects / "pack").is_dir() else set()
-                    remote.fetch([f"+{SYNC_REF}:{tracking}"], callbacks=remote_callbacks(self.credentials))
-                    new = set(os.listdir(self._objects / "pack")) - before
+                    with transport.session(self.repo, self.remote_name, self.credentials) as net:
+                        net.remote.fetch([f"+{SYNC_REF}:{tracking}"], callbacks=net.callbacks, proxy=True)
+                        heads = net.remote.list_heads(connect=False)
+                    new = set(os.listdir(self._objects / "pack")) - before  # a pack per fetch: consolidated later
                     record_packs(self._objects, sorted(n[:-len(".pack")] for n in new if n.endswith(".pack")))
-                    heads = remote.list_heads(connect=False)
                     tip = next((h.oid for h in heads if h.name == SYNC_REF), None)
             except SyncError:
                 raise
             except Exception as exc:  # noqa: BLE001 - translated at this boundary
-                raise _translate(exc, self.remote_name, url) from exc
+                raise _translate(exc, self.remote_name, redact_url(url)) from exc
             if tip is None and self.repo.references.get(tracking) is not None:
                 self.repo.references.delete(tracking)  # the remote dropped its branch
-            self.last_fetch = FetchResult(tip=tip, url=url, at=time.time())
+            self.last_fetch = FetchResult(tip=tip, url=redact_url(url), at=time.time())
             return tip
 
     # -- merge
@@ -376,18 +390,20 @@ class Replicator:
             if self.last_fetch is not None and self.last_fetch.tip == head:
                 return True
             remote = self._remote()
-            url = remote.url or ""
+            url = transport.resolved_url(self.repo, remote.push_url or remote.url or "")
             local = open_local_remote(url)
             if local is not None and local.bare:
-                return self._push_local(local, head, url)
-            callbacks = remote_callbacks(self.credentials)
-            try:
-                remote.push([f"{SYNC_REF}:{SYNC_REF}"], callbacks=callbacks)
-            except Exception as exc:  # noqa: BLE001 - translated at this boundary
-                if _is_race(str(exc)):
+                return self._push_local(local, head, redact_url(url))
+            url = redact_url(url)
+            with transport.session(self.repo, self.remote_name, self.credentials, push=True) as net:
+                callbacks = net.callbacks
+                try:
+                    net.remote.push([f"{SYNC_REF}:{SYNC_REF}"], callbacks=callbacks, proxy=True)
+                except Exception as exc:  # noqa: BLE001 - a lost race is not an error
+                    if not _is_race(str(exc)):
+                        raise
                     log.info("push of %s to %s lost a race: %s", SYNC_BRANCH, url, exc)
                     return False
-                raise _translate(exc, self.remote_name, url) from exc
             for _ref, message in callbacks.rejected:
                 if _is_race(message):
                     return False
@@ -410,17 +426,22 @@ class Replicator:
         except SyncError:
             raise
         except Exception as exc:  # noqa: BLE001 - translated at this boundary
+            if _is_race(str(exc)):  # another pusher holds the remote's ref lock
+                log.info("push of %s to %s lost a race: %s", SYNC_BRANCH, url, exc)
+                return False
             raise _translate(exc, self.remote_name, url) from exc
         self.last_fetch = FetchResult(tip=head, url=url, at=time.time())
         return True
 
 
 def _is_race(message: str) -> bool:
+    """A push that lost to another pusher, in any of the forms servers and libgit2 say it."""
     low = message.lower()
     return any(s in low for s in (
         "non-fastforward", "non-fast-forward", "not present locally", "fetch first",
         "stale info", "failed to lock", "cannot lock ref", "reference already exists",
-        "failed to update ref",
+        "failed to update ref", "locked file", "unable to lock", "could not lock",
+        "old reference value does not match", "incorrect old value",
     ))
 
 

@@ -143,21 +143,23 @@ def _remote_sync_tip(repo, remote_name, callbacks) -> pygit2.Oid | None:
     """Fetch the remote's a-sync; its tip, or None (no remote, no branch, unreachable)."""
     if remote_name not in set(repo.remotes.names()):
         return None
-    remote = repo.remotes[remote_name]
+    from . import transport  # relative URLs, SSH config, credentials, timeout (issue 12)
+
     tracking = f"refs/remotes/{remote_name}/{SYNC_BRANCH}"
-    ensure_network_timeouts()
     try:
-        local = open_local_remote(remote.url)
+        url = transport.resolved_url(repo, repo.remotes[remote_name].url or "")
+        local = open_local_remote(url)
         if local is not None:  # a repository on this machine: copy objects (see localremote)
             tip = local.tip(SYNC_REF)
             if tip is not None:
                 local.fetch_into(repo, tip)
                 repo.create_reference_direct(tracking, tip, True, message="thrum: fetch a-sync")
             return tip
-        remote.fetch([f"+{SYNC_REF}:{tracking}"], callbacks=callbacks)
-        heads = remote.list_heads(connect=False)
+        with transport.session(repo, remote_name, getattr(callbacks, "creds", None)) as net:
+            net.remote.fetch([f"+{SYNC_REF}:{tracking}"], callbacks=net.callbacks, proxy=True)
+            heads = net.remote.list_heads(connect=False)
     except Exception as exc:  # noqa: BLE001 - any remote failure means "create locally"
-        log.warning("cannot fetch %s from %s (%s); creating it locally", SYNC_BRANCH, remote.url, exc)
+        log.warning("cannot fetch %s (%s); creating it locally", SYNC_BRANCH, exc)
         return None
     for head in heads:
         if head.name == SYNC_REF:

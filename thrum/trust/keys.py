@@ -18,6 +18,7 @@ import binascii
 import hashlib
 import os
 import re
+import threading
 from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
@@ -136,7 +137,7 @@ class LocalKeys:
                                     serialization.NoEncryption())
         path = self.path(name)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.{os.urandom(4).hex()}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         try:
             os.write(fd, pem)

@@ -1,3 +1,3 @@
 """RPC services, one module per namespace; importing this registers every method."""
 
-from . import admin, agents, groups, messages, sessions, subscriptions, sync, ui  # noqa: F401
+from . import admin, agents, doctor, groups, mailboxes, messages, sessions, subscriptions, sync, ui  # noqa: F401

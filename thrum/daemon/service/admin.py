@@ -10,7 +10,12 @@ from ..dispatch import Call, method
 
 @method("health")
 async def health(call: Call) -> dict:
-    return {"status": "ok", "version": __version__, "pid": os.getpid(), "uptime": round(call.ctx.uptime(), 3)}
+    result = {"status": "ok", "version": __version__, "pid": os.getpid(), "uptime": round(call.ctx.uptime(), 3)}
+    view = call.ctx.status().get("view")
+    if view and view["state"] != "current":  # the log is fine, queries may lag it: never silently
+        result["view"] = view["state"]
+        result["view_error"] = view["error"]
+    return result
 
 
 @method("daemon.status")

@@ -141,10 +141,13 @@ async def delete(call: Call) -> dict:
     return {"agent_id": name, "deleted": True}
 
 
+MAX_AGE_DAYS = 36_500  # a century: any older cutoff is before every agent (and before datetime's range)
+
+
 @method("agent.cleanup")
 async def cleanup(call: Call) -> dict:
     p = call.params
-    days = p.number("older_than_days", default=7.0, minimum=0)
+    days = p.number("older_than_days", default=7.0, minimum=0, maximum=MAX_AGE_DAYS)
     cutoff = (datetime.now(timezone.utc) - timedelta(days=days)).strftime("%Y-%m-%dT%H:%M:%S.999Z")
     await call.ctx.flush_last_seen()  # an agent that only reads is not stale
     candidates = await call.ctx.read(directory.stale_agents, cutoff)

@@ -6,8 +6,10 @@ import re
 
 from ... import errors, safejson
 from ... import events as ev
+from ...store import idempotency as idem
 from ...store import prefixes, queries
 from ..dispatch import Call, method
+from ..idempotency import key_param
 
 # what an id (or a unique prefix of one, with or without its ``msg_`` head) may look like
 _ID_TEXT = re.compile(r"[0-9A-Za-z_\-]{1,84}")
@@ -45,8 +47,9 @@ def _structured(call: Call) -> str:
 
 def _check_content(call: Call, content: str, fmt: str, structured: str, field: str = "content") -> None:
     """The body rules every front end gets: not empty (unless a structured payload
-    carries the message), within the size limit, and JSON when the format says so."""
-    if not content.strip() and not structured:
+    carries the message, or the caller says ``allow_empty`` — mail systems such as
+    Gas City's deliver empty mail), within the size limit, and JSON when the format says so."""
+    if not content.strip() and not structured and not call.params.bool("allow_empty"):
         raise errors.ValidationError(f"invalid params: {field} is empty; nothing was stored", field=field)
     _check_body_size(call, content, field)
     if fmt == "json":
@@ -101,9 +104,56 @@ async def _thread_id(call: Call) -> str | None:
 
 @method("message.send")
 async def send(call: Call) -> dict:
+    """Send a message; with ``idempotency_key``, a repeat returns the first send's result."""
     p = call.params
     caller = await call.ctx.caller(p)
     content = p.str("content", required=True)
+    key = key_param(p)
+    if key is None:
+        return await _send(call, caller, content, None)
+
+    async def lookup():
+        found = await call.ctx.read(idem.lookup, caller, key)
+        if found is None or found["kind"] != "message.create":
+            return found and {"digest": "", "result": {}}  # the key named an edit: never this send
+        reply_to, recipients = await _replayed_recipients(call, caller)
+        return {"digest": found["digest"], "result": {
+            "message_id": found["message_id"], "thread_id": found["thread_id"], "created_at": found["created_at"],
+            "session_id": found["session_id"], "reply_to": reply_to, "recipients": recipients}}
+
+    return await call.ctx.keyed.once(caller, key, idem.content_digest(content), lookup=lookup,
+                                     write=lambda: _send(call, caller, content, key))
+
+
+def _recipients(resolved: list[dict]) -> list[dict]:
+    return [{"address": r["address"], "kind": r["kind"]} for r in resolved]
+
+
+def _with_parent_author(addresses: list[str], parent: dict, caller: str) -> list[str]:
+    """A reply reaches the one asked: it mentions the parent's author (as an address, so the
+    answer lists it), after any explicit --to/--mention."""
+    if parent["agent_id"] != caller and parent["agent_id"] not in [a.lstrip("@") for a in addresses]:
+        return addresses + [parent["agent_id"]]
+    return addresses
+
+
+async def _replayed_recipients(call: Call, caller: str) -> tuple[str, list[dict]]:
+    """``reply_to`` and ``recipients`` of a send being replayed, worked out as the first time."""
+    p = call.params
+    addresses = p.str_list("to", max_items=256) + p.str_list("mentions", max_items=256)
+    reply_to = ""
+    try:
+        if p.str("reply_to"):
+            reply_to, parent = await _require_message(call, "reply_to")
+            if await call.ctx.agent(parent["agent_id"]) is not None:
+                addresses = _with_parent_author(addresses, parent, caller)
+        return reply_to, _recipients(await call.ctx.resolve_addresses(addresses)) if addresses else []
+    except errors.ThrumError:  # a recipient or the parent gone since: the message went out all the same
+        return reply_to, []
+
+
+async def _send(call: Call, caller: str, content: str, key: str | None) -> dict:
+    p = call.params
     fmt = p.str("format", default="markdown", choices=ev.FORMATS)
     priority = p.str("priority", default="normal", choices=ev.PRIORITIES)
     structured = _structured(call)
@@ -111,6 +161,7 @@ async def send(call: Call) -> dict:
     addresses = p.str_list("to", max_items=256) + p.str_list("mentions", max_items=256)
     scopes = p.tags("scopes")
     refs = p.tags("refs")
+    subject = p.str("subject", default="", max_len=ev.MAX_SUBJECT_CHARS)
     thread_id = await _thread_id(call)
     reply_to = None
     if p.str("reply_to"):
@@ -120,12 +171,8 @@ async def send(call: Call) -> dict:
                                   data={"field": "reply_to"})
         thread_id = thread_id or parent["thread_id"] or ""
         refs.append({"type": "reply_to", "value": reply_to})
-        if parent["agent_id"] != caller and parent["agent_id"] not in [a.lstrip("@") for a in addresses]:
-            # a reply reaches the one asked: it mentions the parent's author (as an address,
-            # so the answer lists it), after any explicit --to/--mention
-            author = await call.ctx.agent(parent["agent_id"])
-            if author is not None:
-                addresses.append(parent["agent_id"])
+        if await call.ctx.agent(parent["agent_id"]) is not None:
+            addresses = _with_parent_author(addresses, parent, caller)
     recipients = await call.ctx.resolve_addresses(addresses) if addresses else []
     for r in recipients:
         refs.append({"type": "mention", "value": r["value"]})
@@ -137,12 +184,12 @@ async def send(call: Call) -> dict:
         body=ev.Body(content=content, format=fmt, structured=structured),
         scopes=tuple(ev.Tag(s["type"], s["value"]) for s in scopes),
         refs=tuple(ev.Tag(r["type"], r["value"]) for r in refs),
-        priority=priority,
+        priority=priority, subject=subject,
+        idempotency_key=key or "",
     )
     await call.ctx.write([event])
     return {"message_id": event.message_id, "thread_id": event.thread_id, "created_at": event.timestamp,
-            "session_id": session_id, "reply_to": reply_to or "",
-            "recipients": [{"address": r["address"], "kind": r["kind"]} for r in recipients]}
+            "session_id": session_id, "reply_to": reply_to or "", "recipients": _recipients(recipients)}
 
 
 # ---------------------------------------------------------------------------- queries
@@ -159,7 +206,8 @@ async def list_messages(call: Call) -> dict:
     exclude_own = p.bool("exclude_own")
     # the config-resolved filters act for the caller: without one, the repository's
     # single identity (as in the CLI), else an error naming the param
-    caller = await call.ctx.caller(p) if (mentions or unread or exclude_own) else await _optional_caller(call)
+    caller = (await call.ctx.caller(p) if (mentions or unread or exclude_own or p.bool("archived_only"))
+              else await _optional_caller(call))
     unread_for = p.str("unread_for_agent") or (caller if unread else None)
     return await call.ctx.read(
         queries.list_messages,
@@ -174,11 +222,20 @@ async def list_messages(call: Call) -> dict:
         thread_id=await _thread_id(call),
         include_deleted=p.bool("include_deleted"),
         include_archived=p.bool("include_archived"),
+        archived_only=p.bool("archived_only"),
         page=p.int("page", default=1),
         page_size=p.int("page_size", default=10),
         sort_by=p.str("sort_by", default="created_at"),
         sort_order=p.str("sort_order", default="desc"),
     )
+
+
+async def _with_mailbox_state(call: Call, messages: list[dict]) -> None:
+    """With ``mailbox_state``: each message gets ``mailbox: {read, archived}`` (thrum.store.mailboxes)."""
+    if call.params.bool("mailbox_state") and messages:
+        states = await call.ctx.read(queries.mailbox_states, [m["message_id"] for m in messages])
+        for m in messages:
+            m["mailbox"] = states.get(m["message_id"], {"read": False, "archived": False})
 
 
 @method("message.get")
@@ -187,7 +244,9 @@ async def get(call: Call) -> dict:
     mid = call.params.str("message_id", required=True)
     mid = (await call.ctx.read(prefixes.complete_ids, "message", _id_texts([mid], "message_id"),
                                field="message_id"))[0]
-    return await call.ctx.read(queries.get_message, mid, viewer=caller)
+    result = await call.ctx.read(queries.get_message, mid, viewer=caller)
+    await _with_mailbox_state(call, [result["message"]])
+    return result
 
 
 @method("message.sent")
@@ -202,14 +261,27 @@ async def sent(call: Call) -> dict:
 async def thread(call: Call) -> dict:
     p = call.params
     caller = await _optional_caller(call)
-    if p.str("thread_id"):
+    given = p.str("thread_id")
+    if given and given.startswith("msg_"):  # "a thread id or any message id in it" (gc-mail, `thread show`)
+        key, _ = await _require_message(call, "thread_id")
+    elif given:
         key = await _thread_id(call)
     elif p.str("message_id"):
         key, _ = await _require_message(call)
     else:
         raise errors.ValidationError("invalid params: thread_id or message_id is required", field="thread_id")
     messages = await call.ctx.read(queries.thread_messages, key, viewer=caller)
+    await _with_mailbox_state(call, messages)
     return {"thread_id": messages[0]["thread_id"] if messages else key, "messages": messages}
+
+
+@method("thread.list")
+async def thread_list(call: Call) -> dict:
+    """The caller's threads (with a message of theirs or one in their inbox), newest activity first."""
+    p = call.params
+    caller = await call.ctx.caller(p)
+    return await call.ctx.read(queries.thread_list, caller, page=p.int("page", default=1, minimum=1),
+                               page_size=p.int("page_size", default=10, minimum=1, maximum=queries.MAX_PAGE_SIZE))
 
 
 @method("message.counts")
@@ -222,10 +294,30 @@ async def counts(call: Call) -> dict:
 
 @method("message.edit")
 async def edit(call: Call) -> dict:
+    """Edit a message; with ``idempotency_key``, a repeat returns the first edit's result."""
     p = call.params
     caller = await call.ctx.caller(p)
     mid, info = await _require_message(call)
     content = p.str("content", required=True)
+    key = key_param(p)
+    if key is None:
+        return await _edit(call, caller, mid, info, content, None)
+
+    async def lookup():
+        found = await call.ctx.read(idem.lookup, caller, key)
+        if found is None:
+            return None
+        if found["kind"] != "message.edit" or found["message_id"] != mid:
+            return {"digest": "", "result": {}}  # the key named another write: a conflict
+        return {"digest": found["digest"], "result": {
+            "message_id": mid, "version": found["version"], "updated_at": found["updated_at"]}}
+
+    return await call.ctx.keyed.once(caller, key, idem.content_digest(content), lookup=lookup,
+                                     write=lambda: _edit(call, caller, mid, info, content, key), what="edit")
+
+
+async def _edit(call: Call, caller: str, mid: str, info: dict, content: str, key: str | None) -> dict:
+    p = call.params
     if info["agent_id"] != caller:
         raise errors.Forbidden(f"only the author (@{info['agent_id']}) can edit {mid}")
     if info["deleted"]:
@@ -236,7 +328,8 @@ async def edit(call: Call) -> dict:
     _check_content(call, content, fmt, structured)
     session_id = await call.ctx.ensure_session(caller, p.str("session_id"))
     event = ev.MessageEdit(message_id=mid, agent_id=caller, session_id=session_id,
-                           body=ev.Body(content=content, format=fmt, structured=structured))
+                           body=ev.Body(content=content, format=fmt, structured=structured),
+                           idempotency_key=key or "")
     await call.ctx.write([event])
     after = (await call.ctx.read(queries.get_message, mid))["message"]
     return {"message_id": mid, "version": after["version"], "updated_at": after["updated_at"]}
@@ -267,6 +360,16 @@ async def _write_receipts(call: Call, cls, caller: str, ids: list[str]) -> None:
                             for i in range(0, len(ids), 1000)])
 
 
+async def _read_flags(call: Call, caller: str, ids: list[str]) -> dict[str, bool]:
+    """Whether each message counts as read before a mark: for the caller, or with
+    ``mailbox_state`` for the mailbox it acts for (Gas City mail: one mailbox, an agent
+    per machine, the latest mark of any of them wins — thrum.store.mailboxes)."""
+    if call.params.bool("mailbox_state"):
+        states = await call.ctx.read(queries.mailbox_states, ids)
+        return {m: bool(states.get(m, {}).get("read")) for m in ids}
+    return await call.ctx.read(queries.read_flags, caller, ids)
+
+
 @method("message.markRead")
 async def mark_read(call: Call) -> dict:
     """``marked_count`` counts the messages this call turned from unread to read."""
@@ -281,7 +384,7 @@ async def mark_read(call: Call) -> dict:
         own = {m for m, h in heads.items() if h["agent_id"] == caller}  # always read to their author
     if not ids:
         return {"marked_count": 0}
-    flags = await call.ctx.read(queries.read_flags, caller, ids)
+    flags = await _read_flags(call, caller, ids)
     todo = [m for m in ids if not flags.get(m) and m not in own]
     if todo:
         await _write_receipts(call, ev.MessageRead, caller, todo)
@@ -299,7 +402,7 @@ async def mark_unread(call: Call) -> dict:
     p = call.params
     caller = await call.ctx.caller(p)
     ids, heads = await _require_messages(call, p.str_list("message_ids", required=True))
-    flags = await call.ctx.read(queries.read_flags, caller, ids)
+    flags = await _read_flags(call, caller, ids)
     todo = [m for m in ids if flags.get(m) and heads[m]["agent_id"] != caller]  # own: never unread
     if todo:
         await _write_receipts(call, ev.MessageUnread, caller, todo)

@@ -1,0 +1,577 @@
+#!/usr/bin/env python3
+"""Soak (issue 15): honest load, syncs and an abusive client against one daemon for N minutes.
+
+Run through ``scripts/bench.py soak --minutes N`` or directly with the venv's python::
+
+    python scripts/bench_soak.py [--minutes 10] [--json out.json]
+
+Two replicas (clones of one bare remote, each with its own daemon). Against
+replica A, for N minutes:
+
+- 10 senders (one agent each; a few ms of think time; some messages mention the
+  waiter) and 1 slow sender on replica B, so every sync has news both ways;
+- 10 readers: inbox pages, unread mentions, a message by id, counts;
+- 5 WebSocket subscribers (``all``), counting notifications and drops;
+- a waiter doing what the MCP server's push waiter does: ``message.wait``, mark
+  read, wait again;
+- a sync of A then B every few seconds;
+- an abusive client taking turns: slowloris lines, 20,000 pipelined requests it
+  never reads, a 40 MB line, a 20 MB unfinished line, 300 idle connections, a
+  WebSocket frame that never ends.
+
+Honest clients retry a timed-out write with the same idempotency key (what a
+careful client does) and count it as an error all the same. At the end: final
+syncs, then both replicas' logs must be byte-identical and every acknowledged
+message present exactly once in each, and in each view. Prints throughput,
+latency percentiles, errors, and RSS and descriptors sampled over time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import json
+import os
+import random
+import shutil
+import socket
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from fixtures.repos.builders import make_replicas  # noqa: E402
+from thrum import errors, lifecycle  # noqa: E402
+from thrum.client import Client  # noqa: E402
+
+SYNC_CONFIG = {"local_only": False, "ws_port": 0, "sync_interval": 3600, "sync_debounce": 3600}
+ENV_OVERRIDES = ("THRUM_LOCAL", "THRUM_WS_PORT", "THRUM_WS_QUEUE", "THRUM_SYNC_INTERVAL", "THRUM_SYNC_DEBOUNCE",
+                 "THRUM_REMOTE", "THRUM_MAX_BODY")
+
+
+def pct(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[max(0, min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1))))]
+
+
+def proc_status(pid: int) -> dict[str, float]:
+    """RSS, its anonymous and file-backed parts (MiB), and threads, from /proc/<pid>/status.
+
+    File-backed pages are mostly the projection database mapped by SQLite (mmap_size):
+    the kernel's page cache, growing with the database and reclaimable. Anonymous
+    memory is the daemon's own: that is what must stay flat.
+    """
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "RssAnon", "RssFile"):
+            out[key] = int(value.split()[0]) / 1024
+        elif key == "Threads":
+            out[key] = int(value)
+    return out
+
+
+def rss_mib(pid: int) -> float:
+    return proc_status(pid).get("VmRSS", float("nan"))
+
+
+def fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+class Replica:
+    def __init__(self, repo: Path):
+        saved = {k: os.environ.pop(k) for k in ENV_OVERRIDES if k in os.environ}
+        try:
+            self.paths = lifecycle.init_repo(repo, start_daemon=False)
+            self.paths.config.write_text(json.dumps(SYNC_CONFIG))
+            lifecycle.start(self.paths)
+        finally:
+            os.environ.update(saved)
+        self.pid = lifecycle.read_pid(self.paths)
+        self.root = self.paths.main_repo / ".git" / "thrum-sync" / "a-sync"
+
+    def client(self, timeout: float = 60.0) -> Client:
+        return Client(self.paths, timeout=timeout)
+
+    def call(self, method: str, params: dict | None = None, timeout: float = 120.0):
+        with self.client(timeout) as c:
+            return c.call(method, params)
+
+    def shards(self) -> dict[str, bytes]:
+        return {p.relative_to(self.root).as_posix(): p.read_bytes() for p in sorted(self.root.rglob("*.jsonl"))}
+
+    def create_counts(self) -> collections.Counter:
+        counts: collections.Counter = collections.Counter()
+        for data in self.shards().values():
+            for line in data.splitlines():
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if event.get("type") == "message.create":
+                    counts[event["message_id"]] += 1
+        return counts
+
+    def stop(self) -> None:
+        lifecycle.stop(self.paths)
+
+
+class Record:
+    """Everything the clients observed, under one lock."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.latency: dict[str, list[float]] = collections.defaultdict(list)
+        self.errors: dict[str, list[str]] = collections.defaultdict(list)
+        self.acked: list[str] = []     # every acknowledged message, both replicas
+        self.acked_a: list[str] = []   # those acknowledged by replica A (readers look them up there)
+
+    def ok(self, kind: str, seconds: float) -> None:
+        with self.lock:
+            self.latency[kind].append(seconds * 1000)
+
+    def error(self, kind: str, exc: BaseException) -> None:
+        with self.lock:
+            self.errors[kind].append(f"{type(exc).__name__}: {exc}"[:300])
+
+    def ack(self, mid: str, on_a: bool) -> None:
+        with self.lock:
+            self.acked.append(mid)
+            if on_a:
+                self.acked_a.append(mid)
+
+
+class Soak:
+    def __init__(self, base: Path, minutes: float, *, senders: int = 10, readers: int = 10, subscribers: int = 5,
+                 sync_every: float = 5.0, think_ms: float = 20.0, abuse: bool = True, sample_every: float = 5.0):
+        self.base, self.minutes = base, minutes
+        self.n_senders, self.n_readers, self.n_subs = senders, readers, subscribers
+        self.sync_every, self.think, self.abuse, self.sample_every = sync_every, think_ms / 1000, abuse, sample_every
+        self.stop = threading.Event()
+        self.rec = Record()
+        self.samples: list[dict] = []
+        self.notes: collections.Counter = collections.Counter()
+        self.abuse_log: collections.Counter = collections.Counter()
+
+    # ------------------------------------------------------------------ setup
+    def setup(self) -> None:
+        replicas = make_replicas(self.base, 2)
+        self.a, self.b = Replica(replicas.a), Replica(replicas.b)
+        for i in range(self.n_senders):
+            self.a.call("agent.register", {"name": f"s{i}", "role": "sender", "module": "soak"})
+        self.a.call("agent.register", {"name": "waiter", "role": "watcher", "module": "soak"})
+        self.b.call("agent.register", {"name": "remote", "role": "sender", "module": "soak"})
+        self.a.call("sync.run")
+        self.b.call("sync.run")
+        self.a.call("sync.run")
+
+    # ------------------------------------------------------------------ honest clients
+    def _write(self, c: Client, params: dict, kind: str = "send") -> None:
+        """One send; a timed-out or cut-off send is retried with its key, as a careful client does."""
+        params = dict(params, idempotency_key="k_" + os.urandom(12).hex())
+        for attempt in range(3):
+            t0 = time.perf_counter()
+            try:
+                result = c.call("message.send", params)
+            except (errors.Timeout, errors.Unavailable) as exc:
+                self.rec.error(kind, exc)
+                if not (exc.data or {}).get("may_have_written") or attempt == 2:
+                    return
+                continue
+            except errors.ThrumError as exc:
+                self.rec.error(kind, exc)
+                return
+            self.rec.ok(kind, time.perf_counter() - t0)
+            self.rec.ack(result["message_id"], kind == "send")
+            return
+
+    def sender(self, i: int) -> None:
+        rng = random.Random(i)
+        with self.a.client() as c:
+            n = 0
+            while not self.stop.is_set():
+                n += 1
+                params = {"caller": f"s{i}", "content": f"soak s{i} #{n} " + "m" * rng.randint(20, 400)}
+                if rng.random() < 0.3:
+                    params["to"] = [rng.choice(["@waiter", f"@s{rng.randrange(self.n_senders)}", "@sender"])]
+                self._write(c, params)
+                self.stop.wait(rng.uniform(0, 2 * self.think))
+
+    def remote_sender(self) -> None:
+        with self.b.client() as c:
+            n = 0
+            while not self.stop.is_set():
+                n += 1
+                self._write(c, {"caller": "remote", "content": f"from replica b #{n}"}, "send_b")
+                self.stop.wait(1.0)
+
+    def reader(self, i: int) -> None:
+        rng = random.Random(100 + i)
+        with self.a.client() as c:
+            while not self.stop.is_set():
+                agent = f"s{rng.randrange(self.n_senders)}"
+                kind = rng.choice(["inbox", "unread_mentions", "get", "counts"])
+                params: dict = {"caller": agent}
+                if kind == "inbox":
+                    method = "message.list"
+                    params.update(exclude_own=True, page_size=20)
+                elif kind == "unread_mentions":
+                    method = "message.list"
+                    params.update(mentions=True, unread=True, page_size=20)
+                elif kind == "get":
+                    with self.rec.lock:
+                        recent = self.rec.acked_a[-500:]
+                    if not recent:
+                        self.stop.wait(0.1)
+                        continue
+                    mid = rng.choice(recent)
+                    method, params = "message.get", {"message_id": mid}
+                else:
+                    method = "message.counts"
+                t0 = time.perf_counter()
+                try:
+                    c.call(method, params)
+                    self.rec.ok(f"read:{kind}", time.perf_counter() - t0)
+                except errors.ThrumError as exc:
+                    self.rec.error(f"read:{kind}", exc)
+                self.stop.wait(rng.uniform(0, 2 * self.think))
+
+    def waiter(self) -> None:
+        """What the MCP server's push waiter does: wait for mail, take it, mark it read, wait again."""
+        with self.a.client(timeout=30) as c:
+            while not self.stop.is_set():
+                t0 = time.perf_counter()
+                try:
+                    got = c.call("message.wait", {"caller": "waiter", "timeout": 2})
+                    if got["messages"]:
+                        ids = [m["message_id"] for m in got["messages"]]
+                        c.call("message.markRead", {"caller": "waiter", "message_ids": ids})
+                        self.rec.ok("wait", time.perf_counter() - t0)
+                        with self.rec.lock:
+                            self.notes["waiter_woken"] += 1
+                except errors.ThrumError as exc:
+                    self.rec.error("wait", exc)
+
+    def syncer(self) -> None:
+        while not self.stop.wait(self.sync_every):
+            for name, replica in (("sync_a", self.a), ("sync_b", self.b)):
+                t0 = time.perf_counter()
+                try:
+                    replica.call("sync.run")
+                    self.rec.ok(name, time.perf_counter() - t0)
+                except errors.ThrumError as exc:
+                    self.rec.error(name, exc)
+
+    def subscribers(self) -> None:
+        from websockets.asyncio.client import connect
+
+        async def one(i: int) -> None:
+            port = self.a.paths.ws_port_file.read_text().strip()
+            token = self.a.paths.ws_token_file.read_text().strip()
+            async with connect(f"ws://127.0.0.1:{port}/ws", additional_headers={"Authorization": f"Bearer {token}"},
+                               max_size=None, ping_interval=None) as ws:
+                await ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "subscribe.create",
+                                          "params": {"filter_type": "all"}}))
+                while not self.stop.is_set():
+                    try:
+                        raw = await asyncio.wait_for(ws.recv(), 0.5)
+                    except asyncio.TimeoutError:
+                        continue
+                    msg = json.loads(raw)
+                    method = msg.get("method")
+                    with self.rec.lock:
+                        if method == "message.create":
+                            self.notes["ws_message_create"] += 1
+                        elif method == "notification.dropped":
+                            self.notes["ws_dropped"] += msg["params"]["dropped"]
+                        elif "error" in msg:
+                            self.rec.errors["ws"].append(str(msg["error"])[:300])
+
+        async def main() -> None:
+            results = await asyncio.gather(*(one(i) for i in range(self.n_subs)), return_exceptions=True)
+            for r in results:
+                if isinstance(r, BaseException):
+                    self.rec.error("ws", r)
+
+        asyncio.run(main())
+
+    # ------------------------------------------------------------------ the abusive client
+    def abuser(self) -> None:
+        attacks = [self._slowloris, self._pipeline, self._huge_line, self._unfinished_line, self._flood,
+                   self._ws_unfinished]
+        i = 0
+        while not self.stop.is_set():
+            attack = attacks[i % len(attacks)]
+            i += 1
+            try:
+                attack()
+                self.abuse_log[attack.__name__.strip("_")] += 1
+            except OSError:
+                self.abuse_log[attack.__name__.strip("_") + " (cut off)"] += 1
+            self.stop.wait(1.0)
+
+    def _unix(self) -> socket.socket:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(30)
+        s.connect(str(self.a.paths.socket))
+        return s
+
+    def _hold(self, socks: list, seconds: float) -> None:
+        self.stop.wait(seconds)
+        for s in socks:
+            s.close()
+
+    def _slowloris(self) -> None:
+        socks = []
+        for _ in range(20):
+            s = self._unix()
+            s.sendall(b'{"jsonrpc":"2.0","id":1,"meth')
+            socks.append(s)
+        self._hold(socks, 8)
+
+    def _pipeline(self) -> None:
+        s = self._unix()
+        burst = b"".join(b'{"jsonrpc":"2.0","id":%d,"method":"message.list","params":{"page_size":20}}\n' % i
+                         for i in range(20_000))
+        try:
+            s.sendall(burst)  # never reads: the daemon paces it, then cuts it off
+        finally:
+            s.close()
+
+    def _huge_line(self) -> None:
+        s = self._unix()
+        try:
+            s.sendall(b'{"jsonrpc":"2.0","id":1,"method":"health","params":{"x":"' + b"x" * (40 << 20) + b'"}}\n')
+        finally:
+            s.close()
+
+    def _unfinished_line(self) -> None:
+        s = self._unix()
+        try:
+            s.sendall(b'{"jsonrpc":"2.0","id":1,"method":"health","params":{"x":"' + b"x" * (20 << 20))
+            self.stop.wait(5)
+        finally:
+            s.close()
+
+    def _flood(self) -> None:
+        socks = []
+        try:
+            for _ in range(300):
+                socks.append(self._unix())
+        finally:
+            self._hold(socks, 3)
+
+    def _ws_unfinished(self) -> None:
+        port = int(self.a.paths.ws_port_file.read_text().strip())
+        token = self.a.paths.ws_token_file.read_text().strip()
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        try:
+            s.sendall((f"GET /ws HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                       f"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+                       f"Authorization: Bearer {token}\r\n\r\n").encode())
+            s.recv(4096)
+            s.sendall(bytes([0x81, 0xFF]) + (1 << 20).to_bytes(8, "big") + b"\0\0\0\0" + b"[" * 4096)
+            self.stop.wait(5)
+        finally:
+            s.close()
+
+    # ------------------------------------------------------------------ sampling
+    def sampler(self) -> None:
+        start = time.monotonic()
+        while True:
+            sample = {"t": round(time.monotonic() - start, 1)}
+            for name, replica in (("a", self.a), ("b", self.b)):
+                try:
+                    st = proc_status(replica.pid)
+                    sample[f"rss_{name}"] = round(st["VmRSS"], 1)
+                    sample[f"anon_{name}"] = round(st["RssAnon"], 1)
+                    sample[f"file_{name}"] = round(st["RssFile"], 1)
+                    sample[f"threads_{name}"] = st["Threads"]
+                    sample[f"fds_{name}"] = fds(replica.pid)
+                except (OSError, KeyError):
+                    pass
+            with self.rec.lock:
+                sample["acked"] = len(self.rec.acked)
+            self.samples.append(sample)
+            if self.stop.wait(self.sample_every):
+                return
+
+    # ------------------------------------------------------------------ run
+    def run(self) -> dict:
+        self.setup()
+        baseline = {"rss_a": rss_mib(self.a.pid), "fds_a": fds(self.a.pid)}
+        threads = [threading.Thread(target=self.sender, args=(i,), name=f"sender{i}") for i in range(self.n_senders)]
+        threads += [threading.Thread(target=self.reader, args=(i,), name=f"reader{i}") for i in range(self.n_readers)]
+        threads += [threading.Thread(target=fn, name=fn.__name__) for fn in
+                    (self.remote_sender, self.waiter, self.syncer, self.subscribers, self.sampler)]
+        if self.abuse:
+            threads.append(threading.Thread(target=self.abuser, name="abuser"))
+        started = time.monotonic()
+        for t in threads:
+            t.daemon = True
+            t.start()
+        self.stop.wait(self.minutes * 60)
+        self.stop.set()
+        for t in threads:
+            t.join(120)
+        elapsed = time.monotonic() - started
+        st = proc_status(self.a.pid)
+        self.samples.append({"t": round(elapsed, 1), "rss_a": round(st["VmRSS"], 1), "anon_a": round(st["RssAnon"], 1),
+                             "file_a": round(st["RssFile"], 1), "threads_a": st["Threads"],
+                             "fds_a": fds(self.a.pid), "rss_b": round(rss_mib(self.b.pid), 1),
+                             "fds_b": fds(self.b.pid), "acked": len(self.rec.acked)})
+        for replica in (self.a, self.b, self.a, self.b):  # settle: every replica has everything
+            replica.call("sync.run")
+        return self.check(elapsed, baseline)
+
+    def check(self, elapsed: float, baseline: dict) -> dict:
+        acked = list(self.rec.acked)
+        shards_a, shards_b = self.a.shards(), self.b.shards()
+        identical = shards_a == shards_b
+        exactly_once = {}
+        visible = {}
+        for name, replica in (("a", self.a), ("b", self.b)):
+            counts = replica.create_counts()
+            wrong = {m: counts[m] for m in acked if counts[m] != 1}
+            exactly_once[name] = {"missing_or_duplicated": len(wrong), "extra": sum(counts.values()) - len(acked),
+                                  "examples": dict(list(wrong.items())[:5])}
+            visible[name] = replica.call("message.list", {"page_size": 1})["total"]
+        honest_errors = {k: len(v) for k, v in self.rec.errors.items()}
+        rss = [s["rss_a"] for s in self.samples if "rss_a" in s]
+        anon = [s["anon_a"] for s in self.samples if "anon_a" in s]
+        minute = max(1, int(60 / self.sample_every))
+        middle = anon[max(0, len(anon) // 2 - minute // 2):len(anon) // 2 + minute // 2 + 1]
+        return {
+            "minutes": round(elapsed / 60, 2),
+            "load_average": os.getloadavg(),
+            "sends": len(acked),
+            "sends_per_s": round(len(acked) / elapsed, 1),
+            "reads": sum(len(v) for k, v in self.rec.latency.items() if k.startswith("read:")),
+            "latency_ms": {k: {"n": len(v), "p50": round(pct(v, 50), 2), "p95": round(pct(v, 95), 2),
+                               "p99": round(pct(v, 99), 2), "max": round(max(v), 2)}
+                           for k, v in sorted(self.rec.latency.items())},
+            "errors": honest_errors,
+            "error_examples": {k: v[:3] for k, v in self.rec.errors.items()},
+            "notes": dict(self.notes),
+            "abuse": dict(self.abuse_log),
+            "baseline": baseline,
+            "samples": self.samples,
+            "rss_first_minute_mib": round(statistics.median(rss[:minute]), 1) if rss else None,
+            "rss_last_minute_mib": round(statistics.median(rss[-minute:]), 1) if rss else None,
+            "rss_max_mib": max(rss) if rss else None,
+            "anon_first_minute_mib": round(statistics.median(anon[:minute]), 1) if anon else None,
+            "anon_last_minute_mib": round(statistics.median(anon[-minute:]), 1) if anon else None,
+            "anon_max_mib": max(anon) if anon else None,
+            # after the warm-up (bounded caches fill in the first minutes): the middle minute vs the last
+            "anon_middle_minute_mib": round(statistics.median(middle), 1) if middle else None,
+            "fds_max": max(s.get("fds_a", 0) for s in self.samples),
+            "logs_identical": identical,
+            "exactly_once": exactly_once,
+            "visible": visible,
+            "daemon_a": self.a.call("daemon.status").get("clients"),
+        }
+
+    def close(self) -> None:
+        for replica in (getattr(self, "a", None), getattr(self, "b", None)):
+            if replica is not None:
+                try:
+                    replica.stop()
+                except Exception:  # noqa: BLE001
+                    pass
+
+
+def run(minutes: float, **kw) -> dict:
+    base = Path(tempfile.mkdtemp(prefix="thrum-soak-"))
+    soak = Soak(base, minutes, **kw)
+    try:
+        return soak.run()
+    finally:
+        soak.close()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def table(r: dict) -> list[tuple[str, str, str]]:
+    rows = [("duration", f"{r['minutes']:.1f} min", ""),
+            ("machine load average (1/5/15 min)", " / ".join(f"{x:.1f}" for x in r["load_average"]), ""),
+            ("acknowledged sends", f"{r['sends']}", ""),
+            ("send throughput", f"{r['sends_per_s']:.1f}/s", ""),
+            ("reads", f"{r['reads']}", "")]
+    for kind, lat in r["latency_ms"].items():
+        rows.append((f"{kind} latency p50 / p99 / max", f"{lat['p50']:.1f} / {lat['p99']:.1f} / {lat['max']:.0f} ms",
+                     f"n={lat['n']}"))
+    rows.append(("honest client errors", f"{sum(r['errors'].values())}", "0"))
+    rows.append(("RSS A first / last minute (median)", f"{r['rss_first_minute_mib']} / {r['rss_last_minute_mib']} MiB",
+                 ""))
+    rows.append(("  of which anonymous (the daemon's own)", f"{r['anon_first_minute_mib']} / "
+                 f"{r['anon_last_minute_mib']} MiB", ""))
+    rows.append(("anonymous, middle / last minute (warmed up)", f"{r['anon_middle_minute_mib']} / "
+                 f"{r['anon_last_minute_mib']} MiB", "flat"))
+    rows.append(("RSS A max (anonymous max)", f"{r['rss_max_mib']} ({r['anon_max_mib']}) MiB", ""))
+    rows.append(("descriptors A max", f"{r['fds_max']}", "flat"))
+    rows.append(("WebSocket notifications / dropped", f"{r['notes'].get('ws_message_create', 0)} / "
+                 f"{r['notes'].get('ws_dropped', 0)}", ""))
+    rows.append(("waiter wake-ups", f"{r['notes'].get('waiter_woken', 0)}", ""))
+    rows.append(("logs byte-identical (A, B)", str(r["logs_identical"]), "True"))
+    for name, once in r["exactly_once"].items():
+        rows.append((f"acked missing/duplicated, extra ({name})",
+                     f"{once['missing_or_duplicated']}, {once['extra']}", "0, 0"))
+    rows.append(("visible in views (A, B)", f"{r['visible']['a']}, {r['visible']['b']}", f"{r['sends']}"))
+    return rows
+
+
+def print_result(r: dict) -> None:
+    rows = table(r)
+    width = max(len(x[0]) for x in rows)
+    vwidth = max(len(x[1]) for x in rows)
+    print(f"\nsoak ({r['minutes']:.1f} min)")
+    print(f"  {'metric'.ljust(width)}  {'value'.rjust(vwidth)}  target")
+    for name, value, target in rows:
+        print(f"  {name.ljust(width)}  {value.rjust(vwidth)}  {target}")
+    print("\n  abusive client, attacks made:", ", ".join(f"{k} {v}" for k, v in sorted(r["abuse"].items())))
+    print("\n  RSS (MiB) and descriptors of A over time:")
+    step = max(1, len(r["samples"]) // 20)
+    shown = r["samples"][::step]
+    if shown[-1] is not r["samples"][-1]:
+        shown.append(r["samples"][-1])
+    for s in shown:
+        print(f"    t={s['t']:>6.0f}s  rss={s.get('rss_a', float('nan')):>7.1f}  "
+              f"anon={s.get('anon_a', float('nan')):>7.1f}  file={s.get('file_a', float('nan')):>7.1f}  "
+              f"threads={s.get('threads_a', 0):>3}  fds={s.get('fds_a', 0):>4}  acked={s['acked']}")
+    if r["errors"]:
+        print("\n  errors:", json.dumps(r["error_examples"], indent=2)[:3000])
+
+
+def section(args) -> dict:
+    """Entry point for scripts/bench.py (uses --minutes)."""
+    result = run(getattr(args, "minutes", 10.0), abuse=not getattr(args, "no_abuse", False),
+                 sync_every=getattr(args, "sync_every", 5.0), subscribers=getattr(args, "subscribers", 5))
+    print_result(result)
+    out = getattr(args, "soak_json", None)
+    if out:
+        Path(out).write_text(json.dumps(result, indent=2))
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--minutes", type=float, default=10.0)
+    ap.add_argument("--json", dest="soak_json", help="also write the full result (with every sample) here")
+    ap.add_argument("--no-abuse", action="store_true", help="leave the abusive client out (to compare)")
+    ap.add_argument("--sync-every", type=float, default=5.0, help="seconds between syncs (default 5)")
+    ap.add_argument("--subscribers", type=int, default=5, help="WebSocket subscribers (default 5)")
+    args = ap.parse_args(argv)
+    section(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

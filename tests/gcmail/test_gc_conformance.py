@@ -1,0 +1,413 @@
+"""Conformance of `thrum-gc-mail` with Gas City's exec mail provider protocol.
+
+Every behaviour of spec/gascity-exec-provider.md (the operations table and the
+paragraph under it), each in a fresh repository, with the provider run exactly
+as gc runs it (gc_exec.Provider): a subprocess per call, argv, stdin JSON, exit
+codes and the stderr markers.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from gc_exec import Provider, ProviderError, go_json
+from thrum import lifecycle
+from thrum.client import Client
+from thrum.paths import resolve
+
+
+def ids(msgs) -> list[str]:
+    return [m["id"] for m in msgs or []]
+
+
+# ---------------------------------------------------------------------------- ensure-running
+
+def test_ensure_running_sets_up_a_bare_git_repository_and_starts_the_daemon(city):
+    repo, elsewhere = city
+    p = Provider(repo, elsewhere)
+    proc = p.raw("ensure-running")
+    assert proc.returncode == 0, proc.stderr
+    assert (repo / ".thrum").is_dir()
+    assert p.raw("ensure-running").returncode == 0  # again: nothing to do
+    assert p.inbox("bob") is None
+
+
+def test_operations_start_the_daemon_without_ensure_running(city):
+    repo, elsewhere = city
+    p = Provider(repo, elsewhere)
+    sent = p.send("alice", "bob", "first", "no ensure-running before me")
+    assert ids(p.inbox("bob")) == [sent["id"]]
+
+
+def test_the_repository_comes_from_the_working_directory_without_thrum_repo(city):
+    repo, elsewhere = city
+    inside = repo / "sub" / "dir"
+    inside.mkdir(parents=True)
+    p = Provider(repo, inside)
+    del p.env["THRUM_REPO"]
+    sent = p.send("alice", "bob", "", "found from the working directory")
+    elsewhere_p = Provider(repo, elsewhere)  # THRUM_REPO set, cwd outside: the same mail
+    assert ids(elsewhere_p.inbox("bob")) == [sent["id"]]
+
+
+def test_outside_any_repository_without_thrum_repo_is_one_clear_error(city):
+    repo, elsewhere = city
+    p = Provider(repo, elsewhere)
+    del p.env["THRUM_REPO"]
+    proc = p.raw("inbox", "bob")
+    assert proc.returncode == 1
+    err = proc.stderr.decode()
+    assert err.count("\n") == 1 and "THRUM_REPO" in err
+
+
+# ---------------------------------------------------------------------------- send
+
+def test_send_returns_the_new_message(provider):
+    before = datetime.now(timezone.utc) - timedelta(minutes=1)
+    m = provider.send("alice", "bob", "Greetings", "hello")
+    after = datetime.now(timezone.utc) + timedelta(minutes=1)
+    assert m["id"]
+    assert (m["from"], m["to"], m["subject"], m["body"], m["read"]) == ("alice", "bob", "Greetings", "hello", False)
+    assert before <= m["created"] <= after
+    assert m["thread_id"]
+
+
+def test_send_gives_unique_ids_and_a_new_thread_each_time(provider):
+    a = provider.send("alice", "bob", "", "first")
+    b = provider.send("alice", "bob", "", "second")
+    assert a["id"] != b["id"]
+    assert a["thread_id"] != b["thread_id"]
+
+
+def test_send_decodes_go_escapes_and_keeps_text_exactly(provider):
+    body = "a <b> & c\n\tline two \u00e9\u4e2d\U0001F600 \"quoted\" \\ back"
+    raw = go_json({"from": "alice", "subject": "<urgent> & more", "body": body})
+    assert b"\\u003c" in raw and not raw.endswith(b"\n")
+    m = json.loads(provider.run("send", "bob", stdin=raw))
+    assert (m["subject"], m["body"]) == ("<urgent> & more", body)
+    got = provider.get(m["id"])
+    assert (got["subject"], got["body"]) == ("<urgent> & more", body)
+
+
+def test_send_with_an_empty_subject_and_body(provider):
+    m = provider.send("alice", "bob", "", "")
+    assert (m["subject"], m["body"]) == ("", "")
+    assert provider.get(m["id"])["body"] == ""
+
+
+def test_send_with_bad_stdin_fails_with_one_line(city):
+    p = Provider(*city)
+    for stdin in (b"", b"not json", b"[1]", b'{"from": "", "subject": "", "body": "x"}',
+                  b'{"from": "alice", "subject": 3, "body": "x"}', b"\xff\xfe"):
+        for op in ("send", "reply"):
+            proc = p.raw(op, "bob", stdin=stdin)
+            assert proc.returncode == 1, (op, stdin)
+            assert proc.stdout == b""
+            assert proc.stderr.decode().count("\n") == 1
+    assert not (city[0] / ".thrum").exists()  # refused before anything was written
+
+
+# ---------------------------------------------------------------------------- addresses
+
+ADDRESS_PAIRS = [
+    ("human", "mayor"),
+    ("myrig/witness", "myrig/polecats/nux"),
+    ("gc-42", "rig.name/agent_name"),
+    ("Mayor Of Town", "ünïcødé/rig"),
+    ("a" * 200, "x--y//z"),
+]
+
+
+def test_addresses_round_trip_in_from_and_to(provider):
+    for sender, recipient in ADDRESS_PAIRS:
+        m = provider.send(sender, recipient, "s", "b")
+        assert (m["from"], m["to"]) == (sender, recipient)
+        (listed,) = provider.inbox(recipient)
+        assert (listed["from"], listed["to"]) == (sender, recipient)
+        got = provider.get(m["id"])
+        assert (got["from"], got["to"]) == (sender, recipient)
+        r = provider.reply(m["id"], recipient, "re", "back")
+        assert (r["from"], r["to"]) == (recipient, sender)
+        assert ids(provider.inbox(sender)) == [r["id"]]
+
+
+def test_addresses_that_differ_only_in_spelling_are_different_mailboxes(provider):
+    names = ["mayor", "Mayor", "may-or", "may_or", "may.or", "may/or", "may or"]
+    for n in names:
+        provider.send("alice", n, "", f"for {n}")
+    for n in names:
+        (only,) = provider.inbox(n)
+        assert only["body"] == f"for {n}" and only["to"] == n
+
+
+# ---------------------------------------------------------------------------- inbox, check, all
+
+def test_an_empty_mailbox_prints_nothing(provider):
+    for op in ("inbox", "check", "all", "thread"):
+        proc = provider.raw(op, "nobody")
+        assert (proc.returncode, proc.stdout, proc.stderr) == (0, b"", b""), op
+
+
+def test_inbox_holds_only_the_recipients_unread_mail(provider):
+    for_bob = provider.send("alice", "bob", "", "for bob")
+    provider.send("alice", "charlie", "", "for charlie")
+    (m,) = provider.inbox("bob")
+    assert (m["id"], m["to"], m["read"]) == (for_bob["id"], "bob", False)
+    assert provider.inbox("alice") is None  # the sender's mailbox does not hold what it sent
+
+
+def test_inbox_and_check_do_not_mark_read(provider):
+    m = provider.send("alice", "bob", "", "peek")
+    assert ids(provider.check("bob")) == [m["id"]]
+    assert ids(provider.inbox("bob")) == [m["id"]]
+    assert ids(provider.check("bob")) == [m["id"]]
+    assert provider.count("bob") == (1, 1)
+
+
+def test_check_is_the_inbox(provider):
+    a = provider.send("alice", "bob", "", "one")
+    b = provider.send("carol", "bob", "", "two")
+    provider.mark_read(a["id"])
+    assert ids(provider.check("bob")) == ids(provider.inbox("bob")) == [b["id"]]
+
+
+def test_all_lists_read_and_unread_but_not_archived(provider):
+    unread = provider.send("alice", "bob", "", "one")
+    read = provider.send("alice", "bob", "", "two")
+    gone = provider.send("alice", "bob", "", "three")
+    provider.mark_read(read["id"])
+    provider.archive(gone["id"])
+    listed = provider.all("bob")
+    assert sorted(ids(listed)) == sorted([unread["id"], read["id"]])
+    assert {m["id"]: m["read"] for m in listed} == {unread["id"]: False, read["id"]: True}
+
+
+def test_listings_are_oldest_first_and_sortable_by_created_at_then_id(provider):
+    sent = [provider.send("alice", "bob", "", f"n{i}") for i in range(3)]
+    listed = provider.inbox("bob")
+    assert ids(listed) == ids(sent)
+    assert sorted(listed, key=lambda m: (m["created"], m["id"])) == listed
+
+
+def test_a_mailbox_with_many_messages_lists_them_all(provider):
+    first = provider.send("alice", "bob", "", "n0")  # registers alice's agent here; the rest straight over RPC
+    sender = lifecycle.call(resolve(provider.repo), "message.get", {"message_id": first["id"]})
+    caller = sender["message"]["author"]["agent_id"]
+    with Client(resolve(provider.repo)) as client:
+        for i in range(1, 205):  # more than two pages of the daemon's largest
+            client.call("message.send", {"caller": caller, "content": f"n{i}",
+                                         "refs": [{"type": "mention", "value": "gc_bob"}]})
+    listed = provider.inbox("bob")
+    assert [m["body"] for m in listed] == [f"n{i}" for i in range(205)]
+    assert len({m["id"] for m in listed}) == 205
+    assert provider.count("bob") == (205, 205)
+
+
+# ---------------------------------------------------------------------------- get, read
+
+def test_get_returns_the_message_without_marking_it_read(provider):
+    m = provider.send("alice", "bob", "Hi", "body")
+    got = provider.get(m["id"])
+    assert {k: got[k] for k in ("id", "from", "to", "subject", "body", "read", "thread_id", "created_at")} == \
+        {k: m[k] for k in ("id", "from", "to", "subject", "body", "read", "thread_id", "created_at")}
+    assert ids(provider.inbox("bob")) == [m["id"]]
+
+
+def test_read_marks_read_and_the_message_stays_retrievable(provider):
+    m = provider.send("alice", "bob", "Sub", "read me")
+    got = provider.read(m["id"])
+    assert (got["id"], got["from"], got["to"], got["body"], got["read"]) == (m["id"], "alice", "bob", "read me", True)
+    assert provider.inbox("bob") is None
+    again = provider.get(m["id"])
+    assert (again["body"], again["read"]) == ("read me", True)
+    assert provider.count("bob") == (1, 0)
+
+
+def test_unknown_ids_fail_with_the_not_found_marker(provider):
+    for op in ("get", "read", "mark-read", "mark-unread", "reply"):
+        stdin = go_json({"from": "bob", "subject": "", "body": "x"}) if op == "reply" else b""
+        for unknown in ("nonexistent", "msg_01JD5QA0B1C2D3E4F5G6H7J8K9"):
+            with pytest.raises(ProviderError) as info:
+                provider.run(op, unknown, stdin=stdin)
+            assert info.value.not_found and info.value.code == 1, (op, unknown)
+            assert "\n" not in info.value.text
+
+
+# ---------------------------------------------------------------------------- mark-read, mark-unread
+
+def test_mark_read_prints_nothing_and_takes_the_message_out_of_the_inbox(provider):
+    m = provider.send("alice", "bob", "", "mark me")
+    assert provider.mark_read(m["id"]) == ""
+    assert provider.inbox("bob") is None
+    assert provider.mark_read(m["id"]) == ""  # again: still fine
+
+
+def test_mark_unread_puts_the_message_back_into_the_inbox(provider):
+    m = provider.send("alice", "bob", "", "toggle")
+    provider.read(m["id"])
+    assert provider.mark_unread(m["id"]) == ""
+    assert ids(provider.inbox("bob")) == [m["id"]]
+    assert provider.get(m["id"])["read"] is False
+
+
+# ---------------------------------------------------------------------------- archive, delete
+
+def test_archive_and_delete_take_the_message_out_of_every_mailbox_view(provider):
+    kept = provider.send("alice", "bob", "", "keep me")
+    for op in ("archive", "delete"):
+        m = provider.send("alice", "bob", "", f"{op} me")
+        assert provider.run(op, m["id"]) == ""
+        assert ids(provider.inbox("bob")) == ids(provider.check("bob")) == ids(provider.all("bob")) == [kept["id"]]
+        assert provider.count("bob") == (1, 1)
+        assert provider.get(m["id"])["body"] == f"{op} me"  # history stays retrievable
+
+
+def test_archiving_again_fails_with_already_archived_and_an_unknown_id_without(provider):
+    for first, second in (("archive", "archive"), ("delete", "delete"), ("archive", "delete"), ("delete", "archive")):
+        m = provider.send("alice", "bob", "", "double")
+        provider.run(first, m["id"])
+        with pytest.raises(ProviderError) as info:
+            provider.run(second, m["id"])
+        assert info.value.already_archived and info.value.code == 1, (first, second)
+    for op in ("archive", "delete"):
+        with pytest.raises(ProviderError) as info:
+            provider.run(op, "nonexistent")
+        assert not info.value.already_archived and info.value.code == 1
+
+
+def test_archive_many_in_any_order_with_one_already_archived(provider):
+    sent = [provider.send("alice", "bob", "", "batch") for _ in range(3)]
+    provider.archive(sent[1]["id"])
+    outcomes = []
+    for m in (sent[2], sent[0], sent[1]):  # gc's ArchiveMany loops over Archive
+        try:
+            provider.archive(m["id"])
+            outcomes.append(None)
+        except ProviderError as exc:
+            outcomes.append("already" if exc.already_archived else exc.text)
+    assert outcomes == [None, None, "already"]
+    assert provider.inbox("bob") is None
+
+
+# ---------------------------------------------------------------------------- reply, thread
+
+def test_reply_goes_to_the_parents_sender_in_the_same_thread(provider):
+    m = provider.send("alice", "bob", "Hello", "first")
+    r = provider.reply(m["id"], "bob", "RE: Hello", "reply")
+    assert (r["from"], r["to"], r["subject"], r["body"]) == ("bob", "alice", "RE: Hello", "reply")
+    assert r["thread_id"] == m["thread_id"] and r["reply_to"] == m["id"] and r["id"] != m["id"]
+    assert ids(provider.inbox("alice")) == [r["id"]]
+    got = provider.get(r["id"])
+    assert (got["reply_to"], got["thread_id"], got["to"]) == (m["id"], m["thread_id"], "alice")
+
+
+def test_thread_by_thread_id_or_any_message_id_oldest_first(provider):
+    m = provider.send("alice", "bob", "Hello", "first")
+    r1 = provider.reply(m["id"], "bob", "", "second")
+    r2 = provider.reply(r1["id"], "alice", "", "third")
+    provider.send("alice", "bob", "", "another thread")
+    expected = [m["id"], r1["id"], r2["id"]]
+    for key in (m["thread_id"], m["id"], r1["id"], r2["id"]):
+        assert ids(provider.thread(key)) == expected, key
+    listed = provider.thread(m["thread_id"])
+    assert [(x["from"], x["to"]) for x in listed] == [("alice", "bob"), ("bob", "alice"), ("alice", "bob")]
+
+
+def test_thread_shows_each_messages_read_state_and_archived_messages(provider):
+    m = provider.send("alice", "bob", "", "first")
+    r = provider.reply(m["id"], "bob", "", "second")
+    provider.read(m["id"])
+    provider.archive(r["id"])
+    assert [(x["id"], x["read"]) for x in provider.thread(m["thread_id"])] == [(m["id"], True), (r["id"], False)]
+
+
+def test_an_unknown_thread_is_empty_not_an_error(provider):
+    for key in ("nonexistent-thread", "thr_01JD5QA0B1C2D3E4F5G6H7J8K9", "msg_01JD5QA0B1C2D3E4F5G6H7J8K9"):
+        proc = provider.raw("thread", key)
+        assert (proc.returncode, proc.stdout) == (0, b""), key
+
+
+# ---------------------------------------------------------------------------- count
+
+def test_count_gives_total_and_unread(provider):
+    provider.send("alice", "bob", "", "msg1")
+    m2 = provider.send("alice", "bob", "", "msg2")
+    provider.mark_read(m2["id"])
+    assert provider.count("bob") == (2, 1)
+    assert json.loads(provider.run("count", "bob")) == {"total": 2, "unread": 1}
+
+
+def test_count_of_an_empty_mailbox_is_zero(provider):
+    assert json.loads(provider.run("count", "nobody")) == {"total": 0, "unread": 0}
+
+
+# ---------------------------------------------------------------------------- the protocol's edges
+
+def test_an_unknown_operation_exits_2_with_no_output(city):
+    p = Provider(*city)
+    for op in ("frobnicate", "", "INBOX"):
+        proc = p.raw(op, "x")
+        assert proc.returncode == 2 and proc.stdout == b"", op
+    assert not (city[0] / ".thrum").exists()  # nothing was set up for it
+
+
+def test_a_wrong_number_of_arguments_fails_never_exit_2(city):
+    p = Provider(*city)
+    for args in (("inbox",), ("get",), ("send",), ("ensure-running", "x"), ("count", "a", "b")):
+        proc = p.raw(*args, stdin=go_json({"from": "a", "subject": "", "body": ""}))
+        assert proc.returncode == 1 and proc.stdout == b"", args
+        assert proc.stderr.decode().count("\n") == 1
+
+
+def test_stdin_is_not_read_by_other_operations(provider):
+    m = provider.send("alice", "bob", "", "x")
+    proc = provider.raw("get", m["id"], stdin=b"this is not for get")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["id"] == m["id"]
+
+
+def test_output_is_one_json_document_on_one_line(provider):
+    m = provider.send("alice", "bob", "multi\nline", "body\nwith\nlines")
+    for args in (("get", m["id"]), ("inbox", "bob"), ("count", "bob"), ("thread", m["id"])):
+        out = provider.raw(*args).stdout
+        assert out.count(b"\n") == 1 and out.endswith(b"\n"), args
+        json.loads(out)
+
+
+def test_send_inbox_read_archive_lifecycle(provider):
+    sent = provider.send("alice", "bob", "", "lifecycle")
+    assert ids(provider.inbox("bob")) == [sent["id"]]
+    assert provider.read(sent["id"])["read"] is True
+    assert provider.inbox("bob") is None
+    assert ids(provider.all("bob")) == [sent["id"]]
+    provider.archive(sent["id"])
+    assert provider.all("bob") is None
+    assert provider.count("bob") == (0, 0)
+
+
+def test_mail_to_oneself_arrives_unread_and_is_marked_like_any_other(provider):
+    """gc handoffs: an agent mails its own next session."""
+    m = provider.send("mayor", "mayor", "handoff", "where I left off")
+    (got,) = provider.inbox("mayor")
+    assert (got["id"], got["read"]) == (m["id"], False)
+    assert provider.count("mayor") == (1, 1)
+    assert provider.read(m["id"])["read"] is True
+    assert provider.inbox("mayor") is None and provider.count("mayor") == (1, 0)
+    provider.mark_unread(m["id"])
+    assert ids(provider.inbox("mayor")) == [m["id"]]
+    provider.archive(m["id"])
+    assert provider.all("mayor") is None
+    with pytest.raises(ProviderError) as info:
+        provider.delete(m["id"])
+    assert info.value.already_archived
+
+
+def test_with_autostart_off_nothing_is_set_up_or_started(city):
+    p = Provider(*city, THRUM_NO_AUTOSTART="1")
+    proc = p.raw("inbox", "bob")
+    assert proc.returncode == 1 and proc.stdout == b""
+    err = proc.stderr.decode()
+    assert err.count("\n") == 1 and "THRUM_NO_AUTOSTART" in err
+    assert not (city[0] / ".thrum").exists()

@@ -1,0 +1,241 @@
+"""wait_for_message: push wake-ups, the queue, one wait at a time, priority filters,
+cancellation, daemon restarts, messages from another machine; two agents talking
+through their own servers."""
+
+from __future__ import annotations
+
+import time
+
+import trio
+
+from fixtures.repos.builders import make_replicas
+from mcp_helpers import WAIT, cli_send, mcp_server, start_daemon
+
+
+async def test_two_agents_exchange_messages_through_their_own_servers(bus):
+    bus.register("ex_ann", "ex_impl", identity_file=True)
+    bus.register("ex_ben", "ex_rev", identity_file=True)
+    async with mcp_server(bus.repo, "ex_ann") as ann, mcp_server(bus.repo, "ex_ben") as ben:
+        sent = await ann.call("send_message", {"to": "@ex_ben", "content": "please review #12"})
+        assert sent["recipient_status"] == "active"  # ben's server is running: he was seen just now
+        got = await ben.call("check_messages")
+        assert [(m["from"], m["content"]) for m in got["messages"]] == [("ex_ann", "please review #12")]
+        reply = await ben.call("send_message", {"to": "ex_ann", "content": "LGTM",
+                                                "reply_to": sent["message_id"]})
+        assert reply["thread_id"] == sent["thread_id"]
+        waited = await ann.call("wait_for_message", {"timeout": 10})
+        assert waited["status"] == "message_received"
+        message = waited["message"]
+        assert (message["from"], message["content"], message["reply_to"]) == ("ex_ben", "LGTM", sent["message_id"])
+        assert message["thread_id"] == sent["thread_id"]
+        # consumed: marked read, so neither tool hands it out again
+        assert (await ann.call("check_messages"))["status"] == "empty"
+        assert (await ann.call("wait_for_message", {"timeout": 0}))["status"] == "timeout"
+
+
+async def test_wait_is_woken_by_a_cli_send_well_under_a_second(bus):
+    bus.register("wk_cli", "wk_role", identity_file=True)
+    bus.register("wk_sender", "wk_other", identity_file=True)
+    async with mcp_server(bus.repo, "wk_cli") as server:
+        result = {}
+
+        async def waiter():
+            result["r"] = await server.call("wait_for_message", {"timeout": 30})
+            result["at"] = time.monotonic()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(waiter)
+            await trio.sleep(0.3)  # let the wait block first (the test is about the wake-up, not the queue)
+            mid = await trio.to_thread.run_sync(cli_send, bus.repo, "wk_sender", "wake up", "--to", "@wk_cli")
+            sent_at = time.monotonic()
+        assert result["r"]["message"]["message_id"] == mid
+        assert result["at"] - sent_at < 1.0, f"woken {result['at'] - sent_at:.3f}s after the send"
+
+
+async def test_wait_is_woken_by_another_mcp_server_and_times_out_when_nothing_comes(bus):
+    bus.register("wk_a", "wk_ra", identity_file=True)
+    bus.register("wk_b", "wk_rb", identity_file=True)
+    async with mcp_server(bus.repo, "wk_a") as a, mcp_server(bus.repo, "wk_b") as b:
+        started = time.monotonic()
+        timed_out = await a.call("wait_for_message", {"timeout": 1})
+        assert (timed_out["status"], timed_out["message"]) == ("timeout", None)
+        assert timed_out["waited_seconds"] in (1, 2)  # whole seconds; a busy machine may wake it late
+        assert time.monotonic() - started >= 0.9
+
+        result = {}
+
+        async def waiter():
+            result["r"] = await a.call("wait_for_message", {"timeout": 30})
+            result["at"] = time.monotonic()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(waiter)
+            await trio.sleep(0.3)
+            sent = await b.call("send_message", {"to": "@wk_ra", "content": "role mention", "priority": "high"})
+            sent_at = time.monotonic()
+        message = result["r"]["message"]
+        assert (message["message_id"], message["from"], message["priority"], message["to"]) == \
+            (sent["message_id"], "wk_b", "high", ["@wk_ra"])
+        assert result["at"] - sent_at < 1.0
+
+
+async def test_queue_drains_first_and_a_second_concurrent_wait_is_refused(bus):
+    bus.register("q_me", "q_role", identity_file=True)
+    bus.register("q_you", "q_other", identity_file=True)
+    async with mcp_server(bus.repo, "q_me") as me:
+        first = bus.send("q_you", "one", to=["q_me"])["message_id"]
+        second = bus.send("q_you", "two", to=["everyone"])["message_id"]
+        bus.send("q_me", "my own, to everyone", to=["everyone"])  # never handed to myself
+        got = [(await me.call("wait_for_message", {"timeout": 5}))["message"]["message_id"] for _ in range(2)]
+        assert got == [first, second]  # arrived while no wait ran: queued, oldest first
+        assert (await me.call("wait_for_message", {"timeout": 0}))["status"] == "timeout"
+
+        async with trio.open_nursery() as nursery:
+            done = trio.Event()
+
+            async def long_wait():
+                await me.call("wait_for_message", {"timeout": 30})
+                done.set()
+
+            nursery.start_soon(long_wait)
+            await trio.sleep(0.3)
+            error = await me.fail("wait_for_message", {"timeout": 1})
+            assert "already running" in error
+            bus.send("q_you", "ends the first wait", to=["q_me"])
+            with trio.fail_after(WAIT):
+                await done.wait()
+
+
+async def test_priority_filter_leaves_other_messages_queued(bus):
+    bus.register("pf_me", "pf_role", identity_file=True)
+    bus.register("pf_you", "pf_other", identity_file=True)
+    async with mcp_server(bus.repo, "pf_me") as me:
+        low = bus.send("pf_you", "low", to=["pf_me"], priority="low")["message_id"]
+        normal = bus.send("pf_you", "normal", to=["pf_me"])["message_id"]
+        high = bus.send("pf_you", "high", to=["pf_me"], priority="high")["message_id"]
+        critical = bus.send("pf_you", "critical", to=["pf_me"], priority="critical")["message_id"]
+
+        async def take(flt: str, seconds: int = 5):
+            r = await me.call("wait_for_message", {"timeout": seconds, "priority_filter": flt})
+            return r["message"]["message_id"] if r["message"] else None
+
+        assert await take("critical") == critical
+        assert await take("high_and_above") == high
+        assert await take("critical", seconds=0) is None
+        assert await take("normal_and_above") == normal
+        assert await take("normal_and_above", seconds=0) is None
+        assert await take("all") == low
+
+        # a filtered wait is not woken by what it filters out, and is by what it wants
+        result = {}
+
+        async def waiter():
+            result["r"] = await me.call("wait_for_message", {"timeout": 30, "priority_filter": "critical"})
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(waiter)
+            await trio.sleep(0.2)
+            skipped = bus.send("pf_you", "just normal", to=["pf_me"])["message_id"]
+            await trio.sleep(0.3)
+            assert "r" not in result
+            wanted = bus.send("pf_you", "fire!", to=["pf_me"], priority="critical")["message_id"]
+        assert result["r"]["message"]["message_id"] == wanted
+        assert await take("all") == skipped
+
+
+async def test_a_cancelled_wait_ends_cleanly_and_loses_no_message(bus):
+    bus.register("cx_me", "cx_role", identity_file=True)
+    bus.register("cx_you", "cx_other", identity_file=True)
+    async with mcp_server(bus.repo, "cx_me") as me:
+        with trio.move_on_after(0.5) as scope:
+            await me.session.call_tool("wait_for_message", {"timeout": 30})
+        assert scope.cancelled_caught
+        await me.call("list_groups")  # a round trip: the server has seen the cancellation
+        mid = bus.send("cx_you", "after the cancel", to=["cx_me"])["message_id"]
+        # the cancelled wait did not take it: it is still unread, and the next wait gets it
+        assert bus.call("message.get", {"message_id": mid, "caller": "cx_me"})["message"]["is_read"] is False
+        got = await me.call("wait_for_message", {"timeout": 5})
+        assert got["message"]["message_id"] == mid
+
+
+
+async def test_a_new_session_of_the_same_agent_does_not_silence_the_waiter(bus):
+    bus.register("ss_me", "ss_role", identity_file=True)
+    bus.register("ss_you", "ss_other", identity_file=True)
+    async with mcp_server(bus.repo, "ss_me") as me:
+        await me.call("list_groups")
+        # the agent also uses the CLI: a new session ends the one the subscription was bound to
+        bus.call("session.start", {"caller": "ss_me"})
+        mid = bus.send("ss_you", "still there?", to=["ss_me"])["message_id"]
+        got = await me.call("wait_for_message", {"timeout": 10})
+        assert got["message"]["message_id"] == mid
+
+
+async def test_a_daemon_restart_during_a_wait_is_survived_without_loss_or_duplicates(fresh):
+    d = fresh()
+    d.register("rs_me", "rs_role", identity_file=True)
+    d.register("rs_you", "rs_other", identity_file=True)
+    async with mcp_server(d.repo, "rs_me") as me:
+        before = d.send("rs_you", "before the restart", to=["rs_me"])["message_id"]
+        assert (await me.call("wait_for_message", {"timeout": 5}))["message"]["message_id"] == before
+        result = {}
+
+        async def waiter():
+            result["r"] = await me.call("wait_for_message", {"timeout": 60})
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(waiter)
+            await trio.sleep(0.3)
+            await trio.to_thread.run_sync(d.stop)
+            await trio.to_thread.run_sync(d.start)
+            # sent before the server has reconnected (it backs off while the daemon is down)
+            during = d.send("rs_you", "right after the restart", to=["rs_me"])["message_id"]
+        assert result["r"]["message"]["message_id"] == during
+        after = d.send("rs_you", "after", to=["rs_me"])["message_id"]
+        assert (await me.call("wait_for_message", {"timeout": 10}))["message"]["message_id"] == after
+        assert (await me.call("wait_for_message", {"timeout": 0}))["status"] == "timeout"  # no duplicate queued
+        assert (await me.call("check_messages"))["status"] == "empty"
+
+
+async def test_a_message_synced_from_another_machine_wakes_the_waiter(tmp_path):
+    syncing = {"local_only": False, "sync_interval": 3600, "sync_debounce": 3600}
+    pair = make_replicas(tmp_path, 2)
+    a = start_daemon(tmp_path / "a", syncing, repo=pair.a)
+    b = start_daemon(tmp_path / "b", syncing, repo=pair.b)
+    try:
+        a.register("far_ann", "far_impl")
+        b.register("near_bea", "near_rev", identity_file=True)
+        b.call("sync.run", timeout=60)
+        a.call("sync.run", timeout=60)  # machine A now knows @near_bea
+        async with mcp_server(b.repo, "near_bea") as bea:
+            result = {}
+
+            async def waiter():
+                result["r"] = await bea.call("wait_for_message", {"timeout": 60})
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(waiter)
+                await trio.sleep(0.3)
+                sent = a.send("far_ann", "hello from machine A", to=["near_bea"])
+                await trio.to_thread.run_sync(lambda: a.call("sync.run", timeout=60))
+                await trio.to_thread.run_sync(lambda: b.call("sync.run", timeout=60))
+            message = result["r"]["message"]
+            assert (message["message_id"], message["from"], message["content"]) == \
+                (sent["message_id"], "far_ann", "hello from machine A")
+
+            # A message written on A *before* one B's waiter has already seen, arriving by a sync
+            # while B's daemon restarts: the resume point is newer than it, the inbox check finds it.
+            older = a.send("far_ann", "older, synced late", to=["near_bea"])["message_id"]
+            a.call("sync.run", timeout=60)
+            b.register("near_cat", "near_ops")
+            newer = b.send("near_cat", "newer, local", to=["near_bea"])["message_id"]
+            assert (await bea.call("wait_for_message", {"timeout": 10}))["message"]["message_id"] == newer
+            await trio.to_thread.run_sync(b.stop)
+            await trio.to_thread.run_sync(b.start)
+            await trio.to_thread.run_sync(lambda: b.call("sync.run", timeout=60))
+            assert (await bea.call("wait_for_message", {"timeout": 20}))["message"]["message_id"] == older
+            assert (await bea.call("wait_for_message", {"timeout": 0}))["status"] == "timeout"
+            assert (await bea.call("check_messages"))["status"] == "empty"
+    finally:
+        a.stop()
+        b.stop()

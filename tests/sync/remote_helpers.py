@@ -1,0 +1,29 @@
+"""Replicas of one bare remote reached over a network URL (smart HTTP or SSH)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pygit2
+
+from fixtures.repos.builders import make_replicas
+from sync_helpers import Cluster, Replica
+from thrum.sync.credentials import Credentials, remote_callbacks
+from thrum.sync.replicate import Replicator
+from thrum.sync.worktree import ensure_sync_worktree
+
+
+def set_origin(clone: Path, url: str) -> None:
+    pygit2.Repository(str(clone)).remotes.set_url("origin", url)
+
+
+def net_cluster(base: Path, n: int, url_of, credentials: Credentials) -> Cluster:
+    """``n`` clones of ``base/remote.git`` whose origin is ``url_of(remote_path)``."""
+    pair = make_replicas(base, n)
+    replicas = []
+    for path in pair.clones:
+        set_origin(path, url_of(pair.remote))
+        wt = ensure_sync_worktree(path, callbacks=remote_callbacks(credentials))
+        replicas.append(Replica(path, wt, Replicator(wt, credentials=credentials), threading.Lock()))
+    return Cluster(pair.remote, replicas)

@@ -1,0 +1,82 @@
+"""``thrum doctor``: is this repository's thrum set-up healthy, and what to do if not."""
+
+from __future__ import annotations
+
+import click
+
+from ..errors import ThrumError
+from .common import CONTEXT_SETTINGS, global_options, runtime
+
+NEEDS_ACTION = ("warn", "fail")
+DOCTOR_TIMEOUT_S = 300  # the remote check may wait for the network timeout and a credential helper
+
+
+def _check(name: str, status: str, detail: str, action: str | None = None) -> dict:
+    return {"check": name, "status": status, "detail": detail, "action": action}
+
+
+def _uptime(seconds) -> str:
+    s = int(seconds or 0)
+    return f"{s // 3600} h {s % 3600 // 60} min" if s >= 3600 else f"{s // 60} min {s % 60} s" if s >= 60 else f"{s} s"
+
+
+@click.command(context_settings=CONTEXT_SETTINGS)
+@global_options()
+def doctor():
+    """Check the set-up and say, one line each, what to do about anything wrong.
+
+    \b
+    Checks: the daemon and its socket; the sync worktree and branch a-sync; the
+    remote, whether it answers and which login it took (THRUM_GIT_TOKEN, git's
+    credential helper, ssh-agent, a key file); the database against the log;
+    lines quarantined from the log; local events not pushed yet; sizes.
+    Exits 1 when something needs action (a WARN or FAIL line).
+    """
+    from .. import lifecycle
+    from ..config import forwarded_env
+
+    rt = runtime()
+    paths = rt.require_init()
+    checks: list[dict] = []
+    from_daemon = None
+    if lifecycle.is_running(paths):
+        try:
+            info = lifecycle.call(paths, "daemon.status", timeout=10)
+            checks.append(_check("daemon", "ok", f"running (pid {info.get('pid')}, thrum {info.get('version')}, "
+                                                 f"up {_uptime(info.get('uptime'))})"))
+            checks.append(_check("socket", "ok", f"{paths.socket} answers"))
+            from_daemon = rt.call("doctor.run", {"env": forwarded_env()}, autostart=False,
+                                  timeout=DOCTOR_TIMEOUT_S)["checks"]
+        except (ThrumError, OSError) as exc:
+            checks.append(_check("daemon", "fail", f"running (pid {lifecycle.read_pid(paths)}) but does not answer on "
+                                                   f"{paths.socket}: {exc}",
+                                 "restart it: `thrum daemon restart` (its log: .thrum/var/daemon.log)"))
+    else:
+        checks.append(_check("daemon", "warn", "not running: nothing syncs on its own and no one is notified",
+                             "start it with `thrum daemon start` (commands that need it also start it)"))
+        checks.append(_check("socket", "info", f"nobody listens on {paths.socket}"))
+    if from_daemon is not None:
+        checks.extend(from_daemon)
+    else:
+        from ..sync.offline import doctor_checks
+
+        checks.extend(doctor_checks(paths))
+        checks.append(_check("projection", "skip", "not checked: the daemon is not running"))
+    result = {"ok": not any(c["status"] in NEEDS_ACTION for c in checks), "checks": checks}
+    rt.emit(result, lambda: _text(checks))
+    if not result["ok"]:
+        raise click.exceptions.Exit(1)
+
+
+def _text(checks: list[dict]) -> str:
+    lines = []
+    for c in checks:
+        mark = c["status"].upper() if c["status"] in NEEDS_ACTION else c["status"]
+        line = f"{mark:<5} {c['check']:<11} {c['detail']}"
+        if c.get("action"):
+            line += f"  -> {c['action']}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+__all__ = ["doctor"]

@@ -1,0 +1,112 @@
+"""doctor.run: the checks of ``thrum doctor`` that need the daemon.
+
+Git side (worktree, remote and login, sizes) from ``thrum.sync.diagnose``, in worker
+threads, with the logins this daemon would use (plus what the asking CLI passed
+along). Store side: every complete line of the log is in the projection (the
+stored read position of each shard against the file, under the writer's lock, so
+an append in flight is not counted), the counter tables agree with the rows,
+lines quarantined by the fold, events not pushed yet.
+"""
+
+from __future__ import annotations
+
+import os
+
+import trio
+
+from ...store import projection
+from ..dispatch import Call, method
+from .sync import forwarded_param
+
+
+def _unfolded(event_log, positions: dict) -> tuple[int, int, list[str], int]:
+    """(complete lines past the stored position, shards with such lines, torn shards, shards)."""
+    lines = lagging = 0
+    torn = []
+    shards = event_log.shards()
+    for shard in shards:
+        path = event_log.root / shard
+        try:
+            size = os.path.getsize(path)
+        except OSError:
+            continue
+        pos = positions.get(shard)
+        offset = pos.offset if pos is not None else 0
+        if offset > size:
+            lagging += 1
+            continue
+        if offset == size:
+            continue
+        with open(path, "rb") as f:
+            f.seek(offset)
+            rest = f.read(min(size - offset, 64 * 2**20))
+        n = rest.count(b"\n")
+        if n:
+            lines += n
+            lagging += 1
+        elif rest.strip():
+            torn.append(shard)
+    return lines, lagging, torn, len(shards)
+
+
+async def _projection_check(ctx) -> dict:
+    lines, lagging, torn, n_shards = await ctx.inspect_log(_unfolded)
+    drift = await ctx.read(projection.verify_counters)
+    if drift:
+        return {"check": "projection", "status": "fail",
+                "detail": f"{len(drift)} counter(s) disagree with the messages (first: {drift[0]})",
+                "action": "stop the daemon, delete .thrum/var/messages.db and start it: it is rebuilt from the log"}
+    if lines:
+        return {"check": "projection", "status": "warn",
+                "detail": f"{lines} line(s) in {lagging} shard(s) are in the log but not in the database",
+                "action": "restart the daemon (`thrum daemon restart`): it folds what it has not read at start"}
+    detail = f"all {n_shards} shard(s) folded into the database; counters agree"
+    if torn:
+        detail += f"; {len(torn)} shard(s) end in an incomplete line (kept, not applied)"
+    return {"check": "projection", "status": "ok", "detail": detail, "action": None}
+
+
+async def _sync_checks(ctx) -> list[dict]:
+    status = await ctx.sync.status() if ctx.sync is not None else {}
+    quarantined = status.get("quarantined") or 0
+    by_kind = status.get("quarantined_by_kind") or {}
+    kinds = ", ".join(f"{n} {k}" for k, n in sorted(by_kind.items()))
+    out = [{"check": "quarantine", "status": "info" if quarantined else "ok",
+            "detail": (f"{quarantined} line(s) refused from the log ({kinds}): kept in the files, never applied"
+                       if quarantined else "no line refused from the log"),
+            "action": None}]
+    pending = status.get("pending_events") or 0
+    mode = status.get("mode")
+    if pending and mode == "remote" and status.get("last_error"):
+        out.append({"check": "pending", "status": "warn",
+                    "detail": f"{pending} local event(s) not pushed; the last sync failed: {status['last_error']}",
+                    "action": "fix what the remote check says, then run `thrum sync`"})
+    else:
+        last = status.get("last_success") or "never"
+        detail = f"{pending} local event(s) not pushed yet; last successful sync: {last}"
+        if mode != "remote":
+            detail = f"{pending} local event(s) not pushed ({mode} mode)"
+        out.append({"check": "pending", "status": "ok", "detail": detail, "action": None})
+    return out
+
+
+@method("doctor.run")
+async def run(call: Call) -> dict:
+    from ...sync import diagnose
+    from ...sync.credentials import credentials_from_env
+
+    ctx = call.ctx
+    env = forwarded_param(call.params.raw.get("env"))
+    # What this shell would give `thrum sync`, else what the last `thrum sync` gave the daemon.
+    remembered = ctx.sync.forwarded if ctx.sync is not None else {}
+    creds = credentials_from_env(ctx.config.values, forwarded=env or remembered, own="the daemon's environment",
+                                 passed="the environment of `thrum doctor`" if env else
+                                 "the environment of `thrum sync`")
+    repo = ctx.main_repo
+    checks = [(await trio.to_thread.run_sync(diagnose.worktree_check, repo)).to_dict(),
+              (await trio.to_thread.run_sync(diagnose.remote_check, repo, ctx.config.remote, creds,
+                                             ctx.config.local_only)).to_dict(),
+              await _projection_check(ctx),
+              *await _sync_checks(ctx),
+              (await trio.to_thread.run_sync(diagnose.size_check, repo)).to_dict()]
+    return {"checks": checks}

@@ -1,0 +1,249 @@
+"""Push wake-ups for ``wait_for_message``: the subscription, the queue, the wait.
+
+Rules:
+
+1. On every connection the waiter subscribes to the daemon's real-time channel
+   (``subscribe.create``, filter ``mention`` of this agent: its name, role,
+   groups and ``@everyone``, resolved by the daemon like the inbox). After the
+   first connection it resumes with ``since_event_id`` (the last message event it
+   saw), so the daemon replays what was written meanwhile; then it lists the
+   unread inbox once (messages created since this server started that it has
+   not seen) for what a replay cannot give (events that reached a restarted
+   daemon by sync with an older event id). A ``notification.dropped`` or
+   ``subscription.ended`` makes it subscribe again the same way.
+2. Every new message for this agent, never its own, is queued once (message ids
+   already seen are ignored, so a replay or a second subscription never
+   duplicates). The queue keeps at most `QUEUE_MAX` messages and drops the
+   oldest: a dropped message stays unread and `check_messages` still returns it.
+3. A wait takes the oldest queued message its ``priority_filter`` allows (others
+   stay queued), re-reads it (``message.get``: skipped when it was read meanwhile,
+   e.g. by ``check_messages``, or deleted) and marks it read. Otherwise it sleeps
+   on an event that every queued message sets, until the timeout. No polling.
+4. One wait at a time. A cancelled wait leaves its message unread and queued
+   (put back first; a mark-read in flight is undone). A daemon restart during a
+   wait is survived: the wait keeps sleeping while the link reconnects and the
+   replay refills the queue.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+
+import anyio
+import anyio.lowlevel
+
+from ..errors import NotFound, ThrumError, Unavailable
+from .link import DaemonLink
+
+log = logging.getLogger(__name__)
+
+QUEUE_MAX = 1000
+SEEN_MAX = 50_000
+ALLOWED = {
+    "all": None,
+    "critical": frozenset({"critical"}),
+    "high_and_above": frozenset({"critical", "high"}),
+    "normal_and_above": frozenset({"critical", "high", "normal"}),
+}
+MESSAGE_EVENTS = frozenset({"message.create", "message.edit", "message.delete"})
+
+
+class WaitBusy(ThrumError):
+    pass
+
+
+def sender_of(message: dict) -> str:
+    """The author of a message.list item (``agent_id``) or a message.get result (``author``)."""
+    return message.get("agent_id") or (message.get("author") or {}).get("agent_id") or ""
+
+
+class Waiter:
+    def __init__(self, link: DaemonLink, started_at: str):
+        self.link = link
+        self.me = link.me
+        self.started_at = started_at
+        self.queue: deque[dict] = deque(maxlen=QUEUE_MAX)
+        self._seen: dict[str, None] = {}          # insertion-ordered set, bounded
+        self._changed = anyio.Event()
+        self._resubscribe = anyio.Event()
+        self.active = False
+        self._unwinding = False                     # the active wait was cancelled and is cleaning up
+        self._idle = anyio.Event()
+        self._idle.set()
+        self.last_event_id: str | None = None
+        self.subscription_id: int | None = None
+        self.subscribed = 0                         # subscriptions made so far
+        link.add_notification_handler(self.on_notification)
+        link.add_connection_task(self.connection_task)
+
+    # ------------------------------------------------------------------ notifications (reader task)
+
+    def on_notification(self, method: str, params: dict) -> None:
+        if method in MESSAGE_EVENTS:
+            if params.get("event_id"):
+                self.last_event_id = params["event_id"]
+            if method == "message.create":
+                self.offer(params)
+            elif method == "message.delete":
+                self._drop_queued({params.get("message_id")})
+        elif method == "notification.dropped":
+            log.warning("the daemon dropped %s notifications; resubscribing from the last one seen",
+                        params.get("dropped"))
+            self._resubscribe.set()
+        elif method == "subscription.ended" and params.get("subscription_id") == self.subscription_id:
+            log.info("subscription ended (%s); subscribing again", params.get("reason"))
+            self._resubscribe.set()
+
+    def offer(self, item: dict) -> bool:
+        """Queue a new message for this agent (a notification or a message.list item) once."""
+        mid = item.get("message_id")
+        if not mid or item.get("agent_id") == self.me or mid in self._seen:
+            return False
+        self._remember(mid)
+        self.queue.append({"message_id": mid, "priority": item.get("priority") or "normal"})
+        self._changed.set()
+        self._changed = anyio.Event()
+        return True
+
+    def consumed(self, message_ids) -> None:
+        """Messages handed out by check_messages: never queue them again."""
+        ids = set(message_ids)
+        for mid in ids:
+            self._remember(mid)
+        self._drop_queued(ids)
+
+    def _remember(self, mid: str) -> None:
+        self._seen[mid] = None
+        if len(self._seen) > SEEN_MAX:
+            del self._seen[next(iter(self._seen))]
+
+    def _drop_queued(self, ids: set) -> None:
+        if any(item["message_id"] in ids for item in self.queue):
+            kept = [item for item in self.queue if item["message_id"] not in ids]
+            self.queue.clear()
+            self.queue.extend(kept)
+
+    # ------------------------------------------------------------------ per connection
+
+    async def connection_task(self, client, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
+        resumed = self.subscribed > 0
+        await self._subscribe(client)
+        if resumed:
+            await self._catch_up(client)
+        task_status.started()
+        while True:
+            await self._resubscribe.wait()
+            self._resubscribe = anyio.Event()
+            old = self.subscription_id
+            await self._subscribe(client)
+            if old is not None and old != self.subscription_id:
+                try:
+                    await client.call("subscribe.delete", {"subscription_id": old})
+                except NotFound:
+                    pass
+
+    async def _subscribe(self, client) -> None:
+        params = {"filter_type": "mention", "mention": self.me, "caller": self.me}
+        if self.last_event_id:
+            params["since_event_id"] = self.last_event_id
+        result = await client.call("subscribe.create", params)
+        self.subscription_id = result.get("subscription_id")
+        self.subscribed += 1
+
+    async def _catch_up(self, client) -> None:
+        result = await client.call("message.list", {
+            "caller": self.me, "mentions": True, "unread": True, "exclude_own": True,
+            "sort_order": "desc", "page_size": 100})
+        fresh = [m for m in result.get("messages") or []
+                 if (m.get("created_at") or "") >= self.started_at and m.get("message_id") not in self._seen]
+        for m in reversed(fresh):
+            self.offer(m)
+
+    # ------------------------------------------------------------------ waiting
+
+    async def wait(self, seconds: float, priority_filter: str = "all") -> tuple[dict | None, float]:
+        """The next message for this agent (marked read), or None at the timeout; and the seconds waited.
+
+        Raises:
+            WaitBusy: another wait is running.
+            ThrumError: the daemon failed a call (other than being unreachable, which is waited out).
+        """
+        if self.active:
+            # A wait the client has just cancelled may not have unwound yet: let it run first.
+            await anyio.lowlevel.checkpoint()
+            if self.active and self._unwinding:
+                await self._idle.wait()
+        if self.active:
+            raise WaitBusy("another wait_for_message is already running on this server (one at a time); "
+                           "wait for it to return or cancel it")
+        allowed = ALLOWED[priority_filter]
+        self.active = True
+        self._unwinding = False
+        self._idle = anyio.Event()
+        start = anyio.current_time()
+        deadline = start + seconds
+        try:
+            while True:
+                changed = self._changed
+                item = self._take(allowed)
+                if item is not None:
+                    try:
+                        message = await self._claim(item)
+                    except Unavailable:
+                        self.queue.appendleft(item)
+                        await self._wait_for_link(deadline)
+                        continue
+                    if message is not None:
+                        return message, anyio.current_time() - start
+                    continue
+                if anyio.current_time() >= deadline:
+                    return None, anyio.current_time() - start
+                with anyio.move_on_at(deadline):
+                    await changed.wait()
+        finally:
+            self.active = False
+            self._idle.set()
+
+    async def wait_idle(self) -> None:
+        """Return once no wait is running (a cancelled one has finished its clean-up)."""
+        while self.active:
+            await self._idle.wait()
+
+    def _take(self, allowed) -> dict | None:
+        for i, item in enumerate(self.queue):
+            if allowed is None or item["priority"] in allowed:
+                del self.queue[i]
+                return item
+        return None
+
+    async def _wait_for_link(self, deadline: float) -> None:
+        with anyio.move_on_at(deadline):
+            await self.link.wait_connected()
+
+    async def _claim(self, item: dict) -> dict | None:
+        """Re-read a queued message and mark it read; None when it is read, deleted or gone."""
+        mid = item["message_id"]
+        marking = False
+        try:
+            try:
+                got = await self.link.agent_call("message.get", {"message_id": mid})
+            except NotFound:
+                return None
+            message = got.get("message") or {}
+            if message.get("deleted") or message.get("is_read") or sender_of(message) == self.me:
+                return None
+            marking = True
+            await self.link.agent_call("message.markRead", {"message_ids": [mid]})
+            return message
+        except anyio.get_cancelled_exc_class():
+            self._unwinding = True
+            with anyio.CancelScope(shield=True):
+                self.queue.appendleft(item)
+                if marking:
+                    with anyio.move_on_after(5):
+                        try:
+                            await self.link.agent_call("message.markUnread", {"message_ids": [mid]})
+                        except ThrumError as exc:
+                            log.warning("could not leave %s unread after a cancelled wait: %s", mid, exc.message)
+            raise

@@ -1,0 +1,133 @@
+"""The git side of ``thrum doctor``: the sync worktree, the remote and its login, sizes.
+
+Each check returns one `Check`: a status, one line saying what was found, and one
+saying what to do when something needs action. ``warn`` and ``fail`` need action
+(``thrum doctor`` then exits 1); ``info`` is worth knowing; ``skip`` could not run.
+No trio here: the daemon calls these in worker threads, and ``thrum doctor`` calls
+them itself when the daemon is stopped (`offline_checks`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import pygit2
+
+from . import AuthError, SyncError
+from .credentials import Credentials, HostKeyRefused, credentials_from_env
+from .localremote import open_local_remote
+from .worktree import SYNC_BRANCH, SYNC_REF, sync_worktree_path
+
+__all__ = ["Check", "offline_checks", "remote_check", "size_check", "worktree_check"]
+
+NEEDS_ACTION = ("warn", "fail")
+
+
+@dataclass
+class Check:
+    check: str
+    status: str  # ok, info, warn, fail, skip
+    detail: str
+    action: str | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def worktree_check(main_repo: os.PathLike | str) -> Check:
+    """The ``a-sync`` branch exists and its worktree has it checked out."""
+    repair = "run `thrum init` again: it re-creates the branch and worktree and keeps every event"
+    try:
+        repo = pygit2.Repository(str(main_repo))
+        path = sync_worktree_path(main_repo)
+    except (pygit2.GitError, SyncError) as exc:
+        return Check("worktree", "fail", f"cannot open the repository: {exc}", repair)
+    ref = repo.references.get(SYNC_REF)
+    if ref is None:
+        return Check("worktree", "fail", f"branch {SYNC_BRANCH} is missing", repair)
+    try:
+        wt = pygit2.Repository(str(path), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
+        head = wt.lookup_reference("HEAD").target
+        workdir = Path(wt.workdir or "").resolve()
+    except (pygit2.GitError, KeyError, OSError) as exc:
+        return Check("worktree", "fail", f"{path} is not a working sync worktree ({exc})", repair)
+    if head != SYNC_REF or workdir != path.resolve():
+        return Check("worktree", "fail", f"{path} has {head} checked out instead of {SYNC_BRANCH}", repair)
+    return Check("worktree", "ok", f"{path} has branch {SYNC_BRANCH} checked out (tip {str(ref.target)[:10]})")
+
+
+def remote_check(main_repo: os.PathLike | str, remote_name: str, credentials: Credentials | None,
+                 local_only: bool = False) -> Check:
+    """The remote answers, which login it took, and where its ``a-sync`` is."""
+    from . import transport
+
+    if local_only:
+        return Check("remote", "info", "local-only mode: the log is committed but never fetched or pushed")
+    repo = pygit2.Repository(str(main_repo))
+    if remote_name not in set(repo.remotes.names()):
+        return Check("remote", "warn", f"no remote named {remote_name}: messages stay on this machine",
+                     f"add one with `git remote add {remote_name} URL` (the one `git push` uses)")
+    try:
+        ep = transport.endpoint(repo, remote_name, home=credentials.home() if credentials else None)
+        where = f"{remote_name} ({ep.display})"
+        if ep.kind == "local":
+            local = open_local_remote(ep.url)
+            if local is None:
+                raise SyncError(f"remote {where} is unreachable: no git repository at {ep.url}")
+            tip, login = local.tip(SYNC_REF), "none needed (a path on this machine)"
+        else:
+            creds = credentials if credentials is not None else credentials_from_env()
+            heads = transport.list_remote_heads(repo, remote_name, creds)
+            tip, login = heads.get(SYNC_REF), creds.last_source or "none needed"
+    except HostKeyRefused as exc:
+        return Check("remote", "fail", str(exc), "verify the server's host key as the message says")
+    except AuthError as exc:
+        return Check("remote", "fail", str(exc),
+                     "fix the login so that `git push` works (git's credential helper, ssh-agent, "
+                     "~/.ssh/config), or set THRUM_GIT_TOKEN / THRUM_SSH_KEY")
+    except SyncError as exc:
+        return Check("remote", "fail", str(exc), "check the URL (`git remote -v`) and the network")
+    branch = f"{SYNC_BRANCH} at {str(tip)[:10]}" if tip else f"no {SYNC_BRANCH} yet (the first sync creates it)"
+    return Check("remote", "ok", f"{where} answers over {ep.kind}; login: {login}; {branch}")
+
+
+def _tree_size(path: Path) -> tuple[int, int]:
+    total = files = 0
+    for root, _dirs, names in os.walk(path):
+        for name in names:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+                files += 1
+            except OSError:
+                pass
+    return total, files
+
+
+def _mb(n: int) -> str:
+    return f"{n / 2**20:.1f} MB"
+
+
+def size_check(main_repo: os.PathLike | str) -> Check:
+    """How big the message log and the repository's object store are."""
+    try:
+        path = sync_worktree_path(main_repo)
+        objects, _ = _tree_size(path.parents[1] / "objects")
+    except (SyncError, IndexError):
+        return Check("size", "skip", "the repository could not be measured")
+    shards = [p for p in path.rglob("*.jsonl") if p.is_file()]
+    log_bytes = sum(p.stat().st_size for p in shards)
+    return Check("size", "info", f"message log {_mb(log_bytes)} in {len(shards)} shard(s); "
+                                 f"git objects {_mb(objects)} (shared with the repository)")
+
+
+def offline_checks(paths, environ: dict | None = None) -> list[Check]:
+    """The checks ``thrum doctor`` can make without the daemon (git side only)."""
+    from .. import config as config_mod
+
+    cfg = config_mod.load(paths.config)
+    creds = credentials_from_env(cfg.values, environ=environ)
+    return [worktree_check(paths.main_repo),
+            remote_check(paths.main_repo, cfg.remote, creds, cfg.local_only),
+            size_check(paths.main_repo)]
