@@ -42,7 +42,7 @@ import anyio
 import orjson
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from .client import DEFAULT_TIMEOUT
+from .client import DEFAULT_TIMEOUT, with_idempotency_key
 from .errors import ThrumError, Timeout, Unavailable, from_rpc
 
 log = logging.getLogger(__name__)
@@ -88,11 +88,12 @@ class AsyncClient:
         if self.closed.is_set():
             raise Unavailable(f"the connection to the {self.label} is closed ({self.close_reason}); "
                               "check `thrum daemon status`")
+        params = with_idempotency_key(method, params)  # a retry of a send or edit never writes twice
         self._next_id += 1
         req_id = self._next_id
         slot = _Slot()
         self._pending[req_id] = slot
-        data = orjson.dumps({"jsonrpc": "2.0", "id": req_id, "method": method, "params": params or {}}) + b"\n"
+        data = orjson.dumps({"jsonrpc": "2.0", "id": req_id, "method": method, "params": params}) + b"\n"
         limit = self.timeout if timeout is None else timeout
         try:
             # Shielded: a line cut in half by a cancellation would corrupt the framing.

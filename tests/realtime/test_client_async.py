@@ -131,3 +131,19 @@ def test_it_runs_under_asyncio_too(shared):
             return (await client.call("health"))["status"]
 
     assert anyio.run(main, backend="asyncio") == "ok"
+
+
+async def test_every_send_carries_an_idempotency_key_so_a_retry_writes_once(shared):
+    shared.register("ca_idem", "ca_idem_role")
+    async with client_async.open_client(shared.paths) as client:
+        first = await client.call("message.send", {"caller": "ca_idem", "content": "once", "idempotency_key": "k-1"})
+        again = await client.call("message.send", {"caller": "ca_idem", "content": "once", "idempotency_key": "k-1"})
+        assert again["message_id"] == first["message_id"]
+        a = await client.call("message.send", {"caller": "ca_idem", "content": "twice"})
+        b = await client.call("message.send", {"caller": "ca_idem", "content": "twice"})
+        assert a["message_id"] != b["message_id"]  # fresh keys: two sends are two messages
+    worktree = shared.paths.main_repo / ".git" / "thrum-sync" / "a-sync"
+    lines = [line for f in worktree.rglob("*.jsonl") for line in f.read_bytes().splitlines()
+             if a["message_id"].encode() in line and b'"message.create"' in line]
+    assert len(lines) == 1
+    assert b'"idempotency_key"' in lines[0]  # added by the client, not by the caller
