@@ -59,7 +59,10 @@ class SyncLoop:
     # ------------------------------------------------------------------ setup
     def _make_replicator(self):
         from ..sync import replicate
+        from ..trust.resolve import prefer_verified
 
+        if self.prefer is None and getattr(self.daemon, "ring", None) is not None:
+            self.prefer = prefer_verified(self.daemon.ring)
         return replicate.Replicator(self.daemon.worktree, self.cfg.remote,
                                     replicate.credentials_from_env(self.cfg.values), prefer=self.prefer)
 

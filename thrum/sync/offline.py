@@ -38,6 +38,15 @@ def doctor_checks(paths: ThrumPaths) -> list[dict]:
 
 # --------------------------------------------------------------------------- the offline cycle
 
+def _prefer_verified(paths: ThrumPaths):
+    """The daemon's rule for a line rewritten in place, with the keys this replica trusts."""
+    from ..trust.keys import LocalKeys
+    from ..trust.resolve import prefer_verified
+    from ..trust.ring import KeyRing
+
+    return prefer_verified(KeyRing(paths.var / "known_keys.json", LocalKeys(paths.identities)))
+
+
 def run_offline(paths: ThrumPaths) -> dict:
     """One full cycle without a daemon (cron with the daemon stopped).
 
@@ -58,7 +67,8 @@ def run_offline(paths: ThrumPaths) -> dict:
         except BlockingIOError:
             raise errors.Conflict("the thrum daemon started meanwhile; run `thrum sync` again") from None
         worktree = ensure_sync_worktree(paths.main_repo)
-        rep = replicate.Replicator(worktree, cfg.remote, replicate.credentials_from_env(cfg.values))
+        rep = replicate.Replicator(worktree, cfg.remote, replicate.credentials_from_env(cfg.values),
+                                   prefer=_prefer_verified(paths))
         local = threading.Lock()
 
         @contextmanager
