@@ -128,3 +128,24 @@ def test_impossible_timestamps_are_quarantined(team):
     inbox = a.rpc("message.list", {"caller": "alice", "page_size": 10})["messages"]
     assert sorted(m["body"]["content"] for m in inbox) == ["bob's own words", "the original words"]
     assert a.json("sync", "status")["quarantined"] >= 3
+
+
+def test_lines_signed_with_another_agents_key_are_quarantined(team):
+    t, a, b = _team(team)
+    mallory = t.attacker()
+    rel, _, original = _alice_create(mallory)
+    bob_key = b.paths.identities / "bob.key"
+    for signer, content in (("bob", "signed by bob, written as alice"), ("alice", "bob's key, alice's name")):
+        fake = dict(original, event_id=ev.new_ulid(), message_id="msg_" + ev.new_ulid(),
+                    body={"format": "markdown", "content": content, "structured": ""})
+        mallory.append(rel, forge(fake, signer, bob_key))
+    mallory.push()
+    for m in (a, b):
+        m.sync()
+        contents = {c for _, c in _messages(m, "bob").values()}
+        assert contents == {"the original words", "bob's own words"}
+        by_kind = m.json("sync", "status")["quarantined_by_kind"]
+        assert by_kind.get("forged", 0) >= 1  # signed by bob, written as alice
+        # signed "as alice" with bob's key: refused before its signature is even checked,
+        # because a fresh message id is bound to its creator's key and this one is not alice's
+        assert by_kind.get("bad-signature", 0) + by_kind.get("id-not-owned", 0) >= 1
