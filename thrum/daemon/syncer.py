@@ -239,8 +239,8 @@ class SyncLoop:
             writer.log.forget_cached_state()
             try:
                 if writer.fold_lines is not None:  # the remote is untrusted: judge every line first
-                    result = writer.fold_lines(writer.db, records, raw, issues=issues, positions=positions)
-                    writer.fold_lines.release()
+                    result = writer.fold_lines.received(writer.db, records, raw, issues=issues,
+                                                        positions=positions)
                 else:
                     result = projection.fold(writer.db, records, issues=issues, positions=positions)
             except Exception as exc:  # noqa: BLE001 - the merged files stand; the view catches up from them

@@ -53,10 +53,26 @@ class VerifiedFold:
     def __call__(self, db: pw.SqliteDatabase, records: list[tuple[str, dict]], lines: list[bytes], *,
                  issues: Iterable[LogIssue] = (), positions: dict[str, Position] | None = None,
                  keep_applied: bool = True) -> projection.FoldResult:
-        assert len(records) == len(lines)
+        """Fold lines read back from the log (start-up, catch-up, rebuild)."""
         remembered = self.memory.known()
         if remembered is None and len(lines) >= LOAD_MEMORY_AT:
             remembered = self.memory.load()  # a rebuild or a long catch-up: hash and look up, not verify
+        return self._fold(db, records, lines, remembered, issues=issues, positions=positions,
+                          keep_applied=keep_applied)
+
+    def received(self, db: pw.SqliteDatabase, records: list[tuple[str, dict]], lines: list[bytes], *,
+                 issues: Iterable[LogIssue] = (), positions: dict[str, Position] | None = None
+                 ) -> projection.FoldResult:
+        """Fold lines a merge just brought from the remote. They are new to this replica,
+        so the verdict memory cannot know them: it is never read for them (on a
+        million-line log that read alone cost a quarter of a second)."""
+        return self._fold(db, records, lines, self.memory.known(), issues=issues, positions=positions,
+                          keep_applied=True)
+
+    def _fold(self, db: pw.SqliteDatabase, records: list[tuple[str, dict]], lines: list[bytes],
+              remembered: set[bytes] | None, *, issues: Iterable[LogIssue], positions: dict[str, Position] | None,
+              keep_applied: bool) -> projection.FoldResult:
+        assert len(records) == len(lines)
         verdict = self.verifier.check([Candidate(shard, line, d) for (shard, d), line in zip(records, lines)],
                                       remembered)
         resolved: list[str] = []
