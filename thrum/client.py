@@ -277,22 +277,3 @@ class Client:
 def _short(params: Any, limit: int = 200) -> str:
     text = json.dumps(params, ensure_ascii=False, default=str)
     return text if len(text) <= limit else text[:limit] + "…"
-
-
-# ---------------------------------------------------------------------- moved
-
-def connect(paths, **kwargs) -> Client:
-    """Moved to `thrum.lifecycle.connect` (starting the daemon is not the transport's job).
-
-    Shim for branches written before the move; the lead removes it once they are merged.
-    """
-    from .lifecycle import connect as lifecycle_connect
-
-    return lifecycle_connect(paths, **kwargs)
-
-
-def autostart_disabled(environ=None) -> bool:
-    """Moved to `thrum.lifecycle.autostart_disabled` (shim, like `connect`)."""
-    from .envflags import NO_AUTOSTART, flag
-
-    return flag(NO_AUTOSTART, environ)

@@ -8,7 +8,8 @@ import pytest
 
 from thrum import events as ev
 from thrum.errors import ValidationError
-from thrum.store import models, queries
+from thrum.store import queries
+from thrum.store.database import create_schema, open_database
 
 from store_helpers import Events, fold, ids, mid
 
@@ -56,8 +57,8 @@ def test_read_state_is_the_latest_mark_of_any_keeper_and_arrival_order_does_not_
                  (("gcr_aaaaaaaa_mayor", BOX), ("gcr_bbbbbbbb_mayor", BOX), ("alice", "dev"))]
     results = set()
     for seed in range(4):
-        database = models.open_database(tmp_path / f"db{seed}.sqlite")
-        models.create_schema(database)
+        database = open_database(tmp_path / f"db{seed}.sqlite")
+        create_schema(database)
         events = [msg, *marks, *registers]
         random.Random(seed).shuffle(events)
         fold(database, *events)

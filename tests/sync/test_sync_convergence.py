@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from fixtures.repos.builders import make_replicas
 from thrum import events as ev
 from thrum.daemon.writer import tail_position
-from thrum.store import models, projection
+from thrum.store import database, projection
 from thrum.store.log import EventLog, LogIssue
 from thrum.sync.replicate import Replicator, run_cycle
 from thrum.sync.worktree import ensure_sync_worktree
@@ -49,8 +49,8 @@ class Node:
         self.worktree = ensure_sync_worktree(path)
         self.replicator = Replicator(self.worktree)
         self.log = EventLog(self.worktree, segment_cap=CAP)
-        self.db = models.open_database(path / "projection.db")
-        models.create_schema(self.db)
+        self.db = database.open_database(path / "projection.db")
+        database.create_schema(self.db)
         self.lock = threading.Lock()
         self.dirty: set[str] = set()
         self.known: list[tuple[str, str]] = []  # (message id, author) this replica has seen

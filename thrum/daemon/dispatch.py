@@ -40,16 +40,6 @@ class Call:
     params: Params
     method: str
 
-    @property
-    def daemon(self) -> Any:
-        """Replaced by `ctx` (shim for services written before; the lead removes it after merging)."""
-        return self.ctx._daemon
-
-    @property
-    def store(self) -> Any:
-        """Replaced by `ctx.read` / `ctx.write` (shim, like `daemon`)."""
-        return self.ctx._daemon.writer
-
 
 async def handle(daemon, conn, req: jsonrpc.Request | jsonrpc.Invalid) -> dict | None:
     """Answer one request (None for notifications)."""

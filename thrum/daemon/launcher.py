@@ -1,8 +1,9 @@
 """Moved to `thrum.lifecycle` (front ends must not import `thrum.daemon`).
 
-Shim for branches written before the move; the lead removes it once they are merged.
+The last shim of the moves: kept only because `scripts/bench_remotes.py` still
+imports it, and the benchmark scripts change only together with their recorded
+results (BENCHMARKS.md). Everything else uses `thrum.lifecycle`; delete this file
+when that script moves to it.
 """
 
-from ..lifecycle import (START_TIMEOUT, call, ensure_running, init_repo, is_running, read_pid, restart,  # noqa: F401
-                         run_foreground, start, status, stop)
-from ..lifecycle import wait_stopped as _wait_unlocked  # noqa: F401
+from ..lifecycle import call, init_repo, start, stop  # noqa: F401

@@ -283,11 +283,6 @@ class Daemon:
             os.close(self._lock_fd)
             self._lock_fd = None
 
-    @property
-    def store(self) -> Writer | None:
-        """Renamed to `writer` (shim for branches written before; the lead removes it after merging)."""
-        return self.writer
-
     def _open_store(self) -> None:
         from ..sync.replicate import credentials_from_env, remote_callbacks
         from ..sync.worktree import ensure_sync_worktree

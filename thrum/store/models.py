@@ -435,14 +435,3 @@ QUERY_INDEXES = [
 ]
 
 INDEXES = FOLD_INDEXES + QUERY_INDEXES
-
-
-def __getattr__(name: str):
-    """Names that moved to `thrum.store.database` and `thrum.store.counters` (shim for branches
-    written before the split; the lead removes it once they are merged)."""
-    from . import counters, database
-
-    for module in (database, counters):
-        if hasattr(module, name):
-            return getattr(module, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
