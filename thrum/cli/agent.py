@@ -8,8 +8,9 @@ import click
 
 from .. import identity as identity_mod
 from ..errors import ThrumError, Unavailable
-from . import render
 from .common import CONTEXT_SETTINGS, global_options, register_params, runtime
+from .render.directory import render_agents, render_identity
+from .render.text import at, plural
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
@@ -100,7 +101,7 @@ def whoami():
         rt.debug(f"session.list failed: {exc}")
         session = None
     result = {**ident.to_dict(), "session": session}
-    rt.emit(result, lambda: render.render_identity(ident.to_dict(), session))
+    rt.emit(result, lambda: render_identity(ident.to_dict(), session))
 
 
 @click.group(context_settings=CONTEXT_SETTINGS)
@@ -130,7 +131,7 @@ def list_(role, module, all_):
         me = rt.identity().name
     except ThrumError:
         pass
-    rt.emit(result, lambda: render.render_agents(result.get("agents") or [], me=me))
+    rt.emit(result, lambda: render_agents(result.get("agents") or [], me=me))
 
 
 @agent.command("delete", context_settings=CONTEXT_SETTINGS)
@@ -177,11 +178,11 @@ def cleanup(force, older_than_days):
         if force:
             if not removed:
                 return "No stale agents to remove."
-            return f"> Removed {render.plural(len(removed), 'agent')}: " + ", ".join(render.at(n) for n in removed)
+            return f"> Removed {plural(len(removed), 'agent')}: " + ", ".join(at(n) for n in removed)
         if not candidates:
             return "No stale agents."
-        return (f"Would remove {render.plural(len(candidates), 'agent')}: "
-                + ", ".join(render.at(n) for n in candidates)
+        return (f"Would remove {plural(len(candidates), 'agent')}: "
+                + ", ".join(at(n) for n in candidates)
                 + ("" if rt.opts.quiet else "\n  Run `thrum agent cleanup --force` to remove them."))
 
     rt.emit(result, text)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from . import render
 from .common import CONTEXT_SETTINGS, global_options, runtime
+from .render.status import render_daemon_status
 
 
 def _lifecycle():
@@ -79,7 +79,7 @@ def status():
         rt.emit(res, f"Daemon:  not running\nthrum is not initialised in {paths.repo}; run `thrum init`")
     else:
         res = _lifecycle().status(paths)
-        rt.emit(res, lambda: render.render_daemon_status(res))
+        rt.emit(res, lambda: render_daemon_status(res))
     if not res.get("running"):
         click.get_current_context().exit(NOT_RUNNING)
 

@@ -8,8 +8,9 @@ import shutil
 
 import click
 
-from . import render
 from .common import CONTEXT_SETTINGS, global_options, parse_tag, runtime
+from .render.messages import DEFAULT_WIDTH, next_page_command, render_inbox
+from .render.text import plural
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
@@ -64,12 +65,12 @@ def inbox(scope, mentions, unread, archived, count, page_size, page):
         everything = rt.agent_call("message.list", {"exclude_own": True, "page_size": 1, "page": 1})
         unfiltered_total = everything.get("total")
 
-    width = shutil.get_terminal_size((render.DEFAULT_WIDTH + 2, 24)).columns - 2
-    rt.emit(result, lambda: render.render_inbox(result, width=width, filters=filters,
+    width = shutil.get_terminal_size((DEFAULT_WIDTH + 2, 24)).columns - 2
+    rt.emit(result, lambda: render_inbox(result, width=width, filters=filters,
                                                 unfiltered_total=unfiltered_total))
     if not rt.opts.json and messages and (result.get("total_pages") or 1) > page:
         who = [("name", rt.opts.name)] if rt.opts.name else []  # THRUM_NAME stays in the environment anyway
-        rt.hint("Next page: " + render.next_page_command(filters, page=page + 1, page_size=page_size,
+        rt.hint("Next page: " + next_page_command(filters, page=page + 1, page_size=page_size,
                                                          identity=who))
 
     if not unread and not archived:
@@ -88,4 +89,4 @@ def _print_count(rt, params: dict, mentions: bool) -> None:
         result = {"total": listed.get("total") or 0, "unread": listed.get("unread") or 0}
     total, unread = int(result.get("total") or 0), int(result.get("unread") or 0)
     rt.emit({"total": total, "unread": unread},
-            f"{render.plural(total, 'message')}, {unread} unread")
+            f"{plural(total, 'message')}, {unread} unread")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from ..errors import ThrumError
-from . import render
 from .common import CONTEXT_SETTINGS, global_options, runtime
+from .render.directory import render_sessions
 
 
 @click.group(context_settings=CONTEXT_SETTINGS)
@@ -63,4 +63,4 @@ def list_(agent_name, all_agents, active):
     if active:
         params["active_only"] = True
     result = rt.call("session.list", params)
-    rt.emit(result, lambda: render.render_sessions(result.get("sessions") or []))
+    rt.emit(result, lambda: render_sessions(result.get("sessions") or []))

@@ -14,8 +14,8 @@ import time
 import click
 
 from ..errors import Timeout
-from . import render
 from .common import CONTEXT_SETTINGS, global_options, parse_tag, runtime
+from .render.messages import DEFAULT_WIDTH, render_inbox
 
 MAX_CALL = 600.0     # the daemon's longest single message.wait
 SLACK = 15.0         # extra socket time beyond the wait itself
@@ -61,10 +61,10 @@ def wait(timeout, mentions, scope, limit, peek):
             break
     if not messages:  # with --json: one error object (code -32007) on stdout, like every error
         raise Timeout(f"no message within {timeout:g}s", data={"timed_out": True})
-    width = shutil.get_terminal_size((render.DEFAULT_WIDTH + 2, 24)).columns - 2
+    width = shutil.get_terminal_size((DEFAULT_WIDTH + 2, 24)).columns - 2
     shown = {"messages": messages, "total": len(messages), "unread": len(messages), "page": 1,
              "page_size": len(messages)}
-    rt.emit(result, lambda: render.render_inbox(shown, width=width))
+    rt.emit(result, lambda: render_inbox(shown, width=width))
     if not peek:
         ids = [m["message_id"] for m in messages if isinstance(m, dict) and m.get("message_id")]
         if ids:

@@ -1,7 +1,6 @@
-"""Pure text rendering for the CLI: RPC results in, strings out.
+"""The message views of the CLI: the inbox, a thread, the thread list, one message, sent messages.
 
-No I/O, no click, no daemon: every function takes the data and (where it
-matters) ``now`` and ``width``, so tests can compare exact strings.
+Pure (no I/O): ``now`` and ``width`` are passed in, so tests compare exact strings.
 
 Rules:
 
@@ -9,184 +8,29 @@ Rules:
    (``●`` unread, ``○`` read, ``(edited)`` when edited) and its body below;
    replies follow their parent on the page with ``↳`` instead of the
    indicator; the footer is ``Showing A-B of N messages (U unread)``.
-2. Empty states are the spec's exact texts.
-3. Text from messages is untrusted: control characters (terminal escapes) are
-   made visible, never written raw.
+2. A box is as wide as the terminal (between ``MIN_WIDTH`` and ``MAX_WIDTH``),
+   wider only when a header needs it; long bodies are cut after a number of
+   lines with a hint to the command that shows them whole.
+3. The empty inbox names the filters in use and the size of the inbox without them.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import textwrap
-import unicodedata
-from datetime import datetime, timezone
-from typing import Any, Iterable
+from datetime import datetime
+from typing import Any
+
+from .fields import author_of, body_of, is_edited, mentions_of, read_by_names, reply_to_of
+from .text import at, clean, display_width, pad, plural, relative_time, table, tag_text
 
 MIN_WIDTH = 40
 MAX_WIDTH = 118
 DEFAULT_WIDTH = 78
 INBOX_BODY_LINES = 40
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
-
-# --------------------------------------------------------------------------- small pieces
-
-def clean(text: Any) -> str:
-    """Untrusted text made safe for a terminal (tabs expanded, controls visible)."""
-    text = "" if text is None else str(text)
-    text = text.replace("\r\n", "\n").expandtabs(4)
-    return _CONTROL.sub(lambda m: "\\x%02x" % ord(m.group()), text)
-
-
-def parse_time(value: Any) -> datetime | None:
-    if not value or not isinstance(value, str):
-        return None
-    try:
-        text = value[:-1] + "+00:00" if value.endswith(("Z", "z")) else value
-        dt = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
-
-
-def relative_time(value: Any, now: datetime | None = None) -> str:
-    """``just now``, ``5m ago``, ``3h ago``, ``2d ago``; older than a week: ``Jan 2`` (``Jan 2 2025``)."""
-    dt = parse_time(value)
-    if dt is None:
-        return str(value or "-")
-    now = now or datetime.now(timezone.utc)
-    secs = (now - dt).total_seconds()
-    if secs < 60:
-        return "just now"
-    if secs < 3600:
-        return f"{int(secs // 60)}m ago"
-    if secs < 86400:
-        return f"{int(secs // 3600)}h ago"
-    if secs < 7 * 86400:
-        return f"{int(secs // 86400)}d ago"
-    local = dt.astimezone(now.tzinfo)
-    label = f"{local:%b} {local.day}"
-    return label if local.year == now.year else f"{label} {local.year}"
-
-
-def duration(seconds: Any) -> str:
-    """``45s``, ``5m 12s``, ``2h 3m``, ``3d 4h``."""
-    try:
-        s = int(float(seconds))
-    except (TypeError, ValueError):
-        return str(seconds)
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m {s % 60}s"
-    if s < 86400:
-        return f"{s // 3600}h {s % 3600 // 60}m"
-    return f"{s // 86400}d {s % 86400 // 3600}h"
-
-
-def plural(n: int, word: str, words: str | None = None) -> str:
-    return f"{n} {word if n == 1 else (words or word + 's')}"
-
-
-def display_width(text: str) -> int:
-    width = 0
-    for ch in text:
-        if unicodedata.combining(ch):
-            continue
-        width += 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
-    return width
-
-
-def pad(text: str, width: int) -> str:
-    return text + " " * max(0, width - display_width(text))
-
-
-def at(name: Any) -> str:
-    name = str(name or "?")
-    return name if name.startswith("@") else f"@{name}"
-
-
-def tag_text(tag: Any) -> str:
-    if isinstance(tag, dict):
-        return f"{tag.get('type', '?')}:{tag.get('value', '?')}"
-    return str(tag)
-
-
-def table(headers: list[str], rows: Iterable[list[Any]]) -> str:
-    rows = [[clean(c) if c not in (None, "") else "-" for c in row] for row in rows]
-    widths = [display_width(h) for h in headers]
-    for row in rows:
-        for i, cell in enumerate(row):
-            widths[i] = max(widths[i], display_width(cell))
-    lines = ["  ".join(pad(h, widths[i]) for i, h in enumerate(headers)).rstrip()]
-    for row in rows:
-        lines.append("  ".join(pad(c, widths[i]) for i, c in enumerate(row)).rstrip())
-    return "\n".join(lines)
-
-
-# --------------------------------------------------------------------------- message fields
-
-def author_of(msg: dict[str, Any]) -> str:
-    author = msg.get("author")
-    if isinstance(author, dict):
-        return author.get("name") or author.get("agent_id") or "?"
-    return msg.get("author_name") or msg.get("agent_id") or msg.get("author_id") or "?"
-
-
-def body_of(msg: dict[str, Any]) -> dict[str, Any]:
-    body = msg.get("body")
-    if isinstance(body, dict):
-        return body
-    return {"format": "markdown", "content": "" if body is None else str(body), "structured": ""}
-
-
-def reply_to_of(msg: dict[str, Any]) -> str | None:
-    parent = msg.get("reply_to")
-    if isinstance(parent, str) and parent:
-        return parent
-    for ref in msg.get("refs") or ():
-        if isinstance(ref, dict) and ref.get("type") == "reply_to" and ref.get("value"):
-            return str(ref["value"])
-    return None
-
-
-def is_edited(msg: dict[str, Any]) -> bool:
-    if msg.get("edited") is True:
-        return True
-    if isinstance(msg.get("version"), int) and msg["version"] > 1:
-        return True
-    updated, created = msg.get("updated_at"), msg.get("created_at")
-    return bool(updated) and updated != created
-
-
-def mentions_of(msg: dict[str, Any]) -> list[str]:
-    out = []
-    for ref in msg.get("refs") or ():
-        if isinstance(ref, dict) and ref.get("type") == "mention" and ref.get("value"):
-            out.append(ref["value"])
-    if not out:
-        for r in msg.get("recipients") or msg.get("to") or ():
-            value = r.get("address") if isinstance(r, dict) else r
-            if value:
-                out.append(str(value).lstrip("@"))
-    return out
-
-
-def read_by_names(read_by: Any) -> list[str]:
-    if isinstance(read_by, dict):
-        return sorted(read_by)
-    names = []
-    for item in read_by or ():
-        if isinstance(item, dict):
-            names.append(item.get("agent_id") or item.get("name") or "?")
-        else:
-            names.append(str(item))
-    return names
-
-
-# --------------------------------------------------------------------------- inbox
+# --------------------------------------------------------------------------- inbox and threads
 
 def _thread_page(messages: list[dict[str, Any]]) -> list[tuple[dict[str, Any], bool, str | None]]:
     """Order a page: each top-level message followed by the replies (on this page)
@@ -462,125 +306,3 @@ def render_sent(result: dict[str, Any], *, width: int = DEFAULT_WIDTH, now: date
     start = (page - 1) * page_size + 1
     out.append(f"Showing {start}-{start + len(messages) - 1} of {plural(total, 'sent message')}")
     return "\n".join(out)
-
-
-# --------------------------------------------------------------------------- agents, sessions, groups
-
-def render_agents(agents: list[dict[str, Any]], *, now: datetime | None = None, me: str | None = None) -> str:
-    if not agents:
-        return "No agents registered."
-    rows = []
-    for a in agents:
-        name = a.get("name") or a.get("agent_id") or "?"
-        active = a.get("active_sessions")
-        status = "active" if (active if isinstance(active, bool) else (active or 0) > 0) else "offline"
-        if a.get("deleted"):
-            status = "deleted"
-        rows.append([at(name) + (" (you)" if me and name == me else ""), a.get("role"), a.get("module"),
-                     a.get("display"), status, relative_time(a.get("last_seen_at"), now)
-                     if a.get("last_seen_at") else "-"])
-    return table(["AGENT", "ROLE", "MODULE", "DISPLAY", "STATUS", "LAST SEEN"], rows)
-
-
-def render_identity(ident: dict[str, Any], session: dict[str, Any] | None = None, *,
-                    now: datetime | None = None) -> str:
-    lines = [f"Agent:   {at(ident.get('name'))}",
-             f"Role:    {ident.get('role') or '-'}",
-             f"Module:  {ident.get('module') or '-'}"]
-    if ident.get("display"):
-        lines.append(f"Display: {clean(ident['display'])}")
-    if session:
-        lines.append(f"Session: {session.get('session_id')} (started {relative_time(session.get('started_at'), now)})")
-    elif session is not None:
-        lines.append("Session: none active")
-    return "\n".join(lines)
-
-
-def render_sessions(sessions: list[dict[str, Any]], *, now: datetime | None = None) -> str:
-    if not sessions:
-        return "No sessions."
-    rows = []
-    for s in sessions:
-        status = "active" if s.get("active") or not s.get("ended_at") else (s.get("end_reason") or "ended")
-        rows.append([s.get("session_id"), at(s.get("agent_id")), relative_time(s.get("started_at"), now),
-                     relative_time(s.get("ended_at"), now) if s.get("ended_at") else "-", status])
-    return table(["SESSION", "AGENT", "STARTED", "ENDED", "STATUS"], rows)
-
-
-def member_text(member: Any) -> str:
-    if isinstance(member, dict):
-        kind = member.get("type") or member.get("member_type") or "agent"
-        value = member.get("value") or member.get("member_value") or member.get("member") or "?"
-    else:
-        kind, value = "agent", str(member)
-    return at(value) if kind == "agent" else f"{kind}:{value}"
-
-
-def render_groups(groups: list[dict[str, Any]]) -> str:
-    if not groups:
-        return "No groups."
-    rows = []
-    for g in groups:
-        desc = g.get("description") or ""
-        if g.get("builtin"):
-            desc = (desc + " (built-in)").strip()
-        count = g.get("member_count")
-        rows.append([at(g.get("name")), "-" if count is None else str(count), desc])
-    return table(["GROUP", "MEMBERS", "DESCRIPTION"], rows)
-
-
-def render_group_info(group: dict[str, Any], *, now: datetime | None = None) -> str:
-    lines = [f"Group: {at(group.get('name'))}"]
-    if group.get("description"):
-        lines.append(f"  Description: {clean(group['description'])}")
-    if group.get("builtin"):
-        lines.append("  Built-in:    yes (all registered agents; cannot be deleted)")
-    if group.get("created_at") or group.get("created_by"):
-        created = relative_time(group.get("created_at"), now) if group.get("created_at") else ""
-        by = f" by {at(group['created_by'])}" if group.get("created_by") else ""
-        lines.append(f"  Created:     {created}{by}".rstrip())
-    members = group.get("members")
-    if members is not None:
-        lines.append("  Members:     " + (", ".join(member_text(m) for m in members) if members else "none"))
-    return "\n".join(lines)
-
-
-def render_members(result: dict[str, Any]) -> str:
-    if "agents" in result:
-        agents = result.get("agents") or []
-        return "\n".join(at((a.get("name") or a.get("value") or a.get("agent_id")) if isinstance(a, dict) else a)
-                         for a in agents) or "No members."
-    members = result.get("members") or []
-    return "\n".join(member_text(m) for m in members) or "No members."
-
-
-def render_daemon_status(st: dict[str, Any], *, now: datetime | None = None) -> str:
-    if not st.get("running"):
-        lines = ["Daemon:  not running"]
-    else:
-        extra = []
-        if st.get("pid"):
-            extra.append(f"pid {st['pid']}")
-        if st.get("uptime") is not None:
-            extra.append(f"up {duration(st['uptime'])}")
-        lines = ["Daemon:  running" + (f" ({', '.join(extra)})" if extra else "")]
-    for label, key in (("Socket:", "socket"), ("Repo:", "repo"), ("Version:", "version"),
-                       ("WS port:", "ws_port"), ("Log:", "log")):
-        if st.get(key) not in (None, ""):
-            lines.append(f"{label:<9}{st[key]}")
-    sync = st.get("sync")
-    if isinstance(sync, dict) and sync:
-        mode = sync.get("mode") or ("local" if not sync.get("remote") else "remote")
-        text = f"{mode}"
-        if sync.get("remote"):
-            text += f" ({sync['remote']})"
-        if sync.get("last_success"):
-            text += f", last success {relative_time(sync['last_success'], now)}"
-        if sync.get("last_error"):
-            text += f", last error: {clean(sync['last_error'])}"
-        lines.append(f"{'Sync:':<9}{text}")
-    view = st.get("view")
-    if isinstance(view, dict) and view.get("state") == "behind":
-        lines.append(f"{'View:':<9}behind the log ({clean(str(view.get('error') or '?'))}); "
-                     "writes are stored, queries show them once it catches up")
-    return "\n".join(lines)
