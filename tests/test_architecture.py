@@ -40,7 +40,9 @@ PRIVATE_IMPORTS: dict[tuple[str, str], str] = {}
 
 SQL_STATEMENT = re.compile(
     r"\b(SELECT\s.+?\sFROM|INSERT\s+(OR\s+\w+\s+)?INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|"
-    r"CREATE\s+(TABLE|INDEX|TRIGGER|VIEW)|DROP\s+(TABLE|INDEX|VIEW)|PRAGMA\s+\w+)", re.S)
+    r"CREATE\s+(TABLE|INDEX|TRIGGER|VIEW)|DROP\s+(TABLE|INDEX|VIEW)|PRAGMA\s+\w+)",
+    re.S,
+)
 SQL_CALLS = {"execute", "execute_sql", "executemany", "executescript"}
 
 
@@ -76,7 +78,7 @@ def _imports(path: Path, name: str | None = None) -> list[tuple[str, list[str], 
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")
-                base = base[:len(base) - node.level + 1]
+                base = base[: len(base) - node.level + 1]
                 module = ".".join(base + ([node.module] if node.module else []))
             else:
                 module = node.module or ""
@@ -89,8 +91,9 @@ def _within(module: str, package: str) -> bool:
     return module == package or module.startswith(package + ".")
 
 
-def _offences(paths: list[Path], banned: tuple[str, ...], allowed: tuple[str, ...] = (),
-              name: str | None = None) -> list[str]:
+def _offences(
+    paths: list[Path], banned: tuple[str, ...], allowed: tuple[str, ...] = (), name: str | None = None
+) -> list[str]:
     def ok(module: str) -> bool:
         return not any(_within(module, b) for b in banned) or any(_within(module, a) for a in allowed)
 
@@ -109,12 +112,16 @@ def _offences(paths: list[Path], banned: tuple[str, ...], allowed: tuple[str, ..
 
 # --------------------------------------------------------------------------- layers
 
+
 def test_the_import_checker_sees_lazy_and_relative_imports(tmp_path):
     probe = tmp_path / "probe.py"
-    probe.write_text("import os\ndef f():\n    from ..daemon import launcher\n    from .. import daemon\n"
-                     "    from . import render\n")
+    probe.write_text(
+        "import os\ndef f():\n    from ..daemon import launcher\n    from .. import daemon\n    from . import render\n"
+    )
     assert _offences([probe], ("thrum.daemon",), name="thrum.cli.probe") == [
-        "thrum.cli.probe:3 imports thrum.daemon.launcher", "thrum.cli.probe:4 imports thrum.daemon"]
+        "thrum.cli.probe:3 imports thrum.daemon.launcher",
+        "thrum.cli.probe:4 imports thrum.daemon",
+    ]
 
 
 def test_front_ends_reach_the_daemon_only_through_client_and_lifecycle():
@@ -135,15 +142,18 @@ def test_the_pure_core_imports_neither_trio_nor_pygit2():
 
 def test_the_pure_core_pulls_in_neither_trio_nor_pygit2_through_its_imports():
     names = [_module_name(p) for entry in PURE_CORE for p in _modules(ROOT / entry)]
-    code = ("import importlib, sys\n"
-            f"for name in {names!r}:\n"
-            "    importlib.import_module(name)\n"
-            f"print(sorted(m for m in {IMPURE!r} if m in sys.modules))\n")
+    code = (
+        "import importlib, sys\n"
+        f"for name in {names!r}:\n"
+        "    importlib.import_module(name)\n"
+        f"print(sorted(m for m in {IMPURE!r} if m in sys.modules))\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]"
 
 
 # --------------------------------------------------------------------------- SQL
+
 
 def _docstrings(tree: ast.AST) -> set[int]:
     ids = set()
@@ -163,18 +173,27 @@ def _sql_in(path: Path, label: str | None = None) -> list[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in SQL_CALLS:
             found.append((node.lineno, f"{label}:{node.lineno} calls .{node.func.attr}()"))
-        elif (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs
-              and SQL_STATEMENT.search(node.value)):
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in docs
+            and SQL_STATEMENT.search(node.value)
+        ):
             found.append((node.lineno, f"{label}:{node.lineno} holds SQL {node.value[:60]!r}"))
     return [text for _, text in sorted(found)]
 
 
 def test_the_sql_checker_finds_calls_and_statements(tmp_path):
     sample = tmp_path / "sample.py"
-    sample.write_text('"""SELECT x FROM docs is fine."""\n'
-                      'def f(db, t):\n    db.execute_sql("SELECT a FROM b")\n    return f"DELETE FROM {t}"\n')
-    assert _sql_in(sample, "s") == ["s:3 calls .execute_sql()", "s:3 holds SQL 'SELECT a FROM b'",
-                                    "s:4 holds SQL 'DELETE FROM '"]
+    sample.write_text(
+        '"""SELECT x FROM docs is fine."""\n'
+        'def f(db, t):\n    db.execute_sql("SELECT a FROM b")\n    return f"DELETE FROM {t}"\n'
+    )
+    assert _sql_in(sample, "s") == [
+        "s:3 calls .execute_sql()",
+        "s:3 holds SQL 'SELECT a FROM b'",
+        "s:4 holds SQL 'DELETE FROM '",
+    ]
 
 
 def test_sql_appears_only_in_the_store():
@@ -184,12 +203,17 @@ def test_sql_appears_only_in_the_store():
 
 # --------------------------------------------------------------------------- services, private names, size
 
+
 def test_services_use_their_narrow_context_not_the_daemon():
     found = []
     for path in _modules(THRUM / "daemon" / "service"):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if (isinstance(node, ast.Attribute) and node.attr in ("daemon", "store")
-                    and isinstance(node.value, ast.Name) and node.value.id == "call"):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr in ("daemon", "store")
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "call"
+            ):
                 found.append(f"{_rel(path)}:{node.lineno} uses call.{node.attr}")
     assert found == []
 

@@ -13,9 +13,12 @@ import subprocess
 from pathlib import Path
 
 GIT_ENV = {
-    "GIT_AUTHOR_NAME": "Mallory", "GIT_AUTHOR_EMAIL": "mallory@example.invalid",
-    "GIT_COMMITTER_NAME": "Mallory", "GIT_COMMITTER_EMAIL": "mallory@example.invalid",
-    "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0",
+    "GIT_AUTHOR_NAME": "Mallory",
+    "GIT_AUTHOR_EMAIL": "mallory@example.invalid",
+    "GIT_COMMITTER_NAME": "Mallory",
+    "GIT_COMMITTER_EMAIL": "mallory@example.invalid",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_TERMINAL_PROMPT": "0",
 }
 
 
@@ -29,8 +32,14 @@ class Attacker:
 
     def _git(self, *args: str, cwd: Path | None = None) -> str:
         env = {**os.environ, **GIT_ENV, "HOME": str(self.dir.parent)}
-        proc = subprocess.run(["git", "-c", "core.symlinks=true", *args], cwd=cwd or self.dir, env=env,
-                              capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            ["git", "-c", "core.symlinks=true", *args],
+            cwd=cwd or self.dir,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         if proc.returncode != 0:
             raise AssertionError(f"git {' '.join(args)} failed: {proc.stderr}")
         return proc.stdout
@@ -81,6 +90,7 @@ class Attacker:
             path.unlink()
         elif path.is_dir():
             import shutil
+
             shutil.rmtree(path)
 
     def push(self, message: str = "mallory was here") -> None:
@@ -113,7 +123,7 @@ class Attacker:
                 while i < len(raw):
                     sp = raw.index(b" ", i)
                     nul = raw.index(b"\0", sp)
-                    items[raw[sp + 1:nul]] = (int(raw[i:sp], 8), raw[nul + 1:nul + 21])
+                    items[raw[sp + 1 : nul]] = (int(raw[i:sp], 8), raw[nul + 1 : nul + 21])
                     i = nul + 21
             for name, value in node.items():
                 if isinstance(value, dict):

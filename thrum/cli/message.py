@@ -129,8 +129,7 @@ def archive(msg_ids):
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
-@click.option("--page-size", type=click.IntRange(1, 100), default=10, show_default=True,
-              help="Messages per page.")
+@click.option("--page-size", type=click.IntRange(1, 100), default=10, show_default=True, help="Messages per page.")
 @click.option("--page", type=click.IntRange(1, None), default=1, show_default=True, help="Page number.")
 @global_options()
 def sent(page_size, page):

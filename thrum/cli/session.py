@@ -29,8 +29,13 @@ def start():
 
 @session.command("end", context_settings=CONTEXT_SETTINGS)
 @click.option("--session", "session_id", metavar="SESSION_ID", help="The session to end (default: the active one).")
-@click.option("--reason", type=click.Choice(("normal", "crash")), default="normal", show_default=True,
-              help="Why the session ends.")
+@click.option(
+    "--reason",
+    type=click.Choice(("normal", "crash")),
+    default="normal",
+    show_default=True,
+    help="Why the session ends.",
+)
 @global_options()
 def end(session_id, reason):
     """End this agent's active session."""

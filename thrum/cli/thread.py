@@ -46,15 +46,17 @@ def show(thread_or_msg_id, peek):
     rt.emit(result, lambda: render_thread(result, width=_width()))
     if as_agent and not peek:
         me = rt.caller
-        to_mark = [m["message_id"] for m in messages
-                   if m.get("message_id") and not m.get("is_read") and m.get("agent_id") != me]
+        to_mark = [
+            m["message_id"]
+            for m in messages
+            if m.get("message_id") and not m.get("is_read") and m.get("agent_id") != me
+        ]
         if to_mark:
             rt.best_effort("message.markRead", {"message_ids": to_mark})
 
 
 @thread.command("list", context_settings=CONTEXT_SETTINGS)
-@click.option("--page-size", type=click.IntRange(1, 100), default=10, show_default=True,
-              help="Threads per page.")
+@click.option("--page-size", type=click.IntRange(1, 100), default=10, show_default=True, help="Threads per page.")
 @click.option("--page", type=click.IntRange(1, None), default=1, show_default=True, help="Page number.")
 @global_options()
 def list_threads(page_size, page):

@@ -30,13 +30,14 @@ def method(name: str):
             raise RuntimeError(f"RPC method {name} registered twice")
         METHODS[name] = fn
         return fn
+
     return register
 
 
 @dataclass
 class Call:
-    ctx: ServiceContext    # what a service may use of the daemon (thrum.daemon.context)
-    conn: Any              # thrum.daemon.connection.Connection (or a WebSocket connection)
+    ctx: ServiceContext  # what a service may use of the daemon (thrum.daemon.context)
+    conn: Any  # thrum.daemon.connection.Connection (or a WebSocket connection)
     params: Params
     method: str
 
@@ -77,8 +78,12 @@ async def handle_frame(daemon, conn, data: bytes | str, *, max_batch: int = 100)
     del data
     if isinstance(parsed, list):
         if len(parsed) > max_batch:
-            return jsonrpc.failure(None, errors.InvalidRequest(
-                f"invalid request: a batch may hold at most {max_batch} requests (got {len(parsed)})"))
+            return jsonrpc.failure(
+                None,
+                errors.InvalidRequest(
+                    f"invalid request: a batch may hold at most {max_batch} requests (got {len(parsed)})"
+                ),
+            )
         answers = []
         for req in parsed:
             a = await handle(daemon, conn, req)

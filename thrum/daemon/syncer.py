@@ -53,8 +53,8 @@ class SyncLoop:
         self._scanned = False  # has a cycle asked git which files changed since the daemon started?
         self.prefer = None  # merge.Prefer: which copy of a line rewritten in place to keep (the trust layer's)
         self.forwarded: dict[str, str] = {}  # what the last `thrum sync` passed along (memory only)
-        self._refresh_done: trio.Event | None = None   # the on-demand cycle in flight
-        self._refreshed_at = float("-inf")              # trio time its last cycle ended
+        self._refresh_done: trio.Event | None = None  # the on-demand cycle in flight
+        self._refreshed_at = float("-inf")  # trio time its last cycle ended
 
     # ------------------------------------------------------------------ setup
     def _make_replicator(self):
@@ -63,8 +63,9 @@ class SyncLoop:
 
         if self.prefer is None and getattr(self.daemon, "ring", None) is not None:
             self.prefer = prefer_verified(self.daemon.ring)
-        return replicate.Replicator(self.daemon.worktree, self.cfg.remote,
-                                    replicate.credentials_from_env(self.cfg.values), prefer=self.prefer)
+        return replicate.Replicator(
+            self.daemon.worktree, self.cfg.remote, replicate.credentials_from_env(self.cfg.values), prefer=self.prefer
+        )
 
     def _credentials(self):
         """Logins are looked up per cycle: the config, the daemon's environment, and what
@@ -112,8 +113,11 @@ class SyncLoop:
 
     async def _sync_loop(self) -> None:
         while not self._stopped:
-            timeout = float(self.cfg.sync_interval) if self.mode() == "remote" and self.cfg.sync_interval > 0 \
+            timeout = (
+                float(self.cfg.sync_interval)
+                if self.mode() == "remote" and self.cfg.sync_interval > 0
                 else float("inf")
+            )
             with trio.move_on_after(timeout):
                 await self._kick.wait()
             self._kick = trio.Event()
@@ -239,8 +243,7 @@ class SyncLoop:
             writer.log.forget_cached_state()
             try:
                 if writer.fold_lines is not None:  # the remote is untrusted: judge every line first
-                    result = writer.fold_lines.received(writer.db, records, raw, issues=issues,
-                                                        positions=positions)
+                    result = writer.fold_lines.received(writer.db, records, raw, issues=issues, positions=positions)
                 else:
                     result = projection.fold(writer.db, records, issues=issues, positions=positions)
             except Exception as exc:  # noqa: BLE001 - the merged files stand; the view catches up from them

@@ -17,12 +17,31 @@ from typing import Any, Callable, NoReturn
 
 from .. import safejson
 from ..errors import ValidationError
-from .ids import (GROUP_ID_RE, MAX_YEAR, MESSAGE_ID_RE, MIN_YEAR, SESSION_ID_RE, THREAD_ID_RE, is_valid_timestamp,
-                  ULID_RE)
+from .ids import (
+    GROUP_ID_RE,
+    MAX_YEAR,
+    MESSAGE_ID_RE,
+    MIN_YEAR,
+    SESSION_ID_RE,
+    THREAD_ID_RE,
+    is_valid_timestamp,
+    ULID_RE,
+)
 from .names import NAME_RE
 from .tags import MAX_TAG_VALUE, TAG_TYPE_RE, is_tag_type, is_tag_value
-from .values import (AGENT_KINDS, CLEANUP_METHODS, END_REASONS, EVENT_VERSION, FORMATS, MAX_CONTENT_BYTES,
-                     MAX_IDS, MAX_REFS, MAX_SUBJECT_CHARS, MEMBER_TYPES, PRIORITIES)
+from .values import (
+    AGENT_KINDS,
+    CLEANUP_METHODS,
+    END_REASONS,
+    EVENT_VERSION,
+    FORMATS,
+    MAX_CONTENT_BYTES,
+    MAX_IDS,
+    MAX_REFS,
+    MAX_SUBJECT_CHARS,
+    MEMBER_TYPES,
+    PRIORITIES,
+)
 
 Raw = dict[str, Any]  # an event as JSON gives it: validated here, never trusted before
 
@@ -35,12 +54,20 @@ IDEMPOTENCY_KEY_RE = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 # --------------------------------------------------------------------------- validation helpers
 
+
 def _fail(field_name: str, why: str) -> NoReturn:
     raise ValidationError(f"{field_name}: {why}", field=field_name)
 
 
-def _str(d: Raw, key: str, *, required: bool = True, pattern: re.Pattern[str] | None = None,
-         max_len: int = 4096, default: str = "") -> str:
+def _str(
+    d: Raw,
+    key: str,
+    *,
+    required: bool = True,
+    pattern: re.Pattern[str] | None = None,
+    max_len: int = 4096,
+    default: str = "",
+) -> str:
     value = d.get(key, None)
     if value is None:
         if required:
@@ -177,18 +204,30 @@ def _n_message_create(d: Raw) -> Raw:
     mid, thr, agent, sid = d.get("message_id"), d.get("thread_id"), d.get("agent_id"), d.get("session_id")
     body = d.get("body")
     prio = d.get("priority")
-    if (type(mid) is str and len(mid) <= 84 and _MSG_ID_MATCH(mid)
-            and (thr is None or thr == "" or (type(thr) is str and len(thr) <= 87 and _THR_ID_MATCH(thr)))
-            and type(agent) is str and _NAME_MATCH(agent)
-            and type(sid) is str and len(sid) <= 84 and _SES_ID_MATCH(sid)
-            and type(body) is dict and (prio is None or prio == "" or prio in PRIORITIES)):
+    if (
+        type(mid) is str
+        and len(mid) <= 84
+        and _MSG_ID_MATCH(mid)
+        and (thr is None or thr == "" or (type(thr) is str and len(thr) <= 87 and _THR_ID_MATCH(thr)))
+        and type(agent) is str
+        and _NAME_MATCH(agent)
+        and type(sid) is str
+        and len(sid) <= 84
+        and _SES_ID_MATCH(sid)
+        and type(body) is dict
+        and (prio is None or prio == "" or prio in PRIORITIES)
+    ):
         fmt, content, structured = body.get("format"), body.get("content"), body.get("structured")
         authored = d.get("authored_by")
         subject = d.get("subject")
-        if ((fmt in FORMATS or fmt is None or fmt == "") and type(content) is str
-                and len(content) <= MAX_CONTENT_BYTES and (structured is None or structured == "")
-                and (authored is None or (type(authored) is str and len(authored) <= 256))
-                and (subject is None or (type(subject) is str and len(subject) <= MAX_SUBJECT_CHARS))):
+        if (
+            (fmt in FORMATS or fmt is None or fmt == "")
+            and type(content) is str
+            and len(content) <= MAX_CONTENT_BYTES
+            and (structured is None or structured == "")
+            and (authored is None or (type(authored) is str and len(authored) <= 256))
+            and (subject is None or (type(subject) is str and len(subject) <= MAX_SUBJECT_CHARS))
+        ):
             scopes = _fast_tags(d.get("scopes"))
             refs = _fast_tags(d.get("refs")) if scopes is not None else None
             key = d.get("idempotency_key")
@@ -196,10 +235,16 @@ def _n_message_create(d: Raw) -> Raw:
                 if not (fmt and structured == "" and len(body) == 3):
                     body = {"format": fmt or "markdown", "content": content, "structured": ""}
                 out = {
-                    "message_id": mid, "thread_id": thr or "", "agent_id": agent, "session_id": sid,
+                    "message_id": mid,
+                    "thread_id": thr or "",
+                    "agent_id": agent,
+                    "session_id": sid,
                     "body": body,
-                    "scopes": scopes, "refs": refs, "priority": prio or "normal",
-                    "authored_by": authored or "", "disclosed": bool(d.get("disclosed", False)),
+                    "scopes": scopes,
+                    "refs": refs,
+                    "priority": prio or "normal",
+                    "authored_by": authored or "",
+                    "disclosed": bool(d.get("disclosed", False)),
                     "subject": subject or "",
                 }
                 if key:
@@ -220,28 +265,34 @@ def _with_key(d: Raw, out: Raw) -> Raw:
 
 
 def _n_message_create_checked(d: Raw) -> Raw:
-    return _with_key(d, {
-        "message_id": _str(d, "message_id", pattern=MESSAGE_ID_RE),
-        "thread_id": _str(d, "thread_id", required=False, pattern=THREAD_ID_RE),
-        "agent_id": _agent(d),
-        "session_id": _str(d, "session_id", pattern=SESSION_ID_RE),
-        "body": _body(d),
-        "scopes": _tags(d, "scopes"),
-        "refs": _tags(d, "refs"),
-        "priority": _choice(d, "priority", PRIORITIES, "normal"),
-        "authored_by": _str(d, "authored_by", required=False, max_len=256),
-        "disclosed": bool(d.get("disclosed", False)),
-        "subject": _str(d, "subject", required=False, max_len=MAX_SUBJECT_CHARS),
-    })
+    return _with_key(
+        d,
+        {
+            "message_id": _str(d, "message_id", pattern=MESSAGE_ID_RE),
+            "thread_id": _str(d, "thread_id", required=False, pattern=THREAD_ID_RE),
+            "agent_id": _agent(d),
+            "session_id": _str(d, "session_id", pattern=SESSION_ID_RE),
+            "body": _body(d),
+            "scopes": _tags(d, "scopes"),
+            "refs": _tags(d, "refs"),
+            "priority": _choice(d, "priority", PRIORITIES, "normal"),
+            "authored_by": _str(d, "authored_by", required=False, max_len=256),
+            "disclosed": bool(d.get("disclosed", False)),
+            "subject": _str(d, "subject", required=False, max_len=MAX_SUBJECT_CHARS),
+        },
+    )
 
 
 def _n_message_edit(d: Raw) -> Raw:
-    return _with_key(d, {
-        "message_id": _str(d, "message_id", pattern=MESSAGE_ID_RE),
-        "agent_id": _agent(d),
-        "session_id": _str(d, "session_id", required=False, pattern=SESSION_ID_RE),
-        "body": _body(d),
-    })
+    return _with_key(
+        d,
+        {
+            "message_id": _str(d, "message_id", pattern=MESSAGE_ID_RE),
+            "agent_id": _agent(d),
+            "session_id": _str(d, "session_id", required=False, pattern=SESSION_ID_RE),
+            "body": _body(d),
+        },
+    )
 
 
 def _n_message_delete(d: Raw) -> Raw:
@@ -337,8 +388,7 @@ def _n_group_member(d: Raw) -> Raw:
     value = d.get("member_value")
     if not isinstance(value, str) or not NAME_RE.fullmatch(value):
         _fail("member_value", f"invalid {mtype} name {str(value)[:80]!r}")
-    return {"group": _group_name(d, "group"), "member_type": mtype, "member_value": value,
-            "agent_id": _agent(d)}
+    return {"group": _group_name(d, "group"), "member_type": mtype, "member_value": value, "agent_id": _agent(d)}
 
 
 def _n_receipt(d: Raw) -> Raw:
@@ -391,8 +441,7 @@ def normalise(d: Any) -> Raw:
         _fail("event_id", f"must be a ULID (got {str(event_id)[:40]!r})")
     ts = d.get("timestamp")
     if not is_valid_timestamp(ts):
-        _fail("timestamp", f"must be an RFC 3339 UTC time between {MIN_YEAR} and {MAX_YEAR} "
-                           f"(got {str(ts)[:40]!r})")
+        _fail("timestamp", f"must be an RFC 3339 UTC time between {MIN_YEAR} and {MAX_YEAR} (got {str(ts)[:40]!r})")
     v = d.get("v", EVENT_VERSION)
     if not isinstance(v, int) or isinstance(v, bool) or v < 1:
         _fail("v", "must be a positive integer")

@@ -41,9 +41,9 @@ PLAIN_PREFIX = "gc_"
 HASHED_PREFIX = "gcx_"
 AGENT_PREFIX = "gcr_"
 CLERK_PREFIX = "gck_"
-ROLE = "gc"                 # the role of every agent that acts for a mailbox
+ROLE = "gc"  # the role of every agent that acts for a mailbox
 MAX_NAME = 64
-MAX_ADDRESS = 256           # what an agent's display field can hold
+MAX_ADDRESS = 256  # what an agent's display field can hold
 TAG_CHARS = 8
 
 _SEP_RUN = {"-": "_", "/": "__", ".": "___", "_": "____"}
@@ -104,9 +104,9 @@ def agent(box: str, tag: str, *, clerk: bool = False) -> str:
         return box
     prefix = CLERK_PREFIX if clerk else AGENT_PREFIX
     if box.startswith(PLAIN_PREFIX):
-        name = f"{prefix}{tag}_{box[len(PLAIN_PREFIX):]}"
+        name = f"{prefix}{tag}_{box[len(PLAIN_PREFIX) :]}"
     else:
-        name = f"{prefix}{tag}__{box[len(HASHED_PREFIX):]}"
+        name = f"{prefix}{tag}__{box[len(HASHED_PREFIX) :]}"
     if len(name) <= MAX_NAME:
         return name
     return f"{prefix}{tag}___{_digest(box, 20)}"
@@ -155,7 +155,7 @@ def address_of(name: str, display: str | None = None) -> str:
     """
     box = mailbox_of(name)
     if box is not None and _PLAIN_NAME.fullmatch(box):
-        return re.sub(r"_{1,4}", lambda m: _RUN_SEP[len(m.group())], box[len(PLAIN_PREFIX):])
+        return re.sub(r"_{1,4}", lambda m: _RUN_SEP[len(m.group())], box[len(PLAIN_PREFIX) :])
     if display and (box is None or mailbox(display) == box):
         return display
     if box is not None and not box.startswith(_OURS):

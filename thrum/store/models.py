@@ -49,12 +49,12 @@ class Message(Base):
     priority = pw.TextField(default="normal")
     authored_by = pw.TextField(default="")
     disclosed = pw.IntegerField(default=0)
-    event_id = pw.TextField()          # the message.create that won (lowest event_id)
+    event_id = pw.TextField()  # the message.create that won (lowest event_id)
     edit_count = pw.IntegerField(default=0)
     created_key = pw.TextField(default="")  # events.time_key(created_at): sortable UTC form
     updated_key = pw.TextField(default="")  # time_key(updated_at or created_at)
-    sig_id = pw.IntegerField(default=0)     # mention_sigs.sig_id of the message's mention set
-    subject = pw.TextField(default="")      # message.create's optional subject line
+    sig_id = pw.IntegerField(default=0)  # mention_sigs.sig_id of the message's mention set
+    subject = pw.TextField(default="")  # message.create's optional subject line
 
     class Meta:
         table_name = "messages"
@@ -258,13 +258,13 @@ class Agent(Base):
     agent_id = pw.TextField(primary_key=True)
     kind = pw.TextField(null=True)
     name = pw.TextField(null=True)
-    role = pw.TextField(null=True)          # NULL: only a cleanup was seen so far
+    role = pw.TextField(null=True)  # NULL: only a cleanup was seen so far
     module = pw.TextField(default="")
     worktree = pw.TextField(default="")
     display = pw.TextField(default="")
     registered_at = pw.TextField(null=True)
     last_seen_at = pw.TextField(null=True)  # local liveness, never written to the log
-    event_id = pw.TextField(null=True)      # latest agent.register
+    event_id = pw.TextField(null=True)  # latest agent.register
     cleanup_event_id = pw.TextField(null=True)
     cleanup_reason = pw.TextField(default="")
 
@@ -304,7 +304,7 @@ class Group(Base):
     description = pw.TextField(default="")
     created_by = pw.TextField(default="")
     created_at = pw.TextField(null=True)
-    event_id = pw.TextField(null=True)          # latest group.create
+    event_id = pw.TextField(null=True)  # latest group.create
     deleted_event_id = pw.TextField(null=True)  # latest group.delete
 
     class Meta:
@@ -315,7 +315,7 @@ class GroupMember(Base):
     group_name = pw.TextField()
     member_type = pw.TextField()  # agent | role
     member_value = pw.TextField()
-    state = pw.TextField()        # add | remove (last writer by event_id wins)
+    state = pw.TextField()  # add | remove (last writer by event_id wins)
     event_id = pw.TextField()
     changed_by = pw.TextField(default="")
     changed_at = pw.TextField(default="")
@@ -360,7 +360,7 @@ class FoldIssue(Base):
     """A line or event the fold refused: malformed, forged, conflicting. Kept for `sync status`."""
 
     key = pw.TextField(primary_key=True)  # stable: shard + event_id or line digest
-    kind = pw.TextField()                 # malformed | forged | conflict
+    kind = pw.TextField()  # malformed | forged | conflict
     shard = pw.TextField()
     event_id = pw.TextField(default="")
     reason = pw.TextField()
@@ -400,10 +400,32 @@ class IdempotencyKey(Base):
 
 
 TABLE_MODELS = [
-    Message, MessageScope, MessageRef, MessageEdit, ReadState, ArchiveMark,
-    EditEvent, DeleteEvent, PendingTarget, MentionSig, MentionSigTarget, SigTotal, SigAuthorTotal, AgentSigCount,
-    Agent, AgentContext, Session, Group, GroupMember, Thread,
-    AppliedEvent, LogPosition, FoldIssue, SchemaVersion, KeyValue, IdempotencyKey,
+    Message,
+    MessageScope,
+    MessageRef,
+    MessageEdit,
+    ReadState,
+    ArchiveMark,
+    EditEvent,
+    DeleteEvent,
+    PendingTarget,
+    MentionSig,
+    MentionSigTarget,
+    SigTotal,
+    SigAuthorTotal,
+    AgentSigCount,
+    Agent,
+    AgentContext,
+    Session,
+    Group,
+    GroupMember,
+    Thread,
+    AppliedEvent,
+    LogPosition,
+    FoldIssue,
+    SchemaVersion,
+    KeyValue,
+    IdempotencyKey,
 ]
 
 ALL_MODELS = TABLE_MODELS + [MessageRead]

@@ -35,7 +35,6 @@ tables, their triggers and their verification), `thrum.store.database` and
 entry points callers use, so they need not know that layout.
 """
 
-
 from __future__ import annotations
 
 from .counters import verify_counters
@@ -43,5 +42,17 @@ from .directory import fold_counts
 from .fold import FoldResult, fold, load_positions, save_positions
 from .rebuild import READ_CHUNK, REBUILD_BATCH, FoldFn, catch_up, open_projection, rebuild
 
-__all__ = ["FoldFn", "FoldResult", "READ_CHUNK", "REBUILD_BATCH", "catch_up", "fold", "fold_counts", "load_positions",
-           "open_projection", "rebuild", "save_positions", "verify_counters"]
+__all__ = [
+    "FoldFn",
+    "FoldResult",
+    "READ_CHUNK",
+    "REBUILD_BATCH",
+    "catch_up",
+    "fold",
+    "fold_counts",
+    "load_positions",
+    "open_projection",
+    "rebuild",
+    "save_positions",
+    "verify_counters",
+]

@@ -24,8 +24,18 @@ from pygit2.enums import FileMode, ObjectType, RepositoryOpenFlag
 
 log = logging.getLogger(__name__)
 
-__all__ = ["EMPTY_TREE", "ZERO_OID", "TreeEntries", "add_index_entry", "blob_size", "objects_dir", "open_repo",
-           "read_tree", "tune_pack_building", "write_tree"]
+__all__ = [
+    "EMPTY_TREE",
+    "ZERO_OID",
+    "TreeEntries",
+    "add_index_entry",
+    "blob_size",
+    "objects_dir",
+    "open_repo",
+    "read_tree",
+    "tune_pack_building",
+    "write_tree",
+]
 
 ZERO_OID = pygit2.Oid(hex="0" * 40)
 EMPTY_TREE = pygit2.Oid(hex="4b825dc642cb6eb9a060e54bf8d69288fbee4904")
@@ -75,8 +85,9 @@ def _order(item: tuple[bytes, tuple[int, bytes]]) -> bytes:
 
 def write_tree(repo: pygit2.Repository, entries: TreeEntries) -> pygit2.Oid:
     """Write a tree object holding ``entries`` (git's order and mode spelling)."""
-    raw = b"".join(b"%o %s\0%s" % (mode, name, oid_raw) for name, (mode, oid_raw) in sorted(entries.items(),
-                                                                                             key=_order))
+    raw = b"".join(
+        b"%o %s\0%s" % (mode, name, oid_raw) for name, (mode, oid_raw) in sorted(entries.items(), key=_order)
+    )
     return repo.odb.write(ObjectType.TREE, raw)
 
 

@@ -132,8 +132,9 @@ class Replicator:
         if self.repo.references.get(SYNC_REF) is None:
             raise SyncError(f"branch {SYNC_BRANCH} is missing; run ensure_sync_worktree first")
         if self.repo.lookup_reference("HEAD").target != SYNC_REF:  # e.g. the user's own checkout
-            raise SyncError(f"{self.worktree_path} does not have {SYNC_BRANCH} checked out; "
-                            f"it is not the sync worktree")
+            raise SyncError(
+                f"{self.worktree_path} does not have {SYNC_BRANCH} checked out; it is not the sync worktree"
+            )
         tune_pack_building(self.repo)
         self.trees = LayoutTrees(self.repo)
         self._objects = objects_dir(self.repo)
@@ -210,8 +211,7 @@ class Replicator:
 
     # -- commit
 
-    def commit_pending(self, paths: Paths = None,
-                       locked: Callable[[], AbstractContextManager] = nullcontext) -> bool:
+    def commit_pending(self, paths: Paths = None, locked: Callable[[], AbstractContextManager] = nullcontext) -> bool:
         """Commit changed log files; True when a commit was made.
 
         ``paths`` (relative to the worktree, or absolute inside it) names the files
@@ -298,7 +298,7 @@ class Replicator:
                         net.remote.fetch([f"+{SYNC_REF}:{tracking}"], callbacks=net.callbacks, proxy=True)
                         heads = net.remote.list_heads(connect=False)
                     new = set(os.listdir(self._objects / "pack")) - before  # a pack per fetch: consolidated later
-                    record_packs(self._objects, sorted(n[:-len(".pack")] for n in new if n.endswith(".pack")))
+                    record_packs(self._objects, sorted(n[: -len(".pack")] for n in new if n.endswith(".pack")))
                     tip = next((h.oid for h in heads if h.name == SYNC_REF), None)
             except SyncError:
                 raise
@@ -311,9 +311,12 @@ class Replicator:
 
     # -- merge
 
-    def merge(self, remote_tip: pygit2.Oid | None,
-              locked: Callable[[], AbstractContextManager] = nullcontext,
-              on_chunk: Callable[[MergeOutcome], None] | None = None) -> MergeOutcome:
+    def merge(
+        self,
+        remote_tip: pygit2.Oid | None,
+        locked: Callable[[], AbstractContextManager] = nullcontext,
+        on_chunk: Callable[[MergeOutcome], None] | None = None,
+    ) -> MergeOutcome:
         """Merge the remote tip's log files into ours and commit on top of the remote tip.
 
         Only log files whose blob differs between the two trees are read; each is
@@ -363,8 +366,9 @@ class Replicator:
             self._move_ref(new_head, "thrum: fast-forward to remote a-sync")
         else:
             sig = self._signature()
-            message = (f"thrum: merge {outcome.sent} local event(s) onto remote a-sync\n\n"
-                       + "".join(p + "\n" for p in sorted(ours)))
+            message = f"thrum: merge {outcome.sent} local event(s) onto remote a-sync\n\n" + "".join(
+                p + "\n" for p in sorted(ours)
+            )
             new_head = self.repo.create_commit(None, sig, sig, message, tree, [theirs.id])
             outcome.commits = 1
             self._move_ref(new_head, "thrum: merge remote a-sync")
@@ -416,13 +420,15 @@ class Replicator:
         try:
             current = local.tip(SYNC_REF)
             if current != head:
-                if current is not None and not (self.repo.odb.exists(current)
-                                                and self.repo.descendant_of(head, current)):
+                if current is not None and not (
+                    self.repo.odb.exists(current) and self.repo.descendant_of(head, current)
+                ):
                     return False  # not a fast-forward: the remote moved since our fetch
                 if not local.push_from(self.repo, SYNC_REF, head, current):
                     return False
-            self.repo.create_reference_direct(f"refs/remotes/{self.remote_name}/{SYNC_BRANCH}", head, True,
-                                              message="thrum: push a-sync")
+            self.repo.create_reference_direct(
+                f"refs/remotes/{self.remote_name}/{SYNC_BRANCH}", head, True, message="thrum: push a-sync"
+            )
         except SyncError:
             raise
         except Exception as exc:  # noqa: BLE001 - translated at this boundary
@@ -437,12 +443,25 @@ class Replicator:
 def _is_race(message: str) -> bool:
     """A push that lost to another pusher, in any of the forms servers and libgit2 say it."""
     low = message.lower()
-    return any(s in low for s in (
-        "non-fastforward", "non-fast-forward", "not present locally", "fetch first",
-        "stale info", "failed to lock", "cannot lock ref", "reference already exists",
-        "failed to update ref", "locked file", "unable to lock", "could not lock",
-        "old reference value does not match", "incorrect old value",
-    ))
+    return any(
+        s in low
+        for s in (
+            "non-fastforward",
+            "non-fast-forward",
+            "not present locally",
+            "fetch first",
+            "stale info",
+            "failed to lock",
+            "cannot lock ref",
+            "reference already exists",
+            "failed to update ref",
+            "locked file",
+            "unable to lock",
+            "could not lock",
+            "old reference value does not match",
+            "incorrect old value",
+        )
+    )
 
 
 from .cycle import SyncReport, run_cycle  # noqa: E402  (the cycle over a Replicator; re-exported here)

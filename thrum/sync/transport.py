@@ -82,12 +82,12 @@ def _remote(repo: pygit2.Repository, remote_name: str) -> pygit2.Remote:
     try:
         return repo.remotes[remote_name]
     except KeyError:
-        raise SyncError(f"no remote named {remote_name} is configured "
-                        f"(add one with `git remote add {remote_name} URL`)") from None
+        raise SyncError(
+            f"no remote named {remote_name} is configured (add one with `git remote add {remote_name} URL`)"
+        ) from None
 
 
-def endpoint(repo: pygit2.Repository, remote_name: str, *, push: bool = False,
-             home: str | None = None) -> Endpoint:
+def endpoint(repo: pygit2.Repository, remote_name: str, *, push: bool = False, home: str | None = None) -> Endpoint:
     """Resolve the remote's (push) URL: relative paths, SSH aliases.
 
     Raises:
@@ -97,8 +97,18 @@ def endpoint(repo: pygit2.Repository, remote_name: str, *, push: bool = False,
     configured = (remote.push_url if push else None) or remote.url or ""
     base = _base_dir(repo)
     p = parse_url(configured, base)
-    ep = Endpoint(remote_name, configured, configured, redact_url(configured) or "", p.kind, p.scheme,
-                  path=p.path, url_user=p.user, url_password=p.password is not None, base_dir=base)
+    ep = Endpoint(
+        remote_name,
+        configured,
+        configured,
+        redact_url(configured) or "",
+        p.kind,
+        p.scheme,
+        path=p.path,
+        url_user=p.user,
+        url_password=p.password is not None,
+        base_dir=base,
+    )
     if p.kind == "local":
         ep.url = p.path if "://" not in configured else configured
         ep.display = redact_url(ep.url) or ""
@@ -106,8 +116,7 @@ def endpoint(repo: pygit2.Repository, remote_name: str, *, push: bool = False,
         ep.host_port = p.host + (f":{p.port}" if p.port else "") if p.host else ""
         ep.user = p.user
     elif p.kind == "ssh" and p.host:
-        target = resolve_host(p.host, url_user=p.user, url_port=p.port,
-                              home=home or os.environ.get("HOME") or None)
+        target = resolve_host(p.host, url_user=p.user, url_port=p.port, home=home or os.environ.get("HOME") or None)
         ep.ssh_alias = p.host if target.hostname != p.host else None
         ep.user, ep.port = target.user, target.port
         ep.identity_files, ep.identities_only = target.identity_files, target.identities_only
@@ -145,8 +154,9 @@ class Session:
 
 
 @contextmanager
-def session(repo: pygit2.Repository, remote_name: str, credentials: Credentials | None = None, *,
-            push: bool = False) -> Iterator[Session]:
+def session(
+    repo: pygit2.Repository, remote_name: str, credentials: Credentials | None = None, *, push: bool = False
+) -> Iterator[Session]:
     """One network operation on the remote (see the module rules).
 
     Raises:
@@ -179,8 +189,9 @@ def session(repo: pygit2.Repository, remote_name: str, credentials: Credentials 
                 os.environ["SSH_AUTH_SOCK"] = saved_sock
 
 
-def list_remote_heads(repo: pygit2.Repository, remote_name: str,
-                      credentials: Credentials | None = None) -> dict[str, pygit2.Oid]:
+def list_remote_heads(
+    repo: pygit2.Repository, remote_name: str, credentials: Credentials | None = None
+) -> dict[str, pygit2.Oid]:
     """The remote's refs (name -> oid): a connection, a login, one ref advertisement."""
     with session(repo, remote_name, credentials) as s:
         heads = s.remote.list_heads(callbacks=s.callbacks, proxy=True)

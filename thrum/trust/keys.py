@@ -133,8 +133,9 @@ class LocalKeys:
         if existing is not None:
             return existing
         private = generate()
-        pem = private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                    serialization.NoEncryption())
+        pem = private.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
         path = self.path(name)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.{os.urandom(4).hex()}.tmp")
@@ -162,7 +163,10 @@ class LocalKeys:
 
     def names(self) -> list[str]:
         try:
-            return sorted(p.name[:-len(KEY_SUFFIX)] for p in self.dir.glob(f"*{KEY_SUFFIX}")
-                          if _NAME_RE.fullmatch(p.name[:-len(KEY_SUFFIX)]))
+            return sorted(
+                p.name[: -len(KEY_SUFFIX)]
+                for p in self.dir.glob(f"*{KEY_SUFFIX}")
+                if _NAME_RE.fullmatch(p.name[: -len(KEY_SUFFIX)])
+            )
         except OSError:
             return []

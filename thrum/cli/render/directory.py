@@ -22,17 +22,27 @@ def render_agents(agents: list[dict[str, Any]], *, now: datetime | None = None, 
         status = "active" if (active if isinstance(active, bool) else (active or 0) > 0) else "offline"
         if a.get("deleted"):
             status = "deleted"
-        rows.append([at(name) + (" (you)" if me and name == me else ""), a.get("role"), a.get("module"),
-                     a.get("display"), status, relative_time(a.get("last_seen_at"), now)
-                     if a.get("last_seen_at") else "-"])
+        rows.append(
+            [
+                at(name) + (" (you)" if me and name == me else ""),
+                a.get("role"),
+                a.get("module"),
+                a.get("display"),
+                status,
+                relative_time(a.get("last_seen_at"), now) if a.get("last_seen_at") else "-",
+            ]
+        )
     return table(["AGENT", "ROLE", "MODULE", "DISPLAY", "STATUS", "LAST SEEN"], rows)
 
 
-def render_identity(ident: dict[str, Any], session: dict[str, Any] | None = None, *,
-                    now: datetime | None = None) -> str:
-    lines = [f"Agent:   {at(ident.get('name'))}",
-             f"Role:    {ident.get('role') or '-'}",
-             f"Module:  {ident.get('module') or '-'}"]
+def render_identity(
+    ident: dict[str, Any], session: dict[str, Any] | None = None, *, now: datetime | None = None
+) -> str:
+    lines = [
+        f"Agent:   {at(ident.get('name'))}",
+        f"Role:    {ident.get('role') or '-'}",
+        f"Module:  {ident.get('module') or '-'}",
+    ]
     if ident.get("display"):
         lines.append(f"Display: {clean(ident['display'])}")
     if session:
@@ -48,8 +58,15 @@ def render_sessions(sessions: list[dict[str, Any]], *, now: datetime | None = No
     rows = []
     for s in sessions:
         status = "active" if s.get("active") or not s.get("ended_at") else (s.get("end_reason") or "ended")
-        rows.append([s.get("session_id"), at(s.get("agent_id")), relative_time(s.get("started_at"), now),
-                     relative_time(s.get("ended_at"), now) if s.get("ended_at") else "-", status])
+        rows.append(
+            [
+                s.get("session_id"),
+                at(s.get("agent_id")),
+                relative_time(s.get("started_at"), now),
+                relative_time(s.get("ended_at"), now) if s.get("ended_at") else "-",
+                status,
+            ]
+        )
     return table(["SESSION", "AGENT", "STARTED", "ENDED", "STATUS"], rows)
 
 
@@ -94,7 +111,11 @@ def render_group_info(group: dict[str, Any], *, now: datetime | None = None) -> 
 def render_members(result: dict[str, Any]) -> str:
     if "agents" in result:
         agents = result.get("agents") or []
-        return "\n".join(at((a.get("name") or a.get("value") or a.get("agent_id")) if isinstance(a, dict) else a)
-                         for a in agents) or "No members."
+        return (
+            "\n".join(
+                at((a.get("name") or a.get("value") or a.get("agent_id")) if isinstance(a, dict) else a) for a in agents
+            )
+            or "No members."
+        )
     members = result.get("members") or []
     return "\n".join(member_text(m) for m in members) or "No members."

@@ -32,6 +32,7 @@ INBOX_BODY_LINES = 40
 
 # --------------------------------------------------------------------------- inbox and threads
 
+
 def _thread_page(messages: list[dict[str, Any]]) -> list[tuple[dict[str, Any], bool, str | None]]:
     """Order a page: each top-level message followed by the replies (on this page)
     in its chain, oldest reply first. Returns ``(message, is_reply, orphan_parent)``."""
@@ -70,8 +71,17 @@ def _wrap(text: str, width: int, limit: int | None, more_hint: str) -> list[str]
         if not para.strip():
             lines.append("")
             continue
-        lines.extend(textwrap.wrap(para, width=width, break_long_words=True, break_on_hyphens=False,
-                                   drop_whitespace=True, replace_whitespace=False) or [""])
+        lines.extend(
+            textwrap.wrap(
+                para,
+                width=width,
+                break_long_words=True,
+                break_on_hyphens=False,
+                drop_whitespace=True,
+                replace_whitespace=False,
+            )
+            or [""]
+        )
     while lines and not lines[-1]:
         lines.pop()
     if limit is not None and len(lines) > limit:
@@ -80,12 +90,16 @@ def _wrap(text: str, width: int, limit: int | None, more_hint: str) -> list[str]
     return lines or [""]
 
 
-def inbox_header(msg: dict[str, Any], *, reply: bool, now: datetime | None = None, id_width: int = 0,
-                 author_width: int = 0) -> str:
+def inbox_header(
+    msg: dict[str, Any], *, reply: bool, now: datetime | None = None, id_width: int = 0, author_width: int = 0
+) -> str:
     """One header line; ``id_width``/``author_width`` pad those columns so a page lines up (spec)."""
     mark = "↳" if reply else ("○" if msg.get("is_read") else "●")
-    parts = [f"{mark} {pad(str(msg.get('message_id', '?')), id_width)}", pad(at(clean(author_of(msg))), author_width),
-             relative_time(msg.get("created_at"), now)]
+    parts = [
+        f"{mark} {pad(str(msg.get('message_id', '?')), id_width)}",
+        pad(at(clean(author_of(msg))), author_width),
+        relative_time(msg.get("created_at"), now),
+    ]
     if is_edited(msg):
         parts.append("(edited)")
     if reply and not msg.get("is_read", True):
@@ -95,9 +109,15 @@ def inbox_header(msg: dict[str, Any], *, reply: bool, now: datetime | None = Non
     return "  ".join(parts)
 
 
-def render_inbox(result: dict[str, Any], *, width: int = DEFAULT_WIDTH, now: datetime | None = None,
-                 filters: list[tuple[str, str | None]] | None = None, unfiltered_total: int | None = None,
-                 body_lines: int | None = INBOX_BODY_LINES) -> str:
+def render_inbox(
+    result: dict[str, Any],
+    *,
+    width: int = DEFAULT_WIDTH,
+    now: datetime | None = None,
+    filters: list[tuple[str, str | None]] | None = None,
+    unfiltered_total: int | None = None,
+    body_lines: int | None = INBOX_BODY_LINES,
+) -> str:
     """The inbox text for a message.list result.
 
     ``filters`` is ``[(flag, value or None)]`` as typed, e.g. ``[("scope", "module:auth")]``;
@@ -109,14 +129,20 @@ def render_inbox(result: dict[str, Any], *, width: int = DEFAULT_WIDTH, now: dat
     page = int(result.get("page") or 1)
     page_size = int(result.get("page_size") or len(messages) or 10)
     if not messages:
-        return render_inbox_empty(total=total, page=page, total_pages=result.get("total_pages"),
-                                  filters=filters or [], unfiltered_total=unfiltered_total)
+        return render_inbox_empty(
+            total=total,
+            page=page,
+            total_pages=result.get("total_pages"),
+            filters=filters or [],
+            unfiltered_total=unfiltered_total,
+        )
 
     rows = _thread_page(messages)
     id_width = max(display_width(str(m.get("message_id", "?"))) for m, _, _ in rows)
     author_width = max(display_width(at(clean(author_of(m)))) for m, _, _ in rows)
-    headers = [inbox_header(m, reply=reply, now=now, id_width=id_width, author_width=author_width)
-               for m, reply, _ in rows]
+    headers = [
+        inbox_header(m, reply=reply, now=now, id_width=id_width, author_width=author_width) for m, reply, _ in rows
+    ]
     inner = max(min(max(width, MIN_WIDTH), MAX_WIDTH), max(display_width(h) + 2 for h in headers))
     body_width = inner - 2
     out = ["┌" + "─" * inner + "┐"]
@@ -146,8 +172,13 @@ def _message_lines(msg: dict[str, Any], width: int, body_lines: int | None) -> l
     return lines + _wrap(body_of(msg).get("content") or "", width, body_lines, hint)
 
 
-def render_thread(result: dict[str, Any], *, width: int = DEFAULT_WIDTH, now: datetime | None = None,
-                  body_lines: int | None = INBOX_BODY_LINES) -> str:
+def render_thread(
+    result: dict[str, Any],
+    *,
+    width: int = DEFAULT_WIDTH,
+    now: datetime | None = None,
+    body_lines: int | None = INBOX_BODY_LINES,
+) -> str:
     """``thrum thread show``: every message of a thread, oldest first, replies marked ↳."""
     messages = [m for m in result.get("messages") or [] if isinstance(m, dict)]
     headers = [inbox_header(m, reply=bool(reply_to_of(m)) and i > 0, now=now) for i, m in enumerate(messages)]
@@ -175,8 +206,16 @@ def render_threads(result: dict[str, Any], *, now: datetime | None = None) -> st
         title = clean(t.get("subject") or t.get("preview") or "").replace("\n", " ").strip()
         if len(title) > 50:
             title = title[:49] + "…"
-        rows.append([t.get("thread_id", "?"), t.get("message_count", 0), t.get("unread_count", 0),
-                     relative_time(t.get("last_activity"), now), at(clean(t.get("last_sender") or "?")), title])
+        rows.append(
+            [
+                t.get("thread_id", "?"),
+                t.get("message_count", 0),
+                t.get("unread_count", 0),
+                relative_time(t.get("last_activity"), now),
+                at(clean(t.get("last_sender") or "?")),
+                title,
+            ]
+        )
     total = int(result.get("total") or len(threads))
     page = int(result.get("page") or 1)
     page_size = int(result.get("page_size") or len(threads))
@@ -192,8 +231,14 @@ def filter_flags(filters: list[tuple[str, str | None]]) -> tuple[str, str]:
     return flags, desc
 
 
-def next_page_command(filters: list[tuple[str, str | None]], *, page: int, page_size: int,
-                      default_page_size: int = 10, identity: list[tuple[str, str]] | None = None) -> str:
+def next_page_command(
+    filters: list[tuple[str, str | None]],
+    *,
+    page: int,
+    page_size: int,
+    default_page_size: int = 10,
+    identity: list[tuple[str, str]] | None = None,
+) -> str:
     """The command for page ``page`` with every filter in use repeated, so following
     it shows the same list (and ``--unread`` still does not mark anything read)."""
     import shlex
@@ -209,21 +254,33 @@ def next_page_command(filters: list[tuple[str, str | None]], *, page: int, page_
     return " ".join(words)
 
 
-def render_inbox_empty(*, total: int, page: int = 1, total_pages: Any = None,
-                       filters: list[tuple[str, str | None]], unfiltered_total: int | None) -> str:
+def render_inbox_empty(
+    *,
+    total: int,
+    page: int = 1,
+    total_pages: Any = None,
+    filters: list[tuple[str, str | None]],
+    unfiltered_total: int | None,
+) -> str:
     if filters:
         flags, desc = filter_flags(filters)
         grand = unfiltered_total if unfiltered_total is not None else total
-        return (f"No messages matching filter {flags}\n"
-                f"Showing 0 of {grand} total {'message' if grand == 1 else 'messages'} (filter: {desc})")
+        return (
+            f"No messages matching filter {flags}\n"
+            f"Showing 0 of {grand} total {'message' if grand == 1 else 'messages'} (filter: {desc})"
+        )
     if total and page > 1:
         pages = total_pages or "?"
-        return f"No messages on page {page} ({plural(total, 'message')}, {plural(int(pages), 'page')})" \
-            if isinstance(pages, int) else f"No messages on page {page} ({plural(total, 'message')})"
+        return (
+            f"No messages on page {page} ({plural(total, 'message')}, {plural(int(pages), 'page')})"
+            if isinstance(pages, int)
+            else f"No messages on page {page} ({plural(total, 'message')})"
+        )
     return "No messages in inbox."
 
 
 # --------------------------------------------------------------------------- one message
+
 
 def render_message(msg: dict[str, Any], *, now: datetime | None = None) -> str:
     """The ``thrum message get`` block: labelled fields in one aligned column (the
@@ -269,8 +326,10 @@ def render_message(msg: dict[str, Any], *, now: datetime | None = None) -> str:
 
 # --------------------------------------------------------------------------- sent
 
-def render_sent(result: dict[str, Any], *, width: int = DEFAULT_WIDTH, now: datetime | None = None,
-                body_lines: int | None = 10) -> str:
+
+def render_sent(
+    result: dict[str, Any], *, width: int = DEFAULT_WIDTH, now: datetime | None = None, body_lines: int | None = 10
+) -> str:
     messages = [m for m in result.get("messages") or [] if isinstance(m, dict)]
     total = int(result.get("total") or 0)
     page = int(result.get("page") or 1)

@@ -22,8 +22,13 @@ def render_daemon_status(st: dict[str, Any], *, now: datetime | None = None) -> 
         if st.get("uptime") is not None:
             extra.append(f"up {duration(st['uptime'])}")
         lines = ["Daemon:  running" + (f" ({', '.join(extra)})" if extra else "")]
-    for label, key in (("Socket:", "socket"), ("Repo:", "repo"), ("Version:", "version"),
-                       ("WS port:", "ws_port"), ("Log:", "log")):
+    for label, key in (
+        ("Socket:", "socket"),
+        ("Repo:", "repo"),
+        ("Version:", "version"),
+        ("WS port:", "ws_port"),
+        ("Log:", "log"),
+    ):
         if st.get(key) not in (None, ""):
             lines.append(f"{label:<9}{st[key]}")
     sync = st.get("sync")
@@ -39,6 +44,8 @@ def render_daemon_status(st: dict[str, Any], *, now: datetime | None = None) -> 
         lines.append(f"{'Sync:':<9}{text}")
     view = st.get("view")
     if isinstance(view, dict) and view.get("state") == "behind":
-        lines.append(f"{'View:':<9}behind the log ({clean(str(view.get('error') or '?'))}); "
-                     "writes are stored, queries show them once it catches up")
+        lines.append(
+            f"{'View:':<9}behind the log ({clean(str(view.get('error') or '?'))}); "
+            "writes are stored, queries show them once it catches up"
+        )
     return "\n".join(lines)

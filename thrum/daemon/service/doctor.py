@@ -53,13 +53,19 @@ async def _projection_check(ctx) -> dict:
     lines, lagging, torn, n_shards = await ctx.inspect_log(_unfolded)
     drift = await ctx.read(projection.verify_counters)
     if drift:
-        return {"check": "projection", "status": "fail",
-                "detail": f"{len(drift)} counter(s) disagree with the messages (first: {drift[0]})",
-                "action": "stop the daemon, delete .thrum/var/messages.db and start it: it is rebuilt from the log"}
+        return {
+            "check": "projection",
+            "status": "fail",
+            "detail": f"{len(drift)} counter(s) disagree with the messages (first: {drift[0]})",
+            "action": "stop the daemon, delete .thrum/var/messages.db and start it: it is rebuilt from the log",
+        }
     if lines:
-        return {"check": "projection", "status": "warn",
-                "detail": f"{lines} line(s) in {lagging} shard(s) are in the log but not in the database",
-                "action": "restart the daemon (`thrum daemon restart`): it folds what it has not read at start"}
+        return {
+            "check": "projection",
+            "status": "warn",
+            "detail": f"{lines} line(s) in {lagging} shard(s) are in the log but not in the database",
+            "action": "restart the daemon (`thrum daemon restart`): it folds what it has not read at start",
+        }
     detail = f"all {n_shards} shard(s) folded into the database; counters agree"
     if torn:
         detail += f"; {len(torn)} shard(s) end in an incomplete line (kept, not applied)"
@@ -71,16 +77,29 @@ async def _sync_checks(ctx) -> list[dict]:
     quarantined = status.get("quarantined") or 0
     by_kind = status.get("quarantined_by_kind") or {}
     kinds = ", ".join(f"{n} {k}" for k, n in sorted(by_kind.items()))
-    out = [{"check": "quarantine", "status": "info" if quarantined else "ok",
-            "detail": (f"{quarantined} line(s) refused from the log ({kinds}): kept in the files, never applied"
-                       if quarantined else "no line refused from the log"),
-            "action": None}]
+    out = [
+        {
+            "check": "quarantine",
+            "status": "info" if quarantined else "ok",
+            "detail": (
+                f"{quarantined} line(s) refused from the log ({kinds}): kept in the files, never applied"
+                if quarantined
+                else "no line refused from the log"
+            ),
+            "action": None,
+        }
+    ]
     pending = status.get("pending_events") or 0
     mode = status.get("mode")
     if pending and mode == "remote" and status.get("last_error"):
-        out.append({"check": "pending", "status": "warn",
-                    "detail": f"{pending} local event(s) not pushed; the last sync failed: {status['last_error']}",
-                    "action": "fix what the remote check says, then run `thrum sync`"})
+        out.append(
+            {
+                "check": "pending",
+                "status": "warn",
+                "detail": f"{pending} local event(s) not pushed; the last sync failed: {status['last_error']}",
+                "action": "fix what the remote check says, then run `thrum sync`",
+            }
+        )
     else:
         last = status.get("last_success") or "never"
         detail = f"{pending} local event(s) not pushed yet; last successful sync: {last}"
@@ -99,14 +118,20 @@ async def run(call: Call) -> dict:
     env = forwarded_param(call.params.raw.get("env"))
     # What this shell would give `thrum sync`, else what the last `thrum sync` gave the daemon.
     remembered = ctx.sync.forwarded if ctx.sync is not None else {}
-    creds = credentials_from_env(ctx.config.values, forwarded=env or remembered, own="the daemon's environment",
-                                 passed="the environment of `thrum doctor`" if env else
-                                 "the environment of `thrum sync`")
+    creds = credentials_from_env(
+        ctx.config.values,
+        forwarded=env or remembered,
+        own="the daemon's environment",
+        passed="the environment of `thrum doctor`" if env else "the environment of `thrum sync`",
+    )
     repo = ctx.main_repo
-    checks = [(await trio.to_thread.run_sync(diagnose.worktree_check, repo)).to_dict(),
-              (await trio.to_thread.run_sync(diagnose.remote_check, repo, ctx.config.remote, creds,
-                                             ctx.config.local_only)).to_dict(),
-              await _projection_check(ctx),
-              *await _sync_checks(ctx),
-              (await trio.to_thread.run_sync(diagnose.size_check, repo)).to_dict()]
+    checks = [
+        (await trio.to_thread.run_sync(diagnose.worktree_check, repo)).to_dict(),
+        (
+            await trio.to_thread.run_sync(diagnose.remote_check, repo, ctx.config.remote, creds, ctx.config.local_only)
+        ).to_dict(),
+        await _projection_check(ctx),
+        *await _sync_checks(ctx),
+        (await trio.to_thread.run_sync(diagnose.size_check, repo)).to_dict(),
+    ]
     return {"checks": checks}

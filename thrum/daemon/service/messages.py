@@ -17,13 +17,16 @@ _ID_TEXT = re.compile(r"[0-9A-Za-z_\-]{1,84}")
 
 # ---------------------------------------------------------------------------- helpers
 
+
 def _check_body_size(call: Call, content: str, field: str = "content") -> None:
     limit = int(call.ctx.config.max_body_bytes)
     size = len(content.encode("utf-8", "surrogatepass"))
     if size > limit:
         raise errors.ValidationError(
             f"invalid params: message body is {size} bytes; the limit is {limit} bytes "
-            f"(max_body_bytes in .thrum/config.json)", field=field)
+            f"(max_body_bytes in .thrum/config.json)",
+            field=field,
+        )
 
 
 def _structured(call: Call) -> str:
@@ -39,8 +42,9 @@ def _structured(call: Call) -> str:
         try:
             safejson.loads(value)
         except ValueError as exc:
-            raise errors.ValidationError(f"invalid params: structured is not valid JSON ({exc})",
-                                         field="structured") from None
+            raise errors.ValidationError(
+                f"invalid params: structured is not valid JSON ({exc})", field="structured"
+            ) from None
         return value
     raise errors.ValidationError("invalid params: structured must be a JSON string or object", field="structured")
 
@@ -56,8 +60,9 @@ def _check_content(call: Call, content: str, fmt: str, structured: str, field: s
         try:
             safejson.loads(content)
         except ValueError as exc:
-            raise errors.ValidationError(f"invalid params: {field} is not valid JSON ({exc}) but format is json",
-                                         field=field) from None
+            raise errors.ValidationError(
+                f"invalid params: {field} is not valid JSON ({exc}) but format is json", field=field
+            ) from None
 
 
 def _id_texts(values: list[str], field: str) -> list[str]:
@@ -73,8 +78,9 @@ async def _require_messages(call: Call, ids: list[str], field: str = "message_id
     Raises:
         NotFound: an id names no message; ValidationError: a prefix is ambiguous.
     """
-    full = list(dict.fromkeys(await call.ctx.read(prefixes.complete_ids, "message", _id_texts(ids, field),
-                                                  field=field)))
+    full = list(
+        dict.fromkeys(await call.ctx.read(prefixes.complete_ids, "message", _id_texts(ids, field), field=field))
+    )
     return full, await call.ctx.read(queries.message_heads, full)
 
 
@@ -90,8 +96,9 @@ async def _thread_id(call: Call) -> str | None:
     if not thread_id:
         return None
     if not _ID_TEXT.fullmatch(thread_id):
-        raise errors.ValidationError(f"invalid params: thread_id {thread_id[:60]!r} is not a thread id",
-                                     field="thread_id")
+        raise errors.ValidationError(
+            f"invalid params: thread_id {thread_id[:60]!r} is not a thread id", field="thread_id"
+        )
     try:
         return await call.ctx.read(prefixes.complete_id, "thread", thread_id, field="thread_id")
     except errors.NotFound:
@@ -101,6 +108,7 @@ async def _thread_id(call: Call) -> str | None:
 
 
 # ---------------------------------------------------------------------------- send
+
 
 @method("message.send")
 async def send(call: Call) -> dict:
@@ -117,12 +125,21 @@ async def send(call: Call) -> dict:
         if found is None or found["kind"] != "message.create":
             return found and {"digest": "", "result": {}}  # the key named an edit: never this send
         reply_to, recipients = await _replayed_recipients(call, caller)
-        return {"digest": found["digest"], "result": {
-            "message_id": found["message_id"], "thread_id": found["thread_id"], "created_at": found["created_at"],
-            "session_id": found["session_id"], "reply_to": reply_to, "recipients": recipients}}
+        return {
+            "digest": found["digest"],
+            "result": {
+                "message_id": found["message_id"],
+                "thread_id": found["thread_id"],
+                "created_at": found["created_at"],
+                "session_id": found["session_id"],
+                "reply_to": reply_to,
+                "recipients": recipients,
+            },
+        }
 
-    return await call.ctx.keyed.once(caller, key, idem.content_digest(content), lookup=lookup,
-                                     write=lambda: _send(call, caller, content, key))
+    return await call.ctx.keyed.once(
+        caller, key, idem.content_digest(content), lookup=lookup, write=lambda: _send(call, caller, content, key)
+    )
 
 
 def _recipients(resolved: list[dict]) -> list[dict]:
@@ -167,8 +184,9 @@ async def _send(call: Call, caller: str, content: str, key: str | None) -> dict:
     if p.str("reply_to"):
         reply_to, parent = await _require_message(call, "reply_to")
         if parent["deleted"]:
-            raise errors.Conflict(f"message {reply_to} is deleted; a reply to it would reach no one",
-                                  data={"field": "reply_to"})
+            raise errors.Conflict(
+                f"message {reply_to} is deleted; a reply to it would reach no one", data={"field": "reply_to"}
+            )
         thread_id = thread_id or parent["thread_id"] or ""
         refs.append({"type": "reply_to", "value": reply_to})
         if await call.ctx.agent(parent["agent_id"]) is not None:
@@ -179,20 +197,29 @@ async def _send(call: Call, caller: str, content: str, key: str | None) -> dict:
     session_id = await call.ctx.ensure_session(caller, p.str("session_id"))
     event = ev.MessageCreate(
         message_id=call.ctx.new_message_id(caller),  # bound to the caller's key: nobody else can take it
-        agent_id=caller, session_id=session_id,
+        agent_id=caller,
+        session_id=session_id,
         thread_id=thread_id or ev.new_id("thr"),
         body=ev.Body(content=content, format=fmt, structured=structured),
         scopes=tuple(ev.Tag(s["type"], s["value"]) for s in scopes),
         refs=tuple(ev.Tag(r["type"], r["value"]) for r in refs),
-        priority=priority, subject=subject,
+        priority=priority,
+        subject=subject,
         idempotency_key=key or "",
     )
     await call.ctx.write([event])
-    return {"message_id": event.message_id, "thread_id": event.thread_id, "created_at": event.timestamp,
-            "session_id": session_id, "reply_to": reply_to or "", "recipients": _recipients(recipients)}
+    return {
+        "message_id": event.message_id,
+        "thread_id": event.thread_id,
+        "created_at": event.timestamp,
+        "session_id": session_id,
+        "reply_to": reply_to or "",
+        "recipients": _recipients(recipients),
+    }
 
 
 # ---------------------------------------------------------------------------- queries
+
 
 async def _optional_caller(call: Call) -> str | None:
     return await call.ctx.caller(call.params) if "caller" in call.params else None
@@ -206,8 +233,11 @@ async def list_messages(call: Call) -> dict:
     exclude_own = p.bool("exclude_own")
     # the config-resolved filters act for the caller: without one, the repository's
     # single identity (as in the CLI), else an error naming the param
-    caller = (await call.ctx.caller(p) if (mentions or unread or exclude_own or p.bool("archived_only"))
-              else await _optional_caller(call))
+    caller = (
+        await call.ctx.caller(p)
+        if (mentions or unread or exclude_own or p.bool("archived_only"))
+        else await _optional_caller(call)
+    )
     unread_for = p.str("unread_for_agent") or (caller if unread else None)
     return await call.ctx.read(
         queries.list_messages,
@@ -242,8 +272,7 @@ async def _with_mailbox_state(call: Call, messages: list[dict]) -> None:
 async def get(call: Call) -> dict:
     caller = await _optional_caller(call)
     mid = call.params.str("message_id", required=True)
-    mid = (await call.ctx.read(prefixes.complete_ids, "message", _id_texts([mid], "message_id"),
-                               field="message_id"))[0]
+    mid = (await call.ctx.read(prefixes.complete_ids, "message", _id_texts([mid], "message_id"), field="message_id"))[0]
     result = await call.ctx.read(queries.get_message, mid, viewer=caller)
     await _with_mailbox_state(call, [result["message"]])
     return result
@@ -253,8 +282,9 @@ async def get(call: Call) -> dict:
 async def sent(call: Call) -> dict:
     p = call.params
     caller = await call.ctx.caller(p)
-    return await call.ctx.read(queries.sent_messages, caller, page=p.int("page", default=1),
-                                 page_size=p.int("page_size", default=10))
+    return await call.ctx.read(
+        queries.sent_messages, caller, page=p.int("page", default=1), page_size=p.int("page_size", default=10)
+    )
 
 
 @method("message.thread")
@@ -280,8 +310,12 @@ async def thread_list(call: Call) -> dict:
     """The caller's threads (with a message of theirs or one in their inbox), newest activity first."""
     p = call.params
     caller = await call.ctx.caller(p)
-    return await call.ctx.read(queries.thread_list, caller, page=p.int("page", default=1, minimum=1),
-                               page_size=p.int("page_size", default=10, minimum=1, maximum=queries.MAX_PAGE_SIZE))
+    return await call.ctx.read(
+        queries.thread_list,
+        caller,
+        page=p.int("page", default=1, minimum=1),
+        page_size=p.int("page_size", default=10, minimum=1, maximum=queries.MAX_PAGE_SIZE),
+    )
 
 
 @method("message.counts")
@@ -291,6 +325,7 @@ async def counts(call: Call) -> dict:
 
 
 # ---------------------------------------------------------------------------- edit / delete
+
 
 @method("message.edit")
 async def edit(call: Call) -> dict:
@@ -309,11 +344,19 @@ async def edit(call: Call) -> dict:
             return None
         if found["kind"] != "message.edit" or found["message_id"] != mid:
             return {"digest": "", "result": {}}  # the key named another write: a conflict
-        return {"digest": found["digest"], "result": {
-            "message_id": mid, "version": found["version"], "updated_at": found["updated_at"]}}
+        return {
+            "digest": found["digest"],
+            "result": {"message_id": mid, "version": found["version"], "updated_at": found["updated_at"]},
+        }
 
-    return await call.ctx.keyed.once(caller, key, idem.content_digest(content), lookup=lookup,
-                                     write=lambda: _edit(call, caller, mid, info, content, key), what="edit")
+    return await call.ctx.keyed.once(
+        caller,
+        key,
+        idem.content_digest(content),
+        lookup=lookup,
+        write=lambda: _edit(call, caller, mid, info, content, key),
+        what="edit",
+    )
 
 
 async def _edit(call: Call, caller: str, mid: str, info: dict, content: str, key: str | None) -> dict:
@@ -327,9 +370,13 @@ async def _edit(call: Call, caller: str, mid: str, info: dict, content: str, key
     structured = _structured(call) if "structured" in p else current["body"].get("structured", "")
     _check_content(call, content, fmt, structured)
     session_id = await call.ctx.ensure_session(caller, p.str("session_id"))
-    event = ev.MessageEdit(message_id=mid, agent_id=caller, session_id=session_id,
-                           body=ev.Body(content=content, format=fmt, structured=structured),
-                           idempotency_key=key or "")
+    event = ev.MessageEdit(
+        message_id=mid,
+        agent_id=caller,
+        session_id=session_id,
+        body=ev.Body(content=content, format=fmt, structured=structured),
+        idempotency_key=key or "",
+    )
     await call.ctx.write([event])
     after = (await call.ctx.read(queries.get_message, mid))["message"]
     return {"message_id": mid, "version": after["version"], "updated_at": after["updated_at"]}
@@ -345,19 +392,25 @@ async def delete(call: Call) -> dict:
     if info["deleted"]:
         raise errors.Conflict(f"message {mid} is already deleted")
     session_id = await call.ctx.ensure_session(caller, p.str("session_id"))
-    event = ev.MessageDelete(message_id=mid, agent_id=caller, session_id=session_id,
-                             reason=p.str("reason", default="", max_len=1024))
+    event = ev.MessageDelete(
+        message_id=mid, agent_id=caller, session_id=session_id, reason=p.str("reason", default="", max_len=1024)
+    )
     await call.ctx.write([event])
     return {"message_id": mid, "deleted": True, "deleted_at": event.timestamp}
 
 
 # ---------------------------------------------------------------------------- receipts
 
+
 async def _write_receipts(call: Call, cls, caller: str, ids: list[str]) -> None:
     """One receipt event per 1,000 ids (one log line each; a line stays a sane size)."""
     session_id = await call.ctx.ensure_session(caller, call.params.str("session_id"))
-    await call.ctx.write([cls(agent_id=caller, session_id=session_id, message_ids=tuple(ids[i:i + 1000]))
-                            for i in range(0, len(ids), 1000)])
+    await call.ctx.write(
+        [
+            cls(agent_id=caller, session_id=session_id, message_ids=tuple(ids[i : i + 1000]))
+            for i in range(0, len(ids), 1000)
+        ]
+    )
 
 
 async def _read_flags(call: Call, caller: str, ids: list[str]) -> dict[str, bool]:
@@ -376,8 +429,7 @@ async def mark_read(call: Call) -> dict:
     p = call.params
     caller = await call.ctx.caller(p)
     if p.bool("all"):
-        ids = await call.ctx.read(queries.unread_ids, caller, mentions_only=p.bool("mentions"),
-                                    scope=p.tag("scope"))
+        ids = await call.ctx.read(queries.unread_ids, caller, mentions_only=p.bool("mentions"), scope=p.tag("scope"))
         own: set[str] = set()
     else:
         ids, heads = await _require_messages(call, p.str_list("message_ids", required=True))
