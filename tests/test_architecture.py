@@ -33,7 +33,15 @@ IMPURE = ("trio", "trio_websocket", "pygit2")
 MAX_LINES = 450
 
 # Modules allowed past MAX_LINES, each with its reason. Keep this list short.
-LONG_MODULES: dict[str, str] = {}
+LONG_MODULES: dict[str, str] = {
+    "thrum/daemon/service/messages.py": "ruff format made it longer; split in the commits that follow",
+    "thrum/events/validation.py": "ruff format made it longer; split in the commits that follow",
+    "thrum/mcp/tools.py": "ruff format made it longer; split in the commits that follow",
+    "thrum/store/fold.py": "ruff format made it longer; split in the commits that follow",
+    "thrum/store/inbox.py": "ruff format made it longer; split in the commits that follow",
+    "thrum/store/models.py": "ruff format made it longer; split in the commits that follow",
+    "thrum/sync/replicate.py": "ruff format made it longer; split in the commits that follow",
+}
 
 # Private names imported across modules, each with its reason. Keep this list empty.
 PRIVATE_IMPORTS: dict[tuple[str, str], str] = {}

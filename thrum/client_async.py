@@ -79,7 +79,13 @@ class AsyncClient:
         self.close_reason = ""
 
     # ``timeout`` bounds the daemon's answer, as in `thrum.client.Client.call` (same signature on purpose)
-    async def call(self, method: str, params: dict | None = None, *, timeout: float | None = None) -> Any:  # noqa: ASYNC109
+    async def call(
+        self,
+        method: str,
+        params: dict | None = None,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109
+    ) -> Any:
         """Send one request and return its ``result``.
 
         ``timeout`` (seconds) overrides the client's for this call (long polls);

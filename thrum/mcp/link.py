@@ -68,7 +68,13 @@ class DaemonLink:
 
     # ------------------------------------------------------------------ calls
 
-    async def call(self, method: str, params: dict | None = None, *, timeout: float | None = None) -> Any:  # noqa: ASYNC109 (as AsyncClient.call)
+    async def call(
+        self,
+        method: str,
+        params: dict | None = None,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 (as AsyncClient.call)
+    ) -> Any:
         """One RPC on the shared connection (connecting, and starting the daemon, when needed)."""
         client = await self.ensure_connected()
         return await client.call(method, params, timeout=timeout)

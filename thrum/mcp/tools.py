@@ -237,13 +237,9 @@ def build_tools(link, waiter) -> list[Tool]:
 
     @_tool_errors
     async def wait_for_message(
-        timeout: Annotated[
+        timeout: Annotated[  # noqa: ASYNC109 (the spec names this argument)
             int,
-            Field(
-                ge=0,
-                le=600,  # noqa: ASYNC109 (the spec names this argument)
-                description="Most seconds to wait (default 300, max 600)",
-            ),
+            Field(ge=0, le=600, description="Most seconds to wait (default 300, max 600)"),
         ] = 300,
         priority_filter: Annotated[
             PriorityFilter,
