@@ -36,7 +36,6 @@ MAX_LINES = 450
 LONG_MODULES: dict[str, str] = {
     "thrum/daemon/service/messages.py": "ruff format made it longer; split in the commits that follow",
     "thrum/events/validation.py": "ruff format made it longer; split in the commits that follow",
-    "thrum/mcp/tools.py": "ruff format made it longer; split in the commits that follow",
     "thrum/store/fold.py": "ruff format made it longer; split in the commits that follow",
     "thrum/store/inbox.py": "ruff format made it longer; split in the commits that follow",
     "thrum/store/models.py": "ruff format made it longer; split in the commits that follow",

@@ -14,7 +14,8 @@ from pydantic import BaseModel, ValidationError
 
 from thrum.mcp import hostconfig
 from thrum.mcp.server import argument_error
-from thrum.mcp.tools import agent_status, audience_status, message_info, one_line, parse_address
+from thrum.mcp.convert import message_info, one_line, parse_address
+from thrum.mcp.presence import agent_status, audience_status
 from thrum.mcp.waiter import QUEUE_MAX, Waiter
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)

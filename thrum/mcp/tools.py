@@ -6,29 +6,26 @@ Rules:
    as this agent, and returns a model from `thrum.mcp.models`.
 2. A failure is an MCP tool error with one line saying why (a `ToolError`);
    daemon errors keep their message, with CLI-only hints reworded for MCP.
-3. Presence: an agent is ``active`` when it was seen (any call as the agent, or
-   its MCP server's heartbeat) in the last two minutes, ``offline`` otherwise (the
-   spec's status derivation).
+3. Presence (``status``, ``recipient_status``) follows the spec's status
+   derivation: `thrum.mcp.presence`. Replies become the spec's shapes in
+   `thrum.mcp.convert`.
 
 No ``from __future__ import annotations`` here: the SDK reads these signatures
 to build the input schemas.
 """
 
 import functools
-import json
-import re
 from datetime import datetime, timezone
 from typing import Annotated, Any, Optional
 
-import anyio
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools.base import Tool
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
 from ..errors import ThrumError
+from .convert import agent_info, message_info, one_line, parse_address
 from .models import (
-    AgentInfo,
     BroadcastFilter,
     BroadcastResult,
     CheckResult,
@@ -40,105 +37,16 @@ from .models import (
     ListGroupsResult,
     MemberChange,
     MemberType,
-    MessageInfo,
     Priority,
     PriorityFilter,
     SendResult,
     WaitResult,
 )
+from .presence import agent_status, recipient_status, send_with_audience
 from .waiter import WaitBusy, sender_of
 
-ACTIVE_WINDOW_S = 120.0
 MAX_RECIPIENTS = 256  # the daemon's limit on addresses per message
 CHECK_PAGE = 100  # the daemon's largest page
-COMPOSITE_RE = re.compile(r"agent:([a-z0-9_]{1,64}):[A-Za-z0-9_-]+")
-_CLI_HINTS = (
-    ("(use --role to add a role)", '(use member_type "role" to add a role)'),
-    ("(see `thrum group list`)", "(see list_groups)"),
-)
-
-
-# --------------------------------------------------------------------------- helpers (pure)
-
-
-def one_line(text: str) -> str:
-    text = " ".join(part.strip() for part in str(text).splitlines() if part.strip()) or "error"
-    for cli, mcp in _CLI_HINTS:
-        text = text.replace(cli, mcp)
-    return text
-
-
-def parse_address(to: str) -> str:
-    """``@ops`` / ``ops`` / ``agent:ops:abc123`` → ``ops`` (spec "Addressing").
-
-    Raises:
-        ToolError: empty.
-    """
-    text = (to or "").strip()
-    composite = COMPOSITE_RE.fullmatch(text)
-    if composite:
-        return composite.group(1)
-    bare = text.lstrip("@").strip()
-    if not bare:
-        raise ToolError("to is empty: give an agent name, @role, @group or @everyone")
-    return bare
-
-
-def _parse_time(text: str) -> datetime | None:
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
-    except ValueError:
-        return None
-
-
-def agent_status(agent: dict, now: datetime | None = None) -> str:
-    """``active`` when seen in the last two minutes, else ``offline``."""
-    seen = _parse_time(agent.get("last_seen_at") or "")
-    if seen is None:
-        return "offline"
-    now = now or datetime.now(timezone.utc)
-    return "active" if (now - seen).total_seconds() < ACTIVE_WINDOW_S else "offline"
-
-
-def audience_status(agents: list[dict], now: datetime | None = None) -> str:
-    """The recipient_status of an address standing for ``agents``."""
-    if not agents:
-        return "known"
-    return "active" if any(agent_status(a, now) == "active" for a in agents) else "offline"
-
-
-def message_info(m: dict) -> MessageInfo:
-    """A message.list item or message.get result as the spec's MessageInfo."""
-    body = m.get("body") or {}
-    metadata = None
-    structured = body.get("structured") or ""
-    if structured:
-        try:
-            parsed = json.loads(structured)
-            metadata = parsed if isinstance(parsed, dict) else {"value": parsed}
-        except ValueError:
-            metadata = {"value": structured}
-    return MessageInfo(
-        message_id=m.get("message_id", ""),
-        from_=sender_of(m),
-        content=body.get("content") or "",
-        priority=m.get("priority") or "normal",
-        timestamp=m.get("created_at") or "",
-        thread_id=m.get("thread_id") or "",
-        reply_to=m.get("reply_to") or "",
-        to=[f"@{r['value']}" for r in m.get("refs") or [] if r.get("type") == "mention"],
-        metadata=metadata,
-    )
-
-
-def agent_info(a: dict, now: datetime) -> AgentInfo:
-    return AgentInfo(
-        name=a.get("name") or a.get("agent_id") or "",
-        role=a.get("role") or "",
-        module=a.get("module") or "",
-        status=agent_status(a, now),
-        last_seen_at=a.get("last_seen_at") or "",
-    )
 
 
 def _tool_errors(fn):
@@ -185,14 +93,14 @@ def build_tools(link, waiter) -> list[Tool]:
             params["reply_to"] = reply_to.strip()
         if metadata is not None:
             params["structured"] = metadata
-        sent, agents = await _send_with_audience(link, params)
+        sent, agents = await send_with_audience(link, params)
         recipients = sent.get("recipients") or []
         kind = recipients[0]["kind"] if recipients else ""
         return SendResult(
             status="delivered",
             message_id=sent["message_id"],
             thread_id=sent.get("thread_id", ""),
-            recipient_status=await _recipient_status(link, kind, address, agents),
+            recipient_status=await recipient_status(link, kind, address, agents),
         )
 
     @_tool_errors
@@ -453,50 +361,3 @@ def build_tools(link, waiter) -> list[Tool]:
         Tool.from_function(fn, name=fn.__name__, description=text, annotations=annotations)
         for fn, text, annotations in specs
     ]
-
-
-async def _send_with_audience(link, params: dict) -> tuple[dict, list[dict] | None]:
-    """message.send, and agent.list fetched alongside it (for recipient_status) on the same
-    connection: the status costs no extra round trip. The list is None if it failed."""
-    box: dict = {}
-
-    async def fetch_agents() -> None:
-        try:
-            box["agents"] = (await link.call("agent.list")).get("agents") or []
-        except ThrumError:
-            box["agents"] = None
-
-    error: ThrumError | None = None
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(fetch_agents)
-        try:
-            sent = await link.agent_call("message.send", params)
-        except ThrumError as exc:  # raised below, not wrapped in the task group's ExceptionGroup
-            error = exc
-    if error is not None:
-        raise error
-    return sent, box.get("agents")
-
-
-async def _recipient_status(link, kind: str, address: str, agents: list[dict] | None) -> str:
-    """active / offline / known for what ``address`` resolved to; unknown when it cannot be told."""
-    if agents is None:
-        return "unknown"
-    try:
-        now = datetime.now(timezone.utc)
-        live = [a for a in agents if not a.get("deleted")]
-        if kind == "agent":
-            match = [a for a in live if a.get("name") == address]
-            return agent_status(match[0], now) if match else "unknown"
-        if kind == "group":
-            names = set((await link.call("group.members", {"name": address, "expand": True})).get("agents") or [])
-            audience = [a for a in live if a.get("name") in names]
-        elif kind == "role":
-            audience = [a for a in live if a.get("role") == address]
-        elif kind == "everyone":
-            audience = live
-        else:
-            return "unknown"
-        return audience_status([a for a in audience if a.get("name") != link.me], now)
-    except (ThrumError, KeyError, TypeError):
-        return "unknown"
