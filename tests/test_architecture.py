@@ -37,7 +37,6 @@ LONG_MODULES: dict[str, str] = {
     "thrum/daemon/service/messages.py": "ruff format made it longer; split in the commits that follow",
     "thrum/events/validation.py": "ruff format made it longer; split in the commits that follow",
     "thrum/store/fold.py": "ruff format made it longer; split in the commits that follow",
-    "thrum/store/inbox.py": "ruff format made it longer; split in the commits that follow",
     "thrum/store/models.py": "ruff format made it longer; split in the commits that follow",
     "thrum/sync/replicate.py": "ruff format made it longer; split in the commits that follow",
 }

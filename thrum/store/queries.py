@@ -35,7 +35,8 @@ reaches). This module names the entry points callers use.
 
 from __future__ import annotations
 
-from .inbox import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, counts, list_messages, sent_messages, unread_after, unread_ids
+from .inbox import counts, list_messages, sent_messages, unread_after, unread_ids
+from .inbox_filter import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from .mailboxes import mailbox_list, mailbox_states
 from .mentions import mention_targets, role_targets, targets_of
 from .messages import (
