@@ -36,15 +36,23 @@ SKIP = {"daemon.stop"}  # would end the test
 
 
 def params_by_method() -> dict[str, set[str]]:
-    """Each method's params, read off its handler's module (all params of the module, to be thorough)."""
-    out: dict[str, set[str]] = {}
+    """Each method's params, read off the service modules: every param read in a module of its
+    namespace (message.* spans three) or in a helper module (no methods), to be thorough."""
+    by_namespace: dict[str, set[str]] = {}
+    methods: dict[str, str] = {}
+    helpers: set[str] = set()
     for path in SERVICE_DIR.glob("*.py"):
         text = path.read_text()
         names = set(re.findall(r'\.(?:str|int|number|bool|str_list|tag|tags|any)\(\s*"(\w+)"', text))
         names |= set(re.findall(r"key_param\(", text) and ["idempotency_key"])
-        for method in re.findall(r'@method\("([\w.]+)"\)', text):
-            out[method] = names | {"caller"}
-    return out
+        found = re.findall(r'@method\("([\w.]+)"\)', text)
+        if not found:
+            helpers |= names
+        for method in found:
+            namespace = method.split(".")[0]
+            by_namespace.setdefault(namespace, set()).update(names)
+            methods[method] = namespace
+    return {method: by_namespace[ns] | helpers | {"caller"} for method, ns in methods.items()}
 
 
 class Pipe:
