@@ -11,6 +11,8 @@ Rules (part of the projection's rules, `thrum.store.projection`):
   author's edits and deletes count; others are recorded as forged.
 - An edit or delete that arrives before its message waits in
   ``pending_targets`` and takes effect when the message arrives.
+- Read, unread and archive marks (`receipt`): the last mark wins per (message,
+  agent) by event_id, and the first archive stays.
 
 Each function takes the running fold transaction (`thrum.store.fold.Folder`).
 """
@@ -285,3 +287,34 @@ def recompute(f: Folder, mid: str) -> None:
             mid,
         ),
     )
+
+
+# --------------------------------------------------------------------------- receipts
+
+
+def receipt(f: Folder, batch: list[dict]) -> None:
+    # Last writer wins per (message, agent) and the first archive stays: both
+    # are decided by the upserts' WHERE clauses, so rows can go in as they come.
+    states, archives = [], []
+    for d in batch:
+        agent, ts, eid = d["agent_id"], d["timestamp"], d["event_id"]
+        if d["type"] == "message.archive":
+            archives += [(mid, agent, eid, ts) for mid in d["message_ids"]]
+        else:
+            is_read, sid = (1 if d["type"] == "message.read" else 0), d["session_id"]
+            states += [(mid, agent, is_read, eid, ts, sid) for mid in d["message_ids"]]
+    if states:
+        f.c.executemany(
+            "INSERT INTO read_state(message_id, agent_id, is_read, event_id, at, session_id) "
+            "VALUES (?,?,?,?,?,?) ON CONFLICT(message_id, agent_id) DO UPDATE SET is_read=excluded.is_read, "
+            "event_id=excluded.event_id, at=excluded.at, session_id=excluded.session_id "
+            "WHERE excluded.event_id > read_state.event_id",
+            states,
+        )
+    if archives:
+        f.c.executemany(
+            "INSERT INTO archive_marks(message_id, agent_id, event_id, archived_at) VALUES (?,?,?,?) "
+            "ON CONFLICT(message_id, agent_id) DO UPDATE SET event_id=excluded.event_id, "
+            "archived_at=excluded.archived_at WHERE excluded.event_id < archive_marks.event_id",
+            archives,
+        )
