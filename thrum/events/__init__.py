@@ -22,6 +22,7 @@ The modules, each with one job (pure: no I/O, no trio, no pygit2):
 - `names`: what an agent, role or group may be called;
 - `tags`: what a scope or ref (``{type, value}``) is;
 - `ids`: ULIDs, prefixed ids, timestamps and their sort keys;
+- `fields`: the checks of one field (strings, choices, tags, bodies, id lists);
 - `validation`: the per-type field normalisers (`normalise`);
 - `shards`: the layout (streams, segment paths) and the authorship rules;
 - `codec`: one event ↔ one JSON line;
