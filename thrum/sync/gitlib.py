@@ -34,6 +34,7 @@ __all__ = [
     "open_repo",
     "read_tree",
     "tune_pack_building",
+    "update_index",
     "write_tree",
 ]
 
@@ -128,6 +129,17 @@ def add_index_entry(index: pygit2.Index, path: str, oid: pygit2.Oid, st: os.stat
     e.path = c_path
     if C.git_index_add(index._index, e) != 0:  # noqa: SLF001 - pygit2 exposes no stat-aware add
         index.add(path)
+
+
+def update_index(repo: pygit2.Repository, files: dict[str, tuple[pygit2.Oid, os.stat_result]]) -> None:
+    """Record the stat data and blob id of files just written or committed (no hashing)."""
+    if not files:
+        return
+    index = repo.index
+    index.read(False)
+    for path, (oid, st) in files.items():
+        add_index_entry(index, path, oid, st)
+    index.write()
 
 
 # --- pack building for pushes through libgit2's transport --------------------------------

@@ -13,11 +13,12 @@ Rules:
    linear, the remote keeps a single root, and every push is a fast-forward.
    Entries of the remote's tree that thrum ignores stay in it, counted by reason.
 4. A push that lost a race in any form (non-fast-forward, a ref lock held by another
-   pusher, a server's "cannot lock ref") returns False (`cycle.run_cycle` tries
-   again, with jittered backoff); a lost race is never reported as an unreachable
-   remote. Network operations go through ``transport.session``: relative URLs, SSH
-   config, credentials looked up when needed, the network timeout, one-line errors
-   (:class:`AuthError`, :class:`RemoteUnreachable`), URLs shown without credentials.
+   pusher, a server's "cannot lock ref": `transport.lost_race`) returns False
+   (`cycle.run_cycle` tries again, with jittered backoff); a lost race is never
+   reported as an unreachable remote. Network operations go through
+   ``transport.session``: relative URLs, SSH config, credentials looked up when
+   needed, the network timeout, one-line errors (:class:`AuthError`,
+   :class:`RemoteUnreachable`), URLs shown without credentials.
 
 A :class:`Replicator` owns one ``pygit2.Repository``; pygit2 objects are not safe to
 share between threads, so commit/fetch/merge/push take the replicator's own lock, and
@@ -43,10 +44,11 @@ from thrum.events import is_log_path
 from . import AuthError, PushRejected, RemoteUnreachable, SyncError, safefs, transport
 from .credentials import Credentials, credentials_from_env, remote_callbacks
 from .credentials import translate as _translate
-from .gitlib import EMPTY_TREE, add_index_entry, objects_dir, open_repo, tune_pack_building
+from .gitlib import EMPTY_TREE, objects_dir, open_repo, tune_pack_building, update_index
 from .hygiene import record_packs
 from .localremote import FetchedBlobs, local_remote_path, open_local_remote
 from .merge import Prefer
+from .transport import lost_race
 from .treemerge import KeyCache, MergeOutcome, TreeMerge, lines_ahead
 from .trees import LayoutTrees, Leaf
 from .urls import redact_url
@@ -199,16 +201,6 @@ class Replicator:
                     self._ignored = self.trees.ignored(self._head().tree_id)
         return dict(self._ignored)
 
-    def _update_index(self, files: dict[str, tuple[pygit2.Oid, os.stat_result]]) -> None:
-        """Record the stat data and blob id of files just written or committed (no hashing)."""
-        if not files:
-            return
-        index = self.repo.index
-        index.read(False)
-        for path, (oid, st) in files.items():
-            add_index_entry(index, path, oid, st)
-        index.write()
-
     # -- commit
 
     def commit_pending(self, paths: Paths = None, locked: Callable[[], AbstractContextManager] = nullcontext) -> bool:
@@ -248,14 +240,14 @@ class Replicator:
                 index_files[rel] = (oid, st)
             tree = self.trees.with_files(head.tree_id, files)
             if tree == head.tree_id:
-                self._update_index(index_files)  # refresh stat data so the next status is cheap
+                update_index(self.repo, index_files)  # refresh stat data so the next status is cheap
                 return False
             changed = sorted(files)
             message = f"thrum: record events in {len(changed)} file(s)\n\n" + "".join(p + "\n" for p in changed)
             sig = self._signature()
             oid = self.repo.create_commit(None, sig, sig, message, tree, [head.id])
             self._move_ref(oid, "thrum: commit pending events")
-            self._update_index(index_files)
+            update_index(self.repo, index_files)
             self.last_commit = CommitResult(commit=oid, paths=changed)
             return True
 
@@ -372,7 +364,7 @@ class Replicator:
             new_head = self.repo.create_commit(None, sig, sig, message, tree, [theirs.id])
             outcome.commits = 1
             self._move_ref(new_head, "thrum: merge remote a-sync")
-        self._update_index({p: (files[p].oid, st) for p, st in stats.items() if p in files})
+        update_index(self.repo, {p: (files[p].oid, st) for p, st in stats.items() if p in files})
         self._ignored = self.trees.ignored(theirs.tree_id)  # what the remote holds that we do not take
         outcome.ignored = dict(self._ignored)
         outcome.head = new_head
@@ -404,12 +396,12 @@ class Replicator:
                 try:
                     net.remote.push([f"{SYNC_REF}:{SYNC_REF}"], callbacks=callbacks, proxy=True)
                 except Exception as exc:  # noqa: BLE001 - a lost race is not an error
-                    if not _is_race(str(exc)):
+                    if not lost_race(str(exc)):
                         raise
                     log.info("push of %s to %s lost a race: %s", SYNC_BRANCH, url, exc)
                     return False
             for _ref, message in callbacks.rejected:
-                if _is_race(message):
+                if lost_race(message):
                     return False
                 raise PushRejected(f"{url} refused the push of {SYNC_BRANCH}: {message}")
             self.last_fetch = FetchResult(tip=head, url=url, at=time.time())
@@ -432,36 +424,12 @@ class Replicator:
         except SyncError:
             raise
         except Exception as exc:  # noqa: BLE001 - translated at this boundary
-            if _is_race(str(exc)):  # another pusher holds the remote's ref lock
+            if lost_race(str(exc)):  # another pusher holds the remote's ref lock
                 log.info("push of %s to %s lost a race: %s", SYNC_BRANCH, url, exc)
                 return False
             raise _translate(exc, self.remote_name, url) from exc
         self.last_fetch = FetchResult(tip=head, url=url, at=time.time())
         return True
-
-
-def _is_race(message: str) -> bool:
-    """A push that lost to another pusher, in any of the forms servers and libgit2 say it."""
-    low = message.lower()
-    return any(
-        s in low
-        for s in (
-            "non-fastforward",
-            "non-fast-forward",
-            "not present locally",
-            "fetch first",
-            "stale info",
-            "failed to lock",
-            "cannot lock ref",
-            "reference already exists",
-            "failed to update ref",
-            "locked file",
-            "unable to lock",
-            "could not lock",
-            "old reference value does not match",
-            "incorrect old value",
-        )
-    )
 
 
 from .cycle import SyncReport, run_cycle  # noqa: E402  (the cycle over a Replicator; re-exported here)

@@ -15,6 +15,8 @@ Rules:
 5. `session` wraps one fetch, push or ref listing: it yields the remote and fresh
    callbacks, approves or rejects a login from git's helpers by the outcome, and
    turns any failure into one `SyncError` naming the remote (URL redacted).
+6. A push that lost a race to another pusher is told apart from other refusals
+   by what the server or libgit2 says (`lost_race`), in every form they say it.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from .urls import main_worktree_dir, parse_url, redact_url
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Endpoint", "apply_timeout", "endpoint", "list_remote_heads", "resolved_url", "session"]
+__all__ = ["Endpoint", "apply_timeout", "endpoint", "list_remote_heads", "lost_race", "resolved_url", "session"]
 
 CONNECT_TIMEOUT_MS = 10_000
 
@@ -196,3 +198,27 @@ def list_remote_heads(
     with session(repo, remote_name, credentials) as s:
         heads = s.remote.list_heads(callbacks=s.callbacks, proxy=True)
         return {h.name: h.oid for h in heads if not h.name.endswith("^{}")}
+
+
+def lost_race(message: str) -> bool:
+    """A push that lost to another pusher, in any of the forms servers and libgit2 say it."""
+    low = message.lower()
+    return any(
+        s in low
+        for s in (
+            "non-fastforward",
+            "non-fast-forward",
+            "not present locally",
+            "fetch first",
+            "stale info",
+            "failed to lock",
+            "cannot lock ref",
+            "reference already exists",
+            "failed to update ref",
+            "locked file",
+            "unable to lock",
+            "could not lock",
+            "old reference value does not match",
+            "incorrect old value",
+        )
+    )
