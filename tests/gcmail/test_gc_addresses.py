@@ -89,7 +89,7 @@ def test_clerks_name_their_mailbox_too_and_never_collide():
 
 
 def test_reserved_names_stay_reserved():
-    assert addresses._RESERVED == RESERVED_NAMES
+    assert [name for name in sorted(RESERVED_NAMES) if addresses.is_thrum_name(name)] == []
 
 
 @pytest.mark.parametrize("address", ["", "   ", "x" * 257])

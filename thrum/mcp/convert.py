@@ -15,11 +15,12 @@ from datetime import datetime
 
 from mcp.server.mcpserver.exceptions import ToolError
 
+from ..events.names import NAME_RE
 from .models import AgentInfo, MessageInfo
 from .presence import agent_status
 from .waiter import sender_of
 
-COMPOSITE_RE = re.compile(r"agent:([a-z0-9_]{1,64}):[A-Za-z0-9_-]+")
+COMPOSITE_RE = re.compile(r"agent:(" + NAME_RE.pattern + r"):[A-Za-z0-9_-]+")  # agent:role:hash
 _CLI_HINTS = (
     ("(use --role to add a role)", '(use member_type "role" to add a role)'),
     ("(see `thrum group list`)", "(see list_groups)"),
