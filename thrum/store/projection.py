@@ -27,8 +27,10 @@ Rules (tested as properties in tests/store/test_projection_properties.py):
 Known limit: two *different* events that share an event_id (only a hostile
 writer makes those) are resolved by arrival order.
 
-Where each part lives: `thrum.store.fold` (the transaction and the handlers),
-`thrum.store.message_fold` (the message lifecycle), `thrum.store.rebuild`
+Where each part lives: `thrum.store.fold` (the transaction, the handler order),
+`thrum.store.message_fold` (the message lifecycle and the read, unread and
+archive marks), `thrum.store.directory_fold` (agents, sessions, groups,
+threads), `thrum.store.rebuild`
 (catch up, rebuild, open at start-up), `thrum.store.counters` (the counter
 tables, their triggers and their verification), `thrum.store.database` and
 `thrum.store.models` (opening the file, the schema). This module names the
