@@ -152,11 +152,13 @@ def timed_sync(paths, timeout: float = 600.0) -> tuple[float, dict]:
     return time.perf_counter() - t, report
 
 
-def rss_mib(pid: int | None) -> float:
+def rss_mib(pid: int | None, field: str = "VmHWM") -> float:
+    """A memory figure of ``pid`` from /proc: VmHWM (peak RSS, which counts the mapped
+    projection database's pages) or RssAnon (the daemon's own memory, now)."""
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
-                if line.startswith("VmHWM:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) / 1024
     except (OSError, TypeError, ValueError):
         pass
@@ -227,7 +229,8 @@ def run(args) -> list[tuple]:
         lifecycle.start(pb, timeout=1800)
         started.append(pb)
         step(f"B daemon up (folded the history) in {time.perf_counter() - t:.1f}s, "
-             f"peak RSS {rss_mib(lifecycle.read_pid(pb)):,.0f} MiB")
+             f"peak RSS {rss_mib(lifecycle.read_pid(pb)):,.0f} MiB, "
+             f"own memory (RssAnon) {rss_mib(lifecycle.read_pid(pb), 'RssAnon'):,.0f} MiB")
         wt_b = sync_worktree_path(b_dir)
         for p in (pa, pb):  # settle: anything the daemons wrote at start
             rpc(p, "sync.run", timeout=600)
@@ -293,6 +296,8 @@ def run(args) -> list[tuple]:
             rows.append(("  (B: fold, trust check included)", folds, None))
             step(f"{args.big:,}-event receive ({shape}) measured")
         rows.append(("B daemon peak RSS at the end (MiB)", None, rss_mib(lifecycle.read_pid(pb))))
+        rows.append((f"B daemon own memory (RssAnon, MiB), {sum(1 for _ in wt_b.rglob('*.jsonl')):,} files",
+                     None, rss_mib(lifecycle.read_pid(pb), "RssAnon")))
         same = all((wt_a / rel).read_bytes() == (wt_b / rel).read_bytes()
                    for rel in (p.relative_to(wt_b) for p in wt_b.rglob("*.jsonl")))
         step(f"shards byte-identical on A and B: {same}")

@@ -12,6 +12,8 @@ compares what the triggers kept with the sums computed from scratch
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import peewee as pw
 
@@ -85,6 +87,59 @@ COUNTER_TRIGGERS = [
     + _archive_delta("OLD", "-1")
     + " END",
 ]
+
+BULK_INSERT_ROWS = 200  # new messages in one statement from which `bulk_message_insert` pays off
+
+
+@contextmanager
+def bulk_message_insert(conn, after_rowid: int) -> Iterator[None]:
+    """Insert many messages without the per-row insert trigger, then add their share
+    of the counters set-wise (rows with a rowid above ``after_rowid``).
+
+    A trigger firing costs more than the row it follows (measured: 10,000 received
+    messages folded in 0.27 s without it, 0.75 s with it), and a sync can bring tens
+    of thousands. The trigger is dropped and created again inside the caller's
+    transaction, so a failure rolls both back and no other connection ever sees the
+    table without it. Use only around plain inserts into ``messages``. Without the
+    trigger (a rebuild, which computes every counter once at the end) it does nothing.
+    """
+    if (
+        conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = 'trg_messages_ins'").fetchone()
+        is None
+    ):
+        yield
+        return
+    conn.execute("DROP TRIGGER trg_messages_ins")
+    try:
+        yield
+        conn.execute(
+            "INSERT INTO sig_totals(sig_id, n) SELECT sig_id, count(*) FROM messages"
+            " WHERE rowid > ? AND deleted = 0 GROUP BY sig_id"
+            " ON CONFLICT(sig_id) DO UPDATE SET n = n + excluded.n",
+            (after_rowid,),
+        )
+        conn.execute(
+            "INSERT INTO sig_author_totals(author, sig_id, n) SELECT agent_id, sig_id, count(*)"
+            " FROM messages WHERE rowid > ? AND deleted = 0 GROUP BY agent_id, sig_id"
+            " ON CONFLICT(author, sig_id) DO UPDATE SET n = n + excluded.n",
+            (after_rowid,),
+        )
+        conn.execute(
+            "INSERT INTO agent_sig_counts(agent_id, sig_id, own, n_read, n_arch, n_read_arch)"
+            " SELECT x.agent_id, m.sig_id, x.agent_id = m.agent_id, sum(x.r), sum(x.a), sum(x.r * x.a) FROM ("
+            "SELECT agent_id, message_id, max(r) AS r, max(a) AS a FROM ("
+            "SELECT r.agent_id, r.message_id, 1 AS r, 0 AS a FROM messages n"
+            " JOIN read_state r ON r.message_id = n.message_id WHERE n.rowid > ? AND r.is_read = 1"
+            " UNION ALL SELECT a.agent_id, a.message_id, 0, 1 FROM messages n"
+            " JOIN archive_marks a ON a.message_id = n.message_id WHERE n.rowid > ?)"
+            " GROUP BY agent_id, message_id) AS x"
+            " JOIN messages m ON m.message_id = x.message_id WHERE m.deleted = 0"
+            " GROUP BY x.agent_id, m.sig_id, x.agent_id = m.agent_id" + _ASC_UPSERT.rstrip(";"),
+            (after_rowid, after_rowid),
+        )
+    finally:
+        conn.execute(COUNTER_TRIGGERS[0])
+
 
 # The same sums computed from scratch (`verify_counters`; `compute_counter_tables` computes them in Python).
 COUNTER_QUERIES = {

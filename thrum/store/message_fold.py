@@ -19,9 +19,11 @@ Each function takes the running fold transaction (`thrum.store.fold.Folder`).
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
 from ..events import time_key
+from .counters import BULK_INSERT_ROWS, bulk_message_insert
 from .sql import chunks, qmarks
 
 if TYPE_CHECKING:
@@ -44,12 +46,13 @@ def message_create(f: Folder, batch: list[dict]) -> set[str]:
             first[d["message_id"]] = d
     rows, scopes, refs = _message_rows(f, list(first.values()))
     max_rowid = f.c.execute("SELECT coalesce(max(rowid), 0) FROM messages").fetchone()[0]
-    inserted = f.c.executemany(
-        "INSERT OR IGNORE INTO messages(message_id, agent_id, session_id, created_at, body_format, body_content, "
-        "body_structured, thread_id, priority, authored_by, disclosed, event_id, created_key, updated_key, "
-        "sig_id, subject, deleted, edit_count) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,0)",
-        rows,
-    ).rowcount
+    with bulk_message_insert(f.c, max_rowid) if len(rows) >= BULK_INSERT_ROWS else nullcontext():
+        inserted = f.c.executemany(
+            "INSERT OR IGNORE INTO messages(message_id, agent_id, session_id, created_at, body_format, "
+            "body_content, body_structured, thread_id, priority, authored_by, disclosed, event_id, created_key, "
+            "updated_key, sig_id, subject, deleted, edit_count) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,0)",
+            rows,
+        ).rowcount
     applied = set(d["event_id"] for d in first.values())
     pending: set[str] = set()
     if inserted != len(rows):  # some ids were already there: sort those out one by one
