@@ -399,6 +399,12 @@ def test_next_page_command_repeats_every_filter_in_use():
     assert cmd == "thrum inbox --scope module:auth --mentions --unread --page-size 3 --page 2"
     assert next_page_command([], page=3, page_size=10) == "thrum inbox --page 3"
     assert (
-        next_page_command([("scope", "file:my notes.md")], page=2, page_size=10, identity=[("name", "alice")])
+        next_page_command([("scope", "file:my notes.md")], page=2, page_size=10, context=[("name", "alice")])
         == "thrum inbox --name alice --scope 'file:my notes.md' --page 2"
+    )
+    assert (
+        next_page_command(
+            [], page=2, page_size=5, context=[("repo", "/tmp/my repo"), ("role", "reviewer")], command="thread list"
+        )
+        == "thrum thread list --repo '/tmp/my repo' --role reviewer --page-size 5 --page 2"
     )

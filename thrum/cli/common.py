@@ -168,6 +168,12 @@ class Runtime:
             )
         return self._identity
 
+    def context_flags(self) -> list[tuple[str, str]]:
+        """The global flags given on the command line that choose the repository and
+        the identity (``--repo``, ``--name``, ``--role``, ``--module``), as typed, for
+        a hint to repeat (THRUM_* variables stay in the environment anyway)."""
+        return [(key, value) for key in ("repo", "name", "role", "module") if (value := getattr(self.opts, key))]
+
     @property
     def caller(self) -> str:
         return self.identity().name

@@ -66,8 +66,9 @@ def inbox(scope, mentions, unread, archived, count, page_size, page):
     width = shutil.get_terminal_size((DEFAULT_WIDTH + 2, 24)).columns - 2
     rt.emit(result, lambda: render_inbox(result, width=width, filters=filters, unfiltered_total=unfiltered_total))
     if not rt.opts.json and messages and (result.get("total_pages") or 1) > page:
-        who = [("name", rt.opts.name)] if rt.opts.name else []  # THRUM_NAME stays in the environment anyway
-        rt.hint("Next page: " + next_page_command(filters, page=page + 1, page_size=page_size, identity=who))
+        rt.hint(
+            "Next page: " + next_page_command(filters, page=page + 1, page_size=page_size, context=rt.context_flags())
+        )
 
     if not unread and not archived:
         to_mark = [

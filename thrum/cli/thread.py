@@ -8,7 +8,7 @@ import click
 
 from ..errors import IdentityError
 from .common import CONTEXT_SETTINGS, global_options, runtime
-from .render.messages import DEFAULT_WIDTH, render_thread, render_threads
+from .render.messages import DEFAULT_WIDTH, next_page_command, render_thread, render_threads
 
 
 @click.group(context_settings=CONTEXT_SETTINGS)
@@ -69,4 +69,9 @@ def list_threads(page_size, page):
     result = rt.agent_call("thread.list", {"page": page, "page_size": page_size})
     rt.emit(result, lambda: render_threads(result))
     if not rt.opts.json and (result.get("total_pages") or 1) > page:
-        rt.hint(f"Next page: thrum thread list --page {page + 1}")
+        rt.hint(
+            "Next page: "
+            + next_page_command(
+                [], page=page + 1, page_size=page_size, context=rt.context_flags(), command="thread list"
+            )
+        )

@@ -237,14 +237,20 @@ def next_page_command(
     page: int,
     page_size: int,
     default_page_size: int = 10,
-    identity: list[tuple[str, str]] | None = None,
+    context: list[tuple[str, str]] | None = None,
+    command: str = "inbox",
 ) -> str:
     """The command for page ``page`` with every filter in use repeated, so following
-    it shows the same list (and ``--unread`` still does not mark anything read)."""
+    it shows the same list (and ``--unread`` still does not mark anything read).
+
+    ``context`` are the global flags that chose the repository and the identity
+    (``--repo``, ``--name``, ``--role``, ``--module``), repeated first so the hint
+    works as printed; values are shell-quoted where they need it.
+    """
     import shlex
 
-    words = ["thrum", "inbox"]
-    for flag, value in (identity or []) + list(filters):
+    words = ["thrum", *command.split()]
+    for flag, value in (context or []) + list(filters):
         words.append(f"--{flag}")
         if value:
             words.append(shlex.quote(value))
