@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from thrum.cli.render.directory import render_agents, render_group_info, render_groups, render_members
-from thrum.cli.render.messages import next_page_command, render_inbox, render_message, render_sent
+from thrum.cli.render.messages import archived_note, next_page_command, render_inbox, render_message, render_sent
 from thrum.cli.render.status import render_daemon_status
 from thrum.cli.render.text import duration, relative_time
 
@@ -408,3 +408,9 @@ def test_next_page_command_repeats_every_filter_in_use():
         )
         == "thrum thread list --repo '/tmp/my repo' --role reviewer --page-size 5 --page 2"
     )
+
+
+def test_archived_note_of_message_unread():
+    assert archived_note(1, of=1) == "it is archived and stays out of the inbox (`thrum inbox --archived` lists it)"
+    assert archived_note(2, of=2) == "they are archived and stay out of the inbox (`thrum inbox --archived` lists them)"
+    assert archived_note(2, of=5).startswith("2 of them are archived and stay out of the inbox")

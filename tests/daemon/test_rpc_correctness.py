@@ -168,6 +168,28 @@ def test_marked_count_counts_only_messages_that_changed_state(client):
     assert client.call("message.markUnread", {"caller": "bob", "message_ids": [a]})["marked_count"] == 0
 
 
+def test_mark_unread_names_the_archived_messages_it_cannot_bring_back(client):
+    register(client, "alice", "implementer")
+    register(client, "bob", "reviewer")
+    a, b, c = (
+        client.call("message.send", {"caller": "alice", "content": text, "to": ["@bob"]})["message_id"]
+        for text in "abc"
+    )
+    client.call("message.markRead", {"caller": "bob", "message_ids": [a, b, c]})
+    client.call("message.archive", {"caller": "bob", "message_ids": [c, a]})
+    got = client.call("message.markUnread", {"caller": "bob", "message_ids": [a, b, c]})
+    assert got == {"marked_count": 3, "archived": [a, c]}  # marked, but an archive is final
+    inbox = client.call("message.list", {"caller": "bob", "unread": True})
+    assert _ids(inbox) == [b]
+    assert client.call("message.markUnread", {"caller": "bob", "message_ids": [b]}) == {
+        "marked_count": 0,
+        "archived": [],
+    }
+    # Gas City mail judges by the mailbox: archived by any of its keepers
+    got = client.call("message.markUnread", {"caller": "bob", "message_ids": [a, b], "mailbox_state": True})
+    assert got["archived"] == [a]
+
+
 # --------------------------------------------------------------------------- id prefixes
 
 

@@ -76,6 +76,26 @@ def test_unread_puts_messages_back_and_peek_does_not_mark_read(repo):
     assert count(repo, "hal") == before
 
 
+def test_unread_of_an_archived_message_says_it_stays_out_of_the_inbox(repo):
+    repo.agent("pia", "lead")
+    repo.agent("rex", "worker")
+    gone = repo.send("pia", "archived, then unread", "--to", "@rex")
+    kept = repo.send("pia", "only read", "--to", "@rex")
+    repo.ok("message", "read", gone, kept, agent="rex")
+    repo.ok("message", "archive", gone, agent="rex")
+    r = repo.ok("message", "unread", gone, agent="rex")
+    assert r.out == "> Marked 1 message as unread\n"
+    assert r.err == "thrum: it is archived and stays out of the inbox (`thrum inbox --archived` lists it)\n"
+    assert gone not in inbox_ids(repo, "rex", "--unread") and gone in inbox_ids(repo, "rex", "--archived")
+    r = repo.ok("message", "unread", gone, kept, agent="rex")
+    assert r.out == "> Marked 1 message as unread\n"  # kept; gone was already unread
+    assert r.err == "thrum: 1 of them is archived and stays out of the inbox (`thrum inbox --archived` lists it)\n"
+    assert inbox_ids(repo, "rex", "--unread", "--mentions") == [kept]
+    assert repo.ok("message", "unread", gone, "--json", agent="rex").json() == {"marked_count": 0, "archived": [gone]}
+    assert repo.ok("message", "unread", gone, "--json", agent="rex").err == ""
+    assert repo.ok("message", "unread", gone, "--quiet", agent="rex").err == ""
+
+
 def test_inbox_count_in_text_and_json(repo):
     repo.send("ivy", "one", "--to", "@jon")
     repo.send("ivy", "two", "--to", "@jon", "--scope", "t:count")

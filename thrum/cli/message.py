@@ -9,7 +9,7 @@ import click
 from ..errors import IdentityError, ThrumError
 
 from .common import CONTEXT_SETTINGS, global_options, read_body, runtime
-from .render.messages import DEFAULT_WIDTH, render_message, render_sent
+from .render.messages import DEFAULT_WIDTH, archived_note, render_message, render_sent
 from .render.text import plural
 
 
@@ -105,9 +105,13 @@ def read(msg_ids, all_):
 def unread(msg_ids):
     """Mark messages as unread: they are back among your unread messages."""
     rt = runtime()
-    result = rt.agent_call("message.markUnread", {"message_ids": list(dict.fromkeys(msg_ids))})
+    ids = list(dict.fromkeys(msg_ids))
+    result = rt.agent_call("message.markUnread", {"message_ids": ids})
     count = int(result.get("marked_count") or 0)
     rt.emit(result, f"> Marked {plural(count, 'message')} as unread")
+    archived = [m for m in result.get("archived") or [] if isinstance(m, str)]
+    if archived and not rt.opts.json:
+        rt.note(archived_note(len(archived), of=len(ids)))
 
 
 @message.command("archive", context_settings=CONTEXT_SETTINGS)

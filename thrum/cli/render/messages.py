@@ -231,6 +231,20 @@ def filter_flags(filters: list[tuple[str, str | None]]) -> tuple[str, str]:
     return flags, desc
 
 
+def archived_note(archived: int, *, of: int) -> str:
+    """What ``thrum message unread`` says of the ``archived`` messages among the ``of``
+    it was given: marked unread, they stay out of the inbox (an archive is final)."""
+    one = archived == 1
+    if archived == of:
+        who = "it is" if one else "they are"
+    else:
+        who = f"{archived} of them {'is' if one else 'are'}"
+    return (
+        f"{who} archived and {'stays' if one else 'stay'} out of the inbox "
+        f"(`thrum inbox --archived` lists {'it' if one else 'them'})"
+    )
+
+
 def next_page_command(
     filters: list[tuple[str, str | None]],
     *,

@@ -63,7 +63,12 @@ async def mark_read(call: Call) -> dict:
 @method("message.markUnread")
 async def mark_unread(call: Call) -> dict:
     """``marked_count`` counts the messages this call turned from read to unread (one's
-    own messages stay read: they are never unread to their author)."""
+    own messages stay read: they are never unread to their author).
+
+    An archive is final: an archived message is marked unread like any other but stays
+    out of the inbox, so ``archived`` names those among ``message_ids`` (in the order
+    given; with ``mailbox_state``, archived in the mailbox) for the caller to say so.
+    """
     p = call.params
     caller = await call.ctx.caller(p)
     ids, heads = await require_messages(call, p.str_list("message_ids", required=True))
@@ -71,7 +76,16 @@ async def mark_unread(call: Call) -> dict:
     todo = [m for m in ids if flags.get(m) and heads[m]["agent_id"] != caller]  # own: never unread
     if todo:
         await _write_receipts(call, ev.MessageUnread, caller, todo)
-    return {"marked_count": len(todo)}
+    archived = await _archived(call, caller, ids)
+    return {"marked_count": len(todo), "archived": [m for m in ids if m in archived]}
+
+
+async def _archived(call: Call, caller: str, ids: list[str]) -> set[str]:
+    """The messages among ``ids`` archived by the caller (with ``mailbox_state``: in the mailbox)."""
+    if call.params.bool("mailbox_state"):
+        states = await call.ctx.read(queries.mailbox_states, ids)
+        return {m for m in ids if states.get(m, {}).get("archived")}
+    return await call.ctx.read(queries.archived_ids, caller, ids)
 
 
 @method("message.archive")
