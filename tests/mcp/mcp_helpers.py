@@ -17,6 +17,7 @@ from pathlib import Path
 import trio
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp_types import JSONRPCError, JSONRPCRequest, JSONRPCResponse
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "realtime"))
 
@@ -25,7 +26,18 @@ from realtime_helpers import Daemon, daemon_env, start_daemon  # noqa: E402
 THRUM = shutil.which("thrum") or str(Path(sys.executable).parent / "thrum")
 WAIT = 20.0  # upper bound for anything awaited in a test (never a sleep)
 
-__all__ = ["Daemon", "McpServer", "THRUM", "WAIT", "daemon_env", "mcp_server", "run_thrum", "start_daemon"]
+__all__ = [
+    "Daemon",
+    "McpServer",
+    "THRUM",
+    "Tap",
+    "WAIT",
+    "daemon_env",
+    "mcp_server",
+    "run_thrum",
+    "start_daemon",
+    "tapped_mcp_server",
+]
 
 
 class McpServer:
@@ -78,6 +90,77 @@ async def mcp_server(repo: Path, agent: str | None = None, *, env: dict | None =
                 await session.initialize()
             yield McpServer(session, stray, agent)
     assert not stray, f"the server wrote something other than JSON-RPC on stdout: {stray!r}"
+
+
+class Tap:
+    """What passes between the client session and a `thrum mcp serve` (see `tapped_mcp_server`):
+    the requests the client wrote, and a way to hold back the server's answer to one of them."""
+
+    def __init__(self):
+        self.requests: list = []  # JSONRPCRequest, in the order written
+        self._hold_id = None
+        self.held = trio.Event()  # set when the answer to the held request arrived (and was kept back)
+        self._release = trio.Event()
+
+    def request_id(self, method: str, name: str | None = None):
+        """The id of the last request for ``method`` (and tool ``name``) the client wrote."""
+        for req in reversed(self.requests):
+            if req.method == method and (name is None or (req.params or {}).get("name") == name):
+                return req.id
+        raise AssertionError(f"no {method} {name or ''} request was written")
+
+    def hold_answer_to_next(self, method: str, name: str | None = None) -> None:
+        """Keep back the server's answer to the next such request until `release`."""
+        self._hold = (method, name)
+        self._hold_id = None
+
+    def release(self) -> None:
+        self._release.set()
+
+    def _outgoing(self, message) -> None:
+        if isinstance(message, JSONRPCRequest):
+            self.requests.append(message)
+            hold = getattr(self, "_hold", None)
+            if hold and message.method == hold[0] and (message.params or {}).get("name") == hold[1]:
+                self._hold_id, self._hold = message.id, None
+
+    async def _incoming(self, message) -> None:
+        if isinstance(message, JSONRPCResponse | JSONRPCError) and self._hold_id is not None:
+            if message.id == self._hold_id:
+                self.held.set()
+                await self._release.wait()
+
+
+@asynccontextmanager
+async def tapped_mcp_server(repo: Path, agent: str):
+    """`mcp_server` with a `Tap` between the client session and the server's stdio:
+    yields ``(server, tap)``. The relay forwards every message unchanged, in order."""
+    tap = Tap()
+    args = ["mcp", "serve", "--repo", str(repo), "--agent-id", agent]
+    params = StdioServerParameters(command=THRUM, args=args, env=server_env(), cwd=str(repo))
+    async with stdio_client(params) as (read, write):
+        to_server, from_client = trio.open_memory_channel(100)
+        to_client, from_server = trio.open_memory_channel(100)
+
+        async def outgoing():
+            async for item in from_client:
+                tap._outgoing(item.message)
+                await write.send(item)
+
+        async def incoming():
+            async for item in read:
+                if not isinstance(item, Exception):
+                    await tap._incoming(item.message)
+                await to_client.send(item)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(outgoing)
+            nursery.start_soon(incoming)
+            async with ClientSession(from_server, to_server) as session:
+                with trio.fail_after(WAIT):
+                    await session.initialize()
+                yield McpServer(session, [], agent), tap
+            nursery.cancel_scope.cancel()
 
 
 def run_thrum(

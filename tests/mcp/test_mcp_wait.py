@@ -9,7 +9,9 @@ import time
 import trio
 
 from fixtures.repos.builders import make_replicas
-from mcp_helpers import WAIT, cli_send, mcp_server, start_daemon
+from mcp_types import CancelledNotification, CancelledNotificationParams
+
+from mcp_helpers import WAIT, cli_send, mcp_server, start_daemon, tapped_mcp_server
 
 
 async def test_two_agents_exchange_messages_through_their_own_servers(bus):
@@ -159,6 +161,54 @@ async def test_a_cancelled_wait_ends_cleanly_and_loses_no_message(bus):
         assert bus.call("message.get", {"message_id": mid, "caller": "cx_me"})["message"]["is_read"] is False
         got = await me.call("wait_for_message", {"timeout": 5})
         assert got["message"]["message_id"] == mid
+
+
+async def test_a_cancel_that_crosses_the_answer_leaves_the_message_unread(bus):
+    """The client gives up on a wait just as the server answers it: the cancel reaches the
+    server after the answer was written, and the client drops the answer. The message the
+    wait claimed must come back (unread, and first in the queue), not be lost."""
+    bus.register("lc_me", "lc_role", identity_file=True)
+    bus.register("lc_you", "lc_other", identity_file=True)
+    async with tapped_mcp_server(bus.repo, "lc_me") as (me, tap):
+        mid = bus.send("lc_you", "do not lose me", to=["lc_me"])["message_id"]
+        tap.hold_answer_to_next("tools/call", "wait_for_message")
+        with trio.CancelScope() as scope:
+
+            async def cancel_once_answered():
+                await tap.held.wait()  # the server has answered (and claimed the message)
+                scope.cancel()  # the SDK sends notifications/cancelled for the request
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(cancel_once_answered)
+                await me.session.call_tool("wait_for_message", {"timeout": 30})
+        assert scope.cancelled_caught
+        tap.release()  # the answer reaches the client, which has stopped waiting for it
+        got = await me.call("wait_for_message", {"timeout": 10})
+        assert (got["status"], got["message"]["message_id"]) == ("message_received", mid)
+        assert bus.call("message.get", {"message_id": mid, "caller": "lc_me"})["message"]["is_read"] is True
+
+
+async def test_a_cancel_for_a_wait_already_answered_puts_its_message_back(bus):
+    """The same race driven at the protocol level: notifications/cancelled for the id of a
+    wait_for_message whose answer the client has already received."""
+    bus.register("la_me", "la_role", identity_file=True)
+    bus.register("la_you", "la_other", identity_file=True)
+    async with tapped_mcp_server(bus.repo, "la_me") as (me, tap):
+        mid = bus.send("la_you", "claimed, then cancelled", to=["la_me"])["message_id"]
+        first = await me.call("wait_for_message", {"timeout": 10})
+        assert first["message"]["message_id"] == mid
+        answered = tap.request_id("tools/call", "wait_for_message")
+        await me.session.send_notification(
+            CancelledNotification(params=CancelledNotificationParams(request_id=answered, reason="gave up"))
+        )
+        again = await me.call("wait_for_message", {"timeout": 10})
+        assert (again["status"], again["message"]["message_id"]) == ("message_received", mid)
+        # a cancel for an id that was never a wait changes nothing
+        await me.session.send_notification(
+            CancelledNotification(params=CancelledNotificationParams(request_id=987654, reason="unknown"))
+        )
+        checked = await me.call("check_messages")
+        assert mid not in [m["message_id"] for m in checked["messages"]]
 
 
 async def test_a_new_session_of_the_same_agent_does_not_silence_the_waiter(bus):

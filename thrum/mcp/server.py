@@ -66,6 +66,24 @@ class ArgumentErrors:
         return await call_next(ctx)
 
 
+class LateCancels:
+    """Middleware: a client's ``notifications/cancelled`` also reaches the waiter. The SDK
+    cancels a request that is still running; a cancel for a wait_for_message that was
+    already answered (the cancel crossed the answer, and the client drops it) makes the
+    waiter give that wait's message back (thrum.mcp.waiter, rule 5)."""
+
+    def __init__(self, waiter: Waiter):
+        self.waiter = waiter
+
+    async def __call__(self, ctx, call_next):
+        result = await call_next(ctx)
+        if ctx.method == "notifications/cancelled" and isinstance(ctx.params, dict):
+            request_id = ctx.params.get("requestId")
+            if isinstance(request_id, str | int) and not isinstance(request_id, bool):
+                await self.waiter.cancelled(str(request_id))
+        return result
+
+
 def argument_error(tool: str, exc: ValidationError) -> str:
     parts = []
     for err in exc.errors()[:3]:
@@ -88,7 +106,7 @@ def build_server(link: DaemonLink, waiter: Waiter) -> MCPServer:
         instructions=INSTRUCTIONS,
         tools=tools,
         log_level=_level_name(),
-        middleware=[ArgumentErrors(tools)],
+        middleware=[ArgumentErrors(tools), LateCancels(waiter)],
     )
 
 

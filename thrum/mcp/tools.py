@@ -18,6 +18,7 @@ import functools
 from datetime import datetime, timezone
 from typing import Annotated, Any, Optional
 
+from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools.base import Tool
 from mcp_types import ToolAnnotations
@@ -156,10 +157,12 @@ def build_tools(link, waiter) -> list[Tool]:
                 "queued for a later wait or check_messages"
             ),
         ] = "all",
+        ctx: Context = None,  # injected by the SDK (not an argument): the request id, for late cancels
     ) -> WaitResult:
         await link.ensure_connected()
+        request_id = ctx.request_id if ctx is not None else None
         try:
-            message, waited = await waiter.wait(float(timeout), priority_filter)
+            message, waited = await waiter.wait(float(timeout), priority_filter, request_id=request_id)
         except WaitBusy as exc:
             raise ToolError(exc.message) from None
         return WaitResult(

@@ -23,12 +23,18 @@ Rules:
    (put back first; a mark-read in flight is undone). A daemon restart during a
    wait is survived: the wait keeps sleeping while the link reconnects and the
    replay refills the queue.
+5. A cancel can cross the answer: the client gives up on a wait just as the
+   server answers it, so the cancel arrives after the answer was written and the
+   client drops the answer. The waiter remembers the last `ANSWERED_MAX` waits
+   that returned a message (request id → the message, for `ANSWERED_S`); a
+   cancel for one of them (`cancelled`) marks its message unread again and puts
+   it back first in the queue, so the next wait or check_messages returns it.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import deque
+from collections import OrderedDict, deque
 
 import anyio
 import anyio.lowlevel
@@ -40,6 +46,8 @@ log = logging.getLogger(__name__)
 
 QUEUE_MAX = 1000
 SEEN_MAX = 50_000
+ANSWERED_MAX = 32  # answered waits remembered for a late cancel (rule 5)
+ANSWERED_S = 60.0  # ... and for this long: a cancel crosses an answer within moments
 ALLOWED = {
     "all": None,
     "critical": frozenset({"critical"}),
@@ -74,6 +82,7 @@ class Waiter:
         self.last_event_id: str | None = None
         self.subscription_id: int | None = None
         self.subscribed = 0  # subscriptions made so far
+        self._answered: OrderedDict[str, tuple[float, dict]] = OrderedDict()  # request id -> (when, item)
         link.add_notification_handler(self.on_notification)
         link.add_connection_task(self.connection_task)
 
@@ -174,8 +183,13 @@ class Waiter:
 
     # ------------------------------------------------------------------ waiting
 
-    async def wait(self, seconds: float, priority_filter: str = "all") -> tuple[dict | None, float]:
+    async def wait(
+        self, seconds: float, priority_filter: str = "all", *, request_id: str | None = None
+    ) -> tuple[dict | None, float]:
         """The next message for this agent (marked read), or None at the timeout; and the seconds waited.
+
+        ``request_id`` is the MCP request the wait answers: a message it returns is
+        remembered under it, for a cancel that arrives after the answer (rule 5).
 
         Raises:
             WaitBusy: another wait is running.
@@ -209,6 +223,8 @@ class Waiter:
                         await self._wait_for_link(deadline)
                         continue
                     if message is not None:
+                        if request_id is not None:
+                            self._answered_with(request_id, item)
                         return message, anyio.current_time() - start
                     continue
                 if anyio.current_time() >= deadline:
@@ -218,6 +234,37 @@ class Waiter:
         finally:
             self.active = False
             self._idle.set()
+
+    def _answered_with(self, request_id: str, item: dict) -> None:
+        self._answered[request_id] = (anyio.current_time(), item)
+        while len(self._answered) > ANSWERED_MAX:
+            self._answered.popitem(last=False)
+
+    async def cancelled(self, request_id: str) -> None:
+        """The client cancelled request ``request_id`` (rule 5).
+
+        A wait still running is cancelled by the SDK and puts its message back itself
+        (rule 4). A wait that already returned a message, whose answer the client now
+        drops, gives the message back: unread again (as this agent) and first in the
+        queue. Any other id is ignored.
+        """
+        answered = self._answered.pop(request_id, None)
+        if answered is None or anyio.current_time() - answered[0] > ANSWERED_S:
+            return
+        item = answered[1]
+        mid = item["message_id"]
+        try:
+            await self.link.agent_call("message.markUnread", {"message_ids": [mid]})
+        except ThrumError as exc:
+            log.warning(
+                "wait %s was cancelled after it returned %s; could not mark it unread: %s", request_id, mid, exc.message
+            )
+            return
+        log.info("wait %s was cancelled after it returned %s: unread again and queued first", request_id, mid)
+        if all(queued["message_id"] != mid for queued in self.queue):
+            self.queue.appendleft(item)
+            self._changed.set()
+            self._changed = anyio.Event()
 
     async def wait_idle(self) -> None:
         """Return once no wait is running (a cancelled one has finished its clean-up)."""
