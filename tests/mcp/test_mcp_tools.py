@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import jsonschema
 import pytest
 
 from mcp_helpers import WAIT, mcp_server
@@ -226,9 +227,17 @@ async def test_group_tools_happy_paths_and_errors(team):
 
         plain = await ann.call("get_group", {"name": "tm_squad"})
         assert plain["members"] == [{"type": "agent", "id": "tm_ben"}, {"type": "role", "id": "tm_ops"}]
-        assert plain["expanded_agents"] is None and plain["created_by"] == "tm_ann"
+        assert plain["created_by"] == "tm_ann"
+        # spec: expanded_agents and expanded_agents_count are present only with expand=true
+        assert "expanded_agents" not in plain and "expanded_agents_count" not in plain
         expanded = await ann.call("get_group", {"name": "tm_squad", "expand": True})
         assert expanded["expanded_agents"] == ["tm_ben", "tm_dan"] and expanded["expanded_agents_count"] == 2
+        schema = next(t for t in (await ann.session.list_tools()).tools if t.name == "get_group").output_schema
+        assert not {"expanded_agents", "expanded_agents_count"} & set(schema["required"])
+        assert schema["properties"]["expanded_agents"]["type"] == "array"  # never null when present
+        assert schema["properties"]["expanded_agents_count"]["type"] == "integer"
+        for result in (plain, expanded):
+            jsonschema.validate(result, schema)
         assert "not found" in await ann.fail("get_group", {"name": "tm_nope"})
 
         assert await ann.call(

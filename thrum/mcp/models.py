@@ -19,6 +19,16 @@ AgentStatus = Literal["active", "offline"]
 RecipientStatus = Literal["active", "offline", "known", "unknown"]
 
 
+def _unset(value: Any) -> bool:
+    return value is None
+
+
+def _no_default(schema: dict[str, Any]) -> None:
+    """An optional field that is left out when unset: its schema has its type and no
+    ``default: null`` (the value is never null on the wire)."""
+    schema.pop("default", None)
+
+
 class _Out(BaseModel):
     model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
 
@@ -127,7 +137,13 @@ class GetGroupResult(_Out):
     created_at: str
     created_by: str
     members: list[GroupMember]
-    expanded_agents: list[str] | None = Field(
-        None, description="Only with expand=true: the agents the members stand for"
+    # Present only with expand=true (spec): left out of the output, not null, otherwise.
+    expanded_agents: list[str] = Field(
+        None,
+        exclude_if=_unset,
+        json_schema_extra=_no_default,
+        description="Only with expand=true: the agents the members stand for",
     )
-    expanded_agents_count: int | None = Field(None, description="Only with expand=true")
+    expanded_agents_count: int = Field(
+        None, exclude_if=_unset, json_schema_extra=_no_default, description="Only with expand=true"
+    )
