@@ -10,7 +10,9 @@ Codes are stable: clients (the CLI, MCP server, scripts) match on them.
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # not typing's: short-lived front ends (thrum-gc-mail) start without importing typing
+if TYPE_CHECKING:
+    from typing import Any
 
 # Standard JSON-RPC 2.0 codes.
 PARSE_ERROR = -32700

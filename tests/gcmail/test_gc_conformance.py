@@ -205,15 +205,16 @@ def test_a_mailbox_with_many_messages_lists_them_all(provider):
     first = provider.send("alice", "bob", "", "n0")  # registers alice's agent here; the rest straight over RPC
     sender = lifecycle.call(resolve(provider.repo), "message.get", {"message_id": first["id"]})
     caller = sender["message"]["author"]["agent_id"]
+    n = 1020  # more than one page of the daemon's largest mailbox page (1,000)
     with Client(resolve(provider.repo)) as client:
-        for i in range(1, 205):  # more than two pages of the daemon's largest
+        for i in range(1, n):
             client.call(
                 "message.send", {"caller": caller, "content": f"n{i}", "refs": [{"type": "mention", "value": "gc_bob"}]}
             )
-    listed = provider.inbox("bob")
-    assert [m["body"] for m in listed] == [f"n{i}" for i in range(205)]
-    assert len({m["id"] for m in listed}) == 205
-    assert provider.count("bob") == (205, 205)
+    for listed in (provider.inbox("bob"), provider.check("bob")):
+        assert [m["body"] for m in listed] == [f"n{i}" for i in range(n)]
+        assert len({m["id"] for m in listed}) == n
+    assert provider.count("bob") == (n, n)
 
 
 # ---------------------------------------------------------------------------- get, read

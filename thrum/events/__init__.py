@@ -37,9 +37,11 @@ ULID library or the dataclasses.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
+TYPE_CHECKING = False  # not typing's: `names` is on thrum-gc-mail's start-up path, which does not import typing
 if TYPE_CHECKING:  # the same names, for type checkers; at run time `__getattr__` loads them
+    from typing import Any
+
     from .codec import MalformedEvent, decode_line, dumps, encode_line, loads
     from .ids import (
         GROUP_ID_RE,

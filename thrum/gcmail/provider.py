@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
     Rpc = Callable[[str, dict], Any]
 
-PAGE = 100  # the largest page the daemon serves
+PAGE = 1000  # the largest mailbox.list page the daemon serves (one scan of the mailbox per page)
 
 
 class NotFoundError(errors.ThrumError):
@@ -52,16 +52,22 @@ class Mailer:
         self._tag = tag
         self._lock = lock
         self._displays: dict[str, str | None] = {}
+        self._addresses: dict[str, str] = {}  # name -> address, for this invocation (a listing repeats names)
 
     # ------------------------------------------------------------------ names
 
     def address(self, name: str) -> str:
         """The Gas City address of a mailbox or agent name (asking the daemon only when the name does not say)."""
-        if not addresses.needs_display(name):
-            return addresses.address_of(name)
-        if name not in self._displays:
-            self._displays[name] = self._display(name)
-        return addresses.address_of(name, self._displays[name])
+        known = self._addresses.get(name)
+        if known is None:
+            if not addresses.needs_display(name):
+                known = addresses.address_of(name)
+            else:
+                if name not in self._displays:
+                    self._displays[name] = self._display(name)
+                known = addresses.address_of(name, self._displays[name])
+            self._addresses[name] = known
+        return known
 
     def _display(self, name: str) -> str | None:
         params = {"name": name} if not addresses.is_mailbox(name) else None
@@ -104,6 +110,7 @@ class Mailer:
             with self._lock():
                 self.rpc("agent.register", params)
         self._displays[name] = address
+        self._addresses.pop(name, None)
 
     # ------------------------------------------------------------------ writing
 

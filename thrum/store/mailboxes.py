@@ -27,6 +27,7 @@ import peewee as pw
 from .messages import message_items
 from .sql import all_rows, chunks, qmarks, rows_in
 
+MAILBOX_MAX_PAGE = 1000  # a mailbox view is read whole by a short-lived process: few, large pages
 _KEEPERS = "(SELECT ? UNION SELECT agent_id FROM agents WHERE module = ?)"
 _MAILBOX_READ = (
     f"coalesce((SELECT r.is_read FROM read_state r WHERE r.message_id = m.message_id "

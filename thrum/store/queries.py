@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from .inbox import counts, list_messages, sent_messages, unread_after, unread_ids
 from .inbox_filter import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
-from .mailboxes import mailbox_list, mailbox_states
+from .mailboxes import MAILBOX_MAX_PAGE, mailbox_list, mailbox_states
 from .mentions import mention_targets, role_targets, targets_of
 from .messages import (
     also_read_by,
@@ -54,6 +54,7 @@ from .messages import (
 
 __all__ = [
     "DEFAULT_PAGE_SIZE",
+    "MAILBOX_MAX_PAGE",
     "MAX_PAGE_SIZE",
     "also_read_by",
     "archived_ids",

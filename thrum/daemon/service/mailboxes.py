@@ -21,6 +21,6 @@ async def mailbox_list(call: Call) -> dict:
         mailbox,
         unread_only=p.bool("unread"),
         page=p.int("page", default=1, minimum=1),
-        page_size=p.int("page_size", default=100, minimum=1, maximum=queries.MAX_PAGE_SIZE),
+        page_size=p.int("page_size", default=100, minimum=1, maximum=queries.MAILBOX_MAX_PAGE),
         newest_first=order == "desc",
     )
