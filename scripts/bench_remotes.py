@@ -49,7 +49,7 @@ def step(msg: str) -> None:
 
 
 def rpc(paths, method: str, params: dict | None = None, timeout: float = 120.0):
-    from thrum.daemon import launcher
+    from thrum import lifecycle as launcher
 
     return launcher.call(paths, method, params or {}, timeout=timeout)
 
@@ -59,7 +59,7 @@ class Fleet:
 
     def __init__(self, base: Path, url: str, n: int):
         from fixtures.repos.builders import clone, make_bare
-        from thrum.daemon import launcher
+        from thrum import lifecycle as launcher
 
         self.base, self.url = base, url
         self.remote = base / "remote.git"
@@ -87,7 +87,7 @@ class Fleet:
         return {q.relative_to(wt).as_posix(): q.read_bytes() for q in sorted(wt.rglob("*.jsonl"))}
 
     def stop(self) -> None:
-        from thrum.daemon import launcher
+        from thrum import lifecycle as launcher
 
         for p in self.paths:
             try:
