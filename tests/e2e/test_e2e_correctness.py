@@ -58,35 +58,6 @@ def test_following_the_next_page_hint_keeps_the_filters(repo):
     assert repo.ok("inbox", "--unread", "--scope", "t:pages", "--json", agent="carol").json()["total"] == 5
 
 
-def _follow(hint: str, repo, cwd) -> str:
-    """Run a printed ``Next page: thrum …`` hint as a shell would, from ``cwd``, with no THRUM_* variables."""
-    words = shlex.split(hint.removeprefix("Next page: "))
-    assert words[0] == "thrum"
-    return repo.ok(*words[1:], cwd=cwd).out
-
-
-def test_the_next_page_hints_keep_how_the_repository_and_identity_were_chosen(repo, tmp_path):
-    repo.agent("dan", "pager", "docs")
-    for i in range(5):
-        repo.send("alice", f"paged for dan {i}", "--to", "@dan", "--scope", "t:hint")
-    # the identity chosen by --role/--module, the repository by --repo from a directory outside it
-    where, who = ["--repo", str(repo.path)], ["--role", "pager", "--module", "docs"]
-    first = repo.ok(*where, "inbox", *who, "--scope", "t:hint", "--page-size", "2", cwd=tmp_path).out
-    hint = first.splitlines()[-1]
-    assert hint == (
-        f"Next page: thrum inbox --repo {repo.path} --role pager --module docs --scope t:hint --page-size 2 --page 2"
-    )
-    second = _follow(hint, repo, tmp_path)
-    assert len(MSG_ID.findall(second)) == 2 and second.splitlines()[-2].startswith("Showing 3-4 of 5 messages")
-
-    # the same for thrum thread list, which also kept neither --page-size nor the identity
-    first = repo.ok(*where, "thread", "list", *who, "--page-size", "2", cwd=tmp_path).out
-    hint = first.splitlines()[-1]
-    assert hint == f"Next page: thrum thread list --repo {repo.path} --role pager --module docs --page-size 2 --page 2"
-    second = _follow(hint, repo, tmp_path)
-    assert any(line.startswith("Showing 3-4 of ") for line in second.splitlines()), second
-
-
 def test_short_ids_work_like_gits(repo):
     mid = repo.send("alice", "find me by a prefix", "--scope", "t:prefix")
     got = repo.ok("message", "get", mid[:16], agent="bob").out
@@ -131,3 +102,34 @@ def test_names_that_would_shadow_an_address_are_refused(repo):
         assert r.code == 1 and needle in r.err_line
     assert not (repo.path / ".thrum" / "identities" / "everyone.json").exists()
     assert "@everyone" not in repo.ok("agent", "list").out
+
+
+# Sends several messages at once: kept after test_short_ids_work_like_gits, whose
+# ambiguous prefix must match only a few ids (those of the last half-minute share it).
+def _follow(hint: str, repo, cwd) -> str:
+    """Run a printed ``Next page: thrum …`` hint as a shell would, from ``cwd``, with no THRUM_* variables."""
+    words = shlex.split(hint.removeprefix("Next page: "))
+    assert words[0] == "thrum"
+    return repo.ok(*words[1:], cwd=cwd).out
+
+
+def test_the_next_page_hints_keep_how_the_repository_and_identity_were_chosen(repo, tmp_path):
+    repo.agent("dan", "pager", "docs")
+    for i in range(5):
+        repo.send("alice", f"paged for dan {i}", "--to", "@dan", "--scope", "t:hint")
+    # the identity chosen by --role/--module, the repository by --repo from a directory outside it
+    where, who = ["--repo", str(repo.path)], ["--role", "pager", "--module", "docs"]
+    first = repo.ok(*where, "inbox", *who, "--scope", "t:hint", "--page-size", "2", cwd=tmp_path).out
+    hint = first.splitlines()[-1]
+    assert hint == (
+        f"Next page: thrum inbox --repo {repo.path} --role pager --module docs --scope t:hint --page-size 2 --page 2"
+    )
+    second = _follow(hint, repo, tmp_path)
+    assert len(MSG_ID.findall(second)) == 2 and second.splitlines()[-2].startswith("Showing 3-4 of 5 messages")
+
+    # the same for thrum thread list, which also kept neither --page-size nor the identity
+    first = repo.ok(*where, "thread", "list", *who, "--page-size", "2", cwd=tmp_path).out
+    hint = first.splitlines()[-1]
+    assert hint == f"Next page: thrum thread list --repo {repo.path} --role pager --module docs --page-size 2 --page 2"
+    second = _follow(hint, repo, tmp_path)
+    assert any(line.startswith("Showing 3-4 of ") for line in second.splitlines()), second
