@@ -29,6 +29,8 @@ Rules:
    that returned a message (request id → the message, for `ANSWERED_S`); a
    cancel for one of them (`cancelled`) marks its message unread again and puts
    it back first in the queue, so the next wait or check_messages returns it.
+   The same holds for a cancel that finds the wait still returning its message
+   (claimed, but the SDK will not write the answer): it waits for the wait to end.
 """
 
 from __future__ import annotations
@@ -83,6 +85,7 @@ class Waiter:
         self.subscription_id: int | None = None
         self.subscribed = 0  # subscriptions made so far
         self._answered: OrderedDict[str, tuple[float, dict]] = OrderedDict()  # request id -> (when, item)
+        self._request_id: str | None = None  # the MCP request the running wait answers
         link.add_notification_handler(self.on_notification)
         link.add_connection_task(self.connection_task)
 
@@ -208,6 +211,7 @@ class Waiter:
         allowed = ALLOWED[priority_filter]
         self.active = True
         self._unwinding = False
+        self._request_id = request_id
         self._idle = anyio.Event()
         start = anyio.current_time()
         deadline = start + seconds
@@ -248,6 +252,10 @@ class Waiter:
         drops, gives the message back: unread again (as this agent) and first in the
         queue. Any other id is ignored.
         """
+        # The SDK cancels a wait still running, but it may already have claimed its message
+        # and be about to return it (the answer is then never written): let it finish first.
+        while self.active and self._request_id == request_id:
+            await self._idle.wait()
         answered = self._answered.pop(request_id, None)
         if answered is None or anyio.current_time() - answered[0] > ANSWERED_S:
             return
