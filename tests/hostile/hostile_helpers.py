@@ -196,3 +196,18 @@ def forge(event: dict, signer: str, key_file: Path | None) -> bytes:
     private = serialization.load_pem_private_key(Path(key_file).read_bytes(), password=None)
     assert isinstance(private, keys.Ed25519PrivateKey)
     return ev.encode_line(signing.sign(d, signer, private))
+
+
+def team_with_history(team):
+    """Two machines, alice on A and bob on B, registered and synced, bob's first
+    message delivered to A: the honest state each hostile test starts from."""
+    t = team(2)
+    a, b = t.machines
+    a.agent("alice", "implementer")
+    b.agent("bob", "reviewer")
+    a.sync()
+    b.sync()
+    b.run("send", "hello alice", "--to", "@alice", agent="bob")
+    b.sync()
+    a.sync()
+    return t, a, b

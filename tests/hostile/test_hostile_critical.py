@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from hostile_helpers import links_under
+from hostile_helpers import links_under, team_with_history
 
 DEEP = "[" * 50_000 + "]" * 50_000
 
@@ -27,21 +27,8 @@ def _hostile_create(agent: str, structured: str) -> bytes:
     ).encode()
 
 
-def _two_agents(team):
-    t = team(2)
-    a, b = t.machines
-    a.agent("alice", "implementer")
-    b.agent("bob", "reviewer")
-    a.sync()
-    b.sync()
-    b.run("send", "hello alice", "--to", "@alice", agent="bob")
-    b.sync()
-    a.sync()
-    return t, a, b
-
-
 def test_a_deeply_nested_line_is_quarantined_and_every_replica_keeps_working(team):
-    t, a, b = _two_agents(team)
+    t, a, b = team_with_history(team)
     mallory = t.attacker()
     mallory.append(mallory.file_of("messages", "bob"), _hostile_create("bob", DEEP))
     mallory.push()
@@ -68,7 +55,7 @@ def test_a_deeply_nested_line_is_quarantined_and_every_replica_keeps_working(tea
 def test_a_symlinked_directory_is_never_written_through(team, tmp_path):
     outside = tmp_path / "outside"
     outside.mkdir()
-    t, a, b = _two_agents(team)
+    t, a, b = team_with_history(team)
     mallory = t.attacker()
     mallory.remove("receipts") if any(f.startswith("receipts/") for f in mallory.files()) else None
     mallory.symlink("receipts", str(outside))
@@ -97,7 +84,7 @@ def test_a_symlinked_directory_is_never_written_through(team, tmp_path):
 def test_a_file_symlink_never_leaks_a_local_file_to_the_remote(team, tmp_path):
     secret = tmp_path / "secret.txt"
     secret.write_text("TOP-SECRET-TOKEN\n")
-    t, a, b = _two_agents(team)
+    t, a, b = team_with_history(team)
     mallory = t.attacker()
     mallory.symlink("messages/carol/000001.jsonl", str(secret))
     mallory.symlink("messages/dave/000001.jsonl", "../../../../.thrum/var/ws.token")
@@ -123,7 +110,7 @@ def test_a_file_symlink_never_leaks_a_local_file_to_the_remote(team, tmp_path):
 
 
 def test_a_100_mb_line_is_quarantined_and_syncing_goes_on(team):
-    t, a, b = _two_agents(team)
+    t, a, b = team_with_history(team)
     mallory = t.attacker()
     huge = json.dumps(
         {"type": "message.create", "event_id": "01M8ACN9SYMYW50R9TX6PE5GS9", "padding": "x" * (100 * 1024 * 1024)}

@@ -12,24 +12,11 @@ from __future__ import annotations
 import threading
 import time
 
-from hostile_helpers import entries_under, links_under
+from hostile_helpers import entries_under, links_under, team_with_history
 from thrum.events import is_log_path
 
 REG, EXEC, LINK, GITLINK, TREE = 0o100644, 0o100755, 0o120000, 0o160000, 0o40000
 SEND_PROMPTLY_S = 3.0  # generous on a busy machine (measured: under 0.7 s); the old code: 15-19 s
-
-
-def _team_with_history(team):
-    t = team(2)
-    a, b = t.machines
-    a.agent("alice", "implementer")
-    b.agent("bob", "reviewer")
-    a.sync()
-    b.sync()
-    b.run("send", "hello alice", "--to", "@alice", agent="bob")
-    b.sync()
-    a.sync()
-    return t, a, b
 
 
 def _only_log_files(m) -> None:
@@ -85,7 +72,7 @@ def _in_inbox_once(machine, texts: list[str]) -> None:
 
 
 def test_ten_thousand_junk_files_never_stall_a_send_and_are_never_written(team):
-    t, a, b = _team_with_history(team)
+    t, a, b = team_with_history(team)
     junk: dict[str, tuple[int, bytes]] = {}
     for i in range(6000):
         junk[f"messages/m{i}.jsonl"] = (REG, b'{"event_id":"%d"}\n' % i)  # the old single-file layout
@@ -112,7 +99,7 @@ def test_ten_thousand_junk_files_never_stall_a_send_and_are_never_written(team):
 
 
 def test_fifty_thousand_small_files_keep_the_writer_answering(team):
-    t, a, b = _team_with_history(team)
+    t, a, b = team_with_history(team)
     files: dict[str, tuple[int, bytes]] = {}
     for i in range(45_000):
         files[f"messages/bob/x{i}"] = (REG, b"%d\n" % i)
@@ -139,7 +126,7 @@ def test_fifty_thousand_small_files_keep_the_writer_answering(team):
 def test_a_fresh_clone_attaching_to_a_hostile_branch_materialises_only_log_files(team, tmp_path):
     secret = tmp_path / "secret.txt"
     secret.write_text("TOP-SECRET\n")
-    t, a, b = _team_with_history(team)
+    t, a, b = team_with_history(team)
     commit = t.attacker()._git("rev-parse", "HEAD").strip().encode()
     t.attacker().push_entries(
         {

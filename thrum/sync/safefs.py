@@ -163,18 +163,7 @@ def write_atomic(root: Path, rel: str, data: bytes) -> None:
     assert dfd is not None
     try:
         tmp = f"{TMP_PREFIX}{name}.{os.getpid()}"
-        try:
-            os.unlink(tmp, dir_fd=dfd)
-        except FileNotFoundError:
-            pass
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=dfd)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _write_temp((dfd, tmp, data))
         try:
             os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)  # replaces a link itself, never its target
         except IsADirectoryError:
