@@ -14,6 +14,11 @@ Rules:
      (``~/.ssh/id_rsa``, ``id_ecdsa``, ``id_ed25519``, ``id_dsa``) when the config names
      none. Encrypted key files are skipped (libssh2 cannot ask for a passphrase): load
      them into the agent. When all are refused, one line says what was tried.
+   - What a ``thrum sync`` passes along, the daemon keeps (in memory) for the automatic
+     cycles after it, per kind of login: a ``thrum sync`` that carries a kind replaces
+     what the daemon kept of that kind, one that carries none keeps it
+     (`remember_forwarded`). So ``export THRUM_GIT_TOKEN=…; thrum sync`` once is enough,
+     and a later ``thrum sync`` from a shell (or cron) without it does not log out.
 2. SSH host keys are checked against ``~/.ssh/known_hosts`` (libgit2 does the
    check; pygit2 would accept any key when asked): an unknown or changed key is
    refused with a message saying what to run. Never accepted silently.
@@ -44,7 +49,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Credentials", "HostKeyRefused", "SyncCallbacks", "credentials_from_env", "remote_callbacks", "translate"]
+__all__ = ["Credentials", "HostKeyRefused", "SyncCallbacks", "credentials_from_env", "remember_forwarded",
+           "remote_callbacks", "translate"]
 
 DEFAULT_TIMEOUT_S = 60.0
 _SSH_TYPES = CredentialType.SSH_KEY | CredentialType.SSH_CUSTOM | CredentialType.SSH_MEMORY
@@ -102,15 +108,53 @@ def _is_socket(path: str) -> bool:
         return False
 
 
+def remember_forwarded(kept: dict[str, str], given: dict[str, str]) -> dict[str, str]:
+    """What the daemon keeps after a ``thrum sync`` passed ``given`` along, having kept ``kept``.
+
+    Per kind of login (rule 1), so that a ``thrum sync`` carrying no credentials never
+    wipes what an earlier one gave:
+
+    - ``THRUM_GIT_TOKEN`` and ``THRUM_GIT_USERNAME`` go together: a token given replaces
+      the pair (the username given with it, or none); without a token the kept pair
+      stays (a username alone is taken only when no token is kept: it names no login).
+    - ``SSH_AUTH_SOCK``: an agent given replaces the kept one, unless it is not a live
+      socket while the kept one is.
+    - Every other variable (``THRUM_SSH_KEY``, ``GH_TOKEN`` and the other forges' tokens,
+      where git's credential helpers look: ``GIT_CONFIG_GLOBAL``, ``XDG_CONFIG_HOME``,
+      ``DBUS_SESSION_BUS_ADDRESS``) is replaced when given and kept otherwise.
+
+    Nothing is dropped but by a replacement: restarting the daemon forgets it all.
+    """
+    given = {k: v for k, v in given.items() if isinstance(v, str) and v}
+    out = dict(kept)
+    pair = ("THRUM_GIT_TOKEN", "THRUM_GIT_USERNAME")
+    if "THRUM_GIT_TOKEN" in given:
+        for name in pair:
+            out.pop(name, None)
+            if name in given:
+                out[name] = given[name]
+    elif "THRUM_GIT_USERNAME" in given and "THRUM_GIT_TOKEN" not in kept:
+        out["THRUM_GIT_USERNAME"] = given["THRUM_GIT_USERNAME"]
+    sock = given.get("SSH_AUTH_SOCK")
+    if sock and (_is_socket(sock) or not _is_socket(kept.get("SSH_AUTH_SOCK") or "")):
+        out["SSH_AUTH_SOCK"] = sock
+    for name, value in given.items():
+        if name not in pair and name != "SSH_AUTH_SOCK":
+            out[name] = value
+    return out
+
+
 def credentials_from_env(config: dict | None = None, environ: dict | None = None,
                          forwarded: dict | None = None, *, own: str = "the environment",
-                         passed: str = "the environment of `thrum sync`") -> Credentials:
+                         passed: str = "the environment of `thrum sync`",
+                         passed_by: dict[str, str] | None = None) -> Credentials:
     """Credentials from ``THRUM_GIT_TOKEN`` / ``THRUM_GIT_USERNAME`` / ``THRUM_SSH_KEY``.
 
     ``forwarded`` (the variables a ``thrum sync`` passed along) wins over ``environ``
     (this process's), which wins over ``config`` (the ``sync`` settings: ``ssh_key``,
     ``https_username``, ``net_timeout``). ``own`` and ``passed`` name those two
-    environments in messages.
+    environments in messages; ``passed_by`` names, per variable, another process that
+    passed it along (``thrum doctor``).
     """
     env = dict(os.environ if environ is None else environ)
     forwarded = {k: v for k, v in (forwarded or {}).items() if isinstance(v, str) and v}
@@ -118,7 +162,7 @@ def credentials_from_env(config: dict | None = None, environ: dict | None = None
 
     def pick(name: str) -> tuple[str | None, str]:
         if forwarded.get(name):
-            return forwarded[name], f"{name} from {passed}"
+            return forwarded[name], f"{name} from {(passed_by or {}).get(name, passed)}"
         if env.get(name):
             return env[name], f"{name} from {own}"
         return None, name

@@ -21,7 +21,11 @@ Rules:
 
 A :class:`Replicator` owns one ``pygit2.Repository``; pygit2 objects are not safe to
 share between threads, so commit/fetch/merge/push take the replicator's own lock, and
-``has_remote``/``remote_url`` never wait for it.
+``has_remote``/``remote_url``/``ignored_paths(wait=False)`` never wait for it.
+
+Each network operation (a fetch or push over the network) runs inside
+``Replicator.network(what)``: the daemon sets it to a `gate.CycleGate`'s so that its
+shutdown may abandon a cycle that waits on a silent remote (`thrum.sync.gate`).
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ from .merge import Prefer
 from .treemerge import KeyCache, MergeOutcome, TreeMerge, lines_ahead
 from .trees import LayoutTrees, Leaf
 from .urls import redact_url
-from .worktree import SYNC_BRANCH, SYNC_REF
+from .worktree import SYNC_BRANCH, SYNC_REF, worktree_gitdir
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +126,7 @@ class Replicator:
         self._mutex = threading.RLock()
         self._keys = KeyCache()
         self._ignored: dict[str, int] | None = None
+        self.network: Callable[[str], AbstractContextManager] = _no_gate  # see the module docstring
         try:
             self.repo = open_repo(self.worktree_path)
         except pygit2.GitError as exc:
@@ -166,8 +171,12 @@ class Replicator:
         return self._common
 
     def healthy(self) -> bool:
-        """False when the worktree directory (or its link to the repository) vanished."""
-        return (self.worktree_path / ".git").is_file()
+        """False when the worktree directory, its ``.git`` link, or the repository's record
+        of it (``.git/worktrees/<name>``: HEAD, commondir) vanished or no longer match."""
+        gitdir = Path(self.repo.path)
+        if worktree_gitdir(self.worktree_path) != gitdir.resolve():  # also: no .git file any more
+            return False
+        return (gitdir / "HEAD").is_file() and (gitdir / "commondir").is_file()
 
     def has_remote(self) -> bool:
         """True when the repository has a remote named ``remote_name``. Never blocks."""
@@ -189,13 +198,22 @@ class Replicator:
         except KeyError:
             return None
 
-    def ignored_paths(self) -> dict[str, int]:
+    def ignored_paths(self, wait: bool = True) -> dict[str, int] | None:
         """Entries of the remote's ``a-sync`` tree (as of the last merge; before one, of
-        ours) that thrum ignores, by reason."""
+        ours) that thrum ignores, by reason.
+
+        Before a merge the count is made from our tree, under the replicator's lock;
+        ``wait=False`` returns None (unknown) instead of waiting for a running cycle,
+        which may hold the lock for as long as the remote takes to answer.
+        """
         if self._ignored is None:
-            with self._mutex:
+            if not self._mutex.acquire(blocking=wait):
+                return None
+            try:
                 if self._ignored is None:
                     self._ignored = self.trees.ignored(self._head().tree_id)
+            finally:
+                self._mutex.release()
         return dict(self._ignored)
 
     def _update_index(self, files: dict[str, tuple[pygit2.Oid, os.stat_result]]) -> None:
@@ -294,7 +312,8 @@ class Replicator:
                         self.repo.create_reference_direct(tracking, tip, True, message="thrum: fetch a-sync")
                 else:  # credentials, SSH config, timeout, errors: see transport.session
                     before = set(os.listdir(self._objects / "pack")) if (self._objects / "pack").is_dir() else set()
-                    with transport.session(self.repo, self.remote_name, self.credentials) as net:
+                    with self.network("fetch"), \
+                            transport.session(self.repo, self.remote_name, self.credentials) as net:
                         net.remote.fetch([f"+{SYNC_REF}:{tracking}"], callbacks=net.callbacks, proxy=True)
                         heads = net.remote.list_heads(connect=False)
                     new = set(os.listdir(self._objects / "pack")) - before  # a pack per fetch: consolidated later
@@ -395,7 +414,8 @@ class Replicator:
             if local is not None and local.bare:
                 return self._push_local(local, head, redact_url(url))
             url = redact_url(url)
-            with transport.session(self.repo, self.remote_name, self.credentials, push=True) as net:
+            with self.network("push"), \
+                    transport.session(self.repo, self.remote_name, self.credentials, push=True) as net:
                 callbacks = net.callbacks
                 try:
                     net.remote.push([f"{SYNC_REF}:{SYNC_REF}"], callbacks=callbacks, proxy=True)
@@ -432,6 +452,11 @@ class Replicator:
             raise _translate(exc, self.remote_name, url) from exc
         self.last_fetch = FetchResult(tip=head, url=url, at=time.time())
         return True
+
+
+def _no_gate(what: str) -> AbstractContextManager:
+    """`Replicator.network` when nobody may abandon the thread (the offline sync, tests)."""
+    return nullcontext()
 
 
 def _is_race(message: str) -> bool:
