@@ -88,17 +88,29 @@ def print_table(title: str, rows: list[tuple[str, str, str]]) -> None:
 
 # --------------------------------------------------------------------------- store: generation
 
-ROLES = ["implementer", "reviewer", "tester", "planner", "coordinator",
-         "docs", "security", "release", "ops", "research"]
+ROLES = [
+    "implementer",
+    "reviewer",
+    "tester",
+    "planner",
+    "coordinator",
+    "docs",
+    "security",
+    "release",
+    "ops",
+    "research",
+]
 GROUPS = {  # name -> (agent members by index, role members)
     "backend": ([3, 17], ["implementer", "reviewer"]),
     "frontend": ([5, 22, 41], ["tester"]),
     "leads": ([0, 10, 20, 30, 40], []),
     "oncall": ([8, 9], ["ops", "security"]),
 }
-WORDS = ("auth module tests green review ready merge deploy failing flaky fix patch branch rebase "
-         "conflict schema migration index query latency budget release notes docs api client "
-         "server daemon sync remote push fetch worktree shard event projection fold rebuild").split()
+WORDS = (
+    "auth module tests green review ready merge deploy failing flaky fix patch branch rebase "
+    "conflict schema migration index query latency budget release notes docs api client "
+    "server daemon sync remote push fetch worktree shard event projection fold rebuild"
+).split()
 BASE_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 
 
@@ -117,6 +129,7 @@ def generate_store_log(root: Path, n_messages: int, seed: int = 7) -> dict:
 
     def dumps(event: dict) -> bytes:
         return orjson.dumps(signer.sign(event))
+
     sessions = {a: "ses_" + ulid(BASE_MS - 10_000, rng.getrandbits(80)) for a in agents}
     counter = 0
 
@@ -130,27 +143,74 @@ def generate_store_log(root: Path, n_messages: int, seed: int = 7) -> dict:
     lifecycle = []
     t0 = BASE_MS - 60_000
     for a in agents:
-        lifecycle.append({"type": "agent.register", "timestamp": rfc3339(t0), "event_id": next_ids(t0), "v": 1,
-                          "agent_id": a, "kind": "agent", "name": a, "role": role_of[a], "module": "core",
-                          "worktree": "main", "display": a.replace("_", " ").title(),
-                          "public_key": keys[a][1].b64})
-        lifecycle.append({"type": "agent.session.start", "timestamp": rfc3339(t0 + 1), "event_id": next_ids(t0 + 1),
-                          "v": 1, "session_id": sessions[a], "agent_id": a})
+        lifecycle.append(
+            {
+                "type": "agent.register",
+                "timestamp": rfc3339(t0),
+                "event_id": next_ids(t0),
+                "v": 1,
+                "agent_id": a,
+                "kind": "agent",
+                "name": a,
+                "role": role_of[a],
+                "module": "core",
+                "worktree": "main",
+                "display": a.replace("_", " ").title(),
+                "public_key": keys[a][1].b64,
+            }
+        )
+        lifecycle.append(
+            {
+                "type": "agent.session.start",
+                "timestamp": rfc3339(t0 + 1),
+                "event_id": next_ids(t0 + 1),
+                "v": 1,
+                "session_id": sessions[a],
+                "agent_id": a,
+            }
+        )
     group_targets: dict[str, set[str]] = {}
     for g, (members, roles) in GROUPS.items():
-        lifecycle.append({"type": "group.create", "timestamp": rfc3339(t0 + 2), "event_id": next_ids(t0 + 2), "v": 1,
-                          "group_id": "grp_" + next_ids(t0 + 2), "name": g, "description": f"{g} team",
-                          "created_by": agents[0]})
+        lifecycle.append(
+            {
+                "type": "group.create",
+                "timestamp": rfc3339(t0 + 2),
+                "event_id": next_ids(t0 + 2),
+                "v": 1,
+                "group_id": "grp_" + next_ids(t0 + 2),
+                "name": g,
+                "description": f"{g} team",
+                "created_by": agents[0],
+            }
+        )
         expanded = set()
         for i in members:
-            lifecycle.append({"type": "group.member.add", "timestamp": rfc3339(t0 + 3),
-                              "event_id": next_ids(t0 + 3), "v": 1, "group": g, "member_type": "agent",
-                              "member_value": agents[i], "agent_id": agents[0]})
+            lifecycle.append(
+                {
+                    "type": "group.member.add",
+                    "timestamp": rfc3339(t0 + 3),
+                    "event_id": next_ids(t0 + 3),
+                    "v": 1,
+                    "group": g,
+                    "member_type": "agent",
+                    "member_value": agents[i],
+                    "agent_id": agents[0],
+                }
+            )
             expanded.add(agents[i])
         for r in roles:
-            lifecycle.append({"type": "group.member.add", "timestamp": rfc3339(t0 + 3),
-                              "event_id": next_ids(t0 + 3), "v": 1, "group": g, "member_type": "role",
-                              "member_value": r, "agent_id": agents[0]})
+            lifecycle.append(
+                {
+                    "type": "group.member.add",
+                    "timestamp": rfc3339(t0 + 3),
+                    "event_id": next_ids(t0 + 3),
+                    "v": 1,
+                    "group": g,
+                    "member_type": "role",
+                    "member_value": r,
+                    "agent_id": agents[0],
+                }
+            )
             expanded.update(a for a in agents if role_of[a] == r)
         group_targets[g] = expanded
     segments = SegmentWriter(root, signing=signer)
@@ -191,11 +251,22 @@ def generate_store_log(root: Path, n_messages: int, seed: int = 7) -> dict:
         ts = rfc3339(ms)
         mid = signer.message_id(author)
         text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 30)))
-        ev = {"type": "message.create", "timestamp": ts, "event_id": next_ids(ms), "v": 1,
-              "message_id": mid, "thread_id": threads[rng.randrange(5000)] if rng.random() < 0.2 else "",
-              "agent_id": author, "session_id": sessions[author],
-              "body": {"format": "markdown", "content": text, "structured": ""},
-              "scopes": scopes, "refs": refs, "priority": "normal", "authored_by": "", "disclosed": False}
+        ev = {
+            "type": "message.create",
+            "timestamp": ts,
+            "event_id": next_ids(ms),
+            "v": 1,
+            "message_id": mid,
+            "thread_id": threads[rng.randrange(5000)] if rng.random() < 0.2 else "",
+            "agent_id": author,
+            "session_id": sessions[author],
+            "body": {"format": "markdown", "content": text, "structured": ""},
+            "scopes": scopes,
+            "refs": refs,
+            "priority": "normal",
+            "authored_by": "",
+            "disclosed": False,
+        }
         per_agent[author] += dumps(ev) + b"\n"
         created.append((mid, author))
         idx = len(created) - 1
@@ -216,17 +287,39 @@ def generate_store_log(root: Path, n_messages: int, seed: int = 7) -> dict:
         e = rng.random()
         if e < 0.01:
             ms += 1
-            per_agent[author] += dumps(
-                {"type": "message.edit", "timestamp": rfc3339(ms), "event_id": next_ids(ms), "v": 1,
-                 "message_id": mid, "agent_id": author, "session_id": sessions[author],
-                 "body": {"format": "markdown", "content": text + " (edited)", "structured": ""}}) + b"\n"
+            per_agent[author] += (
+                dumps(
+                    {
+                        "type": "message.edit",
+                        "timestamp": rfc3339(ms),
+                        "event_id": next_ids(ms),
+                        "v": 1,
+                        "message_id": mid,
+                        "agent_id": author,
+                        "session_id": sessions[author],
+                        "body": {"format": "markdown", "content": text + " (edited)", "structured": ""},
+                    }
+                )
+                + b"\n"
+            )
             n_edits += 1
         elif e < 0.015:
             ms += 1
-            per_agent[author] += dumps(
-                {"type": "message.delete", "timestamp": rfc3339(ms), "event_id": next_ids(ms), "v": 1,
-                 "message_id": mid, "agent_id": author, "session_id": sessions[author],
-                 "reason": "obsolete"}) + b"\n"
+            per_agent[author] += (
+                dumps(
+                    {
+                        "type": "message.delete",
+                        "timestamp": rfc3339(ms),
+                        "event_id": next_ids(ms),
+                        "v": 1,
+                        "message_id": mid,
+                        "agent_id": author,
+                        "session_id": sessions[author],
+                        "reason": "obsolete",
+                    }
+                )
+                + b"\n"
+            )
             n_deletes += 1
     for a, buf in per_agent.items():
         segments.append(f"messages/{a}", bytes(buf).splitlines(keepends=True), signer=a)
@@ -245,21 +338,40 @@ def generate_store_log(root: Path, n_messages: int, seed: int = 7) -> dict:
             chosen = [j for j in idxs if rng.random() < 0.05]
         lines = []
         for s in range(0, len(chosen), 100):
-            ids = [created[j][0] for j in chosen[s:s + 100]]
+            ids = [created[j][0] for j in chosen[s : s + 100]]
             ms_r = BASE_MS + s  # timestamps are not used by the queries measured here
-            lines.append(dumps({"type": "message.read", "timestamp": rfc3339(ms_r),
-                                       "event_id": next_ids(ms_r), "v": 1, "agent_id": a,
-                                       "session_id": sessions[a], "message_ids": ids}))
+            lines.append(
+                dumps(
+                    {
+                        "type": "message.read",
+                        "timestamp": rfc3339(ms_r),
+                        "event_id": next_ids(ms_r),
+                        "v": 1,
+                        "agent_id": a,
+                        "session_id": sessions[a],
+                        "message_ids": ids,
+                    }
+                )
+            )
             n_marks += len(ids)
         n_receipts += len(lines)
         if lines:
             segments.append(f"receipts/{a}", [line + b"\n" for line in lines], signer=a)
     segments.close()
-    return {"agents": agents, "role_of": role_of, "lifecycle": len(lifecycle), "creates": n_messages,
-            "edits": n_edits, "deletes": n_deletes, "receipts": n_receipts, "marks": n_marks}
+    return {
+        "agents": agents,
+        "role_of": role_of,
+        "lifecycle": len(lifecycle),
+        "creates": n_messages,
+        "edits": n_edits,
+        "deletes": n_deletes,
+        "receipts": n_receipts,
+        "marks": n_marks,
+    }
 
 
 # --------------------------------------------------------------------------- store: measurement
+
 
 def bench_store(args) -> dict:
     base = Path(args.data_dir) if args.data_dir else Path(tempfile.mkdtemp(prefix="thrum-bench-"))
@@ -275,8 +387,10 @@ def bench_store(args) -> dict:
             # in a child process, so that peak memory below is the rebuild's and the queries'
             with multiprocessing.get_context("fork").Pool(1) as pool:
                 info = pool.apply(generate_store_log, (log_root, args.events))
-            print(f"generated {info['creates']:,} creates, {info['edits']:,} edits, {info['deletes']:,} deletes, "
-                  f"{info['receipts']:,} receipt events ({info['marks']:,} marks) in {time.perf_counter() - t:.1f}s")
+            print(
+                f"generated {info['creates']:,} creates, {info['edits']:,} edits, {info['deletes']:,} deletes, "
+                f"{info['receipts']:,} receipt events ({info['marks']:,} marks) in {time.perf_counter() - t:.1f}s"
+            )
         event_log = EventLog(log_root)
         total_events = sum(p.read_bytes().count(b"\n") for p in log_root.rglob("*.jsonl"))
         memory_path = base / "verified-lines"
@@ -304,8 +418,10 @@ def bench_store(args) -> dict:
         rebuild_s, res = rebuilds["trust check, remembered"]
         rate = total_events / rebuild_s
 
-        agents = [r[0] for r in db.execute_sql(
-            "SELECT agent_id FROM agents WHERE role IS NOT NULL ORDER BY agent_id").fetchall()]
+        agents = [
+            r[0]
+            for r in db.execute_sql("SELECT agent_id FROM agents WHERE role IS NOT NULL ORDER BY agent_id").fetchall()
+        ]
         role_of = dict(db.execute_sql("SELECT agent_id, role FROM agents").fetchall())
         rng = random.Random(11)
         kinds = {
@@ -313,8 +429,13 @@ def bench_store(args) -> dict:
             "mentions_of+unread": lambda a: dict(viewer=a, mentions_of=a, unread_for=a, page_size=50),
             "default inbox": lambda a: dict(viewer=a, exclude_author=a, page_size=50),
             "mentions page 20": lambda a: dict(viewer=a, mentions_of=a, page=20, page_size=50),
-            "scope + unread": lambda a: dict(viewer=a, exclude_author=a, unread_for=a, page_size=50,
-                                             scope={"type": "module", "value": f"mod{rng.randrange(20)}"}),
+            "scope + unread": lambda a: dict(
+                viewer=a,
+                exclude_author=a,
+                unread_for=a,
+                page_size=50,
+                scope={"type": "module", "value": f"mod{rng.randrange(20)}"},
+            ),
             "by updated_at": lambda a: dict(viewer=a, mentions_of=a, sort_by="updated_at", page_size=50),
         }
         lat = {k: [] for k in kinds}
@@ -336,10 +457,15 @@ def bench_store(args) -> dict:
         plain_s = rebuilds["no trust check"][0]
         rows = [("events in log", f"{total_events:,}", "")]
         for kind, (secs, r) in rebuilds.items():
-            rows += [(f"rebuild, {kind}", f"{secs:.1f} s ({total_events / secs:,.0f} ev/s)",
-                      "" if kind == "no trust check" else f"x{secs / plain_s:.2f} (<= x1.25)"),
-                     ("  of which load (decode + fold)", f"{r.timings.get('load', 0):.1f} s", ""),
-                     ("  of which indexes + counters", f"{r.timings.get('indexes_and_counters', 0):.1f} s", "")]
+            rows += [
+                (
+                    f"rebuild, {kind}",
+                    f"{secs:.1f} s ({total_events / secs:,.0f} ev/s)",
+                    "" if kind == "no trust check" else f"x{secs / plain_s:.2f} (<= x1.25)",
+                ),
+                ("  of which load (decode + fold)", f"{r.timings.get('load', 0):.1f} s", ""),
+                ("  of which indexes + counters", f"{r.timings.get('indexes_and_counters', 0):.1f} s", ""),
+            ]
         rows.append(("rebuild rate (daemon, remembered)", f"{rate:,.0f} ev/s", ">= 100,000 ev/s"))
         for kind, values in lat.items():
             hot = kind in ("mention_role+unread", "mentions_of+unread")
@@ -350,8 +476,11 @@ def bench_store(args) -> dict:
             ("db size", f"{db_path.stat().st_size / 2**20:,.0f} MiB", ""),
             ("peak memory (ru_maxrss)", f"{peak_rss_mib():,.0f} MiB", ""),
         ]
-        print_table(f"store: rebuild of {total_events:,} log lines, then {args.runs} runs per query kind "
-                    f"(page of 50; e.g. {sample[0]} has {sample[1]:,} unread role mentions)", rows)
+        print_table(
+            f"store: rebuild of {total_events:,} log lines, then {args.runs} runs per query kind "
+            f"(page of 50; e.g. {sample[0]} has {sample[1]:,} unread role mentions)",
+            rows,
+        )
         return {"rebuild_rate": rate, "rebuild_s": rebuild_s}
     finally:
         if not args.data_dir and not args.keep:
@@ -360,6 +489,7 @@ def bench_store(args) -> dict:
 
 def _script_section(module_name: str):
     """A section that runs another scripts/bench_*.py with its defaults (see its --help)."""
+
     def run(args) -> None:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         module = __import__(module_name)
@@ -367,6 +497,7 @@ def _script_section(module_name: str):
             module.section(args)
         else:
             module.main([])
+
     return run
 
 
@@ -377,20 +508,23 @@ def _sections(*module_names: str):
     def run(args) -> None:
         for part in parts:
             part(args)
+
     return run
 
 
 SECTIONS = {
-    "store": bench_store,                          # issue 2: rebuild rate, inbox query latency, memory
-    "daemon": _script_section("bench_daemon"),     # issue 3: durable sends, message.list, CLI start-up
-    "sync": _sections("bench_sync",                # issue 4: sync against a 1M-event history
-                      "bench_remotes"),            # issue 12: 12 replicas racing; bytes on the wire
+    "store": bench_store,  # issue 2: rebuild rate, inbox query latency, memory
+    "daemon": _script_section("bench_daemon"),  # issue 3: durable sends, message.list, CLI start-up
+    "sync": _sections(
+        "bench_sync",  # issue 4: sync against a 1M-event history
+        "bench_remotes",
+    ),  # issue 12: 12 replicas racing; bytes on the wire
     "realtime": _script_section("bench_realtime"),  # issue 5: notification latency, fan-out, wait
-    "ui": _script_section("bench_ui"),             # issue 16: feed first render, send → on screen (browser)
-    "soak": _script_section("bench_soak"),          # issue 15: N minutes of load, syncs and abuse
-    "gcmail": _script_section("bench_gcmail"),      # issue 14: thrum-gc-mail check/send process wall time
-    "mcp": _script_section("bench_mcp"),           # issue 10: MCP tool round trips, wake-up, start-up
-    "storage": _script_section("bench_storage"),   # issue 11: repository growth and sync time over 5,000 syncs
+    "ui": _script_section("bench_ui"),  # issue 16: feed first render, send → on screen (browser)
+    "soak": _script_section("bench_soak"),  # issue 15: N minutes of load, syncs and abuse
+    "gcmail": _script_section("bench_gcmail"),  # issue 14: thrum-gc-mail check/send process wall time
+    "mcp": _script_section("bench_mcp"),  # issue 10: MCP tool round trips, wake-up, start-up
+    "storage": _script_section("bench_storage"),  # issue 11: repository growth and sync time over 5,000 syncs
 }
 
 

@@ -36,8 +36,9 @@ class Conn:
 
     def call(self, method, params):
         self.n += 1
-        self.s.sendall(json.dumps({"jsonrpc": "2.0", "id": self.n, "method": method, "params": params}).encode()
-                       + b"\n")
+        self.s.sendall(
+            json.dumps({"jsonrpc": "2.0", "id": self.n, "method": method, "params": params}).encode() + b"\n"
+        )
         reply = json.loads(self.f.readline())
         if "error" in reply:
             raise RuntimeError(reply["error"])
@@ -77,8 +78,9 @@ def bench_send(paths, clients: int, per_client: int) -> float:
     c.close()
     ctx = mp.get_context("fork")
     start, done = ctx.Event(), ctx.Queue()
-    procs = [ctx.Process(target=_client_proc, args=(str(paths.socket), i, per_client, start, done))
-             for i in range(clients)]
+    procs = [
+        ctx.Process(target=_client_proc, args=(str(paths.socket), i, per_client, start, done)) for i in range(clients)
+    ]
     for p in procs:
         p.start()
     t0 = time.perf_counter()
@@ -99,19 +101,43 @@ def seed_messages(paths, count: int) -> None:
     roles = ["implementer", "reviewer", "tester", "planner"]
     ses = {a: ev.new_id("ses") for a in agents}
     segments = SegmentWriter(wt)
-    segments.append("events", [line for i, a in enumerate(agents)
-                               for line in (ev.AgentRegister(agent_id=a, role=roles[i % 4]).to_line(),
-                                            ev.SessionStart(agent_id=a, session_id=ses[a]).to_line())])
+    segments.append(
+        "events",
+        [
+            line
+            for i, a in enumerate(agents)
+            for line in (
+                ev.AgentRegister(agent_id=a, role=roles[i % 4]).to_line(),
+                ev.SessionStart(agent_id=a, session_id=ses[a]).to_line(),
+            )
+        ],
+    )
     for n in range(count):
         a = agents[n % len(agents)]
         eid = ev.new_ulid()
-        segments.append(f"messages/{a}", [ev.encode_line({
-            "type": "message.create", "timestamp": ev.now_rfc3339(), "event_id": eid, "v": 1,
-            "message_id": f"msg_{eid}", "thread_id": f"thr_{eid}", "agent_id": a, "session_id": ses[a],
-            "body": {"format": "markdown", "content": f"seeded message {n}", "structured": ""},
-            "scopes": [{"type": "module", "value": f"m{n % 7}"}],
-            "refs": [{"type": "mention", "value": roles[n % 4]}],
-            "priority": "normal", "authored_by": "", "disclosed": False})])
+        segments.append(
+            f"messages/{a}",
+            [
+                ev.encode_line(
+                    {
+                        "type": "message.create",
+                        "timestamp": ev.now_rfc3339(),
+                        "event_id": eid,
+                        "v": 1,
+                        "message_id": f"msg_{eid}",
+                        "thread_id": f"thr_{eid}",
+                        "agent_id": a,
+                        "session_id": ses[a],
+                        "body": {"format": "markdown", "content": f"seeded message {n}", "structured": ""},
+                        "scopes": [{"type": "module", "value": f"m{n % 7}"}],
+                        "refs": [{"type": "mention", "value": roles[n % 4]}],
+                        "priority": "normal",
+                        "authored_by": "",
+                        "disclosed": False,
+                    }
+                )
+            ],
+        )
     segments.close()
     lifecycle.start(paths)
 
@@ -176,13 +202,13 @@ def main(argv=None) -> int:
             a, b = bench_list(p)
             p50s.append(a)
             p99s.append(b)
-        rows.append((f"message.list page of 50 on {args.seed:,} msgs (p50)", f"{statistics.median(p50s):.2f} ms",
-                     "<= 5 ms"))
+        rows.append(
+            (f"message.list page of 50 on {args.seed:,} msgs (p50)", f"{statistics.median(p50s):.2f} ms", "<= 5 ms")
+        )
         rows.append((f"message.list page of 50 on {args.seed:,} msgs (p99)", f"{statistics.median(p99s):.2f} ms", ""))
         cli, click_ms = bench_cli(p)
         rows.append(("thrum send wall time (median)", f"{cli:.1f} ms", "<= import click + 30 ms"))
-        rows.append(("python -c 'import click' (median)", f"{click_ms:.1f} ms",
-                     f"difference {cli - click_ms:+.1f} ms"))
+        rows.append(("python -c 'import click' (median)", f"{click_ms:.1f} ms", f"difference {cli - click_ms:+.1f} ms"))
         lifecycle.stop(p)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

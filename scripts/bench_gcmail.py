@@ -53,11 +53,11 @@ def measure(runs: int = 20, mail: int = 20) -> list[tuple[str, str, str]]:
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "thrum")], check=True)
     try:
         subprocess.run([SCRIPT, "ensure-running"], env=env, check=True, capture_output=True)
-        payload = json.dumps({"from": "mayor", "subject": "status", "body": "all quiet"},
-                             separators=(",", ":")).encode()
+        payload = json.dumps(
+            {"from": "mayor", "subject": "status", "body": "all quiet"}, separators=(",", ":")
+        ).encode()
         for _ in range(mail):  # a mailbox with unread mail, senders and recipient registered
-            subprocess.run([SCRIPT, "send", "myrig/witness"], input=payload, env=env, check=True,
-                           capture_output=True)
+            subprocess.run([SCRIPT, "send", "myrig/witness"], input=payload, env=env, check=True, capture_output=True)
         floor = _timed([sys.executable, "-c", "pass"], env, runs)
         check = _timed([SCRIPT, "check", "myrig/witness"], env, runs)
         send = _timed([SCRIPT, "send", "myrig/witness"], env, runs, stdin=payload)
@@ -69,8 +69,11 @@ def measure(runs: int = 20, mail: int = 20) -> list[tuple[str, str, str]]:
     return [
         (f"thrum-gc-mail check (median of {runs}, {mail} unread)", f"{check:.1f} ms", f"<= {TARGET_MS:.0f} ms"),
         (f"thrum-gc-mail send (median of {runs})", f"{send:.1f} ms", f"<= {TARGET_MS:.0f} ms"),
-        ("python -c pass, same interpreter (median)", f"{floor:.1f} ms",
-         f"check {check - floor:+.1f} ms, send {send - floor:+.1f} ms over it"),
+        (
+            "python -c pass, same interpreter (median)",
+            f"{floor:.1f} ms",
+            f"check {check - floor:+.1f} ms, send {send - floor:+.1f} ms over it",
+        ),
     ]
 
 

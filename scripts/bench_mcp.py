@@ -58,8 +58,9 @@ def pct(values: list[float], p: float) -> float:
 
 
 def _server(repo: Path, agent: str) -> StdioServerParameters:
-    return StdioServerParameters(command=THRUM, args=["mcp", "serve", "--repo", str(repo), "--agent-id", agent],
-                                 cwd=str(repo))
+    return StdioServerParameters(
+        command=THRUM, args=["mcp", "serve", "--repo", str(repo), "--agent-id", agent], cwd=str(repo)
+    )
 
 
 async def _tool(session: ClientSession, name: str, args: dict) -> dict:
@@ -109,10 +110,11 @@ def sdk_import_ms(n: int = 5) -> float:
 
 async def fill_inbox(paths, n: int) -> None:
     async with client_async.open_client(paths) as client:
+
         async def sender(start: int) -> None:
             for i in range(start, n, 8):
-                await client.call("message.send", {"caller": "bsender", "content": f"inbox {i}",
-                                                   "to": ["binbox"]})
+                await client.call("message.send", {"caller": "bsender", "content": f"inbox {i}", "to": ["binbox"]})
+
         async with anyio.create_task_group() as nursery:
             for k in range(8):
                 nursery.start_soon(sender, k)
@@ -151,8 +153,9 @@ async def measure_wake(paths, repo: Path, samples: int) -> tuple[list[float], li
                         nursery.start_soon(wait)
                         await anyio.sleep(0.01)  # let the wait block in the server (a benchmark, not a test)
                         t_request = time.perf_counter()
-                        await sender.call("message.send", {"caller": "bsender", "content": f"wake {i}",
-                                                           "to": ["bwaiter"]})
+                        await sender.call(
+                            "message.send", {"caller": "bsender", "content": f"wake {i}", "to": ["bwaiter"]}
+                        )
                         t_reply = time.perf_counter()
                     if box["r"]["status"] != "message_received":
                         raise RuntimeError("wait_for_message timed out")
@@ -187,13 +190,23 @@ def one_run(tmp: Path, r: int, samples: int, inbox: int, startups: int) -> dict:
         start, send, reads, woke, from_request, rtt, check, fill_s = anyio.run(go, backend="asyncio")
     finally:
         lifecycle.stop(paths)
-    return {"startup": statistics.median(start), "startup_max": max(start),
-            "sdk_import": sdk, "send_p50": pct(send, 50), "send_p99": pct(send, 99),
-            "read_p50": pct(reads, 50), "read_p99": pct(reads, 99),
-            "check_p50": pct(check, 50), "check_p99": pct(check, 99),
-            "wake_p50": pct(woke, 50), "wake_p99": pct(woke, 99),
-            "wake_req_p50": pct(from_request, 50), "wake_req_p99": pct(from_request, 99),
-            "send_rtt_p50": pct(rtt, 50), "inbox_fill_s": fill_s}
+    return {
+        "startup": statistics.median(start),
+        "startup_max": max(start),
+        "sdk_import": sdk,
+        "send_p50": pct(send, 50),
+        "send_p99": pct(send, 99),
+        "read_p50": pct(reads, 50),
+        "read_p99": pct(reads, 99),
+        "check_p50": pct(check, 50),
+        "check_p99": pct(check, 99),
+        "wake_p50": pct(woke, 50),
+        "wake_p99": pct(woke, 99),
+        "wake_req_p50": pct(from_request, 50),
+        "wake_req_p99": pct(from_request, 99),
+        "send_rtt_p50": pct(rtt, 50),
+        "inbox_fill_s": fill_s,
+    }
 
 
 def run(runs: int = 3, samples: int = 300, inbox: int = 10_000, startups: int = 5) -> dict:
@@ -211,14 +224,20 @@ def table(result: dict, inbox: int) -> list[tuple[str, str, str]]:
         ("  of which: a fresh python importing mcp.server", f"{result['sdk_import']:.0f} ms", ""),
         ("send_message round trip (p50)", f"{result['send_p50']:.2f} ms", "<= 5 ms"),
         ("send_message round trip (p99)", f"{result['send_p99']:.2f} ms", ""),
-        ("  for comparison: list_groups round trip, one read (p50 / p99)",
-         f"{result['read_p50']:.2f} / {result['read_p99']:.2f} ms", ""),
+        (
+            "  for comparison: list_groups round trip, one read (p50 / p99)",
+            f"{result['read_p50']:.2f} / {result['read_p99']:.2f} ms",
+            "",
+        ),
         (f"check_messages, inbox of {inbox:,} (p50)", f"{result['check_p50']:.2f} ms", ""),
         (f"check_messages, inbox of {inbox:,} (p99)", f"{result['check_p99']:.2f} ms", ""),
         ("wait_for_message result after send reply (p50)", f"{result['wake_p50']:.2f} ms", ""),
         ("wait_for_message result after send reply (p99)", f"{result['wake_p99']:.2f} ms", "<= 50 ms"),
-        ("  same, from the send request (p50 / p99)",
-         f"{result['wake_req_p50']:.2f} / {result['wake_req_p99']:.2f} ms", ""),
+        (
+            "  same, from the send request (p50 / p99)",
+            f"{result['wake_req_p50']:.2f} / {result['wake_req_p99']:.2f} ms",
+            "",
+        ),
         ("  for comparison: message.send round trip (p50)", f"{result['send_rtt_p50']:.2f} ms", ""),
     ]
 

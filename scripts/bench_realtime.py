@@ -49,6 +49,7 @@ TARGETS = {"latency_p50": 2.0, "latency_p99": 10.0, "fanout_p99": 50.0}
 
 # ---------------------------------------------------------------------------- clients
 
+
 class UnixRpc:
     """Sequential JSON-RPC over the daemon's Unix socket (asyncio)."""
 
@@ -63,8 +64,9 @@ class UnixRpc:
     async def call(self, method: str, params: dict | None = None):
         self.n += 1
         rid = self.n
-        self.writer.write(json.dumps({"jsonrpc": "2.0", "id": rid, "method": method,
-                                      "params": params or {}}).encode() + b"\n")
+        self.writer.write(
+            json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params or {}}).encode() + b"\n"
+        )
         await self.writer.drain()
         while True:
             reply = json.loads(await self.reader.readline())
@@ -92,10 +94,19 @@ class Subscriber:
     async def open(cls, paths, scope: dict) -> "Subscriber":
         port = paths.ws_port_file.read_text().strip()
         token = paths.ws_token_file.read_text().strip()
-        ws = await connect(f"ws://127.0.0.1:{port}/ws", additional_headers={"Authorization": f"Bearer {token}"},
-                           max_queue=None)
-        await ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "subscribe.create",
-                                  "params": {"filter_type": "scope", "scope": scope}}))
+        ws = await connect(
+            f"ws://127.0.0.1:{port}/ws", additional_headers={"Authorization": f"Bearer {token}"}, max_queue=None
+        )
+        await ws.send(
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "subscribe.create",
+                    "params": {"filter_type": "scope", "scope": scope},
+                }
+            )
+        )
         reply = json.loads(await ws.recv())
         if "error" in reply:
             raise RuntimeError(reply["error"])
@@ -124,6 +135,7 @@ class Subscriber:
 
 
 # ---------------------------------------------------------------------------- measurements
+
 
 def pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
@@ -166,8 +178,9 @@ async def measure_wait(paths, samples: int) -> tuple[list[float], list[float]]:
             t_woke = time.perf_counter()
             if result["timed_out"]:
                 raise RuntimeError("message.wait timed out")
-            await sender.call("message.markRead", {"caller": "bwaiter",
-                                                   "message_ids": [m["message_id"] for m in result["messages"]]})
+            await sender.call(
+                "message.markRead", {"caller": "bwaiter", "message_ids": [m["message_id"] for m in result["messages"]]}
+            )
             if i >= 3:
                 lat.append((t_woke - t_request) * 1000)
                 rtt.append((t_reply - t_request) * 1000)
@@ -195,9 +208,15 @@ def one_run(tmp: Path, r: int, samples: int, fanout: int, fanout_samples: int) -
         one, many, woke, rtt = asyncio.run(go())
     finally:
         lifecycle.stop(paths)
-    return {"latency_p50": pct(one, 50), "latency_p99": pct(one, 99),
-            "fanout_p50": pct(many, 50), "fanout_p99": pct(many, 99),
-            "wait_p50": pct(woke, 50), "wait_p99": pct(woke, 99), "send_rtt_p50": pct(rtt, 50)}
+    return {
+        "latency_p50": pct(one, 50),
+        "latency_p99": pct(one, 99),
+        "fanout_p50": pct(many, 50),
+        "fanout_p99": pct(many, 99),
+        "wait_p50": pct(woke, 50),
+        "wait_p99": pct(woke, 99),
+        "send_rtt_p50": pct(rtt, 50),
+    }
 
 
 def run(runs: int = 3, samples: int = 300, fanout: int = 100, fanout_samples: int = 50) -> dict:

@@ -39,8 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 import pygit2  # noqa: E402
 
-ENV = {"THRUM_WS_PORT": "0", "THRUM_SYNC_INTERVAL": "3600", "THRUM_SYNC_DEBOUNCE": "3600",
-       "THRUM_NO_AUTOSTART": "1"}
+ENV = {"THRUM_WS_PORT": "0", "THRUM_SYNC_INTERVAL": "3600", "THRUM_SYNC_DEBOUNCE": "3600", "THRUM_NO_AUTOSTART": "1"}
 TOKEN_ENV = {"THRUM_GIT_TOKEN": "s3cret", "THRUM_GIT_USERNAME": "alice"}
 
 
@@ -49,7 +48,7 @@ def step(msg: str) -> None:
 
 
 def rpc(paths, method: str, params: dict | None = None, timeout: float = 120.0):
-    from thrum.daemon import launcher
+    from thrum import lifecycle as launcher
 
     return launcher.call(paths, method, params or {}, timeout=timeout)
 
@@ -59,7 +58,7 @@ class Fleet:
 
     def __init__(self, base: Path, url: str, n: int):
         from fixtures.repos.builders import clone, make_bare
-        from thrum.daemon import launcher
+        from thrum import lifecycle as launcher
 
         self.base, self.url = base, url
         self.remote = base / "remote.git"
@@ -87,7 +86,7 @@ class Fleet:
         return {q.relative_to(wt).as_posix(): q.read_bytes() for q in sorted(wt.rglob("*.jsonl"))}
 
     def stop(self) -> None:
-        from thrum.daemon import launcher
+        from thrum import lifecycle as launcher
 
         for p in self.paths:
             try:
@@ -97,6 +96,7 @@ class Fleet:
 
 
 # --------------------------------------------------------------------------- 1. race
+
 
 def race(fleet: Fleet, rounds: int, server=None) -> dict:
     n = len(fleet.paths)
@@ -133,9 +133,15 @@ def race(fleet: Fleet, rounds: int, server=None) -> dict:
             rpc(p, "sync.run")
     shards = [fleet.shards(i) for i in range(n)]
     totals = [rpc(p, "message.list", {"page_size": 1})["total"] for p in fleet.paths]
-    return {"failures": failures, "round_times": round_times, "max_attempts": max(attempts or [0]),
-            "identical": all(s == shards[0] for s in shards[1:]),
-            "messages": totals, "expected": n * rounds, "requests": requests}
+    return {
+        "failures": failures,
+        "round_times": round_times,
+        "max_attempts": max(attempts or [0]),
+        "identical": all(s == shards[0] for s in shards[1:]),
+        "messages": totals,
+        "expected": n * rounds,
+        "requests": requests,
+    }
 
 
 def run_race(args, base: Path) -> list[str]:
@@ -162,18 +168,21 @@ def run_race(args, base: Path) -> list[str]:
                 server.stop()
         rt = res["round_times"]
         ok_msgs = all(t == res["expected"] for t in res["messages"])
-        out.append(f"  {transport:6} {args.replicas} x {args.rounds}: failed syncs {len(res['failures'])} "
-                   f"(target 0); round median {statistics.median(rt):.2f} s, max {max(rt):.2f} s; "
-                   f"most attempts in one sync {res['max_attempts']}; identical trees {res['identical']}; "
-                   f"all {res['expected']} messages everywhere {ok_msgs}"
-                   + (f"; {res['requests'] / args.rounds:.0f} HTTP requests per round" if res["requests"] else ""))
+        out.append(
+            f"  {transport:6} {args.replicas} x {args.rounds}: failed syncs {len(res['failures'])} "
+            f"(target 0); round median {statistics.median(rt):.2f} s, max {max(rt):.2f} s; "
+            f"most attempts in one sync {res['max_attempts']}; identical trees {res['identical']}; "
+            f"all {res['expected']} messages everywhere {ok_msgs}"
+            + (f"; {res['requests'] / args.rounds:.0f} HTTP requests per round" if res["requests"] else "")
+        )
         for f in res["failures"][:5]:
             out.append(f"         {f}")
-        step(out[-1 - min(5, len(res['failures']))].strip())
+        step(out[-1 - min(5, len(res["failures"]))].strip())
     return out
 
 
 # --------------------------------------------------------------------------- 2. wire
+
 
 def packed_size(repo_path: Path, old: pygit2.Oid, new: pygit2.Oid) -> int:
     """Bytes of a pack holding exactly the objects ``new`` adds over ``old``."""
@@ -255,8 +264,14 @@ class _HttpCounters:
 
     def stats(self) -> dict:
         s = self.server.stats()
-        return {"requests": s["requests"], "up": s["bytes_in"], "down": s["bytes_out"], "posts": s["posts"],
-                "pack_up": s["post_bytes_in"], "pack_down": s["post_bytes_out"]}
+        return {
+            "requests": s["requests"],
+            "up": s["bytes_in"],
+            "down": s["bytes_out"],
+            "posts": s["posts"],
+            "pack_up": s["post_bytes_in"],
+            "pack_down": s["post_bytes_out"],
+        }
 
 
 class _SshCounters:
@@ -315,11 +330,15 @@ def run_wire(args, base: Path) -> list[str]:
             pygit2.settings.homedir = saved_homedir
         unit = "requests" if transport == "http" else "connections"
         for name, times, counts, packed in rows:
+
             def med(key: str, counts: list = counts) -> float:
                 return statistics.median(c[key] for c in counts)
-            line = (f"  {transport:4} {name:26} {statistics.median(times) * 1000:6.0f} ms (min "
-                    f"{min(times) * 1000:.0f}, max {max(times) * 1000:.0f}); {med('requests'):.0f} {unit}, "
-                    f"sent {med('up'):,.0f} B, received {med('down'):,.0f} B")
+
+            line = (
+                f"  {transport:4} {name:26} {statistics.median(times) * 1000:6.0f} ms (min "
+                f"{min(times) * 1000:.0f}, max {max(times) * 1000:.0f}); {med('requests'):.0f} {unit}, "
+                f"sent {med('up'):,.0f} B, received {med('down'):,.0f} B"
+            )
             if transport == "http":
                 line += f", pack POSTs {med('posts'):.0f}"
             if packed:

@@ -38,8 +38,9 @@ class Signing:
         """Make ``name`` an identity with a key; its signed ``agent.register`` event."""
         self.pairs[name] = self.keys.create(name)
         identity.write(self.dir, identity.Identity(name=name, role=role, module=module))
-        reg = ev.AgentRegister(agent_id=name, name=name, role=role, module=module,
-                               public_key=self.pairs[name][1].b64).to_dict()
+        reg = ev.AgentRegister(
+            agent_id=name, name=name, role=role, module=module, public_key=self.pairs[name][1].b64
+        ).to_dict()
         return self.sign(reg)
 
     def sign(self, d: dict) -> dict:

@@ -51,8 +51,15 @@ from thrum import errors, lifecycle  # noqa: E402
 from thrum.client import Client  # noqa: E402
 
 SYNC_CONFIG = {"local_only": False, "ws_port": 0, "sync_interval": 3600, "sync_debounce": 3600}
-ENV_OVERRIDES = ("THRUM_LOCAL", "THRUM_WS_PORT", "THRUM_WS_QUEUE", "THRUM_SYNC_INTERVAL", "THRUM_SYNC_DEBOUNCE",
-                 "THRUM_REMOTE", "THRUM_MAX_BODY")
+ENV_OVERRIDES = (
+    "THRUM_LOCAL",
+    "THRUM_WS_PORT",
+    "THRUM_WS_QUEUE",
+    "THRUM_SYNC_INTERVAL",
+    "THRUM_SYNC_DEBOUNCE",
+    "THRUM_REMOTE",
+    "THRUM_MAX_BODY",
+)
 
 
 def pct(values: list[float], p: float) -> float:
@@ -132,8 +139,8 @@ class Record:
         self.lock = threading.Lock()
         self.latency: dict[str, list[float]] = collections.defaultdict(list)
         self.errors: dict[str, list[str]] = collections.defaultdict(list)
-        self.acked: list[str] = []     # every acknowledged message, both replicas
-        self.acked_a: list[str] = []   # those acknowledged by replica A (readers look them up there)
+        self.acked: list[str] = []  # every acknowledged message, both replicas
+        self.acked_a: list[str] = []  # those acknowledged by replica A (readers look them up there)
 
     def ok(self, kind: str, seconds: float) -> None:
         with self.lock:
@@ -151,8 +158,19 @@ class Record:
 
 
 class Soak:
-    def __init__(self, base: Path, minutes: float, *, senders: int = 10, readers: int = 10, subscribers: int = 5,
-                 sync_every: float = 5.0, think_ms: float = 20.0, abuse: bool = True, sample_every: float = 5.0):
+    def __init__(
+        self,
+        base: Path,
+        minutes: float,
+        *,
+        senders: int = 10,
+        readers: int = 10,
+        subscribers: int = 5,
+        sync_every: float = 5.0,
+        think_ms: float = 20.0,
+        abuse: bool = True,
+        sample_every: float = 5.0,
+    ):
         self.base, self.minutes = base, minutes
         self.n_senders, self.n_readers, self.n_subs = senders, readers, subscribers
         self.sync_every, self.think, self.abuse, self.sample_every = sync_every, think_ms / 1000, abuse, sample_every
@@ -277,10 +295,17 @@ class Soak:
         async def one(i: int) -> None:
             port = self.a.paths.ws_port_file.read_text().strip()
             token = self.a.paths.ws_token_file.read_text().strip()
-            async with connect(f"ws://127.0.0.1:{port}/ws", additional_headers={"Authorization": f"Bearer {token}"},
-                               max_size=None, ping_interval=None) as ws:
-                await ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "subscribe.create",
-                                          "params": {"filter_type": "all"}}))
+            async with connect(
+                f"ws://127.0.0.1:{port}/ws",
+                additional_headers={"Authorization": f"Bearer {token}"},
+                max_size=None,
+                ping_interval=None,
+            ) as ws:
+                await ws.send(
+                    json.dumps(
+                        {"jsonrpc": "2.0", "id": 1, "method": "subscribe.create", "params": {"filter_type": "all"}}
+                    )
+                )
                 while not self.stop.is_set():
                     try:
                         raw = await asyncio.wait_for(ws.recv(), 0.5)
@@ -306,8 +331,14 @@ class Soak:
 
     # ------------------------------------------------------------------ the abusive client
     def abuser(self) -> None:
-        attacks = [self._slowloris, self._pipeline, self._huge_line, self._unfinished_line, self._flood,
-                   self._ws_unfinished]
+        attacks = [
+            self._slowloris,
+            self._pipeline,
+            self._huge_line,
+            self._unfinished_line,
+            self._flood,
+            self._ws_unfinished,
+        ]
         i = 0
         while not self.stop.is_set():
             attack = attacks[i % len(attacks)]
@@ -340,8 +371,9 @@ class Soak:
 
     def _pipeline(self) -> None:
         s = self._unix()
-        burst = b"".join(b'{"jsonrpc":"2.0","id":%d,"method":"message.list","params":{"page_size":20}}\n' % i
-                         for i in range(20_000))
+        burst = b"".join(
+            b'{"jsonrpc":"2.0","id":%d,"method":"message.list","params":{"page_size":20}}\n' % i for i in range(20_000)
+        )
         try:
             s.sendall(burst)  # never reads: the daemon paces it, then cuts it off
         finally:
@@ -375,9 +407,13 @@ class Soak:
         token = self.a.paths.ws_token_file.read_text().strip()
         s = socket.create_connection(("127.0.0.1", port), timeout=10)
         try:
-            s.sendall((f"GET /ws HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                       f"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
-                       f"Authorization: Bearer {token}\r\n\r\n").encode())
+            s.sendall(
+                (
+                    f"GET /ws HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                    f"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+                    f"Authorization: Bearer {token}\r\n\r\n"
+                ).encode()
+            )
             s.recv(4096)
             s.sendall(bytes([0x81, 0xFF]) + (1 << 20).to_bytes(8, "big") + b"\0\0\0\0" + b"[" * 4096)
             self.stop.wait(5)
@@ -411,8 +447,10 @@ class Soak:
         baseline = {"rss_a": rss_mib(self.a.pid), "fds_a": fds(self.a.pid)}
         threads = [threading.Thread(target=self.sender, args=(i,), name=f"sender{i}") for i in range(self.n_senders)]
         threads += [threading.Thread(target=self.reader, args=(i,), name=f"reader{i}") for i in range(self.n_readers)]
-        threads += [threading.Thread(target=fn, name=fn.__name__) for fn in
-                    (self.remote_sender, self.waiter, self.syncer, self.subscribers, self.sampler)]
+        threads += [
+            threading.Thread(target=fn, name=fn.__name__)
+            for fn in (self.remote_sender, self.waiter, self.syncer, self.subscribers, self.sampler)
+        ]
         if self.abuse:
             threads.append(threading.Thread(target=self.abuser, name="abuser"))
         started = time.monotonic()
@@ -425,10 +463,19 @@ class Soak:
             t.join(120)
         elapsed = time.monotonic() - started
         st = proc_status(self.a.pid)
-        self.samples.append({"t": round(elapsed, 1), "rss_a": round(st["VmRSS"], 1), "anon_a": round(st["RssAnon"], 1),
-                             "file_a": round(st["RssFile"], 1), "threads_a": st["Threads"],
-                             "fds_a": fds(self.a.pid), "rss_b": round(rss_mib(self.b.pid), 1),
-                             "fds_b": fds(self.b.pid), "acked": len(self.rec.acked)})
+        self.samples.append(
+            {
+                "t": round(elapsed, 1),
+                "rss_a": round(st["VmRSS"], 1),
+                "anon_a": round(st["RssAnon"], 1),
+                "file_a": round(st["RssFile"], 1),
+                "threads_a": st["Threads"],
+                "fds_a": fds(self.a.pid),
+                "rss_b": round(rss_mib(self.b.pid), 1),
+                "fds_b": fds(self.b.pid),
+                "acked": len(self.rec.acked),
+            }
+        )
         for replica in (self.a, self.b, self.a, self.b):  # settle: every replica has everything
             replica.call("sync.run")
         return self.check(elapsed, baseline)
@@ -442,23 +489,33 @@ class Soak:
         for name, replica in (("a", self.a), ("b", self.b)):
             counts = replica.create_counts()
             wrong = {m: counts[m] for m in acked if counts[m] != 1}
-            exactly_once[name] = {"missing_or_duplicated": len(wrong), "extra": sum(counts.values()) - len(acked),
-                                  "examples": dict(list(wrong.items())[:5])}
+            exactly_once[name] = {
+                "missing_or_duplicated": len(wrong),
+                "extra": sum(counts.values()) - len(acked),
+                "examples": dict(list(wrong.items())[:5]),
+            }
             visible[name] = replica.call("message.list", {"page_size": 1})["total"]
         honest_errors = {k: len(v) for k, v in self.rec.errors.items()}
         rss = [s["rss_a"] for s in self.samples if "rss_a" in s]
         anon = [s["anon_a"] for s in self.samples if "anon_a" in s]
         minute = max(1, int(60 / self.sample_every))
-        middle = anon[max(0, len(anon) // 2 - minute // 2):len(anon) // 2 + minute // 2 + 1]
+        middle = anon[max(0, len(anon) // 2 - minute // 2) : len(anon) // 2 + minute // 2 + 1]
         return {
             "minutes": round(elapsed / 60, 2),
             "load_average": os.getloadavg(),
             "sends": len(acked),
             "sends_per_s": round(len(acked) / elapsed, 1),
             "reads": sum(len(v) for k, v in self.rec.latency.items() if k.startswith("read:")),
-            "latency_ms": {k: {"n": len(v), "p50": round(pct(v, 50), 2), "p95": round(pct(v, 95), 2),
-                               "p99": round(pct(v, 99), 2), "max": round(max(v), 2)}
-                           for k, v in sorted(self.rec.latency.items())},
+            "latency_ms": {
+                k: {
+                    "n": len(v),
+                    "p50": round(pct(v, 50), 2),
+                    "p95": round(pct(v, 95), 2),
+                    "p99": round(pct(v, 99), 2),
+                    "max": round(max(v), 2),
+                }
+                for k, v in sorted(self.rec.latency.items())
+            },
             "errors": honest_errors,
             "error_examples": {k: v[:3] for k, v in self.rec.errors.items()},
             "notes": dict(self.notes),
@@ -500,30 +557,54 @@ def run(minutes: float, **kw) -> dict:
 
 
 def table(r: dict) -> list[tuple[str, str, str]]:
-    rows = [("duration", f"{r['minutes']:.1f} min", ""),
-            ("machine load average (1/5/15 min)", " / ".join(f"{x:.1f}" for x in r["load_average"]), ""),
-            ("acknowledged sends", f"{r['sends']}", ""),
-            ("send throughput", f"{r['sends_per_s']:.1f}/s", ""),
-            ("reads", f"{r['reads']}", "")]
+    rows = [
+        ("duration", f"{r['minutes']:.1f} min", ""),
+        ("machine load average (1/5/15 min)", " / ".join(f"{x:.1f}" for x in r["load_average"]), ""),
+        ("acknowledged sends", f"{r['sends']}", ""),
+        ("send throughput", f"{r['sends_per_s']:.1f}/s", ""),
+        ("reads", f"{r['reads']}", ""),
+    ]
     for kind, lat in r["latency_ms"].items():
-        rows.append((f"{kind} latency p50 / p99 / max", f"{lat['p50']:.1f} / {lat['p99']:.1f} / {lat['max']:.0f} ms",
-                     f"n={lat['n']}"))
+        rows.append(
+            (
+                f"{kind} latency p50 / p99 / max",
+                f"{lat['p50']:.1f} / {lat['p99']:.1f} / {lat['max']:.0f} ms",
+                f"n={lat['n']}",
+            )
+        )
     rows.append(("honest client errors", f"{sum(r['errors'].values())}", "0"))
-    rows.append(("RSS A first / last minute (median)", f"{r['rss_first_minute_mib']} / {r['rss_last_minute_mib']} MiB",
-                 ""))
-    rows.append(("  of which anonymous (the daemon's own)", f"{r['anon_first_minute_mib']} / "
-                 f"{r['anon_last_minute_mib']} MiB", ""))
-    rows.append(("anonymous, middle / last minute (warmed up)", f"{r['anon_middle_minute_mib']} / "
-                 f"{r['anon_last_minute_mib']} MiB", "flat"))
+    rows.append(
+        ("RSS A first / last minute (median)", f"{r['rss_first_minute_mib']} / {r['rss_last_minute_mib']} MiB", "")
+    )
+    rows.append(
+        (
+            "  of which anonymous (the daemon's own)",
+            f"{r['anon_first_minute_mib']} / {r['anon_last_minute_mib']} MiB",
+            "",
+        )
+    )
+    rows.append(
+        (
+            "anonymous, middle / last minute (warmed up)",
+            f"{r['anon_middle_minute_mib']} / {r['anon_last_minute_mib']} MiB",
+            "flat",
+        )
+    )
     rows.append(("RSS A max (anonymous max)", f"{r['rss_max_mib']} ({r['anon_max_mib']}) MiB", ""))
     rows.append(("descriptors A max", f"{r['fds_max']}", "flat"))
-    rows.append(("WebSocket notifications / dropped", f"{r['notes'].get('ws_message_create', 0)} / "
-                 f"{r['notes'].get('ws_dropped', 0)}", ""))
+    rows.append(
+        (
+            "WebSocket notifications / dropped",
+            f"{r['notes'].get('ws_message_create', 0)} / {r['notes'].get('ws_dropped', 0)}",
+            "",
+        )
+    )
     rows.append(("waiter wake-ups", f"{r['notes'].get('waiter_woken', 0)}", ""))
     rows.append(("logs byte-identical (A, B)", str(r["logs_identical"]), "True"))
     for name, once in r["exactly_once"].items():
-        rows.append((f"acked missing/duplicated, extra ({name})",
-                     f"{once['missing_or_duplicated']}, {once['extra']}", "0, 0"))
+        rows.append(
+            (f"acked missing/duplicated, extra ({name})", f"{once['missing_or_duplicated']}, {once['extra']}", "0, 0")
+        )
     rows.append(("visible in views (A, B)", f"{r['visible']['a']}, {r['visible']['b']}", f"{r['sends']}"))
     return rows
 
@@ -543,17 +624,23 @@ def print_result(r: dict) -> None:
     if shown[-1] is not r["samples"][-1]:
         shown.append(r["samples"][-1])
     for s in shown:
-        print(f"    t={s['t']:>6.0f}s  rss={s.get('rss_a', float('nan')):>7.1f}  "
-              f"anon={s.get('anon_a', float('nan')):>7.1f}  file={s.get('file_a', float('nan')):>7.1f}  "
-              f"threads={s.get('threads_a', 0):>3}  fds={s.get('fds_a', 0):>4}  acked={s['acked']}")
+        print(
+            f"    t={s['t']:>6.0f}s  rss={s.get('rss_a', float('nan')):>7.1f}  "
+            f"anon={s.get('anon_a', float('nan')):>7.1f}  file={s.get('file_a', float('nan')):>7.1f}  "
+            f"threads={s.get('threads_a', 0):>3}  fds={s.get('fds_a', 0):>4}  acked={s['acked']}"
+        )
     if r["errors"]:
         print("\n  errors:", json.dumps(r["error_examples"], indent=2)[:3000])
 
 
 def section(args) -> dict:
     """Entry point for scripts/bench.py (uses --minutes)."""
-    result = run(getattr(args, "minutes", 10.0), abuse=not getattr(args, "no_abuse", False),
-                 sync_every=getattr(args, "sync_every", 5.0), subscribers=getattr(args, "subscribers", 5))
+    result = run(
+        getattr(args, "minutes", 10.0),
+        abuse=not getattr(args, "no_abuse", False),
+        sync_every=getattr(args, "sync_every", 5.0),
+        subscribers=getattr(args, "subscribers", 5),
+    )
     print_result(result)
     out = getattr(args, "soak_json", None)
     if out:

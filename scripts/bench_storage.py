@@ -42,8 +42,10 @@ from thrum.sync.worktree import sync_worktree_path  # noqa: E402
 
 ENV = {"THRUM_WS_PORT": "0", "THRUM_SYNC_INTERVAL": "3600", "THRUM_SYNC_DEBOUNCE": "3600", "THRUM_NO_AUTOSTART": "1"}
 SIG = pygit2.Signature("bench", "bench@example.invalid", 1700000000, 0)
-TEXT = ("Deployed the fix for the flaky auth test; the review queue is clear, next I look at "
-        "the schema migration and the release notes.")
+TEXT = (
+    "Deployed the fix for the flaky auth test; the review queue is clear, next I look at "
+    "the schema migration and the release notes."
+)
 
 
 class Conn:
@@ -57,8 +59,9 @@ class Conn:
 
     def call(self, method: str, params: dict):
         self.n += 1
-        self.s.sendall(json.dumps({"jsonrpc": "2.0", "id": self.n, "method": method, "params": params}).encode()
-                       + b"\n")
+        self.s.sendall(
+            json.dumps({"jsonrpc": "2.0", "id": self.n, "method": method, "params": params}).encode() + b"\n"
+        )
         reply = json.loads(self.f.readline())
         if "error" in reply:
             raise RuntimeError(reply["error"])
@@ -109,18 +112,27 @@ def run(args) -> dict:
                 conn.call("agent.register", {"name": agent, "role": f"role{i % 3}", "module": "core"})
         for _, _, conn in machines * 2:
             conn.call("sync.run", {})
-        stores = {"A": base / "a" / ".git" / "objects", "B": base / "b" / ".git" / "objects",
-                  "remote": remote / "objects"}
+        stores = {
+            "A": base / "a" / ".git" / "objects",
+            "B": base / "b" / ".git" / "objects",
+            "remote": remote / "objects",
+        }
         sizes = {k: [] for k in stores}
         send_t, recv_t = [], []
         everyone = agents["a"] + agents["b"]
         t0 = time.perf_counter()
         for r in range(args.rounds):
-            (sname, _, sender), (_, _, receiver) = (machines if r % 2 == 0 else machines[::-1])
+            (sname, _, sender), (_, _, receiver) = machines if r % 2 == 0 else machines[::-1]
             for k in range(args.events_per_round):
                 author = agents[sname][k % len(agents[sname])]
-                sender.call("message.send", {"caller": author, "content": f"{TEXT} (round {r}, {k})",
-                                             "to": [f"@{everyone[(r + k) % len(everyone)]}"]})
+                sender.call(
+                    "message.send",
+                    {
+                        "caller": author,
+                        "content": f"{TEXT} (round {r}, {k})",
+                        "to": [f"@{everyone[(r + k) % len(everyone)]}"],
+                    },
+                )
             t = time.perf_counter()
             rep = sender.call("sync.run", {})
             send_t.append(time.perf_counter() - t)
@@ -132,8 +144,10 @@ def run(args) -> dict:
             for k, path in stores.items():
                 sizes[k].append(du(path))
             if (r + 1) % max(1, args.rounds // 20) == 0:
-                step(f"round {r + 1:,}/{args.rounds:,} ({time.perf_counter() - t0:.0f}s); "
-                     + ", ".join(f"{k} {v[-1] / 2**20:.1f} MiB" for k, v in sizes.items()))
+                step(
+                    f"round {r + 1:,}/{args.rounds:,} ({time.perf_counter() - t0:.0f}s); "
+                    + ", ".join(f"{k} {v[-1] / 2**20:.1f} MiB" for k, v in sizes.items())
+                )
         wt = sync_worktree_path(base / "a")
         raw = sum(p.stat().st_size for p in wt.rglob("*.jsonl"))
         files = sum(1 for _ in wt.rglob("*.jsonl"))
@@ -149,14 +163,20 @@ def run(args) -> dict:
             return (series[hi - 1] - series[lo - 1]) / (hi - lo)
 
         return {
-            "rounds": args.rounds, "events": args.rounds * args.events_per_round, "raw": raw, "files": files,
-            "sizes": {k: v[-1] for k, v in sizes.items()}, "packs": packs,
+            "rounds": args.rounds,
+            "events": args.rounds * args.events_per_round,
+            "raw": raw,
+            "files": files,
+            "sizes": {k: v[-1] for k, v in sizes.items()},
+            "packs": packs,
             "growth_start": {k: mean_growth(v, 1, w) for k, v in sizes.items()},
             "growth_end": {k: mean_growth(v, args.rounds - w, args.rounds) for k, v in sizes.items()},
             "median_step_start": {k: growth(v, 1, w) for k, v in sizes.items()},
             "median_step_end": {k: growth(v, args.rounds - w, args.rounds) for k, v in sizes.items()},
-            "send_start": statistics.median(send_t[:w]), "send_end": statistics.median(send_t[-w:]),
-            "recv_start": statistics.median(recv_t[:w]), "recv_end": statistics.median(recv_t[-w:]),
+            "send_start": statistics.median(send_t[:w]),
+            "send_end": statistics.median(send_t[-w:]),
+            "recv_start": statistics.median(recv_t[:w]),
+            "recv_end": statistics.median(recv_t[-w:]),
             "seconds": time.perf_counter() - t0,
         }
     finally:
@@ -173,21 +193,31 @@ def run(args) -> dict:
 
 def print_table(res: dict) -> None:
     raw = res["raw"]
-    print(f"\nstorage benchmark: {res['rounds']:,} rounds x {res['events'] // res['rounds']} events "
-          f"({res['events']:,} events, {res['seconds']:.0f}s); load average {os.getloadavg()[0]:.2f} "
-          f"on {os.cpu_count()} CPUs")
+    print(
+        f"\nstorage benchmark: {res['rounds']:,} rounds x {res['events'] // res['rounds']} events "
+        f"({res['events']:,} events, {res['seconds']:.0f}s); load average {os.getloadavg()[0]:.2f} "
+        f"on {os.cpu_count()} CPUs"
+    )
     print(f"  raw JSONL at the end: {raw / 2**20:.2f} MiB in {res['files']:,} files")
-    print(f"  {'store':8} {'size':>10} {'x raw':>7} {'packs':>6} {'B/round start':>14} {'B/round end':>12}"
-          f"  (median step start / end)")
+    print(
+        f"  {'store':8} {'size':>10} {'x raw':>7} {'packs':>6} {'B/round start':>14} {'B/round end':>12}"
+        f"  (median step start / end)"
+    )
     for k in ("A", "B", "remote"):
         size = res["sizes"][k]
-        print(f"  {k:8} {size / 2**20:8.2f}MiB {size / raw:7.2f} {res['packs'][k]:6d} "
-              f"{res['growth_start'][k]:14,.0f} {res['growth_end'][k]:12,.0f}"
-              f"  ({res['median_step_start'][k]:,.0f} / {res['median_step_end'][k]:,.0f})")
-    print(f"  10-event sync, sender:   start {res['send_start'] * 1000:6.1f} ms, end {res['send_end'] * 1000:6.1f} ms "
-          f"(x{res['send_end'] / res['send_start']:.2f})")
-    print(f"  10-event sync, receiver: start {res['recv_start'] * 1000:6.1f} ms, end {res['recv_end'] * 1000:6.1f} ms "
-          f"(x{res['recv_end'] / res['recv_start']:.2f})")
+        print(
+            f"  {k:8} {size / 2**20:8.2f}MiB {size / raw:7.2f} {res['packs'][k]:6d} "
+            f"{res['growth_start'][k]:14,.0f} {res['growth_end'][k]:12,.0f}"
+            f"  ({res['median_step_start'][k]:,.0f} / {res['median_step_end'][k]:,.0f})"
+        )
+    print(
+        f"  10-event sync, sender:   start {res['send_start'] * 1000:6.1f} ms, end {res['send_end'] * 1000:6.1f} ms "
+        f"(x{res['send_end'] / res['send_start']:.2f})"
+    )
+    print(
+        f"  10-event sync, receiver: start {res['recv_start'] * 1000:6.1f} ms, end {res['recv_end'] * 1000:6.1f} ms "
+        f"(x{res['recv_end'] / res['recv_start']:.2f})"
+    )
     ok = all(res["sizes"][k] <= raw for k in res["sizes"]) and res["send_end"] <= 1.5 * res["send_start"]
     print(f"  targets (every store <= 1.0x raw; last sync within 1.5x of the first): {'met' if ok else 'MISSED'}")
 

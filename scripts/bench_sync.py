@@ -57,15 +57,17 @@ import pygit2  # noqa: E402
 from bench_segments import SegmentWriter, Signing  # noqa: E402
 from thrum import events as ev  # noqa: E402
 
-ENV = {"THRUM_WS_PORT": "0", "THRUM_SYNC_INTERVAL": "3600", "THRUM_SYNC_DEBOUNCE": "3600",
-       "THRUM_NO_AUTOSTART": "1"}
+ENV = {"THRUM_WS_PORT": "0", "THRUM_SYNC_INTERVAL": "3600", "THRUM_SYNC_DEBOUNCE": "3600", "THRUM_NO_AUTOSTART": "1"}
 SIG = pygit2.Signature("bench", "bench@example.invalid", 1700000000, 0)
-WORDS = ("auth module tests green review ready merge deploy failing flaky fix patch branch rebase "
-         "conflict schema migration index query latency budget release notes docs api client "
-         "server daemon sync remote push fetch worktree shard event projection fold rebuild").split()
+WORDS = (
+    "auth module tests green review ready merge deploy failing flaky fix patch branch rebase "
+    "conflict schema migration index query latency budget release notes docs api client "
+    "server daemon sync remote push fetch worktree shard event projection fold rebuild"
+).split()
 
 
 # --------------------------------------------------------------------------- generation
+
 
 class Gen:
     """Valid, signed event lines (as the daemon writes them): ULID ids from
@@ -91,19 +93,36 @@ class Gen:
         eid = ev.new_ulid()
         text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 30)))
         mention = others[rng.randrange(len(others))]
-        return orjson.dumps(self.signing.sign({
-            "type": "message.create", "timestamp": ts, "event_id": eid, "v": 1,
-            "message_id": self.signing.message_id(author), "thread_id": "thr_" + eid, "agent_id": author,
-            "session_id": self.sessions[author],
-            "body": {"format": "markdown", "content": text, "structured": ""},
-            "scopes": [], "refs": [{"type": "mention", "value": mention}],
-            "priority": "normal", "authored_by": "", "disclosed": False})) + b"\n"
+        return (
+            orjson.dumps(
+                self.signing.sign(
+                    {
+                        "type": "message.create",
+                        "timestamp": ts,
+                        "event_id": eid,
+                        "v": 1,
+                        "message_id": self.signing.message_id(author),
+                        "thread_id": "thr_" + eid,
+                        "agent_id": author,
+                        "session_id": self.sessions[author],
+                        "body": {"format": "markdown", "content": text, "structured": ""},
+                        "scopes": [],
+                        "refs": [{"type": "mention", "value": mention}],
+                        "priority": "normal",
+                        "authored_by": "",
+                        "disclosed": False,
+                    }
+                )
+            )
+            + b"\n"
+        )
 
     def messages(self, worktree: Path, agents: list[str], everyone: list[str], n: int) -> None:
         """Append n messages spread evenly (round robin) over ``agents``' streams."""
         bufs: dict[str, list[bytes]] = {a: [] for a in agents}
         ts = ev.now_rfc3339()
         with SegmentWriter(worktree, signing=self.signing) as segments:
+
             def flush():
                 for a, lines in bufs.items():
                     if lines:
@@ -125,6 +144,7 @@ class Gen:
 
 
 # --------------------------------------------------------------------------- machines
+
 
 def make_remote(path: Path) -> None:
     repo = pygit2.init_repository(str(path), bare=True, initial_head="main")
@@ -152,11 +172,13 @@ def timed_sync(paths, timeout: float = 600.0) -> tuple[float, dict]:
     return time.perf_counter() - t, report
 
 
-def rss_mib(pid: int | None) -> float:
+def rss_mib(pid: int | None, field: str = "VmHWM") -> float:
+    """A memory figure of ``pid`` from /proc: VmHWM (peak RSS, which counts the mapped
+    projection database's pages) or RssAnon (the daemon's own memory, now)."""
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
-                if line.startswith("VmHWM:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) / 1024
     except (OSError, TypeError, ValueError):
         pass
@@ -169,8 +191,12 @@ def wait_for_tidy(stores: list[Path], timeout: float = 3600) -> None:
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        busy = [s for s in stores if (s / "objects" / "thrum-consolidate.lock").exists()
-                or hygiene.loose_count(s / "objects") >= hygiene.LOOSE_TRIGGER]
+        busy = [
+            s
+            for s in stores
+            if (s / "objects" / "thrum-consolidate.lock").exists()
+            or hygiene.loose_count(s / "objects") >= hygiene.LOOSE_TRIGGER
+        ]
         if not busy:
             return
         time.sleep(1)
@@ -182,6 +208,7 @@ def step(msg: str):
 
 
 # --------------------------------------------------------------------------- the benchmark
+
 
 def run(args) -> list[tuple]:
     from thrum import lifecycle
@@ -208,9 +235,11 @@ def run(args) -> list[tuple]:
         gen.lifecycle_into(wt_a, agents)
         gen.messages(wt_a, agents, agents, args.events)
         size = sum(p.stat().st_size for p in wt_a.rglob("*.jsonl"))
-        step(f"wrote {args.events:,} events ({size / 2**20:,.0f} MiB, "
-             f"{size / args.agents / 2**20:,.1f} MiB per agent, "
-             f"{sum(1 for _ in wt_a.rglob('*.jsonl')):,} files) in {time.perf_counter() - t:.1f}s")
+        step(
+            f"wrote {args.events:,} events ({size / 2**20:,.0f} MiB, "
+            f"{size / args.agents / 2**20:,.1f} MiB per agent, "
+            f"{sum(1 for _ in wt_a.rglob('*.jsonl')):,} files) in {time.perf_counter() - t:.1f}s"
+        )
 
         t = time.perf_counter()
         lifecycle.start(pa, timeout=1800)
@@ -226,16 +255,21 @@ def run(args) -> list[tuple]:
         t = time.perf_counter()
         lifecycle.start(pb, timeout=1800)
         started.append(pb)
-        step(f"B daemon up (folded the history) in {time.perf_counter() - t:.1f}s, "
-             f"peak RSS {rss_mib(lifecycle.read_pid(pb)):,.0f} MiB")
+        step(
+            f"B daemon up (folded the history) in {time.perf_counter() - t:.1f}s, "
+            f"peak RSS {rss_mib(lifecycle.read_pid(pb)):,.0f} MiB, "
+            f"own memory (RssAnon) {rss_mib(lifecycle.read_pid(pb), 'RssAnon'):,.0f} MiB"
+        )
         wt_b = sync_worktree_path(b_dir)
         for p in (pa, pb):  # settle: anything the daemons wrote at start
             rpc(p, "sync.run", timeout=600)
         rpc(pa, "sync.run", timeout=600)
         t = time.perf_counter()
         wait_for_tidy([a_dir / ".git", b_dir / ".git", remote])
-        step(f"object stores consolidated (the daemons pack the imported history once, in the "
-             f"background) after {time.perf_counter() - t:.1f}s more")
+        step(
+            f"object stores consolidated (the daemons pack the imported history once, in the "
+            f"background) after {time.perf_counter() - t:.1f}s more"
+        )
 
         # -- no-op
         for m, p in (("B", pb), ("A", pa)):
@@ -252,8 +286,15 @@ def run(args) -> list[tuple]:
         for r in range(args.runs):
             sender = agents[r % len(agents)]
             for i in range(10):
-                rpc(pa, "message.send", {"caller": sender, "content": f"bench run {r} message {i}",
-                                         "to": [f"@{agents[(r + i + 1) % len(agents)]}"]})
+                rpc(
+                    pa,
+                    "message.send",
+                    {
+                        "caller": sender,
+                        "content": f"bench run {r} message {i}",
+                        "to": [f"@{agents[(r + i + 1) % len(agents)]}"],
+                    },
+                )
             dt, rep = timed_sync(pa)
             assert rep["sent"] >= 10 and rep["pushed"], rep  # and the seal the daemon adds before committing
             send.append(dt)
@@ -293,8 +334,17 @@ def run(args) -> list[tuple]:
             rows.append(("  (B: fold, trust check included)", folds, None))
             step(f"{args.big:,}-event receive ({shape}) measured")
         rows.append(("B daemon peak RSS at the end (MiB)", None, rss_mib(lifecycle.read_pid(pb))))
-        same = all((wt_a / rel).read_bytes() == (wt_b / rel).read_bytes()
-                   for rel in (p.relative_to(wt_b) for p in wt_b.rglob("*.jsonl")))
+        rows.append(
+            (
+                f"B daemon own memory (RssAnon, MiB), {sum(1 for _ in wt_b.rglob('*.jsonl')):,} files",
+                None,
+                rss_mib(lifecycle.read_pid(pb), "RssAnon"),
+            )
+        )
+        same = all(
+            (wt_a / rel).read_bytes() == (wt_b / rel).read_bytes()
+            for rel in (p.relative_to(wt_b) for p in wt_b.rglob("*.jsonl"))
+        )
         step(f"shards byte-identical on A and B: {same}")
         return rows
     finally:
@@ -310,9 +360,11 @@ def run(args) -> list[tuple]:
 
 
 def print_table(rows, args) -> None:
-    print(f"\nsync benchmark: {args.events:,}-event history over {args.agents} agents, "
-          f"medians of {args.runs} runs ({args.big_runs} for the 10,000-event receives); "
-          f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+    print(
+        f"\nsync benchmark: {args.events:,}-event history over {args.agents} agents, "
+        f"medians of {args.runs} runs ({args.big_runs} for the 10,000-event receives); "
+        f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs"
+    )
     print(f"  {'measure':44} {'median':>9} {'min':>9} {'max':>9}  target")
     for name, times, target in rows:
         if times is None:

@@ -76,9 +76,11 @@ def populate(paths, n_messages: int, n_agents: int = 20, clients: int = 8) -> fl
     def worker(k: int) -> None:
         with Client(paths) as c:
             for j in range(k, n_messages, clients):
-                params = {"caller": f"agent{j % n_agents:02d}",
-                          "content": f"Message {j}: progress on task {j % 97}, see the notes in the module docs.",
-                          "to": [f"@{roles[j % len(roles)]}"] if j % 3 else [f"@agent{(j + 1) % n_agents:02d}"]}
+                params = {
+                    "caller": f"agent{j % n_agents:02d}",
+                    "content": f"Message {j}: progress on task {j % 97}, see the notes in the module docs.",
+                    "to": [f"@{roles[j % len(roles)]}"] if j % 3 else [f"@agent{(j + 1) % n_agents:02d}"],
+                }
                 if j % 4 == 0:
                     params["scopes"] = [{"type": "module", "value": f"m{j % 5}"}]
                 c.call("message.send", params)
@@ -92,14 +94,17 @@ def populate(paths, n_messages: int, n_agents: int = 20, clients: int = 8) -> fl
 
 
 def wait_first_render(driver, timeout: float = 30.0) -> float:
-    return driver.execute_async_script("""
+    return driver.execute_async_script(
+        """
         const done = arguments[arguments.length - 1], until = Date.now() + arguments[0] * 1000;
         (function check() {
           const v = window.__thrum && window.__thrum.firstFeedRender;
           if (v !== null && v !== undefined) return done(v);
           if (Date.now() > until) return done(-1);
           requestAnimationFrame(check);
-        })();""", timeout)
+        })();""",
+        timeout,
+    )
 
 
 def clock_offset_ms(driver, rounds: int = 20) -> float:
@@ -115,14 +120,18 @@ def clock_offset_ms(driver, rounds: int = 20) -> float:
 
 
 def on_screen_at(driver, message_id: str, timeout: float = 10.0) -> float:
-    return driver.execute_async_script("""
+    return driver.execute_async_script(
+        """
         const [id, secs] = arguments, done = arguments[arguments.length - 1], until = Date.now() + secs * 1000;
         (function check() {
           const t = window.__thrum.onScreen[id];
           if (t) return done(t);
           if (Date.now() > until) return done(-1);
           requestAnimationFrame(check);
-        })();""", message_id, timeout)
+        })();""",
+        message_id,
+        timeout,
+    )
 
 
 def one_run(args) -> dict:
@@ -137,7 +146,7 @@ def one_run(args) -> dict:
         url = Client(paths).call("ui.open", {"port": 0})["url"]
         driver = start_browser()
         driver.set_script_timeout(60)
-        driver.get(url)                                    # login (303) → the feed
+        driver.get(url)  # login (303) → the feed
         cold = wait_first_render(driver)
         warm = []
         for _ in range(args.loads):
@@ -148,16 +157,23 @@ def one_run(args) -> dict:
         with Client(paths) as c:
             for i in range(args.samples):
                 t0 = time.time() * 1000
-                mid = c.call("message.send", {"caller": "agent00", "content": f"latency probe {i}",
-                                              "to": ["@reviewer"]})["message_id"]
+                mid = c.call(
+                    "message.send", {"caller": "agent00", "content": f"latency probe {i}", "to": ["@reviewer"]}
+                )["message_id"]
                 replies.append(time.time() * 1000 - t0)
                 shown = on_screen_at(driver, mid)
                 if shown < 0:
                     raise RuntimeError(f"message {mid} never reached the screen")
                 delays.append(max(0.0, shown - offset - t0))
-        return {"fill_s": fill_s, "cold_ms": cold, "warm_ms": statistics.median(warm),
-                "p50": percentile(delays, 50), "p99": percentile(delays, 99), "max": max(delays),
-                "reply_p50": percentile(replies, 50)}
+        return {
+            "fill_s": fill_s,
+            "cold_ms": cold,
+            "warm_ms": statistics.median(warm),
+            "p50": percentile(delays, 50),
+            "p99": percentile(delays, 99),
+            "max": max(delays),
+            "reply_p50": percentile(replies, 50),
+        }
     finally:
         if driver is not None:
             stop_browser(driver)
@@ -179,16 +195,25 @@ def main(argv: list[str] | None = None) -> int:
     runs = []
     for i in range(args.runs):
         r = one_run(args)
-        print(f"  run {i + 1}: filled {args.messages} messages in {r['fill_s']:.1f} s; first render cold "
-              f"{r['cold_ms']:.0f} ms, warm {r['warm_ms']:.0f} ms; on screen p50 {r['p50']:.1f} ms, "
-              f"p99 {r['p99']:.1f} ms, max {r['max']:.1f} ms", flush=True)
+        print(
+            f"  run {i + 1}: filled {args.messages} messages in {r['fill_s']:.1f} s; first render cold "
+            f"{r['cold_ms']:.0f} ms, warm {r['warm_ms']:.0f} ms; on screen p50 {r['p50']:.1f} ms, "
+            f"p99 {r['p99']:.1f} ms, max {r['max']:.1f} ms",
+            flush=True,
+        )
         runs.append(r)
     med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
     rows = [
-        (f"first render of the feed, {args.messages:,} messages, cold", f"{med['cold_ms']:.0f} ms",
-         f"≤ {TARGETS['first_render_ms']:.0f} ms"),
-        (f"first render of the feed, warm (median of {args.loads} reloads)", f"{med['warm_ms']:.0f} ms",
-         f"≤ {TARGETS['first_render_ms']:.0f} ms"),
+        (
+            f"first render of the feed, {args.messages:,} messages, cold",
+            f"{med['cold_ms']:.0f} ms",
+            f"≤ {TARGETS['first_render_ms']:.0f} ms",
+        ),
+        (
+            f"first render of the feed, warm (median of {args.loads} reloads)",
+            f"{med['warm_ms']:.0f} ms",
+            f"≤ {TARGETS['first_render_ms']:.0f} ms",
+        ),
         (f"message.send → on screen p50 ({args.samples} sends)", f"{med['p50']:.1f} ms", ""),
         ("message.send → on screen p99", f"{med['p99']:.1f} ms", f"≤ {TARGETS['on_screen_p99_ms']:.0f} ms"),
         ("(of which the send's own reply, durable write included) p50", f"{med['reply_p50']:.1f} ms", ""),

@@ -67,8 +67,20 @@ def main() -> int:
         thrum(laptop, "agent", "list", env=env)
 
         say("3. alice (laptop) asks any reviewer for a review, then syncs")
-        sent = thrum(laptop, "send", "Auth module complete, all tests passing", "--to", "@reviewer",
-                     "--scope", "module:auth", "--ref", "issue:beads-42", "--json", env=env, capture_json=True)
+        sent = thrum(
+            laptop,
+            "send",
+            "Auth module complete, all tests passing",
+            "--to",
+            "@reviewer",
+            "--scope",
+            "module:auth",
+            "--ref",
+            "issue:beads-42",
+            "--json",
+            env=env,
+            capture_json=True,
+        )
         print(f"    > Message sent: {sent['message_id']}")
         thrum(laptop, "sync", env=env)
 
@@ -87,8 +99,13 @@ def main() -> int:
         say("6. One more round of syncs; the log is plain JSONL on the a-sync branch")
         thrum(laptop, "sync", env=env)
         thrum(server, "sync", env=env)
-        logs = [{p.relative_to(m / ".git/thrum-sync/a-sync").as_posix(): p.read_bytes()
-                 for p in (m / ".git/thrum-sync/a-sync").rglob("*.jsonl")} for m in (laptop, server)]
+        logs = [
+            {
+                p.relative_to(m / ".git/thrum-sync/a-sync").as_posix(): p.read_bytes()
+                for p in (m / ".git/thrum-sync/a-sync").rglob("*.jsonl")
+            }
+            for m in (laptop, server)
+        ]
         print("    " + "\n    ".join(sorted(logs[0])))
         if logs[0] != logs[1]:
             raise SystemExit("demo: the two machines' logs differ after syncing both ways")

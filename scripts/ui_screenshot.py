@@ -28,28 +28,56 @@ from thrum.paths import resolve  # noqa: E402
 from ui_helpers import browser_missing, env, start_browser, stop_browser  # noqa: E402
 
 THRUM = shutil.which("thrum") or str(Path(sys.executable).parent / "thrum")
-TEAM = [("maya", "planner", "", "user"), ("alice", "implementer", "auth", "agent"),
-        ("bob", "reviewer", "auth", "agent"), ("carol", "tester", "auth", "agent"),
-        ("otto", "ops", "deploy", "agent"), ("dana", "human", "", "user")]
+TEAM = [
+    ("maya", "planner", "", "user"),
+    ("alice", "implementer", "auth", "agent"),
+    ("bob", "reviewer", "auth", "agent"),
+    ("carol", "tester", "auth", "agent"),
+    ("otto", "ops", "deploy", "agent"),
+    ("dana", "human", "", "user"),
+]
 
 
 def conversation(c: Client) -> str:
     """Send the story; returns the id of the message whose thread is shown."""
+
     def send(who, text, **kw):
         return c.call("message.send", {"caller": who, "content": text, **kw})["message_id"]
 
-    send("maya", "Sprint goal: ship OAuth login by Friday. Backend to @implementer, the e2e suite to @tester.",
-         to=["implementer", "tester"], scopes=[{"type": "module", "value": "auth"}], priority="high")
-    pr = send("alice", "Token refresh endpoint is ready for review: PR #214. Unit tests green locally.",
-              to=["reviewer"], scopes=[{"type": "module", "value": "auth"}], refs=[{"type": "pr", "value": "214"}])
+    send(
+        "maya",
+        "Sprint goal: ship OAuth login by Friday. Backend to @implementer, the e2e suite to @tester.",
+        to=["implementer", "tester"],
+        scopes=[{"type": "module", "value": "auth"}],
+        priority="high",
+    )
+    pr = send(
+        "alice",
+        "Token refresh endpoint is ready for review: PR #214. Unit tests green locally.",
+        to=["reviewer"],
+        scopes=[{"type": "module", "value": "auth"}],
+        refs=[{"type": "pr", "value": "214"}],
+    )
     send("bob", "Looks good overall. One question: what happens with clock skew near expiry?", reply_to=pr)
     send("alice", "Added a 30 s leeway and a test that fakes a skewed clock. Pushed.", reply_to=pr)
-    send("otto", "Staging deploy of auth-service 1.8.0 complete; health checks passing.",
-         scopes=[{"type": "env", "value": "staging"}])
-    send("carol", "E2E suite for the login flow is up: 14 scenarios, 2 failing on Safari (cookie partitioning).",
-         to=["implementer"], scopes=[{"type": "module", "value": "auth"}], refs=[{"type": "issue", "value": "88"}])
-    send("dana", "Great progress. Let's hold the release until the Safari failures are understood.",
-         to=["everyone"], priority="high")
+    send(
+        "otto",
+        "Staging deploy of auth-service 1.8.0 complete; health checks passing.",
+        scopes=[{"type": "env", "value": "staging"}],
+    )
+    send(
+        "carol",
+        "E2E suite for the login flow is up: 14 scenarios, 2 failing on Safari (cookie partitioning).",
+        to=["implementer"],
+        scopes=[{"type": "module", "value": "auth"}],
+        refs=[{"type": "issue", "value": "88"}],
+    )
+    send(
+        "dana",
+        "Great progress. Let's hold the release until the Safari failures are understood.",
+        to=["everyone"],
+        priority="high",
+    )
     send("bob", "Approved PR #214 after the leeway fix.", reply_to=pr)
     return pr
 

@@ -15,14 +15,23 @@ from thrum.errors import ValidationError
 BODY = ev.Body("Auth module **done**", format="markdown", structured='{"passed": 45}')
 
 SAMPLES = [
-    ev.MessageCreate(agent_id="furiosa", session_id="ses_01ABC", thread_id="thr_x1", body=BODY,
-                     scopes=(ev.Tag("module", "auth"),), refs=(ev.Tag("mention", "reviewer"), ev.Tag("issue", "b-42")),
-                     priority="high", authored_by="max", disclosed=True),
+    ev.MessageCreate(
+        agent_id="furiosa",
+        session_id="ses_01ABC",
+        thread_id="thr_x1",
+        body=BODY,
+        scopes=(ev.Tag("module", "auth"),),
+        refs=(ev.Tag("mention", "reviewer"), ev.Tag("issue", "b-42")),
+        priority="high",
+        authored_by="max",
+        disclosed=True,
+    ),
     ev.MessageEdit(message_id="msg_01ABC", agent_id="furiosa", session_id="ses_01ABC", body=BODY),
     ev.MessageDelete(message_id="msg_01ABC", agent_id="furiosa", session_id="ses_01ABC", reason="spam"),
     ev.ThreadCreate(title="Feature X", created_by="furiosa"),
-    ev.AgentRegister(agent_id="furiosa", role="implementer", module="auth", worktree="main", display="Furiosa",
-                     kind="user"),
+    ev.AgentRegister(
+        agent_id="furiosa", role="implementer", module="auth", worktree="main", display="Furiosa", kind="user"
+    ),
     ev.AgentUpdate(agent_id="furiosa", work_contexts=({"session_id": "ses_1", "branch": "main"},)),
     ev.AgentCleanup(agent_id="furiosa", reason="manual deletion", method="ui"),
     ev.SessionStart(agent_id="furiosa"),
@@ -51,27 +60,38 @@ def test_event_round_trips_through_one_line(event):
     assert ev.decode_line(ev.from_dict(decoded).to_line()) == decoded
 
 
-@pytest.mark.parametrize("build, field", [
-    (lambda: ev.MessageCreate(agent_id="Bad Name", session_id="ses_1", body=ev.Body("x")), "agent_id"),
-    (lambda: ev.MessageCreate(agent_id="a", session_id="nope", body=ev.Body("x")), "session_id"),
-    (lambda: ev.MessageCreate(agent_id="a", session_id="ses_1", body=ev.Body("x", format="html")), "format"),
-    (lambda: ev.MessageCreate(agent_id="a", session_id="ses_1", body=ev.Body("x", structured="{no")),
-     "body.structured"),
-    (lambda: ev.MessageCreate(agent_id="a", session_id="ses_1", body=ev.Body("x"), priority="urgent"), "priority"),
-    (lambda: ev.MessageCreate(agent_id="a", session_id="ses_1", body=ev.Body("x"), message_id="m1"), "message_id"),
-    (lambda: ev.MessageCreate(agent_id="a", session_id="ses_1", body=ev.Body("x"),
-                              refs=(ev.Tag("bad type!", "v"),)), "refs"),
-    (lambda: ev.MessageRead(agent_id="a", message_ids=()), "message_ids"),
-    (lambda: ev.MessageRead(agent_id="a", message_ids=("not-an-id",)), "message_ids"),
-    (lambda: ev.GroupCreate(name="everyone", created_by="a"), "name"),
-    (lambda: ev.GroupMemberAdd(group="g", member_type="team", member_value="x", agent_id="a"), "member_type"),
-    (lambda: ev.AgentRegister(agent_id="a", name="b", role="dev"), "name"),
-    (lambda: ev.AgentRegister(agent_id="a", role="Dev Ops"), "role"),
-    (lambda: ev.SessionEnd(session_id="ses_1", reason="bored"), "reason"),
-    (lambda: ev.MessageEdit(message_id="msg_1", agent_id="a", body=ev.Body("x"), timestamp="yesterday"),
-     "timestamp"),
-    (lambda: ev.MessageEdit(message_id="msg_1", agent_id="a", body=ev.Body("x"), event_id="123"), "event_id"),
-])
+@pytest.mark.parametrize(
+    "build, field",
+    [
+        (lambda: ev.MessageCreate(agent_id="Bad Name", session_id="ses_1", body=ev.Body("x")), "agent_id"),
+        (lambda: ev.MessageCreate(agent_id="a", session_id="nope", body=ev.Body("x")), "session_id"),
+        (lambda: ev.MessageCreate(agent_id="a", session_id="ses_1", body=ev.Body("x", format="html")), "format"),
+        (
+            lambda: ev.MessageCreate(agent_id="a", session_id="ses_1", body=ev.Body("x", structured="{no")),
+            "body.structured",
+        ),
+        (lambda: ev.MessageCreate(agent_id="a", session_id="ses_1", body=ev.Body("x"), priority="urgent"), "priority"),
+        (lambda: ev.MessageCreate(agent_id="a", session_id="ses_1", body=ev.Body("x"), message_id="m1"), "message_id"),
+        (
+            lambda: ev.MessageCreate(
+                agent_id="a", session_id="ses_1", body=ev.Body("x"), refs=(ev.Tag("bad type!", "v"),)
+            ),
+            "refs",
+        ),
+        (lambda: ev.MessageRead(agent_id="a", message_ids=()), "message_ids"),
+        (lambda: ev.MessageRead(agent_id="a", message_ids=("not-an-id",)), "message_ids"),
+        (lambda: ev.GroupCreate(name="everyone", created_by="a"), "name"),
+        (lambda: ev.GroupMemberAdd(group="g", member_type="team", member_value="x", agent_id="a"), "member_type"),
+        (lambda: ev.AgentRegister(agent_id="a", name="b", role="dev"), "name"),
+        (lambda: ev.AgentRegister(agent_id="a", role="Dev Ops"), "role"),
+        (lambda: ev.SessionEnd(session_id="ses_1", reason="bored"), "reason"),
+        (
+            lambda: ev.MessageEdit(message_id="msg_1", agent_id="a", body=ev.Body("x"), timestamp="yesterday"),
+            "timestamp",
+        ),
+        (lambda: ev.MessageEdit(message_id="msg_1", agent_id="a", body=ev.Body("x"), event_id="123"), "event_id"),
+    ],
+)
 def test_validation_error_names_the_field(build, field):
     with pytest.raises(ValidationError) as info:
         build()
@@ -92,8 +112,14 @@ def test_decode_line_reports_malformed_lines_with_the_field():
 
 
 def test_unknown_type_is_preserved_with_all_fields():
-    raw = {"type": "task.assign", "timestamp": "2026-01-01T00:00:00Z", "event_id": ev.new_ulid(), "v": 1,
-           "task": {"id": 7}, "extra": [1, 2]}
+    raw = {
+        "type": "task.assign",
+        "timestamp": "2026-01-01T00:00:00Z",
+        "event_id": ev.new_ulid(),
+        "v": 1,
+        "task": {"id": 7},
+        "extra": [1, 2],
+    }
     decoded = ev.decode_line(json.dumps(raw))
     assert decoded == raw
     event = ev.from_dict(decoded)
@@ -129,13 +155,16 @@ def test_now_rfc3339_is_its_own_time_key():
     assert ev.TIMESTAMP_RE.fullmatch(now) and ev.time_key(now) is now
 
 
-@pytest.mark.parametrize("value, key", [
-    ("2026-02-03T10:00:00Z", "2026-02-03T10:00:00.000Z"),
-    ("2026-02-03T10:00:00.5Z", "2026-02-03T10:00:00.500Z"),
-    ("2026-02-03T10:00:00.123456789Z", "2026-02-03T10:00:00.123Z"),
-    ("2026-02-03T12:30:00+02:30", "2026-02-03T10:00:00.000Z"),
-    ("2026-02-03T23:59:60Z", "2026-02-03T23:59:60Z"),  # unparseable: itself
-])
+@pytest.mark.parametrize(
+    "value, key",
+    [
+        ("2026-02-03T10:00:00Z", "2026-02-03T10:00:00.000Z"),
+        ("2026-02-03T10:00:00.5Z", "2026-02-03T10:00:00.500Z"),
+        ("2026-02-03T10:00:00.123456789Z", "2026-02-03T10:00:00.123Z"),
+        ("2026-02-03T12:30:00+02:30", "2026-02-03T10:00:00.000Z"),
+        ("2026-02-03T23:59:60Z", "2026-02-03T23:59:60Z"),  # unparseable: itself
+    ],
+)
 def test_time_key(value, key):
     assert ev.time_key(value) == key
 
@@ -153,10 +182,22 @@ def test_shards_and_authorship_rules():
     assert not ev.allowed_in_shard(SAMPLES[4].to_dict(), "messages/furiosa/000001.jsonl")
     assert ev.shard_owner("messages/furiosa/000003.jsonl") == "furiosa"
     assert ev.shard_owner("events/000003.jsonl") is None
-    for bad in ("../x.jsonl", "messages/../x.jsonl", "messages/A/000001.jsonl", "other/x/000001.jsonl",
-                "messages/x.txt", "messages/x.jsonl", "events.jsonl", "messages/x/1.jsonl",
-                "messages/x/0000001.jsonl", "messages/x/000000.jsonl", "messages/x/00001.jsonl",
-                "messages/x/000001.jsonl/y", "events/000001.JSONL", "receipts/x/y/000001.jsonl"):
+    for bad in (
+        "../x.jsonl",
+        "messages/../x.jsonl",
+        "messages/A/000001.jsonl",
+        "other/x/000001.jsonl",
+        "messages/x.txt",
+        "messages/x.jsonl",
+        "events.jsonl",
+        "messages/x/1.jsonl",
+        "messages/x/0000001.jsonl",
+        "messages/x/000000.jsonl",
+        "messages/x/00001.jsonl",
+        "messages/x/000001.jsonl/y",
+        "events/000001.JSONL",
+        "receipts/x/y/000001.jsonl",
+    ):
         with pytest.raises(ValueError):
             ev.shard_owner(bad)
         assert not ev.is_log_path(bad)
@@ -182,21 +223,41 @@ def test_check_name_refuses_reserved_and_bad_names():
 
 # --------------------------------------------------------------------------- the message.create fast path
 
-_text = st.one_of(st.none(), st.just(""), st.text(max_size=8), st.sampled_from(
-    ["msg_01ABC", "ses_1", "s_x", "thr_1", "thread_2", "alice", "markdown", "json", "high", "@bob", "bad id"]),
-    st.integers(), st.lists(st.integers(), max_size=1))
-_tag = st.one_of(st.fixed_dictionaries({"type": st.sampled_from(["mention", "scope", "bad type", ""]),
-                                        "value": _text}), _text)
+_text = st.one_of(
+    st.none(),
+    st.just(""),
+    st.text(max_size=8),
+    st.sampled_from(
+        ["msg_01ABC", "ses_1", "s_x", "thr_1", "thread_2", "alice", "markdown", "json", "high", "@bob", "bad id"]
+    ),
+    st.integers(),
+    st.lists(st.integers(), max_size=1),
+)
+_tag = st.one_of(
+    st.fixed_dictionaries({"type": st.sampled_from(["mention", "scope", "bad type", ""]), "value": _text}), _text
+)
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.fixed_dictionaries({}, optional={
-    "message_id": _text, "thread_id": _text, "agent_id": _text, "session_id": _text, "priority": _text,
-    "authored_by": _text, "disclosed": st.booleans(),
-    "body": st.one_of(_text, st.fixed_dictionaries({}, optional={"format": _text, "content": _text,
-                                                                 "structured": _text})),
-    "scopes": st.one_of(_text, st.lists(_tag, max_size=3)), "refs": st.one_of(_text, st.lists(_tag, max_size=3)),
-}))
+@given(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "message_id": _text,
+            "thread_id": _text,
+            "agent_id": _text,
+            "session_id": _text,
+            "priority": _text,
+            "authored_by": _text,
+            "disclosed": st.booleans(),
+            "body": st.one_of(
+                _text, st.fixed_dictionaries({}, optional={"format": _text, "content": _text, "structured": _text})
+            ),
+            "scopes": st.one_of(_text, st.lists(_tag, max_size=3)),
+            "refs": st.one_of(_text, st.lists(_tag, max_size=3)),
+        },
+    )
+)
 def test_message_create_fast_path_agrees_with_the_checked_path(d):
     try:
         expected = _n_message_create_checked(d)
@@ -208,9 +269,20 @@ def test_message_create_fast_path_agrees_with_the_checked_path(d):
         assert _n_message_create(d) == expected
 
 
-@pytest.mark.parametrize("ts", ["2026-13-45T25:61:61Z", "2026-02-30T10:00:00Z", "9999-01-01T00:00:00Z",
-                                "1970-01-01T00:00:00Z", "２026-11-25T22:19:15Z", "2026-11-25T22:19:15",
-                                "2026-11-25T22:19:15+02:00", "2026-11-25 22:19:15Z", "2026-11-25T22:19:15.Z"])
+@pytest.mark.parametrize(
+    "ts",
+    [
+        "2026-13-45T25:61:61Z",
+        "2026-02-30T10:00:00Z",
+        "9999-01-01T00:00:00Z",
+        "1970-01-01T00:00:00Z",
+        "２026-11-25T22:19:15Z",
+        "2026-11-25T22:19:15",
+        "2026-11-25T22:19:15+02:00",
+        "2026-11-25 22:19:15Z",
+        "2026-11-25T22:19:15.Z",
+    ],
+)
 def test_impossible_or_non_utc_timestamps_are_refused(ts):
     line = ev.encode_line(dict(ev.SessionStart(agent_id="alice").to_dict(), timestamp=ts))
     with pytest.raises(ev.MalformedEvent, match="timestamp"):

@@ -18,8 +18,10 @@ def test_every_exported_name_loads_and_none_is_shadowed_by_a_module():
 
 
 def test_the_rules_the_cli_imports_at_start_up_pull_in_no_ulid_or_dataclasses():
-    code = ("import sys, thrum.events.names, thrum.events.tags, thrum.events.values; "
-            "print(sorted(m for m in ('ulid', 'dataclasses', 'thrum.events.typed') if m in sys.modules))")
+    code = (
+        "import sys, thrum.events.names, thrum.events.tags, thrum.events.values; "
+        "print(sorted(m for m in ('ulid', 'dataclasses', 'thrum.events.typed') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

@@ -46,11 +46,26 @@ _RECV = 256 * 1024
 # Writes the daemon deduplicates by ``idempotency_key``.
 KEYED_METHODS = frozenset({"message.send", "message.edit"})
 # Calls that change nothing: a timeout on these never leaves a write behind.
-READ_METHODS = frozenset({
-    "health", "daemon.status", "agent.list", "agent.get", "session.list", "message.list", "message.get",
-    "message.sent", "message.thread", "message.counts", "message.wait", "group.list", "group.info",
-    "group.members", "sync.status", "subscribe.list",
-})
+READ_METHODS = frozenset(
+    {
+        "health",
+        "daemon.status",
+        "agent.list",
+        "agent.get",
+        "session.list",
+        "message.list",
+        "message.get",
+        "message.sent",
+        "message.thread",
+        "message.counts",
+        "message.wait",
+        "group.list",
+        "group.info",
+        "group.members",
+        "sync.status",
+        "subscribe.list",
+    }
+)
 
 
 def new_idempotency_key() -> str:
@@ -75,10 +90,14 @@ def _unanswered(method: str, params: dict, what: str, error_cls: type[ThrumError
     if method in READ_METHODS:
         return error_cls(f"{what}; nothing was changed", data={"may_have_written": False})
     if key:
-        return error_cls(f"{what}; it may still have been stored: retrying with the same idempotency_key "
-                         f"({key}) cannot store it twice", data={"may_have_written": True, "idempotency_key": key})
-    return error_cls(f"{what}; it may still have taken effect (check before repeating it)",
-                     data={"may_have_written": True})
+        return error_cls(
+            f"{what}; it may still have been stored: retrying with the same idempotency_key "
+            f"({key}) cannot store it twice",
+            data={"may_have_written": True, "idempotency_key": key},
+        )
+    return error_cls(
+        f"{what}; it may still have taken effect (check before repeating it)", data={"may_have_written": True}
+    )
 
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs start-up time
@@ -100,8 +119,14 @@ class Client:
     Usable as a context manager; reconnects lazily on the next call after `close`.
     """
 
-    def __init__(self, paths=None, *, socket_path: str | os.PathLike | None = None,
-                 timeout: float | None = DEFAULT_TIMEOUT, trace: Trace | None = None):
+    def __init__(
+        self,
+        paths=None,
+        *,
+        socket_path: str | os.PathLike | None = None,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        trace: Trace | None = None,
+    ):
         if socket_path is None:
             if paths is None:
                 raise TypeError("Client needs paths or socket_path")
@@ -135,18 +160,21 @@ class Client:
             raise _not_running(self.socket_path, "nothing listening on") from None
         except PermissionError:
             sock.close()
-            raise Unavailable(f"permission denied on the thrum socket {self.socket_path}; "
-                              "the daemon belongs to another user") from None
+            raise Unavailable(
+                f"permission denied on the thrum socket {self.socket_path}; the daemon belongs to another user"
+            ) from None
         except TimeoutError:
             sock.close()
-            raise Unavailable(f"thrum daemon did not accept a connection on {self.socket_path} "
-                              f"within {self.timeout:g}s") from None
+            raise Unavailable(
+                f"thrum daemon did not accept a connection on {self.socket_path} within {self.timeout:g}s"
+            ) from None
         except OSError as exc:
             sock.close()
             if exc.errno in (errno.ENOTSOCK, errno.ECONNREFUSED, errno.ENOENT):
                 raise _not_running(self.socket_path, "no daemon at") from None
-            raise Unavailable(f"cannot connect to the thrum daemon at {self.socket_path}: "
-                              f"{exc.strerror or exc}") from None
+            raise Unavailable(
+                f"cannot connect to the thrum daemon at {self.socket_path}: {exc.strerror or exc}"
+            ) from None
         self._sock = sock
         self._buf.clear()
         return self
@@ -209,16 +237,25 @@ class Client:
         except TimeoutError:
             self.close()
             limit = timeout if timeout is not None else self.timeout
-            raise _unanswered(method, params, f"thrum daemon did not answer {method} within {limit:g}s",
-                              Timeout) from None
+            raise _unanswered(
+                method, params, f"thrum daemon did not answer {method} within {limit:g}s", Timeout
+            ) from None
         except (BrokenPipeError, ConnectionResetError):
             self.close()
-            raise _unanswered(method, params, f"thrum daemon closed the connection during {method} "
-                              "(check `thrum daemon status`)", Unavailable) from None
+            raise _unanswered(
+                method,
+                params,
+                f"thrum daemon closed the connection during {method} (check `thrum daemon status`)",
+                Unavailable,
+            ) from None
         except OSError as exc:
             self.close()
-            raise _unanswered(method, params, f"lost the connection to the thrum daemon during {method}: "
-                              f"{exc.strerror or exc}", Unavailable) from None
+            raise _unanswered(
+                method,
+                params,
+                f"lost the connection to the thrum daemon during {method}: {exc.strerror or exc}",
+                Unavailable,
+            ) from None
         finally:
             if timeout is not None and self._sock is not None:
                 self._sock.settimeout(self.timeout)
@@ -263,7 +300,7 @@ class Client:
             nl = buf.find(b"\n")
             if nl >= 0:
                 line = bytes(buf[:nl])
-                del buf[:nl + 1]
+                del buf[: nl + 1]
                 if line.strip():
                     return line
                 continue
@@ -277,22 +314,3 @@ class Client:
 def _short(params: Any, limit: int = 200) -> str:
     text = json.dumps(params, ensure_ascii=False, default=str)
     return text if len(text) <= limit else text[:limit] + "…"
-
-
-# ---------------------------------------------------------------------- moved
-
-def connect(paths, **kwargs) -> Client:
-    """Moved to `thrum.lifecycle.connect` (starting the daemon is not the transport's job).
-
-    Shim for branches written before the move; the lead removes it once they are merged.
-    """
-    from .lifecycle import connect as lifecycle_connect
-
-    return lifecycle_connect(paths, **kwargs)
-
-
-def autostart_disabled(environ=None) -> bool:
-    """Moved to `thrum.lifecycle.autostart_disabled` (shim, like `connect`)."""
-    from .envflags import NO_AUTOSTART, flag
-
-    return flag(NO_AUTOSTART, environ)

@@ -60,8 +60,14 @@ def _not_running(path: str, why: str) -> Unavailable:
 class AsyncClient:
     """One open connection. Made by `open_client`, which runs its reader task."""
 
-    def __init__(self, stream: anyio.abc.ByteStream, *, on_notification: NotificationHandler | None = None,
-                 timeout: float | None = DEFAULT_TIMEOUT, label: str = "thrum daemon"):
+    def __init__(
+        self,
+        stream: anyio.abc.ByteStream,
+        *,
+        on_notification: NotificationHandler | None = None,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        label: str = "thrum daemon",
+    ):
         self._stream = stream
         self._on_notification = on_notification
         self.timeout = timeout
@@ -73,8 +79,13 @@ class AsyncClient:
         self.close_reason = ""
 
     # ``timeout`` bounds the daemon's answer, as in `thrum.client.Client.call` (same signature on purpose)
-    async def call(self, method: str, params: dict | None = None, *,
-                   timeout: float | None = None) -> Any:  # noqa: ASYNC109
+    async def call(
+        self,
+        method: str,
+        params: dict | None = None,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109
+    ) -> Any:
         """Send one request and return its ``result``.
 
         ``timeout`` (seconds) overrides the client's for this call (long polls);
@@ -86,8 +97,9 @@ class AsyncClient:
             Timeout: no answer in time.
         """
         if self.closed.is_set():
-            raise Unavailable(f"the connection to the {self.label} is closed ({self.close_reason}); "
-                              "check `thrum daemon status`")
+            raise Unavailable(
+                f"the connection to the {self.label} is closed ({self.close_reason}); check `thrum daemon status`"
+            )
         params = with_idempotency_key(method, params)  # a retry of a send or edit never writes twice
         self._next_id += 1
         req_id = self._next_id
@@ -106,8 +118,9 @@ class AsyncClient:
             raise Timeout(f"{self.label} did not answer {method} within {limit:g}s") from None
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             await self._lost("send failed")
-            raise Unavailable(f"lost the connection to the {self.label} during {method}; "
-                              "check `thrum daemon status`") from None
+            raise Unavailable(
+                f"lost the connection to the {self.label} during {method}; check `thrum daemon status`"
+            ) from None
         finally:
             self._pending.pop(req_id, None)
         if slot.error is not None:
@@ -134,8 +147,7 @@ class AsyncClient:
                     self._dispatch(line)
         except anyio.DelimiterNotFound:
             reason = f"an answer longer than {MAX_LINE} bytes"
-        except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, anyio.ClosedResourceError,
-                OSError):
+        except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             pass
         finally:
             with anyio.CancelScope(shield=True):
@@ -195,8 +207,9 @@ async def _connect_stream(socket_path: str) -> anyio.abc.ByteStream:
     except ConnectionRefusedError:
         raise _not_running(socket_path, "nothing listening on") from None
     except PermissionError:
-        raise Unavailable(f"permission denied on the thrum socket {socket_path}; "
-                          "the daemon belongs to another user") from None
+        raise Unavailable(
+            f"permission denied on the thrum socket {socket_path}; the daemon belongs to another user"
+        ) from None
     except OSError as exc:
         raise Unavailable(f"cannot connect to the thrum daemon at {socket_path}: {exc.strerror or exc}") from None
 
@@ -216,11 +229,15 @@ async def ensure_daemon(paths, *, quiet: bool = True) -> None:
 
 
 @asynccontextmanager
-async def open_client(paths=None, *, socket_path: str | os.PathLike | None = None,
-                      on_notification: NotificationHandler | None = None, autostart: bool = False,
-                      quiet: bool = True,
-                      timeout: float | None = DEFAULT_TIMEOUT,  # noqa: ASYNC109 (each call's default limit)
-                      ) -> AsyncIterator[AsyncClient]:
+async def open_client(
+    paths=None,
+    *,
+    socket_path: str | os.PathLike | None = None,
+    on_notification: NotificationHandler | None = None,
+    autostart: bool = False,
+    quiet: bool = True,
+    timeout: float | None = DEFAULT_TIMEOUT,  # noqa: ASYNC109 (each call's default limit)
+) -> AsyncIterator[AsyncClient]:
     """A connected `AsyncClient` whose reader runs until the block ends (then the connection closes).
 
     ``autostart``: start the daemon first when it is not running (needs ``paths``).
@@ -256,11 +273,16 @@ async def open_client(paths=None, *, socket_path: str | os.PathLike | None = Non
         raise error
 
 
-async def reconnecting(paths, session: Callable[[AsyncClient], Awaitable[None]], *,
-                       on_notification: NotificationHandler | None = None,
-                       kick: Callable[[], anyio.Event] | None = None,
-                       min_delay: float = 0.05, max_delay: float = 1.0,
-                       on_disconnect: Callable[[str], None] | None = None) -> None:
+async def reconnecting(
+    paths,
+    session: Callable[[AsyncClient], Awaitable[None]],
+    *,
+    on_notification: NotificationHandler | None = None,
+    kick: Callable[[], anyio.Event] | None = None,
+    min_delay: float = 0.05,
+    max_delay: float = 1.0,
+    on_disconnect: Callable[[str], None] | None = None,
+) -> None:
     """Keep a connection to the daemon for ever: connect, run ``session(client)``, repeat.
 
     ``session`` does the per-connection set-up (subscribe, heartbeat, ...) and

@@ -15,28 +15,34 @@ from . import envflags
 from .errors import ValidationError
 
 DEFAULTS = {
-    "sync_interval": 30.0,        # seconds between timer syncs when a remote exists
-    "sync_debounce": 2.0,         # seconds after a write before a sync
+    "sync_interval": 30.0,  # seconds between timer syncs when a remote exists
+    "sync_debounce": 2.0,  # seconds after a write before a sync
     "remote": "origin",
     "local_only": False,
     "ws_port": 9999,
     "ws_queue_size": 100,
-    "ui_port": 9998,              # preferred Web UI port (`thrum ui`); taken: any free port
+    "ui_port": 9998,  # preferred Web UI port (`thrum ui`); taken: any free port
     "max_body_bytes": 1024 * 1024,
     "ssh_key": None,
     "https_username": None,
     # client connections (thrum/daemon/limits.py): both transports together
-    "max_connections": 1000,              # fitted under the descriptor limit at start-up
-    "max_requests_in_flight": 32,         # per connection; reading pauses beyond it
+    "max_connections": 1000,  # fitted under the descriptor limit at start-up
+    "max_requests_in_flight": 32,  # per connection; reading pauses beyond it
     "max_buffered_bytes": 256 * 1024 * 1024,  # unfinished and unanswered requests, all clients
-    "idle_timeout": 600.0,                # s; a connection with nothing in flight and no subscription
-    "request_timeout": 30.0,              # s; to finish sending a request once it started
-    "send_timeout": 30.0,                 # s; for a client to read a reply or notification
-    "net_timeout": 60.0,                  # s; a git remote may stay silent before a sync gives up
+    "idle_timeout": 600.0,  # s; a connection with nothing in flight and no subscription
+    "request_timeout": 30.0,  # s; to finish sending a request once it started
+    "send_timeout": 30.0,  # s; for a client to read a reply or notification
+    "net_timeout": 60.0,  # s; a git remote may stay silent before a sync gives up
 }
 
-POSITIVE = ("max_connections", "max_requests_in_flight", "max_buffered_bytes", "idle_timeout",
-            "request_timeout", "send_timeout")
+POSITIVE = (
+    "max_connections",
+    "max_requests_in_flight",
+    "max_buffered_bytes",
+    "idle_timeout",
+    "request_timeout",
+    "send_timeout",
+)
 
 ENV = {
     "THRUM_SYNC_INTERVAL": ("sync_interval", float),
@@ -55,9 +61,17 @@ ENV = {
 # earlier (or by another shell) logs in with what the caller has: a token, an agent,
 # what git's credential helpers read. Sent over the owner-only socket, never stored.
 FORWARDED_ENV = (
-    "THRUM_GIT_TOKEN", "THRUM_GIT_USERNAME", "THRUM_SSH_KEY", "SSH_AUTH_SOCK",
-    "GH_TOKEN", "GITHUB_TOKEN", "GH_ENTERPRISE_TOKEN", "GITLAB_TOKEN",
-    "GIT_CONFIG_GLOBAL", "XDG_CONFIG_HOME", "DBUS_SESSION_BUS_ADDRESS",
+    "THRUM_GIT_TOKEN",
+    "THRUM_GIT_USERNAME",
+    "THRUM_SSH_KEY",
+    "SSH_AUTH_SOCK",
+    "GH_TOKEN",
+    "GITHUB_TOKEN",
+    "GH_ENTERPRISE_TOKEN",
+    "GITLAB_TOKEN",
+    "GIT_CONFIG_GLOBAL",
+    "XDG_CONFIG_HOME",
+    "DBUS_SESSION_BUS_ADDRESS",
 )
 
 
@@ -104,7 +118,7 @@ def load(path: Path | None, environ: dict | None = None) -> Config:
         if not _is_number(values[key]) or values[key] < 0:
             raise ValidationError(f"config {key} must be a non-negative number", field=key)
     for key in POSITIVE:
-        if not _is_number(values[key]) or not values[key] > 0 or values[key] > 2 ** 53:
+        if not _is_number(values[key]) or not values[key] > 0 or values[key] > 2**53:
             raise ValidationError(f"config {key} must be a positive number", field=key)
     if not isinstance(values["net_timeout"], (int, float)) or values["net_timeout"] <= 0:
         raise ValidationError("config net_timeout must be a positive number of seconds", field="net_timeout")

@@ -11,8 +11,8 @@ import os
 from typing import Mapping
 
 NO_AUTOSTART = "THRUM_NO_AUTOSTART"  # commands never start the daemon on their own
-LOCAL = "THRUM_LOCAL"                # local-only mode: sync commits but never fetches or pushes
-DEBUG = "THRUM_DEBUG"                # the CLI prints tracebacks and RPC traces
+LOCAL = "THRUM_LOCAL"  # local-only mode: sync commits but never fetches or pushes
+DEBUG = "THRUM_DEBUG"  # the CLI prints tracebacks and RPC traces
 
 OFF_VALUES = frozenset({"", "0", "false", "no", "off"})
 

@@ -108,8 +108,17 @@ class Unavailable(ThrumError):
 _BY_CODE = {
     cls.code: cls
     for cls in (
-        ValidationError, ParseError, InvalidRequest, MethodNotFound, NotFound,
-        Forbidden, Conflict, UnknownRecipient, IdentityError, SyncFailed, Timeout,
+        ValidationError,
+        ParseError,
+        InvalidRequest,
+        MethodNotFound,
+        NotFound,
+        Forbidden,
+        Conflict,
+        UnknownRecipient,
+        IdentityError,
+        SyncFailed,
+        Timeout,
         Unavailable,
     )
 }

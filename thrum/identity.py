@@ -53,8 +53,9 @@ class Identity:
 
     __slots__ = _FIELDS
 
-    def __init__(self, name: str, role: str, module: str = "", display: str = "", created_at: str = "",
-                 worktree: str = ""):
+    def __init__(
+        self, name: str, role: str, module: str = "", display: str = "", created_at: str = "", worktree: str = ""
+    ):
         for key, value in zip(_FIELDS, (name, role, module, display, created_at, worktree)):
             object.__setattr__(self, key, value)
 
@@ -82,6 +83,7 @@ class Identity:
 
 # --------------------------------------------------------------------------- validation
 
+
 def check_identity(name: str, role: str, module: str = "", display: str = "") -> None:
     """Validate the fields of a new identity.
 
@@ -90,20 +92,20 @@ def check_identity(name: str, role: str, module: str = "", display: str = "") ->
     """
     check_name(name)
     if not isinstance(role, str) or not NAME_RE.fullmatch(role):
-        raise ValidationError(
-            f"invalid role {role!r}: use lowercase letters, digits and _ (at most 64)", field="role")
+        raise ValidationError(f"invalid role {role!r}: use lowercase letters, digits and _ (at most 64)", field="role")
     if name == role:
         raise ValidationError(
             f"agent name and role are both {name!r}: they must differ (e.g. --name {name}_1 --role {role})",
-            field="name")
+            field="name",
+        )
     if len(module or "") > MAX_MODULE or any(c.isspace() for c in (module or "")):
-        raise ValidationError(f"invalid module {module!r}: no spaces, at most {MAX_MODULE} characters",
-                              field="module")
+        raise ValidationError(f"invalid module {module!r}: no spaces, at most {MAX_MODULE} characters", field="module")
     if len(display or "") > MAX_DISPLAY:
         raise ValidationError(f"display name longer than {MAX_DISPLAY} characters", field="display")
 
 
 # --------------------------------------------------------------------------- files
+
 
 def identity_path(identities_dir: Path, name: str) -> Path:
     return Path(identities_dir) / f"{check_name(name)}.json"
@@ -120,18 +122,24 @@ def load(path: Path) -> Identity:
     except FileNotFoundError:
         raise IdentityError(f"no identity file {path}") from None
     except (OSError, ValueError) as exc:
-        raise IdentityError(f"identity file {path} is unreadable ({exc}); "
-                            f"delete it and run `{QUICKSTART_HINT}` again") from None
+        raise IdentityError(
+            f"identity file {path} is unreadable ({exc}); delete it and run `{QUICKSTART_HINT}` again"
+        ) from None
     if not isinstance(data, dict) or not isinstance(data.get("name"), str) or not isinstance(data.get("role"), str):
-        raise IdentityError(f"identity file {path} has no name/role; "
-                            f"delete it and run `{QUICKSTART_HINT}` again")
+        raise IdentityError(f"identity file {path} has no name/role; delete it and run `{QUICKSTART_HINT}` again")
 
     def text(key: str) -> str:
         value = data.get(key)
         return value if isinstance(value, str) else ""
 
-    return Identity(name=data["name"], role=data["role"], module=text("module"),
-                    display=text("display"), created_at=text("created_at"), worktree=text("worktree"))
+    return Identity(
+        name=data["name"],
+        role=data["role"],
+        module=text("module"),
+        display=text("display"),
+        created_at=text("created_at"),
+        worktree=text("worktree"),
+    )
 
 
 def list_identities(identities_dir: Path) -> list[Identity]:
@@ -180,23 +188,25 @@ def now_rfc3339() -> str:
 
 # --------------------------------------------------------------------------- resolution
 
+
 def _names(idents: list[Identity]) -> str:
     return ", ".join(i.label for i in idents) if idents else "none"
 
 
 def _select(idents: list[Identity], role: str | None, module: str | None, source: str) -> Identity:
-    matches = [i for i in idents
-               if (not role or i.role == role) and (not module or i.module == module)]
+    matches = [i for i in idents if (not role or i.role == role) and (not module or i.module == module)]
     wanted = " ".join(x for x in (f"role={role}" if role else "", f"module={module}" if module else "") if x)
     if len(matches) == 1:
         return matches[0]
     if not matches:
         raise IdentityError(
             f"no agent identity with {wanted} (from {source}); known identities: {_names(idents)}; "
-            f"register one with `{QUICKSTART_HINT}`")
+            f"register one with `{QUICKSTART_HINT}`"
+        )
     raise IdentityError(
         f"{len(matches)} agent identities match {wanted} (from {source}): {_names(matches)}; "
-        f"choose one with THRUM_NAME=<name> or --name <name>")
+        f"choose one with THRUM_NAME=<name> or --name <name>"
+    )
 
 
 def _by_name(identities_dir: Path, name: str, source: str) -> Identity:
@@ -207,13 +217,20 @@ def _by_name(identities_dir: Path, name: str, source: str) -> Identity:
         known = list_identities(identities_dir)
         raise IdentityError(
             f"no identity file for {source} {name!r} ({path}); known identities: {_names(known)}; "
-            f"register it with `thrum quickstart --name {name} --role ROLE --module MODULE`")
+            f"register it with `thrum quickstart --name {name} --role ROLE --module MODULE`"
+        )
     return load(path)
 
 
-def resolve(identities_dir: Path, *, name: str | None = None, role: str | None = None,
-            module: str | None = None, env: Mapping[str, str] | None = None,
-            worktree: str | Path | None = None) -> Identity:
+def resolve(
+    identities_dir: Path,
+    *,
+    name: str | None = None,
+    role: str | None = None,
+    module: str | None = None,
+    env: Mapping[str, str] | None = None,
+    worktree: str | Path | None = None,
+) -> Identity:
     """Find the acting identity (rules in the module docstring).
 
     ``name``/``role``/``module`` are the CLI flags; ``env`` defaults to ``os.environ``;
@@ -230,8 +247,7 @@ def resolve(identities_dir: Path, *, name: str | None = None, role: str | None =
     if env_name:
         return _by_name(identities_dir, env_name, "THRUM_NAME")
     if env_role or env_module:
-        return _select(list_identities(identities_dir), env_role or None, env_module or None,
-                       "THRUM_ROLE/THRUM_MODULE")
+        return _select(list_identities(identities_dir), env_role or None, env_module or None, "THRUM_ROLE/THRUM_MODULE")
     if name:
         return _by_name(identities_dir, name, "--name")
     if role or module:
@@ -249,4 +265,5 @@ def resolve(identities_dir: Path, *, name: str | None = None, role: str | None =
             return local[0]
     raise IdentityError(
         f"{len(idents)} agent identities in this repository: {_names(idents)}; "
-        f"choose one with THRUM_NAME=<name> or --name <name>")
+        f"choose one with THRUM_NAME=<name> or --name <name>"
+    )

@@ -33,6 +33,7 @@ except ImportError:  # pragma: no cover
     def _loads(data: bytes | str) -> Any:
         return _stdjson.loads(data)
 
+
 _MISSING = object()
 
 
@@ -81,8 +82,10 @@ def _request(value: Any) -> Request | Invalid:
     if params is None:
         params = {}
     if not isinstance(params, dict):
-        return Invalid(answer_id, errors.ValidationError(
-            "invalid params: params must be an object (named parameters)", field="params"))
+        return Invalid(
+            answer_id,
+            errors.ValidationError("invalid params: params must be an object (named parameters)", field="params"),
+        )
     return Request(method=method, params=params, id=answer_id, is_notification=rid is _MISSING)
 
 

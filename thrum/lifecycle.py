@@ -37,6 +37,7 @@ START_TIMEOUT = 60.0
 
 # ---------------------------------------------------------------------------- init
 
+
 def init_repo(repo: str | os.PathLike | None = None, *, start_daemon: bool = True) -> ThrumPaths:
     """Create ``.thrum/`` and the ``a-sync`` branch + worktree; start the daemon. Idempotent.
 
@@ -93,6 +94,7 @@ def _exclude(common: Path) -> None:
 
 # ---------------------------------------------------------------------------- probing
 
+
 def is_running(paths: ThrumPaths) -> bool:
     """True while some process holds the daemon's flock."""
     try:
@@ -129,13 +131,20 @@ def _answers(paths: ThrumPaths) -> bool:
 
 # ---------------------------------------------------------------------------- connecting
 
+
 def autostart_disabled(environ: dict | None = None) -> bool:
     """The ``THRUM_NO_AUTOSTART`` flag is on."""
     return envflags.flag(envflags.NO_AUTOSTART, environ)
 
 
-def connect(paths: ThrumPaths, *, autostart: bool = True, quiet: bool = False,
-            timeout: float | None = DEFAULT_TIMEOUT, trace: Trace | None = None) -> Client:
+def connect(
+    paths: ThrumPaths,
+    *,
+    autostart: bool = True,
+    quiet: bool = False,
+    timeout: float | None = DEFAULT_TIMEOUT,
+    trace: Trace | None = None,
+) -> Client:
     """A connected `Client`, starting the daemon first when needed.
 
     Prints ``thrum: starting daemon…`` on stderr when it starts one (unless ``quiet``).
@@ -152,8 +161,9 @@ def connect(paths: ThrumPaths, *, autostart: bool = True, quiet: bool = False,
         if not autostart:
             raise
         if autostart_disabled():
-            raise errors.Unavailable("thrum daemon is not running and THRUM_NO_AUTOSTART=1 is set; "
-                                     "start it with `thrum daemon start`") from None
+            raise errors.Unavailable(
+                "thrum daemon is not running and THRUM_NO_AUTOSTART=1 is set; start it with `thrum daemon start`"
+            ) from None
         if not paths.initialized:
             raise errors.Unavailable(f"no thrum set-up in {paths.repo}; run `thrum init` first") from None
 
@@ -169,8 +179,7 @@ def connect(paths: ThrumPaths, *, autostart: bool = True, quiet: bool = False,
     return client.connect()
 
 
-def ensure_running(paths: ThrumPaths, *, autostart: bool = True,
-                   announce: Callable[[str], None] | None = None) -> None:
+def ensure_running(paths: ThrumPaths, *, autostart: bool = True, announce: Callable[[str], None] | None = None) -> None:
     """Make sure a daemon answers; start one unless autostart is off.
 
     Raises:
@@ -180,13 +189,15 @@ def ensure_running(paths: ThrumPaths, *, autostart: bool = True,
         return
     if not autostart or autostart_disabled():
         raise errors.Unavailable(
-            "thrum daemon is not running (autostart is off: THRUM_NO_AUTOSTART); start it with `thrum daemon start`")
+            "thrum daemon is not running (autostart is off: THRUM_NO_AUTOSTART); start it with `thrum daemon start`"
+        )
     if announce is not None:
         announce("thrum: daemon not running; starting it")
     start(paths)
 
 
 # ---------------------------------------------------------------------------- start, stop
+
 
 def start(paths: ThrumPaths, *, timeout: float = START_TIMEOUT) -> dict:
     """Start the daemon in the background and wait until it listens."""
@@ -202,8 +213,13 @@ def start(paths: ThrumPaths, *, timeout: float = START_TIMEOUT) -> dict:
     try:
         proc = subprocess.Popen(
             [sys.executable, "-m", "thrum.daemon", "--repo", str(paths.main_repo), "--ready-fd", str(w)],
-            pass_fds=(w,), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-            cwd=str(paths.main_repo), start_new_session=True, close_fds=True,
+            pass_fds=(w,),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            cwd=str(paths.main_repo),
+            start_new_session=True,
+            close_fds=True,
         )
     finally:
         os.close(w)
@@ -248,8 +264,9 @@ def _wait_until_listening(paths: ThrumPaths, timeout: float) -> None:
 
     threading.Thread(target=wait, daemon=True, name="thrum-wait-listening").start()
     if not got.wait(timeout):
-        raise errors.Unavailable(f"thrum daemon is starting but did not listen within {timeout:g}s; "
-                                 f"see {paths.log_file}")
+        raise errors.Unavailable(
+            f"thrum daemon is starting but did not listen within {timeout:g}s; see {paths.log_file}"
+        )
 
 
 def _read_line(fd: int, timeout: float) -> bytes:
@@ -333,8 +350,14 @@ def restart(paths: ThrumPaths) -> dict:
 
 def status(paths: ThrumPaths) -> dict:
     """Daemon status; works (``running: false``) when it is stopped."""
-    base = {"running": False, "pid": None, "uptime": None, "socket": str(paths.socket),
-            "repo": str(paths.main_repo), "initialized": paths.initialized}
+    base = {
+        "running": False,
+        "pid": None,
+        "uptime": None,
+        "socket": str(paths.socket),
+        "repo": str(paths.main_repo),
+        "initialized": paths.initialized,
+    }
     if not is_running(paths):
         return base
     try:

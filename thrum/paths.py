@@ -56,8 +56,8 @@ class ThrumPaths:
 
     __slots__ = ("repo", "thrum_dir")
 
-    repo: Path        # the checkout the user is in
-    thrum_dir: Path   # the .thrum directory in use (after following a redirect)
+    repo: Path  # the checkout the user is in
+    thrum_dir: Path  # the .thrum directory in use (after following a redirect)
 
     def __init__(self, repo: Path, thrum_dir: Path):
         object.__setattr__(self, "repo", repo)
@@ -189,7 +189,7 @@ def worktree_name(repo_root: os.PathLike | str) -> str:
         return MAIN_WORKTREE
     if not line.startswith("gitdir:"):
         return MAIN_WORKTREE
-    gitdir = Path(line[len("gitdir:"):].strip())
+    gitdir = Path(line[len("gitdir:") :].strip())
     if gitdir.parent.name == "worktrees" and gitdir.name:
         return gitdir.name
     return MAIN_WORKTREE  # a submodule's checkout: its own main worktree
@@ -203,7 +203,9 @@ def resolve(repo: os.PathLike | str | None = None) -> ThrumPaths:
     if redirect.is_file():
         target = Path(redirect.read_text().strip())
         if not target.is_absolute() or not target.is_dir():
-            raise ThrumError(f"{redirect} points to {target}, which is not a .thrum directory; "
-                             "run `thrum init` again in this worktree")
+            raise ThrumError(
+                f"{redirect} points to {target}, which is not a .thrum directory; "
+                "run `thrum init` again in this worktree"
+            )
         thrum_dir = target
     return ThrumPaths(repo=root, thrum_dir=thrum_dir)

@@ -71,8 +71,11 @@ class FakeDaemon:
                 method = req.get("method")
                 handler = self.handlers.get(method)
                 if handler is None:
-                    resp = {"jsonrpc": "2.0", "id": req["id"],
-                            "error": {"code": -32601, "message": f"unknown method {method}"}}
+                    resp = {
+                        "jsonrpc": "2.0",
+                        "id": req["id"],
+                        "error": {"code": -32601, "message": f"unknown method {method}"},
+                    }
                 else:
                     try:
                         resp = {"jsonrpc": "2.0", "id": req["id"], "result": handler(req.get("params") or {})}

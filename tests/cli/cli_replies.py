@@ -15,16 +15,28 @@ TS = "2026-02-03T15:00:00.000Z"
 
 def m(mid: str, author: str = "bob", read: bool = False, **kw: Any) -> dict:
     """One item of a message.list / message.sent page."""
-    return {"message_id": mid, "agent_id": author, "created_at": TS, "updated_at": "",
-            "body": {"format": "markdown", "content": f"body of {mid}", "structured": ""}, "deleted": False,
-            "is_read": read, **kw}
+    return {
+        "message_id": mid,
+        "agent_id": author,
+        "created_at": TS,
+        "updated_at": "",
+        "body": {"format": "markdown", "content": f"body of {mid}", "structured": ""},
+        "deleted": False,
+        "is_read": read,
+        **kw,
+    }
 
 
 def inbox_result(*messages: dict, total: int | None = None, unread: int | None = None) -> dict:
     """A message.list page."""
-    return {"messages": list(messages), "total": len(messages) if total is None else total,
-            "unread": sum(not msg.get("is_read") for msg in messages) if unread is None else unread,
-            "page": 1, "page_size": 10, "total_pages": 1}
+    return {
+        "messages": list(messages),
+        "total": len(messages) if total is None else total,
+        "unread": sum(not msg.get("is_read") for msg in messages) if unread is None else unread,
+        "page": 1,
+        "page_size": 10,
+        "total_pages": 1,
+    }
 
 
 def agent_registered(params: dict) -> dict:
@@ -44,10 +56,20 @@ def cleanup(params: dict) -> dict:
 
 SENT = {"message_id": "msg_01NEW", "thread_id": "", "created_at": TS, "session_id": "ses_1", "recipients": []}
 SENT_TO_ROLE = {**SENT, "recipients": [{"address": "@reviewer", "kind": "role"}]}
-MESSAGE = {"message": {"message_id": "msg_A", "author": {"agent_id": "bob", "session_id": "ses_1"},
-                       "body": {"format": "markdown", "content": "body of msg_A", "structured": ""},
-                       "created_at": TS, "updated_at": "", "deleted": False, "is_read": False,
-                       "scopes": [], "refs": [], "metadata": {"deleted_at": "", "delete_reason": ""}}}
+MESSAGE = {
+    "message": {
+        "message_id": "msg_A",
+        "author": {"agent_id": "bob", "session_id": "ses_1"},
+        "body": {"format": "markdown", "content": "body of msg_A", "structured": ""},
+        "created_at": TS,
+        "updated_at": "",
+        "deleted": False,
+        "is_read": False,
+        "scopes": [],
+        "refs": [],
+        "metadata": {"deleted_at": "", "delete_reason": ""},
+    }
+}
 EDITED = {"message_id": "msg_A", "version": 2, "updated_at": TS}
 DELETED = {"message_id": "msg_A", "deleted": True, "deleted_at": TS}
 SENT_PAGE = inbox_result({**m("msg_A", author="alice", read=True), "read_by": ["bob"]})

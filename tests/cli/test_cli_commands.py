@@ -8,10 +8,28 @@ import json
 import pytest
 
 from cli_helpers import write_identity
-from cli_replies import (DELETED, DONE, EDITED, GROUPS, MEMBERS, MEMBERS_EXPANDED, MESSAGE, NO_AGENTS,
-                         NO_SESSIONS, SENT, SENT_PAGE, SENT_TO_ROLE, SESSION_ENDED, SESSION_STARTED,
-                         agent_registered, cleanup, inbox_result, m)
+from cli_replies import (
+    DELETED,
+    DONE,
+    EDITED,
+    GROUPS,
+    MEMBERS,
+    MEMBERS_EXPANDED,
+    MESSAGE,
+    NO_AGENTS,
+    NO_SESSIONS,
+    SENT,
+    SENT_PAGE,
+    SENT_TO_ROLE,
+    SESSION_ENDED,
+    SESSION_STARTED,
+    agent_registered,
+    cleanup,
+    inbox_result,
+    m,
+)
 from thrum.errors import IdentityError, NotFound, UnknownRecipient
+
 
 def one_line(err: str) -> str:
     lines = err.splitlines()
@@ -22,6 +40,7 @@ def one_line(err: str) -> str:
 
 # --------------------------------------------------------------------------- global flags
 
+
 @pytest.mark.parametrize("args", [["--json", "inbox"], ["inbox", "--json"], ["--json", "inbox", "--json"]])
 def test_json_flag_before_or_after(alice, daemon, cli, args):
     daemon.on("message.list", inbox_result(m("msg_A")))
@@ -30,8 +49,10 @@ def test_json_flag_before_or_after(alice, daemon, cli, args):
     assert r.json()["messages"][0]["message_id"] == "msg_A"
 
 
-@pytest.mark.parametrize("args", [["--name", "bob", "send", "hi"], ["send", "hi", "--name", "bob"],
-                                  ["--repo", ".", "send", "--name", "bob", "hi"]])
+@pytest.mark.parametrize(
+    "args",
+    [["--name", "bob", "send", "hi"], ["send", "hi", "--name", "bob"], ["--repo", ".", "send", "--name", "bob", "hi"]],
+)
 def test_identity_flags_before_or_after(alice, daemon, cli, args):
     write_identity(alice, "bob", "reviewer")
     daemon.on("message.send", SENT)
@@ -57,19 +78,46 @@ def test_repo_flag_points_elsewhere(alice, daemon, cli, tmp_path, monkeypatch):
 
 # --------------------------------------------------------------------------- send
 
+
 def test_send_maps_every_flag(alice, daemon, cli):
     daemon.on("message.send", SENT_TO_ROLE)
-    r = cli("send", "Auth done", "--to", "@reviewer", "--to", "backend", "--mention", "@lead",
-            "--scope", "module:auth", "--ref", "issue:beads-42", "--ref", "url:https://x.y/z",
-            "--format", "plain", "--priority", "critical", "--structured", '{"passed": 45}')
+    r = cli(
+        "send",
+        "Auth done",
+        "--to",
+        "@reviewer",
+        "--to",
+        "backend",
+        "--mention",
+        "@lead",
+        "--scope",
+        "module:auth",
+        "--ref",
+        "issue:beads-42",
+        "--ref",
+        "url:https://x.y/z",
+        "--format",
+        "plain",
+        "--priority",
+        "critical",
+        "--structured",
+        '{"passed": 45}',
+    )
     assert r.code == 0, r.err
     assert r.out == "> Message sent: msg_01NEW\n  To: @reviewer (role)\n"
     p = daemon.calls("message.send")[0]
     assert p.pop("idempotency_key").startswith("k_")  # every send carries one (thrum.client)
-    assert p == {"caller": "alice", "content": "Auth done", "format": "plain", "priority": "critical",
-                 "structured": '{"passed": 45}', "to": ["reviewer", "backend"], "mentions": ["lead"],
-                 "scopes": [{"type": "module", "value": "auth"}],
-                 "refs": [{"type": "issue", "value": "beads-42"}, {"type": "url", "value": "https://x.y/z"}]}
+    assert p == {
+        "caller": "alice",
+        "content": "Auth done",
+        "format": "plain",
+        "priority": "critical",
+        "structured": '{"passed": 45}',
+        "to": ["reviewer", "backend"],
+        "mentions": ["lead"],
+        "scopes": [{"type": "module", "value": "auth"}],
+        "refs": [{"type": "issue", "value": "beads-42"}, {"type": "url", "value": "https://x.y/z"}],
+    }
 
 
 def test_send_json_prints_the_rpc_result(alice, daemon, cli):
@@ -97,24 +145,27 @@ def test_send_broadcast_warns_and_addresses_everyone(alice, daemon, cli):
     assert daemon.calls("message.send")[0]["to"] == ["everyone"]
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["send", "x", "--structured", "{nope"], "--structured is not valid JSON"),
-    (["send", "x", "--scope", "moduleauth"], "--scope expects type:value"),
-    (["send", "x", "--ref", ":v"], "--ref expects type:value"),
-    (["send", "x", "--format", "html"], "--format"),
-    (["send", "x", "--priority", "urgent"], "--priority"),
-    (["send"], "missing message"),
-    (["send", ""], "empty"),
-    (["send", "x", "--body-file", "y"], "not both"),
-    (["send", "x", "--to", "@"], "--to needs"),
-    (["message", "delete", "msg_A"], "--force"),
-    (["message", "read"], "--all"),
-    (["group", "add", "g"], "--role"),
-    (["group", "add", "g", "@a", "--role", "r"], "not both"),
-    (["inbox", "--page-size", "0"], "--page-size"),
-    (["nosuchcommand"], "No such command"),
-    (["quickstart", "--name", "x"], "--role ROLE"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["send", "x", "--structured", "{nope"], "--structured is not valid JSON"),
+        (["send", "x", "--scope", "moduleauth"], "--scope expects type:value"),
+        (["send", "x", "--ref", ":v"], "--ref expects type:value"),
+        (["send", "x", "--format", "html"], "--format"),
+        (["send", "x", "--priority", "urgent"], "--priority"),
+        (["send"], "missing message"),
+        (["send", ""], "empty"),
+        (["send", "x", "--body-file", "y"], "not both"),
+        (["send", "x", "--to", "@"], "--to needs"),
+        (["message", "delete", "msg_A"], "--force"),
+        (["message", "read"], "--all"),
+        (["group", "add", "g"], "--role"),
+        (["group", "add", "g", "@a", "--role", "r"], "not both"),
+        (["inbox", "--page-size", "0"], "--page-size"),
+        (["nosuchcommand"], "No such command"),
+        (["quickstart", "--name", "x"], "--role ROLE"),
+    ],
+)
 def test_usage_errors_exit_2_with_one_line_and_send_nothing(alice, daemon, cli, args, needle):
     r = cli(*args)
     assert r.code == 2, (r.out, r.err)
@@ -125,6 +176,7 @@ def test_usage_errors_exit_2_with_one_line_and_send_nothing(alice, daemon, cli, 
 def test_unknown_recipient_lists_close_matches(alice, daemon, cli):
     def fail(_p):
         raise UnknownRecipient("unknown recipient @revewer", data={"close_matches": ["reviewer", "reviewers"]})
+
     daemon.on("message.send", fail)
     r = cli("send", "x", "--to", "@revewer")
     assert r.code == 1
@@ -189,11 +241,16 @@ def test_unknown_caller_is_registered_from_its_file_then_retried(alice, daemon, 
     daemon.on("agent.register", register)
     assert cli("send", "hi").code == 0
     assert daemon.methods == ["message.send", "agent.register", "message.send"]
-    assert daemon.calls("agent.register")[0] == {"name": "alice", "role": "implementer", "module": "auth",
-                                                 "worktree": "main"}
+    assert daemon.calls("agent.register")[0] == {
+        "name": "alice",
+        "role": "implementer",
+        "module": "auth",
+        "worktree": "main",
+    }
 
 
 # --------------------------------------------------------------------------- reply, inbox
+
 
 def test_reply_output_and_marks_parent_read(alice, daemon, cli):
     daemon.on("message.send", SENT)
@@ -214,8 +271,14 @@ def test_inbox_default_params_render_and_auto_mark_read(alice, daemon, cli):
     daemon.on("message.list", inbox_result(m("msg_A"), m("msg_B", read=True)))
     r = cli("inbox")
     assert r.code == 0
-    assert daemon.calls("message.list")[0] == {"caller": "alice", "exclude_own": True, "page_size": 10, "page": 1,
-                                               "sort_by": "created_at", "sort_order": "desc"}
+    assert daemon.calls("message.list")[0] == {
+        "caller": "alice",
+        "exclude_own": True,
+        "page_size": 10,
+        "page": 1,
+        "sort_by": "created_at",
+        "sort_order": "desc",
+    }
     assert "│ ● msg_A  @bob" in r.out
     assert "│ ○ msg_B  @bob" in r.out
     assert r.out.splitlines()[-1] == "Showing 1-2 of 2 messages (1 unread)"
@@ -234,6 +297,7 @@ def test_inbox_filters_and_empty_state(alice, daemon, cli):
         if "scope" in p:
             return inbox_result()
         return inbox_result(total=15)
+
     daemon.on("message.list", listing)
     r = cli("inbox", "--scope", "module:auth", "--mentions", "--page-size", "5", "--page", "2")
     assert r.code == 0
@@ -241,8 +305,10 @@ def test_inbox_filters_and_empty_state(alice, daemon, cli):
     assert p["scope"] == {"type": "module", "value": "auth"}
     assert p["mentions"] is True
     assert (p["page_size"], p["page"]) == (5, 2)
-    assert r.out == ("No messages matching filter --scope module:auth --mentions\n"
-                     "Showing 0 of 15 total messages (filter: scope=module:auth, mentions)\n")
+    assert r.out == (
+        "No messages matching filter --scope module:auth --mentions\n"
+        "Showing 0 of 15 total messages (filter: scope=module:auth, mentions)\n"
+    )
 
 
 def test_inbox_empty(alice, daemon, cli):
@@ -251,6 +317,7 @@ def test_inbox_empty(alice, daemon, cli):
 
 
 # --------------------------------------------------------------------------- message subcommands
+
 
 def test_message_get_marks_read(alice, daemon, cli):
     daemon.on("message.get", MESSAGE)
@@ -284,21 +351,26 @@ def test_sent(alice, daemon, cli):
 
 # --------------------------------------------------------------------------- groups, agents, sessions
 
+
 def test_group_commands_map_to_rpc(alice, daemon, cli):
     for method in ("group.create", "group.delete", "group.member.add", "group.member.remove"):
         daemon.on(method, DONE)
-    assert cli("group", "create", "reviewers", "--description", "Code review team").out == \
-        "> Group created: @reviewers\n"
+    assert (
+        cli("group", "create", "reviewers", "--description", "Code review team").out == "> Group created: @reviewers\n"
+    )
     assert cli("group", "add", "@reviewers", "@bob").out == "> Added @bob to @reviewers\n"
     assert cli("group", "add", "reviewers", "--role", "reviewer").out == "> Added role reviewer to @reviewers\n"
-    assert cli("group", "remove", "reviewers", "--role", "reviewer").out == \
-        "> Removed role reviewer from @reviewers\n"
+    assert cli("group", "remove", "reviewers", "--role", "reviewer").out == "> Removed role reviewer from @reviewers\n"
     assert cli("group", "delete", "reviewers").out == "> Group deleted: @reviewers\n"
-    assert daemon.calls("group.create")[0] == {"caller": "alice", "name": "reviewers",
-                                               "description": "Code review team"}
+    assert daemon.calls("group.create")[0] == {
+        "caller": "alice",
+        "name": "reviewers",
+        "description": "Code review team",
+    }
     assert daemon.calls("group.member.add") == [
         {"caller": "alice", "group": "reviewers", "member": "bob", "member_type": "agent"},
-        {"caller": "alice", "group": "reviewers", "member": "reviewer", "member_type": "role"}]
+        {"caller": "alice", "group": "reviewers", "member": "reviewer", "member_type": "role"},
+    ]
 
 
 def test_group_list_info_members(alice, daemon, cli):
@@ -314,8 +386,10 @@ def test_quickstart_writes_identity_registers_and_starts_session(repo, daemon, c
     daemon.on("session.start", SESSION_STARTED)
     r = cli("quickstart", "--name", "alice", "--role", "implementer", "--module", "auth", "--display", "Alice")
     assert r.code == 0, r.err
-    assert r.out.startswith("> Agent registered: @alice (role: implementer, module: auth)\n"
-                            "  Identity: .thrum/identities/alice.json\n  Session:  ses_1\n")
+    assert r.out.startswith(
+        "> Agent registered: @alice (role: implementer, module: auth)\n"
+        "  Identity: .thrum/identities/alice.json\n  Session:  ses_1\n"
+    )
     data = json.loads((repo / ".thrum/identities/alice.json").read_text())
     assert (data["name"], data["role"], data["module"], data["display"]) == ("alice", "implementer", "auth", "Alice")
     assert daemon.calls("agent.register")[0]["name"] == "alice"
@@ -365,6 +439,7 @@ def test_session_commands(alice, daemon, cli):
 def test_help_for_every_command(cli):
     from thrum.cli.main import COMMANDS, cli as group
     import click
+
     ctx = click.Context(group)
     for name in COMMANDS:
         cmd = group.get_command(ctx, name)

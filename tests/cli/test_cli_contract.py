@@ -13,9 +13,27 @@ import json
 
 import pytest
 
-from cli_replies import (DELETED, DONE, EDITED, GROUPS, MEMBERS, MEMBERS_EXPANDED, MESSAGE, NO_AGENTS, NO_SESSIONS,
-                         SENT, SENT_PAGE, SENT_TO_ROLE, SESSION_ENDED, SESSION_STARTED, agent_registered, cleanup,
-                         inbox_result, m, marked)
+from cli_replies import (
+    DELETED,
+    DONE,
+    EDITED,
+    GROUPS,
+    MEMBERS,
+    MEMBERS_EXPANDED,
+    MESSAGE,
+    NO_AGENTS,
+    NO_SESSIONS,
+    SENT,
+    SENT_PAGE,
+    SENT_TO_ROLE,
+    SESSION_ENDED,
+    SESSION_STARTED,
+    agent_registered,
+    cleanup,
+    inbox_result,
+    m,
+    marked,
+)
 from fixtures.repos.builders import make_repo
 from thrum import lifecycle
 
@@ -49,8 +67,10 @@ def differences(fake: object, real: object, path: str = "reply") -> list[str]:
 
 def test_differences_sees_invented_fields_and_other_types():
     assert differences({"a": 1, "b": [{"c": "x"}]}, {"a": 2, "b": [{"c": "y", "d": 1}], "e": 0}) == []
-    assert differences({"a": "1", "z": 0}, {"a": 1}) == ["reply.a: fake has string, daemon sends number",
-                                                        "reply.z: not in the daemon's reply (it has a)"]
+    assert differences({"a": "1", "z": 0}, {"a": 1}) == [
+        "reply.a: fake has string, daemon sends number",
+        "reply.z: not in the daemon's reply (it has a)",
+    ]
     assert differences({"l": [{"k": 1}]}, {"l": [{}]}) == ["reply.l[0].k: not in the daemon's reply (it has )"]
 
 
@@ -108,11 +128,20 @@ def test_messages(real):
 def test_groups(real):
     real("agent.register", {"name": "carol", "role": "implementer", "module": ""})
     _same_shape(DONE, real("group.create", {"caller": "carol", "name": "builders", "description": "x"}))
-    _same_shape(DONE, real("group.member.add", {"caller": "carol", "group": "builders", "member": "implementer",
-                                                "member_type": "role"}))
+    _same_shape(
+        DONE,
+        real(
+            "group.member.add", {"caller": "carol", "group": "builders", "member": "implementer", "member_type": "role"}
+        ),
+    )
     _same_shape(GROUPS, real("group.list", {}))
     _same_shape(MEMBERS, real("group.members", {"name": "builders"}))
     _same_shape(MEMBERS_EXPANDED, real("group.members", {"name": "builders", "expand": True}))
-    _same_shape(DONE, real("group.member.remove", {"caller": "carol", "group": "builders", "member": "implementer",
-                                                   "member_type": "role"}))
+    _same_shape(
+        DONE,
+        real(
+            "group.member.remove",
+            {"caller": "carol", "group": "builders", "member": "implementer", "member_type": "role"},
+        ),
+    )
     _same_shape(DONE, real("group.delete", {"caller": "carol", "name": "builders"}))

@@ -14,11 +14,26 @@ from cli_helpers import write_identity
 
 
 def _page(n_messages: int, *, page: int, page_size: int, total: int) -> dict:
-    messages = [{"message_id": f"msg_{page}_{i}", "agent_id": "bob", "created_at": "2026-02-03T15:00:00Z",
-                 "updated_at": "", "body": {"format": "markdown", "content": "x", "structured": ""},
-                 "deleted": False, "is_read": False} for i in range(n_messages)]
-    return {"messages": messages, "total": total, "unread": total, "page": page, "page_size": page_size,
-            "total_pages": -(-total // page_size)}
+    messages = [
+        {
+            "message_id": f"msg_{page}_{i}",
+            "agent_id": "bob",
+            "created_at": "2026-02-03T15:00:00Z",
+            "updated_at": "",
+            "body": {"format": "markdown", "content": "x", "structured": ""},
+            "deleted": False,
+            "is_read": False,
+        }
+        for i in range(n_messages)
+    ]
+    return {
+        "messages": messages,
+        "total": total,
+        "unread": total,
+        "page": page,
+        "page_size": page_size,
+        "total_pages": -(-total // page_size),
+    }
 
 
 def test_next_page_hint_repeats_the_filters_in_use(alice, daemon, cli):
@@ -48,8 +63,12 @@ def test_json_errors_are_one_json_object_on_stdout(alice, daemon, cli):
     assert r.code == 1 and r.err == ""
     assert json.loads(r.out) == {"error": {"code": -32001, "message": "message msg_X not found", "data": {}}}
 
-    daemon.on("message.send", lambda p: (_ for _ in ()).throw(
-        UnknownRecipient("unknown recipient 'revewer'", data={"address": "revewer", "close_matches": ["@reviewer"]})))
+    daemon.on(
+        "message.send",
+        lambda p: (_ for _ in ()).throw(
+            UnknownRecipient("unknown recipient 'revewer'", data={"address": "revewer", "close_matches": ["@reviewer"]})
+        ),
+    )
     r = cli("--json", "send", "hi", "--to", "@revewer")
     assert r.code == 1 and r.err == ""
     err = json.loads(r.out)["error"]
@@ -69,12 +88,15 @@ def test_json_error_without_a_daemon(alice, cli):
     assert json.loads(r.out)["error"]["code"] == -32008  # Unavailable
 
 
-@pytest.mark.parametrize("args, suggestion", [
-    (["inbx"], "'inbox'"),
-    (["mesage", "get", "x"], "'message'"),
-    (["message", "gett", "x"], "'get'"),
-    (["daemon", "stauts"], "'status'"),
-])
+@pytest.mark.parametrize(
+    "args, suggestion",
+    [
+        (["inbx"], "'inbox'"),
+        (["mesage", "get", "x"], "'message'"),
+        (["message", "gett", "x"], "'get'"),
+        (["daemon", "stauts"], "'status'"),
+    ],
+)
 def test_a_mistyped_command_suggests_the_closest(cli, repo, args, suggestion):
     r = cli(*args)
     assert r.code == 2
@@ -90,9 +112,17 @@ def test_daemon_status_exits_3_when_not_running(alice, cli):
 
 
 def test_reply_passes_explicit_addresses_and_prints_the_full_parent_id(alice, daemon, cli):
-    daemon.on("message.send", {"message_id": "msg_01NEW", "thread_id": "thr_1", "created_at": "x",
-                               "session_id": "ses_1", "reply_to": "msg_01PARENTFULL",
-                               "recipients": [{"address": "@bob", "kind": "agent"}]})
+    daemon.on(
+        "message.send",
+        {
+            "message_id": "msg_01NEW",
+            "thread_id": "thr_1",
+            "created_at": "x",
+            "session_id": "ses_1",
+            "reply_to": "msg_01PARENTFULL",
+            "recipients": [{"address": "@bob", "kind": "agent"}],
+        },
+    )
     r = cli("reply", "msg_01PAR", "ok", "--to", "@carol", "--mention", "reviewer")
     assert r.code == 0
     sent = daemon.calls("message.send")[0]

@@ -30,8 +30,10 @@ class RawClient:
 
     def request(self, method: str, params: dict | None = None) -> dict:
         self.next_id += 1
-        self.send_raw(json.dumps({"jsonrpc": "2.0", "id": self.next_id, "method": method,
-                                  "params": params or {}}).encode() + b"\n")
+        self.send_raw(
+            json.dumps({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params or {}}).encode()
+            + b"\n"
+        )
         while True:
             reply = self.read()
             if reply.get("id") == self.next_id:

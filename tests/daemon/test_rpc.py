@@ -19,12 +19,15 @@ def test_socket_is_private(daemon):
 def test_malformed_input_gets_standard_errors_and_the_connection_survives(client):
     client.send_raw(b"{not json\n")
     assert client.read()["error"]["code"] == errors.PARSE_ERROR
-    client.send_raw(b'[1, 2]\n')
+    client.send_raw(b"[1, 2]\n")
     batch = client.read()
     assert [r["error"]["code"] for r in batch] == [errors.INVALID_REQUEST] * 2
     client.send_raw(b'{"jsonrpc": "1.0", "id": 7, "method": "health"}\n')
-    assert client.read() == {"jsonrpc": "2.0", "id": 7, "error": {
-        "code": errors.INVALID_REQUEST, "message": 'invalid request: "jsonrpc" must be "2.0"'}}
+    assert client.read() == {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "error": {"code": errors.INVALID_REQUEST, "message": 'invalid request: "jsonrpc" must be "2.0"'},
+    }
     assert client.request("no.such.method")["error"]["code"] == errors.METHOD_NOT_FOUND
     reply = client.request("agent.register", {"name": "Bad Name!", "role": "x"})
     assert reply["error"]["code"] == errors.INVALID_PARAMS
@@ -39,9 +42,16 @@ def test_malformed_input_gets_standard_errors_and_the_connection_survives(client
 def test_send_list_get_edit_delete_round_trip(client):
     register(client, "alice", "implementer")
     register(client, "bob", "reviewer")
-    sent = client.call("message.send", {"caller": "alice", "content": "auth done", "to": ["@reviewer"],
-                                        "scopes": [{"type": "module", "value": "auth"}],
-                                        "refs": [{"type": "issue", "value": "beads-42"}]})
+    sent = client.call(
+        "message.send",
+        {
+            "caller": "alice",
+            "content": "auth done",
+            "to": ["@reviewer"],
+            "scopes": [{"type": "module", "value": "auth"}],
+            "refs": [{"type": "issue", "value": "beads-42"}],
+        },
+    )
     mid = sent["message_id"]
     assert mid.startswith("msg_")
     assert sent["thread_id"].startswith("thr_")
@@ -129,8 +139,9 @@ def test_groups_resolve_at_read_time(client):
     register(client, "alice", "implementer")
     register(client, "bob", "reviewer")
     client.call("group.create", {"caller": "alice", "name": "backend", "description": "Backend"})
-    client.call("group.member.add", {"caller": "alice", "group": "backend", "member": "reviewer",
-                                     "member_type": "role"})
+    client.call(
+        "group.member.add", {"caller": "alice", "group": "backend", "member": "reviewer", "member_type": "role"}
+    )
     sent = client.call("message.send", {"caller": "alice", "content": "review please", "to": ["@backend"]})
     register(client, "carol", "reviewer")  # joins the role after the message was sent
     inbox = client.call("message.list", {"caller": "carol", "mentions": True})

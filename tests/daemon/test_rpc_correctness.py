@@ -22,6 +22,7 @@ def _ids(listing: dict) -> list[str]:
 
 # --------------------------------------------------------------------------- caller resolution
 
+
 def test_omitted_caller_is_the_repositorys_single_identity(daemon, client):
     register(client, "alice", "implementer")
     register(client, "bob", "reviewer")
@@ -46,6 +47,7 @@ def test_omitted_caller_without_a_single_identity_names_the_param(daemon, client
 
 
 # --------------------------------------------------------------------------- replies
+
 
 def test_a_reply_mentions_the_parents_author_and_keeps_explicit_addresses(client):
     register(client, "alice", "implementer")
@@ -73,6 +75,7 @@ def test_replying_to_a_deleted_message_is_refused(client):
 
 # --------------------------------------------------------------------------- names
 
+
 def test_names_that_would_shadow_other_addresses_are_refused(client):
     register(client, "bob", "reviewer")
     client.call("group.create", {"caller": "bob", "name": "backend"})
@@ -94,6 +97,7 @@ def test_names_that_would_shadow_other_addresses_are_refused(client):
 
 # --------------------------------------------------------------------------- sessions
 
+
 def test_an_agent_writes_only_under_its_own_active_session(client):
     register(client, "alice", "implementer")
     register(client, "bob", "reviewer")
@@ -113,6 +117,7 @@ def test_an_agent_writes_only_under_its_own_active_session(client):
 
 # --------------------------------------------------------------------------- worktree
 
+
 def test_worktree_is_a_name_never_a_local_path(client):
     err = _error(client, "agent.register", {"name": "alice", "role": "implementer", "worktree": "/home/alice/app"})
     assert err["code"] == errors.INVALID_PARAMS and err["data"]["field"] == "worktree"
@@ -122,11 +127,15 @@ def test_worktree_is_a_name_never_a_local_path(client):
 
 # --------------------------------------------------------------------------- content
 
-@pytest.mark.parametrize("params, needle", [
-    ({"content": ""}, "content is empty"),
-    ({"content": "  \n"}, "content is empty"),
-    ({"content": "not json", "format": "json"}, "not valid JSON"),
-])
+
+@pytest.mark.parametrize(
+    "params, needle",
+    [
+        ({"content": ""}, "content is empty"),
+        ({"content": "  \n"}, "content is empty"),
+        ({"content": "not json", "format": "json"}, "not valid JSON"),
+    ],
+)
 def test_bad_content_is_refused_over_rpc(client, params, needle):
     register(client, "alice", "implementer")
     err = _error(client, "message.send", {"caller": "alice", **params})
@@ -146,6 +155,7 @@ def test_json_content_and_structured_only_messages_are_accepted(client):
 
 # --------------------------------------------------------------------------- receipts
 
+
 def test_marked_count_counts_only_messages_that_changed_state(client):
     register(client, "alice", "implementer")
     register(client, "bob", "reviewer")
@@ -159,6 +169,7 @@ def test_marked_count_counts_only_messages_that_changed_state(client):
 
 
 # --------------------------------------------------------------------------- id prefixes
+
 
 def test_unique_id_prefixes_work_wherever_an_id_is_taken(client):
     register(client, "alice", "implementer")
@@ -193,6 +204,7 @@ def test_an_ambiguous_prefix_lists_the_candidates(client):
 
 # --------------------------------------------------------------------------- last seen
 
+
 def test_every_action_updates_last_seen_and_it_survives_a_restart(daemon, client):
     register(client, "alice", "implementer")
     register(client, "bob", "reviewer")
@@ -213,17 +225,19 @@ def test_every_action_updates_last_seen_and_it_survives_a_restart(daemon, client
 
 # --------------------------------------------------------------------------- own messages
 
+
 def test_ones_own_messages_are_never_unread_to_oneself(client):
     register(client, "alice", "implementer")
     register(client, "bob", "reviewer")
-    mine = [client.call("message.send", {"caller": "alice", "content": f"deploy {i}", "to": ["@everyone"]})
-            ["message_id"] for i in range(2)]
+    mine = [
+        client.call("message.send", {"caller": "alice", "content": f"deploy {i}", "to": ["@everyone"]})["message_id"]
+        for i in range(2)
+    ]
     theirs = client.call("message.send", {"caller": "bob", "content": "thanks", "to": ["@everyone"]})["message_id"]
 
     listed = client.call("message.list", {"caller": "alice"})
     assert listed["total"] == 3 and listed["unread"] == 1
-    assert {m["message_id"]: m["is_read"] for m in listed["messages"]} == {
-        mine[0]: True, mine[1]: True, theirs: False}
+    assert {m["message_id"]: m["is_read"] for m in listed["messages"]} == {mine[0]: True, mine[1]: True, theirs: False}
     # the MCP server's check_messages: explicit role and reader
     explicit = client.call("message.list", {"mention_role": "implementer", "unread_for_agent": "alice"})
     assert _ids(explicit) == [theirs] and explicit["unread"] == 1
@@ -243,11 +257,15 @@ def test_ones_own_messages_are_never_unread_to_oneself(client):
 def test_message_get_keeps_scopes_and_refs_in_the_order_given(client):
     register(client, "alice", "implementer")
     register(client, "bob", "reviewer")
-    scopes = [{"type": "repo", "value": "github.com/user/repo"}, {"type": "file", "value": "src/auth.go"},
-              {"type": "feature", "value": "user-authentication"}]
+    scopes = [
+        {"type": "repo", "value": "github.com/user/repo"},
+        {"type": "file", "value": "src/auth.go"},
+        {"type": "feature", "value": "user-authentication"},
+    ]
     refs = [{"type": "ticket", "value": "JIRA-456"}, {"type": "commit", "value": "abc123"}]
-    mid = client.call("message.send", {"caller": "alice", "content": "fixed", "scopes": scopes, "refs": refs,
-                                       "to": ["@bob"]})["message_id"]
+    mid = client.call(
+        "message.send", {"caller": "alice", "content": "fixed", "scopes": scopes, "refs": refs, "to": ["@bob"]}
+    )["message_id"]
     got = client.call("message.get", {"message_id": mid})["message"]
     assert got["scopes"] == scopes
     assert got["refs"] == refs + [{"type": "mention", "value": "bob"}]

@@ -12,10 +12,12 @@ def _d(e):
 
 def test_receipts_and_edits_do_not_schedule_a_sync():
     mid = "msg_01M8AE0000000000000000000M"
-    quiet = [_d(ev.MessageRead(agent_id="bob", message_ids=(mid,))),
-             _d(ev.MessageUnread(agent_id="bob", message_ids=(mid,))),
-             _d(ev.MessageArchive(agent_id="bob", message_ids=(mid,))),
-             _d(ev.MessageEdit(agent_id="alice", message_id=mid, body=ev.Body("v2")))]
+    quiet = [
+        _d(ev.MessageRead(agent_id="bob", message_ids=(mid,))),
+        _d(ev.MessageUnread(agent_id="bob", message_ids=(mid,))),
+        _d(ev.MessageArchive(agent_id="bob", message_ids=(mid,))),
+        _d(ev.MessageEdit(agent_id="alice", message_id=mid, body=ev.Body("v2"))),
+    ]
     assert not triggers_sync(quiet)
 
 

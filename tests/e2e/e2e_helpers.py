@@ -46,14 +46,29 @@ class Repo:
         self.path = Path(path)
         self.initialised = False
 
-    def run(self, *args: str, agent: str | None = None, stdin: str | None = None, env: dict | None = None,
-            cwd: Path | None = None, check: bool = False, timeout: float = TIMEOUT) -> Result:
+    def run(
+        self,
+        *args: str,
+        agent: str | None = None,
+        stdin: str | None = None,
+        env: dict | None = None,
+        cwd: Path | None = None,
+        check: bool = False,
+        timeout: float = TIMEOUT,
+    ) -> Result:
         assert THRUM, "the thrum executable is not on PATH (source scripts/_venv.sh)"
         e = base_env(**(env or {}))
         if agent:
             e["THRUM_NAME"] = agent
-        proc = subprocess.run([THRUM, *args], cwd=str(cwd or self.path), env=e, input=stdin,
-                              capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(
+            [THRUM, *args],
+            cwd=str(cwd or self.path),
+            env=e,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         res = Result(proc.returncode, proc.stdout, proc.stderr)
         if check:
             assert res.code == 0, f"thrum {' '.join(args)} -> {res.code}\nstdout: {res.out}\nstderr: {res.err}"
@@ -80,5 +95,6 @@ class Repo:
 
     def stop(self) -> None:
         if (self.path / ".thrum").exists():
-            subprocess.run([THRUM, "daemon", "stop"], cwd=str(self.path), env=base_env(),
-                           capture_output=True, timeout=TIMEOUT)
+            subprocess.run(
+                [THRUM, "daemon", "stop"], cwd=str(self.path), env=base_env(), capture_output=True, timeout=TIMEOUT
+            )

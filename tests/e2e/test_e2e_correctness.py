@@ -24,9 +24,14 @@ def repo(repo_factory):
 
 def test_a_reply_reaches_the_author_in_inbox_mentions_and_wakes_wait(repo):
     repo.agent("ann", "asker")  # nobody else mentions her
-    waiter = subprocess.Popen([THRUM, "wait", "--mentions", "--timeout", "30", "--json"],
-                              cwd=repo.path, env=base_env(THRUM_NAME="ann"), stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
+    waiter = subprocess.Popen(
+        [THRUM, "wait", "--mentions", "--timeout", "30", "--json"],
+        cwd=repo.path,
+        env=base_env(THRUM_NAME="ann"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         ask = repo.send("ann", "Please review PR #42", "--to", "@reviewer")
         answer = repo.ok("reply", ask, "Looks good", "--json", agent="bob").json()
@@ -88,8 +93,10 @@ def test_agent_list_shows_when_each_agent_was_last_seen(repo):
 
 
 def test_names_that_would_shadow_an_address_are_refused(repo):
-    for args, needle in ((["--name", "everyone", "--role", "helper"], "built-in group"),
-                         (["--name", "reviewer", "--role", "helper"], "already a role")):
+    for args, needle in (
+        (["--name", "everyone", "--role", "helper"], "built-in group"),
+        (["--name", "reviewer", "--role", "helper"], "already a role"),
+    ):
         r = repo.run("quickstart", *args)
         assert r.code == 1 and needle in r.err_line
     assert not (repo.path / ".thrum" / "identities" / "everyone.json").exists()

@@ -13,8 +13,17 @@ import pytest
 
 @pytest.fixture(scope="module")
 def repo(shared):
-    for name, role in (("dora", "lead"), ("ed", "worker"), ("fay", "worker"), ("gus", "lead"), ("hal", "worker"),
-                       ("ivy", "lead"), ("jon", "worker"), ("kim", "lead"), ("lou", "worker")):
+    for name, role in (
+        ("dora", "lead"),
+        ("ed", "worker"),
+        ("fay", "worker"),
+        ("gus", "lead"),
+        ("hal", "worker"),
+        ("ivy", "lead"),
+        ("jon", "worker"),
+        ("kim", "lead"),
+        ("lou", "worker"),
+    ):
         shared.agent(name, role)
     return shared
 
@@ -24,8 +33,10 @@ def count(repo, agent: str, *flags: str) -> dict:
 
 
 def inbox_ids(repo, agent: str, *flags: str) -> list[str]:
-    return [m["message_id"] for m in repo.ok("inbox", "--json", "--page-size", "100", *flags,
-                                              agent=agent).json()["messages"]]
+    return [
+        m["message_id"]
+        for m in repo.ok("inbox", "--json", "--page-size", "100", *flags, agent=agent).json()["messages"]
+    ]
 
 
 def test_archive_takes_messages_out_of_the_inbox_and_keeps_them_reachable(repo):
@@ -100,8 +111,16 @@ def test_thread_show_and_list(repo):
     assert newest["unread_count"] == 1 and newest["message_count"] == 1
     assert other in repo.ok("thread", "show", newest["thread_id"], "--json", "--peek", agent="kim").out
     table = repo.ok("thread", "list", agent="kim").out
-    assert table.splitlines()[0].split() == ["THREAD", "MESSAGES", "UNREAD", "LAST", "ACTIVITY", "LAST", "FROM",
-                                             "SUBJECT"]
+    assert table.splitlines()[0].split() == [
+        "THREAD",
+        "MESSAGES",
+        "UNREAD",
+        "LAST",
+        "ACTIVITY",
+        "LAST",
+        "FROM",
+        "SUBJECT",
+    ]
     assert thread_id in table and "Release" in table
     unknown = repo.run("thread", "show", "thr_01JD5QA0B1C2D3E4F5G6H7J8K9", agent="kim")
     assert unknown.code == 1 and unknown.err_line.startswith("thrum: no thread")

@@ -68,8 +68,10 @@ def test_unread_filter_does_not_mark_and_plain_inbox_does(repo):
         assert f"● {mid}" in out
     repo.ok("inbox", "--scope", "t:unread", agent="carol")
     out = repo.ok("inbox", "--unread", "--scope", "t:unread", agent="carol").out
-    assert out == ("No messages matching filter --scope t:unread --unread\n"
-                   f"Showing 0 of {total_inbox(repo, 'carol')} total messages (filter: scope=t:unread, unread)\n")
+    assert out == (
+        "No messages matching filter --scope t:unread --unread\n"
+        f"Showing 0 of {total_inbox(repo, 'carol')} total messages (filter: scope=t:unread, unread)\n"
+    )
 
 
 def total_inbox(repo, agent: str) -> int:
@@ -80,8 +82,10 @@ def test_scope_filter_empty_state_counts_the_whole_inbox(repo):
     repo.send("alice", "scoped", "--scope", "module:auth")
     out = repo.ok("inbox", "--scope", "module:nothing_here", agent="bob").out
     total = repo.ok("inbox", "--json", "--page-size", "1", agent="bob").json()["total"]
-    assert out == ("No messages matching filter --scope module:nothing_here\n"
-                   f"Showing 0 of {total} total messages (filter: scope=module:nothing_here)\n")
+    assert out == (
+        "No messages matching filter --scope module:nothing_here\n"
+        f"Showing 0 of {total} total messages (filter: scope=module:nothing_here)\n"
+    )
     assert total >= 1
 
 
@@ -154,8 +158,9 @@ def test_sent_shows_readers(repo):
 
 
 def test_groups_with_role_members_and_late_joiner(repo):
-    assert repo.ok("group", "create", "qa", "--description", "Quality team", agent="alice").out == \
-        "> Group created: @qa\n"
+    assert (
+        repo.ok("group", "create", "qa", "--description", "Quality team", agent="alice").out == "> Group created: @qa\n"
+    )
     assert repo.ok("group", "add", "qa", "--role", "tester", agent="alice").out == "> Added role tester to @qa\n"
     assert repo.ok("group", "add", "@qa", "@bob", agent="alice").out == "> Added @bob to @qa\n"
     members = repo.ok("group", "members", "qa", agent="alice").out.split()
@@ -199,8 +204,13 @@ def test_body_over_one_mib_is_rejected(repo, tmp_path):
 
 def test_invalid_structured_and_tags_store_nothing(repo):
     before = repo.ok("sent", "--json", agent="alice").json()["total"]
-    for args in (["--structured", "{bad"], ["--scope", "nocolon"], ["--ref", "x:"], ["--priority", "urgent"],
-                 ["--format", "html"]):
+    for args in (
+        ["--structured", "{bad"],
+        ["--scope", "nocolon"],
+        ["--ref", "x:"],
+        ["--priority", "urgent"],
+        ["--format", "html"],
+    ):
         r = repo.run("send", "x", *args, agent="alice")
         assert r.code == 2, args
         assert r.err_line  # exactly one "thrum: ..." line on stderr
@@ -208,8 +218,16 @@ def test_invalid_structured_and_tags_store_nothing(repo):
 
 
 def test_structured_and_priority_round_trip(repo):
-    mid = repo.send("alice", "Test results", "--structured", '{"type":"test_result","passed":45}',
-                    "--priority", "high", "--format", "plain")
+    mid = repo.send(
+        "alice",
+        "Test results",
+        "--structured",
+        '{"type":"test_result","passed":45}',
+        "--priority",
+        "high",
+        "--format",
+        "plain",
+    )
     got = repo.ok("message", "get", mid, "--json", agent="bob").json()["message"]
     assert got["body"]["format"] == "plain"
     assert '"passed"' in got["body"]["structured"] or got["body"]["structured"]["passed"] == 45
@@ -225,7 +243,8 @@ def test_broadcast_is_deprecated_but_works(repo):
 
 def test_stdin_body(repo):
     mid = repo.ok("send", "-", "--json", "--scope", "t:stdin", agent="alice", stdin="from a pipe\n").json()[
-        "message_id"]
+        "message_id"
+    ]
     assert "from a pipe" in repo.ok("message", "get", mid, agent="bob").out
 
 

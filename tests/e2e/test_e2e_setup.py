@@ -62,8 +62,13 @@ def test_linked_worktree_shares_the_daemon(fresh, tmp_path):
     fresh.init()
     fresh.agent("alice", "implementer")
     wt = tmp_path / "wt"
-    subprocess.run(["git", "worktree", "add", "-q", "-b", "feature", str(wt)], cwd=fresh.path, check=True,
-                   env=base_env(), capture_output=True)
+    subprocess.run(
+        ["git", "worktree", "add", "-q", "-b", "feature", str(wt)],
+        cwd=fresh.path,
+        check=True,
+        env=base_env(),
+        capture_output=True,
+    )
     linked = Repo(wt)
     linked.ok("init", "--non-interactive")
     redirect = wt / ".thrum" / "redirect"
@@ -94,8 +99,15 @@ def test_init_on_a_tty_offers_to_register_an_agent(fresh):
     from e2e_helpers import THRUM
 
     leader, follower = pty.openpty()
-    proc = subprocess.Popen([THRUM, "init"], cwd=fresh.path, env=base_env(), stdin=follower, stdout=follower,
-                            stderr=follower, close_fds=True)
+    proc = subprocess.Popen(
+        [THRUM, "init"],
+        cwd=fresh.path,
+        env=base_env(),
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        close_fds=True,
+    )
     os.close(follower)
     os.write(leader, b"tty_agent\nimplementer\nauth\n")
     out = b""

@@ -14,8 +14,15 @@ from fixtures.repos.builders import make_repo
 from thrum import lifecycle
 from thrum.client import Client
 
-_OVERRIDES = ("THRUM_LOCAL", "THRUM_WS_PORT", "THRUM_WS_QUEUE", "THRUM_SYNC_INTERVAL", "THRUM_SYNC_DEBOUNCE",
-              "THRUM_REMOTE", "THRUM_MAX_BODY")
+_OVERRIDES = (
+    "THRUM_LOCAL",
+    "THRUM_WS_PORT",
+    "THRUM_WS_QUEUE",
+    "THRUM_SYNC_INTERVAL",
+    "THRUM_SYNC_DEBOUNCE",
+    "THRUM_REMOTE",
+    "THRUM_MAX_BODY",
+)
 
 
 @contextlib.contextmanager
@@ -73,8 +80,7 @@ class Daemon:
         return [e for e in events if etype is None or e.get("type") == etype]
 
 
-def start_daemon(root: Path, config: dict | None = None, *, repo: Path | None = None,
-                 start: bool = True) -> Daemon:
+def start_daemon(root: Path, config: dict | None = None, *, repo: Path | None = None, start: bool = True) -> Daemon:
     if repo is None:
         repo = root / "repo"
         repo.parent.mkdir(parents=True, exist_ok=True)
@@ -140,6 +146,7 @@ def read_lines_until_eof(sock: socket.socket) -> list[dict]:
 
 # ---------------------------------------------------------------------------- raw WebSocket
 
+
 def ws_port_token(paths) -> tuple[int, str]:
     return int(paths.ws_port_file.read_text().strip()), paths.ws_token_file.read_text().strip()
 
@@ -148,9 +155,13 @@ def ws_raw(paths, timeout: float = 10.0) -> tuple[socket.socket, bytes]:
     """A TCP connection that has sent a WebSocket handshake; returns it and the response head."""
     port, token = ws_port_token(paths)
     s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-    s.sendall((f"GET /ws HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-               f"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
-               f"Authorization: Bearer {token}\r\n\r\n").encode())
+    s.sendall(
+        (
+            f"GET /ws HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+            f"Authorization: Bearer {token}\r\n\r\n"
+        ).encode()
+    )
     head = b""
     while b"\r\n\r\n" not in head:
         chunk = s.recv(4096)
@@ -190,6 +201,6 @@ def ws_close_code(sock: socket.socket) -> int | None:
                 n, at = int.from_bytes(data[2:10], "big"), 10
             if len(data) < at + n:
                 break
-            payload, data = data[at:at + n], data[at + n:]
+            payload, data = data[at : at + n], data[at + n :]
             if opcode == 8:
                 return int.from_bytes(payload[:2], "big") if len(payload) >= 2 else 1005

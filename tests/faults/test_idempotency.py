@@ -71,8 +71,9 @@ def test_a_timed_out_send_says_it_may_have_been_stored_and_its_retry_is_safe(fre
         # The first attempt's connection stays open (its process still waits); the same
         # client's patience runs out on a second connection.
         first = raw_socket(d.paths, timeout=30)
-        first.sendall(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "message.send",
-                                  "params": params}).encode() + b"\n")
+        first.sendall(
+            json.dumps({"jsonrpc": "2.0", "id": 1, "method": "message.send", "params": params}).encode() + b"\n"
+        )
         with Client(d.paths, timeout=1.0) as c:
             with pytest.raises(errors.Timeout) as timed_out:
                 c.call("message.send", params)

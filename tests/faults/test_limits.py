@@ -18,8 +18,16 @@ import pytest
 from thrum import errors
 from thrum.client import Client
 
-from faults_helpers import (fd_count, raw_socket, read_lines_until_eof, rss_mib, settle_rss, ws_close_code,
-                            ws_frame_header, ws_raw)
+from faults_helpers import (
+    fd_count,
+    raw_socket,
+    read_lines_until_eof,
+    rss_mib,
+    settle_rss,
+    ws_close_code,
+    ws_frame_header,
+    ws_raw,
+)
 
 MIB = 1024 * 1024
 
@@ -56,8 +64,10 @@ def test_unfinished_requests_share_one_budget_and_memory_comes_back(fresh):
             answers = read_lines_until_eof(s)
         except (socket.timeout, TimeoutError):
             continue  # still open: within the budget
-        if any(a.get("error", {}).get("code") == errors.UNAVAILABLE and "buffer space" in a["error"]["message"]
-               for a in answers):
+        if any(
+            a.get("error", {}).get("code") == errors.UNAVAILABLE and "buffer space" in a["error"]["message"]
+            for a in answers
+        ):
             refused += 1
     assert refused >= 16 - 48 // 8, f"only {refused} clients were told the budget is spent"
     assert peak - base < 48 + 64, f"RSS grew {peak - base:.0f} MiB for a 48 MiB budget"
@@ -100,8 +110,10 @@ def test_idle_connections_close_but_subscribers_and_reusing_clients_are_fine(fre
 
 def _pipeline(paths, n: int, outcome: dict) -> None:
     s = raw_socket(paths, timeout=120)
-    request = b"".join(json.dumps({"jsonrpc": "2.0", "id": i, "method": "message.list",
-                                   "params": {"page_size": 10}}).encode() + b"\n" for i in range(n))
+    request = b"".join(
+        json.dumps({"jsonrpc": "2.0", "id": i, "method": "message.list", "params": {"page_size": 10}}).encode() + b"\n"
+        for i in range(n)
+    )
     try:
         s.sendall(request)
         outcome["sent_all"] = True
@@ -140,9 +152,11 @@ def test_pipelining_without_reading_is_paced_then_cut_off(fresh):
 
 def _start_with_descriptor_limit(d, limit: int) -> None:
     """Start the daemon from a helper whose descriptor limit (soft and hard) is ``limit``."""
-    code = ("import resource, sys; from thrum import lifecycle, paths; "
-            f"resource.setrlimit(resource.RLIMIT_NOFILE, ({limit}, {limit})); "
-            "lifecycle.start(paths.resolve(sys.argv[1]))")
+    code = (
+        "import resource, sys; from thrum import lifecycle, paths; "
+        f"resource.setrlimit(resource.RLIMIT_NOFILE, ({limit}, {limit})); "
+        "lifecycle.start(paths.resolve(sys.argv[1]))"
+    )
     subprocess.run([sys.executable, "-c", code, str(d.repo)], check=True, timeout=60)
 
 
@@ -189,6 +203,7 @@ def test_over_the_cap_a_client_is_told_so_at_once(fresh):
 
 
 # ---------------------------------------------------------------------------- the WebSocket, same limits
+
 
 def test_websocket_over_the_cap_is_answered_503(fresh):
     d = fresh({"max_connections": 10, "request_timeout": 60})

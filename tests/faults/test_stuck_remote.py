@@ -33,15 +33,20 @@ STUCK = {"local_only": False, "sync_interval": 3600, "sync_debounce": 3600, "net
 
 def _thrum(d, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     with daemon_env():
-        return subprocess.run([THRUM, *args], cwd=d.repo, capture_output=True, text=True, timeout=timeout,
-                              env={**os.environ, "THRUM_NO_AUTOSTART": "1"})
+        return subprocess.run(
+            [THRUM, *args],
+            cwd=d.repo,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**os.environ, "THRUM_NO_AUTOSTART": "1"},
+        )
 
 
 def _stuck_sync(d, silent: SilentServer, connections: int) -> subprocess.Popen:
     """`thrum sync` in the background, once the daemon's fetch holds a connection to the silent remote."""
     with daemon_env():
-        proc = subprocess.Popen([THRUM, "sync"], cwd=d.repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True)
+        proc = subprocess.Popen([THRUM, "sync"], cwd=d.repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while silent.accepted < connections:
         assert proc.poll() is None, proc.communicate()

@@ -28,8 +28,13 @@ SYNC_CONFIG = {"local_only": False, "sync_interval": 3600, "sync_debounce": 3600
 def _start_crashing(d, point: str) -> subprocess.Popen:
     log = open(d.paths.log_file, "ab")
     with daemon_env():
-        proc = subprocess.Popen([sys.executable, str(CRASHER), point, "--repo", str(d.repo)],
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, str(CRASHER), point, "--repo", str(d.repo)],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
     log.close()
     deadline = time.monotonic() + 30
     while True:
@@ -55,13 +60,16 @@ def _create_counts(d) -> collections.Counter:
     return collections.Counter(e["message_id"] for e in d.log_events("message.create"))
 
 
-@pytest.mark.parametrize("point", [
-    "after:commit_pending",        # committed locally, nothing fetched
-    "before:_move_ref:merge",      # merged files written, the merge commit not recorded
-    "after:merge",                 # merged and recorded, not folded, not pushed
-    "before:push",
-    "after:push",                  # pushed, the daemon never heard
-])
+@pytest.mark.parametrize(
+    "point",
+    [
+        "after:commit_pending",  # committed locally, nothing fetched
+        "before:_move_ref:merge",  # merged files written, the merge commit not recorded
+        "after:merge",  # merged and recorded, not folded, not pushed
+        "before:push",
+        "after:push",  # pushed, the daemon never heard
+    ],
+)
 def test_a_sync_killed_midway_completes_next_time_and_loses_nothing(tmp_path, point):
     replicas = make_replicas(tmp_path, 2)
     a = start_daemon(tmp_path / "a", SYNC_CONFIG, repo=replicas.a, start=False)

@@ -30,11 +30,14 @@ def mount_tmpfs():
 
     def mount(path: Path, size: str) -> Path:
         path.mkdir(parents=True, exist_ok=True)
-        proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True, text=True
+        )
         if proc.returncode != 0:
-            pytest.skip(f"cannot mount a small file system here ({proc.stderr.strip() or proc.returncode}); "
-                        "the disk-full tests need root with CAP_SYS_ADMIN")
+            pytest.skip(
+                f"cannot mount a small file system here ({proc.stderr.strip() or proc.returncode}); "
+                "the disk-full tests need root with CAP_SYS_ADMIN"
+            )
         mounted.append(path)
         return path
 
@@ -100,7 +103,8 @@ def test_disk_full_under_the_database_acknowledges_durable_sends_and_repairs_the
         d.register("alice")
         filler = _fill(d.paths.var, 96 * KIB)
         acked, failed, errs = _send_until_failures(
-            d, 3000, want=lambda a, f, c: f or ("view" in c.call("health") and len(a) > 5), limit=300)
+            d, 3000, want=lambda a, f, c: f or ("view" in c.call("health") and len(a) > 5), limit=300
+        )
         assert failed == [], f"durable sends were reported as failures: {errs[:2]}"
         assert "view" in d.call("health"), "the database never filled up"
         status = d.call("daemon.status")["view"]
@@ -156,7 +160,7 @@ def _corrupt_pages(db: Path, fraction: float, seed: int = 15) -> int:
     rng = random.Random(seed)
     hit = rng.sample(range(1, pages), max(1, int((pages - 1) * fraction)))
     for n in hit:
-        data[n * page:(n + 1) * page] = rng.randbytes(page)
+        data[n * page : (n + 1) * page] = rng.randbytes(page)
     db.write_bytes(bytes(data))
     return len(hit)
 
@@ -166,8 +170,10 @@ def test_a_corrupt_database_is_rebuilt_when_sqlite_says_so(fresh):
     d = fresh()
     d.register("alice")
     with d.client() as c:
-        sent = {c.call("message.send", {"caller": "alice", "content": f"m{i} " + "y" * 600})["message_id"]
-                for i in range(300)}
+        sent = {
+            c.call("message.send", {"caller": "alice", "content": f"m{i} " + "y" * 600})["message_id"]
+            for i in range(300)
+        }
     d.stop()
     for suffix in ("-wal", "-shm"):
         Path(f"{d.paths.database}{suffix}").unlink(missing_ok=True)
@@ -186,8 +192,10 @@ def test_corruption_first_met_by_a_query_is_repaired_and_the_query_answered(fres
     d = fresh()
     d.register("alice")
     with d.client() as c:
-        sent = {c.call("message.send", {"caller": "alice", "content": f"m{i} " + "z" * 600})["message_id"]
-                for i in range(200)}
+        sent = {
+            c.call("message.send", {"caller": "alice", "content": f"m{i} " + "z" * 600})["message_id"]
+            for i in range(200)
+        }
     d.stop()
     for suffix in ("-wal", "-shm"):
         Path(f"{d.paths.database}{suffix}").unlink(missing_ok=True)
@@ -195,7 +203,7 @@ def test_corruption_first_met_by_a_query_is_repaired_and_the_query_answered(fres
         pages = [n for (n,) in db.execute("SELECT pageno FROM dbstat WHERE name='messages' AND pagetype='leaf'")]
     data = bytearray(d.paths.database.read_bytes())
     for n in pages:
-        data[(n - 1) * 4096:n * 4096] = random.Random(n).randbytes(4096)
+        data[(n - 1) * 4096 : n * 4096] = random.Random(n).randbytes(4096)
     d.paths.database.write_bytes(bytes(data))
     d.start()
     assert "rebuild" not in d.log_text()  # start-up did not notice

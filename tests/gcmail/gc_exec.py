@@ -45,8 +45,9 @@ def go_json(obj: dict) -> bytes:
 
 def env_for(repo: Path, **extra: str) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("THRUM_", "GC_"))}
-    env.update({"THRUM_REPO": str(repo), "THRUM_WS_PORT": "0", "THRUM_SYNC_INTERVAL": "3600",
-                "THRUM_SYNC_DEBOUNCE": "3600"})
+    env.update(
+        {"THRUM_REPO": str(repo), "THRUM_WS_PORT": "0", "THRUM_SYNC_INTERVAL": "3600", "THRUM_SYNC_DEBOUNCE": "3600"}
+    )
     env.update(extra)
     return env
 
@@ -59,8 +60,9 @@ class Provider:
         self.env = env_for(self.repo, **env)
 
     def raw(self, *args: str, stdin: bytes = b"") -> subprocess.CompletedProcess:
-        return subprocess.run([self.script, *args], input=stdin, capture_output=True, cwd=self.cwd,
-                              env=self.env, timeout=TIMEOUT)
+        return subprocess.run(
+            [self.script, *args], input=stdin, capture_output=True, cwd=self.cwd, env=self.env, timeout=TIMEOUT
+        )
 
     def run(self, *args: str, stdin: bytes = b"") -> str:
         """gc's ``run``: trimmed stdout on success (exit 0 or 2), ProviderError otherwise."""

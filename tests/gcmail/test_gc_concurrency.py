@@ -16,8 +16,16 @@ def test_twenty_concurrent_sends_into_a_repository_never_set_up_lose_nothing(cit
     procs = []
     for i in range(SENDERS):
         sender = "alice" if i % 2 else f"rig{i}/worker"  # new mailboxes registered concurrently, and a shared one
-        procs.append(subprocess.Popen([SCRIPT, "send", "mayor"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, cwd=elsewhere, env=env_for(repo)))
+        procs.append(
+            subprocess.Popen(
+                [SCRIPT, "send", "mayor"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=elsewhere,
+                env=env_for(repo),
+            )
+        )
         procs[-1].stdin.write(go_json({"from": sender, "subject": f"s{i}", "body": f"body {i}"}))
         procs[-1].stdin.close()
     sent = {}
@@ -35,8 +43,12 @@ def test_thrum_gc_mail_is_the_same_program(provider, tmp_path):
     """`thrum gc-mail` (for people and scripts) answers like `thrum-gc-mail`, honouring --repo."""
     sent = provider.send("alice", "bob", "hi", "there")
     cli = SCRIPT.replace("thrum-gc-mail", "thrum")
-    proc = subprocess.run([cli, "--repo", str(provider.repo), "gc-mail", "inbox", "bob"], capture_output=True,
-                          cwd=tmp_path, env={k: v for k, v in provider.env.items() if k != "THRUM_REPO"})
+    proc = subprocess.run(
+        [cli, "--repo", str(provider.repo), "gc-mail", "inbox", "bob"],
+        capture_output=True,
+        cwd=tmp_path,
+        env={k: v for k, v in provider.env.items() if k != "THRUM_REPO"},
+    )
     assert proc.returncode == 0, proc.stderr
     assert [m["id"] for m in messages(proc.stdout.decode().rstrip("\n"))] == [sent["id"]]
     proc = subprocess.run([cli, "gc-mail", "no-such-op"], capture_output=True, cwd=provider.repo, env=provider.env)

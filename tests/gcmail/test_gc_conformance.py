@@ -25,6 +25,7 @@ def ids(msgs) -> list[str]:
 
 # ---------------------------------------------------------------------------- ensure-running
 
+
 def test_ensure_running_sets_up_a_bare_git_repository_and_starts_the_daemon(city):
     repo, elsewhere = city
     p = Provider(repo, elsewhere)
@@ -65,6 +66,7 @@ def test_outside_any_repository_without_thrum_repo_is_one_clear_error(city):
 
 # ---------------------------------------------------------------------------- send
 
+
 def test_send_returns_the_new_message(provider):
     before = datetime.now(timezone.utc) - timedelta(minutes=1)
     m = provider.send("alice", "bob", "Greetings", "hello")
@@ -83,7 +85,7 @@ def test_send_gives_unique_ids_and_a_new_thread_each_time(provider):
 
 
 def test_send_decodes_go_escapes_and_keeps_text_exactly(provider):
-    body = "a <b> & c\n\tline two \u00e9\u4e2d\U0001F600 \"quoted\" \\ back"
+    body = 'a <b> & c\n\tline two \u00e9\u4e2d\U0001f600 "quoted" \\ back'
     raw = go_json({"from": "alice", "subject": "<urgent> & more", "body": body})
     assert b"\\u003c" in raw and not raw.endswith(b"\n")
     m = json.loads(provider.run("send", "bob", stdin=raw))
@@ -100,8 +102,14 @@ def test_send_with_an_empty_subject_and_body(provider):
 
 def test_send_with_bad_stdin_fails_with_one_line(city):
     p = Provider(*city)
-    for stdin in (b"", b"not json", b"[1]", b'{"from": "", "subject": "", "body": "x"}',
-                  b'{"from": "alice", "subject": 3, "body": "x"}', b"\xff\xfe"):
+    for stdin in (
+        b"",
+        b"not json",
+        b"[1]",
+        b'{"from": "", "subject": "", "body": "x"}',
+        b'{"from": "alice", "subject": 3, "body": "x"}',
+        b"\xff\xfe",
+    ):
         for op in ("send", "reply"):
             proc = p.raw(op, "bob", stdin=stdin)
             assert proc.returncode == 1, (op, stdin)
@@ -144,6 +152,7 @@ def test_addresses_that_differ_only_in_spelling_are_different_mailboxes(provider
 
 
 # ---------------------------------------------------------------------------- inbox, check, all
+
 
 def test_an_empty_mailbox_prints_nothing(provider):
     for op in ("inbox", "check", "all", "thread"):
@@ -198,8 +207,9 @@ def test_a_mailbox_with_many_messages_lists_them_all(provider):
     caller = sender["message"]["author"]["agent_id"]
     with Client(resolve(provider.repo)) as client:
         for i in range(1, 205):  # more than two pages of the daemon's largest
-            client.call("message.send", {"caller": caller, "content": f"n{i}",
-                                         "refs": [{"type": "mention", "value": "gc_bob"}]})
+            client.call(
+                "message.send", {"caller": caller, "content": f"n{i}", "refs": [{"type": "mention", "value": "gc_bob"}]}
+            )
     listed = provider.inbox("bob")
     assert [m["body"] for m in listed] == [f"n{i}" for i in range(205)]
     assert len({m["id"] for m in listed}) == 205
@@ -208,11 +218,13 @@ def test_a_mailbox_with_many_messages_lists_them_all(provider):
 
 # ---------------------------------------------------------------------------- get, read
 
+
 def test_get_returns_the_message_without_marking_it_read(provider):
     m = provider.send("alice", "bob", "Hi", "body")
     got = provider.get(m["id"])
-    assert {k: got[k] for k in ("id", "from", "to", "subject", "body", "read", "thread_id", "created_at")} == \
-        {k: m[k] for k in ("id", "from", "to", "subject", "body", "read", "thread_id", "created_at")}
+    assert {k: got[k] for k in ("id", "from", "to", "subject", "body", "read", "thread_id", "created_at")} == {
+        k: m[k] for k in ("id", "from", "to", "subject", "body", "read", "thread_id", "created_at")
+    }
     assert ids(provider.inbox("bob")) == [m["id"]]
 
 
@@ -238,6 +250,7 @@ def test_unknown_ids_fail_with_the_not_found_marker(provider):
 
 # ---------------------------------------------------------------------------- mark-read, mark-unread
 
+
 def test_mark_read_prints_nothing_and_takes_the_message_out_of_the_inbox(provider):
     m = provider.send("alice", "bob", "", "mark me")
     assert provider.mark_read(m["id"]) == ""
@@ -254,6 +267,7 @@ def test_mark_unread_puts_the_message_back_into_the_inbox(provider):
 
 
 # ---------------------------------------------------------------------------- archive, delete
+
 
 def test_archive_and_delete_take_the_message_out_of_every_mailbox_view(provider):
     kept = provider.send("alice", "bob", "", "keep me")
@@ -294,6 +308,7 @@ def test_archive_many_in_any_order_with_one_already_archived(provider):
 
 # ---------------------------------------------------------------------------- reply, thread
 
+
 def test_reply_goes_to_the_parents_sender_in_the_same_thread(provider):
     m = provider.send("alice", "bob", "Hello", "first")
     r = provider.reply(m["id"], "bob", "RE: Hello", "reply")
@@ -332,6 +347,7 @@ def test_an_unknown_thread_is_empty_not_an_error(provider):
 
 # ---------------------------------------------------------------------------- count
 
+
 def test_count_gives_total_and_unread(provider):
     provider.send("alice", "bob", "", "msg1")
     m2 = provider.send("alice", "bob", "", "msg2")
@@ -345,6 +361,7 @@ def test_count_of_an_empty_mailbox_is_zero(provider):
 
 
 # ---------------------------------------------------------------------------- the protocol's edges
+
 
 def test_an_unknown_operation_exits_2_with_no_output(city):
     p = Provider(*city)

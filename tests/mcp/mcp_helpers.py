@@ -80,15 +80,22 @@ async def mcp_server(repo: Path, agent: str | None = None, *, env: dict | None =
     assert not stray, f"the server wrote something other than JSON-RPC on stdout: {stray!r}"
 
 
-def run_thrum(repo: Path, *args: str, agent: str | None = None, env: dict | None = None,
-              stdin: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+def run_thrum(
+    repo: Path,
+    *args: str,
+    agent: str | None = None,
+    env: dict | None = None,
+    stdin: str | None = None,
+    timeout: float = 60,
+) -> subprocess.CompletedProcess:
     """The installed CLI, with a clean THRUM_* environment."""
     e = {k: v for k, v in os.environ.items() if not k.startswith("THRUM_")}
     if agent:
         e["THRUM_NAME"] = agent
     e.update(env or {})
-    return subprocess.run([THRUM, *args], cwd=str(repo), env=e, input=stdin, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [THRUM, *args], cwd=str(repo), env=e, input=stdin, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def cli_send(repo: Path, agent: str, text: str, *args: str) -> str:

@@ -27,16 +27,28 @@ def test_stdout_carries_nothing_but_protocol_and_sigterm_ends_the_server(fresh):
     d.register("so_ann", "so_role", identity_file=True)
     d.stop()  # serve must start it, and say so on stderr only
     env = {k: v for k, v in os.environ.items() if not k.startswith("THRUM_")}
-    proc = subprocess.Popen([THRUM, "mcp", "serve", "--repo", str(d.repo)], cwd=str(d.repo), env=env,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [THRUM, "mcp", "serve", "--repo", str(d.repo)],
+        cwd=str(d.repo),
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
-        proc.stdin.write(_rpc(1, "initialize", {"protocolVersion": PROTOCOL, "capabilities": {},
-                                                "clientInfo": {"name": "raw", "version": "0"}}))
+        proc.stdin.write(
+            _rpc(
+                1,
+                "initialize",
+                {"protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
+            )
+        )
         proc.stdin.write(_rpc(None, "notifications/initialized"))
         proc.stdin.write(_rpc(2, "tools/list"))
         proc.stdin.write(_rpc(3, "tools/call", {"name": "check_messages", "arguments": {}}))
-        proc.stdin.write(_rpc(4, "tools/call", {"name": "send_message", "arguments": {"to": "@nobody_here",
-                                                                                       "content": "x"}}))
+        proc.stdin.write(
+            _rpc(4, "tools/call", {"name": "send_message", "arguments": {"to": "@nobody_here", "content": "x"}})
+        )
         proc.stdin.write(_rpc(5, "tools/call", {"name": "wait_for_message", "arguments": {"timeout": 0}}))
         proc.stdin.flush()
         answers = {}
@@ -137,7 +149,12 @@ def test_config_prints_a_working_host_configuration(bus):
     assert bad.returncode == 2 and "vim" in bad.stderr
 
     # the printed command really starts the server (from another directory)
-    proc = subprocess.run([server["command"], *server["args"]], input=b"", capture_output=True, timeout=60,
-                          cwd="/", env={k: v for k, v in os.environ.items() if not k.startswith("THRUM_")})
+    proc = subprocess.run(
+        [server["command"], *server["args"]],
+        input=b"",
+        capture_output=True,
+        timeout=60,
+        cwd="/",
+        env={k: v for k, v in os.environ.items() if not k.startswith("THRUM_")},
+    )
     assert proc.returncode == 0 and proc.stdout == b"", proc.stderr
-

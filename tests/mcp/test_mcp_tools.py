@@ -8,8 +8,19 @@ from mcp_helpers import WAIT, mcp_server
 
 import trio
 
-TOOLS = {"send_message", "check_messages", "wait_for_message", "list_agents", "broadcast_message",
-         "create_group", "delete_group", "add_group_member", "remove_group_member", "list_groups", "get_group"}
+TOOLS = {
+    "send_message",
+    "check_messages",
+    "wait_for_message",
+    "list_agents",
+    "broadcast_message",
+    "create_group",
+    "delete_group",
+    "add_group_member",
+    "remove_group_member",
+    "list_groups",
+    "get_group",
+}
 
 
 @pytest.fixture(scope="module")
@@ -51,37 +62,46 @@ async def test_tool_list_has_all_eleven_with_input_and_output_schemas(team):
 
 async def test_send_message_delivers_with_real_recipient_status(team):
     async with mcp_server(team.repo, "tm_ann") as ann:
-        out = await ann.call("send_message", {"to": "@tm_ben", "content": "hi **ben**", "priority": "critical",
-                                              "metadata": {"ticket": 42}})
+        out = await ann.call(
+            "send_message",
+            {"to": "@tm_ben", "content": "hi **ben**", "priority": "critical", "metadata": {"ticket": 42}},
+        )
         assert out["status"] == "delivered" and out["message_id"].startswith("msg_")
-        assert (await ann.call("send_message", {"to": "tm_eve", "content": "hi"}))["recipient_status"] == \
-            "offline"  # registered, never seen doing anything
+        assert (await ann.call("send_message", {"to": "tm_eve", "content": "hi"}))[
+            "recipient_status"
+        ] == "offline"  # registered, never seen doing anything
         got = team.call("message.get", {"message_id": out["message_id"]})["message"]
-        assert (got["author"]["agent_id"], got["body"]["content"], got["priority"]) == ("tm_ann", "hi **ben**",
-                                                                                        "critical")
+        assert (got["author"]["agent_id"], got["body"]["content"], got["priority"]) == (
+            "tm_ann",
+            "hi **ben**",
+            "critical",
+        )
         assert got["body"]["structured"] == '{"ticket":42}'
         team.call("session.heartbeat", {"caller": "tm_cat"})
         assert (await ann.call("send_message", {"to": "tm_rev", "content": "role"}))["recipient_status"] == "active"
-        assert (await ann.call("send_message", {"to": "agent:tm_idle:abc123", "content": "composite"})
-                )["recipient_status"] == "offline"
+        assert (await ann.call("send_message", {"to": "agent:tm_idle:abc123", "content": "composite"}))[
+            "recipient_status"
+        ] == "offline"
         team.call("group.create", {"caller": "tm_dan", "name": "tm_empty"})
-        assert (await ann.call("send_message", {"to": "@tm_empty", "content": "nobody"}))["recipient_status"] == \
-            "known"
+        assert (await ann.call("send_message", {"to": "@tm_empty", "content": "nobody"}))["recipient_status"] == "known"
         reply = await ann.call("send_message", {"to": "@tm_ben", "content": "again", "reply_to": out["message_id"]})
         assert reply["thread_id"] == out["thread_id"]
 
 
 async def test_send_message_errors_are_one_line_and_name_close_matches(team):
     async with mcp_server(team.repo, "tm_ann") as ann:
-        assert "unknown recipient '@tm_bne'" in (err := await ann.fail("send_message", {"to": "@tm_bne",
-                                                                                          "content": "x"}))
+        assert "unknown recipient '@tm_bne'" in (
+            err := await ann.fail("send_message", {"to": "@tm_bne", "content": "x"})
+        )
         assert "@tm_ben" in err
-        assert "invalid priority" in await ann.fail("send_message", {"to": "tm_ben", "content": "x",
-                                                                      "priority": "urgent"})
+        assert "invalid priority" in await ann.fail(
+            "send_message", {"to": "tm_ben", "content": "x", "priority": "urgent"}
+        )
         assert "missing required argument content" in await ann.fail("send_message", {"to": "tm_ben"})
         assert "to is empty" in await ann.fail("send_message", {"to": "@", "content": "x"})
-        assert "not found" in await ann.fail("send_message", {"to": "tm_ben", "content": "x",
-                                                              "reply_to": "msg_01J0000000000000000000000Z"})
+        assert "not found" in await ann.fail(
+            "send_message", {"to": "tm_ben", "content": "x", "reply_to": "msg_01J0000000000000000000000Z"}
+        )
 
 
 async def test_check_messages_returns_my_unread_mentions_never_my_own_and_counts_exactly(team):
@@ -89,10 +109,12 @@ async def test_check_messages_returns_my_unread_mentions_never_my_own_and_counts
     team.register("ck_peer", "ck_role", identity_file=True)
     team.call("group.create", {"caller": "ck_peer", "name": "ck_team"})
     team.call("group.member.add", {"caller": "ck_peer", "group": "ck_team", "member": "ck_me"})
-    ids = [team.send("tm_ben", "by name", to=["ck_me"])["message_id"],
-           team.send("tm_ben", "by role", to=["ck_role"])["message_id"],
-           team.send("tm_ben", "by group", to=["ck_team"])["message_id"],
-           team.send("tm_ben", "to everyone", to=["everyone"])["message_id"]]
+    ids = [
+        team.send("tm_ben", "by name", to=["ck_me"])["message_id"],
+        team.send("tm_ben", "by role", to=["ck_role"])["message_id"],
+        team.send("tm_ben", "by group", to=["ck_team"])["message_id"],
+        team.send("tm_ben", "to everyone", to=["everyone"])["message_id"],
+    ]
     team.send("tm_ben", "to someone else", to=["tm_cat"])
     team.send("ck_me", "my own, to my role", to=["ck_role"])
     team.send("ck_me", "my own, to everyone", to=["everyone"])
@@ -130,9 +152,14 @@ async def test_list_agents_reports_status_and_filters_offline(team):
         everyone = await ann.call("list_agents")
         assert everyone["count"] == len(everyone["agents"])
         by_name = {a["name"]: a for a in everyone["agents"]}
-        assert by_name["tm_ann"]["status"] == "active"      # its own server heartbeats
-        assert by_name["tm_eve"] == {"name": "tm_eve", "role": "tm_idle", "module": "core", "status": "offline",
-                                     "last_seen_at": ""}
+        assert by_name["tm_ann"]["status"] == "active"  # its own server heartbeats
+        assert by_name["tm_eve"] == {
+            "name": "tm_eve",
+            "role": "tm_idle",
+            "module": "core",
+            "status": "offline",
+            "last_seen_at": "",
+        }
         active = await ann.call("list_agents", {"include_offline": False})
         assert "tm_ann" in {a["name"] for a in active["agents"]}
         assert all(a["status"] == "active" for a in active["agents"])
@@ -149,44 +176,48 @@ async def test_broadcast_excludes_the_sender_and_applies_the_filter(team):
         got = team.call("message.get", {"message_id": everyone["message_ids"][0]})["message"]
         assert got["refs"] == [{"type": "mention", "value": "everyone"}]
 
-        narrowed = await ann.call("broadcast_message", {"content": "reviewers and ops but dan",
-                                                        "priority": "high",
-                                                        "filter": {"exclude": ["@tm_dan", "tm_impl"]}})
+        narrowed = await ann.call(
+            "broadcast_message",
+            {"content": "reviewers and ops but dan", "priority": "high", "filter": {"exclude": ["@tm_dan", "tm_impl"]}},
+        )
         assert "tm_ann" not in narrowed["sent_to"] and "tm_dan" not in narrowed["sent_to"]
         assert {"tm_ben", "tm_cat"} <= set(narrowed["sent_to"])
         got = team.call("message.get", {"message_id": narrowed["message_ids"][0]})["message"]
         assert {r["value"] for r in got["refs"]} == set(narrowed["sent_to"]) and got["priority"] == "high"
 
         team.call("session.heartbeat", {"caller": "tm_ben"})
-        active = await ann.call("broadcast_message", {"content": "who is here?",
-                                                      "filter": {"status": "active", "exclude": ["tm_cat"]}})
-        assert "tm_ben" in active["sent_to"] and "tm_eve" not in active["sent_to"] and "tm_cat" not in \
-            active["sent_to"]
+        active = await ann.call(
+            "broadcast_message", {"content": "who is here?", "filter": {"status": "active", "exclude": ["tm_cat"]}}
+        )
+        assert "tm_ben" in active["sent_to"] and "tm_eve" not in active["sent_to"] and "tm_cat" not in active["sent_to"]
 
         nobody = await ann.call("broadcast_message", {"content": "x", "filter": {"exclude": agents}})
-        assert nobody == {"status": "no_recipients", "sent_to": [], "failed_to": [], "total_sent": 0,
-                          "message_ids": []}
-        assert "invalid filter.status" in await ann.fail("broadcast_message", {"content": "x",
-                                                                               "filter": {"status": "busy"}})
+        assert nobody == {"status": "no_recipients", "sent_to": [], "failed_to": [], "total_sent": 0, "message_ids": []}
+        assert "invalid filter.status" in await ann.fail(
+            "broadcast_message", {"content": "x", "filter": {"status": "busy"}}
+        )
 
 
 async def test_group_tools_happy_paths_and_errors(team):
     async with mcp_server(team.repo, "tm_ann") as ann:
-        assert await ann.call("create_group", {"name": "tm_squad", "description": "the squad"}) == \
-            {"status": "created", "name": "tm_squad"}
+        assert await ann.call("create_group", {"name": "tm_squad", "description": "the squad"}) == {
+            "status": "created",
+            "name": "tm_squad",
+        }
         assert "already names a group" in await ann.fail("create_group", {"name": "tm_squad"})
         assert "already names an agent" in await ann.fail("create_group", {"name": "tm_ben"})
-        assert await ann.call("add_group_member", {"group": "tm_squad", "member_type": "agent",
-                                                   "member_id": "tm_ben"}) == \
-            {"status": "added", "group": "tm_squad", "member_type": "agent", "member_id": "tm_ben"}
+        assert await ann.call(
+            "add_group_member", {"group": "tm_squad", "member_type": "agent", "member_id": "tm_ben"}
+        ) == {"status": "added", "group": "tm_squad", "member_type": "agent", "member_id": "tm_ben"}
         await ann.call("add_group_member", {"group": "@tm_squad", "member_type": "role", "member_id": "tm_ops"})
         err = await ann.fail("add_group_member", {"group": "tm_squad", "member_type": "agent", "member_id": "tm_bem"})
         assert "agent @tm_bem not found" in err and "@tm_ben" in err and 'member_type "role"' in err
-        assert "invalid member_type" in await ann.fail("add_group_member", {"group": "tm_squad",
-                                                                            "member_type": "team",
-                                                                            "member_id": "x"})
-        assert "not found" in await ann.fail("add_group_member", {"group": "tm_nope", "member_type": "agent",
-                                                                  "member_id": "tm_ben"})
+        assert "invalid member_type" in await ann.fail(
+            "add_group_member", {"group": "tm_squad", "member_type": "team", "member_id": "x"}
+        )
+        assert "not found" in await ann.fail(
+            "add_group_member", {"group": "tm_nope", "member_type": "agent", "member_id": "tm_ben"}
+        )
 
         groups = {g["name"]: g for g in (await ann.call("list_groups"))["groups"]}
         assert groups["tm_squad"]["member_count"] == 2 and groups["tm_squad"]["created_by"] == "tm_ann"
@@ -200,12 +231,12 @@ async def test_group_tools_happy_paths_and_errors(team):
         assert expanded["expanded_agents"] == ["tm_ben", "tm_dan"] and expanded["expanded_agents_count"] == 2
         assert "not found" in await ann.fail("get_group", {"name": "tm_nope"})
 
-        assert await ann.call("remove_group_member", {"group": "tm_squad", "member_type": "role",
-                                                      "member_id": "tm_ops"}) == \
-            {"status": "removed", "group": "tm_squad", "member_type": "role", "member_id": "tm_ops"}
-        assert "is not a member" in await ann.fail("remove_group_member", {"group": "tm_squad",
-                                                                           "member_type": "role",
-                                                                           "member_id": "tm_ops"})
+        assert await ann.call(
+            "remove_group_member", {"group": "tm_squad", "member_type": "role", "member_id": "tm_ops"}
+        ) == {"status": "removed", "group": "tm_squad", "member_type": "role", "member_id": "tm_ops"}
+        assert "is not a member" in await ann.fail(
+            "remove_group_member", {"group": "tm_squad", "member_type": "role", "member_id": "tm_ops"}
+        )
         assert await ann.call("delete_group", {"name": "tm_squad"}) == {"status": "deleted", "name": "tm_squad"}
         assert "not found" in await ann.fail("delete_group", {"name": "tm_squad"})
         assert "cannot be deleted" in await ann.fail("delete_group", {"name": "everyone"})

@@ -14,7 +14,8 @@ from pydantic import BaseModel, ValidationError
 
 from thrum.mcp import hostconfig
 from thrum.mcp.server import argument_error
-from thrum.mcp.tools import agent_status, audience_status, message_info, one_line, parse_address
+from thrum.mcp.convert import message_info, one_line, parse_address
+from thrum.mcp.presence import agent_status, audience_status
 from thrum.mcp.waiter import QUEUE_MAX, Waiter
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
@@ -45,14 +46,28 @@ def test_status_is_active_within_two_minutes_of_the_last_heartbeat():
 
 
 def test_message_info_reads_list_items_and_get_results():
-    item = {"message_id": "msg_1", "agent_id": "ann", "body": {"content": "hi", "structured": '{"k": 1}'},
-            "priority": "high", "created_at": "2026-01-01T00:00:00.000Z", "thread_id": "thr_1",
-            "refs": [{"type": "mention", "value": "ben"}, {"type": "reply_to", "value": "msg_0"}],
-            "reply_to": "msg_0"}
+    item = {
+        "message_id": "msg_1",
+        "agent_id": "ann",
+        "body": {"content": "hi", "structured": '{"k": 1}'},
+        "priority": "high",
+        "created_at": "2026-01-01T00:00:00.000Z",
+        "thread_id": "thr_1",
+        "refs": [{"type": "mention", "value": "ben"}, {"type": "reply_to", "value": "msg_0"}],
+        "reply_to": "msg_0",
+    }
     info = message_info(item).model_dump()
-    assert info == {"message_id": "msg_1", "from": "ann", "content": "hi", "priority": "high",
-                    "timestamp": "2026-01-01T00:00:00.000Z", "thread_id": "thr_1", "reply_to": "msg_0",
-                    "to": ["@ben"], "metadata": {"k": 1}}
+    assert info == {
+        "message_id": "msg_1",
+        "from": "ann",
+        "content": "hi",
+        "priority": "high",
+        "timestamp": "2026-01-01T00:00:00.000Z",
+        "thread_id": "thr_1",
+        "reply_to": "msg_0",
+        "to": ["@ben"],
+        "metadata": {"k": 1},
+    }
     got = {"message_id": "msg_2", "author": {"agent_id": "cat"}, "body": {"content": "x", "structured": "[1]"}}
     assert message_info(got).model_dump()["from"] == "cat"
     assert message_info(got).model_dump()["metadata"] == {"value": [1]}
@@ -60,8 +75,10 @@ def test_message_info_reads_list_items_and_get_results():
 
 def test_errors_are_one_line_with_mcp_wording():
     assert one_line("a\n  b\n") == "a b"
-    assert one_line("agent @x not found (use --role to add a role)") == \
-        'agent @x not found (use member_type "role" to add a role)'
+    assert (
+        one_line("agent @x not found (use --role to add a role)")
+        == 'agent @x not found (use member_type "role" to add a role)'
+    )
 
     class Args(BaseModel):
         timeout: int
@@ -79,14 +96,34 @@ def test_host_configuration_uses_absolute_paths():
     repo = Path("/src/my app")
     exe = "/opt/venv/bin/thrum"
     config = json.loads(hostconfig.render("json", executable=exe, repo=repo, agent="ann"))
-    assert config == {"mcpServers": {"thrum": {"type": "stdio", "command": exe,
-                                               "args": ["mcp", "serve", "--repo", "/src/my app", "--agent-id",
-                                                        "ann"]}}}
+    assert config == {
+        "mcpServers": {
+            "thrum": {
+                "type": "stdio",
+                "command": exe,
+                "args": ["mcp", "serve", "--repo", "/src/my app", "--agent-id", "ann"],
+            }
+        }
+    }
     line = hostconfig.render("claude", executable=exe, repo=repo, agent="ann")
-    assert shlex.split(line) == ["claude", "mcp", "add", "thrum", "--", exe, "mcp", "serve", "--repo",
-                                 "/src/my app", "--agent-id", "ann"]
-    assert "type" not in json.loads(hostconfig.render("cursor", executable=exe, repo=repo, agent="a"))[
-        "mcpServers"]["thrum"]
+    assert shlex.split(line) == [
+        "claude",
+        "mcp",
+        "add",
+        "thrum",
+        "--",
+        exe,
+        "mcp",
+        "serve",
+        "--repo",
+        "/src/my app",
+        "--agent-id",
+        "ann",
+    ]
+    assert (
+        "type"
+        not in json.loads(hostconfig.render("cursor", executable=exe, repo=repo, agent="a"))["mcpServers"]["thrum"]
+    )
     with pytest.raises(ValueError):
         hostconfig.render("vim", executable=exe, repo=repo, agent="a")
     assert Path(hostconfig.thrum_executable()).is_absolute()
@@ -111,11 +148,11 @@ def _create(mid: str, *, by: str = "you", priority: str = "normal", event: str =
 async def test_queue_keeps_new_messages_once_never_my_own_and_drops_the_oldest():
     w = Waiter(_Link(), started_at="2026-01-01T00:00:00.000Z")
     w.on_notification(*_create("m1"))
-    w.on_notification(*_create("m1"))                 # a replay of the same message
-    w.on_notification(*_create("m2", by="me"))        # my own
+    w.on_notification(*_create("m1"))  # a replay of the same message
+    w.on_notification(*_create("m2", by="me"))  # my own
     w.on_notification("thread.updated", {"thread_id": "t", "event_id": "zzz"})
     assert [i["message_id"] for i in w.queue] == ["m1"]
-    assert w.last_event_id == "01J0m2"                # thread.updated does not move the resume point
+    assert w.last_event_id == "01J0m2"  # thread.updated does not move the resume point
     for n in range(QUEUE_MAX + 5):
         w.offer({"message_id": f"x{n}", "agent_id": "you"})
     assert len(w.queue) == QUEUE_MAX and w.queue[0]["message_id"] == "x5"

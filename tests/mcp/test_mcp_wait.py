@@ -20,8 +20,7 @@ async def test_two_agents_exchange_messages_through_their_own_servers(bus):
         assert sent["recipient_status"] == "active"  # ben's server is running: he was seen just now
         got = await ben.call("check_messages")
         assert [(m["from"], m["content"]) for m in got["messages"]] == [("ex_ann", "please review #12")]
-        reply = await ben.call("send_message", {"to": "ex_ann", "content": "LGTM",
-                                                "reply_to": sent["message_id"]})
+        reply = await ben.call("send_message", {"to": "ex_ann", "content": "LGTM", "reply_to": sent["message_id"]})
         assert reply["thread_id"] == sent["thread_id"]
         waited = await ann.call("wait_for_message", {"timeout": 10})
         assert waited["status"] == "message_received"
@@ -74,8 +73,12 @@ async def test_wait_is_woken_by_another_mcp_server_and_times_out_when_nothing_co
             sent = await b.call("send_message", {"to": "@wk_ra", "content": "role mention", "priority": "high"})
             sent_at = time.monotonic()
         message = result["r"]["message"]
-        assert (message["message_id"], message["from"], message["priority"], message["to"]) == \
-            (sent["message_id"], "wk_b", "high", ["@wk_ra"])
+        assert (message["message_id"], message["from"], message["priority"], message["to"]) == (
+            sent["message_id"],
+            "wk_b",
+            "high",
+            ["@wk_ra"],
+        )
         assert result["at"] - sent_at < 1.0
 
 
@@ -158,7 +161,6 @@ async def test_a_cancelled_wait_ends_cleanly_and_loses_no_message(bus):
         assert got["message"]["message_id"] == mid
 
 
-
 async def test_a_new_session_of_the_same_agent_does_not_silence_the_waiter(bus):
     bus.register("ss_me", "ss_role", identity_file=True)
     bus.register("ss_you", "ss_other", identity_file=True)
@@ -220,8 +222,11 @@ async def test_a_message_synced_from_another_machine_wakes_the_waiter(tmp_path):
                 await trio.to_thread.run_sync(lambda: a.call("sync.run", timeout=60))
                 await trio.to_thread.run_sync(lambda: b.call("sync.run", timeout=60))
             message = result["r"]["message"]
-            assert (message["message_id"], message["from"], message["content"]) == \
-                (sent["message_id"], "far_ann", "hello from machine A")
+            assert (message["message_id"], message["from"], message["content"]) == (
+                sent["message_id"],
+                "far_ann",
+                "hello from machine A",
+            )
 
             # A message written on A *before* one B's waiter has already seen, arriving by a sync
             # while B's daemon restarts: the resume point is newer than it, the inbox check finds it.

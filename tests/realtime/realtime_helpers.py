@@ -25,6 +25,7 @@ WAIT = 15.0  # generous upper bound for any single awaited event (never a sleep)
 
 # ---------------------------------------------------------------------------- daemon
 
+
 @dataclass
 class Daemon:
     paths: object
@@ -70,8 +71,14 @@ class Daemon:
 
 
 # settings the environment would override; the tests' daemons take theirs from config.json
-_OVERRIDES = ("THRUM_LOCAL", "THRUM_WS_PORT", "THRUM_WS_QUEUE", "THRUM_SYNC_INTERVAL", "THRUM_SYNC_DEBOUNCE",
-              "THRUM_REMOTE")
+_OVERRIDES = (
+    "THRUM_LOCAL",
+    "THRUM_WS_PORT",
+    "THRUM_WS_QUEUE",
+    "THRUM_SYNC_INTERVAL",
+    "THRUM_SYNC_DEBOUNCE",
+    "THRUM_REMOTE",
+)
 
 
 @contextlib.contextmanager
@@ -100,6 +107,7 @@ def start_daemon(root: Path, config: dict | None = None, *, repo: Path | None = 
 
 # ---------------------------------------------------------------------------- client
 
+
 class RpcError(Exception):
     def __init__(self, error: dict):
         super().__init__(f"{error.get('code')}: {error.get('message')}")
@@ -115,7 +123,7 @@ class WsClient:
         self._next_id = 0
         self._pending: dict = {}
         self.notes: asyncio.Queue = asyncio.Queue()
-        self.unmatched: asyncio.Queue = asyncio.Queue()   # replies nobody waits for (id null, ...)
+        self.unmatched: asyncio.Queue = asyncio.Queue()  # replies nobody waits for (id null, ...)
         self._reader = asyncio.create_task(self._read()) if reading else None
 
     @classmethod

@@ -34,8 +34,7 @@ async def test_requests_run_concurrently_and_notifications_arrive_in_order(share
                 waited = {}
 
                 async def long_wait():
-                    waited["r"] = await client.call("message.wait", {"caller": "ca_me", "timeout": 30},
-                                                    timeout=40)
+                    waited["r"] = await client.call("message.wait", {"caller": "ca_me", "timeout": 30}, timeout=40)
 
                 nursery.start_soon(long_wait)
                 # the pending wait holds nothing up on the same connection
@@ -143,7 +142,11 @@ async def test_every_send_carries_an_idempotency_key_so_a_retry_writes_once(shar
         b = await client.call("message.send", {"caller": "ca_idem", "content": "twice"})
         assert a["message_id"] != b["message_id"]  # fresh keys: two sends are two messages
     worktree = shared.paths.main_repo / ".git" / "thrum-sync" / "a-sync"
-    lines = [line for f in worktree.rglob("*.jsonl") for line in f.read_bytes().splitlines()
-             if a["message_id"].encode() in line and b'"message.create"' in line]
+    lines = [
+        line
+        for f in worktree.rglob("*.jsonl")
+        for line in f.read_bytes().splitlines()
+        if a["message_id"].encode() in line and b'"message.create"' in line
+    ]
     assert len(lines) == 1
     assert b'"idempotency_key"' in lines[0]  # added by the client, not by the caller

@@ -60,11 +60,19 @@ class FakeDaemon:
 def create(scopes=(), mentions=(), agent="alice") -> dict:
     n = next(_ids)
     eid = ev.new_ulid()
-    return {"type": "message.create", "event_id": eid, "timestamp": ev.now_rfc3339(), "v": 1,
-            "message_id": f"msg_{n}", "thread_id": "", "agent_id": agent, "session_id": "ses_1",
-            "body": {"format": "markdown", "content": f"m{n}", "structured": ""},
-            "scopes": [{"type": t, "value": v} for t, v in scopes],
-            "refs": [{"type": "mention", "value": m} for m in mentions]}
+    return {
+        "type": "message.create",
+        "event_id": eid,
+        "timestamp": ev.now_rfc3339(),
+        "v": 1,
+        "message_id": f"msg_{n}",
+        "thread_id": "",
+        "agent_id": agent,
+        "session_id": "ses_1",
+        "body": {"format": "markdown", "content": f"m{n}", "structured": ""},
+        "scopes": [{"type": t, "value": v} for t, v in scopes],
+        "refs": [{"type": "mention", "value": m} for m in mentions],
+    }
 
 
 async def test_hub_one_notification_per_connection_however_many_subscriptions_match(nursery):
@@ -86,19 +94,21 @@ async def test_hub_replay_holds_live_events_and_sends_nothing_twice(nursery):
     await hub.publish(events[:3], "local")
     conn = FakeConn(paced=True)
     await hub.subscribe(conn, filter_type="scope", scope=scope, since_event_id=events[0]["event_id"])
-    await trio.testing.wait_all_tasks_blocked()          # the replay waits for room
-    await hub.publish(events[3:], "local")               # live events during the replay: held back
+    await trio.testing.wait_all_tasks_blocked()  # the replay waits for room
+    await hub.publish(events[3:], "local")  # live events during the replay: held back
     assert conn.sent == []
     conn.gate.set()
     await trio.testing.wait_all_tasks_blocked()
     got = [(m, p.get("message_id"), p.get("replay", False)) for m, p in conn.sent]
-    assert got == [("message.create", events[1]["message_id"], True),
-                   ("message.create", events[2]["message_id"], True),
-                   ("message.create", events[3]["message_id"], False),
-                   ("message.create", events[4]["message_id"], False),
-                   ("subscription.replayed", None, False)]
+    assert got == [
+        ("message.create", events[1]["message_id"], True),
+        ("message.create", events[2]["message_id"], True),
+        ("message.create", events[3]["message_id"], False),
+        ("message.create", events[4]["message_id"], False),
+        ("subscription.replayed", None, False),
+    ]
     more = create(scopes=[("t", "r")])
-    await hub.publish([more], "local")                   # and afterwards straight through
+    await hub.publish([more], "local")  # and afterwards straight through
     assert conn.sent[-1][1]["message_id"] == more["message_id"]
 
 
@@ -117,8 +127,15 @@ async def test_hub_session_end_ends_its_subscriptions_and_says_so(nursery):
     conn = FakeConn()
     sub = await hub.subscribe(conn, filter_type="all", session_id="ses_x", agent="alice")
     other = await hub.subscribe(conn, filter_type="all", session_id="ses_y", agent="bob")
-    end = {"type": "agent.session.end", "event_id": ev.new_ulid(), "timestamp": ev.now_rfc3339(), "v": 1,
-           "session_id": "ses_x", "agent_id": "alice", "reason": "crash"}
+    end = {
+        "type": "agent.session.end",
+        "event_id": ev.new_ulid(),
+        "timestamp": ev.now_rfc3339(),
+        "v": 1,
+        "session_id": "ses_x",
+        "agent_id": "alice",
+        "reason": "crash",
+    }
     await hub.publish([end], "sync")
     assert [m for m, _ in conn.sent] == ["agent.session.end", "subscription.ended"]
     assert conn.sent[1][1]["subscription_id"] == sub.id
@@ -134,9 +151,17 @@ async def test_hub_mention_targets_follow_group_changes(nursery):
     first = create(mentions=["qa"])
     await hub.publish([first], "local")
     assert conn.sent == []
-    daemon.writer.targets["carol"] = ["carol", "tester", "everyone", "qa"]   # qa now holds role tester
-    change = {"type": "group.member.add", "event_id": ev.new_ulid(), "timestamp": ev.now_rfc3339(), "v": 1,
-              "group": "qa", "member_type": "role", "member_value": "tester", "agent_id": "alice"}
+    daemon.writer.targets["carol"] = ["carol", "tester", "everyone", "qa"]  # qa now holds role tester
+    change = {
+        "type": "group.member.add",
+        "event_id": ev.new_ulid(),
+        "timestamp": ev.now_rfc3339(),
+        "v": 1,
+        "group": "qa",
+        "member_type": "role",
+        "member_value": "tester",
+        "agent_id": "alice",
+    }
     second = create(mentions=["qa"])
     await hub.publish([change, second], "local")
     assert conn.methods() == [("message.create", second["message_id"])]
@@ -145,8 +170,15 @@ async def test_hub_mention_targets_follow_group_changes(nursery):
 async def test_hub_inbox_changed_wakes_only_for_what_can_add_to_an_inbox(nursery):
     hub = Hub(FakeDaemon(nursery))
     before = hub.inbox_changed
-    read = {"type": "message.read", "event_id": ev.new_ulid(), "timestamp": ev.now_rfc3339(), "v": 1,
-            "agent_id": "bob", "session_id": "ses_1", "message_ids": ["msg_1"]}
+    read = {
+        "type": "message.read",
+        "event_id": ev.new_ulid(),
+        "timestamp": ev.now_rfc3339(),
+        "v": 1,
+        "agent_id": "bob",
+        "session_id": "ses_1",
+        "message_ids": ["msg_1"],
+    }
     await hub.publish([read], "local")
     assert not before.is_set()
     await hub.publish([create()], "local")

@@ -41,8 +41,8 @@ def test_each_filter_type_delivers_exactly_the_matching_events(shared):
         scope_c, role_c, group_c, agent_c, all_c = [await d.ws() for _ in range(5)]
         await scope_c.call("subscribe.create", {"filter_type": "scope", "scope": task})
         await role_c.call("subscribe.create", {"filter_type": "mention", "mention": f"@{rev}"})
-        await group_c.call("subscribe.create", {"filter_type": "mention", "mention": carol})   # via role → qa
-        await agent_c.call("subscribe.create", {"filter_type": "mention", "mention": dave})    # via agent → leads
+        await group_c.call("subscribe.create", {"filter_type": "mention", "mention": carol})  # via role → qa
+        await agent_c.call("subscribe.create", {"filter_type": "mention", "mention": dave})  # via agent → leads
         await all_c.call("subscribe.create", {"filter_type": "all"})
 
         m = {}
@@ -57,8 +57,7 @@ def test_each_filter_type_delivers_exactly_the_matching_events(shared):
         m["end"] = d.send(alice, "end", to=["everyone"], scopes=[task])["message_id"]
 
         got = {}
-        for name, c in (("scope", scope_c), ("role", role_c), ("group", group_c), ("agent", agent_c),
-                        ("all", all_c)):
+        for name, c in (("scope", scope_c), ("role", role_c), ("group", group_c), ("agent", agent_c), ("all", all_c)):
             got[name] = await c.until(is_create_of(m["end"]))
         for c in (scope_c, role_c, group_c, agent_c, all_c):
             await c.close()
@@ -66,21 +65,41 @@ def test_each_filter_type_delivers_exactly_the_matching_events(shared):
 
     m, got = asyncio.run(go())
     create = lambda k: ("message.create", m[k])  # noqa: E731
-    assert _about(got["scope"]) == {create("scoped"), ("message.edit", m["scoped"]),
-                                    ("message.delete", m["scoped"]), create("end")}
+    assert _about(got["scope"]) == {
+        create("scoped"),
+        ("message.edit", m["scoped"]),
+        ("message.delete", m["scoped"]),
+        create("end"),
+    }
     assert _about(got["role"]) == {create("to_role"), create("end")}
     assert _about(got["group"]) == {create("to_qa"), create("end")}
     assert _about(got["agent"]) == {create("to_leads"), create("end")}
     mine = {v for v in m.values()}
     assert {x for x in _about(got["all"]) if x[1] in mine} == {
-        *(create(k) for k in m), ("message.edit", m["scoped"]), ("message.delete", m["scoped"])}
+        *(create(k) for k in m),
+        ("message.edit", m["scoped"]),
+        ("message.delete", m["scoped"]),
+    }
     # agent and session events reach `all` only, never a filtered subscription
     for name in ("scope", "role", "group", "agent"):
         assert not [n for n in got[name] if n["method"].startswith("agent.")], name
     # payloads are the spec's, plus subscription_id and seq
     first = next(n for n in got["scope"] if n["method"] == "message.create")["params"]
-    for key in ("type", "timestamp", "event_id", "v", "message_id", "thread_id", "agent_id", "session_id",
-                "body", "scopes", "refs", "subscription_id", "seq"):
+    for key in (
+        "type",
+        "timestamp",
+        "event_id",
+        "v",
+        "message_id",
+        "thread_id",
+        "agent_id",
+        "session_id",
+        "body",
+        "scopes",
+        "refs",
+        "subscription_id",
+        "seq",
+    ):
         assert key in first, key
     assert first["body"]["content"] == "scoped"
     edit = next(n for n in got["scope"] if n["method"] == "message.edit")["params"]
@@ -143,14 +162,19 @@ def test_subscribe_list_delete_and_bad_params(shared):
             a = await c.call("subscribe.create", {"filter_type": "all"})
             b = await c.call("subscribe.create", {"filter_type": "scope", "scope": "module:x"})
             listed = await c.call("subscribe.list")
-            assert {s["subscription_id"] for s in listed["subscriptions"]} == {a["subscription_id"],
-                                                                              b["subscription_id"]}
+            assert {s["subscription_id"] for s in listed["subscriptions"]} == {
+                a["subscription_id"],
+                b["subscription_id"],
+            }
             assert (await c.call("subscribe.delete", {"subscription_id": a["subscription_id"]}))["deleted"]
             listed = await c.call("subscribe.list")
             assert [s["subscription_id"] for s in listed["subscriptions"]] == [b["subscription_id"]]
-            for params, field in (({"filter_type": "bogus"}, "filter_type"), ({"filter_type": "scope"}, "scope"),
-                                  ({"filter_type": "mention"}, "mention"),
-                                  ({"filter_type": "all", "since_event_id": "nope"}, "since_event_id")):
+            for params, field in (
+                ({"filter_type": "bogus"}, "filter_type"),
+                ({"filter_type": "scope"}, "scope"),
+                ({"filter_type": "mention"}, "mention"),
+                ({"filter_type": "all", "since_event_id": "nope"}, "since_event_id"),
+            ):
                 with pytest.raises(RpcError) as info:
                     await c.call("subscribe.create", params)
                 assert info.value.code == -32602
@@ -164,6 +188,7 @@ def test_subscribe_list_delete_and_bad_params(shared):
         c2 = await shared.ws()
         assert (await c2.call("subscribe.list"))["subscriptions"] == []
         await c2.close()
+
     asyncio.run(go())
 
 
@@ -181,6 +206,7 @@ def test_subscription_ends_with_its_session(shared):
         assert ended[-1]["params"]["subscription_id"] == sub["subscription_id"]
         assert (await c.call("subscribe.list"))["subscriptions"] == []
         await c.close()
+
     asyncio.run(go())
 
 
@@ -193,7 +219,7 @@ def test_sequence_numbers_strictly_increase_per_connection(shared):
     async def go():
         c1, c2 = await d.ws(), await d.ws()
         await c1.call("subscribe.create", {"filter_type": "scope", "scope": scope})
-        await c1.call("subscribe.create", {"filter_type": "all"})   # overlapping: still one notification each
+        await c1.call("subscribe.create", {"filter_type": "all"})  # overlapping: still one notification each
         await c2.call("subscribe.create", {"filter_type": "scope", "scope": scope})
         ids = [d.send(f"{t}a", f"n{i}", scopes=[scope])["message_id"] for i in range(20)]
         n1 = await c1.until(is_create_of(ids[-1]))
@@ -205,10 +231,13 @@ def test_sequence_numbers_strictly_increase_per_connection(shared):
     ids, n1, n2 = asyncio.run(go())
     for notes in (n1, n2):
         seqs = [n["params"]["seq"] for n in notes]
-        assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))      # no gap, strictly increasing
-        creates = [n["params"]["message_id"] for n in notes if n["method"] == "message.create"
-                   and n["params"]["message_id"] in ids]
-        assert creates == ids                                            # once each, in order
+        assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))  # no gap, strictly increasing
+        creates = [
+            n["params"]["message_id"]
+            for n in notes
+            if n["method"] == "message.create" and n["params"]["message_id"] in ids
+        ]
+        assert creates == ids  # once each, in order
     assert n2[0]["params"]["seq"] == 1
 
 
@@ -220,6 +249,7 @@ def _creates_seen(n_wanted: int):
         if n["method"] == "message.create":
             seen.add(n["params"]["message_id"])
         return len(seen) >= n_wanted
+
     return predicate
 
 
@@ -234,17 +264,25 @@ def test_slow_client_overflow_drops_oldest_and_says_how_many(fresh):
         from websockets.asyncio.client import connect
 
         # a client that stops reading: tiny TCP receive buffer, at most one frame buffered
-        slow_ws = await connect(d.url(), additional_headers=d.auth(), max_queue=1,
-                                sock=small_buffer_socket(d.port))
+        slow_ws = await connect(d.url(), additional_headers=d.auth(), max_queue=1, sock=small_buffer_socket(d.port))
         slow = WsClient(slow_ws, reading=False)
-        await slow.ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "subscribe.create",
-                                       "params": {"filter_type": "scope", "scope": scope}}))
+        await slow.ws.send(
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "subscribe.create",
+                    "params": {"filter_type": "scope", "scope": scope},
+                }
+            )
+        )
         assert "result" in json.loads(await slow.ws.recv())
         fast = await d.ws()
         await fast.call("subscribe.create", {"filter_type": "scope", "scope": scope})
         loop = asyncio.get_running_loop()
-        ids = await loop.run_in_executor(None, lambda: [d.send("flooder", body, scopes=[scope])["message_id"]
-                                                        for _ in range(n_msgs)])
+        ids = await loop.run_in_executor(
+            None, lambda: [d.send("flooder", body, scopes=[scope])["message_id"] for _ in range(n_msgs)]
+        )
         last = ids[-1]
         # the slow client does not hold up the fast one: it reaches the newest event
         await fast.until(is_create_of(last))
@@ -268,7 +306,7 @@ def test_slow_client_overflow_drops_oldest_and_says_how_many(fresh):
         if n["method"] == "notification.dropped":
             assert slow_notes[i + 1]["params"]["seq"] == n["params"]["next_seq"]
     gaps = (seqs[0] - 1) + sum(b - a - 1 for a, b in zip(seqs, seqs[1:]))
-    assert gaps == lost                                                 # every gap is accounted for
+    assert gaps == lost  # every gap is accounted for
     # drop-oldest: the newest event survived
     assert got[-1]["params"]["message_id"] == last
 
@@ -282,8 +320,7 @@ def test_many_concurrent_clients_each_get_every_matching_event(shared):
 
     async def go():
         clients = await asyncio.gather(*[d.ws() for _ in range(n_clients)])
-        await asyncio.gather(*[c.call("subscribe.create", {"filter_type": "scope", "scope": scope})
-                               for c in clients])
+        await asyncio.gather(*[c.call("subscribe.create", {"filter_type": "scope", "scope": scope}) for c in clients])
         ids = [d.send(f"{t}a", f"m{i}", scopes=[scope])["message_id"] for i in range(5)]
         # every client can still make calls while notifications flow
         await asyncio.gather(*[c.call("health") for c in clients])
@@ -298,8 +335,11 @@ def test_many_concurrent_clients_each_get_every_matching_event(shared):
 
 def _cursor(notes) -> str | None:
     """The event_id to resume from: the last persisted event received (thread.updated is a live summary)."""
-    ids = [n["params"]["event_id"] for n in notes
-           if n["method"] not in ("thread.updated", "notification.dropped") and "event_id" in n.get("params", {})]
+    ids = [
+        n["params"]["event_id"]
+        for n in notes
+        if n["method"] not in ("thread.updated", "notification.dropped") and "event_id" in n.get("params", {})
+    ]
     return ids[-1] if ids else None
 
 
@@ -314,13 +354,15 @@ def test_resume_with_since_event_id_while_messages_keep_coming(shared):
         loop = asyncio.get_running_loop()
         c = await d.ws()
         await c.call("subscribe.create", {"filter_type": "scope", "scope": scope})
-        sender = loop.run_in_executor(None, lambda: [d.send(f"{t}a", f"r{i}", scopes=[scope])["message_id"]
-                                                     for i in range(total)])
-        before = await c.until(_creates_seen(10))       # read some, then drop the connection mid-stream
+        sender = loop.run_in_executor(
+            None, lambda: [d.send(f"{t}a", f"r{i}", scopes=[scope])["message_id"] for i in range(total)]
+        )
+        before = await c.until(_creates_seen(10))  # read some, then drop the connection mid-stream
         await c.close()
         c2 = await d.ws()
-        sub = await c2.call("subscribe.create", {"filter_type": "scope", "scope": scope,
-                                                  "since_event_id": _cursor(before)})
+        sub = await c2.call(
+            "subscribe.create", {"filter_type": "scope", "scope": scope, "since_event_id": _cursor(before)}
+        )
         ids = await sender
         after = await c2.until(is_create_of(ids[-1]))
         await c2.close()
@@ -329,16 +371,21 @@ def test_resume_with_since_event_id_while_messages_keep_coming(shared):
     ids, before, after, sub = asyncio.run(go())
     first = [n["params"]["message_id"] for n in before if n["method"] == "message.create"]
     second = [n["params"]["message_id"] for n in after if n["method"] == "message.create"]
-    assert first + second == ids                           # nothing lost, nothing twice, in order
+    assert first + second == ids  # nothing lost, nothing twice, in order
     replayed = [n for n in after if n["method"] == "message.create" and n["params"].get("replay")]
     marker = [n for n in after if n["method"] == "subscription.replayed"]
     assert len(marker) == 1
     assert marker[0]["params"]["subscription_id"] == sub["subscription_id"]
     assert marker[0]["params"]["replayed"] == len(replayed)
-    flags = [bool(n["params"].get("replay")) for n in after[:after.index(marker[0])] if n["method"] == "message.create"]
-    assert flags == sorted(flags, reverse=True)            # replayed first, then live ones held back meanwhile
-    assert not any(n["params"].get("replay") for n in after[after.index(marker[0]):] if "params" in n
-                   and n["method"] == "message.create")
+    flags = [
+        bool(n["params"].get("replay")) for n in after[: after.index(marker[0])] if n["method"] == "message.create"
+    ]
+    assert flags == sorted(flags, reverse=True)  # replayed first, then live ones held back meanwhile
+    assert not any(
+        n["params"].get("replay")
+        for n in after[after.index(marker[0]) :]
+        if "params" in n and n["method"] == "message.create"
+    )
 
 
 def test_resume_from_beyond_the_ring_reads_the_log(fresh):
@@ -363,8 +410,9 @@ def test_resume_from_beyond_the_ring_reads_the_log(fresh):
         return ids, later, live, notes
 
     ids, later, live, notes = asyncio.run(go())
-    assert [(n["method"], n["params"]["message_id"]) for n in notes if n["method"].startswith("message.")] == \
-        [("message.create", m) for m in later] + [("message.edit", ids[0]), ("message.create", live)]
+    assert [(n["method"], n["params"]["message_id"]) for n in notes if n["method"].startswith("message.")] == [
+        ("message.create", m) for m in later
+    ] + [("message.edit", ids[0]), ("message.create", live)]
 
 
 def test_resume_after_a_daemon_restart_reads_the_log(fresh):
@@ -381,7 +429,7 @@ def test_resume_after_a_daemon_restart_reads_the_log(fresh):
         return ids, _cursor(notes)
 
     ids, cursor = asyncio.run(first_half())
-    d.stop()                                                # the ring is gone with the process
+    d.stop()  # the ring is gone with the process
     d.start()
     later = [d.send("rita", f"b{i}", scopes=[scope])["message_id"] for i in range(3)]
 

@@ -33,8 +33,9 @@ def test_message_wait_over_unix_returns_only_a_matching_message(shared):
     sender, waiter = _pair(d, "wu")
     scope = {"type": "wait", "value": waiter}
     with ThreadPoolExecutor(1) as pool:
-        pending = pool.submit(d.call, "message.wait", {"caller": waiter, "timeout": WAIT, "scope": scope},
-                              timeout=WAIT + 5)
+        pending = pool.submit(
+            d.call, "message.wait", {"caller": waiter, "timeout": WAIT, "scope": scope}, timeout=WAIT + 5
+        )
         d.send(sender, "not in scope", to=[waiter])
         match = d.send(sender, "in scope", to=[waiter], scopes=[scope])["message_id"]
         result = pending.result(WAIT + 5)
@@ -47,8 +48,9 @@ def test_message_wait_with_mentions_resolves_the_role(shared):
     sender, waiter = _pair(d, "wm")
     role = d.call("agent.get", {"name": waiter})["agent"]["role"]
     with ThreadPoolExecutor(1) as pool:
-        pending = pool.submit(d.call, "message.wait", {"caller": waiter, "timeout": WAIT, "mentions": True},
-                              timeout=WAIT + 5)
+        pending = pool.submit(
+            d.call, "message.wait", {"caller": waiter, "timeout": WAIT, "mentions": True}, timeout=WAIT + 5
+        )
         d.send(sender, "for nobody in particular")
         match = d.send(sender, "for the role", to=[role])["message_id"]
         result = pending.result(WAIT + 5)
@@ -60,8 +62,9 @@ def test_message_wait_after_skips_older_unread_messages(shared):
     sender, waiter = _pair(d, "wa")
     older = d.send(sender, "already here", to=[waiter])["message_id"]
     with ThreadPoolExecutor(1) as pool:
-        pending = pool.submit(d.call, "message.wait", {"caller": waiter, "timeout": WAIT, "after": older},
-                              timeout=WAIT + 5)
+        pending = pool.submit(
+            d.call, "message.wait", {"caller": waiter, "timeout": WAIT, "after": older}, timeout=WAIT + 5
+        )
         newer = d.send(sender, "new one", to=[waiter])["message_id"]
         result = pending.result(WAIT + 5)
     assert [m["message_id"] for m in result["messages"]] == [newer]
@@ -74,7 +77,7 @@ def test_message_wait_over_ws_does_not_block_other_requests(shared):
     async def go():
         c = await d.ws()
         waiting = asyncio.ensure_future(c.call("message.wait", {"caller": waiter, "timeout": WAIT}, timeout=WAIT + 5))
-        assert (await c.call("health"))["status"] == "ok"           # answered while the wait is pending
+        assert (await c.call("health"))["status"] == "ok"  # answered while the wait is pending
         assert (await c.call("subscribe.list"))["subscriptions"] == []
         assert not waiting.done()
         loop = asyncio.get_running_loop()
@@ -90,8 +93,14 @@ def test_message_wait_over_ws_does_not_block_other_requests(shared):
 
 def _thrum(d, *args: str, name: str) -> subprocess.Popen:
     env = {**os.environ, "THRUM_NAME": name, "THRUM_NO_AUTOSTART": "1"}
-    return subprocess.Popen([sys.executable, "-m", "thrum.cli.main", *args], cwd=d.repo, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "thrum.cli.main", *args],
+        cwd=d.repo,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_thrum_wait_wakes_on_a_message_then_times_out(shared):

@@ -24,6 +24,7 @@ def _refusal(daemon, url: str, headers: dict | None = None, origin: str | None =
                 pass
         resp = info.value.response
         return resp.status_code, resp.body.decode()
+
     return asyncio.run(go())
 
 
@@ -34,6 +35,7 @@ def _health(url: str, headers: dict | None = None, origin: str | None = None) ->
             return await c.call("health")
         finally:
             await c.close()
+
     return asyncio.run(go())
 
 
@@ -65,8 +67,12 @@ def test_ws_without_or_with_a_wrong_token_is_refused_401(shared):
 
 
 def test_ws_foreign_browser_origin_is_refused_403_even_with_the_token(shared):
-    for origin in ("http://evil.example", "null", f"http://127.0.0.1:{shared.port + 1}",
-                   f"https://localhost:{shared.port}"):
+    for origin in (
+        "http://evil.example",
+        "null",
+        f"http://127.0.0.1:{shared.port + 1}",
+        f"https://localhost:{shared.port}",
+    ):
         status, body = _refusal(shared, shared.url(), shared.auth(), origin=origin)
         assert status == 403, origin
         assert "Origin" in body
@@ -121,6 +127,7 @@ def test_ws_malformed_oversized_and_binary_frames_get_jsonrpc_answers(shared):
             assert (await c.call("health"))["status"] == "ok"
         finally:
             await c.close()
+
     asyncio.run(go())
 
 
@@ -137,6 +144,7 @@ def test_ws_frame_over_the_limit_is_answered_not_fatal(fresh):
             assert (await c.call("health"))["status"] == "ok"
         finally:
             await c.close()
+
     asyncio.run(go())
 
 
@@ -154,7 +162,7 @@ def test_ws_port_falls_back_when_taken_and_token_changes_each_start(fresh):
         assert not d.paths.ws_port_file.exists()
         blocker.close()
         d.start()
-        assert d.port == taken           # the configured port, now free
+        assert d.port == taken  # the configured port, now free
         assert d.token != first_token
         status, _ = _refusal(d, d.url(), d.auth(first_token))
         assert status == 401

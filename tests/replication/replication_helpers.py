@@ -34,11 +34,14 @@ class Machine:
         env = dict(self.env)
         if agent:
             env["THRUM_NAME"] = agent
-        proc = subprocess.run([THRUM, *args], cwd=self.path, env=env, capture_output=True, text=True,
-                              input=input, timeout=120)
+        proc = subprocess.run(
+            [THRUM, *args], cwd=self.path, env=env, capture_output=True, text=True, input=input, timeout=120
+        )
         if check and proc.returncode != 0:
-            raise AssertionError(f"[{self.name}] thrum {' '.join(args)} -> {proc.returncode}\n"
-                                 f"stdout: {proc.stdout}\nstderr: {proc.stderr}")
+            raise AssertionError(
+                f"[{self.name}] thrum {' '.join(args)} -> {proc.returncode}\n"
+                f"stdout: {proc.stdout}\nstderr: {proc.stderr}"
+            )
         return proc
 
     def json(self, *args: str, agent: str | None = None):
@@ -67,8 +70,7 @@ class Machine:
         return self.json("sync")
 
     def shards(self) -> dict[str, bytes]:
-        return {p.relative_to(self.worktree).as_posix(): p.read_bytes()
-                for p in sorted(self.worktree.rglob("*.jsonl"))}
+        return {p.relative_to(self.worktree).as_posix(): p.read_bytes() for p in sorted(self.worktree.rglob("*.jsonl"))}
 
     def stop(self) -> None:
         if self.paths is not None:
@@ -79,8 +81,9 @@ def machine_env(**extra) -> dict:
     env = dict(os.environ)
     for key in ("THRUM_NAME", "THRUM_ROLE", "THRUM_MODULE", "THRUM_LOCAL"):
         env.pop(key, None)
-    env.update({"THRUM_WS_PORT": "0", "THRUM_SYNC_INTERVAL": "3600", "THRUM_SYNC_DEBOUNCE": "3600",
-                "THRUM_NO_AUTOSTART": "0"})
+    env.update(
+        {"THRUM_WS_PORT": "0", "THRUM_SYNC_INTERVAL": "3600", "THRUM_SYNC_DEBOUNCE": "3600", "THRUM_NO_AUTOSTART": "0"}
+    )
     env.update(extra)
     return env
 

@@ -37,8 +37,10 @@ def test_a_refused_login_fails_the_remote_check_with_what_to_do(machines):
     code, checks = _doctor(a)
     assert code == 1
     remote = checks["remote"]
-    assert remote["status"] == "fail" and "refused THRUM_GIT_TOKEN from the environment of `thrum doctor`" in \
-        remote["detail"]
+    assert (
+        remote["status"] == "fail"
+        and "refused THRUM_GIT_TOKEN from the environment of `thrum doctor`" in remote["detail"]
+    )
     assert "wrong-token" not in json.dumps(checks) and "git push" in remote["action"]
     line = next(x for x in a.run("doctor", check=False).stdout.splitlines() if " remote " in x)
     assert line.startswith("FAIL  remote      remote origin (http://127.0.0.1:") and "  -> fix the login" in line

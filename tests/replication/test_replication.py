@@ -72,16 +72,20 @@ def test_concurrent_appends_to_the_same_stream_converge_byte_identical(machines)
     segments = sorted(p for p in sa if p.startswith("messages/alice/"))
     assert len(segments) >= 2
     eids = [e for p in segments for e in event_ids(sa[p]) if not e.startswith("<")]
-    messages = [e for p in segments for line in sa[p].splitlines() if b'"message.create"' in line
-                for e in event_ids(line)]
+    messages = [
+        e for p in segments for line in sa[p].splitlines() if b'"message.create"' in line for e in event_ids(line)
+    ]
     assert len(eids) == len(set(eids))
     assert len(messages) == 240
     for p in segments:
         assert b"<<<<<<<" not in sa[p]
         assert b">>>>>>>" not in sa[p]
     for m in (a, b):
-        listed = [x["message_id"] for page in (1, 2, 3)
-                  for x in m.rpc("message.list", {"page_size": 100, "page": page})["messages"]]
+        listed = [
+            x["message_id"]
+            for page in (1, 2, 3)
+            for x in m.rpc("message.list", {"page_size": 100, "page": page})["messages"]
+        ]
         assert sorted(listed) == sorted(ids)
     repo = pygit2.Repository(str(a.path))
     commit = repo.revparse_single("refs/heads/a-sync")
@@ -190,14 +194,28 @@ def test_forged_events_from_another_clone_are_quarantined(machines):
     mid = a.rpc("message.send", {"caller": "alice", "content": "genuine"})["message_id"]
     a.sync(), b.sync()
     b.stop()
-    forged_edit = {"type": "message.edit", "timestamp": "2026-11-25T12:00:00.000Z",
-                   "event_id": "01M8AE0000000000000000000A", "v": 1, "message_id": mid,
-                   "agent_id": "mallory", "body": {"format": "markdown", "content": "pwned", "structured": ""}}
-    wrong_shard = {"type": "message.create", "timestamp": "2026-11-25T12:00:00.000Z",
-                   "event_id": "01M8AE0000000000000000000B", "v": 1, "message_id": "msg_forged",
-                   "thread_id": "", "agent_id": "alice", "session_id": "ses_x",
-                   "body": {"format": "markdown", "content": "I am alice", "structured": ""},
-                   "scopes": [], "refs": []}
+    forged_edit = {
+        "type": "message.edit",
+        "timestamp": "2026-11-25T12:00:00.000Z",
+        "event_id": "01M8AE0000000000000000000A",
+        "v": 1,
+        "message_id": mid,
+        "agent_id": "mallory",
+        "body": {"format": "markdown", "content": "pwned", "structured": ""},
+    }
+    wrong_shard = {
+        "type": "message.create",
+        "timestamp": "2026-11-25T12:00:00.000Z",
+        "event_id": "01M8AE0000000000000000000B",
+        "v": 1,
+        "message_id": "msg_forged",
+        "thread_id": "",
+        "agent_id": "alice",
+        "session_id": "ses_x",
+        "body": {"format": "markdown", "content": "I am alice", "structured": ""},
+        "scopes": [],
+        "refs": [],
+    }
     (b.worktree / "messages" / "mallory").mkdir(parents=True, exist_ok=True)
     with open(b.worktree / "messages" / "mallory" / "000001.jsonl", "ab") as f:
         f.write(json.dumps(forged_edit).encode() + b"\n")
@@ -245,13 +263,26 @@ def test_randomised_replicas_converge_to_identical_logs_and_inboxes(machines):
         who = rng.choice(local_agents[m.name])
         op = rng.random()
         if op < 0.45:
-            m.rpc("message.send", {"caller": who, "content": f"msg {rng.random():.6f}", "to": ["@everyone"],
-                                   "scopes": [{"type": "topic", "value": rng.choice("xyz")}]})
+            m.rpc(
+                "message.send",
+                {
+                    "caller": who,
+                    "content": f"msg {rng.random():.6f}",
+                    "to": ["@everyone"],
+                    "scopes": [{"type": "topic", "value": rng.choice("xyz")}],
+                },
+            )
         elif op < 0.6:
             mine = m.rpc("message.list", {"author_id": who, "page_size": 100})["messages"]
             if mine:
-                m.rpc("message.edit", {"caller": who, "message_id": rng.choice(mine)["message_id"],
-                                       "content": f"edited {rng.random():.6f}"})
+                m.rpc(
+                    "message.edit",
+                    {
+                        "caller": who,
+                        "message_id": rng.choice(mine)["message_id"],
+                        "content": f"edited {rng.random():.6f}",
+                    },
+                )
         elif op < 0.8:
             others = m.rpc("message.list", {"caller": who, "exclude_own": True, "page_size": 100})["messages"]
             if others:
@@ -269,8 +300,9 @@ def test_randomised_replicas_converge_to_identical_logs_and_inboxes(machines):
     for who in everyone:
         views = [m.rpc("message.list", {"caller": who, "page_size": 100}) for m in reps]
         assert all(v == views[0] for v in views[1:]), who
-    unread = [m.run("inbox", "--unread", "--json", "--page-size", "100", agent="shared").stdout
-              for m in (reps[1], reps[3])]
+    unread = [
+        m.run("inbox", "--unread", "--json", "--page-size", "100", agent="shared").stdout for m in (reps[1], reps[3])
+    ]
     assert json.loads(unread[0]) == json.loads(unread[1])
 
 

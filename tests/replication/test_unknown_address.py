@@ -17,8 +17,7 @@ def test_an_agent_registered_elsewhere_since_the_last_sync_is_found_by_one_fetch
     assert sent["recipients"] == [{"address": "@bob", "kind": "agent"}]
     a.sync()
     b.sync()
-    assert [m["message_id"] for m in b.json("inbox", "--mentions", agent="bob")["messages"]] == [
-        sent["message_id"]]
+    assert [m["message_id"] for m in b.json("inbox", "--mentions", agent="bob")["messages"]] == [sent["message_id"]]
 
 
 def test_a_still_unknown_address_says_when_the_last_sync_succeeded(machines):

@@ -66,24 +66,53 @@ class Events:
         return self.rec(ev.SessionEnd(session_id=sid, agent_id=agent, **self._common(ts)))
 
     # -- messages
-    def create(self, agent, content="hello", *, mid=None, mentions=(), scopes=(), refs=(), thread_id="",
-               ts=None, priority="normal"):
+    def create(
+        self,
+        agent,
+        content="hello",
+        *,
+        mid=None,
+        mentions=(),
+        scopes=(),
+        refs=(),
+        thread_id="",
+        ts=None,
+        priority="normal",
+    ):
         tags = tuple(ev.Tag("mention", m) for m in mentions) + tuple(ev.Tag(*r) for r in refs)
         kw = {"message_id": mid} if mid else {}
-        return self.rec(ev.MessageCreate(agent_id=agent, session_id=self.session(agent), thread_id=thread_id,
-                                         body=ev.Body(content), scopes=tuple(ev.Tag(*s) for s in scopes),
-                                         refs=tags, priority=priority, **kw, **self._common(ts)))
+        return self.rec(
+            ev.MessageCreate(
+                agent_id=agent,
+                session_id=self.session(agent),
+                thread_id=thread_id,
+                body=ev.Body(content),
+                scopes=tuple(ev.Tag(*s) for s in scopes),
+                refs=tags,
+                priority=priority,
+                **kw,
+                **self._common(ts),
+            )
+        )
 
     def edit(self, agent, mid, content, ts=None):
-        return self.rec(ev.MessageEdit(message_id=mid, agent_id=agent, session_id=self.session(agent),
-                                       body=ev.Body(content), **self._common(ts)))
+        return self.rec(
+            ev.MessageEdit(
+                message_id=mid,
+                agent_id=agent,
+                session_id=self.session(agent),
+                body=ev.Body(content),
+                **self._common(ts),
+            )
+        )
 
     def delete(self, agent, mid, reason="", ts=None):
         return self.rec(ev.MessageDelete(message_id=mid, agent_id=agent, reason=reason, **self._common(ts)))
 
     def read(self, agent, *mids, ts=None):
-        return self.rec(ev.MessageRead(agent_id=agent, session_id=self.session(agent), message_ids=mids,
-                                       **self._common(ts)))
+        return self.rec(
+            ev.MessageRead(agent_id=agent, session_id=self.session(agent), message_ids=mids, **self._common(ts))
+        )
 
     def unread(self, agent, *mids, ts=None):
         return self.rec(ev.MessageUnread(agent_id=agent, message_ids=mids, **self._common(ts)))
@@ -102,12 +131,14 @@ class Events:
         return self.rec(ev.GroupDelete(name=name, deleted_by=by, **self._common(ts)))
 
     def member_add(self, group, value, mtype="agent", by="admin", ts=None):
-        return self.rec(ev.GroupMemberAdd(group=group, member_type=mtype, member_value=value, agent_id=by,
-                                          **self._common(ts)))
+        return self.rec(
+            ev.GroupMemberAdd(group=group, member_type=mtype, member_value=value, agent_id=by, **self._common(ts))
+        )
 
     def member_remove(self, group, value, mtype="agent", by="admin", ts=None):
-        return self.rec(ev.GroupMemberRemove(group=group, member_type=mtype, member_value=value, agent_id=by,
-                                             **self._common(ts)))
+        return self.rec(
+            ev.GroupMemberRemove(group=group, member_type=mtype, member_value=value, agent_id=by, **self._common(ts))
+        )
 
 
 def mid(rec) -> str:
@@ -127,8 +158,11 @@ def snapshot(db, agents, roles, groups, message_ids, *, with_issues=True) -> str
 
     Two databases that give the same snapshot answer every query in it the same.
     """
-    out = {"agents": directory.list_agents(db, include_deleted=True), "groups": directory.list_groups(db),
-           "sessions": directory.list_sessions(db)}
+    out = {
+        "agents": directory.list_agents(db, include_deleted=True),
+        "groups": directory.list_groups(db),
+        "sessions": directory.list_sessions(db),
+    }
     out["members"] = {}
     for g in list(groups) + ["everyone"]:
         try:
@@ -136,10 +170,18 @@ def snapshot(db, agents, roles, groups, message_ids, *, with_issues=True) -> str
         except Exception as exc:  # NotFound
             out["members"][g] = type(exc).__name__
     filters = [
-        {}, {"include_deleted": True}, {"include_archived": True}, {"sort_order": "asc"},
-        {"sort_by": "updated_at"}, {"exclude_author": "@self"}, {"mentions_of": "@self"},
-        {"mentions_of": "@self", "unread_for": "@self"}, {"unread_for": "@self", "exclude_author": "@self"},
-        {"author_id": "@self"}, {"scope": {"type": "module", "value": "a"}}, {"ref": {"type": "issue", "value": "1"}},
+        {},
+        {"include_deleted": True},
+        {"include_archived": True},
+        {"sort_order": "asc"},
+        {"sort_by": "updated_at"},
+        {"exclude_author": "@self"},
+        {"mentions_of": "@self"},
+        {"mentions_of": "@self", "unread_for": "@self"},
+        {"unread_for": "@self", "exclude_author": "@self"},
+        {"author_id": "@self"},
+        {"scope": {"type": "module", "value": "a"}},
+        {"ref": {"type": "issue", "value": "1"}},
     ]
     for role in roles:
         filters.append({"mention_role": role, "unread_for": "@self"})
@@ -161,8 +203,7 @@ def snapshot(db, agents, roles, groups, message_ids, *, with_issues=True) -> str
     msgs = {}
     for m in sorted(set(message_ids)):
         try:
-            msgs[m] = [queries.get_message(db, m, viewer=agents[0] if agents else None),
-                       queries.thread_messages(db, m)]
+            msgs[m] = [queries.get_message(db, m, viewer=agents[0] if agents else None), queries.thread_messages(db, m)]
         except Exception as exc:
             msgs[m] = type(exc).__name__
     out["messages"] = msgs

@@ -43,8 +43,11 @@ def test_append_group_commits_a_batch_with_one_fsync_per_shard(tmp_log, e, monke
     calls = []
     real = os.fsync
     monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(fd), real(fd))[1])
-    batch = [e.create("alice", str(i)) for i in range(40)] + [e.create("bob", str(i)) for i in range(40)] + \
-            [e.register(f"a{i}", "qa") for i in range(20)]
+    batch = (
+        [e.create("alice", str(i)) for i in range(40)]
+        + [e.create("bob", str(i)) for i in range(40)]
+        + [e.register(f"a{i}", "qa") for i in range(20)]
+    )
     tmp_log.append(dicts(*batch))
     assert len(calls) == 3
     lines = list(tmp_log.iter_lines("messages/alice/000001.jsonl"))
@@ -155,8 +158,14 @@ def test_read_shard_in_chunks_gives_the_same_records(tmp_log, e):
 
 
 def test_shard_paths_refuse_traversal(tmp_log):
-    for bad in ("../outside.jsonl", "messages/../../outside.jsonl", "messages/.hidden/000001.jsonl", "/etc/passwd",
-                "receipts/a/b.jsonl", "events/000001.jsonl/../x"):
+    for bad in (
+        "../outside.jsonl",
+        "messages/../../outside.jsonl",
+        "messages/.hidden/000001.jsonl",
+        "/etc/passwd",
+        "receipts/a/b.jsonl",
+        "events/000001.jsonl/../x",
+    ):
         with pytest.raises(ValueError):
             tmp_log.path(bad)
 
@@ -184,7 +193,7 @@ def test_a_stream_rolls_over_to_a_new_segment_at_the_cap(tmp_path, e):
     log_ = EventLog(tmp_path / "log", segment_cap=2000)
     lines = [ev.encode_line(d) for d in dicts(*[e.create("alice", "x" * 200) for _ in range(30)])]
     for i in range(0, 30, 4):  # several batches, as the writer appends them
-        log_.append([ev.decode_line(x) for x in lines[i:i + 4]])
+        log_.append([ev.decode_line(x) for x in lines[i : i + 4]])
     segments = log_.shards()
     assert len(segments) > 3 and segments == sorted(segments)
     sizes = [(tmp_path / "log" / s).stat().st_size for s in segments]
@@ -195,8 +204,9 @@ def test_a_stream_rolls_over_to_a_new_segment_at_the_cap(tmp_path, e):
     assert touched == [ev.segment_path("messages/alice", len(segments) + 1)]  # a long line gets its own segment
     after = e.create("alice", "z")
     assert log_.append(dicts(after)) == [ev.segment_path("messages/alice", len(segments) + 2)]
-    assert EventLog(tmp_path / "log", segment_cap=2000).append(dicts(e.create("alice", "w"))) == \
-        [ev.segment_path("messages/alice", len(segments) + 2)]  # a fresh log finds the highest segment
+    assert EventLog(tmp_path / "log", segment_cap=2000).append(dicts(e.create("alice", "w"))) == [
+        ev.segment_path("messages/alice", len(segments) + 2)
+    ]  # a fresh log finds the highest segment
 
 
 def test_append_lines_adds_to_the_named_segment_without_rolling_over(tmp_path, e):

@@ -8,7 +8,8 @@ import pytest
 
 from thrum import events as ev
 from thrum.errors import ValidationError
-from thrum.store import models, queries
+from thrum.store import queries
+from thrum.store.database import create_schema, open_database
 
 from store_helpers import Events, fold, ids, mid
 
@@ -23,8 +24,13 @@ def e():
 @pytest.fixture
 def city(db, e):
     """Two machines' agents for the mayor's mailbox, one for the witness's, and a thrum agent."""
-    fold(db, e.register("gcr_aaaaaaaa_mayor", "gc", module=BOX), e.register("gcr_bbbbbbbb_mayor", "gc", module=BOX),
-         e.register("gcr_aaaaaaaa_witness", "gc", module="gc_witness"), e.register("alice", "dev"))
+    fold(
+        db,
+        e.register("gcr_aaaaaaaa_mayor", "gc", module=BOX),
+        e.register("gcr_bbbbbbbb_mayor", "gc", module=BOX),
+        e.register("gcr_aaaaaaaa_witness", "gc", module="gc_witness"),
+        e.register("alice", "dev"),
+    )
     return e
 
 
@@ -50,21 +56,32 @@ def test_a_mailbox_holds_what_mentions_it_by_name_oldest_first(db, city):
 def test_read_state_is_the_latest_mark_of_any_keeper_and_arrival_order_does_not_matter(tmp_path, city):
     e = city
     msg = e.create("gcr_aaaaaaaa_witness", "x", mentions=[BOX])
-    marks = [e.read("gcr_aaaaaaaa_mayor", mid(msg)), e.unread("gcr_bbbbbbbb_mayor", mid(msg)),
-             e.read("alice", mid(msg))]  # alice does not keep the mailbox: her mark does not count
-    registers = [city.register(n, "gc", module=m) for n, m in
-                 (("gcr_aaaaaaaa_mayor", BOX), ("gcr_bbbbbbbb_mayor", BOX), ("alice", "dev"))]
+    marks = [
+        e.read("gcr_aaaaaaaa_mayor", mid(msg)),
+        e.unread("gcr_bbbbbbbb_mayor", mid(msg)),
+        e.read("alice", mid(msg)),
+    ]  # alice does not keep the mailbox: her mark does not count
+    registers = [
+        city.register(n, "gc", module=m)
+        for n, m in (("gcr_aaaaaaaa_mayor", BOX), ("gcr_bbbbbbbb_mayor", BOX), ("alice", "dev"))
+    ]
     results = set()
     for seed in range(4):
-        database = models.open_database(tmp_path / f"db{seed}.sqlite")
-        models.create_schema(database)
+        database = open_database(tmp_path / f"db{seed}.sqlite")
+        create_schema(database)
         events = [msg, *marks, *registers]
         random.Random(seed).shuffle(events)
         fold(database, *events)
         listed = queries.mailbox_list(database, BOX)
         state = queries.mailbox_states(database, [mid(msg)])[mid(msg)]
-        results.add((tuple((m["message_id"], m["is_read"]) for m in listed["messages"]), listed["unread"],
-                     state["read"], state["archived"]))
+        results.add(
+            (
+                tuple((m["message_id"], m["is_read"]) for m in listed["messages"]),
+                listed["unread"],
+                state["read"],
+                state["archived"],
+            )
+        )
         database.close()
     assert results == {(((mid(msg), False),), 1, False, False)}
 
@@ -72,14 +89,22 @@ def test_read_state_is_the_latest_mark_of_any_keeper_and_arrival_order_does_not_
 def test_archived_by_any_keeper_leaves_the_mailbox(db, city):
     e = city
     kept, gone = e.create("alice", "keep", mentions=[BOX]), e.create("alice", "gone", mentions=[BOX])
-    fold(db, kept, gone, e.read("gcr_aaaaaaaa_mayor", mid(kept)), e.archive("gcr_bbbbbbbb_mayor", mid(gone)),
-         e.archive("alice", mid(kept)))  # not a keeper
+    fold(
+        db,
+        kept,
+        gone,
+        e.read("gcr_aaaaaaaa_mayor", mid(kept)),
+        e.archive("gcr_bbbbbbbb_mayor", mid(gone)),
+        e.archive("alice", mid(kept)),
+    )  # not a keeper
     result = box(db)
     assert [(m["message_id"], m["is_read"]) for m in result["messages"]] == [(mid(kept), True)]
     assert (result["total"], result["unread"]) == (1, 0)
     assert box(db, unread_only=True)["messages"] == []
     assert queries.mailbox_states(db, [mid(kept), mid(gone)]) == {
-        mid(kept): {"read": True, "archived": False}, mid(gone): {"read": False, "archived": True}}
+        mid(kept): {"read": True, "archived": False},
+        mid(gone): {"read": False, "archived": True},
+    }
 
 
 def test_the_agent_named_like_the_mailbox_keeps_it_too(db, city):
@@ -92,8 +117,9 @@ def test_the_agent_named_like_the_mailbox_keeps_it_too(db, city):
 
 def test_subject_is_kept_by_the_fold_and_shown(db, e):
     fold(db, e.register("alice", "dev"))
-    rec = Events.rec(ev.MessageCreate(agent_id="alice", session_id="ses_alice", body=ev.Body("b"), subject="Hello",
-                                      **e._common()))
+    rec = Events.rec(
+        ev.MessageCreate(agent_id="alice", session_id="ses_alice", body=ev.Body("b"), subject="Hello", **e._common())
+    )
     plain = e.create("alice", "no subject")
     assert "subject" not in plain[1] or plain[1]["subject"] == ""
     fold(db, rec, plain)
@@ -131,11 +157,17 @@ def test_thread_list_newest_activity_first_with_counts(db, e):
     t3 = e.create("carol", "archived by bob", thread_id="thr_01JD5QA0B1C2D3E4F5G6H7J8K3")
     fold(db, t1, t2, r1, t3, e.read("bob", mid(t1)), e.archive("bob", mid(t3)))
     listed = queries.thread_list(db, "bob", page=1, page_size=10)
-    assert [t["thread_id"] for t in listed["threads"]] == ["thr_01JD5QA0B1C2D3E4F5G6H7J8K1",
-                                                           "thr_01JD5QA0B1C2D3E4F5G6H7J8K2"]
+    assert [t["thread_id"] for t in listed["threads"]] == [
+        "thr_01JD5QA0B1C2D3E4F5G6H7J8K1",
+        "thr_01JD5QA0B1C2D3E4F5G6H7J8K2",
+    ]
     first, second = listed["threads"]
-    assert (first["message_count"], first["unread_count"], first["last_sender"], first["preview"]) == \
-        (2, 0, "bob", "reply in first")
+    assert (first["message_count"], first["unread_count"], first["last_sender"], first["preview"]) == (
+        2,
+        0,
+        "bob",
+        "reply in first",
+    )
     assert (second["message_count"], second["unread_count"]) == (1, 0)  # bob's own
     assert listed["total"] == 2 and listed["total_pages"] == 1
     alice = queries.thread_list(db, "alice", page=1, page_size=1)

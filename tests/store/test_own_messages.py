@@ -17,8 +17,15 @@ def world(db):
     mine = [e.create("alice", f"mine {i}", mentions=["everyone"], scopes=[("module", "x")]) for i in range(3)]
     theirs = [e.create("bob", f"theirs {i}", mentions=["everyone"], scopes=[("module", "x")]) for i in range(2)]
     # alice once marked one of her own messages unread, and archived another: neither makes it unread
-    fold(db, *recs, *mine, *theirs, e.unread("alice", mid(mine[0])), e.archive("alice", mid(mine[1])),
-         e.read("alice", mid(theirs[0])))
+    fold(
+        db,
+        *recs,
+        *mine,
+        *theirs,
+        e.unread("alice", mid(mine[0])),
+        e.archive("alice", mid(mine[1])),
+        e.read("alice", mid(theirs[0])),
+    )
     return [mid(m) for m in mine], [mid(t) for t in theirs]
 
 
@@ -33,7 +40,11 @@ def test_own_messages_are_read_for_their_author_on_every_path(db, world, path, m
     everything = queries.list_messages(db, viewer="alice", page_size=100, **scoped, **kw)
     assert everything["total"] == 4 and everything["unread"] == 1  # mine[1] archived
     assert {m["message_id"]: m["is_read"] for m in everything["messages"]} == {
-        mine[0]: True, mine[2]: True, theirs[0]: True, theirs[1]: False}
+        mine[0]: True,
+        mine[2]: True,
+        theirs[0]: True,
+        theirs[1]: False,
+    }
     unread = queries.list_messages(db, viewer="alice", unread_for="alice", **scoped, **kw)
     assert ids(unread) == [theirs[1]] and unread["total"] == unread["unread"] == 1
     explicit = queries.list_messages(db, mention_role="dev", unread_for="alice", **scoped, **kw)

@@ -28,6 +28,7 @@ def issues(db, kind=None):
 
 # --------------------------------------------------------------------------- messages
 
+
 def test_fold_create_then_edit_updates_body_and_history(db, e):
     c = e.create("alice", "v1")
     fold(db, c)
@@ -83,7 +84,7 @@ def test_fold_non_author_edit_and_delete_are_ignored_and_recorded_as_forged(db, 
     c = e.create("alice", "mine")
     bad_edit = e.edit("mallory", mid(c), "pwned")
     bad_delete = e.delete("mallory", mid(c))
-    r1 = fold(db, bad_edit, bad_delete)       # before the message exists: stored, not judged yet
+    r1 = fold(db, bad_edit, bad_delete)  # before the message exists: stored, not judged yet
     r2 = fold(db, c)
     r3 = fold(db, e.edit("alice", mid(c), "still mine"))  # recomputes; the forged ones are not counted again
     m = message(db, mid(c))
@@ -91,11 +92,14 @@ def test_fold_non_author_edit_and_delete_are_ignored_and_recorded_as_forged(db, 
     assert not m["deleted"]
     assert r1.forged + r2.forged + r3.forged == 2
     assert {(s, eid) for _, s, eid in issues(db, "forged")} == {
-        ("messages/mallory", bad_edit[1]["event_id"]), ("messages/mallory", bad_delete[1]["event_id"])}
+        ("messages/mallory", bad_edit[1]["event_id"]),
+        ("messages/mallory", bad_delete[1]["event_id"]),
+    }
 
 
-@pytest.mark.parametrize("wrong_shard", ["messages/bob/000001.jsonl", "receipts/alice/000001.jsonl",
-                                         "events/000001.jsonl"])
+@pytest.mark.parametrize(
+    "wrong_shard", ["messages/bob/000001.jsonl", "receipts/alice/000001.jsonl", "events/000001.jsonl"]
+)
 def test_fold_event_in_the_wrong_shard_is_forged(db, e, wrong_shard):
     shard, d = e.create("alice", "hi")
     result = projection.fold(db, [(wrong_shard, d)])
@@ -152,6 +156,7 @@ def test_fold_unknown_types_are_counted_not_applied(db, e):
 
 # --------------------------------------------------------------------------- receipts
 
+
 @pytest.mark.parametrize("order", [(0, 1), (1, 0)])
 def test_fold_read_then_unread_last_writer_wins(db, e, order):
     c = e.create("alice")
@@ -170,8 +175,10 @@ def test_fold_a_large_batch_of_messages_keeps_the_counters_exact(db, e):
     from thrum.store.counters import BULK_INSERT_ROWS
 
     fold(db, e.create("alice", "before", mentions=["bob"]))
-    creates = [e.create(("alice", "bob", "carol")[i % 3], f"m{i}", mentions=[("bob", "carol", "reviewer")[i % 3]])
-               for i in range(BULK_INSERT_ROWS + 50)]
+    creates = [
+        e.create(("alice", "bob", "carol")[i % 3], f"m{i}", mentions=[("bob", "carol", "reviewer")[i % 3]])
+        for i in range(BULK_INSERT_ROWS + 50)
+    ]
     early = [mid(c) for c in creates[:40]]
     fold(db, e.read("bob", *early), e.archive("carol", *early[::2]), e.read("carol", *early[::4]))
     result = fold(db, *creates)
@@ -216,6 +223,7 @@ def test_fold_message_reads_view_shows_current_reads(db, e):
 
 # --------------------------------------------------------------------------- groups, agents, sessions
 
+
 def test_fold_group_recreate_drops_old_members(db, e):
     fold(db, e.register("alice", "dev"), e.group_create("team"), e.member_add("team", "alice"))
     assert directory.group_members(db, "team") == [{"type": "agent", "value": "alice"}]
@@ -229,14 +237,24 @@ def test_fold_group_recreate_drops_old_members(db, e):
 
 
 def test_fold_group_events_in_any_order_agree(db, tmp_path, e):
-    recs = [e.group_create("team"), e.member_add("team", "alice"), e.group_delete("team"), e.group_create("team"),
-            e.member_add("team", "bob"), e.member_remove("team", "bob"), e.member_add("team", "carol")]
+    recs = [
+        e.group_create("team"),
+        e.member_add("team", "alice"),
+        e.group_delete("team"),
+        e.group_create("team"),
+        e.member_add("team", "bob"),
+        e.member_remove("team", "bob"),
+        e.member_add("team", "carol"),
+    ]
     fold(db, *reversed(recs))
     other = database.open_database(tmp_path / "other.db")
     database.create_schema(other)
     fold(other, *recs)
-    assert directory.group_members(db, "team") == directory.group_members(other, "team") == [
-        {"type": "agent", "value": "carol"}]
+    assert (
+        directory.group_members(db, "team")
+        == directory.group_members(other, "team")
+        == [{"type": "agent", "value": "carol"}]
+    )
 
 
 def test_fold_agent_cleanup_then_register_again(db, e):
@@ -282,12 +300,18 @@ def test_fold_session_without_start_takes_agent_of_earliest_end(db, tmp_path, e)
 
 
 def test_fold_active_sessions_are_counted_per_agent(db, e):
-    fold(db, e.register("alice", "dev"), e.session_start("alice", "ses_1"), e.session_start("alice", "ses_2"),
-         e.session_end("ses_2", "alice"))
+    fold(
+        db,
+        e.register("alice", "dev"),
+        e.session_start("alice", "ses_1"),
+        e.session_start("alice", "ses_2"),
+        e.session_end("ses_2", "alice"),
+    )
     assert directory.get_agent(db, "alice")["active_sessions"] == 1
 
 
 # --------------------------------------------------------------------------- log level: catch_up, rebuild
+
 
 def _write(log: EventLog, *records):
     log.append([d for _, d in records])
@@ -400,8 +424,7 @@ def test_an_event_a_handler_cannot_apply_is_recorded_and_the_rest_of_the_batch_f
 
     e = Events()
     good = e.create("alice", "kept")
-    shard, bad = e.rec(ev.AgentUpdate(agent_id="alice", work_contexts=({"session_id": "ses_x"},),
-                                      **e._common()))
+    shard, bad = e.rec(ev.AgentUpdate(agent_id="alice", work_contexts=({"session_id": "ses_x"},), **e._common()))
     bad = dict(bad, work_contexts=[{"session_id": "ses_x", "weird": {1, 2}}])  # no JSON form: the handler raises
     result = projection.fold(db, [e.register("alice", "implementer"), (shard, bad), good])
     assert result.invalid == 1

@@ -35,15 +35,18 @@ SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[Healt
 _agent = st.sampled_from(AGENTS)
 _slot = st.integers(0, 3)  # message slots: several creates may share one (id conflicts)
 _ops = st.one_of(
-    st.tuples(st.just("create"), _agent, _slot, st.lists(st.sampled_from(TARGETS), max_size=2),
-              st.booleans(), st.booleans()),
-    st.tuples(st.just("edit"), _slot, st.booleans()),        # bool: by the author (else: by someone else)
+    st.tuples(
+        st.just("create"), _agent, _slot, st.lists(st.sampled_from(TARGETS), max_size=2), st.booleans(), st.booleans()
+    ),
+    st.tuples(st.just("edit"), _slot, st.booleans()),  # bool: by the author (else: by someone else)
     st.tuples(st.just("delete"), _slot, st.booleans()),
     st.tuples(st.sampled_from(["read", "unread", "archive"]), _agent, st.lists(_slot, min_size=1, max_size=3)),
     st.tuples(st.sampled_from(["group.create", "group.delete"]), st.sampled_from(GROUPS)),
-    st.tuples(st.sampled_from(["add", "remove"]), st.sampled_from(GROUPS),
-              st.one_of(st.tuples(st.just("agent"), _agent),
-                        st.tuples(st.just("role"), st.sampled_from(["dev", "qa"])))),
+    st.tuples(
+        st.sampled_from(["add", "remove"]),
+        st.sampled_from(GROUPS),
+        st.one_of(st.tuples(st.just("agent"), _agent), st.tuples(st.just("role"), st.sampled_from(["dev", "qa"]))),
+    ),
     st.tuples(st.sampled_from(["register", "cleanup"]), _agent),
     st.tuples(st.just("session"), _agent, st.booleans()),
 )
@@ -62,25 +65,36 @@ def build(ops) -> tuple[list, list, list[str]]:
         kind = op[0]
         if kind == "create":
             _, agent, slot, mentions, scoped, threaded = op
-            rec = e.create(agent, f"c{e.n}", mid=f"msg_S{slot}", mentions=mentions,
-                           scopes=[("module", "a")] if scoped else (), thread_id="thr_1" if threaded else "",
-                           refs=[("issue", "1")] if scoped else ())
+            rec = e.create(
+                agent,
+                f"c{e.n}",
+                mid=f"msg_S{slot}",
+                mentions=mentions,
+                scopes=[("module", "a")] if scoped else (),
+                thread_id="thr_1" if threaded else "",
+                refs=[("issue", "1")] if scoped else (),
+            )
             valid.append(rec)
             other = next(a for a in AGENTS if a != agent)
-            forged.append((f"messages/{other}/000001.jsonl", e.create(agent, "in someone else's shard",
-                                                               mid=f"msg_S{slot}")[1]))
+            forged.append(
+                (f"messages/{other}/000001.jsonl", e.create(agent, "in someone else's shard", mid=f"msg_S{slot}")[1])
+            )
         elif kind in ("edit", "delete"):
             _, slot, by_author = op
             creators = {o[1] for o in ops if o[0] == "create" and o[2] == slot}
             if by_author and len(creators) == 1:  # the author is unambiguous whatever create wins
                 who = next(iter(creators))
-                valid.append(e.edit(who, f"msg_S{slot}", f"e{e.n}") if kind == "edit"
-                             else e.delete(who, f"msg_S{slot}"))
+                valid.append(
+                    e.edit(who, f"msg_S{slot}", f"e{e.n}") if kind == "edit" else e.delete(who, f"msg_S{slot}")
+                )
             elif not by_author:
                 who = next((a for a in AGENTS if a not in creators), None)
                 if who is not None:  # an agent that wrote no create for this id: never the author
-                    forged.append(e.edit(who, f"msg_S{slot}", "hijacked") if kind == "edit"
-                                  else e.delete(who, f"msg_S{slot}", reason="hijacked"))
+                    forged.append(
+                        e.edit(who, f"msg_S{slot}", "hijacked")
+                        if kind == "edit"
+                        else e.delete(who, f"msg_S{slot}", reason="hijacked")
+                    )
         elif kind in ("read", "unread", "archive"):
             _, agent, slots = op
             msg_ids = [f"msg_S{s}" for s in slots]
@@ -97,8 +111,12 @@ def build(ops) -> tuple[list, list, list[str]]:
             _, group, (mtype, value) = op
             rec = e.member_add(group, value, mtype) if kind == "add" else e.member_remove(group, value, mtype)
             valid.append(rec)
-            forged.append(("messages/ann/000001.jsonl", (e.member_remove if kind == "add" else e.member_add)(
-                group, value, mtype)[1]))
+            forged.append(
+                (
+                    "messages/ann/000001.jsonl",
+                    (e.member_remove if kind == "add" else e.member_add)(group, value, mtype)[1],
+                )
+            )
         elif kind == "register":
             valid.append(e.register(op[1], ROLES[op[1]]))
         elif kind == "cleanup":
@@ -122,7 +140,7 @@ def fold_in_batches(db, records, rng: random.Random) -> None:
     i = 0
     while i < len(records):
         n = rng.randint(1, 6)
-        projection.fold(db, records[i:i + n])
+        projection.fold(db, records[i : i + n])
         i += n
 
 
@@ -160,7 +178,7 @@ def test_rebuild_equals_incremental_fold(ops, rng):
         i = 0
         while i < len(records):  # the daemon's way: append, then catch up
             n = rng.randint(1, 5)
-            for shard, d in records[i:i + n]:
+            for shard, d in records[i : i + n]:
                 path = root / (shard if ev.is_log_path(shard) else ev.segment_path(shard, 1 + len(shard) % 3))
                 path.parent.mkdir(parents=True, exist_ok=True)
                 with open(path, "ab") as f:
@@ -194,8 +212,9 @@ _forging_op = _ops.filter(lambda op: op[0] in ("create", "read", "unread", "arch
 
 
 @SETTINGS
-@given(st.tuples(st.lists(_ops, max_size=24), _forging_op).map(lambda t: t[0] + [t[1]]),
-       st.randoms(use_true_random=False))
+@given(
+    st.tuples(st.lists(_ops, max_size=24), _forging_op).map(lambda t: t[0] + [t[1]]), st.randoms(use_true_random=False)
+)
 def test_forged_events_change_nothing(ops, rng):
     valid, forged, mids = build(ops)
     assert forged  # the property is about something

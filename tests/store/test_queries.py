@@ -20,9 +20,16 @@ def e():
 @pytest.fixture
 def team(db, e):
     """alice (dev), bob (reviewer), carol (reviewer), dave (ops); group core = {alice, role reviewer}."""
-    fold(db, e.register("alice", "dev"), e.register("bob", "reviewer"), e.register("carol", "reviewer"),
-         e.register("dave", "ops"), e.group_create("core", description="Core team"), e.member_add("core", "alice"),
-         e.member_add("core", "reviewer", mtype="role"))
+    fold(
+        db,
+        e.register("alice", "dev"),
+        e.register("bob", "reviewer"),
+        e.register("carol", "reviewer"),
+        e.register("dave", "ops"),
+        e.group_create("core", description="Core team"),
+        e.member_add("core", "alice"),
+        e.member_add("core", "reviewer", mtype="role"),
+    )
     return e
 
 
@@ -31,6 +38,7 @@ def listing(db, **kw):
 
 
 # --------------------------------------------------------------------------- paging, sorting, validation
+
 
 def test_pagination_math(db, e):
     recs = [e.create("alice", str(i)) for i in range(23)]
@@ -50,16 +58,31 @@ def test_pagination_math(db, e):
 
 
 def test_empty_result_has_zero_pages(db):
-    assert queries.list_messages(db) == {"messages": [], "total": 0, "unread": 0, "page": 1, "page_size": 10,
-                                         "total_pages": 0}
+    assert queries.list_messages(db) == {
+        "messages": [],
+        "total": 0,
+        "unread": 0,
+        "page": 1,
+        "page_size": 10,
+        "total_pages": 0,
+    }
 
 
-@pytest.mark.parametrize("kw, field", [
-    ({"page_size": 101}, "page_size"), ({"page_size": 0}, "page_size"), ({"page_size": "10"}, "page_size"),
-    ({"page": 0}, "page"), ({"page": -1}, "page"), ({"page": True}, "page"),
-    ({"sort_by": "author"}, "sort_by"), ({"sort_order": "up"}, "sort_order"),
-    ({"scope": "module:auth"}, "scope"), ({"ref": {"type": "issue"}}, "ref"),
-])
+@pytest.mark.parametrize(
+    "kw, field",
+    [
+        ({"page_size": 101}, "page_size"),
+        ({"page_size": 0}, "page_size"),
+        ({"page_size": "10"}, "page_size"),
+        ({"page": 0}, "page"),
+        ({"page": -1}, "page"),
+        ({"page": True}, "page"),
+        ({"sort_by": "author"}, "sort_by"),
+        ({"sort_order": "up"}, "sort_order"),
+        ({"scope": "module:auth"}, "scope"),
+        ({"ref": {"type": "issue"}}, "ref"),
+    ],
+)
 def test_list_messages_validation_names_the_field(db, kw, field):
     with pytest.raises(ValidationError) as info:
         queries.list_messages(db, **kw)
@@ -90,20 +113,39 @@ def test_sorting_by_created_and_updated_with_message_id_tie_break(db, e):
 def test_message_item_fields(db, team):
     e = team
     parent = e.create("bob", "root")
-    c = e.create("alice", "hi", mentions=["bob"], scopes=[("module", "auth")], refs=[("reply_to", mid(parent))],
-                 thread_id="thr_1", priority="high")
+    c = e.create(
+        "alice",
+        "hi",
+        mentions=["bob"],
+        scopes=[("module", "auth")],
+        refs=[("reply_to", mid(parent))],
+        thread_id="thr_1",
+        priority="high",
+    )
     fold(db, parent, c)
     item = queries.list_messages(db, author_id="alice")["messages"][0]
     assert item == {
-        "message_id": mid(c), "agent_id": "alice", "session_id": "ses_alice", "thread_id": "thr_1",
+        "message_id": mid(c),
+        "agent_id": "alice",
+        "session_id": "ses_alice",
+        "thread_id": "thr_1",
         "body": {"format": "markdown", "content": "hi", "structured": ""},
         "scopes": [{"type": "module", "value": "auth"}],
         "refs": [{"type": "mention", "value": "bob"}, {"type": "reply_to", "value": mid(parent)}],
-        "priority": "high", "created_at": c[1]["timestamp"], "updated_at": "", "deleted": False,
-        "is_read": False, "edited": False, "version": 0, "reply_to": mid(parent), "subject": ""}
+        "priority": "high",
+        "created_at": c[1]["timestamp"],
+        "updated_at": "",
+        "deleted": False,
+        "is_read": False,
+        "edited": False,
+        "version": 0,
+        "reply_to": mid(parent),
+        "subject": "",
+    }
 
 
 # --------------------------------------------------------------------------- filters
+
 
 def test_every_filter(db, team):
     e = team
@@ -133,14 +175,17 @@ def test_default_inbox_excludes_own_and_deleted_messages(db, team):
     assert queries.counts(db, "alice") == {"total": 1, "unread": 1}
 
 
-@pytest.mark.parametrize("mention, reaches", [
-    ("bob", {"bob"}),                       # by name
-    ("reviewer", {"bob", "carol"}),         # by role
-    ("core", {"alice", "bob", "carol"}),    # group: agent member alice + role member reviewer
-    ("everyone", {"alice", "bob", "carol", "dave"}),
-    ("@dave", {"dave"}),                    # a stored @ is ignored
-    ("nobody", set()),
-])
+@pytest.mark.parametrize(
+    "mention, reaches",
+    [
+        ("bob", {"bob"}),  # by name
+        ("reviewer", {"bob", "carol"}),  # by role
+        ("core", {"alice", "bob", "carol"}),  # group: agent member alice + role member reviewer
+        ("everyone", {"alice", "bob", "carol", "dave"}),
+        ("@dave", {"dave"}),  # a stored @ is ignored
+        ("nobody", set()),
+    ],
+)
 def test_mention_resolution(db, team, mention, reaches):
     c = team.create("alice" if mention != "bob" else "dave", "ping", mentions=[mention])
     fold(db, c)
@@ -170,10 +215,12 @@ def test_group_membership_is_resolved_at_read_time(db, team):
 
 def test_mention_role_counts_role_everyone_and_groups_holding_the_role(db, team):
     e = team
-    to_role, to_all, to_group, to_bob = (e.create("dave", "r", mentions=["reviewer"]),
-                                         e.create("dave", "all", mentions=["everyone"]),
-                                         e.create("dave", "g", mentions=["core"]),
-                                         e.create("dave", "b", mentions=["bob"]))
+    to_role, to_all, to_group, to_bob = (
+        e.create("dave", "r", mentions=["reviewer"]),
+        e.create("dave", "all", mentions=["everyone"]),
+        e.create("dave", "g", mentions=["core"]),
+        e.create("dave", "b", mentions=["bob"]),
+    )
     fold(db, to_role, to_all, to_group, to_bob)
     assert listing(db, mention_role="reviewer") == [mid(to_group), mid(to_all), mid(to_role)]
     assert listing(db, mention_role="dev") == [mid(to_all)]  # core holds alice (an agent), not the dev role
@@ -189,7 +236,12 @@ def test_read_state_is_read_unread_counts_and_unread_filter(db, team):
     assert out["total"] == 5
     assert out["unread"] == 3
     assert {m["message_id"]: m["is_read"] for m in out["messages"]} == {
-        mid(msgs[0]): True, mid(msgs[1]): True, mid(msgs[2]): False, mid(msgs[3]): False, mid(msgs[4]): False}
+        mid(msgs[0]): True,
+        mid(msgs[1]): True,
+        mid(msgs[2]): False,
+        mid(msgs[3]): False,
+        mid(msgs[4]): False,
+    }
     unread = queries.list_messages(db, viewer="bob", unread_for="bob")
     assert ids(unread) == [mid(msgs[4]), mid(msgs[3]), mid(msgs[2])]
     assert unread["total"] == 3
@@ -198,7 +250,13 @@ def test_read_state_is_read_unread_counts_and_unread_filter(db, team):
     assert queries.list_messages(db)["unread"] == 5  # no viewer: nothing is read
     # another agent's unread filter, seen by bob: counted with SQL
     assert queries.list_messages(db, viewer="bob", unread_for="carol") | {"messages": []} == {
-        "messages": [], "total": 5, "unread": 3, "page": 1, "page_size": 10, "total_pages": 1}
+        "messages": [],
+        "total": 5,
+        "unread": 3,
+        "page": 1,
+        "page_size": 10,
+        "total_pages": 1,
+    }
     assert queries.unread_ids(db, "bob") == [mid(msgs[2]), mid(msgs[3]), mid(msgs[4])]
     assert queries.unread_ids(db, "bob", mentions_only=True, scope=("module", "x")) == []
 
@@ -227,8 +285,16 @@ def test_archived_messages_are_hidden_from_the_viewer(db, team):
 def test_also_read_by_and_sent_messages(db, team):
     e = team
     a, b = e.create("alice", "a"), e.create("alice", "b")
-    fold(db, a, b, e.read("bob", mid(a)), e.read("carol", mid(a), mid(b)), e.read("alice", mid(b)),
-         e.read("dave", mid(b)), e.unread("dave", mid(b)))
+    fold(
+        db,
+        a,
+        b,
+        e.read("bob", mid(a)),
+        e.read("carol", mid(a), mid(b)),
+        e.read("alice", mid(b)),
+        e.read("dave", mid(b)),
+        e.unread("dave", mid(b)),
+    )
     assert queries.also_read_by(db, [mid(a), mid(b)], "carol") == {mid(a): ["bob"], mid(b): ["alice"]}
     assert queries.also_read_by(db, [mid(a)], "bob") == {mid(a): ["carol"]}
     assert queries.also_read_by(db, [mid(b)], "nobody_else") == {mid(b): ["alice", "carol"]}
@@ -236,8 +302,7 @@ def test_also_read_by_and_sent_messages(db, team):
     assert queries.also_read_by(db, [mid(b)], "bob") == {}
     sent = queries.sent_messages(db, "alice")
     assert sent["total"] == 2
-    assert ({m["message_id"]: m["read_by"] for m in sent["messages"]} == {
-        mid(a): ["bob", "carol"], mid(b): []})
+    assert {m["message_id"]: m["read_by"] for m in sent["messages"]} == {mid(a): ["bob", "carol"], mid(b): []}
 
 
 def test_get_message_details_and_not_found(db, team):
@@ -261,6 +326,7 @@ def test_get_message_details_and_not_found(db, team):
 
 
 # --------------------------------------------------------------------------- threads
+
 
 def test_thread_messages_by_thread_id_or_message_id(db, e):
     a = e.create("alice", "a", thread_id="thr_9")
@@ -290,12 +356,19 @@ def test_thread_summary(db, e):
     b = e.create("bob", "x" * 300, thread_id="thr_5")
     fold(db, a, b, e.edit("alice", mid(a), "first, edited", ts="2026-03-01T00:00:00.000Z"))
     s = queries.thread_summary(db, "thr_5", "alice")
-    assert s == {"thread_id": "thr_5", "message_count": 2, "unread_count": 1,
-                 "last_activity": "2026-03-01T00:00:00.000Z", "last_sender": "bob", "preview": "x" * 100}
+    assert s == {
+        "thread_id": "thr_5",
+        "message_count": 2,
+        "unread_count": 1,
+        "last_activity": "2026-03-01T00:00:00.000Z",
+        "last_sender": "bob",
+        "preview": "x" * 100,
+    }
     assert queries.thread_summary(db, "thr_none", "alice") is None
 
 
 # --------------------------------------------------------------------------- agents, sessions
+
 
 def test_list_agents_filters_and_fields(db, team):
     e = team
@@ -306,8 +379,18 @@ def test_list_agents_filters_and_fields(db, team):
     assert names(role="dev", module="ui") == ["erin"]
     assert names(include_deleted=True) == ["alice", "bob", "carol", "dave", "erin"]
     erin = directory.get_agent(db, "erin")
-    assert set(erin) >= {"agent_id", "kind", "role", "module", "display", "registered_at", "last_seen_at",
-                         "name", "worktree", "active_sessions"}
+    assert set(erin) >= {
+        "agent_id",
+        "kind",
+        "role",
+        "module",
+        "display",
+        "registered_at",
+        "last_seen_at",
+        "name",
+        "worktree",
+        "active_sessions",
+    }
     assert erin["active_sessions"] == 1
     assert erin["kind"] == "agent"
     assert erin["registered_at"]
@@ -318,6 +401,7 @@ def test_list_agents_filters_and_fields(db, team):
 
 # --------------------------------------------------------------------------- groups, addresses
 
+
 def test_groups(db, team):
     e = team
     fold(db, e.group_create("empty"))
@@ -327,11 +411,17 @@ def test_groups(db, team):
     assert groups[0]["member_count"] == 4
     assert groups[1]["member_count"] == 2
     assert groups[1]["description"] == "Core team"
-    assert directory.group_members(db, "core") == [{"type": "agent", "value": "alice"},
-                                                 {"type": "role", "value": "reviewer"}]
+    assert directory.group_members(db, "core") == [
+        {"type": "agent", "value": "alice"},
+        {"type": "role", "value": "reviewer"},
+    ]
     assert [m["value"] for m in directory.group_members(db, "@core", expand=True)] == ["alice", "bob", "carol"]
     assert [m["value"] for m in directory.group_members(db, "everyone", expand=True)] == [
-        "alice", "bob", "carol", "dave"]
+        "alice",
+        "bob",
+        "carol",
+        "dave",
+    ]
     info = directory.group_info(db, "core")
     assert info["name"] == "core"
     assert len(info["members"]) == 2
@@ -362,14 +452,20 @@ def test_resolve_address_and_close_matches(db, team):
 
 # --------------------------------------------------------------------------- counters vs SQL
 
+
 def _random_world(db, seed: int, n: int = 400):
     rng = random.Random(seed)
     e = Events()
     agents = ["a0", "a1", "a2", "a3", "a4", "a5"]
     roles = ["dev", "qa", "ops"]
     recs = [e.register(a, roles[i % 3]) for i, a in enumerate(agents)]
-    recs += [e.group_create("g1"), e.member_add("g1", "a1"), e.member_add("g1", "qa", mtype="role"),
-             e.group_create("g2"), e.member_add("g2", "a5")]
+    recs += [
+        e.group_create("g1"),
+        e.member_add("g1", "a1"),
+        e.member_add("g1", "qa", mtype="role"),
+        e.group_create("g2"),
+        e.member_add("g2", "a5"),
+    ]
     created = []
     for i in range(n):
         author = rng.choice(agents)
@@ -394,7 +490,7 @@ def _random_world(db, seed: int, n: int = 400):
             recs.append(e.archive(a, *arch))
     rng.shuffle(recs)
     for i in range(0, len(recs), 97):
-        fold(db, *recs[i:i + 97])
+        fold(db, *recs[i : i + 97])
     return agents, roles
 
 
@@ -402,10 +498,17 @@ def _random_world(db, seed: int, n: int = 400):
 def test_counter_path_equals_sql_path(db, seed):
     agents, roles = _random_world(db, seed)
     assert projection.verify_counters(db) == []
-    combos = [{}, {"exclude_author": "@"}, {"mentions_of": "@"}, {"mentions_of": "@", "unread_for": "@"},
-              {"unread_for": "@", "exclude_author": "@"}, {"author_id": "@"}, {"include_archived": True},
-              {"mentions_of": "@", "include_archived": True, "sort_order": "asc"},
-              {"sort_by": "updated_at", "unread_for": "@"}]
+    combos = [
+        {},
+        {"exclude_author": "@"},
+        {"mentions_of": "@"},
+        {"mentions_of": "@", "unread_for": "@"},
+        {"unread_for": "@", "exclude_author": "@"},
+        {"author_id": "@"},
+        {"include_archived": True},
+        {"mentions_of": "@", "include_archived": True, "sort_order": "asc"},
+        {"sort_by": "updated_at", "unread_for": "@"},
+    ]
     combos += [{"mention_role": r, "unread_for": "@"} for r in roles]
     for agent in agents:
         for combo in combos:
@@ -425,8 +528,9 @@ def test_sparse_and_dense_mentions_page_the_same(db, e):
     for agent in ("x", "y"):
         for page in (1, 2, 5):
             fast = queries.list_messages(db, viewer=agent, mentions_of=agent, page=page, page_size=20)
-            slow = queries.list_messages(db, viewer=agent, mentions_of=agent, page=page, page_size=20,
-                                         _use_counters=False)
+            slow = queries.list_messages(
+                db, viewer=agent, mentions_of=agent, page=page, page_size=20, _use_counters=False
+            )
             assert fast == slow
     assert queries.list_messages(db, viewer="y", mentions_of="y")["total"] == 2  # i = 0 and 300
 
@@ -434,12 +538,20 @@ def test_sparse_and_dense_mentions_page_the_same(db, e):
 @pytest.mark.parametrize("seed", [3])
 def test_selective_filters_one_pass_equals_two_pass(db, seed, monkeypatch):
     agents, _ = _random_world(db, seed)
-    combos = [{"scope": ("module", "a")}, {"scope": ("module", "b"), "unread_for": "@"},
-              {"scope": ("module", "a"), "mentions_of": "@", "sort_order": "asc"},
-              {"ref": ("mention", "qa")}, {"scope": ("module", "a"), "unread_for": "a1"},
-              {"scope": ("module", "b"), "sort_by": "updated_at", "include_archived": True}]
-    cases = [(agent, {k: agent if v == "@" else v for k, v in combo.items()}, page)
-             for agent in agents for combo in combos for page in (1, 2)]
+    combos = [
+        {"scope": ("module", "a")},
+        {"scope": ("module", "b"), "unread_for": "@"},
+        {"scope": ("module", "a"), "mentions_of": "@", "sort_order": "asc"},
+        {"ref": ("mention", "qa")},
+        {"scope": ("module", "a"), "unread_for": "a1"},
+        {"scope": ("module", "b"), "sort_by": "updated_at", "include_archived": True},
+    ]
+    cases = [
+        (agent, {k: agent if v == "@" else v for k, v in combo.items()}, page)
+        for agent in agents
+        for combo in combos
+        for page in (1, 2)
+    ]
     one_pass = [queries.list_messages(db, viewer=a, page=p, page_size=9, **kw) for a, kw, p in cases]
     monkeypatch.setattr(inbox, "ONE_PASS_MAX", -1)
     two_pass = [queries.list_messages(db, viewer=a, page=p, page_size=9, **kw) for a, kw, p in cases]

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from fixtures.repos.builders import make_replicas
 from thrum import events as ev
 from thrum.daemon.writer import tail_position
-from thrum.store import models, projection
+from thrum.store import database, projection
 from thrum.store.log import EventLog, LogIssue
 from thrum.sync.replicate import Replicator, run_cycle
 from thrum.sync.worktree import ensure_sync_worktree
@@ -49,8 +49,8 @@ class Node:
         self.worktree = ensure_sync_worktree(path)
         self.replicator = Replicator(self.worktree)
         self.log = EventLog(self.worktree, segment_cap=CAP)
-        self.db = models.open_database(path / "projection.db")
-        models.create_schema(self.db)
+        self.db = database.open_database(path / "projection.db")
+        database.create_schema(self.db)
         self.lock = threading.Lock()
         self.dirty: set[str] = set()
         self.known: list[tuple[str, str]] = []  # (message id, author) this replica has seen
@@ -80,8 +80,9 @@ class Node:
                         records.append((shard, ev.decode_line(line)))
                     except ev.MalformedEvent as exc:
                         issues.append(LogIssue(shard, 0, str(exc), line[:200]))
-            positions = {s: tail_position(self.log.root / s)
-                         for s in set(outcome.received_lines) | set(outcome.written)}
+            positions = {
+                s: tail_position(self.log.root / s) for s in set(outcome.received_lines) | set(outcome.written)
+            }
             self.log.forget_cached_state()
             projection.fold(self.db, records, issues=issues, positions=positions)
             self._learn(d for _, d in records)
@@ -106,8 +107,13 @@ class Node:
 
 
 _op = st.one_of(
-    st.tuples(st.just("send"), st.integers(0, 3), st.integers(0, 1), st.sampled_from(["now", *TIMES]),
-              st.sampled_from([None, "@bob", "@alice", "@reviewer"])),
+    st.tuples(
+        st.just("send"),
+        st.integers(0, 3),
+        st.integers(0, 1),
+        st.sampled_from(["now", *TIMES]),
+        st.sampled_from([None, "@bob", "@alice", "@reviewer"]),
+    ),
     st.tuples(st.just("edit"), st.integers(0, 3), st.integers(0, 50), st.sampled_from(["now", *TIMES])),
     st.tuples(st.just("read"), st.integers(0, 3), st.integers(0, 1), st.integers(0, 50)),
     st.tuples(st.just("sync"), st.integers(0, 3)),
@@ -127,25 +133,34 @@ def _apply(nodes: list[Node], op, written: set[str]) -> None:
         _, _, who, when, to = op
         author = agents[who % len(agents)]
         refs = (ev.Tag("mention", to[1:]),) if to else ()
-        e = ev.MessageCreate(agent_id=author, session_id=node.session(author), refs=refs,
-                             body=ev.Body(f"{author} on {i}: " + "words " * (len(written) % 7)),
-                             **({"timestamp": TIMES[when]} if when in TIMES else {}))
+        e = ev.MessageCreate(
+            agent_id=author,
+            session_id=node.session(author),
+            refs=refs,
+            body=ev.Body(f"{author} on {i}: " + "words " * (len(written) % 7)),
+            **({"timestamp": TIMES[when]} if when in TIMES else {}),
+        )
     elif kind == "edit":
         _, _, slot, when = op
         mine = [(m, a) for m, a in node.known if a in agents]
         if not mine:
             return
         message_id, author = mine[slot % len(mine)]
-        e = ev.MessageEdit(message_id=message_id, agent_id=author, session_id=node.session(author),
-                           body=ev.Body(f"edited on {i} ({len(written)})"),
-                           **({"timestamp": TIMES[when]} if when in TIMES else {}))
+        e = ev.MessageEdit(
+            message_id=message_id,
+            agent_id=author,
+            session_id=node.session(author),
+            body=ev.Body(f"edited on {i} ({len(written)})"),
+            **({"timestamp": TIMES[when]} if when in TIMES else {}),
+        )
     else:
         _, _, who, slot = op
         if not node.known:
             return
         reader = agents[who % len(agents)]
-        e = ev.MessageRead(agent_id=reader, session_id=node.session(reader),
-                           message_ids=(node.known[slot % len(node.known)][0],))
+        e = ev.MessageRead(
+            agent_id=reader, session_id=node.session(reader), message_ids=(node.known[slot % len(node.known)][0],)
+        )
     d = e.to_dict()
     node.write([d])
     written.add(d["event_id"])
@@ -159,8 +174,11 @@ def test_any_interleaving_converges_to_identical_trees_and_inboxes(n, ops):
         nodes = [Node(path, i) for i, path in enumerate(replicas.clones)]
         written: set[str] = set()
         for node in nodes:  # every agent registers on its first machine
-            regs = [ev.AgentRegister(agent_id=a, role=ROLES[a]).to_dict() for a in node.agents()
-                    if HOMES[a][0] == node.index]
+            regs = [
+                ev.AgentRegister(agent_id=a, role=ROLES[a]).to_dict()
+                for a in node.agents()
+                if HOMES[a][0] == node.index
+            ]
             if regs:
                 node.write(regs)
                 written.update(d["event_id"] for d in regs)
@@ -180,6 +198,5 @@ def test_any_interleaving_converges_to_identical_trees_and_inboxes(n, ops):
             assert len(data) <= CAP * (len(HOMES.get(path.split("/")[1], ())) or n) + 1200, path
         mids = sorted({m for node in nodes for m, _ in node.known})
         agents = sorted(a for a, homes in HOMES.items() if homes[0] < n)
-        views = [snapshot(node.db, agents, sorted(set(ROLES.values())), [], mids, with_issues=False)
-                 for node in nodes]
+        views = [snapshot(node.db, agents, sorted(set(ROLES.values())), [], mids, with_issues=False) for node in nodes]
         assert all(v == views[0] for v in views[1:]), "inboxes differ"

@@ -22,8 +22,9 @@ from thrum.sync.credentials import (
 
 
 def test_a_token_passed_along_by_thrum_sync_wins_over_the_daemons_own():
-    creds = credentials_from_env({}, environ={"THRUM_GIT_TOKEN": "old"}, forwarded={"THRUM_GIT_TOKEN": "new"},
-                                 own="the daemon's environment")
+    creds = credentials_from_env(
+        {}, environ={"THRUM_GIT_TOKEN": "old"}, forwarded={"THRUM_GIT_TOKEN": "new"}, own="the daemon's environment"
+    )
     assert creds.https_token == "new"
     assert creds.token_source == "THRUM_GIT_TOKEN from the environment of `thrum sync`"
     daemon_only = credentials_from_env({}, environ={"THRUM_GIT_TOKEN": "old"}, own="the daemon's environment")
@@ -50,26 +51,33 @@ def test_a_dead_agent_socket_passed_along_does_not_replace_a_live_one(tmp_path):
     s = socket.socket(socket.AF_UNIX)
     s.bind(str(live))
     try:
-        creds = credentials_from_env({}, environ={"SSH_AUTH_SOCK": str(live)},
-                                     forwarded={"SSH_AUTH_SOCK": str(tmp_path / "gone.sock")})
+        creds = credentials_from_env(
+            {}, environ={"SSH_AUTH_SOCK": str(live)}, forwarded={"SSH_AUTH_SOCK": str(tmp_path / "gone.sock")}
+        )
         assert creds.ssh_auth_sock() == str(live)
-        fresh = credentials_from_env({}, environ={"SSH_AUTH_SOCK": str(tmp_path / "gone.sock")},
-                                     forwarded={"SSH_AUTH_SOCK": str(live)})
+        fresh = credentials_from_env(
+            {}, environ={"SSH_AUTH_SOCK": str(tmp_path / "gone.sock")}, forwarded={"SSH_AUTH_SOCK": str(live)}
+        )
         assert fresh.ssh_auth_sock() == str(live)
     finally:
         s.close()
 
 
 def test_a_thrum_sync_without_credentials_keeps_what_an_earlier_one_gave(tmp_path):
-    kept = remember_forwarded({}, {"THRUM_GIT_TOKEN": "s3cret", "THRUM_GIT_USERNAME": "alice",
-                                   "THRUM_SSH_KEY": "/k", "GH_TOKEN": "gh"})
+    kept = remember_forwarded(
+        {}, {"THRUM_GIT_TOKEN": "s3cret", "THRUM_GIT_USERNAME": "alice", "THRUM_SSH_KEY": "/k", "GH_TOKEN": "gh"}
+    )
     assert remember_forwarded(kept, {}) == kept  # a plain `thrum sync` logs nobody out
     assert remember_forwarded(kept, {"XDG_CONFIG_HOME": "/x"}) == {**kept, "XDG_CONFIG_HOME": "/x"}
     # a token replaces the token and its user (a token given without a user drops the old user)
     assert remember_forwarded(kept, {"THRUM_GIT_TOKEN": "new"}) == {
-        "THRUM_GIT_TOKEN": "new", "THRUM_SSH_KEY": "/k", "GH_TOKEN": "gh"}
-    assert remember_forwarded(kept, {"THRUM_GIT_TOKEN": "new", "THRUM_GIT_USERNAME": "bob"})["THRUM_GIT_USERNAME"] \
-        == "bob"
+        "THRUM_GIT_TOKEN": "new",
+        "THRUM_SSH_KEY": "/k",
+        "GH_TOKEN": "gh",
+    }
+    assert (
+        remember_forwarded(kept, {"THRUM_GIT_TOKEN": "new", "THRUM_GIT_USERNAME": "bob"})["THRUM_GIT_USERNAME"] == "bob"
+    )
     # a user alone never pairs the kept token with someone else; without a kept token it is taken
     assert remember_forwarded(kept, {"THRUM_GIT_USERNAME": "bob"}) == kept
     assert remember_forwarded({}, {"THRUM_GIT_USERNAME": "oauth2"}) == {"THRUM_GIT_USERNAME": "oauth2"}
@@ -91,17 +99,22 @@ def test_an_agent_socket_is_replaced_only_by_a_live_one(tmp_path):
         assert remember_forwarded(kept, {"SSH_AUTH_SOCK": str(tmp_path / "gone.sock")}) == kept
         assert remember_forwarded(kept, {"SSH_AUTH_SOCK": str(other)})["SSH_AUTH_SOCK"] == str(other)
         dead = {"SSH_AUTH_SOCK": str(tmp_path / "gone.sock")}
-        assert remember_forwarded(dead, {"SSH_AUTH_SOCK": str(tmp_path / "gone2.sock")})["SSH_AUTH_SOCK"] \
-            == str(tmp_path / "gone2.sock")  # nothing live either way: the newer one
+        assert remember_forwarded(dead, {"SSH_AUTH_SOCK": str(tmp_path / "gone2.sock")})["SSH_AUTH_SOCK"] == str(
+            tmp_path / "gone2.sock"
+        )  # nothing live either way: the newer one
     finally:
         for s in socks:
             s.close()
 
 
 def test_labels_name_the_process_that_passed_each_variable_along():
-    creds = credentials_from_env({}, environ={}, forwarded={"THRUM_GIT_TOKEN": "t", "THRUM_SSH_KEY": "/k"},
-                                 passed="the environment of `thrum sync`",
-                                 passed_by={"THRUM_SSH_KEY": "the environment of `thrum doctor`"})
+    creds = credentials_from_env(
+        {},
+        environ={},
+        forwarded={"THRUM_GIT_TOKEN": "t", "THRUM_SSH_KEY": "/k"},
+        passed="the environment of `thrum sync`",
+        passed_by={"THRUM_SSH_KEY": "the environment of `thrum doctor`"},
+    )
     assert creds.token_source == "THRUM_GIT_TOKEN from the environment of `thrum sync`"
     assert creds.ssh_key_source == "THRUM_SSH_KEY from the environment of `thrum doctor`"
 
@@ -111,8 +124,9 @@ def test_credentials_repr_hides_the_token():
 
 
 def _keygen(path, passphrase=""):
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", passphrase, "-f", str(path)], check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", passphrase, "-f", str(path)], check=True, capture_output=True
+    )
 
 
 def test_key_files_libssh2_cannot_use_are_recognised(tmp_path):
@@ -122,8 +136,10 @@ def test_key_files_libssh2_cannot_use_are_recognised(tmp_path):
     assert key_file_problem(str(tmp_path / "locked")).startswith("encrypted (load it into ssh-agent")
     assert key_file_problem(str(tmp_path / "locked"), passphrase="passphrase") is None
     pem = tmp_path / "old.pem"
-    pem.write_text("-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,00\n\nAAAA\n"
-                   "-----END RSA PRIVATE KEY-----\n")
+    pem.write_text(
+        "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,00\n\nAAAA\n"
+        "-----END RSA PRIVATE KEY-----\n"
+    )
     assert key_file_problem(str(pem)).startswith("encrypted")
     assert key_file_problem(str(tmp_path / "missing")).startswith("cannot be read")
 
@@ -146,16 +162,24 @@ def test_git_credential_fill_approve_and_reject_talk_to_the_users_helpers(helper
     gitcredential.reject(cred, env=helper_home)
     stored = (tmp_path / "home" / ".git-credentials").read_text()
     assert "tok-123" not in stored
-    gitcredential.approve(gitcredential.GitCredential("bob", "tok-456", {"protocol": "https", "host": "git.example.com",
-                                                                         "username": "bob", "password": "tok-456"}),
-                          env=helper_home)
+    gitcredential.approve(
+        gitcredential.GitCredential(
+            "bob", "tok-456", {"protocol": "https", "host": "git.example.com", "username": "bob", "password": "tok-456"}
+        ),
+        env=helper_home,
+    )
     assert gitcredential.fill("https", "git.example.com", env=helper_home).password == "tok-456"
 
 
 def test_errors_are_one_line_name_the_remote_and_hide_credentials():
     url = "https://alice:hunter22@git.example.com/team/repo.git"
-    err = translate(pygit2.GitError("failed to resolve address for alice:hunter22@git.example.com: Name or "
-                                    "service not known\nmore"), "origin", url)
+    err = translate(
+        pygit2.GitError(
+            "failed to resolve address for alice:hunter22@git.example.com: Name or service not known\nmore"
+        ),
+        "origin",
+        url,
+    )
     assert isinstance(err, RemoteUnreachable)
     assert "hunter22" not in str(err) and "\n" not in str(err)
     assert str(err).startswith("remote origin (https://alice:***@git.example.com/team/repo.git) is unreachable")

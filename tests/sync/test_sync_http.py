@@ -110,8 +110,11 @@ def test_a_refused_login_from_the_helper_is_rejected_so_the_helper_forgets_it(tm
 
 def test_no_login_configured_says_what_to_do(tmp_path, served):
     c = net_cluster(tmp_path / "srv", 1, lambda remote: served.url("remote.git"), _creds(_home(tmp_path)))
-    with pytest.raises(AuthError, match=r"asks for a login and none is configured: set THRUM_GIT_TOKEN, or set up "
-                                        r"git's credential helper"):
+    with pytest.raises(
+        AuthError,
+        match=r"asks for a login and none is configured: set THRUM_GIT_TOKEN, or set up "
+        r"git's credential helper",
+    ):
         c.a.sync()
 
 

@@ -33,9 +33,14 @@ class Replica:
 
     def write(self, round_: int, n: int) -> int:
         """Append ``n`` events the daemon's way; their size in bytes."""
-        events = [ev.MessageCreate(agent_id=AGENTS[(round_ + k) % len(AGENTS)], session_id=SESSION,
-                                   body=ev.Body(f"round {round_} event {k}: the build is green again")).to_dict()
-                  for k in range(n)]
+        events = [
+            ev.MessageCreate(
+                agent_id=AGENTS[(round_ + k) % len(AGENTS)],
+                session_id=SESSION,
+                body=ev.Body(f"round {round_} event {k}: the build is green again"),
+            ).to_dict()
+            for k in range(n)
+        ]
         self.touched = self.log.append(events)
         return sum(len(ev.encode_line(e)) for e in events)
 
@@ -59,8 +64,12 @@ def _git_fsck(repo: Path) -> None:
     git = shutil.which("git")
     if git is None:
         pytest.skip("git is not installed")
-    proc = subprocess.run([git, "-C", str(repo), "fsck", "--full", "--strict", "--no-dangling"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [git, "-C", str(repo), "fsck", "--full", "--strict", "--no-dangling"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
 
 

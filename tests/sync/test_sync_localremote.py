@@ -40,8 +40,16 @@ def test_local_remote_path_accepts_absolute_paths_and_file_urls(tmp_path):
     assert local_remote_path(str(tmp_path)) == tmp_path
     assert local_remote_path(f"file://{tmp_path}") == tmp_path
     assert local_remote_path(f"file://localhost{tmp_path}") == tmp_path
-    for url in ("relative/path", "ssh://host/x.git", "git@host:x.git", "https://h/x.git",
-                f"file://otherhost{tmp_path}", str(tmp_path / "missing"), "", None):
+    for url in (
+        "relative/path",
+        "ssh://host/x.git",
+        "git@host:x.git",
+        "https://h/x.git",
+        f"file://otherhost{tmp_path}",
+        str(tmp_path / "missing"),
+        "",
+        None,
+    ):
         assert local_remote_path(url) is None
     assert open_local_remote(str(tmp_path)) is None  # a directory that is no repository
 

@@ -155,6 +155,7 @@ def test_merge_shard_identical_sides_nothing_moves():
 
 _ids = st.sampled_from(["A", "B", "C", "D", "E", "F", "01HQ", "é", 'q"uote', "back\\slash"])
 
+
 def _event(i: str, body: str, ascii_: bool, signer: str | None) -> bytes:
     obj: dict = {"event_id": i, "b": body}
     if signer is not None:
@@ -162,8 +163,13 @@ def _event(i: str, body: str, ascii_: bool, signer: str | None) -> bytes:
     return json.dumps(obj, ensure_ascii=ascii_).encode("utf-8")
 
 
-_event_line = st.builds(_event, _ids, st.sampled_from(["", "x", "y", "line\nbreak"]), st.booleans(),
-                        st.sampled_from([None, None, "alice", "bob"]))
+_event_line = st.builds(
+    _event,
+    _ids,
+    st.sampled_from(["", "x", "y", "line\nbreak"]),
+    st.booleans(),
+    st.sampled_from([None, None, "alice", "bob"]),
+)
 _junk_line = st.binary(max_size=12).filter(lambda b: b"\n" not in b)
 _torn_line = _event_line.map(lambda b: b[: max(1, len(b) // 2)])
 _blank = st.sampled_from([b"", b"  ", b"\r", b"\t"])
@@ -306,19 +312,21 @@ def test_event_key_nesting_limit_is_exact():
     assert event_key(json.dumps({"event_id": "S", "t": "[" * 500}).encode()) == b"S"
 
 
-_quirks = st.sampled_from([
-    b'{"event_id": "A", "n": NaN}',
-    b'{"event_id": "A", "n": 1e999}',
-    b'{"event_id": "A", "n": 123456789012345678901234567890}',
-    b'{"event_id": "\\ud800"}',
-    b'{"event_id": "A", "event_id": "B"}',
-    b'\xef\xbb\xbf{"event_id": "A"}',
-    b'{"event_id": "A\tB"}',
-    b'{"event_id": "\xed\xa0\x80"}',
-    b'{"event_id": "A"}\r',
-    nested(MAX_DEPTH),
-    nested(MAX_DEPTH + 1),
-])
+_quirks = st.sampled_from(
+    [
+        b'{"event_id": "A", "n": NaN}',
+        b'{"event_id": "A", "n": 1e999}',
+        b'{"event_id": "A", "n": 123456789012345678901234567890}',
+        b'{"event_id": "\\ud800"}',
+        b'{"event_id": "A", "event_id": "B"}',
+        b'\xef\xbb\xbf{"event_id": "A"}',
+        b'{"event_id": "A\tB"}',
+        b'{"event_id": "\xed\xa0\x80"}',
+        b'{"event_id": "A"}\r',
+        nested(MAX_DEPTH),
+        nested(MAX_DEPTH + 1),
+    ]
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -373,7 +381,7 @@ def test_fast_path_does_not_apply_to_a_torn_local_last_line():
     remote = shard(ev("A"), ev("B"))
     local = remote[: len(ev("A")) + 5]
     assert merge_shard_fast(remote, local) is None
-    assert merge_shard(remote, local).sent == [local[len(ev("A")) + 1:] + b"\n"]
+    assert merge_shard(remote, local).sent == [local[len(ev("A")) + 1 :] + b"\n"]
 
 
 def test_fast_path_torn_remote_tail_and_torn_local_tail_match_the_merge():
@@ -479,8 +487,11 @@ def test_fast_path_equals_the_merge_whenever_it_answers(pair, use_known):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.sampled_from(["A", "B", "C", "D", "E", "F", "G"]), unique=True, max_size=7),
-       st.integers(0, 7), st.booleans())
+@given(
+    st.lists(st.sampled_from(["A", "B", "C", "D", "E", "F", "G"]), unique=True, max_size=7),
+    st.integers(0, 7),
+    st.booleans(),
+)
 def test_fast_path_answers_for_clean_appends(ids, split, remote_longer):
     lines = [ev(i) for i in ids]
     split = min(split, len(lines))

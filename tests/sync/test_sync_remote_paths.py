@@ -13,7 +13,8 @@ import pytest
 
 from fixtures.repos.builders import make_replicas
 from sync_helpers import append, assert_linear_single_root, event, keys_of
-from thrum.sync.replicate import Replicator, _is_race, run_cycle
+from thrum.sync.replicate import Replicator, run_cycle
+from thrum.sync.transport import lost_race
 from thrum.sync.worktree import SYNC_REF, ensure_sync_worktree
 
 SHARD = "messages/alice/000001.jsonl"
@@ -45,15 +46,18 @@ def test_relative_and_file_url_remotes_attach_and_sync_from_any_directory(tmp_pa
 
 
 def test_a_lost_race_in_any_form_is_recognised():
-    for message in ("cannot push non-fastforwardable reference",
-                    "failed to create locked file '/srv/remote.git/refs/heads/a-sync.lock': File exists",
-                    "cannot lock ref 'refs/heads/a-sync': is at 1234 but expected 5678",
-                    "failed to update ref", "! [rejected] a-sync -> a-sync (fetch first)",
-                    "cannot push because a reference that you are trying to update on the remote contains "
-                    "commits that are not present locally."):
-        assert _is_race(message), message
+    for message in (
+        "cannot push non-fastforwardable reference",
+        "failed to create locked file '/srv/remote.git/refs/heads/a-sync.lock': File exists",
+        "cannot lock ref 'refs/heads/a-sync': is at 1234 but expected 5678",
+        "failed to update ref",
+        "! [rejected] a-sync -> a-sync (fetch first)",
+        "cannot push because a reference that you are trying to update on the remote contains "
+        "commits that are not present locally.",
+    ):
+        assert lost_race(message), message
     for message in ("authentication required", "could not resolve host", "pre-receive hook declined"):
-        assert not _is_race(message), message
+        assert not lost_race(message), message
 
 
 def test_a_ref_lock_held_by_another_pusher_is_retried_not_reported_unreachable(tmp_path):

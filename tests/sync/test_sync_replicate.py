@@ -286,8 +286,11 @@ def test_replicator_refuses_a_path_that_is_not_the_worktree(cluster):
 def test_replicate_receive_10k_events_quickly(cluster):
     a, b = cluster.a, cluster.b
     for i in range(10):
-        append(a.worktree, f"messages/agent{i}/000001.jsonl",
-               *(event(f"01{i:02d}{n:06d}", agent=f"agent{i}", body="hello " * 20) for n in range(1000)))
+        append(
+            a.worktree,
+            f"messages/agent{i}/000001.jsonl",
+            *(event(f"01{i:02d}{n:06d}", agent=f"agent{i}", body="hello " * 20) for n in range(1000)),
+        )
     a.sync()
     start = time.monotonic()
     report = b.sync()

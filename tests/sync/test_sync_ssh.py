@@ -45,8 +45,10 @@ def test_two_clones_sync_over_ssh_with_the_default_key_file(tmp_path, client):
     assert c.a.sync().pushed
     assert c.b.sync().received == 2
     assert c.a.read(SHARD) == c.b.read(SHARD)
-    assert c.a.replicator.credentials.last_source == \
-        f"key ~/.ssh/id_ed25519 (default key file) (user {client.server.user})"
+    assert (
+        c.a.replicator.credentials.last_source
+        == f"key ~/.ssh/id_ed25519 (default key file) (user {client.server.user})"
+    )
 
 
 def test_a_key_held_by_ssh_agent_is_used(tmp_path, client):
@@ -68,8 +70,10 @@ def test_a_host_alias_from_ssh_config_gives_host_port_user_and_key(tmp_path, cli
     append(c.a.worktree, SHARD, event("01A1"))
     assert c.a.sync().pushed
     assert c.b.sync().received == 1
-    assert c.a.replicator.credentials.last_source == \
-        f"key ~/keys/thrum_key (IdentityFile in ~/.ssh/config) (user {client.server.user})"
+    assert (
+        c.a.replicator.credentials.last_source
+        == f"key ~/keys/thrum_key (IdentityFile in ~/.ssh/config) (user {client.server.user})"
+    )
     assert key.exists()
 
 
@@ -102,8 +106,9 @@ def test_a_changed_host_key_is_refused_with_what_to_run(tmp_path, client):
 
 def test_a_hashed_known_hosts_entry_is_accepted(tmp_path, client):
     client.authorize().trust_host()
-    subprocess.run(["ssh-keygen", "-q", "-H", "-f", str(client.ssh / "known_hosts")], check=True,
-                   capture_output=True)  # Debian's default: HashKnownHosts yes
+    subprocess.run(
+        ["ssh-keygen", "-q", "-H", "-f", str(client.ssh / "known_hosts")], check=True, capture_output=True
+    )  # Debian's default: HashKnownHosts yes
     assert "127.0.0.1" not in (client.ssh / "known_hosts").read_text()
     c = net_cluster(tmp_path / "set", 1, client.server.url, _creds(client))
     append(c.a.worktree, SHARD, event("01A1"))
@@ -123,17 +128,24 @@ def test_a_key_the_server_refuses_is_one_line_naming_what_was_tried(tmp_path, cl
 def test_an_encrypted_key_file_is_skipped_with_a_hint(tmp_path, client):
     client.trust_host()
     client.key.unlink()
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "passphrase", "-f", str(client.key)], check=True,
-                   capture_output=True, input=b"y\n")
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "passphrase", "-f", str(client.key)],
+        check=True,
+        capture_output=True,
+        input=b"y\n",
+    )
     client.authorize()
     c = net_cluster(tmp_path / "set", 1, client.server.url, _creds(client))
     with pytest.raises(AuthError, match=r"skipped ~/.ssh/id_ed25519 encrypted \(load it into ssh-agent"):
         c.a.sync()
     client.start_agent(add_key=False)
-    subprocess.run(["ssh-add", "-q", str(client.key)], env={**client.env(), "SSH_ASKPASS_REQUIRE": "force",
-                                                             "SSH_ASKPASS": str(_askpass(tmp_path)),
-                                                             "DISPLAY": ":0"},
-                   check=True, capture_output=True, stdin=subprocess.DEVNULL)
+    subprocess.run(
+        ["ssh-add", "-q", str(client.key)],
+        env={**client.env(), "SSH_ASKPASS_REQUIRE": "force", "SSH_ASKPASS": str(_askpass(tmp_path)), "DISPLAY": ":0"},
+        check=True,
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+    )
     c.a.replicator.credentials = _creds(client)
     append(c.a.worktree, SHARD, event("01A1"))
     assert c.a.sync().pushed

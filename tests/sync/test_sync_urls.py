@@ -30,8 +30,10 @@ def test_relative_paths_resolve_against_the_checkout_not_the_current_directory(t
 
 def test_credentials_in_urls_are_redacted_everywhere():
     assert redact_url("https://alice:s3cret@host/r.git") == "https://alice:***@host/r.git"
-    assert redact_url("https://ghp_abcdefghijklmnopqrstuvwxyz0123456789@github.com/t/r.git") == \
-        "https://***@github.com/t/r.git"
+    assert (
+        redact_url("https://ghp_abcdefghijklmnopqrstuvwxyz0123456789@github.com/t/r.git")
+        == "https://***@github.com/t/r.git"
+    )
     assert redact_url("https://git@host/r.git") == "https://git@host/r.git"
     assert redact_url("git@github.com:team/repo.git") == "git@github.com:team/repo.git"
     text = "error: failed for https://x-access-token:glpat-123456@gitlab.com/t/r.git: 401"
@@ -47,7 +49,9 @@ def _config(tmp_path, text):
 
 
 def test_a_host_alias_gives_hostname_port_user_and_identity_files(tmp_path):
-    files = _config(tmp_path, """
+    files = _config(
+        tmp_path,
+        """
 Host work-git
     HostName git.corp.example
     Port 2222
@@ -59,7 +63,8 @@ Host *.corp.example !secret.corp.example
 Host *
     IdentityFile ~/.ssh/fallback
     Port 2200
-""")
+""",
+    )
     t = resolve_host("work-git", home=tmp_path, config_files=files, local_user="me")
     assert (t.hostname, t.port, t.user, t.identities_only) == ("git.corp.example", 2222, "gitsvc", True)
     assert t.identity_files == [f"{tmp_path}/.ssh/work_git.corp.example", f"{tmp_path}/.ssh/fallback"]
@@ -70,7 +75,7 @@ Host *
 
 
 def test_include_and_match_blocks(tmp_path):
-    files = _config(tmp_path, "Include conf.d/*.conf\nMatch exec \"false\"\n    User never\nHost *\n    User last\n")
+    files = _config(tmp_path, 'Include conf.d/*.conf\nMatch exec "false"\n    User never\nHost *\n    User last\n')
     (tmp_path / ".ssh" / "conf.d").mkdir()
     (tmp_path / ".ssh" / "conf.d" / "a.conf").write_text("Host gh\n    HostName github.com\n    User git\n")
     t = resolve_host("gh", home=tmp_path, config_files=files, local_user="me")
@@ -82,11 +87,13 @@ def test_known_hosts_lines_match_plain_hashed_and_bracketed_names(tmp_path):
     salt = b"0123456789abcdef0123"
     hashed = base64.b64encode(hmac.new(salt, b"[10.0.0.5]:2222", hashlib.sha1).digest()).decode()
     kh = tmp_path / "known_hosts"
-    kh.write_text("# comment\n"
-                  "github.com,140.82.121.3 ssh-ed25519 AAAAC3Nza\n"
-                  f"|1|{base64.b64encode(salt).decode()}|{hashed} ssh-ed25519 AAAAC3Nzb\n"
-                  "@revoked badhost ssh-rsa AAAAB3\n"
-                  "*.corp.example,!evil.corp.example ecdsa-sha2-nistp256 AAAAE2\n")
+    kh.write_text(
+        "# comment\n"
+        "github.com,140.82.121.3 ssh-ed25519 AAAAC3Nza\n"
+        f"|1|{base64.b64encode(salt).decode()}|{hashed} ssh-ed25519 AAAAC3Nzb\n"
+        "@revoked badhost ssh-rsa AAAAB3\n"
+        "*.corp.example,!evil.corp.example ecdsa-sha2-nistp256 AAAAE2\n"
+    )
     assert known_host_entries("github.com", 22, [str(kh)]) == [(str(kh), 2, "ssh-ed25519")]
     assert known_host_entries("10.0.0.5", 2222, [str(kh)]) == [(str(kh), 3, "ssh-ed25519")]
     assert known_host_entries("10.0.0.5", 22, [str(kh)]) == []

@@ -30,8 +30,11 @@ def user_state(path: Path) -> dict:
         "target": repo.head.target,
         "index": sorted((e.path, e.id, e.mode) for e in repo.index),
         "status": repo.status(),
-        "files": {p.relative_to(path): p.read_bytes() for p in path.rglob("*")
-                  if p.is_file() and ".git" not in p.relative_to(path).parts},
+        "files": {
+            p.relative_to(path): p.read_bytes()
+            for p in path.rglob("*")
+            if p.is_file() and ".git" not in p.relative_to(path).parts
+        },
         "branches": sorted(repo.branches.local),
     }
 
@@ -104,8 +107,7 @@ def test_ensure_sync_worktree_attaches_to_remote_branch(tmp_path):
     pair = make_replicas(tmp_path, 2)
     # The remote's a-sync was started by someone else with a different root.
     bare = pygit2.Repository(str(pair.remote))
-    root = bare.create_commit(SYNC_REF, AUTHOR, AUTHOR, "someone else's root\n",
-                              bare.TreeBuilder().write(), [])
+    root = bare.create_commit(SYNC_REF, AUTHOR, AUTHOR, "someone else's root\n", bare.TreeBuilder().write(), [])
     wa = ensure_sync_worktree(pair.a)
     assert pygit2.Repository(str(wa)).head.target == root
     append(wa, "messages/alice/000001.jsonl", event("01A"))

@@ -31,8 +31,15 @@ class Agent:
         return self.line(ev.AgentRegister(agent_id=self.name, role=role, public_key=self.public.b64, **kw))
 
     def send(self, content: str = "hi", **kw) -> bytes:
-        return self.line(ev.MessageCreate(message_id=signing.new_message_id(self.public.tag), agent_id=self.name,
-                                          session_id=f"ses_{self.name}", body=ev.Body(content), **kw))
+        return self.line(
+            ev.MessageCreate(
+                message_id=signing.new_message_id(self.public.tag),
+                agent_id=self.name,
+                session_id=f"ses_{self.name}",
+                body=ev.Body(content),
+                **kw,
+            )
+        )
 
     def seal(self, *lines: bytes) -> bytes:
         return ev.encode_line(signing.make_seal(self.name, [signing.line_hash(x) for x in lines], self.private))
@@ -94,8 +101,13 @@ def test_a_replayed_line_with_a_changed_field_is_quarantined(alice):
 def test_a_second_key_for_a_known_agent_is_quarantined_and_never_replaces_the_first(alice):
     ring = KeyRing()
     impostor = Agent("alice")
-    verdict = judge(ring, alice.register(), impostor.register(role="hijacked"), impostor.send("hi"),
-                    impostor.line(ev.SessionStart(agent_id="alice")))
+    verdict = judge(
+        ring,
+        alice.register(),
+        impostor.register(role="hijacked"),
+        impostor.send("hi"),
+        impostor.line(ev.SessionStart(agent_id="alice")),
+    )
     assert kinds(verdict) == ["key-conflict", "id-not-owned", "bad-signature"]
     assert ring.key("alice") == alice.public
 
@@ -112,8 +124,9 @@ def test_a_local_identity_is_trusted_over_any_remote_claim(alice, tmp_path):
 def test_a_message_id_belongs_to_its_creator(alice, bob):
     ring = KeyRing()
     taken = ev.decode_line(alice.send("mine"))["message_id"]
-    bob_takes_it = bob.line(ev.MessageCreate(message_id=taken, agent_id="bob", session_id="ses_b",
-                                             body=ev.Body("now mine")))
+    bob_takes_it = bob.line(
+        ev.MessageCreate(message_id=taken, agent_id="bob", session_id="ses_b", body=ev.Body("now mine"))
+    )
     verdict = judge(ring, alice.register(), bob.register(), bob_takes_it)
     assert kinds(verdict) == ["id-not-owned"]
 
@@ -151,8 +164,9 @@ def test_lines_of_an_unknown_signer_wait_for_its_key(alice, bob):
 
 
 def test_unknown_types_pass_unjudged(alice):
-    line = ev.encode_line({"type": "future.thing", "timestamp": "2026-01-01T00:00:00Z",
-                           "event_id": ev.new_ulid(), "v": 1})
+    line = ev.encode_line(
+        {"type": "future.thing", "timestamp": "2026-01-01T00:00:00Z", "event_id": ev.new_ulid(), "v": 1}
+    )
     verdict = judge(KeyRing(), line)
     assert kinds(verdict) == []
     assert len(verdict.accepted) == 1
@@ -182,8 +196,9 @@ def test_honest_lines_are_accepted_and_forgeries_refused_in_any_order(order, tam
     assert len(forged) == len(tampered)
     batch = [alice.register(), mallory.register()] + [honest[i] for i in order] + forged
     verdict = judge(KeyRing(), *batch)
-    assert {d["event_id"] for _, d in verdict.accepted if d["type"] == "message.create"} == \
-        {ev.decode_line(x)["event_id"] for x in honest}
+    assert {d["event_id"] for _, d in verdict.accepted if d["type"] == "message.create"} == {
+        ev.decode_line(x)["event_id"] for x in honest
+    }
     assert kinds(verdict) == ["bad-signature"] * len(forged)
 
 

@@ -29,6 +29,7 @@ if _missing is None:
 
 # ---------------------------------------------------------------------------- fixtures
 
+
 @pytest.fixture(scope="module")
 def team(tmp_path_factory):
     """A clone of a bare remote, thrum initialised, three agents."""
@@ -65,9 +66,14 @@ class Page:
     def go(self, hash_: str) -> None:
         """Show a view and wait until its first page is in."""
         self.js("location.hash = arguments[0]", hash_)
-        self.wait(lambda: self.js("const m = document.getElementById('main');"
-                                  "return m.dataset.route === arguments[0] && m.dataset.ready === '1'", hash_),
-                  what=f"view {hash_}")
+        self.wait(
+            lambda: self.js(
+                "const m = document.getElementById('main');"
+                "return m.dataset.route === arguments[0] && m.dataset.ready === '1'",
+                hash_,
+            ),
+            what=f"view {hash_}",
+        )
 
     def text(self, css: str) -> str | None:
         """innerText of the first match, read in one step (tables are redrawn as data arrives)."""
@@ -114,18 +120,27 @@ def page(team):
 
 # ---------------------------------------------------------------------------- the feed
 
+
 def test_feed_shows_a_message_sent_from_the_cli_within_a_second(page, team):
     page.go("#/feed")
     page.js("window.__notReloaded = true")
-    mid = team.send("alice", "Auth module done, all tests green", "--to", "@reviewer", "--scope", "module:auth",
-                    "--priority", "high")
+    mid = team.send(
+        "alice",
+        "Auth module done, all tests green",
+        "--to",
+        "@reviewer",
+        "--scope",
+        "module:auth",
+        "--priority",
+        "high",
+    )
     # pushed, not polled: it is on the page within a second of the CLI returning
     el = page.wait(lambda: page.message(mid), timeout=1.0, what="the new message in the feed")
     assert page.js("return window.__notReloaded") is True
     text = el.text
     for part in ("@alice", "@reviewer", "module:auth", "high", "Auth module done, all tests green"):
         assert part in text, part
-    assert page.all("#main .msg")[0].get_attribute("data-id") == mid      # newest first
+    assert page.all("#main .msg")[0].get_attribute("data-id") == mid  # newest first
     screenshot(page.d, "feed")
 
 
@@ -154,7 +169,8 @@ def test_the_feed_pages_in_older_messages_as_you_scroll(page, team):
     page.go("#/feed")
     total = team.rpc("message.list", {"include_deleted": True, "page_size": 1})["total"]
     first = len(page.all("#main .msg"))
-    assert 0 < first <= 100 < total, (first, total)       # one or two pages, not everything
+    assert 0 < first <= 100 < total, (first, total)  # one or two pages, not everything
+
     def more_than(n: int):
         return lambda: len(page.all("#main .msg")) > n or page.find("#main .list-status").text == "— the beginning —"
 
@@ -169,6 +185,7 @@ def test_the_feed_pages_in_older_messages_as_you_scroll(page, team):
 
 # ---------------------------------------------------------------------------- inboxes
 
+
 def test_an_inbox_shows_unread_counts_that_drop_when_read(page, team):
     team.agent("erin", "auditor")
     team.rpc("message.markRead", {"caller": "erin", "all": True})
@@ -182,15 +199,15 @@ def test_an_inbox_shows_unread_counts_that_drop_when_read(page, team):
     assert {m.get_attribute("data-id") for m in page.all("#main .msg.unread")} == set(mids)
     screenshot(page.d, "inbox")
 
-    team.run("inbox", agent="erin")                   # erin reads them in her terminal
+    team.run("inbox", agent="erin")  # erin reads them in her terminal
     page.wait(lambda: page.badge("erin") == "", what="the sidebar count to drop")
     page.wait(lambda: not page.all("#main .msg.unread"), what="the read markers")
     assert page.find("#main .unread-count").text == "0"
 
-    page.message(mids[0]).find_element(By.CSS_SELECTOR, "button.mark").click()     # "Mark unread"
+    page.message(mids[0]).find_element(By.CSS_SELECTOR, "button.mark").click()  # "Mark unread"
     page.wait(lambda: page.badge("erin") == "1", what="one unread again")
     assert team.rpc("message.counts", {"caller": "erin"})["unread"] == 1
-    page.message(mids[0]).find_element(By.CSS_SELECTOR, "button.mark").click()     # "Mark read"
+    page.message(mids[0]).find_element(By.CSS_SELECTOR, "button.mark").click()  # "Mark read"
     page.wait(lambda: page.badge("erin") == "", what="none unread")
 
 
@@ -208,6 +225,7 @@ def test_inbox_filters_are_those_of_thrum_inbox(page, team):
 
 # ---------------------------------------------------------------------------- threads, compose
 
+
 def test_a_thread_and_a_reply_from_the_page(page, team):
     page.go("#/feed")
     page.be("dana")
@@ -217,7 +235,7 @@ def test_a_thread_and_a_reply_from_the_page(page, team):
     page.wait(lambda: page.message(question)).click()
     page.wait(lambda: len(page.all("#thread .msg")) == 2, what="the thread")
     authors = [m.find_element(By.CSS_SELECTOR, ".author").text for m in page.all("#thread .msg")]
-    assert authors == ["@alice", "@bob"]                             # oldest first
+    assert authors == ["@alice", "@bob"]  # oldest first
     box = page.find('#thread textarea[name="reply"]')
     box.send_keys("Thanks both, merging after CI")
     page.find('#thread form.reply button[type="submit"]').click()
@@ -226,7 +244,7 @@ def test_a_thread_and_a_reply_from_the_page(page, team):
     assert "@dana" in last.text and "human" in last.text and "Thanks both" in last.text
     screenshot(page.d, "thread")
 
-    inbox = team.json("inbox", agent="alice")                        # alice sees it in her terminal
+    inbox = team.json("inbox", agent="alice")  # alice sees it in her terminal
     reply = next(m for m in inbox["messages"] if m["body"]["content"] == "Thanks both, merging after CI")
     assert reply["agent_id"] == "dana" and reply["reply_to"] == question
     # opening the thread as dana read it for dana
@@ -239,7 +257,7 @@ def test_compose_to_a_role(page, team):
     page.be("dana")
     page.find("#compose-button").click()
     to = page.find('#compose input[name="to"]')
-    to.send_keys("@reviewr", Keys.ENTER)                 # a typo first
+    to.send_keys("@reviewr", Keys.ENTER)  # a typo first
     page.find('#compose textarea[name="content"]').send_keys("Please review the auth refactor")
     page.find('#compose button[type="submit"]').click()
     page.wait(lambda: "did you mean @reviewer" in page.find("#compose .error").text, what="the close match")
@@ -263,6 +281,7 @@ def test_compose_to_a_role(page, team):
 
 # ---------------------------------------------------------------------------- agents, sync
 
+
 def test_agents_and_groups_with_live_changes(page, team):
     team.run("group", "create", "leads", agent="alice")
     team.run("group", "add", "leads", "@alice", agent="alice")
@@ -274,7 +293,7 @@ def test_agents_and_groups_with_live_changes(page, team):
     group = page.text('#main tr[data-group="leads"]')
     assert "@alice" in group and "role reviewer" in group
     assert page.text('#main tr[data-group="everyone"]')
-    team.agent("gina", "implementer", "ui")                           # appears without a reload
+    team.agent("gina", "implementer", "ui")  # appears without a reload
     page.wait(lambda: page.text('#main tr[data-agent="gina"]'), what="the new agent")
     team.run("group", "add", "leads", "@gina", agent="alice")
     page.wait(lambda: "@gina" in (page.text('#main tr[data-group="leads"]') or ""), what="the new member")
@@ -290,7 +309,7 @@ def test_sync_panel_shows_state_and_syncs_now(page, team):
     page.wait(lambda: page.find("#main .sync-result").text.startswith("synced in"), timeout=60, what="the sync")
     assert cell("last success") != "never" and cell("pending events") == "0"
     remote = pygit2.Repository(str(team.remote))
-    assert remote.references.get("refs/heads/a-sync") is not None    # it really reached the remote
+    assert remote.references.get("refs/heads/a-sync") is not None  # it really reached the remote
     screenshot(page.d, "sync")
 
 
@@ -338,11 +357,12 @@ def test_a_page_from_another_origin_can_neither_read_nor_send(page, team):
     assert f"Origin 'http://127.0.0.1:{server.server_address[1]}' may not use this daemon" in log
     everything = team.rpc("message.list", {"page_size": 100, "include_deleted": True})["messages"]
     assert not [m for m in everything if m["body"]["content"] == "sent by another origin"]
-    page.login()                                     # and the UI itself still works
+    page.login()  # and the UI itself still works
     page.go("#/feed")
 
 
 # ---------------------------------------------------------------------------- narrow windows
+
 
 def test_a_narrow_window_keeps_everything_reachable(page, team):
     page.d.set_window_size(390, 844)
@@ -370,15 +390,16 @@ def test_a_narrow_window_keeps_everything_reachable(page, team):
 
 # ---------------------------------------------------------------------------- last: a daemon restart
 
+
 def test_after_a_daemon_restart_the_page_says_to_run_thrum_ui_again(page, team):
     ui = team.ui()
     page.go("#/feed")
     team.run("daemon", "stop")
     page.wait(lambda: page.find("#conn").get_attribute("data-state") != "live", what="the page to notice")
-    team.ui("--port", str(ui["port"]))          # a new daemon, same UI port, new secret
+    team.ui("--port", str(ui["port"]))  # a new daemon, same UI port, new secret
     page.wait(lambda: page.find("#conn").get_attribute("data-state") == "expired", what="signed out")
     assert "thrum ui" in page.text("#main")
     screenshot(page.d, "signed-out")
-    page.login()                                 # a new link signs the browser in again
+    page.login()  # a new link signs the browser in again
     page.go("#/feed")
     assert page.all("#main .msg")

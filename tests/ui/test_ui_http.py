@@ -39,6 +39,7 @@ def _ws(ws_port: int, *, origin: str | None = None, cookie: str | None = None, t
                 return ("ok", await asyncio.wait_for(ws.recv(), 15))
         except InvalidStatus as exc:
             return (exc.response.status_code, exc.response.body.decode())
+
     return asyncio.run(go())
 
 
@@ -128,8 +129,14 @@ def test_static_files_with_revalidation_and_nothing_else(repo):
     same = http_get(ui["port"], "/static/js/app.js", {**_host(ui), "If-None-Match": etag})
     assert same.status == 304 and same.body == b""
     assert http_get(ui["port"], "/static/app.css", _host(ui)).header("content-type").startswith("text/css")
-    for target in ("/static/../access.py", "/static/%2e%2e/hook.py", "/static/index.html", "/static/", "/etc/passwd",
-                   "/static/js/../../app.py"):
+    for target in (
+        "/static/../access.py",
+        "/static/%2e%2e/hook.py",
+        "/static/index.html",
+        "/static/",
+        "/etc/passwd",
+        "/static/js/../../app.py",
+    ):
         assert http_get(ui["port"], target, _host(ui)).status == 404, target
 
 
@@ -154,7 +161,7 @@ def test_the_websocket_admits_the_page_only_with_its_cookie_and_its_origin(repo)
     status, body = _ws(ui["ws_port"], origin=own)
     assert status == 401 and "thrum ui" in body
     assert _ws(ui["ws_port"], origin=own, cookie=cookie[:-2] + "xx")[0] == 401
-    assert _ws(ui["ws_port"], origin=own, token=token)[0] == 401          # the UI's origin never by token
+    assert _ws(ui["ws_port"], origin=own, token=token)[0] == 401  # the UI's origin never by token
     # cookies ignore ports: a page on another local port carries the cookie, and is refused by its Origin
     for origin in (f"http://127.0.0.1:{ui['port'] + 1}", "http://evil.example", "null"):
         status, body = _ws(ui["ws_port"], origin=origin, cookie=cookie)
@@ -172,7 +179,7 @@ def test_a_daemon_restart_ends_every_browser_session(fresh_repo):
     assert ui2["port"] == ui["port"]
     assert http_get(ui2["port"], "/", {**_host(ui2), "Cookie": cookie}).status == 401
     assert _ws(ui2["ws_port"], origin=f"http://127.0.0.1:{ui2['port']}", cookie=cookie)[0] == 401
-    assert http_get(ui["port"], _code_target(ui), _host(ui)).status == 403   # old codes died too
+    assert http_get(ui["port"], _code_target(ui), _host(ui)).status == 403  # old codes died too
     assert login(ui2)
 
 
@@ -192,9 +199,10 @@ def test_port_option_moves_the_ui_and_a_taken_port_is_one_clear_error(fresh_repo
         busy = taken.getsockname()[1]
         proc = fresh_repo.run("ui", "--port", str(busy), check=False)
     assert proc.returncode == 1 and proc.stdout == ""
-    assert proc.stderr.strip().splitlines() == [f"thrum: port {busy} is already in use; "
-                                                "choose another with --port, or leave it out for a free one"]
-    assert fresh_repo.ui()["port"] == free       # still served where it was
+    assert proc.stderr.strip().splitlines() == [
+        f"thrum: port {busy} is already in use; choose another with --port, or leave it out for a free one"
+    ]
+    assert fresh_repo.ui()["port"] == free  # still served where it was
     bad = fresh_repo.run("ui", "--port", "70000", check=False)
     assert bad.returncode == 2 and "--port" in bad.stderr
 
@@ -213,8 +221,16 @@ def test_open_flag_hands_the_url_to_the_users_browser(repo, tmp_path):
 def test_open_flag_without_any_browser_still_prints_the_url(repo, tmp_path):
     empty = tmp_path / "bin"
     empty.mkdir()
-    proc = repo.run("ui", "--open", extra_env={"BROWSER": str(tmp_path / "no-such-browser") + " %s",
-                                               "PATH": str(empty), "DISPLAY": "", "WAYLAND_DISPLAY": ""})
+    proc = repo.run(
+        "ui",
+        "--open",
+        extra_env={
+            "BROWSER": str(tmp_path / "no-such-browser") + " %s",
+            "PATH": str(empty),
+            "DISPLAY": "",
+            "WAYLAND_DISPLAY": "",
+        },
+    )
     assert "/login?code=" in proc.stdout
     assert "could not open a web browser" in proc.stderr
 

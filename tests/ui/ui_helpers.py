@@ -24,16 +24,31 @@ CHROMEDRIVER = os.environ.get("THRUM_TEST_CHROMEDRIVER", "/usr/bin/chromedriver"
 ROOT = Path(__file__).resolve().parents[2]
 ARTEFACTS = Path(os.environ.get("THRUM_ARTEFACTS", ROOT / "tmp" / "artefacts")) / "ui"
 WAIT = 15.0  # upper bound for anything awaited in the browser (never a sleep)
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--disable-dev-shm-usage")
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+)
 
 
 def env(**extra: str) -> dict:
     """The CLI's environment: any free ports, no timer syncs, none of the caller's identity."""
     e = {k: v for k, v in os.environ.items() if not k.startswith("THRUM_")}
-    e.update({"THRUM_WS_PORT": "0", "THRUM_UI_PORT": "0", "THRUM_SYNC_INTERVAL": "3600",
-              "THRUM_SYNC_DEBOUNCE": "3600", "COLUMNS": "120"})
+    e.update(
+        {
+            "THRUM_WS_PORT": "0",
+            "THRUM_UI_PORT": "0",
+            "THRUM_SYNC_INTERVAL": "3600",
+            "THRUM_SYNC_DEBOUNCE": "3600",
+            "COLUMNS": "120",
+        }
+    )
     e.update(extra)
     return e
 
@@ -46,15 +61,22 @@ class Repo:
         self.env = env(**env_extra)
         self._client: Client | None = None
 
-    def run(self, *args: str, agent: str | None = None, check: bool = True, extra_env: dict | None = None,
-            timeout: float = 60) -> subprocess.CompletedProcess:
+    def run(
+        self,
+        *args: str,
+        agent: str | None = None,
+        check: bool = True,
+        extra_env: dict | None = None,
+        timeout: float = 60,
+    ) -> subprocess.CompletedProcess:
         e = dict(self.env, **(extra_env or {}))
         if agent:
             e["THRUM_NAME"] = agent
         proc = subprocess.run([THRUM, *args], cwd=self.path, env=e, capture_output=True, text=True, timeout=timeout)
         if check and proc.returncode != 0:
-            raise AssertionError(f"thrum {' '.join(args)} -> {proc.returncode}\nstdout: {proc.stdout}\n"
-                                 f"stderr: {proc.stderr}")
+            raise AssertionError(
+                f"thrum {' '.join(args)} -> {proc.returncode}\nstdout: {proc.stdout}\nstderr: {proc.stderr}"
+            )
         return proc
 
     def json(self, *args: str, agent: str | None = None):
@@ -92,6 +114,7 @@ class Repo:
 
 # ---------------------------------------------------------------------------- raw HTTP
 
+
 @dataclass
 class Reply:
     status: int
@@ -122,6 +145,7 @@ def login(ui: dict) -> str:
 
 # ---------------------------------------------------------------------------- the browser
 
+
 def browser_missing() -> str | None:
     """Why the browser tests cannot run here (None when they can)."""
     try:
@@ -130,8 +154,10 @@ def browser_missing() -> str | None:
         return "selenium is not installed (pip install -e '.[test]')"
     missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not os.access(p, os.X_OK)]
     if missing:
-        return (f"headless Chromium not found ({', '.join(missing)}); install it with "
-                "`apt-get install -y chromium chromium-driver` (Debian/Ubuntu) to run the browser tests")
+        return (
+            f"headless Chromium not found ({', '.join(missing)}); install it with "
+            "`apt-get install -y chromium chromium-driver` (Debian/Ubuntu) to run the browser tests"
+        )
     return None
 
 

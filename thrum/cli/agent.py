@@ -8,8 +8,9 @@ import click
 
 from .. import identity as identity_mod
 from ..errors import ThrumError, Unavailable
-from . import render
 from .common import CONTEXT_SETTINGS, global_options, register_params, runtime
+from .render.directory import render_agents, render_identity
+from .render.text import at, plural
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
@@ -50,34 +51,53 @@ def register_agent(rt, name: str, role: str, module: str = "", display: str = ""
         created_at = identity_mod.load(paths.identities / f"{name}.json").created_at
     except ThrumError:
         pass
-    ident = identity_mod.Identity(name=name, role=role, module=module, display=display,
-                                  created_at=created_at or identity_mod.now_rfc3339(), worktree=str(paths.repo))
+    ident = identity_mod.Identity(
+        name=name,
+        role=role,
+        module=module,
+        display=display,
+        created_at=created_at or identity_mod.now_rfc3339(),
+        worktree=str(paths.repo),
+    )
     registered = rt.call("agent.register", register_params(ident, paths.repo))
     path = identity_mod.write(paths.identities, ident)
     rt._identity = ident
     session = rt.agent_call("session.start", {})
 
-    result = {"identity": ident.to_dict(), "identity_file": str(path), "agent": registered.get("agent"),
-              "created": registered.get("created"), "updated": registered.get("updated"), "session": session}
+    result = {
+        "identity": ident.to_dict(),
+        "identity_file": str(path),
+        "agent": registered.get("agent"),
+        "created": registered.get("created"),
+        "updated": registered.get("updated"),
+        "session": session,
+    }
 
     def text():
-        verb = "registered" if registered.get("created", True) else (
-            "updated" if registered.get("updated") else "already registered")
+        verb = (
+            "registered"
+            if registered.get("created", True)
+            else ("updated" if registered.get("updated") else "already registered")
+        )
         details = ", ".join(f"{k}: {v}" for k, v in (("role", role), ("module", module)) if v)
         try:
             shown = path.relative_to(paths.repo)
         except ValueError:
             shown = path
-        lines = [f"> Agent {verb}: @{name} ({details})",
-                 f"  Identity: {shown}",
-                 f"  Session:  {session.get('session_id')}"]
+        lines = [
+            f"> Agent {verb}: @{name} ({details})",
+            f"  Identity: {shown}",
+            f"  Session:  {session.get('session_id')}",
+        ]
         return "\n".join(lines)
 
     rt.emit(result, text)
     others = [i for i in identity_mod.list_identities(paths.identities) if i.name != name]
     if others:
-        rt.hint(f"Several agents share this repository: set THRUM_NAME={name} in this agent's environment "
-                f"(or pass --name {name}).")
+        rt.hint(
+            f"Several agents share this repository: set THRUM_NAME={name} in this agent's environment "
+            f"(or pass --name {name})."
+        )
     rt.hint('Next: thrum send "Hello" --to @everyone   ·   thrum inbox')
     return result
 
@@ -90,8 +110,9 @@ def whoami():
     ident = rt.identity()
     session: dict | None = None
     try:
-        found = rt.call("session.list", {"caller": ident.name, "agent": ident.name, "active_only": True},
-                        autostart=False)
+        found = rt.call(
+            "session.list", {"caller": ident.name, "agent": ident.name, "active_only": True}, autostart=False
+        )
         active = [s for s in found.get("sessions") or [] if s.get("active", True)]
         session = active[0] if active else {}
     except Unavailable:
@@ -100,7 +121,7 @@ def whoami():
         rt.debug(f"session.list failed: {exc}")
         session = None
     result = {**ident.to_dict(), "session": session}
-    rt.emit(result, lambda: render.render_identity(ident.to_dict(), session))
+    rt.emit(result, lambda: render_identity(ident.to_dict(), session))
 
 
 @click.group(context_settings=CONTEXT_SETTINGS)
@@ -130,7 +151,7 @@ def list_(role, module, all_):
         me = rt.identity().name
     except ThrumError:
         pass
-    rt.emit(result, lambda: render.render_agents(result.get("agents") or [], me=me))
+    rt.emit(result, lambda: render_agents(result.get("agents") or [], me=me))
 
 
 @agent.command("delete", context_settings=CONTEXT_SETTINGS)
@@ -158,8 +179,14 @@ def _remove_identity(rt, name: str) -> bool:
 
 @agent.command("cleanup", context_settings=CONTEXT_SETTINGS)
 @click.option("--force", is_flag=True, help="Really remove them (default: only list the candidates).")
-@click.option("--days", "older_than_days", type=click.IntRange(0, None), default=None, metavar="N",
-              help="Agents not seen for N days are candidates (daemon default: 7).")
+@click.option(
+    "--days",
+    "older_than_days",
+    type=click.IntRange(0, None),
+    default=None,
+    metavar="N",
+    help="Agents not seen for N days are candidates (daemon default: 7).",
+)
 @global_options()
 def cleanup(force, older_than_days):
     """Find agents not seen for a while; remove them with --force."""
@@ -177,11 +204,13 @@ def cleanup(force, older_than_days):
         if force:
             if not removed:
                 return "No stale agents to remove."
-            return f"> Removed {render.plural(len(removed), 'agent')}: " + ", ".join(render.at(n) for n in removed)
+            return f"> Removed {plural(len(removed), 'agent')}: " + ", ".join(at(n) for n in removed)
         if not candidates:
             return "No stale agents."
-        return (f"Would remove {render.plural(len(candidates), 'agent')}: "
-                + ", ".join(render.at(n) for n in candidates)
-                + ("" if rt.opts.quiet else "\n  Run `thrum agent cleanup --force` to remove them."))
+        return (
+            f"Would remove {plural(len(candidates), 'agent')}: "
+            + ", ".join(at(n) for n in candidates)
+            + ("" if rt.opts.quiet else "\n  Run `thrum agent cleanup --force` to remove them.")
+        )
 
     rt.emit(result, text)

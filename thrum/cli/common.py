@@ -44,7 +44,7 @@ def _store(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
     if value is None or value is False:
         return value
     opts = ctx.find_root().ensure_object(Options)
-    setattr(opts, param.name[len(_PREFIX):], value)
+    setattr(opts, param.name[len(_PREFIX) :], value)
     return value
 
 
@@ -68,12 +68,14 @@ def global_options(*, exclude: tuple[str, ...] = ()) -> Callable:
     ``exclude`` drops flags the command defines itself with another meaning
     (e.g. ``group add --role`` names a member role).
     """
+
     def deco(f):
         for name, decls, kw in reversed(_GLOBAL):
             if name in exclude:
                 continue
             f = click.option(*decls, _PREFIX + name, expose_value=False, callback=_store, **kw)(f)
         return f
+
     return deco
 
 
@@ -83,6 +85,7 @@ def options() -> Options:
 
 
 # --------------------------------------------------------------------------- parsing helpers
+
 
 def parse_tag(flag: str, text: str) -> dict:
     """``type:value`` → ``{"type", "value"}``.
@@ -129,6 +132,7 @@ def read_body(text: str | None, body_file: str | None, *, what: str = "message")
 
 # --------------------------------------------------------------------------- runtime
 
+
 class Runtime:
     """Per-invocation state: options → paths, identity, client, output."""
 
@@ -144,6 +148,7 @@ class Runtime:
     def paths(self):
         if self._paths is None:
             from .. import paths as _paths
+
             self._paths = _paths.resolve(self.opts.repo)
         return self._paths
 
@@ -156,9 +161,11 @@ class Runtime:
     def identity(self):
         if self._identity is None:
             from .. import identity as _identity
+
             p = self.require_init()
-            self._identity = _identity.resolve(p.identities, name=self.opts.name, role=self.opts.role,
-                                               module=self.opts.module, worktree=str(p.repo))
+            self._identity = _identity.resolve(
+                p.identities, name=self.opts.name, role=self.opts.role, module=self.opts.module, worktree=str(p.repo)
+            )
         return self._identity
 
     @property
@@ -170,12 +177,18 @@ class Runtime:
     def client(self, *, autostart: bool = True):
         if self._client is None:
             from .. import lifecycle
-            self._client = lifecycle.connect(self.require_init(), autostart=autostart, quiet=self.opts.quiet,
-                                           trace=self.debug if self.opts.verbose else None)
+
+            self._client = lifecycle.connect(
+                self.require_init(),
+                autostart=autostart,
+                quiet=self.opts.quiet,
+                trace=self.debug if self.opts.verbose else None,
+            )
         return self._client
 
-    def call(self, method: str, params: dict | None = None, *, autostart: bool = True,
-             timeout: float | None = None) -> Any:
+    def call(
+        self, method: str, params: dict | None = None, *, autostart: bool = True, timeout: float | None = None
+    ) -> Any:
         return self.client(autostart=autostart).call(method, params or {}, timeout=timeout)
 
     def agent_call(self, method: str, params: dict | None = None, **kw) -> Any:

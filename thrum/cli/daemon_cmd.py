@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import click
 
-from . import render
 from .common import CONTEXT_SETTINGS, global_options, runtime
+from .render.status import render_daemon_status
 
 
 def _lifecycle():
     from .. import lifecycle
+
     return lifecycle
 
 
@@ -41,8 +42,13 @@ def start():
 
 
 @daemon.command("stop", context_settings=CONTEXT_SETTINGS)
-@click.option("--timeout", type=click.FloatRange(0.1, None), default=10.0, show_default=True,
-              help="Seconds to wait for a graceful stop.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(0.1, None),
+    default=10.0,
+    show_default=True,
+    help="Seconds to wait for a graceful stop.",
+)
 @global_options()
 def stop(timeout):
     """Stop the daemon gracefully (pending writes are flushed)."""
@@ -74,12 +80,18 @@ def status():
     rt = runtime()
     paths = rt.paths
     if not paths.initialized:
-        res = {"running": False, "pid": None, "uptime": None, "socket": str(paths.socket),
-               "repo": str(paths.repo), "initialized": False}
+        res = {
+            "running": False,
+            "pid": None,
+            "uptime": None,
+            "socket": str(paths.socket),
+            "repo": str(paths.repo),
+            "initialized": False,
+        }
         rt.emit(res, f"Daemon:  not running\nthrum is not initialised in {paths.repo}; run `thrum init`")
     else:
         res = _lifecycle().status(paths)
-        rt.emit(res, lambda: render.render_daemon_status(res))
+        rt.emit(res, lambda: render_daemon_status(res))
     if not res.get("running"):
         click.get_current_context().exit(NOT_RUNNING)
 

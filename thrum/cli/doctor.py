@@ -42,18 +42,35 @@ def doctor():
     if lifecycle.is_running(paths):
         try:
             info = lifecycle.call(paths, "daemon.status", timeout=10)
-            checks.append(_check("daemon", "ok", f"running (pid {info.get('pid')}, thrum {info.get('version')}, "
-                                                 f"up {_uptime(info.get('uptime'))})"))
+            checks.append(
+                _check(
+                    "daemon",
+                    "ok",
+                    f"running (pid {info.get('pid')}, thrum {info.get('version')}, up {_uptime(info.get('uptime'))})",
+                )
+            )
             checks.append(_check("socket", "ok", f"{paths.socket} answers"))
-            from_daemon = rt.call("doctor.run", {"env": forwarded_env()}, autostart=False,
-                                  timeout=DOCTOR_TIMEOUT_S)["checks"]
+            from_daemon = rt.call("doctor.run", {"env": forwarded_env()}, autostart=False, timeout=DOCTOR_TIMEOUT_S)[
+                "checks"
+            ]
         except (ThrumError, OSError) as exc:
-            checks.append(_check("daemon", "fail", f"running (pid {lifecycle.read_pid(paths)}) but does not answer on "
-                                                   f"{paths.socket}: {exc}",
-                                 "restart it: `thrum daemon restart` (its log: .thrum/var/daemon.log)"))
+            checks.append(
+                _check(
+                    "daemon",
+                    "fail",
+                    f"running (pid {lifecycle.read_pid(paths)}) but does not answer on {paths.socket}: {exc}",
+                    "restart it: `thrum daemon restart` (its log: .thrum/var/daemon.log)",
+                )
+            )
     else:
-        checks.append(_check("daemon", "warn", "not running: nothing syncs on its own and no one is notified",
-                             "start it with `thrum daemon start` (commands that need it also start it)"))
+        checks.append(
+            _check(
+                "daemon",
+                "warn",
+                "not running: nothing syncs on its own and no one is notified",
+                "start it with `thrum daemon start` (commands that need it also start it)",
+            )
+        )
         checks.append(_check("socket", "info", f"nobody listens on {paths.socket}"))
     if from_daemon is not None:
         checks.extend(from_daemon)

@@ -11,17 +11,28 @@ import click
 from .common import options
 
 
-@click.command("gc-mail", add_help_option=False,
-               context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.command(
+    "gc-mail",
+    add_help_option=False,
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+)
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def gc_mail(args):
     """Gas City's exec mail provider: thrum gc-mail <operation> [argument] (see thrum gc-mail --help)."""
     from ..gcmail.main import USAGE, run
 
     if not args or args[0] in ("-h", "--help"):
-        click.echo(USAGE.replace("usage: thrum-gc-mail <operation> [argument]",
-                                 "Usage: thrum gc-mail OPERATION [ARGUMENT]", 1).rstrip("\n"))
+        click.echo(
+            USAGE.replace(
+                "usage: thrum-gc-mail <operation> [argument]", "Usage: thrum gc-mail OPERATION [ARGUMENT]", 1
+            ).rstrip("\n")
+        )
         return
-    code = run(list(args), repo=options().repo, stdin=click.get_binary_stream("stdin"),
-               stdout=click.get_binary_stream("stdout"), stderr=click.get_text_stream("stderr"))
+    code = run(
+        list(args),
+        repo=options().repo,
+        stdin=click.get_binary_stream("stdin"),
+        stdout=click.get_binary_stream("stdout"),
+        stderr=click.get_text_stream("stderr"),
+    )
     click.get_current_context().exit(code)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from . import render
 from .common import CONTEXT_SETTINGS, bare_address, global_options, runtime
+from .render.directory import render_group_info, render_groups, render_members
 
 
 @click.group(context_settings=CONTEXT_SETTINGS)
@@ -97,7 +97,7 @@ def list_():
     """List all groups."""
     rt = runtime()
     result = rt.call("group.list", {})
-    rt.emit(result, lambda: render.render_groups(result.get("groups") or []))
+    rt.emit(result, lambda: render_groups(result.get("groups") or []))
 
 
 @group.command("info", context_settings=CONTEXT_SETTINGS)
@@ -107,7 +107,7 @@ def info(name):
     """Show a group's details and members."""
     rt = runtime()
     result = rt.call("group.info", {"name": bare_address(name)})
-    rt.emit(result, lambda: render.render_group_info(result.get("group") or result))
+    rt.emit(result, lambda: render_group_info(result.get("group") or result))
 
 
 @group.command("members", context_settings=CONTEXT_SETTINGS)
@@ -121,4 +121,4 @@ def members(name, expand):
     if expand:
         params["expand"] = True
     result = rt.call("group.members", params)
-    rt.emit(result, lambda: render.render_members(result))
+    rt.emit(result, lambda: render_members(result))

@@ -8,8 +8,9 @@ import shutil
 
 import click
 
-from . import render
 from .common import CONTEXT_SETTINGS, global_options, parse_tag, runtime
+from .render.messages import DEFAULT_WIDTH, next_page_command, render_inbox
+from .render.text import plural
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
@@ -18,8 +19,7 @@ from .common import CONTEXT_SETTINGS, global_options, parse_tag, runtime
 @click.option("--unread", is_flag=True, help="Only unread messages; does not mark them read.")
 @click.option("--archived", is_flag=True, help="Only the messages you archived; does not mark them read.")
 @click.option("--count", is_flag=True, help="Print only how many messages there are, and how many unread.")
-@click.option("--page-size", type=click.IntRange(1, 100), default=10, show_default=True,
-              help="Messages per page.")
+@click.option("--page-size", type=click.IntRange(1, 100), default=10, show_default=True, help="Messages per page.")
 @click.option("--page", type=click.IntRange(1, None), default=1, show_default=True, help="Page number.")
 @global_options()
 def inbox(scope, mentions, unread, archived, count, page_size, page):
@@ -38,8 +38,7 @@ def inbox(scope, mentions, unread, archived, count, page_size, page):
       thrum inbox --archived
     """
     rt = runtime()
-    params = {"exclude_own": True, "page_size": page_size, "page": page,
-              "sort_by": "created_at", "sort_order": "desc"}
+    params = {"exclude_own": True, "page_size": page_size, "page": page, "sort_by": "created_at", "sort_order": "desc"}
     filters: list[tuple[str, str | None]] = []
     if scope:
         params["scope"] = parse_tag("--scope", scope)
@@ -64,17 +63,16 @@ def inbox(scope, mentions, unread, archived, count, page_size, page):
         everything = rt.agent_call("message.list", {"exclude_own": True, "page_size": 1, "page": 1})
         unfiltered_total = everything.get("total")
 
-    width = shutil.get_terminal_size((render.DEFAULT_WIDTH + 2, 24)).columns - 2
-    rt.emit(result, lambda: render.render_inbox(result, width=width, filters=filters,
-                                                unfiltered_total=unfiltered_total))
+    width = shutil.get_terminal_size((DEFAULT_WIDTH + 2, 24)).columns - 2
+    rt.emit(result, lambda: render_inbox(result, width=width, filters=filters, unfiltered_total=unfiltered_total))
     if not rt.opts.json and messages and (result.get("total_pages") or 1) > page:
         who = [("name", rt.opts.name)] if rt.opts.name else []  # THRUM_NAME stays in the environment anyway
-        rt.hint("Next page: " + render.next_page_command(filters, page=page + 1, page_size=page_size,
-                                                         identity=who))
+        rt.hint("Next page: " + next_page_command(filters, page=page + 1, page_size=page_size, identity=who))
 
     if not unread and not archived:
-        to_mark = [m["message_id"] for m in messages
-                   if isinstance(m, dict) and m.get("message_id") and not m.get("is_read")]
+        to_mark = [
+            m["message_id"] for m in messages if isinstance(m, dict) and m.get("message_id") and not m.get("is_read")
+        ]
         if to_mark:
             rt.best_effort("message.markRead", {"message_ids": to_mark})
 
@@ -87,5 +85,4 @@ def _print_count(rt, params: dict, mentions: bool) -> None:
         listed = rt.agent_call("message.list", {**params, "page_size": 1, "page": 1})
         result = {"total": listed.get("total") or 0, "unread": listed.get("unread") or 0}
     total, unread = int(result.get("total") or 0), int(result.get("unread") or 0)
-    rt.emit({"total": total, "unread": unread},
-            f"{render.plural(total, 'message')}, {unread} unread")
+    rt.emit({"total": total, "unread": unread}, f"{plural(total, 'message')}, {unread} unread")

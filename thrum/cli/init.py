@@ -24,16 +24,20 @@ def init(non_interactive, no_daemon):
     rt = runtime()
     from .. import lifecycle
 
-    interactive = (not non_interactive and not rt.opts.json
-                   and sys.stdin.isatty() and sys.stdout.isatty())
+    interactive = not non_interactive and not rt.opts.json and sys.stdin.isatty() and sys.stdout.isatty()
     paths = lifecycle.init_repo(rt.opts.repo, start_daemon=False)
     rt._paths = paths
     daemon = None
     if not no_daemon:
         daemon = lifecycle.start(paths)
 
-    result = {"repo": str(paths.repo), "thrum_dir": str(paths.thrum_dir), "socket": str(paths.socket),
-              "redirected": paths.thrum_dir.parent != paths.repo, "daemon": daemon}
+    result = {
+        "repo": str(paths.repo),
+        "thrum_dir": str(paths.thrum_dir),
+        "socket": str(paths.socket),
+        "redirected": paths.thrum_dir.parent != paths.repo,
+        "daemon": daemon,
+    }
 
     def text():
         lines = [f"> Initialised thrum in {paths.repo}", f"  State:   {paths.thrum_dir}"]
@@ -71,6 +75,3 @@ def _offer_first_agent(rt) -> None:
     role = click.prompt("Role (e.g. implementer, reviewer)").strip()
     module = click.prompt("Module (optional)", default="", show_default=False).strip()
     register_agent(rt, name, role, module)
-
-
-

@@ -121,7 +121,7 @@ def _debugging(argv: list[str]) -> bool:
 def _json_requested(argv: list[str], opts: Options) -> bool:
     if opts.json:
         return True
-    head = argv[:argv.index("--")] if "--" in argv else argv
+    head = argv[: argv.index("--")] if "--" in argv else argv
     return "--json" in head
 
 
@@ -132,12 +132,13 @@ class _Reporter:
     def __init__(self, as_json: bool):
         self.as_json = as_json
 
-    def fail(self, message: str, status: int, *, code: int = errors.INTERNAL_ERROR,
-             data: dict | None = None) -> int:
+    def fail(self, message: str, status: int, *, code: int = errors.INTERNAL_ERROR, data: dict | None = None) -> int:
         try:
             if self.as_json:
-                sys.stdout.write(json.dumps({"error": {"code": code, "message": message, "data": data or {}}},
-                                            ensure_ascii=False) + "\n")
+                sys.stdout.write(
+                    json.dumps({"error": {"code": code, "message": message, "data": data or {}}}, ensure_ascii=False)
+                    + "\n"
+                )
                 sys.stdout.flush()
             else:
                 sys.stderr.write(f"thrum: {message}\n")
@@ -187,8 +188,9 @@ def run(argv: list[str] | None = None) -> int:
         close = _closest_commands(exc)
         text = _one_line(exc.format_message())
         if close:  # click suggests for some groups itself; say it once, our way
-            text = _NO_SUCH_COMMAND.search(text).group(0) + " (did you mean " + \
-                " or ".join(f"'{n}'" for n in close) + "?)"
+            text = (
+                _NO_SUCH_COMMAND.search(text).group(0) + " (did you mean " + " or ".join(f"'{n}'" for n in close) + "?)"
+            )
         elif exc.ctx is not None and "--help" not in exc.format_message():
             text += f" (see '{exc.ctx.command_path} --help')"
         data = {"usage": True, **({"close_matches": close} if close else {})}
@@ -203,6 +205,7 @@ def run(argv: list[str] | None = None) -> int:
         out.as_json = _json_requested(argv, opts)
         if _debugging(argv):
             import traceback
+
             traceback.print_exc()
         data = exc.data if isinstance(exc.data, dict) else None
         if out.as_json:
@@ -221,9 +224,11 @@ def run(argv: list[str] | None = None) -> int:
     except Exception as exc:  # the last line of defence: never a traceback unless asked
         if _debugging(argv):
             import traceback
+
             traceback.print_exc()
-        return out.fail(f"internal error: {type(exc).__name__}: {_one_line(str(exc))} "
-                        "(rerun with --verbose for details)", 1)
+        return out.fail(
+            f"internal error: {type(exc).__name__}: {_one_line(str(exc))} (rerun with --verbose for details)", 1
+        )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -33,23 +33,34 @@ def resolve_identity(rt, agent_id: str | None):
         try:
             return rt.identity()
         except IdentityError as exc:
-            raise IdentityError(exc.message.replace("choose one with THRUM_NAME=<name> or --name <name>",
-                                                    "choose one with --agent-id NAME (or THRUM_NAME)")) from None
+            raise IdentityError(
+                exc.message.replace(
+                    "choose one with THRUM_NAME=<name> or --name <name>",
+                    "choose one with --agent-id NAME (or THRUM_NAME)",
+                )
+            ) from None
     known = ", ".join(i.label for i in identity_mod.list_identities(paths.identities)) or "none"
     if not identity_mod.NAME_RE.fullmatch(agent_id):
-        raise IdentityError(f"--agent-id {agent_id!r} is not a valid agent name (lowercase letters, digits and _); "
-                            f"known identities: {known}")
+        raise IdentityError(
+            f"--agent-id {agent_id!r} is not a valid agent name (lowercase letters, digits and _); "
+            f"known identities: {known}"
+        )
     path = paths.identities / f"{agent_id}.json"
     if not path.is_file():
-        raise IdentityError(f"no identity {agent_id!r} in {paths.identities}; known identities: {known}; "
-                            f"register it with `thrum quickstart --name {agent_id} --role ROLE`")
+        raise IdentityError(
+            f"no identity {agent_id!r} in {paths.identities}; known identities: {known}; "
+            f"register it with `thrum quickstart --name {agent_id} --role ROLE`"
+        )
     os.environ["THRUM_NAME"] = agent_id  # spec: --agent-id sets THRUM_NAME
     return identity_mod.load(path)
 
 
 @mcp.command(context_settings=CONTEXT_SETTINGS)
-@click.option("--agent-id", metavar="NAME", help="Serve as this agent (.thrum/identities/NAME.json); "
-                                                  "default: THRUM_NAME or the only identity.")
+@click.option(
+    "--agent-id",
+    metavar="NAME",
+    help="Serve as this agent (.thrum/identities/NAME.json); default: THRUM_NAME or the only identity.",
+)
 @global_options()
 def serve(agent_id):
     """Run the MCP server on stdin/stdout (started by an MCP host).
@@ -77,11 +88,17 @@ def serve(agent_id):
 
 
 @mcp.command(context_settings=CONTEXT_SETTINGS)
-@click.option("--agent-id", metavar="NAME", help="The agent the host acts as (default: THRUM_NAME or the "
-                                                  "only identity).")
-@click.option("--host", "host", type=click.Choice(["json", "claude", "cursor", "codex"]), default="json",
-              show_default=True, help="json: the mcpServers object; claude/codex: their `mcp add` command; "
-                                      "cursor: .cursor/mcp.json.")
+@click.option(
+    "--agent-id", metavar="NAME", help="The agent the host acts as (default: THRUM_NAME or the only identity)."
+)
+@click.option(
+    "--host",
+    "host",
+    type=click.Choice(["json", "claude", "cursor", "codex"]),
+    default="json",
+    show_default=True,
+    help="json: the mcpServers object; claude/codex: their `mcp add` command; cursor: .cursor/mcp.json.",
+)
 @global_options()
 def config(agent_id, host):
     """Print the MCP host configuration for this repository and agent.
@@ -103,8 +120,17 @@ def config(agent_id, host):
     repo = rt.paths.repo
     text = hostconfig.render(host, executable=executable, repo=repo, agent=ident.name)
     if rt.opts.json:
-        rt.emit({"host": host, "agent": ident.name, "repo": str(repo), "command": executable,
-                 "args": hostconfig.serve_args(repo, ident.name), "config": text}, None)
+        rt.emit(
+            {
+                "host": host,
+                "agent": ident.name,
+                "repo": str(repo),
+                "command": executable,
+                "args": hostconfig.serve_args(repo, ident.name),
+                "config": text,
+            },
+            None,
+        )
         return
     click.echo(text)
     rt.note(hostconfig.WHERE[host])

@@ -8,8 +8,9 @@ import click
 
 from ..errors import IdentityError, ThrumError
 
-from . import render
 from .common import CONTEXT_SETTINGS, global_options, read_body, runtime
+from .render.messages import DEFAULT_WIDTH, render_message, render_sent
+from .render.text import plural
 
 
 @click.group(context_settings=CONTEXT_SETTINGS)
@@ -39,7 +40,7 @@ def get(msg_id, peek):
     else:
         result = rt.call("message.get", {"message_id": msg_id})
     msg = result.get("message") if isinstance(result.get("message"), dict) else result
-    rt.emit(result, lambda: render.render_message(msg))
+    rt.emit(result, lambda: render_message(msg))
     if as_agent and not peek and not msg.get("is_read") and not msg.get("deleted"):
         rt.best_effort("message.markRead", {"message_ids": [msg.get("message_id") or msg_id]})
 
@@ -95,7 +96,7 @@ def read(msg_ids, all_):
     params = {"all": True} if all_ else {"message_ids": list(dict.fromkeys(msg_ids))}
     result = rt.agent_call("message.markRead", params)
     count = int(result.get("marked_count") or 0)
-    rt.emit(result, f"> Marked {render.plural(count, 'message')} as read")  # also_read_by: in --json
+    rt.emit(result, f"> Marked {plural(count, 'message')} as read")  # also_read_by: in --json
 
 
 @message.command("unread", context_settings=CONTEXT_SETTINGS)
@@ -106,7 +107,7 @@ def unread(msg_ids):
     rt = runtime()
     result = rt.agent_call("message.markUnread", {"message_ids": list(dict.fromkeys(msg_ids))})
     count = int(result.get("marked_count") or 0)
-    rt.emit(result, f"> Marked {render.plural(count, 'message')} as unread")
+    rt.emit(result, f"> Marked {plural(count, 'message')} as unread")
 
 
 @message.command("archive", context_settings=CONTEXT_SETTINGS)
@@ -122,19 +123,18 @@ def archive(msg_ids):
     result = rt.agent_call("message.archive", {"message_ids": list(dict.fromkeys(msg_ids))})
     count = int(result.get("archived_count") or 0)
     already = [m for m in result.get("already_archived") or [] if isinstance(m, str)]
-    rt.emit(result, f"> Archived {render.plural(count, 'message')}")
+    rt.emit(result, f"> Archived {plural(count, 'message')}")
     if already:
         raise ThrumError(f"already archived: {', '.join(already)}")
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
-@click.option("--page-size", type=click.IntRange(1, 100), default=10, show_default=True,
-              help="Messages per page.")
+@click.option("--page-size", type=click.IntRange(1, 100), default=10, show_default=True, help="Messages per page.")
 @click.option("--page", type=click.IntRange(1, None), default=1, show_default=True, help="Page number.")
 @global_options()
 def sent(page_size, page):
     """List the messages you sent, newest first, with who has read them."""
     rt = runtime()
     result = rt.agent_call("message.sent", {"page": page, "page_size": page_size})
-    width = shutil.get_terminal_size((render.DEFAULT_WIDTH + 2, 24)).columns - 2
-    rt.emit(result, lambda: render.render_sent(result, width=width))
+    width = shutil.get_terminal_size((DEFAULT_WIDTH + 2, 24)).columns - 2
+    rt.emit(result, lambda: render_sent(result, width=width))

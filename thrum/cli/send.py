@@ -34,18 +34,32 @@ def _addresses(values: tuple[str, ...], flag: str) -> list[str]:
 
 @click.command(context_settings=CONTEXT_SETTINGS)
 @click.argument("message", required=False, metavar="[MESSAGE]")
-@click.option("--to", "to", multiple=True, metavar="@NAME",
-              help="Recipient: an agent, a role, a group or @everyone (repeatable; @ optional).")
-@click.option("--mention", "mention", multiple=True, metavar="@ROLE",
-              help="Mention an agent, role or group (repeatable; @ optional).")
-@click.option("--scope", "scope", multiple=True, metavar="TYPE:VALUE",
-              help="Attach a scope, e.g. module:auth (repeatable).")
-@click.option("--ref", "ref", multiple=True, metavar="TYPE:VALUE",
-              help="Attach a reference, e.g. issue:beads-42 (repeatable).")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="markdown", show_default=True,
-              help="Content format.")
-@click.option("--priority", type=click.Choice(PRIORITIES), default="normal", show_default=True,
-              help="Message priority.")
+@click.option(
+    "--to",
+    "to",
+    multiple=True,
+    metavar="@NAME",
+    help="Recipient: an agent, a role, a group or @everyone (repeatable; @ optional).",
+)
+@click.option(
+    "--mention",
+    "mention",
+    multiple=True,
+    metavar="@ROLE",
+    help="Mention an agent, role or group (repeatable; @ optional).",
+)
+@click.option(
+    "--scope", "scope", multiple=True, metavar="TYPE:VALUE", help="Attach a scope, e.g. module:auth (repeatable)."
+)
+@click.option(
+    "--ref", "ref", multiple=True, metavar="TYPE:VALUE", help="Attach a reference, e.g. issue:beads-42 (repeatable)."
+)
+@click.option(
+    "--format", "fmt", type=click.Choice(FORMATS), default="markdown", show_default=True, help="Content format."
+)
+@click.option(
+    "--priority", type=click.Choice(PRIORITIES), default="normal", show_default=True, help="Message priority."
+)
 @click.option("--structured", metavar="JSON", help="Typed JSON payload for machines (validated locally).")
 @click.option("--body-file", metavar="PATH", help="Read the message from a file (- for stdin).")
 @click.option("--thread", "thread_id", metavar="THREAD_ID", help="Post into an existing thread.")
@@ -112,12 +126,19 @@ def send(message, to, mention, scope, ref, fmt, priority, structured, body_file,
 @click.command(context_settings=CONTEXT_SETTINGS)
 @click.argument("msg_id", metavar="MSG_ID")
 @click.argument("text", required=False, metavar="TEXT")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="markdown", show_default=True,
-              help="Content format.")
-@click.option("--to", "to", multiple=True, metavar="@NAME",
-              help="Also address an agent, role or group (repeatable; @ optional).")
-@click.option("--mention", "mention", multiple=True, metavar="@ROLE",
-              help="Also mention an agent, role or group (repeatable; @ optional).")
+@click.option(
+    "--format", "fmt", type=click.Choice(FORMATS), default="markdown", show_default=True, help="Content format."
+)
+@click.option(
+    "--to", "to", multiple=True, metavar="@NAME", help="Also address an agent, role or group (repeatable; @ optional)."
+)
+@click.option(
+    "--mention",
+    "mention",
+    multiple=True,
+    metavar="@ROLE",
+    help="Also mention an agent, role or group (repeatable; @ optional).",
+)
 @click.option("--body-file", metavar="PATH", help="Read the reply from a file (- for stdin).")
 @click.option("--subject", metavar="TEXT", help="A subject line, shown above the reply.")
 @global_options()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from ..errors import ThrumError
-from . import render
 from .common import CONTEXT_SETTINGS, global_options, runtime
+from .render.directory import render_sessions
 
 
 @click.group(context_settings=CONTEXT_SETTINGS)
@@ -29,8 +29,13 @@ def start():
 
 @session.command("end", context_settings=CONTEXT_SETTINGS)
 @click.option("--session", "session_id", metavar="SESSION_ID", help="The session to end (default: the active one).")
-@click.option("--reason", type=click.Choice(("normal", "crash")), default="normal", show_default=True,
-              help="Why the session ends.")
+@click.option(
+    "--reason",
+    type=click.Choice(("normal", "crash")),
+    default="normal",
+    show_default=True,
+    help="Why the session ends.",
+)
 @global_options()
 def end(session_id, reason):
     """End this agent's active session."""
@@ -63,4 +68,4 @@ def list_(agent_name, all_agents, active):
     if active:
         params["active_only"] = True
     result = rt.call("session.list", params)
-    rt.emit(result, lambda: render.render_sessions(result.get("sessions") or []))
+    rt.emit(result, lambda: render_sessions(result.get("sessions") or []))

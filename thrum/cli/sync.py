@@ -45,16 +45,21 @@ def sync(ctx):
     rt.emit(result, lambda: _summary(result))
 
 
-
 def _summary(r: dict) -> str:
     if r["mode"] == "local-only":
-        return (f"> Local-only mode: committed {r['commits']} change(s); nothing fetched or pushed "
-                f"({r['duration_ms']:.0f} ms)")
+        return (
+            f"> Local-only mode: committed {r['commits']} change(s); nothing fetched or pushed "
+            f"({r['duration_ms']:.0f} ms)"
+        )
     if r["mode"] == "no-remote":
-        return (f"> No remote configured: committed {r['commits']} change(s) "
-                f"(add one with `git remote add origin URL`) ({r['duration_ms']:.0f} ms)")
-    return (f"> Synced with {r['remote']}: sent {r['sent']} event(s), received {r['received']}, "
-            f"{r['commits']} commit(s){'' if r['pushed'] else ', nothing pushed'} in {r['duration_ms']:.0f} ms")
+        return (
+            f"> No remote configured: committed {r['commits']} change(s) "
+            f"(add one with `git remote add origin URL`) ({r['duration_ms']:.0f} ms)"
+        )
+    return (
+        f"> Synced with {r['remote']}: sent {r['sent']} event(s), received {r['received']}, "
+        f"{r['commits']} commit(s){'' if r['pushed'] else ', nothing pushed'} in {r['duration_ms']:.0f} ms"
+    )
 
 
 @sync.command("status", context_settings=CONTEXT_SETTINGS)
@@ -82,8 +87,10 @@ def _status_text(s: dict) -> str:
         lines.append(f"Login:         {s['credential_source']}")
     if s.get("syncing_since"):
         waiting = s.get("waiting_for_remote_since")
-        lines.append(f"Syncing:       since {s['syncing_since']}"
-                     + (f" (waiting for the remote to answer since {waiting})" if waiting else ""))
+        lines.append(
+            f"Syncing:       since {s['syncing_since']}"
+            + (f" (waiting for the remote to answer since {waiting})" if waiting else "")
+        )
     lines.append(f"Last success:  {s.get('last_success') or 'never'}")
     if s.get("last_error"):
         lines.append(f"Last error:    {s['last_error']} (at {s.get('last_error_at')})")
@@ -96,8 +103,10 @@ def _status_text(s: dict) -> str:
         ignored = (s.get("last_report") or {}).get("ignored_paths_by_reason")
     if ignored:
         detail = ", ".join(f"{n} {reason.replace('_', ' ')}" for reason, n in sorted(ignored.items()))
-        lines.append(f"Ignored:       {sum(ignored.values())} path(s) in a-sync that are not thrum's ({detail}); "
-                     f"never checked out")
+        lines.append(
+            f"Ignored:       {sum(ignored.values())} path(s) in a-sync that are not thrum's ({detail}); "
+            f"never checked out"
+        )
     return "\n".join(lines)
 
 

@@ -7,8 +7,8 @@ import shutil
 import click
 
 from ..errors import IdentityError
-from . import render
 from .common import CONTEXT_SETTINGS, global_options, runtime
+from .render.messages import DEFAULT_WIDTH, render_thread, render_threads
 
 
 @click.group(context_settings=CONTEXT_SETTINGS)
@@ -18,7 +18,7 @@ def thread():
 
 
 def _width() -> int:
-    return shutil.get_terminal_size((render.DEFAULT_WIDTH + 2, 24)).columns - 2
+    return shutil.get_terminal_size((DEFAULT_WIDTH + 2, 24)).columns - 2
 
 
 @thread.command("show", context_settings=CONTEXT_SETTINGS)
@@ -43,18 +43,20 @@ def show(thread_or_msg_id, peek):
     messages = [m for m in result.get("messages") or [] if isinstance(m, dict)]
     if not messages:
         raise click.ClickException(f"no thread or message {thread_or_msg_id}")
-    rt.emit(result, lambda: render.render_thread(result, width=_width()))
+    rt.emit(result, lambda: render_thread(result, width=_width()))
     if as_agent and not peek:
         me = rt.caller
-        to_mark = [m["message_id"] for m in messages
-                   if m.get("message_id") and not m.get("is_read") and m.get("agent_id") != me]
+        to_mark = [
+            m["message_id"]
+            for m in messages
+            if m.get("message_id") and not m.get("is_read") and m.get("agent_id") != me
+        ]
         if to_mark:
             rt.best_effort("message.markRead", {"message_ids": to_mark})
 
 
 @thread.command("list", context_settings=CONTEXT_SETTINGS)
-@click.option("--page-size", type=click.IntRange(1, 100), default=10, show_default=True,
-              help="Threads per page.")
+@click.option("--page-size", type=click.IntRange(1, 100), default=10, show_default=True, help="Threads per page.")
 @click.option("--page", type=click.IntRange(1, None), default=1, show_default=True, help="Page number.")
 @global_options()
 def list_threads(page_size, page):
@@ -65,6 +67,6 @@ def list_threads(page_size, page):
     """
     rt = runtime()
     result = rt.agent_call("thread.list", {"page": page, "page_size": page_size})
-    rt.emit(result, lambda: render.render_threads(result))
+    rt.emit(result, lambda: render_threads(result))
     if not rt.opts.json and (result.get("total_pages") or 1) > page:
         rt.hint(f"Next page: thrum thread list --page {page + 1}")

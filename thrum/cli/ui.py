@@ -9,9 +9,13 @@ from .common import CONTEXT_SETTINGS, global_options, runtime
 
 @click.command(context_settings=CONTEXT_SETTINGS)
 @click.option("--open", "open_browser", is_flag=True, help="Also open the URL in your web browser.")
-@click.option("--port", type=click.IntRange(0, 65535), metavar="N",
-              help="Serve the UI on port N (0: any free port). Default: ui_port from .thrum/config.json "
-                   "(9998), or a free port when that one is taken.")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    metavar="N",
+    help="Serve the UI on port N (0: any free port). Default: ui_port from .thrum/config.json "
+    "(9998), or a free port when that one is taken.",
+)
 @global_options()
 def ui(open_browser, port):
     """Watch and steer your agents from a browser: prints the Web UI's URL.

@@ -14,20 +14,27 @@ import time
 import click
 
 from ..errors import Timeout
-from . import render
 from .common import CONTEXT_SETTINGS, global_options, parse_tag, runtime
+from .render.messages import DEFAULT_WIDTH, render_inbox
 
-MAX_CALL = 600.0     # the daemon's longest single message.wait
-SLACK = 15.0         # extra socket time beyond the wait itself
+MAX_CALL = 600.0  # the daemon's longest single message.wait
+SLACK = 15.0  # extra socket time beyond the wait itself
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
-@click.option("--timeout", type=click.FloatRange(0, None), default=300.0, show_default=True, metavar="SECONDS",
-              help="Give up after this long (exit 1). 0 checks once without waiting.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(0, None),
+    default=300.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Give up after this long (exit 1). 0 checks once without waiting.",
+)
 @click.option("--mentions", is_flag=True, help="Only messages that mention me (my name, role or groups).")
 @click.option("--scope", metavar="TYPE:VALUE", help="Only messages with this scope, e.g. module:auth.")
-@click.option("--limit", type=click.IntRange(1, 100), default=10, show_default=True,
-              help="Most messages to print at once.")
+@click.option(
+    "--limit", type=click.IntRange(1, 100), default=10, show_default=True, help="Most messages to print at once."
+)
 @click.option("--peek", is_flag=True, help="Do not mark the printed messages as read.")
 @global_options()
 def wait(timeout, mentions, scope, limit, peek):
@@ -61,10 +68,15 @@ def wait(timeout, mentions, scope, limit, peek):
             break
     if not messages:  # with --json: one error object (code -32007) on stdout, like every error
         raise Timeout(f"no message within {timeout:g}s", data={"timed_out": True})
-    width = shutil.get_terminal_size((render.DEFAULT_WIDTH + 2, 24)).columns - 2
-    shown = {"messages": messages, "total": len(messages), "unread": len(messages), "page": 1,
-             "page_size": len(messages)}
-    rt.emit(result, lambda: render.render_inbox(shown, width=width))
+    width = shutil.get_terminal_size((DEFAULT_WIDTH + 2, 24)).columns - 2
+    shown = {
+        "messages": messages,
+        "total": len(messages),
+        "unread": len(messages),
+        "page": 1,
+        "page_size": len(messages),
+    }
+    rt.emit(result, lambda: render_inbox(shown, width=width))
     if not peek:
         ids = [m["message_id"] for m in messages if isinstance(m, dict) and m.get("message_id")]
         if ids:

@@ -29,9 +29,16 @@ _ids = itertools.count(1)
 
 
 class Connection:
-    def __init__(self, transport: str, send_bytes: Callable[[bytes], Awaitable[None]], *,
-                 queue_size: int = 100, framing_newline: bool = True, send_timeout: float = math.inf,
-                 on_stuck: Callable[[str], None] | None = None):
+    def __init__(
+        self,
+        transport: str,
+        send_bytes: Callable[[bytes], Awaitable[None]],
+        *,
+        queue_size: int = 100,
+        framing_newline: bool = True,
+        send_timeout: float = math.inf,
+        on_stuck: Callable[[str], None] | None = None,
+    ):
         self.id = f"{transport}-{next(_ids)}"
         self.transport = transport
         self._send_bytes = send_bytes
@@ -103,9 +110,12 @@ class Connection:
             item = self.outbox.popleft()
             if self.dropped_pending:
                 lost, self.dropped_pending = self.dropped_pending, 0
-                await self.send(jsonrpc.notification(
-                    "notification.dropped", {"dropped": lost, "total_dropped": self.dropped_total,
-                                             "next_seq": item["params"]["seq"]}))
+                await self.send(
+                    jsonrpc.notification(
+                        "notification.dropped",
+                        {"dropped": lost, "total_dropped": self.dropped_total, "next_seq": item["params"]["seq"]},
+                    )
+                )
             await self.send(item)
 
     async def wait_for_room(self) -> None:

@@ -30,25 +30,16 @@ def method(name: str):
             raise RuntimeError(f"RPC method {name} registered twice")
         METHODS[name] = fn
         return fn
+
     return register
 
 
 @dataclass
 class Call:
-    ctx: ServiceContext    # what a service may use of the daemon (thrum.daemon.context)
-    conn: Any              # thrum.daemon.connection.Connection (or a WebSocket connection)
+    ctx: ServiceContext  # what a service may use of the daemon (thrum.daemon.context)
+    conn: Any  # thrum.daemon.connection.Connection (or a WebSocket connection)
     params: Params
     method: str
-
-    @property
-    def daemon(self) -> Any:
-        """Replaced by `ctx` (shim for services written before; the lead removes it after merging)."""
-        return self.ctx._daemon
-
-    @property
-    def store(self) -> Any:
-        """Replaced by `ctx.read` / `ctx.write` (shim, like `daemon`)."""
-        return self.ctx._daemon.writer
 
 
 async def handle(daemon, conn, req: jsonrpc.Request | jsonrpc.Invalid) -> dict | None:
@@ -87,8 +78,12 @@ async def handle_frame(daemon, conn, data: bytes | str, *, max_batch: int = 100)
     del data
     if isinstance(parsed, list):
         if len(parsed) > max_batch:
-            return jsonrpc.failure(None, errors.InvalidRequest(
-                f"invalid request: a batch may hold at most {max_batch} requests (got {len(parsed)})"))
+            return jsonrpc.failure(
+                None,
+                errors.InvalidRequest(
+                    f"invalid request: a batch may hold at most {max_batch} requests (got {len(parsed)})"
+                ),
+            )
         answers = []
         for req in parsed:
             a = await handle(daemon, conn, req)

@@ -46,17 +46,31 @@ from ..store import queries
 
 log = logging.getLogger(__name__)
 
-RING_SIZE = 20_000   # recent events kept for resume (config: subscription_ring_size)
-NOTIFY_TYPES = frozenset({
-    "message.create", "message.edit", "message.delete", "agent.register", "agent.cleanup",
-    "agent.update", "agent.session.start", "agent.session.end",
-    # `all` only: read marks and groups, so a watcher (the Web UI) keeps unread counts and groups live
-    "message.read", "message.unread", "message.archive",
-    "group.create", "group.delete", "group.member.add", "group.member.remove",
-})
+RING_SIZE = 20_000  # recent events kept for resume (config: subscription_ring_size)
+NOTIFY_TYPES = frozenset(
+    {
+        "message.create",
+        "message.edit",
+        "message.delete",
+        "agent.register",
+        "agent.cleanup",
+        "agent.update",
+        "agent.session.start",
+        "agent.session.end",
+        # `all` only: read marks and groups, so a watcher (the Web UI) keeps unread counts and groups live
+        "message.read",
+        "message.unread",
+        "message.archive",
+        "group.create",
+        "group.delete",
+        "group.member.add",
+        "group.member.remove",
+    }
+)
 MESSAGE_TYPES = frozenset({"message.create", "message.edit", "message.delete"})
-TARGET_CHANGERS = frozenset({"agent.register", "agent.cleanup", "group.create", "group.delete",
-                             "group.member.add", "group.member.remove"})
+TARGET_CHANGERS = frozenset(
+    {"agent.register", "agent.cleanup", "group.create", "group.delete", "group.member.add", "group.member.remove"}
+)
 # what can make a message newly match someone's `message.wait` (reads and archives only remove)
 INBOX_CHANGERS = frozenset({"message.create", "message.unread"}) | TARGET_CHANGERS
 
@@ -71,13 +85,17 @@ class Subscription:
     session_id: str | None = None
     agent: str | None = None
     created_at: str = ""
-    targets: frozenset | None = None           # names whose mention counts as mentioning `mention`
-    held: list | None = None                   # live events held back while a replay runs
+    targets: frozenset | None = None  # names whose mention counts as mentioning `mention`
+    held: list | None = None  # live events held back while a replay runs
     replayed: set = field(default_factory=set)
 
     def describe(self) -> dict:
-        d = {"subscription_id": self.id, "filter_type": self.filter_type, "created_at": self.created_at,
-             "session_id": self.session_id or ""}
+        d = {
+            "subscription_id": self.id,
+            "filter_type": self.filter_type,
+            "created_at": self.created_at,
+            "session_id": self.session_id or "",
+        }
         if self.scope:
             d["scope"] = self.scope
         if self.mention:
@@ -87,9 +105,9 @@ class Subscription:
 
 @dataclass(eq=False)
 class _Entry:
-    pos: int             # arrival number
-    d: dict              # the event
-    info: dict | None    # scopes/refs/thread of the message it is about (None: unknown yet)
+    pos: int  # arrival number
+    d: dict  # the event
+    info: dict | None  # scopes/refs/thread of the message it is about (None: unknown yet)
 
 
 class Hub:
@@ -101,9 +119,9 @@ class Hub:
         self.ring_size = max(1, int(daemon.config.values.get("subscription_ring_size") or RING_SIZE))
         self._ring_pos: dict[str, int] = {}
         self._arrivals = itertools.count()
-        self._targets_gen = 0                      # bumped by every agent/group change
-        self.changed = trio.Event()                # anything published
-        self.inbox_changed = trio.Event()          # something that can add to an inbox
+        self._targets_gen = 0  # bumped by every agent/group change
+        self.changed = trio.Event()  # anything published
+        self.inbox_changed = trio.Event()  # something that can add to an inbox
         self.closed = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -118,29 +136,40 @@ class Hub:
     def session_ended(self, session_id: str) -> None:
         for sub in [s for s in self.subs.values() if s.session_id and s.session_id == session_id]:
             del self.subs[sub.id]
-            sub.conn.notify("subscription.ended", {"subscription_id": sub.id, "reason": "session ended",
-                                                   "session_id": session_id})
+            sub.conn.notify(
+                "subscription.ended", {"subscription_id": sub.id, "reason": "session ended", "session_id": session_id}
+            )
 
     # ------------------------------------------------------------------ subscriptions
-    async def subscribe(self, conn, *, filter_type: str, scope=None, mention=None, session_id=None,
-                        agent=None, since_event_id=None) -> Subscription:
+    async def subscribe(
+        self, conn, *, filter_type: str, scope=None, mention=None, session_id=None, agent=None, since_event_id=None
+    ) -> Subscription:
         """Register a subscription; with ``since_event_id``, replay what came after that event first.
 
         Raises:
             ValidationError: ``since_event_id`` is not an event id.
         """
         if since_event_id and not ev.ULID_RE.fullmatch(since_event_id):
-            raise errors.ValidationError("invalid params: since_event_id must be an event id (ULID)",
-                                         field="since_event_id")
+            raise errors.ValidationError(
+                "invalid params: since_event_id must be an event id (ULID)", field="since_event_id"
+            )
         targets = None
         while mention:
             generation = self._targets_gen
             targets = frozenset(await self._resolve(mention))
             if generation == self._targets_gen:  # no agent/group change meanwhile: still true
                 break
-        sub = Subscription(id=next(self._ids), conn=conn, filter_type=filter_type, scope=scope,
-                           mention=mention, session_id=session_id, agent=agent, created_at=ev.now_rfc3339(),
-                           targets=targets)
+        sub = Subscription(
+            id=next(self._ids),
+            conn=conn,
+            filter_type=filter_type,
+            scope=scope,
+            mention=mention,
+            session_id=session_id,
+            agent=agent,
+            created_at=ev.now_rfc3339(),
+            targets=targets,
+        )
         if since_event_id:
             sub.held = []
         self.subs[sub.id] = sub
@@ -273,12 +302,19 @@ class Hub:
                     done.add(id(sub.conn))
                     if sub.agent not in summaries:
                         summaries[sub.agent] = await self.daemon.writer.read(
-                            queries.thread_summary, d["thread_id"], sub.agent)
+                            queries.thread_summary, d["thread_id"], sub.agent
+                        )
                     summary = summaries[sub.agent]
                     if summary is None or sub.id not in self.subs:
                         continue
-                    payload = {"type": "thread.updated", "timestamp": d["timestamp"], "event_id": update_id,
-                               "v": 1, "cause_event_id": d["event_id"], **summary}
+                    payload = {
+                        "type": "thread.updated",
+                        "timestamp": d["timestamp"],
+                        "event_id": update_id,
+                        "v": 1,
+                        "cause_event_id": d["event_id"],
+                        **summary,
+                    }
                     sub.conn.notify("thread.updated", _payload(payload, sub))
         except Exception:
             log.exception("thread.updated notifications failed")
@@ -296,8 +332,7 @@ class Hub:
             missing = [d["message_id"] for d, info in backlog if info is None and d["type"] in MESSAGE_TYPES]
             if missing and sub.filter_type != "all":
                 found = await self.daemon.writer.read(queries.message_routing, list(dict.fromkeys(missing)))
-                backlog = [(d, info if info is not None else found.get(d.get("message_id", "")))
-                           for d, info in backlog]
+                backlog = [(d, info if info is not None else found.get(d.get("message_id", ""))) for d, info in backlog]
             for d, info in backlog:
                 if sub.id not in self.subs:
                     return
@@ -311,14 +346,17 @@ class Hub:
                     continue
                 await _room(sub.conn)
                 sub.conn.notify(d["type"], _payload(d, sub))
-            sub.conn.notify("subscription.replayed", {"subscription_id": sub.id, "since_event_id": since,
-                                                      "replayed": len(sub.replayed)})
+            sub.conn.notify(
+                "subscription.replayed",
+                {"subscription_id": sub.id, "since_event_id": since, "replayed": len(sub.replayed)},
+            )
         except Exception:
             log.exception("replay for subscription %d failed", sub.id)
             if sub.id in self.subs:
                 del self.subs[sub.id]
-                sub.conn.notify("subscription.ended", {"subscription_id": sub.id,
-                                                       "reason": "replay failed; see daemon.log"})
+                sub.conn.notify(
+                    "subscription.ended", {"subscription_id": sub.id, "reason": "replay failed; see daemon.log"}
+                )
         finally:
             sub.held = None
             sub.replayed = set()
@@ -347,11 +385,16 @@ def _payload(d: dict, sub: Subscription, replay: bool = False) -> dict:
 
 
 def _info_of(d: dict) -> dict:
-    return {"scopes": d.get("scopes") or [], "refs": d.get("refs") or [],
-            "thread_id": d.get("thread_id", ""), "agent_id": d.get("agent_id", "")}
+    return {
+        "scopes": d.get("scopes") or [],
+        "refs": d.get("refs") or [],
+        "thread_id": d.get("thread_id", ""),
+        "agent_id": d.get("agent_id", ""),
+    }
 
 
 # ---------------------------------------------------------------------------- queries (worker threads)
+
 
 def _log_backlog(db, event_log, since: str) -> list[tuple[dict, dict | None]]:
     """Every notifiable event after ``since`` from the log, in event_id order (slow path)."""

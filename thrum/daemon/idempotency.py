@@ -39,8 +39,9 @@ class KeyedWrites:
         self._recent: OrderedDict[tuple[str, str], tuple[str, dict]] = OrderedDict()
         self.replayed = 0
 
-    async def once(self, agent: str, key: str, digest: str, *, lookup: Lookup, write: Write,
-                   what: str = "message") -> dict:
+    async def once(
+        self, agent: str, key: str, digest: str, *, lookup: Lookup, write: Write, what: str = "message"
+    ) -> dict:
         """``write()``'s result, or the first result of this key (``lookup()`` finds it in the projection).
 
         ``lookup`` returns ``{"digest": ..., "result": {...}}`` or None.
@@ -73,8 +74,10 @@ class KeyedWrites:
 
     def _replay(self, first_digest: str, digest: str, result: dict, key: str, what: str) -> dict:
         if first_digest != digest:
-            raise errors.Conflict(f"idempotency_key {key[:60]!r} was already used for a different {what}; "
-                                  "use a new key for a new write", data={"idempotency_key": key})
+            raise errors.Conflict(
+                f"idempotency_key {key[:60]!r} was already used for a different {what}; use a new key for a new write",
+                data={"idempotency_key": key},
+            )
         self.replayed += 1
         return dict(result)
 
@@ -93,6 +96,7 @@ def key_param(params: Any) -> str | None:
     if key is None or key == "":
         return None
     if not IDEMPOTENCY_KEY_RE.fullmatch(key):
-        raise errors.ValidationError("invalid params: idempotency_key must be 1-128 letters, digits or . _ : -",
-                                     field="idempotency_key")
+        raise errors.ValidationError(
+            "invalid params: idempotency_key must be 1-128 letters, digits or . _ : -", field="idempotency_key"
+        )
     return key

@@ -40,7 +40,7 @@ import trio
 
 log = logging.getLogger(__name__)
 
-HEADROOM = 256          # descriptors kept for everything that is not a client connection
+HEADROOM = 256  # descriptors kept for everything that is not a client connection
 FREE_BYTES = 64 * 1024  # bytes a connection may buffer without drawing on the shared budget
 MIN_CONNECTIONS = 8
 
@@ -97,7 +97,7 @@ def raise_descriptor_limit() -> int:
 
 # ---------------------------------------------------------------------------- memory back to the system
 
-_M_MMAP_THRESHOLD = -3   # glibc mallopt parameter
+_M_MMAP_THRESHOLD = -3  # glibc mallopt parameter
 MMAP_THRESHOLD = 256 * 1024
 TRIM_AFTER = 1024 * 1024  # a connection that held this much gives memory back when it closes
 _libc = None
@@ -162,13 +162,13 @@ class Guard:
         self.limits = registry.limits
         self.transport = transport
         self.in_flight = trio.CapacityLimiter(self.limits.max_in_flight)
-        self.partial = 0             # bytes of the request still arriving
+        self.partial = 0  # bytes of the request still arriving
         self.partial_since: float | None = None
-        self.held = 0                # bytes of requests taken but not yet answered
-        self.peak = 0                # most bytes held at once (a big one gives memory back on close)
-        self.reserved = 0            # drawn from the shared budget
+        self.held = 0  # bytes of requests taken but not yet answered
+        self.peak = 0  # most bytes held at once (a big one gives memory back on close)
+        self.reserved = 0  # drawn from the shared budget
         self.last_active = trio.current_time()
-        self.scope: trio.CancelScope | None = None       # the whole connection (closing it)
+        self.scope: trio.CancelScope | None = None  # the whole connection (closing it)
         self.wait_scope: trio.CancelScope | None = None  # the current wait for input (its deadline)
         self.close_reason: str | None = None
         self.subscribed: Callable[[], bool] = lambda: False
@@ -205,7 +205,8 @@ class Guard:
             if not self.registry.budget.take(want - self.reserved):
                 raise BudgetExceeded(
                     f"the daemon is out of request buffer space ({self.registry.budget.used // 1048576} MiB "
-                    f"held by unfinished requests; max_buffered_bytes in .thrum/config.json); retry shortly")
+                    f"held by unfinished requests; max_buffered_bytes in .thrum/config.json); retry shortly"
+                )
         elif want < self.reserved:
             self.registry.budget.give(self.reserved - want)
         self.reserved = want
@@ -312,8 +313,11 @@ class Registry:
             now = time.monotonic()
             if now - self._last_refusal_log > 10:
                 self._last_refusal_log = now
-                log.warning("connection cap reached (%d open); refusing new clients (%d refused so far)",
-                            len(self.guards), self.refused)
+                log.warning(
+                    "connection cap reached (%d open); refusing new clients (%d refused so far)",
+                    len(self.guards),
+                    self.refused,
+                )
             return None
         guard = Guard(self, transport)
         self.guards.add(guard)
@@ -343,10 +347,17 @@ class Registry:
             give_back_memory()
 
     def refusal(self) -> str:
-        return (f"too many connections: the daemon serves at most {self.limits.max_connections} at once "
-                f"(max_connections in .thrum/config.json) and none is idle; close some clients and retry")
+        return (
+            f"too many connections: the daemon serves at most {self.limits.max_connections} at once "
+            f"(max_connections in .thrum/config.json) and none is idle; close some clients and retry"
+        )
 
     def status(self) -> dict:
-        return {"open": len(self.guards), "max": self.limits.max_connections, "refused": self.refused,
-                "evicted": self.evicted, "buffered_bytes": self.budget.used,
-                "max_buffered_bytes": self.budget.total}
+        return {
+            "open": len(self.guards),
+            "max": self.limits.max_connections,
+            "refused": self.refused,
+            "evicted": self.evicted,
+            "buffered_bytes": self.budget.used,
+            "max_buffered_bytes": self.budget.total,
+        }

@@ -14,7 +14,7 @@ from ..errors import ValidationError
 from ..events.tags import split_tag, tag_fields
 
 _MISSING = object()
-MAX_INT = 2 ** 53 - 1
+MAX_INT = 2**53 - 1
 MAX_REAL = 1e15
 
 
@@ -33,8 +33,16 @@ class Params:
             return _MISSING
         return value
 
-    def str(self, key: str, *, required: bool = False, default: str | None = None,
-            choices: tuple | None = None, max_len: int = 100_000_000, allow_empty: bool = True) -> str | None:
+    def str(
+        self,
+        key: str,
+        *,
+        required: bool = False,
+        default: str | None = None,
+        choices: tuple | None = None,
+        max_len: int = 100_000_000,
+        allow_empty: bool = True,
+    ) -> str | None:
         value = self._get(key, required)
         if value is _MISSING:
             return default
@@ -46,7 +54,8 @@ class Params:
             raise ValidationError(f"invalid params: {key} is too long (max {max_len})", field=key)
         if choices is not None and value not in choices:
             raise ValidationError(
-                f"invalid params: {key} must be one of {', '.join(choices)} (got {value[:40]!r})", field=key)
+                f"invalid params: {key} must be one of {', '.join(choices)} (got {value[:40]!r})", field=key
+            )
         return value
 
     def bool(self, key: str, default: bool = False) -> bool:
@@ -57,8 +66,15 @@ class Params:
             raise ValidationError(f"invalid params: {key} must be true or false", field=key)
         return value
 
-    def int(self, key: str, *, default: int | None = None, minimum: int | None = None,
-            maximum: int | None = None, required: bool = False) -> int | None:
+    def int(
+        self,
+        key: str,
+        *,
+        default: int | None = None,
+        minimum: int | None = None,
+        maximum: int | None = None,
+        required: bool = False,
+    ) -> int | None:
         value = self._get(key, required)
         if value is _MISSING:
             return default
@@ -72,8 +88,9 @@ class Params:
             raise ValidationError(f"invalid params: {key} must be at most {maximum}", field=key)
         return value
 
-    def number(self, key: str, *, default: float | None = None, minimum: float | None = None,
-               maximum: float | None = None) -> float | None:
+    def number(
+        self, key: str, *, default: float | None = None, minimum: float | None = None, maximum: float | None = None
+    ) -> float | None:
         value = self._get(key, False)
         if value is _MISSING:
             return default

@@ -38,8 +38,8 @@ class Presence:
     def __init__(self, writer, *, interval: float = FLUSH_INTERVAL):
         self._writer = writer
         self._interval = interval
-        self._seen: dict[str, float] = {}     # agent -> last action (epoch seconds)
-        self._dirty: dict[str, float] = {}    # marks not yet in SQLite
+        self._seen: dict[str, float] = {}  # agent -> last action (epoch seconds)
+        self._dirty: dict[str, float] = {}  # marks not yet in SQLite
         self._wake = trio.Event()
 
     def touch(self, agent: str) -> None:

@@ -60,8 +60,8 @@ class Daemon:
         self.keys = LocalKeys(paths.identities)  # private keys of this machine's identities (thrum.trust)
         self.ring: KeyRing | None = None  # keys this replica trusts, set in run()
         self.worktree: Path | None = None
-        self.hub = None      # subscriptions (thrum.daemon.hub), set in run()
-        self.sync = None     # sync loop (thrum.daemon.syncer), set in run()
+        self.hub = None  # subscriptions (thrum.daemon.hub), set in run()
+        self.sync = None  # sync loop (thrum.daemon.syncer), set in run()
         self.ws_port: int | None = None
         self._lock_fd: int | None = None
         self._agents_cache: dict[str, dict] = {}
@@ -127,7 +127,8 @@ class Daemon:
         if await self.agent(name) is None:  # reads the database on a cache miss
             raise errors.IdentityError(
                 f"unknown agent {name!r}: register it first with "
-                f"`thrum quickstart --name {name} --role ROLE --module MODULE`")
+                f"`thrum quickstart --name {name} --role ROLE --module MODULE`"
+            )
         if self.presence is not None:
             self.presence.touch(name)
         return name
@@ -138,10 +139,12 @@ class Daemon:
         idents = await trio.to_thread.run_sync(identity.list_identities, self.paths.identities)
         if len(idents) == 1:
             return idents[0].name
-        known = f"this repository has {len(idents)} agent identities ({', '.join(i.name for i in idents[:10])})" \
-            if idents else "this repository has no agent identity"
-        raise errors.ValidationError(f"invalid params: {key} is required (the acting agent's name): {known}",
-                                     field=key)
+        known = (
+            f"this repository has {len(idents)} agent identities ({', '.join(i.name for i in idents[:10])})"
+            if idents
+            else "this repository has no agent identity"
+        )
+        raise errors.ValidationError(f"invalid params: {key} is required (the acting agent's name): {known}", field=key)
 
     async def ensure_session(self, agent: str, session_id: str | None = None) -> str:
         """The agent's active session, started now if it has none.
@@ -182,8 +185,10 @@ class Daemon:
         if info is None:
             raise errors.NotFound(f"session {sid[:80]} not found; omit session_id to use your active session")
         if info["agent_id"] != agent:
-            raise errors.Forbidden(f"session {sid} belongs to @{info['agent_id']}, not @{agent}; "
-                                   f"an agent writes only under its own session")
+            raise errors.Forbidden(
+                f"session {sid} belongs to @{info['agent_id']}, not @{agent}; "
+                f"an agent writes only under its own session"
+            )
         raise errors.Conflict(f"session {sid} of @{agent} has ended; omit session_id to use your active session")
 
     async def adopt_session(self, agent: str, sid: str) -> None:
@@ -283,11 +288,6 @@ class Daemon:
             os.close(self._lock_fd)
             self._lock_fd = None
 
-    @property
-    def store(self) -> Writer | None:
-        """Renamed to `writer` (shim for branches written before; the lead removes it after merging)."""
-        return self.writer
-
     def _open_store(self) -> None:
         from ..sync.replicate import credentials_from_env, remote_callbacks
         from ..sync.worktree import ensure_sync_worktree
@@ -318,8 +318,11 @@ class Daemon:
         await trio.to_thread.run_sync(self._save_local_sessions)
 
     async def _end_local_sessions(self) -> None:
-        ends = [ev.SessionEnd(session_id=sid, agent_id=agent, reason="normal")
-                for agent, sid in self._sessions.items() if self.keys.get(agent) is not None]
+        ends = [
+            ev.SessionEnd(session_id=sid, agent_id=agent, reason="normal")
+            for agent, sid in self._sessions.items()
+            if self.keys.get(agent) is not None
+        ]
         self._sessions.clear()
         if ends:
             await self.writer.write(ends)
@@ -371,10 +374,12 @@ class Daemon:
     async def _start_extensions(self, nursery: trio.Nursery) -> None:
         """WebSocket server, subscriptions hub and sync loop, when their modules exist."""
         from . import extensions
+
         await extensions.start(self, nursery)
 
     async def _stop_extensions(self) -> None:
         from . import extensions
+
         await extensions.stop(self)
 
     async def _watch_signals(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -390,8 +395,12 @@ def setup_logging(paths: ThrumPaths, *, foreground: bool) -> None:
     handlers: list[logging.Handler] = [logging.FileHandler(paths.log_file)]
     if foreground:
         handlers.append(logging.StreamHandler())
-    logging.basicConfig(level=os.environ.get("THRUM_LOG_LEVEL", "INFO").upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", handlers=handlers, force=True)
+    logging.basicConfig(
+        level=os.environ.get("THRUM_LOG_LEVEL", "INFO").upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        handlers=handlers,
+        force=True,
+    )
 
 
 def main(paths: ThrumPaths, *, ready_fd: int | None = None, foreground: bool = False) -> int:

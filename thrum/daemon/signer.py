@@ -38,7 +38,8 @@ class Signer:
                 f"agent {name!r} has no key on this machine, so this daemon cannot act for it "
                 f"(it was registered elsewhere, or its key file .thrum/identities/{name}.key is gone); "
                 f"act as an identity of this machine, or copy {name}.json and {name}.key from the "
-                f"machine that has them")
+                f"machine that has them"
+            )
         return pair
 
     def tag(self, name: str) -> bytes:

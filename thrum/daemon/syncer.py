@@ -74,8 +74,8 @@ class SyncLoop:
         self.gate = CycleGate()  # lets `stop` abandon a cycle's thread while it waits on the network
         self._cycle_scope: trio.CancelScope | None = None  # the running cycle's thread; cancelled by `stop`
         self._cycle_since: float | None = None  # time.time() the running cycle started
-        self._refresh_done: trio.Event | None = None   # the on-demand cycle in flight
-        self._refreshed_at = float("-inf")              # trio time its last cycle ended
+        self._refresh_done: trio.Event | None = None  # the on-demand cycle in flight
+        self._refreshed_at = float("-inf")  # trio time its last cycle ended
 
     # ------------------------------------------------------------------ setup
     def _make_replicator(self):
@@ -84,8 +84,9 @@ class SyncLoop:
 
         if self.prefer is None and getattr(self.daemon, "ring", None) is not None:
             self.prefer = prefer_verified(self.daemon.ring)
-        replicator = replicate.Replicator(self.daemon.worktree, self.cfg.remote,
-                                          replicate.credentials_from_env(self.cfg.values), prefer=self.prefer)
+        replicator = replicate.Replicator(
+            self.daemon.worktree, self.cfg.remote, replicate.credentials_from_env(self.cfg.values), prefer=self.prefer
+        )
         replicator.network = self.gate.network
         return replicator
 
@@ -135,8 +136,11 @@ class SyncLoop:
 
     async def _sync_loop(self) -> None:
         while not self._stopped:
-            timeout = float(self.cfg.sync_interval) if self.mode() == "remote" and self.cfg.sync_interval > 0 \
+            timeout = (
+                float(self.cfg.sync_interval)
+                if self.mode() == "remote" and self.cfg.sync_interval > 0
                 else float("inf")
+            )
             with trio.move_on_after(timeout):
                 await self._kick.wait()
             self._kick = trio.Event()
@@ -233,8 +237,7 @@ class SyncLoop:
             with trio.CancelScope(shield=True) as scope:
                 self._cycle_scope, self._cycle_since = scope, time.time()
                 try:
-                    report = await trio.to_thread.run_sync(self._cycle_in_thread, mode, applied,
-                                                           abandon_on_cancel=True)
+                    report = await trio.to_thread.run_sync(self._cycle_in_thread, mode, applied, abandon_on_cancel=True)
                 except Abandoned:
                     pass
                 except errors.ThrumError as exc:
@@ -245,8 +248,10 @@ class SyncLoop:
             if scope.cancelled_caught:
                 log.warning("sync abandoned while it waited for the remote: the daemon is stopping")
             if report is None:
-                raise errors.SyncFailed("the daemon stopped before the sync finished; nothing is lost: "
-                                        "the next sync sends what this one did not")
+                raise errors.SyncFailed(
+                    "the daemon stopped before the sync finished; nothing is lost: "
+                    "the next sync sends what this one did not"
+                )
             self.cycles += 1
             self._tidy.set()
             if applied:
@@ -292,8 +297,7 @@ class SyncLoop:
             writer.log.forget_cached_state()
             try:
                 if writer.fold_lines is not None:  # the remote is untrusted: judge every line first
-                    result = writer.fold_lines.received(writer.db, records, raw, issues=issues,
-                                                        positions=positions)
+                    result = writer.fold_lines.received(writer.db, records, raw, issues=issues, positions=positions)
                 else:
                     result = projection.fold(writer.db, records, issues=issues, positions=positions)
             except Exception as exc:  # noqa: BLE001 - the merged files stand; the view catches up from them
@@ -327,8 +331,9 @@ class SyncLoop:
                     report.ignored = self.replicator.ignored_paths()
                     report.duration_s = time.monotonic() - start
                 else:
-                    report = replicate.run_cycle(self.replicator, locked, on_received=on_received,
-                                                 paths=dirty_paths, sleep=self.gate.sleep)
+                    report = replicate.run_cycle(
+                        self.replicator, locked, on_received=on_received, paths=dirty_paths, sleep=self.gate.sleep
+                    )
             except Abandoned:
                 raise  # the daemon is going away: touch nothing (a restart scans git for what was taken)
             except BaseException:
@@ -377,8 +382,9 @@ class SyncLoop:
         state = await trio.to_thread.run_sync(sync_record.load_state, self.daemon.paths)
         quarantined = await self.daemon.writer.read(projection.fold_counts)
         url = self.replicator.remote_url() if self.replicator is not None else None
-        ignored = await trio.to_thread.run_sync(self.replicator.ignored_paths, False) \
-            if self.replicator is not None else {}
+        ignored = (
+            await trio.to_thread.run_sync(self.replicator.ignored_paths, False) if self.replicator is not None else {}
+        )
         waiting = self.gate.network_since if self._cycle_since is not None else None
         return {
             "mode": self.mode(),

@@ -96,8 +96,13 @@ async def _refuse(stream: trio.SocketStream, message: str) -> None:
 
 async def _serve_stream(daemon, stream: trio.SocketStream, guard: Guard) -> None:
     limits = guard.limits
-    conn = Connection("unix", stream.send_all, queue_size=daemon.config.ws_queue_size,
-                      send_timeout=limits.send_timeout, on_stuck=guard.close)
+    conn = Connection(
+        "unix",
+        stream.send_all,
+        queue_size=daemon.config.ws_queue_size,
+        send_timeout=limits.send_timeout,
+        on_stuck=guard.close,
+    )
     guard.subscribed = lambda: daemon.hub is not None and daemon.hub.serves(conn)
     guard.conn = conn
     daemon.connections.add(conn)
@@ -161,7 +166,7 @@ async def _read_requests(daemon, conn: Connection, stream, guard: Guard, nursery
                 scanned = len(buf)
                 break
             line = bytes(buf[:nl])
-            del buf[:nl + 1]
+            del buf[: nl + 1]
             scanned = 0
             guard.started(nl + 1)
             if not line.strip():

@@ -89,8 +89,11 @@ class ViewKeeper:
         why = describe(exc)
         if self.behind_since is None:
             self.behind_since = time.time()
-            log.error("the view is behind the log: folding failed (%s); writes stay durable, "
-                      "the view is repaired as soon as it can be", why)
+            log.error(
+                "the view is behind the log: folding failed (%s); writes stay durable, "
+                "the view is repaired as soon as it can be",
+                why,
+            )
         self.error = why[:300]
 
     def caught_up(self) -> None:
@@ -102,8 +105,13 @@ class ViewKeeper:
         self._retrying = False
 
     def status(self) -> dict:
-        return {"state": "behind" if self.behind else "current", "behind_since": self.behind_since,
-                "error": self.error, "repairs": self.repairs, "rebuilds": self.rebuilds}
+        return {
+            "state": "behind" if self.behind else "current",
+            "behind_since": self.behind_since,
+            "error": self.error,
+            "repairs": self.repairs,
+            "rebuilds": self.rebuilds,
+        }
 
     # ------------------------------------------------------------------ repair
     def rebuild_locked(self, reason: str) -> pw.SqliteDatabase:
@@ -128,9 +136,12 @@ class ViewKeeper:
         _remove(fresh)
         self.writer.db = database.open_database(self.db_path)
         self.rebuilds += 1
-        log.warning("projection rebuilt from the log in %.1fs (%d malformed, %d refused lines); "
-                    "the corrupt file is gone", time.monotonic() - started, result.malformed,
-                    result.forged + result.invalid)
+        log.warning(
+            "projection rebuilt from the log in %.1fs (%d malformed, %d refused lines); the corrupt file is gone",
+            time.monotonic() - started,
+            result.malformed,
+            result.forged + result.invalid,
+        )
         return self.writer.db
 
     async def rebuild(self, reason: str) -> None:

@@ -52,8 +52,14 @@ class _Pending:
 
 
 class Writer:
-    def __init__(self, db, event_log: EventLog, signer: Signer | None = None,
-                 fold_lines: VerifiedFold | None = None, db_path: os.PathLike | str | None = None):
+    def __init__(
+        self,
+        db,
+        event_log: EventLog,
+        signer: Signer | None = None,
+        fold_lines: VerifiedFold | None = None,
+        db_path: os.PathLike | str | None = None,
+    ):
         self.db = db
         self.log = event_log
         self.signer = signer  # signs every event for its author (None only in tests of the bare writer)
@@ -63,7 +69,7 @@ class Writer:
         self.lock = trio.Semaphore(1)  # not a Lock: the sync thread acquires/releases it via from_thread
         self._send, self._recv = trio.open_memory_channel(float("inf"))
         self.subscribers: list[Callable[[list[dict], str], Awaitable[None] | None]] = []
-        self.dirty_shards: set[str] = set()   # appended since the last sync commit
+        self.dirty_shards: set[str] = set()  # appended since the last sync commit
         self.events_written = 0
         self.batches_written = 0
 
@@ -137,7 +143,8 @@ class Writer:
         except BaseException as exc:  # noqa: BLE001 - every waiter must hear of it
             if isinstance(exc, OSError):  # disk full, permissions, ...: say so, nothing was acknowledged
                 error: BaseException = errors.Unavailable(
-                    f"cannot write the event log: {exc.strerror or exc}; nothing was stored")
+                    f"cannot write the event log: {exc.strerror or exc}; nothing was stored"
+                )
             elif isinstance(exc, Exception):
                 error = exc
             else:
@@ -248,7 +255,8 @@ class Writer:
     async def fold_external(self, records, issues=(), positions=None, source="sync") -> projection.FoldResult:
         """Fold events that arrived from elsewhere (sync); caller holds `lock`."""
         result = await trio.to_thread.run_sync(
-            lambda: projection.fold(self.db, records, issues=issues, positions=positions))
+            lambda: projection.fold(self.db, records, issues=issues, positions=positions)
+        )
         await self.publish(result.applied, source)
         return result
 

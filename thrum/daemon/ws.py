@@ -56,12 +56,13 @@ log = logging.getLogger(__name__)
 
 HOST = "127.0.0.1"
 PATH = "/ws"
-MAX_FRAME = 32 * 1024 * 1024      # answered with a JSON-RPC error above this (config: ws_max_frame_bytes)
-RECEIVE_QUEUE = 0                 # whole messages trio-websocket holds before we take them: none (the
-                                  # reader hands each over, so what waits is counted as still arriving)
+MAX_FRAME = 32 * 1024 * 1024  # answered with a JSON-RPC error above this (config: ws_max_frame_bytes)
+RECEIVE_QUEUE = 0  # whole messages trio-websocket holds before we take them: none (the
+# reader hands each over, so what waits is counted as still arriving)
 
 
 # ---------------------------------------------------------------------------- files
+
 
 def write_token(path: Path) -> str:
     """A new random token in ``path``: mode 0600 from birth, replaced atomically."""
@@ -109,6 +110,7 @@ async def _open_listeners(port: int) -> list[trio.SocketListener]:
 
 # ---------------------------------------------------------------------------- server
 
+
 async def serve_ws(daemon, browser=None, task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Serve until cancelled; ``task_status.started(port)`` once listening.
 
@@ -121,7 +123,8 @@ async def serve_ws(daemon, browser=None, task_status=trio.TASK_STATUS_IGNORED) -
     gate = Gate(write_token(daemon.paths.ws_token_file), port, browser)
     guarded = [GuardedListener(listener, daemon.registry) for listener in listeners]
     server = WebSocketServer(
-        partial(_handle_request, daemon, gate, max_frame, guarded), guarded,
+        partial(_handle_request, daemon, gate, max_frame, guarded),
+        guarded,
         message_queue_size=RECEIVE_QUEUE,
         # trio-websocket closes with 1009 above this; below it we answer a JSON-RPC error
         max_message_size=max_frame + 1024 * 1024,
@@ -156,11 +159,15 @@ class Gate:
         if origin is not None and self.browser is not None and origin.rstrip("/").lower() in self.browser.origins:
             if self.browser.admits(_header(headers, b"cookie")):
                 return None
-            return 401, ("unauthorized: no valid Web UI session; run `thrum ui` and open the URL it prints "
-                         "(sessions end when the daemon restarts)")
+            return 401, (
+                "unauthorized: no valid Web UI session; run `thrum ui` and open the URL it prints "
+                "(sessions end when the daemon restarts)"
+            )
         if origin is not None and origin.rstrip("/").lower() not in self.origins:
-            return 403, (f"forbidden: Origin {origin[:100]!r} may not use this daemon "
-                         f"(only http://{HOST}:{self.port} and http://localhost:{self.port})")
+            return 403, (
+                f"forbidden: Origin {origin[:100]!r} may not use this daemon "
+                f"(only http://{HOST}:{self.port} and http://localhost:{self.port})"
+            )
         presented = None
         auth = _header(headers, b"authorization")
         if auth is not None:
@@ -172,8 +179,10 @@ class Gate:
             if values:
                 presented = values[-1]
         if presented is None:
-            return 401, ("unauthorized: present the token from .thrum/var/ws.token as "
-                         "'Authorization: Bearer <token>' or the 'token' query parameter")
+            return 401, (
+                "unauthorized: present the token from .thrum/var/ws.token as "
+                "'Authorization: Bearer <token>' or the 'token' query parameter"
+            )
         if not hmac.compare_digest(presented.encode("utf-8", "surrogateescape"), self._token):
             return 401, "unauthorized: wrong token (it changes at every daemon start; read .thrum/var/ws.token again)"
         return None
@@ -258,8 +267,10 @@ class GuardedListener(trio.abc.Listener):
 
 async def _refuse_http(stream: trio.SocketStream, status: int, reason: str) -> None:
     body = reason.encode() + b"\n"
-    head = (f"HTTP/1.1 {status} Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
+    head = (
+        f"HTTP/1.1 {status} Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode()
     with trio.move_on_after(1):
         try:
             await stream.send_all(head + body)
@@ -276,8 +287,9 @@ def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:
     return None
 
 
-async def _handle_request(daemon, gate: Gate, max_frame: int, listeners: list[GuardedListener],
-                          request: WebSocketRequest) -> None:
+async def _handle_request(
+    daemon, gate: Gate, max_frame: int, listeners: list[GuardedListener], request: WebSocketRequest
+) -> None:
     """One client from handshake to close. Never raises (one client must not stop the server)."""
     peer = _peer(request)
     guard = None
@@ -293,8 +305,9 @@ async def _handle_request(daemon, gate: Gate, max_frame: int, listeners: list[Gu
         if refusal is not None:
             status, reason = refusal
             log.warning("WebSocket refused %d for %s %s: %s", status, peer, urlsplit(request.path).path[:100], reason)
-            await request.reject(status, extra_headers=[(b"Content-Type", b"text/plain; charset=utf-8")],
-                                 body=reason.encode() + b"\n")
+            await request.reject(
+                status, extra_headers=[(b"Content-Type", b"text/plain; charset=utf-8")], body=reason.encode() + b"\n"
+            )
             return
         ws = await request.accept()
     except ConnectionClosed:
@@ -312,8 +325,14 @@ async def _serve_connection(daemon, ws, max_frame: int, guard: Guard) -> None:
     async def send_text(data: bytes) -> None:
         await ws.send_message(data.decode("utf-8"))
 
-    conn = Connection("ws", send_text, queue_size=daemon.config.ws_queue_size, framing_newline=False,
-                      send_timeout=guard.limits.send_timeout, on_stuck=guard.close)
+    conn = Connection(
+        "ws",
+        send_text,
+        queue_size=daemon.config.ws_queue_size,
+        framing_newline=False,
+        send_timeout=guard.limits.send_timeout,
+        on_stuck=guard.close,
+    )
     guard.subscribed = lambda: daemon.hub is not None and daemon.hub.serves(conn)
     guard.conn = conn
     # bytes of pings and frame headers count as arriving too; trio-websocket's size of the
@@ -354,7 +373,7 @@ async def _serve_connection(daemon, ws, max_frame: int, guard: Guard) -> None:
     finally:
         reason = guard.close_reason
         if reason and reason.startswith("budget: "):
-            close_code, close_reason = 1013, reason[len("budget: "):]
+            close_code, close_reason = 1013, reason[len("budget: ") :]
         elif reason and close_reason is None and not reason.startswith("idle"):
             close_code, close_reason = 1008, reason
         if reason and not reason.startswith("idle"):
@@ -381,13 +400,13 @@ async def _run_outbox(conn: Connection) -> None:
         conn.close()
 
 
-async def _answer(daemon, conn: Connection, message: str | bytes, max_frame: int,
-                  guard: Guard, ticket: object) -> None:
+async def _answer(daemon, conn: Connection, message: str | bytes, max_frame: int, guard: Guard, ticket: object) -> None:
     size = len(message)
     try:
         if size > max_frame:
-            answer = jsonrpc.failure(None, errors.InvalidRequest(
-                f"request too large ({size} bytes; the limit is {max_frame})"))
+            answer = jsonrpc.failure(
+                None, errors.InvalidRequest(f"request too large ({size} bytes; the limit is {max_frame})")
+            )
         else:
             answer = await handle_frame(daemon, conn, message, max_batch=guard.limits.max_batch)
         del message
@@ -407,5 +426,3 @@ def _peer(request: WebSocketRequest) -> str:
         return f"{remote.address}:{remote.port}" if hasattr(remote, "port") else str(remote)
     except Exception:
         return "?"
-
-

@@ -18,6 +18,7 @@ from .values import MAX_LINE_BYTES
 try:  # orjson is a declared dependency; the fallback keeps the pure core importable anywhere.
     from orjson import dumps as _orjson_dumps
     from orjson import loads as _orjson_loads
+
     _HAVE_ORJSON = True
 except ImportError:  # pragma: no cover
     _HAVE_ORJSON = False

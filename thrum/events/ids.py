@@ -68,8 +68,7 @@ def is_valid_timestamp(value: object) -> bool:
         return False
     try:
         year = int(value[0:4])
-        datetime(year, int(value[5:7]), int(value[8:10]), int(value[11:13]), int(value[14:16]),
-                 int(value[17:19]))
+        datetime(year, int(value[5:7]), int(value[8:10]), int(value[11:13]), int(value[14:16]), int(value[17:19]))
     except ValueError:
         return False
     return MIN_YEAR <= year <= MAX_YEAR
@@ -96,5 +95,7 @@ def time_key(value: str) -> str:
         dt = parse_time(value).astimezone(timezone.utc)
     except (ValueError, OverflowError):
         return value
-    return (f"{dt.year:04d}-{dt.month:02d}-{dt.day:02d}T{dt.hour:02d}:{dt.minute:02d}:"
-            f"{dt.second:02d}.{dt.microsecond // 1000:03d}Z")
+    return (
+        f"{dt.year:04d}-{dt.month:02d}-{dt.day:02d}T{dt.hour:02d}:{dt.minute:02d}:"
+        f"{dt.second:02d}.{dt.microsecond // 1000:03d}Z"
+    )

@@ -29,8 +29,10 @@ def check_name(name: object, field: str = "name", *, what: str = "agent name") -
     """
     if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise ValidationError(
-            f"invalid {what} {str(name)[:80]!r}: use lowercase letters, digits and _ (at most 64)", field=field)
+            f"invalid {what} {str(name)[:80]!r}: use lowercase letters, digits and _ (at most 64)", field=field
+        )
     if name in RESERVED_NAMES:
         raise ValidationError(
-            f"{name!r} is a reserved name ({', '.join(sorted(RESERVED_NAMES))}); choose another", field=field)
+            f"{name!r} is a reserved name ({', '.join(sorted(RESERVED_NAMES))}); choose another", field=field
+        )
     return name

@@ -31,8 +31,7 @@ from typing import Any
 from .names import NAME_RE
 from .validation import NORMALISERS
 
-MESSAGE_SHARD_TYPES = frozenset({"message.create", "message.edit", "message.delete",
-                                 "thread.create", "agent.update"})
+MESSAGE_SHARD_TYPES = frozenset({"message.create", "message.edit", "message.delete", "thread.create", "agent.update"})
 RECEIPT_TYPES = frozenset({"message.read", "message.unread", "message.archive"})
 
 EVENTS_STREAM = "events"
@@ -84,7 +83,7 @@ def segment_number(name: str) -> int | None:
     """The number of a segment file name in its one spelling, else None."""
     if not _SEGMENT_RE.fullmatch(name):
         return None
-    n = int(name[:-len(SEGMENT_SUFFIX)])
+    n = int(name[: -len(SEGMENT_SUFFIX)])
     return n if segment_name(n) == name else None
 
 
@@ -178,8 +177,9 @@ class ShardRule:
         """True when ``d`` may live in this segment; unknown types are kept, not judged."""
         t = d.get("type")
         if t in MESSAGE_SHARD_TYPES:
-            return self.kind == "messages" and self.owner == (d.get("created_by") if t == "thread.create"
-                                                              else d.get("agent_id"))
+            return self.kind == "messages" and self.owner == (
+                d.get("created_by") if t == "thread.create" else d.get("agent_id")
+            )
         if t in RECEIPT_TYPES:
             return self.kind == "receipts" and self.owner == d.get("agent_id")
         if t in NORMALISERS:

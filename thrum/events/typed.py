@@ -270,11 +270,27 @@ class UnknownEvent:
         return encode_line(self.raw)
 
 
-TYPED = {cls.TYPE: cls for cls in (
-    MessageCreate, MessageEdit, MessageDelete, ThreadCreate, AgentRegister, AgentUpdate,
-    AgentCleanup, SessionStart, SessionEnd, GroupCreate, GroupDelete, GroupMemberAdd,
-    GroupMemberRemove, MessageRead, MessageUnread, MessageArchive,
-)}
+TYPED = {
+    cls.TYPE: cls
+    for cls in (
+        MessageCreate,
+        MessageEdit,
+        MessageDelete,
+        ThreadCreate,
+        AgentRegister,
+        AgentUpdate,
+        AgentCleanup,
+        SessionStart,
+        SessionEnd,
+        GroupCreate,
+        GroupDelete,
+        GroupMemberAdd,
+        GroupMemberRemove,
+        MessageRead,
+        MessageUnread,
+        MessageArchive,
+    )
+}
 assert set(TYPED) == set(NORMALISERS)
 
 
@@ -289,8 +305,7 @@ def from_dict(d: dict[str, Any]) -> Event | UnknownEvent:
         if f.name in d:
             value = d[f.name]
             if f.name == "body":
-                value = Body(content=value["content"], format=value["format"],
-                             structured=value["structured"])
+                value = Body(content=value["content"], format=value["format"], structured=value["structured"])
             elif f.name in ("scopes", "refs"):
                 value = tuple(Tag(t["type"], t["value"]) for t in value)
             elif isinstance(value, list):

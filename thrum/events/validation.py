@@ -7,130 +7,46 @@ returns the event with known fields only and defaults filled, or raises
 pass the common checks and come back unchanged (they are kept, never dropped).
 
 ``message.create`` has a fast path (a rebuild decodes a million of them) that
-checks the same rules inline; a property test holds it to the checked path.
+checks the same rules inline; a property test holds it to the checked path. The
+checks of single fields the normalisers are built from are `thrum.events.fields`.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, NoReturn
+from typing import Any, Callable
 
-from .. import safejson
 from ..errors import ValidationError
-from .ids import (GROUP_ID_RE, MAX_YEAR, MESSAGE_ID_RE, MIN_YEAR, SESSION_ID_RE, THREAD_ID_RE, is_valid_timestamp,
-                  ULID_RE)
+from .fields import Raw, agent_field, body_field, choice_field, fail, id_list, str_field, tag_list
+from .ids import (
+    GROUP_ID_RE,
+    MAX_YEAR,
+    MESSAGE_ID_RE,
+    MIN_YEAR,
+    SESSION_ID_RE,
+    THREAD_ID_RE,
+    is_valid_timestamp,
+    ULID_RE,
+)
 from .names import NAME_RE
-from .tags import MAX_TAG_VALUE, TAG_TYPE_RE, is_tag_type, is_tag_value
-from .values import (AGENT_KINDS, CLEANUP_METHODS, END_REASONS, EVENT_VERSION, FORMATS, MAX_CONTENT_BYTES,
-                     MAX_IDS, MAX_REFS, MAX_SUBJECT_CHARS, MEMBER_TYPES, PRIORITIES)
-
-Raw = dict[str, Any]  # an event as JSON gives it: validated here, never trusted before
-
+from .tags import MAX_TAG_VALUE, TAG_TYPE_RE
+from .values import (
+    AGENT_KINDS,
+    CLEANUP_METHODS,
+    END_REASONS,
+    EVENT_VERSION,
+    FORMATS,
+    MAX_CONTENT_BYTES,
+    MAX_REFS,
+    MAX_SUBJECT_CHARS,
+    MEMBER_TYPES,
+    PRIORITIES,
+)
 
 # A client's name for one logical write (message.create, message.edit): a repeat of the
 # key by the same agent is the same write (thrum/daemon/idempotency.py). Optional; kept
 # in the event so that it survives restarts and rebuilds with the log.
 IDEMPOTENCY_KEY_RE = re.compile(r"[A-Za-z0-9._:-]{1,128}")
-
-
-# --------------------------------------------------------------------------- validation helpers
-
-def _fail(field_name: str, why: str) -> NoReturn:
-    raise ValidationError(f"{field_name}: {why}", field=field_name)
-
-
-def _str(d: Raw, key: str, *, required: bool = True, pattern: re.Pattern[str] | None = None,
-         max_len: int = 4096, default: str = "") -> str:
-    value = d.get(key, None)
-    if value is None:
-        if required:
-            _fail(key, "is required")
-        return default
-    if not isinstance(value, str):
-        _fail(key, "must be a string")
-    if required and not value:
-        _fail(key, "must not be empty")
-    if len(value) > max_len:
-        _fail(key, f"is longer than {max_len} characters")
-    if pattern is not None and value and not pattern.fullmatch(value):
-        _fail(key, f"invalid value {value[:80]!r}")
-    return value
-
-
-def _choice(d: Raw, key: str, choices: tuple[str, ...], default: str) -> str:
-    value = d.get(key, default)
-    if value is None or value == "":
-        value = default
-    if not isinstance(value, str) or value not in choices:
-        _fail(key, f"must be one of {', '.join(choices)} (got {str(value)[:40]!r})")
-    return value
-
-
-def _agent(d: Raw, key: str = "agent_id") -> str:
-    value = d.get(key)
-    if not isinstance(value, str) or not NAME_RE.fullmatch(value):
-        _fail(key, f"invalid agent id {str(value)[:80]!r}")
-    return value
-
-
-def _tags(d: Raw, key: str) -> list[Raw]:
-    value = d.get(key) or []
-    if not isinstance(value, list):
-        _fail(key, "must be a list of {type, value} objects")
-    if len(value) > MAX_REFS:
-        _fail(key, f"has more than {MAX_REFS} entries")
-    out = []
-    seen = set()
-    for item in value:
-        if not isinstance(item, dict):
-            _fail(key, "entries must be {type, value} objects")
-        t, v = item.get("type"), item.get("value")
-        if not is_tag_type(t):
-            _fail(key, f"invalid type {str(t)[:40]!r}")
-        if not is_tag_value(v):
-            _fail(key, f"invalid value for type {t!r}")
-        if (t, v) not in seen:
-            seen.add((t, v))
-            out.append({"type": t, "value": v})
-    return out
-
-
-def _body(d: Raw) -> Raw:
-    body = d.get("body")
-    if not isinstance(body, dict):
-        _fail("body", "must be an object with format and content")
-    fmt = _choice(body, "format", FORMATS, "markdown")
-    content = body.get("content")
-    if not isinstance(content, str):
-        _fail("body.content", "must be a string")
-    if len(content) > MAX_CONTENT_BYTES:
-        _fail("body.content", "is too large")
-    structured = body.get("structured") or ""
-    if not isinstance(structured, str):
-        _fail("body.structured", "must be a JSON string")
-    if structured:
-        try:
-            safejson.loads(structured)
-        except ValueError as exc:
-            _fail("body.structured", f"is not valid JSON ({str(exc)[:80]})")
-    return {"format": fmt, "content": content, "structured": structured}
-
-
-def _ids(d: Raw, key: str = "message_ids") -> list[str]:
-    value = d.get(key)
-    if not isinstance(value, list) or not value:
-        _fail(key, "must be a non-empty list of message ids")
-    if len(value) > MAX_IDS:
-        _fail(key, f"has more than {MAX_IDS} entries")
-    out = []
-    seen = set()
-    for item in value:
-        if not isinstance(item, str) or not MESSAGE_ID_RE.fullmatch(item):
-            _fail(key, f"invalid message id {str(item)[:80]!r}")
-        if item not in seen:
-            seen.add(item)
-            out.append(item)
-    return out
 
 
 # --------------------------------------------------------------------------- per-type field normalisers
@@ -140,7 +56,7 @@ _FAST_TAG_TYPES: set[str] = set()  # tag types already seen to match TAG_TYPE_RE
 
 
 def _fast_tags(value: Any) -> list[Raw] | None:
-    """`_tags` for the common case; None means "let `_tags` decide (and explain)"."""
+    """`tag_list` for the common case; None means "let `tag_list` decide (and explain)"."""
     if not value:
         return [] if value is None or value == [] else None
     if type(value) is not list or len(value) > MAX_REFS:
@@ -177,18 +93,30 @@ def _n_message_create(d: Raw) -> Raw:
     mid, thr, agent, sid = d.get("message_id"), d.get("thread_id"), d.get("agent_id"), d.get("session_id")
     body = d.get("body")
     prio = d.get("priority")
-    if (type(mid) is str and len(mid) <= 84 and _MSG_ID_MATCH(mid)
-            and (thr is None or thr == "" or (type(thr) is str and len(thr) <= 87 and _THR_ID_MATCH(thr)))
-            and type(agent) is str and _NAME_MATCH(agent)
-            and type(sid) is str and len(sid) <= 84 and _SES_ID_MATCH(sid)
-            and type(body) is dict and (prio is None or prio == "" or prio in PRIORITIES)):
+    if (
+        type(mid) is str
+        and len(mid) <= 84
+        and _MSG_ID_MATCH(mid)
+        and (thr is None or thr == "" or (type(thr) is str and len(thr) <= 87 and _THR_ID_MATCH(thr)))
+        and type(agent) is str
+        and _NAME_MATCH(agent)
+        and type(sid) is str
+        and len(sid) <= 84
+        and _SES_ID_MATCH(sid)
+        and type(body) is dict
+        and (prio is None or prio == "" or prio in PRIORITIES)
+    ):
         fmt, content, structured = body.get("format"), body.get("content"), body.get("structured")
         authored = d.get("authored_by")
         subject = d.get("subject")
-        if ((fmt in FORMATS or fmt is None or fmt == "") and type(content) is str
-                and len(content) <= MAX_CONTENT_BYTES and (structured is None or structured == "")
-                and (authored is None or (type(authored) is str and len(authored) <= 256))
-                and (subject is None or (type(subject) is str and len(subject) <= MAX_SUBJECT_CHARS))):
+        if (
+            (fmt in FORMATS or fmt is None or fmt == "")
+            and type(content) is str
+            and len(content) <= MAX_CONTENT_BYTES
+            and (structured is None or structured == "")
+            and (authored is None or (type(authored) is str and len(authored) <= 256))
+            and (subject is None or (type(subject) is str and len(subject) <= MAX_SUBJECT_CHARS))
+        ):
             scopes = _fast_tags(d.get("scopes"))
             refs = _fast_tags(d.get("refs")) if scopes is not None else None
             key = d.get("idempotency_key")
@@ -196,10 +124,16 @@ def _n_message_create(d: Raw) -> Raw:
                 if not (fmt and structured == "" and len(body) == 3):
                     body = {"format": fmt or "markdown", "content": content, "structured": ""}
                 out = {
-                    "message_id": mid, "thread_id": thr or "", "agent_id": agent, "session_id": sid,
+                    "message_id": mid,
+                    "thread_id": thr or "",
+                    "agent_id": agent,
+                    "session_id": sid,
                     "body": body,
-                    "scopes": scopes, "refs": refs, "priority": prio or "normal",
-                    "authored_by": authored or "", "disclosed": bool(d.get("disclosed", False)),
+                    "scopes": scopes,
+                    "refs": refs,
+                    "priority": prio or "normal",
+                    "authored_by": authored or "",
+                    "disclosed": bool(d.get("disclosed", False)),
                     "subject": subject or "",
                 }
                 if key:
@@ -213,139 +147,144 @@ _KEY_MATCH = IDEMPOTENCY_KEY_RE.fullmatch
 
 def _with_key(d: Raw, out: Raw) -> Raw:
     """``out`` plus the event's idempotency key, when it has one (absent: no field at all)."""
-    key = _str(d, "idempotency_key", required=False, pattern=IDEMPOTENCY_KEY_RE, max_len=128)
+    key = str_field(d, "idempotency_key", required=False, pattern=IDEMPOTENCY_KEY_RE, max_len=128)
     if key:
         out["idempotency_key"] = key
     return out
 
 
 def _n_message_create_checked(d: Raw) -> Raw:
-    return _with_key(d, {
-        "message_id": _str(d, "message_id", pattern=MESSAGE_ID_RE),
-        "thread_id": _str(d, "thread_id", required=False, pattern=THREAD_ID_RE),
-        "agent_id": _agent(d),
-        "session_id": _str(d, "session_id", pattern=SESSION_ID_RE),
-        "body": _body(d),
-        "scopes": _tags(d, "scopes"),
-        "refs": _tags(d, "refs"),
-        "priority": _choice(d, "priority", PRIORITIES, "normal"),
-        "authored_by": _str(d, "authored_by", required=False, max_len=256),
-        "disclosed": bool(d.get("disclosed", False)),
-        "subject": _str(d, "subject", required=False, max_len=MAX_SUBJECT_CHARS),
-    })
+    return _with_key(
+        d,
+        {
+            "message_id": str_field(d, "message_id", pattern=MESSAGE_ID_RE),
+            "thread_id": str_field(d, "thread_id", required=False, pattern=THREAD_ID_RE),
+            "agent_id": agent_field(d),
+            "session_id": str_field(d, "session_id", pattern=SESSION_ID_RE),
+            "body": body_field(d),
+            "scopes": tag_list(d, "scopes"),
+            "refs": tag_list(d, "refs"),
+            "priority": choice_field(d, "priority", PRIORITIES, "normal"),
+            "authored_by": str_field(d, "authored_by", required=False, max_len=256),
+            "disclosed": bool(d.get("disclosed", False)),
+            "subject": str_field(d, "subject", required=False, max_len=MAX_SUBJECT_CHARS),
+        },
+    )
 
 
 def _n_message_edit(d: Raw) -> Raw:
-    return _with_key(d, {
-        "message_id": _str(d, "message_id", pattern=MESSAGE_ID_RE),
-        "agent_id": _agent(d),
-        "session_id": _str(d, "session_id", required=False, pattern=SESSION_ID_RE),
-        "body": _body(d),
-    })
+    return _with_key(
+        d,
+        {
+            "message_id": str_field(d, "message_id", pattern=MESSAGE_ID_RE),
+            "agent_id": agent_field(d),
+            "session_id": str_field(d, "session_id", required=False, pattern=SESSION_ID_RE),
+            "body": body_field(d),
+        },
+    )
 
 
 def _n_message_delete(d: Raw) -> Raw:
     return {
-        "message_id": _str(d, "message_id", pattern=MESSAGE_ID_RE),
-        "agent_id": _agent(d),
-        "session_id": _str(d, "session_id", required=False, pattern=SESSION_ID_RE),
-        "reason": _str(d, "reason", required=False, max_len=1024),
+        "message_id": str_field(d, "message_id", pattern=MESSAGE_ID_RE),
+        "agent_id": agent_field(d),
+        "session_id": str_field(d, "session_id", required=False, pattern=SESSION_ID_RE),
+        "reason": str_field(d, "reason", required=False, max_len=1024),
     }
 
 
 def _n_thread_create(d: Raw) -> Raw:
     return {
-        "thread_id": _str(d, "thread_id", pattern=THREAD_ID_RE),
-        "title": _str(d, "title", required=False, max_len=1024),
-        "created_by": _agent(d, "created_by"),
+        "thread_id": str_field(d, "thread_id", pattern=THREAD_ID_RE),
+        "title": str_field(d, "title", required=False, max_len=1024),
+        "created_by": agent_field(d, "created_by"),
     }
 
 
 def _n_agent_register(d: Raw) -> Raw:
-    name = _str(d, "name", required=False, max_len=64) or d.get("agent_id")
-    agent_id = _agent(d)
+    name = str_field(d, "name", required=False, max_len=64) or d.get("agent_id")
+    agent_id = agent_field(d)
     if name != agent_id:
-        _fail("name", "must equal agent_id")
+        fail("name", "must equal agent_id")
     return {
         "agent_id": agent_id,
-        "kind": _choice(d, "kind", AGENT_KINDS, "agent"),
+        "kind": choice_field(d, "kind", AGENT_KINDS, "agent"),
         "name": agent_id,
-        "role": _str(d, "role", pattern=NAME_RE),
-        "module": _str(d, "module", required=False, max_len=256),
-        "worktree": _str(d, "worktree", required=False, max_len=1024),
-        "display": _str(d, "display", required=False, max_len=256),
-        "public_key": _str(d, "public_key", required=False, max_len=64),
+        "role": str_field(d, "role", pattern=NAME_RE),
+        "module": str_field(d, "module", required=False, max_len=256),
+        "worktree": str_field(d, "worktree", required=False, max_len=1024),
+        "display": str_field(d, "display", required=False, max_len=256),
+        "public_key": str_field(d, "public_key", required=False, max_len=64),
     }
 
 
 def _n_agent_update(d: Raw) -> Raw:
     ctx = d.get("work_contexts") or []
     if not isinstance(ctx, list) or not all(isinstance(c, dict) for c in ctx):
-        _fail("work_contexts", "must be a list of objects")
-    return {"agent_id": _agent(d), "work_contexts": ctx}
+        fail("work_contexts", "must be a list of objects")
+    return {"agent_id": agent_field(d), "work_contexts": ctx}
 
 
 def _n_agent_cleanup(d: Raw) -> Raw:
     return {
-        "agent_id": _agent(d),
-        "reason": _str(d, "reason", required=False, max_len=1024),
-        "method": _choice(d, "method", CLEANUP_METHODS, "manual"),
-        "by": _agent(d, "by") if d.get("by") else "",  # who removed the agent (its signer)
+        "agent_id": agent_field(d),
+        "reason": str_field(d, "reason", required=False, max_len=1024),
+        "method": choice_field(d, "method", CLEANUP_METHODS, "manual"),
+        "by": agent_field(d, "by") if d.get("by") else "",  # who removed the agent (its signer)
     }
 
 
 def _n_session_start(d: Raw) -> Raw:
     return {
-        "session_id": _str(d, "session_id", pattern=SESSION_ID_RE),
-        "agent_id": _agent(d),
+        "session_id": str_field(d, "session_id", pattern=SESSION_ID_RE),
+        "agent_id": agent_field(d),
     }
 
 
 def _n_session_end(d: Raw) -> Raw:
     agent = d.get("agent_id")
     return {
-        "session_id": _str(d, "session_id", pattern=SESSION_ID_RE),
-        "agent_id": _agent(d) if agent else "",
-        "reason": _choice(d, "reason", END_REASONS, "normal"),
+        "session_id": str_field(d, "session_id", pattern=SESSION_ID_RE),
+        "agent_id": agent_field(d) if agent else "",
+        "reason": choice_field(d, "reason", END_REASONS, "normal"),
     }
 
 
 def _n_group_create(d: Raw) -> Raw:
     return {
-        "group_id": _str(d, "group_id", pattern=GROUP_ID_RE),
+        "group_id": str_field(d, "group_id", pattern=GROUP_ID_RE),
         "name": _group_name(d),
-        "description": _str(d, "description", required=False, max_len=1024),
-        "created_by": _agent(d, "created_by"),
+        "description": str_field(d, "description", required=False, max_len=1024),
+        "created_by": agent_field(d, "created_by"),
     }
 
 
 def _group_name(d: Raw, key: str = "name") -> str:
     value = d.get(key)
     if not isinstance(value, str) or not NAME_RE.fullmatch(value):
-        _fail(key, f"invalid group name {str(value)[:80]!r}: use lowercase letters, digits and _")
+        fail(key, f"invalid group name {str(value)[:80]!r}: use lowercase letters, digits and _")
     if value == "everyone":
-        _fail(key, "'everyone' is built in")
+        fail(key, "'everyone' is built in")
     return value
 
 
 def _n_group_delete(d: Raw) -> Raw:
-    return {"name": _group_name(d), "deleted_by": _agent(d, "deleted_by")}
+    return {"name": _group_name(d), "deleted_by": agent_field(d, "deleted_by")}
 
 
 def _n_group_member(d: Raw) -> Raw:
-    mtype = _choice(d, "member_type", MEMBER_TYPES, "agent")
+    mtype = choice_field(d, "member_type", MEMBER_TYPES, "agent")
     value = d.get("member_value")
     if not isinstance(value, str) or not NAME_RE.fullmatch(value):
-        _fail("member_value", f"invalid {mtype} name {str(value)[:80]!r}")
-    return {"group": _group_name(d, "group"), "member_type": mtype, "member_value": value,
-            "agent_id": _agent(d)}
+        fail("member_value", f"invalid {mtype} name {str(value)[:80]!r}")
+    return {"group": _group_name(d, "group"), "member_type": mtype, "member_value": value, "agent_id": agent_field(d)}
 
 
 def _n_receipt(d: Raw) -> Raw:
     return {
-        "agent_id": _agent(d),
-        "session_id": _str(d, "session_id", required=False, pattern=SESSION_ID_RE),
-        "message_ids": _ids(d),
+        "agent_id": agent_field(d),
+        "session_id": str_field(d, "session_id", required=False, pattern=SESSION_ID_RE),
+        "message_ids": id_list(d),
     }
 
 
@@ -385,17 +324,16 @@ def normalise(d: Any) -> Raw:
         raise ValidationError("event must be a JSON object", field="event")
     etype = d.get("type")
     if not isinstance(etype, str) or not etype:
-        _fail("type", "is required")
+        fail("type", "is required")
     event_id = d.get("event_id")
     if not isinstance(event_id, str) or not ULID_RE.fullmatch(event_id):
-        _fail("event_id", f"must be a ULID (got {str(event_id)[:40]!r})")
+        fail("event_id", f"must be a ULID (got {str(event_id)[:40]!r})")
     ts = d.get("timestamp")
     if not is_valid_timestamp(ts):
-        _fail("timestamp", f"must be an RFC 3339 UTC time between {MIN_YEAR} and {MAX_YEAR} "
-                           f"(got {str(ts)[:40]!r})")
+        fail("timestamp", f"must be an RFC 3339 UTC time between {MIN_YEAR} and {MAX_YEAR} (got {str(ts)[:40]!r})")
     v = d.get("v", EVENT_VERSION)
     if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-        _fail("v", "must be a positive integer")
+        fail("v", "must be a positive integer")
     handler = NORMALISERS.get(etype)
     if handler is None or v > EVENT_VERSION:
         return d  # preserved as-is

@@ -37,13 +37,15 @@ from __future__ import annotations
 
 import re
 
+from ..events.names import RESERVED_NAMES, is_name
+
 PLAIN_PREFIX = "gc_"
 HASHED_PREFIX = "gcx_"
 AGENT_PREFIX = "gcr_"
 CLERK_PREFIX = "gck_"
-ROLE = "gc"                 # the role of every agent that acts for a mailbox
+ROLE = "gc"  # the role of every agent that acts for a mailbox
 MAX_NAME = 64
-MAX_ADDRESS = 256           # what an agent's display field can hold
+MAX_ADDRESS = 256  # what an agent's display field can hold
 TAG_CHARS = 8
 
 _SEP_RUN = {"-": "_", "/": "__", ".": "___", "_": "____"}
@@ -51,13 +53,11 @@ _RUN_SEP = {len(run): sep for sep, run in _SEP_RUN.items()}
 _PLAIN_ADDRESS = re.compile(r"[a-z0-9]+(?:[-/._][a-z0-9]+)*")
 _PLAIN_BODY = r"[a-z0-9]+(?:_{1,4}[a-z0-9]+)*"
 _PLAIN_NAME = re.compile(r"gc_" + _PLAIN_BODY)
-_AGENT_NAME = re.compile(r"gc[rk]_([a-z2-7]{8})_(_{0,2})([a-z0-9_]+)")
-_TAG = re.compile(r"[a-z2-7]{8}")
-_NAME = re.compile(r"[a-z0-9_]{1,64}")
+TAG_RE = re.compile(r"[a-z2-7]{8}")  # a replica tag (rule 4; made by thrum.gcmail.replica)
+_AGENT_NAME = re.compile(r"gc[rk]_(" + TAG_RE.pattern + r")_(_{0,2})([a-z0-9_]+)")
 _SEPARATOR = re.compile(r"[-/._]")
 _NOT_SLUG = re.compile(r"[^a-z0-9]+")
 _DIGEST_CHARS = 16
-_RESERVED = frozenset({"daemon", "system", "thrum", "all", "broadcast"})  # thrum.events.names.RESERVED_NAMES
 _OURS = (PLAIN_PREFIX, HASHED_PREFIX, AGENT_PREFIX, CLERK_PREFIX)
 
 
@@ -98,15 +98,15 @@ def mailbox(address: str) -> str:
 def agent(box: str, tag: str, *, clerk: bool = False) -> str:
     """The agent (or its clerk) that acts for mailbox ``box`` on the machine with replica tag ``tag``
     (rule 4; rule 3: the thrum agent itself)."""
-    if not _TAG.fullmatch(tag):
+    if not TAG_RE.fullmatch(tag):
         raise ValueError(f"bad replica tag {tag!r}")
     if not is_mailbox(box):
         return box
     prefix = CLERK_PREFIX if clerk else AGENT_PREFIX
     if box.startswith(PLAIN_PREFIX):
-        name = f"{prefix}{tag}_{box[len(PLAIN_PREFIX):]}"
+        name = f"{prefix}{tag}_{box[len(PLAIN_PREFIX) :]}"
     else:
-        name = f"{prefix}{tag}__{box[len(HASHED_PREFIX):]}"
+        name = f"{prefix}{tag}__{box[len(HASHED_PREFIX) :]}"
     if len(name) <= MAX_NAME:
         return name
     return f"{prefix}{tag}___{_digest(box, 20)}"
@@ -133,7 +133,7 @@ def mailbox_of(name: str) -> str | None:
 
 def is_thrum_name(name: str) -> bool:
     """A name rule 3 passes through: valid, not reserved, and not one rules 1, 2 and 4 produce."""
-    return bool(_NAME.fullmatch(name)) and not name.startswith(_OURS) and name not in _RESERVED
+    return is_name(name) and not name.startswith(_OURS) and name not in RESERVED_NAMES
 
 
 def is_mailbox(name: str) -> bool:
@@ -155,7 +155,7 @@ def address_of(name: str, display: str | None = None) -> str:
     """
     box = mailbox_of(name)
     if box is not None and _PLAIN_NAME.fullmatch(box):
-        return re.sub(r"_{1,4}", lambda m: _RUN_SEP[len(m.group())], box[len(PLAIN_PREFIX):])
+        return re.sub(r"_{1,4}", lambda m: _RUN_SEP[len(m.group())], box[len(PLAIN_PREFIX) :])
     if display and (box is None or mailbox(display) == box):
         return display
     if box is not None and not box.startswith(_OURS):

@@ -195,6 +195,7 @@ def run(argv: list[str], *, repo: str | None = None, stdin=None, stdout=None, st
 
         if flag(DEBUG):
             import traceback
+
             traceback.print_exc()
         return fail(f"internal error: {type(exc).__name__}: {exc}")
     finally:

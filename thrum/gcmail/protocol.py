@@ -66,8 +66,9 @@ def first_mention(refs: Any) -> str:
 
 def mentions(refs: Any) -> list[str]:
     """Every ``mention`` ref value, in order."""
-    return [str(r["value"]) for r in refs or ()
-            if isinstance(r, dict) and r.get("type") == "mention" and r.get("value")]
+    return [
+        str(r["value"]) for r in refs or () if isinstance(r, dict) and r.get("type") == "mention" and r.get("value")
+    ]
 
 
 def message(item: dict, *, address: Address, to: str | None = None, read: bool | None = None) -> dict:

@@ -127,8 +127,9 @@ class Mailer:
     def _send(self, sender: str, box: str, params: dict) -> dict:
         refs = [{"type": "mention", "value": box}]
         # Gas City mail may be empty (subject and body both optional in its protocol)
-        return self._act(sender, addresses.mailbox(sender), "message.send",
-                         {**params, "refs": refs, "allow_empty": True})
+        return self._act(
+            sender, addresses.mailbox(sender), "message.send", {**params, "refs": refs, "allow_empty": True}
+        )
 
     def _module(self, name: str) -> str:
         try:
@@ -138,8 +139,15 @@ class Mailer:
 
     @staticmethod
     def _sent(result: dict, sender: str, to: str, subject: str, body: str) -> dict:
-        msg = {"id": result["message_id"], "from": sender, "to": to, "subject": subject, "body": body,
-               "created_at": result["created_at"], "read": False}
+        msg = {
+            "id": result["message_id"],
+            "from": sender,
+            "to": to,
+            "subject": subject,
+            "body": body,
+            "created_at": result["created_at"],
+            "read": False,
+        }
         if result.get("thread_id"):
             msg["thread_id"] = result["thread_id"]
         if result.get("reply_to"):
@@ -159,8 +167,7 @@ class Mailer:
             if page >= (result.get("total_pages") or 1):
                 break
             page += 1
-        return [protocol.message(i, address=self.address, to=recipient, read=bool(i.get("is_read")))
-                for i in items]
+        return [protocol.message(i, address=self.address, to=recipient, read=bool(i.get("is_read"))) for i in items]
 
     def inbox(self, recipient: str) -> list[dict]:
         """Unread, un-archived mail (check is the same: listing marks nothing read)."""
@@ -202,11 +209,13 @@ class Mailer:
             raise errors.ThrumError(f"message {msg['message_id']} is not addressed to a mailbox")
         own = addresses.is_mailbox(box) and msg["author"]["agent_id"] == self._agent(box)
         try:  # mail to oneself is marked by the clerk: thrum never lets an author mark its own message
-            self._act(self.address(box), box, method, {"message_ids": [msg["message_id"]], "mailbox_state": True},
-                      clerk=own)
+            self._act(
+                self.address(box), box, method, {"message_ids": [msg["message_id"]], "mailbox_state": True}, clerk=own
+            )
         except errors.IdentityError:
-            raise errors.ThrumError(f"message {msg['message_id']} is addressed to @{box}, "
-                                    "which no agent of this machine acts for") from None
+            raise errors.ThrumError(
+                f"message {msg['message_id']} is addressed to @{box}, which no agent of this machine acts for"
+            ) from None
 
     def read(self, message_id: str) -> dict:
         msg = self._get(message_id)

@@ -9,10 +9,10 @@ made once by whichever provider process gets there first.
 from __future__ import annotations
 
 import os
-import re
+
+from .addresses import TAG_RE
 
 FILE = "gc-mail.replica"
-_TAG = re.compile(r"[a-z2-7]{8}")
 
 
 def replica_tag(thrum_dir) -> str:
@@ -22,7 +22,7 @@ def replica_tag(thrum_dir) -> str:
         try:
             with open(path, encoding="ascii") as fh:
                 tag = fh.read().strip()
-            if _TAG.fullmatch(tag):
+            if TAG_RE.fullmatch(tag):
                 return tag
             os.unlink(path)  # damaged: make a new one (this machine's agents get new names)
         except (FileNotFoundError, UnicodeDecodeError):

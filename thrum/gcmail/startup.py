@@ -38,8 +38,9 @@ def ensure(paths: ThrumPaths) -> ThrumPaths:
     """
     if not paths.initialized:
         if lifecycle.autostart_disabled():
-            raise errors.Unavailable(f"no thrum set-up in {paths.repo} and THRUM_NO_AUTOSTART is set; "
-                                     "run `thrum init` there")
+            raise errors.Unavailable(
+                f"no thrum set-up in {paths.repo} and THRUM_NO_AUTOSTART is set; run `thrum init` there"
+            )
         with locked(paths.repo, directory=True):
             paths = resolve(paths.repo)
             if not paths.initialized:

@@ -30,7 +30,7 @@ from ..lifecycle import autostart_disabled
 
 log = logging.getLogger(__name__)
 
-HEARTBEAT_S = 60.0     # well inside the 2 minutes after which an agent counts as offline
+HEARTBEAT_S = 60.0  # well inside the 2 minutes after which an agent counts as offline
 RECONNECT_WAIT_S = 60.0  # how long a tool call waits for the connection after starting the daemon
 NO_AUTOSTART_GRACE_S = 1.0  # without autostart: a daemon that is just restarting gets this long
 
@@ -50,11 +50,11 @@ class DaemonLink:
         self.paths = paths
         self.ident = ident
         self.client: AsyncClient | None = None
-        self.connected = anyio.Event()          # set while a connection is up; replaced when it drops
+        self.connected = anyio.Event()  # set while a connection is up; replaced when it drops
         self._kick = anyio.Event()
         self._tasks: list[ConnectionTask] = []
         self._handlers: list[Callable[[str, dict], None]] = []
-        self.connections = 0                    # connections made so far (1 after start-up)
+        self.connections = 0  # connections made so far (1 after start-up)
 
     @property
     def me(self) -> str:
@@ -68,8 +68,13 @@ class DaemonLink:
 
     # ------------------------------------------------------------------ calls
 
-    async def call(self, method: str, params: dict | None = None, *,
-                   timeout: float | None = None) -> Any:  # noqa: ASYNC109 (as AsyncClient.call)
+    async def call(
+        self,
+        method: str,
+        params: dict | None = None,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 (as AsyncClient.call)
+    ) -> Any:
         """One RPC on the shared connection (connecting, and starting the daemon, when needed)."""
         client = await self.ensure_connected()
         return await client.call(method, params, timeout=timeout)
@@ -113,8 +118,9 @@ class DaemonLink:
             return self.client
         if autostart:
             raise Unavailable("could not reconnect to the thrum daemon; check `thrum daemon status`")
-        raise Unavailable("thrum daemon is not running and THRUM_NO_AUTOSTART=1 is set; "
-                          "start it with `thrum daemon start`")
+        raise Unavailable(
+            "thrum daemon is not running and THRUM_NO_AUTOSTART=1 is set; start it with `thrum daemon start`"
+        )
 
     # ------------------------------------------------------------------ the loop
 
@@ -151,8 +157,9 @@ class DaemonLink:
                 self.connected = anyio.Event()
             mark_started()
 
-        await reconnecting(self.paths, session, on_notification=self._notify, kick=self._next_kick,
-                           on_disconnect=disconnected)
+        await reconnecting(
+            self.paths, session, on_notification=self._notify, kick=self._next_kick, on_disconnect=disconnected
+        )
 
     def _next_kick(self) -> anyio.Event:
         if self._kick.is_set():

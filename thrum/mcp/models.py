@@ -41,8 +41,9 @@ class SendResult(_Out):
     thread_id: str = Field(description="Thread of the sent message (reply_to keeps the parent's)")
     recipient_status: RecipientStatus = Field(
         description="active: the recipient (or one agent it stands for) was seen in the last 2 minutes; "
-                    "offline: not seen lately; known: a group or role that currently stands for no agent; "
-                    "unknown: the status could not be determined")
+        "offline: not seen lately; known: a group or role that currently stands for no agent; "
+        "unknown: the status could not be determined"
+    )
 
 
 class CheckResult(_Out):
@@ -74,8 +75,9 @@ class BroadcastFilter(BaseModel):
     """Who a broadcast reaches besides 'every other agent'."""
 
     model_config = ConfigDict(extra="forbid")
-    status: Literal["all", "active"] = Field("all", description="all (default) or active: only agents seen "
-                                                                "in the last 2 minutes")
+    status: Literal["all", "active"] = Field(
+        "all", description="all (default) or active: only agents seen in the last 2 minutes"
+    )
     exclude: list[str] = Field(default_factory=list, description="Agent names or roles to leave out")
 
 
@@ -84,8 +86,10 @@ class BroadcastResult(_Out):
     sent_to: list[str] = Field(description="Names of the agents the message reached")
     failed_to: list[str] = Field(description="Names of the agents a send failed for")
     total_sent: int = Field(description="Number of agents reached")
-    message_ids: list[str] = Field(description="IDs of the messages sent (one per 256 recipients, or one "
-                                               "to @everyone when no filter narrows the audience)")
+    message_ids: list[str] = Field(
+        description="IDs of the messages sent (one per 256 recipients, or one "
+        "to @everyone when no filter narrows the audience)"
+    )
 
 
 class GroupChange(_Out):
@@ -123,6 +127,7 @@ class GetGroupResult(_Out):
     created_at: str
     created_by: str
     members: list[GroupMember]
-    expanded_agents: list[str] | None = Field(None, description="Only with expand=true: the agents the "
-                                                                 "members stand for")
+    expanded_agents: list[str] | None = Field(
+        None, description="Only with expand=true: the agents the members stand for"
+    )
     expanded_agents_count: int | None = Field(None, description="Only with expand=true")

@@ -60,8 +60,9 @@ class ArgumentErrors:
                 try:
                     tool.fn_metadata.validate_arguments(arguments)
                 except ValidationError as exc:
-                    return CallToolResult(content=[TextContent(type="text", text=argument_error(tool.name, exc))],
-                                          is_error=True)
+                    return CallToolResult(
+                        content=[TextContent(type="text", text=argument_error(tool.name, exc))], is_error=True
+                    )
         return await call_next(ctx)
 
 
@@ -81,8 +82,14 @@ def argument_error(tool: str, exc: ValidationError) -> str:
 
 def build_server(link: DaemonLink, waiter: Waiter) -> MCPServer:
     tools = build_tools(link, waiter)
-    return MCPServer("thrum", version=__version__, instructions=INSTRUCTIONS, tools=tools,
-                     log_level=_level_name(), middleware=[ArgumentErrors(tools)])
+    return MCPServer(
+        "thrum",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        tools=tools,
+        log_level=_level_name(),
+        middleware=[ArgumentErrors(tools)],
+    )
 
 
 def _level_name() -> str:

@@ -6,126 +6,64 @@ Rules:
    as this agent, and returns a model from `thrum.mcp.models`.
 2. A failure is an MCP tool error with one line saying why (a `ToolError`);
    daemon errors keep their message, with CLI-only hints reworded for MCP.
-3. Presence: an agent is ``active`` when it was seen (any call as the agent, or
-   its MCP server's heartbeat) in the last two minutes, ``offline`` otherwise (the
-   spec's status derivation).
+3. Presence (``status``, ``recipient_status``) follows the spec's status
+   derivation: `thrum.mcp.presence`. Replies become the spec's shapes in
+   `thrum.mcp.convert`.
 
 No ``from __future__ import annotations`` here: the SDK reads these signatures
 to build the input schemas.
 """
 
 import functools
-import json
-import re
 from datetime import datetime, timezone
 from typing import Annotated, Any, Optional
 
-import anyio
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools.base import Tool
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
 from ..errors import ThrumError
-from .models import (AgentInfo, BroadcastFilter, BroadcastResult, CheckResult, GetGroupResult, GroupChange,
-                     GroupInfo, GroupMember, ListAgentsResult, ListGroupsResult, MemberChange, MemberType,
-                     MessageInfo, Priority, PriorityFilter, SendResult, WaitResult)
+from .convert import agent_info, message_info, one_line, parse_address
+from .models import (
+    BroadcastFilter,
+    BroadcastResult,
+    CheckResult,
+    GetGroupResult,
+    GroupChange,
+    GroupInfo,
+    GroupMember,
+    ListAgentsResult,
+    ListGroupsResult,
+    MemberChange,
+    MemberType,
+    Priority,
+    PriorityFilter,
+    SendResult,
+    WaitResult,
+)
+from .presence import agent_status, recipient_status, send_with_audience
 from .waiter import WaitBusy, sender_of
 
-ACTIVE_WINDOW_S = 120.0
-MAX_RECIPIENTS = 256          # the daemon's limit on addresses per message
-CHECK_PAGE = 100              # the daemon's largest page
-COMPOSITE_RE = re.compile(r"agent:([a-z0-9_]{1,64}):[A-Za-z0-9_-]+")
-_CLI_HINTS = (
-    ("(use --role to add a role)", '(use member_type "role" to add a role)'),
-    ("(see `thrum group list`)", "(see list_groups)"),
-)
-
-
-# --------------------------------------------------------------------------- helpers (pure)
-
-def one_line(text: str) -> str:
-    text = " ".join(part.strip() for part in str(text).splitlines() if part.strip()) or "error"
-    for cli, mcp in _CLI_HINTS:
-        text = text.replace(cli, mcp)
-    return text
-
-
-def parse_address(to: str) -> str:
-    """``@ops`` / ``ops`` / ``agent:ops:abc123`` → ``ops`` (spec "Addressing").
-
-    Raises:
-        ToolError: empty.
-    """
-    text = (to or "").strip()
-    composite = COMPOSITE_RE.fullmatch(text)
-    if composite:
-        return composite.group(1)
-    bare = text.lstrip("@").strip()
-    if not bare:
-        raise ToolError("to is empty: give an agent name, @role, @group or @everyone")
-    return bare
-
-
-def _parse_time(text: str) -> datetime | None:
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
-    except ValueError:
-        return None
-
-
-def agent_status(agent: dict, now: datetime | None = None) -> str:
-    """``active`` when seen in the last two minutes, else ``offline``."""
-    seen = _parse_time(agent.get("last_seen_at") or "")
-    if seen is None:
-        return "offline"
-    now = now or datetime.now(timezone.utc)
-    return "active" if (now - seen).total_seconds() < ACTIVE_WINDOW_S else "offline"
-
-
-def audience_status(agents: list[dict], now: datetime | None = None) -> str:
-    """The recipient_status of an address standing for ``agents``."""
-    if not agents:
-        return "known"
-    return "active" if any(agent_status(a, now) == "active" for a in agents) else "offline"
-
-
-def message_info(m: dict) -> MessageInfo:
-    """A message.list item or message.get result as the spec's MessageInfo."""
-    body = m.get("body") or {}
-    metadata = None
-    structured = body.get("structured") or ""
-    if structured:
-        try:
-            parsed = json.loads(structured)
-            metadata = parsed if isinstance(parsed, dict) else {"value": parsed}
-        except ValueError:
-            metadata = {"value": structured}
-    return MessageInfo(
-        message_id=m.get("message_id", ""), from_=sender_of(m), content=body.get("content") or "",
-        priority=m.get("priority") or "normal", timestamp=m.get("created_at") or "",
-        thread_id=m.get("thread_id") or "", reply_to=m.get("reply_to") or "",
-        to=[f"@{r['value']}" for r in m.get("refs") or [] if r.get("type") == "mention"], metadata=metadata)
-
-
-def agent_info(a: dict, now: datetime) -> AgentInfo:
-    return AgentInfo(name=a.get("name") or a.get("agent_id") or "", role=a.get("role") or "",
-                     module=a.get("module") or "", status=agent_status(a, now),
-                     last_seen_at=a.get("last_seen_at") or "")
+MAX_RECIPIENTS = 256  # the daemon's limit on addresses per message
+CHECK_PAGE = 100  # the daemon's largest page
 
 
 def _tool_errors(fn):
     """Daemon errors become one-line tool errors."""
+
     @functools.wraps(fn)
     async def wrapper(*args, **kwargs):
         try:
             return await fn(*args, **kwargs)
         except ThrumError as exc:
             raise ToolError(one_line(exc.message or str(exc))) from None
+
     return wrapper
 
 
 # --------------------------------------------------------------------------- the tools
+
 
 def build_tools(link, waiter) -> list[Tool]:
     """The 11 tools bound to this server's daemon link and waiter."""
@@ -133,14 +71,21 @@ def build_tools(link, waiter) -> list[Tool]:
 
     @_tool_errors
     async def send_message(
-        to: Annotated[str, Field(description="Recipient: an agent name, @role, @group, @everyone, or a "
-                                             "composite agent:role:hash (its role is used)")],
+        to: Annotated[
+            str,
+            Field(
+                description="Recipient: an agent name, @role, @group, @everyone, or a "
+                "composite agent:role:hash (its role is used)"
+            ),
+        ],
         content: Annotated[str, Field(min_length=1, description="Message text (markdown)")],
-        reply_to: Annotated[Optional[str], Field(description="Message ID to reply to (the reply joins its "
-                                                             "thread)")] = None,
+        reply_to: Annotated[
+            Optional[str], Field(description="Message ID to reply to (the reply joins its thread)")
+        ] = None,
         priority: Annotated[Priority, Field(description="critical, high, normal (default) or low")] = "normal",
-        metadata: Annotated[Optional[dict[str, Any]], Field(description="Key-value data sent with the message "
-                                                                        "(structured)")] = None,
+        metadata: Annotated[
+            Optional[dict[str, Any]], Field(description="Key-value data sent with the message (structured)")
+        ] = None,
     ) -> SendResult:
         address = parse_address(to)
         params: dict = {"content": content, "to": [f"@{address}"], "priority": priority}
@@ -148,11 +93,15 @@ def build_tools(link, waiter) -> list[Tool]:
             params["reply_to"] = reply_to.strip()
         if metadata is not None:
             params["structured"] = metadata
-        sent, agents = await _send_with_audience(link, params)
+        sent, agents = await send_with_audience(link, params)
         recipients = sent.get("recipients") or []
         kind = recipients[0]["kind"] if recipients else ""
-        return SendResult(status="delivered", message_id=sent["message_id"], thread_id=sent.get("thread_id", ""),
-                          recipient_status=await _recipient_status(link, kind, address, agents))
+        return SendResult(
+            status="delivered",
+            message_id=sent["message_id"],
+            thread_id=sent.get("thread_id", ""),
+            recipient_status=await recipient_status(link, kind, address, agents),
+        )
 
     @_tool_errors
     async def check_messages(
@@ -163,9 +112,17 @@ def build_tools(link, waiter) -> list[Tool]:
         total = 0
         page = 1
         while len(messages) < limit:
-            result = await link.agent_call("message.list", {
-                "mentions": True, "unread": True, "exclude_own": True, "sort_order": "asc",
-                "page_size": size, "page": page})
+            result = await link.agent_call(
+                "message.list",
+                {
+                    "mentions": True,
+                    "unread": True,
+                    "exclude_own": True,
+                    "sort_order": "asc",
+                    "page_size": size,
+                    "page": page,
+                },
+            )
             if page == 1:
                 total = int(result.get("total") or 0)
             batch = [m for m in result.get("messages") or [] if sender_of(m) != me]
@@ -180,33 +137,47 @@ def build_tools(link, waiter) -> list[Tool]:
             await link.agent_call("message.markRead", {"message_ids": ids})
             marked = len(ids)
             waiter.consumed(ids)
-        return CheckResult(status="messages" if messages else "empty",
-                           messages=[message_info(m) for m in messages], remaining=max(0, total - marked))
+        return CheckResult(
+            status="messages" if messages else "empty",
+            messages=[message_info(m) for m in messages],
+            remaining=max(0, total - marked),
+        )
 
     @_tool_errors
     async def wait_for_message(
-        timeout: Annotated[int, Field(ge=0, le=600,  # noqa: ASYNC109 (the spec names this argument)
-                                      description="Most seconds to wait (default 300, max 600)")] = 300,
-        priority_filter: Annotated[PriorityFilter, Field(
-            description="all (default), critical, high_and_above or normal_and_above; other messages stay "
-                        "queued for a later wait or check_messages")] = "all",
+        timeout: Annotated[  # noqa: ASYNC109 (the spec names this argument)
+            int,
+            Field(ge=0, le=600, description="Most seconds to wait (default 300, max 600)"),
+        ] = 300,
+        priority_filter: Annotated[
+            PriorityFilter,
+            Field(
+                description="all (default), critical, high_and_above or normal_and_above; other messages stay "
+                "queued for a later wait or check_messages"
+            ),
+        ] = "all",
     ) -> WaitResult:
         await link.ensure_connected()
         try:
             message, waited = await waiter.wait(float(timeout), priority_filter)
         except WaitBusy as exc:
             raise ToolError(exc.message) from None
-        return WaitResult(status="message_received" if message else "timeout",
-                          message=message_info(message) if message else None, waited_seconds=int(round(waited)))
+        return WaitResult(
+            status="message_received" if message else "timeout",
+            message=message_info(message) if message else None,
+            waited_seconds=int(round(waited)),
+        )
 
     @_tool_errors
     async def list_agents(
-        include_offline: Annotated[bool, Field(description="Include agents not seen in the last 2 minutes "
-                                                           "(default true)")] = True,
+        include_offline: Annotated[
+            bool, Field(description="Include agents not seen in the last 2 minutes (default true)")
+        ] = True,
     ) -> ListAgentsResult:
         now = datetime.now(timezone.utc)
-        agents = [agent_info(a, now) for a in (await link.call("agent.list")).get("agents") or []
-                  if not a.get("deleted")]
+        agents = [
+            agent_info(a, now) for a in (await link.call("agent.list")).get("agents") or [] if not a.get("deleted")
+        ]
         if not include_offline:
             agents = [a for a in agents if a.status == "active"]
         return ListAgentsResult(agents=agents, count=len(agents))
@@ -219,17 +190,27 @@ def build_tools(link, waiter) -> list[Tool]:
     ) -> BroadcastResult:
         flt = filter or BroadcastFilter()
         now = datetime.now(timezone.utc)
-        others = [a for a in (await link.call("agent.list")).get("agents") or []
-                  if not a.get("deleted") and a.get("name") != me]
+        others = [
+            a
+            for a in (await link.call("agent.list")).get("agents") or []
+            if not a.get("deleted") and a.get("name") != me
+        ]
         excluded = {x.strip().lstrip("@") for x in flt.exclude if x.strip()}
-        chosen = [a for a in others
-                  if a.get("name") not in excluded and a.get("role") not in excluded
-                  and (flt.status == "all" or agent_status(a, now) == "active")]
+        chosen = [
+            a
+            for a in others
+            if a.get("name") not in excluded
+            and a.get("role") not in excluded
+            and (flt.status == "all" or agent_status(a, now) == "active")
+        ]
         names = [a["name"] for a in chosen]
         if not names:
             return BroadcastResult(status="no_recipients", sent_to=[], failed_to=[], total_sent=0, message_ids=[])
-        batches = [["everyone"]] if len(chosen) == len(others) else \
-            [names[i:i + MAX_RECIPIENTS] for i in range(0, len(names), MAX_RECIPIENTS)]
+        batches = (
+            [["everyone"]]
+            if len(chosen) == len(others)
+            else [names[i : i + MAX_RECIPIENTS] for i in range(0, len(names), MAX_RECIPIENTS)]
+        )
         sent_to: list[str] = []
         failed_to: list[str] = []
         ids: list[str] = []
@@ -237,8 +218,7 @@ def build_tools(link, waiter) -> list[Tool]:
         for batch in batches:
             reached = names if batch == ["everyone"] else batch
             try:
-                sent = await link.agent_call("message.send", {"content": content, "to": batch,
-                                                              "priority": priority})
+                sent = await link.agent_call("message.send", {"content": content, "to": batch, "priority": priority})
             except ThrumError as exc:
                 failed_to.extend(reached)
                 reasons.append(exc.message)
@@ -247,8 +227,13 @@ def build_tools(link, waiter) -> list[Tool]:
             sent_to.extend(reached)
         if not sent_to:
             raise ToolError(f"broadcast failed: {one_line(reasons[0])}")
-        return BroadcastResult(status="partial" if failed_to else "sent", sent_to=sent_to, failed_to=failed_to,
-                               total_sent=len(sent_to), message_ids=ids)
+        return BroadcastResult(
+            status="partial" if failed_to else "sent",
+            sent_to=sent_to,
+            failed_to=failed_to,
+            total_sent=len(sent_to),
+            message_ids=ids,
+        )
 
     @_tool_errors
     async def create_group(
@@ -271,10 +256,12 @@ def build_tools(link, waiter) -> list[Tool]:
         member_type: Annotated[MemberType, Field(description="agent or role")],
         member_id: Annotated[str, Field(description="Agent name or role name")],
     ) -> MemberChange:
-        result = await link.agent_call("group.member.add", {"group": group.strip(), "member": member_id.strip(),
-                                                            "member_type": member_type})
-        return MemberChange(status="added", group=result["group"], member_type=result["member_type"],
-                            member_id=result["member"])
+        result = await link.agent_call(
+            "group.member.add", {"group": group.strip(), "member": member_id.strip(), "member_type": member_type}
+        )
+        return MemberChange(
+            status="added", group=result["group"], member_type=result["member_type"], member_id=result["member"]
+        )
 
     @_tool_errors
     async def remove_group_member(
@@ -282,19 +269,28 @@ def build_tools(link, waiter) -> list[Tool]:
         member_type: Annotated[MemberType, Field(description="agent or role")],
         member_id: Annotated[str, Field(description="Agent name or role name")],
     ) -> MemberChange:
-        result = await link.agent_call("group.member.remove", {"group": group.strip(),
-                                                               "member": member_id.strip(),
-                                                               "member_type": member_type})
-        return MemberChange(status="removed", group=result["group"], member_type=result["member_type"],
-                            member_id=result["member"])
+        result = await link.agent_call(
+            "group.member.remove", {"group": group.strip(), "member": member_id.strip(), "member_type": member_type}
+        )
+        return MemberChange(
+            status="removed", group=result["group"], member_type=result["member_type"], member_id=result["member"]
+        )
 
     @_tool_errors
     async def list_groups() -> ListGroupsResult:
         groups = (await link.call("group.list")).get("groups") or []
-        return ListGroupsResult(groups=[
-            GroupInfo(name=g["name"], description=g.get("description") or "", created_at=g.get("created_at") or "",
-                      created_by=g.get("created_by") or "", member_count=int(g.get("member_count") or 0))
-            for g in groups])
+        return ListGroupsResult(
+            groups=[
+                GroupInfo(
+                    name=g["name"],
+                    description=g.get("description") or "",
+                    created_at=g.get("created_at") or "",
+                    created_by=g.get("created_by") or "",
+                    member_count=int(g.get("member_count") or 0),
+                )
+                for g in groups
+            ]
+        )
 
     @_tool_errors
     async def get_group(
@@ -303,9 +299,12 @@ def build_tools(link, waiter) -> list[Tool]:
     ) -> GetGroupResult:
         info = (await link.call("group.info", {"name": name.strip()}))["group"]
         out = GetGroupResult(
-            name=info["name"], description=info.get("description") or "", created_at=info.get("created_at") or "",
+            name=info["name"],
+            description=info.get("description") or "",
+            created_at=info.get("created_at") or "",
             created_by=info.get("created_by") or "",
-            members=[GroupMember(type=m["type"], id=m["value"]) for m in info.get("members") or []])
+            members=[GroupMember(type=m["type"], id=m["value"]) for m in info.get("members") or []],
+        )
         if expand:
             agents = (await link.call("group.members", {"name": info["name"], "expand": True})).get("agents") or []
             out.expanded_agents = list(agents)
@@ -314,76 +313,51 @@ def build_tools(link, waiter) -> list[Tool]:
 
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
     specs = [
-        (send_message, "Send a message to an agent, a role (@role), a group (@group) or @everyone. An unknown "
-                       "recipient is an error naming close matches; recipient_status says whether someone "
-                       "is around to read it.", None),
-        (check_messages, "Return unread messages for this agent (mentioning its name, role, groups or "
-                         "@everyone; never its own), oldest first, and mark them read. remaining counts the "
-                         "unread messages still waiting.", None),
-        (wait_for_message, "Block until a new message for this agent arrives (pushed by the daemon, no "
-                           "polling) or the timeout passes; returns it marked read. Messages that arrived "
-                           "while no wait was running are returned first. One wait at a time. Meant for a "
-                           "background listener: call check_messages first, then wait_for_message(timeout=300) "
-                           "in a loop.", None),
-        (list_agents, "List the registered agents with role, module and status (active: seen in the last "
-                      "2 minutes).", read_only),
-        (broadcast_message, "Send a message to every other agent, optionally only the active ones or leaving "
-                            "some out by name or role.", None),
+        (
+            send_message,
+            "Send a message to an agent, a role (@role), a group (@group) or @everyone. An unknown "
+            "recipient is an error naming close matches; recipient_status says whether someone "
+            "is around to read it.",
+            None,
+        ),
+        (
+            check_messages,
+            "Return unread messages for this agent (mentioning its name, role, groups or "
+            "@everyone; never its own), oldest first, and mark them read. remaining counts the "
+            "unread messages still waiting.",
+            None,
+        ),
+        (
+            wait_for_message,
+            "Block until a new message for this agent arrives (pushed by the daemon, no "
+            "polling) or the timeout passes; returns it marked read. Messages that arrived "
+            "while no wait was running are returned first. One wait at a time. Meant for a "
+            "background listener: call check_messages first, then wait_for_message(timeout=300) "
+            "in a loop.",
+            None,
+        ),
+        (
+            list_agents,
+            "List the registered agents with role, module and status (active: seen in the last 2 minutes).",
+            read_only,
+        ),
+        (
+            broadcast_message,
+            "Send a message to every other agent, optionally only the active ones or leaving some out by name or role.",
+            None,
+        ),
         (create_group, "Create a named group for targeted messaging (@name).", None),
-        (delete_group, "Delete a group (the built-in @everyone cannot be deleted).",
-         ToolAnnotations(destructive_hint=True, open_world_hint=False)),
+        (
+            delete_group,
+            "Delete a group (the built-in @everyone cannot be deleted).",
+            ToolAnnotations(destructive_hint=True, open_world_hint=False),
+        ),
         (add_group_member, "Add an agent or a role to a group.", None),
         (remove_group_member, "Remove an agent or a role from a group.", None),
         (list_groups, "List every group, @everyone included, with member counts.", read_only),
-        (get_group, "Show a group and its members; expand=true also lists the agents its roles stand for.",
-         read_only),
+        (get_group, "Show a group and its members; expand=true also lists the agents its roles stand for.", read_only),
     ]
-    return [Tool.from_function(fn, name=fn.__name__, description=text, annotations=annotations)
-            for fn, text, annotations in specs]
-
-
-async def _send_with_audience(link, params: dict) -> tuple[dict, list[dict] | None]:
-    """message.send, and agent.list fetched alongside it (for recipient_status) on the same
-    connection: the status costs no extra round trip. The list is None if it failed."""
-    box: dict = {}
-
-    async def fetch_agents() -> None:
-        try:
-            box["agents"] = (await link.call("agent.list")).get("agents") or []
-        except ThrumError:
-            box["agents"] = None
-
-    error: ThrumError | None = None
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(fetch_agents)
-        try:
-            sent = await link.agent_call("message.send", params)
-        except ThrumError as exc:  # raised below, not wrapped in the task group's ExceptionGroup
-            error = exc
-    if error is not None:
-        raise error
-    return sent, box.get("agents")
-
-
-async def _recipient_status(link, kind: str, address: str, agents: list[dict] | None) -> str:
-    """active / offline / known for what ``address`` resolved to; unknown when it cannot be told."""
-    if agents is None:
-        return "unknown"
-    try:
-        now = datetime.now(timezone.utc)
-        live = [a for a in agents if not a.get("deleted")]
-        if kind == "agent":
-            match = [a for a in live if a.get("name") == address]
-            return agent_status(match[0], now) if match else "unknown"
-        if kind == "group":
-            names = set((await link.call("group.members", {"name": address, "expand": True})).get("agents") or [])
-            audience = [a for a in live if a.get("name") in names]
-        elif kind == "role":
-            audience = [a for a in live if a.get("role") == address]
-        elif kind == "everyone":
-            audience = live
-        else:
-            return "unknown"
-        return audience_status([a for a in audience if a.get("name") != link.me], now)
-    except (ThrumError, KeyError, TypeError):
-        return "unknown"
+    return [
+        Tool.from_function(fn, name=fn.__name__, description=text, annotations=annotations)
+        for fn, text, annotations in specs
+    ]

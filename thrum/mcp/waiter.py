@@ -64,16 +64,16 @@ class Waiter:
         self.me = link.me
         self.started_at = started_at
         self.queue: deque[dict] = deque(maxlen=QUEUE_MAX)
-        self._seen: dict[str, None] = {}          # insertion-ordered set, bounded
+        self._seen: dict[str, None] = {}  # insertion-ordered set, bounded
         self._changed = anyio.Event()
         self._resubscribe = anyio.Event()
         self.active = False
-        self._unwinding = False                     # the active wait was cancelled and is cleaning up
+        self._unwinding = False  # the active wait was cancelled and is cleaning up
         self._idle = anyio.Event()
         self._idle.set()
         self.last_event_id: str | None = None
         self.subscription_id: int | None = None
-        self.subscribed = 0                         # subscriptions made so far
+        self.subscribed = 0  # subscriptions made so far
         link.add_notification_handler(self.on_notification)
         link.add_connection_task(self.connection_task)
 
@@ -88,8 +88,9 @@ class Waiter:
             elif method == "message.delete":
                 self._drop_queued({params.get("message_id")})
         elif method == "notification.dropped":
-            log.warning("the daemon dropped %s notifications; resubscribing from the last one seen",
-                        params.get("dropped"))
+            log.warning(
+                "the daemon dropped %s notifications; resubscribing from the last one seen", params.get("dropped")
+            )
             self._resubscribe.set()
         elif method == "subscription.ended" and params.get("subscription_id") == self.subscription_id:
             log.info("subscription ended (%s); subscribing again", params.get("reason"))
@@ -152,11 +153,22 @@ class Waiter:
         self.subscribed += 1
 
     async def _catch_up(self, client) -> None:
-        result = await client.call("message.list", {
-            "caller": self.me, "mentions": True, "unread": True, "exclude_own": True,
-            "sort_order": "desc", "page_size": 100})
-        fresh = [m for m in result.get("messages") or []
-                 if (m.get("created_at") or "") >= self.started_at and m.get("message_id") not in self._seen]
+        result = await client.call(
+            "message.list",
+            {
+                "caller": self.me,
+                "mentions": True,
+                "unread": True,
+                "exclude_own": True,
+                "sort_order": "desc",
+                "page_size": 100,
+            },
+        )
+        fresh = [
+            m
+            for m in result.get("messages") or []
+            if (m.get("created_at") or "") >= self.started_at and m.get("message_id") not in self._seen
+        ]
         for m in reversed(fresh):
             self.offer(m)
 
@@ -175,8 +187,10 @@ class Waiter:
             if self.active and self._unwinding:
                 await self._idle.wait()
         if self.active:
-            raise WaitBusy("another wait_for_message is already running on this server (one at a time); "
-                           "wait for it to return or cancel it")
+            raise WaitBusy(
+                "another wait_for_message is already running on this server (one at a time); "
+                "wait for it to return or cancel it"
+            )
         allowed = ALLOWED[priority_filter]
         self.active = True
         self._unwinding = False

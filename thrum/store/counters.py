@@ -64,22 +64,28 @@ def _archive_delta(row: str, delta: str) -> str:
 
 COUNTER_TRIGGERS = [
     "CREATE TRIGGER IF NOT EXISTS trg_messages_ins AFTER INSERT ON messages BEGIN "
-    + _message_contribution("NEW", "+") + " END",
+    + _message_contribution("NEW", "+")
+    + " END",
     "CREATE TRIGGER IF NOT EXISTS trg_messages_del AFTER DELETE ON messages BEGIN "
-    + _message_contribution("OLD", "-") + " END",
+    + _message_contribution("OLD", "-")
+    + " END",
     "CREATE TRIGGER IF NOT EXISTS trg_messages_upd AFTER UPDATE OF deleted, sig_id, agent_id ON messages "
     "WHEN OLD.deleted IS NOT NEW.deleted OR OLD.sig_id IS NOT NEW.sig_id OR OLD.agent_id IS NOT NEW.agent_id "
     "BEGIN " + _message_contribution("OLD", "-") + " " + _message_contribution("NEW", "+") + " END",
     "CREATE TRIGGER IF NOT EXISTS trg_read_state_ins AFTER INSERT ON read_state WHEN NEW.is_read = 1 BEGIN "
-    + _read_delta("NEW", "1") + " END",
+    + _read_delta("NEW", "1")
+    + " END",
     "CREATE TRIGGER IF NOT EXISTS trg_read_state_upd AFTER UPDATE OF is_read ON read_state "
     "WHEN OLD.is_read IS NOT NEW.is_read BEGIN " + _read_delta("NEW", "NEW.is_read - OLD.is_read") + " END",
     "CREATE TRIGGER IF NOT EXISTS trg_read_state_del AFTER DELETE ON read_state WHEN OLD.is_read = 1 BEGIN "
-    + _read_delta("OLD", "-1") + " END",
+    + _read_delta("OLD", "-1")
+    + " END",
     "CREATE TRIGGER IF NOT EXISTS trg_archive_ins AFTER INSERT ON archive_marks BEGIN "
-    + _archive_delta("NEW", "1") + " END",
+    + _archive_delta("NEW", "1")
+    + " END",
     "CREATE TRIGGER IF NOT EXISTS trg_archive_del AFTER DELETE ON archive_marks BEGIN "
-    + _archive_delta("OLD", "-1") + " END",
+    + _archive_delta("OLD", "-1")
+    + " END",
 ]
 
 BULK_INSERT_ROWS = 200  # new messages in one statement from which `bulk_message_insert` pays off
@@ -97,19 +103,27 @@ def bulk_message_insert(conn, after_rowid: int) -> Iterator[None]:
     table without it. Use only around plain inserts into ``messages``. Without the
     trigger (a rebuild, which computes every counter once at the end) it does nothing.
     """
-    if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = 'trg_messages_ins'"
-                    ).fetchone() is None:
+    if (
+        conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = 'trg_messages_ins'").fetchone()
+        is None
+    ):
         yield
         return
     conn.execute("DROP TRIGGER trg_messages_ins")
     try:
         yield
-        conn.execute("INSERT INTO sig_totals(sig_id, n) SELECT sig_id, count(*) FROM messages"
-                     " WHERE rowid > ? AND deleted = 0 GROUP BY sig_id"
-                     " ON CONFLICT(sig_id) DO UPDATE SET n = n + excluded.n", (after_rowid,))
-        conn.execute("INSERT INTO sig_author_totals(author, sig_id, n) SELECT agent_id, sig_id, count(*)"
-                     " FROM messages WHERE rowid > ? AND deleted = 0 GROUP BY agent_id, sig_id"
-                     " ON CONFLICT(author, sig_id) DO UPDATE SET n = n + excluded.n", (after_rowid,))
+        conn.execute(
+            "INSERT INTO sig_totals(sig_id, n) SELECT sig_id, count(*) FROM messages"
+            " WHERE rowid > ? AND deleted = 0 GROUP BY sig_id"
+            " ON CONFLICT(sig_id) DO UPDATE SET n = n + excluded.n",
+            (after_rowid,),
+        )
+        conn.execute(
+            "INSERT INTO sig_author_totals(author, sig_id, n) SELECT agent_id, sig_id, count(*)"
+            " FROM messages WHERE rowid > ? AND deleted = 0 GROUP BY agent_id, sig_id"
+            " ON CONFLICT(author, sig_id) DO UPDATE SET n = n + excluded.n",
+            (after_rowid,),
+        )
         conn.execute(
             "INSERT INTO agent_sig_counts(agent_id, sig_id, own, n_read, n_arch, n_read_arch)"
             " SELECT x.agent_id, m.sig_id, x.agent_id = m.agent_id, sum(x.r), sum(x.a), sum(x.r * x.a) FROM ("
@@ -121,7 +135,8 @@ def bulk_message_insert(conn, after_rowid: int) -> Iterator[None]:
             " GROUP BY agent_id, message_id) AS x"
             " JOIN messages m ON m.message_id = x.message_id WHERE m.deleted = 0"
             " GROUP BY x.agent_id, m.sig_id, x.agent_id = m.agent_id" + _ASC_UPSERT.rstrip(";"),
-            (after_rowid, after_rowid))
+            (after_rowid, after_rowid),
+        )
     finally:
         conn.execute(COUNTER_TRIGGERS[0])
 
@@ -129,15 +144,15 @@ def bulk_message_insert(conn, after_rowid: int) -> Iterator[None]:
 # The same sums computed from scratch (`verify_counters`; `compute_counter_tables` computes them in Python).
 COUNTER_QUERIES = {
     "sig_totals": "SELECT sig_id, count(*) FROM messages WHERE deleted = 0 GROUP BY sig_id",
-    "sig_author_totals": "SELECT agent_id, sig_id, count(*) FROM messages WHERE deleted = 0 "
-                         "GROUP BY agent_id, sig_id",
+    "sig_author_totals": "SELECT agent_id, sig_id, count(*) FROM messages WHERE deleted = 0 GROUP BY agent_id, sig_id",
     "agent_sig_counts": (
         "SELECT x.agent_id, m.sig_id, x.agent_id = m.agent_id AS own, sum(x.r), sum(x.a), sum(x.r * x.a) FROM ("
         "SELECT agent_id, message_id, max(r) AS r, max(a) AS a FROM ("
         "SELECT agent_id, message_id, 1 AS r, 0 AS a FROM read_state WHERE is_read = 1"
         " UNION ALL SELECT agent_id, message_id, 0, 1 FROM archive_marks) GROUP BY agent_id, message_id) AS x"
         " JOIN messages m ON m.message_id = x.message_id WHERE m.deleted = 0"
-        " GROUP BY x.agent_id, m.sig_id, own"),
+        " GROUP BY x.agent_id, m.sig_id, own"
+    ),
 }
 
 
@@ -151,26 +166,33 @@ def compute_counter_tables(db: pw.SqliteDatabase) -> None:
     for table in COUNTER_QUERIES:
         conn.execute(f"DELETE FROM {table}")
     by_author = Counter(conn.execute("SELECT agent_id, sig_id FROM messages WHERE deleted = 0"))
-    conn.executemany("INSERT INTO sig_author_totals(author, sig_id, n) VALUES (?,?,?)",
-                     [(a, s, n) for (a, s), n in by_author.items()])
+    conn.executemany(
+        "INSERT INTO sig_author_totals(author, sig_id, n) VALUES (?,?,?)",
+        [(a, s, n) for (a, s), n in by_author.items()],
+    )
     by_sig: Counter = Counter()
     for (_, s), n in by_author.items():
         by_sig[s] += n
     conn.executemany("INSERT INTO sig_totals(sig_id, n) VALUES (?,?)", list(by_sig.items()))
-    reads = Counter(conn.execute(
-        "SELECT r.agent_id, m.sig_id, r.agent_id = m.agent_id FROM read_state r "
-        "JOIN messages m ON m.message_id = r.message_id WHERE r.is_read = 1 AND m.deleted = 0"))
+    reads = Counter(
+        conn.execute(
+            "SELECT r.agent_id, m.sig_id, r.agent_id = m.agent_id FROM read_state r "
+            "JOIN messages m ON m.message_id = r.message_id WHERE r.is_read = 1 AND m.deleted = 0"
+        )
+    )
     archived: Counter = Counter()
     archived_read: Counter = Counter()
     for agent, sig, own, is_read in conn.execute(
-            "SELECT x.agent_id, m.sig_id, x.agent_id = m.agent_id, EXISTS (SELECT 1 FROM read_state r "
-            "WHERE r.message_id = x.message_id AND r.agent_id = x.agent_id AND r.is_read = 1) "
-            "FROM archive_marks x JOIN messages m ON m.message_id = x.message_id WHERE m.deleted = 0"):
+        "SELECT x.agent_id, m.sig_id, x.agent_id = m.agent_id, EXISTS (SELECT 1 FROM read_state r "
+        "WHERE r.message_id = x.message_id AND r.agent_id = x.agent_id AND r.is_read = 1) "
+        "FROM archive_marks x JOIN messages m ON m.message_id = x.message_id WHERE m.deleted = 0"
+    ):
         archived[(agent, sig, own)] += 1
         archived_read[(agent, sig, own)] += is_read
     conn.executemany(
         "INSERT INTO agent_sig_counts(agent_id, sig_id, own, n_read, n_arch, n_read_arch) VALUES (?,?,?,?,?,?)",
-        [k + (reads[k], archived[k], archived_read[k]) for k in set(reads) | set(archived)])
+        [k + (reads[k], archived[k], archived_read[k]) for k in set(reads) | set(archived)],
+    )
 
 
 def verify_counters(db: pw.SqliteDatabase) -> list[str]:
@@ -183,8 +205,11 @@ def verify_counters(db: pw.SqliteDatabase) -> list[str]:
     specs = {
         "sig_totals": ("SELECT sig_id, n FROM sig_totals WHERE n != 0", 1),
         "sig_author_totals": ("SELECT author, sig_id, n FROM sig_author_totals WHERE n != 0", 2),
-        "agent_sig_counts": ("SELECT agent_id, sig_id, own, n_read, n_arch, n_read_arch FROM agent_sig_counts "
-                             "WHERE n_read != 0 OR n_arch != 0 OR n_read_arch != 0", 3),
+        "agent_sig_counts": (
+            "SELECT agent_id, sig_id, own, n_read, n_arch, n_read_arch FROM agent_sig_counts "
+            "WHERE n_read != 0 OR n_arch != 0 OR n_read_arch != 0",
+            3,
+        ),
     }
     for table, (sql, nkey) in specs.items():
         kept = {tuple(r[:nkey]): tuple(r[nkey:]) for r in all_rows(db, sql)}

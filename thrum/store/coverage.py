@@ -50,7 +50,7 @@ def last_line_before(event_log: EventLog, shard: str, offset: int) -> bytes | No
                 return None
             start = data.rfind(b"\n", 0, len(data) - 1)
             if start >= 0 or lo == 0:
-                return data[start + 1:-1]
+                return data[start + 1 : -1]
             if span >= MAX_LINE_PROBE:
                 return None
             span *= 4
@@ -70,8 +70,9 @@ def is_folded(db: pw.SqliteDatabase, shard: str, line: bytes) -> bool:
     eid = d.get("event_id", "")
     if d.get("type") not in ev.NORMALISERS or d.get("v", 1) > ev.EVENT_VERSION:
         return True  # a type this build does not fold (a seal, a future event): nothing to find
-    if d["type"] == "message.create" and _exists(db, "SELECT 1 FROM messages WHERE message_id=?",
-                                                 d.get("message_id", "")):
+    if d["type"] == "message.create" and _exists(
+        db, "SELECT 1 FROM messages WHERE message_id=?", d.get("message_id", "")
+    ):
         return True
     if _exists(db, "SELECT 1 FROM applied_events WHERE event_id=?", dedup_key(d)):
         return True
@@ -93,8 +94,9 @@ def uncovered_shards(db: pw.SqliteDatabase, event_log: EventLog) -> list[str]:
     return out
 
 
-def ensure_covered(db: pw.SqliteDatabase, event_log: EventLog,
-                   fold_fn: FoldFn | None = None) -> tuple[list[str], FoldResult]:
+def ensure_covered(
+    db: pw.SqliteDatabase, event_log: EventLog, fold_fn: FoldFn | None = None
+) -> tuple[list[str], FoldResult]:
     """Catch up, check every shard, fold again from the start any that is not covered.
 
     Returns the shards repaired (usually none) and what folding applied.
@@ -102,8 +104,11 @@ def ensure_covered(db: pw.SqliteDatabase, event_log: EventLog,
     result = catch_up(db, event_log, fold_fn)
     gaps = uncovered_shards(db, event_log)
     if gaps:
-        log.warning("the projection misses events of %d log file(s) (%s); folding them again",
-                    len(gaps), ", ".join(gaps[:5]) + (" ..." if len(gaps) > 5 else ""))
+        log.warning(
+            "the projection misses events of %d log file(s) (%s); folding them again",
+            len(gaps),
+            ", ".join(gaps[:5]) + (" ..." if len(gaps) > 5 else ""),
+        )
         with db.atomic():
             save_positions(db, {shard: Position() for shard in gaps})
         result.merge(catch_up(db, event_log, fold_fn))

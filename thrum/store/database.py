@@ -16,18 +16,26 @@ from .counters import COUNTER_TRIGGERS, compute_counter_tables
 from .models import FOLD_INDEXES, QUERY_INDEXES, SCHEMA_VERSION, TABLE_MODELS, VIEWS
 from .sql import all_rows, one_row
 
-__all__ = ["PRAGMAS", "SCHEMA_VERSION", "create_schema", "create_tables", "drop_schema", "finish_schema",
-           "open_database", "schema_version"]
+__all__ = [
+    "PRAGMAS",
+    "SCHEMA_VERSION",
+    "create_schema",
+    "create_tables",
+    "drop_schema",
+    "finish_schema",
+    "open_database",
+    "schema_version",
+]
 
 
 PRAGMAS = {
     "journal_mode": "wal",
     "synchronous": "normal",  # the log is the durable copy; the projection is rebuildable
-    "foreign_keys": 0,        # receipts and edits may arrive before their message
+    "foreign_keys": 0,  # receipts and edits may arrive before their message
     "cache_size": -65536,
     "temp_store": "memory",
     "busy_timeout": 10000,
-    "mmap_size": 1 << 30,     # read pages in place instead of copying them into the cache
+    "mmap_size": 1 << 30,  # read pages in place instead of copying them into the cache
 }
 
 
@@ -88,8 +96,10 @@ def schema_version(db: pw.SqliteDatabase) -> int | None:
 def drop_schema(db: pw.SqliteDatabase) -> None:
     """Drop every view and table (their indexes and triggers go with them)."""
     objects = all_rows(
-        db, "SELECT type, name FROM sqlite_master WHERE type IN ('view', 'table') AND name NOT LIKE 'sqlite_%' "
-            "ORDER BY type = 'table'")
+        db,
+        "SELECT type, name FROM sqlite_master WHERE type IN ('view', 'table') AND name NOT LIKE 'sqlite_%' "
+        "ORDER BY type = 'table'",
+    )
     with db.atomic():
         for kind, name in objects:
             db.execute_sql(f'DROP {kind.upper()} IF EXISTS "{name}"')

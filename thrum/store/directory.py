@@ -34,13 +34,22 @@ def bare_name(name) -> str:
 
 # --------------------------------------------------------------------------- agents, sessions
 
+
 def _agent_item(row: tuple) -> dict:
-    (agent_id, kind, name, role, module, worktree, display, registered_at, last_seen_at, deleted,
-     active) = row
-    return {"agent_id": agent_id, "kind": kind or "agent", "role": role or "", "module": module or "",
-            "display": display or "", "registered_at": registered_at or "", "last_seen_at": last_seen_at or "",
-            "name": name or agent_id, "worktree": worktree or "", "active_sessions": active,
-            "deleted": bool(deleted)}
+    (agent_id, kind, name, role, module, worktree, display, registered_at, last_seen_at, deleted, active) = row
+    return {
+        "agent_id": agent_id,
+        "kind": kind or "agent",
+        "role": role or "",
+        "module": module or "",
+        "display": display or "",
+        "registered_at": registered_at or "",
+        "last_seen_at": last_seen_at or "",
+        "name": name or agent_id,
+        "worktree": worktree or "",
+        "active_sessions": active,
+        "deleted": bool(deleted),
+    }
 
 
 _AGENT_SELECT = (
@@ -50,8 +59,9 @@ _AGENT_SELECT = (
 )
 
 
-def list_agents(db: pw.SqliteDatabase, role: str | None = None, module: str | None = None,
-                include_deleted: bool = False) -> dict:
+def list_agents(
+    db: pw.SqliteDatabase, role: str | None = None, module: str | None = None, include_deleted: bool = False
+) -> dict:
     """spec agent.list: ``{"agents": [...]}`` sorted by name; deleted agents (cleanup
     newer than their latest register) only with ``include_deleted``."""
     sql, params = _AGENT_SELECT, []
@@ -91,9 +101,18 @@ def list_sessions(db: pw.SqliteDatabase, agent: str | None = None, active_only: 
         params.append(agent)
     if active_only:
         sql += " AND started_at IS NOT NULL AND ended_at IS NULL"
-    return [{"session_id": sid, "agent_id": a or "", "started_at": s or "", "ended_at": e or "",
-             "end_reason": why or "", "last_seen_at": seen or "", "active": s is not None and e is None}
-            for sid, a, s, e, why, seen in all_rows(db, sql + " ORDER BY started_at, session_id", params)]
+    return [
+        {
+            "session_id": sid,
+            "agent_id": a or "",
+            "started_at": s or "",
+            "ended_at": e or "",
+            "end_reason": why or "",
+            "last_seen_at": seen or "",
+            "active": s is not None and e is None,
+        }
+        for sid, a, s, e, why, seen in all_rows(db, sql + " ORDER BY started_at, session_id", params)
+    ]
 
 
 def session_info(db: pw.SqliteDatabase, sid: str) -> dict | None:
@@ -115,8 +134,11 @@ def touch_agents(db: pw.SqliteDatabase, seen: dict[str, str]) -> None:
         return
     with db.atomic():
         for agent, at in seen.items():
-            run(db, "UPDATE agents SET last_seen_at=? WHERE agent_id=? AND coalesce(last_seen_at, '') < ?",
-                (at, agent, at))
+            run(
+                db,
+                "UPDATE agents SET last_seen_at=? WHERE agent_id=? AND coalesce(last_seen_at, '') < ?",
+                (at, agent, at),
+            )
 
 
 def stale_agents(db: pw.SqliteDatabase, cutoff: str) -> list[str]:
@@ -135,40 +157,76 @@ def stale_agents(db: pw.SqliteDatabase, cutoff: str) -> list[str]:
                           AND (coalesce(s.started_at, '') >= ? OR coalesce(s.ended_at, '') >= ?))
           AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.agent_id = a.agent_id AND m.created_at >= ?)
         ORDER BY a.agent_id
-        """, (cutoff, cutoff, cutoff, cutoff, cutoff))
+        """,
+        (cutoff, cutoff, cutoff, cutoff, cutoff),
+    )
     return [r[0] for r in found]
 
 
 # --------------------------------------------------------------------------- groups, addresses
 
+
 def _group_row(db, name: str):
-    return one_row(db, f"SELECT g.name, g.group_id, g.description, g.created_by, g.created_at FROM groups g "
-                    f"WHERE g.name = ? AND {LIVE_GROUP}", (name,))
+    return one_row(
+        db,
+        f"SELECT g.name, g.group_id, g.description, g.created_by, g.created_at FROM groups g "
+        f"WHERE g.name = ? AND {LIVE_GROUP}",
+        (name,),
+    )
 
 
 def _members(db, name: str) -> list[dict]:
-    return [{"type": t, "value": v} for t, v in all_rows(
-        db, f"SELECT gm.member_type, gm.member_value FROM group_members gm JOIN groups g ON g.name = gm.group_name "
+    return [
+        {"type": t, "value": v}
+        for t, v in all_rows(
+            db,
+            f"SELECT gm.member_type, gm.member_value FROM group_members gm JOIN groups g ON g.name = gm.group_name "
             f"WHERE gm.group_name = ? AND {LIVE_GROUP} AND {LIVE_MEMBER} ORDER BY gm.member_type, gm.member_value",
-        (name,))]
+            (name,),
+        )
+    ]
 
 
 def _everyone_info(db) -> dict:
-    return {"name": EVERYONE, "group_id": "", "description": EVERYONE_DESCRIPTION, "created_by": "",
-            "created_at": "", "builtin": True, "member_count": len(_live_agents(db))}
+    return {
+        "name": EVERYONE,
+        "group_id": "",
+        "description": EVERYONE_DESCRIPTION,
+        "created_by": "",
+        "created_at": "",
+        "builtin": True,
+        "member_count": len(_live_agents(db)),
+    }
 
 
 def list_groups(db: pw.SqliteDatabase) -> list[dict]:
     """Existing groups by name, the built-in ``everyone`` first. ``member_count``
     counts member entries (agents and roles); for ``everyone`` the active agents."""
     out = [_everyone_info(db)]
-    counts_by = dict(all_rows(db, f"SELECT gm.group_name, count(*) FROM group_members gm JOIN groups g "
-                              f"ON g.name = gm.group_name WHERE {LIVE_GROUP} AND {LIVE_MEMBER} "
-                              f"GROUP BY gm.group_name"))
-    for name, gid, desc, by, at in all_rows(db, f"SELECT g.name, g.group_id, g.description, g.created_by, "
-                                            f"g.created_at FROM groups g WHERE {LIVE_GROUP} ORDER BY g.name"):
-        out.append({"name": name, "group_id": gid or "", "description": desc or "", "created_by": by or "",
-                    "created_at": at or "", "builtin": False, "member_count": counts_by.get(name, 0)})
+    counts_by = dict(
+        all_rows(
+            db,
+            f"SELECT gm.group_name, count(*) FROM group_members gm JOIN groups g "
+            f"ON g.name = gm.group_name WHERE {LIVE_GROUP} AND {LIVE_MEMBER} "
+            f"GROUP BY gm.group_name",
+        )
+    )
+    for name, gid, desc, by, at in all_rows(
+        db,
+        f"SELECT g.name, g.group_id, g.description, g.created_by, "
+        f"g.created_at FROM groups g WHERE {LIVE_GROUP} ORDER BY g.name",
+    ):
+        out.append(
+            {
+                "name": name,
+                "group_id": gid or "",
+                "description": desc or "",
+                "created_by": by or "",
+                "created_at": at or "",
+                "builtin": False,
+                "member_count": counts_by.get(name, 0),
+            }
+        )
     return out
 
 
@@ -186,8 +244,15 @@ def group_info(db: pw.SqliteDatabase, name: str) -> dict:
         if row is None:
             raise NotFound(f"group {name} not found")
         members = _members(db, name)
-        info = {"name": row[0], "group_id": row[1] or "", "description": row[2] or "", "created_by": row[3] or "",
-                "created_at": row[4] or "", "builtin": False, "member_count": len(members)}
+        info = {
+            "name": row[0],
+            "group_id": row[1] or "",
+            "description": row[2] or "",
+            "created_by": row[3] or "",
+            "created_at": row[4] or "",
+            "builtin": False,
+            "member_count": len(members),
+        }
     info["members"] = group_members(db, name)
     return info
 
@@ -252,6 +317,7 @@ def close_matches(db: pw.SqliteDatabase, name: str) -> list[str]:
 
 # --------------------------------------------------------------------------- fold issues
 
+
 def resolve_recipients(db: pw.SqliteDatabase, addresses: list[str]) -> list[dict]:
     """``to``/``mentions`` addresses (``@name``) → ``{address, kind, value}``, each once, in order.
 
@@ -267,7 +333,8 @@ def resolve_recipients(db: pw.SqliteDatabase, addresses: list[str]) -> list[dict
             hint = f"; did you mean {', '.join(close)}?" if close else ""
             raise UnknownRecipient(
                 f"unknown recipient {raw!r}: no agent, role or group by that name{hint}",
-                data={"address": raw, "close_matches": close})
+                data={"address": raw, "close_matches": close},
+            )
         if bare not in seen:
             seen.add(bare)
             out.append({"address": f"@{bare}", "kind": hit[0], "value": bare})
@@ -277,8 +344,13 @@ def resolve_recipients(db: pw.SqliteDatabase, addresses: list[str]) -> list[dict
 def fold_issue_summary(db: pw.SqliteDatabase) -> dict:
     """Lines and events the fold refused: ``{"counts": {kind: n}, "total", "recent": [...20]}``."""
     by_kind = dict(all_rows(db, "SELECT kind, count(*) FROM fold_issues GROUP BY kind ORDER BY kind"))
-    recent = [{"kind": k, "shard": s, "event_id": e, "reason": r, "seen_at": at} for k, s, e, r, at in all_rows(
-        db, "SELECT kind, shard, event_id, reason, seen_at FROM fold_issues ORDER BY seen_at DESC, key DESC LIMIT 20")]
+    recent = [
+        {"kind": k, "shard": s, "event_id": e, "reason": r, "seen_at": at}
+        for k, s, e, r, at in all_rows(
+            db,
+            "SELECT kind, shard, event_id, reason, seen_at FROM fold_issues ORDER BY seen_at DESC, key DESC LIMIT 20",
+        )
+    ]
     return {"counts": by_kind, "total": sum(by_kind.values()), "recent": recent}
 
 

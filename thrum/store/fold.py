@@ -11,8 +11,9 @@ tested as properties in tests/store/test_projection_properties.py). Here:
   batch again one event at a time (each in a savepoint), recorded as an
   ``invalid`` fold issue, and the others are folded; nothing the log holds can
   make the fold fail.
-- The message lifecycle (create, edit, delete) is in `thrum.store.message_fold`;
-  agents, sessions, groups, threads and receipts are here.
+- The handlers: the message lifecycle (create, edit, delete) and the read,
+  unread and archive marks are in `thrum.store.message_fold`; agents,
+  sessions, groups and threads in `thrum.store.directory_fold`.
 - Read positions in the log are saved in the same transaction as what was read.
 """
 
@@ -28,7 +29,7 @@ from typing import Iterable
 import peewee as pw
 
 from .. import events as ev
-from . import idempotency, message_fold
+from . import directory_fold, idempotency, message_fold
 from .log import LogIssue, Position
 from .sql import all_rows, chunks, qmarks
 
@@ -88,8 +89,10 @@ class Folder:
                 sid = row[0]
             else:
                 sid = self.c.execute("INSERT INTO mention_sigs(sig) VALUES (?)", (text,)).lastrowid
-                self.c.executemany("INSERT OR IGNORE INTO mention_sig_targets(target, sig_id) VALUES (?,?)",
-                                   [(t, sid) for t in targets])
+                self.c.executemany(
+                    "INSERT OR IGNORE INTO mention_sig_targets(target, sig_id) VALUES (?,?)",
+                    [(t, sid) for t in targets],
+                )
             self.sigs[targets] = sid
         return sid
 
@@ -98,8 +101,9 @@ class Folder:
         """Record a refused line/event once; True when it was not recorded before."""
         key = f"{kind}:{shard}:{event_id}"
         cur = self.c.execute(
-            "INSERT OR IGNORE INTO fold_issues(key, kind, shard, event_id, reason, seen_at) "
-            "VALUES (?,?,?,?,?,?)", (key, kind, shard, event_id, reason[:500], self.now))
+            "INSERT OR IGNORE INTO fold_issues(key, kind, shard, event_id, reason, seen_at) VALUES (?,?,?,?,?,?)",
+            (key, kind, shard, event_id, reason[:500], self.now),
+        )
         return cur.rowcount == 1
 
     # ---------------------------------------------------------------- entry
@@ -121,8 +125,12 @@ class Folder:
             ok = rule.allows(d)
             if not ok:
                 self.r.forged += 1
-                self.issue("forged", shard, d.get("event_id", ""), f"{d['type']} by {ev.event_owner(d) or '?'} "
-                                                 f"does not belong in {shard}")
+                self.issue(
+                    "forged",
+                    shard,
+                    d.get("event_id", ""),
+                    f"{d['type']} by {ev.event_owner(d) or '?'} does not belong in {shard}",
+                )
                 continue
             if eid in candidates:
                 self.r.duplicates += 1
@@ -136,8 +144,12 @@ class Folder:
         others = [eid for eid, d in candidates.items() if d["type"] != "message.create"]
         seen = set()
         for chunk in chunks(others):
-            seen.update(row[0] for row in self.c.execute(
-                f"SELECT event_id FROM applied_events WHERE event_id IN ({qmarks(len(chunk))})", chunk))
+            seen.update(
+                row[0]
+                for row in self.c.execute(
+                    f"SELECT event_id FROM applied_events WHERE event_id IN ({qmarks(len(chunk))})", chunk
+                )
+            )
         self.r.duplicates += len(seen)
         fresh = [eid for eid in others if eid not in seen]
         if fresh:
@@ -158,163 +170,44 @@ class Folder:
         if keyed:
             idempotency.index_keys(self.c, keyed)
         if self.keep_applied:
-            self.r.applied.extend(d for eid, d in candidates.items()
-                                  if (d["event_id"] in new_creates if d["type"] == "message.create"
-                                      else eid not in seen))
-
-    # ---------------------------------------------------------------- agents, sessions
-    def agent_register(self, batch):
-        for d in batch:
-            self.c.execute(
-                "INSERT INTO agents(agent_id, kind, name, role, module, worktree, display, "
-                "registered_at, event_id, cleanup_reason) VALUES (?,?,?,?,?,?,?,?,?, '') "
-                "ON CONFLICT(agent_id) DO UPDATE SET kind=excluded.kind, name=excluded.name, "
-                "role=excluded.role, module=excluded.module, worktree=excluded.worktree, "
-                "display=excluded.display, event_id=excluded.event_id "
-                "WHERE agents.event_id IS NULL OR excluded.event_id > agents.event_id",
-                (d["agent_id"], d["kind"], d["name"], d["role"], d["module"], d["worktree"],
-                 d["display"], d["timestamp"], d["event_id"]))
-            self.c.execute(
-                "UPDATE agents SET registered_at=? WHERE agent_id=? "
-                "AND (registered_at IS NULL OR registered_at > ?)",
-                (d["timestamp"], d["agent_id"], d["timestamp"]))
-
-    def agent_cleanup(self, batch):
-        for d in batch:
-            self.c.execute(
-                "INSERT INTO agents(agent_id, cleanup_event_id, cleanup_reason, module, worktree, display) "
-                "VALUES (?,?,?, '', '', '') ON CONFLICT(agent_id) DO UPDATE SET "
-                "cleanup_event_id=excluded.cleanup_event_id, cleanup_reason=excluded.cleanup_reason "
-                "WHERE agents.cleanup_event_id IS NULL OR excluded.cleanup_event_id > agents.cleanup_event_id",
-                (d["agent_id"], d["event_id"], d["reason"]))
-
-    def agent_update(self, batch):
-        for d in batch:
-            for ctx in d["work_contexts"]:
-                sid = ctx.get("session_id")
-                if not isinstance(sid, str) or not sid:
-                    continue
-                git_at = ctx.get("git_updated_at") if isinstance(ctx.get("git_updated_at"), str) else ""
-                self.c.execute(
-                    "INSERT INTO agent_contexts(agent_id, session_id, context, git_updated_at, event_id) "
-                    "VALUES (?,?,?,?,?) ON CONFLICT(agent_id, session_id) DO UPDATE SET "
-                    "context=excluded.context, git_updated_at=excluded.git_updated_at, "
-                    "event_id=excluded.event_id WHERE excluded.git_updated_at > agent_contexts.git_updated_at "
-                    "OR (excluded.git_updated_at = agent_contexts.git_updated_at "
-                    "AND excluded.event_id > agent_contexts.event_id)",
-                    (d["agent_id"], sid, ev.dumps(ctx).decode(), git_at, d["event_id"]))
-
-    def session_start(self, batch):
-        for d in batch:
-            self.c.execute(
-                "INSERT INTO sessions(session_id, agent_id, started_at, start_event_id) VALUES (?,?,?,?) "
-                "ON CONFLICT(session_id) DO UPDATE SET agent_id=excluded.agent_id, "
-                "started_at=excluded.started_at, start_event_id=excluded.start_event_id "
-                "WHERE sessions.start_event_id IS NULL OR excluded.start_event_id < sessions.start_event_id",
-                (d["session_id"], d["agent_id"], d["timestamp"], d["event_id"]))
-
-    def session_end(self, batch):
-        for d in batch:
-            self.c.execute(
-                "INSERT INTO sessions(session_id, agent_id, ended_at, end_reason, end_event_id) "
-                "VALUES (?,?,?,?,?) ON CONFLICT(session_id) DO UPDATE SET "
-                "ended_at=excluded.ended_at, end_reason=excluded.end_reason, "
-                "end_event_id=excluded.end_event_id, "
-                "agent_id=CASE WHEN sessions.start_event_id IS NULL THEN excluded.agent_id "
-                "ELSE sessions.agent_id END "
-                "WHERE sessions.end_event_id IS NULL OR excluded.end_event_id < sessions.end_event_id",
-                (d["session_id"], d["agent_id"], d["timestamp"], d["reason"], d["event_id"]))
-
-    # ---------------------------------------------------------------- groups, threads
-    def group_create(self, batch):
-        for d in batch:
-            self.c.execute(
-                "INSERT INTO groups(name, group_id, description, created_by, created_at, event_id) "
-                "VALUES (?,?,?,?,?,?) ON CONFLICT(name) DO UPDATE SET group_id=excluded.group_id, "
-                "description=excluded.description, created_by=excluded.created_by, "
-                "created_at=excluded.created_at, event_id=excluded.event_id "
-                "WHERE groups.event_id IS NULL OR excluded.event_id > groups.event_id",
-                (d["name"], d["group_id"], d["description"], d["created_by"], d["timestamp"], d["event_id"]))
-
-    def group_delete(self, batch):
-        for d in batch:
-            self.c.execute(
-                "INSERT INTO groups(name, description, created_by, deleted_event_id) VALUES (?, '', '', ?) "
-                "ON CONFLICT(name) DO UPDATE SET deleted_event_id=excluded.deleted_event_id "
-                "WHERE groups.deleted_event_id IS NULL OR excluded.deleted_event_id > groups.deleted_event_id",
-                (d["name"], d["event_id"]))
-
-    def group_member(self, batch):
-        for d in batch:
-            state = "add" if d["type"] == "group.member.add" else "remove"
-            self.c.execute(
-                "INSERT INTO group_members(group_name, member_type, member_value, state, event_id, "
-                "changed_by, changed_at) VALUES (?,?,?,?,?,?,?) "
-                "ON CONFLICT(group_name, member_type, member_value) DO UPDATE SET state=excluded.state, "
-                "event_id=excluded.event_id, changed_by=excluded.changed_by, changed_at=excluded.changed_at "
-                "WHERE excluded.event_id > group_members.event_id",
-                (d["group"], d["member_type"], d["member_value"], state, d["event_id"],
-                 d["agent_id"], d["timestamp"]))
-
-    def thread_create(self, batch):
-        for d in batch:
-            self.c.execute(
-                "INSERT INTO threads(thread_id, title, created_by, created_at, event_id) VALUES (?,?,?,?,?) "
-                "ON CONFLICT(thread_id) DO UPDATE SET title=excluded.title, created_by=excluded.created_by, "
-                "created_at=excluded.created_at, event_id=excluded.event_id "
-                "WHERE excluded.event_id < threads.event_id",
-                (d["thread_id"], d["title"], d["created_by"], d["timestamp"], d["event_id"]))
-
-    # ---------------------------------------------------------------- receipts
-    def receipt(self, batch):
-        # Last writer wins per (message, agent) and the first archive stays: both
-        # are decided by the upserts' WHERE clauses, so rows can go in as they come.
-        states, archives = [], []
-        for d in batch:
-            agent, ts, eid = d["agent_id"], d["timestamp"], d["event_id"]
-            if d["type"] == "message.archive":
-                archives += [(mid, agent, eid, ts) for mid in d["message_ids"]]
-            else:
-                is_read, sid = (1 if d["type"] == "message.read" else 0), d["session_id"]
-                states += [(mid, agent, is_read, eid, ts, sid) for mid in d["message_ids"]]
-        if states:
-            self.c.executemany(
-                "INSERT INTO read_state(message_id, agent_id, is_read, event_id, at, session_id) "
-                "VALUES (?,?,?,?,?,?) ON CONFLICT(message_id, agent_id) DO UPDATE SET is_read=excluded.is_read, "
-                "event_id=excluded.event_id, at=excluded.at, session_id=excluded.session_id "
-                "WHERE excluded.event_id > read_state.event_id", states)
-        if archives:
-            self.c.executemany(
-                "INSERT INTO archive_marks(message_id, agent_id, event_id, archived_at) VALUES (?,?,?,?) "
-                "ON CONFLICT(message_id, agent_id) DO UPDATE SET event_id=excluded.event_id, "
-                "archived_at=excluded.archived_at WHERE excluded.event_id < archive_marks.event_id", archives)
+            self.r.applied.extend(
+                d
+                for eid, d in candidates.items()
+                if (d["event_id"] in new_creates if d["type"] == "message.create" else eid not in seen)
+            )
 
 
 _ORDER = [
-    ("agent.register", Folder.agent_register),
-    ("agent.cleanup", Folder.agent_cleanup),
-    ("agent.session.start", Folder.session_start),
-    ("agent.session.end", Folder.session_end),
-    ("group.create", Folder.group_create),
-    ("group.delete", Folder.group_delete),
-    ("group.member.add", Folder.group_member),
-    ("group.member.remove", Folder.group_member),
-    ("thread.create", Folder.thread_create),
+    ("agent.register", directory_fold.agent_register),
+    ("agent.cleanup", directory_fold.agent_cleanup),
+    ("agent.session.start", directory_fold.session_start),
+    ("agent.session.end", directory_fold.session_end),
+    ("group.create", directory_fold.group_create),
+    ("group.delete", directory_fold.group_delete),
+    ("group.member.add", directory_fold.group_member),
+    ("group.member.remove", directory_fold.group_member),
+    ("thread.create", directory_fold.thread_create),
     ("message.create", message_fold.message_create),
     ("message.edit", message_fold.message_edit),
     ("message.delete", message_fold.message_delete),
-    ("message.read", Folder.receipt),
-    ("message.unread", Folder.receipt),
-    ("message.archive", Folder.receipt),
-    ("agent.update", Folder.agent_update),
+    ("message.read", message_fold.receipt),
+    ("message.unread", message_fold.receipt),
+    ("message.archive", message_fold.receipt),
+    ("agent.update", directory_fold.agent_update),
 ]
 assert {t for t, _ in _ORDER} == set(ev.EVENT_TYPES)
 
 
-def fold(db: pw.SqliteDatabase, records: Iterable[tuple[str, dict]], *,
-         issues: Iterable[LogIssue] = (), positions: dict[str, Position] | None = None,
-         keep_applied: bool = True, refused: Iterable[tuple[str, str, str, str]] = (),
-         resolved: Iterable[str] = ()) -> FoldResult:
+def fold(
+    db: pw.SqliteDatabase,
+    records: Iterable[tuple[str, dict]],
+    *,
+    issues: Iterable[LogIssue] = (),
+    positions: dict[str, Position] | None = None,
+    keep_applied: bool = True,
+    refused: Iterable[tuple[str, str, str, str]] = (),
+    resolved: Iterable[str] = (),
+) -> FoldResult:
     """Apply (shard, event) records in one transaction; optionally record malformed
     lines and store new read positions in the same transaction.
 
@@ -336,8 +229,12 @@ def fold(db: pw.SqliteDatabase, records: Iterable[tuple[str, dict]], *,
         except _CONTENT_ERRORS as exc:
             # Some event made a handler fail. The log is untrusted input: find the
             # event(s) by folding one at a time, record them, and fold the rest.
-            log.warning("a fold batch of %d events failed (%s: %s); folding them one by one",
-                        len(records), type(exc).__name__, exc)
+            log.warning(
+                "a fold batch of %d events failed (%s: %s); folding them one by one",
+                len(records),
+                type(exc).__name__,
+                exc,
+            )
             result = folder.r = FoldResult()
             folder.sigs.clear()  # ids cached during the undone attempt may not exist any more
             for shard, d in records:
@@ -347,8 +244,12 @@ def fold(db: pw.SqliteDatabase, records: Iterable[tuple[str, dict]], *,
                     folder.sigs.clear()
                     result.invalid += 1
                     eid = d.get("event_id") if isinstance(d, dict) else None
-                    folder.issue("invalid", shard, str(eid or "?")[:64],
-                                 f"cannot apply this event ({type(one).__name__}: {str(one)[:200]})")
+                    folder.issue(
+                        "invalid",
+                        shard,
+                        str(eid or "?")[:64],
+                        f"cannot apply this event ({type(one).__name__}: {str(one)[:200]})",
+                    )
         for kind, shard, event_id, reason in refused:
             folder.issue(kind, shard, event_id, reason)
             result.refused += 1
@@ -367,8 +268,18 @@ def fold(db: pw.SqliteDatabase, records: Iterable[tuple[str, dict]], *,
 # Errors an event's content can cause in a handler. sqlite3.OperationalError and
 # DatabaseError (disk I/O, a corrupt file) are not among them: those are about the
 # database, not the event, and must reach the caller (which repairs or reports).
-_CONTENT_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError,
-                   RecursionError, sqlite3.IntegrityError, sqlite3.InterfaceError, sqlite3.DataError)
+_CONTENT_ERRORS = (
+    KeyError,
+    TypeError,
+    ValueError,
+    AttributeError,
+    IndexError,
+    OverflowError,
+    RecursionError,
+    sqlite3.IntegrityError,
+    sqlite3.InterfaceError,
+    sqlite3.DataError,
+)
 
 
 def _in_savepoint(conn, fn, *args) -> None:
@@ -385,12 +296,15 @@ def _in_savepoint(conn, fn, *args) -> None:
 
 def load_positions(db: pw.SqliteDatabase) -> dict[str, Position]:
     """How far each shard of the log has been folded."""
-    return {shard: Position(offset, tail) for shard, offset, tail in
-            all_rows(db, "SELECT shard, offset, tail FROM log_positions")}
+    return {
+        shard: Position(offset, tail)
+        for shard, offset, tail in all_rows(db, "SELECT shard, offset, tail FROM log_positions")
+    }
 
 
 def save_positions(db: pw.SqliteDatabase, positions: dict[str, Position]) -> None:
     db.connection().executemany(
         "INSERT INTO log_positions(shard, offset, tail) VALUES (?,?,?) ON CONFLICT(shard) DO UPDATE "
         "SET offset=excluded.offset, tail=excluded.tail",
-        [(s, p.offset, p.tail) for s, p in positions.items()])
+        [(s, p.offset, p.tail) for s, p in positions.items()],
+    )

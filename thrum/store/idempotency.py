@@ -26,15 +26,26 @@ def content_digest(content: str) -> str:
 
 def index_keys(conn, events: list[dict]) -> None:
     """Record the keys of newly folded events (inside the fold's transaction)."""
-    rows = [(d["agent_id"], d["idempotency_key"], d["type"], d["event_id"], d["message_id"],
-             content_digest(d["body"]["content"]))
-            for d in events if d.get("idempotency_key") and d.get("type") in KEYED_TYPES]
+    rows = [
+        (
+            d["agent_id"],
+            d["idempotency_key"],
+            d["type"],
+            d["event_id"],
+            d["message_id"],
+            content_digest(d["body"]["content"]),
+        )
+        for d in events
+        if d.get("idempotency_key") and d.get("type") in KEYED_TYPES
+    ]
     if rows:
         conn.executemany(
             "INSERT INTO idempotency_keys(agent_id, key, kind, event_id, message_id, digest) VALUES (?,?,?,?,?,?) "
             "ON CONFLICT(agent_id, key) DO UPDATE SET kind=excluded.kind, event_id=excluded.event_id, "
             "message_id=excluded.message_id, digest=excluded.digest "
-            "WHERE excluded.event_id < idempotency_keys.event_id", rows)
+            "WHERE excluded.event_id < idempotency_keys.event_id",
+            rows,
+        )
 
 
 def lookup(db: pw.SqliteDatabase, agent: str, key: str) -> dict | None:
@@ -43,15 +54,17 @@ def lookup(db: pw.SqliteDatabase, agent: str, key: str) -> dict | None:
     ``message.create``: the message's id, thread, creation time and session.
     ``message.edit``: the message's id, the version that edit made and its time.
     """
-    row = db.execute_sql("SELECT kind, event_id, message_id, digest FROM idempotency_keys "
-                         "WHERE agent_id=? AND key=?", (agent, key)).fetchone()
+    row = db.execute_sql(
+        "SELECT kind, event_id, message_id, digest FROM idempotency_keys WHERE agent_id=? AND key=?", (agent, key)
+    ).fetchone()
     if row is None:
         return None
     kind, event_id, message_id, digest = row
     out = {"kind": kind, "event_id": event_id, "message_id": message_id, "digest": digest}
     if kind == "message.create":
-        msg = db.execute_sql("SELECT thread_id, created_at, session_id FROM messages WHERE message_id=?",
-                             (message_id,)).fetchone()
+        msg = db.execute_sql(
+            "SELECT thread_id, created_at, session_id FROM messages WHERE message_id=?", (message_id,)
+        ).fetchone()
         if msg is None:
             return None  # the key's message lost its id to an older create: not this write's result
         out.update(thread_id=msg[0] or "", created_at=msg[1], session_id=msg[2])
@@ -59,9 +72,12 @@ def lookup(db: pw.SqliteDatabase, agent: str, key: str) -> dict | None:
         edit = db.execute_sql(
             "SELECT (SELECT count(*) FROM message_edits e2 WHERE e2.message_id = e.message_id "
             "AND e2.event_id <= e.event_id), e.edited_at FROM message_edits e WHERE e.event_id=?",
-            (event_id,)).fetchone()
+            (event_id,),
+        ).fetchone()
         if edit is None:  # an edit the fold set aside (after a delete): it made no version
-            edit = (db.execute_sql("SELECT count(*) FROM message_edits WHERE message_id=?",
-                                   (message_id,)).fetchone()[0], None)
+            edit = (
+                db.execute_sql("SELECT count(*) FROM message_edits WHERE message_id=?", (message_id,)).fetchone()[0],
+                None,
+            )
         out.update(version=edit[0], updated_at=edit[1])
     return out

@@ -1,4 +1,4 @@
-"""The inbox planner: message.list with its filters, counts and paging, fast at a million messages.
+"""The inbox planner: message.list's counts and paging, fast at a million messages.
 
 An inbox query resolves the agent's targets to the mention sets that contain one
 of them (`thrum.store.mentions`), takes ``total`` and ``unread`` from the
@@ -7,7 +7,8 @@ walking the time index newest first (when matches are dense) or starting from
 the mention refs (when they are sparse), stopping as soon as the page is full
 because the exact count is known. Filters the counters cannot answer (scope,
 ref, thread, another author) are counted with SQL instead; the results are the
-same either way (tests compare both paths).
+same either way (tests compare both paths). The filters themselves (parameters
+checked and turned into SQL) are `thrum.store.inbox_filter`.
 """
 
 from __future__ import annotations
@@ -15,171 +16,46 @@ from __future__ import annotations
 from typing import Any
 
 import math
-from dataclasses import dataclass, field
 
 import peewee as pw
 
-from ..errors import NotFound, ValidationError
+from ..errors import NotFound
 from ..events.ids import time_key
-from ..events.tags import tag_fields
-from .mentions import mention_targets, role_targets, sigs_for
+from .inbox_filter import DEFAULT_PAGE_SIZE, SORT_KEYS, Filter, build_filter, paging, sig_clause
 from .messages import created_at, message_items, read_by
 from .sql import all_rows, qmarks, scalar
 
-MAX_PAGE_SIZE = 100
 ONE_PASS_MAX = 50_000  # a filter with at most this many candidates is counted and paged in one scan
-DEFAULT_PAGE_SIZE = 10
-SORT_KEYS = {"created_at": "created_key", "updated_at": "updated_key"}
 SORT_INDEXES = {"created_at": "idx_messages_time", "updated_at": "idx_messages_updated"}
-
-
-# --------------------------------------------------------------------------- filters
-
-def _tag(value: Any, name: str) -> tuple[str, str]:
-    parts = tag_fields(value)
-    if parts is None:
-        raise ValidationError(f"{name} must be an object with string type and value", field=name)
-    return parts
-
-
-def _paging(page: Any, page_size: Any, sort_by: Any, sort_order: Any) -> tuple[int, int]:
-    if page_size is None:
-        page_size = DEFAULT_PAGE_SIZE
-    if page is None:
-        page = 1
-    if not isinstance(page_size, int) or isinstance(page_size, bool) or page_size < 1:
-        raise ValidationError("page_size must be a positive integer", field="page_size")
-    if page_size > MAX_PAGE_SIZE:
-        raise ValidationError(f"page_size must be at most {MAX_PAGE_SIZE} (got {page_size})", field="page_size")
-    if not isinstance(page, int) or isinstance(page, bool) or page < 1:
-        raise ValidationError("page must be an integer of at least 1", field="page")
-    if sort_by not in SORT_KEYS:
-        raise ValidationError(f"sort_by must be one of {', '.join(SORT_KEYS)} (got {str(sort_by)[:40]!r})",
-                              field="sort_by")
-    if sort_order not in ("asc", "desc"):
-        raise ValidationError(f"sort_order must be asc or desc (got {str(sort_order)[:40]!r})", field="sort_order")
-    return page, page_size
-
-
-@dataclass
-class _Filter:
-    """A message.list filter turned into SQL, plus what the counters can answer."""
-
-    viewer: str | None
-    unread_for: str | None
-    hide_archived: bool
-    include_deleted: bool
-    author_id: str | None = None
-    exclude_author: str | None = None
-    sigs: set[int] | None = None          # None: no mention filter
-    targets: list[str] | None = None      # mention values of the (first) mention filter
-    extra: list[str] = field(default_factory=list)  # conditions the counters cannot answer
-    extra_params: list[Any] = field(default_factory=list)
-    bounds: list[tuple[str, list[Any]]] = field(default_factory=list)  # SQL counting candidates of an extra filter
-    empty: bool = False                   # a filter that matches nothing (e.g. no mention set)
-
-    def where(self) -> tuple[str, list[Any]]:
-        cond: list[str] = []
-        params: list[Any] = []
-        if not self.include_deleted:
-            cond.append("m.deleted = 0")
-        if self.author_id is not None:
-            cond.append("m.agent_id = ?")
-            params.append(self.author_id)
-        if self.exclude_author is not None:
-            cond.append("m.agent_id <> ?")
-            params.append(self.exclude_author)
-        if self.sigs is not None:
-            cond.append(f"m.sig_id IN ({','.join(str(int(s)) for s in sorted(self.sigs))})")
-        cond.extend(self.extra)
-        params.extend(self.extra_params)
-        if self.unread_for is not None:  # one's own messages are never unread to oneself
-            cond.append("m.agent_id <> ? AND NOT EXISTS (SELECT 1 FROM read_state r WHERE r.message_id = m.message_id "
-                        "AND r.agent_id = ? AND r.is_read = 1)")
-            params += [self.unread_for, self.unread_for]
-        if self.hide_archived:
-            cond.append("NOT EXISTS (SELECT 1 FROM archive_marks x WHERE x.message_id = m.message_id "
-                        "AND x.agent_id = ?)")
-            params.append(self.viewer)
-        return (" AND ".join(cond) or "1"), params
-
-    def countable(self) -> bool:
-        """Can the counter tables answer total and unread for this filter?"""
-        if self.extra or self.include_deleted:
-            return False
-        if self.unread_for is not None and self.unread_for != self.viewer:
-            return False
-        if self.author_id is not None and self.exclude_author is not None:
-            return False
-        if self.viewer is not None:
-            for who in (self.author_id, self.exclude_author):
-                if who is not None and who != self.viewer:
-                    return False
-        return True
-
-
-def _build_filter(db: pw.SqliteDatabase, *, viewer: str | None, author_id: str | None, exclude_author: str | None,
-                  scope: Any, ref: Any, mentions_of: str | None, mention_role: str | None, unread_for: str | None,
-                  thread_id: str | None, include_deleted: bool, include_archived: bool,
-                  archived_only: bool = False) -> _Filter:
-    f = _Filter(viewer=viewer, unread_for=unread_for, include_deleted=bool(include_deleted),
-                hide_archived=viewer is not None and not include_archived and not archived_only,
-                author_id=author_id, exclude_author=exclude_author)
-    if archived_only:  # the viewer's archive (nothing without a viewer: nobody archived it)
-        if viewer is None:
-            f.empty = True
-        f.extra.append("EXISTS (SELECT 1 FROM archive_marks x WHERE x.message_id = m.message_id AND x.agent_id = ?)")
-        f.extra_params.append(viewer)
-        f.bounds.append(("SELECT count(*) FROM archive_marks WHERE agent_id = ?", [viewer]))
-    if scope is not None:
-        t, v = _tag(scope, "scope")
-        f.extra.append("m.message_id IN (SELECT message_id FROM message_scopes WHERE scope_type = ? "
-                       "AND scope_value = ?)")
-        f.extra_params += [t, v]
-        f.bounds.append(("SELECT count(*) FROM message_scopes WHERE scope_type = ? AND scope_value = ?", [t, v]))
-    if ref is not None:
-        t, v = _tag(ref, "ref")
-        f.extra.append("m.message_id IN (SELECT message_id FROM message_refs WHERE ref_type = ? AND ref_value = ?)")
-        f.extra_params += [t, v]
-        f.bounds.append(("SELECT count(*) FROM message_refs WHERE ref_type = ? AND ref_value = ?", [t, v]))
-    if thread_id:
-        f.extra.append("m.thread_id = ? AND m.thread_id <> ''")  # <> '': lets SQLite use the partial index
-        f.extra_params.append(thread_id)
-        f.bounds.append(("SELECT count(*) FROM messages WHERE thread_id = ? AND thread_id <> ''", [thread_id]))
-    for targets in ([mention_targets(db, mentions_of)] if mentions_of else []) + \
-                   ([role_targets(db, mention_role)] if mention_role else []):
-        sigs = sigs_for(db, targets)
-        f.sigs = sigs if f.sigs is None else f.sigs & sigs
-        f.targets = targets if f.targets is None else f.targets
-    if f.sigs is not None and not f.sigs:
-        f.empty = True
-    return f
-
-
-def _sig_clause(sigs: set[int] | None) -> str:
-    return "" if sigs is None else f" AND sig_id IN ({','.join(str(int(s)) for s in sorted(sigs))})"
 
 
 # --------------------------------------------------------------------------- counting and paging
 
-def _counter_counts(db: pw.SqliteDatabase, f: _Filter) -> tuple[int, int, int]:
+
+def _counter_counts(db: pw.SqliteDatabase, f: Filter) -> tuple[int, int, int]:
     """(total, unread, live messages in the mention sets) from the counter tables."""
-    sig_sql = _sig_clause(f.sigs)
+    sig_sql = sig_clause(f.sigs)
     in_sigs = scalar(db, f"SELECT coalesce(sum(n), 0) FROM sig_totals WHERE 1{sig_sql}")
     total = in_sigs
     if f.author_id is not None:
-        total = scalar(db, f"SELECT coalesce(sum(n), 0) FROM sig_author_totals WHERE author = ?{sig_sql}",
-                       (f.author_id,))
+        total = scalar(
+            db, f"SELECT coalesce(sum(n), 0) FROM sig_author_totals WHERE author = ?{sig_sql}", (f.author_id,)
+        )
     elif f.exclude_author is not None:
-        total -= scalar(db, f"SELECT coalesce(sum(n), 0) FROM sig_author_totals WHERE author = ?{sig_sql}",
-                        (f.exclude_author,))
+        total -= scalar(
+            db, f"SELECT coalesce(sum(n), 0) FROM sig_author_totals WHERE author = ?{sig_sql}", (f.exclude_author,)
+        )
     if f.viewer is None:
         return total, total, in_sigs
     # the viewer's own messages count as read (whatever its marks say), others' when marked
     n_read = n_arch = n_read_arch = 0
     own_arch = 0
-    for own, r, a, ra in all_rows(db, f"SELECT own, sum(n_read), sum(n_arch), sum(n_read_arch) FROM agent_sig_counts "
-                                  f"WHERE agent_id = ?{sig_sql} GROUP BY own", (f.viewer,)):
+    for own, r, a, ra in all_rows(
+        db,
+        f"SELECT own, sum(n_read), sum(n_arch), sum(n_read_arch) FROM agent_sig_counts "
+        f"WHERE agent_id = ?{sig_sql} GROUP BY own",
+        (f.viewer,),
+    ):
         if (own and f.exclude_author is not None) or (not own and f.author_id is not None):
             continue
         n_arch += a
@@ -189,8 +65,9 @@ def _counter_counts(db: pw.SqliteDatabase, f: _Filter) -> tuple[int, int, int]:
             n_read, n_read_arch = n_read + r, n_read_arch + ra
     own_total = 0
     if f.exclude_author is None:  # countable(): author_id is None or the viewer
-        own_total = scalar(db, f"SELECT coalesce(sum(n), 0) FROM sig_author_totals WHERE author = ?{sig_sql}",
-                           (f.viewer,))
+        own_total = scalar(
+            db, f"SELECT coalesce(sum(n), 0) FROM sig_author_totals WHERE author = ?{sig_sql}", (f.viewer,)
+        )
     if f.hide_archived:
         total -= n_arch
         n_read -= n_read_arch
@@ -201,36 +78,55 @@ def _counter_counts(db: pw.SqliteDatabase, f: _Filter) -> tuple[int, int, int]:
     return total, unread, in_sigs
 
 
-def _sql_counts(db: pw.SqliteDatabase, f: _Filter) -> tuple[int, int]:
+def _sql_counts(db: pw.SqliteDatabase, f: Filter) -> tuple[int, int]:
     where, params = f.where()
     if f.viewer is None or f.unread_for == f.viewer:
         n = scalar(db, f"SELECT count(*) FROM messages m WHERE {where}", params)
         return n, n
-    unread_sql = ("m.agent_id <> ? AND NOT EXISTS (SELECT 1 FROM read_state r WHERE r.message_id = m.message_id "
-                  "AND r.agent_id = ? AND r.is_read = 1)")
-    total, unread = all_rows(db, f"SELECT count(*), coalesce(sum({unread_sql}), 0) FROM messages m WHERE {where}",
-                             [f.viewer, f.viewer] + params)[0]
+    unread_sql = (
+        "m.agent_id <> ? AND NOT EXISTS (SELECT 1 FROM read_state r WHERE r.message_id = m.message_id "
+        "AND r.agent_id = ? AND r.is_read = 1)"
+    )
+    total, unread = all_rows(
+        db,
+        f"SELECT count(*), coalesce(sum({unread_sql}), 0) FROM messages m WHERE {where}",
+        [f.viewer, f.viewer] + params,
+    )[0]
     return total, unread
 
 
-def _one_pass(db: pw.SqliteDatabase, f: _Filter, *, sort_by: str, desc: bool, offset: int,
-              limit: int) -> tuple[int, int, list[str]]:
+def _one_pass(
+    db: pw.SqliteDatabase, f: Filter, *, sort_by: str, desc: bool, offset: int, limit: int
+) -> tuple[int, int, list[str]]:
     """Counts and page from one scan of the matches (a selective filter: at most ONE_PASS_MAX candidates)."""
     where, params = f.where()
     if f.viewer is None or f.unread_for == f.viewer:
         rows = all_rows(db, f"SELECT m.{SORT_KEYS[sort_by]}, m.message_id, 0 FROM messages m WHERE {where}", params)
     else:
-        rows = all_rows(db, f"SELECT m.{SORT_KEYS[sort_by]}, m.message_id, m.agent_id = ? OR EXISTS (SELECT 1 "
-                        f"FROM read_state r WHERE r.message_id = m.message_id AND r.agent_id = ? AND r.is_read = 1) "
-                        f"FROM messages m WHERE {where}", [f.viewer, f.viewer] + params)
+        rows = all_rows(
+            db,
+            f"SELECT m.{SORT_KEYS[sort_by]}, m.message_id, m.agent_id = ? OR EXISTS (SELECT 1 "
+            f"FROM read_state r WHERE r.message_id = m.message_id AND r.agent_id = ? AND r.is_read = 1) "
+            f"FROM messages m WHERE {where}",
+            [f.viewer, f.viewer] + params,
+        )
     rows.sort(reverse=desc)
     total = len(rows)
     unread = total - sum(r[2] for r in rows)
-    return total, unread, [r[1] for r in rows[offset:offset + limit]]
+    return total, unread, [r[1] for r in rows[offset : offset + limit]]
 
 
-def _page_ids(db: pw.SqliteDatabase, f: _Filter, *, sort_by: str, desc: bool, offset: int, limit: int,
-              total: int | None, in_sigs: int | None) -> list[str]:
+def _page_ids(
+    db: pw.SqliteDatabase,
+    f: Filter,
+    *,
+    sort_by: str,
+    desc: bool,
+    offset: int,
+    limit: int,
+    total: int | None,
+    in_sigs: int | None,
+) -> list[str]:
     """Message ids of one page, in order."""
     if limit <= 0:
         return []
@@ -248,21 +144,42 @@ def _page_ids(db: pw.SqliteDatabase, f: _Filter, *, sort_by: str, desc: bool, of
             live = scalar(db, "SELECT coalesce(sum(n), 0) FROM sig_totals")
             if in_sigs * 4 < (offset + limit) * live / total:
                 values = f.targets + ["@" + t for t in f.targets]
-                source = (f"(SELECT DISTINCT message_id FROM message_refs WHERE ref_type = 'mention' AND ref_value IN "
-                          f"({qmarks(len(values))})) AS hit CROSS JOIN messages m ON m.message_id = hit.message_id")
+                source = (
+                    f"(SELECT DISTINCT message_id FROM message_refs WHERE ref_type = 'mention' AND ref_value IN "
+                    f"({qmarks(len(values))})) AS hit CROSS JOIN messages m ON m.message_id = hit.message_id"
+                )
                 params = values + params
-    return [r[0] for r in all_rows(
-        db, f"SELECT m.message_id FROM {source} WHERE {where} ORDER BY {order} LIMIT ? OFFSET ?",
-        params + [limit, offset])]
+    return [
+        r[0]
+        for r in all_rows(
+            db,
+            f"SELECT m.message_id FROM {source} WHERE {where} ORDER BY {order} LIMIT ? OFFSET ?",
+            params + [limit, offset],
+        )
+    ]
 
 
-def list_messages(db: pw.SqliteDatabase, *, viewer: str | None = None, author_id: str | None = None,
-                  exclude_author: str | None = None, scope: Any = None, ref: Any = None,
-                  mentions_of: str | None = None, mention_role: str | None = None, unread_for: str | None = None,
-                  thread_id: str | None = None, include_deleted: bool = False, include_archived: bool = False,
-                  archived_only: bool = False, page: Any = 1, page_size: Any = DEFAULT_PAGE_SIZE,
-                  sort_by: str = "created_at", sort_order: str = "desc",
-                  _use_counters: bool = True) -> dict[str, Any]:
+def list_messages(
+    db: pw.SqliteDatabase,
+    *,
+    viewer: str | None = None,
+    author_id: str | None = None,
+    exclude_author: str | None = None,
+    scope: Any = None,
+    ref: Any = None,
+    mentions_of: str | None = None,
+    mention_role: str | None = None,
+    unread_for: str | None = None,
+    thread_id: str | None = None,
+    include_deleted: bool = False,
+    include_archived: bool = False,
+    archived_only: bool = False,
+    page: Any = 1,
+    page_size: Any = DEFAULT_PAGE_SIZE,
+    sort_by: str = "created_at",
+    sort_order: str = "desc",
+    _use_counters: bool = True,
+) -> dict[str, Any]:
     """spec message.list: ``{messages, total, unread, page, page_size, total_pages}``.
 
     ``viewer``: whose read state gives ``is_read`` and ``unread`` (the unread count
@@ -280,27 +197,55 @@ def list_messages(db: pw.SqliteDatabase, *, viewer: str | None = None, author_id
     Raises:
         ValidationError: bad page, page_size (max 100), sort_by, sort_order, scope or ref.
     """
-    page, page_size = _paging(page, page_size, sort_by, sort_order)
+    page, page_size = paging(page, page_size, sort_by, sort_order)
     viewer = viewer or unread_for or None
-    f = _build_filter(db, viewer=viewer, author_id=author_id or None, exclude_author=exclude_author or None,
-                      scope=scope, ref=ref, mentions_of=mentions_of, mention_role=mention_role,
-                      unread_for=unread_for or None, thread_id=thread_id, include_deleted=include_deleted,
-                      include_archived=include_archived, archived_only=archived_only)
+    f = build_filter(
+        db,
+        viewer=viewer,
+        author_id=author_id or None,
+        exclude_author=exclude_author or None,
+        scope=scope,
+        ref=ref,
+        mentions_of=mentions_of,
+        mention_role=mention_role,
+        unread_for=unread_for or None,
+        thread_id=thread_id,
+        include_deleted=include_deleted,
+        include_archived=include_archived,
+        archived_only=archived_only,
+    )
     offset = (page - 1) * page_size
     if f.empty:
         total = unread = 0
         ids = []
     elif _use_counters and f.countable():
         total, unread, in_sigs = _counter_counts(db, f)
-        ids = _page_ids(db, f, sort_by=sort_by, desc=sort_order == "desc", offset=offset,
-                        limit=min(page_size, total - offset), total=total, in_sigs=in_sigs)
+        ids = _page_ids(
+            db,
+            f,
+            sort_by=sort_by,
+            desc=sort_order == "desc",
+            offset=offset,
+            limit=min(page_size, total - offset),
+            total=total,
+            in_sigs=in_sigs,
+        )
     elif f.bounds and min(scalar(db, sql, params) for sql, params in f.bounds) <= ONE_PASS_MAX:
-        total, unread, ids = _one_pass(db, f, sort_by=sort_by, desc=sort_order == "desc", offset=offset,
-                                       limit=page_size)
+        total, unread, ids = _one_pass(
+            db, f, sort_by=sort_by, desc=sort_order == "desc", offset=offset, limit=page_size
+        )
     else:
         total, unread = _sql_counts(db, f)
-        ids = _page_ids(db, f, sort_by=sort_by, desc=sort_order == "desc", offset=offset,
-                        limit=min(page_size, total - offset), total=None, in_sigs=None)
+        ids = _page_ids(
+            db,
+            f,
+            sort_by=sort_by,
+            desc=sort_order == "desc",
+            offset=offset,
+            limit=min(page_size, total - offset),
+            total=None,
+            in_sigs=None,
+        )
     return {
         "messages": message_items(db, ids, viewer),
         "total": total,
@@ -313,28 +258,46 @@ def list_messages(db: pw.SqliteDatabase, *, viewer: str | None = None, author_id
 
 # --------------------------------------------------------------------------- inbox views
 
+
 def counts(db: pw.SqliteDatabase, agent: str, *, mentions_only: bool = False) -> dict[str, Any]:
     """``{"total", "unread"}`` of the agent's inbox: live, un-archived messages by
     others (only those mentioning it with ``mentions_only``)."""
-    out = list_messages(db, viewer=agent, exclude_author=agent, mentions_of=agent if mentions_only else None,
-                        page_size=1, page=1)
+    out = list_messages(
+        db, viewer=agent, exclude_author=agent, mentions_of=agent if mentions_only else None, page_size=1, page=1
+    )
     return {"total": out["total"], "unread": out["unread"]}
 
 
 def unread_ids(db: pw.SqliteDatabase, agent: str, *, mentions_only: bool = False, scope: Any = None) -> list[str]:
     """Every message of the agent's inbox it has not read, oldest first (``message read --all``)."""
-    f = _build_filter(db, viewer=agent, author_id=None, exclude_author=agent, scope=scope, ref=None,
-                      mentions_of=agent if mentions_only else None, mention_role=None, unread_for=agent,
-                      thread_id=None, include_deleted=False, include_archived=False)
+    f = build_filter(
+        db,
+        viewer=agent,
+        author_id=None,
+        exclude_author=agent,
+        scope=scope,
+        ref=None,
+        mentions_of=agent if mentions_only else None,
+        mention_role=None,
+        unread_for=agent,
+        thread_id=None,
+        include_deleted=False,
+        include_archived=False,
+    )
     if f.empty:
         return []
     where, params = f.where()
-    return [r[0] for r in all_rows(db, f"SELECT m.message_id FROM messages m WHERE {where} "
-                                   f"ORDER BY m.created_key, m.message_id", params)]
+    return [
+        r[0]
+        for r in all_rows(
+            db, f"SELECT m.message_id FROM messages m WHERE {where} ORDER BY m.created_key, m.message_id", params
+        )
+    ]
 
 
-def sent_messages(db: pw.SqliteDatabase, agent: str, page: int = 1,
-                  page_size: int = DEFAULT_PAGE_SIZE) -> dict[str, Any]:
+def sent_messages(
+    db: pw.SqliteDatabase, agent: str, page: int = 1, page_size: int = DEFAULT_PAGE_SIZE
+) -> dict[str, Any]:
     """message.list of the agent's own messages; each item also has ``read_by`` (other agents)."""
     out = list_messages(db, viewer=agent, author_id=agent, page=page, page_size=page_size)
     readers = read_by(db, [m["message_id"] for m in out["messages"]])
@@ -363,8 +326,8 @@ def unread_after(db: pw.SqliteDatabase, query: dict[str, Any], after: str) -> li
         batch = result["messages"]
         for m in batch:
             if (time_key(m.get("created_at") or ""), m["message_id"]) <= cursor:
-                return newer[::-1][:query["page_size"]]
+                return newer[::-1][: query["page_size"]]
             newer.append(m)
         if not batch or page >= (result.get("total_pages") or 1):
-            return newer[::-1][:query["page_size"]]
+            return newer[::-1][: query["page_size"]]
         page += 1

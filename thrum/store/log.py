@@ -101,12 +101,12 @@ def parse_lines(shard: str, data: bytes, base: int, result: ReadResult, *, at_en
     """
     end = data.rfind(b"\n") + 1  # 0 when there is no complete line
     if end < len(data) and at_end:
-        result.torn.append(LogIssue(shard, base + end, "incomplete last line", data[end:end + 200]))
+        result.torn.append(LogIssue(shard, base + end, "incomplete last line", data[end : end + 200]))
     pos = base
     decode = ev.decode_line
     append = result.records.append
     keep_line = result.lines.append
-    for line in data[:end - 1].split(b"\n") if end else ():
+    for line in data[: end - 1].split(b"\n") if end else ():
         if line and not line.isspace():
             try:
                 append((shard, decode(line)))
@@ -336,8 +336,7 @@ class EventLog:
             self.read_shard(shard, positions.get(shard, Position()), result)
         return result
 
-    def read_shard(self, shard: str, pos: Position, result: ReadResult, *,
-                   max_bytes: int | None = None) -> bool:
+    def read_shard(self, shard: str, pos: Position, result: ReadResult, *, max_bytes: int | None = None) -> bool:
         """Read the complete lines of one shard after ``pos`` into ``result``.
 
         With ``max_bytes``, read about that much (always whole lines, at least one)
@@ -376,13 +375,13 @@ class EventLog:
                     data += more
                 at_end = start + len(data) >= size
                 if not at_end:
-                    data = data[:data.rfind(b"\n") + 1]
+                    data = data[: data.rfind(b"\n") + 1]
             end = parse_lines(shard, data, start, result, at_end=at_end)
             if end == start:
                 result.positions[shard] = pos if start else Position()
                 return at_end
             rel_end = end - start
-            tail_src = data[max(0, rel_end - TAIL_BYTES):rel_end]
+            tail_src = data[max(0, rel_end - TAIL_BYTES) : rel_end]
             if len(tail_src) < TAIL_BYTES and start > 0:
                 lo = max(0, end - TAIL_BYTES)
                 f.seek(lo)

@@ -97,8 +97,11 @@ def entries(root: Path, rel: str, *, want_dirs: bool) -> list[str]:
         return []
     try:
         with os.scandir(dfd) as it:
-            return [e.name for e in it
-                    if (e.is_dir(follow_symlinks=False) if want_dirs else e.is_file(follow_symlinks=False))]
+            return [
+                e.name
+                for e in it
+                if (e.is_dir(follow_symlinks=False) if want_dirs else e.is_file(follow_symlinks=False))
+            ]
     finally:
         os.close(dfd)
 

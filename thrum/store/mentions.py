@@ -32,9 +32,15 @@ def _groups_holding(db: pw.SqliteDatabase, *, agent: str | None = None, role: st
         params.append(role)
     if not cond:
         return []
-    return [r[0] for r in all_rows(
-        db, f"SELECT DISTINCT g.name FROM groups g JOIN group_members gm ON gm.group_name = g.name "
-            f"WHERE {LIVE_GROUP} AND {LIVE_MEMBER} AND ({' OR '.join(cond)}) ORDER BY g.name", params)]
+    return [
+        r[0]
+        for r in all_rows(
+            db,
+            f"SELECT DISTINCT g.name FROM groups g JOIN group_members gm ON gm.group_name = g.name "
+            f"WHERE {LIVE_GROUP} AND {LIVE_MEMBER} AND ({' OR '.join(cond)}) ORDER BY g.name",
+            params,
+        )
+    ]
 
 
 def mention_targets(db: pw.SqliteDatabase, agent: str) -> list[str]:
@@ -60,8 +66,12 @@ def sigs_for(db: pw.SqliteDatabase, targets: list[str]) -> set[int]:
     """The mention sets that contain at least one of ``targets``."""
     if not targets:
         return set()
-    return {r[0] for r in all_rows(db, f"SELECT DISTINCT sig_id FROM mention_sig_targets WHERE target IN "
-                                   f"({qmarks(len(targets))})", targets)}
+    return {
+        r[0]
+        for r in all_rows(
+            db, f"SELECT DISTINCT sig_id FROM mention_sig_targets WHERE target IN ({qmarks(len(targets))})", targets
+        )
+    }
 
 
 def targets_of(db: pw.SqliteDatabase, name: str) -> list[str]:

@@ -11,6 +11,8 @@ Rules (part of the projection's rules, `thrum.store.projection`):
   author's edits and deletes count; others are recorded as forged.
 - An edit or delete that arrives before its message waits in
   ``pending_targets`` and takes effect when the message arrives.
+- Read, unread and archive marks (`receipt`): the last mark wins per (message,
+  agent) by event_id, and the first archive stays.
 
 Each function takes the running fold transaction (`thrum.store.fold.Folder`).
 """
@@ -49,7 +51,8 @@ def message_create(f: Folder, batch: list[dict]) -> set[str]:
             "INSERT OR IGNORE INTO messages(message_id, agent_id, session_id, created_at, body_format, "
             "body_content, body_structured, thread_id, priority, authored_by, disclosed, event_id, created_key, "
             "updated_key, sig_id, subject, deleted, edit_count) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,0)",
-            rows).rowcount
+            rows,
+        ).rowcount
     applied = set(d["event_id"] for d in first.values())
     pending: set[str] = set()
     if inserted != len(rows):  # some ids were already there: sort those out one by one
@@ -64,8 +67,7 @@ def message_create(f: Folder, batch: list[dict]) -> set[str]:
             elif old_eid < d["event_id"]:
                 _create_conflict(f, d)
             else:  # an earlier create for this id arrived late: it wins
-                f.issue("conflict", f"messages/{old_author}", old_eid,
-                           f"message.create reuses message id {mid}")
+                f.issue("conflict", f"messages/{old_author}", old_eid, f"message.create reuses message id {mid}")
                 f.r.conflicts += 1
                 f.c.execute("INSERT OR IGNORE INTO applied_events(event_id) VALUES (?)", (old_eid,))
                 for table in ("messages", "message_scopes", "message_refs", "message_edits"):
@@ -75,7 +77,9 @@ def message_create(f: Folder, batch: list[dict]) -> set[str]:
                     "INSERT INTO messages(message_id, agent_id, session_id, created_at, body_format, "
                     "body_content, body_structured, thread_id, priority, authored_by, disclosed, event_id, "
                     "created_key, updated_key, sig_id, subject, deleted, edit_count) "
-                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,0)", row)
+                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,0)",
+                    row,
+                )
                 scopes += s_rows
                 refs += r_rows
                 pending.add(mid)
@@ -86,21 +90,28 @@ def message_create(f: Folder, batch: list[dict]) -> set[str]:
             applied.add(d["event_id"])
             _create_conflict(f, d)
     if scopes:
-        f.c.executemany("INSERT OR IGNORE INTO message_scopes(message_id, scope_type, scope_value, pos) "
-                        "VALUES (?,?,?,?)", scopes)
+        f.c.executemany(
+            "INSERT OR IGNORE INTO message_scopes(message_id, scope_type, scope_value, pos) VALUES (?,?,?,?)", scopes
+        )
     if refs:
-        f.c.executemany("INSERT OR IGNORE INTO message_refs(message_id, ref_type, ref_value, pos) "
-                        "VALUES (?,?,?,?)", refs)
+        f.c.executemany(
+            "INSERT OR IGNORE INTO message_refs(message_id, ref_type, ref_value, pos) VALUES (?,?,?,?)", refs
+        )
     # Edits or deletes that arrived before their message (pending_targets) take effect now.
     if f.c.execute("SELECT 1 FROM pending_targets LIMIT 1").fetchone() is not None:
         for chunk in chunks(list(first)):
-            found = [r[0] for r in f.c.execute(
-                f"SELECT message_id FROM pending_targets WHERE message_id IN ({qmarks(len(chunk))})", chunk)]
+            found = [
+                r[0]
+                for r in f.c.execute(
+                    f"SELECT message_id FROM pending_targets WHERE message_id IN ({qmarks(len(chunk))})", chunk
+                )
+            ]
             pending.update(found)
             f.c.executemany("DELETE FROM pending_targets WHERE message_id = ?", [(m,) for m in found])
     for mid in sorted(pending):
         recompute(f, mid)
     return applied
+
 
 def _message_rows(f: Folder, creates: list[dict]) -> tuple[list, list, list]:
     rows, scopes, refs = [], [], []
@@ -115,15 +126,32 @@ def _message_rows(f: Folder, creates: list[dict]) -> tuple[list, list, list]:
             sig = sig_of(tuple(sorted({m[1:] if m[:1] == "@" else m for m in mentions} - {""})))
         else:
             sig = sig_of(())
-        rows.append((mid, d["agent_id"], d["session_id"], ts, body["format"],
-                     body["content"], body["structured"], d["thread_id"], d["priority"],
-                     d["authored_by"], 1 if d["disclosed"] else 0, d["event_id"], key, key, sig,
-                     d.get("subject") or ""))
+        rows.append(
+            (
+                mid,
+                d["agent_id"],
+                d["session_id"],
+                ts,
+                body["format"],
+                body["content"],
+                body["structured"],
+                d["thread_id"],
+                d["priority"],
+                d["authored_by"],
+                1 if d["disclosed"] else 0,
+                d["event_id"],
+                key,
+                key,
+                sig,
+                d.get("subject") or "",
+            )
+        )
         for pos, s in enumerate(d["scopes"]):
             scopes.append((mid, s["type"], s["value"], pos))
         for pos, ref in enumerate(d["refs"]):
             refs.append((mid, ref["type"], ref["value"], pos))
     return rows, scopes, refs
+
 
 def _clashing(f: Folder, first: dict[str, dict], max_rowid: int) -> dict[str, tuple[str, str]]:
     """Ids of ``first`` that were already in messages (rows up to ``max_rowid``): id -> (event_id, author)."""
@@ -131,41 +159,63 @@ def _clashing(f: Folder, first: dict[str, dict], max_rowid: int) -> dict[str, tu
     mids = list(first)
     for chunk in chunks(mids):
         for mid, eid, author in f.c.execute(
-                f"SELECT message_id, event_id, agent_id FROM messages WHERE rowid <= ? AND message_id IN "
-                f"({qmarks(len(chunk))})", [max_rowid] + chunk):
+            f"SELECT message_id, event_id, agent_id FROM messages WHERE rowid <= ? AND message_id IN "
+            f"({qmarks(len(chunk))})",
+            [max_rowid] + chunk,
+        ):
             out[mid] = (eid, author)
     return out
+
 
 def _applied(f: Folder, event_id: str) -> bool:
     return f.c.execute("SELECT 1 FROM applied_events WHERE event_id = ?", (event_id,)).fetchone() is not None
 
+
 def _create_conflict(f: Folder, d: dict) -> None:
     f.r.conflicts += 1
     f.c.execute("INSERT OR IGNORE INTO applied_events(event_id) VALUES (?)", (d["event_id"],))
-    f.issue("conflict", f"messages/{d['agent_id']}", d["event_id"],
-               f"message.create reuses message id {d['message_id']}")
+    f.issue(
+        "conflict", f"messages/{d['agent_id']}", d["event_id"], f"message.create reuses message id {d['message_id']}"
+    )
+
 
 def message_edit(f: Folder, batch: list[dict]) -> None:
     f.c.executemany(
         "INSERT OR IGNORE INTO edit_events(event_id, message_id, agent_id, session_id, timestamp, "
         "body_format, body_content, body_structured) VALUES (?,?,?,?,?,?,?,?)",
-        [(d["event_id"], d["message_id"], d["agent_id"], d["session_id"], d["timestamp"],
-          d["body"]["format"], d["body"]["content"], d["body"]["structured"]) for d in batch])
+        [
+            (
+                d["event_id"],
+                d["message_id"],
+                d["agent_id"],
+                d["session_id"],
+                d["timestamp"],
+                d["body"]["format"],
+                d["body"]["content"],
+                d["body"]["structured"],
+            )
+            for d in batch
+        ],
+    )
     _recompute_existing(f, {d["message_id"] for d in batch})
+
 
 def message_delete(f: Folder, batch: list[dict]) -> None:
     f.c.executemany(
-        "INSERT OR IGNORE INTO delete_events(event_id, message_id, agent_id, timestamp, reason) "
-        "VALUES (?,?,?,?,?)",
-        [(d["event_id"], d["message_id"], d["agent_id"], d["timestamp"], d["reason"]) for d in batch])
+        "INSERT OR IGNORE INTO delete_events(event_id, message_id, agent_id, timestamp, reason) VALUES (?,?,?,?,?)",
+        [(d["event_id"], d["message_id"], d["agent_id"], d["timestamp"], d["reason"]) for d in batch],
+    )
     _recompute_existing(f, {d["message_id"] for d in batch})
+
 
 def _recompute_existing(f: Folder, mids: set[str]) -> None:
     mids = sorted(mids)
     present = set()
     for chunk in chunks(mids):
-        present.update(r[0] for r in f.c.execute(
-            f"SELECT message_id FROM messages WHERE message_id IN ({qmarks(len(chunk))})", chunk))
+        present.update(
+            r[0]
+            for r in f.c.execute(f"SELECT message_id FROM messages WHERE message_id IN ({qmarks(len(chunk))})", chunk)
+        )
     for mid in mids:
         if mid in present:
             recompute(f, mid)
@@ -173,37 +223,42 @@ def _recompute_existing(f: Folder, mids: set[str]) -> None:
     if missing:  # recomputed when the message arrives (message_create)
         f.c.executemany("INSERT OR IGNORE INTO pending_targets(message_id) VALUES (?)", missing)
 
+
 def recompute(f: Folder, mid: str) -> None:
     """Derive a message's current body, edit history and delete state from its events."""
     row = f.c.execute(
         "SELECT agent_id, body_format, body_content, body_structured, edit_count, created_key "
-        "FROM messages WHERE message_id=?", (mid,)).fetchone()
+        "FROM messages WHERE message_id=?",
+        (mid,),
+    ).fetchone()
     if row is None:
         return
     author, fmt, content, structured, edit_count, created_key = row
     if edit_count:
         first = f.c.execute(
             "SELECT old_format, old_content, old_structured FROM message_edits "
-            "WHERE message_id=? ORDER BY event_id, id LIMIT 1", (mid,)).fetchone()
+            "WHERE message_id=? ORDER BY event_id, id LIMIT 1",
+            (mid,),
+        ).fetchone()
         if first is not None:
             fmt, content, structured = first
     deleted = None
     for eid, ts, reason, agent in f.c.execute(
-            "SELECT event_id, timestamp, reason, agent_id FROM delete_events WHERE message_id=? "
-            "ORDER BY event_id", (mid,)).fetchall():
+        "SELECT event_id, timestamp, reason, agent_id FROM delete_events WHERE message_id=? ORDER BY event_id", (mid,)
+    ).fetchall():
         if agent != author:
-            if f.issue("forged", f"messages/{agent}", eid,
-                          f"{agent} may not delete {mid} (author {author})"):
+            if f.issue("forged", f"messages/{agent}", eid, f"{agent} may not delete {mid} (author {author})"):
                 f.r.forged += 1
         elif deleted is None:
             deleted = (eid, ts, reason)
     edits = []
     for e in f.c.execute(
-            "SELECT event_id, agent_id, session_id, timestamp, body_format, body_content, body_structured "
-            "FROM edit_events WHERE message_id=? ORDER BY event_id", (mid,)).fetchall():
+        "SELECT event_id, agent_id, session_id, timestamp, body_format, body_content, body_structured "
+        "FROM edit_events WHERE message_id=? ORDER BY event_id",
+        (mid,),
+    ).fetchall():
         if e[1] != author:
-            if f.issue("forged", f"messages/{e[1]}", e[0],
-                          f"{e[1]} may not edit {mid} (author {author})"):
+            if f.issue("forged", f"messages/{e[1]}", e[0], f"{e[1]} may not edit {mid} (author {author})"):
                 f.r.forged += 1
         elif deleted is None or e[0] < deleted[0]:
             edits.append(e)
@@ -215,12 +270,54 @@ def recompute(f: Folder, mid: str) -> None:
             "INSERT INTO message_edits(message_id, edited_at, edited_by, old_content, new_content, "
             "old_structured, new_structured, old_format, new_format, session_id, event_id) "
             "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-            (mid, ts, agent, cur[1], ncontent, cur[2], nstructured, cur[0], nfmt, sid, eid))
+            (mid, ts, agent, cur[1], ncontent, cur[2], nstructured, cur[0], nfmt, sid, eid),
+        )
         cur = (nfmt, ncontent, nstructured)
         updated_at = ts
     f.c.execute(
         "UPDATE messages SET body_format=?, body_content=?, body_structured=?, updated_at=?, "
         "updated_key=?, edit_count=?, deleted=?, deleted_at=?, delete_reason=? WHERE message_id=?",
-        (cur[0], cur[1], cur[2], updated_at, time_key(updated_at) if updated_at else created_key,
-         len(edits), 1 if deleted else 0,
-         deleted[1] if deleted else None, deleted[2] if deleted else None, mid))
+        (
+            cur[0],
+            cur[1],
+            cur[2],
+            updated_at,
+            time_key(updated_at) if updated_at else created_key,
+            len(edits),
+            1 if deleted else 0,
+            deleted[1] if deleted else None,
+            deleted[2] if deleted else None,
+            mid,
+        ),
+    )
+
+
+# --------------------------------------------------------------------------- receipts
+
+
+def receipt(f: Folder, batch: list[dict]) -> None:
+    # Last writer wins per (message, agent) and the first archive stays: both
+    # are decided by the upserts' WHERE clauses, so rows can go in as they come.
+    states, archives = [], []
+    for d in batch:
+        agent, ts, eid = d["agent_id"], d["timestamp"], d["event_id"]
+        if d["type"] == "message.archive":
+            archives += [(mid, agent, eid, ts) for mid in d["message_ids"]]
+        else:
+            is_read, sid = (1 if d["type"] == "message.read" else 0), d["session_id"]
+            states += [(mid, agent, is_read, eid, ts, sid) for mid in d["message_ids"]]
+    if states:
+        f.c.executemany(
+            "INSERT INTO read_state(message_id, agent_id, is_read, event_id, at, session_id) "
+            "VALUES (?,?,?,?,?,?) ON CONFLICT(message_id, agent_id) DO UPDATE SET is_read=excluded.is_read, "
+            "event_id=excluded.event_id, at=excluded.at, session_id=excluded.session_id "
+            "WHERE excluded.event_id > read_state.event_id",
+            states,
+        )
+    if archives:
+        f.c.executemany(
+            "INSERT INTO archive_marks(message_id, agent_id, event_id, archived_at) VALUES (?,?,?,?) "
+            "ON CONFLICT(message_id, agent_id) DO UPDATE SET event_id=excluded.event_id, "
+            "archived_at=excluded.archived_at WHERE excluded.event_id < archive_marks.event_id",
+            archives,
+        )

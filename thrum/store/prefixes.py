@@ -46,16 +46,19 @@ KINDS = {
 
 
 def _starting(db, kind: _Kind, prefix: str) -> list[str]:
-    rows = all_rows(db, f"SELECT DISTINCT {kind.column} FROM {kind.table} WHERE {kind.column} >= ? "
-                        f"AND {kind.column} < ?{kind.where} ORDER BY {kind.column} LIMIT ?",
-                    (prefix, prefix + _ABOVE, MAX_CANDIDATES + 1))
+    rows = all_rows(
+        db,
+        f"SELECT DISTINCT {kind.column} FROM {kind.table} WHERE {kind.column} >= ? "
+        f"AND {kind.column} < ?{kind.where} ORDER BY {kind.column} LIMIT ?",
+        (prefix, prefix + _ABOVE, MAX_CANDIDATES + 1),
+    )
     return [r[0] for r in rows]
 
 
 def _complete(db, kind: _Kind, value: str, field: str) -> str | None:
     """The one id ``value`` starts, None when it starts none (or is too short to try)."""
     prefix = value if value.startswith(kind.head) else kind.head + value
-    body = prefix[len(kind.head):]
+    body = prefix[len(kind.head) :]
     if len(body) < MIN_PREFIX:
         return None
     found = _starting(db, kind, prefix)
@@ -68,7 +71,8 @@ def _complete(db, kind: _Kind, value: str, field: str) -> str | None:
     raise ValidationError(
         f"invalid params: {field} {value[:80]!r} is ambiguous: it starts {len(shown)}{'+' if more else ''} "
         f"{kind.noun} ids ({', '.join(shown)}{more}); give more characters",
-        data={"field": field, "candidates": shown})
+        data={"field": field, "candidates": shown},
+    )
 
 
 def complete_ids(db: pw.SqliteDatabase, kind: str, values: list[str], *, field: str) -> list[str]:
@@ -79,8 +83,12 @@ def complete_ids(db: pw.SqliteDatabase, kind: str, values: list[str], *, field: 
         ValidationError: a prefix starts several ids (``data.candidates``).
     """
     k = KINDS[kind]
-    exact = {r[0] for r in rows_in(db, f"SELECT {k.column} FROM {k.table} WHERE {k.column} IN ({{q}})",
-                                   list(dict.fromkeys(values)))}
+    exact = {
+        r[0]
+        for r in rows_in(
+            db, f"SELECT {k.column} FROM {k.table} WHERE {k.column} IN ({{q}})", list(dict.fromkeys(values))
+        )
+    }
     out, missing = [], []
     for v in values:
         full = v if v in exact else _complete(db, k, v, field)
@@ -90,11 +98,13 @@ def complete_ids(db: pw.SqliteDatabase, kind: str, values: list[str], *, field: 
             out.append(full)
     if missing:
         short = [m for m in missing if len(m) < len(k.head) + MIN_PREFIX]
-        hint = (f" (a shortened id needs at least {MIN_PREFIX} characters after {k.head})" if short else "")
+        hint = f" (a shortened id needs at least {MIN_PREFIX} characters after {k.head})" if short else ""
         noun = k.noun if len(missing) == 1 else k.noun + "s"
         shown = ", ".join(m[:80] for m in missing[:10]) + (", …" if len(missing) > 10 else "")
-        raise NotFound(f"{noun} not found: {shown}{hint}" if len(missing) > 1 else f"{noun} {shown} not found{hint}",
-                       data={"missing": missing[:100]})
+        raise NotFound(
+            f"{noun} not found: {shown}{hint}" if len(missing) > 1 else f"{noun} {shown} not found{hint}",
+            data={"missing": missing[:100]},
+        )
     return out
 
 

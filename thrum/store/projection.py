@@ -27,14 +27,15 @@ Rules (tested as properties in tests/store/test_projection_properties.py):
 Known limit: two *different* events that share an event_id (only a hostile
 writer makes those) are resolved by arrival order.
 
-Where each part lives: `thrum.store.fold` (the transaction and the handlers),
-`thrum.store.message_fold` (the message lifecycle), `thrum.store.rebuild`
+Where each part lives: `thrum.store.fold` (the transaction, the handler order),
+`thrum.store.message_fold` (the message lifecycle and the read, unread and
+archive marks), `thrum.store.directory_fold` (agents, sessions, groups,
+threads), `thrum.store.rebuild`
 (catch up, rebuild, open at start-up), `thrum.store.counters` (the counter
 tables, their triggers and their verification), `thrum.store.database` and
 `thrum.store.models` (opening the file, the schema). This module names the
 entry points callers use, so they need not know that layout.
 """
-
 
 from __future__ import annotations
 
@@ -43,5 +44,17 @@ from .directory import fold_counts
 from .fold import FoldResult, fold, load_positions, save_positions
 from .rebuild import READ_CHUNK, REBUILD_BATCH, FoldFn, catch_up, open_projection, rebuild
 
-__all__ = ["FoldFn", "FoldResult", "READ_CHUNK", "REBUILD_BATCH", "catch_up", "fold", "fold_counts", "load_positions",
-           "open_projection", "rebuild", "save_positions", "verify_counters"]
+__all__ = [
+    "FoldFn",
+    "FoldResult",
+    "READ_CHUNK",
+    "REBUILD_BATCH",
+    "catch_up",
+    "fold",
+    "fold_counts",
+    "load_positions",
+    "open_projection",
+    "rebuild",
+    "save_positions",
+    "verify_counters",
+]

@@ -33,16 +33,46 @@ RPC layer checks before it writes), `thrum.store.mentions` (who a mention
 reaches). This module names the entry points callers use.
 """
 
-
 from __future__ import annotations
 
-from .inbox import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, counts, list_messages, sent_messages, unread_after, unread_ids
+from .inbox import counts, list_messages, sent_messages, unread_after, unread_ids
+from .inbox_filter import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from .mailboxes import mailbox_list, mailbox_states
 from .mentions import mention_targets, role_targets, targets_of
-from .messages import (also_read_by, archived_ids, created_at, get_message, message_heads, message_routing,
-                       read_flags, thread_list, thread_messages, thread_summary)
+from .messages import (
+    also_read_by,
+    archived_ids,
+    created_at,
+    get_message,
+    message_heads,
+    message_routing,
+    read_flags,
+    thread_list,
+    thread_messages,
+    thread_summary,
+)
 
-__all__ = ["DEFAULT_PAGE_SIZE", "MAX_PAGE_SIZE", "also_read_by", "archived_ids", "counts", "created_at", "get_message",
-           "list_messages", "mailbox_list", "mailbox_states", "mention_targets", "message_heads", "message_routing",
-           "read_flags", "role_targets", "sent_messages", "targets_of", "thread_list", "thread_messages",
-           "thread_summary", "unread_after", "unread_ids"]
+__all__ = [
+    "DEFAULT_PAGE_SIZE",
+    "MAX_PAGE_SIZE",
+    "also_read_by",
+    "archived_ids",
+    "counts",
+    "created_at",
+    "get_message",
+    "list_messages",
+    "mailbox_list",
+    "mailbox_states",
+    "mention_targets",
+    "message_heads",
+    "message_routing",
+    "read_flags",
+    "role_targets",
+    "sent_messages",
+    "targets_of",
+    "thread_list",
+    "thread_messages",
+    "thread_summary",
+    "unread_after",
+    "unread_ids",
+]

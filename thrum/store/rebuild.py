@@ -39,9 +39,16 @@ REBUILD_CACHE_KIB = -512 * 1024  # SQLite page cache while rebuilding (negative:
 class FoldFn(Protocol):
     """A fold that judges lines first (`thrum.store.verified`): records, then their raw lines."""
 
-    def __call__(self, db: pw.SqliteDatabase, records: list[tuple[str, dict]], lines: list[bytes], *,
-                 issues: Iterable[LogIssue] = (), positions: dict[str, Position] | None = None,
-                 keep_applied: bool = True) -> FoldResult: ...
+    def __call__(
+        self,
+        db: pw.SqliteDatabase,
+        records: list[tuple[str, dict]],
+        lines: list[bytes],
+        *,
+        issues: Iterable[LogIssue] = (),
+        positions: dict[str, Position] | None = None,
+        keep_applied: bool = True,
+    ) -> FoldResult: ...
 
 
 def catch_up(db: pw.SqliteDatabase, event_log: EventLog, fold_fn: FoldFn | None = None) -> FoldResult:
@@ -54,8 +61,9 @@ def catch_up(db: pw.SqliteDatabase, event_log: EventLog, fold_fn: FoldFn | None 
     return _fold_log(db, event_log, load_positions(db), fold_fn=fold_fn)
 
 
-def _fold_log(db, event_log: EventLog, positions: dict[str, Position], *,
-              keep_applied: bool = True, fold_fn: FoldFn | None = None) -> FoldResult:
+def _fold_log(
+    db, event_log: EventLog, positions: dict[str, Position], *, keep_applied: bool = True, fold_fn: FoldFn | None = None
+) -> FoldResult:
     total = FoldResult()
     pending = ReadResult()
 
@@ -63,11 +71,26 @@ def _fold_log(db, event_log: EventLog, positions: dict[str, Position], *,
         nonlocal pending
         if pending.records or pending.issues or pending.positions:
             if fold_fn is None:
-                total.merge(fold(db, pending.records, issues=pending.issues, positions=pending.positions,
-                                 keep_applied=keep_applied))
+                total.merge(
+                    fold(
+                        db,
+                        pending.records,
+                        issues=pending.issues,
+                        positions=pending.positions,
+                        keep_applied=keep_applied,
+                    )
+                )
             else:
-                total.merge(fold_fn(db, pending.records, pending.lines, issues=pending.issues,
-                                    positions=pending.positions, keep_applied=keep_applied))
+                total.merge(
+                    fold_fn(
+                        db,
+                        pending.records,
+                        pending.lines,
+                        issues=pending.issues,
+                        positions=pending.positions,
+                        keep_applied=keep_applied,
+                    )
+                )
         pending = ReadResult()
 
     for shard in event_log.shards():
@@ -85,8 +108,9 @@ def _fold_log(db, event_log: EventLog, positions: dict[str, Position], *,
     return total
 
 
-def rebuild(db: pw.SqliteDatabase, event_log: EventLog, *, keep_applied: bool = False,
-            fold_fn: FoldFn | None = None) -> FoldResult:
+def rebuild(
+    db: pw.SqliteDatabase, event_log: EventLog, *, keep_applied: bool = False, fold_fn: FoldFn | None = None
+) -> FoldResult:
     """Drop and recreate every table, then fold the whole log.
 
     Loads without query indexes and counter triggers, then builds both once
@@ -134,8 +158,7 @@ def _saved_kv(db) -> list[tuple[str, str]]:
         return []
 
 
-def open_projection(path: str | os.PathLike, event_log: EventLog,
-                    fold_fn: FoldFn | None = None) -> pw.SqliteDatabase:
+def open_projection(path: str | os.PathLike, event_log: EventLog, fold_fn: FoldFn | None = None) -> pw.SqliteDatabase:
     """Open the database, rebuilding it from the log when missing, corrupt or outdated.
 
     No whole-file integrity scan at start-up (it would cost seconds on a large

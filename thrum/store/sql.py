@@ -52,7 +52,7 @@ def qmarks(n: int) -> str:
 def chunks(seq: Sequence[T], n: int = CHUNK) -> Iterator[Sequence[T]]:
     """``seq`` in slices of at most ``n`` (for IN lists)."""
     for i in range(0, len(seq), n):
-        yield seq[i:i + n]
+        yield seq[i : i + n]
 
 
 def rows_in(db: pw.Database, sql: str, ids: Sequence[Any], before: Sequence[Any] = ()) -> list[Row]:

@@ -50,31 +50,53 @@ class VerifiedFold:
         """Lines this daemon wrote and signed: a rebuild need not verify them again."""
         self.memory.remember([digest(line) for line in lines])
 
-    def __call__(self, db: pw.SqliteDatabase, records: list[tuple[str, dict]], lines: list[bytes], *,
-                 issues: Iterable[LogIssue] = (), positions: dict[str, Position] | None = None,
-                 keep_applied: bool = True) -> projection.FoldResult:
+    def __call__(
+        self,
+        db: pw.SqliteDatabase,
+        records: list[tuple[str, dict]],
+        lines: list[bytes],
+        *,
+        issues: Iterable[LogIssue] = (),
+        positions: dict[str, Position] | None = None,
+        keep_applied: bool = True,
+    ) -> projection.FoldResult:
         """Fold lines read back from the log (start-up, catch-up, rebuild)."""
         remembered = self.memory.known()
         if remembered is None and len(lines) >= LOAD_MEMORY_AT:
             remembered = self.memory.load()  # a rebuild or a long catch-up: hash and look up, not verify
-        return self._fold(db, records, lines, remembered, issues=issues, positions=positions,
-                          keep_applied=keep_applied)
+        return self._fold(db, records, lines, remembered, issues=issues, positions=positions, keep_applied=keep_applied)
 
-    def received(self, db: pw.SqliteDatabase, records: list[tuple[str, dict]], lines: list[bytes], *,
-                 issues: Iterable[LogIssue] = (), positions: dict[str, Position] | None = None
-                 ) -> projection.FoldResult:
+    def received(
+        self,
+        db: pw.SqliteDatabase,
+        records: list[tuple[str, dict]],
+        lines: list[bytes],
+        *,
+        issues: Iterable[LogIssue] = (),
+        positions: dict[str, Position] | None = None,
+    ) -> projection.FoldResult:
         """Fold lines a merge just brought from the remote. They are new to this replica,
         so the verdict memory cannot know them: it is never read for them (on a
         million-line log that read alone cost a quarter of a second)."""
-        return self._fold(db, records, lines, self.memory.known(), issues=issues, positions=positions,
-                          keep_applied=True)
+        return self._fold(
+            db, records, lines, self.memory.known(), issues=issues, positions=positions, keep_applied=True
+        )
 
-    def _fold(self, db: pw.SqliteDatabase, records: list[tuple[str, dict]], lines: list[bytes],
-              remembered: set[bytes] | None, *, issues: Iterable[LogIssue], positions: dict[str, Position] | None,
-              keep_applied: bool) -> projection.FoldResult:
+    def _fold(
+        self,
+        db: pw.SqliteDatabase,
+        records: list[tuple[str, dict]],
+        lines: list[bytes],
+        remembered: set[bytes] | None,
+        *,
+        issues: Iterable[LogIssue],
+        positions: dict[str, Position] | None,
+        keep_applied: bool,
+    ) -> projection.FoldResult:
         assert len(records) == len(lines)
-        verdict = self.verifier.check([Candidate(shard, line, d) for (shard, d), line in zip(records, lines)],
-                                      remembered)
+        verdict = self.verifier.check(
+            [Candidate(shard, line, d) for (shard, d), line in zip(records, lines)], remembered
+        )
         resolved: list[str] = []
         if verdict.learned and self._pending:
             retry = [c for name in verdict.learned for c in self._pending.pop(name, [])]
@@ -88,17 +110,32 @@ class VerifiedFold:
         self._hold(verdict)
         self.memory.remember(verdict.fresh)
         refused = [(r.kind, r.shard, r.event_id, r.reason) for r in verdict.rejected]
-        refused += [("unknown-signer", c.shard, str(c.event.get("event_id", "?")),
-                     f"no key is known for {_signer(c)} yet; applied once its registration arrives")
-                    for c in verdict.pending]
-        return projection.fold(db, verdict.accepted, issues=issues, positions=positions,
-                               keep_applied=keep_applied, refused=refused, resolved=resolved)
+        refused += [
+            (
+                "unknown-signer",
+                c.shard,
+                str(c.event.get("event_id", "?")),
+                f"no key is known for {_signer(c)} yet; applied once its registration arrives",
+            )
+            for c in verdict.pending
+        ]
+        return projection.fold(
+            db,
+            verdict.accepted,
+            issues=issues,
+            positions=positions,
+            keep_applied=keep_applied,
+            refused=refused,
+            resolved=resolved,
+        )
 
     def _hold(self, verdict: Verdict) -> None:
         for c in verdict.pending:
             if self._pending_count >= self.pending_limit:
-                log.warning("more than %d lines wait for unknown signers; the rest stay quarantined "
-                            "until a rebuild", self.pending_limit)
+                log.warning(
+                    "more than %d lines wait for unknown signers; the rest stay quarantined until a rebuild",
+                    self.pending_limit,
+                )
                 return
             self._pending.setdefault(_signer(c), []).append(c)
             self._pending_count += 1

@@ -49,8 +49,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Credentials", "HostKeyRefused", "SyncCallbacks", "credentials_from_env", "remember_forwarded",
-           "remote_callbacks", "translate"]
+__all__ = [
+    "Credentials",
+    "HostKeyRefused",
+    "SyncCallbacks",
+    "credentials_from_env",
+    "remember_forwarded",
+    "remote_callbacks",
+    "translate",
+]
 
 DEFAULT_TIMEOUT_S = 60.0
 _SSH_TYPES = CredentialType.SSH_KEY | CredentialType.SSH_CUSTOM | CredentialType.SSH_MEMORY
@@ -85,9 +92,11 @@ class Credentials:
     _helper_cache: dict = field(default_factory=dict, repr=False)
 
     def __repr__(self) -> str:  # never print secrets in logs
-        return (f"Credentials(ssh_key_path={self.ssh_key_path!r}, use_ssh_agent={self.use_ssh_agent}, "
-                f"https_username={self.https_username!r}, https_token={'***' if self.https_token else None}, "
-                f"token_source={self.token_source!r})")
+        return (
+            f"Credentials(ssh_key_path={self.ssh_key_path!r}, use_ssh_agent={self.use_ssh_agent}, "
+            f"https_username={self.https_username!r}, https_token={'***' if self.https_token else None}, "
+            f"token_source={self.token_source!r})"
+        )
 
     @property
     def env(self) -> dict:
@@ -144,10 +153,15 @@ def remember_forwarded(kept: dict[str, str], given: dict[str, str]) -> dict[str,
     return out
 
 
-def credentials_from_env(config: dict | None = None, environ: dict | None = None,
-                         forwarded: dict | None = None, *, own: str = "the environment",
-                         passed: str = "the environment of `thrum sync`",
-                         passed_by: dict[str, str] | None = None) -> Credentials:
+def credentials_from_env(
+    config: dict | None = None,
+    environ: dict | None = None,
+    forwarded: dict | None = None,
+    *,
+    own: str = "the environment",
+    passed: str = "the environment of `thrum sync`",
+    passed_by: dict[str, str] | None = None,
+) -> Credentials:
     """Credentials from ``THRUM_GIT_TOKEN`` / ``THRUM_GIT_USERNAME`` / ``THRUM_SSH_KEY``.
 
     ``forwarded`` (the variables a ``thrum sync`` passed along) wins over ``environ``
@@ -208,8 +222,8 @@ def key_file_problem(path: str, passphrase: str | None = None) -> str | None:
             body = b"".join(line for line in text.splitlines() if line and not line.startswith(b"-----"))
             raw = base64.b64decode(body)
             magic = b"openssh-key-v1\0"
-            n = int.from_bytes(raw[len(magic):len(magic) + 4], "big")
-            cipher = raw[len(magic) + 4:len(magic) + 4 + n]
+            n = int.from_bytes(raw[len(magic) : len(magic) + 4], "big")
+            cipher = raw[len(magic) + 4 : len(magic) + 4 + n]
         except (ValueError, IndexError):
             return None
         if raw.startswith(magic) and cipher != b"none":
@@ -218,7 +232,7 @@ def key_file_problem(path: str, passphrase: str | None = None) -> str | None:
 
 
 def _short(path: str, home: str) -> str:
-    return "~" + path[len(home):] if home and path.startswith(home.rstrip("/") + "/") else path
+    return "~" + path[len(home) :] if home and path.startswith(home.rstrip("/") + "/") else path
 
 
 # --- the callbacks ------------------------------------------------------------------
@@ -295,9 +309,11 @@ class SyncCallbacks(pygit2.RemoteCallbacks):
         if self.given is not None:
             raise AuthError(self._refused(self.given))
         if self._calls == 1 and ep is not None and ep.url_password:
-            raise AuthError(f"{self._where()} refused the password written in the remote URL "
-                            f"for user {ep.url_user or username_from_url}; fix the URL "
-                            f"(git remote set-url) or remove the password and use a credential helper")
+            raise AuthError(
+                f"{self._where()} refused the password written in the remote URL "
+                f"for user {ep.url_user or username_from_url}; fix the URL "
+                f"(git remote set-url) or remove the password and use a credential helper"
+            )
         if c.https_token:
             user = c.https_username or username_from_url or "x-access-token"
             self.given = _Given(c.token_source, user)
@@ -306,8 +322,10 @@ class SyncCallbacks(pygit2.RemoteCallbacks):
         if helper is not None:
             self.given = _Given("git's credential helper", helper.username, helper)
             return pygit2.UserPass(helper.username, helper.password)
-        hint = ("set THRUM_GIT_TOKEN, or set up git's credential helper so that `git push` works "
-                "(for GitHub: `gh auth setup-git`)")
+        hint = (
+            "set THRUM_GIT_TOKEN, or set up git's credential helper so that `git push` works "
+            "(for GitHub: `gh auth setup-git`)"
+        )
         if gitcredential.git_executable() is None:
             hint = "set THRUM_GIT_TOKEN (git is not installed, so git's credential helpers cannot be asked)"
         raise AuthError(f"{self._where()} asks for a login and none is configured: {hint}")
@@ -323,18 +341,26 @@ class SyncCallbacks(pygit2.RemoteCallbacks):
         cached = self.creds._helper_cache.get(key)
         if cached is not None:
             return cached
-        found = gitcredential.fill(self.ep.scheme, self.ep.host_port, self.ep.path, username,
-                                   env=self.creds.env, cwd=self._cwd(),
-                                   timeout=min(gitcredential.FILL_TIMEOUT_S, self.creds.timeout_s))
+        found = gitcredential.fill(
+            self.ep.scheme,
+            self.ep.host_port,
+            self.ep.path,
+            username,
+            env=self.creds.env,
+            cwd=self._cwd(),
+            timeout=min(gitcredential.FILL_TIMEOUT_S, self.creds.timeout_s),
+        )
         if found is not None:
             self.creds._helper_cache[key] = found
         return found
 
     def _refused(self, given: _Given) -> str:
         what = "the login from git's credential helper" if given.helper is not None else given.label
-        after = ("; thrum told the helper to forget it: log in again so that `git push` works, "
-                 "or set THRUM_GIT_TOKEN" if given.helper is not None
-                 else "; check the token, its expiry and its scopes (it needs read and write access)")
+        after = (
+            "; thrum told the helper to forget it: log in again so that `git push` works, or set THRUM_GIT_TOKEN"
+            if given.helper is not None
+            else "; check the token, its expiry and its scopes (it needs read and write access)"
+        )
         return f"{self._where()} refused {what} for user {given.user}{after}"
 
     # -- SSH
@@ -365,8 +391,9 @@ class SyncCallbacks(pygit2.RemoteCallbacks):
                 self.skipped.append(f"{_short(path, home)} {problem}")
                 return
             pub = path + ".pub" if os.path.exists(path + ".pub") else None
-            out.append((f"key {_short(path, home)} ({why})",
-                        lambda: pygit2.Keypair(user, pub, path, c.ssh_passphrase or "")))
+            out.append(
+                (f"key {_short(path, home)} ({why})", lambda: pygit2.Keypair(user, pub, path, c.ssh_passphrase or ""))
+            )
 
         if c.ssh_key_path:
             if not os.path.exists(c.ssh_key_path):
@@ -391,8 +418,10 @@ class SyncCallbacks(pygit2.RemoteCallbacks):
         if self.skipped:
             reason += "; skipped " + ", ".join(self.skipped)
         on = f" on {host_label(self.ep.host_port, self.ep.port)}" if self.ep is not None and self.ep.ssh_alias else ""
-        return (f"SSH login to {where} as {user}{on} failed: {reason}; add your public key to the server's "
-                f"account, or set THRUM_SSH_KEY to the key that works with `git push`")
+        return (
+            f"SSH login to {where} as {user}{on} failed: {reason}; add your public key to the server's "
+            f"account, or set THRUM_SSH_KEY to the key that works with `git push`"
+        )
 
     def _host_key_message(self, hostname: str, port: int) -> str:
         label = host_label(hostname, port)
@@ -402,11 +431,15 @@ class SyncCallbacks(pygit2.RemoteCallbacks):
         listed = known_host_entries(hostname, port, files)
         if listed:
             path, line, _ = listed[0]
-            return (f"the SSH host key of {label} does not match {shown} (line {line}): the server's key changed, "
-                    f"or someone is intercepting the connection; if the change is expected, run "
-                    f"`ssh-keygen -R '{label}'` and then `{ssh_cmd}` to check and record the new key")
-        return (f"the SSH host key of {label} is not in {shown}, so the server cannot be verified; "
-                f"run `{ssh_cmd}` once, check the fingerprint it shows and answer yes, then sync again")
+            return (
+                f"the SSH host key of {label} does not match {shown} (line {line}): the server's key changed, "
+                f"or someone is intercepting the connection; if the change is expected, run "
+                f"`ssh-keygen -R '{label}'` and then `{ssh_cmd}` to check and record the new key"
+            )
+        return (
+            f"the SSH host key of {label} is not in {shown}, so the server cannot be verified; "
+            f"run `{ssh_cmd}` once, check the fingerprint it shows and answer yes, then sync again"
+        )
 
     # -- helpers
 
@@ -437,8 +470,10 @@ def translate(exc: BaseException, remote_name: str, url: str, timeout_s: float |
     low = msg.lower()
     if any(w in low for w in _TIMEOUT_WORDS):
         limit = f"within {timeout_s:g} s" if timeout_s else "in time"
-        return RemoteUnreachable(f"{where} did not answer {limit} ({msg}); check the network, or raise the limit "
-                                 f"with THRUM_NET_TIMEOUT or \"net_timeout\" in .thrum/config.json")
+        return RemoteUnreachable(
+            f"{where} did not answer {limit} ({msg}); check the network, or raise the limit "
+            f'with THRUM_NET_TIMEOUT or "net_timeout" in .thrum/config.json'
+        )
     if "hostkey" in low or "host key" in low:
         return HostKeyRefused(f"{where}: the SSH host key could not be verified ({msg})")
     if isinstance(exc, pygit2.AuthError) or "authentication" in low or "401" in low:

@@ -117,15 +117,22 @@ def run_cycle(
         if attempt < max_attempts:
             sleep(_backoff(backoff_s, attempt))
     else:
-        report.error = (f"push to {report.remote} was rejected {max_attempts} times "
-                        f"because others kept pushing; the next sync retries")
+        report.error = (
+            f"push to {report.remote} was rejected {max_attempts} times "
+            f"because others kept pushing; the next sync retries"
+        )
     report.ignored = replicator.ignored_paths()
     report.duration_s = time.monotonic() - start
     if "merge" in phases and "fold" in phases:
         phases["merge"] -= phases["fold"]  # the fold runs inside the merge's chunks
     if report.duration_s > SLOW_S:
-        log.info("sync took %.2fs (%s; %d received, %d sent)", report.duration_s,
-                 ", ".join(f"{k} {v:.2f}s" for k, v in phases.items()), report.received, report.sent)
+        log.info(
+            "sync took %.2fs (%s; %d received, %d sent)",
+            report.duration_s,
+            ", ".join(f"{k} {v:.2f}s" for k, v in phases.items()),
+            report.received,
+            report.sent,
+        )
     return report
 
 

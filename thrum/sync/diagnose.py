@@ -58,8 +58,9 @@ def worktree_check(main_repo: os.PathLike | str) -> Check:
     return Check("worktree", "ok", f"{path} has branch {SYNC_BRANCH} checked out (tip {str(ref.target)[:10]})")
 
 
-def remote_check(main_repo: os.PathLike | str, remote_name: str, credentials: Credentials | None,
-                 local_only: bool = False) -> Check:
+def remote_check(
+    main_repo: os.PathLike | str, remote_name: str, credentials: Credentials | None, local_only: bool = False
+) -> Check:
     """The remote answers, which login it took, and where its ``a-sync`` is."""
     from . import transport
 
@@ -67,8 +68,12 @@ def remote_check(main_repo: os.PathLike | str, remote_name: str, credentials: Cr
         return Check("remote", "info", "local-only mode: the log is committed but never fetched or pushed")
     repo = pygit2.Repository(str(main_repo))
     if remote_name not in set(repo.remotes.names()):
-        return Check("remote", "warn", f"no remote named {remote_name}: messages stay on this machine",
-                     f"add one with `git remote add {remote_name} URL` (the one `git push` uses)")
+        return Check(
+            "remote",
+            "warn",
+            f"no remote named {remote_name}: messages stay on this machine",
+            f"add one with `git remote add {remote_name} URL` (the one `git push` uses)",
+        )
     try:
         ep = transport.endpoint(repo, remote_name, home=credentials.home() if credentials else None)
         where = f"{remote_name} ({ep.display})"
@@ -84,9 +89,13 @@ def remote_check(main_repo: os.PathLike | str, remote_name: str, credentials: Cr
     except HostKeyRefused as exc:
         return Check("remote", "fail", str(exc), "verify the server's host key as the message says")
     except AuthError as exc:
-        return Check("remote", "fail", str(exc),
-                     "fix the login so that `git push` works (git's credential helper, ssh-agent, "
-                     "~/.ssh/config), or set THRUM_GIT_TOKEN / THRUM_SSH_KEY")
+        return Check(
+            "remote",
+            "fail",
+            str(exc),
+            "fix the login so that `git push` works (git's credential helper, ssh-agent, "
+            "~/.ssh/config), or set THRUM_GIT_TOKEN / THRUM_SSH_KEY",
+        )
     except SyncError as exc:
         return Check("remote", "fail", str(exc), "check the URL (`git remote -v`) and the network")
     branch = f"{SYNC_BRANCH} at {str(tip)[:10]}" if tip else f"no {SYNC_BRANCH} yet (the first sync creates it)"
@@ -118,8 +127,12 @@ def size_check(main_repo: os.PathLike | str) -> Check:
         return Check("size", "skip", "the repository could not be measured")
     shards = [p for p in path.rglob("*.jsonl") if p.is_file()]
     log_bytes = sum(p.stat().st_size for p in shards)
-    return Check("size", "info", f"message log {_mb(log_bytes)} in {len(shards)} shard(s); "
-                                 f"git objects {_mb(objects)} (shared with the repository)")
+    return Check(
+        "size",
+        "info",
+        f"message log {_mb(log_bytes)} in {len(shards)} shard(s); "
+        f"git objects {_mb(objects)} (shared with the repository)",
+    )
 
 
 def offline_checks(paths, environ: dict | None = None) -> list[Check]:
@@ -128,6 +141,8 @@ def offline_checks(paths, environ: dict | None = None) -> list[Check]:
 
     cfg = config_mod.load(paths.config)
     creds = credentials_from_env(cfg.values, environ=environ)
-    return [worktree_check(paths.main_repo),
-            remote_check(paths.main_repo, cfg.remote, creds, cfg.local_only),
-            size_check(paths.main_repo)]
+    return [
+        worktree_check(paths.main_repo),
+        remote_check(paths.main_repo, cfg.remote, creds, cfg.local_only),
+        size_check(paths.main_repo),
+    ]

@@ -62,15 +62,22 @@ def _request(description: dict[str, str]) -> bytes:
     return ("\n".join(lines) + "\n\n").encode()
 
 
-def _run(action: str, description: dict[str, str], env: dict | None, cwd: str | None,
-         timeout: float) -> subprocess.CompletedProcess | None:
+def _run(
+    action: str, description: dict[str, str], env: dict | None, cwd: str | None, timeout: float
+) -> subprocess.CompletedProcess | None:
     git = git_executable()
     if git is None:
         return None
     try:
-        return subprocess.run([git, "credential", action], input=_request(description), capture_output=True,
-                              env=_env(env), cwd=cwd if cwd and os.path.isdir(cwd) else None,
-                              timeout=timeout, start_new_session=True)
+        return subprocess.run(
+            [git, "credential", action],
+            input=_request(description),
+            capture_output=True,
+            env=_env(env),
+            cwd=cwd if cwd and os.path.isdir(cwd) else None,
+            timeout=timeout,
+            start_new_session=True,
+        )
     except subprocess.TimeoutExpired:
         log.warning("git credential %s did not answer within %.0f s; ignoring it", action, timeout)
     except OSError as exc:
@@ -78,11 +85,18 @@ def _run(action: str, description: dict[str, str], env: dict | None, cwd: str | 
     return None
 
 
-def fill(protocol: str, host: str, path: str | None = None, username: str | None = None, *,
-         env: dict | None = None, cwd: str | None = None, timeout: float = FILL_TIMEOUT_S) -> GitCredential | None:
+def fill(
+    protocol: str,
+    host: str,
+    path: str | None = None,
+    username: str | None = None,
+    *,
+    env: dict | None = None,
+    cwd: str | None = None,
+    timeout: float = FILL_TIMEOUT_S,
+) -> GitCredential | None:
     """The credential git's helpers hold for ``protocol://host/path``, or None."""
-    description = {"protocol": protocol, "host": host, "path": (path or "").lstrip("/") or None,
-                   "username": username}
+    description = {"protocol": protocol, "host": host, "path": (path or "").lstrip("/") or None, "username": username}
     proc = _run("fill", description, env, cwd, timeout)
     if proc is None:
         return None

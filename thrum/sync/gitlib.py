@@ -24,8 +24,19 @@ from pygit2.enums import FileMode, ObjectType, RepositoryOpenFlag
 
 log = logging.getLogger(__name__)
 
-__all__ = ["EMPTY_TREE", "ZERO_OID", "TreeEntries", "add_index_entry", "blob_size", "objects_dir", "open_repo",
-           "read_tree", "tune_pack_building", "write_tree"]
+__all__ = [
+    "EMPTY_TREE",
+    "ZERO_OID",
+    "TreeEntries",
+    "add_index_entry",
+    "blob_size",
+    "objects_dir",
+    "open_repo",
+    "read_tree",
+    "tune_pack_building",
+    "update_index",
+    "write_tree",
+]
 
 ZERO_OID = pygit2.Oid(hex="0" * 40)
 EMPTY_TREE = pygit2.Oid(hex="4b825dc642cb6eb9a060e54bf8d69288fbee4904")
@@ -75,8 +86,9 @@ def _order(item: tuple[bytes, tuple[int, bytes]]) -> bytes:
 
 def write_tree(repo: pygit2.Repository, entries: TreeEntries) -> pygit2.Oid:
     """Write a tree object holding ``entries`` (git's order and mode spelling)."""
-    raw = b"".join(b"%o %s\0%s" % (mode, name, oid_raw) for name, (mode, oid_raw) in sorted(entries.items(),
-                                                                                             key=_order))
+    raw = b"".join(
+        b"%o %s\0%s" % (mode, name, oid_raw) for name, (mode, oid_raw) in sorted(entries.items(), key=_order)
+    )
     return repo.odb.write(ObjectType.TREE, raw)
 
 
@@ -117,6 +129,17 @@ def add_index_entry(index: pygit2.Index, path: str, oid: pygit2.Oid, st: os.stat
     e.path = c_path
     if C.git_index_add(index._index, e) != 0:  # noqa: SLF001 - pygit2 exposes no stat-aware add
         index.add(path)
+
+
+def update_index(repo: pygit2.Repository, files: dict[str, tuple[pygit2.Oid, os.stat_result]]) -> None:
+    """Record the stat data and blob id of files just written or committed (no hashing)."""
+    if not files:
+        return
+    index = repo.index
+    index.read(False)
+    for path, (oid, st) in files.items():
+        add_index_entry(index, path, oid, st)
+    index.write()
 
 
 # --- pack building for pushes through libgit2's transport --------------------------------

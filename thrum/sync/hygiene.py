@@ -105,8 +105,14 @@ def consolidate(git_dir: os.PathLike | str, *, loose_trigger: int = LOOSE_TRIGGE
             report.skipped = str(exc)
     report.seconds = time.monotonic() - started
     if report.new_packs:
-        log.info("consolidated %s: %d loose objects packed, %d packs rolled into %s (%.2fs)", objects,
-                 report.loose_packed, report.packs_rolled, ", ".join(report.new_packs), report.seconds)
+        log.info(
+            "consolidated %s: %d loose objects packed, %d packs rolled into %s (%.2fs)",
+            objects,
+            report.loose_packed,
+            report.packs_rolled,
+            ", ".join(report.new_packs),
+            report.seconds,
+        )
     return report
 
 
@@ -189,8 +195,7 @@ def _with_names(repo: pygit2.Repository, commits: list[pygit2.Commit], among: se
     return chosen
 
 
-def _diff_names(repo, old: pygit2.Oid | None, new: pygit2.Oid, path: bytes, among: set[bytes],
-                chosen: dict) -> None:
+def _diff_names(repo, old: pygit2.Oid | None, new: pygit2.Oid, path: bytes, among: set[bytes], chosen: dict) -> None:
     if new.raw not in among or new.raw in chosen:
         return
     chosen[new.raw] = PackedObject(new.raw, TREE, 0, path)
@@ -210,6 +215,7 @@ def _diff_names(repo, old: pygit2.Oid | None, new: pygit2.Oid, path: bytes, amon
 def _reader(repo: pygit2.Repository):
     def read(raw: bytes) -> bytes:
         return repo.odb.read(pygit2.Oid(raw=raw))[1]
+
     return read
 
 
@@ -260,7 +266,7 @@ def _to_roll(packs: list[tuple[int, str]]) -> list[str]:
             break
     if split == 0:
         return []
-    total = sum(size for size, _ in packs[:split + 1])
+    total = sum(size for size, _ in packs[: split + 1])
     j = split + 1
     while j < len(packs) and packs[j][0] < FACTOR * total:
         total += packs[j][0]

@@ -46,14 +46,15 @@ log = logging.getLogger(__name__)
 
 __all__ = ["CopyStats", "FetchedBlobs", "LocalRemote", "local_remote_path", "objects_dir", "open_local_remote"]
 
+
 def local_remote_path(url: str | None) -> Path | None:
     """The directory of a remote given as an absolute path or a ``file://`` URL, else None."""
     if not url:
         return None
     if url.startswith("file://"):
-        rest = url[len("file://"):]
+        rest = url[len("file://") :]
         if rest.startswith("localhost/"):
-            rest = rest[len("localhost"):]
+            rest = rest[len("localhost") :]
         if not rest.startswith("/"):
             return None  # file://host/path: another machine's path
         path = urllib.parse.unquote(rest)
@@ -122,11 +123,11 @@ class LocalRemote:
 
         Up to ``keep_bytes`` of inflated blob content is returned in the stats.
         """
-        return _Copier(self.repo, self.objects, dst, objects_dir(dst), verify=True,
-                       keep_bytes=keep_bytes).commit_graph(tip)
+        return _Copier(self.repo, self.objects, dst, objects_dir(dst), verify=True, keep_bytes=keep_bytes).commit_graph(
+            tip
+        )
 
-    def push_from(self, src: pygit2.Repository, refname: str, new: pygit2.Oid,
-                  expected: pygit2.Oid | None) -> bool:
+    def push_from(self, src: pygit2.Repository, refname: str, new: pygit2.Oid, expected: pygit2.Oid | None) -> bool:
         """Copy ``new`` and its history into the remote, then move ``refname`` from
         ``expected`` (None: it must not exist) to ``new``. False when the remote's
         ref is no longer ``expected`` (someone pushed first)."""
@@ -312,7 +313,7 @@ def _write_loose_file(objects: Path, hexs: str, raw: bytes) -> None:
     try:
         view = memoryview(raw)
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
     finally:
         os.close(fd)
     os.replace(tmp, final)
@@ -342,7 +343,7 @@ class FetchedBlobs:
             return None
         if hexs in self.verified:  # our copy of a blob the fetch just checked
             data = zlib.decompress(raw)
-            return data[data.index(b"\0") + 1:]
+            return data[data.index(b"\0") + 1 :]
         try:
             return _verified_blob(oid, raw)
         except SyncError:
@@ -359,10 +360,16 @@ def _verified_blob(oid: pygit2.Oid, raw: bytes) -> bytes:
     if ok:
         nul = data.find(b"\0", 0, 64)
         head = data[:nul].split(b" ") if nul > 0 else []
-        ok = (len(head) == 2 and head[0] == b"blob" and head[1].isdigit()
-              and int(head[1]) == len(data) - nul - 1
-              and hashlib.sha1(data).digest() == oid.raw)
+        ok = (
+            len(head) == 2
+            and head[0] == b"blob"
+            and head[1].isdigit()
+            and int(head[1]) == len(data) - nul - 1
+            and hashlib.sha1(data).digest() == oid.raw
+        )
     if not ok:
-        raise SyncError(f"the remote's object {oid} is corrupt (it does not hash to its name); "
-                        f"run `git fsck` in the remote repository")
-    return data[nul + 1:]
+        raise SyncError(
+            f"the remote's object {oid} is corrupt (it does not hash to its name); "
+            f"run `git fsck` in the remote repository"
+        )
+    return data[nul + 1 :]

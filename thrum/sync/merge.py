@@ -52,8 +52,18 @@ try:  # ~4x faster; anything it rejects is handed to the stdlib parser (same key
 except ImportError:  # pragma: no cover - orjson is optional here
     _orjson = None  # type: ignore[assignment]
 
-__all__ = ["MergeResult", "NOT_AN_EVENT", "Prefer", "ShardKeys", "event_key", "merge_shard", "merge_shard_fast",
-           "merge_shard_keyed", "remote_wins", "split_lines"]
+__all__ = [
+    "MergeResult",
+    "NOT_AN_EVENT",
+    "Prefer",
+    "ShardKeys",
+    "event_key",
+    "merge_shard",
+    "merge_shard_fast",
+    "merge_shard_keyed",
+    "remote_wins",
+    "split_lines",
+]
 
 
 @dataclass(frozen=True)
@@ -121,8 +131,7 @@ def merge_shard(remote: bytes, local: bytes, prefer: Prefer | None = None) -> Me
     return _merge(remote, local, prefer)[0]
 
 
-def merge_shard_keyed(remote: bytes, local: bytes,
-                      prefer: Prefer | None = None) -> tuple[MergeResult, "ShardKeys"]:
+def merge_shard_keyed(remote: bytes, local: bytes, prefer: Prefer | None = None) -> tuple[MergeResult, "ShardKeys"]:
     """:func:`merge_shard`, plus the :class:`ShardKeys` of the merged bytes."""
     result, written = _merge(remote, local, prefer)
     keys = ShardKeys()
@@ -174,8 +183,9 @@ def _merge(remote: bytes, local: bytes, prefer: Prefer | None) -> tuple[MergeRes
     return MergeResult(data=b"".join(out), received=received, sent=sent), written
 
 
-def _keys_reusing(lines: list[bytes], other_lines: list[bytes], other_keys: list[bytes], other: bytes,
-                  data: bytes) -> list[bytes]:
+def _keys_reusing(
+    lines: list[bytes], other_lines: list[bytes], other_keys: list[bytes], other: bytes, data: bytes
+) -> list[bytes]:
     """Keys of ``lines``, parsing only the lines the other side does not share."""
     n = len(other_lines)
     if data.startswith(other) and (not other or other.endswith(b"\n")):
@@ -256,7 +266,7 @@ class ShardKeys:
         end = data.rfind(b"\n") + 1
         if end <= self.size:
             return
-        chunk = data[self.size:end]
+        chunk = data[self.size : end]
         lines = chunk.split(b"\n")
         lines.pop()  # the chunk ends with a newline
         add = self._add
@@ -290,8 +300,9 @@ def shard_keys(data: bytes) -> ShardKeys:
     return keys
 
 
-def merge_shard_fast(remote: bytes, local: bytes, known: ShardKeys | None = None,
-                     prefer: Prefer | None = None) -> tuple[MergeResult, ShardKeys] | None:
+def merge_shard_fast(
+    remote: bytes, local: bytes, known: ShardKeys | None = None, prefer: Prefer | None = None
+) -> tuple[MergeResult, ShardKeys] | None:
     """:func:`merge_shard` when one side is a line-aligned prefix of the other.
 
     ``prefer`` is accepted for symmetry and never called: a key both sides hold
@@ -326,7 +337,7 @@ def _summary(local: bytes, known: ShardKeys | None) -> ShardKeys | None:
     if known is None:
         keys = shard_keys(local)
     else:
-        if known.size > len(local) or (known.size and local[known.size - 1:known.size] != b"\n"):
+        if known.size > len(local) or (known.size and local[known.size - 1 : known.size] != b"\n"):
             raise ValueError("ShardKeys does not describe a line-aligned prefix of this shard")
         keys = known.copy()
         keys.extend(local)
@@ -339,7 +350,7 @@ def _remote_appended(remote: bytes, local: bytes, keys: ShardKeys) -> tuple[Merg
     # written (and received) unless its key was already written.
     written: list[bytes] = []
     seen: dict[int, bytes] = {}
-    for line in split_lines(remote[len(local):]):
+    for line in split_lines(remote[len(local) :]):
         k = event_key(line)
         h = hash(k)
         if h in keys:
@@ -364,10 +375,10 @@ def _remote_appended(remote: bytes, local: bytes, keys: ShardKeys) -> tuple[Merg
 def _local_appended(remote: bytes, local: bytes, keys: ShardKeys) -> tuple[MergeResult, ShardKeys] | None:
     # merge_shard: the remote is the first lines of a clean local shard, so it is
     # written as it is; every local line after it has a key of its own (sent).
-    sent = [line + b"\n" for line in split_lines(local[len(remote):keys.size])]
-    data = local[:keys.size]
+    sent = [line + b"\n" for line in split_lines(local[len(remote) : keys.size])]
+    data = local[: keys.size]
     if keys.size < len(local):  # a torn last line: a line of its own, terminated
-        torn = local[keys.size:]
+        torn = local[keys.size :]
         if torn.strip():
             h = hash(event_key(torn))
             if h in keys:

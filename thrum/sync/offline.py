@@ -29,6 +29,7 @@ from ..paths import ThrumPaths
 
 # --------------------------------------------------------------------------- thrum doctor, daemon stopped
 
+
 def doctor_checks(paths: ThrumPaths) -> list[dict]:
     """The checks ``thrum doctor`` makes without the daemon (git side; see ``diagnose``)."""
     from .diagnose import offline_checks
@@ -37,6 +38,7 @@ def doctor_checks(paths: ThrumPaths) -> list[dict]:
 
 
 # --------------------------------------------------------------------------- the offline cycle
+
 
 def _prefer_verified(paths: ThrumPaths):
     """The daemon's rule for a line rewritten in place, with the keys this replica trusts."""
@@ -67,8 +69,9 @@ def run_offline(paths: ThrumPaths) -> dict:
         except BlockingIOError:
             raise errors.Conflict("the thrum daemon started meanwhile; run `thrum sync` again") from None
         worktree = ensure_sync_worktree(paths.main_repo)
-        rep = replicate.Replicator(worktree, cfg.remote, replicate.credentials_from_env(cfg.values),
-                                   prefer=_prefer_verified(paths))
+        rep = replicate.Replicator(
+            worktree, cfg.remote, replicate.credentials_from_env(cfg.values), prefer=_prefer_verified(paths)
+        )
         local = threading.Lock()
 
         @contextmanager
@@ -113,13 +116,21 @@ def status(paths: ThrumPaths) -> dict:
     """``sync status`` while the daemon is stopped: the configured mode and the last recorded outcome."""
     cfg = config_mod.load(paths.config)
     state = load_state(paths)
-    return {"mode": "local-only" if cfg.local_only else "unknown (daemon stopped)", "remote": cfg.remote,
-            "last_success": state.get("last_success"), "last_error": state.get("last_error"),
-            "last_error_at": state.get("last_error_at"), "last_report": state.get("last_report"),
-            "pending_events": None, "quarantined": None, "daemon_running": False}
+    return {
+        "mode": "local-only" if cfg.local_only else "unknown (daemon stopped)",
+        "remote": cfg.remote,
+        "last_success": state.get("last_success"),
+        "last_error": state.get("last_error"),
+        "last_error_at": state.get("last_error_at"),
+        "last_report": state.get("last_report"),
+        "pending_events": None,
+        "quarantined": None,
+        "daemon_running": False,
+    }
 
 
 # --------------------------------------------------------------------------- the state file
+
 
 def sync_mode(cfg: config_mod.Config, has_remote: bool) -> str:
     if cfg.local_only:

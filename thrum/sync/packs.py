@@ -73,12 +73,12 @@ def _common_prefix(a: memoryview, b: memoryview) -> int:
 
 def _common_suffix(a: memoryview, b: memoryview, limit: int) -> int:
     n = min(len(a), len(b), limit)
-    if n == 0 or a[len(a) - n:] == b[len(b) - n:]:
+    if n == 0 or a[len(a) - n :] == b[len(b) - n :]:
         return n
     lo, hi = 0, n
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if a[len(a) - mid:len(a) - lo] == b[len(b) - mid:len(b) - lo]:
+        if a[len(a) - mid : len(a) - lo] == b[len(b) - mid : len(b) - lo]:
             lo = mid
         else:
             hi = mid
@@ -123,9 +123,9 @@ def delta(base: bytes, target: bytes, max_insert: int | None = None) -> bytes | 
     out = [_varint(len(base)), _varint(len(target))]
     for start in range(0, p, _COPY_MAX):
         out.append(_copy(start, min(_COPY_MAX, p - start)))
-    middle = b[p:len(b) - s]
+    middle = b[p : len(b) - s]
     for start in range(0, len(middle), 127):
-        piece = middle[start:start + 127]
+        piece = middle[start : start + 127]
         out.append(bytes([len(piece)]))
         out.append(bytes(piece))
     for start in range(len(a) - s, len(a), _COPY_MAX):
@@ -208,14 +208,18 @@ def _write_index(path: Path, entries: list[tuple[bytes, int, int]], pack_sha: by
         else:
             small.append(0x80000000 | len(large))
             large.append(offset)
-    body = b"".join([
-        b"\xfftOc", struct.pack(">I", 2), struct.pack(">256I", *fanout),
-        b"".join(oid for oid, _, _ in entries),
-        struct.pack(f">{len(entries)}I", *(crc for _, _, crc in entries)),
-        struct.pack(f">{len(small)}I", *small),
-        struct.pack(f">{len(large)}Q", *large),
-        pack_sha,
-    ])
+    body = b"".join(
+        [
+            b"\xfftOc",
+            struct.pack(">I", 2),
+            struct.pack(">256I", *fanout),
+            b"".join(oid for oid, _, _ in entries),
+            struct.pack(f">{len(entries)}I", *(crc for _, _, crc in entries)),
+            struct.pack(f">{len(small)}I", *small),
+            struct.pack(f">{len(large)}Q", *large),
+            pack_sha,
+        ]
+    )
     with open(path, "wb") as f:
         f.write(body + hashlib.sha1(body).digest())
         f.flush()
@@ -227,12 +231,11 @@ def _group_key(obj: PackedObject, data: bytes) -> bytes | None:
         return b"n:" + obj.name
     if obj.kind == BLOB:
         end = data.find(b"\n", 0, 4096)
-        return b"l:" + hashlib.sha1(data[:end if end >= 0 else 4096]).digest()
+        return b"l:" + hashlib.sha1(data[: end if end >= 0 else 4096]).digest()
     return None
 
 
-def write_pack(objects_dir: Path, objects: Iterable[PackedObject],
-               read: Callable[[bytes], bytes]) -> str:
+def write_pack(objects_dir: Path, objects: Iterable[PackedObject], read: Callable[[bytes], bytes]) -> str:
     """Write the objects as one pack in ``objects_dir/pack``, verified; its name (``pack-<hex>``).
 
     ``read(oid)`` returns an object's bytes (called about twice per object; no
@@ -335,9 +338,9 @@ def read_index(path: Path) -> list[bytes]:
     data = path.read_bytes()
     if data[:8] != b"\xfftOc\x00\x00\x00\x02":
         raise ValueError(f"{path} is not a version-2 pack index")
-    count = struct.unpack(">I", data[8 + 255 * 4:8 + 256 * 4])[0]
+    count = struct.unpack(">I", data[8 + 255 * 4 : 8 + 256 * 4])[0]
     start = 8 + 256 * 4
-    return [data[start + 20 * i:start + 20 * (i + 1)] for i in range(count)]
+    return [data[start + 20 * i : start + 20 * (i + 1)] for i in range(count)]
 
 
 def _fsync_dir(path: Path) -> None:

@@ -13,19 +13,21 @@ Rules:
    linear, the remote keeps a single root, and every push is a fast-forward.
    Entries of the remote's tree that thrum ignores stay in it, counted by reason.
 4. A push that lost a race in any form (non-fast-forward, a ref lock held by another
-   pusher, a server's "cannot lock ref") returns False (`cycle.run_cycle` tries
-   again, with jittered backoff); a lost race is never reported as an unreachable
-   remote. Network operations go through ``transport.session``: relative URLs, SSH
-   config, credentials looked up when needed, the network timeout, one-line errors
-   (:class:`AuthError`, :class:`RemoteUnreachable`), URLs shown without credentials.
+   pusher, a server's "cannot lock ref": `transport.lost_race`) returns False
+   (`cycle.run_cycle` tries again, with jittered backoff); a lost race is never
+   reported as an unreachable remote. Network operations go through
+   ``transport.session``: relative URLs, SSH config, credentials looked up when
+   needed, the network timeout, one-line errors (:class:`AuthError`,
+   :class:`RemoteUnreachable`), URLs shown without credentials.
 
 A :class:`Replicator` owns one ``pygit2.Repository``; pygit2 objects are not safe to
 share between threads, so commit/fetch/merge/push take the replicator's own lock, and
 ``has_remote``/``remote_url``/``ignored_paths(wait=False)`` never wait for it.
 
 Each network operation (a fetch or push over the network) runs inside
-``Replicator.network(what)``: the daemon sets it to a `gate.CycleGate`'s so that its
-shutdown may abandon a cycle that waits on a silent remote (`thrum.sync.gate`).
+``Replicator.network(what)``: the daemon sets it to the ``network`` of a
+`gate.CycleGate`, so that its shutdown may abandon a cycle that waits on a silent
+remote (`thrum.sync.gate`).
 """
 
 from __future__ import annotations
@@ -47,10 +49,11 @@ from thrum.events import is_log_path
 from . import AuthError, PushRejected, RemoteUnreachable, SyncError, safefs, transport
 from .credentials import Credentials, credentials_from_env, remote_callbacks
 from .credentials import translate as _translate
-from .gitlib import EMPTY_TREE, add_index_entry, objects_dir, open_repo, tune_pack_building
+from .gitlib import EMPTY_TREE, objects_dir, open_repo, tune_pack_building, update_index
 from .hygiene import record_packs
 from .localremote import FetchedBlobs, local_remote_path, open_local_remote
 from .merge import Prefer
+from .transport import lost_race
 from .treemerge import KeyCache, MergeOutcome, TreeMerge, lines_ahead
 from .trees import LayoutTrees, Leaf
 from .urls import redact_url
@@ -137,8 +140,9 @@ class Replicator:
         if self.repo.references.get(SYNC_REF) is None:
             raise SyncError(f"branch {SYNC_BRANCH} is missing; run ensure_sync_worktree first")
         if self.repo.lookup_reference("HEAD").target != SYNC_REF:  # e.g. the user's own checkout
-            raise SyncError(f"{self.worktree_path} does not have {SYNC_BRANCH} checked out; "
-                            f"it is not the sync worktree")
+            raise SyncError(
+                f"{self.worktree_path} does not have {SYNC_BRANCH} checked out; it is not the sync worktree"
+            )
         tune_pack_building(self.repo)
         self.trees = LayoutTrees(self.repo)
         self._objects = objects_dir(self.repo)
@@ -216,20 +220,9 @@ class Replicator:
                 self._mutex.release()
         return dict(self._ignored)
 
-    def _update_index(self, files: dict[str, tuple[pygit2.Oid, os.stat_result]]) -> None:
-        """Record the stat data and blob id of files just written or committed (no hashing)."""
-        if not files:
-            return
-        index = self.repo.index
-        index.read(False)
-        for path, (oid, st) in files.items():
-            add_index_entry(index, path, oid, st)
-        index.write()
-
     # -- commit
 
-    def commit_pending(self, paths: Paths = None,
-                       locked: Callable[[], AbstractContextManager] = nullcontext) -> bool:
+    def commit_pending(self, paths: Paths = None, locked: Callable[[], AbstractContextManager] = nullcontext) -> bool:
         """Commit changed log files; True when a commit was made.
 
         ``paths`` (relative to the worktree, or absolute inside it) names the files
@@ -266,14 +259,14 @@ class Replicator:
                 index_files[rel] = (oid, st)
             tree = self.trees.with_files(head.tree_id, files)
             if tree == head.tree_id:
-                self._update_index(index_files)  # refresh stat data so the next status is cheap
+                update_index(self.repo, index_files)  # refresh stat data so the next status is cheap
                 return False
             changed = sorted(files)
             message = f"thrum: record events in {len(changed)} file(s)\n\n" + "".join(p + "\n" for p in changed)
             sig = self._signature()
             oid = self.repo.create_commit(None, sig, sig, message, tree, [head.id])
             self._move_ref(oid, "thrum: commit pending events")
-            self._update_index(index_files)
+            update_index(self.repo, index_files)
             self.last_commit = CommitResult(commit=oid, paths=changed)
             return True
 
@@ -312,12 +305,11 @@ class Replicator:
                         self.repo.create_reference_direct(tracking, tip, True, message="thrum: fetch a-sync")
                 else:  # credentials, SSH config, timeout, errors: see transport.session
                     before = set(os.listdir(self._objects / "pack")) if (self._objects / "pack").is_dir() else set()
-                    with self.network("fetch"), \
-                            transport.session(self.repo, self.remote_name, self.credentials) as net:
+                    with self.network("fetch"), transport.session(self.repo, self.remote_name, self.credentials) as net:
                         net.remote.fetch([f"+{SYNC_REF}:{tracking}"], callbacks=net.callbacks, proxy=True)
                         heads = net.remote.list_heads(connect=False)
                     new = set(os.listdir(self._objects / "pack")) - before  # a pack per fetch: consolidated later
-                    record_packs(self._objects, sorted(n[:-len(".pack")] for n in new if n.endswith(".pack")))
+                    record_packs(self._objects, sorted(n[: -len(".pack")] for n in new if n.endswith(".pack")))
                     tip = next((h.oid for h in heads if h.name == SYNC_REF), None)
             except SyncError:
                 raise
@@ -330,9 +322,12 @@ class Replicator:
 
     # -- merge
 
-    def merge(self, remote_tip: pygit2.Oid | None,
-              locked: Callable[[], AbstractContextManager] = nullcontext,
-              on_chunk: Callable[[MergeOutcome], None] | None = None) -> MergeOutcome:
+    def merge(
+        self,
+        remote_tip: pygit2.Oid | None,
+        locked: Callable[[], AbstractContextManager] = nullcontext,
+        on_chunk: Callable[[MergeOutcome], None] | None = None,
+    ) -> MergeOutcome:
         """Merge the remote tip's log files into ours and commit on top of the remote tip.
 
         Only log files whose blob differs between the two trees are read; each is
@@ -382,12 +377,13 @@ class Replicator:
             self._move_ref(new_head, "thrum: fast-forward to remote a-sync")
         else:
             sig = self._signature()
-            message = (f"thrum: merge {outcome.sent} local event(s) onto remote a-sync\n\n"
-                       + "".join(p + "\n" for p in sorted(ours)))
+            message = f"thrum: merge {outcome.sent} local event(s) onto remote a-sync\n\n" + "".join(
+                p + "\n" for p in sorted(ours)
+            )
             new_head = self.repo.create_commit(None, sig, sig, message, tree, [theirs.id])
             outcome.commits = 1
             self._move_ref(new_head, "thrum: merge remote a-sync")
-        self._update_index({p: (files[p].oid, st) for p, st in stats.items() if p in files})
+        update_index(self.repo, {p: (files[p].oid, st) for p, st in stats.items() if p in files})
         self._ignored = self.trees.ignored(theirs.tree_id)  # what the remote holds that we do not take
         outcome.ignored = dict(self._ignored)
         outcome.head = new_head
@@ -414,18 +410,20 @@ class Replicator:
             if local is not None and local.bare:
                 return self._push_local(local, head, redact_url(url))
             url = redact_url(url)
-            with self.network("push"), \
-                    transport.session(self.repo, self.remote_name, self.credentials, push=True) as net:
+            with (
+                self.network("push"),
+                transport.session(self.repo, self.remote_name, self.credentials, push=True) as net,
+            ):
                 callbacks = net.callbacks
                 try:
                     net.remote.push([f"{SYNC_REF}:{SYNC_REF}"], callbacks=callbacks, proxy=True)
                 except Exception as exc:  # noqa: BLE001 - a lost race is not an error
-                    if not _is_race(str(exc)):
+                    if not lost_race(str(exc)):
                         raise
                     log.info("push of %s to %s lost a race: %s", SYNC_BRANCH, url, exc)
                     return False
             for _ref, message in callbacks.rejected:
-                if _is_race(message):
+                if lost_race(message):
                     return False
                 raise PushRejected(f"{url} refused the push of {SYNC_BRANCH}: {message}")
             self.last_fetch = FetchResult(tip=head, url=url, at=time.time())
@@ -436,17 +434,19 @@ class Replicator:
         try:
             current = local.tip(SYNC_REF)
             if current != head:
-                if current is not None and not (self.repo.odb.exists(current)
-                                                and self.repo.descendant_of(head, current)):
+                if current is not None and not (
+                    self.repo.odb.exists(current) and self.repo.descendant_of(head, current)
+                ):
                     return False  # not a fast-forward: the remote moved since our fetch
                 if not local.push_from(self.repo, SYNC_REF, head, current):
                     return False
-            self.repo.create_reference_direct(f"refs/remotes/{self.remote_name}/{SYNC_BRANCH}", head, True,
-                                              message="thrum: push a-sync")
+            self.repo.create_reference_direct(
+                f"refs/remotes/{self.remote_name}/{SYNC_BRANCH}", head, True, message="thrum: push a-sync"
+            )
         except SyncError:
             raise
         except Exception as exc:  # noqa: BLE001 - translated at this boundary
-            if _is_race(str(exc)):  # another pusher holds the remote's ref lock
+            if lost_race(str(exc)):  # another pusher holds the remote's ref lock
                 log.info("push of %s to %s lost a race: %s", SYNC_BRANCH, url, exc)
                 return False
             raise _translate(exc, self.remote_name, url) from exc
@@ -457,17 +457,6 @@ class Replicator:
 def _no_gate(what: str) -> AbstractContextManager:
     """`Replicator.network` when nobody may abandon the thread (the offline sync, tests)."""
     return nullcontext()
-
-
-def _is_race(message: str) -> bool:
-    """A push that lost to another pusher, in any of the forms servers and libgit2 say it."""
-    low = message.lower()
-    return any(s in low for s in (
-        "non-fastforward", "non-fast-forward", "not present locally", "fetch first",
-        "stale info", "failed to lock", "cannot lock ref", "reference already exists",
-        "failed to update ref", "locked file", "unable to lock", "could not lock",
-        "old reference value does not match", "incorrect old value",
-    ))
 
 
 from .cycle import SyncReport, run_cycle  # noqa: E402  (the cycle over a Replicator; re-exported here)

@@ -37,8 +37,16 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 TMP_PREFIX = ".thrum-tmp-"
 
-__all__ = ["TMP_PREFIX", "UnsafePath", "is_regular", "read_regular", "read_regular_stat", "remove_unwanted",
-           "write_atomic", "write_batch"]
+__all__ = [
+    "TMP_PREFIX",
+    "UnsafePath",
+    "is_regular",
+    "read_regular",
+    "read_regular_stat",
+    "remove_unwanted",
+    "write_atomic",
+    "write_batch",
+]
 
 
 class UnsafePath(SyncError):
@@ -70,7 +78,7 @@ def _open_dirs(root: Path, dirs: list[str], *, create: bool, rel: str) -> int | 
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         for i, name in enumerate(dirs):
-            where = "/".join(dirs[:i + 1])
+            where = "/".join(dirs[: i + 1])
             _drop_link(fd, name, where)
             try:
                 nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
@@ -85,8 +93,7 @@ def _open_dirs(root: Path, dirs: list[str], *, create: bool, rel: str) -> int | 
                 nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
             except OSError as exc:
                 if exc.errno in (errno.ENOTDIR, errno.ELOOP):
-                    raise UnsafePath(f"{where} in the sync worktree is not a directory; "
-                                     f"cannot use {rel}") from None
+                    raise UnsafePath(f"{where} in the sync worktree is not a directory; cannot use {rel}") from None
                 raise
             os.close(fd)
             fd = nfd
@@ -156,19 +163,7 @@ def write_atomic(root: Path, rel: str, data: bytes) -> None:
     assert dfd is not None
     try:
         tmp = f"{TMP_PREFIX}{name}.{os.getpid()}"
-        try:
-            os.unlink(tmp, dir_fd=dfd)
-        except FileNotFoundError:
-            pass
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
-                     dir_fd=dfd)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _write_temp((dfd, tmp, data))
         try:
             os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)  # replaces a link itself, never its target
         except IsADirectoryError:
@@ -247,7 +242,7 @@ def _write_temp(job: tuple[int, str, bytes]) -> None:
     try:
         view = memoryview(data)
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -301,8 +296,11 @@ def remove_unwanted(root: Path, wanted: Callable[[str], bool]) -> list[str]:
                 continue
             removed.append(rel)
     if removed:
-        log.warning("removed %d path(s) from the sync worktree that thrum never reads "
-                    "(links or files outside its layout): %s", len(removed), ", ".join(removed[:10]))
+        log.warning(
+            "removed %d path(s) from the sync worktree that thrum never reads (links or files outside its layout): %s",
+            len(removed),
+            ", ".join(removed[:10]),
+        )
     return removed
 
 

@@ -202,8 +202,11 @@ def resolve_host(
     for path in files:
         r.read(path)
     hostname_opt = r.options.get("hostname", alias)
-    hostname = _expand(hostname_opt, home=home, hostname=alias, alias=alias, user="", port=22,
-                       local_user=local_user) if "%" in hostname_opt else hostname_opt
+    hostname = (
+        _expand(hostname_opt, home=home, hostname=alias, alias=alias, user="", port=22, local_user=local_user)
+        if "%" in hostname_opt
+        else hostname_opt
+    )
     port = url_port
     if port is None:
         try:
@@ -211,11 +214,19 @@ def resolve_host(
         except ValueError:
             port = 22
     user = url_user or r.options.get("user") or local_user
-    identities = [_expand(p, home=home, hostname=hostname, alias=alias, user=user, port=port,
-                          local_user=local_user) for p in r.identities]
-    return SshTarget(alias=alias, hostname=hostname, port=port, user=user, identity_files=identities,
-                     identities_only=r.options.get("identitiesonly", "no").lower() == "yes",
-                     configured=r.configured)
+    identities = [
+        _expand(p, home=home, hostname=hostname, alias=alias, user=user, port=port, local_user=local_user)
+        for p in r.identities
+    ]
+    return SshTarget(
+        alias=alias,
+        hostname=hostname,
+        port=port,
+        user=user,
+        identity_files=identities,
+        identities_only=r.options.get("identitiesonly", "no").lower() == "yes",
+        configured=r.configured,
+    )
 
 
 # --- known_hosts --------------------------------------------------------------------

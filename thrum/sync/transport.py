@@ -15,6 +15,8 @@ Rules:
 5. `session` wraps one fetch, push or ref listing: it yields the remote and fresh
    callbacks, approves or rejects a login from git's helpers by the outcome, and
    turns any failure into one `SyncError` naming the remote (URL redacted).
+6. A push that lost a race to another pusher is told apart from other refusals
+   by what the server or libgit2 says (`lost_race`), in every form they say it.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from .urls import main_worktree_dir, parse_url, redact_url
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Endpoint", "apply_timeout", "endpoint", "list_remote_heads", "resolved_url", "session"]
+__all__ = ["Endpoint", "apply_timeout", "endpoint", "list_remote_heads", "lost_race", "resolved_url", "session"]
 
 CONNECT_TIMEOUT_MS = 10_000
 
@@ -82,12 +84,12 @@ def _remote(repo: pygit2.Repository, remote_name: str) -> pygit2.Remote:
     try:
         return repo.remotes[remote_name]
     except KeyError:
-        raise SyncError(f"no remote named {remote_name} is configured "
-                        f"(add one with `git remote add {remote_name} URL`)") from None
+        raise SyncError(
+            f"no remote named {remote_name} is configured (add one with `git remote add {remote_name} URL`)"
+        ) from None
 
 
-def endpoint(repo: pygit2.Repository, remote_name: str, *, push: bool = False,
-             home: str | None = None) -> Endpoint:
+def endpoint(repo: pygit2.Repository, remote_name: str, *, push: bool = False, home: str | None = None) -> Endpoint:
     """Resolve the remote's (push) URL: relative paths, SSH aliases.
 
     Raises:
@@ -97,8 +99,18 @@ def endpoint(repo: pygit2.Repository, remote_name: str, *, push: bool = False,
     configured = (remote.push_url if push else None) or remote.url or ""
     base = _base_dir(repo)
     p = parse_url(configured, base)
-    ep = Endpoint(remote_name, configured, configured, redact_url(configured) or "", p.kind, p.scheme,
-                  path=p.path, url_user=p.user, url_password=p.password is not None, base_dir=base)
+    ep = Endpoint(
+        remote_name,
+        configured,
+        configured,
+        redact_url(configured) or "",
+        p.kind,
+        p.scheme,
+        path=p.path,
+        url_user=p.user,
+        url_password=p.password is not None,
+        base_dir=base,
+    )
     if p.kind == "local":
         ep.url = p.path if "://" not in configured else configured
         ep.display = redact_url(ep.url) or ""
@@ -106,8 +118,7 @@ def endpoint(repo: pygit2.Repository, remote_name: str, *, push: bool = False,
         ep.host_port = p.host + (f":{p.port}" if p.port else "") if p.host else ""
         ep.user = p.user
     elif p.kind == "ssh" and p.host:
-        target = resolve_host(p.host, url_user=p.user, url_port=p.port,
-                              home=home or os.environ.get("HOME") or None)
+        target = resolve_host(p.host, url_user=p.user, url_port=p.port, home=home or os.environ.get("HOME") or None)
         ep.ssh_alias = p.host if target.hostname != p.host else None
         ep.user, ep.port = target.user, target.port
         ep.identity_files, ep.identities_only = target.identity_files, target.identities_only
@@ -145,8 +156,9 @@ class Session:
 
 
 @contextmanager
-def session(repo: pygit2.Repository, remote_name: str, credentials: Credentials | None = None, *,
-            push: bool = False) -> Iterator[Session]:
+def session(
+    repo: pygit2.Repository, remote_name: str, credentials: Credentials | None = None, *, push: bool = False
+) -> Iterator[Session]:
     """One network operation on the remote (see the module rules).
 
     Raises:
@@ -179,9 +191,34 @@ def session(repo: pygit2.Repository, remote_name: str, credentials: Credentials 
                 os.environ["SSH_AUTH_SOCK"] = saved_sock
 
 
-def list_remote_heads(repo: pygit2.Repository, remote_name: str,
-                      credentials: Credentials | None = None) -> dict[str, pygit2.Oid]:
+def list_remote_heads(
+    repo: pygit2.Repository, remote_name: str, credentials: Credentials | None = None
+) -> dict[str, pygit2.Oid]:
     """The remote's refs (name -> oid): a connection, a login, one ref advertisement."""
     with session(repo, remote_name, credentials) as s:
         heads = s.remote.list_heads(callbacks=s.callbacks, proxy=True)
         return {h.name: h.oid for h in heads if not h.name.endswith("^{}")}
+
+
+def lost_race(message: str) -> bool:
+    """A push that lost to another pusher, in any of the forms servers and libgit2 say it."""
+    low = message.lower()
+    return any(
+        s in low
+        for s in (
+            "non-fastforward",
+            "non-fast-forward",
+            "not present locally",
+            "fetch first",
+            "stale info",
+            "failed to lock",
+            "cannot lock ref",
+            "reference already exists",
+            "failed to update ref",
+            "locked file",
+            "unable to lock",
+            "could not lock",
+            "old reference value does not match",
+            "incorrect old value",
+        )
+    )

@@ -76,18 +76,27 @@ class TreeMerge:
     or None when libgit2 must read it (then it is read on the calling thread).
     """
 
-    def __init__(self, repo: pygit2.Repository, root: Path, keys: "KeyCache",
-                 blob_bytes: Callable[[pygit2.Oid], bytes | None], prefer: Prefer | None = None):
+    def __init__(
+        self,
+        repo: pygit2.Repository,
+        root: Path,
+        keys: "KeyCache",
+        blob_bytes: Callable[[pygit2.Oid], bytes | None],
+        prefer: Prefer | None = None,
+    ):
         self.repo = repo
         self.root = root
         self.keys = keys
         self.blob_bytes = blob_bytes
         self.prefer = prefer
 
-    def run(self, changes: list[Change], sizes: Callable[[bytes], int],
-            locked: Callable[[], AbstractContextManager] = nullcontext,
-            on_chunk: Callable[[MergeOutcome], None] | None = None,
-            ) -> tuple[MergeOutcome, dict[str, Leaf], dict[str, os.stat_result]]:
+    def run(
+        self,
+        changes: list[Change],
+        sizes: Callable[[bytes], int],
+        locked: Callable[[], AbstractContextManager] = nullcontext,
+        on_chunk: Callable[[MergeOutcome], None] | None = None,
+    ) -> tuple[MergeOutcome, dict[str, Leaf], dict[str, os.stat_result]]:
         """Merge ``changes``; (totals, the log files of the merged tree that changed, their stats)."""
         total = MergeOutcome()
         files: dict[str, Leaf] = {}
@@ -202,7 +211,7 @@ def lines_ahead(trees: LayoutTrees, root: Path, remote_tree: pygit2.Oid, local_t
 
 def starts_with_blob(data: bytes, n: int, oid_raw: bytes) -> bool:
     """True when the first ``n`` bytes of ``data`` are a whole-line blob with id ``oid_raw``."""
-    if n > len(data) or (n and data[n - 1:n] != b"\n"):
+    if n > len(data) or (n and data[n - 1 : n] != b"\n"):
         return False
     h = hashlib.sha1(b"blob %d\0" % n)
     h.update(memoryview(data)[:n])

@@ -28,8 +28,20 @@ __all__ = ["RemoteURL", "main_worktree_dir", "parse_url", "redact_text", "redact
 
 _SSH_SCHEMES = ("ssh", "git+ssh", "ssh+git")
 # Prefixes of access tokens that hosts accept as a user name (GitHub, GitLab, Gitea, Bitbucket).
-_TOKEN_PREFIXES = ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "gldt-", "glcbt-",
-                   "glrt-", "ATBB", "ATCTT")
+_TOKEN_PREFIXES = (
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "glpat-",
+    "gldt-",
+    "glcbt-",
+    "glrt-",
+    "ATBB",
+    "ATCTT",
+)
 _PLAIN_USER = re.compile(r"^[A-Za-z0-9._-]{1,39}$")
 _URL_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^/@\s'\"]+)@")
 
@@ -82,9 +94,9 @@ def parse_url(url: str, base: os.PathLike[str] | str | None = None) -> RemoteURL
         user = urllib.parse.unquote(parts.username) if parts.username is not None else None
         password = urllib.parse.unquote(parts.password) if parts.password is not None else None
         if scheme == "file":
-            rest = url[len("file://"):]
+            rest = url[len("file://") :]
             if rest.startswith("localhost/"):
-                rest = rest[len("localhost"):]
+                rest = rest[len("localhost") :]
             path = urllib.parse.unquote(rest) if rest.startswith("/") else ""
             return RemoteURL(url, "local" if path else "other", scheme, path=path)
         if scheme in ("http", "https"):
@@ -123,6 +135,7 @@ def redact_url(url: str | None) -> str | None:
 
 def redact_text(text: str, *secrets: str | None) -> str:
     """``text`` with credentials inside URLs, and each of ``secrets``, replaced by ``***``."""
+
     def repl(m: re.Match[str]) -> str:
         userinfo = m.group("userinfo")
         user, colon, _ = userinfo.partition(":")

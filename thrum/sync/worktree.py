@@ -176,7 +176,7 @@ def worktree_gitdir(path: Path) -> Path | None:
         return None
     if not text.startswith("gitdir:"):
         return None
-    target = Path(text[len("gitdir:"):].strip())
+    target = Path(text[len("gitdir:") :].strip())
     return (target if target.is_absolute() else path / target).resolve()
 
 
@@ -199,8 +199,10 @@ def _ensure_linked_worktree(repo: pygit2.Repository, cdir: Path, path: Path) -> 
     for name, (wt_path, head) in worktrees.items():
         if _same(wt_path, path) and worktree_gitdir(path) == (cdir / "worktrees" / name).resolve():
             if head != f"ref: {SYNC_REF}":
-                raise SyncError(f"{path} has {head!r} checked out instead of {SYNC_BRANCH}; "
-                                f"remove that worktree and run thrum again")
+                raise SyncError(
+                    f"{path} has {head!r} checked out instead of {SYNC_BRANCH}; "
+                    f"remove that worktree and run thrum again"
+                )
             return  # healthy
     # Stale registrations of our path or of our branch (directory gone, repository moved).
     stale = []
@@ -210,8 +212,10 @@ def _ensure_linked_worktree(repo: pygit2.Repository, cdir: Path, path: Path) -> 
         elif head == f"ref: {SYNC_REF}":
             alive = wt_path.is_dir() and worktree_gitdir(wt_path) == (cdir / "worktrees" / name).resolve()
             if alive:
-                raise SyncError(f"branch {SYNC_BRANCH} is checked out in another worktree at {wt_path}; "
-                                f"remove it (git worktree remove) and run thrum again")
+                raise SyncError(
+                    f"branch {SYNC_BRANCH} is checked out in another worktree at {wt_path}; "
+                    f"remove it (git worktree remove) and run thrum again"
+                )
             stale.append(name)
     salvage = None
     if path.exists() or path.is_symlink():
@@ -259,15 +263,18 @@ def _materialise(wt: pygit2.Repository, path: Path, batch: int = 256) -> None:
     index = wt.index
     index.clear()
     for i in range(0, len(files), batch):
-        part = files[i:i + batch]
+        part = files[i : i + batch]
         stats = safefs.write_batch(path, [(p, wt[leaf.oid].data) for p, leaf in part])
         for (p, leaf), st in zip(part, stats):
             add_index_entry(index, p, leaf.oid, st)
     index.write()
     ignored = trees.ignored(wt.head.peel(pygit2.Commit).tree_id)
     if ignored:
-        log.warning("the %s branch holds entries thrum ignores (never checked out): %s", SYNC_BRANCH,
-                    ", ".join(f"{n} {reason}" for reason, n in sorted(ignored.items())))
+        log.warning(
+            "the %s branch holds entries thrum ignores (never checked out): %s",
+            SYNC_BRANCH,
+            ", ".join(f"{n} {reason}" for reason, n in sorted(ignored.items())),
+        )
 
 
 def _unregister(repo: pygit2.Repository, cdir: Path, name: str) -> None:

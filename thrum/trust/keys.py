@@ -17,16 +17,16 @@ import base64
 import binascii
 import hashlib
 import os
-import re
 import threading
 from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from ..events.names import is_name
+
 KEY_SUFFIX = ".key"
 TAG_BYTES = 6
-_NAME_RE = re.compile(r"[a-z0-9_]{1,64}")
 
 __all__ = ["KEY_SUFFIX", "LocalKeys", "PublicKey", "decode_public", "generate", "public_b64", "tag_of"]
 
@@ -98,7 +98,7 @@ class LocalKeys:
         self._missing: set[str] = set()  # looked for and absent: verification asks per line
 
     def path(self, name: str) -> Path:
-        if not _NAME_RE.fullmatch(name):
+        if not is_name(name):
             raise ValueError(f"invalid agent name {name!r}")
         return self.dir / f"{name}{KEY_SUFFIX}"
 
@@ -133,8 +133,9 @@ class LocalKeys:
         if existing is not None:
             return existing
         private = generate()
-        pem = private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                    serialization.NoEncryption())
+        pem = private.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
         path = self.path(name)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.{os.urandom(4).hex()}.tmp")
@@ -162,7 +163,10 @@ class LocalKeys:
 
     def names(self) -> list[str]:
         try:
-            return sorted(p.name[:-len(KEY_SUFFIX)] for p in self.dir.glob(f"*{KEY_SUFFIX}")
-                          if _NAME_RE.fullmatch(p.name[:-len(KEY_SUFFIX)]))
+            return sorted(
+                p.name[: -len(KEY_SUFFIX)]
+                for p in self.dir.glob(f"*{KEY_SUFFIX}")
+                if is_name(p.name[: -len(KEY_SUFFIX)])
+            )
         except OSError:
             return []

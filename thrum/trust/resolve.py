@@ -21,8 +21,7 @@ log = logging.getLogger(__name__)
 __all__ = ["prefer_verified"]
 
 
-def prefer_verified(ring: KeyRing, on_conflict: Callable[[str], None] | None = None
-                    ) -> Callable[[bytes, bytes], bytes]:
+def prefer_verified(ring: KeyRing, on_conflict: Callable[[str], None] | None = None) -> Callable[[bytes, bytes], bytes]:
     """A ``prefer(remote_line, local_line)`` for the merge, judging both against ``ring``."""
 
     def prefer(remote_line: bytes, local_line: bytes) -> bytes:

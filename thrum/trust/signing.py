@@ -36,8 +36,17 @@ from .verdicts import digest
 SEAL_TYPE = "seal"
 MAX_SEAL_LINES = 100_000
 
-__all__ = ["SEAL_TYPE", "canonical", "id_is_bound", "line_hash", "make_seal", "new_message_id", "sign",
-           "signature_of", "verify"]
+__all__ = [
+    "SEAL_TYPE",
+    "canonical",
+    "id_is_bound",
+    "line_hash",
+    "make_seal",
+    "new_message_id",
+    "sign",
+    "signature_of",
+    "verify",
+]
 
 
 def canonical(d: dict) -> bytes:
@@ -91,8 +100,14 @@ def hash_text(raw: bytes) -> str:
 
 def make_seal(signer: str, hashes: list[str], private: Ed25519PrivateKey) -> dict:
     """A signed seal vouching for the lines with these hashes."""
-    seal: dict[str, Any] = {"type": SEAL_TYPE, "timestamp": now_rfc3339(), "event_id": new_ulid(), "v": 1,
-                            "agent_id": signer, "lines": list(hashes)}
+    seal: dict[str, Any] = {
+        "type": SEAL_TYPE,
+        "timestamp": now_rfc3339(),
+        "event_id": new_ulid(),
+        "v": 1,
+        "agent_id": signer,
+        "lines": list(hashes),
+    }
     return sign(seal, signer, private)
 
 

@@ -84,4 +84,4 @@ class VerdictMemory:
             log.warning("cannot read %s (%s): lines will be verified again", self.path, exc)
             return set()
         n = len(data) // DIGEST_BYTES
-        return {data[i * DIGEST_BYTES:(i + 1) * DIGEST_BYTES] for i in range(n)}
+        return {data[i * DIGEST_BYTES : (i + 1) * DIGEST_BYTES] for i in range(n)}

@@ -114,14 +114,19 @@ class Verifier:
         except ValueError as exc:
             return self._reject(c, out, "bad-key", f"agent.register of {agent}: {exc}")
         if not self._verify_line(c, key, out):
-            return self._reject(c, out, "bad-signature", f"agent.register of {agent} does not verify "
-                                                          f"against the key it carries")
+            return self._reject(
+                c, out, "bad-signature", f"agent.register of {agent} does not verify against the key it carries"
+            )
         status = self.ring.learn(agent, key, d.get("event_id", ""))
         if status == "conflict":
             current = self.ring.key(agent)
             held = current.b64[:12] if current is not None else "?"
-            return self._reject(c, out, "key-conflict", f"{agent} is already known with key {held}…; "
-                                                         f"a registration with key {key.b64[:12]}… is refused")
+            return self._reject(
+                c,
+                out,
+                "key-conflict",
+                f"{agent} is already known with key {held}…; a registration with key {key.b64[:12]}… is refused",
+            )
         if status == "new":
             out.learned.append(agent)
         out.accepted.append((c.shard, d))
@@ -148,8 +153,7 @@ class Verifier:
             out.pending.append(c)
             return None
         if d["type"] == "message.create" and not id_is_bound(d.get("message_id", ""), key):
-            return self._reject(c, out, "id-not-owned", f"message id {d.get('message_id')} does not belong "
-                                                         f"to {signer}")
+            return self._reject(c, out, "id-not-owned", f"message id {d.get('message_id')} does not belong to {signer}")
         if covered.vouches(signer, hash_text(dig)):
             out.accepted.append((c.shard, d))
             out.fresh.append(dig)
@@ -175,8 +179,9 @@ class Verifier:
     @staticmethod
     def _reject(c: Candidate, out: Verdict, kind: str, reason: str) -> None:
         found = signature_of(c.event)
-        out.rejected.append(Rejected(c.shard, str(c.event.get("event_id", "?")),
-                                     found[0] if found else "", kind, reason, c.line))
+        out.rejected.append(
+            Rejected(c.shard, str(c.event.get("event_id", "?")), found[0] if found else "", kind, reason, c.line)
+        )
 
 
 class _Seals:

@@ -27,15 +27,15 @@ import secrets
 import time
 from typing import Callable
 
-CODE_TTL = 300.0          # seconds a login code stays valid
-MAX_CODES = 64            # unredeemed codes kept (the oldest are forgotten first)
+CODE_TTL = 300.0  # seconds a login code stays valid
+MAX_CODES = 64  # unredeemed codes kept (the oldest are forgotten first)
 HOSTS = ("127.0.0.1", "localhost")
 
 
 class UiAccess:
     def __init__(self, *, clock: Callable[[], float] = time.monotonic):
         self._secret = secrets.token_urlsafe(32)
-        self._codes: dict[str, float] = {}   # code -> expiry (clock time)
+        self._codes: dict[str, float] = {}  # code -> expiry (clock time)
         self._clock = clock
         self.port: int | None = None
 

@@ -82,18 +82,28 @@ class UiApp:
 
     def _security_headers(self) -> list[tuple[str, str]]:
         ws = " ".join(f"ws://{h}:{self.ws_port}" for h in HOSTS)
-        csp = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-               f"connect-src 'self' {ws}; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
-        return [("Content-Security-Policy", csp), ("X-Frame-Options", "DENY"),
-                ("Referrer-Policy", "no-referrer"), ("X-Content-Type-Options", "nosniff"),
-                ("Cross-Origin-Resource-Policy", "same-origin"), ("Cross-Origin-Opener-Policy", "same-origin")]
+        csp = (
+            "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+            f"connect-src 'self' {ws}; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+        )
+        return [
+            ("Content-Security-Policy", csp),
+            ("X-Frame-Options", "DENY"),
+            ("Referrer-Policy", "no-referrer"),
+            ("X-Content-Type-Options", "nosniff"),
+            ("Cross-Origin-Resource-Policy", "same-origin"),
+            ("Cross-Origin-Opener-Policy", "same-origin"),
+        ]
 
     def _page(self, status: int, title: str, text: str, extra: list[tuple[str, str]] | None = None) -> Response:
-        body = (f"<!doctype html><meta charset=utf-8><title>thrum: {_esc(title)}</title>"
-                f"<link rel=stylesheet href=/static/app.css><main class=notice><h1>{_esc(title)}</h1>"
-                f"<p>{_esc(text)}</p></main>\n").encode("utf-8")
-        return Response(status, body, headers=[("Cache-Control", "no-store"), *(extra or [])],
-                        content_type=TYPES[".html"])
+        body = (
+            f"<!doctype html><meta charset=utf-8><title>thrum: {_esc(title)}</title>"
+            f"<link rel=stylesheet href=/static/app.css><main class=notice><h1>{_esc(title)}</h1>"
+            f"<p>{_esc(text)}</p></main>\n"
+        ).encode("utf-8")
+        return Response(
+            status, body, headers=[("Cache-Control", "no-store"), *(extra or [])], content_type=TYPES[".html"]
+        )
 
     # ------------------------------------------------------------------ routes
 
@@ -104,41 +114,53 @@ class UiApp:
 
     def _route(self, req: Request) -> Response:
         if not self.access.host_ok(req.header("host")):
-            return Response(421, b"wrong Host: open the UI at the 127.0.0.1 URL that `thrum ui` prints\n",
-                            headers=[("Connection", "close")])
+            return Response(
+                421,
+                b"wrong Host: open the UI at the 127.0.0.1 URL that `thrum ui` prints\n",
+                headers=[("Connection", "close")],
+            )
         if req.method not in ("GET", "HEAD"):
-            return Response(405, b"method not allowed: the UI changes nothing over HTTP\n",
-                            headers=[("Allow", "GET, HEAD")])
+            return Response(
+                405, b"method not allowed: the UI changes nothing over HTTP\n", headers=[("Allow", "GET, HEAD")]
+            )
         path = req.path
         logged_in = self.access.admits(req.header("cookie"))
         if path == "/login":
             return self._login(req, logged_in)
         if path in ("/", "/index.html"):
             if not logged_in:
-                return self._page(401, "not signed in",
-                                  "Run `thrum ui` in the repository and open the URL it prints "
-                                  "(the link works once; the daemon forgets sessions when it restarts).")
-            return Response(200, self._index, headers=[("Cache-Control", "no-store")],
-                            content_type=TYPES[".html"])
+                return self._page(
+                    401,
+                    "not signed in",
+                    "Run `thrum ui` in the repository and open the URL it prints "
+                    "(the link works once; the daemon forgets sessions when it restarts).",
+                )
+            return Response(200, self._index, headers=[("Cache-Control", "no-store")], content_type=TYPES[".html"])
         if path == "/api/session":
             body = json.dumps({"authenticated": logged_in, "ws_port": self.ws_port, "version": self.version})
-            return Response(200, body.encode(), headers=[("Cache-Control", "no-store")],
-                            content_type="application/json")
+            return Response(
+                200, body.encode(), headers=[("Cache-Control", "no-store")], content_type="application/json"
+            )
         if path.startswith("/static/"):
-            return self._static(req, path[len("/static/"):])
+            return self._static(req, path[len("/static/") :])
         if path == "/favicon.ico":
             return self._static(req, "favicon.svg")
         return Response(404, b"not found\n")
 
     def _login(self, req: Request, logged_in: bool) -> Response:
         if self.access.redeem(req.query("code")):
-            return Response(303, b"", headers=[("Location", "/"), ("Set-Cookie", self.access.set_cookie()),
-                                               ("Cache-Control", "no-store")])
+            return Response(
+                303,
+                b"",
+                headers=[("Location", "/"), ("Set-Cookie", self.access.set_cookie()), ("Cache-Control", "no-store")],
+            )
         if logged_in:
             return Response(303, b"", headers=[("Location", "/"), ("Cache-Control", "no-store")])
-        return self._page(403, "this link has expired",
-                          "A link from `thrum ui` works once and for 5 minutes. "
-                          "Run `thrum ui` again for a new one.")
+        return self._page(
+            403,
+            "this link has expired",
+            "A link from `thrum ui` works once and for 5 minutes. Run `thrum ui` again for a new one.",
+        )
 
     def _static(self, req: Request, name: str) -> Response:
         f = self.static.get(name)

@@ -51,8 +51,12 @@ class WebUi:
             if self.port is None or (port is not None and port != 0 and port != self.port):
                 await self._listen(port)
         code = self.access.new_code()
-        return {"url": f"http://{HOST}:{self.port}/login?code={code}", "port": self.port,
-                "ws_port": self.daemon.ws_port, "expires_in": int(CODE_TTL)}
+        return {
+            "url": f"http://{HOST}:{self.port}/login?code={code}",
+            "port": self.port,
+            "ws_port": self.daemon.ws_port,
+            "expires_in": int(CODE_TTL),
+        }
 
     async def _listen(self, port: int | None) -> None:
         listeners = await _open_listeners(port, _preferred(self.daemon))
@@ -70,8 +74,9 @@ class WebUi:
         log.info("Web UI listening on http://%s:%d/", HOST, new_port)
 
     @staticmethod
-    async def _serve(app: UiApp, listeners: list, scope: trio.CancelScope,
-                     task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def _serve(
+        app: UiApp, listeners: list, scope: trio.CancelScope, task_status=trio.TASK_STATUS_IGNORED
+    ) -> None:
         with scope:
             await http.serve(app.handle, listeners, task_status=task_status)
 
@@ -93,8 +98,9 @@ async def _open_listeners(port: int | None, preferred: int) -> list[trio.SocketL
             return await trio.open_tcp_listeners(port, host=HOST)
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
-                raise errors.Conflict(f"port {port} is already in use; choose another with --port, "
-                                      "or leave it out for a free one") from None
+                raise errors.Conflict(
+                    f"port {port} is already in use; choose another with --port, or leave it out for a free one"
+                ) from None
             raise errors.ThrumError(f"cannot listen on {HOST}:{port}: {exc.strerror or exc}") from None
     if preferred:
         try:
@@ -110,4 +116,3 @@ def install(daemon) -> WebUi:
     """Create the daemon's `WebUi` (``daemon.web_ui``); the listener waits for ``ui.open``."""
     daemon.web_ui = WebUi(daemon)
     return daemon.web_ui
-

@@ -44,7 +44,7 @@ _RECEIVE = MAX_HEAD
 class Request:
     method: str
     target: str
-    headers: dict[str, str]        # lower-case names; the first of repeated headers
+    headers: dict[str, str]  # lower-case names; the first of repeated headers
 
     @property
     def path(self) -> str:
@@ -83,7 +83,7 @@ async def _serve_stream(handler: Handler, limiter: trio.CapacityLimiter, stream)
                 request = await _next_request(conn, stream)
                 if request is None:
                     return
-                if isinstance(request, Response):          # the client broke the protocol
+                if isinstance(request, Response):  # the client broke the protocol
                     await _send(conn, stream, request, head_only=False)
                     return
                 try:
@@ -120,7 +120,7 @@ async def _next_request(conn: h11.Connection, stream) -> Request | Response | No
                 return Response(status, f"{reason}\n".encode(), headers=[("Connection", "close")])
             if event is h11.NEED_DATA:
                 data = await stream.receive_some(_RECEIVE)
-                conn.receive_data(data)      # b"" marks the peer's end of stream
+                conn.receive_data(data)  # b"" marks the peer's end of stream
                 continue
             if isinstance(event, h11.ConnectionClosed) or event is h11.PAUSED:
                 return None
@@ -128,8 +128,9 @@ async def _next_request(conn: h11.Connection, stream) -> Request | Response | No
                 headers: dict[str, str] = {}
                 for name, value in event.headers:
                     headers.setdefault(name.decode("latin-1").lower(), value.decode("latin-1"))
-                request = Request(event.method.decode("ascii", "replace").upper(),
-                                  event.target.decode("latin-1"), headers)
+                request = Request(
+                    event.method.decode("ascii", "replace").upper(), event.target.decode("latin-1"), headers
+                )
             elif isinstance(event, h11.Data):
                 size += len(event.data)
                 if size > MAX_BODY:
@@ -140,13 +141,19 @@ async def _next_request(conn: h11.Connection, stream) -> Request | Response | No
 
 
 async def _send(conn: h11.Connection, stream, response: Response, *, head_only: bool) -> None:
-    if response.status in (204, 304):      # no body, and no framing headers that would describe one
+    if response.status in (204, 304):  # no body, and no framing headers that would describe one
         headers = list(response.headers)
     else:
-        headers = [("Content-Type", response.content_type), ("Content-Length", str(len(response.body))),
-                   *response.headers]
-    data = conn.send(h11.Response(status_code=response.status,
-                                  headers=[(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers]))
+        headers = [
+            ("Content-Type", response.content_type),
+            ("Content-Length", str(len(response.body))),
+            *response.headers,
+        ]
+    data = conn.send(
+        h11.Response(
+            status_code=response.status, headers=[(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers]
+        )
+    )
     if response.body and not head_only and response.status not in (204, 304):
         data += conn.send(h11.Data(data=response.body))
     data += conn.send(h11.EndOfMessage())

@@ -1,3 +1,19 @@
-"""RPC services, one module per namespace; importing this registers every method."""
+"""RPC services, one module per namespace (message.* in three: writes, reads, marks).
 
-from . import admin, agents, doctor, groups, mailboxes, messages, sessions, subscriptions, sync, ui  # noqa: F401
+Importing this registers every method.
+"""
+
+from . import (  # noqa: F401
+    admin,
+    agents,
+    doctor,
+    groups,
+    mailboxes,
+    message_queries,
+    messages,
+    receipts,
+    sessions,
+    subscriptions,
+    sync,
+    ui,
+)

@@ -21,7 +21,8 @@ def _worktree(call: Call) -> str:
     if "/" in value or "\\" in value or value.startswith("~"):
         raise errors.ValidationError(
             f"invalid params: worktree must be the git worktree's name (e.g. main), not a path (got {value[:60]!r})",
-            field="worktree")
+            field="worktree",
+        )
     return value
 
 
@@ -29,21 +30,27 @@ async def _check_no_shadowing(call: Call, name: str, role: str, existing: dict |
     """An agent name or role must not be an address that already means something else:
     ``@reviewer`` must keep meaning the role, ``@everyone`` everyone (one error each)."""
     if name == EVERYONE:
-        raise errors.ValidationError(f"invalid params: {EVERYONE!r} is the built-in group of all agents; "
-                                     "choose another agent name", field="name")
+        raise errors.ValidationError(
+            f"invalid params: {EVERYONE!r} is the built-in group of all agents; choose another agent name", field="name"
+        )
     if role == EVERYONE:
-        raise errors.ValidationError(f"invalid params: {EVERYONE!r} is the built-in group of all agents; "
-                                     "choose another role", field="role")
+        raise errors.ValidationError(
+            f"invalid params: {EVERYONE!r} is the built-in group of all agents; choose another role", field="role"
+        )
     if existing is None:  # a new agent; re-registering keeps the name it has
         hit = await call.ctx.read(directory.resolve_address, name)
         if hit is not None:
-            raise errors.Conflict(f"@{name} is already {_KIND_TEXT.get(hit[0], hit[0])}; choose another agent name",
-                                  data={"field": "name", "kind": hit[0]})
+            raise errors.Conflict(
+                f"@{name} is already {_KIND_TEXT.get(hit[0], hit[0])}; choose another agent name",
+                data={"field": "name", "kind": hit[0]},
+            )
     if existing is None or existing.get("role") != role:
         hit = await call.ctx.read(directory.resolve_address, role)
         if hit is not None and hit[0] != "role":
-            raise errors.Conflict(f"role @{role} is already {_KIND_TEXT.get(hit[0], hit[0])}; choose another role",
-                                  data={"field": "role", "kind": hit[0]})
+            raise errors.Conflict(
+                f"role @{role} is already {_KIND_TEXT.get(hit[0], hit[0])}; choose another role",
+                data={"field": "role", "kind": hit[0]},
+            )
 
 
 @method("agent.register")
@@ -53,8 +60,9 @@ async def register(call: Call) -> dict:
     ev.check_name(name, "name")
     role = p.str("role", required=True)
     if not ev.NAME_RE.fullmatch(role):
-        raise errors.ValidationError(f"invalid params: role {role[:60]!r}: use lowercase letters, digits and _",
-                                     field="role")
+        raise errors.ValidationError(
+            f"invalid params: role {role[:60]!r}: use lowercase letters, digits and _", field="role"
+        )
     if role == name:
         raise errors.ValidationError(f"invalid params: agent name {name!r} must differ from its role", field="name")
     fields = {
@@ -70,21 +78,26 @@ async def register(call: Call) -> dict:
     if not call.ctx.has_key(name) and elsewhere is not None:
         raise errors.Conflict(
             f"agent {name!r} is already registered from another machine, with its own key; choose another "
-            f"name, or copy .thrum/identities/{name}.json and {name}.key from that machine to act as it here")
+            f"name, or copy .thrum/identities/{name}.json and {name}.key from that machine to act as it here"
+        )
     public_key, new_key = await call.ctx.ensure_key(name)
     if existing is not None and not new_key and all(existing.get(k, "") == v for k, v in fields.items()):
         return {"agent": call.ctx.with_last_seen([dict(existing)])[0], "created": False, "updated": False}
     await call.ctx.write([ev.AgentRegister(agent_id=name, name=name, public_key=public_key, **fields)])
     info = await call.ctx.agent(name, refresh=True)
-    return {"agent": call.ctx.with_last_seen([dict(info)])[0] if info else info,
-            "created": existing is None, "updated": existing is not None}
+    return {
+        "agent": call.ctx.with_last_seen([dict(info)])[0] if info else info,
+        "created": existing is None,
+        "updated": existing is not None,
+    }
 
 
 @method("agent.list")
 async def list_agents(call: Call) -> dict:
     p = call.params
-    result = await call.ctx.read(directory.list_agents, role=p.str("role"), module=p.str("module"),
-                                 include_deleted=p.bool("include_deleted"))
+    result = await call.ctx.read(
+        directory.list_agents, role=p.str("role"), module=p.str("module"), include_deleted=p.bool("include_deleted")
+    )
     call.ctx.with_last_seen(result["agents"])
     return result
 
@@ -114,7 +127,8 @@ async def _actor(call: Call, target: str | None = None) -> str:
     raise errors.ValidationError(
         "invalid params: caller is required: name the agent who removes others "
         f"(this machine has {len(local)} identities{': ' + ', '.join(local[:10]) if local else ''})",
-        field="caller")
+        field="caller",
+    )
 
 
 async def _delete(call: Call, names: list[str], reason: str, how: str, actor: str) -> None:
@@ -123,8 +137,7 @@ async def _delete(call: Call, names: list[str], reason: str, how: str, actor: st
         if call.ctx.has_key(name):  # another machine's agent ends its own sessions
             for s in await call.ctx.read(directory.list_sessions, name, active_only=True):
                 events.append(ev.SessionEnd(session_id=s["session_id"], agent_id=name, reason="normal"))
-        events.append(ev.AgentCleanup(agent_id=name, reason=reason, method=how,
-                                      by="" if actor == name else actor))
+        events.append(ev.AgentCleanup(agent_id=name, reason=reason, method=how, by="" if actor == name else actor))
     await call.ctx.write(events)
     for name in names:
         call.ctx.forget_agent(name)

@@ -60,13 +60,19 @@ async def _projection_check(ctx) -> dict:
     lines, lagging, torn, n_shards = await ctx.inspect_log(_unfolded)
     drift = await ctx.read(projection.verify_counters)
     if drift:
-        return {"check": "projection", "status": "fail",
-                "detail": f"{len(drift)} counter(s) disagree with the messages (first: {drift[0]})",
-                "action": "stop the daemon, delete .thrum/var/messages.db and start it: it is rebuilt from the log"}
+        return {
+            "check": "projection",
+            "status": "fail",
+            "detail": f"{len(drift)} counter(s) disagree with the messages (first: {drift[0]})",
+            "action": "stop the daemon, delete .thrum/var/messages.db and start it: it is rebuilt from the log",
+        }
     if lines:
-        return {"check": "projection", "status": "warn",
-                "detail": f"{lines} line(s) in {lagging} shard(s) are in the log but not in the database",
-                "action": "restart the daemon (`thrum daemon restart`): it folds what it has not read at start"}
+        return {
+            "check": "projection",
+            "status": "warn",
+            "detail": f"{lines} line(s) in {lagging} shard(s) are in the log but not in the database",
+            "action": "restart the daemon (`thrum daemon restart`): it folds what it has not read at start",
+        }
     detail = f"all {n_shards} shard(s) folded into the database; counters agree"
     if torn:
         detail += f"; {len(torn)} shard(s) end in an incomplete line (kept, not applied)"
@@ -78,16 +84,29 @@ async def _sync_checks(ctx) -> list[dict]:
     quarantined = status.get("quarantined") or 0
     by_kind = status.get("quarantined_by_kind") or {}
     kinds = ", ".join(f"{n} {k}" for k, n in sorted(by_kind.items()))
-    out = [{"check": "quarantine", "status": "info" if quarantined else "ok",
-            "detail": (f"{quarantined} line(s) refused from the log ({kinds}): kept in the files, never applied"
-                       if quarantined else "no line refused from the log"),
-            "action": None}]
+    out = [
+        {
+            "check": "quarantine",
+            "status": "info" if quarantined else "ok",
+            "detail": (
+                f"{quarantined} line(s) refused from the log ({kinds}): kept in the files, never applied"
+                if quarantined
+                else "no line refused from the log"
+            ),
+            "action": None,
+        }
+    ]
     pending = status.get("pending_events") or 0
     mode = status.get("mode")
     if pending and mode == "remote" and status.get("last_error"):
-        out.append({"check": "pending", "status": "warn",
-                    "detail": f"{pending} local event(s) not pushed; the last sync failed: {status['last_error']}",
-                    "action": "fix what the remote check says, then run `thrum sync`"})
+        out.append(
+            {
+                "check": "pending",
+                "status": "warn",
+                "detail": f"{pending} local event(s) not pushed; the last sync failed: {status['last_error']}",
+                "action": "fix what the remote check says, then run `thrum sync`",
+            }
+        )
     else:
         last = status.get("last_success") or "never"
         detail = f"{pending} local event(s) not pushed yet; last successful sync: {last}"
@@ -105,11 +124,17 @@ async def _stuck_sync_check(ctx, creds) -> dict | None:
         return None
     url = loop.replicator.remote_url() if loop.replicator is not None else None
     where = f"remote {ctx.config.remote}" + (f" ({url})" if url else "")
-    return {"check": "remote", "status": "warn",
-            "detail": f"{where}: a sync has waited {waited:.0f} s so far for it to answer (it gives up after "
-                      f"{creds.timeout_s:g} s); not probed a second time meanwhile",
-            "action": "check the network and the remote's URL (`git remote -v`); `thrum sync status` shows how "
-                      "the sync ends"}
+    return {
+        "check": "remote",
+        "status": "warn",
+        "detail": (
+            f"{where}: a sync has waited {waited:.0f} s so far for it to answer "
+            f"(it gives up after {creds.timeout_s:g} s); not probed a second time meanwhile"
+        ),
+        "action": (
+            "check the network and the remote's URL (`git remote -v`); `thrum sync status` shows how the sync ends"
+        ),
+    }
 
 
 @method("doctor.run")
@@ -123,18 +148,27 @@ async def run(call: Call) -> dict:
     # shell passes along, over what earlier `thrum sync`s gave the daemon (per kind of login).
     remembered = ctx.sync.forwarded if ctx.sync is not None else {}
     forwarded = remember_forwarded(remembered, env) if env else remembered
-    mine = {name: "the environment of `thrum doctor`" for name, value in (env or {}).items()
-            if forwarded.get(name) == value}
-    creds = credentials_from_env(ctx.config.values, forwarded=forwarded, own="the daemon's environment",
-                                 passed="the environment of `thrum sync`", passed_by=mine)
+    mine = {
+        name: "the environment of `thrum doctor`" for name, value in (env or {}).items() if forwarded.get(name) == value
+    }
+    creds = credentials_from_env(
+        ctx.config.values,
+        forwarded=forwarded,
+        own="the daemon's environment",
+        passed="the environment of `thrum sync`",
+        passed_by=mine,
+    )
     repo = ctx.main_repo
     remote = None if ctx.config.local_only else await _stuck_sync_check(ctx, creds)
     if remote is None:
-        remote = (await trio.to_thread.run_sync(diagnose.remote_check, repo, ctx.config.remote, creds,
-                                                ctx.config.local_only)).to_dict()
-    checks = [(await trio.to_thread.run_sync(diagnose.worktree_check, repo)).to_dict(),
-              remote,
-              await _projection_check(ctx),
-              *await _sync_checks(ctx),
-              (await trio.to_thread.run_sync(diagnose.size_check, repo)).to_dict()]
+        remote = (
+            await trio.to_thread.run_sync(diagnose.remote_check, repo, ctx.config.remote, creds, ctx.config.local_only)
+        ).to_dict()
+    checks = [
+        (await trio.to_thread.run_sync(diagnose.worktree_check, repo)).to_dict(),
+        remote,
+        await _projection_check(ctx),
+        *await _sync_checks(ctx),
+        (await trio.to_thread.run_sync(diagnose.size_check, repo)).to_dict(),
+    ]
     return {"checks": checks}

@@ -16,7 +16,8 @@ def _group_name(call: Call, key: str = "name") -> str:
     name = _bare(call.params.str(key, required=True))
     if not ev.NAME_RE.fullmatch(name):
         raise errors.ValidationError(
-            f"invalid params: {key} {name[:60]!r}: group names use lowercase letters, digits and _", field=key)
+            f"invalid params: {key} {name[:60]!r}: group names use lowercase letters, digits and _", field=key
+        )
     return name
 
 

@@ -16,7 +16,11 @@ async def mailbox_list(call: Call) -> dict:
     p = call.params
     mailbox = p.str("mailbox", required=True, allow_empty=False, max_len=256)
     order = p.str("sort_order", default="asc", choices=("asc", "desc"))
-    return await call.ctx.read(queries.mailbox_list, mailbox, unread_only=p.bool("unread"),
-                               page=p.int("page", default=1, minimum=1),
-                               page_size=p.int("page_size", default=100, minimum=1, maximum=queries.MAX_PAGE_SIZE),
-                               newest_first=order == "desc")
+    return await call.ctx.read(
+        queries.mailbox_list,
+        mailbox,
+        unread_only=p.bool("unread"),
+        page=p.int("page", default=1, minimum=1),
+        page_size=p.int("page_size", default=100, minimum=1, maximum=queries.MAX_PAGE_SIZE),
+        newest_first=order == "desc",
+    )

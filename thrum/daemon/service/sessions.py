@@ -15,8 +15,9 @@ async def _active(call: Call, agent: str) -> list[dict]:
 @method("session.start")
 async def start(call: Call) -> dict:
     agent = await call.ctx.caller(call.params)
-    ends = [ev.SessionEnd(session_id=s["session_id"], agent_id=agent, reason="normal")
-            for s in await _active(call, agent)]
+    ends = [
+        ev.SessionEnd(session_id=s["session_id"], agent_id=agent, reason="normal") for s in await _active(call, agent)
+    ]
     begin = ev.SessionStart(agent_id=agent)
     await call.ctx.write(ends + [begin])
     for e in ends:

@@ -40,18 +40,25 @@ async def create(call: Call) -> dict:
         mention = p.str("mention") or p.str("mention_role")
         mention = (mention or "").strip().lstrip("@")
         if not mention:
-            raise errors.ValidationError("invalid params: mention is required for filter_type mention",
-                                         field="mention")
+            raise errors.ValidationError("invalid params: mention is required for filter_type mention", field="mention")
         if not ev.NAME_RE.fullmatch(mention):
-            raise errors.ValidationError(f"invalid params: mention {mention[:60]!r} is not an agent, role or "
-                                         "group name", field="mention")
+            raise errors.ValidationError(
+                f"invalid params: mention {mention[:60]!r} is not an agent, role or group name", field="mention"
+            )
     since = p.str("since_event_id") or None
     caller = await call.ctx.caller(p) if "caller" in p else None
     session_id = None
     if caller:
         session_id = await call.ctx.ensure_session(caller, p.str("session_id"))
-    sub = await _hub(call).subscribe(call.conn, filter_type=filter_type, scope=scope, mention=mention,
-                                     session_id=session_id, agent=caller, since_event_id=since)
+    sub = await _hub(call).subscribe(
+        call.conn,
+        filter_type=filter_type,
+        scope=scope,
+        mention=mention,
+        session_id=session_id,
+        agent=caller,
+        since_event_id=since,
+    )
     out = sub.describe()
     if since:
         out["since_event_id"] = since
@@ -85,9 +92,15 @@ async def wait(call: Call) -> dict:
         raise errors.ValidationError(f"invalid params: after {after[:60]!r} is not a message id", field="after")
     if after:  # a unique prefix works, like everywhere a message id is taken
         after = await call.ctx.read(prefixes.complete_id, "message", after, field="after")
-    query = dict(viewer=caller, exclude_author=caller, unread_for=caller,
-                 mentions_of=caller if p.bool("mentions") else None, scope=p.tag("scope"),
-                 page_size=p.int("limit", default=10, minimum=1, maximum=100), sort_order="asc")
+    query = dict(
+        viewer=caller,
+        exclude_author=caller,
+        unread_for=caller,
+        mentions_of=caller if p.bool("mentions") else None,
+        scope=p.tag("scope"),
+        page_size=p.int("limit", default=10, minimum=1, maximum=100),
+        sort_order="asc",
+    )
     hub = _hub(call)
     deadline = trio.current_time() + timeout
     while True:

@@ -1,0 +1,127 @@
+"""The checks of one field of an event: strings, choices, agent names, tag lists, bodies, id lists.
+
+Each takes the raw event (``Raw``: a dict as JSON gives it, untrusted) and a
+key, and returns the field's value normalised (defaults filled, duplicates in
+lists dropped, order kept) or raises `ValidationError` naming the field
+(`fail`). The per-type normalisers (`thrum.events.validation`) are built from
+these; nothing here knows an event type.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, NoReturn
+
+from .. import safejson
+from ..errors import ValidationError
+from .ids import MESSAGE_ID_RE
+from .names import NAME_RE
+from .tags import is_tag_type, is_tag_value
+from .values import FORMATS, MAX_CONTENT_BYTES, MAX_IDS, MAX_REFS
+
+Raw = dict[str, Any]  # an event as JSON gives it: validated here, never trusted before
+
+
+def fail(field_name: str, why: str) -> NoReturn:
+    raise ValidationError(f"{field_name}: {why}", field=field_name)
+
+
+def str_field(
+    d: Raw,
+    key: str,
+    *,
+    required: bool = True,
+    pattern: re.Pattern[str] | None = None,
+    max_len: int = 4096,
+    default: str = "",
+) -> str:
+    value = d.get(key, None)
+    if value is None:
+        if required:
+            fail(key, "is required")
+        return default
+    if not isinstance(value, str):
+        fail(key, "must be a string")
+    if required and not value:
+        fail(key, "must not be empty")
+    if len(value) > max_len:
+        fail(key, f"is longer than {max_len} characters")
+    if pattern is not None and value and not pattern.fullmatch(value):
+        fail(key, f"invalid value {value[:80]!r}")
+    return value
+
+
+def choice_field(d: Raw, key: str, choices: tuple[str, ...], default: str) -> str:
+    value = d.get(key, default)
+    if value is None or value == "":
+        value = default
+    if not isinstance(value, str) or value not in choices:
+        fail(key, f"must be one of {', '.join(choices)} (got {str(value)[:40]!r})")
+    return value
+
+
+def agent_field(d: Raw, key: str = "agent_id") -> str:
+    value = d.get(key)
+    if not isinstance(value, str) or not NAME_RE.fullmatch(value):
+        fail(key, f"invalid agent id {str(value)[:80]!r}")
+    return value
+
+
+def tag_list(d: Raw, key: str) -> list[Raw]:
+    value = d.get(key) or []
+    if not isinstance(value, list):
+        fail(key, "must be a list of {type, value} objects")
+    if len(value) > MAX_REFS:
+        fail(key, f"has more than {MAX_REFS} entries")
+    out = []
+    seen = set()
+    for item in value:
+        if not isinstance(item, dict):
+            fail(key, "entries must be {type, value} objects")
+        t, v = item.get("type"), item.get("value")
+        if not is_tag_type(t):
+            fail(key, f"invalid type {str(t)[:40]!r}")
+        if not is_tag_value(v):
+            fail(key, f"invalid value for type {t!r}")
+        if (t, v) not in seen:
+            seen.add((t, v))
+            out.append({"type": t, "value": v})
+    return out
+
+
+def body_field(d: Raw) -> Raw:
+    body = d.get("body")
+    if not isinstance(body, dict):
+        fail("body", "must be an object with format and content")
+    fmt = choice_field(body, "format", FORMATS, "markdown")
+    content = body.get("content")
+    if not isinstance(content, str):
+        fail("body.content", "must be a string")
+    if len(content) > MAX_CONTENT_BYTES:
+        fail("body.content", "is too large")
+    structured = body.get("structured") or ""
+    if not isinstance(structured, str):
+        fail("body.structured", "must be a JSON string")
+    if structured:
+        try:
+            safejson.loads(structured)
+        except ValueError as exc:
+            fail("body.structured", f"is not valid JSON ({str(exc)[:80]})")
+    return {"format": fmt, "content": content, "structured": structured}
+
+
+def id_list(d: Raw, key: str = "message_ids") -> list[str]:
+    value = d.get(key)
+    if not isinstance(value, list) or not value:
+        fail(key, "must be a non-empty list of message ids")
+    if len(value) > MAX_IDS:
+        fail(key, f"has more than {MAX_IDS} entries")
+    out = []
+    seen = set()
+    for item in value:
+        if not isinstance(item, str) or not MESSAGE_ID_RE.fullmatch(item):
+            fail(key, f"invalid message id {str(item)[:80]!r}")
+        if item not in seen:
+            seen.add(item)
+            out.append(item)
+    return out

@@ -1,0 +1,74 @@
+"""The projection's own bookkeeping: applied event ids, log positions, refused lines, schema version, small state.
+
+None of it is a fact of the log; it says how far the projection has got and
+what it refused (`FoldIssue`, for `sync status`), and keeps the index of the
+clients' idempotency keys (`thrum.store.idempotency`).
+"""
+
+from __future__ import annotations
+
+import peewee as pw
+
+from .base import Base
+
+
+class AppliedEvent(Base):
+    """Event ids already folded, except message.create winners (their id is in messages.event_id)."""
+
+    event_id = pw.TextField(primary_key=True)
+
+    class Meta:
+        table_name = "applied_events"
+        without_rowid = True
+
+
+class LogPosition(Base):
+    shard = pw.TextField(primary_key=True)
+    offset = pw.IntegerField()
+    tail = pw.TextField()
+
+    class Meta:
+        table_name = "log_positions"
+
+
+class FoldIssue(Base):
+    """A line or event the fold refused: malformed, forged, conflicting. Kept for `sync status`."""
+
+    key = pw.TextField(primary_key=True)  # stable: shard + event_id or line digest
+    kind = pw.TextField()  # malformed | forged | conflict
+    shard = pw.TextField()
+    event_id = pw.TextField(default="")
+    reason = pw.TextField()
+    seen_at = pw.TextField()
+
+    class Meta:
+        table_name = "fold_issues"
+
+
+class SchemaVersion(Base):
+    version = pw.IntegerField(primary_key=True)
+
+    class Meta:
+        table_name = "schema_version"
+
+
+class KeyValue(Base):
+    """Small daemon state that must survive restarts but is not part of the log."""
+
+    key = pw.TextField(primary_key=True)
+    value = pw.TextField()
+
+    class Meta:
+        table_name = "kv"
+
+
+class IdempotencyKey(Base):
+    """Which write (kind, first event, message, content digest) a client's key named: store/idempotency.py."""
+
+    agent_id, key, kind = pw.TextField(), pw.TextField(), pw.TextField()
+    event_id, message_id, digest = pw.TextField(), pw.TextField(), pw.TextField()
+
+    class Meta:
+        table_name = "idempotency_keys"
+        primary_key = pw.CompositeKey("agent_id", "key")
+        without_rowid = True

@@ -1,0 +1,176 @@
+"""The message tables: messages, their scopes and refs, edits, read and archive marks, raw edit and delete events.
+
+The tables named in spec/messaging-cli.md keep their spec names and columns
+(messages, message_scopes, message_refs, message_edits; message_reads is a view
+over read_state, see `MessageRead`). The rest hold what the fold needs to stay
+order-independent: the raw edit and delete events a message is recomputed from,
+last-writer-wins read state, and the ids edits and deletes named before their
+message arrived.
+"""
+
+from __future__ import annotations
+
+import peewee as pw
+
+from .base import Base
+
+
+class Message(Base):
+    message_id = pw.TextField(primary_key=True)
+    agent_id = pw.TextField()
+    session_id = pw.TextField()
+    created_at = pw.TextField()
+    updated_at = pw.TextField(null=True)
+    deleted = pw.IntegerField(default=0)
+    deleted_at = pw.TextField(null=True)
+    delete_reason = pw.TextField(null=True)
+    body_format = pw.TextField()
+    body_content = pw.TextField()
+    body_structured = pw.TextField(null=True)
+    # beyond the spec's columns:
+    thread_id = pw.TextField(default="")
+    priority = pw.TextField(default="normal")
+    authored_by = pw.TextField(default="")
+    disclosed = pw.IntegerField(default=0)
+    event_id = pw.TextField()  # the message.create that won (lowest event_id)
+    edit_count = pw.IntegerField(default=0)
+    created_key = pw.TextField(default="")  # events.time_key(created_at): sortable UTC form
+    updated_key = pw.TextField(default="")  # time_key(updated_at or created_at)
+    sig_id = pw.IntegerField(default=0)  # mention_sigs.sig_id of the message's mention set
+    subject = pw.TextField(default="")  # message.create's optional subject line
+
+    class Meta:
+        table_name = "messages"
+        indexes = ()
+
+
+class MessageScope(Base):
+    message_id = pw.TextField()
+    scope_type = pw.TextField()
+    scope_value = pw.TextField()
+    pos = pw.IntegerField(default=0)  # not in the spec's table: the order the author gave (message get)
+
+    class Meta:
+        table_name = "message_scopes"
+        primary_key = pw.CompositeKey("message_id", "scope_type", "scope_value")
+        without_rowid = True
+
+
+class MessageRef(Base):
+    message_id = pw.TextField()
+    ref_type = pw.TextField()
+    ref_value = pw.TextField()
+    pos = pw.IntegerField(default=0)  # not in the spec's table: the order the author gave (message get)
+
+    class Meta:
+        table_name = "message_refs"
+        primary_key = pw.CompositeKey("message_id", "ref_type", "ref_value")
+        without_rowid = True
+
+
+class MessageEdit(Base):
+    id = pw.AutoField()
+    message_id = pw.TextField()
+    edited_at = pw.TextField()
+    edited_by = pw.TextField()
+    old_content = pw.TextField(null=True)
+    new_content = pw.TextField(null=True)
+    old_structured = pw.TextField(null=True)
+    new_structured = pw.TextField(null=True)
+    old_format = pw.TextField(null=True)
+    new_format = pw.TextField(null=True)
+    session_id = pw.TextField(default="")
+    event_id = pw.TextField(default="")
+
+    class Meta:
+        table_name = "message_edits"
+
+
+class MessageRead(Base):
+    """The spec's ``message_reads``, as a VIEW over `ReadState` (read-only).
+
+    The spec keeps one row per (message, session); a message counts as read when
+    any session of the agent read it. `ReadState` holds exactly that decision per
+    (message, agent), last writer wins by event_id so that ``message unread`` works
+    and replicas agree, with the session and time of the winning read. Keeping a
+    second per-session table cost as much as the rest of a rebuild and answered
+    no query, so ``message_reads`` shows the read rows of `ReadState`.
+    """
+
+    message_id = pw.TextField()
+    session_id = pw.TextField()
+    agent_id = pw.TextField()
+    read_at = pw.TextField()
+
+    class Meta:
+        table_name = "message_reads"
+        primary_key = pw.CompositeKey("message_id", "session_id")
+
+
+class ReadState(Base):
+    """Last-writer-wins (by event_id) read/unread state per message and agent."""
+
+    message_id = pw.TextField()
+    agent_id = pw.TextField()
+    is_read = pw.IntegerField()
+    event_id = pw.TextField()
+    at = pw.TextField()
+    session_id = pw.TextField(default="")
+
+    class Meta:
+        table_name = "read_state"
+        primary_key = pw.CompositeKey("message_id", "agent_id")
+        without_rowid = True
+
+
+class ArchiveMark(Base):
+    """Per agent: messages it archived (hidden from its inbox). The first archive is final."""
+
+    message_id = pw.TextField()
+    agent_id = pw.TextField()
+    event_id = pw.TextField()
+    archived_at = pw.TextField()
+
+    class Meta:
+        table_name = "archive_marks"
+        primary_key = pw.CompositeKey("message_id", "agent_id")
+        without_rowid = True
+
+
+class EditEvent(Base):
+    """Every valid-looking message.edit seen, applied or not yet (edit before create)."""
+
+    event_id = pw.TextField(primary_key=True)
+    message_id = pw.TextField()
+    agent_id = pw.TextField()
+    session_id = pw.TextField(default="")
+    timestamp = pw.TextField()
+    body_format = pw.TextField()
+    body_content = pw.TextField()
+    body_structured = pw.TextField(default="")
+
+    class Meta:
+        table_name = "edit_events"
+        without_rowid = True
+
+
+class DeleteEvent(Base):
+    event_id = pw.TextField(primary_key=True)
+    message_id = pw.TextField()
+    agent_id = pw.TextField()
+    timestamp = pw.TextField()
+    reason = pw.TextField(default="")
+
+    class Meta:
+        table_name = "delete_events"
+        without_rowid = True
+
+
+class PendingTarget(Base):
+    """Message ids that edit or delete events name before the message arrived."""
+
+    message_id = pw.TextField(primary_key=True)
+
+    class Meta:
+        table_name = "pending_targets"
+        without_rowid = True
