@@ -12,11 +12,11 @@ import pytest
 
 from thrum.sync import AuthError, RemoteUnreachable
 from thrum.sync import gitcredential
+from thrum.sync.forwarded import remember_forwarded
 from thrum.sync.credentials import (
     Credentials,
     credentials_from_env,
     key_file_problem,
-    remember_forwarded,
     translate,
 )
 

@@ -24,7 +24,7 @@ a crash: found and sent by the next sync).
 
 Credentials: each ``thrum sync`` may pass along variables of its environment
 (`thrum.config.FORWARDED_ENV`); the loop keeps them in memory for the automatic
-cycles, per kind of login (`credentials.remember_forwarded`): a ``thrum sync``
+cycles, per kind of login (`thrum.sync.forwarded`): a ``thrum sync``
 without a token keeps the one an earlier ``thrum sync`` gave.
 """
 
@@ -70,7 +70,7 @@ class SyncLoop:
         self.replicator = None
         self._scanned = False  # has a cycle asked git which files changed since the daemon started?
         self.prefer = None  # merge.Prefer: which copy of a line rewritten in place to keep (the trust layer's)
-        self.forwarded: dict[str, str] = {}  # what `thrum sync`s passed along (memory only; remember_forwarded)
+        self.forwarded: dict[str, str] = {}  # what `thrum sync`s passed along (memory only; thrum.sync.forwarded)
         self.gate = CycleGate()  # lets `stop` abandon a cycle's thread while it waits on the network
         self._cycle_scope: trio.CancelScope | None = None  # the running cycle's thread; cancelled by `stop`
         self._cycle_since: float | None = None  # time.time() the running cycle started
@@ -214,14 +214,14 @@ class SyncLoop:
 
         ``env``: the variables the asking `thrum sync` passed along; kept (in memory)
         for the automatic cycles that follow, each kind of login replacing only the
-        same kind (`credentials.remember_forwarded`): a `thrum sync` that carries no
+        same kind (`thrum.sync.forwarded`): a `thrum sync` that carries no
         credentials keeps what an earlier one gave.
 
         Raises:
             SyncFailed: the cycle failed; ``sync status`` records why. Also when the
                 daemon stops meanwhile (the cycle is abandoned, not recorded).
         """
-        from ..sync.credentials import remember_forwarded
+        from ..sync.forwarded import remember_forwarded
 
         if env is not None:
             self.forwarded = remember_forwarded(self.forwarded, env)

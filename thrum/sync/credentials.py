@@ -15,10 +15,9 @@ Rules:
      none. Encrypted key files are skipped (libssh2 cannot ask for a passphrase): load
      them into the agent. When all are refused, one line says what was tried.
    - What a ``thrum sync`` passes along, the daemon keeps (in memory) for the automatic
-     cycles after it, per kind of login: a ``thrum sync`` that carries a kind replaces
-     what the daemon kept of that kind, one that carries none keeps it
-     (`remember_forwarded`). So ``export THRUM_GIT_TOKEN=…; thrum sync`` once is enough,
-     and a later ``thrum sync`` from a shell (or cron) without it does not log out.
+     cycles after it, per kind of login (`forwarded.remember_forwarded`): so
+     ``export THRUM_GIT_TOKEN=…; thrum sync`` once is enough, and a later ``thrum sync``
+     from a shell (or cron) without it does not log the daemon out.
 2. SSH host keys are checked against ``~/.ssh/known_hosts`` (libgit2 does the
    check; pygit2 would accept any key when asked): an unknown or changed key is
    refused with a message saying what to run. Never accepted silently.
@@ -31,7 +30,6 @@ from __future__ import annotations
 import base64
 import logging
 import os
-import stat
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -41,6 +39,7 @@ from pygit2.errors import Passthrough
 
 from . import AuthError, RemoteUnreachable, SyncError
 from . import gitcredential
+from .forwarded import is_socket
 from .sshconfig import host_label, known_host_entries, known_hosts_files
 from .urls import redact_text, url_secrets
 
@@ -54,7 +53,6 @@ __all__ = [
     "HostKeyRefused",
     "SyncCallbacks",
     "credentials_from_env",
-    "remember_forwarded",
     "remote_callbacks",
     "translate",
 ]
@@ -104,53 +102,10 @@ class Credentials:
 
     def ssh_auth_sock(self) -> str | None:
         sock = self.env.get("SSH_AUTH_SOCK")
-        return sock if sock and _is_socket(sock) else None
+        return sock if sock and is_socket(sock) else None
 
     def home(self) -> str:
         return self.env.get("HOME") or os.path.expanduser("~")
-
-
-def _is_socket(path: str) -> bool:
-    try:
-        return stat.S_ISSOCK(os.stat(path).st_mode)
-    except OSError:
-        return False
-
-
-def remember_forwarded(kept: dict[str, str], given: dict[str, str]) -> dict[str, str]:
-    """What the daemon keeps after a ``thrum sync`` passed ``given`` along, having kept ``kept``.
-
-    Per kind of login (rule 1), so that a ``thrum sync`` carrying no credentials never
-    wipes what an earlier one gave:
-
-    - ``THRUM_GIT_TOKEN`` and ``THRUM_GIT_USERNAME`` go together: a token given replaces
-      the pair (the username given with it, or none); without a token the kept pair
-      stays (a username alone is taken only when no token is kept: it names no login).
-    - ``SSH_AUTH_SOCK``: an agent given replaces the kept one, unless it is not a live
-      socket while the kept one is.
-    - Every other variable (``THRUM_SSH_KEY``, ``GH_TOKEN`` and the other forges' tokens,
-      where git's credential helpers look: ``GIT_CONFIG_GLOBAL``, ``XDG_CONFIG_HOME``,
-      ``DBUS_SESSION_BUS_ADDRESS``) is replaced when given and kept otherwise.
-
-    Nothing is dropped but by a replacement: restarting the daemon forgets it all.
-    """
-    given = {k: v for k, v in given.items() if isinstance(v, str) and v}
-    out = dict(kept)
-    pair = ("THRUM_GIT_TOKEN", "THRUM_GIT_USERNAME")
-    if "THRUM_GIT_TOKEN" in given:
-        for name in pair:
-            out.pop(name, None)
-            if name in given:
-                out[name] = given[name]
-    elif "THRUM_GIT_USERNAME" in given and "THRUM_GIT_TOKEN" not in kept:
-        out["THRUM_GIT_USERNAME"] = given["THRUM_GIT_USERNAME"]
-    sock = given.get("SSH_AUTH_SOCK")
-    if sock and (_is_socket(sock) or not _is_socket(kept.get("SSH_AUTH_SOCK") or "")):
-        out["SSH_AUTH_SOCK"] = sock
-    for name, value in given.items():
-        if name not in pair and name != "SSH_AUTH_SOCK":
-            out[name] = value
-    return out
 
 
 def credentials_from_env(
@@ -187,7 +142,7 @@ def credentials_from_env(
     if not key and config.get("ssh_key"):
         key, key_source = str(config["ssh_key"]), '"ssh_key" in .thrum/config.json'
     merged = {**env, **forwarded}
-    if forwarded.get("SSH_AUTH_SOCK") and not _is_socket(forwarded["SSH_AUTH_SOCK"]) and env.get("SSH_AUTH_SOCK"):
+    if forwarded.get("SSH_AUTH_SOCK") and not is_socket(forwarded["SSH_AUTH_SOCK"]) and env.get("SSH_AUTH_SOCK"):
         merged["SSH_AUTH_SOCK"] = env["SSH_AUTH_SOCK"]  # the caller's agent is gone: keep ours
     try:
         timeout = float(config.get("net_timeout") or DEFAULT_TIMEOUT_S)

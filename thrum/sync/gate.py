@@ -17,7 +17,7 @@ Rules:
    starting a new cycle, raises :class:`Abandoned` (a ``BaseException``, like a
    cancellation, so no ``except Exception`` on the way turns it into a sync error
    and goes on with local work). The owner may then stop waiting for the thread.
-3. Without a gate (``Replicator.network`` left as is) network sections do nothing.
+3. Without a gate (``Replicator.network`` left at `no_gate`) network sections do nothing.
 
 No trio and no pygit2 here: plain threads.
 """
@@ -27,9 +27,9 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 
-__all__ = ["Abandoned", "CycleGate"]
+__all__ = ["Abandoned", "CycleGate", "no_gate"]
 
 
 class Abandoned(BaseException):
@@ -107,3 +107,8 @@ class CycleGate:
         """Wait until the worker does no local work, then close the gate for good (rule 2)."""
         with self._lock:
             self._closed = True
+
+
+def no_gate(what: str) -> AbstractContextManager[None]:
+    """A network section nobody may abandon (`Replicator.network` by default: the offline sync, tests)."""
+    return nullcontext()

@@ -24,10 +24,8 @@ A :class:`Replicator` owns one ``pygit2.Repository``; pygit2 objects are not saf
 share between threads, so commit/fetch/merge/push take the replicator's own lock, and
 ``has_remote``/``remote_url``/``ignored_paths(wait=False)`` never wait for it.
 
-Each network operation (a fetch or push over the network) runs inside
-``Replicator.network(what)``: the daemon sets it to the ``network`` of a
-`gate.CycleGate`, so that its shutdown may abandon a cycle that waits on a silent
-remote (`thrum.sync.gate`).
+A fetch or push over the network runs inside ``Replicator.network(what)``, where the
+daemon may abandon the thread (`thrum.sync.gate`).
 """
 
 from __future__ import annotations
@@ -49,6 +47,7 @@ from thrum.events import is_log_path
 from . import AuthError, PushRejected, RemoteUnreachable, SyncError, safefs, transport
 from .credentials import Credentials, credentials_from_env, remote_callbacks
 from .credentials import translate as _translate
+from .gate import no_gate
 from .gitlib import EMPTY_TREE, objects_dir, open_repo, tune_pack_building, update_index
 from .hygiene import record_packs
 from .localremote import FetchedBlobs, local_remote_path, open_local_remote
@@ -57,7 +56,7 @@ from .transport import lost_race
 from .treemerge import KeyCache, MergeOutcome, TreeMerge, lines_ahead
 from .trees import LayoutTrees, Leaf
 from .urls import redact_url
-from .worktree import SYNC_BRANCH, SYNC_REF, worktree_gitdir
+from .worktree import SYNC_BRANCH, SYNC_REF, worktree_intact
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +128,7 @@ class Replicator:
         self._mutex = threading.RLock()
         self._keys = KeyCache()
         self._ignored: dict[str, int] | None = None
-        self.network: Callable[[str], AbstractContextManager] = _no_gate  # see the module docstring
+        self.network: Callable[[str], AbstractContextManager] = no_gate  # see the module docstring
         try:
             self.repo = open_repo(self.worktree_path)
         except pygit2.GitError as exc:
@@ -175,12 +174,8 @@ class Replicator:
         return self._common
 
     def healthy(self) -> bool:
-        """False when the worktree directory, its ``.git`` link, or the repository's record
-        of it (``.git/worktrees/<name>``: HEAD, commondir) vanished or no longer match."""
-        gitdir = Path(self.repo.path)
-        if worktree_gitdir(self.worktree_path) != gitdir.resolve():  # also: no .git file any more
-            return False
-        return (gitdir / "HEAD").is_file() and (gitdir / "commondir").is_file()
+        """False when the worktree (directory, ``.git`` link or the repository's record of it) broke."""
+        return worktree_intact(self.worktree_path, Path(self.repo.path))
 
     def has_remote(self) -> bool:
         """True when the repository has a remote named ``remote_name``. Never blocks."""
@@ -204,12 +199,8 @@ class Replicator:
 
     def ignored_paths(self, wait: bool = True) -> dict[str, int] | None:
         """Entries of the remote's ``a-sync`` tree (as of the last merge; before one, of
-        ours) that thrum ignores, by reason.
-
-        Before a merge the count is made from our tree, under the replicator's lock;
-        ``wait=False`` returns None (unknown) instead of waiting for a running cycle,
-        which may hold the lock for as long as the remote takes to answer.
-        """
+        ours, counted under the lock) that thrum ignores, by reason. ``wait=False``: None
+        (unknown) rather than wait for a cycle, which may hold the lock for a slow fetch."""
         if self._ignored is None:
             if not self._mutex.acquire(blocking=wait):
                 return None
@@ -452,11 +443,6 @@ class Replicator:
             raise _translate(exc, self.remote_name, url) from exc
         self.last_fetch = FetchResult(tip=head, url=url, at=time.time())
         return True
-
-
-def _no_gate(what: str) -> AbstractContextManager:
-    """`Replicator.network` when nobody may abandon the thread (the offline sync, tests)."""
-    return nullcontext()
 
 
 from .cycle import SyncReport, run_cycle  # noqa: E402  (the cycle over a Replicator; re-exported here)

@@ -50,6 +50,7 @@ __all__ = [
     "is_git_repo",
     "sync_worktree_path",
     "worktree_gitdir",
+    "worktree_intact",
 ]
 
 
@@ -178,6 +179,15 @@ def worktree_gitdir(path: Path) -> Path | None:
         return None
     target = Path(text[len("gitdir:") :].strip())
     return (target if target.is_absolute() else path / target).resolve()
+
+
+def worktree_intact(path: Path, gitdir: Path) -> bool:
+    """Whether the worktree at ``path`` still works with its git dir ``gitdir``
+    (``.git/worktrees/<name>``): its ``.git`` file points there, and ``HEAD`` and
+    ``commondir`` are there (``rm -rf .git/worktrees/a-sync`` leaves the directory)."""
+    if worktree_gitdir(path) != gitdir.resolve():  # also: the .git file is gone
+        return False
+    return (gitdir / "HEAD").is_file() and (gitdir / "commondir").is_file()
 
 
 def _registered(repo: pygit2.Repository, cdir: Path) -> dict[str, tuple[Path, str]]:
