@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench_segments import SegmentWriter  # noqa: E402
+from bench_segments import SegmentWriter, Signing  # noqa: E402
 from fixtures.repos.builders import make_repo  # noqa: E402
 from thrum import events as ev  # noqa: E402
 from thrum import lifecycle  # noqa: E402
@@ -94,50 +94,43 @@ def bench_send(paths, clients: int, per_client: int) -> float:
 
 
 def seed_messages(paths, count: int) -> None:
-    """Write `count` message.create events straight into shards, then let the daemon catch up."""
+    """Write `count` signed message.create events straight into shards (sealed, as the
+    daemon writes them; the seed agents are identities of this repository), then let
+    the daemon catch up."""
     lifecycle.stop(paths)
     wt = paths.main_repo / ".git" / "thrum-sync" / "a-sync"
     agents = [f"seed{i}" for i in range(20)]
     roles = ["implementer", "reviewer", "tester", "planner"]
-    ses = {a: ev.new_id("ses") for a in agents}
-    segments = SegmentWriter(wt)
-    segments.append(
-        "events",
-        [
-            line
-            for i, a in enumerate(agents)
-            for line in (
-                ev.AgentRegister(agent_id=a, role=roles[i % 4]).to_line(),
-                ev.SessionStart(agent_id=a, session_id=ses[a]).to_line(),
-            )
-        ],
-    )
+    signing = Signing(paths.identities)
+    lifecycle_lines = []
+    ses = {}
+    for i, a in enumerate(agents):
+        lifecycle_lines.append(ev.encode_line(signing.agent(a, roles[i % 4])))
+        start = ev.SessionStart(agent_id=a)
+        ses[a] = start.session_id
+        lifecycle_lines.append(ev.encode_line(signing.sign(start.to_dict())))
+    segments = SegmentWriter(wt, signing=signing)
+    segments.append("events", lifecycle_lines)
     for n in range(count):
         a = agents[n % len(agents)]
         eid = ev.new_ulid()
-        segments.append(
-            f"messages/{a}",
-            [
-                ev.encode_line(
-                    {
-                        "type": "message.create",
-                        "timestamp": ev.now_rfc3339(),
-                        "event_id": eid,
-                        "v": 1,
-                        "message_id": f"msg_{eid}",
-                        "thread_id": f"thr_{eid}",
-                        "agent_id": a,
-                        "session_id": ses[a],
-                        "body": {"format": "markdown", "content": f"seeded message {n}", "structured": ""},
-                        "scopes": [{"type": "module", "value": f"m{n % 7}"}],
-                        "refs": [{"type": "mention", "value": roles[n % 4]}],
-                        "priority": "normal",
-                        "authored_by": "",
-                        "disclosed": False,
-                    }
-                )
-            ],
-        )
+        line = {
+            "type": "message.create",
+            "timestamp": ev.now_rfc3339(),
+            "event_id": eid,
+            "v": 1,
+            "message_id": signing.message_id(a),
+            "thread_id": f"thr_{eid}",
+            "agent_id": a,
+            "session_id": ses[a],
+            "body": {"format": "markdown", "content": f"seeded message {n}", "structured": ""},
+            "scopes": [{"type": "module", "value": f"m{n % 7}"}],
+            "refs": [{"type": "mention", "value": roles[n % 4]}],
+            "priority": "normal",
+            "authored_by": "",
+            "disclosed": False,
+        }
+        segments.append(f"messages/{a}", [ev.encode_line(signing.sign(line))], signer=a)
     segments.close()
     lifecycle.start(paths)
 

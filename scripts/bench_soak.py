@@ -9,11 +9,20 @@ Two replicas (clones of one bare remote, each with its own daemon). Against
 replica A, for N minutes:
 
 - 10 senders (one agent each; a few ms of think time; some messages mention the
-  waiter) and 1 slow sender on replica B, so every sync has news both ways;
+  MCP waiter, the CLI waiter, their shared role, a sender or the senders' role) and
+  1 slow sender on replica B (some of its messages mention the waiters too, and
+  reach them through a sync), so every sync has news both ways;
 - 10 readers: inbox pages, unread mentions, a message by id, counts;
-- 5 WebSocket subscribers (``all``), counting notifications and drops;
-- a waiter doing what the MCP server's push waiter does: ``message.wait``, mark
-  read, wait again;
+- 5 WebSocket subscribers (``all``): an honest client that acts on
+  ``notification.dropped`` (its outbox overflowed: the daemon drops the oldest
+  and says so) by subscribing again with ``since_event_id`` = the last event it
+  read before the notice, and skips events it has seen (by ``event_id``);
+- the MCP waiter: a real ``thrum mcp serve`` (stdio) for agent ``waiter``, started
+  by the official MCP client (``stdio_client`` + ``ClientSession``), calling
+  ``wait_for_message`` in a loop and ``check_messages`` now and then;
+- a CLI waiter (agent ``cliwaiter``): what ``thrum wait --mentions`` does,
+  ``message.wait`` then mark read (the daemon's long-poll, which the MCP waiter
+  does not use);
 - a sync of A then B every few seconds;
 - an abusive client taking turns: slowloris lines, 20,000 pipelined requests it
   never reads, a 40 MB line, a 20 MB unfinished line, 300 idle connections, a
@@ -22,8 +31,12 @@ replica A, for N minutes:
 Honest clients retry a timed-out write with the same idempotency key (what a
 careful client does) and count it as an error all the same. At the end: final
 syncs, then both replicas' logs must be byte-identical and every acknowledged
-message present exactly once in each, and in each view. Prints throughput,
-latency percentiles, errors, and RSS and descriptors sampled over time.
+message present exactly once in each, and in each view; every subscriber must
+have every acknowledged message (lost after resume: 0), and each waiter every
+acknowledged message that mentions it exactly once (none lost, none twice). The
+subscribers and waiters get a bounded time after the final syncs to drain.
+Prints throughput, latency percentiles (wake-ups: from the send's reply to the
+waiter's result), errors, and RSS and descriptors sampled over time.
 """
 
 from __future__ import annotations
@@ -31,7 +44,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import itertools
 import json
+import math
 import os
 import random
 import shutil
@@ -46,9 +61,26 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import anyio  # noqa: E402
+from mcp.client.session import ClientSession  # noqa: E402
+from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
+
 from fixtures.repos.builders import make_replicas  # noqa: E402
-from thrum import errors, lifecycle  # noqa: E402
+from thrum import errors, identity, lifecycle  # noqa: E402
 from thrum.client import Client  # noqa: E402
+
+THRUM = shutil.which("thrum") or str(Path(sys.executable).parent / "thrum")
+MCP_AGENT, CLI_AGENT, WAITER_ROLE = "waiter", "cliwaiter", "watcher"
+# who a message addressed like this should wake (the waiters share the role)
+WAKES = {
+    MCP_AGENT: frozenset({f"@{MCP_AGENT}", f"@{WAITER_ROLE}"}),
+    CLI_AGENT: frozenset({f"@{CLI_AGENT}", f"@{WAITER_ROLE}"}),
+}
+# a mentioning send picks one of these: each waiter is woken by 2 in 9 (about 7 % of all sends)
+MENTIONS = (f"@{MCP_AGENT}", f"@{CLI_AGENT}", f"@{WAITER_ROLE}") + ("@s?", "@sender") * 3
+SLOW_PAUSE = (10.0, 3.0)  # the slow subscriber reads for 10 s, then not at all for 3 s
+CHECK_EVERY = 10.0  # seconds between the MCP waiter's check_messages calls
+DRAIN_S = 90.0  # after the final syncs: how long subscribers and waiters get to receive the rest
 
 SYNC_CONFIG = {"local_only": False, "ws_port": 0, "sync_interval": 3600, "sync_debounce": 3600}
 ENV_OVERRIDES = (
@@ -141,6 +173,8 @@ class Record:
         self.errors: dict[str, list[str]] = collections.defaultdict(list)
         self.acked: list[str] = []  # every acknowledged message, both replicas
         self.acked_a: list[str] = []  # those acknowledged by replica A (readers look them up there)
+        self.acked_at: dict[str, float] = {}  # message id -> time.monotonic() of the send's reply
+        self.to: dict[str, str] = {}  # message id -> the address it was sent to (mentions only)
 
     def ok(self, kind: str, seconds: float) -> None:
         with self.lock:
@@ -150,11 +184,62 @@ class Record:
         with self.lock:
             self.errors[kind].append(f"{type(exc).__name__}: {exc}"[:300])
 
-    def ack(self, mid: str, on_a: bool) -> None:
+    def ack(self, mid: str, on_a: bool, to: str | None = None) -> None:
+        at = time.monotonic()
         with self.lock:
             self.acked.append(mid)
             if on_a:
                 self.acked_a.append(mid)
+                self.acked_at[mid] = at
+            if to:
+                self.to[mid] = to
+
+    def expected_for(self, agent: str) -> set[str]:
+        """Acknowledged messages that should wake ``agent``."""
+        with self.lock:
+            return {mid for mid, to in self.to.items() if to in WAKES[agent]}
+
+
+class Delivered:
+    """What one waiter received: every message id with when and how (``wait``/``check``)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.got: list[tuple[str, float, str]] = []
+        self.ids: set[str] = set()
+        self.ready = threading.Event()
+
+    def add(self, mid: str, via: str) -> None:
+        at = time.monotonic()
+        with self.lock:
+            self.got.append((mid, at, via))
+            self.ids.add(mid)
+
+    def has(self, wanted: set[str]) -> bool:
+        with self.lock:
+            return wanted <= self.ids
+
+    def account(self, expected: set[str], acked_at: dict[str, float]) -> dict:
+        """Missing, duplicated and unexpected messages, and wake-up latencies (ms) of those sent on A."""
+        with self.lock:
+            got = list(self.got)
+        counts = collections.Counter(mid for mid, _, _ in got)
+        latency = [max(0.0, (at - acked_at[mid]) * 1000) for mid, at, via in got if via == "wait" and mid in acked_at]
+        return {
+            "expected": len(expected),
+            "received": len(got),
+            "by_wait": sum(1 for _, _, via in got if via == "wait"),
+            "by_check": sum(1 for _, _, via in got if via == "check"),
+            "missing": len(expected - counts.keys()),
+            "duplicated": sum(1 for mid, n in counts.items() if n > 1),
+            "unexpected": len(counts.keys() - expected),
+            "examples": {
+                "missing": sorted(expected - counts.keys())[:5],
+                "duplicated": [mid for mid, n in counts.items() if n > 1][:5],
+                "unexpected": sorted(counts.keys() - expected)[:5],
+            },
+            "wake_ms": latency,
+        }
 
 
 class Soak:
@@ -170,12 +255,32 @@ class Soak:
         think_ms: float = 20.0,
         abuse: bool = True,
         sample_every: float = 5.0,
+        slow_subscriber: bool = True,
     ):
         self.base, self.minutes = base, minutes
         self.n_senders, self.n_readers, self.n_subs = senders, readers, subscribers
         self.sync_every, self.think, self.abuse, self.sample_every = sync_every, think_ms / 1000, abuse, sample_every
-        self.stop = threading.Event()
+        self.slow_subscriber = slow_subscriber
+        self.stop = threading.Event()  # the load ends
+        self.finish = threading.Event()  # final syncs done, `expected` set: drain, then end
+        self.drain_until = math.inf
         self.rec = Record()
+        self.expected: dict[str, set[str]] = {}  # who -> message ids it must have received
+        self.mcp, self.cli = Delivered(), Delivered()
+        self.subs: list[dict] = [  # one per WebSocket subscriber: what it received
+            {
+                "creates": collections.Counter(),  # message id -> times (repeated event ids skipped)
+                "received": 0,  # message.create notifications, repeats included
+                "repeats": 0,  # notifications of an event already seen (a replay overlapping)
+                "dropped": 0,  # notifications the daemon said it dropped
+                "notices": 0,
+                "resumes": 0,
+                "replayed": 0,
+                "unresumable": 0,
+            }
+            for _ in range(subscribers)
+        ]
+        self.subs_ready = threading.Semaphore(0)
         self.samples: list[dict] = []
         self.notes: collections.Counter = collections.Counter()
         self.abuse_log: collections.Counter = collections.Counter()
@@ -186,7 +291,10 @@ class Soak:
         self.a, self.b = Replica(replicas.a), Replica(replicas.b)
         for i in range(self.n_senders):
             self.a.call("agent.register", {"name": f"s{i}", "role": "sender", "module": "soak"})
-        self.a.call("agent.register", {"name": "waiter", "role": "watcher", "module": "soak"})
+        for name in (MCP_AGENT, CLI_AGENT):
+            self.a.call("agent.register", {"name": name, "role": WAITER_ROLE, "module": "soak"})
+        # `thrum mcp serve --agent-id waiter` serves an identity of this repository
+        identity.write(self.a.paths.identities, identity.Identity(name=MCP_AGENT, role=WAITER_ROLE, module="soak"))
         self.b.call("agent.register", {"name": "remote", "role": "sender", "module": "soak"})
         self.a.call("sync.run")
         self.b.call("sync.run")
@@ -209,7 +317,7 @@ class Soak:
                 self.rec.error(kind, exc)
                 return
             self.rec.ok(kind, time.perf_counter() - t0)
-            self.rec.ack(result["message_id"], kind == "send")
+            self.rec.ack(result["message_id"], kind == "send", (params.get("to") or [None])[0])
             return
 
     def sender(self, i: int) -> None:
@@ -220,7 +328,7 @@ class Soak:
                 n += 1
                 params = {"caller": f"s{i}", "content": f"soak s{i} #{n} " + "m" * rng.randint(20, 400)}
                 if rng.random() < 0.3:
-                    params["to"] = [rng.choice(["@waiter", f"@s{rng.randrange(self.n_senders)}", "@sender"])]
+                    params["to"] = [rng.choice(MENTIONS).replace("@s?", f"@s{rng.randrange(self.n_senders)}")]
                 self._write(c, params)
                 self.stop.wait(rng.uniform(0, 2 * self.think))
 
@@ -229,7 +337,10 @@ class Soak:
             n = 0
             while not self.stop.is_set():
                 n += 1
-                self._write(c, {"caller": "remote", "content": f"from replica b #{n}"}, "send_b")
+                params = {"caller": "remote", "content": f"from replica b #{n}"}
+                if n % 3:  # the waiters hear of these through a sync
+                    params["to"] = [f"@{MCP_AGENT}" if n % 3 == 1 else f"@{WAITER_ROLE}"]
+                self._write(c, params, "send_b")
                 self.stop.wait(1.0)
 
     def reader(self, i: int) -> None:
@@ -263,21 +374,75 @@ class Soak:
                     self.rec.error(f"read:{kind}", exc)
                 self.stop.wait(rng.uniform(0, 2 * self.think))
 
-    def waiter(self) -> None:
-        """What the MCP server's push waiter does: wait for mail, take it, mark it read, wait again."""
+    def _draining(self, got: Delivered, who: str) -> bool:
+        """After the final syncs: True while ``who`` still lacks something and there is time left."""
+        if not self.finish.is_set():
+            return True
+        return not got.has(self.expected[who]) and time.monotonic() < self.drain_until
+
+    def mcp_waiter(self) -> None:
+        """A real `thrum mcp serve` for one agent, driven by the official MCP client like a host's
+        background listener: wait_for_message in a loop, check_messages now and then."""
+
+        async def tool(session: ClientSession, name: str, args: dict) -> dict | None:
+            t0 = time.perf_counter()
+            result = await session.call_tool(name, args)
+            if result.is_error:
+                self.rec.error(f"mcp:{name}", RuntimeError(result.content[0].text if result.content else "?"))
+                return None
+            if name != "wait_for_message":  # a wait's time is mostly waiting: its wake-ups are measured instead
+                self.rec.ok(f"mcp:{name}", time.perf_counter() - t0)
+            return result.structured_content
+
+        async def main(errlog) -> None:
+            server = StdioServerParameters(
+                command=THRUM,
+                args=["mcp", "serve", "--repo", str(self.a.paths.main_repo), "--agent-id", MCP_AGENT],
+                env={"THRUM_LOG_LEVEL": "WARNING"},
+                cwd=str(self.a.paths.main_repo),
+            )
+            async with stdio_client(server, errlog=errlog) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    self.mcp.ready.set()
+                    checked = time.monotonic()
+                    while self._draining(self.mcp, MCP_AGENT):
+                        if time.monotonic() - checked >= CHECK_EVERY:
+                            checked = time.monotonic()
+                            got = await tool(session, "check_messages", {"limit": 100})
+                            for m in (got or {}).get("messages") or []:
+                                self.mcp.add(m["message_id"], "check")
+                            continue
+                        got = await tool(session, "wait_for_message", {"timeout": 5})
+                        if got and got["status"] == "message_received":
+                            self.mcp.add(got["message"]["message_id"], "wait")
+                    # anything the waiter never handed out is still unread: a last check returns it
+                    got = await tool(session, "check_messages", {"limit": 1000})
+                    for m in (got or {}).get("messages") or []:
+                        self.mcp.add(m["message_id"], "check")
+
+        try:
+            with open(self.base / "mcp-serve.log", "w") as errlog:  # the server's stderr
+                anyio.run(main, errlog, backend="asyncio")
+        except Exception as exc:  # noqa: BLE001
+            self.rec.error("mcp", exc)
+        finally:
+            self.mcp.ready.set()
+
+    def cli_waiter(self) -> None:
+        """What `thrum wait --mentions` does in a loop: message.wait, print, mark read."""
         with self.a.client(timeout=30) as c:
-            while not self.stop.is_set():
-                t0 = time.perf_counter()
+            self.cli.ready.set()
+            while self._draining(self.cli, CLI_AGENT):
                 try:
-                    got = c.call("message.wait", {"caller": "waiter", "timeout": 2})
+                    got = c.call("message.wait", {"caller": CLI_AGENT, "mentions": True, "timeout": 1})
                     if got["messages"]:
                         ids = [m["message_id"] for m in got["messages"]]
-                        c.call("message.markRead", {"caller": "waiter", "message_ids": ids})
-                        self.rec.ok("wait", time.perf_counter() - t0)
-                        with self.rec.lock:
-                            self.notes["waiter_woken"] += 1
+                        c.call("message.markRead", {"caller": CLI_AGENT, "message_ids": ids})
+                        for mid in ids:
+                            self.cli.add(mid, "wait")
                 except errors.ThrumError as exc:
-                    self.rec.error("wait", exc)
+                    self.rec.error("cli_wait", exc)
 
     def syncer(self) -> None:
         while not self.stop.wait(self.sync_every):
@@ -290,42 +455,116 @@ class Soak:
                     self.rec.error(name, exc)
 
     def subscribers(self) -> None:
+        """WebSocket subscribers (``all``) that act on drops as docs/realtime.md says: on
+        ``notification.dropped``, subscribe again from the last event read *before* the notice,
+        delete the old subscription, and skip events already seen (by event_id).
+
+        The resume point stays put until the newest resubscription has answered and its replay
+        is complete; a notice meanwhile resubscribes from it again (an older resubscription
+        still in flight is then deleted when it answers)."""
         from websockets.asyncio.client import connect
 
-        async def one(i: int) -> None:
+        async def one(i: int, state: dict) -> None:
+            slow = i == 0 and self.slow_subscriber
             port = self.a.paths.ws_port_file.read_text().strip()
             token = self.a.paths.ws_token_file.read_text().strip()
+            seen_events: set[str] = set()
+            creates: collections.Counter = state["creates"]
+            pending: dict[int, str] = {}  # request id -> what it was
+            ids = itertools.count(1)
+            sub_id: int | None = None  # the subscription in use
+            newest: int | None = None  # request id of the newest subscribe.create not answered yet
+            cursor: str | None = None  # every event before it (in the daemon's order) was read
+            resuming = False
+            replayed_subs: set[int] = set()
+            extra: dict = {}
+            if slow:  # it reads in bursts; a tiny receive buffer and queue make its pauses show at once
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                sock.connect(("127.0.0.1", int(port)))
+                sock.setblocking(False)
+                extra = {"sock": sock, "max_queue": 1}
+            reading_since = time.monotonic()
             async with connect(
                 f"ws://127.0.0.1:{port}/ws",
                 additional_headers={"Authorization": f"Bearer {token}"},
                 max_size=None,
                 ping_interval=None,
+                **extra,
             ) as ws:
-                await ws.send(
-                    json.dumps(
-                        {"jsonrpc": "2.0", "id": 1, "method": "subscribe.create", "params": {"filter_type": "all"}}
-                    )
-                )
-                while not self.stop.is_set():
+
+                async def request(method: str, params: dict) -> int:
+                    rid = next(ids)
+                    pending[rid] = method
+                    await ws.send(json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}))
+                    return rid
+
+                newest = await request("subscribe.create", {"filter_type": "all"})
+                while True:
+                    if self.finish.is_set():
+                        done = not resuming and self.expected["all"] <= creates.keys()
+                        if done or time.monotonic() >= self.drain_until:
+                            break
+                    if slow and not self.stop.is_set() and time.monotonic() - reading_since > SLOW_PAUSE[0]:
+                        await asyncio.sleep(SLOW_PAUSE[1])
+                        reading_since = time.monotonic()
                     try:
                         raw = await asyncio.wait_for(ws.recv(), 0.5)
                     except asyncio.TimeoutError:
                         continue
                     msg = json.loads(raw)
-                    method = msg.get("method")
-                    with self.rec.lock:
-                        if method == "message.create":
-                            self.notes["ws_message_create"] += 1
-                        elif method == "notification.dropped":
-                            self.notes["ws_dropped"] += msg["params"]["dropped"]
-                        elif "error" in msg:
-                            self.rec.errors["ws"].append(str(msg["error"])[:300])
+                    method, p = msg.get("method"), msg.get("params") or {}
+                    if "id" in msg:  # a reply
+                        what = pending.pop(msg["id"], None)
+                        if "error" in msg:
+                            with self.rec.lock:
+                                self.rec.errors["ws"].append(f"{what}: {msg['error']}"[:300])
+                        elif what == "subscribe.create":
+                            made = msg["result"]["subscription_id"]
+                            if msg["id"] != newest:  # superseded by a newer resubscription
+                                await request("subscribe.delete", {"subscription_id": made})
+                                continue
+                            newest, old, sub_id = None, sub_id, made
+                            if old is None:
+                                self.subs_ready.release()
+                            else:
+                                await request("subscribe.delete", {"subscription_id": old})
+                            if sub_id in replayed_subs:  # its replay ended before this reply was read
+                                resuming = False
+                        continue
+                    if method == "notification.dropped":
+                        state["dropped"] += p["dropped"]
+                        state["notices"] += 1
+                        if cursor is None:  # cannot happen: the soak's first message is read before the load
+                            state["unresumable"] += 1
+                            continue
+                        resuming = True
+                        state["resumes"] += 1
+                        newest = await request("subscribe.create", {"filter_type": "all", "since_event_id": cursor})
+                    elif method == "subscription.replayed":
+                        replayed_subs.add(p["subscription_id"])
+                        if newest is None and p["subscription_id"] == sub_id:
+                            resuming = False
+                    elif method == "message.create":
+                        state["received"] += 1
+                        if p["event_id"] in seen_events:
+                            state["repeats"] += 1
+                            continue
+                        seen_events.add(p["event_id"])
+                        creates[p["message_id"]] += 1
+                        state["replayed"] += bool(p.get("replay"))
+                        if not resuming and not p.get("replay"):
+                            cursor = p["event_id"]
+
+        async def guarded(i: int, state: dict) -> None:
+            try:
+                await one(i, state)
+            except Exception as exc:  # noqa: BLE001
+                self.rec.error("ws", exc)
+                self.subs_ready.release()  # do not keep the start waiting for it
 
         async def main() -> None:
-            results = await asyncio.gather(*(one(i) for i in range(self.n_subs)), return_exceptions=True)
-            for r in results:
-                if isinstance(r, BaseException):
-                    self.rec.error("ws", r)
+            await asyncio.gather(*(guarded(i, st) for i, st in enumerate(self.subs)))
 
         asyncio.run(main())
 
@@ -445,11 +684,17 @@ class Soak:
     def run(self) -> dict:
         self.setup()
         baseline = {"rss_a": rss_mib(self.a.pid), "fds_a": fds(self.a.pid)}
+        listeners = [
+            threading.Thread(target=fn, name=fn.__name__, daemon=True)
+            for fn in (self.subscribers, self.mcp_waiter, self.cli_waiter)
+        ]
+        for t in listeners:
+            t.start()
+        self._start_listening()
         threads = [threading.Thread(target=self.sender, args=(i,), name=f"sender{i}") for i in range(self.n_senders)]
         threads += [threading.Thread(target=self.reader, args=(i,), name=f"reader{i}") for i in range(self.n_readers)]
         threads += [
-            threading.Thread(target=fn, name=fn.__name__)
-            for fn in (self.remote_sender, self.waiter, self.syncer, self.subscribers, self.sampler)
+            threading.Thread(target=fn, name=fn.__name__) for fn in (self.remote_sender, self.syncer, self.sampler)
         ]
         if self.abuse:
             threads.append(threading.Thread(target=self.abuser, name="abuser"))
@@ -459,13 +704,28 @@ class Soak:
             t.start()
         self.stop.wait(self.minutes * 60)
         self.stop.set()
+        elapsed = time.monotonic() - started
         for t in threads:
             t.join(120)
-        elapsed = time.monotonic() - started
+        for replica in (self.a, self.b, self.a, self.b):  # settle: every replica has everything
+            replica.call("sync.run")
+        # now every subscriber and waiter can have everything: let them drain, then end
+        with self.rec.lock:
+            self.expected["all"] = set(self.rec.acked)
+        for who in (MCP_AGENT, CLI_AGENT):
+            self.expected[who] = self.rec.expected_for(who)
+        self.drain_until = time.monotonic() + DRAIN_S
+        self.finish.set()
+        drain_started = time.monotonic()
+        for t in listeners:
+            t.join(DRAIN_S + 60)
+        self.notes["drain_s"] = round(time.monotonic() - drain_started, 1)
+        for replica in (self.a, self.b, self.a, self.b):  # the waiters' read marks too
+            replica.call("sync.run")
         st = proc_status(self.a.pid)
         self.samples.append(
             {
-                "t": round(elapsed, 1),
+                "t": round(time.monotonic() - started, 1),
                 "rss_a": round(st["VmRSS"], 1),
                 "anon_a": round(st["RssAnon"], 1),
                 "file_a": round(st["RssFile"], 1),
@@ -476,9 +736,26 @@ class Soak:
                 "acked": len(self.rec.acked),
             }
         )
-        for replica in (self.a, self.b, self.a, self.b):  # settle: every replica has everything
-            replica.call("sync.run")
         return self.check(elapsed, baseline)
+
+    def _start_listening(self, timeout: float = 60.0) -> None:
+        """Wait until the subscribers and waiters listen, then send a first message and wait
+        until every subscriber has read it (so each has a resume point before the load starts)."""
+        deadline = time.monotonic() + timeout
+        for _ in range(self.n_subs):
+            if not self.subs_ready.acquire(timeout=max(0.1, deadline - time.monotonic())):
+                raise RuntimeError("the WebSocket subscribers did not subscribe")
+        for who in (self.mcp, self.cli):
+            if not who.ready.wait(max(0.1, deadline - time.monotonic())):
+                raise RuntimeError("a waiter did not start")
+        if self.rec.errors:
+            raise RuntimeError(f"listeners failed to start: {dict(self.rec.errors)}")
+        mid = self.a.call("message.send", {"caller": "s0", "content": "soak: start"})["message_id"]
+        self.rec.ack(mid, True)
+        while not all(mid in st["creates"] for st in self.subs):
+            if time.monotonic() > deadline:
+                raise RuntimeError("a WebSocket subscriber never received the first message")
+            time.sleep(0.05)
 
     def check(self, elapsed: float, baseline: dict) -> dict:
         acked = list(self.rec.acked)
@@ -496,6 +773,37 @@ class Soak:
             }
             visible[name] = replica.call("message.list", {"page_size": 1})["total"]
         honest_errors = {k: len(v) for k, v in self.rec.errors.items()}
+        expected = self.expected["all"]
+        subscribers = [
+            {
+                "received": st["received"],
+                "distinct": len(st["creates"]),
+                "repeats": st["repeats"],
+                "dropped": st["dropped"],
+                "notices": st["notices"],
+                "resumes": st["resumes"],
+                "replayed": st["replayed"],
+                "unresumable": st["unresumable"],
+                "lost_after_resume": len(expected - st["creates"].keys()),
+                "lost_examples": [
+                    (mid, "a" if mid in self.rec.acked_at else "b")
+                    for mid in sorted(expected - st["creates"].keys())[:5]
+                ],
+                "twice": sum(1 for n in st["creates"].values() if n > 1),
+                "unexpected": len(st["creates"].keys() - expected),
+            }
+            for st in self.subs
+        ]
+        waiters = {}
+        for who, got in ((MCP_AGENT, self.mcp), (CLI_AGENT, self.cli)):
+            waiters[who] = got.account(self.expected[who], self.rec.acked_at)
+            wake = waiters[who].pop("wake_ms")
+            if wake:
+                self.rec.latency[f"wake:{who}"] = wake
+        log_file = self.base / "mcp-serve.log"
+        server_log = log_file.read_text(errors="replace") if log_file.exists() else ""
+        waiters[MCP_AGENT]["told_of_drops"] = server_log.count("the daemon dropped")
+        waiters[MCP_AGENT]["log_tail"] = server_log[-2000:]
         rss = [s["rss_a"] for s in self.samples if "rss_a" in s]
         anon = [s["anon_a"] for s in self.samples if "anon_a" in s]
         minute = max(1, int(60 / self.sample_every))
@@ -534,6 +842,9 @@ class Soak:
             "logs_identical": identical,
             "exactly_once": exactly_once,
             "visible": visible,
+            "subscribers": subscribers,
+            "slow_subscriber": self.slow_subscriber,
+            "waiters": waiters,
             "daemon_a": self.a.call("daemon.status").get("clients"),
         }
 
@@ -592,14 +903,50 @@ def table(r: dict) -> list[tuple[str, str, str]]:
     )
     rows.append(("RSS A max (anonymous max)", f"{r['rss_max_mib']} ({r['anon_max_mib']}) MiB", ""))
     rows.append(("descriptors A max", f"{r['fds_max']}", "flat"))
+    subs = r["subscribers"]
     rows.append(
         (
-            "WebSocket notifications / dropped",
-            f"{r['notes'].get('ws_message_create', 0)} / {r['notes'].get('ws_dropped', 0)}",
+            f"WebSocket message.create received / dropped, announced ({len(subs)} subscribers)",
+            f"{sum(x['received'] for x in subs)} / {sum(x['dropped'] for x in subs)}",
             "",
         )
     )
-    rows.append(("waiter wake-ups", f"{r['notes'].get('waiter_woken', 0)}", ""))
+    if r.get("slow_subscriber") and subs:
+        rows.append(
+            (
+                f"  dropped for the slow one (reads {SLOW_PAUSE[0]:g} s, pauses {SLOW_PAUSE[1]:g} s) / the others",
+                f"{subs[0]['dropped']} / {sum(x['dropped'] for x in subs[1:])}",
+                "",
+            )
+        )
+    rows.append(
+        (
+            "  drop notices / resumes (since_event_id) / replayed / repeats skipped",
+            f"{sum(x['notices'] for x in subs)} / {sum(x['resumes'] for x in subs)} / "
+            f"{sum(x['replayed'] for x in subs)} / {sum(x['repeats'] for x in subs)}",
+            "",
+        )
+    )
+    rows.append(
+        (
+            "  lost after resume, twice, unexpected (all subscribers)",
+            f"{sum(x['lost_after_resume'] for x in subs)}, {sum(x['twice'] for x in subs)}, "
+            f"{sum(x['unexpected'] for x in subs)}",
+            "0, 0, 0",
+        )
+    )
+    for who, label in ((MCP_AGENT, "MCP waiter (thrum mcp serve)"), (CLI_AGENT, "CLI waiter (message.wait)")):
+        w = r["waiters"][who]
+        got = f"{w['by_wait']} + {w['by_check']}" if who == MCP_AGENT else f"{w['by_wait']}"
+        rows.append((f"{label}: messages for it / received", f"{w['expected']} / {got}", ""))
+        rows.append(
+            (
+                "  missing, duplicated, unexpected",
+                f"{w['missing']}, {w['duplicated']}, {w['unexpected']}",
+                "0, 0, 0",
+            )
+        )
+    rows.append(("  MCP server told of drops", f"{r['waiters'][MCP_AGENT]['told_of_drops']}", ""))
     rows.append(("logs byte-identical (A, B)", str(r["logs_identical"]), "True"))
     for name, once in r["exactly_once"].items():
         rows.append(
@@ -640,6 +987,7 @@ def section(args) -> dict:
         abuse=not getattr(args, "no_abuse", False),
         sync_every=getattr(args, "sync_every", 5.0),
         subscribers=getattr(args, "subscribers", 5),
+        slow_subscriber=not getattr(args, "no_slow_subscriber", False),
     )
     print_result(result)
     out = getattr(args, "soak_json", None)
@@ -655,6 +1003,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-abuse", action="store_true", help="leave the abusive client out (to compare)")
     ap.add_argument("--sync-every", type=float, default=5.0, help="seconds between syncs (default 5)")
     ap.add_argument("--subscribers", type=int, default=5, help="WebSocket subscribers (default 5)")
+    ap.add_argument(
+        "--no-slow-subscriber", action="store_true", help="every subscriber reads at once (none pauses to overflow)"
+    )
     args = ap.parse_args(argv)
     section(args)
     return 0

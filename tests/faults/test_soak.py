@@ -1,4 +1,6 @@
-"""A short soak (issue 15): a minute of honest load, syncs and abuse, checked end to end.
+"""A short soak (issue 15): a minute of honest load, syncs and abuse, checked end to end,
+including the MCP waiter (a real ``thrum mcp serve``) and WebSocket subscribers that
+resume after the daemon drops notifications for them.
 
 The full run is ``scripts/bench.py soak --minutes 10`` (figures in BENCHMARKS.md);
 this one runs in ``scripts/test`` by default and can be deselected with
@@ -32,4 +34,16 @@ def test_a_minute_of_load_syncs_and_abuse_loses_nothing_and_leaks_nothing():
     end = r["samples"][-1]
     assert end["fds_a"] - r["baseline"]["fds_a"] < 40, r["samples"]  # every abusive socket was let go
     assert max(s["rss_a"] for s in r["samples"]) < 400, r["samples"]  # no runaway buffer (GBs before)
-    assert r["notes"].get("ws_message_create", 0) > 0 and r["notes"].get("waiter_woken", 0) > 0
+    # WebSocket subscribers: the slow one was told of drops, resumed, and every subscriber has every message
+    subs = r["subscribers"]
+    assert subs[0]["dropped"] > 0 and subs[0]["resumes"] > 0, subs
+    for sub in subs:
+        assert sub["unresumable"] == 0, subs
+        assert sub["lost_after_resume"] == 0 and sub["twice"] == 0 and sub["unexpected"] == 0, subs
+    # the MCP waiter (a real `thrum mcp serve`) and the CLI waiter: every message for them exactly once
+    for who, w in r["waiters"].items():
+        assert w["expected"] > 20, (who, w)
+        assert (w["missing"], w["duplicated"], w["unexpected"]) == (0, 0, 0), (who, w)
+    mcp = r["waiters"]["waiter"]
+    assert mcp["by_wait"] > mcp["expected"] // 2, mcp  # woken by wait_for_message, not just found by checks
+    assert r["latency_ms"]["wake:waiter"]["n"] > 0

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+import trio
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, ValidationError
 
@@ -186,3 +187,65 @@ async def test_resubscribe_is_requested_on_drops_and_on_the_end_of_our_subscript
     w2 = Waiter(_Link(), started_at="")
     w2.on_notification("notification.dropped", {"dropped": 3})
     assert w2._resubscribe.is_set()
+
+
+class _Daemon:
+    """Records the waiter's calls; subscriptions get ids 1, 2, ...; the unread inbox is ``unread``."""
+
+    def __init__(self, unread: list[dict] | None = None):
+        self.calls: list[tuple[str, dict]] = []
+        self.unread = unread or []
+        self.called = trio.Event()
+
+    async def calls_made(self, n: int) -> None:
+        """Return once ``n`` calls were made (fails after a few seconds)."""
+        with trio.fail_after(5):
+            while len(self.calls) < n:
+                await self.called.wait()
+
+    async def call(self, method: str, params: dict | None = None):
+        self.calls.append((method, params or {}))
+        self.called.set()
+        self.called = trio.Event()
+        if method == "subscribe.create":
+            return {"subscription_id": sum(1 for m, _ in self.calls if m == "subscribe.create")}
+        if method == "message.list":
+            return {"messages": self.unread}
+        return {}
+
+
+async def test_after_a_drop_the_waiter_resumes_from_before_the_gap_and_catches_up(nursery):
+    daemon = _Daemon(unread=[{"message_id": "lost", "agent_id": "you", "created_at": "2026-01-01T00:00:01.000Z"}])
+    w = Waiter(_Link(), started_at="2026-01-01T00:00:00.000Z")
+    await nursery.start(w.connection_task, daemon)
+    assert daemon.calls == [("subscribe.create", {"filter_type": "mention", "mention": "me", "caller": "me"})]
+    w.on_notification(*_create("m1", event="01JA"))
+    w.on_notification("notification.dropped", {"dropped": 2, "total_dropped": 2, "next_seq": 4})
+    # read before the new subscription is made: after the gap, so the resume point stays before it
+    w.on_notification(*_create("m4", event="01JD"))
+    w.on_notification("notification.dropped", {"dropped": 1, "total_dropped": 3, "next_seq": 6})
+    w.on_notification(*_create("m6", event="01JF"))
+    await daemon.calls_made(3)
+    assert daemon.calls[1] == (
+        "subscribe.create",
+        {"filter_type": "mention", "mention": "me", "caller": "me", "since_event_id": "01JAm1"},
+    )
+    assert daemon.calls[2] == ("subscribe.delete", {"subscription_id": 1})
+    await daemon.calls_made(4)
+    assert daemon.calls[3][0] == "message.list" and daemon.calls[3][1]["unread"]  # and the inbox, as a backstop
+    assert [i["message_id"] for i in w.queue] == ["m1", "m4", "m6", "lost"]
+    # the next gap starts from the newest event seen by then
+    w.on_notification("notification.dropped", {"dropped": 1, "total_dropped": 4, "next_seq": 9})
+    await daemon.calls_made(5)
+    assert daemon.calls[4][1]["since_event_id"] == "01JFm6"
+
+
+async def test_a_drop_before_any_event_was_seen_is_caught_up_from_the_inbox(nursery):
+    daemon = _Daemon(unread=[{"message_id": "early", "agent_id": "you", "created_at": "2026-01-01T00:00:01.000Z"}])
+    w = Waiter(_Link(), started_at="2026-01-01T00:00:00.000Z")
+    await nursery.start(w.connection_task, daemon)
+    w.on_notification("notification.dropped", {"dropped": 5, "total_dropped": 5, "next_seq": 6})
+    await daemon.calls_made(4)
+    assert "since_event_id" not in daemon.calls[1][1]  # nothing to resume from ...
+    assert daemon.calls[3][0] == "message.list"  # ... so the unread inbox brings the lost message back
+    assert [i["message_id"] for i in w.queue] == ["early"]

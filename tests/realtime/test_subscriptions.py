@@ -311,6 +311,93 @@ def test_slow_client_overflow_drops_oldest_and_says_how_many(fresh):
     assert got[-1]["params"]["message_id"] == last
 
 
+class _Resumer:
+    """An honest client that acts on ``notification.dropped``: it subscribes again from
+    the last event it read *before* the notice (``since_event_id``), drops the old
+    subscription, and skips events it has already seen (by ``event_id``). The resume
+    point stays there until the new subscription's replay is complete; another notice
+    meanwhile resubscribes from it again. (Calls are awaited one at a time here, so no
+    two resubscriptions are ever in flight.)"""
+
+    def __init__(self, client: WsClient, sub_id: int, cursor: str, params: dict):
+        self.client, self.sub_id, self.cursor, self.params = client, sub_id, cursor, params
+        self.resuming = False
+        self.replayed_subs: set = set()
+        self.seen_events: set = set()
+        self.creates: dict = {}  # message_id -> times seen (repeated events skipped)
+        self.dropped = self.resumes = self.repeats = self.replayed = 0
+
+    async def until_seen(self, wanted: set) -> None:
+        while not (wanted <= self.creates.keys() and not self.resuming):
+            n = await self.client.note()
+            method, p = n["method"], n["params"]
+            if method == "notification.dropped":
+                self.dropped += p["dropped"]
+                self.resuming = True
+                self.resumes += 1
+                old = self.sub_id
+                made = await self.client.call("subscribe.create", {**self.params, "since_event_id": self.cursor})
+                self.sub_id = made["subscription_id"]
+                await self.client.call("subscribe.delete", {"subscription_id": old})
+                if self.sub_id in self.replayed_subs:  # its replay ended before the reply was read
+                    self.resuming = False
+            elif method == "subscription.replayed":
+                self.replayed_subs.add(p["subscription_id"])
+                if p["subscription_id"] == self.sub_id:
+                    self.resuming = False
+            elif method == "message.create":
+                if p["event_id"] in self.seen_events:
+                    self.repeats += 1
+                    continue
+                self.seen_events.add(p["event_id"])
+                self.creates[p["message_id"]] = self.creates.get(p["message_id"], 0) + 1
+                self.replayed += bool(p.get("replay"))
+                if not self.resuming and not p.get("replay"):
+                    self.cursor = p["event_id"]
+
+
+def test_a_slow_client_told_of_a_drop_resumes_on_the_same_connection_and_loses_nothing(fresh):
+    d = fresh({"ws_queue_size": 5})
+    d.register("flooder", "implementer")
+    scope = {"type": "flood", "value": "2"}
+    params = {"filter_type": "scope", "scope": scope}
+    body = "x" * 8000
+
+    async def go():
+        from websockets.asyncio.client import connect
+
+        loop = asyncio.get_running_loop()
+        slow_ws = await connect(d.url(), additional_headers=d.auth(), max_queue=1, sock=small_buffer_socket(d.port))
+        slow = WsClient(slow_ws, reading=False)
+        await slow.ws.send(json.dumps({"jsonrpc": "2.0", "id": 1000, "method": "subscribe.create", "params": params}))
+        sub_id = json.loads(await slow.ws.recv())["result"]["subscription_id"]
+        first = d.send("flooder", "first", scopes=[scope])["message_id"]
+        cursor = json.loads(await slow.ws.recv())["params"]["event_id"]  # read: the resume point so far
+        # then it stops reading while 150 more arrive (its queue holds 5)
+        flood = await loop.run_in_executor(
+            None, lambda: [d.send("flooder", body, scopes=[scope])["message_id"] for _ in range(150)]
+        )
+        slow.start_reading()
+        reader = _Resumer(slow, sub_id, cursor, params)
+        reader.creates[first] = 1
+        reader.seen_events.add(cursor)
+        # more keep coming while it catches up and resumes: live events during the replays
+        more = loop.run_in_executor(
+            None, lambda: [d.send("flooder", f"more {i}", scopes=[scope])["message_id"] for i in range(60)]
+        )
+        await reader.until_seen(set(flood))
+        later = await more
+        await reader.until_seen(set(later))
+        await slow.close()
+        return {first, *flood, *later}, reader
+
+    sent, reader = asyncio.run(go())
+    assert reader.dropped > 0 and reader.resumes > 0  # it was told, and acted on it
+    assert reader.replayed > 0  # what it lost came back as a replay
+    assert set(reader.creates) == sent  # nothing lost ...
+    assert set(reader.creates.values()) == {1}  # ... and, skipping repeated events, nothing twice
+
+
 def test_many_concurrent_clients_each_get_every_matching_event(shared):
     d = shared
     t = _uniq("mc")

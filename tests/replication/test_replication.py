@@ -333,6 +333,32 @@ def test_local_only_mode_commits_but_never_pushes(machines):
     assert a.json("sync", "status")["mode"] == "local-only"
 
 
+def test_the_daemon_recreates_its_worktree_when_its_git_metadata_is_deleted(machines):
+    import shutil
+    from pathlib import Path
+
+    a, b = machines(2)
+    a.agent("alice", "implementer")
+    b.agent("bob", "reviewer")
+    _introduce(a, b)
+    a.run("send", "synced before", "--to", "@bob", agent="alice")
+    a.sync()
+    a.run("send", "appended, not committed", "--to", "@bob", agent="alice")
+    gitdir = pygit2.Repository(str(a.worktree)).path  # .git/worktrees/a-sync/: HEAD, index, the link back
+    assert Path(gitdir).parent == a.path / ".git" / "worktrees"
+    shutil.rmtree(gitdir)  # `rm -rf .git/worktrees/a-sync`: the directory .git/thrum-sync/a-sync stays
+    a.run("send", "after the metadata went", "--to", "@bob", agent="alice")
+    report = a.sync()
+    assert report["ok"] and report["pushed"]
+    assert pygit2.Repository(str(a.worktree)).head.name == "refs/heads/a-sync"
+    assert a.sync()["ok"]  # and the next one too (no restart)
+    b.sync()
+    assert a.shards() == b.shards()
+    contents = [m["body"]["content"] for m in b.json("inbox", agent="bob")["messages"]]
+    assert sorted(contents) == ["after the metadata went", "appended, not committed", "synced before"]
+    assert a.json("sync", "status")["last_error"] is None
+
+
 def test_the_daemon_recreates_its_worktree_when_it_vanishes(machines):
     import shutil
 

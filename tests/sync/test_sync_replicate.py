@@ -341,3 +341,26 @@ def test_replicator_removes_temp_files_left_by_a_crash(cluster):
     (a.worktree / "messages" / "alice" / ".thrum-tmp-000001.jsonl.999").write_bytes(b"half a merge")
     Replicator(a.worktree)
     assert sorted(p.name for p in (a.worktree / "messages" / "alice").iterdir()) == ["000001.jsonl"]
+
+
+def test_ignored_paths_without_waiting_is_unknown_while_a_cycle_holds_the_replicator(cluster):
+    import threading
+
+    a = cluster.a
+    held, release = threading.Event(), threading.Event()
+
+    def cycle():  # stands for a fetch that waits on the network with the replicator's lock
+        with a.replicator._mutex:
+            held.set()
+            release.wait()
+
+    t = threading.Thread(target=cycle)
+    t.start()
+    try:
+        held.wait()
+        assert a.replicator.ignored_paths(wait=False) is None
+    finally:
+        release.set()
+        t.join()
+    assert a.replicator.ignored_paths(wait=False) == {}
+    assert a.replicator.ignored_paths() == {}

@@ -154,6 +154,29 @@ def test_ensure_sync_worktree_recovers_events_from_broken_directory(user_repo):
     assert not any(p.name.startswith("a-sync.broken") for p in wt.parent.iterdir())
 
 
+def test_a_replicator_is_unhealthy_once_the_worktree_metadata_is_deleted(user_repo):
+    wt = ensure_sync_worktree(user_repo)
+    replicator = Replicator(wt)
+    assert replicator.healthy()
+    append(wt, "messages/alice/000001.jsonl", event("01A"))  # appended, not committed
+    shutil.rmtree(user_repo / ".git" / "worktrees" / "a-sync")  # the directory and its .git file stay
+    assert (wt / ".git").is_file() and not replicator.healthy()
+    assert ensure_sync_worktree(user_repo) == wt  # what the daemon does when a replicator is unhealthy
+    again = Replicator(wt)
+    assert again.healthy()
+    assert (wt / "messages/alice/000001.jsonl").read_bytes() == event("01A")
+    assert again.commit_pending()
+
+
+def test_a_replicator_is_unhealthy_when_the_worktree_link_points_elsewhere(user_repo, tmp_path):
+    wt = ensure_sync_worktree(user_repo)
+    replicator = Replicator(wt)
+    (wt / ".git").write_text(f"gitdir: {tmp_path / 'elsewhere'}\n")
+    assert not replicator.healthy()
+    (wt / ".git").unlink()
+    assert not replicator.healthy()
+
+
 def test_ensure_sync_worktree_survives_moved_repository(user_repo, tmp_path):
     wt = ensure_sync_worktree(user_repo)
     append(wt, "events/000001.jsonl", event("01A"))

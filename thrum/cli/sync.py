@@ -24,7 +24,8 @@ def sync(ctx):
     Runs one full cycle and waits for it; exits 1 with a one-line reason when it
     fails. Works with the daemon stopped too (it then runs the cycle itself).
     Logins come from THRUM_GIT_TOKEN / THRUM_SSH_KEY (this command passes them to
-    the daemon), else from what makes `git push` work: git's credential helpers,
+    the daemon, which keeps them for its automatic syncs until a later `thrum sync`
+    passes others), else from what makes `git push` work: git's credential helpers,
     ssh-agent, ~/.ssh/config and key files.
     --quiet prints nothing on success (for cron). Cron example:
       */5 * * * *  cd /path/to/repo && thrum sync --quiet
@@ -64,8 +65,9 @@ def _summary(r: dict) -> str:
 @sync.command("status", context_settings=CONTEXT_SETTINGS)
 @global_options()
 def status():
-    """Show sync mode, remote, last success and last error, pending and quarantined events,
-    and paths of the a-sync branch thrum ignores (links, submodules, unknown files)."""
+    """Show sync mode, remote, a sync in progress, last success and last error, pending and
+    quarantined events, and paths of the a-sync branch thrum ignores (links, submodules,
+    unknown files). Answers at once, also while a sync waits on a slow remote."""
     rt = runtime()
     if _daemon_running(rt):
         result = rt.call("sync.status", {}, autostart=False)
@@ -83,6 +85,12 @@ def _status_text(s: dict) -> str:
         lines.append(f"Remote:        {s['remote']}{url}")
     if s.get("credential_source"):
         lines.append(f"Login:         {s['credential_source']}")
+    if s.get("syncing_since"):
+        waiting = s.get("waiting_for_remote_since")
+        lines.append(
+            f"Syncing:       since {s['syncing_since']}"
+            + (f" (waiting for the remote to answer since {waiting})" if waiting else "")
+        )
     lines.append(f"Last success:  {s.get('last_success') or 'never'}")
     if s.get("last_error"):
         lines.append(f"Last error:    {s['last_error']} (at {s.get('last_error_at')})")

@@ -10,6 +10,22 @@ The git work (pygit2) runs in a worker thread; it takes the writer's lock
 for the commit and for each merge, never across network calls, so local sends
 go on while a slow remote is fetched. Lines received from the remote are folded
 inside the locked merge section and published to subscribers like local events.
+
+A remote that accepts the connection and never answers holds a cycle for the whole
+network timeout. Meanwhile ``sync status`` (and ``doctor``) answer at once: they
+never wait for the running cycle (what it has not counted yet is reported as
+unknown), and say since when it runs and waits on the remote. Shutdown does not
+wait for it either: the cycle's thread passes a `gate.CycleGate` whenever it leaves
+or re-enters its network operations, so `stop` waits only for local work in
+progress (bounded, on disk), then abandons the thread inside the fetch or push it
+waits on; the thread can no longer touch the worktree or the database, and the
+process exits (what was not committed or pushed is, at the next start, as after
+a crash: found and sent by the next sync).
+
+Credentials: each ``thrum sync`` may pass along variables of its environment
+(`thrum.config.FORWARDED_ENV`); the loop keeps them in memory for the automatic
+cycles, per kind of login (`thrum.sync.forwarded`): a ``thrum sync``
+without a token keeps the one an earlier ``thrum sync`` gave.
 """
 
 from __future__ import annotations
@@ -17,6 +33,7 @@ from __future__ import annotations
 import logging
 import time
 from contextlib import contextmanager
+from datetime import datetime, timezone
 
 import trio
 
@@ -25,6 +42,7 @@ from .. import events as ev
 from ..store import projection
 from ..store.log import LogIssue
 from ..sync import offline as sync_record
+from ..sync.gate import Abandoned, CycleGate
 from .writer import tail_position
 
 log = logging.getLogger(__name__)
@@ -52,7 +70,10 @@ class SyncLoop:
         self.replicator = None
         self._scanned = False  # has a cycle asked git which files changed since the daemon started?
         self.prefer = None  # merge.Prefer: which copy of a line rewritten in place to keep (the trust layer's)
-        self.forwarded: dict[str, str] = {}  # what the last `thrum sync` passed along (memory only)
+        self.forwarded: dict[str, str] = {}  # what `thrum sync`s passed along (memory only; thrum.sync.forwarded)
+        self.gate = CycleGate()  # lets `stop` abandon a cycle's thread while it waits on the network
+        self._cycle_scope: trio.CancelScope | None = None  # the running cycle's thread; cancelled by `stop`
+        self._cycle_since: float | None = None  # time.time() the running cycle started
         self._refresh_done: trio.Event | None = None  # the on-demand cycle in flight
         self._refreshed_at = float("-inf")  # trio time its last cycle ended
 
@@ -63,9 +84,11 @@ class SyncLoop:
 
         if self.prefer is None and getattr(self.daemon, "ring", None) is not None:
             self.prefer = prefer_verified(self.daemon.ring)
-        return replicate.Replicator(
+        replicator = replicate.Replicator(
             self.daemon.worktree, self.cfg.remote, replicate.credentials_from_env(self.cfg.values), prefer=self.prefer
         )
+        replicator.network = self.gate.network
+        return replicator
 
     def _credentials(self):
         """Logins are looked up per cycle: the config, the daemon's environment, and what
@@ -129,7 +152,8 @@ class SyncLoop:
             try:
                 await self.sync_now()
             except errors.ThrumError as exc:
-                log.warning("sync failed: %s", exc.message)
+                if not self._stopped:
+                    log.warning("sync failed: %s", exc.message)
             except Exception:
                 log.exception("sync failed")
 
@@ -138,8 +162,16 @@ class SyncLoop:
             self.on_write(applied)
 
     async def stop(self) -> None:
+        """No more cycles; a running one is abandoned once it only waits on the network.
+
+        Waits while its thread does local work (reading, merging, committing, folding):
+        that is bounded and must not be cut; a fetch or push is not waited for.
+        """
         self._stopped = True
         self._kick.set()
+        await trio.to_thread.run_sync(self.gate.close)
+        if self._cycle_scope is not None:
+            self._cycle_scope.cancel()
 
     # ------------------------------------------------------------------ on demand
     async def refresh(self, wait: float) -> bool:
@@ -167,7 +199,8 @@ class SyncLoop:
         try:
             await self.sync_now()
         except errors.ThrumError as exc:
-            log.warning("sync for an unknown address failed: %s", exc.message)
+            if not self._stopped:
+                log.warning("sync for an unknown address failed: %s", exc.message)
         except Exception:
             log.exception("sync for an unknown address failed")
         finally:
@@ -180,24 +213,45 @@ class SyncLoop:
         """Run one full cycle (waiting for a running one first) and return its report.
 
         ``env``: the variables the asking `thrum sync` passed along; kept (in memory)
-        for the automatic cycles that follow.
+        for the automatic cycles that follow, each kind of login replacing only the
+        same kind (`thrum.sync.forwarded`): a `thrum sync` that carries no
+        credentials keeps what an earlier one gave.
 
         Raises:
-            SyncFailed: the cycle failed; ``sync status`` records why.
+            SyncFailed: the cycle failed; ``sync status`` records why. Also when the
+                daemon stops meanwhile (the cycle is abandoned, not recorded).
         """
+        from ..sync.forwarded import remember_forwarded
+
         if env is not None:
-            self.forwarded = dict(env)
+            self.forwarded = remember_forwarded(self.forwarded, env)
         async with self._cycle_lock:
             if self.replicator is not None:
                 self.replicator.credentials = self._credentials()
             mode = self.mode()
             applied: list[dict] = []
             written_before = self.daemon.writer.events_written
-            try:
-                report = await trio.to_thread.run_sync(self._cycle_in_thread, mode, applied)
-            except errors.ThrumError as exc:
-                await trio.to_thread.run_sync(sync_record.record, self.daemon.paths, None, exc.message)
-                raise
+            report = None
+            # Shielded: a caller that goes away never cuts a cycle; only `stop` cancels this
+            # scope, once the gate says the thread only waits on the network.
+            with trio.CancelScope(shield=True) as scope:
+                self._cycle_scope, self._cycle_since = scope, time.time()
+                try:
+                    report = await trio.to_thread.run_sync(self._cycle_in_thread, mode, applied, abandon_on_cancel=True)
+                except Abandoned:
+                    pass
+                except errors.ThrumError as exc:
+                    await trio.to_thread.run_sync(sync_record.record, self.daemon.paths, None, exc.message)
+                    raise
+                finally:
+                    self._cycle_scope = self._cycle_since = None
+            if scope.cancelled_caught:
+                log.warning("sync abandoned while it waited for the remote: the daemon is stopping")
+            if report is None:
+                raise errors.SyncFailed(
+                    "the daemon stopped before the sync finished; nothing is lost: "
+                    "the next sync sends what this one did not"
+                )
             self.cycles += 1
             self._tidy.set()
             if applied:
@@ -265,24 +319,29 @@ class SyncLoop:
                 return None
             return taken
 
-        start = time.monotonic()
-        if not self.replicator.healthy():
-            with locked():
-                self._recreate_worktree()
-        try:
-            if mode != "remote":
-                report = replicate.SyncReport()
-                report.commits = int(self.replicator.commit_pending(dirty_paths, locked))
-                report.ignored = self.replicator.ignored_paths()
-                report.duration_s = time.monotonic() - start
-            else:
-                report = replicate.run_cycle(self.replicator, locked, on_received=on_received, paths=dirty_paths)
-        except BaseException:
-            with locked():
-                writer.dirty_shards.update(taken)  # not committed: the next cycle tries them again
-            raise
-        self._scanned = True
-        return report
+        with self.gate.held():  # local work; `stop` abandons the thread only in network sections
+            start = time.monotonic()
+            if not self.replicator.healthy():
+                with locked():
+                    self._recreate_worktree()
+            try:
+                if mode != "remote":
+                    report = replicate.SyncReport()
+                    report.commits = int(self.replicator.commit_pending(dirty_paths, locked))
+                    report.ignored = self.replicator.ignored_paths()
+                    report.duration_s = time.monotonic() - start
+                else:
+                    report = replicate.run_cycle(
+                        self.replicator, locked, on_received=on_received, paths=dirty_paths, sleep=self.gate.sleep
+                    )
+            except Abandoned:
+                raise  # the daemon is going away: touch nothing (a restart scans git for what was taken)
+            except BaseException:
+                with locked():
+                    writer.dirty_shards.update(taken)  # not committed: the next cycle tries them again
+                raise
+            self._scanned = True
+            return report
 
     def _recreate_worktree(self) -> None:
         """The worktree vanished under the daemon: make it again (its files recovered) and
@@ -304,11 +363,29 @@ class SyncLoop:
         return replicate.remote_callbacks(self._credentials())
 
     # ------------------------------------------------------------------ status
+    def waiting_on_remote(self) -> float | None:
+        """Seconds the running cycle has waited in its current fetch or push (None: it does not)."""
+        since = self.gate.network_since
+        return None if since is None or self._cycle_since is None else max(0.0, time.time() - since)
+
+    async def still_waiting_on_remote(self, grace: float) -> float | None:
+        """Seconds the running cycle has waited on the remote when its fetch or push has
+        not ended ``grace`` seconds from now (None: it did, or none was running)."""
+        if self.waiting_on_remote() is None:
+            return None
+        if await trio.to_thread.run_sync(self.gate.wait_off_network, grace, abandon_on_cancel=True):
+            return None
+        return self.waiting_on_remote()
+
     async def status(self) -> dict:
+        """Never waits for a running cycle: what only it could tell is None (unknown) meanwhile."""
         state = await trio.to_thread.run_sync(sync_record.load_state, self.daemon.paths)
         quarantined = await self.daemon.writer.read(projection.fold_counts)
         url = self.replicator.remote_url() if self.replicator is not None else None
-        ignored = await trio.to_thread.run_sync(self.replicator.ignored_paths) if self.replicator is not None else {}
+        ignored = (
+            await trio.to_thread.run_sync(self.replicator.ignored_paths, False) if self.replicator is not None else {}
+        )
+        waiting = self.gate.network_since if self._cycle_since is not None else None
         return {
             "mode": self.mode(),
             "remote": self.cfg.remote if self.mode() == "remote" else None,
@@ -322,8 +399,14 @@ class SyncLoop:
             "pending_events": max(0, self.daemon.writer.events_written - self.pushed_events_mark),
             "quarantined": sum(quarantined.values()),
             "quarantined_by_kind": quarantined,
-            "ignored_paths": sum(ignored.values()),
+            "ignored_paths": sum(ignored.values()) if ignored is not None else None,
             "ignored_paths_by_reason": ignored,
             "cycles": self.cycles,
+            "syncing_since": _utc(self._cycle_since),
+            "waiting_for_remote_since": _utc(waiting),
             "credential_source": getattr(getattr(self.replicator, "credentials", None), "last_source", None),
         }
+
+
+def _utc(t: float | None) -> str | None:
+    return None if t is None else datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

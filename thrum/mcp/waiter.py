@@ -9,8 +9,13 @@ Rules:
    saw), so the daemon replays what was written meanwhile; then it lists the
    unread inbox once (messages created since this server started that it has
    not seen) for what a replay cannot give (events that reached a restarted
-   daemon by sync with an older event id). A ``notification.dropped`` or
-   ``subscription.ended`` makes it subscribe again the same way.
+   daemon by sync with an older event id). A ``subscription.ended`` makes it
+   subscribe again the same way. A ``notification.dropped`` (its outbox overflowed)
+   does too, resuming from the last event seen *before* the notice (events read
+   after it, while the new subscription is being made, come after the gap and
+   must not move the resume point past it), and then catches up from the unread
+   inbox as after a reconnect (for a gap before any event was seen, or a second
+   gap during the replay).
 2. Every new message for this agent, never its own, is queued once (message ids
    already seen are ignored, so a replay or a second subscription never
    duplicates). The queue keeps at most `QUEUE_MAX` messages and drops the
@@ -82,6 +87,8 @@ class Waiter:
         self._idle = anyio.Event()
         self._idle.set()
         self.last_event_id: str | None = None
+        self._gap = False  # a notification.dropped not yet answered by a new subscription
+        self._gap_from: str | None = None  # the last event seen before that notice: the resume point
         self.subscription_id: int | None = None
         self.subscribed = 0  # subscriptions made so far
         self._answered: OrderedDict[str, tuple[float, dict]] = OrderedDict()  # request id -> (when, item)
@@ -101,8 +108,11 @@ class Waiter:
                 self._drop_queued({params.get("message_id")})
         elif method == "notification.dropped":
             log.warning(
-                "the daemon dropped %s notifications; resubscribing from the last one seen", params.get("dropped")
+                "the daemon dropped %s notifications; resubscribing from the last one seen before",
+                params.get("dropped"),
             )
+            if not self._gap:  # the first notice since the last resubscription: the gap starts here
+                self._gap, self._gap_from = True, self.last_event_id
             self._resubscribe.set()
         elif method == "subscription.ended" and params.get("subscription_id") == self.subscription_id:
             log.info("subscription ended (%s); subscribing again", params.get("reason"))
@@ -141,28 +151,39 @@ class Waiter:
 
     async def connection_task(self, client, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
         resumed = self.subscribed > 0
-        await self._subscribe(client)
-        if resumed:
+        gap = await self._subscribe(client)
+        if resumed or gap:
             await self._catch_up(client)
         task_status.started()
         while True:
             await self._resubscribe.wait()
             self._resubscribe = anyio.Event()
             old = self.subscription_id
-            await self._subscribe(client)
+            gap = await self._subscribe(client)
             if old is not None and old != self.subscription_id:
                 try:
                     await client.call("subscribe.delete", {"subscription_id": old})
                 except NotFound:
                     pass
+            if gap:
+                await self._catch_up(client)
 
-    async def _subscribe(self, client) -> None:
+    async def _subscribe(self, client) -> bool:
+        """Subscribe (again), resuming from the last event seen, or from before the gap; True after a gap."""
+        gap, self._gap = self._gap, False
+        since = self._gap_from if gap else self.last_event_id
         params = {"filter_type": "mention", "mention": self.me, "caller": self.me}
-        if self.last_event_id:
-            params["since_event_id"] = self.last_event_id
-        result = await client.call("subscribe.create", params)
+        if since:
+            params["since_event_id"] = since
+        try:
+            result = await client.call("subscribe.create", params)
+        except BaseException:
+            if gap and not self._gap:  # not made: the gap still needs answering (on the next connection)
+                self._gap = True
+            raise
         self.subscription_id = result.get("subscription_id")
         self.subscribed += 1
+        return gap
 
     async def _catch_up(self, client) -> None:
         result = await client.call(

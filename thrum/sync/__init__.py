@@ -8,8 +8,10 @@ Modules:
 - ``treemerge``   merging a remote tree into the worktree in bounded chunks; key summaries
 - ``replicate``   commit / fetch / merge / push against a git remote (pygit2)
 - ``cycle``       one sync: fetch, merge, commit, push, retried on races
+- ``gate``        lets the daemon abandon a cycle's thread while (only while) it waits on the network
 - ``gitlib``      libgit2 specifics (cffi, tuning, raw trees)
 - ``credentials`` where logins come from (per operation), host keys, one-line errors
+- ``forwarded``   what a ``thrum sync`` passes along and what the daemon keeps of it (per kind of login)
 - ``transport``   one network operation: URL, ~/.ssh/config, timeout, logins settled
 - ``gitcredential`` git's credential helpers (``git credential fill|approve|reject``)
 - ``sshconfig``   ``~/.ssh/config`` host aliases and ``known_hosts`` (pure)

@@ -14,6 +14,10 @@ Rules:
      (``~/.ssh/id_rsa``, ``id_ecdsa``, ``id_ed25519``, ``id_dsa``) when the config names
      none. Encrypted key files are skipped (libssh2 cannot ask for a passphrase): load
      them into the agent. When all are refused, one line says what was tried.
+   - What a ``thrum sync`` passes along, the daemon keeps (in memory) for the automatic
+     cycles after it, per kind of login (`forwarded.remember_forwarded`): so
+     ``export THRUM_GIT_TOKEN=…; thrum sync`` once is enough, and a later ``thrum sync``
+     from a shell (or cron) without it does not log the daemon out.
 2. SSH host keys are checked against ``~/.ssh/known_hosts`` (libgit2 does the
    check; pygit2 would accept any key when asked): an unknown or changed key is
    refused with a message saying what to run. Never accepted silently.
@@ -26,7 +30,6 @@ from __future__ import annotations
 import base64
 import logging
 import os
-import stat
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -36,6 +39,7 @@ from pygit2.errors import Passthrough
 
 from . import AuthError, RemoteUnreachable, SyncError
 from . import gitcredential
+from .forwarded import is_socket
 from .sshconfig import host_label, known_host_entries, known_hosts_files
 from .urls import redact_text, url_secrets
 
@@ -44,7 +48,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Credentials", "HostKeyRefused", "SyncCallbacks", "credentials_from_env", "remote_callbacks", "translate"]
+__all__ = [
+    "Credentials",
+    "HostKeyRefused",
+    "SyncCallbacks",
+    "credentials_from_env",
+    "remote_callbacks",
+    "translate",
+]
 
 DEFAULT_TIMEOUT_S = 60.0
 _SSH_TYPES = CredentialType.SSH_KEY | CredentialType.SSH_CUSTOM | CredentialType.SSH_MEMORY
@@ -91,17 +102,10 @@ class Credentials:
 
     def ssh_auth_sock(self) -> str | None:
         sock = self.env.get("SSH_AUTH_SOCK")
-        return sock if sock and _is_socket(sock) else None
+        return sock if sock and is_socket(sock) else None
 
     def home(self) -> str:
         return self.env.get("HOME") or os.path.expanduser("~")
-
-
-def _is_socket(path: str) -> bool:
-    try:
-        return stat.S_ISSOCK(os.stat(path).st_mode)
-    except OSError:
-        return False
 
 
 def credentials_from_env(
@@ -111,13 +115,15 @@ def credentials_from_env(
     *,
     own: str = "the environment",
     passed: str = "the environment of `thrum sync`",
+    passed_by: dict[str, str] | None = None,
 ) -> Credentials:
     """Credentials from ``THRUM_GIT_TOKEN`` / ``THRUM_GIT_USERNAME`` / ``THRUM_SSH_KEY``.
 
     ``forwarded`` (the variables a ``thrum sync`` passed along) wins over ``environ``
     (this process's), which wins over ``config`` (the ``sync`` settings: ``ssh_key``,
     ``https_username``, ``net_timeout``). ``own`` and ``passed`` name those two
-    environments in messages.
+    environments in messages; ``passed_by`` names, per variable, another process that
+    passed it along (``thrum doctor``).
     """
     env = dict(os.environ if environ is None else environ)
     forwarded = {k: v for k, v in (forwarded or {}).items() if isinstance(v, str) and v}
@@ -125,7 +131,7 @@ def credentials_from_env(
 
     def pick(name: str) -> tuple[str | None, str]:
         if forwarded.get(name):
-            return forwarded[name], f"{name} from {passed}"
+            return forwarded[name], f"{name} from {(passed_by or {}).get(name, passed)}"
         if env.get(name):
             return env[name], f"{name} from {own}"
         return None, name
@@ -136,7 +142,7 @@ def credentials_from_env(
     if not key and config.get("ssh_key"):
         key, key_source = str(config["ssh_key"]), '"ssh_key" in .thrum/config.json'
     merged = {**env, **forwarded}
-    if forwarded.get("SSH_AUTH_SOCK") and not _is_socket(forwarded["SSH_AUTH_SOCK"]) and env.get("SSH_AUTH_SOCK"):
+    if forwarded.get("SSH_AUTH_SOCK") and not is_socket(forwarded["SSH_AUTH_SOCK"]) and env.get("SSH_AUTH_SOCK"):
         merged["SSH_AUTH_SOCK"] = env["SSH_AUTH_SOCK"]  # the caller's agent is gone: keep ours
     try:
         timeout = float(config.get("net_timeout") or DEFAULT_TIMEOUT_S)

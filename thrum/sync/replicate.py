@@ -22,7 +22,10 @@ Rules:
 
 A :class:`Replicator` owns one ``pygit2.Repository``; pygit2 objects are not safe to
 share between threads, so commit/fetch/merge/push take the replicator's own lock, and
-``has_remote``/``remote_url`` never wait for it.
+``has_remote``/``remote_url``/``ignored_paths(wait=False)`` never wait for it.
+
+A fetch or push over the network runs inside ``Replicator.network(what)``, where the
+daemon may abandon the thread (`thrum.sync.gate`).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from thrum.events import is_log_path
 from . import AuthError, PushRejected, RemoteUnreachable, SyncError, safefs, transport
 from .credentials import Credentials, credentials_from_env, remote_callbacks
 from .credentials import translate as _translate
+from .gate import no_gate
 from .gitlib import EMPTY_TREE, objects_dir, open_repo, tune_pack_building, update_index
 from .hygiene import record_packs
 from .localremote import FetchedBlobs, local_remote_path, open_local_remote
@@ -52,7 +56,7 @@ from .transport import lost_race
 from .treemerge import KeyCache, MergeOutcome, TreeMerge, lines_ahead
 from .trees import LayoutTrees, Leaf
 from .urls import redact_url
-from .worktree import SYNC_BRANCH, SYNC_REF
+from .worktree import SYNC_BRANCH, SYNC_REF, worktree_intact
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +128,7 @@ class Replicator:
         self._mutex = threading.RLock()
         self._keys = KeyCache()
         self._ignored: dict[str, int] | None = None
+        self.network: Callable[[str], AbstractContextManager] = no_gate  # see the module docstring
         try:
             self.repo = open_repo(self.worktree_path)
         except pygit2.GitError as exc:
@@ -169,8 +174,8 @@ class Replicator:
         return self._common
 
     def healthy(self) -> bool:
-        """False when the worktree directory (or its link to the repository) vanished."""
-        return (self.worktree_path / ".git").is_file()
+        """False when the worktree (directory, ``.git`` link or the repository's record of it) broke."""
+        return worktree_intact(self.worktree_path, Path(self.repo.path))
 
     def has_remote(self) -> bool:
         """True when the repository has a remote named ``remote_name``. Never blocks."""
@@ -192,13 +197,18 @@ class Replicator:
         except KeyError:
             return None
 
-    def ignored_paths(self) -> dict[str, int]:
+    def ignored_paths(self, wait: bool = True) -> dict[str, int] | None:
         """Entries of the remote's ``a-sync`` tree (as of the last merge; before one, of
-        ours) that thrum ignores, by reason."""
+        ours, counted under the lock) that thrum ignores, by reason. ``wait=False``: None
+        (unknown) rather than wait for a cycle, which may hold the lock for a slow fetch."""
         if self._ignored is None:
-            with self._mutex:
+            if not self._mutex.acquire(blocking=wait):
+                return None
+            try:
                 if self._ignored is None:
                     self._ignored = self.trees.ignored(self._head().tree_id)
+            finally:
+                self._mutex.release()
         return dict(self._ignored)
 
     # -- commit
@@ -286,7 +296,7 @@ class Replicator:
                         self.repo.create_reference_direct(tracking, tip, True, message="thrum: fetch a-sync")
                 else:  # credentials, SSH config, timeout, errors: see transport.session
                     before = set(os.listdir(self._objects / "pack")) if (self._objects / "pack").is_dir() else set()
-                    with transport.session(self.repo, self.remote_name, self.credentials) as net:
+                    with self.network("fetch"), transport.session(self.repo, self.remote_name, self.credentials) as net:
                         net.remote.fetch([f"+{SYNC_REF}:{tracking}"], callbacks=net.callbacks, proxy=True)
                         heads = net.remote.list_heads(connect=False)
                     new = set(os.listdir(self._objects / "pack")) - before  # a pack per fetch: consolidated later
@@ -391,7 +401,10 @@ class Replicator:
             if local is not None and local.bare:
                 return self._push_local(local, head, redact_url(url))
             url = redact_url(url)
-            with transport.session(self.repo, self.remote_name, self.credentials, push=True) as net:
+            with (
+                self.network("push"),
+                transport.session(self.repo, self.remote_name, self.credentials, push=True) as net,
+            ):
                 callbacks = net.callbacks
                 try:
                     net.remote.push([f"{SYNC_REF}:{SYNC_REF}"], callbacks=callbacks, proxy=True)

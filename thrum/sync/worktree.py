@@ -49,6 +49,8 @@ __all__ = [
     "ensure_sync_worktree",
     "is_git_repo",
     "sync_worktree_path",
+    "worktree_gitdir",
+    "worktree_intact",
 ]
 
 
@@ -167,8 +169,8 @@ def _remote_sync_tip(repo, remote_name, callbacks) -> pygit2.Oid | None:
     return None
 
 
-def _worktree_gitdir(path: Path) -> Path | None:
-    """The git dir a worktree's ``.git`` file points to, or None."""
+def worktree_gitdir(path: Path) -> Path | None:
+    """The git dir a worktree's ``.git`` file points to (resolved), or None (no such file)."""
     try:
         text = (path / ".git").read_text().strip()
     except OSError:
@@ -177,6 +179,15 @@ def _worktree_gitdir(path: Path) -> Path | None:
         return None
     target = Path(text[len("gitdir:") :].strip())
     return (target if target.is_absolute() else path / target).resolve()
+
+
+def worktree_intact(path: Path, gitdir: Path) -> bool:
+    """Whether the worktree at ``path`` still works with its git dir ``gitdir``
+    (``.git/worktrees/<name>``): its ``.git`` file points there, and ``HEAD`` and
+    ``commondir`` are there (``rm -rf .git/worktrees/a-sync`` leaves the directory)."""
+    if worktree_gitdir(path) != gitdir.resolve():  # also: the .git file is gone
+        return False
+    return (gitdir / "HEAD").is_file() and (gitdir / "commondir").is_file()
 
 
 def _registered(repo: pygit2.Repository, cdir: Path) -> dict[str, tuple[Path, str]]:
@@ -196,7 +207,7 @@ def _registered(repo: pygit2.Repository, cdir: Path) -> dict[str, tuple[Path, st
 def _ensure_linked_worktree(repo: pygit2.Repository, cdir: Path, path: Path) -> None:
     worktrees = _registered(repo, cdir)
     for name, (wt_path, head) in worktrees.items():
-        if _same(wt_path, path) and _worktree_gitdir(path) == (cdir / "worktrees" / name).resolve():
+        if _same(wt_path, path) and worktree_gitdir(path) == (cdir / "worktrees" / name).resolve():
             if head != f"ref: {SYNC_REF}":
                 raise SyncError(
                     f"{path} has {head!r} checked out instead of {SYNC_BRANCH}; "
@@ -209,7 +220,7 @@ def _ensure_linked_worktree(repo: pygit2.Repository, cdir: Path, path: Path) -> 
         if _same(wt_path, path):
             stale.append(name)
         elif head == f"ref: {SYNC_REF}":
-            alive = wt_path.is_dir() and _worktree_gitdir(wt_path) == (cdir / "worktrees" / name).resolve()
+            alive = wt_path.is_dir() and worktree_gitdir(wt_path) == (cdir / "worktrees" / name).resolve()
             if alive:
                 raise SyncError(
                     f"branch {SYNC_BRANCH} is checked out in another worktree at {wt_path}; "

@@ -6,6 +6,11 @@ along). Store side: every complete line of the log is in the projection (the
 stored read position of each shard against the file, under the writer's lock, so
 an append in flight is not counted), the counter tables agree with the rows,
 lines quarantined by the fold, events not pushed yet.
+
+Never stuck behind a sync: while the daemon's own cycle waits on the remote (a
+fetch or push that has not ended after `GRACE_S`), the remote check reports that
+wait instead of opening a second connection that would wait just as long, and the
+sync checks read a status that never waits for the cycle.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ import trio
 from ...store import projection
 from ..dispatch import Call, method
 from .sync import forwarded_param
+
+GRACE_S = 3.0  # a fetch or push of the daemon's own cycle this long in progress is reported, not joined
 
 
 def _unfolded(event_log, positions: dict) -> tuple[int, int, list[str], int]:
@@ -109,27 +116,58 @@ async def _sync_checks(ctx) -> list[dict]:
     return out
 
 
+async def _stuck_sync_check(ctx, creds) -> dict | None:
+    """The remote check while the daemon's cycle waits on the remote, or None (probe it)."""
+    loop = ctx.sync
+    waited = await loop.still_waiting_on_remote(GRACE_S) if loop is not None else None
+    if waited is None:
+        return None
+    url = loop.replicator.remote_url() if loop.replicator is not None else None
+    where = f"remote {ctx.config.remote}" + (f" ({url})" if url else "")
+    return {
+        "check": "remote",
+        "status": "warn",
+        "detail": (
+            f"{where}: a sync has waited {waited:.0f} s so far for it to answer "
+            f"(it gives up after {creds.timeout_s:g} s); not probed a second time meanwhile"
+        ),
+        "action": (
+            "check the network and the remote's URL (`git remote -v`); `thrum sync status` shows how the sync ends"
+        ),
+    }
+
+
 @method("doctor.run")
 async def run(call: Call) -> dict:
     from ...sync import diagnose
     from ...sync.credentials import credentials_from_env
+    from ...sync.forwarded import remember_forwarded
 
     ctx = call.ctx
     env = forwarded_param(call.params.raw.get("env"))
-    # What this shell would give `thrum sync`, else what the last `thrum sync` gave the daemon.
+    # What the daemon would log in with after a `thrum sync` from this shell: what this
+    # shell passes along, over what earlier `thrum sync`s gave the daemon (per kind of login).
     remembered = ctx.sync.forwarded if ctx.sync is not None else {}
+    forwarded = remember_forwarded(remembered, env) if env else remembered
+    mine = {
+        name: "the environment of `thrum doctor`" for name, value in (env or {}).items() if forwarded.get(name) == value
+    }
     creds = credentials_from_env(
         ctx.config.values,
-        forwarded=env or remembered,
+        forwarded=forwarded,
         own="the daemon's environment",
-        passed="the environment of `thrum doctor`" if env else "the environment of `thrum sync`",
+        passed="the environment of `thrum sync`",
+        passed_by=mine,
     )
     repo = ctx.main_repo
+    remote = None if ctx.config.local_only else await _stuck_sync_check(ctx, creds)
+    if remote is None:
+        remote = (
+            await trio.to_thread.run_sync(diagnose.remote_check, repo, ctx.config.remote, creds, ctx.config.local_only)
+        ).to_dict()
     checks = [
         (await trio.to_thread.run_sync(diagnose.worktree_check, repo)).to_dict(),
-        (
-            await trio.to_thread.run_sync(diagnose.remote_check, repo, ctx.config.remote, creds, ctx.config.local_only)
-        ).to_dict(),
+        remote,
         await _projection_check(ctx),
         *await _sync_checks(ctx),
         (await trio.to_thread.run_sync(diagnose.size_check, repo)).to_dict(),
