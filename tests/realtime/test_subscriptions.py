@@ -398,6 +398,45 @@ def test_a_slow_client_told_of_a_drop_resumes_on_the_same_connection_and_loses_n
     assert set(reader.creates.values()) == {1}  # ... and, skipping repeated events, nothing twice
 
 
+def test_live_events_held_during_a_slow_replay_are_bounded_and_their_loss_announced(fresh):
+    """While a replay waits for a client that does not read, live events for that
+    subscription are held back; they are held up to the ring's size, and what falls
+    off is announced like any other drop, so the client resumes and loses nothing."""
+    d = fresh({"ws_queue_size": 20, "subscription_ring_size": 3})
+    d.register("flooder", "implementer")
+    scope = {"type": "flood", "value": "held"}
+    params = {"filter_type": "scope", "scope": scope}
+    body = "x" * 8000
+
+    async def go():
+        from websockets.asyncio.client import connect
+
+        c = await d.ws()
+        await c.call("subscribe.create", params)
+        first_id = d.send("flooder", "first", scopes=[scope])["message_id"]
+        cursor = _cursor(await c.until(is_create_of(first_id)))
+        await c.close()
+        backlog = [d.send("flooder", body, scopes=[scope])["message_id"] for _ in range(60)]
+        slow_ws = await connect(d.url(), additional_headers=d.auth(), max_queue=1, sock=small_buffer_socket(d.port))
+        slow = WsClient(slow_ws, reading=False)
+        since = {**params, "since_event_id": cursor}
+        await slow.ws.send(json.dumps({"jsonrpc": "2.0", "id": 1000, "method": "subscribe.create", "params": since}))
+        sub_id = json.loads(await slow.ws.recv())["result"]["subscription_id"]
+        # the replay of 60 big events stalls on the unread socket; these arrive meanwhile
+        live = [d.send("flooder", f"live {i}", scopes=[scope])["message_id"] for i in range(12)]
+        slow.start_reading()
+        reader = _Resumer(slow, sub_id, cursor, params)
+        await reader.until_seen({*backlog, *live})
+        await slow.close()
+        return {*backlog, *live}, reader
+
+    sent, reader = asyncio.run(go())
+    assert reader.dropped >= 12 - 3  # the held events past the ring's size were announced as dropped
+    assert reader.resumes > 0
+    assert set(reader.creates) == sent  # and the resume brought every one of them
+    assert set(reader.creates.values()) == {1}
+
+
 def test_many_concurrent_clients_each_get_every_matching_event(shared):
     d = shared
     t = _uniq("mc")

@@ -96,9 +96,27 @@ class Connection:
         self.outbox.append(jsonrpc.notification(method, payload))
         self._wakeup.set()
 
+    def count_dropped(self, n: int) -> None:
+        """Notifications lost before they reached the outbox (a subscription's held
+        events overflowing during a slow replay): announced with the outbox's own drops,
+        and the sequence numbers skip them so the gap shows."""
+        self.seq += n
+        self.dropped_pending += n
+        self.dropped_total += n
+        self._wakeup.set()
+
     async def run_outbox(self) -> None:
         """Deliver queued notifications until the connection closes."""
         while not self.closed:
+            if not self.outbox and self.dropped_pending:  # lost with nothing queued after it: say so now
+                lost, self.dropped_pending = self.dropped_pending, 0
+                await self.send(
+                    jsonrpc.notification(
+                        "notification.dropped",
+                        {"dropped": lost, "total_dropped": self.dropped_total, "next_seq": self.seq + 1},
+                    )
+                )
+                continue
             if not self.outbox:
                 self._wakeup = trio.Event()
                 if self.outbox:

@@ -86,7 +86,7 @@ class Subscription:
     agent: str | None = None
     created_at: str = ""
     targets: frozenset | None = None  # names whose mention counts as mentioning `mention`
-    held: list | None = None  # live events held back while a replay runs
+    held: deque | None = None  # live events held back while a replay runs (at most the ring's size)
     replayed: set = field(default_factory=set)
 
     def describe(self) -> dict:
@@ -171,7 +171,7 @@ class Hub:
             targets=targets,
         )
         if since_event_id:
-            sub.held = []
+            sub.held = deque()
         self.subs[sub.id] = sub
         if since_event_id:
             self.daemon.nursery.start_soon(self._replay, sub, since_event_id)
@@ -282,6 +282,9 @@ class Hub:
                 continue
             done.add(key)
             if sub.held is not None:
+                if len(sub.held) >= self.ring_size:  # a replay slower than the traffic: never hold unbounded
+                    sub.held.popleft()
+                    sub.conn.count_dropped(1)  # announced like any drop; the client resumes from what it read
                 sub.held.append((d, info))
                 continue
             sub.conn.notify(d["type"], _payload(d, sub))
@@ -341,7 +344,7 @@ class Hub:
                     await _room(sub.conn)
                     sub.conn.notify(d["type"], _payload(d, sub, replay=True))
             while sub.held:
-                d, info = sub.held.pop(0)
+                d, info = sub.held.popleft()
                 if d["event_id"] in sub.replayed:
                     continue
                 await _room(sub.conn)
