@@ -43,12 +43,10 @@ import trio
 from .. import errors
 from .. import events as ev
 from ..store import queries
-from ..store.log import Position, ReadResult
 
 log = logging.getLogger(__name__)
 
 RING_SIZE = 20_000  # recent events kept for resume (config: subscription_ring_size)
-LOG_REPLAY_CHUNK = 5_000  # at least this many events per replay read from the log (more: the ring's size)
 NOTIFY_TYPES = frozenset(
     {
         "message.create",
@@ -329,14 +327,11 @@ class Hub:
         """Send what the client missed after ``since``, then release held live events."""
         try:
             pos = self._ring_pos.get(since)
-            more = False
             if pos is not None:
                 start = pos - self.ring[0].pos + 1
                 backlog = [(e.d, e.info) for e in itertools.islice(self.ring, start, None)]
             else:
-                backlog, more = await self.daemon.writer.read(
-                    _log_backlog, self.daemon.writer.log, since, max(self.ring_size, LOG_REPLAY_CHUNK)
-                )
+                backlog = await self.daemon.writer.read(_log_backlog, self.daemon.writer.log, since)
             missing = [d["message_id"] for d, info in backlog if info is None and d["type"] in MESSAGE_TYPES]
             if missing and sub.filter_type != "all":
                 found = await self.daemon.writer.read(queries.message_routing, list(dict.fromkeys(missing)))
@@ -348,9 +343,6 @@ class Hub:
                     sub.replayed.add(d["event_id"])
                     await _room(sub.conn)
                     sub.conn.notify(d["type"], _payload(d, sub, replay=True))
-            if more:  # a first chunk only: the gap after it is announced, and the client resumes from it
-                sub.conn.count_dropped(1 + len(sub.held))
-                sub.held.clear()
             while sub.held:
                 d, info = sub.held.popleft()
                 if d["event_id"] in sub.replayed:
@@ -407,32 +399,16 @@ def _info_of(d: dict) -> dict:
 # ---------------------------------------------------------------------------- queries (worker threads)
 
 
-def _log_backlog(db, event_log, since: str, limit: int) -> tuple[list[tuple[dict, dict | None]], bool]:
-    """The first ``limit`` notifiable events after ``since`` from the log, in event_id
-    order (the slow path), and whether more follow.
-
-    Read one segment at a time and keep only the ``limit`` lowest ids: a subscriber far
-    behind costs a scan, never the whole log in memory at once (it once did, for every
-    resume of a slow subscriber). It gets the rest in later chunks (see `_replay`).
-    """
+def _log_backlog(db, event_log, since: str) -> list[tuple[dict, dict | None]]:
+    """Every notifiable event after ``since`` from the log, in event_id order (slow path)."""
+    read = event_log.read_all()
     unique: dict[str, dict] = {}
-    more = False
-    for shard in event_log.shards():
-        part = ReadResult()
-        event_log.read_shard(shard, Position(), part)
-        for _, d in part.records:
-            if d["type"] in NOTIFY_TYPES and d["event_id"] > since:
-                unique.setdefault(d["event_id"], d)
-        if len(unique) > 2 * limit:
-            kept = sorted(unique)[:limit]
-            unique = {k: unique[k] for k in kept}
-            more = True
-    if len(unique) > limit:
-        unique = {k: unique[k] for k in sorted(unique)[:limit]}
-        more = True
+    for _, d in read.records:
+        if d["type"] in NOTIFY_TYPES and d["event_id"] > since:
+            unique.setdefault(d["event_id"], d)
     picked = [unique[k] for k in sorted(unique)]
     infos = {d["message_id"]: _info_of(d) for d in picked if d["type"] == "message.create"}
     other = list({d["message_id"] for d in picked if d["type"] in MESSAGE_TYPES and d["message_id"] not in infos})
     if other:
         infos.update(queries.message_routing(db, other))
-    return [(d, infos.get(d["message_id"]) if d["type"] in MESSAGE_TYPES else None) for d in picked], more
+    return [(d, infos.get(d["message_id"]) if d["type"] in MESSAGE_TYPES else None) for d in picked]
