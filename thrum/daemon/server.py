@@ -35,7 +35,7 @@ from . import unix
 from .addresses import AddressBook
 from .context import ServiceContext
 from .idempotency import KeyedWrites
-from .limits import Limits, Registry, raise_descriptor_limit, tune_allocator
+from .limits import Limits, Registry, give_back_memory, raise_descriptor_limit, tune_allocator
 from .presence import Presence
 from .params import Params
 from .signer import Signer
@@ -301,6 +301,7 @@ class Daemon:
         self.writer = Writer(db, event_log, Signer(self.keys), self.fold_verified, db_path=self.paths.database)
         self.writer.ensure_covered()
         self.fold_verified.release()
+        give_back_memory()  # the catch-up's peak (a large history, the verdict memory) goes back
         self.writer.subscribers.append(self._invalidate_caches)
         self.presence = Presence(self.writer)
 
