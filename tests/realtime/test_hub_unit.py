@@ -10,7 +10,9 @@ import trio.testing
 
 from thrum import events as ev
 from thrum.store import queries
+from thrum.daemon import hub as hub_module
 from thrum.daemon.hub import Hub
+from thrum.store.log import EventLog
 
 _ids = itertools.count(1)
 
@@ -41,6 +43,8 @@ class FakeWriter:
         self.log = None
 
     async def read(self, fn, *args):
+        if fn is hub_module._log_backlog:  # the real log, in a worker thread like the daemon's
+            return await trio.to_thread.run_sync(fn, None, *args)
         if fn is queries.targets_of:
             return self.targets.get(args[0], [args[0], "everyone"])
         raise AssertionError(f"unexpected query {fn.__name__}")
@@ -73,6 +77,13 @@ def create(scopes=(), mentions=(), agent="alice") -> dict:
         "scopes": [{"type": t, "value": v} for t, v in scopes],
         "refs": [{"type": "mention", "value": m} for m in mentions],
     }
+
+
+async def _eventually(condition) -> None:
+    """Reads of the log run in worker threads, which `wait_all_tasks_blocked` does not wait for."""
+    with trio.fail_after(10):
+        while not condition():  # noqa: ASYNC110 - a thread's progress, not a trio task's
+            await trio.sleep(0.01)
 
 
 async def test_hub_one_notification_per_connection_however_many_subscriptions_match(nursery):
@@ -110,6 +121,40 @@ async def test_hub_replay_holds_live_events_and_sends_nothing_twice(nursery):
     more = create(scopes=[("t", "r")])
     await hub.publish([more], "local")  # and afterwards straight through
     assert conn.sent[-1][1]["message_id"] == more["message_id"]
+
+
+async def test_hub_resume_from_beyond_the_ring_reads_the_log_in_pieces_and_live_events_follow(nursery, tmp_path):
+    """A resume from before the ring reads the log a piece at a time; live events that
+    arrive meanwhile come from the log's next piece (they are not held, so a long replay
+    cannot overflow the held queue), and each event reaches the client once, in order."""
+    daemon = FakeDaemon(nursery)
+    daemon.config.values = {"subscription_ring_size": 3}
+    (tmp_path / "log").mkdir()
+    daemon.writer.log = event_log = EventLog(tmp_path / "log", segment_cap=1024)
+    hub = Hub(daemon)
+    hub.backlog_chunk = 7
+    history = [create() for _ in range(30)]
+    event_log.append(history)
+    await hub.publish(history, "sync")  # only the last 3 stay in the ring
+    conn = FakeConn(paced=True)
+    sub = await hub.subscribe(conn, filter_type="all", since_event_id=history[4]["event_id"])
+    await _eventually(lambda: sub.rescan_above is not None)  # the first piece is read and waits for room
+    live = [create() for _ in range(12)]
+    for d in live:  # the daemon publishes what it has appended
+        event_log.append([d])
+        await hub.publish([d], "local")
+    conn.gate.set()
+    await _eventually(lambda: conn.sent and conn.sent[-1][0] == "subscription.replayed")
+    got = [(m, p.get("message_id"), p.get("replay", False)) for m, p in conn.sent]
+    expected = [d["message_id"] for d in history[5:] + live]
+    assert got[:-1] == [("message.create", m, True) for m in expected]
+    assert got[-1] == ("subscription.replayed", None, False)
+    assert conn.sent[-1][1]["replayed"] == len(expected)
+    assert hub.segments.files_read > 0
+    more = create()
+    event_log.append([more])
+    await hub.publish([more], "local")  # and afterwards straight through
+    assert conn.sent[-1][1]["message_id"] == more["message_id"] and "replay" not in conn.sent[-1][1]
 
 
 async def test_hub_ring_forgets_the_oldest(nursery):

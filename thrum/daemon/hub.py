@@ -24,8 +24,12 @@ Rules:
    event from a ring of recent events in arrival order, then continues live
    with no gap and no duplicate (live events are held back during the replay
    and anything the replay already sent is skipped). When the ring does not
-   reach back that far the log is read instead, in event_id order. Replay is
-   paced by the client's outbox when the connection supports it.
+   reach back that far the log is read instead, in event_id order, in pieces of
+   `BACKLOG_CHUNK` events (`thrum.store.backlog`): memory stays bounded however
+   long the history and however often a slow client resumes. While a piece that
+   is not the last is sent, live events after it are not held: the next piece
+   reads them from the log (they were appended before they were published).
+   Replay is paced by the client's outbox when the connection supports it.
    ``thread.updated`` is a live summary and is not replayed.
 5. ``message.wait`` sleeps on `inbox_changed`, which is replaced whenever
    something that can add to an inbox is published. No polling.
@@ -43,10 +47,12 @@ import trio
 from .. import errors
 from .. import events as ev
 from ..store import queries
+from ..store.backlog import SegmentIndex, events_after
 
 log = logging.getLogger(__name__)
 
 RING_SIZE = 20_000  # recent events kept for resume (config: subscription_ring_size)
+BACKLOG_CHUNK = 5_000  # events read from the log per piece of a resume from beyond the ring
 NOTIFY_TYPES = frozenset(
     {
         "message.create",
@@ -87,7 +93,9 @@ class Subscription:
     created_at: str = ""
     targets: frozenset | None = None  # names whose mention counts as mentioning `mention`
     held: deque | None = None  # live events held back while a replay runs (at most the ring's size)
-    replayed: set = field(default_factory=set)
+    rescan_above: str | None = None  # while set, live events after this event_id come from the log instead
+    replayed: set = field(default_factory=set)  # event_ids of the replay's current piece
+    replayed_count: int = 0
 
     def describe(self) -> dict:
         d = {
@@ -118,6 +126,8 @@ class Hub:
         self.ring: deque[_Entry] = deque()
         self.ring_size = max(1, int(daemon.config.values.get("subscription_ring_size") or RING_SIZE))
         self._ring_pos: dict[str, int] = {}
+        self.segments = SegmentIndex()  # shared by every resume that reads the log
+        self.backlog_chunk = BACKLOG_CHUNK
         self._arrivals = itertools.count()
         self._targets_gen = 0  # bumped by every agent/group change
         self.changed = trio.Event()  # anything published
@@ -282,6 +292,8 @@ class Hub:
                 continue
             done.add(key)
             if sub.held is not None:
+                if sub.rescan_above is not None and d["event_id"] > sub.rescan_above:
+                    continue  # the replay's next piece reads it from the log
                 if len(sub.held) >= self.ring_size:  # a replay slower than the traffic: never hold unbounded
                     sub.held.popleft()
                     sub.conn.count_dropped(1)  # announced like any drop; the client resumes from what it read
@@ -329,20 +341,9 @@ class Hub:
             pos = self._ring_pos.get(since)
             if pos is not None:
                 start = pos - self.ring[0].pos + 1
-                backlog = [(e.d, e.info) for e in itertools.islice(self.ring, start, None)]
+                await self._send_replay(sub, [(e.d, e.info) for e in itertools.islice(self.ring, start, None)])
             else:
-                backlog = await self.daemon.writer.read(_log_backlog, self.daemon.writer.log, since)
-            missing = [d["message_id"] for d, info in backlog if info is None and d["type"] in MESSAGE_TYPES]
-            if missing and sub.filter_type != "all":
-                found = await self.daemon.writer.read(queries.message_routing, list(dict.fromkeys(missing)))
-                backlog = [(d, info if info is not None else found.get(d.get("message_id", ""))) for d, info in backlog]
-            for d, info in backlog:
-                if sub.id not in self.subs:
-                    return
-                if self._matches(sub, d, info):
-                    sub.replayed.add(d["event_id"])
-                    await _room(sub.conn)
-                    sub.conn.notify(d["type"], _payload(d, sub, replay=True))
+                await self._replay_log(sub, since)
             while sub.held:
                 d, info = sub.held.popleft()
                 if d["event_id"] in sub.replayed:
@@ -351,7 +352,7 @@ class Hub:
                 sub.conn.notify(d["type"], _payload(d, sub))
             sub.conn.notify(
                 "subscription.replayed",
-                {"subscription_id": sub.id, "since_event_id": since, "replayed": len(sub.replayed)},
+                {"subscription_id": sub.id, "since_event_id": since, "replayed": sub.replayed_count},
             )
         except Exception:
             log.exception("replay for subscription %d failed", sub.id)
@@ -362,7 +363,50 @@ class Hub:
                 )
         finally:
             sub.held = None
+            sub.rescan_above = None
             sub.replayed = set()
+
+    async def _replay_log(self, sub: Subscription, since: str) -> None:
+        """Replay from the log in pieces; the last piece is followed by the held live events.
+
+        An event can be read from the log before it is published, so a held one is checked
+        against the ids of this piece and the one before."""
+        cursor = since
+        previous: set[str] = set()
+        while sub.id in self.subs:
+            sub.rescan_above = None  # hold everything while the piece is read
+            chunk, more = await self.daemon.writer.read(
+                _log_backlog, self.daemon.writer.log, self.segments, cursor, self.backlog_chunk
+            )
+            sub.replayed = set(previous)
+            if not more:
+                await self._send_replay(sub, chunk)
+                return
+            cursor = chunk[-1][0]["event_id"]
+            # live events after the piece are in the log already: the next piece brings them
+            sub.rescan_above = cursor
+            sub.held = deque(x for x in sub.held or () if x[0]["event_id"] <= cursor)
+            await self._send_replay(sub, chunk)
+            while sub.held and sub.id in self.subs:  # older ids that reached us meanwhile (a sync)
+                d, info = sub.held.popleft()
+                if d["event_id"] not in sub.replayed:
+                    await _room(sub.conn)
+                    sub.conn.notify(d["type"], _payload(d, sub))
+            previous = sub.replayed - previous
+
+    async def _send_replay(self, sub: Subscription, backlog: list[tuple[dict, dict | None]]) -> None:
+        missing = [d["message_id"] for d, info in backlog if info is None and d["type"] in MESSAGE_TYPES]
+        if missing and sub.filter_type != "all":
+            found = await self.daemon.writer.read(queries.message_routing, list(dict.fromkeys(missing)))
+            backlog = [(d, info if info is not None else found.get(d.get("message_id", ""))) for d, info in backlog]
+        for d, info in backlog:
+            if sub.id not in self.subs:
+                return
+            if self._matches(sub, d, info):
+                sub.replayed.add(d["event_id"])
+                sub.replayed_count += 1
+                await _room(sub.conn)
+                sub.conn.notify(d["type"], _payload(d, sub, replay=True))
 
     # ------------------------------------------------------------------ waiting
     async def wait_changed(self, deadline: float) -> bool:
@@ -399,16 +443,11 @@ def _info_of(d: dict) -> dict:
 # ---------------------------------------------------------------------------- queries (worker threads)
 
 
-def _log_backlog(db, event_log, since: str) -> list[tuple[dict, dict | None]]:
-    """Every notifiable event after ``since`` from the log, in event_id order (slow path)."""
-    read = event_log.read_all()
-    unique: dict[str, dict] = {}
-    for _, d in read.records:
-        if d["type"] in NOTIFY_TYPES and d["event_id"] > since:
-            unique.setdefault(d["event_id"], d)
-    picked = [unique[k] for k in sorted(unique)]
+def _log_backlog(db, event_log, segments, since: str, limit: int) -> tuple[list[tuple[dict, dict | None]], bool]:
+    """One piece of notifiable events after ``since`` from the log, in event_id order (slow path)."""
+    picked, more = events_after(event_log, segments, since, NOTIFY_TYPES, limit)
     infos = {d["message_id"]: _info_of(d) for d in picked if d["type"] == "message.create"}
     other = list({d["message_id"] for d in picked if d["type"] in MESSAGE_TYPES and d["message_id"] not in infos})
     if other:
         infos.update(queries.message_routing(db, other))
-    return [(d, infos.get(d["message_id"]) if d["type"] in MESSAGE_TYPES else None) for d in picked]
+    return [(d, infos.get(d["message_id"]) if d["type"] in MESSAGE_TYPES else None) for d in picked], more

@@ -1,0 +1,107 @@
+"""Reading the log after a point for a resume: in event_id order, in bounded pieces,
+opening only the segments that can hold something new."""
+
+from __future__ import annotations
+
+import json
+import os
+import tracemalloc
+
+from thrum.store.backlog import SegmentIndex, events_after
+from thrum.store.log import EventLog
+
+from store_helpers import Events
+
+ALL = frozenset({"message.create", "message.read", "agent.register"})
+
+
+def _log(tmp_path, cap: int = 2048) -> EventLog:
+    root = tmp_path / "log"
+    root.mkdir()
+    return EventLog(root, segment_cap=cap)
+
+
+def _history(event_log: EventLog, e: Events, n: int, agents=("alice", "bob", "carol")) -> list[str]:
+    """``n`` messages spread over a few agents' streams, appended in time order; their ids."""
+    made = [e.create(agents[i % len(agents)], f"message {i} " + "x" * 40) for i in range(n)]
+    event_log.append([d for _, d in made])
+    return [d["event_id"] for _, d in made]
+
+
+def _all_after(event_log, index, since, limit) -> tuple[list[str], int]:
+    """Follow the pieces to the end, as the hub does; every id and how many pieces."""
+    got, pieces = [], 0
+    while True:
+        piece, more = events_after(event_log, index, since, ALL, limit)
+        pieces += 1
+        got += [d["event_id"] for d in piece]
+        if not more:
+            return got, pieces
+        since = piece[-1]["event_id"]
+
+
+def test_pieces_follow_each_other_in_event_id_order_with_nothing_lost_or_repeated(tmp_path):
+    event_log, e = _log(tmp_path), Events()
+    ids = _history(event_log, e, 300)
+    late = e.create("dave", "from a machine that was offline", ts="2026-01-01T00:00:00.000Z")
+    late_d = dict(late[1], event_id=ids[100][:-1] + "Z")  # an old id arriving now, in a new stream
+    event_log.append([late_d])
+    expected = sorted(ids[49:] + [late_d["event_id"]])[1:]  # everything after ids[49]
+    got, pieces = _all_after(event_log, SegmentIndex(), ids[49], limit=40)
+    assert got == expected
+    assert pieces == -(-len(expected) // 40)
+
+
+def test_a_recent_point_opens_only_the_newest_segments(tmp_path):
+    event_log, e = _log(tmp_path), Events()
+    ids = _history(event_log, e, 600)
+    segments = len(event_log.shards())
+    assert segments > 30
+    index = SegmentIndex()
+    got, _ = _all_after(event_log, index, ids[0], limit=10_000)  # the first resume learns every segment
+    assert got == ids[1:]
+    assert index.files_read == segments
+    index.files_read = 0
+    got, _ = _all_after(event_log, index, ids[-5], limit=10_000)
+    assert got == ids[-4:]
+    assert index.files_read <= 3  # the last segment of each stream, not the history
+
+
+def test_a_segment_replaced_or_grown_underneath_is_read_again(tmp_path):
+    event_log, e = _log(tmp_path), Events()
+    ids = _history(event_log, e, 60)
+    index = SegmentIndex()
+    assert _all_after(event_log, index, ids[-1], 100)[0] == []
+    more = _history(event_log, e, 3)  # appends grow the newest segments
+    assert _all_after(event_log, index, ids[-1], 100)[0] == more
+    # a sync merge replaces a file whole: an event lands in an old segment
+    old_segment = event_log.shards()[1]
+    path = event_log.root / old_segment
+    merged = e.create("alice", "merged in")[1]
+    data = path.read_bytes() + (json.dumps(merged, separators=(",", ":")) + "\n").encode()
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+    assert _all_after(event_log, index, more[-1], 100)[0] == [merged["event_id"]]
+
+
+def test_memory_stays_bounded_by_the_piece_not_the_history(tmp_path):
+    """The hub once read the whole log for every resume from beyond its ring; a slow
+    subscriber resumes again and again, so that cost was paid over and over."""
+    event_log, e = _log(tmp_path, cap=64 * 1024), Events()
+    ids = _history(event_log, e, 20_000)
+    index = SegmentIndex()
+    events_after(event_log, index, ids[-1], ALL, 100)  # learn the segments once
+
+    tracemalloc.start()
+    try:
+        for since in (ids[0], ids[5_000], ids[10_000]):  # three resumes from far back
+            tracemalloc.reset_peak()
+            events_after(event_log, index, since, ALL, 100)
+            piece_peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.reset_peak()
+        event_log.read_all()
+        whole_peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert piece_peak * 10 < whole_peak, (piece_peak, whole_peak)
