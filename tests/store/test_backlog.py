@@ -105,3 +105,23 @@ def test_memory_stays_bounded_by_the_piece_not_the_history(tmp_path):
     finally:
         tracemalloc.stop()
     assert piece_peak * 10 < whole_peak, (piece_peak, whole_peak)
+
+
+def test_text_that_looks_like_an_older_id_never_hides_a_newer_event(tmp_path):
+    """Lines are skipped by the ids their bytes show; a line quoting an old id in its
+    body, nesting one, or written with other spacing must still be found."""
+    event_log, e = _log(tmp_path), Events()
+    ids = _history(event_log, e, 5)
+    old = ids[0]
+    quoting = e.create("alice", f'see "event_id":"{old}"')[1]  # escaped inside the string
+    nested = dict(e.create("alice", "nested")[1])
+    nested = {"x": {"event_id": old}, **nested}  # an unknown field first, with an old id in it
+    spaced = e.create("alice", "spaced")[1]
+    lines = [
+        json.dumps(quoting, separators=(",", ":")),
+        json.dumps(nested, separators=(",", ":")),
+        json.dumps(spaced),  # ", " and ": " separators
+    ]
+    event_log.append_lines("messages/alice/000009.jsonl", [(line + "\n").encode() for line in lines])
+    got, _ = _all_after(event_log, SegmentIndex(), ids[-1], 100)
+    assert got == [quoting["event_id"], nested["event_id"], spaced["event_id"]]

@@ -25,8 +25,9 @@ Rules:
    with no gap and no duplicate (live events are held back during the replay
    and anything the replay already sent is skipped). When the ring does not
    reach back that far the log is read instead, in event_id order, in pieces of
-   `BACKLOG_CHUNK` events (`thrum.store.backlog`): memory stays bounded however
-   long the history and however often a slow client resumes. While a piece that
+   `BACKLOG_CHUNK` events, one piece read at a time (`thrum.store.backlog`):
+   memory stays bounded however long the history and however often a slow
+   client resumes, and resumes never crowd out queries. While a piece that
    is not the last is sent, live events after it are not held: the next piece
    reads them from the log (they were appended before they were published).
    Replay is paced by the client's outbox when the connection supports it.
@@ -52,7 +53,7 @@ from ..store.backlog import SegmentIndex, events_after
 log = logging.getLogger(__name__)
 
 RING_SIZE = 20_000  # recent events kept for resume (config: subscription_ring_size)
-BACKLOG_CHUNK = 5_000  # events read from the log per piece of a resume from beyond the ring
+BACKLOG_CHUNK = 2_000  # events read from the log per piece of a resume from beyond the ring
 NOTIFY_TYPES = frozenset(
     {
         "message.create",
@@ -127,6 +128,7 @@ class Hub:
         self.ring_size = max(1, int(daemon.config.values.get("subscription_ring_size") or RING_SIZE))
         self._ring_pos: dict[str, int] = {}
         self.segments = SegmentIndex()  # shared by every resume that reads the log
+        self._log_reads = trio.Lock()  # one piece read at a time: resumes never crowd out queries
         self.backlog_chunk = BACKLOG_CHUNK
         self._arrivals = itertools.count()
         self._targets_gen = 0  # bumped by every agent/group change
@@ -375,9 +377,12 @@ class Hub:
         previous: set[str] = set()
         while sub.id in self.subs:
             sub.rescan_above = None  # hold everything while the piece is read
-            chunk, more = await self.daemon.writer.read(
-                _log_backlog, self.daemon.writer.log, self.segments, cursor, self.backlog_chunk
-            )
+            async with self._log_reads:
+                if sub.id not in self.subs:
+                    return
+                chunk, more = await trio.to_thread.run_sync(
+                    _log_backlog, self.daemon.writer.log, self.segments, cursor, self.backlog_chunk
+                )
             sub.replayed = set(previous)
             if not more:
                 await self._send_replay(sub, chunk)
@@ -443,11 +448,11 @@ def _info_of(d: dict) -> dict:
 # ---------------------------------------------------------------------------- queries (worker threads)
 
 
-def _log_backlog(db, event_log, segments, since: str, limit: int) -> tuple[list[tuple[dict, dict | None]], bool]:
-    """One piece of notifiable events after ``since`` from the log, in event_id order (slow path)."""
+def _log_backlog(event_log, segments, since: str, limit: int) -> tuple[list[tuple[dict, dict | None]], bool]:
+    """One piece of notifiable events after ``since`` from the log, in event_id order (slow path).
+
+    Edits and deletes of messages created before the piece have no routing here; the
+    replay looks them up for the subscriptions that filter on it."""
     picked, more = events_after(event_log, segments, since, NOTIFY_TYPES, limit)
     infos = {d["message_id"]: _info_of(d) for d in picked if d["type"] == "message.create"}
-    other = list({d["message_id"] for d in picked if d["type"] in MESSAGE_TYPES and d["message_id"] not in infos})
-    if other:
-        infos.update(queries.message_routing(db, other))
     return [(d, infos.get(d["message_id"]) if d["type"] in MESSAGE_TYPES else None) for d in picked], more
