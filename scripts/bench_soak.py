@@ -118,6 +118,11 @@ def proc_status(pid: int) -> dict[str, float]:
     return out
 
 
+def _span(values: list[float]) -> str:
+    """Where in the run a set of times falls: "first-last s" (empty: none)."""
+    return f"{min(values):.0f}-{max(values):.0f} s" if values else ""
+
+
 def rss_mib(pid: int) -> float:
     return proc_status(pid).get("VmRSS", float("nan"))
 
@@ -277,6 +282,7 @@ class Soak:
                 "resumes": 0,
                 "replayed": 0,
                 "unresumable": 0,
+                "ended_resuming": False,  # still in a resume when the drain ended
             }
             for _ in range(subscribers)
         ]
@@ -504,6 +510,7 @@ class Soak:
                     if self.finish.is_set():
                         done = not resuming and self.expected["all"] <= creates.keys()
                         if done or time.monotonic() >= self.drain_until:
+                            state["ended_resuming"] = resuming
                             break
                     if slow and not self.stop.is_set() and time.monotonic() - reading_since > SLOW_PAUSE[0]:
                         await asyncio.sleep(SLOW_PAUSE[1])
@@ -541,6 +548,9 @@ class Soak:
                         resuming = True
                         state["resumes"] += 1
                         newest = await request("subscribe.create", {"filter_type": "all", "since_event_id": cursor})
+                    elif method == "subscription.ended":
+                        with self.rec.lock:
+                            self.rec.errors["ws"].append(f"subscription ended: {p}"[:300])
                     elif method == "subscription.replayed":
                         replayed_subs.add(p["subscription_id"])
                         if newest is None and p["subscription_id"] == sub_id:
@@ -703,7 +713,7 @@ class Soak:
         ]
         if self.abuse:
             threads.append(threading.Thread(target=self.abuser, name="abuser"))
-        started = time.monotonic()
+        started = self.started = time.monotonic()
         for t in threads:
             t.daemon = True
             t.start()
@@ -790,6 +800,14 @@ class Soak:
                 "replayed": st["replayed"],
                 "unresumable": st["unresumable"],
                 "lost_after_resume": len(expected - st["creates"].keys()),
+                "lost_sent_at_s": _span(
+                    [
+                        self.rec.acked_at[m] - self.started
+                        for m in expected - st["creates"].keys()
+                        if m in self.rec.acked_at
+                    ]
+                ),
+                "ended_resuming": st["ended_resuming"],
                 "lost_examples": [
                     (mid, "a" if mid in self.rec.acked_at else "b")
                     for mid in sorted(expected - st["creates"].keys())[:5]
@@ -869,7 +887,10 @@ def run(minutes: float, **kw) -> dict:
         return soak.run()
     finally:
         soak.close()
-        shutil.rmtree(base, ignore_errors=True)
+        if os.environ.get("THRUM_SOAK_KEEP"):
+            print(f"kept {base}", file=sys.stderr)
+        else:
+            shutil.rmtree(base, ignore_errors=True)
 
 
 def table(r: dict) -> list[tuple[str, str, str]]:
@@ -940,6 +961,15 @@ def table(r: dict) -> list[tuple[str, str, str]]:
             "0, 0, 0",
         )
     )
+    for i, x in enumerate(subs):
+        if x["lost_after_resume"]:
+            rows.append(
+                (
+                    f"    subscriber {i}: lost ones were sent at (from the start); still resuming at the end",
+                    f"{x['lost_sent_at_s'] or 'on B'}; {'yes' if x['ended_resuming'] else 'no'}",
+                    "",
+                )
+            )
     for who, label in ((MCP_AGENT, "MCP waiter (thrum mcp serve)"), (CLI_AGENT, "CLI waiter (message.wait)")):
         w = r["waiters"][who]
         got = f"{w['by_wait']} + {w['by_check']}" if who == MCP_AGENT else f"{w['by_wait']}"

@@ -119,6 +119,7 @@ def run(args) -> dict:
         }
         sizes = {k: [] for k in stores}
         send_t, recv_t = [], []
+        phases: dict[str, list[dict]] = {"sender": [], "receiver": []}  # the daemon's own split of each sync
         everyone = agents["a"] + agents["b"]
         t0 = time.perf_counter()
         for r in range(args.rounds):
@@ -137,10 +138,12 @@ def run(args) -> dict:
             rep = sender.call("sync.run", {})
             send_t.append(time.perf_counter() - t)
             assert rep["pushed"], rep
+            phases["sender"].append(rep.get("phases_ms") or {})
             t = time.perf_counter()
             rep = receiver.call("sync.run", {})
             recv_t.append(time.perf_counter() - t)
             assert rep["received"] >= args.events_per_round, rep
+            phases["receiver"].append(rep.get("phases_ms") or {})
             for k, path in stores.items():
                 sizes[k].append(du(path))
             if (r + 1) % max(1, args.rounds // 20) == 0:
@@ -178,6 +181,13 @@ def run(args) -> dict:
             "recv_start": statistics.median(recv_t[:w]),
             "recv_end": statistics.median(recv_t[-w:]),
             "seconds": time.perf_counter() - t0,
+            "phases": {
+                who: {
+                    "start": _phase_medians(series[:w]),
+                    "end": _phase_medians(series[-w:]),
+                }
+                for who, series in phases.items()
+            },
         }
     finally:
         for paths in started:
@@ -189,6 +199,11 @@ def run(args) -> dict:
             print(f"kept {base}")
         else:
             shutil.rmtree(base, ignore_errors=True)
+
+
+def _phase_medians(window: list[dict]) -> dict[str, float]:
+    names = sorted({k for rep in window for k in rep})
+    return {k: statistics.median(rep.get(k, 0.0) for rep in window) for k in names}
 
 
 def print_table(res: dict) -> None:
@@ -218,7 +233,17 @@ def print_table(res: dict) -> None:
         f"  10-event sync, receiver: start {res['recv_start'] * 1000:6.1f} ms, end {res['recv_end'] * 1000:6.1f} ms "
         f"(x{res['recv_end'] / res['recv_start']:.2f})"
     )
-    ok = all(res["sizes"][k] <= raw for k in res["sizes"]) and res["send_end"] <= 1.5 * res["send_start"]
+    for who in ("sender", "receiver"):
+        ph = res["phases"][who]
+        print(
+            f"    {who} phases (median ms, start -> end): "
+            + ", ".join(f"{k} {ph['start'].get(k, 0):.1f} -> {ph['end'].get(k, 0):.1f}" for k in ph["end"])
+        )
+    ok = (
+        all(res["sizes"][k] <= raw for k in res["sizes"])
+        and res["send_end"] <= 1.5 * res["send_start"]
+        and res["recv_end"] <= 1.5 * res["recv_start"]
+    )
     print(f"  targets (every store <= 1.0x raw; last sync within 1.5x of the first): {'met' if ok else 'MISSED'}")
 
 
