@@ -154,6 +154,28 @@ async def test_hub_resume_from_beyond_the_ring_reads_the_log_in_pieces_and_live_
     assert conn.sent[-1][1]["message_id"] == more["message_id"] and "replay" not in conn.sent[-1][1]
 
 
+async def test_hub_resume_from_the_log_also_replays_events_synced_late_with_older_ids(nursery, tmp_path):
+    """An event made earlier on another machine arrives by sync after the resume point:
+    the log's event_id order would skip it, the ring knows it arrived later."""
+    daemon = FakeDaemon(nursery)
+    daemon.config.values = {"subscription_ring_size": 5}
+    (tmp_path / "log").mkdir()
+    daemon.writer.log = event_log = EventLog(tmp_path / "log")
+    hub = Hub(daemon)
+    made_elsewhere = create(agent="bob")  # the oldest id of all
+    history = [create() for _ in range(10)]
+    event_log.append(history)
+    await hub.publish(history, "local")
+    event_log.append([made_elsewhere])
+    await hub.publish([made_elsewhere], "sync")  # arrives last
+    conn = FakeConn(paced=True)
+    conn.gate.set()
+    await hub.subscribe(conn, filter_type="all", since_event_id=history[2]["event_id"])  # before the ring
+    await _eventually(lambda: conn.sent and conn.sent[-1][0] == "subscription.replayed")
+    got = [p["message_id"] for m, p in conn.sent if m == "message.create"]
+    assert got == [made_elsewhere["message_id"]] + [d["message_id"] for d in history[3:]]
+
+
 async def test_hub_ring_forgets_the_oldest(nursery):
     daemon = FakeDaemon(nursery)
     daemon.config.values = {"subscription_ring_size": 2}

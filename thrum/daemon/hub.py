@@ -30,6 +30,9 @@ Rules:
    client resumes, and resumes never crowd out queries. While a piece that
    is not the last is sent, live events after it are not held: the next piece
    reads them from the log (they were appended before they were published).
+   Events in the ring with an id older than the resume point arrived after it
+   (a sync brings events made earlier elsewhere): they are replayed first, as
+   the log's event_id order would skip them.
    Replay is paced by the client's outbox when the connection supports it.
    ``thread.updated`` is a live summary and is not replayed.
 5. ``message.wait`` sleeps on `inbox_changed`, which is replaced whenever
@@ -372,9 +375,14 @@ class Hub:
         """Replay from the log in pieces; the last piece is followed by the held live events.
 
         An event can be read from the log before it is published, so a held one is checked
-        against the ids of this piece and the one before."""
+        against the ids of this piece and the one before (the first piece: the late ones)."""
+        # Every event still in the ring arrived after ``since`` (which is older than the ring):
+        # those with an older id (a sync brings events made earlier elsewhere) are not in
+        # the log's order after ``since``, so they go first.
+        late = [(e.d, e.info) for e in self.ring if e.d["event_id"] <= since]
+        await self._send_replay(sub, late)
         cursor = since
-        previous: set[str] = set()
+        previous: set[str] = set(sub.replayed)
         while sub.id in self.subs:
             sub.rescan_above = None  # hold everything while the piece is read
             async with self._log_reads:
