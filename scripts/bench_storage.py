@@ -119,6 +119,7 @@ def run(args) -> dict:
         }
         sizes = {k: [] for k in stores}
         send_t, recv_t = [], []
+        anon: list[float] = []  # both daemons' own memory (RssAnon, MiB), every round
         phases: dict[str, list[dict]] = {"sender": [], "receiver": []}  # the daemon's own split of each sync
         everyone = agents["a"] + agents["b"]
         t0 = time.perf_counter()
@@ -144,6 +145,7 @@ def run(args) -> dict:
             recv_t.append(time.perf_counter() - t)
             assert rep["received"] >= args.events_per_round, rep
             phases["receiver"].append(rep.get("phases_ms") or {})
+            anon.append(max(_anon_mib(p.recorded_pid()) for _, p, _ in machines))
             for k, path in stores.items():
                 sizes[k].append(du(path))
             if (r + 1) % max(1, args.rounds // 20) == 0:
@@ -181,6 +183,9 @@ def run(args) -> dict:
             "recv_start": statistics.median(recv_t[:w]),
             "recv_end": statistics.median(recv_t[-w:]),
             "seconds": time.perf_counter() - t0,
+            "anon_start": statistics.median(anon[:w]),
+            "anon_end": statistics.median(anon[-w:]),
+            "anon_max": max(anon),
             "phases": {
                 who: {
                     "start": _phase_medians(series[:w]),
@@ -199,6 +204,17 @@ def run(args) -> dict:
             print(f"kept {base}")
         else:
             shutil.rmtree(base, ignore_errors=True)
+
+
+def _anon_mib(pid: int | None) -> float:
+    """A daemon's own memory (RssAnon, MiB): what it allocated, not the files it maps."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1]) / 1024
+    except (OSError, ValueError):
+        pass
+    return float("nan")
 
 
 def _phase_medians(window: list[dict]) -> dict[str, float]:
@@ -239,6 +255,10 @@ def print_table(res: dict) -> None:
             f"    {who} phases (median ms, start -> end): "
             + ", ".join(f"{k} {ph['start'].get(k, 0):.1f} -> {ph['end'].get(k, 0):.1f}" for k in ph["end"])
         )
+    print(
+        f"  daemon memory (RssAnon, the larger of the two), first / last 10 % of rounds (median), max: "
+        f"{res['anon_start']:.0f} / {res['anon_end']:.0f} / {res['anon_max']:.0f} MiB"
+    )
     ok = (
         all(res["sizes"][k] <= raw for k in res["sizes"])
         and res["send_end"] <= 1.5 * res["send_start"]
