@@ -14,7 +14,7 @@ import pytest
 from fixtures.repos.builders import AUTHOR, make_replicas
 from thrum import events as ev
 from thrum.store.log import EventLog
-from thrum.sync import hygiene
+from thrum.sync import hygiene, hygiene_child
 from thrum.sync.packs import read_index
 from thrum.sync.replicate import Replicator, run_cycle
 from thrum.sync.worktree import ensure_sync_worktree
@@ -168,3 +168,23 @@ def test_bytes_each_sync_adds_stay_bounded_as_history_grows(pair):
         assert end <= 4 * raw / rounds + 2048, (which, end, raw / rounds)  # a few KB per sync, not the history
     assert sizes[-1][1] <= raw  # the remote holds no more than the log's own bytes
     _git_fsck(remote)
+
+
+def test_the_daemon_consolidates_in_a_child_process_only_when_there_is_work(pair):
+    """Reading a whole store leaves memory behind in the reading process: the daemon
+    hands the work to a child, and starts one only when a round has something to do."""
+    remote, (a, b) = pair
+    for r in range(12):
+        a.write(r, 3)
+        a.sync()
+    store = a.replicator.common_dir
+    assert not hygiene.has_work(store, loose_trigger=10_000)
+    assert hygiene_child.consolidate_in_child(store, loose_trigger=10_000) == hygiene.Consolidation()
+    loose = hygiene.loose_count(store / "objects")
+    assert hygiene.has_work(store, loose_trigger=16)
+    report = hygiene_child.consolidate_in_child(store, loose_trigger=16)
+    assert report.skipped is None and report.loose_packed > 0 and len(report.new_packs) == 1
+    assert hygiene.loose_count(store / "objects") < loose
+    assert (store / "objects" / "pack" / f"{report.new_packs[0]}.pack").is_file()
+    assert not hygiene.has_work(store, loose_trigger=16)
+    _git_fsck(a.path)

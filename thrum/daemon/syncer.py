@@ -117,8 +117,9 @@ class SyncLoop:
 
     async def _tidy_loop(self) -> None:
         """Keep the object stores compact after syncs, one round at a time, beside the syncs
-        (`thrum.sync.hygiene`: it takes neither the writer lock nor the replicator's)."""
-        from ..sync import hygiene, localremote
+        (`thrum.sync.hygiene`: it takes neither the writer lock nor the replicator's), in a
+        child process so the memory it takes goes with it (`thrum.sync.hygiene_child`)."""
+        from ..sync import hygiene_child, localremote
 
         while True:
             await self._tidy.wait()
@@ -130,7 +131,7 @@ class SyncLoop:
                 stores.append(remote)
             for store in stores:
                 try:
-                    await trio.to_thread.run_sync(hygiene.consolidate, store, abandon_on_cancel=True)
+                    await trio.to_thread.run_sync(hygiene_child.consolidate_in_child, store, abandon_on_cancel=True)
                 except Exception:  # noqa: BLE001 - a failed tidy-up never stops syncing
                     log.exception("could not consolidate %s", store)
 

@@ -15,11 +15,13 @@ because each blob is a whole copy of its file, many times the log's size. Rules:
    packs together come near the size of the next one, they are rolled into one.
    So every object is rewritten O(log n) times over the history, and a store
    holds O(log n) packs. Packs thrum did not write are never touched.
-3. It never blocks a sync: it takes no lock a sync takes, runs in its own thread
-   (the daemon) or after the cycle (offline sync), and another process doing the
-   same work on the same store (a shared remote) makes it skip, through a lock
-   file. Readers that meet a deleted loose object or pack find it in the new pack
-   (libgit2 rescans its packs on a miss).
+3. It never blocks a sync: it takes no lock a sync takes, runs in a child process
+   (the daemon, `thrum.sync.hygiene_child`: reading every object of a growing store
+   leaves the allocator's high-water mark behind, and the daemon must not keep it)
+   or after the cycle (offline sync), and another process doing the same work on
+   the same store (a shared remote) makes it skip, through a lock file. Readers
+   that meet a deleted loose object or pack find it in the new pack (libgit2
+   rescans its packs on a miss).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from .packs import BLOB, COMMIT, TREE, PackedObject, read_index, write_pack
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LOOSE_TRIGGER", "Consolidation", "consolidate", "loose_count", "record_packs"]
+__all__ = ["LOOSE_TRIGGER", "Consolidation", "consolidate", "has_work", "loose_count", "record_packs"]
 
 LOOSE_TRIGGER = 256
 FACTOR = 2
@@ -59,6 +61,7 @@ class Consolidation:
     new_packs: list[str] = field(default_factory=list)
     skipped: str | None = None  # why nothing was done
     seconds: float = 0.0
+    declined_loose: int = 0  # loose objects left alone: too few were thrum's (look again when more come)
 
 
 def loose_count(objects: Path) -> int:
@@ -97,7 +100,7 @@ def consolidate(git_dir: os.PathLike | str, *, loose_trigger: int = LOOSE_TRIGGE
             count = loose_count(objects)
             if count >= loose_trigger and count >= _not_ours.get(objects, 0) + loose_trigger // 2:
                 if not _pack_loose(repo, objects, report, loose_trigger):
-                    _not_ours[objects] = count  # the user's own loose objects: look again when more come
+                    _not_ours[objects] = report.declined_loose = count  # the user's own: look again later
 
             _roll_up(repo, objects, report)
         except (OSError, KeyError, ValueError, pygit2.GitError) as exc:  # e.g. `git gc` ran meanwhile
@@ -114,6 +117,33 @@ def consolidate(git_dir: os.PathLike | str, *, loose_trigger: int = LOOSE_TRIGGE
             report.seconds,
         )
     return report
+
+
+def has_work(git_dir: os.PathLike | str, *, loose_trigger: int = LOOSE_TRIGGER) -> bool:
+    """Whether `consolidate` would pack or roll up anything (a listing and a few stats, no
+    object read), so the daemon starts a child process only when there is work."""
+    try:
+        objects = objects_dir(open_repo(git_dir))
+    except pygit2.GitError:
+        return False
+    count = loose_count(objects)
+    if count >= loose_trigger and count >= _not_ours.get(objects, 0) + loose_trigger // 2:
+        return True
+    packs = []
+    for name in _load_record(objects):
+        try:
+            packs.append(((objects / "pack" / f"{name}.pack").stat().st_size, name))
+        except OSError:
+            continue
+    return len(_to_roll(sorted(packs))) >= 2
+
+
+def note_declined(git_dir: os.PathLike | str, count: int) -> None:
+    """Remember what a child process found: ``count`` loose objects, too few of them thrum's."""
+    try:
+        _not_ours[objects_dir(open_repo(git_dir))] = count
+    except pygit2.GitError:
+        pass
 
 
 # --- rule 1: loose objects ----------------------------------------------------------------
