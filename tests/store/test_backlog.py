@@ -7,7 +7,7 @@ import json
 import os
 import tracemalloc
 
-from thrum.store.backlog import SegmentIndex, events_after
+from thrum.store.backlog import BacklogReader, SegmentIndex, events_after
 from thrum.store.log import EventLog
 
 from store_helpers import Events
@@ -125,3 +125,23 @@ def test_text_that_looks_like_an_older_id_never_hides_a_newer_event(tmp_path):
     event_log.append_lines("messages/alice/000009.jsonl", [(line + "\n").encode() for line in lines])
     got, _ = _all_after(event_log, SegmentIndex(), ids[-1], 100)
     assert got == [quoting["event_id"], nested["event_id"], spaced["event_id"]]
+
+
+def test_a_reader_scans_once_per_window_and_its_last_piece_comes_from_a_fresh_scan(tmp_path):
+    """A resume scans the files about once per window of events, not once per piece;
+    events appended during the walk are handed out too, and the piece that says it is
+    the last (``skip_above`` None) was read after everything before it was handed out."""
+    event_log, e = _log(tmp_path), Events()
+    ids = _history(event_log, e, 200)
+    reader = BacklogReader(event_log, SegmentIndex(), ids[9], ALL, piece=10, window=50)
+    got, appended = [], []
+    while True:
+        piece, skip_above = reader.next_piece()
+        got += [d["event_id"] for d in piece]
+        if len(got) == 100:  # meanwhile the agents go on writing
+            appended = _history(event_log, e, 15)
+        if skip_above is None:
+            break
+        assert all(eid <= skip_above for eid in got)
+    assert got == ids[10:] + appended
+    assert reader.scans <= 7  # 205 events in windows of 50, not 21 pieces' worth of scans

@@ -25,11 +25,12 @@ Rules:
    with no gap and no duplicate (live events are held back during the replay
    and anything the replay already sent is skipped). When the ring does not
    reach back that far the log is read instead, in event_id order, in pieces of
-   `BACKLOG_CHUNK` events, one piece read at a time (`thrum.store.backlog`):
+   `BACKLOG_CHUNK` events, one read at a time (`thrum.store.backlog.BacklogReader`):
    memory stays bounded however long the history and however often a slow
    client resumes, and resumes never crowd out queries. While a piece that
-   is not the last is sent, live events after it are not held: the next piece
-   reads them from the log (they were appended before they were published).
+   is not the last is sent, live events beyond the reader's scan are not held:
+   a later piece reads them from the log (they were appended before they were
+   published).
    Events in the ring with an id older than the resume point arrived after it
    (a sync brings events made earlier elsewhere): they are replayed first, as
    the log's event_id order would skip them.
@@ -51,7 +52,7 @@ import trio
 from .. import errors
 from .. import events as ev
 from ..store import queries
-from ..store.backlog import SegmentIndex, events_after
+from ..store.backlog import BacklogReader, SegmentIndex
 
 log = logging.getLogger(__name__)
 
@@ -381,26 +382,23 @@ class Hub:
         # the log's order after ``since``, so they go first.
         late = [(e.d, e.info) for e in self.ring if e.d["event_id"] <= since]
         await self._send_replay(sub, late)
-        cursor = since
+        reader = BacklogReader(self.daemon.writer.log, self.segments, since, NOTIFY_TYPES, piece=self.backlog_chunk)
         previous: set[str] = set(sub.replayed)
         while sub.id in self.subs:
             sub.rescan_above = None  # hold everything while the piece is read
             async with self._log_reads:
                 if sub.id not in self.subs:
                     return
-                chunk, more = await trio.to_thread.run_sync(
-                    _log_backlog, self.daemon.writer.log, self.segments, cursor, self.backlog_chunk
-                )
+                piece, skip_above = await trio.to_thread.run_sync(_log_backlog, reader)
             sub.replayed = set(previous)
-            if not more:
-                await self._send_replay(sub, chunk)
+            if skip_above is None:
+                await self._send_replay(sub, piece)
                 return
-            cursor = chunk[-1][0]["event_id"]
-            # live events after the piece are in the log already: the next piece brings them
-            sub.rescan_above = cursor
-            sub.held = deque(x for x in sub.held or () if x[0]["event_id"] <= cursor)
-            await self._send_replay(sub, chunk)
-            while sub.held and sub.id in self.subs:  # older ids that reached us meanwhile (a sync)
+            # live events after ``skip_above`` are in the log already: a later piece brings them
+            sub.rescan_above = skip_above
+            sub.held = deque(x for x in sub.held or () if x[0]["event_id"] <= skip_above)
+            await self._send_replay(sub, piece)
+            while sub.held and sub.id in self.subs:  # appended after the scan, older than its end
                 d, info = sub.held.popleft()
                 if d["event_id"] not in sub.replayed:
                     await _room(sub.conn)
@@ -456,11 +454,11 @@ def _info_of(d: dict) -> dict:
 # ---------------------------------------------------------------------------- queries (worker threads)
 
 
-def _log_backlog(event_log, segments, since: str, limit: int) -> tuple[list[tuple[dict, dict | None]], bool]:
-    """One piece of notifiable events after ``since`` from the log, in event_id order (slow path).
+def _log_backlog(reader: BacklogReader) -> tuple[list[tuple[dict, dict | None]], str | None]:
+    """The next piece of notifiable events from the log, in event_id order (slow path).
 
     Edits and deletes of messages created before the piece have no routing here; the
     replay looks them up for the subscriptions that filter on it."""
-    picked, more = events_after(event_log, segments, since, NOTIFY_TYPES, limit)
+    picked, skip_above = reader.next_piece()
     infos = {d["message_id"]: _info_of(d) for d in picked if d["type"] == "message.create"}
-    return [(d, infos.get(d["message_id"]) if d["type"] in MESSAGE_TYPES else None) for d in picked], more
+    return [(d, infos.get(d["message_id"]) if d["type"] in MESSAGE_TYPES else None) for d in picked], skip_above

@@ -10,16 +10,18 @@ So a resume reads in bounded pieces:
   only the last segment or two of each stream can hold anything after it; the rest
   are skipped without being opened. Out-of-order events (a skewed clock, an offline
   machine) only make their segment read more often, never missed.
-- `events_after` returns at most ``limit`` events after a point, in ``event_id``
-  order, and whether more remain; the caller sends them and asks again from the last
-  one. Its memory is bounded by ``limit`` whatever the length of the history.
-- Within a segment that must be read, a line is decoded only if it can be after the
-  point. Its bound is the largest ``"event_id":"<ULID>"`` in its bytes: in JSON that
-  text can only be an ``event_id`` key with a string value (a quote inside a string
-  is escaped), so the line's own id is one of them and the bound is never too low.
-  A line without that exact text (spaces, escapes: not thrum's writing) is decoded.
-  A resume's pieces step through the backlog, and each step skips what earlier
-  steps sent for the price of a regular-expression search, not a JSON decode.
+- A resume walks the log with a `BacklogReader`: a scan notes where the next
+  50,000 lines after its point are (their ids and offsets, ~150 bytes each, not the
+  events), then pieces of events are read from those places; the files are scanned
+  again only when those run out. Memory is bounded by the window and the piece,
+  whatever the length of the history; time is one scan per 50,000 events, not one
+  per piece.
+- Within a segment that must be scanned, a line's id is read from its bytes: in JSON
+  the text ``"event_id":"<ULID>"`` can only be an ``event_id`` key with a string
+  value (a quote inside a string is escaped), so a line that shows it once shows its
+  own id. A line that shows it several times (nested objects) or not at all (other
+  spacing, escapes: not thrum's writing) is decoded; when the place read later holds
+  another line (a sync merge replaced the file), the event is found by its id.
 """
 
 from __future__ import annotations
@@ -65,12 +67,72 @@ class SegmentIndex:
             del self._seen[shard]
 
 
+Pointer = tuple[str, str, int, int]  # (event_id, shard, offset, length) of one line
+
+
+class BacklogReader:
+    """One resume's walk through the log after its point, a piece at a time.
+
+    A scan (`pointers_after`) notes where the next ``window`` lines after the point are
+    (about 150 bytes each, never the events); pieces are then read from those places,
+    so the files are scanned about once per ``window`` events instead of once per
+    piece. A scan is made again when what is left fits in one piece, so a last piece
+    (``skip_above`` None) always comes from a scan made after the previous piece was
+    handed out.
+    """
+
+    def __init__(
+        self,
+        event_log: EventLog,
+        index: SegmentIndex,
+        since: str,
+        types: frozenset[str],
+        *,
+        piece: int,
+        window: int = 50_000,
+    ) -> None:
+        self.log, self.index, self.types = event_log, index, types
+        self.cursor = since  # the last event_id handed out
+        self.piece, self.window = piece, max(piece, window)
+        self._pointers: list[Pointer] = []
+        self._pos = 0
+        self._truncated = False
+        self._end = since
+        self.scans = 0
+
+    def next_piece(self) -> tuple[list[dict], str | None]:
+        """The next events in event_id order, and ``skip_above``: when more follow, an
+        event appended from now on with an id above it will come in a later piece
+        (None: this is the last piece)."""
+        if len(self._pointers) - self._pos <= self.piece:
+            self._scan()
+        take = self._pointers[self._pos : self._pos + self.piece]
+        self._pos += len(take)
+        if take:
+            self.cursor = take[-1][0]
+        more = self._pos < len(self._pointers) or self._truncated
+        return _read(self.log, take, self.types), (self._end if more else None)
+
+    def _scan(self) -> None:
+        self.scans += 1
+        self._pointers, self._truncated = pointers_after(self.log, self.index, self.cursor, self.window)
+        self._pos = 0
+        self._end = self._pointers[-1][0] if self._pointers else self.cursor
+
+
 def events_after(
     event_log: EventLog, index: SegmentIndex, since: str, types: frozenset[str], limit: int
 ) -> tuple[list[dict], bool]:
     """At most ``limit`` events of ``types`` with an event_id after ``since``, in event_id
-    order (each id once), and True when there are more after the last one returned."""
-    picked: dict[str, dict] = {}
+    order (each id once), and True when there may be more after the last one returned."""
+    pointers, more = pointers_after(event_log, index, since, limit)
+    return _read(event_log, pointers, types), more
+
+
+def pointers_after(event_log: EventLog, index: SegmentIndex, since: str, limit: int) -> tuple[list[Pointer], bool]:
+    """Where the first ``limit`` lines with an event_id after ``since`` are, in event_id
+    order (each id once), and True when there are more after the last one."""
+    picked: dict[str, Pointer] = {}
     more = False
     shards = event_log.shards()
     for shard in shards:
@@ -81,7 +143,7 @@ def events_after(
         known = index.newest(shard, st)
         if known is not None and known <= since:
             continue
-        newest = _read_after(event_log, shard, since, types, picked)
+        newest = _scan_segment(event_log, shard, since, picked)
         index.files_read += 1
         index.remember(shard, st, newest)
         if len(picked) > 2 * limit:
@@ -94,32 +156,73 @@ def events_after(
     return [picked[k] for k in sorted(picked)], more
 
 
-def _read_after(event_log: EventLog, shard: str, since: str, types: frozenset[str], picked: dict) -> str:
-    """Add the events of one segment after ``since`` to ``picked``; an upper bound of its ids."""
+def _scan_segment(event_log: EventLog, shard: str, since: str, picked: dict) -> str:
+    """Note where the lines of one segment after ``since`` are; an upper bound of its ids."""
     try:
         with open_segment(event_log.root, shard) as f:
             data = f.read()
     except FileNotFoundError:
         return ""
     newest = ""
-    for line in data[: data.rfind(b"\n") + 1].split(b"\n"):  # complete lines only
+    offset = 0
+    for line in data[: data.rfind(b"\n") + 1].split(b"\n")[:-1]:  # complete lines only
+        at, offset = offset, offset + len(line) + 1
         if not line:
             continue
         found = _ID_TEXT.findall(line)
-        bound = max(found).decode() if found else None
-        if bound is not None and bound <= since:
-            newest = max(newest, bound)
-            continue
-        try:
-            d = ev.decode_line(line)
-        except ev.MalformedEvent:
-            continue  # torn or damaged: the log reader reports it
-        eid = d["event_id"]
+        if len(found) == 1:  # the line's own id (it is among them), and nothing else claims to be
+            eid = found[0].decode()
+        else:
+            if found and max(found).decode() <= since:
+                newest = max(newest, max(found).decode())
+                continue
+            try:
+                eid = ev.decode_line(line)["event_id"]
+            except ev.MalformedEvent:
+                continue  # torn or damaged: the log reader reports it
         newest = max(newest, eid)
-        if eid > since and d["type"] in types:
-            picked.setdefault(eid, d)
+        if eid > since:
+            picked.setdefault(eid, (eid, shard, at, len(line)))
     return newest
 
 
-def _smallest(picked: dict[str, dict], limit: int) -> dict[str, dict]:
+def _read(event_log: EventLog, pointers: list[Pointer], types: frozenset[str]) -> list[dict]:
+    """The events at ``pointers`` that are of ``types``, in the pointers' order. A line
+    that moved (a sync merge replaced its file) is found again by its id in that file."""
+    by_shard: dict[str, bytes] = {}
+    out = []
+    for eid, shard, at, length in pointers:
+        data = by_shard.get(shard)
+        if data is None:
+            try:
+                with open_segment(event_log.root, shard) as f:
+                    data = by_shard[shard] = f.read()
+            except FileNotFoundError:
+                continue
+        d = _decode(data[at : at + length])
+        if d is None or d["event_id"] != eid:  # moved, or a line whose text misled the scan
+            d = _find(data, eid) or d
+        if d is not None and d["type"] in types:
+            out.append(d)
+    return out
+
+
+def _decode(line: bytes) -> dict | None:
+    try:
+        return ev.decode_line(line)
+    except ev.MalformedEvent:
+        return None
+
+
+def _find(data: bytes, eid: str) -> dict | None:
+    needle = f'"event_id":"{eid}"'.encode()
+    for line in data.split(b"\n"):
+        if needle in line:
+            d = _decode(line)
+            if d is not None and d["event_id"] == eid:
+                return d
+    return None
+
+
+def _smallest(picked: dict, limit: int) -> dict:
     return {k: picked[k] for k in sorted(picked)[:limit]}
