@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import socket
@@ -10,29 +9,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from fixtures.daemon_env import daemon_env
 from fixtures.repos.builders import make_repo
 from thrum import lifecycle
 from thrum.client import Client
-
-_OVERRIDES = (
-    "THRUM_LOCAL",
-    "THRUM_WS_PORT",
-    "THRUM_WS_QUEUE",
-    "THRUM_SYNC_INTERVAL",
-    "THRUM_SYNC_DEBOUNCE",
-    "THRUM_REMOTE",
-    "THRUM_MAX_BODY",
-)
-
-
-@contextlib.contextmanager
-def daemon_env():
-    """Spawn daemons without the caller's THRUM_* overrides (the child inherits os.environ)."""
-    saved = {k: os.environ.pop(k) for k in _OVERRIDES if k in os.environ}
-    try:
-        yield
-    finally:
-        os.environ.update(saved)
 
 
 @dataclass

@@ -5,9 +5,7 @@ with a client we did not write."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import os
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +14,7 @@ from urllib.parse import quote
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
+from fixtures.daemon_env import daemon_env
 from fixtures.repos.builders import make_repo
 from thrum import identity
 from thrum import lifecycle
@@ -71,24 +70,6 @@ class Daemon:
 
 
 # settings the environment would override; the tests' daemons take theirs from config.json
-_OVERRIDES = (
-    "THRUM_LOCAL",
-    "THRUM_WS_PORT",
-    "THRUM_WS_QUEUE",
-    "THRUM_SYNC_INTERVAL",
-    "THRUM_SYNC_DEBOUNCE",
-    "THRUM_REMOTE",
-)
-
-
-@contextlib.contextmanager
-def daemon_env():
-    """Spawn daemons without the caller's THRUM_* overrides (the child inherits os.environ)."""
-    saved = {k: os.environ.pop(k) for k in _OVERRIDES if k in os.environ}
-    try:
-        yield
-    finally:
-        os.environ.update(saved)
 
 
 def start_daemon(root: Path, config: dict | None = None, *, repo: Path | None = None) -> Daemon:
