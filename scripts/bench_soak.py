@@ -65,6 +65,7 @@ import anyio  # noqa: E402
 from mcp.client.session import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 
+from fixtures.daemon_env import daemon_env  # noqa: E402
 from fixtures.repos.builders import make_replicas  # noqa: E402
 from thrum import errors, identity, lifecycle  # noqa: E402
 from thrum.client import Client  # noqa: E402
@@ -83,15 +84,6 @@ CHECK_EVERY = 10.0  # seconds between the MCP waiter's check_messages calls
 DRAIN_S = 90.0  # after the final syncs: how long subscribers and waiters get to receive the rest
 
 SYNC_CONFIG = {"local_only": False, "ws_port": 0, "sync_interval": 3600, "sync_debounce": 3600}
-ENV_OVERRIDES = (
-    "THRUM_LOCAL",
-    "THRUM_WS_PORT",
-    "THRUM_WS_QUEUE",
-    "THRUM_SYNC_INTERVAL",
-    "THRUM_SYNC_DEBOUNCE",
-    "THRUM_REMOTE",
-    "THRUM_MAX_BODY",
-)
 
 
 def pct(values: list[float], p: float) -> float:
@@ -133,13 +125,10 @@ def fds(pid: int) -> int:
 
 class Replica:
     def __init__(self, repo: Path):
-        saved = {k: os.environ.pop(k) for k in ENV_OVERRIDES if k in os.environ}
-        try:
+        with daemon_env():  # the soak's settings, not the caller's THRUM_* overrides
             self.paths = lifecycle.init_repo(repo, start_daemon=False)
             self.paths.config.write_text(json.dumps(SYNC_CONFIG))
             lifecycle.start(self.paths)
-        finally:
-            os.environ.update(saved)
         self.pid = lifecycle.read_pid(self.paths)
         self.root = self.paths.main_repo / ".git" / "thrum-sync" / "a-sync"
 

@@ -107,16 +107,20 @@ def consolidate(git_dir: os.PathLike | str, *, loose_trigger: int = LOOSE_TRIGGE
             log.warning("could not consolidate %s: %s", objects, exc)
             report.skipped = str(exc)
     report.seconds = time.monotonic() - started
+    log_result(objects, report)
+    return report
+
+
+def log_result(where: os.PathLike | str, report: Consolidation) -> None:
     if report.new_packs:
         log.info(
             "consolidated %s: %d loose objects packed, %d packs rolled into %s (%.2fs)",
-            objects,
+            where,
             report.loose_packed,
             report.packs_rolled,
             ", ".join(report.new_packs),
             report.seconds,
         )
-    return report
 
 
 def has_work(git_dir: os.PathLike | str, *, loose_trigger: int = LOOSE_TRIGGER) -> bool:

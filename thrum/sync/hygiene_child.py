@@ -53,15 +53,7 @@ def consolidate_in_child(
     report = hygiene.Consolidation(**json.loads(done.stdout))
     if report.declined_loose:
         hygiene.note_declined(git_dir, report.declined_loose)
-    if report.new_packs:
-        log.info(
-            "consolidated %s: %d loose objects packed, %d packs rolled into %s (%.2fs)",
-            git_dir,
-            report.loose_packed,
-            report.packs_rolled,
-            ", ".join(report.new_packs),
-            report.seconds,
-        )
+    hygiene.log_result(git_dir, report)
     return report
 
 
