@@ -154,6 +154,31 @@ async def test_hub_resume_from_beyond_the_ring_reads_the_log_in_pieces_and_live_
     assert conn.sent[-1][1]["message_id"] == more["message_id"] and "replay" not in conn.sent[-1][1]
 
 
+async def test_hub_a_replay_reading_the_log_never_keeps_live_events_from_the_connections_other_subscriptions(
+    nursery, tmp_path
+):
+    """A client resumes with a new subscription and deletes the old one when the new one
+    answers: an event published meanwhile must reach it through whichever is live."""
+    daemon = FakeDaemon(nursery)
+    daemon.config.values = {"subscription_ring_size": 3}
+    (tmp_path / "log").mkdir()
+    daemon.writer.log = event_log = EventLog(tmp_path / "log")
+    hub = Hub(daemon)
+    hub.backlog_chunk = 7
+    history = [create() for _ in range(30)]
+    event_log.append(history)
+    await hub.publish(history, "sync")
+    conn = FakeConn(paced=True)
+    resuming = await hub.subscribe(conn, filter_type="all", since_event_id=history[4]["event_id"])
+    await _eventually(lambda: resuming.rescan_above is not None)  # its first piece waits for room
+    await hub.subscribe(conn, filter_type="all")  # the connection's other subscription
+    live = create()
+    event_log.append([live])
+    await hub.publish([live], "local")
+    assert conn.sent and conn.sent[-1][1]["message_id"] == live["message_id"]
+    assert hub.unsubscribe(conn, resuming.id)
+
+
 async def test_hub_resume_from_the_log_also_replays_events_synced_late_with_older_ids(nursery, tmp_path):
     """An event made earlier on another machine arrives by sync after the resume point:
     the log's event_id order would skip it, the ring knows it arrived later."""

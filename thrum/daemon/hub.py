@@ -296,10 +296,12 @@ class Hub:
             key = id(sub.conn)
             if key in done or not self._matches(sub, d, info):
                 continue
+            if sub.held is not None and sub.rescan_above is not None and d["event_id"] > sub.rescan_above:
+                # a later piece of this replay reads it from the log; the connection's other
+                # subscriptions still take it (this one may be deleted before that piece)
+                continue
             done.add(key)
             if sub.held is not None:
-                if sub.rescan_above is not None and d["event_id"] > sub.rescan_above:
-                    continue  # the replay's next piece reads it from the log
                 if len(sub.held) >= self.ring_size:  # a replay slower than the traffic: never hold unbounded
                     sub.held.popleft()
                     sub.conn.count_dropped(1)  # announced like any drop; the client resumes from what it read
