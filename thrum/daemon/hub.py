@@ -53,6 +53,7 @@ from .. import errors
 from .. import events as ev
 from ..store import queries
 from ..store.backlog import BacklogReader, SegmentIndex
+from .thread_updates import send_thread_updates
 
 log = logging.getLogger(__name__)
 
@@ -243,7 +244,7 @@ class Hub:
         creates = [d for d in notifiable if d["type"] == "message.create" and d.get("thread_id")]
         if creates and self.subs and self.daemon.nursery is not None:
             # thread summaries need queries: never hold up the writer for them
-            self.daemon.nursery.start_soon(self._thread_updates, creates, infos)
+            self.daemon.nursery.start_soon(send_thread_updates, self, creates, infos)
         self._wake(inbox=bool(kinds & INBOX_CHANGERS))
 
     def _wake(self, *, inbox: bool) -> None:
@@ -308,39 +309,6 @@ class Hub:
                 sub.held.append((d, info))
                 continue
             sub.conn.notify(d["type"], _payload(d, sub))
-
-    async def _thread_updates(self, creates: list[dict], infos: dict) -> None:
-        try:
-            for d in creates:
-                info = infos.get(d["message_id"])
-                probe = {"type": "thread.updated"}
-                # a notification of its own, so its own id: clients de-duplicate by event_id
-                # (spec/events.md) and must not drop it as a repeat of the message.create
-                update_id = ev.new_ulid()
-                done: set[int] = set()
-                summaries: dict = {}
-                for sub in list(self.subs.values()):
-                    if id(sub.conn) in done or sub.held is not None or not self._matches(sub, probe, info):
-                        continue
-                    done.add(id(sub.conn))
-                    if sub.agent not in summaries:
-                        summaries[sub.agent] = await self.daemon.writer.read(
-                            queries.thread_summary, d["thread_id"], sub.agent
-                        )
-                    summary = summaries[sub.agent]
-                    if summary is None or sub.id not in self.subs:
-                        continue
-                    payload = {
-                        "type": "thread.updated",
-                        "timestamp": d["timestamp"],
-                        "event_id": update_id,
-                        "v": 1,
-                        "cause_event_id": d["event_id"],
-                        **summary,
-                    }
-                    sub.conn.notify("thread.updated", _payload(payload, sub))
-        except Exception:
-            log.exception("thread.updated notifications failed")
 
     # ------------------------------------------------------------------ resume
     async def _replay(self, sub: Subscription, since: str) -> None:
