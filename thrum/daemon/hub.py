@@ -53,7 +53,7 @@ from .. import errors
 from .. import events as ev
 from ..store import queries
 from ..store.backlog import BacklogReader, SegmentIndex
-from .thread_updates import send_thread_updates
+from .thread_updates import payload_for, send_thread_updates
 
 log = logging.getLogger(__name__)
 
@@ -405,8 +405,7 @@ async def _room(conn) -> None:
 
 
 def _payload(d: dict, sub: Subscription, replay: bool = False) -> dict:
-    out = dict(d)
-    out["subscription_id"] = sub.id
+    out = payload_for(d, sub)
     if replay:
         out["replay"] = True
     return out

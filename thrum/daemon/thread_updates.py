@@ -16,6 +16,7 @@ log = logging.getLogger(__name__)
 
 
 def payload_for(d: dict, sub) -> dict:
+    """A notification's params for one subscription (the hub's replay flag aside)."""
     out = dict(d)
     out["subscription_id"] = sub.id
     return out
