@@ -80,6 +80,11 @@ WAKES = {
 # a mentioning send picks one of these: each waiter is woken by 2 in 9 (about 7 % of all sends)
 MENTIONS = (f"@{MCP_AGENT}", f"@{CLI_AGENT}", f"@{WAITER_ROLE}") + ("@s?", "@sender") * 3
 SLOW_PAUSE = (10.0, 3.0)  # the slow subscriber reads for 10 s, then not at all for 3 s
+# Its receive buffer: small, so that a pause overflows the daemon's outbox at once, yet not
+# tiny: with 4 KiB, loopback TCP waited on delayed acknowledgements and carried ~16
+# notifications a second once the traffic stopped (a replay of 1,300 took 90 s).
+SLOW_RCVBUF = 64 * 1024
+TRACE = os.environ.get("THRUM_SOAK_TRACE")  # a file: what two subscribers received, in order, and who lost what
 CHECK_EVERY = 10.0  # seconds between the MCP waiter's check_messages calls
 DRAIN_S = 90.0  # after the final syncs: how long subscribers and waiters get to receive the rest
 
@@ -451,8 +456,8 @@ class Soak:
 
     def subscribers(self) -> None:
         """WebSocket subscribers (``all``) that act on drops as docs/realtime.md says: on
-        ``notification.dropped``, subscribe again from the last event read *before* the notice,
-        delete the old subscription, and skip events already seen (by event_id).
+        ``notification.dropped``, delete the subscription, subscribe again from the last event
+        read *before* the notice, and skip events already seen (by event_id).
 
         The resume point stays put until the newest resubscription has answered and its replay
         is complete; a notice meanwhile resubscribes from it again (an older resubscription
@@ -473,13 +478,12 @@ class Soak:
             resuming = False
             replayed_subs: set[int] = set()
             extra: dict = {}
-            if slow:  # it reads in bursts; a tiny receive buffer and queue make its pauses show at once
+            if slow:  # it reads in bursts; a small receive buffer and queue make its pauses show at once
                 sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SLOW_RCVBUF)
                 sock.connect(("127.0.0.1", int(port)))
                 sock.setblocking(False)
                 extra = {"sock": sock, "max_queue": 1}
-            reading_since = time.monotonic()
             async with connect(
                 f"ws://127.0.0.1:{port}/ws",
                 additional_headers={"Authorization": f"Bearer {token}"},
@@ -494,22 +498,28 @@ class Soak:
                     await ws.send(json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}))
                     return rid
 
-                newest = await request("subscribe.create", {"filter_type": "all"})
-                while True:
-                    if self.finish.is_set():
-                        done = not resuming and self.expected["all"] <= creates.keys()
-                        if done or time.monotonic() >= self.drain_until:
-                            state["ended_resuming"] = resuming
-                            break
-                    if slow and not self.stop.is_set() and time.monotonic() - reading_since > SLOW_PAUSE[0]:
-                        await asyncio.sleep(SLOW_PAUSE[1])
-                        reading_since = time.monotonic()
-                    try:
-                        raw = await asyncio.wait_for(ws.recv(), 0.5)
-                    except asyncio.TimeoutError:
-                        continue
-                    msg = json.loads(raw)
+                async def handle(msg: dict) -> None:
+                    nonlocal sub_id, newest, cursor, resuming
                     method, p = msg.get("method"), msg.get("params") or {}
+                    if TRACE and i < 2:  # the slow one and a fast one, to compare orders afterwards
+                        result = msg.get("result") if isinstance(msg.get("result"), dict) else {}
+                        state.setdefault("trace", []).append(
+                            (
+                                time.monotonic(),
+                                msg.get("id"),
+                                method,
+                                p.get("event_id"),
+                                p.get("message_id"),
+                                p.get("subscription_id") or result.get("subscription_id"),
+                                p.get("replay"),
+                                p.get("seq"),
+                                p.get("dropped"),
+                                cursor,
+                                sub_id,
+                                newest,
+                                resuming,
+                            )
+                        )
                     if "id" in msg:  # a reply
                         what = pending.pop(msg["id"], None)
                         if "error" in msg:
@@ -519,23 +529,24 @@ class Soak:
                             made = msg["result"]["subscription_id"]
                             if msg["id"] != newest:  # superseded by a newer resubscription
                                 await request("subscribe.delete", {"subscription_id": made})
-                                continue
-                            newest, old, sub_id = None, sub_id, made
-                            if old is None:
+                                return
+                            newest, sub_id = None, made
+                            if not state["resumes"]:
                                 self.subs_ready.release()
-                            else:
-                                await request("subscribe.delete", {"subscription_id": old})
                             if sub_id in replayed_subs:  # its replay ended before this reply was read
                                 resuming = False
-                        continue
+                        return
                     if method == "notification.dropped":
                         state["dropped"] += p["dropped"]
                         state["notices"] += 1
                         if cursor is None:  # cannot happen: the soak's first message is read before the load
                             state["unresumable"] += 1
-                            continue
+                            return
                         resuming = True
                         state["resumes"] += 1
+                        if sub_id is not None:  # first: its live events would crowd the replay out
+                            await request("subscribe.delete", {"subscription_id": sub_id})
+                            sub_id = None
                         newest = await request("subscribe.create", {"filter_type": "all", "since_event_id": cursor})
                     elif method == "subscription.ended":
                         with self.rec.lock:
@@ -548,17 +559,42 @@ class Soak:
                         state["received"] += 1
                         if p["event_id"] in seen_events:
                             state["repeats"] += 1
-                            continue
+                            return
                         seen_events.add(p["event_id"])
                         creates[p["message_id"]] += 1
                         state["replayed"] += bool(p.get("replay"))
                         if not resuming and not p.get("replay"):
+                            # Only a live event moves the resume point. A replay from the log
+                            # comes in event_id order, not in the order the daemon received
+                            # events: resuming from the middle of one could skip some, so an
+                            # interrupted resume starts again from the same point (docs/realtime.md).
                             cursor = p["event_id"]
-                        elif p.get("replay") and p.get("subscription_id") == sub_id:
-                            # a replay comes in the daemon's order from a point already read:
-                            # what it has brought so far is read too, so a resume interrupted
-                            # by another drop starts from here, not from the start again
-                            cursor = p["event_id"]
+
+                async def pump() -> None:
+                    """Read and handle every message, never under a timeout: on Python 3.11 a
+                    receive that asyncio.wait_for cancels just as its message arrives can lose
+                    that message (the soak once counted three such holes as lost)."""
+                    reading_since = time.monotonic()
+                    while True:
+                        if slow and not self.stop.is_set() and time.monotonic() - reading_since > SLOW_PAUSE[0]:
+                            await asyncio.sleep(SLOW_PAUSE[1])
+                            reading_since = time.monotonic()
+                        await handle(json.loads(await ws.recv()))
+
+                newest = await request("subscribe.create", {"filter_type": "all"})
+                reader = asyncio.ensure_future(pump())
+                try:
+                    while not reader.done():
+                        if self.finish.is_set():
+                            done = not resuming and self.expected["all"] <= creates.keys()
+                            if done or time.monotonic() >= self.drain_until:
+                                state["ended_resuming"] = resuming
+                                break
+                        await asyncio.sleep(0.5)
+                    else:
+                        reader.result()  # the connection failed: raise why
+                finally:
+                    reader.cancel()
 
         async def guarded(i: int, state: dict) -> None:
             try:
@@ -806,6 +842,10 @@ class Soak:
             }
             for st in self.subs
         ]
+        if TRACE:
+            lost = sorted(expected - self.subs[0]["creates"].keys())
+            with open(TRACE, "w") as f:
+                json.dump({"traces": [st.get("trace", []) for st in self.subs[:2]], "lost": lost}, f)
         waiters = {}
         for who, got in ((MCP_AGENT, self.mcp), (CLI_AGENT, self.cli)):
             waiters[who] = got.account(self.expected[who], self.rec.acked_at)

@@ -120,6 +120,54 @@ async def test_hub_replay_holds_live_events_and_sends_nothing_twice(nursery):
     assert conn.sent[-1][1]["message_id"] == more["message_id"]
 
 
+async def test_hub_a_subscription_deleted_mid_replay_stops_and_takes_no_event_from_the_one_kept(nursery):
+    """A client that resumed twice keeps the newer subscription and deletes the older one
+    while both still replay: nothing more comes for the deleted one, and an event published
+    meanwhile reaches the client through the one it kept."""
+    hub = Hub(FakeDaemon(nursery))
+    history = [create() for _ in range(3)]
+    await hub.publish(history, "local")
+    conn = FakeConn(paced=True)
+    older = await hub.subscribe(conn, filter_type="all", since_event_id=history[0]["event_id"])
+    kept = await hub.subscribe(conn, filter_type="all", since_event_id=history[0]["event_id"])
+    await trio.testing.wait_all_tasks_blocked()  # both replays wait for room
+    live = create()
+    await hub.publish([live], "local")
+    assert hub.unsubscribe(conn, older.id)
+    conn.gate.set()
+    await trio.testing.wait_all_tasks_blocked()
+    assert [p for _, p in conn.sent if p.get("subscription_id") == older.id] == []
+    got = [(m, p.get("message_id"), p.get("replay", False)) for m, p in conn.sent]
+    assert got == [
+        ("message.create", history[1]["message_id"], True),
+        ("message.create", history[2]["message_id"], True),
+        ("message.create", live["message_id"], False),
+        ("subscription.replayed", None, False),
+    ]
+    assert {p["subscription_id"] for _, p in conn.sent} == {kept.id}
+
+
+async def test_hub_a_live_subscription_delivers_at_once_while_another_of_its_connection_replays(nursery):
+    """Events published while one subscription of a connection replays come at once
+    through the connection's live subscription, whichever was made first, and the replay
+    does not send them again (the client may delete either)."""
+    hub = Hub(FakeDaemon(nursery))
+    history = [create() for _ in range(2)]
+    await hub.publish(history, "local")
+    conn = FakeConn(paced=True)
+    replaying = await hub.subscribe(conn, filter_type="all", since_event_id=history[0]["event_id"])
+    live_sub = await hub.subscribe(conn, filter_type="all")
+    await trio.testing.wait_all_tasks_blocked()
+    live = create()
+    await hub.publish([live], "local")
+    assert conn.methods() == [("message.create", live["message_id"])]
+    assert conn.sent[0][1]["subscription_id"] == live_sub.id
+    conn.gate.set()
+    await trio.testing.wait_all_tasks_blocked()
+    assert [p.get("message_id") for _, p in conn.sent].count(live["message_id"]) == 1
+    assert conn.sent[-1][0] == "subscription.replayed" and conn.sent[-1][1]["subscription_id"] == replaying.id
+
+
 async def test_hub_resume_from_beyond_the_ring_reads_the_log_in_pieces_and_live_events_follow(nursery, tmp_path):
     """A resume from before the ring reads the log a piece at a time; live events that
     arrive meanwhile come from the log's next piece (they are not held, so a long replay

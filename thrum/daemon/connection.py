@@ -137,9 +137,14 @@ class Connection:
             await self.send(item)
 
     async def wait_for_room(self) -> None:
-        """Return once the outbox is at most half full (paces subscription replays)."""
+        """Return once the outbox is at most half full (paces subscription replays).
+
+        Several replays may wait at once: they share one event, replaced only once it has
+        fired. (Each waiter making its own left all but the last waiting until the next
+        drop notice: a resuming client heard nothing for over a minute in the soak.)"""
         while not self.closed and len(self.outbox) >= max(1, self.queue_size // 2):
-            self._room = trio.Event()
+            if self._room.is_set():
+                self._room = trio.Event()
             await self._room.wait()
 
     def close(self) -> None:

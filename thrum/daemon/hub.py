@@ -292,23 +292,24 @@ class Hub:
         return False
 
     def _deliver(self, d: dict, info: dict | None) -> None:
-        done: set[int] = set()
-        for sub in list(self.subs.values()):
-            key = id(sub.conn)
-            if key in done or not self._matches(sub, d, info):
+        """Once per connection through a live subscription; a connection with none that
+        matches gets it held by each of its replaying ones (a client may delete any of
+        them: one deleted mid-replay takes nothing with it)."""
+        matching = [sub for sub in list(self.subs.values()) if self._matches(sub, d, info)]
+        sent: set[int] = set()
+        for sub in matching:
+            if sub.held is None and id(sub.conn) not in sent:
+                sent.add(id(sub.conn))
+                sub.conn.notify(d["type"], _payload(d, sub))
+        for sub in matching:
+            if sub.held is None or id(sub.conn) in sent:
                 continue
-            if sub.held is not None and sub.rescan_above is not None and d["event_id"] > sub.rescan_above:
-                # a later piece of this replay reads it from the log; the connection's other
-                # subscriptions still take it (this one may be deleted before that piece)
-                continue
-            done.add(key)
-            if sub.held is not None:
-                if len(sub.held) >= self.ring_size:  # a replay slower than the traffic: never hold unbounded
-                    sub.held.popleft()
-                    sub.conn.count_dropped(1)  # announced like any drop; the client resumes from what it read
-                sub.held.append((d, info))
-                continue
-            sub.conn.notify(d["type"], _payload(d, sub))
+            if sub.rescan_above is not None and d["event_id"] > sub.rescan_above:
+                continue  # a later piece of this replay reads it from the log
+            if len(sub.held) >= self.ring_size:  # a replay slower than the traffic: never hold unbounded
+                sub.held.popleft()
+                sub.conn.count_dropped(1)  # announced like any drop; the client resumes from what it read
+            sub.held.append((d, info))
 
     # ------------------------------------------------------------------ resume
     async def _replay(self, sub: Subscription, since: str) -> None:
@@ -320,16 +321,18 @@ class Hub:
                 await self._send_replay(sub, [(e.d, e.info) for e in itertools.islice(self.ring, start, None)])
             else:
                 await self._replay_log(sub, since)
-            while sub.held:
+            while sub.held and sub.id in self.subs:  # a deleted subscription's replay just stops
                 d, info = sub.held.popleft()
                 if d["event_id"] in sub.replayed:
                     continue
                 await _room(sub.conn)
-                sub.conn.notify(d["type"], _payload(d, sub))
-            sub.conn.notify(
-                "subscription.replayed",
-                {"subscription_id": sub.id, "since_event_id": since, "replayed": sub.replayed_count},
-            )
+                if sub.id in self.subs:
+                    sub.conn.notify(d["type"], _payload(d, sub))
+            if sub.id in self.subs:
+                sub.conn.notify(
+                    "subscription.replayed",
+                    {"subscription_id": sub.id, "since_event_id": since, "replayed": sub.replayed_count},
+                )
         except Exception:
             log.exception("replay for subscription %d failed", sub.id)
             if sub.id in self.subs:
@@ -372,7 +375,8 @@ class Hub:
                 d, info = sub.held.popleft()
                 if d["event_id"] not in sub.replayed:
                     await _room(sub.conn)
-                    sub.conn.notify(d["type"], _payload(d, sub))
+                    if sub.id in self.subs:
+                        sub.conn.notify(d["type"], _payload(d, sub))
             previous = sub.replayed - previous
 
     async def _send_replay(self, sub: Subscription, backlog: list[tuple[dict, dict | None]]) -> None:
@@ -381,12 +385,12 @@ class Hub:
             found = await self.daemon.writer.read(queries.message_routing, list(dict.fromkeys(missing)))
             backlog = [(d, info if info is not None else found.get(d.get("message_id", ""))) for d, info in backlog]
         for d, info in backlog:
-            if sub.id not in self.subs:
-                return
             if self._matches(sub, d, info):
+                await _room(sub.conn)
+                if sub.id not in self.subs:
+                    return
                 sub.replayed.add(d["event_id"])
                 sub.replayed_count += 1
-                await _room(sub.conn)
                 sub.conn.notify(d["type"], _payload(d, sub, replay=True))
 
     # ------------------------------------------------------------------ waiting
