@@ -186,6 +186,8 @@ def run(args) -> dict:
             "anon_start": statistics.median(anon[:w]),
             "anon_end": statistics.median(anon[-w:]),
             "anon_max": max(anon),
+            # median of each quarter of the rounds: does it level off or keep climbing?
+            "anon_quarters": [statistics.median(q) for q in _quarters(anon)],
             "phases": {
                 who: {
                     "start": _phase_medians(series[:w]),
@@ -204,6 +206,11 @@ def run(args) -> dict:
             print(f"kept {base}")
         else:
             shutil.rmtree(base, ignore_errors=True)
+
+
+def _quarters(series: list[float]) -> list[list[float]]:
+    n = len(series)
+    return [series[i * n // 4 : max((i + 1) * n // 4, i * n // 4 + 1)] for i in range(4)]
 
 
 def _anon_mib(pid: int | None) -> float:
@@ -257,7 +264,8 @@ def print_table(res: dict) -> None:
         )
     print(
         f"  daemon memory (RssAnon, the larger of the two), first / last 10 % of rounds (median), max: "
-        f"{res['anon_start']:.0f} / {res['anon_end']:.0f} / {res['anon_max']:.0f} MiB"
+        f"{res['anon_start']:.0f} / {res['anon_end']:.0f} / {res['anon_max']:.0f} MiB; "
+        f"by quarter of the rounds: {' / '.join(f'{q:.0f}' for q in res['anon_quarters'])} MiB"
     )
     ok = (
         all(res["sizes"][k] <= raw for k in res["sizes"])

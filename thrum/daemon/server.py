@@ -26,6 +26,7 @@ from ..store import directory
 from ..store.projection import open_projection
 from ..store.log import EventLog
 from ..store.verified import VerifiedFold
+from ..sync.gitlib import bound_object_cache
 from ..trust.keys import LocalKeys
 from ..trust.ring import KeyRing
 from ..trust.verdicts import VerdictMemory
@@ -337,6 +338,7 @@ class Daemon:
             self._write_pid()
             self.registry = Registry(Limits.from_config(self.config.values, raise_descriptor_limit()))
             tune_allocator()
+            bound_object_cache()
             await trio.to_thread.run_sync(self._open_store)
             async with trio.open_nursery() as nursery:
                 self.nursery = nursery

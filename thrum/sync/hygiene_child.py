@@ -8,6 +8,10 @@ consolidated in one of its threads, the storage benchmark's daemons grew from 60
 when it exits. The daemon asks `hygiene.has_work` first (a directory listing), so a
 child starts only when there is something to do, about once in 25 syncs.
 
+The child lowers its own CPU priority (`NICENESS`): it is housekeeping, and on a small
+machine it would otherwise take a core from the syncs and queries running beside it,
+more so as the packs it rolls up grow.
+
 Usage (the daemon runs it): ``python -m thrum.sync.hygiene_child GIT_DIR [TRIGGER]``; prints
 what it did as one JSON object.
 """
@@ -28,6 +32,7 @@ log = logging.getLogger(__name__)
 __all__ = ["consolidate_in_child"]
 
 TIMEOUT_S = 1800.0  # a store large enough to take longer is consolidated on the next round
+NICENESS = 10  # added to the child's nice value: the daemon's own work comes first
 
 
 def consolidate_in_child(
@@ -62,6 +67,10 @@ def main(argv: list[str]) -> int:
         print("usage: python -m thrum.sync.hygiene_child GIT_DIR [LOOSE_TRIGGER]", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(message)s")
+    try:
+        os.nice(NICENESS)
+    except (AttributeError, OSError):  # no nice on this platform: run as we are
+        pass
     trigger = int(argv[1]) if len(argv) == 2 else hygiene.LOOSE_TRIGGER
     print(json.dumps(asdict(hygiene.consolidate(argv[0], loose_trigger=trigger))))
     return 0

@@ -40,7 +40,7 @@ import pygit2
 from pygit2.enums import FileMode, ObjectType, RepositoryOpenFlag
 
 from . import SyncError
-from .gitlib import objects_dir
+from .gitlib import TreeEntries, objects_dir, read_tree
 
 log = logging.getLogger(__name__)
 
@@ -168,11 +168,11 @@ class _Copier:
         return oid in self.done or self.dst_odb.exists(oid)
 
     def commit_graph(self, tip: pygit2.Oid) -> CopyStats:
-        stack: list[tuple[pygit2.Oid, bool]] = [(tip, False)]
+        stack: list[tuple[pygit2.Oid, pygit2.Commit | None]] = [(tip, None)]
         while stack:
             oid, expanded = stack.pop()
-            if expanded:
-                self.tree(self.src[oid].tree_id)
+            if expanded is not None:
+                self.tree(expanded.tree_id, self._parent_tree(expanded))
                 self.small(oid)
                 continue
             if self.has(oid):
@@ -180,14 +180,29 @@ class _Copier:
             commit = self.src[oid]
             if not isinstance(commit, pygit2.Commit):
                 raise SyncError(f"remote object {oid} is not a commit")
-            stack.append((oid, True))
-            stack.extend((p, False) for p in commit.parent_ids if not self.has(p))
+            stack.append((oid, commit))
+            stack.extend((p, None) for p in commit.parent_ids if not self.has(p))
         return self.stats
 
-    def tree(self, root: pygit2.Oid) -> None:
-        stack: list[tuple[pygit2.Oid, bool]] = [(root, False)]
+    def _parent_tree(self, commit: pygit2.Commit) -> pygit2.Oid | None:
+        """The tree of the commit's first parent, which the destination has by now (parents
+        are copied first): where the new tree's unchanged entries are found."""
+        if not commit.parent_ids:
+            return None
+        try:
+            parent = self.dst[commit.parent_ids[0]]
+        except (KeyError, ValueError, pygit2.GitError):
+            return None
+        return parent.tree_id if isinstance(parent, pygit2.Commit) else None
+
+    def tree(self, root: pygit2.Oid, known: pygit2.Oid | None = None) -> None:
+        """Copy a tree and what it holds that the destination lacks. ``known``: the
+        destination's tree at the same path in the parent commit. An entry with the same
+        name and id there is in the destination already (rule 1), so only the entries a
+        commit changed are looked up, however many files a directory holds."""
+        stack: list[tuple[pygit2.Oid, pygit2.Oid | None, bool]] = [(root, known, False)]
         while stack:
-            oid, expanded = stack.pop()
+            oid, known, expanded = stack.pop()
             if expanded:
                 self.small(oid)
                 continue
@@ -196,17 +211,31 @@ class _Copier:
             tree = self.src[oid]
             if not isinstance(tree, pygit2.Tree):
                 raise SyncError(f"remote object {oid} is not a tree")
-            stack.append((oid, True))
+            stack.append((oid, None, True))
+            theirs = self._known_entries(known)
             blobs = []
             for entry in tree:
-                if entry.filemode == FileMode.COMMIT:  # a submodule link: not an object here
+                mode = entry.filemode
+                if mode == FileMode.COMMIT:  # a submodule link: not an object here
                     continue
-                if entry.filemode == FileMode.TREE:
+                same = theirs.get(entry.raw_name)
+                if same is not None and same[1] == entry.id.raw:
+                    continue
+                if mode == FileMode.TREE:
                     if not self.has(entry.id):
-                        stack.append((entry.id, False))
+                        inner = pygit2.Oid(raw=same[1]) if same is not None and same[0] == FileMode.TREE else None
+                        stack.append((entry.id, inner, False))
                 elif not self.has(entry.id):
                     blobs.append(entry.id)
             self.blobs(blobs)  # before the tree itself is written
+
+    def _known_entries(self, known: pygit2.Oid | None) -> TreeEntries:
+        if known is None:
+            return {}
+        try:
+            return read_tree(self.dst, known)
+        except (KeyError, ValueError, pygit2.GitError):
+            return {}
 
     def blobs(self, oids: list[pygit2.Oid]) -> None:
         oids = list(dict.fromkeys(oids))

@@ -35,6 +35,10 @@ from .gitlib import EMPTY_TREE, TreeEntries, read_tree, write_tree
 __all__ = ["MAX_FILE_BYTES", "REASONS", "Change", "LayoutTrees", "Leaf"]
 
 MAX_FILE_BYTES = 16 * 2**20  # a log file over this is never merged: honest segments stay near the 64 KiB cap
+# Parsed tree entries kept (~200 bytes each): a few whole trees of tens of thousands of
+# files; a sync reads only the directories it changed, its two heads' versions of them.
+MAX_CACHED_ENTRIES = 100_000
+MAX_CACHED_SIZES = 50_000  # blob sizes (least recently used out): every log file of a large tree
 REGULAR = frozenset({int(FileMode.BLOB), int(FileMode.BLOB_EXECUTABLE)})
 TREE = int(FileMode.TREE)
 LINK = int(FileMode.LINK)
@@ -90,7 +94,7 @@ class LayoutTrees:
     Not thread-safe: one per replicator, used from its sync thread.
     """
 
-    def __init__(self, repo: pygit2.Repository, max_cached_entries: int = 400_000):
+    def __init__(self, repo: pygit2.Repository, max_cached_entries: int = MAX_CACHED_ENTRIES):
         self.repo = repo
         self._trees: OrderedDict[bytes, TreeEntries] = OrderedDict()
         self._cached_entries = 0
@@ -120,13 +124,15 @@ class LayoutTrees:
     def size(self, oid_raw: bytes) -> int:
         """A blob's size, remembered (blob ids never change content)."""
         size = self._sizes.get(oid_raw)
-        if size is None:
+        if size is not None:
+            self._sizes.move_to_end(oid_raw)
+        else:
             try:
                 size = self.repo.odb.read_header(pygit2.Oid(raw=oid_raw))[1]
             except (KeyError, pygit2.GitError):
                 size = 0
             self._sizes[oid_raw] = size
-            if len(self._sizes) > 200_000:
+            if len(self._sizes) > MAX_CACHED_SIZES:
                 self._sizes.popitem(last=False)
         return size
 
