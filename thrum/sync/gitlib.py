@@ -147,11 +147,10 @@ def update_index(repo: pygit2.Repository, files: dict[str, tuple[pygit2.Oid, os.
 # --- libgit2's object cache ------------------------------------------------------------
 
 # libgit2 keeps every commit and tree it parses in one process-wide cache of up to
-# 256 MiB by default. A daemon parses new trees at every sync and never needs an old
-# one again: over 5,000 syncs the cache filled, the daemons' own memory grew from 47 to
-# over 200 MiB, and every sync slowed down with it (a fresh daemon on the same 50,000-
-# event history synced as fast as at the start). Thrum keeps its own bounded caches of
-# what it reuses (`trees.LayoutTrees`).
+# 256 MiB by default. A daemon parses new trees at every sync and seldom needs an old
+# one again: over the storage benchmark's 5,000 syncs the cache only filled (with the
+# cap the daemons' own memory peaked at ~148 MiB instead of 237). Thrum keeps its own
+# bounded caches of what it reuses (`trees.LayoutTrees`).
 OBJECT_CACHE_BYTES = 8 * 2**20
 
 
