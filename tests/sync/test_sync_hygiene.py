@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import threading
@@ -188,3 +189,42 @@ def test_the_daemon_consolidates_in_a_child_process_only_when_there_is_work(pair
     assert (store / "objects" / "pack" / f"{report.new_packs[0]}.pack").is_file()
     assert not hygiene.has_work(store, loose_trigger=16)
     _git_fsck(a.path)
+
+
+def _deleted_packs_held(store: Path) -> int:
+    """Packs of ``store`` this process still holds open or mapped after they were deleted."""
+    pack_dir = str(store / "objects" / "pack")
+    held = set()
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith(pack_dir) and target.endswith("(deleted)"):
+            held.add(target)
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        if pack_dir in line and line.endswith("(deleted)"):
+            held.add(line.split(maxsplit=5)[-1])
+    return len(held)
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").is_file(), reason="needs /proc")
+def test_a_long_lived_replicator_lets_go_of_packs_consolidation_deleted(pair):
+    """libgit2 never drops a pack that vanished from disk: a daemon's handle would keep
+    every pack consolidation ever deleted open, mapped and searched on each lookup."""
+    remote, (a, b) = pair
+    for r in range(40):
+        a.write(r, 3)
+        a.sync()
+        a.tidy(remote, trigger=16)  # a new pack, and old ones rolled up and deleted, every few rounds
+    a.write(40, 3)
+    a.sync()
+    assert a.replicator._packs.releases > 0
+    assert _deleted_packs_held(a.replicator.common_dir) == 0
+    a.write(41, 3)
+    a.sync()  # and the handle still works: its tuning back, the history readable
+    b.sync()
+    files_a = {p.relative_to(a.worktree): p.read_bytes() for p in a.worktree.rglob("*.jsonl")}
+    assert files_a == {p.relative_to(b.worktree): p.read_bytes() for p in b.worktree.rglob("*.jsonl")}
+    assert (Path(a.replicator.repo.path) / "thrum-pack.config").is_file()
+    assert a.replicator.repo.config["pack.bigFileThreshold"] == "1"

@@ -28,6 +28,7 @@ __all__ = [
     "EMPTY_TREE",
     "OBJECT_CACHE_BYTES",
     "ZERO_OID",
+    "PackWatch",
     "TreeEntries",
     "add_index_entry",
     "blob_size",
@@ -157,6 +158,55 @@ OBJECT_CACHE_BYTES = 8 * 2**20
 def bound_object_cache(max_bytes: int = OBJECT_CACHE_BYTES) -> None:
     """Cap libgit2's process-wide object cache (long-lived processes: the daemon)."""
     pygit2.settings.cache_max_size(max_bytes)
+
+
+# --- packs deleted under a long-lived handle ------------------------------------------
+
+# libgit2 adds the packs it finds to a handle's object database and never drops one
+# that vanished from disk: each keeps its index mapped and its file descriptor open, and
+# every lookup of an absent object (every new object written) searches it again. The
+# daemon's consolidation deletes packs every few syncs, so a handle kept for days ends
+# with thousands of dead packs: lookups many times slower, descriptors running out,
+# and deleted packs' disk space never returned.
+
+
+class PackWatch:
+    """Release a handle's object database when packs it may have loaded are gone.
+
+    Checked at the start of each sync step (a stat of ``objects/pack``; a listing only
+    when that changed). ``free`` drops the database and the config, so the handle's
+    app-level tuning is applied again."""
+
+    def __init__(self, repo: pygit2.Repository, objects: Path):
+        self.repo = repo
+        self.pack_dir = objects / "pack"
+        self._mtime_ns: int | None = None
+        self._seen: set[str] = set()
+        self.releases = 0
+
+    def _listing(self) -> set[str]:
+        try:
+            return {n for n in os.listdir(self.pack_dir) if n.endswith(".idx")}
+        except OSError:
+            return set()
+
+    def check(self) -> bool:
+        """True when the handle was released (a pack it may hold was deleted)."""
+        try:
+            mtime = self.pack_dir.stat().st_mtime_ns
+        except OSError:
+            mtime = None
+        if mtime == self._mtime_ns and mtime is not None:
+            return False
+        self._mtime_ns = mtime
+        current = self._listing()
+        vanished = bool(self._seen - current)
+        self._seen = current if vanished else self._seen | current
+        if vanished:
+            self.repo.free()
+            tune_pack_building(self.repo)
+            self.releases += 1
+        return vanished
 
 
 # --- pack building for pushes through libgit2's transport --------------------------------

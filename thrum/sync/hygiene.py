@@ -106,6 +106,8 @@ def consolidate(git_dir: os.PathLike | str, *, loose_trigger: int = LOOSE_TRIGGE
         except (OSError, KeyError, ValueError, pygit2.GitError) as exc:  # e.g. `git gc` ran meanwhile
             log.warning("could not consolidate %s: %s", objects, exc)
             report.skipped = str(exc)
+        finally:
+            repo.free()  # the packs it deleted: let go of them now, not at the next full collection
     report.seconds = time.monotonic() - started
     log_result(objects, report)
     return report

@@ -105,6 +105,14 @@ class LocalRemote:
         self.repo = repo
         self.objects = objects_dir(repo)
 
+    def __enter__(self) -> "LocalRemote":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        # Let go of the store's packs now: consolidation deletes them, and a pygit2
+        # handle (a reference cycle) would keep them open until a full collection.
+        self.repo.free()
+
     @property
     def bare(self) -> bool:
         return self.repo.is_bare

@@ -48,7 +48,7 @@ from . import AuthError, PushRejected, RemoteUnreachable, SyncError, safefs, tra
 from .credentials import Credentials, credentials_from_env, remote_callbacks
 from .credentials import translate as _translate
 from .gate import no_gate
-from .gitlib import EMPTY_TREE, objects_dir, open_repo, tune_pack_building, update_index
+from .gitlib import EMPTY_TREE, PackWatch, objects_dir, open_repo, tune_pack_building, update_index
 from .hygiene import record_packs
 from .localremote import FetchedBlobs, local_remote_path, open_local_remote
 from .merge import Prefer
@@ -145,6 +145,7 @@ class Replicator:
         tune_pack_building(self.repo)
         self.trees = LayoutTrees(self.repo)
         self._objects = objects_dir(self.repo)
+        self._packs = PackWatch(self.repo, self._objects)  # consolidation deletes packs under us
         self._fetched = FetchedBlobs(self._objects)  # what the last direct fetch inflated and checked
         self._common = self._objects.parent  # the repository's common dir: its config names the remotes
         for stale in self.worktree_path.rglob(f"{safefs.TMP_PREFIX}*"):  # left by a crash mid-merge
@@ -181,21 +182,20 @@ class Replicator:
         """True when the repository has a remote named ``remote_name``. Never blocks."""
         return self.remote_name in set(open_repo(self._common).remotes.names())
 
-    def remote_url(self) -> str | None:
-        """The remote's URL (credentials redacted), or None when there is no such remote. Never blocks."""
+    def _configured_url(self) -> str | None:
         repo = open_repo(self._common)
         try:
-            return redact_url(transport.resolved_url(repo, repo.remotes[self.remote_name].url or ""))
+            return transport.resolved_url(repo, repo.remotes[self.remote_name].url or "")
         except KeyError:
             return None
 
+    def remote_url(self) -> str | None:
+        """The remote's URL (credentials redacted), or None when there is no such remote. Never blocks."""
+        return None if (url := self._configured_url()) is None else redact_url(url)
+
     def local_remote_path(self) -> Path | None:
         """The remote's directory when it is a repository on this machine, else None."""
-        repo = open_repo(self._common)
-        try:
-            return local_remote_path(transport.resolved_url(repo, repo.remotes[self.remote_name].url or ""))
-        except KeyError:
-            return None
+        return None if (url := self._configured_url()) is None else local_remote_path(url)
 
     def ignored_paths(self, wait: bool = True) -> dict[str, int] | None:
         """Entries of the remote's ``a-sync`` tree (as of the last merge; before one, of
@@ -223,6 +223,7 @@ class Replicator:
         are read, not while they are hashed and committed.
         """
         with self._mutex:
+            self._packs.check()
             with locked():
                 if callable(paths):
                     paths = paths()
@@ -282,6 +283,7 @@ class Replicator:
             SyncError: no such remote configured.
         """
         with self._mutex:
+            self._packs.check()
             remote = self._remote()
             url = transport.resolved_url(self.repo, remote.url or "")  # a relative path: from the main checkout
             tracking = f"refs/remotes/{self.remote_name}/{SYNC_BRANCH}"
@@ -289,11 +291,12 @@ class Replicator:
             try:
                 local = open_local_remote(url)
                 if local is not None:  # a path on this machine: copy objects, no pack
-                    tip = local.tip(SYNC_REF)
-                    if tip is not None:
-                        stats = local.fetch_into(self.repo, tip, keep_bytes=KEEP_FETCHED_BYTES)
-                        self._fetched = FetchedBlobs(self._objects, stats.blobs, stats.verified)
-                        self.repo.create_reference_direct(tracking, tip, True, message="thrum: fetch a-sync")
+                    with local:
+                        tip = local.tip(SYNC_REF)
+                        if tip is not None:
+                            stats = local.fetch_into(self.repo, tip, keep_bytes=KEEP_FETCHED_BYTES)
+                            self._fetched = FetchedBlobs(self._objects, stats.blobs, stats.verified)
+                            self.repo.create_reference_direct(tracking, tip, True, message="thrum: fetch a-sync")
                 else:  # credentials, SSH config, timeout, errors: see transport.session
                     before = set(os.listdir(self._objects / "pack")) if (self._objects / "pack").is_dir() else set()
                     with self.network("fetch"), transport.session(self.repo, self.remote_name, self.credentials) as net:
@@ -397,9 +400,9 @@ class Replicator:
                 return True
             remote = self._remote()
             url = transport.resolved_url(self.repo, remote.push_url or remote.url or "")
-            local = open_local_remote(url)
-            if local is not None and local.bare:
-                return self._push_local(local, head, redact_url(url))
+            with open_local_remote(url) or nullcontext() as local:
+                if local is not None and local.bare:
+                    return self._push_local(local, head, redact_url(url))
             url = redact_url(url)
             with (
                 self.network("push"),
@@ -431,9 +434,8 @@ class Replicator:
                     return False  # not a fast-forward: the remote moved since our fetch
                 if not local.push_from(self.repo, SYNC_REF, head, current):
                     return False
-            self.repo.create_reference_direct(
-                f"refs/remotes/{self.remote_name}/{SYNC_BRANCH}", head, True, message="thrum: push a-sync"
-            )
+            tracking = f"refs/remotes/{self.remote_name}/{SYNC_BRANCH}"
+            self.repo.create_reference_direct(tracking, head, True, message="thrum: push a-sync")
         except SyncError:
             raise
         except Exception as exc:  # noqa: BLE001 - translated at this boundary
