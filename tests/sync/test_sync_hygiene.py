@@ -228,3 +228,16 @@ def test_a_long_lived_replicator_lets_go_of_packs_consolidation_deleted(pair):
     assert files_a == {p.relative_to(b.worktree): p.read_bytes() for p in b.worktree.rglob("*.jsonl")}
     assert (Path(a.replicator.repo.path) / "thrum-pack.config").is_file()
     assert a.replicator.repo.config["pack.bigFileThreshold"] == "1"
+
+
+def test_the_loose_count_the_daemon_asks_after_each_sync_is_a_fair_estimate(tmp_path):
+    """`has_work` runs after every sync for two stores: it lists an eighth of the fan-out
+    directories, not all 256, and still sees when the trigger is reached."""
+    repo = pygit2.init_repository(str(tmp_path / "s.git"), bare=True)
+    for i in range(1000):
+        repo.create_blob(b"object %d\n" % i)
+    objects = tmp_path / "s.git" / "objects"
+    assert hygiene.loose_count(objects) == 1000
+    assert 700 <= hygiene.loose_count(objects, sample=32) <= 1300
+    assert hygiene.has_work(tmp_path / "s.git", loose_trigger=256)
+    assert not hygiene.has_work(tmp_path / "s.git", loose_trigger=4000)

@@ -45,6 +45,7 @@ __all__ = ["LOOSE_TRIGGER", "Consolidation", "consolidate", "has_work", "loose_c
 LOOSE_TRIGGER = 256
 FACTOR = 2
 STALE_LOCK_S = 600
+_SEEN_AT_TRIGGER = 32  # loose objects `has_work` expects to see at the trigger: it lists that share of the fan-out
 _RECORD = Path("info") / "thrum-packs"
 _LOCK = "thrum-consolidate.lock"
 _TIPS = ("refs/heads/a-sync",)
@@ -64,15 +65,17 @@ class Consolidation:
     declined_loose: int = 0  # loose objects left alone: too few were thrum's (look again when more come)
 
 
-def loose_count(objects: Path) -> int:
-    """How many loose objects a store holds (a listing of its 256 fan-out directories)."""
+def loose_count(objects: Path, sample: int = 256) -> int:
+    """How many loose objects a store holds: a listing of its 256 fan-out directories, or
+    an estimate from the first ``sample`` of them (object ids are uniformly spread, as
+    `git gc --auto` assumes; the daemon asks after every sync, for two stores)."""
     total = 0
-    for i in range(256):
+    for i in range(sample):
         try:
             total += sum(1 for name in os.listdir(objects / f"{i:02x}") if len(name) == 38)
         except FileNotFoundError:
             continue
-    return total
+    return total * 256 // sample
 
 
 def record_packs(objects: Path, names: list[str]) -> None:
@@ -132,7 +135,7 @@ def has_work(git_dir: os.PathLike | str, *, loose_trigger: int = LOOSE_TRIGGER) 
         objects = objects_dir(open_repo(git_dir))
     except pygit2.GitError:
         return False
-    count = loose_count(objects)
+    count = loose_count(objects, sample=min(256, -(-_SEEN_AT_TRIGGER * 256 // max(1, loose_trigger))))
     if count >= loose_trigger and count >= _not_ours.get(objects, 0) + loose_trigger // 2:
         return True
     packs = []
