@@ -32,6 +32,7 @@ import secrets
 import threading
 import urllib.parse
 import zlib
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -171,11 +172,20 @@ class _Copier:
         self.stats = CopyStats()
         self.dst_odb = dst.odb
         self.done: set[pygit2.Oid] = set()
+        self._pool: ThreadPoolExecutor | None = None  # one per copy: a thread start costs a GIL hand-over
 
     def has(self, oid: pygit2.Oid) -> bool:
         return oid in self.done or self.dst_odb.exists(oid)
 
     def commit_graph(self, tip: pygit2.Oid) -> CopyStats:
+        try:
+            self._walk(tip)
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown()
+        return self.stats
+
+    def _walk(self, tip: pygit2.Oid) -> None:
         stack: list[tuple[pygit2.Oid, pygit2.Commit | None]] = [(tip, None)]
         while stack:
             oid, expanded = stack.pop()
@@ -190,7 +200,6 @@ class _Copier:
                 raise SyncError(f"remote object {oid} is not a commit")
             stack.append((oid, commit))
             stack.extend((p, None) for p in commit.parent_ids if not self.has(p))
-        return self.stats
 
     def _parent_tree(self, commit: pygit2.Commit) -> pygit2.Oid | None:
         """The tree of the commit's first parent, which the destination has by now (parents
@@ -245,16 +254,21 @@ class _Copier:
         except (KeyError, ValueError, pygit2.GitError):
             return {}
 
+    def _map(self, fn: Callable, items: Iterable) -> list:
+        if _WORKERS == 1:
+            return [fn(item) for item in items]
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(_WORKERS, thread_name_prefix="thrum-copy")
+        return list(self._pool.map(fn, items))
+
     def blobs(self, oids: list[pygit2.Oid]) -> None:
         oids = list(dict.fromkeys(oids))
-        if len(oids) > 1 and _WORKERS > 1:
-            with ThreadPoolExecutor(_WORKERS) as pool:
-                results = list(pool.map(self._copy_blob_file, oids))
-        else:
-            results = [self._copy_blob_file(oid) for oid in oids]
+        results = self._map(self._copy_blob_file, oids)
+        packed = [oid for oid, size, _ in results if size is None]
+        if packed:  # libgit2 inflates each on this thread; compressing, hashing, writing go to the workers
+            results += self._map(self._write_packed_blob, ((oid, self._read_blob(oid)) for oid in packed))
         for oid, size, data in results:
-            if size is None:  # not a loose object in the source
-                self.blob(oid)
+            if size is None:
                 continue
             self.stats.bytes += size
             if self.verify:
@@ -262,6 +276,22 @@ class _Copier:
             if data is not None:
                 self.stats.blobs[str(oid)] = data
             self._check_written(oid)
+
+    def _read_blob(self, oid: pygit2.Oid) -> bytes:
+        kind, data = self.src.odb.read(oid)
+        if kind != ObjectType.BLOB:
+            raise SyncError(f"remote object {oid} is not a blob")
+        return data
+
+    def _write_packed_blob(self, item: tuple[pygit2.Oid, bytes]) -> tuple[pygit2.Oid, int, bytes | None]:
+        """Worker thread, no pygit2: write a blob read from a pack as a loose object, after
+        checking it hashes to its id. (oid, size, bytes kept or None)."""
+        oid, data = item
+        whole = b"blob %d\0" % len(data) + data
+        if hashlib.sha1(whole).digest() != oid.raw:
+            raise SyncError(f"object {oid} read back as something else: the remote's object store is corrupt")
+        _write_loose_file(self.dst_objects, str(oid), zlib.compress(whole, 1))
+        return oid, len(data), data if self._reserve(len(data)) else None
 
     def _copy_blob_file(self, oid: pygit2.Oid) -> tuple[pygit2.Oid, int | None, bytes | None]:
         """Worker thread, no pygit2: copy one loose blob file, verified when it comes from
@@ -298,31 +328,12 @@ class _Copier:
         self.done.add(oid)
         self.stats.objects += 1
 
-    def blob(self, oid: pygit2.Oid) -> None:
-        """Copy a packed blob (or one in an alternate): libgit2 reads and verifies it."""
-        kind, data = self.src.odb.read(oid)
-        if kind != ObjectType.BLOB:
-            raise SyncError(f"remote object {oid} is not a blob")
-        written = self.dst_odb.write(kind, data)
-        if written != oid:
-            raise SyncError(f"object {oid} read back as {written}: the remote's object store is corrupt")
-        self._keep(oid, data)
-        self.done.add(oid)
-        self.stats.objects += 1
-
     def _check_written(self, oid: pygit2.Oid) -> None:
         if not self.dst_odb.exists(oid):  # an odb that keeps its objects elsewhere
             kind, data = self.src.odb.read(oid)
             self.dst_odb.write(kind, data)
         self.done.add(oid)
         self.stats.objects += 1
-
-    def _keep(self, oid: pygit2.Oid, data: bytes) -> None:
-        self.stats.bytes += len(data)
-        if self.verify:
-            self.stats.verified.add(str(oid))
-        if self._reserve(len(data)):
-            self.stats.blobs[str(oid)] = data
 
     def _loose(self, oid: pygit2.Oid) -> bytes | None:
         hexs = str(oid)
