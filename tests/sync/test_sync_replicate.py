@@ -45,7 +45,36 @@ def test_replicate_a_appends_b_receives(cluster):
     assert report.received_lines == {SHARD: [event("01A"), event("01B")]}
     assert b.read(SHARD) == a.read(SHARD)
     assert head(a) == head(b) == remote_tip(cluster)
+    assert b.replicator.index.flush()  # the index's stat data is written in batches (and at the end)
     assert b.replicator.repo.status() == {}  # the worktree index matches the merged files
+
+
+def test_the_worktree_index_is_written_in_batches_not_at_every_sync(cluster):
+    """Writing the index rewrites every entry (its cost grows with the history's files): a
+    sync records stat data, written at most every FLUSH_S seconds and at the end."""
+    a, b = cluster.a, cluster.b
+    index = a.replicator.common_dir / "worktrees" / "a-sync" / "index"
+    for i in range(5):
+        append(a.worktree, f"messages/agent{i}/000001.jsonl", event(f"01X{i}", f"agent{i}"))
+        a.sync()
+    before = index.stat().st_mtime_ns if index.exists() else None
+    for i in range(5):
+        append(a.worktree, SHARD, event(f"01Y{i}"))
+        a.sync()
+    assert (index.stat().st_mtime_ns if index.exists() else None) == before
+    assert len(a.replicator.index.pending) >= 6
+    # A sync without the daemon's record of appended files asks git: nothing is lost meanwhile.
+    append(a.worktree, SHARD, event("01Z"))
+    assert a.replicator.commit_pending(None)
+    a.sync()
+    assert b.sync().received == 11
+    assert a.replicator.index.flush() and a.replicator.index.pending == {}
+    assert index.stat().st_mtime_ns != before
+    assert a.replicator.repo.status() == {}
+    a.replicator.index.FLUSH_S = 0.0  # and past FLUSH_S, the next sync writes it
+    append(a.worktree, SHARD, event("01Z2"))
+    a.sync()
+    assert a.replicator.index.pending == {} and a.replicator.repo.status() == {}
 
 
 def test_replicate_concurrent_appends_same_shard_converge(cluster3):
@@ -82,7 +111,7 @@ def test_replicate_merge_takes_uncommitted_appends(cluster):
     outcome = b.replicator.merge(tip)
     assert outcome.commits == 1 and outcome.sent == 1 and outcome.received == 1
     assert b.read(SHARD) == event("01A") + event("01B")
-    assert b.replicator.repo.status() == {}
+    assert b.replicator.index.flush() and b.replicator.repo.status() == {}
     committed = b.replicator.repo.revparse_single(f"{SYNC_REF}:{SHARD}").data
     assert committed == event("01A") + event("01B")
 

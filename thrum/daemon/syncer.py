@@ -173,6 +173,9 @@ class SyncLoop:
         await trio.to_thread.run_sync(self.gate.close)
         if self._cycle_scope is not None:
             self._cycle_scope.cancel()
+        replicator = self.replicator
+        if replicator is not None:  # unless a cycle still holds it (its stat data is only a speed-up)
+            await trio.to_thread.run_sync(lambda: replicator.index.flush(wait=False))
 
     # ------------------------------------------------------------------ on demand
     async def refresh(self, wait: float) -> bool:

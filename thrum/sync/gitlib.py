@@ -17,6 +17,8 @@ from __future__ import annotations
 import logging
 import os
 import re
+import threading
+import time
 from pathlib import Path
 
 import pygit2
@@ -26,6 +28,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "EMPTY_TREE",
+    "IndexStats",
     "OBJECT_CACHE_BYTES",
     "ZERO_OID",
     "PackWatch",
@@ -143,6 +146,45 @@ def update_index(repo: pygit2.Repository, files: dict[str, tuple[pygit2.Oid, os.
     for path, (oid, st) in files.items():
         add_index_entry(index, path, oid, st)
     index.write()
+
+
+class IndexStats:
+    """Stat data for the sync worktree's index, written in batches.
+
+    The index only makes ``status`` cheap (how a sync without the daemon's record of
+    appended files finds them). Writing it rewrites every entry: 4 ms at 11,000 files,
+    in every commit and merge, growing with the history. Entries wait here and are
+    written at most every `FLUSH_S` seconds, when the daemon stops and when an offline
+    sync ends; entries lost in a crash cost the next ``status`` one hash per file touched
+    meanwhile, never a wrong answer (a file whose stat differs is hashed and compared).
+    ``lock`` guards the repository handle (the replicator's)."""
+
+    FLUSH_S = 30.0
+
+    def __init__(self, repo: pygit2.Repository, lock: threading.RLock):
+        self.repo = repo
+        self.lock = lock
+        self.pending: dict[str, tuple[pygit2.Oid, os.stat_result]] = {}
+        self.flushed = time.monotonic()
+
+    def record(self, files: dict[str, tuple[pygit2.Oid, os.stat_result]]) -> None:
+        """Called with ``lock`` held."""
+        self.pending.update(files)
+        if time.monotonic() - self.flushed >= self.FLUSH_S:
+            self.flush()
+
+    def flush(self, wait: bool = True) -> bool:
+        """Write what waits; False when ``wait`` is False and the lock is busy (a cycle runs)."""
+        if not self.lock.acquire(blocking=wait):
+            return False
+        try:
+            if self.pending:
+                update_index(self.repo, self.pending)
+                self.pending = {}
+            self.flushed = time.monotonic()
+            return True
+        finally:
+            self.lock.release()
 
 
 # --- libgit2's object cache ------------------------------------------------------------

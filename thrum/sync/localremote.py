@@ -254,8 +254,8 @@ class _Copier:
         except (KeyError, ValueError, pygit2.GitError):
             return {}
 
-    def _map(self, fn: Callable, items: Iterable) -> list:
-        if _WORKERS == 1:
+    def _map(self, fn: Callable, items: Iterable, n: int) -> list:
+        if _WORKERS == 1 or n < 2:  # a small sync starts no thread
             return [fn(item) for item in items]
         if self._pool is None:
             self._pool = ThreadPoolExecutor(_WORKERS, thread_name_prefix="thrum-copy")
@@ -263,10 +263,11 @@ class _Copier:
 
     def blobs(self, oids: list[pygit2.Oid]) -> None:
         oids = list(dict.fromkeys(oids))
-        results = self._map(self._copy_blob_file, oids)
+        results = self._map(self._copy_blob_file, oids, len(oids))
         packed = [oid for oid, size, _ in results if size is None]
         if packed:  # libgit2 inflates each on this thread; compressing, hashing, writing go to the workers
-            results += self._map(self._write_packed_blob, ((oid, self._read_blob(oid)) for oid in packed))
+            reads = ((oid, self._read_blob(oid)) for oid in packed)  # read while the workers write
+            results += self._map(self._write_packed_blob, reads, len(packed))
         for oid, size, data in results:
             if size is None:
                 continue

@@ -90,6 +90,8 @@ def run_offline(paths: ThrumPaths) -> dict:
         except errors.ThrumError as exc:
             record(paths, None, exc.message)
             raise
+        finally:
+            rep.index.flush()
         _tidy(rep, mode)
         result = report_dict(report, mode)
         record(paths, result, report.error)

@@ -48,7 +48,7 @@ from . import AuthError, PushRejected, RemoteUnreachable, SyncError, safefs, tra
 from .credentials import Credentials, credentials_from_env, remote_callbacks
 from .credentials import translate as _translate
 from .gate import no_gate
-from .gitlib import EMPTY_TREE, PackWatch, objects_dir, open_repo, tune_pack_building, update_index
+from .gitlib import EMPTY_TREE, IndexStats, PackWatch, objects_dir, open_repo, tune_pack_building
 from .hygiene import record_packs
 from .localremote import FetchedBlobs, local_remote_path, open_local_remote
 from .merge import Prefer
@@ -146,6 +146,7 @@ class Replicator:
         self.trees = LayoutTrees(self.repo)
         self._objects = objects_dir(self.repo)
         self._packs = PackWatch(self.repo, self._objects)  # consolidation deletes packs under us
+        self.index = IndexStats(self.repo, self._mutex)  # flushed by whoever ends with the replicator
         self._fetched = FetchedBlobs(self._objects)  # what the last direct fetch inflated and checked
         self._common = self._objects.parent  # the repository's common dir: its config names the remotes
         for stale in self.worktree_path.rglob(f"{safefs.TMP_PREFIX}*"):  # left by a crash mid-merge
@@ -251,14 +252,14 @@ class Replicator:
                 index_files[rel] = (oid, st)
             tree = self.trees.with_files(head.tree_id, files)
             if tree == head.tree_id:
-                update_index(self.repo, index_files)  # refresh stat data so the next status is cheap
+                self.index.record(index_files)  # refresh stat data so the next status is cheap
                 return False
             changed = sorted(files)
             message = f"thrum: record events in {len(changed)} file(s)\n\n" + "".join(p + "\n" for p in changed)
             sig = self._signature()
             oid = self.repo.create_commit(None, sig, sig, message, tree, [head.id])
             self._move_ref(oid, "thrum: commit pending events")
-            update_index(self.repo, index_files)
+            self.index.record(index_files)
             self.last_commit = CommitResult(commit=oid, paths=changed)
             return True
 
@@ -377,7 +378,7 @@ class Replicator:
             new_head = self.repo.create_commit(None, sig, sig, message, tree, [theirs.id])
             outcome.commits = 1
             self._move_ref(new_head, "thrum: merge remote a-sync")
-        update_index(self.repo, {p: (files[p].oid, st) for p, st in stats.items() if p in files})
+        self.index.record({p: (files[p].oid, st) for p, st in stats.items() if p in files})
         self._ignored = self.trees.ignored(theirs.tree_id)  # what the remote holds that we do not take
         outcome.ignored = dict(self._ignored)
         outcome.head = new_head
@@ -428,9 +429,8 @@ class Replicator:
         try:
             current = local.tip(SYNC_REF)
             if current != head:
-                if current is not None and not (
-                    self.repo.odb.exists(current) and self.repo.descendant_of(head, current)
-                ):
+                repo = self.repo
+                if current is not None and not (repo.odb.exists(current) and repo.descendant_of(head, current)):
                     return False  # not a fast-forward: the remote moved since our fetch
                 if not local.push_from(self.repo, SYNC_REF, head, current):
                     return False
