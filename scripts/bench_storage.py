@@ -119,6 +119,9 @@ def run(args) -> dict:
         }
         sizes = {k: [] for k in stores}
         send_t, recv_t = [], []
+        send_alone: list[bool] = []  # no consolidation child of either daemon seen before or after the sync
+        recv_alone: list[bool] = []
+        pids = [p.recorded_pid() for _, p, _ in machines]
         anon: list[float] = []  # both daemons' own memory (RssAnon, MiB), every round
         phases: dict[str, list[dict]] = {"sender": [], "receiver": []}  # the daemon's own split of each sync
         everyone = agents["a"] + agents["b"]
@@ -135,14 +138,18 @@ def run(args) -> dict:
                         "to": [f"@{everyone[(r + k) % len(everyone)]}"],
                     },
                 )
+            busy = _consolidating(pids)
             t = time.perf_counter()
             rep = sender.call("sync.run", {})
             send_t.append(time.perf_counter() - t)
+            send_alone.append(not (busy or _consolidating(pids)))
             assert rep["pushed"], rep
             phases["sender"].append(rep.get("phases_ms") or {})
+            busy = _consolidating(pids)
             t = time.perf_counter()
             rep = receiver.call("sync.run", {})
             recv_t.append(time.perf_counter() - t)
+            recv_alone.append(not (busy or _consolidating(pids)))
             assert rep["received"] >= args.events_per_round, rep
             phases["receiver"].append(rep.get("phases_ms") or {})
             anon.append(max(_anon_mib(p.recorded_pid()) for _, p, _ in machines))
@@ -183,6 +190,11 @@ def run(args) -> dict:
             "recv_start": statistics.median(recv_t[:w]),
             "recv_end": statistics.median(recv_t[-w:]),
             "seconds": time.perf_counter() - t0,
+            # the same medians over the syncs no consolidation child ran beside (share of the window)
+            "alone": {
+                who: {edge: _alone_median(series, flags, edge, w) for edge in ("start", "end")}
+                for who, series, flags in (("sender", send_t, send_alone), ("receiver", recv_t, recv_alone))
+            },
             "anon_start": statistics.median(anon[:w]),
             "anon_end": statistics.median(anon[-w:]),
             "anon_max": max(anon),
@@ -206,6 +218,25 @@ def run(args) -> dict:
             print(f"kept {base}")
         else:
             shutil.rmtree(base, ignore_errors=True)
+
+
+def _consolidating(pids: list[int | None]) -> bool:
+    """Whether a daemon has a child process now (its consolidation: `hygiene_child`)."""
+    for pid in pids:
+        try:
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/children") as f:
+                    if f.read().strip():
+                        return True
+        except OSError:
+            continue
+    return False
+
+
+def _alone_median(series: list[float], flags: list[bool], edge: str, w: int) -> tuple[float, float]:
+    window = slice(None, w) if edge == "start" else slice(-w, None)
+    alone = [t for t, ok in zip(series[window], flags[window]) if ok]
+    return (statistics.median(alone) if alone else float("nan"), len(alone) / max(1, len(series[window])))
 
 
 def _quarters(series: list[float]) -> list[list[float]]:
@@ -256,6 +287,12 @@ def print_table(res: dict) -> None:
         f"  10-event sync, receiver: start {res['recv_start'] * 1000:6.1f} ms, end {res['recv_end'] * 1000:6.1f} ms "
         f"(x{res['recv_end'] / res['recv_start']:.2f})"
     )
+    for who in ("sender", "receiver"):
+        (a0, f0), (a1, f1) = res["alone"][who]["start"], res["alone"][who]["end"]
+        print(
+            f"    {who}, syncs with no consolidation beside them: start {a0 * 1000:.1f} ms ({f0:.0%} of them), "
+            f"end {a1 * 1000:.1f} ms ({f1:.0%}) (x{a1 / a0:.2f})"
+        )
     for who in ("sender", "receiver"):
         ph = res["phases"][who]
         print(

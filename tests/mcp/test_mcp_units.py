@@ -226,18 +226,27 @@ async def test_after_a_drop_the_waiter_resumes_from_before_the_gap_and_catches_u
     w.on_notification("notification.dropped", {"dropped": 1, "total_dropped": 3, "next_seq": 6})
     w.on_notification(*_create("m6", event="01JF"))
     await daemon.calls_made(3)
-    assert daemon.calls[1] == (
+    assert daemon.calls[1] == ("subscribe.delete", {"subscription_id": 1})  # first: it would crowd the replay out
+    assert daemon.calls[2] == (
         "subscribe.create",
         {"filter_type": "mention", "mention": "me", "caller": "me", "since_event_id": "01JAm1"},
     )
-    assert daemon.calls[2] == ("subscribe.delete", {"subscription_id": 1})
     await daemon.calls_made(4)
     assert daemon.calls[3][0] == "message.list" and daemon.calls[3][1]["unread"]  # and the inbox, as a backstop
     assert [i["message_id"] for i in w.queue] == ["m1", "m4", "m6", "lost"]
-    # the next gap starts from the newest event seen by then
+    # a gap during the replay resumes from the same point: a replayed event is none
+    w.on_notification(*_create("m2", event="01JB"))
     w.on_notification("notification.dropped", {"dropped": 1, "total_dropped": 4, "next_seq": 9})
-    await daemon.calls_made(5)
-    assert daemon.calls[4][1]["since_event_id"] == "01JFm6"
+    await daemon.calls_made(6)
+    assert daemon.calls[4] == ("subscribe.delete", {"subscription_id": 2})
+    assert daemon.calls[5][1]["since_event_id"] == "01JAm1"
+    await daemon.calls_made(7)
+    # once replayed, the next gap starts from the newest event seen by then
+    w.on_notification("subscription.replayed", {"subscription_id": 3, "since_event_id": "01JAm1", "replayed": 2})
+    w.on_notification(*_create("m7", event="01JG"))
+    w.on_notification("notification.dropped", {"dropped": 1, "total_dropped": 5, "next_seq": 12})
+    await daemon.calls_made(9)
+    assert daemon.calls[8][1]["since_event_id"] == "01JGm7"
 
 
 async def test_a_drop_before_any_event_was_seen_is_caught_up_from_the_inbox(nursery):

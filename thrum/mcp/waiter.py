@@ -15,7 +15,10 @@ Rules:
    after it, while the new subscription is being made, come after the gap and
    must not move the resume point past it), and then catches up from the unread
    inbox as after a reconnect (for a gap before any event was seen, or a second
-   gap during the replay).
+   gap during the replay). The old subscription is deleted first (kept, it goes on
+   filling the same queue and crowds the replay out), and until the new one's
+   ``subscription.replayed`` its own resume point stays the resume point (a replay
+   comes in log order: none of its events is one), as docs/realtime.md advises.
 2. Every new message for this agent, never its own, is queued once (message ids
    already seen are ignored, so a replay or a second subscription never
    duplicates). The queue keeps at most `QUEUE_MAX` messages and drops the
@@ -89,6 +92,7 @@ class Waiter:
         self.last_event_id: str | None = None
         self._gap = False  # a notification.dropped not yet answered by a new subscription
         self._gap_from: str | None = None  # the last event seen before that notice: the resume point
+        self._replay_from: str | None = None  # the resume point of a subscription still replaying
         self.subscription_id: int | None = None
         self.subscribed = 0  # subscriptions made so far
         self._answered: OrderedDict[str, tuple[float, dict]] = OrderedDict()  # request id -> (when, item)
@@ -112,8 +116,12 @@ class Waiter:
                 params.get("dropped"),
             )
             if not self._gap:  # the first notice since the last resubscription: the gap starts here
-                self._gap, self._gap_from = True, self.last_event_id
+                # during a replay (log order), a replayed event is no resume point: resume from the same one
+                since = self._replay_from if self._replay_from is not None else self.last_event_id
+                self._gap, self._gap_from = True, since
             self._resubscribe.set()
+        elif method == "subscription.replayed" and params.get("subscription_id") == self.subscription_id:
+            self._replay_from = None
         elif method == "subscription.ended" and params.get("subscription_id") == self.subscription_id:
             log.info("subscription ended (%s); subscribing again", params.get("reason"))
             self._resubscribe.set()
@@ -158,20 +166,20 @@ class Waiter:
         while True:
             await self._resubscribe.wait()
             self._resubscribe = anyio.Event()
-            old = self.subscription_id
-            gap = await self._subscribe(client)
-            if old is not None and old != self.subscription_id:
+            old, self.subscription_id = self.subscription_id, None
+            if old is not None:  # first: kept, it would crowd the replay out of the same queue
                 try:
                     await client.call("subscribe.delete", {"subscription_id": old})
-                except NotFound:
+                except NotFound:  # it ended on its own
                     pass
+            gap = await self._subscribe(client)
             if gap:
                 await self._catch_up(client)
 
     async def _subscribe(self, client) -> bool:
         """Subscribe (again), resuming from the last event seen, or from before the gap; True after a gap."""
         gap, self._gap = self._gap, False
-        since = self._gap_from if gap else self.last_event_id
+        since = self._gap_from if gap else self._replay_from if self._replay_from is not None else self.last_event_id
         params = {"filter_type": "mention", "mention": self.me, "caller": self.me}
         if since:
             params["since_event_id"] = since
@@ -182,6 +190,7 @@ class Waiter:
                 self._gap = True
             raise
         self.subscription_id = result.get("subscription_id")
+        self._replay_from = since or None  # until its subscription.replayed
         self.subscribed += 1
         return gap
 
