@@ -175,6 +175,26 @@ def test_both_sides_appended_to_one_shard_take_the_exact_merge(cluster):
     assert a.read(SHARD) == b.read(SHARD) == event("01A") + event("01A2") + event("01B2")
 
 
+def test_a_push_links_our_objects_into_the_remote_and_a_fetch_copies_theirs(cluster):
+    """Creating files is most of a push's cost: our own loose objects are hard-linked into
+    a remote on the same filesystem. A fetch never links: the remote's owner could change
+    a shared file after it was verified."""
+    a, b = cluster.a, cluster.b
+    append(a.worktree, SHARD, event("01A"), event("01B"))
+    assert a.sync().pushed
+    blob = remote_blob(cluster, SHARD)
+    ours, remote = loose_path(a.repo / ".git", blob.id), loose_path(cluster.remote, blob.id)
+    assert ours.is_file() and remote.is_file()
+    assert ours.stat().st_ino == remote.stat().st_ino  # one file, two names
+    assert b.sync().received == 2
+    theirs = loose_path(b.repo / ".git", blob.id)
+    assert theirs.is_file() and theirs.stat().st_ino != remote.stat().st_ino
+    assert b.read(SHARD) == a.read(SHARD)
+    # The remote's consolidation deleting its name for the object leaves ours whole.
+    remote.unlink()
+    assert ours.is_file() and pygit2.Repository(str(a.repo))[blob.id].data == a.read(SHARD)
+
+
 def test_merge_writes_index_entries_without_hashing_the_files(cluster, monkeypatch):
     a, b = cluster.a, cluster.b
     append(a.worktree, SHARD, *(event(f"01A{i}") for i in range(50)))
