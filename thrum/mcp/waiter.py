@@ -116,9 +116,7 @@ class Waiter:
                 params.get("dropped"),
             )
             if not self._gap:  # the first notice since the last resubscription: the gap starts here
-                # during a replay (log order), a replayed event is no resume point: resume from the same one
-                since = self._replay_from if self._replay_from is not None else self.last_event_id
-                self._gap, self._gap_from = True, since
+                self._gap, self._gap_from = True, self._resume_point
             self._resubscribe.set()
         elif method == "subscription.replayed" and params.get("subscription_id") == self.subscription_id:
             self._replay_from = None
@@ -176,10 +174,16 @@ class Waiter:
             if gap:
                 await self._catch_up(client)
 
+    @property
+    def _resume_point(self) -> str | None:
+        """The last event seen; during a replay (log order: a replayed event is no resume
+        point), the point the replaying subscription resumed from."""
+        return self._replay_from if self._replay_from is not None else self.last_event_id
+
     async def _subscribe(self, client) -> bool:
         """Subscribe (again), resuming from the last event seen, or from before the gap; True after a gap."""
         gap, self._gap = self._gap, False
-        since = self._gap_from if gap else self._replay_from if self._replay_from is not None else self.last_event_id
+        since = self._gap_from if gap else self._resume_point
         params = {"filter_type": "mention", "mention": self.me, "caller": self.me}
         if since:
             params["since_event_id"] = since

@@ -297,16 +297,14 @@ class _Copier:
     def _copy_blob_file(self, oid: pygit2.Oid) -> tuple[pygit2.Oid, int | None, bytes | None]:
         """Worker thread, no pygit2: copy one loose blob file, verified when it comes from
         the remote. (oid, compressed size or None when it is not loose, bytes kept or None)."""
-        if not self.verify and (linked := _link_loose(self.src_objects, self.dst_objects, str(oid))) is not None:
-            return oid, linked, None
+        if not self.verify:
+            return oid, self._place_own(oid), None
         raw = self._loose(oid)
         if raw is None:
             return oid, None, None
-        data = _verified_blob(oid, raw) if self.verify else None
+        data = _verified_blob(oid, raw)
         _write_loose_file(self.dst_objects, str(oid), raw)
-        if data is not None and not self._reserve(len(data)):
-            data = None  # over the budget: the merge inflates it again
-        return oid, len(raw), data
+        return oid, len(raw), data if self._reserve(len(data)) else None  # else the merge inflates it again
 
     def _reserve(self, n: int) -> bool:
         with self._budget:
@@ -319,20 +317,30 @@ class _Copier:
         """Copy a commit or tree (already parsed by libgit2, so already verified)."""
         if self.has(oid):
             return
-        if not self.verify and (linked := _link_loose(self.src_objects, self.dst_objects, str(oid))) is not None:
-            self.stats.bytes += linked
+        size = None if self.verify else self._place_own(oid)
+        if size is not None:
+            self.stats.bytes += size
             return self._check_written(oid)
-        raw = self._loose(oid)
-        if raw is not None and not self.verify:
-            self._write_loose(oid, raw)
-        else:
-            kind, data = self.src.odb.read(oid)
-            written = self.dst_odb.write(kind, data)
-            if written != oid:
-                raise SyncError(f"object {oid} read back as {written}: the remote's object store is corrupt")
-            self.stats.bytes += len(data)
+        kind, data = self.src.odb.read(oid)
+        written = self.dst_odb.write(kind, data)
+        if written != oid:
+            raise SyncError(f"object {oid} read back as {written}: the remote's object store is corrupt")
+        self.stats.bytes += len(data)
         self.done.add(oid)
         self.stats.objects += 1
+
+    def _place_own(self, oid: pygit2.Oid) -> int | None:
+        """A push (may run in a worker, no pygit2): put one of our loose objects in the
+        remote, linked or else copied as its file. Its size; None when it is not loose."""
+        hexs = str(oid)
+        linked = _link_loose(self.src_objects, self.dst_objects, hexs)
+        if linked is not None:
+            return linked
+        raw = self._loose(oid)
+        if raw is None:
+            return None
+        _write_loose_file(self.dst_objects, hexs, raw)
+        return len(raw)
 
     def _check_written(self, oid: pygit2.Oid) -> None:
         if not self.dst_odb.exists(oid):  # an odb that keeps its objects elsewhere
@@ -349,11 +357,6 @@ class _Copier:
         except (FileNotFoundError, NotADirectoryError):
             return None
 
-    def _write_loose(self, oid: pygit2.Oid, raw: bytes) -> None:
-        _write_loose_file(self.dst_objects, str(oid), raw)
-        self.stats.bytes += len(raw)
-        self._check_written(oid)
-
 
 def _link_loose(src_objects: Path, dst_objects: Path, hexs: str) -> int | None:
     """Hard-link one of our own loose objects into a store on the same filesystem, as
@@ -361,18 +364,16 @@ def _link_loose(src_objects: Path, dst_objects: Path, hexs: str) -> int | None:
     (creating files is most of a push's cost). Only for a push: a fetch copies, so the
     remote's owner can never change an object in our store after it was verified.
     Its size; None when it cannot (not loose here, another filesystem, links refused)."""
-    final = dst_objects / hexs[:2] / hexs[2:]
+    src, final = src_objects / hexs[:2] / hexs[2:], dst_objects / hexs[:2] / hexs[2:]
     try:
+        size = src.stat().st_size
         final.parent.mkdir(exist_ok=True)
-        os.link(src_objects / hexs[:2] / hexs[2:], final)
-    except FileExistsError:
+        os.link(src, final)
+    except FileExistsError:  # there already (the caller checks that the destination sees it)
         pass
     except OSError:  # not loose here; EXDEV, EPERM (protected links), no links on this filesystem
         return None
-    try:
-        return final.stat().st_size
-    except OSError:
-        return None
+    return size
 
 
 def _write_loose_file(objects: Path, hexs: str, raw: bytes) -> None:
