@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import threading
 from pathlib import Path
 
@@ -13,6 +11,7 @@ import pygit2
 import pytest
 
 from fixtures.repos.builders import AUTHOR, make_replicas
+from sync_helpers import git_fsck
 from thrum import events as ev
 from thrum.store.log import EventLog
 from thrum.sync import hygiene, hygiene_child
@@ -61,19 +60,6 @@ def _size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def _git_fsck(repo: Path) -> None:
-    git = shutil.which("git")
-    if git is None:
-        pytest.skip("git is not installed")
-    proc = subprocess.run(
-        [git, "-C", str(repo), "fsck", "--full", "--strict", "--no-dangling"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
-
-
 @pytest.fixture
 def pair(tmp_path):
     replicas = make_replicas(tmp_path, 2)
@@ -91,7 +77,7 @@ def test_consolidated_stores_are_valid_and_hold_every_event(pair):
         b.tidy(remote, trigger=32)
     a.sync()
     for repo in (a.path, b.path, remote):
-        _git_fsck(repo)
+        git_fsck(repo)
     objects = a.replicator.common_dir / "objects"
     assert hygiene.loose_count(objects) < 64
     assert hygiene.loose_count(remote / "objects") < 64
@@ -129,7 +115,7 @@ def test_the_users_own_loose_objects_are_left_alone(pair):
     for idx in (objects / "pack").glob("*.idx"):
         ours.update(read_index(idx))
     assert not ours & {oid.raw for oid in mine}
-    _git_fsck(a.path)
+    git_fsck(a.path)
 
 
 def test_packs_roll_up_so_a_store_holds_few(pair):
@@ -141,7 +127,7 @@ def test_packs_roll_up_so_a_store_holds_few(pair):
     packs = list((remote / "objects" / "pack").glob("*.pack"))
     assert 1 <= len(packs) <= 8
     assert hygiene.loose_count(remote / "objects") < 16
-    _git_fsck(remote)
+    git_fsck(remote)
 
 
 def test_a_store_being_consolidated_elsewhere_is_skipped(pair):
@@ -168,27 +154,60 @@ def test_bytes_each_sync_adds_stay_bounded_as_history_grows(pair):
         assert end <= 1.5 * middle + 512, (which, middle, end)
         assert end <= 4 * raw / rounds + 2048, (which, end, raw / rounds)  # a few KB per sync, not the history
     assert sizes[-1][1] <= raw  # the remote holds no more than the log's own bytes
-    _git_fsck(remote)
+    git_fsck(remote)
 
 
 def test_the_daemon_consolidates_in_a_child_process_only_when_there_is_work(pair):
     """Reading a whole store leaves memory behind in the reading process: the daemon
-    hands the work to a child, and starts one only when a round has something to do."""
+    hands the work to a child, and starts one only when a round has something to do:
+    here, when enough syncs left their small packs (`hygiene.ROLL_MIN`)."""
     remote, (a, b) = pair
-    for r in range(12):
+    store = a.replicator.common_dir
+    for r in range(hygiene.ROLL_MIN - 2):
         a.write(r, 3)
         a.sync()
-    store = a.replicator.common_dir
-    assert not hygiene.has_work(store, loose_trigger=10_000)
-    assert hygiene_child.consolidate_in_child(store, loose_trigger=10_000) == hygiene.Consolidation()
-    loose = hygiene.loose_count(store / "objects")
-    assert hygiene.has_work(store, loose_trigger=16)
-    report = hygiene_child.consolidate_in_child(store, loose_trigger=16)
-    assert report.skipped is None and report.loose_packed > 0 and len(report.new_packs) == 1
-    assert hygiene.loose_count(store / "objects") < loose
+    assert not hygiene.has_work(store)
+    assert hygiene_child.consolidate_in_child(store) == hygiene.Consolidation()
+    for r in range(2):
+        a.write(r, 3)
+        a.sync()
+    packs_before = len(list((store / "objects" / "pack").glob("*.pack")))
+    assert hygiene.has_work(store)
+    report = hygiene_child.consolidate_in_child(store)
+    assert report.skipped is None and report.packs_rolled >= hygiene.ROLL_MIN and len(report.new_packs) == 1
     assert (store / "objects" / "pack" / f"{report.new_packs[0]}.pack").is_file()
-    assert not hygiene.has_work(store, loose_trigger=16)
-    _git_fsck(a.path)
+    assert len(list((store / "objects" / "pack").glob("*.pack"))) <= packs_before - hygiene.ROLL_MIN + 1
+    assert not hygiene.has_work(store)
+    git_fsck(a.path)
+
+
+def test_a_few_syncs_whole_blobs_do_not_drag_the_history_into_each_roll_up(pair):
+    """A sync's pack holds whole blobs, a rolled-up pack deltas: weighed by bytes, a few
+    syncs' packs outweigh the history and every roll-up would rewrite all of it. Packs
+    are weighed by object count, so a roll-up takes the small packs and leaves the
+    history's pack alone."""
+    remote, (a, b) = pair
+    store = a.replicator.common_dir
+    for r in range(100):  # a history, in one pack
+        a.write(r, 5)
+        a.sync()
+        if r % 20 == 19:
+            a.tidy(remote)
+    for _ in range(3):
+        if hygiene.has_work(store):
+            hygiene.consolidate(store)
+    history = max((store / "objects" / "pack").glob("*.pack"), key=lambda p: p.stat().st_size)
+    for r in range(hygiene.ROLL_MIN):  # then a few syncs of the biggest files
+        a.write(r, 60)
+        a.sync()
+    small = [
+        p for p in (store / "objects" / "pack").glob("*.pack") if p.stat().st_mtime_ns > history.stat().st_mtime_ns
+    ]
+    assert sum(p.stat().st_size for p in small) > history.stat().st_size  # more bytes than the history
+    report = hygiene.consolidate(store)
+    assert report.packs_rolled >= hygiene.ROLL_MIN
+    assert history.is_file()  # not rewritten
+    git_fsck(a.path)
 
 
 def _deleted_packs_held(store: Path) -> int:

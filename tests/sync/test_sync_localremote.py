@@ -11,7 +11,7 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from sync_helpers import append, assert_linear_single_root, event, push_tree
+from sync_helpers import append, assert_linear_single_root, event, git_fsck, push_tree
 from thrum.sync import SyncError
 from thrum.sync.localremote import local_remote_path, open_local_remote
 from thrum.sync.merge import merge_shard
@@ -54,17 +54,35 @@ def test_local_remote_path_accepts_absolute_paths_and_file_urls(tmp_path):
     assert open_local_remote(str(tmp_path)) is None  # a directory that is no repository
 
 
-def test_push_and_fetch_copy_loose_objects_without_building_packs(cluster):
+def loose_objects(repo: Path) -> set[str]:
+    objects = repo / "objects"
+    return {d.name + f.name for d in objects.glob("[0-9a-f][0-9a-f]") for f in d.iterdir()}
+
+
+def recorded(repo: Path) -> list[str]:
+    return (repo / "objects" / "info" / "thrum-packs").read_text().split()
+
+
+def test_each_sync_step_writes_its_new_objects_as_one_pack_not_a_file_each(cluster):
+    """Creating files is what a busy filesystem does slowly: the commit, the push and the
+    fetch of a sync each add one pack (and its index) to the store they write, whatever
+    the number of objects, and record it for consolidation."""
     a, b = cluster.a, cluster.b
-    before = packs(cluster.remote)
+    stores = {"a": a.repo / ".git", "remote": cluster.remote, "b": b.repo / ".git"}
+    before = {k: (packs(v), loose_objects(v)) for k, v in stores.items()}
     append(a.worktree, SHARD, event("01A"), event("01B"))
+    append(a.worktree, "messages/bob/000001.jsonl", event("01C"))
     assert a.sync().pushed
-    assert packs(cluster.remote) == before
-    blob = remote_blob(cluster, SHARD)
-    assert loose_path(cluster.remote, blob.id).is_file()
     report = b.sync()
-    assert report.received == 2 and b.read(SHARD) == a.read(SHARD)
-    assert loose_path(b.repo / ".git", blob.id).is_file()  # copied as the remote's loose file
+    assert report.received == 3 and b.read(SHARD) == a.read(SHARD)
+    for name, store in stores.items():
+        new_packs = packs(store) - before[name][0]
+        assert {Path(n).suffix for n in new_packs} == {".pack", ".idx"} and len(new_packs) == 2, name
+        assert loose_objects(store) == before[name][1], name  # no object written loose
+        assert Path(min(new_packs)).stem in recorded(store), name
+    blob = remote_blob(cluster, SHARD)
+    for repo in (a.repo, cluster.remote, b.repo):
+        assert pygit2.Repository(str(repo))[blob.id].data == a.read(SHARD)
     assert b.replicator.index.flush() and b.replicator.repo.status() == {}
     assert_linear_single_root(cluster.remote)
 
@@ -84,12 +102,14 @@ def test_fetch_refuses_a_corrupt_loose_object_and_keeps_it_out(cluster):
     append(a.worktree, SHARD, event("01A"))
     a.sync()
     blob = remote_blob(cluster, SHARD)
-    path = loose_path(cluster.remote, blob.id)
-    os.chmod(path, 0o644)
+    path = loose_path(cluster.remote, blob.id)  # whoever can write the remote forges a loose copy
+    path.parent.mkdir(exist_ok=True)
     path.write_bytes(zlib.compress(b"blob 6\0forged", 1))
+    before = packs(b.repo / ".git")
     with pytest.raises(SyncError, match="corrupt"):
         b.sync()
     assert not b.replicator.repo.odb.exists(blob.id)
+    assert packs(b.repo / ".git") == before  # nothing of that fetch was written
     assert b.read(SHARD) == b""
 
 
@@ -175,24 +195,23 @@ def test_both_sides_appended_to_one_shard_take_the_exact_merge(cluster):
     assert a.read(SHARD) == b.read(SHARD) == event("01A") + event("01A2") + event("01B2")
 
 
-def test_a_push_links_our_objects_into_the_remote_and_a_fetch_copies_theirs(cluster):
-    """Creating files is most of a push's cost: our own loose objects are hard-linked into
-    a remote on the same filesystem. A fetch never links: the remote's owner could change
-    a shared file after it was verified."""
+def test_a_big_fetch_is_written_as_several_packs_each_complete(cluster, monkeypatch):
+    """Memory stays bounded on a big fetch: the objects are written as a pack whenever
+    enough wait, children before parents, so every pack's objects have their history."""
+    import thrum.sync.objbatch as objbatch
+
     a, b = cluster.a, cluster.b
-    append(a.worktree, SHARD, event("01A"), event("01B"))
-    assert a.sync().pushed
-    blob = remote_blob(cluster, SHARD)
-    ours, remote = loose_path(a.repo / ".git", blob.id), loose_path(cluster.remote, blob.id)
-    assert ours.is_file() and remote.is_file()
-    assert ours.stat().st_ino == remote.stat().st_ino  # one file, two names
-    assert b.sync().received == 2
-    theirs = loose_path(b.repo / ".git", blob.id)
-    assert theirs.is_file() and theirs.stat().st_ino != remote.stat().st_ino
-    assert b.read(SHARD) == a.read(SHARD)
-    # The remote's consolidation deleting its name for the object leaves ours whole.
-    remote.unlink()
-    assert ours.is_file() and pygit2.Repository(str(a.repo))[blob.id].data == a.read(SHARD)
+    for i in range(6):
+        append(a.worktree, f"messages/agent{i}/000001.jsonl", *(event(f"01A{i}{k:02d}") for k in range(40)))
+        a.sync()
+    monkeypatch.setattr(objbatch, "MAX_BUFFERED", 4096)
+    before = packs(b.repo / ".git")
+    assert b.sync().received == 240
+    assert len(packs(b.repo / ".git") - before) >= 6
+    for i in range(6):
+        path = f"messages/agent{i}/000001.jsonl"
+        assert b.read(path) == a.read(path)
+    git_fsck(b.repo)
 
 
 def test_merge_writes_index_entries_without_hashing_the_files(cluster, monkeypatch):

@@ -20,6 +20,7 @@ import re
 import threading
 import time
 from pathlib import Path
+from typing import Protocol
 
 import pygit2
 from pygit2.enums import FileMode, ObjectType, RepositoryOpenFlag
@@ -36,8 +37,10 @@ __all__ = [
     "add_index_entry",
     "blob_size",
     "bound_object_cache",
+    "commit_object",
     "objects_dir",
     "open_repo",
+    "parse_tree",
     "read_tree",
     "tune_pack_building",
     "update_index",
@@ -49,6 +52,13 @@ EMPTY_TREE = pygit2.Oid(hex="4b825dc642cb6eb9a060e54bf8d69288fbee4904")
 
 TreeEntries = dict[bytes, tuple[int, bytes]]
 """A tree's entries: name (bytes) -> (file mode, raw 20-byte object id)."""
+
+
+class ObjectWriter(Protocol):
+    """Where new objects go: ``pygit2.Odb`` or `objbatch.ObjectBatch`."""
+
+    def write(self, kind: int, data: bytes, /) -> pygit2.Oid: ...
+
 
 _ENTRY = re.compile(rb"([0-7]{5,6}) ([^\0]+)\0(.{20})", re.S)
 
@@ -82,7 +92,7 @@ def read_tree(repo: pygit2.Repository, oid: pygit2.Oid) -> TreeEntries:
     kind, raw = repo.odb.read(oid)
     if kind != ObjectType.TREE:
         raise ValueError(f"object {oid} is not a tree")
-    return {m.group(2): (int(m.group(1), 8), m.group(3)) for m in _ENTRY.finditer(raw)}
+    return parse_tree(raw)
 
 
 def _order(item: tuple[bytes, tuple[int, bytes]]) -> bytes:
@@ -90,12 +100,36 @@ def _order(item: tuple[bytes, tuple[int, bytes]]) -> bytes:
     return name + b"/" if mode == FileMode.TREE else name  # git sorts a directory as if it ended in "/"
 
 
-def write_tree(repo: pygit2.Repository, entries: TreeEntries) -> pygit2.Oid:
-    """Write a tree object holding ``entries`` (git's order and mode spelling)."""
+def write_tree(odb: ObjectWriter, entries: TreeEntries) -> pygit2.Oid:
+    """Write a tree object holding ``entries`` (git's order and mode spelling) to ``odb``
+    (a repository's ``odb``, or an `objbatch.ObjectBatch`)."""
     raw = b"".join(
         b"%o %s\0%s" % (mode, name, oid_raw) for name, (mode, oid_raw) in sorted(entries.items(), key=_order)
     )
-    return repo.odb.write(ObjectType.TREE, raw)
+    return odb.write(ObjectType.TREE, raw)
+
+
+def parse_tree(raw: bytes) -> TreeEntries:
+    """The entries of a tree object's bytes."""
+    return {m.group(2): (int(m.group(1), 8), m.group(3)) for m in _ENTRY.finditer(raw)}
+
+
+def commit_object(tree: pygit2.Oid, parents: list[pygit2.Oid], sig: pygit2.Signature, message: str) -> bytes:
+    """The bytes of a commit, as ``Repository.create_commit`` writes them (author and
+    committer ``sig``), so a commit can go into an `objbatch.ObjectBatch`."""
+    minutes = abs(sig.offset)
+    stamp = b"%s <%s> %d %s%02d%02d" % (
+        sig.raw_name,
+        sig.raw_email,
+        sig.time,
+        b"-" if sig.offset < 0 else b"+",
+        minutes // 60,
+        minutes % 60,
+    )
+    lines = [b"tree %s" % str(tree).encode()]
+    lines += [b"parent %s" % str(p).encode() for p in parents]
+    lines += [b"author " + stamp, b"committer " + stamp]
+    return b"\n".join(lines) + b"\n\n" + message.encode()
 
 
 def blob_size(repo: pygit2.Repository, oid: pygit2.Oid) -> int:

@@ -1,20 +1,22 @@
 """Keep the object stores that hold ``a-sync`` compact over months of syncs.
 
-Every sync writes loose objects (a new blob per touched log file, new trees, a
-commit) on the replica, and a remote on a local filesystem receives them loose
-too (`localremote` copies objects). Left alone that is thousands of files and,
+Every sync step writes its new objects (a new blob per touched log file, new
+trees, a commit) as one small pack of whole objects (`objbatch`), on the replica
+and in a remote on a local filesystem. Left alone that is a pack per sync and,
 because each blob is a whole copy of its file, many times the log's size. Rules:
 
-1. When a store holds `LOOSE_TRIGGER` loose objects or more, the loose objects of
-   ``a-sync``'s history (walked from its refs, through loose commits only) are
-   written into one pack (`packs`), verified, and only then deleted. Loose objects
-   that are not thrum's (the user's own work, shared in one object store) are
-   never touched.
+1. When a store holds `LOOSE_TRIGGER` loose objects or more (libgit2, or git
+   itself, wrote some), the loose objects of ``a-sync``'s history (walked from its
+   refs, through loose commits only) are written into one pack (`packs`),
+   verified, and only then deleted. Loose objects that are not thrum's (the user's
+   own work, shared in one object store) are never touched.
 2. Packs thrum wrote (listed in ``objects/info/thrum-packs``, with the packs that
-   thrum's fetches brought) are kept in a geometric progression: when the smaller
-   packs together come near the size of the next one, they are rolled into one.
-   So every object is rewritten O(log n) times over the history, and a store
-   holds O(log n) packs. Packs thrum did not write are never touched.
+   thrum's fetches brought) are kept in a geometric progression of their object
+   counts: when the smaller packs together come near the count of the next one,
+   they are rolled into one, once that takes `ROLL_MIN` packs or more (or the
+   store holds more than `MAX_PACKS`). So every object is rewritten O(log n) times
+   over the history, and a store holds O(log n) packs besides a few syncs' own.
+   Packs thrum did not write are never touched.
 3. It never blocks a sync: it takes no lock a sync takes, runs in a child process
    (the daemon, `thrum.sync.hygiene_child`: reading every object of a growing store
    leaves the allocator's high-water mark behind, and the daemon must not keep it)
@@ -44,6 +46,8 @@ __all__ = ["LOOSE_TRIGGER", "Consolidation", "consolidate", "has_work", "loose_c
 
 LOOSE_TRIGGER = 256
 FACTOR = 2
+ROLL_MIN = 8  # small packs rolled up together (a sync writes one: `objbatch`)
+MAX_PACKS = 24  # past this, any geometric roll is done however few packs it takes
 STALE_LOCK_S = 600
 _SEEN_AT_TRIGGER = 32  # loose objects `has_work` expects to see at the trigger: it lists that share of the fan-out
 _RECORD = Path("info") / "thrum-packs"
@@ -79,9 +83,17 @@ def loose_count(objects: Path, sample: int = 256) -> int:
 
 
 def record_packs(objects: Path, names: list[str]) -> None:
-    """Add packs to the ones thrum consolidates (its own, or those its fetches brought)."""
+    """Add packs to the ones thrum consolidates (its own, or those its fetches brought).
+
+    An append (a sync records a pack every time: no file is created), which another
+    process's roll-up keeps when it rewrites the record (`_roll_up`). An append that
+    lands in the microseconds between that rewrite's reading and its rename is lost:
+    that pack then stays as it is, its objects whole, only never rolled up."""
     if names:
-        _save_record(objects, _load_record(objects) + [n for n in names if n not in _load_record(objects)])
+        path = objects / _RECORD
+        path.parent.mkdir(exist_ok=True)
+        with open(path, "a", encoding="ascii") as f:
+            f.write("".join(f"{n}\n" for n in names))
 
 
 def consolidate(git_dir: os.PathLike | str, *, loose_trigger: int = LOOSE_TRIGGER) -> Consolidation:
@@ -138,13 +150,7 @@ def has_work(git_dir: os.PathLike | str, *, loose_trigger: int = LOOSE_TRIGGER) 
     count = loose_count(objects, sample=min(256, -(-_SEEN_AT_TRIGGER * 256 // max(1, loose_trigger))))
     if count >= loose_trigger and count >= _not_ours.get(objects, 0) + loose_trigger // 2:
         return True
-    packs = []
-    for name in _load_record(objects):
-        try:
-            packs.append(((objects / "pack" / f"{name}.pack").stat().st_size, name))
-        except OSError:
-            continue
-    return len(_to_roll(sorted(packs))) >= 2
+    return bool(_rollable(_recorded_packs(objects)))
 
 
 def note_declined(git_dir: os.PathLike | str, count: int) -> None:
@@ -261,16 +267,38 @@ def _reader(repo: pygit2.Repository):
 # --- rule 2: packs, geometrically -------------------------------------------------------------
 
 
-def _roll_up(repo: pygit2.Repository, objects: Path, report: Consolidation) -> None:
+def _recorded_packs(objects: Path) -> list[tuple[int, str]]:
+    """(objects held, name) of the recorded packs that exist and are not kept, fewest first.
+
+    Packs are weighed by their object count, not their bytes: a sync's pack holds whole
+    blobs (`objbatch`), a rolled-up one deltas, so by bytes a few syncs' packs outweigh
+    the whole history and every roll-up would rewrite it. By count, each object is
+    rewritten O(log n) times."""
     packs = []
-    for name in _load_record(objects):
-        pack, idx = objects / "pack" / f"{name}.pack", objects / "pack" / f"{name}.idx"
-        if pack.is_file() and idx.is_file() and not (objects / "pack" / f"{name}.keep").exists():
-            packs.append((pack.stat().st_size, name))
-    _save_record(objects, [n for _, n in packs])
-    packs.sort()
-    rolled = _to_roll(packs)
-    if len(rolled) < 2:
+    for name in dict.fromkeys(_load_record(objects)):
+        if (objects / "pack" / f"{name}.idx").is_file() and not (objects / "pack" / f"{name}.keep").exists():
+            count = _object_count(objects / "pack" / f"{name}.pack")
+            if count is not None:
+                packs.append((count, name))
+    return sorted(packs)
+
+
+def _object_count(pack: Path) -> int | None:
+    """The object count in a pack's header (None: no such pack, or not one)."""
+    try:
+        with open(pack, "rb") as f:
+            head = f.read(12)
+    except OSError:
+        return None
+    if len(head) < 12 or head[:4] != b"PACK":
+        return None
+    return int.from_bytes(head[8:12], "big")
+
+
+def _roll_up(repo: pygit2.Repository, objects: Path, report: Consolidation) -> None:
+    packs = _recorded_packs(objects)
+    rolled = _rollable(packs)
+    if not rolled:
         return
     among: set[bytes] = set()
     for name in rolled:
@@ -285,8 +313,9 @@ def _roll_up(repo: pygit2.Repository, objects: Path, report: Consolidation) -> N
         kind, size = repo.odb.read_header(pygit2.Oid(raw=raw))
         chosen[raw] = PackedObject(raw, int(kind), size)
     name = write_pack(objects, chosen.values(), _reader(repo))
-    keep = [n for _, n in packs if n not in rolled] + [name]
-    _save_record(objects, keep)
+    gone = set(rolled) - {name}
+    # Read again: syncs appended their packs meanwhile (names of deleted packs drop out).
+    _save_record(objects, [n for _, n in _recorded_packs(objects) if n not in gone] + [name])
     for old in rolled:
         if old == name:
             continue
@@ -294,6 +323,18 @@ def _roll_up(repo: pygit2.Repository, objects: Path, report: Consolidation) -> N
             (objects / "pack" / f"{old}{suffix}").unlink(missing_ok=True)
     report.packs_rolled += len(rolled)
     report.new_packs.append(name)
+
+
+def _rollable(packs: list[tuple[int, str]]) -> list[str]:
+    """The packs to roll into one now, if any: a geometric roll (`_to_roll`) that takes
+    `ROLL_MIN` packs or more, or any once the store holds more than `MAX_PACKS`.
+
+    Every sync adds a small pack (`objbatch`): rolling as soon as two are alike would
+    start a consolidation after every other sync, for a gain of one pack."""
+    rolled = _to_roll(packs)
+    if len(rolled) >= ROLL_MIN or (len(packs) > MAX_PACKS and len(rolled) >= 2):
+        return rolled
+    return []
 
 
 def _to_roll(packs: list[tuple[int, str]]) -> list[str]:
@@ -317,7 +358,14 @@ def _to_roll(packs: list[tuple[int, str]]) -> list[str]:
 
 
 def _remove_stale_staging(objects: Path) -> None:
-    """Staging directories `packs.write_pack` left behind when its process died."""
+    """Staging directories `packs.write_pack`, and temporary files `packs.write_plain_pack`,
+    left behind when their process died."""
+    for f in (objects / "pack").glob("tmp_*_thrum_*"):
+        try:
+            if time.time() - f.stat().st_mtime > STALE_LOCK_S:
+                f.unlink()
+        except OSError:
+            continue
     for d in objects.glob("thrum-tmp-*"):
         try:
             if time.time() - d.stat().st_mtime > STALE_LOCK_S:

@@ -9,11 +9,13 @@ repositories are plain directories here, so objects are copied directly instead:
    before children), so an interrupted copy never leaves an object whose
    descendants are missing; "the destination has this object" therefore implies
    it has everything reachable from it, and the walk stops there.
-2. A loose object is copied as its compressed file, never recompressed. Objects
-   coming from the remote are verified first (inflated, header checked, SHA-1
-   compared with the name); the inflated blob bytes are handed to the merge, so
-   a fetched blob is read once. Objects that are only packed go through libgit2's
-   object database (which verifies them too).
+2. The copied objects are written into the destination as one pack (`objbatch`,
+   which flushes a big copy in parts, children first), never a file each: creating
+   files is most of a small sync's cost. Objects coming from the remote are
+   verified first (a loose one inflated, its header checked and its SHA-1 compared
+   with the name; a packed one read through libgit2 and hashed); the inflated blob
+   bytes are handed to the merge, so a fetched blob is read once. A fetch never
+   shares a file with the remote: its owner cannot change what we checked.
 3. A push writes the objects, then moves the remote branch with a compare-and-swap
    on libgit2's ref lock: it fails (a race, retried by the caller) when the remote
    moved since our fetch, exactly like a non-fast-forward push.
@@ -28,7 +30,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import secrets
 import threading
 import urllib.parse
 import zlib
@@ -41,7 +42,8 @@ import pygit2
 from pygit2.enums import FileMode, ObjectType, RepositoryOpenFlag
 
 from . import SyncError
-from .gitlib import TreeEntries, objects_dir, read_tree
+from .gitlib import TreeEntries, objects_dir, parse_tree
+from .objbatch import ObjectBatch, object_id
 
 log = logging.getLogger(__name__)
 
@@ -87,13 +89,12 @@ def open_local_remote(url: str | None) -> "LocalRemote | None":
 
 @dataclass
 class CopyStats:
-    """What one copy did. ``blobs`` maps blob oid (hex) to its bytes when they were inflated;
-    ``verified`` names every blob checked on the way (kept or not)."""
+    """What one copy did. ``blobs`` maps blob oid (hex) to its checked bytes, as many as
+    the copy was asked to keep."""
 
     objects: int = 0
     bytes: int = 0
     blobs: dict[str, bytes] = field(default_factory=dict)
-    verified: set[str] = field(default_factory=set)
 
 
 _WORKERS = max(1, min(4, os.cpu_count() or 1))  # inflating and hashing release the GIL
@@ -165,12 +166,13 @@ class LocalRemote:
 class _Copier:
     def __init__(self, src, src_objects: Path, dst, dst_objects: Path, *, verify: bool, keep_bytes: int = 0):
         self.src, self.dst = src, dst
-        self.src_objects, self.dst_objects = src_objects, dst_objects
+        self.src_objects = src_objects
         self.verify = verify
         self.keep_left = keep_bytes
         self._budget = threading.Lock()
         self.stats = CopyStats()
         self.dst_odb = dst.odb
+        self.batch = ObjectBatch(dst_objects)  # rule 2: one pack per copy
         self.done: set[pygit2.Oid] = set()
         self._pool: ThreadPoolExecutor | None = None  # one per copy: a thread start costs a GIL hand-over
 
@@ -180,6 +182,7 @@ class _Copier:
     def commit_graph(self, tip: pygit2.Oid) -> CopyStats:
         try:
             self._walk(tip)
+            self.batch.flush()
         finally:
             if self._pool is not None:
                 self._pool.shutdown()
@@ -201,16 +204,26 @@ class _Copier:
             stack.append((oid, commit))
             stack.extend((p, None) for p in commit.parent_ids if not self.has(p))
 
+    def _dst_object(self, oid: pygit2.Oid) -> tuple[int, bytes] | None:
+        """(type, bytes) of an object the destination has or is about to get, else None."""
+        found = self.batch.get(oid)
+        if found is not None:
+            return found
+        try:
+            kind, data = self.dst_odb.read(oid)
+        except (KeyError, ValueError, pygit2.GitError):
+            return None
+        return int(kind), data
+
     def _parent_tree(self, commit: pygit2.Commit) -> pygit2.Oid | None:
         """The tree of the commit's first parent, which the destination has by now (parents
         are copied first): where the new tree's unchanged entries are found."""
         if not commit.parent_ids:
             return None
-        try:
-            parent = self.dst[commit.parent_ids[0]]
-        except (KeyError, ValueError, pygit2.GitError):
+        found = self._dst_object(commit.parent_ids[0])
+        if found is None or found[0] != ObjectType.COMMIT or not found[1].startswith(b"tree "):
             return None
-        return parent.tree_id if isinstance(parent, pygit2.Commit) else None
+        return pygit2.Oid(hex=found[1][5:45].decode("ascii", "replace"))
 
     def tree(self, root: pygit2.Oid, known: pygit2.Oid | None = None) -> None:
         """Copy a tree and what it holds that the destination lacks. ``known``: the
@@ -247,12 +260,10 @@ class _Copier:
             self.blobs(blobs)  # before the tree itself is written
 
     def _known_entries(self, known: pygit2.Oid | None) -> TreeEntries:
-        if known is None:
+        found = self._dst_object(known) if known is not None else None
+        if found is None or found[0] != ObjectType.TREE:
             return {}
-        try:
-            return read_tree(self.dst, known)
-        except (KeyError, ValueError, pygit2.GitError):
-            return {}
+        return parse_tree(found[1])
 
     def _map(self, fn: Callable, items: Iterable, n: int) -> list:
         if _WORKERS == 1 or n < 2:  # a small sync starts no thread
@@ -263,20 +274,22 @@ class _Copier:
 
     def blobs(self, oids: list[pygit2.Oid]) -> None:
         oids = list(dict.fromkeys(oids))
-        results = self._map(self._copy_blob_file, oids, len(oids))
-        packed = [oid for oid, size, _ in results if size is None]
-        if packed:  # libgit2 inflates each on this thread; compressing, hashing, writing go to the workers
-            reads = ((oid, self._read_blob(oid)) for oid in packed)  # read while the workers write
-            results += self._map(self._write_packed_blob, reads, len(packed))
-        for oid, size, data in results:
-            if size is None:
-                continue
-            self.stats.bytes += size
-            if self.verify:
-                self.stats.verified.add(str(oid))
-            if data is not None:
+        if self.verify:  # the remote's loose blobs are inflated and checked by the workers
+            results = self._map(self._verified_loose, oids, len(oids))
+            packed = [oid for oid, data in results if data is None]
+            results = [r for r in results if r[1] is not None]
+            if packed:  # libgit2 inflates each on this thread; the workers hash them
+                reads = ((oid, self._read_blob(oid)) for oid in packed)  # read while the workers hash
+                results += self._map(_checked, reads, len(packed))
+        else:  # our own store
+            results = [(oid, self._read_blob(oid)) for oid in oids]
+        for oid, data in results:
+            self.batch.add(oid, ObjectType.BLOB, data)
+            self.stats.bytes += len(data)
+            if self.verify and self._reserve(len(data)):  # else the merge reads it again
                 self.stats.blobs[str(oid)] = data
-            self._check_written(oid)
+            self.done.add(oid)
+            self.stats.objects += 1
 
     def _read_blob(self, oid: pygit2.Oid) -> bytes:
         kind, data = self.src.odb.read(oid)
@@ -284,27 +297,11 @@ class _Copier:
             raise SyncError(f"remote object {oid} is not a blob")
         return data
 
-    def _write_packed_blob(self, item: tuple[pygit2.Oid, bytes]) -> tuple[pygit2.Oid, int, bytes | None]:
-        """Worker thread, no pygit2: write a blob read from a pack as a loose object, after
-        checking it hashes to its id. (oid, size, bytes kept or None)."""
-        oid, data = item
-        whole = b"blob %d\0" % len(data) + data
-        if hashlib.sha1(whole).digest() != oid.raw:
-            raise SyncError(f"object {oid} read back as something else: the remote's object store is corrupt")
-        _write_loose_file(self.dst_objects, str(oid), zlib.compress(whole, 1))
-        return oid, len(data), data if self._reserve(len(data)) else None
-
-    def _copy_blob_file(self, oid: pygit2.Oid) -> tuple[pygit2.Oid, int | None, bytes | None]:
-        """Worker thread, no pygit2: copy one loose blob file, verified when it comes from
-        the remote. (oid, compressed size or None when it is not loose, bytes kept or None)."""
-        if not self.verify:
-            return oid, self._place_own(oid), None
+    def _verified_loose(self, oid: pygit2.Oid) -> tuple[pygit2.Oid, bytes | None]:
+        """Worker thread, no pygit2: the bytes of one of the remote's loose blobs, checked
+        against its id; None when it is not loose."""
         raw = self._loose(oid)
-        if raw is None:
-            return oid, None, None
-        data = _verified_blob(oid, raw)
-        _write_loose_file(self.dst_objects, str(oid), raw)
-        return oid, len(raw), data if self._reserve(len(data)) else None  # else the merge inflates it again
+        return oid, None if raw is None else _verified_blob(oid, raw)
 
     def _reserve(self, n: int) -> bool:
         with self._budget:
@@ -314,38 +311,14 @@ class _Copier:
             return False
 
     def small(self, oid: pygit2.Oid) -> None:
-        """Copy a commit or tree (already parsed by libgit2, so already verified)."""
+        """Copy a commit or tree (parsed by libgit2 on the way, and hashed here)."""
         if self.has(oid):
             return
-        size = None if self.verify else self._place_own(oid)
-        if size is not None:
-            self.stats.bytes += size
-            return self._check_written(oid)
         kind, data = self.src.odb.read(oid)
-        written = self.dst_odb.write(kind, data)
-        if written != oid:
-            raise SyncError(f"object {oid} read back as {written}: the remote's object store is corrupt")
+        if object_id(kind, data) != oid:
+            raise SyncError(f"object {oid} read back as something else: the remote's object store is corrupt")
+        self.batch.add(oid, kind, data)
         self.stats.bytes += len(data)
-        self.done.add(oid)
-        self.stats.objects += 1
-
-    def _place_own(self, oid: pygit2.Oid) -> int | None:
-        """A push (may run in a worker, no pygit2): put one of our loose objects in the
-        remote, linked or else copied as its file. Its size; None when it is not loose."""
-        hexs = str(oid)
-        linked = _link_loose(self.src_objects, self.dst_objects, hexs)
-        if linked is not None:
-            return linked
-        raw = self._loose(oid)
-        if raw is None:
-            return None
-        _write_loose_file(self.dst_objects, hexs, raw)
-        return len(raw)
-
-    def _check_written(self, oid: pygit2.Oid) -> None:
-        if not self.dst_odb.exists(oid):  # an odb that keeps its objects elsewhere
-            kind, data = self.src.odb.read(oid)
-            self.dst_odb.write(kind, data)
         self.done.add(oid)
         self.stats.objects += 1
 
@@ -358,71 +331,26 @@ class _Copier:
             return None
 
 
-def _link_loose(src_objects: Path, dst_objects: Path, hexs: str) -> int | None:
-    """Hard-link one of our own loose objects into a store on the same filesystem, as
-    ``git clone --local`` does: one call instead of a temp file, a write and a rename
-    (creating files is most of a push's cost). Only for a push: a fetch copies, so the
-    remote's owner can never change an object in our store after it was verified.
-    Its size; None when it cannot (not loose here, another filesystem, links refused)."""
-    src, final = src_objects / hexs[:2] / hexs[2:], dst_objects / hexs[:2] / hexs[2:]
-    try:
-        size = src.stat().st_size
-        final.parent.mkdir(exist_ok=True)
-        os.link(src, final)
-    except FileExistsError:  # there already (the caller checks that the destination sees it)
-        pass
-    except OSError:  # not loose here; EXDEV, EPERM (protected links), no links on this filesystem
-        return None
-    return size
-
-
-def _write_loose_file(objects: Path, hexs: str, raw: bytes) -> None:
-    """Write a loose object file the way git does: temp file in its folder, then rename."""
-    folder = objects / hexs[:2]
-    final = folder / hexs[2:]
-    if final.exists():
-        return
-    folder.mkdir(exist_ok=True)
-    tmp = folder / f"tmp_obj_thrum_{os.getpid()}_{secrets.token_hex(6)}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
-    try:
-        view = memoryview(raw)
-        while view:
-            view = view[os.write(fd, view) :]
-    finally:
-        os.close(fd)
-    os.replace(tmp, final)
+def _checked(item: tuple[pygit2.Oid, bytes]) -> tuple[pygit2.Oid, bytes]:
+    """Worker thread: a blob libgit2 read from a pack, after checking it hashes to its id."""
+    oid, data = item
+    if object_id(ObjectType.BLOB, data) != oid:
+        raise SyncError(f"object {oid} read back as something else: the remote's object store is corrupt")
+    return item
 
 
 class FetchedBlobs:
-    """Blob bytes as the last direct fetch inflated them, else read from our loose copy.
+    """Blob bytes as the last direct fetch inflated and checked them, each handed over once.
 
-    `read` runs in worker threads (no pygit2): the merge reads remote blobs with it,
-    and asks libgit2 (on its own thread) when it returns None (a packed blob).
+    `read` runs in worker threads (no pygit2): the merge reads remote blobs with it, and
+    asks libgit2 (on its own thread) when it returns None (a blob the fetch did not keep).
     """
 
-    def __init__(self, objects: Path, blobs: dict[str, bytes] | None = None, verified: set[str] | None = None):
-        self.objects = objects
-        self.blobs = dict(blobs or {})  # hex -> bytes, handed over once
-        self.verified = set(verified or ())  # blobs the fetch checked (kept or not)
+    def __init__(self, blobs: dict[str, bytes] | None = None):
+        self.blobs = dict(blobs or {})  # hex -> bytes
 
     def read(self, oid: pygit2.Oid) -> bytes | None:
-        hexs = str(oid)
-        data = self.blobs.pop(hexs, None)
-        if data is not None:
-            return data
-        try:
-            with open(self.objects / hexs[:2] / hexs[2:], "rb") as f:
-                raw = f.read()
-        except OSError:
-            return None
-        if hexs in self.verified:  # our copy of a blob the fetch just checked
-            data = zlib.decompress(raw)
-            return data[data.index(b"\0") + 1 :]
-        try:
-            return _verified_blob(oid, raw)
-        except SyncError:
-            return None  # let libgit2 say what is wrong with it
+        return self.blobs.pop(str(oid), None)
 
 
 def _verified_blob(oid: pygit2.Oid, raw: bytes) -> bytes:

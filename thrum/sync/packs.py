@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pygit2
 
-__all__ = ["MAX_DEPTH", "PackedObject", "delta", "read_index", "write_pack"]
+__all__ = ["MAX_DEPTH", "PackedObject", "delta", "read_index", "write_pack", "write_plain_pack"]
 
 COMMIT, TREE, BLOB, TAG, OFS_DELTA = 1, 2, 3, 4, 6
 MAX_DEPTH = 50
@@ -171,13 +171,15 @@ class _PackFile:
         self.sha.update(data)
         self.offset += len(data)
 
-    def add(self, oid: bytes, kind: int, data: bytes, base_offset: int | None = None) -> int:
+    def add(self, oid: bytes, kind: int, data: bytes, base_offset: int | None = None, body: bytes | None = None) -> int:
+        """Append one entry; ``body``: ``data`` already compressed (by another thread)."""
         start = self.offset
         if base_offset is None:
             head = _entry_header(kind, len(data))
         else:
             head = _entry_header(OFS_DELTA, len(data)) + _ofs(start - base_offset)
-        body = zlib.compress(data, LEVEL)
+        if body is None:
+            body = zlib.compress(data, LEVEL)
         self._write(head)
         self._write(body)
         self.entries.append((oid, start, zlib.crc32(body, zlib.crc32(head))))
@@ -283,6 +285,39 @@ def write_pack(objects_dir: Path, objects: Iterable[PackedObject], read: Callabl
                 d.rmdir()
             except OSError:
                 pass
+
+
+def write_plain_pack(
+    objects_dir: Path, objects: list[tuple[bytes, int, bytes]], compress: Callable[..., Iterable[bytes]] = map
+) -> str:
+    """Write ``objects`` (id, git type, bytes; ids computed by the caller from those
+    bytes) as one pack of whole objects in ``objects_dir/pack``; its name.
+
+    For the few new objects of one sync step (`objbatch`): no delta search, no
+    staging directory and no read-back (the caller hashed the very bytes written).
+    Temporary names in ``objects/pack`` itself, fsynced, renamed pack first, then the
+    index (readers find a pack through its index), then the directory fsynced.
+    ``compress`` maps ``zlib.compress`` over the bodies (a thread pool's ``map``).
+    """
+    target = objects_dir / "pack"
+    target.mkdir(exist_ok=True)
+    token = f"{os.getpid()}_{secrets.token_hex(4)}"
+    tmp_pack, tmp_idx = target / f"tmp_pack_thrum_{token}", target / f"tmp_idx_thrum_{token}"
+    try:
+        pack = _PackFile(tmp_pack, len(objects))
+        bodies = compress(lambda data: zlib.compress(data, LEVEL), [data for _, _, data in objects])
+        for (oid, kind, data), body in zip(objects, bodies):
+            pack.add(oid, kind, data, body=body)
+        pack_sha = pack.finish()
+        _write_index(tmp_idx, pack.entries, pack_sha)
+        name = f"pack-{pack_sha.hex()}"
+        os.replace(tmp_pack, target / f"{name}.pack")
+        os.replace(tmp_idx, target / f"{name}.idx")
+        _fsync_dir(target)
+        return name
+    finally:
+        tmp_pack.unlink(missing_ok=True)
+        tmp_idx.unlink(missing_ok=True)
 
 
 def _write_group(pack: _PackFile, offsets: dict, members: list[PackedObject], read) -> None:

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 import pygit2
-from pygit2.enums import FileMode, FileStatus
+from pygit2.enums import FileMode, FileStatus, ObjectType
 
 from thrum.events import is_log_path
 
@@ -52,6 +52,7 @@ from .gitlib import EMPTY_TREE, IndexStats, PackWatch, objects_dir, open_repo, t
 from .hygiene import record_packs
 from .localremote import FetchedBlobs, local_remote_path, open_local_remote
 from .merge import Prefer
+from .objbatch import ObjectBatch
 from .transport import lost_race
 from .treemerge import KeyCache, MergeOutcome, TreeMerge, lines_ahead
 from .trees import LayoutTrees, Leaf
@@ -147,13 +148,11 @@ class Replicator:
         self._objects = objects_dir(self.repo)
         self._packs = PackWatch(self.repo, self._objects)  # consolidation deletes packs under us
         self.index = IndexStats(self.repo, self._mutex)  # flushed by whoever ends with the replicator
-        self._fetched = FetchedBlobs(self._objects)  # what the last direct fetch inflated and checked
+        self._fetched = FetchedBlobs()  # what the last direct fetch inflated and checked
         self._common = self._objects.parent  # the repository's common dir: its config names the remotes
         for stale in self.worktree_path.rglob(f"{safefs.TMP_PREFIX}*"):  # left by a crash mid-merge
             if stale.is_symlink() or stale.is_file():
                 stale.unlink(missing_ok=True)
-
-    # -- helpers
 
     def _signature(self) -> pygit2.Signature:
         return pygit2.Signature(self.author_name, self.author_email)
@@ -245,19 +244,20 @@ class Replicator:
             head = self._head()
             files: dict[str, Leaf] = {}
             index_files = {}
+            batch = ObjectBatch(self._objects)
             for rel, (data, st) in snapshot.items():
                 oid = pygit2.hash(data)
                 if self.trees.leaf_at(head.tree_id, rel) != Leaf(oid, int(FileMode.BLOB)):
-                    files[rel] = Leaf(self.repo.create_blob(data), int(FileMode.BLOB))
+                    batch.add(oid, ObjectType.BLOB, data)
+                    files[rel] = Leaf(oid, int(FileMode.BLOB))
                 index_files[rel] = (oid, st)
-            tree = self.trees.with_files(head.tree_id, files)
+            tree = self.trees.with_files(head.tree_id, files, batch)
             if tree == head.tree_id:
                 self.index.record(index_files)  # refresh stat data so the next status is cheap
                 return False
             changed = sorted(files)
             message = f"thrum: record events in {len(changed)} file(s)\n\n" + "".join(p + "\n" for p in changed)
-            sig = self._signature()
-            oid = self.repo.create_commit(None, sig, sig, message, tree, [head.id])
+            oid = batch.commit(tree, [head.id], self._signature(), message)
             self._move_ref(oid, "thrum: commit pending events")
             self.index.record(index_files)
             self.last_commit = CommitResult(commit=oid, paths=changed)
@@ -288,7 +288,7 @@ class Replicator:
             remote = self._remote()
             url = transport.resolved_url(self.repo, remote.url or "")  # a relative path: from the main checkout
             tracking = f"refs/remotes/{self.remote_name}/{SYNC_BRANCH}"
-            self._fetched = FetchedBlobs(self._objects)
+            self._fetched = FetchedBlobs()
             try:
                 local = open_local_remote(url)
                 if local is not None:  # a path on this machine: copy objects, no pack
@@ -296,7 +296,7 @@ class Replicator:
                         tip = local.tip(SYNC_REF)
                         if tip is not None:
                             stats = local.fetch_into(self.repo, tip, keep_bytes=KEEP_FETCHED_BYTES)
-                            self._fetched = FetchedBlobs(self._objects, stats.blobs, stats.verified)
+                            self._fetched = FetchedBlobs(stats.blobs)
                             self.repo.create_reference_direct(tracking, tip, True, message="thrum: fetch a-sync")
                 else:  # credentials, SSH config, timeout, errors: see transport.session
                     before = set(os.listdir(self._objects / "pack")) if (self._objects / "pack").is_dir() else set()
@@ -345,7 +345,7 @@ class Replicator:
             try:
                 return self._merge_into(head, theirs, locked, on_chunk)
             finally:
-                self._fetched = FetchedBlobs(self._objects)
+                self._fetched = FetchedBlobs()
 
     def ahead_of(self, remote_tip: pygit2.Oid | None) -> int:
         """Lines our ``a-sync`` holds beyond ``remote_tip`` (what a push adds there)."""
@@ -361,21 +361,21 @@ class Replicator:
 
     def _merge_into(self, head: pygit2.Commit, theirs: pygit2.Commit, locked, on_chunk) -> MergeOutcome:
         changes = self.trees.changes(head.tree_id, theirs.tree_id)
-        merger = TreeMerge(self.repo, self.worktree_path, self._keys, self._fetched.read, self.prefer)
+        batch = ObjectBatch(self._objects)
+        merger = TreeMerge(self.repo, batch, self.worktree_path, self._keys, self._fetched.read, self.prefer)
         outcome, files, stats = merger.run(changes, self.trees.size, locked, on_chunk)
         remote_leaves = {c.path: c.new for c in changes}
         ours = {path: leaf for path, leaf in files.items() if leaf != remote_leaves.get(path)}
-        tree = self.trees.with_files(theirs.tree_id, ours)
+        tree = self.trees.with_files(theirs.tree_id, ours, batch)
         if tree == theirs.tree_id:
             new_head = theirs.id
             outcome.fast_forward = True
             self._move_ref(new_head, "thrum: fast-forward to remote a-sync")
         else:
-            sig = self._signature()
             message = f"thrum: merge {outcome.sent} local event(s) onto remote a-sync\n\n" + "".join(
                 p + "\n" for p in sorted(ours)
             )
-            new_head = self.repo.create_commit(None, sig, sig, message, tree, [theirs.id])
+            new_head = batch.commit(tree, [theirs.id], self._signature(), message)
             outcome.commits = 1
             self._move_ref(new_head, "thrum: merge remote a-sync")
         self.index.record({p: (files[p].oid, st) for p, st in stats.items() if p in files})

@@ -31,9 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pygit2
-from pygit2.enums import FileMode
+from pygit2.enums import FileMode, ObjectType
 
 from . import safefs
+from .gitlib import ObjectWriter
 from .merge import Prefer, ShardKeys, merge_shard_fast, merge_shard_keyed
 from .trees import Change, LayoutTrees, Leaf
 
@@ -79,12 +80,14 @@ class TreeMerge:
     def __init__(
         self,
         repo: pygit2.Repository,
+        odb: ObjectWriter,
         root: Path,
         keys: "KeyCache",
         blob_bytes: Callable[[pygit2.Oid], bytes | None],
         prefer: Prefer | None = None,
     ):
         self.repo = repo
+        self.odb = odb  # where merged blobs go (the step's `ObjectBatch`)
         self.root = root
         self.keys = keys
         self.blob_bytes = blob_bytes
@@ -113,7 +116,7 @@ class TreeMerge:
                     if m.remote is not None and (m.data is m.remote_bytes or m.data == m.remote_bytes):
                         leaf = m.remote
                     else:
-                        leaf = Leaf(self.repo.create_blob(m.data), int(FileMode.BLOB))
+                        leaf = Leaf(self.odb.write(ObjectType.BLOB, m.data), int(FileMode.BLOB))
                     files[m.path] = leaf
                     if m.keys is not None:
                         self.keys.store(m.path, leaf.oid, m.keys)

@@ -30,7 +30,7 @@ from thrum.events.names import NAME_RE
 from thrum.events.shards import AGENT_KINDS_OF_STREAMS as _AGENT_KINDS
 from thrum.events.shards import EVENTS_STREAM, segment_number
 
-from .gitlib import EMPTY_TREE, TreeEntries, read_tree, write_tree
+from .gitlib import EMPTY_TREE, ObjectWriter, TreeEntries, read_tree, write_tree
 
 __all__ = ["MAX_FILE_BYTES", "REASONS", "Change", "LayoutTrees", "Leaf"]
 
@@ -255,10 +255,14 @@ class LayoutTrees:
 
     # -- writing
 
-    def with_files(self, base: pygit2.Oid | None, files: dict[str, Leaf]) -> pygit2.Oid:
-        """``base`` with ``files`` (log paths) put in; only their directories are rewritten."""
+    def with_files(
+        self, base: pygit2.Oid | None, files: dict[str, Leaf], odb: ObjectWriter | None = None
+    ) -> pygit2.Oid:
+        """``base`` with ``files`` (log paths) put in; only their directories are rewritten,
+        into ``odb`` (the repository's by default; a sync step passes its `ObjectBatch`)."""
+        odb = odb if odb is not None else self.repo.odb
         if not files:
-            return base if base is not None else write_tree(self.repo, {})
+            return base if base is not None else write_tree(odb, {})
         nested: dict = {}
         for path, leaf in files.items():
             node = nested
@@ -266,9 +270,9 @@ class LayoutTrees:
             for d in dirs:
                 node = node.setdefault(d.encode(), {})
             node[name.encode()] = leaf
-        return self._write(base, nested)
+        return self._write(base, nested, odb)
 
-    def _write(self, base: pygit2.Oid | None, nested: dict) -> pygit2.Oid:
+    def _write(self, base: pygit2.Oid | None, nested: dict, odb: ObjectWriter) -> pygit2.Oid:
         entries = dict(self.entries(base))
         for name, value in nested.items():
             if isinstance(value, Leaf):
@@ -276,8 +280,8 @@ class LayoutTrees:
             else:
                 old = entries.get(name)
                 sub = pygit2.Oid(raw=old[1]) if old is not None and old[0] == TREE else None
-                entries[name] = (TREE, self._write(sub, value).raw)  # replaces a non-tree in the way
-        oid = write_tree(self.repo, entries)
+                entries[name] = (TREE, self._write(sub, value, odb).raw)  # replaces a non-tree in the way
+        oid = write_tree(odb, entries)
         if oid.raw not in self._trees:
             self._trees[oid.raw] = entries
             self._cached_entries += len(entries)
