@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 from pathlib import Path
 
@@ -128,6 +129,53 @@ def test_packs_roll_up_so_a_store_holds_few(pair):
     assert 1 <= len(packs) <= 8
     assert hygiene.loose_count(remote / "objects") < 16
     git_fsck(remote)
+
+
+def test_a_record_line_written_through_the_remote_cannot_make_a_roll_up_delete_elsewhere(pair, tmp_path):
+    """Whoever can push to a shared remote can write its pack record: a name that walks
+    out of ``objects/pack`` (to a real pack of ours, whose objects the remote also holds)
+    is ignored, never rolled up and deleted."""
+    remote, (a, b) = pair
+    for r in range(3):
+        a.write(r, 3)
+        a.sync()
+    victim = tmp_path / "mine" / "objects" / "pack"
+    victim.mkdir(parents=True)
+    name = min(p.stem for p in (remote / "objects" / "pack").glob("*.pack"))
+    for suffix in (".pack", ".idx"):
+        shutil.copy(remote / "objects" / "pack" / f"{name}{suffix}", victim / f"{name}{suffix}")
+    (remote / "objects" / "pack" / "pack-").mkdir()
+    escape = f"pack-/../../../../{victim.relative_to(tmp_path)}/{name}"
+    assert (remote / "objects" / "pack" / f"{escape}.idx").resolve() == (victim / f"{name}.idx").resolve()
+    with open(remote / "objects" / "info" / "thrum-packs", "a") as f:
+        f.write(escape + "\n")
+    for r in range(hygiene.MAX_PACKS + 2):
+        a.write(r, 3)
+        a.sync()
+        hygiene.consolidate(remote)
+    assert (victim / f"{name}.pack").is_file() and (victim / f"{name}.idx").is_file()
+    assert escape not in (remote / "objects" / "info" / "thrum-packs").read_text()
+    git_fsck(remote)
+
+
+def test_a_link_planted_among_the_remotes_leftovers_is_not_followed(pair, tmp_path):
+    """Consolidation removes staging directories a dead process left in the object store;
+    in a shared remote, one of those names may be a link to a directory of ours."""
+    remote, (a, b) = pair
+    mine = tmp_path / "mine"
+    (mine / "pack").mkdir(parents=True)
+    (mine / "notes.txt").write_text("keep me\n")
+    (mine / "pack" / "tmp.pack").write_text("keep me too\n")
+    os.utime(mine, (0, 0))  # as old as a leftover
+    (remote / "objects" / "thrum-tmp-1-planted").symlink_to(mine)
+    left = remote / "objects" / "thrum-tmp-2-left"  # a real leftover, with a link inside
+    (left / "pack").mkdir(parents=True)
+    (left / "pack" / "link").symlink_to(mine / "notes.txt")
+    (left / "pack" / "tmp.pack").write_bytes(b"PACK")
+    os.utime(left, (0, 0))
+    hygiene.consolidate(remote)
+    assert (mine / "notes.txt").read_text() == "keep me\n" and (mine / "pack" / "tmp.pack").is_file()
+    assert not left.exists()
 
 
 def test_a_store_being_consolidated_elsewhere_is_skipped(pair):

@@ -30,6 +30,9 @@ from __future__ import annotations
 
 import logging
 import os
+import re
+import secrets
+import stat
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -51,6 +54,8 @@ MAX_PACKS = 24  # past this, any geometric roll is done however few packs it tak
 STALE_LOCK_S = 600
 _SEEN_AT_TRIGGER = 32  # loose objects `has_work` expects to see at the trigger: it lists that share of the fan-out
 _RECORD = Path("info") / "thrum-packs"
+_RECORD_MAX = 4 << 20  # bytes of the record read (~90,000 names)
+_PACK_NAME = re.compile(r"pack-[0-9a-f]{40}")
 _LOCK = "thrum-consolidate.lock"
 _TIPS = ("refs/heads/a-sync",)
 _TRACKING_SUFFIX = "/a-sync"
@@ -89,11 +94,18 @@ def record_packs(objects: Path, names: list[str]) -> None:
     process's roll-up keeps when it rewrites the record (`_roll_up`). An append that
     lands in the microseconds between that rewrite's reading and its rename is lost:
     that pack then stays as it is, its objects whole, only never rolled up."""
-    if names:
-        path = objects / _RECORD
+    if not names:
+        return
+    path = objects / _RECORD
+    try:
         path.parent.mkdir(exist_ok=True)
-        with open(path, "a", encoding="ascii") as f:
-            f.write("".join(f"{n}\n" for n in names))
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        try:
+            os.write(fd, "".join(f"{n}\n" for n in names).encode("ascii"))
+        finally:
+            os.close(fd)
+    except OSError as exc:  # e.g. a link planted in a shared remote: the packs stay as they are
+        log.warning("cannot record packs in %s (%s); they will not be consolidated", path, exc)
 
 
 def consolidate(git_dir: os.PathLike | str, *, loose_trigger: int = LOOSE_TRIGGER) -> Consolidation:
@@ -368,30 +380,47 @@ def _remove_stale_staging(objects: Path) -> None:
             continue
     for d in objects.glob("thrum-tmp-*"):
         try:
-            if time.time() - d.stat().st_mtime > STALE_LOCK_S:
-                for p in d.rglob("*"):
-                    if p.is_file():
-                        p.unlink()
-                for p in sorted(d.rglob("*"), reverse=True):
-                    p.rmdir()
-                d.rmdir()
+            st = d.lstat()  # never through a link: a shared remote's pushers can plant one here
+            if stat.S_ISDIR(st.st_mode) and time.time() - st.st_mtime > STALE_LOCK_S:
+                _remove_tree(d)
         except OSError:
             continue
 
 
+def _remove_tree(d: Path) -> None:
+    """Remove a directory and what it holds, unlinking links rather than following them."""
+    with os.scandir(d) as entries:
+        for entry in list(entries):
+            if entry.is_dir(follow_symlinks=False):
+                _remove_tree(Path(entry.path))
+            else:
+                os.unlink(entry.path)
+    os.rmdir(d)
+
+
 def _load_record(objects: Path) -> list[str]:
-    try:
-        text = (objects / _RECORD).read_text()
+    """The recorded pack names. Only well-formed ones: the record of a shared remote is
+    written by whoever can push there, and a name is joined into paths we delete."""
+    try:  # never through a link, never a FIFO (that would wait forever)
+        fd = os.open(objects / _RECORD, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return []
-    return [line.strip() for line in text.splitlines() if line.strip().startswith("pack-")]
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return []
+        text = f.read(_RECORD_MAX).decode("ascii", "replace")
+    return [m.group(0) for m in map(_PACK_NAME.fullmatch, text.split()) if m is not None]
 
 
 def _save_record(objects: Path, names: list[str]) -> None:
     path = objects / _RECORD
     path.parent.mkdir(exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_text("".join(f"{n}\n" for n in dict.fromkeys(names)))
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        os.write(fd, "".join(f"{n}\n" for n in dict.fromkeys(names)).encode("ascii"))
+    finally:
+        os.close(fd)
     os.replace(tmp, path)
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import stat
 import threading
 import urllib.parse
 import zlib
@@ -323,12 +324,21 @@ class _Copier:
         self.stats.objects += 1
 
     def _loose(self, oid: pygit2.Oid) -> bytes | None:
+        """A loose object's file, None when there is none. Never through a link, never a
+        FIFO or device (whoever can push to a shared remote can plant one, to make us
+        read a file of ours, or wait forever)."""
         hexs = str(oid)
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
         try:
-            with open(self.src_objects / hexs[:2] / hexs[2:], "rb") as f:
-                return f.read()
+            fd = os.open(self.src_objects / hexs[:2] / hexs[2:], flags)
         except (FileNotFoundError, NotADirectoryError):
             return None
+        except OSError as exc:
+            raise SyncError(f"the remote's object {oid} is not a regular file ({exc.strerror})") from None
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise SyncError(f"the remote's object {oid} is not a regular file")
+            return f.read()
 
 
 def _checked(item: tuple[pygit2.Oid, bytes]) -> tuple[pygit2.Oid, bytes]:
