@@ -11,10 +11,10 @@ because each blob is a whole copy of its file, many times the log's size. Rules:
    verified, and only then deleted. Loose objects that are not thrum's (the user's
    own work, shared in one object store) are never touched.
 2. Packs thrum wrote (listed in ``objects/info/thrum-packs``, with the packs that
-   thrum's fetches brought) are kept in a geometric progression of their object
-   counts: when the smaller packs together come near the count of the next one,
-   they are rolled into one, once that takes `ROLL_MIN` packs or more (or the
-   store holds more than `MAX_PACKS`). So every object is rewritten O(log n) times
+   thrum's fetches brought: `packrecord`) are kept in a geometric progression of
+   their object counts: when the smaller packs together come near the count of the
+   next one, they are rolled into one, once that takes `ROLL_MIN` packs or more (or
+   the store holds more than `MAX_PACKS`). So every object is rewritten O(log n) times
    over the history, and a store holds O(log n) packs besides a few syncs' own.
    Packs thrum did not write are never touched.
 3. It never blocks a sync: it takes no lock a sync takes, runs in a child process
@@ -29,9 +29,8 @@ because each blob is a whole copy of its file, many times the log's size. Rules:
 from __future__ import annotations
 
 import logging
+import math
 import os
-import re
-import secrets
 import stat
 import time
 from contextlib import contextmanager
@@ -41,11 +40,12 @@ from pathlib import Path
 import pygit2
 
 from .gitlib import objects_dir, open_repo, read_tree
+from .packrecord import record_packs, recorded_packs, save_record
 from .packs import BLOB, COMMIT, TREE, PackedObject, read_index, write_pack
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LOOSE_TRIGGER", "Consolidation", "consolidate", "has_work", "loose_count", "record_packs"]
+__all__ = ["LOOSE_TRIGGER", "Consolidation", "consolidate", "has_work", "loose_count"]
 
 LOOSE_TRIGGER = 256
 FACTOR = 2
@@ -53,9 +53,6 @@ ROLL_MIN = 8  # small packs rolled up together (a sync writes one: `objbatch`)
 MAX_PACKS = 24  # past this, any geometric roll is done however few packs it takes
 STALE_LOCK_S = 600
 _SEEN_AT_TRIGGER = 32  # loose objects `has_work` expects to see at the trigger: it lists that share of the fan-out
-_RECORD = Path("info") / "thrum-packs"
-_RECORD_MAX = 4 << 20  # bytes of the record read (~90,000 names)
-_PACK_NAME = re.compile(r"pack-[0-9a-f]{40}")
 _LOCK = "thrum-consolidate.lock"
 _TIPS = ("refs/heads/a-sync",)
 _TRACKING_SUFFIX = "/a-sync"
@@ -85,27 +82,6 @@ def loose_count(objects: Path, sample: int = 256) -> int:
         except FileNotFoundError:
             continue
     return total * 256 // sample
-
-
-def record_packs(objects: Path, names: list[str]) -> None:
-    """Add packs to the ones thrum consolidates (its own, or those its fetches brought).
-
-    An append (a sync records a pack every time: no file is created), which another
-    process's roll-up keeps when it rewrites the record (`_roll_up`). An append that
-    lands in the microseconds between that rewrite's reading and its rename is lost:
-    that pack then stays as it is, its objects whole, only never rolled up."""
-    if not names:
-        return
-    path = objects / _RECORD
-    try:
-        path.parent.mkdir(exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-        try:
-            os.write(fd, "".join(f"{n}\n" for n in names).encode("ascii"))
-        finally:
-            os.close(fd)
-    except OSError as exc:  # e.g. a link planted in a shared remote: the packs stay as they are
-        log.warning("cannot record packs in %s (%s); they will not be consolidated", path, exc)
 
 
 def consolidate(git_dir: os.PathLike | str, *, loose_trigger: int = LOOSE_TRIGGER) -> Consolidation:
@@ -159,10 +135,17 @@ def has_work(git_dir: os.PathLike | str, *, loose_trigger: int = LOOSE_TRIGGER) 
         objects = objects_dir(open_repo(git_dir))
     except pygit2.GitError:
         return False
-    count = loose_count(objects, sample=min(256, -(-_SEEN_AT_TRIGGER * 256 // max(1, loose_trigger))))
+    count = loose_count(objects, sample=_fanout_sample(loose_trigger))
     if count >= loose_trigger and count >= _not_ours.get(objects, 0) + loose_trigger // 2:
         return True
-    return bool(_rollable(_recorded_packs(objects)))
+    return bool(_rollable(recorded_packs(objects)))
+
+
+def _fanout_sample(loose_trigger: int) -> int:
+    """How many of the 256 fan-out directories to list so that, at the trigger, about
+    `_SEEN_AT_TRIGGER` loose objects are seen (all 256 for a trigger that low)."""
+    share = _SEEN_AT_TRIGGER / max(1, loose_trigger)
+    return min(256, math.ceil(256 * share))
 
 
 def note_declined(git_dir: os.PathLike | str, count: int) -> None:
@@ -279,36 +262,8 @@ def _reader(repo: pygit2.Repository):
 # --- rule 2: packs, geometrically -------------------------------------------------------------
 
 
-def _recorded_packs(objects: Path) -> list[tuple[int, str]]:
-    """(objects held, name) of the recorded packs that exist and are not kept, fewest first.
-
-    Packs are weighed by their object count, not their bytes: a sync's pack holds whole
-    blobs (`objbatch`), a rolled-up one deltas, so by bytes a few syncs' packs outweigh
-    the whole history and every roll-up would rewrite it. By count, each object is
-    rewritten O(log n) times."""
-    packs = []
-    for name in dict.fromkeys(_load_record(objects)):
-        if (objects / "pack" / f"{name}.idx").is_file() and not (objects / "pack" / f"{name}.keep").exists():
-            count = _object_count(objects / "pack" / f"{name}.pack")
-            if count is not None:
-                packs.append((count, name))
-    return sorted(packs)
-
-
-def _object_count(pack: Path) -> int | None:
-    """The object count in a pack's header (None: no such pack, or not one)."""
-    try:
-        with open(pack, "rb") as f:
-            head = f.read(12)
-    except OSError:
-        return None
-    if len(head) < 12 or head[:4] != b"PACK":
-        return None
-    return int.from_bytes(head[8:12], "big")
-
-
 def _roll_up(repo: pygit2.Repository, objects: Path, report: Consolidation) -> None:
-    packs = _recorded_packs(objects)
+    packs = recorded_packs(objects)
     rolled = _rollable(packs)
     if not rolled:
         return
@@ -327,7 +282,7 @@ def _roll_up(repo: pygit2.Repository, objects: Path, report: Consolidation) -> N
     name = write_pack(objects, chosen.values(), _reader(repo))
     gone = set(rolled) - {name}
     # Read again: syncs appended their packs meanwhile (names of deleted packs drop out).
-    _save_record(objects, [n for _, n in _recorded_packs(objects) if n not in gone] + [name])
+    save_record(objects, [n for _, n in recorded_packs(objects) if n not in gone] + [name])
     for old in rolled:
         if old == name:
             continue
@@ -396,32 +351,6 @@ def _remove_tree(d: Path) -> None:
             else:
                 os.unlink(entry.path)
     os.rmdir(d)
-
-
-def _load_record(objects: Path) -> list[str]:
-    """The recorded pack names. Only well-formed ones: the record of a shared remote is
-    written by whoever can push there, and a name is joined into paths we delete."""
-    try:  # never through a link, never a FIFO (that would wait forever)
-        fd = os.open(objects / _RECORD, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return []
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return []
-        text = f.read(_RECORD_MAX).decode("ascii", "replace")
-    return [m.group(0) for m in map(_PACK_NAME.fullmatch, text.split()) if m is not None]
-
-
-def _save_record(objects: Path, names: list[str]) -> None:
-    path = objects / _RECORD
-    path.parent.mkdir(exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    try:
-        os.write(fd, "".join(f"{n}\n" for n in dict.fromkeys(names)).encode("ascii"))
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
 
 
 @contextmanager

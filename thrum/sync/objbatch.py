@@ -16,7 +16,7 @@ Rules:
 2. More than `MAX_BUFFERED` bytes waiting (a big fetch) are flushed as a pack of
    their own, so memory stays bounded. Callers add children before parents, so a
    pack never holds an object whose descendants are not stored yet.
-3. Each pack is recorded as thrum's (`hygiene.record_packs`): consolidation may
+3. Each pack is recorded as thrum's (`packrecord`): consolidation may
    roll it up, and never touches packs it did not record.
 """
 
@@ -30,7 +30,7 @@ import pygit2
 from pygit2.enums import ObjectType
 
 from .gitlib import commit_object
-from .hygiene import record_packs
+from .packrecord import record_packs
 from .packs import write_plain_pack
 
 __all__ = ["MAX_BUFFERED", "ObjectBatch", "object_id"]

@@ -49,7 +49,7 @@ from .credentials import Credentials, credentials_from_env, remote_callbacks
 from .credentials import translate as _translate
 from .gate import no_gate
 from .gitlib import EMPTY_TREE, IndexStats, PackWatch, objects_dir, open_repo, tune_pack_building
-from .hygiene import record_packs
+from .packrecord import record_packs
 from .localremote import FetchedBlobs, local_remote_path, open_local_remote
 from .merge import Prefer
 from .objbatch import ObjectBatch
