@@ -113,41 +113,6 @@ def test_fetch_refuses_a_corrupt_loose_object_and_keeps_it_out(cluster):
     assert b.read(SHARD) == b""
 
 
-@pytest.mark.parametrize("planted", ["link", "fifo"])
-def test_fetch_never_follows_a_link_or_waits_on_a_fifo_planted_as_a_loose_object(cluster, tmp_path, planted):
-    """Whoever can push to a shared remote can put anything at a loose object's path: a
-    link to a file of ours (to make us read it) or a FIFO (to make the sync wait forever)."""
-    a, b = cluster.a, cluster.b
-    append(a.worktree, SHARD, event("01A"))
-    a.sync()
-    blob = remote_blob(cluster, SHARD)
-    path = loose_path(cluster.remote, blob.id)
-    path.parent.mkdir(exist_ok=True)
-    if planted == "link":
-        secret = tmp_path / "secret"
-        secret.write_bytes(zlib.compress(b"blob 6\0secret", 1))
-        path.symlink_to(secret)
-    else:
-        os.mkfifo(path)
-    with pytest.raises(SyncError, match="not a regular file"):
-        b.sync()
-    assert not b.replicator.repo.odb.exists(blob.id)
-
-
-def test_a_link_planted_at_the_remotes_pack_record_is_not_followed(cluster, tmp_path):
-    a, b = cluster.a, cluster.b
-    mine = tmp_path / "mine.txt"
-    mine.write_text("mine\n")
-    record = cluster.remote / "objects" / "info" / "thrum-packs"
-    record.parent.mkdir(exist_ok=True)
-    record.unlink(missing_ok=True)
-    record.symlink_to(mine)
-    append(a.worktree, SHARD, event("01A"))
-    assert a.sync().pushed  # the pack is written, only not recorded for consolidation
-    assert b.sync().received == 1 and b.read(SHARD) == a.read(SHARD)
-    assert mine.read_text() == "mine\n"
-
-
 def test_fetch_from_a_remote_whose_objects_are_packed(tmp_path, cluster):
     a, b = cluster.a, cluster.b
     # A pushes through libgit2's own transport (not thrum's direct copy): packs.

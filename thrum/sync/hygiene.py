@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import shutil
 import stat
 import time
 from contextlib import contextmanager
@@ -40,8 +41,10 @@ from pathlib import Path
 import pygit2
 
 from .gitlib import objects_dir, open_repo, read_tree
+from . import SyncError
 from .packrecord import record_packs, recorded_packs, save_record
 from .packs import BLOB, COMMIT, TREE, PackedObject, read_index, write_pack
+from .remotefiles import refuse_special_files
 
 log = logging.getLogger(__name__)
 
@@ -89,9 +92,13 @@ def consolidate(git_dir: os.PathLike | str, *, loose_trigger: int = LOOSE_TRIGGE
     started = time.monotonic()
     report = Consolidation()
     try:
+        refuse_special_files(Path(git_dir))
         repo = open_repo(git_dir)
     except pygit2.GitError as exc:
         report.skipped = f"not a repository: {exc}"
+        return report
+    except SyncError as exc:
+        report.skipped = str(exc)
         return report
     objects = objects_dir(repo)
     with _locked(objects) as got:
@@ -132,8 +139,9 @@ def has_work(git_dir: os.PathLike | str, *, loose_trigger: int = LOOSE_TRIGGER) 
     """Whether `consolidate` would pack or roll up anything (a listing and a few stats, no
     object read), so the daemon starts a child process only when there is work."""
     try:
+        refuse_special_files(Path(git_dir))  # a shared remote's FIFO would stop the daemon's tidy-ups for good
         objects = objects_dir(open_repo(git_dir))
-    except pygit2.GitError:
+    except (pygit2.GitError, SyncError):
         return False
     count = loose_count(objects, sample=_fanout_sample(loose_trigger))
     if count >= loose_trigger and count >= _not_ours.get(objects, 0) + loose_trigger // 2:
@@ -333,24 +341,17 @@ def _remove_stale_staging(objects: Path) -> None:
                 f.unlink()
         except OSError:
             continue
+    if not shutil.rmtree.avoids_symlink_attacks:  # a shared remote's pushers could race it: leave them
+        return
     for d in objects.glob("thrum-tmp-*"):
         try:
             st = d.lstat()  # never through a link: a shared remote's pushers can plant one here
             if stat.S_ISDIR(st.st_mode) and time.time() - st.st_mtime > STALE_LOCK_S:
-                _remove_tree(d)
+                # File-descriptor based on Linux: a directory swapped for a link after this
+                # check is refused, never followed (unlike a walk by path names).
+                shutil.rmtree(d)
         except OSError:
             continue
-
-
-def _remove_tree(d: Path) -> None:
-    """Remove a directory and what it holds, unlinking links rather than following them."""
-    with os.scandir(d) as entries:
-        for entry in list(entries):
-            if entry.is_dir(follow_symlinks=False):
-                _remove_tree(Path(entry.path))
-            else:
-                os.unlink(entry.path)
-    os.rmdir(d)
 
 
 @contextmanager

@@ -27,13 +27,11 @@ through libgit2's transport as before.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import stat
 import threading
 import urllib.parse
-import zlib
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -45,10 +43,19 @@ from pygit2.enums import FileMode, ObjectType, RepositoryOpenFlag
 from . import SyncError
 from .gitlib import TreeEntries, objects_dir, parse_tree
 from .objbatch import ObjectBatch, object_id
+from .remotefiles import MAX_OBJECT_BYTES, read_loose, refuse_special_files, too_large, verified_blob
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CopyStats", "FetchedBlobs", "LocalRemote", "local_remote_path", "objects_dir", "open_local_remote"]
+__all__ = [
+    "CopyStats",
+    "FetchedBlobs",
+    "LocalRemote",
+    "local_remote_path",
+    "objects_dir",
+    "open_local_remote",
+    "refuse_special_files",
+]
 
 
 def local_remote_path(url: str | None) -> Path | None:
@@ -75,6 +82,7 @@ def open_local_remote(url: str | None) -> "LocalRemote | None":
     path = local_remote_path(url)
     if path is None:
         return None
+    refuse_special_files(path)
     try:
         repo = pygit2.Repository(str(path), RepositoryOpenFlag.NO_SEARCH)
     except (pygit2.GitError, KeyError, ValueError, OSError):
@@ -199,6 +207,7 @@ class _Copier:
                 continue
             if self.has(oid):
                 continue
+            self._guard(oid)
             commit = self.src[oid]
             if not isinstance(commit, pygit2.Commit):
                 raise SyncError(f"remote object {oid} is not a commit")
@@ -239,6 +248,7 @@ class _Copier:
                 continue
             if self.has(oid):
                 continue
+            self._guard(oid)
             tree = self.src[oid]
             if not isinstance(tree, pygit2.Tree):
                 raise SyncError(f"remote object {oid} is not a tree")
@@ -292,7 +302,27 @@ class _Copier:
             self.done.add(oid)
             self.stats.objects += 1
 
+    def _guard(self, oid: pygit2.Oid) -> None:
+        """Before libgit2 reads one of the remote's objects: not a planted FIFO or device at
+        its loose path (as `read_loose` refuses), and not larger than `MAX_OBJECT_BYTES`."""
+        if not self.verify:
+            return
+        hexs = str(oid)
+        try:
+            mode = os.stat(self.src_objects / hexs[:2] / hexs[2:]).st_mode
+        except OSError:
+            mode = stat.S_IFREG
+        if not stat.S_ISREG(mode):
+            raise SyncError(f"the remote's object {oid} is not a regular file")
+        try:
+            size = self.src.odb.read_header(oid)[1]
+        except (KeyError, ValueError, pygit2.GitError) as exc:
+            raise SyncError(f"the remote's object {oid} cannot be read: {exc}") from None
+        if size > MAX_OBJECT_BYTES:
+            raise too_large(oid)
+
     def _read_blob(self, oid: pygit2.Oid) -> bytes:
+        self._guard(oid)
         kind, data = self.src.odb.read(oid)
         if kind != ObjectType.BLOB:
             raise SyncError(f"remote object {oid} is not a blob")
@@ -301,8 +331,8 @@ class _Copier:
     def _verified_loose(self, oid: pygit2.Oid) -> tuple[pygit2.Oid, bytes | None]:
         """Worker thread, no pygit2: the bytes of one of the remote's loose blobs, checked
         against its id; None when it is not loose."""
-        raw = self._loose(oid)
-        return oid, None if raw is None else _verified_blob(oid, raw)
+        raw = read_loose(self.src_objects, oid)
+        return oid, None if raw is None else verified_blob(oid, raw)
 
     def _reserve(self, n: int) -> bool:
         with self._budget:
@@ -322,23 +352,6 @@ class _Copier:
         self.stats.bytes += len(data)
         self.done.add(oid)
         self.stats.objects += 1
-
-    def _loose(self, oid: pygit2.Oid) -> bytes | None:
-        """A loose object's file, None when there is none. Never through a link, never a
-        FIFO or device (whoever can push to a shared remote can plant one, to make us
-        read a file of ours, or wait forever)."""
-        hexs = str(oid)
-        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-        try:
-            fd = os.open(self.src_objects / hexs[:2] / hexs[2:], flags)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        except OSError as exc:
-            raise SyncError(f"the remote's object {oid} is not a regular file ({exc.strerror})") from None
-        with os.fdopen(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise SyncError(f"the remote's object {oid} is not a regular file")
-            return f.read()
 
 
 def _checked(item: tuple[pygit2.Oid, bytes]) -> tuple[pygit2.Oid, bytes]:
@@ -361,28 +374,3 @@ class FetchedBlobs:
 
     def read(self, oid: pygit2.Oid) -> bytes | None:
         return self.blobs.pop(str(oid), None)
-
-
-def _verified_blob(oid: pygit2.Oid, raw: bytes) -> bytes:
-    """The content of loose blob ``raw`` after checking that it really is ``oid``."""
-    try:
-        data = zlib.decompress(raw)  # one call: it lets go of the GIL (decompressobj does not)
-        ok = True
-    except zlib.error:
-        ok = False
-    if ok:
-        nul = data.find(b"\0", 0, 64)
-        head = data[:nul].split(b" ") if nul > 0 else []
-        ok = (
-            len(head) == 2
-            and head[0] == b"blob"
-            and head[1].isdigit()
-            and int(head[1]) == len(data) - nul - 1
-            and hashlib.sha1(data).digest() == oid.raw
-        )
-    if not ok:
-        raise SyncError(
-            f"the remote's object {oid} is corrupt (it does not hash to its name); "
-            f"run `git fsck` in the remote repository"
-        )
-    return data[nul + 1 :]

@@ -42,8 +42,11 @@ def record_packs(objects: Path, names: list[str]) -> None:
     path = objects / RECORD
     try:
         path.parent.mkdir(exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        fd = os.open(path, flags, 0o644)  # a FIFO: ENXIO at once, never a wait for a reader
         try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(f"{path} is not a regular file")
             os.write(fd, "".join(f"{n}\n" for n in names).encode("ascii"))
         finally:
             os.close(fd)
@@ -69,6 +72,7 @@ def save_record(objects: Path, names: list[str]) -> None:
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     try:
         os.write(fd, "".join(f"{n}\n" for n in dict.fromkeys(names)).encode("ascii"))
+        os.fsync(fd)  # a crash must not leave an empty record: its packs would never be rolled up
     finally:
         os.close(fd)
     os.replace(tmp, path)
@@ -83,7 +87,7 @@ def recorded_packs(objects: Path) -> list[tuple[int, str]]:
     rewritten O(log n) times."""
     packs = []
     for name in dict.fromkeys(load_record(objects)):
-        if (objects / "pack" / f"{name}.idx").is_file() and not (objects / "pack" / f"{name}.keep").exists():
+        if _is_regular(objects / "pack" / f"{name}.idx") and not (objects / "pack" / f"{name}.keep").exists():
             count = _object_count(objects / "pack" / f"{name}.pack")
             if count is not None:
                 packs.append((count, name))
@@ -109,3 +113,10 @@ def _read_regular(path: Path, limit: int) -> bytes | None:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
         return f.read(limit)
+
+
+def _is_regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(path.lstat().st_mode)
+    except OSError:
+        return False

@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
+import stat
 import struct
 import zlib
 from collections.abc import Callable, Iterable
@@ -303,6 +304,7 @@ def write_plain_pack(
     target.mkdir(exist_ok=True)
     token = f"{os.getpid()}_{secrets.token_hex(4)}"
     tmp_pack, tmp_idx = target / f"tmp_pack_thrum_{token}", target / f"tmp_idx_thrum_{token}"
+    placed: Path | None = None  # the pack, renamed into place before its index
     try:
         pack = _PackFile(tmp_pack, len(objects))
         bodies = compress(lambda data: zlib.compress(data, LEVEL), [data for _, _, data in objects])
@@ -311,13 +313,17 @@ def write_plain_pack(
         pack_sha = pack.finish()
         _write_index(tmp_idx, pack.entries, pack_sha)
         name = f"pack-{pack_sha.hex()}"
-        os.replace(tmp_pack, target / f"{name}.pack")
+        placed = target / f"{name}.pack"
+        os.replace(tmp_pack, placed)
         os.replace(tmp_idx, target / f"{name}.idx")
+        placed = None
         _fsync_dir(target)
         return name
     finally:
         tmp_pack.unlink(missing_ok=True)
         tmp_idx.unlink(missing_ok=True)
+        if placed is not None:  # its index never arrived: no reader can use it, nothing would remove it
+            placed.unlink(missing_ok=True)
 
 
 def _write_group(pack: _PackFile, offsets: dict, members: list[PackedObject], read) -> None:
@@ -368,13 +374,23 @@ def read_index(path: Path) -> list[bytes]:
     """The object ids (raw) in a version-2 pack index.
 
     Raises:
-        ValueError: not a version-2 index.
+        ValueError: not a version-2 index, or not a regular file (never read through a
+            link or from a FIFO: a shared remote's pushers can plant either).
     """
-    data = path.read_bytes()
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise ValueError(f"cannot read {path}: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"{path} is not a regular file")
+        data = f.read()
     if data[:8] != b"\xfftOc\x00\x00\x00\x02":
         raise ValueError(f"{path} is not a version-2 pack index")
     count = struct.unpack(">I", data[8 + 255 * 4 : 8 + 256 * 4])[0]
     start = 8 + 256 * 4
+    if len(data) < start + 20 * count:
+        raise ValueError(f"{path} is truncated")
     return [data[start + 20 * i : start + 20 * (i + 1)] for i in range(count)]
 
 
