@@ -48,14 +48,15 @@ def refuse_special_files(root: Path) -> None:
     Raises:
         SyncError: naming the file.
     """
-    names = [root / rel for rel in _READ_BY_LIBGIT2]
+    for rel in _READ_BY_LIBGIT2:
+        _regular_or_absent(root / rel)
     try:
         with os.scandir(root / "objects" / "pack") as entries:
-            names += [Path(e.path) for e in entries]
+            for entry in entries:  # the directory's own file types: no stat unless a link
+                if not (entry.is_file() or entry.is_dir()):
+                    _regular_or_absent(Path(entry.path))
     except OSError:
         pass
-    for path in names:
-        _regular_or_absent(path)
 
 
 def _regular_or_absent(path: Path) -> None:
