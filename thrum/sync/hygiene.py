@@ -313,7 +313,7 @@ def _rollable(packs: list[tuple[int, str]]) -> list[str]:
 
 
 def _to_roll(packs: list[tuple[int, str]]) -> list[str]:
-    """Which packs (sizes ascending) to roll into one so the rest stay geometric (factor 2)."""
+    """Which packs (object counts ascending) to roll into one so the rest stay geometric (factor 2)."""
     split = 0
     for i in range(len(packs) - 1, 0, -1):
         if packs[i][0] < FACTOR * packs[i - 1][0]:

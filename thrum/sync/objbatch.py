@@ -59,8 +59,6 @@ class ObjectBatch:
         self.max_buffered = MAX_BUFFERED if max_buffered is None else max_buffered
         self._waiting: dict[bytes, tuple[int, bytes]] = {}
         self._bytes = 0
-        self.packs: list[str] = []  # names of the packs written so far
-        self.count = 0  # objects written or waiting
 
     def write(self, kind: int, data: bytes) -> pygit2.Oid:
         oid = object_id(kind, data)
@@ -73,7 +71,6 @@ class ObjectBatch:
             return
         self._waiting[oid.raw] = (int(kind), data)
         self._bytes += len(data)
-        self.count += 1
         if self._bytes > self.max_buffered:
             self.flush()
 
@@ -103,5 +100,4 @@ class ObjectBatch:
         record_packs(self.objects, [name])
         self._waiting.clear()
         self._bytes = 0
-        self.packs.append(name)
         return name
