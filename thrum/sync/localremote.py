@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import logging
 import os
-import stat
 import threading
 import urllib.parse
 from collections.abc import Callable, Iterable
@@ -43,7 +42,7 @@ from pygit2.enums import FileMode, ObjectType, RepositoryOpenFlag
 from . import SyncError
 from .gitlib import TreeEntries, objects_dir, parse_tree
 from .objbatch import ObjectBatch, object_id
-from .remotefiles import MAX_OBJECT_BYTES, read_loose, refuse_special_files, too_large, verified_blob
+from .remotefiles import MAX_OBJECT_BYTES, read_loose, refuse_special, refuse_special_files, too_large, verified_blob
 
 log = logging.getLogger(__name__)
 
@@ -308,12 +307,7 @@ class _Copier:
         if not self.verify:
             return
         hexs = str(oid)
-        try:
-            mode = os.stat(self.src_objects / hexs[:2] / hexs[2:]).st_mode
-        except OSError:
-            mode = stat.S_IFREG
-        if not stat.S_ISREG(mode):
-            raise SyncError(f"the remote's object {oid} is not a regular file")
+        refuse_special(self.src_objects / hexs[:2] / hexs[2:])
         try:
             size = self.src.odb.read_header(oid)[1]
         except (KeyError, ValueError, pygit2.GitError) as exc:

@@ -24,6 +24,8 @@ import secrets
 import stat
 from pathlib import Path
 
+from .safefs import open_regular
+
 log = logging.getLogger(__name__)
 
 __all__ = ["RECORD_MAX", "load_record", "record_packs", "recorded_packs", "save_record"]
@@ -103,16 +105,12 @@ def _object_count(pack: Path) -> int | None:
 
 
 def _read_regular(path: Path, limit: int) -> bytes | None:
-    """Up to ``limit`` bytes of a regular file; None when it is missing, a link, a FIFO
-    or anything else that is not a regular file (which could make a reader wait forever)."""
+    """Up to ``limit`` bytes of a regular file; None for anything else (`safefs.open_regular`)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        with open_regular(path) as (f, _):
+            return f.read(limit)
     except OSError:
         return None
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        return f.read(limit)
 
 
 def _is_regular(path: Path) -> bool:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
-import stat
 import struct
 import zlib
 from collections.abc import Callable, Iterable
@@ -35,6 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pygit2
+
+from .safefs import open_regular
 
 __all__ = ["MAX_DEPTH", "PackedObject", "delta", "read_index", "write_pack", "write_plain_pack"]
 
@@ -378,13 +379,10 @@ def read_index(path: Path) -> list[bytes]:
             link or from a FIFO: a shared remote's pushers can plant either).
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        with open_regular(path) as (f, _):
+            data = f.read()
     except OSError as exc:
-        raise ValueError(f"cannot read {path}: {exc.strerror}") from None
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ValueError(f"{path} is not a regular file")
-        data = f.read()
+        raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from None
     if data[:8] != b"\xfftOc\x00\x00\x00\x02":
         raise ValueError(f"{path} is not a version-2 pack index")
     count = struct.unpack(">I", data[8 + 255 * 4 : 8 + 256 * 4])[0]

@@ -28,9 +28,10 @@ from pathlib import Path
 import pygit2
 
 from . import SyncError
+from .safefs import open_regular
 from .trees import MAX_FILE_BYTES
 
-__all__ = ["MAX_OBJECT_BYTES", "read_loose", "refuse_special_files", "too_large", "verified_blob"]
+__all__ = ["MAX_OBJECT_BYTES", "read_loose", "refuse_special", "refuse_special_files", "too_large", "verified_blob"]
 
 MAX_OBJECT_BYTES = 32 * MAX_FILE_BYTES  # 512 MiB: a file over MAX_FILE_BYTES is carried (and ignored), a bomb is not
 
@@ -49,17 +50,19 @@ def refuse_special_files(root: Path) -> None:
         SyncError: naming the file.
     """
     for rel in _READ_BY_LIBGIT2:
-        _regular_or_absent(root / rel)
+        refuse_special(root / rel)
     try:
         with os.scandir(root / "objects" / "pack") as entries:
             for entry in entries:  # the directory's own file types: no stat unless a link
                 if not (entry.is_file() or entry.is_dir()):
-                    _regular_or_absent(Path(entry.path))
+                    refuse_special(Path(entry.path))
     except OSError:
         pass
 
 
-def _regular_or_absent(path: Path) -> None:
+def refuse_special(path: Path) -> None:
+    """Raise `SyncError` when ``path`` (through links, as libgit2 opens it) is there and
+    is neither a regular file nor a directory."""
     try:
         mode = os.stat(path).st_mode
     except OSError:
@@ -73,20 +76,15 @@ def read_loose(objects: Path, oid: pygit2.Oid) -> bytes | None:
     FIFO or device (whoever can push to a shared remote can plant one, to make us
     read a file of ours, or wait forever)."""
     hexs = str(oid)
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
-        fd = os.open(objects / hexs[:2] / hexs[2:], flags)
+        with open_regular(objects / hexs[:2] / hexs[2:]) as (f, st):
+            if st.st_size > MAX_OBJECT_BYTES:
+                raise too_large(oid)
+            return f.read()
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
-        raise SyncError(f"the remote's object {oid} is not a regular file ({exc.strerror})") from None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise SyncError(f"the remote's object {oid} is not a regular file")
-        if st.st_size > MAX_OBJECT_BYTES:
-            raise too_large(oid)
-        return f.read()
+        raise SyncError(f"the remote's object {oid} is not a regular file ({exc.strerror or exc})") from None
 
 
 def too_large(oid: pygit2.Oid) -> SyncError:

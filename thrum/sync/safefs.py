@@ -27,7 +27,9 @@ import logging
 import os
 import stat
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 from . import SyncError
 
@@ -39,8 +41,10 @@ TMP_PREFIX = ".thrum-tmp-"
 
 __all__ = [
     "TMP_PREFIX",
+    "NotRegular",
     "UnsafePath",
     "is_regular",
+    "open_regular",
     "read_regular",
     "read_regular_stat",
     "remove_unwanted",
@@ -51,6 +55,28 @@ __all__ = [
 
 class UnsafePath(SyncError):
     """Something other than a directory or regular file sits where the layout expects one."""
+
+
+class NotRegular(OSError):
+    """`open_regular` found something other than a regular file."""
+
+
+@contextmanager
+def open_regular(path: Path) -> Iterator[tuple[BinaryIO, os.stat_result]]:
+    """The regular file at ``path`` (a file of an object store, outside the worktree),
+    open for reading, and its stat: rule 3, and no link in its last component.
+
+    Raises:
+        FileNotFoundError, NotADirectoryError: nothing there.
+        NotRegular: a FIFO, device, socket or directory (never waited on).
+        OSError: a link (``ELOOP``), or it cannot be opened.
+    """
+    fd = os.open(path, _READ_FLAGS)
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegular(errno.EINVAL, "not a regular file", str(path))
+        yield f, st
 
 
 def _parts(rel: str) -> list[str]:
