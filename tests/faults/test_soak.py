@@ -3,8 +3,8 @@ including the MCP waiter (a real ``thrum mcp serve``) and WebSocket subscribers 
 resume after the daemon drops notifications for them.
 
 The full run is ``scripts/bench.py soak --minutes 10`` (figures in BENCHMARKS.md);
-this one runs in ``scripts/test`` by default and can be deselected with
-``-m "not soak"``.
+this one runs from ``scripts/soak`` (the default suite leaves it out:
+``-m "not soak"`` in pyproject.toml).
 """
 
 from __future__ import annotations
