@@ -50,7 +50,7 @@ def doctor():
         rt.emit({"ok": False, "checks": checks}, lambda: _text(checks))
         raise click.exceptions.Exit(1)
     paths = rt.require_init()
-    checks: list[dict] = [_check("state", "ok", f"{paths.thrum_dir} is this user's own, and git tracks none of it")]
+    checks: list[dict] = []
     from_daemon = None
     if lifecycle.is_running(paths):
         try:
@@ -92,6 +92,7 @@ def doctor():
 
         checks.extend(doctor_checks(paths))
         checks.append(_check("projection", "skip", "not checked: the daemon is not running"))
+    checks.append(_check("state", "ok", f"{paths.thrum_dir} is this user's own, and git tracks none of it"))
     result = {"ok": not any(c["status"] in NEEDS_ACTION for c in checks), "checks": checks}
     rt.emit(result, lambda: _text(checks))
     if not result["ok"]:
