@@ -80,9 +80,10 @@ def run_offline(paths: ThrumPaths) -> dict:
                 yield
 
         mode = sync_mode(cfg, rep.has_remote())
+        touched: set[str] = set()
         try:
             if mode == "remote":
-                report = replicate.run_cycle(rep, locked)
+                report = replicate.run_cycle(rep, locked, on_received=lambda o: touched.update(o.received_lines))
             else:
                 report = replicate.SyncReport()
                 report.commits = int(rep.commit_pending())
@@ -92,6 +93,8 @@ def run_offline(paths: ThrumPaths) -> dict:
             raise
         finally:
             rep.index.flush()
+            if touched:
+                _reread_later(paths, touched)
         _tidy(rep, mode)
         result = report_dict(report, mode)
         record(paths, result, report.error)
@@ -100,6 +103,32 @@ def run_offline(paths: ThrumPaths) -> dict:
         return result
     finally:
         os.close(fd)
+
+
+REREAD_FILE = "reread-shards.json"
+
+
+def _reread_later(paths: ThrumPaths, shards: set[str]) -> None:
+    """Files this cycle merged lines into, for the next daemon to read from their start: a
+    merge may replace a line in place (a verified copy over a forged one), where a
+    catch-up from the stored read position would not look (docs/design/trust.md)."""
+    path = paths.var / REREAD_FILE
+    shards = shards | set(take_reread(paths, remove=False))
+    tmp = path.with_name(f".{REREAD_FILE}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(sorted(shards)))
+    os.replace(tmp, path)
+
+
+def take_reread(paths: ThrumPaths, *, remove: bool = True) -> list[str]:
+    """The files an offline sync asked the daemon to read again from their start (and forget them)."""
+    path = paths.var / REREAD_FILE
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    if remove:
+        path.unlink(missing_ok=True)
+    return [s for s in data if isinstance(s, str)] if isinstance(data, list) else []
 
 
 def _tidy(rep: Any, mode: str) -> None:
