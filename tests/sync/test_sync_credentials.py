@@ -11,9 +11,9 @@ import pygit2
 import pytest
 
 from thrum.sync import AuthError, RemoteUnreachable
-from thrum.sync import gitcredential
-from thrum.sync.forwarded import remember_forwarded
-from thrum.sync.credentials import (
+from thrum.sync.transport import gitcredential
+from thrum.sync.transport.forwarded import remember_forwarded
+from thrum.sync.transport.credentials import (
     Credentials,
     credentials_from_env,
     key_file_problem,

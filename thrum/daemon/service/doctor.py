@@ -140,8 +140,8 @@ async def _stuck_sync_check(ctx, creds) -> dict | None:
 @method("doctor.run")
 async def run(call: Call) -> dict:
     from ...sync import diagnose
-    from ...sync.credentials import credentials_from_env
-    from ...sync.forwarded import remember_forwarded
+    from ...sync.transport.credentials import credentials_from_env
+    from ...sync.transport.forwarded import remember_forwarded
 
     ctx = call.ctx
     env = forwarded_param(call.params.raw.get("env"))
