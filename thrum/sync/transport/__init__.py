@@ -5,7 +5,7 @@
 - ``ssh``           OpenSSH's settings for a host (``ssh -G``) and ``known_hosts``
 - ``credentials``   where logins come from (per operation), host keys, one-line errors
 - ``gitcredential`` git's credential helpers (``git credential fill|approve|reject``)
-- ``forwarded``     what a ``thrum sync`` passes along and what the daemon keeps of it
+- ``forwarded``     whether an ssh-agent a ``thrum sync`` passed along still lives
 - ``session``       one fetch, push or ref listing through libgit2: logins settled, errors translated
 
 Nothing is re-exported here: import from the module that defines a name.
