@@ -1,4 +1,4 @@
-"""Parts of the daemon started after the store: hub, Web UI, WebSocket server, sync loop."""
+"""Parts of the daemon started after the store: hub, Web UI, WebSocket server, sync loop, delivered receipts."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ async def start(daemon, nursery: trio.Nursery) -> None:
 
     from ..ui import hook as web_ui
     from . import ws
+    from .delivery import DeliveryRecorder
     from .hub import Hub
 
     daemon.hub = Hub(daemon)
@@ -21,6 +22,10 @@ async def start(daemon, nursery: trio.Nursery) -> None:
 
     daemon.sync = syncer.SyncLoop(daemon)
     await nursery.start(daemon.sync.run)
+    recorder = DeliveryRecorder(daemon.writer.read, daemon.writer.write, daemon.keys.names)
+    daemon.writer.subscribers.append(recorder.on_applied)
+    daemon.delivery = recorder
+    await nursery.start(recorder.run)
 
 
 async def stop(daemon) -> None:
