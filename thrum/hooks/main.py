@@ -209,17 +209,25 @@ def run(argv: list[str], *, stdin=None, stdout=None) -> int:
             hooklog.write(paths, f"{where} @{hook.agent}: {what}")
         return 0
     except Skip as exc:
-        hooklog.write(paths, f"{where}: {exc}")
+        hooklog.write(paths or _here(), f"{where}: {exc}")
     except errors.ThrumError as exc:
-        hooklog.write(paths, f"{where}: {type(exc).__name__}: {exc.message or exc}")
+        hooklog.write(paths or _here(), f"{where}: {type(exc).__name__}: {exc.message or exc}")
     except (OSError, ValueError) as exc:
-        hooklog.write(paths, f"{where}: {type(exc).__name__}: {exc}")
+        hooklog.write(paths or _here(), f"{where}: {type(exc).__name__}: {exc}")
     except Exception as exc:  # never a traceback in the host
-        hooklog.write(paths, f"{where}: internal error {type(exc).__name__}: {exc}")
+        hooklog.write(paths or _here(), f"{where}: internal error {type(exc).__name__}: {exc}")
     finally:
         if hook is not None:
             hook.close()
     return 0
+
+
+def _here() -> ThrumPaths | None:
+    """The working directory's repository, for the log of a hook that failed before finding its own."""
+    try:
+        return resolve(None)
+    except Exception:
+        return None
 
 
 def main(argv: list[str] | None = None) -> None:
