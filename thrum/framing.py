@@ -25,9 +25,12 @@ Pure: no I/O; the caller supplies the messages (message.list items) and the boun
 
 from __future__ import annotations
 
+import os
 import re
-import secrets
-from typing import Any, Sequence
+
+TYPE_CHECKING = False  # not typing's: hooks import this on their start-up path
+if TYPE_CHECKING:
+    from typing import Any, Sequence
 
 QUOTE = "│ "
 OPEN_TAG = "<thrum-messages"
@@ -48,7 +51,7 @@ _TAG_START = re.compile(r"<(?=[/!?|A-Za-z])")
 
 def new_boundary() -> str:
     """A token for one frame: 24 hex digits nobody can guess in advance."""
-    return secrets.token_hex(12)
+    return os.urandom(12).hex()
 
 
 def neutralise(text: str, boundary: str = "") -> str:
@@ -103,7 +106,8 @@ def _facts(m: dict[str, Any], boundary: str) -> str:
 def shown_priority(m: dict[str, Any]) -> str:
     """The message's priority, one step higher (at least high) when its ack is overdue."""
     order = ("low", "normal", "high", "critical")
-    prio = m.get("priority") if m.get("priority") in order else "normal"
+    given = m.get("priority")
+    prio: str = given if isinstance(given, str) and given in order else "normal"
     if m.get("overdue"):
         prio = order[max(order.index(prio) + 1, 2)] if prio != "critical" else "critical"
     return prio

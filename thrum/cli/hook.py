@@ -21,8 +21,11 @@ def hook(ctx, args):
     Puts the messages waiting for the agent into its context; see `thrum hook --help`
     and `thrum setup`.
     """
-    from ..hooks.main import run
+    from ..hooks.main import USAGE, run
 
+    if list(args) in (["--help"], ["-h"]):
+        click.echo("Usage: thrum hook" + USAGE[len("usage: thrum hook") :].rstrip("\n"))
+        ctx.exit(0)
     root = ctx.find_root().obj
     extra = ["--repo", root.repo] if getattr(root, "repo", None) else []
     ctx.exit(run(list(args) + extra if args else list(args)))

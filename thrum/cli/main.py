@@ -54,6 +54,8 @@ COMMANDS: dict[str, str] = {
     "doctor": "thrum.cli.doctor:doctor",
     "ui": "thrum.cli.ui:ui",
     "mcp": "thrum.cli.mcp:mcp",
+    "setup": "thrum.cli.setup:setup",
+    "wake": "thrum.cli.wake:wake",
     "hook": "thrum.cli.hook:hook",
 }
 

@@ -95,7 +95,20 @@ def _addresses(values: tuple[str, ...], flag: str) -> list[str]:
 )
 @global_options()
 def send(
-    message, to, mention, scope, ref, fmt, priority, structured, body_file, thread_id, subject, broadcast, ack, ack_within
+    message,
+    to,
+    mention,
+    scope,
+    ref,
+    fmt,
+    priority,
+    structured,
+    body_file,
+    thread_id,
+    subject,
+    broadcast,
+    ack,
+    ack_within,
 ):
     """Send a message.
 

@@ -2,15 +2,22 @@
 
 A message is delivered to an agent when it is in the replica that holds the
 agent's key (docs/design/delivery.md). The recorder hears every folded batch
-(local writes and syncs alike, `Writer.subscribers`), notes the new messages, and
-shortly after writes one ``message.delivered`` per local agent listing every
-message that reached it meanwhile: a burst of N messages costs one line per
-recipient, not N. `flush` records what is noted at once (a hook asking what to
-surface must see everything that is here). On start it sweeps the last
-`RECENT_DAYS` for messages folded while no recorder ran (a catch-up from the log).
+(local writes and syncs alike, `Writer.subscribers`) and notes the new messages
+with the time they arrived; it writes the receipts later, one ``message.delivered``
+per local agent listing every message that reached it (a burst of N messages costs
+one line per recipient, not N), each line stamped with the latest arrival among its
+messages. It writes them when something asks (`flush`: a hook asking what to show,
+a wake-up check), every `FLUSH_EVERY_S`, and when `MAX_NOTED` messages wait.
 
-Only messages created in the last `RECENT_DAYS` are recorded: a fresh clone that
-receives a long history does not sign a delivery for each old message.
+Why not at once: a receipt written in reaction to a sync would be a new local event
+right after every sync, so two replicas would never be equal after a round of syncs
+and every sync would be followed by another. Written when the recipient's side looks,
+it travels with the surfacing that usually follows, in the same sync.
+
+The first flush also sweeps the last `RECENT_DAYS` for messages folded while no
+recorder ran (a catch-up from the log at start-up). Only messages created in the
+last `RECENT_DAYS` are recorded: a fresh clone that receives a long history does
+not sign a delivery for each old message.
 """
 
 from __future__ import annotations
@@ -26,7 +33,8 @@ from ..store import delivery as delivery_store
 
 log = logging.getLogger(__name__)
 
-BATCH_DELAY = 0.5  # seconds a noted message waits for others to share its delivered line
+FLUSH_EVERY_S = 300.0  # noted messages are recorded at least this often, looked for or not
+MAX_NOTED = 10_000  # more noted messages than this are recorded at once (memory stays bounded)
 MAX_IDS_PER_EVENT = 1000  # one line stays a sane size (as for read receipts)
 
 
@@ -50,45 +58,46 @@ class DeliveryRecorder:
         write: Callable[[list[ev.Event]], Awaitable[Any]],
         local_agents: Callable[[], list[str]],
         *,
-        delay: float = BATCH_DELAY,
+        every: float = FLUSH_EVERY_S,
     ):
         self._read = read
         self._write = write
         self._local_agents = local_agents
-        self._delay = delay
-        self._noted: set[str] = set()
-        self._sweep = True  # the first flush looks at every recent message
+        self._every = every
+        self._noted: dict[str, str] = {}  # message id -> when it arrived here
+        self._sweep = True  # the first flush also looks at every recent message
         self._kick = trio.Event()
-        self._kick.set()  # the start-up sweep
         self._lock = trio.Lock()
         self.recorded = 0  # message ids recorded as delivered (for status and tests)
 
     def on_applied(self, applied: list[dict], source: str) -> None:
-        """A writer subscriber: note the messages of a folded batch."""
-        new = [d["message_id"] for d in applied if d["type"] == "message.create"]
-        if new:
-            self._noted.update(new)
+        """A writer subscriber: note the messages of a folded batch, and when they arrived."""
+        now = None
+        for d in applied:
+            if d["type"] == "message.create" and d["message_id"] not in self._noted:
+                now = now or ev.now_rfc3339()
+                self._noted[d["message_id"]] = now
+        if len(self._noted) > MAX_NOTED:
             self._kick.set()
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         while True:
-            await self._kick.wait()
-            self._kick = trio.Event()  # a message noted from here on kicks the next round
-            if not self._sweep:
-                await trio.sleep(self._delay)
+            with trio.move_on_after(self._every):
+                await self._kick.wait()
+            self._kick = trio.Event()
+            if not self._noted:
+                continue
             try:
                 await self.flush()
             except Exception:  # the log stays the truth; the next round tries again
                 log.exception("recording delivered messages failed")
-                self._kick.set()
-                await trio.sleep(self._delay)
 
     async def flush(self) -> int:
         """Record every noted message that reached a local agent; returns how many ids were recorded."""
         async with self._lock:
             sweep, noted = self._sweep, self._noted
-            self._sweep, self._noted = False, set()
+            self._sweep, self._noted = False, {}
             if not sweep and not noted:
                 return 0
             agents = self._local_agents()
@@ -99,14 +108,16 @@ class DeliveryRecorder:
                     delivery_store.undelivered, agents, None if sweep else sorted(noted), since_key()
                 )
             except BaseException:
-                self._noted |= noted
+                self._noted.update(noted)
                 self._sweep = self._sweep or sweep
                 raise
-            events = [
-                ev.MessageDelivered(agent_id=agent, message_ids=tuple(ids[i : i + MAX_IDS_PER_EVENT]))
-                for agent, ids in sorted(found.items())
-                for i in range(0, len(ids), MAX_IDS_PER_EVENT)
-            ]
+            now = ev.now_rfc3339()
+            events = []
+            for agent, ids in sorted(found.items()):
+                for i in range(0, len(ids), MAX_IDS_PER_EVENT):
+                    part = tuple(ids[i : i + MAX_IDS_PER_EVENT])
+                    arrived = max((noted.get(m) or now for m in part), key=ev.time_key)
+                    events.append(ev.MessageDelivered(agent_id=agent, message_ids=part, timestamp=arrived))
             if events:
                 await self._write(events)
                 self.recorded += sum(len(e.message_ids) for e in events)

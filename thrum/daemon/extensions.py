@@ -1,4 +1,4 @@
-"""Parts of the daemon started after the store: hub, Web UI, WebSocket server, sync loop, delivered receipts."""
+"""Parts of the daemon started after the store: hub, Web UI, WebSocket, sync loop, delivered receipts, wake-ups."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ async def start(daemon, nursery: trio.Nursery) -> None:
     from . import ws
     from .delivery import DeliveryRecorder
     from .hub import Hub
+    from .wakeups import Waker
 
     daemon.hub = Hub(daemon)
     daemon.writer.subscribers.append(daemon.hub.publish)
@@ -26,6 +27,10 @@ async def start(daemon, nursery: trio.Nursery) -> None:
     daemon.writer.subscribers.append(recorder.on_applied)
     daemon.delivery = recorder
     await nursery.start(recorder.run)
+    waker = Waker(daemon.writer.read, recorder.flush, daemon.paths.var / "panes.json")
+    daemon.writer.subscribers.append(waker.on_applied)
+    daemon.waker = waker
+    await nursery.start(waker.run)
 
 
 async def stop(daemon) -> None:

@@ -63,7 +63,6 @@ class Daemon:
         self.worktree: Path | None = None
         self.hub = None  # subscriptions (thrum.daemon.hub), set in run()
         self.sync = None  # sync loop (thrum.daemon.syncer), set in run()
-        self.delivery = None  # delivered receipts (thrum.daemon.delivery), set in run()
         self.ws_port: int | None = None
         self._lock_fd: int | None = None
         self._agents_cache: dict[str, dict] = {}

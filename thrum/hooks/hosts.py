@@ -21,6 +21,10 @@ from __future__ import annotations
 
 import json
 
+TYPE_CHECKING = False  # not typing's: this module is on every hook's start-up path
+if TYPE_CHECKING:
+    from typing import Any
+
 # host -> event -> role. Event names are the hosts' own spelling.
 EVENTS: dict[str, dict[str, str]] = {
     "claude": {
@@ -61,7 +65,7 @@ def role(host: str, event: str) -> str | None:
     return EVENTS.get(host, {}).get(event)
 
 
-def cwd_of(host: str, payload: dict) -> str | None:
+def cwd_of(host: str, payload: dict[str, Any]) -> str | None:
     """Where the agent works, as the host reports it (Cursor: its first workspace root)."""
     cwd = payload.get("cwd")
     if isinstance(cwd, str) and cwd:
@@ -72,7 +76,7 @@ def cwd_of(host: str, payload: dict) -> str | None:
     return None
 
 
-def follows_a_block(host: str, payload: dict) -> bool:
+def follows_a_block(host: str, payload: dict[str, Any]) -> bool:
     """This stop comes right after a stop thrum (or another hook) blocked: let it through."""
     if payload.get("stop_hook_active") is True:
         return True
@@ -80,7 +84,7 @@ def follows_a_block(host: str, payload: dict) -> bool:
     return isinstance(count, int) and not isinstance(count, bool) and count > 0
 
 
-def _dumps(obj: dict) -> bytes:
+def _dumps(obj: dict[str, Any]) -> bytes:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
 
 

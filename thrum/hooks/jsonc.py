@@ -255,12 +255,18 @@ def _trim_line(text: str, pos: int) -> str:
 # --------------------------------------------------------------------------- edits
 
 
-def _walk(root: Node, path: list[str]) -> Node | None:
+def _walk(root: Node, path: list[Any]) -> Node | None:
+    """The node at ``path``: object keys, and array indexes (ints)."""
     node: Node | None = root
     for key in path:
-        if node is None or node.kind != "object":
+        if node is None:
             return None
-        node = node.member(key)
+        if isinstance(key, int):
+            node = node.items[key] if node.kind == "array" and 0 <= key < len(node.items) else None
+        elif node.kind == "object":
+            node = node.member(key)
+        else:
+            return None
     return node
 
 
@@ -312,34 +318,34 @@ def remove_member(text: str, path: list[str]) -> str:
     return text
 
 
-def get(text: str, path: list[str]) -> Any:
+def get(text: str, path: list[Any]) -> Any:
     """The value at ``path``, or None."""
     node = _walk(parse(text), path)
     return node.python() if node is not None else None
 
 
-def append_item(text: str, path: list[str], value: Any) -> str:
+def append_item(text: str, path: list[Any], value: Any) -> str:
     """``value`` appended to the array at ``path`` (created when missing)."""
     node = _walk(parse(text), path)
     if node is None:
         return set_member(text, path, [value])
     if node.kind != "array":
-        raise JsoncError(f"{'.'.join(path)} is not an array")
+        raise JsoncError(f"{'.'.join(map(str, path))} is not an array")
     return _insert(text, node, None, value)
 
 
-def replace_item(text: str, path: list[str], index: int, value: Any) -> str:
+def replace_item(text: str, path: list[Any], index: int, value: Any) -> str:
     node = _walk(parse(text), path)
     if node is None or node.kind != "array":
-        raise JsoncError(f"{'.'.join(path)} is not an array")
+        raise JsoncError(f"{'.'.join(map(str, path))} is not an array")
     item = node.items[index]
     if item.python() == value:
         return text
     return text[: item.start] + dump(value, _indent_at(text, item.start), indent_unit(text)) + text[item.end :]
 
 
-def remove_item(text: str, path: list[str], index: int) -> str:
+def remove_item(text: str, path: list[Any], index: int) -> str:
     node = _walk(parse(text), path)
     if node is None or node.kind != "array":
-        raise JsoncError(f"{'.'.join(path)} is not an array")
+        raise JsoncError(f"{'.'.join(map(str, path))} is not an array")
     return _remove(text, node, index)

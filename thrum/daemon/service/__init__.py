@@ -17,4 +17,5 @@ from . import (  # noqa: F401
     subscriptions,
     sync,
     ui,
+    wake,
 )
