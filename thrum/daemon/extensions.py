@@ -1,4 +1,4 @@
-"""Parts of the daemon started after the store: hub, Web UI, WebSocket, sync loop, delivered receipts, wake-ups."""
+"""Parts of the daemon started after the store: hub, Web UI, WebSocket, sync loop, held lines, delivery, wake-ups."""
 
 from __future__ import annotations
 
@@ -31,6 +31,9 @@ async def start(daemon, nursery: trio.Nursery) -> None:
     daemon.writer.subscribers.append(waker.on_applied)
     daemon.waker = waker
     await nursery.start(waker.run)
+    from .heldtimer import HeldTimer
+
+    await nursery.start(HeldTimer(daemon.writer, float(daemon.config.clock_skew)).run)
 
 
 async def stop(daemon) -> None:

@@ -23,7 +23,7 @@ Everything here can be thrown away and rebuilt from the log: bump
 
 from __future__ import annotations
 
-from .bookkeeping import AppliedEvent, FoldIssue, IdempotencyKey, KeyValue, LogPosition, SchemaVersion
+from .bookkeeping import AppliedEvent, FoldIssue, HeldLine, IdempotencyKey, KeyValue, LogPosition, SchemaVersion
 from .directory import Agent, AgentContext, Group, GroupMember, Session, Thread
 from .inbox import AgentSigCount, MentionSig, MentionSigTarget, SigAuthorTotal, SigTotal
 from .messages import (
@@ -41,9 +41,10 @@ from .messages import (
     ReadState,
 )
 
-SCHEMA_VERSION = 9  # 5: applied_events keyed by event id and author (store.fold.dedup_key);
+SCHEMA_VERSION = 10  # 5: applied_events keyed by event id and author (store.fold.dedup_key);
 #                    6: message_scopes/message_refs.pos (the order given); 7: messages.subject; 8: idempotency_keys;
-#                    9: ack_requests, deliveries (docs/design/delivery.md)
+#                    9: held_lines (events dated ahead), agents.cleanup_by, sessions keyed by id and agent;
+#                    10: ack_requests, deliveries (docs/design/delivery.md)
 
 TABLE_MODELS = [
     Message,
@@ -71,6 +72,7 @@ TABLE_MODELS = [
     AppliedEvent,
     LogPosition,
     FoldIssue,
+    HeldLine,
     SchemaVersion,
     KeyValue,
     IdempotencyKey,
