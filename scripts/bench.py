@@ -49,6 +49,7 @@ from thrum.trust.verify import Verifier  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "scripts"))
 from bench_segments import SegmentWriter, Signing  # noqa: E402
+from bench_text import BodyText  # noqa: E402
 
 # --------------------------------------------------------------------------- helpers
 
@@ -106,11 +107,6 @@ GROUPS = {  # name -> (agent members by index, role members)
     "leads": ([0, 10, 20, 30, 40], []),
     "oncall": ([8, 9], ["ops", "security"]),
 }
-WORDS = (
-    "auth module tests green review ready merge deploy failing flaky fix patch branch rebase "
-    "conflict schema migration index query latency budget release notes docs api client "
-    "server daemon sync remote push fetch worktree shard event projection fold rebuild"
-).split()
 BASE_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 
 
@@ -121,6 +117,7 @@ def generate_store_log(root: Path, n_messages: int, seed: int = 7) -> dict:
     them (issue 8); the agents' keys are kept in ``root/../identities``.
     """
     rng = random.Random(seed)
+    body_text = BodyText(seed)  # its own generator: the words (bench_text.py), not the log's shape
     agents = [f"{ROLES[i % len(ROLES)]}_{i:02d}" for i in range(50)]
     role_of = {a: ROLES[i % len(ROLES)] for i, a in enumerate(agents)}
     signer = Signing(root.parent / "identities")
@@ -250,7 +247,7 @@ def generate_store_log(root: Path, n_messages: int, seed: int = 7) -> dict:
             scopes.append({"type": "module", "value": f"mod{rng.randrange(20)}"})
         ts = rfc3339(ms)
         mid = signer.message_id(author)
-        text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 30)))
+        text = body_text.body(rng.randint(8, 30))
         ev = {
             "type": "message.create",
             "timestamp": ts,
