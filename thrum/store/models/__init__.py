@@ -37,10 +37,12 @@ from .messages import (
     MessageScope,
     PendingTarget,
     ReadState,
+    ThreadSubject,
 )
 
-SCHEMA_VERSION = 8  # 5: applied_events keyed by event id and author (store.fold.dedup_key);
-#                    6: message_scopes/message_refs.pos (the order given); 7: messages.subject; 8: idempotency_keys
+SCHEMA_VERSION = 9  # 5: applied_events keyed by event id and author (store.fold.dedup_key);
+#                    6: message_scopes/message_refs.pos (the order given); 7: messages.subject; 8: idempotency_keys;
+#                    9: the search index (message_search, thread_subjects, messages.search_tags/search_parts)
 
 TABLE_MODELS = [
     Message,
@@ -52,6 +54,7 @@ TABLE_MODELS = [
     EditEvent,
     DeleteEvent,
     PendingTarget,
+    ThreadSubject,
     MentionSig,
     MentionSigTarget,
     SigTotal,

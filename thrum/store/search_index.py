@@ -1,0 +1,227 @@
+"""The search index: an FTS5 table over what each live message says, kept by triggers like the counters.
+
+What a message's entry holds (the view `DOCS_VIEW`, one row per live message):
+its current body (after edits), its subject, its author's name and role, the
+values of its scopes and refs, its thread's subject (the first subject in the
+thread, as ``thread list`` shows it) and the parts of its CamelCase words
+(`thrum.store.search_text`). Deleted messages have none. The tokenizer and its
+reason: docs/design/decisions.md ("Search").
+
+Rules:
+
+1. The index holds exactly the rows of the view, with the view's current values.
+   It is an external-content FTS5 table (it stores no second copy of the text);
+   removing an entry means handing FTS5 the values it was built from, so every
+   change to what the view shows goes through `TRIGGERS`: an entry is removed
+   *before* its values change and added back after, in the same transaction as
+   the change. That covers the fold's edits and deletes, an author whose role
+   changes and a thread whose subject changes, whatever code path makes them.
+2. A rebuild loads without the triggers and builds the index once at the end
+   (`build`: one bulk pass, sorted, much faster than a million single inserts);
+   the triggers are created after it, like the counters'.
+3. `check` compares the index with the messages table (`thrum doctor`); an index
+   SQLite reports as corrupt is rebuilt with the projection (daemon/view.py),
+   one that merely disagrees is rebuilt by `rebuild_index`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+import peewee as pw
+
+from .sql import scalar
+
+TABLE = "message_search"
+COLUMNS = ("body", "subject", "author", "tags", "thread", "parts")
+WEIGHTS = (1.0, 3.0, 1.5, 2.0, 1.5, 0.7)  # bm25 weight of a hit in each column, in COLUMNS order
+TOKENIZE = "unicode61 remove_diacritics 2"
+BULK_HASH_BYTES = 64 * 2**20  # FTS5's in-memory term buffer while `build` runs (default 1 MiB)
+DEFAULT_HASH_BYTES = 2**20
+
+_AUTHOR = "d.agent_id || ' ' || coalesce(d.role, '')"
+
+DOCS_VIEW = (
+    "CREATE VIEW IF NOT EXISTS message_search_docs AS SELECT m.rowid AS rid, m.agent_id, m.thread_id, "
+    "(SELECT a.role FROM agents a WHERE a.agent_id = m.agent_id) AS role, "
+    "m.body_content AS body, m.subject AS subject, m.search_tags AS tags, m.search_parts AS parts, "
+    "CASE WHEN m.thread_id = '' THEN '' ELSE coalesce((SELECT t.subject FROM thread_subjects t "
+    "WHERE t.thread_id = m.thread_id), '') END AS thread "
+    "FROM messages m WHERE m.deleted = 0"
+)
+# The index reads its content from this view (by rid); `author` is composed here.
+CONTENT_VIEW = (
+    f"CREATE VIEW IF NOT EXISTS message_search_content AS SELECT d.rid, {_AUTHOR} AS author, "
+    "d.body, d.subject, d.tags, d.thread, d.parts FROM message_search_docs d"
+)
+VIEWS = [DOCS_VIEW, CONTENT_VIEW]
+
+CREATE_TABLE = (
+    f"CREATE VIRTUAL TABLE IF NOT EXISTS {TABLE} USING fts5({', '.join(COLUMNS)}, "
+    f"content='message_search_content', content_rowid='rid', tokenize='{TOKENIZE}')"
+)
+
+_COLS = ", ".join(COLUMNS)
+
+
+def _values(*, author: str = _AUTHOR, thread: str = "d.thread") -> str:
+    """The entry's values from a row ``d`` of the docs view (``author``/``thread``: another expression)."""
+    given = {"author": author, "thread": thread}
+    return ", ".join(given.get(c, f"d.{c}") for c in COLUMNS)
+
+
+def _remove(where: str, **old: str) -> str:
+    """Remove the entries of the docs view's rows matching ``where``, with the values they were
+    indexed with (``old``: the expression of what is about to change, else its current value)."""
+    return (
+        f"INSERT INTO {TABLE}({TABLE}, rowid, {_COLS}) SELECT 'delete', d.rid, {_values(**old)} "
+        f"FROM message_search_docs d WHERE {where};"
+    )
+
+
+def _add(where: str) -> str:
+    return f"INSERT INTO {TABLE}(rowid, {_COLS}) SELECT d.rid, {_values()} FROM message_search_docs d WHERE {where};"
+
+
+def _thread_subject(thread: str, when: str) -> str:
+    """Set ``thread_subjects`` for one thread, when ``when`` holds: the subject of its first
+    live message that has one (none: no row)."""
+    first = (
+        f"SELECT subject FROM messages WHERE thread_id = {thread} AND thread_id <> '' AND deleted = 0 "
+        "AND subject <> '' ORDER BY created_key, message_id LIMIT 1"
+    )
+    return (
+        f"DELETE FROM thread_subjects WHERE {when} AND thread_id = {thread} AND NOT EXISTS ({first});"
+        f" INSERT INTO thread_subjects(thread_id, subject) SELECT {thread}, ({first}) WHERE {when} AND EXISTS ({first})"
+        " ON CONFLICT(thread_id) DO UPDATE SET subject = excluded.subject"
+        " WHERE thread_subjects.subject IS NOT excluded.subject;"
+    )
+
+
+_CHANGED = " OR ".join(
+    f"OLD.{c} IS NOT NEW.{c}"
+    for c in ("deleted", "body_content", "subject", "agent_id", "thread_id", "search_tags", "search_parts")
+)
+_HAS_SUBJECT = "{r}.thread_id <> '' AND {r}.subject <> ''"
+_MOVED = "OLD.thread_id IS NOT NEW.thread_id OR OLD.subject IS NOT NEW.subject"
+
+
+def _in_thread(thread: str) -> str:
+    return f"d.thread_id = {thread} AND d.thread_id <> ''"
+
+
+# Statements of one trigger run in order: a message's entry is written before its thread's
+# subject is set, so when that changes, the thread's re-index (trg_search_threads_*) finds
+# every entry of the thread, this message's included, as it was indexed.
+TRIGGERS = [
+    "CREATE TRIGGER IF NOT EXISTS trg_search_messages_ins AFTER INSERT ON messages BEGIN "
+    + _add("d.rid = NEW.rowid")
+    + " "
+    + _thread_subject("NEW.thread_id", _HAS_SUBJECT.format(r="NEW") + " AND NEW.deleted = 0")
+    + " END",
+    "CREATE TRIGGER IF NOT EXISTS trg_search_messages_del BEFORE DELETE ON messages WHEN OLD.deleted = 0 BEGIN "
+    + _remove("d.rid = OLD.rowid")
+    + " END",
+    "CREATE TRIGGER IF NOT EXISTS trg_search_messages_del_thread AFTER DELETE ON messages "
+    f"WHEN {_HAS_SUBJECT.format(r='OLD')} BEGIN " + _thread_subject("OLD.thread_id", "1") + " END",
+    f"CREATE TRIGGER IF NOT EXISTS trg_search_messages_upd_before BEFORE UPDATE ON messages WHEN {_CHANGED} BEGIN "
+    + _remove("d.rid = OLD.rowid")
+    + " END",
+    f"CREATE TRIGGER IF NOT EXISTS trg_search_messages_upd_after AFTER UPDATE ON messages WHEN {_CHANGED} BEGIN "
+    + _add("d.rid = NEW.rowid")
+    + " "
+    + _thread_subject(
+        "OLD.thread_id", _HAS_SUBJECT.format(r="OLD") + f" AND ({_MOVED} OR OLD.deleted IS NOT NEW.deleted)"
+    )
+    + " "
+    + _thread_subject("NEW.thread_id", _HAS_SUBJECT.format(r="NEW") + " AND OLD.thread_id IS NOT NEW.thread_id")
+    + " END",
+    # an author's role: each of their entries names it
+    "CREATE TRIGGER IF NOT EXISTS trg_search_agents_ins AFTER INSERT ON agents "
+    "WHEN coalesce(NEW.role, '') <> '' BEGIN "
+    + _remove("d.agent_id = NEW.agent_id", author="d.agent_id || ' '")
+    + " "
+    + _add("d.agent_id = NEW.agent_id")
+    + " END",
+    "CREATE TRIGGER IF NOT EXISTS trg_search_agents_upd AFTER UPDATE OF role ON agents "
+    "WHEN coalesce(OLD.role, '') IS NOT coalesce(NEW.role, '') BEGIN "
+    + _remove("d.agent_id = NEW.agent_id", author="d.agent_id || ' ' || coalesce(OLD.role, '')")
+    + " "
+    + _add("d.agent_id = NEW.agent_id")
+    + " END",
+    # a thread's subject: each entry in the thread names it
+    "CREATE TRIGGER IF NOT EXISTS trg_search_threads_ins AFTER INSERT ON thread_subjects BEGIN "
+    + _remove(_in_thread("NEW.thread_id"), thread="''")
+    + " "
+    + _add(_in_thread("NEW.thread_id"))
+    + " END",
+    "CREATE TRIGGER IF NOT EXISTS trg_search_threads_upd AFTER UPDATE OF subject ON thread_subjects BEGIN "
+    + _remove(_in_thread("NEW.thread_id"), thread="OLD.subject")
+    + " "
+    + _add(_in_thread("NEW.thread_id"))
+    + " END",
+    "CREATE TRIGGER IF NOT EXISTS trg_search_threads_del AFTER DELETE ON thread_subjects BEGIN "
+    + _remove(_in_thread("OLD.thread_id"), thread="OLD.subject")
+    + " "
+    + _add(_in_thread("OLD.thread_id"))
+    + " END",
+]
+
+THREAD_SUBJECTS_FROM_MESSAGES = (
+    "INSERT INTO thread_subjects(thread_id, subject) SELECT thread_id, subject FROM (SELECT thread_id, subject, "
+    "row_number() OVER (PARTITION BY thread_id ORDER BY created_key, message_id) AS n FROM messages "
+    "WHERE thread_id <> '' AND deleted = 0 AND subject <> '') WHERE n = 1"
+)
+
+
+def build(db: pw.SqliteDatabase) -> None:
+    """Create the index (if missing) and fill it from the messages in one pass, then its triggers.
+
+    For a rebuild, after the rows are loaded (no triggers during the load, rule 2);
+    on a new, empty database it costs nothing. One transaction.
+    """
+    with db.atomic():
+        db.execute_sql("DELETE FROM thread_subjects")
+        db.execute_sql(THREAD_SUBJECTS_FROM_MESSAGES)
+        for sql in VIEWS:
+            db.execute_sql(sql)
+        db.execute_sql(CREATE_TABLE)
+        db.execute_sql(f"INSERT INTO {TABLE}({TABLE}, rank) VALUES ('hashsize', ?)", (BULK_HASH_BYTES,))
+        db.execute_sql(f"INSERT INTO {TABLE}({TABLE}) VALUES ('rebuild')")
+        db.execute_sql(f"INSERT INTO {TABLE}({TABLE}, rank) VALUES ('hashsize', ?)", (DEFAULT_HASH_BYTES,))
+        for sql in TRIGGERS:
+            db.execute_sql(sql)
+
+
+def rebuild_index(db: pw.SqliteDatabase) -> None:
+    """Throw the index away and build it again from the messages (it disagreed with them)."""
+    with db.atomic():
+        for name in [t.split()[5] for t in TRIGGERS]:
+            db.execute_sql(f"DROP TRIGGER IF EXISTS {name}")
+        db.execute_sql(f"DROP TABLE IF EXISTS {TABLE}")
+        build(db)
+
+
+def check(db: pw.SqliteDatabase) -> str | None:
+    """None when the index holds exactly the live messages, as they read now; else what is wrong.
+
+    Compares the entries with the live rows of the messages table, then has FTS5
+    check every entry against the text it was built from ('integrity-check' with
+    rank 1: the content read again and tokenised). Seconds on a million messages.
+    """
+    try:
+        entries = scalar(db, f"SELECT count(*) FROM {TABLE}_docsize")
+        live = scalar(db, "SELECT count(*) FROM messages WHERE deleted = 0")
+        if entries != live:
+            return f"the search index has {entries:,} entries for {live:,} live messages"
+        missing = scalar(
+            db,
+            f"SELECT count(*) FROM messages m WHERE m.deleted = 0 AND NOT EXISTS "
+            f"(SELECT 1 FROM {TABLE}_docsize s WHERE s.id = m.rowid)",
+        )
+        if missing:
+            return f"{missing:,} live message(s) are missing from the search index"
+        db.execute_sql(f"INSERT INTO {TABLE}({TABLE}, rank) VALUES ('integrity-check', 1)")
+    except (sqlite3.DatabaseError, pw.DatabaseError) as exc:
+        return f"the search index does not match the messages ({exc})"
+    return None
