@@ -28,7 +28,14 @@ ROOT = Path(__file__).resolve().parent.parent
 THRUM = ROOT / "thrum"
 
 FRONT_ENDS = ("cli", "mcp", "gcmail", "ui")  # the latter three may not exist yet
-PURE_CORE = ("thrum/events", "thrum/errors.py", "thrum/jsonrpc.py", "thrum/cli/render", "thrum/sync/merge.py")
+PURE_CORE = (
+    "thrum/events",
+    "thrum/errors.py",
+    "thrum/jsonrpc.py",
+    "thrum/search_query.py",
+    "thrum/cli/render",
+    "thrum/sync/merge.py",
+)
 IMPURE = ("trio", "trio_websocket", "pygit2")
 MAX_LINES = 450
 

@@ -262,7 +262,8 @@ def parse(text: object, *, now: datetime) -> Query:
     if "\x00" in text:
         raise _fail("it contains a NUL character")
     terms: list[Term] = []
-    f: dict[str, list] = {k: [] for k in ("from", "to", "scope", "ref", "in", "priority")}
+    names: dict[str, list[str]] = {k: [] for k in ("from", "to", "in", "priority")}
+    tags: dict[str, list[tuple[str, str]]] = {"scope": [], "ref": []}
     flags = {"unread": False, "archived": False}
     after: str | None = None
     before: str | None = None
@@ -276,13 +277,13 @@ def parse(text: object, *, now: datetime) -> Query:
             continue
         name, value = tok.field, tok.text
         if name in ("from", "to"):
-            f[name].append(_name(name, value))
+            names[name].append(_name(name, value))
         elif name in ("scope", "ref"):
-            f[name].append(_tag(name, value))
+            tags[name].append(_tag(name, value))
         elif name == "in":
             if _ID_RE.fullmatch(value) is None:
                 raise _fail(f"in: takes a thread id (thr_…) or a message id (msg_…), not {_show(value)}")
-            f["in"].append(value)
+            names["in"].append(value)
         elif name == "is":
             if value.lower() not in IS_VALUES:
                 raise _fail(f"is: takes {' or '.join(IS_VALUES)}, not {_show(value)}")
@@ -290,23 +291,24 @@ def parse(text: object, *, now: datetime) -> Query:
         elif name == "priority":
             if value.lower() not in PRIORITIES:
                 raise _fail(f"priority: takes {', '.join(PRIORITIES)}, not {_show(value)}")
-            f["priority"].append(value.lower())
+            names["priority"].append(value.lower())
         elif name == "after":
             key = _when(name, value, now)
             after = key if after is None else max(after, key)
         else:
             key = _when(name, value, now)
             before = key if before is None else min(before, key)
-    if not terms and not any(f.values()) and not any(flags.values()) and after is None and before is None:
+    selected = any(names.values()) or any(tags.values()) or any(flags.values())
+    if not terms and not selected and after is None and before is None:
         raise _fail("it is empty: give words to look for, or filters like from:NAME")
     return Query(
         terms=tuple(terms),
-        authors=tuple(dict.fromkeys(f["from"])),
-        recipients=tuple(dict.fromkeys(f["to"])),
-        scopes=tuple(dict.fromkeys(f["scope"])),
-        refs=tuple(dict.fromkeys(f["ref"])),
-        threads=tuple(dict.fromkeys(f["in"])),
-        priorities=tuple(dict.fromkeys(f["priority"])),
+        authors=tuple(dict.fromkeys(names["from"])),
+        recipients=tuple(dict.fromkeys(names["to"])),
+        scopes=tuple(dict.fromkeys(tags["scope"])),
+        refs=tuple(dict.fromkeys(tags["ref"])),
+        threads=tuple(dict.fromkeys(names["in"])),
+        priorities=tuple(dict.fromkeys(names["priority"])),
         unread=flags["unread"],
         archived=flags["archived"],
         after=after,

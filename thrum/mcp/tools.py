@@ -1,4 +1,4 @@
-"""The 11 MCP tools (spec/mcp-server.md "API Reference"), each a few daemon calls.
+"""The 12 MCP tools (spec/mcp-server.md "API Reference", and ``search_messages``), each a few daemon calls.
 
 Rules:
 
@@ -25,7 +25,7 @@ from mcp_types import ToolAnnotations
 from pydantic import Field
 
 from ..errors import ThrumError
-from .convert import agent_info, message_info, one_line, parse_address
+from .convert import agent_info, message_info, one_line, parse_address, search_hit
 from .models import (
     BroadcastFilter,
     BroadcastResult,
@@ -40,6 +40,7 @@ from .models import (
     MemberType,
     Priority,
     PriorityFilter,
+    SearchResult,
     SendResult,
     WaitResult,
 )
@@ -67,7 +68,7 @@ def _tool_errors(fn):
 
 
 def build_tools(link, waiter) -> list[Tool]:
-    """The 11 tools bound to this server's daemon link and waiter."""
+    """The 12 tools bound to this server's daemon link and waiter."""
     me = link.me
 
     @_tool_errors
@@ -169,6 +170,32 @@ def build_tools(link, waiter) -> list[Tool]:
             status="message_received" if message else "timeout",
             message=message_info(message) if message else None,
             waited_seconds=int(round(waited)),
+        )
+
+    @_tool_errors
+    async def search_messages(
+        query: Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=1000,
+                description="Words (all must match; snake_case, dotted.names and paths are found whole and by "
+                'their parts), "a phrase", pref*, -word (without it), and filters: from:NAME, from:me, '
+                "to:NAME, to:@ROLE, to:me, scope:TYPE:VALUE, ref:TYPE:VALUE, in:THREAD_ID, is:unread, "
+                "is:archived, priority:high, after:2026-03-01, before:2026-03-08, after:3d",
+            ),
+        ],
+        limit: Annotated[int, Field(ge=1, le=100, description="Results per page (default 20)")] = 20,
+        page: Annotated[int, Field(ge=1, le=100_000, description="Page of results (default 1)")] = 1,
+    ) -> SearchResult:
+        result = await link.agent_call("message.search", {"query": query, "page_size": limit, "page": page})
+        hits = [search_hit(m) for m in result.get("messages") or []]
+        return SearchResult(
+            status="results" if hits else "empty",
+            results=hits,
+            total=int(result.get("total") or 0),
+            page=int(result.get("page") or page),
+            total_pages=int(result.get("total_pages") or 0),
         )
 
     @_tool_errors
@@ -338,6 +365,14 @@ def build_tools(link, waiter) -> list[Tool]:
             "background listener: call check_messages first, then wait_for_message(timeout=300) "
             "in a loop.",
             None,
+        ),
+        (
+            search_messages,
+            "Search the messages this agent can see (what its inbox holds: not deleted, not archived unless "
+            "is:archived; its own included) by words and filters; best matches first, recent ones first among "
+            "equals, each with its full text and a snippet whose hits are between « and ». total is exact. "
+            "Marks nothing read.",
+            read_only,
         ),
         (
             list_agents,
