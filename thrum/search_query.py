@@ -101,11 +101,13 @@ class Query:
 
         return replace(self, authors=swap(self.authors), recipients=swap(self.recipients))
 
-    def match_expression(self) -> str | None:
-        """The FTS5 MATCH expression of the wanted terms minus the excluded ones; None without wanted terms."""
-        if not self.wanted:
+    def match_expression(self, lead: str | None = None) -> str | None:
+        """The FTS5 MATCH expression: ``lead`` (an expression of the caller's, e.g. what a filter
+        narrows to) and the wanted terms, minus the excluded ones; None when neither is given."""
+        parts = ([f"({lead})"] if lead else []) + [t.fts() for t in self.wanted]
+        if not parts:
             return None
-        expr = " AND ".join(t.fts() for t in self.wanted)
+        expr = " AND ".join(parts)
         for t in self.excluded:
             expr += " NOT " + t.fts()
         return expr

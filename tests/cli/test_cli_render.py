@@ -433,7 +433,7 @@ def test_search_results_in_the_inbox_box_with_marked_hits():
         {"text": "_config", "hit": False},
     ]
     second["subject_snippet"] = []
-    result = {"messages": [first, second], "total": 12, "unread": 3, "page": 2, "page_size": 2}
+    result = {"messages": [first, second], "total": 12, "page": 2, "page_size": 2}
 
     def row(text: str) -> str:
         return "│ " + text.ljust(59) + "│"
@@ -448,7 +448,7 @@ def test_search_results_in_the_inbox_box_with_marked_hits():
             row("○ msg_BB  @carol  2d ago"),
             row("evil \\x1b[2J «parse»_config"),  # a terminal escape in a message is shown, not sent
             "└" + "─" * 60 + "┘",
-            "Showing 3-4 of 12 matches (3 unread)",
+            "Showing 3-4 of 12 matches",
         ]
     )
     assert render_search({"messages": [], "total": 0}, query="zebra", now=NOW) == (

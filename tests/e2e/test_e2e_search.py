@@ -22,7 +22,7 @@ def test_search_prints_the_inbox_box_with_snippets_and_an_exact_total(repo):
     repo.send("bob", "Lunch at noon?", "--to", "@alice")
     out = repo.ok("search", "parse_config", agent="alice").out
     lines = out.splitlines()
-    assert lines[0].startswith("┌") and lines[-1] == "Showing 1-1 of 1 match (1 unread)"
+    assert lines[0].startswith("┌") and lines[-1] == "Showing 1-1 of 1 match"
     assert lines[1].startswith(f"│ ● {fix}  @bob")
     assert "│ Subject: Crash" in out
     assert "Fixed the «parse_config» crash in thrum/store/fold.py" in out
@@ -43,7 +43,7 @@ def test_paging_hint_and_an_empty_result(repo):
     hint = first.splitlines()[-1]
     assert hint == "Next page: thrum search 'nightly build' --page 2 --page-size 2"
     second = repo.ok(*shlex.split(hint.removeprefix("Next page: thrum ")), agent="alice").out
-    assert second.splitlines()[-1] == "Showing 3-3 of 3 matches (3 unread)"
+    assert second.splitlines()[-1] == "Showing 3-3 of 3 matches"
     none = repo.ok("search", "zebra", agent="alice").out.strip()
     assert none.startswith("No message matches 'zebra'.")
 

@@ -178,22 +178,26 @@ def build_filter(
 Condition = tuple[str, list[Any], tuple[str, list[Any]] | None]
 
 
-def scope_condition(kind: str, value: str) -> Condition:
-    """Messages with this scope (for `Filter.require`)."""
-    return (
-        "m.message_id IN (SELECT message_id FROM message_scopes WHERE scope_type = ? AND scope_value = ?)",
-        [kind, value],
-        ("SELECT count(*) FROM message_scopes WHERE scope_type = ? AND scope_value = ?", [kind, value]),
-    )
+def scope_condition(kind: str, value: str, *, per_row: bool = False) -> Condition:
+    """Messages with this scope (for `Filter.require`). ``per_row``: the same rule asked of each
+    row (a lookup per row) rather than as the set of matching ids (read once, then probed):
+    cheaper when something else already found few rows (the search index)."""
+    return _tag_condition("message_scopes", "scope", kind, value, per_row)
 
 
-def ref_condition(kind: str, value: str) -> Condition:
-    """Messages with this ref (for `Filter.require`)."""
-    return (
-        "m.message_id IN (SELECT message_id FROM message_refs WHERE ref_type = ? AND ref_value = ?)",
-        [kind, value],
-        ("SELECT count(*) FROM message_refs WHERE ref_type = ? AND ref_value = ?", [kind, value]),
+def ref_condition(kind: str, value: str, *, per_row: bool = False) -> Condition:
+    """Messages with this ref (for `Filter.require`); ``per_row`` as for `scope_condition`."""
+    return _tag_condition("message_refs", "ref", kind, value, per_row)
+
+
+def _tag_condition(table: str, col: str, kind: str, value: str, per_row: bool) -> Condition:
+    match = f"{col}_type = ? AND {col}_value = ?"
+    sql = (
+        f"EXISTS (SELECT 1 FROM {table} t WHERE t.message_id = m.message_id AND t.{col}_type = ? AND t.{col}_value = ?)"
+        if per_row
+        else f"m.message_id IN (SELECT message_id FROM {table} WHERE {match})"
     )
+    return (sql, [kind, value], (f"SELECT count(*) FROM {table} WHERE {match}", [kind, value]))
 
 
 def thread_condition(thread_ids: list[str]) -> Condition:

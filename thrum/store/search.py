@@ -14,7 +14,11 @@ Rules:
    for recent messages, ``1 + 7 / (7 + age in days)`` (x2 today, x1.5 a week
    ago, x1.2 a month ago); ties newest first. A query without words lists its
    filters' messages newest first.
-3. ``total`` and ``unread`` are exact over the whole match, not the page.
+3. ``total`` is exact over the whole match, not the page. Without filters
+   beyond the inbox's view it is the index's own count (no message row read) less
+   the viewer's archived matches; the query's filters are narrowed inside the
+   index first (`_narrowing`: ``from:`` by a word per author, ``scope:``/``ref:``
+   by their values' words) and then checked row by row with their SQL.
 4. Snippets come from FTS5 (its own token boundaries); the markers it inserts
    are random per query and checked against the text, then the text is handed
    out as segments ``{text, hit}``, so no message text can pose as a marker.
@@ -25,6 +29,7 @@ Rules:
 from __future__ import annotations
 
 import math
+import re
 import secrets
 from typing import Any
 
@@ -37,7 +42,8 @@ from . import search_index
 from .inbox_filter import Filter, build_filter, paging, ref_condition, scope_condition, thread_condition
 from .mentions import targets_of
 from .messages import message_items
-from .sql import all_rows, qmarks
+from .search_text import SKIPPED_REF_TYPES
+from .sql import all_rows, qmarks, scalar
 
 DEFAULT_PAGE_SIZE = 20
 SNIPPET_TOKENS = 24
@@ -47,14 +53,11 @@ _T = search_index.TABLE
 _BM25 = f"bm25({_T}, {', '.join(str(w) for w in search_index.WEIGHTS)})"
 # bm25 is negative (lower is better); the boost makes recent messages more negative
 _RANK = f"{_BM25} * (1.0 + coalesce({RECENCY_DAYS} / ({RECENCY_DAYS} + max(0.0, ? - julianday(m.created_key))), 0.0))"
-_UNREAD = (
-    "m.agent_id <> ? AND NOT EXISTS (SELECT 1 FROM read_state r WHERE r.message_id = m.message_id "
-    "AND r.agent_id = ? AND r.is_read = 1)"
-)
 
 
-def _filter(db: pw.SqliteDatabase, q: Query, viewer: str | None) -> Filter:
-    """The caller's inbox (rule 1), narrowed by the query's filters."""
+def _filter(db: pw.SqliteDatabase, q: Query, viewer: str | None, *, per_row: bool) -> Filter:
+    """The caller's inbox (rule 1), narrowed by the query's filters (``per_row``: the index
+    finds the candidates, the filter checks each; else the filter finds them)."""
     if (q.unread or q.archived) and viewer is None:
         raise ValidationError("invalid query: is:unread and is:archived need a caller", field="query")
     f = build_filter(
@@ -83,9 +86,9 @@ def _filter(db: pw.SqliteDatabase, q: Query, viewer: str | None) -> Filter:
     for name in q.recipients:
         f.require_mentions(db, targets_of(db, name))
     for kind, value in q.scopes:
-        f.require(scope_condition(kind, value))
+        f.require(scope_condition(kind, value, per_row=per_row))
     for kind, value in q.refs:
-        f.require(ref_condition(kind, value))
+        f.require(ref_condition(kind, value, per_row=per_row))
     if q.threads:
         f.require(thread_condition(list(q.threads)))
     if q.priorities:
@@ -97,14 +100,48 @@ def _filter(db: pw.SqliteDatabase, q: Query, viewer: str | None) -> Filter:
     return f
 
 
-def _counts(db: pw.SqliteDatabase, source: str, where: str, params: list[Any], viewer: str | None) -> tuple[int, int]:
-    if viewer is None:
-        n = all_rows(db, f"SELECT count(*) FROM {source} WHERE {where}", params)[0][0]
-        return n, n
-    total, unread = all_rows(
-        db, f"SELECT count(*), coalesce(sum({_UNREAD}), 0) FROM {source} WHERE {where}", [viewer, viewer, *params]
-    )[0]
-    return total, unread
+_SAFE_TAG = re.compile(r"[ -~]*[A-Za-z0-9][ -~]*")  # ASCII with a letter or digit: tokenised as we expect
+
+
+def _narrowing(q: Query) -> str | None:
+    """An FTS5 expression every message the filters select matches (a superset, never fewer):
+    the author's facet word for ``from:``, a tag value's words for ``scope:`` and ``ref:``.
+    The index intersects it with the words in a few milliseconds; the filters' own SQL
+    conditions still decide (rule 1), so a value the index splits otherwise only narrows less."""
+    parts = []
+    if q.authors:
+        parts.append("facets : (" + " OR ".join(f'"{search_index.author_facet(a)}"' for a in q.authors) + ")")
+    for kind, value in [*q.scopes, *q.refs]:
+        if kind not in SKIPPED_REF_TYPES and _SAFE_TAG.fullmatch(value) and '"' not in value:
+            parts.append(f'tags : "{value}"')
+    return " AND ".join(parts) or None
+
+
+def _only_visibility(f: Filter) -> bool:
+    """Whether the filter holds nothing but the inbox's view (live, not archived by the viewer)."""
+    return not f.extra and f.sigs is None and f.unread_for is None and f.author_id is None and not f.include_deleted
+
+
+def _count(db: pw.SqliteDatabase, match: str, f: Filter, source: str, where: str, params: list[Any]) -> int:
+    """How many messages the FTS expression matches in the filter's set.
+
+    The index holds exactly the live messages (search_index rule 1), so without
+    other conditions this is the index's own count (no row is read) less the
+    viewer's archived messages that match; otherwise each match is checked.
+    """
+    if not _only_visibility(f):
+        return int(scalar(db, f"SELECT count(*) FROM {source} WHERE {_T} MATCH ? AND {where}", [match, *params]))
+    total = int(scalar(db, f"SELECT count(*) FROM {_T} WHERE {_T} MATCH ?", [match]))
+    if f.hide_archived and total:
+        total -= int(
+            scalar(
+                db,
+                f"SELECT count(*) FROM {_T} WHERE {_T} MATCH ? AND rowid IN (SELECT m.rowid FROM archive_marks x "
+                f"JOIN messages m ON m.message_id = x.message_id WHERE x.agent_id = ? AND m.deleted = 0)",
+                [match, f.viewer],
+            )
+        )
+    return total
 
 
 def search_messages(
@@ -116,8 +153,8 @@ def search_messages(
     page: Any = 1,
     page_size: Any = DEFAULT_PAGE_SIZE,
 ) -> dict[str, Any]:
-    """``{messages, total, unread, page, page_size, total_pages}``; each message as message.list
-    shows it plus ``snippet`` and ``subject_snippet`` (segments ``{text, hit}``) and ``score``.
+    """``{messages, total, page, page_size, total_pages}``; each message as message.list shows it
+    plus ``snippet`` and ``subject_snippet`` (segments ``{text, hit}``) and ``score``.
 
     ``now``: RFC 3339, the moment recency counts from (the boost of rule 2).
 
@@ -125,33 +162,36 @@ def search_messages(
         ValidationError: bad page or page_size (max 100); is:unread/is:archived without a viewer.
     """
     page, page_size = paging(page, page_size, "created_at", "desc")
-    f = _filter(db, query, viewer)
     offset = (page - 1) * page_size
-    match = query.match_expression()
+    ranked = bool(query.wanted)
+    match = query.match_expression(lead=_narrowing(query))
+    f = _filter(db, query, viewer, per_row=match is not None)
     scores: dict[str, float] = {}
     rowids: dict[str, int] = {}
+    total = 0
     if f.empty:
-        total = unread = 0
-    elif match is not None:
+        pass
+    elif match is not None:  # the index finds the candidates; the filter's SQL checks each
         where, params = f.where()
         source = f"{_T} CROSS JOIN messages m ON m.rowid = {_T}.rowid"
-        cond = f"{_T} MATCH ? AND {where}"
-        total, unread = _counts(db, source, cond, [match, *params], viewer)
+        total = _count(db, match, f, source, where, params)
+        newest = "m.created_key DESC, m.message_id DESC"
+        score, score_params = (_RANK, [_julian(now)]) if ranked else ("0.0", [])
         for mid, rowid, rank in all_rows(
             db,
-            f"SELECT m.message_id, m.rowid, {_RANK} AS score FROM {source} WHERE {cond} "
-            f"ORDER BY score, m.created_key DESC, m.message_id DESC LIMIT ? OFFSET ?",
-            [_julian(now), match, *params, page_size, offset],
+            f"SELECT m.message_id, m.rowid, {score} AS score FROM {source} WHERE {_T} MATCH ? AND {where} "
+            f"ORDER BY {'score, ' if ranked else ''}{newest} LIMIT ? OFFSET ?",
+            [*score_params, match, *params, page_size, offset],
         ):
-            scores[mid] = round(-rank, 6)
+            scores[mid] = round(-rank, 6) if ranked else 0.0
             rowids[mid] = rowid
-    else:
+    else:  # filters the index cannot narrow: the filter's SQL alone, newest first
         where, params = f.where()
         excluded = query.exclusion_expression()
         if excluded is not None:
             where += f" AND m.rowid NOT IN (SELECT rowid FROM {_T} WHERE {_T} MATCH ?)"
             params = [*params, excluded]
-        total, unread = _counts(db, "messages m", where, params, viewer)
+        total = int(scalar(db, f"SELECT count(*) FROM messages m WHERE {where}", params))
         for (mid,) in all_rows(
             db,
             f"SELECT m.message_id FROM messages m WHERE {where} "
@@ -162,11 +202,10 @@ def search_messages(
     items = message_items(db, list(scores), viewer) if scores else []
     for item in items:
         item["score"] = scores[item["message_id"]]
-    _add_snippets(db, items, match, rowids)
+    _add_snippets(db, items, query.match_expression() if ranked else None, rowids)
     return {
         "messages": items,
         "total": total,
-        "unread": unread,
         "page": page,
         "page_size": page_size,
         "total_pages": math.ceil(total / page_size) if total else 0,

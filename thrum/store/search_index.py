@@ -3,8 +3,10 @@
 What a message's entry holds (the view `DOCS_VIEW`, one row per live message):
 its current body (after edits), its subject, its author's name and role, the
 values of its scopes and refs, its thread's subject (the first subject in the
-thread, as ``thread list`` shows it) and the parts of its CamelCase words
-(`thrum.store.search_text`). Deleted messages have none. The tokenizer and its
+thread, as ``thread list`` shows it), the parts of its CamelCase words
+(`thrum.store.search_text`), and ``facets``: one made-up word per author
+(`author_facet`) that lets ``from:`` narrow a search inside the index (weight 0:
+it never ranks). Deleted messages have none. The tokenizer and its
 reason: docs/design/decisions.md ("Search").
 
 Rules:
@@ -26,6 +28,7 @@ Rules:
 
 from __future__ import annotations
 
+import re
 import sqlite3
 
 import peewee as pw
@@ -33,28 +36,36 @@ import peewee as pw
 from .sql import scalar
 
 TABLE = "message_search"
-COLUMNS = ("body", "subject", "author", "tags", "thread", "parts")
-WEIGHTS = (1.0, 3.0, 1.5, 2.0, 1.5, 0.7)  # bm25 weight of a hit in each column, in COLUMNS order
+COLUMNS = ("body", "subject", "author", "tags", "thread", "parts", "facets")
+WEIGHTS = (1.0, 3.0, 1.5, 2.0, 1.5, 0.7, 0.0)  # bm25 weight of a hit in each column, in COLUMNS order
 TOKENIZE = "unicode61 remove_diacritics 2"
 BULK_HASH_BYTES = 64 * 2**20  # FTS5's in-memory term buffer while `build` runs (default 1 MiB)
 DEFAULT_HASH_BYTES = 2**20
 
 _AUTHOR = "d.agent_id || ' ' || coalesce(d.role, '')"
+AUTHOR_FACET_PREFIX = "a"  # facets: one word per author, "a" + the hex of its name (`author_facet`)
 
 DOCS_VIEW = (
     "CREATE VIEW IF NOT EXISTS message_search_docs AS SELECT m.rowid AS rid, m.agent_id, m.thread_id, "
     "(SELECT a.role FROM agents a WHERE a.agent_id = m.agent_id) AS role, "
     "m.body_content AS body, m.subject AS subject, m.search_tags AS tags, m.search_parts AS parts, "
     "CASE WHEN m.thread_id = '' THEN '' ELSE coalesce((SELECT t.subject FROM thread_subjects t "
-    "WHERE t.thread_id = m.thread_id), '') END AS thread "
+    "WHERE t.thread_id = m.thread_id), '') END AS thread, "
+    f"{AUTHOR_FACET_PREFIX!r} || hex(m.agent_id) AS facets "
     "FROM messages m WHERE m.deleted = 0"
 )
 # The index reads its content from this view (by rid); `author` is composed here.
 CONTENT_VIEW = (
     f"CREATE VIEW IF NOT EXISTS message_search_content AS SELECT d.rid, {_AUTHOR} AS author, "
-    "d.body, d.subject, d.tags, d.thread, d.parts FROM message_search_docs d"
+    "d.body, d.subject, d.tags, d.thread, d.parts, d.facets FROM message_search_docs d"
 )
 VIEWS = [DOCS_VIEW, CONTENT_VIEW]
+
+
+def author_facet(agent_id: str) -> str:
+    """The one word of the ``facets`` column that each of ``agent_id``'s messages has, for ``from:``."""
+    return AUTHOR_FACET_PREFIX + agent_id.encode().hex()
+
 
 CREATE_TABLE = (
     f"CREATE VIRTUAL TABLE IF NOT EXISTS {TABLE} USING fts5({', '.join(COLUMNS)}, "
@@ -104,6 +115,7 @@ _CHANGED = " OR ".join(
 )
 _HAS_SUBJECT = "{r}.thread_id <> '' AND {r}.subject <> ''"
 _MOVED = "OLD.thread_id IS NOT NEW.thread_id OR OLD.subject IS NOT NEW.subject"
+_NEW_SUBJECT = _HAS_SUBJECT.format(r="NEW") + " AND NEW.deleted = 0"
 
 
 def _in_thread(thread: str) -> str:
@@ -114,10 +126,15 @@ def _in_thread(thread: str) -> str:
 # subject is set, so when that changes, the thread's re-index (trg_search_threads_*) finds
 # every entry of the thread, this message's included, as it was indexed.
 TRIGGERS = [
-    "CREATE TRIGGER IF NOT EXISTS trg_search_messages_ins AFTER INSERT ON messages BEGIN "
+    # (two triggers for one insert, whose WHENs exclude each other: a message with a subject in a
+    # thread also sets the thread's subject; the common one pays for nothing more)
+    f"CREATE TRIGGER IF NOT EXISTS trg_search_messages_ins AFTER INSERT ON messages WHEN NOT ({_NEW_SUBJECT}) BEGIN "
+    + _add("d.rid = NEW.rowid")
+    + " END",
+    f"CREATE TRIGGER IF NOT EXISTS trg_search_messages_ins_subject AFTER INSERT ON messages WHEN {_NEW_SUBJECT} BEGIN "
     + _add("d.rid = NEW.rowid")
     + " "
-    + _thread_subject("NEW.thread_id", _HAS_SUBJECT.format(r="NEW") + " AND NEW.deleted = 0")
+    + _thread_subject("NEW.thread_id", "1")
     + " END",
     "CREATE TRIGGER IF NOT EXISTS trg_search_messages_del BEFORE DELETE ON messages WHEN OLD.deleted = 0 BEGIN "
     + _remove("d.rid = OLD.rowid")
@@ -167,6 +184,8 @@ TRIGGERS = [
     + " END",
 ]
 
+TRIGGER_NAMES = [re.match(r"CREATE TRIGGER IF NOT EXISTS (\w+)", t).group(1) for t in TRIGGERS]  # type: ignore[union-attr]
+
 THREAD_SUBJECTS_FROM_MESSAGES = (
     "INSERT INTO thread_subjects(thread_id, subject) SELECT thread_id, subject FROM (SELECT thread_id, subject, "
     "row_number() OVER (PARTITION BY thread_id ORDER BY created_key, message_id) AS n FROM messages "
@@ -196,9 +215,11 @@ def build(db: pw.SqliteDatabase) -> None:
 def rebuild_index(db: pw.SqliteDatabase) -> None:
     """Throw the index away and build it again from the messages (it disagreed with them)."""
     with db.atomic():
-        for name in [t.split()[5] for t in TRIGGERS]:
+        for name in TRIGGER_NAMES:
             db.execute_sql(f"DROP TRIGGER IF EXISTS {name}")
         db.execute_sql(f"DROP TABLE IF EXISTS {TABLE}")
+        db.execute_sql("DROP VIEW IF EXISTS message_search_content")
+        db.execute_sql("DROP VIEW IF EXISTS message_search_docs")
         build(db)
 
 

@@ -9,7 +9,7 @@ Rules:
    then the snippet: the part of the body around the hits, wrapped, at most
    `SNIPPET_LINES` lines. A hit is shown between « and ».
 2. The footer says how many messages match, as the inbox does:
-   ``Showing A-B of N matches (U unread)``.
+   ``Showing A-B of N matches``.
 3. No match: one line naming the query, and what was searched.
 """
 
@@ -53,7 +53,6 @@ def render_search(
     """The text of a message.search result for ``query`` (as typed)."""
     messages = [m for m in result.get("messages") or [] if isinstance(m, dict)]
     total = int(result.get("total") or 0)
-    unread = int(result.get("unread") or 0)
     page = int(result.get("page") or 1)
     page_size = int(result.get("page_size") or len(messages) or 10)
     shown = clean(query)
@@ -81,5 +80,5 @@ def render_search(
     out.append("└" + "─" * inner + "┘")
     start = (page - 1) * page_size + 1
     end = start + len(messages) - 1
-    out.append(f"Showing {start}-{end} of {plural(total, 'match', 'matches')} ({unread} unread)")
+    out.append(f"Showing {start}-{end} of {plural(total, 'match', 'matches')}")
     return "\n".join(out)
