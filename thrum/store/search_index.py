@@ -42,22 +42,40 @@ TOKENIZE = "unicode61 remove_diacritics 2"
 BULK_HASH_BYTES = 64 * 2**20  # FTS5's in-memory term buffer while `build` runs (default 1 MiB)
 DEFAULT_HASH_BYTES = 2**20
 
-_AUTHOR = "d.agent_id || ' ' || coalesce(d.role, '')"
 AUTHOR_FACET_PREFIX = "a"  # facets: one word per author, "a" + the hex of its name (`author_facet`)
 
+
+def _author(agent: str, role: str) -> str:
+    """The author column: the name, then the role (the one formula, for the view and the triggers)."""
+    return f"{agent} || ' ' || coalesce({role}, '')"
+
+
+def _row_values(r: str) -> dict[str, str]:
+    """Each column's value for the messages row ``r`` (``m`` in the view, ``NEW`` in a trigger)."""
+    return {
+        "body": f"{r}.body_content",
+        "subject": f"{r}.subject",
+        "author": _author(f"{r}.agent_id", f"(SELECT a.role FROM agents a WHERE a.agent_id = {r}.agent_id)"),
+        "tags": f"{r}.search_tags",
+        "thread": f"CASE WHEN {r}.thread_id = '' THEN '' ELSE coalesce((SELECT t.subject FROM thread_subjects t "
+        f"WHERE t.thread_id = {r}.thread_id), '') END",
+        "parts": f"{r}.search_parts",
+        "facets": f"{AUTHOR_FACET_PREFIX!r} || hex({r}.agent_id)",
+    }
+
+
+_M = _row_values("m")
 DOCS_VIEW = (
     "CREATE VIEW IF NOT EXISTS message_search_docs AS SELECT m.rowid AS rid, m.agent_id, m.thread_id, "
     "(SELECT a.role FROM agents a WHERE a.agent_id = m.agent_id) AS role, "
-    "m.body_content AS body, m.subject AS subject, m.search_tags AS tags, m.search_parts AS parts, "
-    "CASE WHEN m.thread_id = '' THEN '' ELSE coalesce((SELECT t.subject FROM thread_subjects t "
-    "WHERE t.thread_id = m.thread_id), '') END AS thread, "
-    f"{AUTHOR_FACET_PREFIX!r} || hex(m.agent_id) AS facets "
-    "FROM messages m WHERE m.deleted = 0"
+    + ", ".join(f"{expr} AS {col}" for col, expr in _M.items())
+    + " FROM messages m WHERE m.deleted = 0"
 )
-# The index reads its content from this view (by rid); `author` is composed here.
+# The index reads its content from this view (by rid)
 CONTENT_VIEW = (
-    f"CREATE VIEW IF NOT EXISTS message_search_content AS SELECT d.rid, {_AUTHOR} AS author, "
-    "d.body, d.subject, d.tags, d.thread, d.parts, d.facets FROM message_search_docs d"
+    "CREATE VIEW IF NOT EXISTS message_search_content AS SELECT d.rid, "
+    + ", ".join(f"d.{c}" for c in COLUMNS)
+    + " FROM message_search_docs d"
 )
 VIEWS = [DOCS_VIEW, CONTENT_VIEW]
 
@@ -75,7 +93,7 @@ CREATE_TABLE = (
 _COLS = ", ".join(COLUMNS)
 
 
-def _values(*, author: str = _AUTHOR, thread: str = "d.thread") -> str:
+def _values(*, author: str = "d.author", thread: str = "d.thread") -> str:
     """The entry's values from a row ``d`` of the docs view (``author``/``thread``: another expression)."""
     given = {"author": author, "thread": thread}
     return ", ".join(given.get(c, f"d.{c}") for c in COLUMNS)
@@ -92,6 +110,16 @@ def _remove(where: str, **old: str) -> str:
 
 def _add(where: str) -> str:
     return f"INSERT INTO {TABLE}(rowid, {_COLS}) SELECT d.rid, {_values()} FROM message_search_docs d WHERE {where};"
+
+
+def _add_new() -> str:
+    """Add the entry of the row a trigger inserted or updated (``NEW``), straight from its values:
+    what the view would give for it (`_row_values`), without a second lookup of the row."""
+    values = _row_values("NEW")
+    return (
+        f"INSERT INTO {TABLE}(rowid, {_COLS}) SELECT NEW.rowid, {', '.join(values[c] for c in COLUMNS)} "
+        "WHERE NEW.deleted = 0;"
+    )
 
 
 def _thread_subject(thread: str, when: str) -> str:
@@ -129,10 +157,10 @@ TRIGGERS = [
     # (two triggers for one insert, whose WHENs exclude each other: a message with a subject in a
     # thread also sets the thread's subject; the common one pays for nothing more)
     f"CREATE TRIGGER IF NOT EXISTS trg_search_messages_ins AFTER INSERT ON messages WHEN NOT ({_NEW_SUBJECT}) BEGIN "
-    + _add("d.rid = NEW.rowid")
+    + _add_new()
     + " END",
     f"CREATE TRIGGER IF NOT EXISTS trg_search_messages_ins_subject AFTER INSERT ON messages WHEN {_NEW_SUBJECT} BEGIN "
-    + _add("d.rid = NEW.rowid")
+    + _add_new()
     + " "
     + _thread_subject("NEW.thread_id", "1")
     + " END",
@@ -145,7 +173,7 @@ TRIGGERS = [
     + _remove("d.rid = OLD.rowid")
     + " END",
     f"CREATE TRIGGER IF NOT EXISTS trg_search_messages_upd_after AFTER UPDATE ON messages WHEN {_CHANGED} BEGIN "
-    + _add("d.rid = NEW.rowid")
+    + _add_new()
     + " "
     + _thread_subject(
         "OLD.thread_id", _HAS_SUBJECT.format(r="OLD") + f" AND ({_MOVED} OR OLD.deleted IS NOT NEW.deleted)"
@@ -156,13 +184,13 @@ TRIGGERS = [
     # an author's role: each of their entries names it
     "CREATE TRIGGER IF NOT EXISTS trg_search_agents_ins AFTER INSERT ON agents "
     "WHEN coalesce(NEW.role, '') <> '' BEGIN "
-    + _remove("d.agent_id = NEW.agent_id", author="d.agent_id || ' '")
+    + _remove("d.agent_id = NEW.agent_id", author=_author("d.agent_id", "NULL"))
     + " "
     + _add("d.agent_id = NEW.agent_id")
     + " END",
     "CREATE TRIGGER IF NOT EXISTS trg_search_agents_upd AFTER UPDATE OF role ON agents "
     "WHEN coalesce(OLD.role, '') IS NOT coalesce(NEW.role, '') BEGIN "
-    + _remove("d.agent_id = NEW.agent_id", author="d.agent_id || ' ' || coalesce(OLD.role, '')")
+    + _remove("d.agent_id = NEW.agent_id", author=_author("d.agent_id", "OLD.role"))
     + " "
     + _add("d.agent_id = NEW.agent_id")
     + " END",
