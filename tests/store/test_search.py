@@ -428,3 +428,28 @@ def test_any_query_gives_results_or_a_query_error_never_an_sqlite_error(text):
         return
     result = search_messages(db, q, viewer="alice", now=NOW, page_size=10)
     assert result["total"] >= len(result["messages"])
+
+
+def test_a_large_batch_is_indexed_set_wise_like_one_message_at_a_time(tmp_path, db, team):
+    """A sync can bring thousands of messages in one fold: the index adds them after the rows
+    (search_index.bulk_insert) and must end as if each had been folded alone."""
+    e = team
+    recs = []
+    for i in range(260):
+        thread = f"thr_EEEE{i % 7}"
+        subject = f"topic{i % 7}" if i % 13 == 5 else ""
+        recs.append(
+            e.create("bob" if i % 2 else "carol", f"bulk note {i} FoldResult{i}", thread_id=thread, subject=subject)
+        )
+    one_by_one = database.open_database(tmp_path / "one.db")
+    database.create_schema(one_by_one)
+    fold(one_by_one, *[r for r in (team.register("bob", "reviewer"), team.register("carol", "reviewer"))])
+    for r in recs:
+        fold(one_by_one, r)
+    fold(db, *recs)  # one batch: above counters.BULK_INSERT_ROWS
+    for text in ["bulk", "note 17", "topic3", "result42", "from:bob topic1", "in:thr_EEEE2"]:
+        assert run(db, text) == run(one_by_one, text), text
+    assert search_index.check(db) is None
+    assert db.execute_sql(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'trg_search%'"
+    ).fetchone()[0] == len(search_index.TRIGGERS)

@@ -19,10 +19,11 @@ Each function takes the running fold transaction (`thrum.store.fold.Folder`).
 
 from __future__ import annotations
 
-from contextlib import nullcontext
+from contextlib import ExitStack
 from typing import TYPE_CHECKING
 
 from ..events import time_key
+from . import search_index
 from .counters import BULK_INSERT_ROWS, bulk_message_insert
 from .search_text import camel_parts, tag_values
 from .sql import chunks, qmarks
@@ -47,7 +48,10 @@ def message_create(f: Folder, batch: list[dict]) -> set[str]:
             first[d["message_id"]] = d
     rows, scopes, refs = _message_rows(f, list(first.values()))
     max_rowid = f.c.execute("SELECT coalesce(max(rowid), 0) FROM messages").fetchone()[0]
-    with bulk_message_insert(f.c, max_rowid) if len(rows) >= BULK_INSERT_ROWS else nullcontext():
+    with ExitStack() as bulk:
+        if len(rows) >= BULK_INSERT_ROWS:  # counters and search entries added set-wise after the rows
+            bulk.enter_context(bulk_message_insert(f.c, max_rowid))
+            bulk.enter_context(search_index.bulk_insert(f.c, max_rowid))
         inserted = f.c.executemany(
             "INSERT OR IGNORE INTO messages(message_id, agent_id, session_id, created_at, body_format, "
             "body_content, body_structured, thread_id, priority, authored_by, disclosed, event_id, created_key, "
