@@ -17,7 +17,7 @@ Rules:
 3. ``total`` is exact over the whole match, not the page. Without filters
    beyond the inbox's view it is the index's own count (no message row read) less
    the viewer's archived matches; the query's filters are narrowed inside the
-   index first (`_narrowing`: ``from:`` by a word per author, ``scope:``/``ref:``
+   index first (`_narrowing`: ``from:`` by the author's name, ``scope:``/``ref:``
    by their values' words) and then checked row by row with their SQL.
 4. Snippets come from FTS5 (its own token boundaries); the markers it inserts
    are random per query and checked against the text, then the text is handed
@@ -105,12 +105,13 @@ _SAFE_TAG = re.compile(r"[ -~]*[A-Za-z0-9][ -~]*")  # ASCII with a letter or dig
 
 def _narrowing(q: Query) -> str | None:
     """An FTS5 expression every message the filters select matches (a superset, never fewer):
-    the author's facet word for ``from:``, a tag value's words for ``scope:`` and ``ref:``.
-    The index intersects it with the words in a few milliseconds; the filters' own SQL
-    conditions still decide (rule 1), so a value the index splits otherwise only narrows less."""
+    the author's name in the author column (which starts with it) for ``from:``, a tag
+    value's words for ``scope:`` and ``ref:``. The index intersects it with the words in
+    a few milliseconds; the filters' own SQL conditions still decide (rule 1), so a value
+    the index splits otherwise only narrows less."""
     parts = []
-    if q.authors:
-        parts.append("facets : (" + " OR ".join(f'"{search_index.author_facet(a)}"' for a in q.authors) + ")")
+    if q.authors and all(_SAFE_TAG.fullmatch(a) and '"' not in a for a in q.authors):
+        parts.append("author : (" + " OR ".join(f'"{a}"' for a in q.authors) + ")")
     for kind, value in [*q.scopes, *q.refs]:
         if kind not in SKIPPED_REF_TYPES and _SAFE_TAG.fullmatch(value) and '"' not in value:
             parts.append(f'tags : "{value}"')

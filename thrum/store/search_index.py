@@ -3,10 +3,8 @@
 What a message's entry holds (the view `DOCS_VIEW`, one row per live message):
 its current body (after edits), its subject, its author's name and role, the
 values of its scopes and refs, its thread's subject (the first subject in the
-thread, as ``thread list`` shows it), the parts of its CamelCase words
-(`thrum.store.search_text`), and ``facets``: one made-up word per author
-(`author_facet`) that lets ``from:`` narrow a search inside the index (weight 0:
-it never ranks). Deleted messages have none. The tokenizer and its
+thread, as ``thread list`` shows it) and the parts of its CamelCase words
+(`thrum.store.search_text`). Deleted messages have none. The tokenizer and its
 reason: docs/design/decisions.md ("Search").
 
 Rules:
@@ -38,13 +36,11 @@ import peewee as pw
 from .sql import scalar
 
 TABLE = "message_search"
-COLUMNS = ("body", "subject", "author", "tags", "thread", "parts", "facets")
-WEIGHTS = (1.0, 3.0, 1.5, 2.0, 1.5, 0.7, 0.0)  # bm25 weight of a hit in each column, in COLUMNS order
+COLUMNS = ("body", "subject", "author", "tags", "thread", "parts")
+WEIGHTS = (1.0, 3.0, 1.5, 2.0, 1.5, 0.7)  # bm25 weight of a hit in each column, in COLUMNS order
 TOKENIZE = "unicode61 remove_diacritics 2"
 BULK_HASH_BYTES = 64 * 2**20  # FTS5's in-memory term buffer while `build` runs (default 1 MiB)
 DEFAULT_HASH_BYTES = 2**20
-
-AUTHOR_FACET_PREFIX = "a"  # facets: one word per author, "a" + the hex of its name (`author_facet`)
 
 
 def _author(agent: str, role: str) -> str:
@@ -62,7 +58,6 @@ def _row_values(r: str) -> dict[str, str]:
         "thread": f"CASE WHEN {r}.thread_id = '' THEN '' ELSE coalesce((SELECT t.subject FROM thread_subjects t "
         f"WHERE t.thread_id = {r}.thread_id), '') END",
         "parts": f"{r}.search_parts",
-        "facets": f"{AUTHOR_FACET_PREFIX!r} || hex({r}.agent_id)",
     }
 
 
@@ -80,11 +75,6 @@ CONTENT_VIEW = (
     + " FROM message_search_docs d"
 )
 VIEWS = [DOCS_VIEW, CONTENT_VIEW]
-
-
-def author_facet(agent_id: str) -> str:
-    """The one word of the ``facets`` column that each of ``agent_id``'s messages has, for ``from:``."""
-    return AUTHOR_FACET_PREFIX + agent_id.encode().hex()
 
 
 CREATE_TABLE = (
