@@ -225,7 +225,7 @@ def test_edits_deletes_and_archives_are_reflected_at_once(db, team):
     fold(db, e.delete("bob", m))
     assert found(db, "rollout is:archived") == set()
     assert found(db, "plan", viewer="carol") == set()
-    assert search_index.check(db) is None
+    assert search_index.check(db, thorough=True) is None
 
 
 def test_author_role_and_thread_subject_are_searchable_and_follow_changes(db, team):
@@ -250,7 +250,7 @@ def test_author_role_and_thread_subject_are_searchable_and_follow_changes(db, te
     fold(db, e.register("carol", "lead"))
     assert found(db, "reviewer") == {mid(first)}
     assert found(db, "lead") == {mid(reply)}
-    assert search_index.check(db) is None
+    assert search_index.check(db, thorough=True) is None
 
 
 def test_tags_are_searchable_but_reply_ids_are_not(db, team):
@@ -359,21 +359,22 @@ def test_a_rebuild_gives_identical_results(tmp_path, team, db):
     assert "search_index" in result.timings
     for text in QUERIES:
         assert run(incremental, text) == run(rebuilt, text), text
-    assert search_index.check(incremental) is None and search_index.check(rebuilt) is None
+    assert search_index.check(incremental, thorough=True) is None and search_index.check(rebuilt, thorough=True) is None
 
 
 def test_the_check_finds_an_index_that_disagrees_and_the_repair_rebuilds_it(db, team):
     a = team.create("bob", "alpha beta")
     b = team.create("bob", "gamma delta")
     fold(db, a, b)
-    assert search_index.check(db) is None
+    assert search_index.check(db, thorough=True) is None
     # a message changed behind the index's back (its triggers gone): the check sees it
     db.execute_sql("DROP TRIGGER trg_search_messages_upd_before")
     db.execute_sql("DROP TRIGGER trg_search_messages_upd_after")
     db.execute_sql("UPDATE messages SET body_content = 'epsilon' WHERE message_id = ?", (mid(a),))
-    assert "does not match" in search_index.check(db)
+    assert "1 of the messages sampled are not found by their current words" in search_index.check(db)
+    assert "1 of the messages sampled" in search_index.check(db, thorough=True)
     search_index.rebuild_index(db)
-    assert search_index.check(db) is None
+    assert search_index.check(db, thorough=True) is None
     assert found(db, "epsilon") == {mid(a)} and found(db, "alpha") == set()
     # an entry lost: counted
     db.execute_sql(
@@ -381,7 +382,16 @@ def test_the_check_finds_an_index_that_disagrees_and_the_repair_rebuilds_it(db, 
     )
     assert "1 entries for 2 live messages" in search_index.check(db)
     search_index.rebuild_index(db)
+    assert search_index.check(db, thorough=True) is None
+    # a change the sample cannot see (its first words still found): only the thorough check does
+    db.execute_sql("UPDATE messages SET body_content = 'one two three four' WHERE message_id = ?", (mid(a),))
+    assert search_index.check(db, thorough=True) is None  # (the triggers followed that one)
+    db.execute_sql("DROP TRIGGER trg_search_messages_upd_before")
+    db.execute_sql("DROP TRIGGER trg_search_messages_upd_after")
+    db.execute_sql("UPDATE messages SET body_content = 'one two three five' WHERE message_id = ?", (mid(a),))
     assert search_index.check(db) is None
+    assert "does not match" in search_index.check(db, thorough=True)
+    search_index.rebuild_index(db)
     # the repair brought the triggers back: changes are followed again
     fold(db, team.edit("bob", mid(b), "zeta"))
     assert found(db, "zeta") == {mid(b)}
@@ -449,7 +459,7 @@ def test_a_large_batch_is_indexed_set_wise_like_one_message_at_a_time(tmp_path, 
     fold(db, *recs)  # one batch: above counters.BULK_INSERT_ROWS
     for text in ["bulk", "note 17", "topic3", "result42", "from:bob topic1", "in:thr_EEEE2"]:
         assert run(db, text) == run(one_by_one, text), text
-    assert search_index.check(db) is None
+    assert search_index.check(db, thorough=True) is None
     assert db.execute_sql(
         "SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'trg_search%'"
     ).fetchone()[0] == len(search_index.TRIGGERS)
