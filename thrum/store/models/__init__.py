@@ -23,7 +23,7 @@ Everything here can be thrown away and rebuilt from the log: bump
 
 from __future__ import annotations
 
-from .bookkeeping import AppliedEvent, FoldIssue, IdempotencyKey, KeyValue, LogPosition, SchemaVersion
+from .bookkeeping import AppliedEvent, FoldIssue, HeldLine, IdempotencyKey, KeyValue, LogPosition, SchemaVersion
 from .directory import Agent, AgentContext, Group, GroupMember, Session, Thread
 from .inbox import AgentSigCount, MentionSig, MentionSigTarget, SigAuthorTotal, SigTotal
 from .messages import (
@@ -40,9 +40,10 @@ from .messages import (
     ThreadSubject,
 )
 
-SCHEMA_VERSION = 9  # 5: applied_events keyed by event id and author (store.fold.dedup_key);
+SCHEMA_VERSION = 10  # 5: applied_events keyed by event id and author (store.fold.dedup_key);
 #                    6: message_scopes/message_refs.pos (the order given); 7: messages.subject; 8: idempotency_keys;
-#                    9: the search index (message_search, thread_subjects, messages.search_tags/search_parts)
+#                    9: held_lines (events dated ahead), agents.cleanup_by, sessions keyed by id and agent;
+#                   10: the search index (message_search, thread_subjects, messages.search_tags/search_parts)
 
 TABLE_MODELS = [
     Message,
@@ -69,6 +70,7 @@ TABLE_MODELS = [
     AppliedEvent,
     LogPosition,
     FoldIssue,
+    HeldLine,
     SchemaVersion,
     KeyValue,
     IdempotencyKey,
