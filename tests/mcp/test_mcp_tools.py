@@ -22,6 +22,7 @@ TOOLS = {
     "remove_group_member",
     "list_groups",
     "get_group",
+    "acknowledge",
 }
 
 
@@ -37,7 +38,7 @@ def team(bus):
     return bus
 
 
-async def test_tool_list_has_all_twelve_with_input_and_output_schemas(team):
+async def test_tool_list_has_all_thirteen_with_input_and_output_schemas(team):
     async with mcp_server(team.repo, "tm_ann") as ann:
         listed = (await ann.session.list_tools()).tools
         assert {t.name for t in listed} == TOOLS
@@ -158,19 +159,19 @@ async def test_search_messages_finds_what_the_agent_can_see_with_snippets_and_ma
     async with mcp_server(team.repo, "sr_me") as me:
         out = await me.call("search_messages", {"query": "zanzibar_config"})
         assert out["status"] == "results" and out["total"] == 1 and out["total_pages"] == 1
-        first = out["results"][0]
+        first = out["messages"][0]
         assert (first["message_id"], first["from"]) == (hit, "tm_ben")
         assert first["content"] == "the zanzibar_config loader fails on empty files"
         assert first["snippet"] == "the «zanzibar_config» loader fails on empty files" and first["score"] > 0
-        assert {r["message_id"] for r in (await me.call("search_messages", {"query": "zanzibar"}))["results"]} == {
+        assert {r["message_id"] for r in (await me.call("search_messages", {"query": "zanzibar"}))["messages"]} == {
             hit,
             other,
         }
         assert [
-            r["message_id"] for r in (await me.call("search_messages", {"query": "zanzibar is:archived"}))["results"]
+            r["message_id"] for r in (await me.call("search_messages", {"query": "zanzibar is:archived"}))["messages"]
         ] == [archived]
         paged = await me.call("search_messages", {"query": "zanzibar", "limit": 1, "page": 2})
-        assert (len(paged["results"]), paged["total"], paged["total_pages"]) == (1, 2, 2)
+        assert (len(paged["messages"]), paged["total"], paged["total_pages"]) == (1, 2, 2)
         assert (await me.call("search_messages", {"query": "nothing-like-it"}))["status"] == "empty"
         error = await me.fail("search_messages", {"query": 'from:tm_ben "open'})
         assert error.endswith('invalid query: unbalanced quote: the " at character 13 is never closed')

@@ -70,7 +70,7 @@ class SearchHit(MessageInfo):
 
 class SearchResult(_Out):
     status: Literal["results", "empty"]
-    results: list[SearchHit] = Field(description="Best matches first; reading them marks nothing read")
+    messages: list[SearchHit] = Field(description="Best matches first; reading them marks nothing read")
     total: int = Field(description="Messages matching the query in all (exact), not only these")
     page: int
     total_pages: int
@@ -80,6 +80,12 @@ class WaitResult(_Out):
     status: Literal["message_received", "timeout"]
     message: MessageInfo | None = Field(description="The received message (null on timeout); now marked read")
     waited_seconds: int = Field(description="How long the wait lasted, in whole seconds")
+
+
+class AckResult(_Out):
+    status: Literal["acked", "already_acked"]
+    acked: list[str] = Field(description="Messages acknowledged now (the sender sees them as acked)")
+    already_acked: list[str] = Field(description="Messages this agent had acknowledged before")
 
 
 class AgentInfo(_Out):
