@@ -57,7 +57,7 @@ def camel_parts(text: str) -> str:
 
 def tag_values(scopes: Iterable[dict[str, Any]], refs: Iterable[dict[str, Any]]) -> str:
     """The values of a message's scopes and refs (not reply_to's message ids), space-separated, once each."""
-    values = [s["value"] for s in scopes]
+    values: list[str] = [s["value"] for s in scopes]
     values += [r["value"] for r in refs if r["type"] not in SKIPPED_REF_TYPES]
     if len(values) == 1:  # the usual case (one mention), without the set below
         v = values[0]
