@@ -335,7 +335,12 @@ CHAIN_HASH = "A" * 21 + "w"
 
 @pytest.mark.parametrize(
     "chain",
-    [{"seq": 1}, {"seq": 2, "prev": CHAIN_HASH}, {"seq": 410, "prev": CHAIN_HASH, "log": "01JLOGID-x.y:z"}, {"seq": 1, "log": "t"}],
+    [
+        {"seq": 1},
+        {"seq": 2, "prev": CHAIN_HASH},
+        {"seq": 410, "prev": CHAIN_HASH, "log": "01JLOGID-x.y:z"},
+        {"seq": 1, "log": "t"},
+    ],
 )
 def test_an_event_keeps_its_chain_through_decoding(chain):
     d = {**SAMPLES[0].to_dict(), "chain": chain}

@@ -48,5 +48,3 @@ def test_positions_held_do_not_depend_on_the_order_they_arrive_in(seqs, rnd):
     assert one.ranges == other.ranges
     held = set(seqs)
     assert {s for lo, hi in one.gaps() for s in range(lo, hi + 1)} == set(range(1, max(held, default=0) + 1)) - held
-
-

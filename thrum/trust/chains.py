@@ -139,6 +139,6 @@ class Spans:
 
 
 def gap_text(signer: str, lo: int, hi: int, seen: int) -> str:
-    """"missing alice #408–409 (seen #410)"."""
+    """ "missing alice #408–409 (seen #410)"."""
     where = f"#{lo}" if lo == hi else f"#{lo}–{hi}"
     return f"missing {signer} {where} (seen #{seen})"
