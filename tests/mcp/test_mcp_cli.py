@@ -136,7 +136,10 @@ def test_config_prints_a_working_host_configuration(bus):
     assert server["args"] == ["mcp", "serve", "--repo", str(d.repo), "--agent-id", "cf_ann"]
     assert out.stderr.startswith("thrum: ")  # where to put it: stderr, so stdout pastes cleanly
 
-    claude = run_thrum(d.repo, "mcp", "config", "--agent-id", "cf_ann", "--host", "claude").stdout.strip()
+    claude_run = run_thrum(d.repo, "mcp", "config", "--agent-id", "cf_ann", "--host", "claude")
+    claude = claude_run.stdout.strip()
+    # the paths are this machine's: never advise a configuration other machines share (issue 30, item 11)
+    assert "--scope project" not in claude_run.stderr and "this machine" in claude_run.stderr
     assert shlex.split(claude) == ["claude", "mcp", "add", "thrum", "--", server["command"], *server["args"]]
     codex = run_thrum(d.repo, "mcp", "config", "--agent-id", "cf_ann", "--host", "codex").stdout.strip()
     assert shlex.split(codex)[:5] == ["codex", "mcp", "add", "thrum", "--"]
