@@ -161,3 +161,38 @@ def test_config_prints_a_working_host_configuration(bus):
         env={k: v for k, v in os.environ.items() if not k.startswith("THRUM_")},
     )
     assert proc.returncode == 0 and proc.stdout == b"", proc.stderr
+
+
+async def test_an_identity_copied_from_another_machine_is_registered_and_answered(fresh):
+    """Issue 30, item 2: the identity file's absolute ``worktree`` went to agent.register,
+    which refuses paths; the server retried ~18 times a second and never answered."""
+    home, other = fresh(name="home"), fresh(name="other")
+    made = run_thrum(home.repo, "quickstart", "--name", "mover", "--role", "mover_role")
+    assert made.returncode == 0, made.stderr
+    assert json.loads((home.paths.identities / "mover.json").read_text())["worktree"].startswith("/")
+    other.paths.identities.mkdir(parents=True, exist_ok=True)
+    for suffix in (".json", ".key"):
+        (other.paths.identities / f"mover{suffix}").write_bytes((home.paths.identities / f"mover{suffix}").read_bytes())
+    async with mcp_server(other.repo, "mover") as mover:
+        listed = await mover.call("list_agents")
+        [me] = [a for a in listed["agents"] if a["name"] == "mover"]
+        assert me["role"] == "mover_role" and me["status"] == "active"
+    agent = other.call("agent.get", {"name": "mover"})["agent"]
+    assert agent["worktree"] == "main"
+
+
+def test_a_registration_the_daemon_refuses_ends_the_start_up_with_one_line(fresh):
+    d = fresh()
+    d.register("rf_bob", "rf_reviewer")
+    (d.paths.identities / "rf_carl.json").write_text(json.dumps({"name": "rf_carl", "role": "rf_bob"}))
+    proc = subprocess.run(
+        [THRUM, "mcp", "serve", "--repo", str(d.repo), "--agent-id", "rf_carl"],
+        input=b"",
+        capture_output=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if not k.startswith("THRUM_")},
+    )
+    assert proc.returncode == 1 and proc.stdout == b""
+    [line] = proc.stderr.decode().splitlines()
+    assert line.startswith("thrum: cannot serve as @rf_carl: the daemon refused to register it: ")
+    assert "@rf_bob" in line
