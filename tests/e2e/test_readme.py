@@ -49,11 +49,13 @@ LOG_URL = "git@github.com:team/project-thrum-log.git"
 
 # Where each section's blocks run: "checkout" (this thrum checkout), "reader" (one shell
 # following the README in a fresh repository, block after block), "machines" (each
-# "# machine X" part on a machine of its own), "fresh clone" (a clone nobody set up).
+# "# machine X" part on a machine of its own), "fresh clone" (a clone nobody set up),
+# "name conflict" (the machine that registered a name second, while offline).
 SECTIONS = {
     "Quick start": "checkout",
     "Using it": "reader",
     "Several machines: sync through any git remote": "machines",
+    "One name on two machines": "name conflict",
     "A dedicated remote for the log": "fresh clone",
     "Agents in MCP hosts (Claude Code, Codex, Cursor, …)": "reader",
     "Using thrum as Gas City's mail": "reader",
@@ -187,7 +189,7 @@ def in_section(blocks: list[Block], kind: str) -> list[Block]:
 
 
 def test_every_section_with_a_shell_block_is_run(blocks):
-    assert {SECTIONS[b.section] for b in blocks} == {"checkout", "reader", "machines", "fresh clone"}
+    assert {SECTIONS[b.section] for b in blocks} == {"checkout", "reader", "machines", "fresh clone", "name conflict"}
 
 
 def test_quick_start_runs_in_this_checkout(blocks):
@@ -233,3 +235,31 @@ def test_a_dedicated_remote_for_the_log(blocks, world):
     run_script("thrum sync --quiet\n", repo, env)
     assert pygit2.Repository(str(world.log_remote)).references.get("refs/heads/a-sync") is not None
     assert pygit2.Repository(str(world.project)).references.get("refs/heads/a-sync") is None
+
+
+def test_giving_a_name_up_as_the_readme_says_ends_a_name_conflict(blocks, world):
+    """Two machines register alice while offline; the README's steps, run on the one that
+    registered second, end the conflict there and let its new name hear the first alice."""
+    [block] = in_section(blocks, "name conflict")
+    clones = []
+    for n in range(2):
+        start, env = world.machine(f"conflict-{n}")
+        env.update(THRUM_SYNC_INTERVAL="3600", THRUM_SYNC_DEBOUNCE="3600")  # offline: no sync of their own
+        subprocess.run(["git", "clone", "-q", PROJECT_URL, "project"], cwd=start, env=env, check=True)
+        repo = start / "project"
+        run_script("thrum init >/dev/null && thrum quickstart --name alice --role implementer >/dev/null\n", repo, env)
+        clones.append((repo, env))
+    (a, a_env), (b, b_env) = clones
+    run_script('thrum send "from a" --to @everyone >/dev/null && thrum sync --quiet\n', a, a_env)
+    run_script('thrum send "from b" --to @everyone >/dev/null\n', b, b_env)
+    failed = subprocess.run([THRUM, "sync"], cwd=b, env=b_env, capture_output=True, text=True, timeout=TIMEOUT)
+    assert failed.returncode == 1 and "registered there first" in failed.stderr, failed.stderr
+
+    run_script(checked_script(block), b, b_env)  # the README's steps, on b; its last line is a passing sync
+
+    run_script('thrum send "still me" --to @alice2 >/dev/null; thrum sync --quiet; true\n', a, a_env)
+    run_script("thrum sync --quiet\n", b, b_env)
+    inbox = run_script("thrum inbox --mentions --json --name alice2\n", b, b_env).stdout
+    assert "still me" in inbox and "from a" in inbox
+    doctor = subprocess.run([THRUM, "doctor"], cwd=b, env=b_env, capture_output=True, text=True, timeout=TIMEOUT)
+    assert doctor.returncode == 0, doctor.stdout

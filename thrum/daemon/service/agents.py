@@ -7,6 +7,7 @@ from datetime import datetime, timedelta, timezone
 from ... import errors
 from ... import events as ev
 from ...store import directory
+from ..addresses import REFRESH_WAIT
 from ..dispatch import Call, method
 
 _FIELDS = ("role", "module", "display", "kind", "worktree")
@@ -53,6 +54,15 @@ async def _check_no_shadowing(call: Call, name: str, role: str, existing: dict |
             )
 
 
+async def _fetch_first(call: Call) -> None:
+    """A new name, with a remote: fetch first, so a name another machine registered since
+    our last sync is refused now rather than found as a conflict later (issue 30, item 4).
+    Bounded like the fetch for an unknown address; without a remote, nothing to ask."""
+    sync = call.ctx.sync
+    if sync is not None and sync.mode() == "remote":
+        await sync.refresh(REFRESH_WAIT)
+
+
 @method("agent.register")
 async def register(call: Call) -> dict:
     p = call.params
@@ -73,6 +83,9 @@ async def register(call: Call) -> dict:
         "worktree": _worktree(call),
     }
     existing = await call.ctx.agent(name, refresh=True)
+    if existing is None and not call.ctx.has_key(name):
+        await _fetch_first(call)
+        existing = await call.ctx.agent(name, refresh=True)
     await _check_no_shadowing(call, name, role, existing)
     elsewhere = call.ctx.trusted_key(name)
     if not call.ctx.has_key(name) and elsewhere is not None:
