@@ -80,7 +80,14 @@ class VerifiedFold:
         so the verdict memory cannot know them: it is never read for them (on a
         million-line log that read alone cost a quarter of a second)."""
         return self._fold(
-            db, records, lines, self.memory.known(), issues=issues, positions=positions, keep_applied=True, received=True
+            db,
+            records,
+            lines,
+            self.memory.known(),
+            issues=issues,
+            positions=positions,
+            keep_applied=True,
+            received=True,
         )
 
     def _fold(

@@ -132,7 +132,9 @@ def names_check(conflicts: list[dict]) -> dict:
         return {
             "check": "names",
             "status": "info",
-            "detail": f"{names}: registered with another key elsewhere; none of its lines arrived in the last 15 minutes",
+            "detail": (
+                f"{names}: registered with another key elsewhere; none of its lines arrived in the last 15 minutes"
+            ),
             "action": None,
         }
     return {"check": "names", "status": "ok", "detail": "no agent name is claimed by two keys", "action": None}
