@@ -47,7 +47,7 @@ def test_stdout_carries_nothing_but_protocol_and_sigterm_ends_the_server(fresh):
         proc.stdin.write(_rpc(2, "tools/list"))
         proc.stdin.write(_rpc(3, "tools/call", {"name": "check_messages", "arguments": {}}))
         proc.stdin.write(
-            _rpc(4, "tools/call", {"name": "send_message", "arguments": {"to": "@nobody_here", "content": "x"}})
+            _rpc(4, "tools/call", {"name": "send_message", "arguments": {"to": "@so_anm", "content": "x"}})
         )
         proc.stdin.write(_rpc(5, "tools/call", {"name": "wait_for_message", "arguments": {"timeout": 0}}))
         proc.stdin.flush()

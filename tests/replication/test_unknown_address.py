@@ -55,4 +55,10 @@ def test_a_role_held_on_another_machine_is_found_by_the_fetch_not_taken_as_pendi
     b.agent("bob", "reviewer")
     b.sync()  # a has not synced since: the role is unknown on a
     sent = a.json("send", "Please review", "--to", "@reviewer", agent="alice")
-    assert sent["recipients"] == [{"address": "@reviewer", "kind": "role"}] and "note" not in sent
+    if "note" in sent:  # only when the fetch outlived its bound (a loaded machine), and then it says so
+        assert "the fetch from the remote did not finish in time" in sent["note"], sent["note"]
+    else:
+        assert sent["recipients"] == [{"address": "@reviewer", "kind": "role"}]
+    a.sync()
+    b.sync()
+    assert [m["message_id"] for m in b.json("inbox", "--mentions", agent="bob")["messages"]] == [sent["message_id"]]

@@ -104,8 +104,13 @@ class AddressBook:
                 return resolved
         finished = await sync.refresh(REFRESH_WAIT)
         try:
-            return await self._lookup(addresses)
+            resolved = await self._lookup(addresses, settled=finished)
         except errors.UnknownRecipient as exc:
             state = await trio.to_thread.run_sync(sync_record.load_state, self._daemon.paths)
             note, extra = sync_note(state, finished=finished)
             raise errors.UnknownRecipient(f"{exc.message} ({note})", data={**(exc.data or {}), **extra}) from None
+        if not finished:  # the remote may know a holder this replica has not heard of yet
+            for r in resolved:
+                if r.get("pending"):
+                    r["unchecked"] = True
+        return resolved

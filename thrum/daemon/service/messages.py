@@ -110,14 +110,17 @@ def _recipients(resolved: list[dict]) -> list[dict]:
     ]
 
 
-def pending_note(recipients: list[dict]) -> str | None:
+def pending_note(resolved: list[dict]) -> str | None:
     """The one line a sender gets when a role it addressed has no holder yet."""
-    roles = [r["address"] for r in recipients if r.get("pending")]
+    roles = [r["address"] for r in resolved if r.get("pending")]
     if not roles:
         return None
+    where = (
+        " here (the fetch from the remote did not finish in time)" if any(r.get("unchecked") for r in resolved) else ""
+    )
     if len(roles) == 1:
-        return f"nobody holds the role {roles[0]} yet; the message waits for its first holder"
-    return f"nobody holds the roles {', '.join(roles)} yet; the message waits for their first holders"
+        return f"nobody holds the role {roles[0]}{where} yet; the message waits for its first holder"
+    return f"nobody holds the roles {', '.join(roles)}{where} yet; the message waits for their first holders"
 
 
 def _with_parent_author(addresses: list[str], parent: dict, caller: str) -> list[str]:
@@ -190,7 +193,7 @@ async def _send(call: Call, caller: str, content: str, key: str | None) -> dict:
         "reply_to": reply_to or "",
         "recipients": _recipients(recipients),
     }
-    note = pending_note(result["recipients"])
+    note = pending_note(recipients)
     if note:
         result["note"] = note
     return result
