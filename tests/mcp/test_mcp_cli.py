@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 from pathlib import Path
@@ -171,8 +172,8 @@ async def test_an_identity_copied_from_another_machine_is_registered_and_answere
     assert made.returncode == 0, made.stderr
     assert json.loads((home.paths.identities / "mover.json").read_text())["worktree"].startswith("/")
     other.paths.identities.mkdir(parents=True, exist_ok=True)
-    for suffix in (".json", ".key"):
-        (other.paths.identities / f"mover{suffix}").write_bytes((home.paths.identities / f"mover{suffix}").read_bytes())
+    for suffix in (".json", ".key"):  # as a user copies them: the key keeps its mode 0600
+        shutil.copy2(home.paths.identities / f"mover{suffix}", other.paths.identities / f"mover{suffix}")
     async with mcp_server(other.repo, "mover") as mover:
         listed = await mover.call("list_agents")
         [me] = [a for a in listed["agents"] if a["name"] == "mover"]
