@@ -8,9 +8,10 @@ Rules:
    ``agent.register`` this replica accepted for it. A later registration with a
    different key is a conflict (quarantined by `verify`), never a replacement.
 3. What was learned survives a rebuild of the projection: it is remembered in
-   ``.thrum/var/known_keys.json`` (written atomically when it grows), because
-   re-learning from the log would let whoever can rewrite the remote's history
-   choose the "first" key again.
+   ``.thrum/var/known_keys.json`` (written atomically when it grows, once per batch
+   of lines judged: `flush`), because re-learning from the log would let whoever can
+   rewrite the remote's history choose the "first" key again. One write per new key
+   made a push of thousands of new agents quadratic, with the writer's lock held.
 4. Name conflicts are remembered too (issue 30, item 4): every refused registration's
    key, per name, and how many of the name's lines received from the remote were
    refused, and when the last one arrived (`note_received`). While a local identity
@@ -44,6 +45,7 @@ class KeyRing:
         self._known: dict[str, PublicKey] = {}
         self._meta: dict[str, dict] = {}
         self._conflicts: dict[str, dict] = {}  # name -> {"keys": {b64: {...}}, "lines", "last_received_at"}
+        self._dirty = False
         self._load()
 
     def _load(self) -> None:
@@ -91,7 +93,7 @@ class KeyRing:
                 return "conflict"
             self._known[name] = key
             self._meta[name] = {"key": key.b64, "learned_at": now_rfc3339(), "event_id": event_id}
-            self._save()
+            self._dirty = True
             return "new"
 
     def _conflict(self, name: str, key: PublicKey, event_id: str, registered_at: str) -> None:
@@ -111,7 +113,7 @@ class KeyRing:
             self._meta[name] = {"key": key.b64, "learned_at": now_rfc3339(), "event_id": event_id}
             changed = True
         if changed:
-            self._save()
+            self._dirty = True  # written by the verifier's `flush` after the batch
 
     def conflict_keys(self, name: str) -> dict[str, PublicKey]:
         """The refused keys of ``name`` (base64 → key), to tell which of them signed a line."""
@@ -160,6 +162,14 @@ class KeyRing:
                 "local": self.is_local(name),
             }
         return out
+
+    def flush(self) -> None:
+        """Write what was learned since the last flush (the verifier calls this after
+        each batch, before the batch is folded)."""
+        with self._lock:
+            if self._dirty:
+                self._save()
+                self._dirty = False
 
     def known(self) -> dict[str, str]:
         """Name → base64 key of every key learned from the log (not the local ones)."""
