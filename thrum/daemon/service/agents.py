@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 from ... import errors
 from ... import events as ev
-from ...store import directory
+from ...store import addresses, directory
 from ..addresses import REFRESH_WAIT
 from ..dispatch import Call, method
 
@@ -39,14 +39,14 @@ async def _check_no_shadowing(call: Call, name: str, role: str, existing: dict |
             f"invalid params: {EVERYONE!r} is the built-in group of all agents; choose another role", field="role"
         )
     if existing is None:  # a new agent; re-registering keeps the name it has
-        hit = await call.ctx.read(directory.resolve_address, name)
+        hit = await call.ctx.read(addresses.resolve_address, name)
         if hit is not None:
             raise errors.Conflict(
                 f"@{name} is already {_KIND_TEXT.get(hit[0], hit[0])}; choose another agent name",
                 data={"field": "name", "kind": hit[0]},
             )
     if existing is None or existing.get("role") != role:
-        hit = await call.ctx.read(directory.resolve_address, role)
+        hit = await call.ctx.read(addresses.resolve_address, role)
         if hit is not None and hit[0] != "role":
             raise errors.Conflict(
                 f"role @{role} is already {_KIND_TEXT.get(hit[0], hit[0])}; choose another role",
