@@ -25,6 +25,7 @@ from datetime import datetime, timezone
 import trio
 
 from .. import errors
+from ..store import addresses as store_addresses
 from ..sync import offline as sync_record
 
 REFRESH_WAIT = 4.0  # seconds a send waits for a fetch before refusing an unknown address
@@ -72,7 +73,7 @@ class AddressBook:
         hit = self._cache.get(key)
         if hit is not None:
             return [dict(r) for r in hit]
-        resolved = await self._daemon.writer.read(addresses.resolve_recipients, addresses, pending_roles=True)
+        resolved = await self._daemon.writer.read(store_addresses.resolve_recipients, addresses, pending_roles=True)
         if settled or not any(r.get("pending") for r in resolved):
             if len(self._cache) > MAX_CACHED:
                 self._cache.clear()
@@ -85,7 +86,7 @@ class AddressBook:
 
     async def resolve(self, addresses: list[str]) -> list[dict]:
         """``{address, kind, value}`` for each address, in order, each once; a role nobody
-        holds yet has ``pending`` set (`addresses.resolve_recipients`). With a remote,
+        holds yet has ``pending`` set (`store_addresses.resolve_recipients`). With a remote,
         anything not known here is looked for there first (one fetch, rule 2).
 
         Raises:
