@@ -523,6 +523,7 @@ SECTIONS = {
     "ui": _script_section("bench_ui"),  # issue 16: feed first render, send → on screen (browser)
     "soak": _script_section("bench_soak"),  # issue 15: N minutes of load, syncs and abuse
     "gcmail": _script_section("bench_gcmail"),  # issue 14: thrum-gc-mail check/send process wall time
+    "hooks": _script_section("bench_hooks"),  # issue 24: thrum hook process, idle wake-up, receipts
     "mcp": _script_section("bench_mcp"),  # issue 10: MCP tool round trips, wake-up, start-up
     "storage": _script_section("bench_storage"),  # issue 11: repository growth and sync time over 5,000 syncs
 }

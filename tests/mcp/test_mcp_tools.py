@@ -21,6 +21,7 @@ TOOLS = {
     "remove_group_member",
     "list_groups",
     "get_group",
+    "acknowledge",
 }
 
 
@@ -36,7 +37,7 @@ def team(bus):
     return bus
 
 
-async def test_tool_list_has_all_eleven_with_input_and_output_schemas(team):
+async def test_tool_list_has_all_twelve_with_input_and_output_schemas(team):
     async with mcp_server(team.repo, "tm_ann") as ann:
         listed = (await ann.session.list_tools()).tools
         assert {t.name for t in listed} == TOOLS

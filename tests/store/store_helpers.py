@@ -6,7 +6,7 @@ import json
 from datetime import datetime, timedelta, timezone
 
 from thrum import events as ev
-from thrum.store import directory, projection, queries
+from thrum.store import delivery, directory, projection, queries
 
 BASE = datetime(2026, 2, 3, 10, 0, 0, tzinfo=timezone.utc)
 
@@ -78,6 +78,8 @@ class Events:
         thread_id="",
         ts=None,
         priority="normal",
+        ack=False,
+        ack_within=0,
     ):
         tags = tuple(ev.Tag("mention", m) for m in mentions) + tuple(ev.Tag(*r) for r in refs)
         kw = {"message_id": mid} if mid else {}
@@ -90,6 +92,8 @@ class Events:
                 scopes=tuple(ev.Tag(*s) for s in scopes),
                 refs=tags,
                 priority=priority,
+                ack=ack,
+                ack_within=ack_within,
                 **kw,
                 **self._common(ts),
             )
@@ -119,6 +123,15 @@ class Events:
 
     def archive(self, agent, *mids, ts=None):
         return self.rec(ev.MessageArchive(agent_id=agent, message_ids=mids, **self._common(ts)))
+
+    def delivered(self, agent, *mids, ts=None):
+        return self.rec(ev.MessageDelivered(agent_id=agent, message_ids=mids, **self._common(ts)))
+
+    def surfaced(self, agent, *mids, ts=None):
+        return self.rec(ev.MessageSurfaced(agent_id=agent, message_ids=mids, via="hook test", **self._common(ts)))
+
+    def acked(self, agent, *mids, ts=None):
+        return self.rec(ev.MessageAcked(agent_id=agent, message_ids=mids, **self._common(ts)))
 
     def thread(self, agent, thread_id, title="t", ts=None):
         return self.rec(ev.ThreadCreate(thread_id=thread_id, title=title, created_by=agent, **self._common(ts)))
@@ -207,6 +220,9 @@ def snapshot(db, agents, roles, groups, message_ids, *, with_issues=True) -> str
         except Exception as exc:
             msgs[m] = type(exc).__name__
     out["messages"] = msgs
+    later = "2099-01-01T00:00:00.000Z"  # every ack deadline has passed
+    out["delivery"] = [delivery.delivery(db, sorted(set(message_ids)), later)]
+    out["pending"] = {a: delivery.pending(db, a, limit=100, now_key=later) for a in agents}
     if with_issues:
         out["issues"] = [r[0] for r in db.execute_sql("SELECT key FROM fold_issues ORDER BY key").fetchall()]
     return json.dumps(out, sort_keys=True)

@@ -26,7 +26,7 @@ import trio
 
 from .. import errors
 from ..store import addresses as store_addresses
-from ..sync import offline as sync_record
+from ..sync import state as sync_record
 
 REFRESH_WAIT = 4.0  # seconds a send waits for a fetch before refusing an unknown address
 MAX_CACHED = 4096

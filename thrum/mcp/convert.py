@@ -6,7 +6,10 @@ Pure functions over the daemon's replies (no calls):
   the address the daemon resolves (spec "Addressing");
 - `message_info`, `agent_info`: a reply as the spec's MessageInfo / AgentInfo;
 - `one_line`: a daemon error as the one line a tool error carries, with the
-  CLI's hints reworded for MCP.
+  CLI's hints reworded for MCP;
+- `framed`: a tool result whose text for the model is the messages framed as
+  untrusted data from other agents (`thrum.framing`); the structured result
+  carries the same fields, each body neutralised.
 """
 
 import json
@@ -14,7 +17,9 @@ import re
 from datetime import datetime
 
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import CallToolResult, TextContent
 
+from .. import framing
 from ..events.names import NAME_RE
 from .models import AgentInfo, MessageInfo
 from .presence import agent_status
@@ -64,7 +69,7 @@ def message_info(m: dict) -> MessageInfo:
     return MessageInfo(
         message_id=m.get("message_id", ""),
         from_=sender_of(m),
-        content=body.get("content") or "",
+        content=framing.neutralise(body.get("content") or ""),
         priority=m.get("priority") or "normal",
         timestamp=m.get("created_at") or "",
         thread_id=m.get("thread_id") or "",
@@ -81,4 +86,17 @@ def agent_info(a: dict, now: datetime) -> AgentInfo:
         module=a.get("module") or "",
         status=agent_status(a, now),
         last_seen_at=a.get("last_seen_at") or "",
+    )
+
+
+def framed(model, messages: list[dict], agent: str) -> CallToolResult:
+    """``model`` as the structured result, and as its text the ``messages`` framed
+    (`thrum.framing.frame`, no budget cut: the tool's caller asked for them)."""
+    text, _ = framing.frame(messages, agent=agent, boundary=framing.new_boundary(), budget=10**9)
+    structured = model.model_dump(mode="json", by_alias=True)
+    summary = {k: v for k, v in structured.items() if k not in ("messages", "message")}
+    head = json.dumps(summary, ensure_ascii=False)
+    return CallToolResult(
+        content=[TextContent(type="text", text=head + ("\n" + text if text else ""))],
+        structured_content=structured,
     )

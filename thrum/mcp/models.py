@@ -69,6 +69,12 @@ class WaitResult(_Out):
     waited_seconds: int = Field(description="How long the wait lasted, in whole seconds")
 
 
+class AckResult(_Out):
+    status: Literal["acked", "already_acked"]
+    acked: list[str] = Field(description="Messages acknowledged now (the sender sees them as acked)")
+    already_acked: list[str] = Field(description="Messages this agent had acknowledged before")
+
+
 class AgentInfo(_Out):
     name: str = Field(description="Agent name (its address: @name)")
     role: str

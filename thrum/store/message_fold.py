@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from ..events import time_key
 from .counters import BULK_INSERT_ROWS, bulk_message_insert
+from .delivery_fold import sync_ack_requests
 from .sql import chunks, qmarks
 
 if TYPE_CHECKING:
@@ -70,7 +71,7 @@ def message_create(f: Folder, batch: list[dict]) -> set[str]:
                 f.issue("conflict", f"messages/{old_author}", old_eid, f"message.create reuses message id {mid}")
                 f.r.conflicts += 1
                 f.c.execute("INSERT OR IGNORE INTO applied_events(event_id) VALUES (?)", (old_eid,))
-                for table in ("messages", "message_scopes", "message_refs", "message_edits"):
+                for table in ("messages", "message_scopes", "message_refs", "message_edits", "ack_requests"):
                     f.c.execute(f"DELETE FROM {table} WHERE message_id=?", (mid,))
                 row, s_rows, r_rows = _message_rows(f, [d])
                 f.c.executemany(
@@ -110,6 +111,9 @@ def message_create(f: Folder, batch: list[dict]) -> set[str]:
             f.c.executemany("DELETE FROM pending_targets WHERE message_id = ?", [(m,) for m in found])
     for mid in sorted(pending):
         recompute(f, mid)
+    asking = [d for d in batch if d.get("ack")]
+    if asking:
+        sync_ack_requests(f, asking)
     return applied
 
 

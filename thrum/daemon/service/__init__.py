@@ -6,6 +6,7 @@ Importing this registers every method.
 from . import (  # noqa: F401
     admin,
     agents,
+    delivery,
     doctor,
     groups,
     mailboxes,
@@ -16,4 +17,5 @@ from . import (  # noqa: F401
     subscriptions,
     sync,
     ui,
+    wake,
 )

@@ -174,3 +174,45 @@ class PendingTarget(Base):
     class Meta:
         table_name = "pending_targets"
         without_rowid = True
+
+
+class AckRequest(Base):
+    """Messages whose sender asked each recipient for an acknowledgement (message.create's
+    ``ack``), with the deadline when there is one: ``due_key`` is the time key of
+    created_at + ``within`` seconds, '' for no deadline."""
+
+    message_id = pw.TextField(primary_key=True)
+    within = pw.IntegerField(default=0)
+    due_key = pw.TextField(default="")
+
+    class Meta:
+        table_name = "ack_requests"
+        without_rowid = True
+
+
+class Delivery(Base):
+    """Per message and agent: when it was first delivered, surfaced and acked (and last
+    surfaced), from the agent's receipts (docs/design/delivery.md).
+
+    Each state keeps the event with the lowest event_id (the last surfacing: the
+    highest), so any order of arrival gives the same row. ``*_key`` are time keys of
+    the ``*_at`` timestamps (comparable with `AckRequest.due_key`). Read comes from
+    `ReadState`, where it already is.
+    """
+
+    message_id = pw.TextField()
+    agent_id = pw.TextField()
+    delivered_at = pw.TextField(null=True)
+    delivered_eid = pw.TextField(null=True)
+    surfaced_at = pw.TextField(null=True)
+    surfaced_eid = pw.TextField(null=True)
+    surfaced_via = pw.TextField(null=True)
+    last_surfaced_key = pw.TextField(null=True)
+    last_surfaced_eid = pw.TextField(null=True)
+    acked_at = pw.TextField(null=True)
+    acked_eid = pw.TextField(null=True)
+
+    class Meta:
+        table_name = "deliveries"
+        primary_key = pw.CompositeKey("message_id", "agent_id")
+        without_rowid = True
