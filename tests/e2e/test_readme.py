@@ -57,6 +57,7 @@ SECTIONS = {
     "Several machines: sync through any git remote": "machines",
     "One name on two machines": "name conflict",
     "A dedicated remote for the log": "fresh clone",
+    "Agents in Claude Code / Codex / Gemini": "reader",
     "Agents in MCP hosts (Claude Code, Codex, Cursor, …)": "reader",
     "Using thrum as Gas City's mail": "reader",
     "Watch and steer from a browser: `thrum ui`": "reader",
