@@ -37,6 +37,7 @@ PURE_CORE = (
     "thrum/errors.py",
     "thrum/jsonrpc.py",
     "thrum/framing.py",
+    "thrum/search_query.py",
     "thrum/cli/render",
     "thrum/sync/merge",
     "thrum/hooks/hosts.py",

@@ -52,7 +52,7 @@ _ops = st.one_of(
         st.sampled_from(GROUPS),
         st.one_of(st.tuples(st.just("agent"), _agent), st.tuples(st.just("role"), st.sampled_from(["dev", "qa"]))),
     ),
-    st.tuples(st.sampled_from(["register", "cleanup"]), _agent),
+    st.tuples(st.sampled_from(["register", "cleanup", "role"]), _agent),
     st.tuples(st.just("session"), _agent, st.booleans()),
 )
 
@@ -78,6 +78,7 @@ def build(ops) -> tuple[list, list, list[str]]:
                 scopes=[("module", "a")] if scoped else (),
                 thread_id="thr_1" if threaded else "",
                 refs=[("issue", "1")] if scoped else (),
+                subject=f"s{e.n}" if scoped and threaded else "",
             )
             valid.append(rec)
             other = next(a for a in AGENTS if a != agent)
@@ -130,6 +131,8 @@ def build(ops) -> tuple[list, list, list[str]]:
             )
         elif kind == "register":
             valid.append(e.register(op[1], ROLES[op[1]]))
+        elif kind == "role":  # a new role: what the search index says of its author follows
+            valid.append(e.register(op[1], "lead"))
         elif kind == "cleanup":
             valid.append(e.cleanup(op[1]))
         elif kind == "session":

@@ -40,6 +40,7 @@ COMMANDS: dict[str, str] = {
     "reply": "thrum.cli.send:reply",
     "inbox": "thrum.cli.inbox:inbox",
     "sent": "thrum.cli.message:sent",
+    "search": "thrum.cli.search:search",
     "ack": "thrum.cli.message:ack",
     "message": "thrum.cli.message:message",
     "thread": "thrum.cli.thread:thread",

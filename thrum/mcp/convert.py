@@ -21,7 +21,7 @@ from mcp_types import CallToolResult, TextContent
 
 from .. import framing
 from ..events.names import NAME_RE
-from .models import AgentInfo, MessageInfo
+from .models import AgentInfo, MessageInfo, SearchHit
 from .presence import agent_status
 from .waiter import sender_of
 
@@ -76,6 +76,26 @@ def message_info(m: dict) -> MessageInfo:
         reply_to=m.get("reply_to") or "",
         to=[f"@{r['value']}" for r in m.get("refs") or [] if r.get("type") == "mention"],
         metadata=metadata,
+    )
+
+
+def marked(segments: object) -> str:
+    """Snippet segments (``[{text, hit}]``) as text, each hit between « and »."""
+    parts = []
+    for seg in segments if isinstance(segments, list) else []:
+        if isinstance(seg, dict) and seg.get("text"):
+            parts.append(f"«{seg['text']}»" if seg.get("hit") else str(seg["text"]))
+    return "".join(parts)
+
+
+def search_hit(m: dict) -> SearchHit:
+    """A message.search item as a SearchHit: the MessageInfo fields, subject, snippet, score."""
+    info = message_info(m)
+    return SearchHit(
+        **info.model_dump(by_alias=False),
+        subject=framing.neutralise(m.get("subject") or ""),
+        snippet=framing.neutralise(marked(m.get("snippet"))),
+        score=float(m.get("score") or 0.0),
     )
 
 

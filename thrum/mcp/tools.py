@@ -1,4 +1,4 @@
-"""The 12 MCP tools (spec/mcp-server.md "API Reference", and ``acknowledge``), each a few daemon calls.
+"""The 13 MCP tools (spec/mcp-server.md "API Reference", ``acknowledge``, ``search_messages``): a few daemon calls each.
 
 Rules:
 
@@ -29,7 +29,7 @@ from mcp_types import ToolAnnotations
 from pydantic import Field
 
 from ..errors import ThrumError
-from .convert import agent_info, framed, message_info, one_line, parse_address
+from .convert import agent_info, framed, message_info, one_line, parse_address, search_hit
 from .models import (
     AckResult,
     BroadcastFilter,
@@ -45,6 +45,7 @@ from .models import (
     MemberType,
     Priority,
     PriorityFilter,
+    SearchResult,
     SendResult,
     WaitResult,
 )
@@ -74,7 +75,7 @@ def _tool_errors(fn):
 
 
 def build_tools(link, waiter) -> list[Tool]:
-    """The 12 tools bound to this server's daemon link and waiter."""
+    """The 13 tools bound to this server's daemon link and waiter."""
     me = link.me
 
     async def surfaced(ids: list[str], via: str) -> None:
@@ -205,6 +206,33 @@ def build_tools(link, waiter) -> list[Tool]:
             acked=acked,
             already_acked=list(result.get("already_acked") or []),
         )
+
+    @_tool_errors
+    async def search_messages(
+        query: Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=1000,
+                description="Words (all must match; snake_case, dotted.names and paths are found whole and by "
+                'their parts), "a phrase", pref*, -word (without it), and filters: from:NAME, from:me, '
+                "to:NAME, to:@ROLE, to:me, scope:TYPE:VALUE, ref:TYPE:VALUE, in:THREAD_ID, is:unread, "
+                "is:archived, priority:high, after:2026-03-01, before:2026-03-08, after:3d",
+            ),
+        ],
+        limit: Annotated[int, Field(ge=1, le=100, description="Results per page (default 20)")] = 20,
+        page: Annotated[int, Field(ge=1, le=100_000, description="Page of results (default 1)")] = 1,
+    ) -> SearchResult:
+        found = await link.agent_call("message.search", {"query": query, "page_size": limit, "page": page})
+        messages = found.get("messages") or []
+        result = SearchResult(
+            status="results" if messages else "empty",
+            messages=[search_hit(m) for m in messages],
+            total=int(found.get("total") or 0),
+            page=int(found.get("page") or page),
+            total_pages=int(found.get("total_pages") or 0),
+        )
+        return framed(result, messages, me)
 
     @_tool_errors
     async def list_agents(
@@ -373,6 +401,14 @@ def build_tools(link, waiter) -> list[Tool]:
             "background listener: call check_messages first, then wait_for_message(timeout=300) "
             "in a loop.",
             None,
+        ),
+        (
+            search_messages,
+            "Search the messages this agent can see (what its inbox holds: not deleted, not archived unless "
+            "is:archived; its own included) by words and filters; best matches first, recent ones first among "
+            "equals, each with its full text and a snippet whose hits are between « and ». total is exact. "
+            "Marks nothing read.",
+            read_only,
         ),
         (
             list_agents,

@@ -1,4 +1,4 @@
-"""RPC services, one module per namespace (message.* in three: writes, reads, marks).
+"""RPC services, one module per namespace (message.* in four: writes, reads, marks, search).
 
 Importing this registers every method.
 """
@@ -13,6 +13,7 @@ from . import (  # noqa: F401
     message_queries,
     messages,
     receipts,
+    search,
     sessions,
     subscriptions,
     sync,

@@ -39,12 +39,14 @@ from .messages import (
     MessageScope,
     PendingTarget,
     ReadState,
+    ThreadSubject,
 )
 
-SCHEMA_VERSION = 10  # 5: applied_events keyed by event id and author (store.fold.dedup_key);
+SCHEMA_VERSION = 11  # 5: applied_events keyed by event id and author (store.fold.dedup_key);
 #                    6: message_scopes/message_refs.pos (the order given); 7: messages.subject; 8: idempotency_keys;
 #                    9: held_lines (events dated ahead), agents.cleanup_by, sessions keyed by id and agent;
-#                    10: ack_requests, deliveries (docs/design/delivery.md)
+#                   10: ack_requests, deliveries (docs/design/delivery.md);
+#                   11: the search index (message_search, thread_subjects, messages.search_tags/search_parts)
 
 TABLE_MODELS = [
     Message,
@@ -58,6 +60,7 @@ TABLE_MODELS = [
     PendingTarget,
     AckRequest,
     Delivery,
+    ThreadSubject,
     MentionSig,
     MentionSigTarget,
     SigTotal,

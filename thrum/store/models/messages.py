@@ -38,6 +38,8 @@ class Message(Base):
     updated_key = pw.TextField(default="")  # time_key(updated_at or created_at)
     sig_id = pw.IntegerField(default=0)  # mention_sigs.sig_id of the message's mention set
     subject = pw.TextField(default="")  # message.create's optional subject line
+    search_tags = pw.TextField(default="")  # for the search index: scope and ref values (store/search_text.py)
+    search_parts = pw.TextField(default="")  # for the search index: parts of the body's CamelCase words
 
     class Meta:
         table_name = "messages"
@@ -163,6 +165,17 @@ class DeleteEvent(Base):
 
     class Meta:
         table_name = "delete_events"
+        without_rowid = True
+
+
+class ThreadSubject(Base):
+    """A thread's subject (its first live message's that has one), for the search index (store/search_index.py)."""
+
+    thread_id = pw.TextField(primary_key=True)
+    subject = pw.TextField()
+
+    class Meta:
+        table_name = "thread_subjects"
         without_rowid = True
 
 
