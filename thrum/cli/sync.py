@@ -15,6 +15,12 @@ def _daemon_running(rt) -> bool:
     return lifecycle.is_running(rt.require_init())
 
 
+def _offline_sync_running(rt) -> bool:
+    from ..sync.offline import offline_sync_running
+
+    return offline_sync_running(rt.require_init())
+
+
 @click.group(context_settings=CONTEXT_SETTINGS, invoke_without_command=True)
 @global_options()
 @click.pass_context
@@ -33,13 +39,17 @@ def sync(ctx):
     if ctx.invoked_subcommand is not None:
         return
     rt = runtime()
-    if _daemon_running(rt):
-        result = rt.call("sync.run", {"env": forwarded_env()}, autostart=False, timeout=600)
-    else:
-        from ..sync.offline import run_offline
+    result = None
+    if not _daemon_running(rt) or _offline_sync_running(rt):
+        from ..sync.offline import run_unless_daemon
 
-        rt.note("daemon not running; syncing without it")
-        result = run_offline(rt.require_init())
+        result = run_unless_daemon(
+            rt.require_init(),
+            starting=lambda: rt.note("daemon not running; syncing without it"),
+            waiting=lambda: rt.note("another `thrum sync` runs without the daemon; waiting for it to finish"),
+        )
+    if result is None:  # a daemon runs: it syncs
+        result = rt.call("sync.run", {"env": forwarded_env()}, autostart=False, timeout=600)
     if rt.opts.quiet and not rt.opts.json:
         return  # cron mails whatever a job prints: success says nothing
     rt.emit(result, lambda: _summary(result))
@@ -69,7 +79,7 @@ def status():
     quarantined events, and paths of the a-sync branch thrum ignores (links, submodules,
     unknown files). Answers at once, also while a sync waits on a slow remote."""
     rt = runtime()
-    if _daemon_running(rt):
+    if _daemon_running(rt) and not _offline_sync_running(rt):
         result = rt.call("sync.status", {}, autostart=False)
     else:
         from ..sync import offline

@@ -75,6 +75,9 @@ class SyncLoop:
         self._cycle_scope: trio.CancelScope | None = None  # the running cycle's thread; cancelled by `stop`
         self._cycle_since: float | None = None  # time.time() the running cycle started
         self._refresh_done: trio.Event | None = None  # the on-demand cycle in flight
+        # Events the remote's tip lacked, counted from the log (not from memory: issue 30,
+        # item 6) at start-up and after each cycle, with the writer's count at that time.
+        self._pending_base: tuple[int, int] | None = None
 
     # ------------------------------------------------------------------ setup
     def _make_replicator(self):
@@ -117,6 +120,7 @@ class SyncLoop:
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         self.replicator = await trio.to_thread.run_sync(self._make_replicator)
         self.daemon.writer.subscribers.append(self._subscriber)
+        await trio.to_thread.run_sync(self._count_pending, WriterLog(self.daemon.writer, [], scanned=True))
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._tidy_loop)
             task_status.started()
@@ -282,9 +286,33 @@ class SyncLoop:
             if not self.replicator.healthy():
                 with files.locked():
                     self._recreate_worktree()
-            report = run_cycle(self.replicator, files, remote=mode == "remote", sleep=self.gate.sleep)
+            try:
+                report = run_cycle(self.replicator, files, remote=mode == "remote", sleep=self.gate.sleep)
+            finally:
+                self._count_pending(files)
             self._scanned = True
             return report
+
+    def _count_pending(self, files: "WriterLog") -> None:
+        """Count from the log what the remote lacks (in a worker thread; see ``_pending_base``)."""
+        if self.mode() != "remote":
+            return
+        written = self.daemon.writer.events_written
+        try:
+            count = self.replicator.pending(files)
+        except Exception:  # noqa: BLE001 - a count is for reports; the next cycle counts again
+            log.exception("could not count the events the remote lacks")
+            return
+        if count is not None:
+            self._pending_base = (count, written)
+
+    def pending_events(self) -> int:
+        """Events the remote lacks: the last count from the log, plus what was written since."""
+        written = self.daemon.writer.events_written
+        if self.mode() == "remote" and self._pending_base is not None:
+            count, at = self._pending_base
+            return count + max(0, written - at)
+        return max(0, written - self.pushed_events_mark)
 
     def _recreate_worktree(self) -> None:
         """The worktree vanished under the daemon: make it again (its files recovered) and
@@ -339,7 +367,7 @@ class SyncLoop:
             "last_error_at": state.get("last_error_at"),
             "last_attempt": state.get("last_attempt"),
             "last_report": state.get("last_report"),
-            "pending_events": max(0, self.daemon.writer.events_written - self.pushed_events_mark),
+            "pending_events": self.pending_events(),
             "quarantined": sum(quarantined.values()),
             "quarantined_by_kind": quarantined,
             "ignored_paths": sum(ignored.values()) if ignored is not None else None,

@@ -16,6 +16,7 @@ import fcntl
 import json
 import logging
 import os
+from collections.abc import Callable
 from typing import Any
 
 from .. import config as config_mod
@@ -46,6 +47,9 @@ def _prefer_verified(paths: ThrumPaths):
     return prefer_verified(KeyRing(paths.var / "known_keys.json", LocalKeys(paths.identities)))
 
 
+OFFLINE_LOCK = "offline-sync.lock"
+
+
 def run_offline(paths: ThrumPaths) -> dict:
     """One full cycle without a daemon (cron with the daemon stopped).
 
@@ -56,6 +60,53 @@ def run_offline(paths: ThrumPaths) -> dict:
         SyncFailed: the cycle failed (state file records why).
         Conflict: a daemon started meanwhile; use it instead.
     """
+    result = run_unless_daemon(paths)
+    if result is None:
+        raise errors.Conflict("the thrum daemon started meanwhile; run `thrum sync` again")
+    return result
+
+
+def offline_sync_running(paths: ThrumPaths) -> bool:
+    """Whether an offline `thrum sync` has the turn (it then holds the daemon's flock too)."""
+    try:
+        fd = os.open(paths.var / OFFLINE_LOCK, os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def run_unless_daemon(
+    paths: ThrumPaths, *, starting: Callable[[], None] | None = None, waiting: Callable[[], None] | None = None
+) -> dict | None:
+    """One full cycle without a daemon, or None when a daemon runs (ask it instead).
+
+    Offline syncs take turns (cron and a person at once, issue 30 item 7): each holds
+    `OFFLINE_LOCK` for its whole cycle, then the daemon's flock (so no daemon starts
+    meanwhile). Whoever holds the daemon's flock while we hold the turn is therefore a
+    daemon. ``waiting`` is called when another offline sync has the turn, ``starting``
+    when the cycle starts here.
+    """
+    paths.var.mkdir(parents=True, exist_ok=True)
+    turn = os.open(paths.var / OFFLINE_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(turn, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if waiting is not None:
+                waiting()
+            fcntl.flock(turn, fcntl.LOCK_EX)
+        return _run_holding_turn(paths, starting)
+    finally:
+        os.close(turn)
+
+
+def _run_holding_turn(paths: ThrumPaths, starting: Callable[[], None] | None) -> dict | None:
     from .cycle import run_cycle
     from .logaccess import PlainLog
     from .replicate import Replicator
@@ -68,7 +119,9 @@ def run_offline(paths: ThrumPaths) -> dict:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise errors.Conflict("the thrum daemon started meanwhile; run `thrum sync` again") from None
+            return None
+        if starting is not None:
+            starting()
         try:
             worktree = ensure_sync_worktree(paths.main_repo)
             rep = Replicator(worktree, cfg.remote, credentials_from_env(cfg.values), prefer=_prefer_verified(paths))
@@ -165,11 +218,30 @@ def status(paths: ThrumPaths) -> dict:
         "last_error": last.get("last_error"),
         "last_error_at": last.get("last_error_at"),
         "last_report": last.get("last_report"),
-        "pending_events": None,
+        "pending_events": _pending(paths, cfg),
         "quarantined": None,
         "name_conflicts": _name_conflicts(paths),
         "daemon_running": False,
     }
+
+
+def _pending(paths: ThrumPaths, cfg) -> int | None:
+    """Events the remote's tip lacks, counted from the log (None: no remote, or no sync worktree yet)."""
+    from .logaccess import PlainLog
+    from .replicate import Replicator
+    from .worktree import sync_worktree_path
+
+    worktree = sync_worktree_path(paths.main_repo)
+    if cfg.local_only or not worktree.is_dir():
+        return None
+    try:
+        rep = Replicator(worktree, cfg.remote)
+        if not rep.has_remote():
+            return None
+        return rep.pending(PlainLog(worktree))
+    except Exception:  # noqa: BLE001 - a status never fails for a count
+        logging.getLogger(__name__).exception("could not count the events the remote lacks")
+        return None
 
 
 def _name_conflicts(paths: ThrumPaths) -> list[dict]:

@@ -200,6 +200,39 @@ class Replicator:
                 self._mutex.release()
         return dict(self._ignored)
 
+    # -- what the remote lacks
+
+    def pending(self, log: LogAccess, *, wait: bool = True) -> int | None:
+        """Events of the log that the remote's tip, as the last fetch or push saw it, does
+        not hold: committed or not, counted from the files (seals are not events), so a
+        restarted daemon or an offline ``sync status`` knows them too (issue 30, item 6).
+        ``wait=False``: None (unknown) rather than wait for a running cycle."""
+        if not self._mutex.acquire(blocking=wait):
+            return None
+        try:
+            tracking = self.repo.references.get(self._tracking_ref())
+            remote_tree = self.repo[tracking.target].tree_id if tracking is not None else EMPTY_TREE
+            paths = {c.path for c in self.trees.changes(remote_tree, self._head().tree_id)}
+            status = self.repo.status(untracked_files="all")
+            paths.update(p for p, flags in status.items() if flags & _WT_CHANGED and is_log_path(p))
+            total = 0
+            for rel in sorted(paths):
+                leaf = self.trees.leaf_at(remote_tree, rel)
+                theirs = self.trees.size(leaf.oid.raw) if leaf is not None else 0
+                with log.locked():
+                    try:
+                        found = log.read(rel)
+                    except OSError:
+                        continue
+                if found is not None:
+                    total += sum(1 for line in found[0][theirs:].splitlines() if b'"type":"seal"' not in line)
+            return total
+        finally:
+            self._mutex.release()
+
+    def _tracking_ref(self) -> str:
+        return f"refs/remotes/{self.remote_name}/{SYNC_BRANCH}"
+
     # -- commit
 
     def commit_pending(self, log: LogAccess) -> bool:
@@ -418,6 +451,7 @@ class Replicator:
                 if lost_race(message):
                     return False
                 raise PushRejected(f"{url} refused the push of {SYNC_BRANCH}: {message}")
+            self.repo.create_reference_direct(self._tracking_ref(), head, True, message="thrum: push a-sync")
             self.last_fetch = FetchResult(tip=head, url=url, at=time.time())
             return True
 
