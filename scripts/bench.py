@@ -9,7 +9,7 @@ Sections are named; later issues add their own (register them in SECTIONS).
 With no section named, every section runs.
 
 daemon, sync, realtime, ui, gcmail, mcp, soak: see scripts/bench_daemon.py, bench_sync.py (+ bench_remotes.py),
-bench_realtime.py, bench_ui.py, bench_gcmail.py, bench_mcp.py, bench_soak.py (``soak --minutes N``: honest load,
+bench_realtime.py, bench_conversation.py, bench_ui.py, bench_gcmail.py, bench_mcp.py, bench_soak.py (``soak --minutes N``: honest load,
 syncs and an abusive client for N minutes).
 
 store: generates a log of N message events (default 1,000,000) over 50 agents
@@ -612,7 +612,8 @@ SECTIONS = {
     "gcmail": _script_section("bench_gcmail"),  # issue 14: thrum-gc-mail check/send process wall time
     "hooks": _script_section("bench_hooks"),  # issue 24: thrum hook process, idle wake-up, receipts
     "mcp": _script_section("bench_mcp"),  # issue 10: MCP tool round trips, wake-up, start-up
-    "storage": _script_section("bench_storage"),  # issue 11: repository growth and sync time over 5,000 syncs
+    "storage": _script_section("bench_storage"),
+    "conversation": _script_section("bench_conversation"),  # issue 30: send on A -> on B, idle requests  # issue 11: repository growth and sync time over 5,000 syncs
 }
 
 

@@ -15,8 +15,10 @@ from . import envflags
 from .errors import ValidationError
 
 DEFAULTS = {
-    "sync_interval": 30.0,  # seconds between timer syncs when a remote exists
-    "sync_debounce": 2.0,  # seconds after a write before a sync
+    "sync_interval": 60.0,  # s between looks at the remote's tip when idle (daemon/pace.py)
+    "sync_debounce": 0.2,  # seconds after a write before a sync (a burst of writes batches up)
+    "sync_active_interval": 1.0,  # s between tip checks while a conversation goes on (daemon/pace.py)
+    "sync_active_window": 120.0,  # s a local write or a received event keeps that pace
     "remote": "origin",
     "local_only": False,
     "ws_port": 9999,
@@ -44,11 +46,14 @@ POSITIVE = (
     "request_timeout",
     "send_timeout",
     "clock_skew",
+    "sync_active_interval",
 )
 
 ENV = {
     "THRUM_SYNC_INTERVAL": ("sync_interval", float),
     "THRUM_SYNC_DEBOUNCE": ("sync_debounce", float),
+    "THRUM_SYNC_ACTIVE_INTERVAL": ("sync_active_interval", float),
+    "THRUM_SYNC_ACTIVE_WINDOW": ("sync_active_window", float),
     "THRUM_REMOTE": ("remote", str),
     envflags.LOCAL: ("local_only", envflags.is_on),
     "THRUM_WS_PORT": ("ws_port", int),
@@ -119,7 +124,7 @@ def load(path: Path | None, environ: dict | None = None) -> Config:
                 values[key] = conv(env[var])
             except ValueError:
                 raise ValidationError(f"{var}={env[var]!r} is not a valid {key}", field=var) from None
-    for key in ("sync_interval", "sync_debounce"):
+    for key in ("sync_interval", "sync_debounce", "sync_active_window"):
         if not _is_number(values[key]) or values[key] < 0:
             raise ValidationError(f"config {key} must be a non-negative number", field=key)
     for key in POSITIVE:

@@ -45,6 +45,7 @@ from .. import errors
 from ..store import projection
 from ..sync import state as sync_record
 from ..sync.gate import Abandoned, CycleGate
+from .pace import Pace
 from .writer import Writer
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,11 @@ class SyncLoop:
         # Events the remote's tip lacked, counted from the log (not from memory: issue 30,
         # item 6) at start-up and after each cycle, with the writer's count at that time.
         self._pending_base: tuple[int, int] | None = None
+        self.pace = Pace(
+            float(self.cfg.sync_interval), float(self.cfg.sync_active_interval), float(self.cfg.sync_active_window)
+        )
+        self.tip_checks = 0
+        self._last_failed = False
 
     # ------------------------------------------------------------------ setup
     def _make_replicator(self):
@@ -90,8 +96,13 @@ class SyncLoop:
         replicator = Replicator(
             self.daemon.worktree, self.cfg.remote, credentials_from_env(self.cfg.values), prefer=self.prefer
         )
-        replicator.network = self.gate.network
+        replicator.network = self._network
         return replicator
+
+    def _network(self, what: str) -> AbstractContextManager:
+        """Each fetch, push or tip check over the network: counted, then through the gate."""
+        self.pace.requested()
+        return self.gate.network(what)
 
     def _credentials(self, env: dict[str, str] | None = None):
         """Logins are looked up per cycle: the config, the daemon's environment, and what
@@ -114,6 +125,7 @@ class SyncLoop:
     def on_write(self, applied: list[dict]) -> None:
         """Writer callback: something durable happened; sync soon unless it was only receipts/edits."""
         if triggers_sync(applied):
+            self.pace.activity()
             self._write_kick = True
             self._kick.set()
 
@@ -148,20 +160,22 @@ class SyncLoop:
                     log.exception("could not consolidate %s", store)
 
     async def _sync_loop(self) -> None:
+        """Cycles after local writes; otherwise looks at the remote's tip at the pace
+        `Pace` sets and runs a cycle only when there is something to do (`thrum.daemon.pace`)."""
         while not self._stopped:
-            timeout = (
-                float(self.cfg.sync_interval)
-                if self.mode() == "remote" and self.cfg.sync_interval > 0
-                else float("inf")
-            )
+            timeout = self.pace.next_gap() if self.mode() == "remote" else float("inf")
+            kicked = False
             with trio.move_on_after(timeout):
                 await self._kick.wait()
+                kicked = True
             self._kick = trio.Event()
             if self._stopped:
                 break
             if self._write_kick:
                 self._write_kick = False
                 await trio.sleep(float(self.cfg.sync_debounce))  # debounce: let a burst of writes batch up
+            elif not kicked and not await self._worth_a_cycle():
+                continue
             try:
                 await self.sync_now()
             except errors.ThrumError as exc:
@@ -169,6 +183,33 @@ class SyncLoop:
                     log.warning("sync failed: %s", exc.message)
             except Exception:
                 log.exception("sync failed")
+
+    async def _worth_a_cycle(self) -> bool:
+        """Whether a timer's look finds work: the remote's tip moved, something here waits
+        to be pushed, or the last cycle failed (then it is retried at this pace)."""
+        if self._last_failed or self.pending_events() > 0:
+            return True
+        try:
+            async with self._cycle_lock:  # one worker at a time behind the gate
+                with trio.CancelScope(shield=True) as scope:
+                    self._cycle_scope = scope
+                    try:
+                        tip, known = await trio.to_thread.run_sync(self._look, self.replicator, abandon_on_cancel=True)
+                    finally:
+                        self._cycle_scope = None
+        except Abandoned:
+            return False
+        except errors.ThrumError as exc:
+            log.info("could not look at the remote's tip (%s); a full cycle says why", exc.message)
+            return True
+        if scope.cancelled_caught:
+            return False
+        self.tip_checks += 1
+        return tip != known
+
+    def _look(self, replicator):
+        with self.gate.held():
+            return replicator.remote_tip(), replicator.known_remote_tip()
 
     async def _subscriber(self, applied: list[dict], source: str) -> None:
         if source == "local":
@@ -252,6 +293,7 @@ class SyncLoop:
                     except Abandoned:
                         pass
                     except errors.ThrumError as exc:
+                        self._last_failed = True
                         await trio.to_thread.run_sync(sync_record.record, self.daemon.paths, None, exc.message)
                         raise
                     finally:
@@ -267,9 +309,13 @@ class SyncLoop:
                     "the next sync sends what this one did not"
                 )
             self.cycles += 1
+            self._last_failed = report.error is not None
             self._tidy.set()
             if applied:
+                self.pace.activity()
                 await self.daemon.writer.publish(applied, "sync")
+            # after the publish: counting asks git for the worktree's status, off the delivery path
+            await trio.to_thread.run_sync(self._count_pending, WriterLog(self.daemon.writer, [], scanned=True))
             result = sync_record.report_dict(report, mode)
             if report.error is None and (report.pushed or mode != "remote"):
                 self.pushed_events_mark = written_before
@@ -286,10 +332,7 @@ class SyncLoop:
             if not self.replicator.healthy():
                 with files.locked():
                     self._recreate_worktree()
-            try:
-                report = run_cycle(self.replicator, files, remote=mode == "remote", sleep=self.gate.sleep)
-            finally:
-                self._count_pending(files)
+            report = run_cycle(self.replicator, files, remote=mode == "remote", sleep=self.gate.sleep)
             self._scanned = True
             return report
 
@@ -362,6 +405,13 @@ class SyncLoop:
             "remote": self.cfg.remote if self.mode() == "remote" else None,
             "remote_url": url,
             "interval_s": self.cfg.sync_interval,
+            "pace": {
+                "state": self.pace.state(),
+                "active_interval_s": self.pace.active_s,
+                "active_window_s": self.pace.window_s,
+                "tip_checks": self.tip_checks,
+                "requests_last_hour": self.pace.requests_last_hour(),
+            },
             "last_success": state.get("last_success"),
             "last_error": state.get("last_error"),
             "last_error_at": state.get("last_error_at"),

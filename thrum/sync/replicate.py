@@ -58,7 +58,7 @@ from .merge.shard import Prefer
 from .transport.credentials import Credentials
 from .transport.credentials import translate as _translate
 from .transport.endpoint import resolved_url
-from .transport.session import lost_race, session
+from .transport.session import list_remote_heads, lost_race, session
 from .transport.urls import main_worktree_dir, redact_url
 from .treemerge import KeyCache, MergeOutcome, TreeMerge, lines_ahead
 from .trees import LayoutTrees, Leaf
@@ -349,6 +349,35 @@ class Replicator:
                 self.repo.references.delete(tracking)  # the remote dropped its branch
             self.last_fetch = FetchResult(tip=tip, url=redact_url(url), at=time.time())
             return tip
+
+    def remote_tip(self) -> pygit2.Oid | None:
+        """The remote's ``a-sync`` tip from one ref advertisement (no objects): the cheap
+        check the daemon makes often while a conversation goes on (issue 30), fetching
+        only when it moved. None when the remote has no ``a-sync``.
+
+        Raises:
+            AuthError, RemoteUnreachable, SyncError: as for :meth:`fetch`.
+        """
+        with self._mutex:
+            url = resolved_url(self._remote().url or "", self._base)
+            try:
+                local = open_local_remote(url)
+                if local is not None:
+                    with local:
+                        return local.tip(SYNC_REF)
+                with self.network("fetch"):
+                    heads = list_remote_heads(self.repo, self.remote_name, self._base, self.credentials)
+            except SyncError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - translated at this boundary
+                raise _translate(exc, self.remote_name, redact_url(url)) from exc
+            return heads.get(SYNC_REF)
+
+    def known_remote_tip(self) -> pygit2.Oid | None:
+        """The remote's tip as the last fetch or push left it here (no network)."""
+        with self._mutex:
+            ref = self.repo.references.get(self._tracking_ref())
+            return None if ref is None else ref.target
 
     # -- merge
 
