@@ -13,7 +13,7 @@ import time
 
 import click
 
-from ..errors import Timeout
+from ..errors import Timeout, Unavailable
 from .common import CONTEXT_SETTINGS, global_options, parse_tag, runtime
 from .render.messages import DEFAULT_WIDTH, render_inbox
 
@@ -75,9 +75,11 @@ def wait(timeout, mentions, scope, limit, peek, acked, any_):
     while True:
         left = max(0.0, deadline - time.monotonic())
         chunk = min(left, MAX_CALL)
-        result = rt.agent_call("message.wait", {**params, "timeout": chunk}, timeout=chunk + SLACK)
-        messages = result.get("messages") or []
-        if messages or left <= MAX_CALL:
+        result = _through_restarts(
+            rt, deadline, lambda: rt.agent_call("message.wait", {**params, "timeout": chunk}, timeout=chunk + SLACK)
+        )
+        messages = (result or {}).get("messages") or []
+        if messages or deadline - time.monotonic() <= RETRY_S:
             break
     if not messages:  # with --json: one error object (code -32007) on stdout, like every error
         raise Timeout(f"no message within {timeout:g}s", data={"timed_out": True})
@@ -96,16 +98,38 @@ def wait(timeout, mentions, scope, limit, peek, acked, any_):
             rt.best_effort("message.markRead", {"message_ids": ids})
 
 
+RETRY_S = 0.2  # between attempts to reach a daemon that is restarting
+
+
+def _through_restarts(rt, deadline: float, call):
+    """``call()``, again while the daemon is away (stopping, restarting: it answers an early
+    empty wait, or refuses the connection) until ``deadline``; None when it never came back.
+    The MCP waiter does the same (issue 30, item 8)."""
+    while True:
+        try:
+            return call()
+        except Unavailable as exc:
+            if deadline - time.monotonic() <= RETRY_S:
+                rt.debug(f"the daemon did not come back before the deadline: {exc.message}")
+                return None
+            rt.debug(f"daemon away ({exc.message}); trying again")
+            time.sleep(RETRY_S)
+
+
 def _wait_acked(rt, message_id: str, timeout: float, any_: bool) -> None:
     """``thrum wait --acked``: message.waitAcked until acked (exit 0) or the timeout (exit 1)."""
     deadline = time.monotonic() + timeout
     while True:
         left = max(0.0, deadline - time.monotonic())
         chunk = min(left, MAX_CALL)
-        result = rt.call(
-            "message.waitAcked", {"message_id": message_id, "timeout": chunk, "any": any_}, timeout=chunk + SLACK
-        )
-        if not result.get("timed_out") or left <= MAX_CALL:
+        result = _through_restarts(
+            rt,
+            deadline,
+            lambda: rt.call(
+                "message.waitAcked", {"message_id": message_id, "timeout": chunk, "any": any_}, timeout=chunk + SLACK
+            ),
+        ) or {"timed_out": True, "waiting_for": []}
+        if not result.get("timed_out") or deadline - time.monotonic() <= RETRY_S:
             break
     waiting = [str(a) for a in result.get("waiting_for") or []]
     if result.get("timed_out"):
