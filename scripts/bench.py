@@ -9,8 +9,8 @@ Sections are named; later issues add their own (register them in SECTIONS).
 With no section named, every section runs.
 
 daemon, sync, realtime, ui, gcmail, mcp, soak: see scripts/bench_daemon.py, bench_sync.py (+ bench_remotes.py),
-bench_realtime.py, bench_conversation.py, bench_ui.py, bench_gcmail.py, bench_mcp.py, bench_soak.py (``soak --minutes N``: honest load,
-syncs and an abusive client for N minutes).
+bench_realtime.py, bench_ui.py, bench_gcmail.py, bench_mcp.py, bench_soak.py (``soak --minutes N``: honest load,
+syncs and an abusive client for N minutes). conversation: bench_conversation.py (issue 30).
 
 store: generates a log of N message events (default 1,000,000) over 50 agents
        (10 roles, 4 groups, mentions of agents/roles/groups/everyone, scopes,
@@ -613,7 +613,9 @@ SECTIONS = {
     "hooks": _script_section("bench_hooks"),  # issue 24: thrum hook process, idle wake-up, receipts
     "mcp": _script_section("bench_mcp"),  # issue 10: MCP tool round trips, wake-up, start-up
     "storage": _script_section("bench_storage"),
-    "conversation": _script_section("bench_conversation"),  # issue 30: send on A -> on B, idle requests  # issue 11: repository growth and sync time over 5,000 syncs
+    "conversation": _script_section(
+        "bench_conversation"
+    ),  # issue 30: send on A -> on B; idle cost  # issue 11: repository growth and sync time over 5,000 syncs
 }
 
 

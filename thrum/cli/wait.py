@@ -76,7 +76,9 @@ def wait(timeout, mentions, scope, limit, peek, acked, any_):
         left = max(0.0, deadline - time.monotonic())
         chunk = min(left, MAX_CALL)
         result = _through_restarts(
-            rt, deadline, lambda: rt.agent_call("message.wait", {**params, "timeout": chunk}, timeout=chunk + SLACK)
+            rt,
+            deadline,
+            lambda chunk=chunk: rt.agent_call("message.wait", {**params, "timeout": chunk}, timeout=chunk + SLACK),
         )
         messages = (result or {}).get("messages") or []
         if messages or deadline - time.monotonic() <= RETRY_S:
@@ -125,7 +127,7 @@ def _wait_acked(rt, message_id: str, timeout: float, any_: bool) -> None:
         result = _through_restarts(
             rt,
             deadline,
-            lambda: rt.call(
+            lambda chunk=chunk: rt.call(
                 "message.waitAcked", {"message_id": message_id, "timeout": chunk, "any": any_}, timeout=chunk + SLACK
             ),
         ) or {"timed_out": True, "waiting_for": []}

@@ -34,7 +34,6 @@ daemon's own environment and config (docs/design/remotes.md).
 from __future__ import annotations
 
 import logging
-import os
 import time
 from contextlib import AbstractContextManager
 from datetime import datetime, timezone
@@ -46,7 +45,7 @@ from ..store import projection
 from ..sync import state as sync_record
 from ..sync.gate import Abandoned, CycleGate
 from .pace import Pace
-from .writer import Writer
+from .writerlog import WriterLog
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +69,7 @@ class SyncLoop:
         self.cycles = 0
         self.pushed_events_mark = 0
         self.replicator = None
+        self.view = None  # sync.remoteview.RemoteView: the remote's tip and what it lacks, between cycles
         self._scanned = False  # has a cycle asked git which files changed since the daemon started?
         self.prefer = None  # merge.Prefer: which copy of a line rewritten in place to keep (the trust layer's)
         self.gate = CycleGate()  # lets `stop` abandon a cycle's thread while it waits on the network
@@ -87,6 +87,7 @@ class SyncLoop:
 
     # ------------------------------------------------------------------ setup
     def _make_replicator(self):
+        from ..sync.remoteview import RemoteView
         from ..sync.replicate import Replicator
         from ..sync.transport.credentials import credentials_from_env
         from ..trust.resolve import prefer_verified
@@ -97,6 +98,7 @@ class SyncLoop:
             self.daemon.worktree, self.cfg.remote, credentials_from_env(self.cfg.values), prefer=self.prefer
         )
         replicator.network = self._network
+        self.view = RemoteView(self.daemon.worktree, self.cfg.remote)
         return replicator
 
     def _network(self, what: str) -> AbstractContextManager:
@@ -209,7 +211,7 @@ class SyncLoop:
 
     def _look(self, replicator):
         with self.gate.held():
-            return replicator.remote_tip(), replicator.known_remote_tip()
+            return self.view.tip(replicator.credentials, replicator.network), self.view.known_tip()
 
     async def _subscriber(self, applied: list[dict], source: str) -> None:
         if source == "local":
@@ -342,12 +344,11 @@ class SyncLoop:
             return
         written = self.daemon.writer.events_written
         try:
-            count = self.replicator.pending(files)
+            count = self.view.pending(files)
         except Exception:  # noqa: BLE001 - a count is for reports; the next cycle counts again
             log.exception("could not count the events the remote lacks")
             return
-        if count is not None:
-            self._pending_base = (count, written)
+        self._pending_base = (count, written)
 
     def pending_events(self) -> int:
         """Events the remote lacks: the last count from the log, plus what was written since."""
@@ -431,38 +432,3 @@ class SyncLoop:
 
 def _utc(t: float | None) -> str | None:
     return None if t is None else datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-class WriterLog:
-    """The log as the writer lends it to one sync cycle (`thrum.sync.logaccess.LogAccess`).
-
-    Applied events are collected in ``applied`` (published when the cycle ends). Until a
-    cycle has asked git once since the daemon started (``scanned``), the files to commit
-    are "unknown": appends a crash left uncommitted are found by git's status.
-    """
-
-    def __init__(self, writer: Writer, applied: list[dict], *, scanned: bool):
-        self._writer = writer
-        self._applied = applied
-        self._scanned = scanned
-
-    def locked(self) -> AbstractContextManager[object]:
-        return self._writer.locked_from_thread()
-
-    def appended(self) -> list[str] | None:
-        taken = self._writer.take_appended()
-        if not self._scanned:
-            self._scanned = True
-            return None
-        return taken
-
-    def not_committed(self, paths: list[str]) -> None:
-        self._writer.give_back_appended(paths)
-
-    def read(self, path: str) -> tuple[bytes, os.stat_result] | None:
-        return self._writer.read_log_file(path)
-
-    def apply_remote(self, writes: list[tuple[str, bytes]], received: dict[str, list[bytes]]) -> list[os.stat_result]:
-        stats, applied = self._writer.apply_remote(writes, received)
-        self._applied.extend(applied)
-        return stats

@@ -371,6 +371,18 @@ def message_heads(db: pw.SqliteDatabase, ids: list[str]) -> dict[str, dict[str, 
     }
 
 
+def mention_values(db: pw.SqliteDatabase, message_id: str) -> list[str]:
+    """What a message mentions (names, roles, groups, ``everyone``), in the order it named them:
+    a reply that names no one inherits them (issue 30, item 10)."""
+    return [
+        r[0]
+        for r in db.execute_sql(
+            "SELECT ref_value FROM message_refs WHERE message_id = ? AND ref_type = 'mention' ORDER BY pos",
+            (message_id,),
+        ).fetchall()
+    ]
+
+
 def read_flags(db: pw.SqliteDatabase, agent: str, ids: list[str]) -> dict[str, bool]:
     """``agent``'s read state of the messages among ``ids`` that have one."""
     return {

@@ -228,17 +228,17 @@ def status(paths: ThrumPaths) -> dict:
 def _pending(paths: ThrumPaths, cfg) -> int | None:
     """Events the remote's tip lacks, counted from the log (None: no remote, or no sync worktree yet)."""
     from .logaccess import PlainLog
-    from .replicate import Replicator
+    from .remoteview import RemoteView
     from .worktree import sync_worktree_path
 
     worktree = sync_worktree_path(paths.main_repo)
     if cfg.local_only or not worktree.is_dir():
         return None
     try:
-        rep = Replicator(worktree, cfg.remote)
-        if not rep.has_remote():
+        view = RemoteView(worktree, cfg.remote)
+        if cfg.remote not in set(view.repo.remotes.names()):
             return None
-        return rep.pending(PlainLog(worktree))
+        return view.pending(PlainLog(worktree))
     except Exception:  # noqa: BLE001 - a status never fails for a count
         logging.getLogger(__name__).exception("could not count the events the remote lacks")
         return None

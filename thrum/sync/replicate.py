@@ -58,11 +58,11 @@ from .merge.shard import Prefer
 from .transport.credentials import Credentials
 from .transport.credentials import translate as _translate
 from .transport.endpoint import resolved_url
-from .transport.session import list_remote_heads, lost_race, session
+from .transport.session import lost_race, session
 from .transport.urls import main_worktree_dir, redact_url
 from .treemerge import KeyCache, MergeOutcome, TreeMerge, lines_ahead
 from .trees import LayoutTrees, Leaf
-from .worktree import SYNC_BRANCH, SYNC_REF, worktree_intact
+from .worktree import SYNC_BRANCH, SYNC_REF, tracking_ref, worktree_intact
 
 logger = logging.getLogger(__name__)
 
@@ -200,38 +200,8 @@ class Replicator:
                 self._mutex.release()
         return dict(self._ignored)
 
-    # -- what the remote lacks
-
-    def pending(self, log: LogAccess, *, wait: bool = True) -> int | None:
-        """Events of the log that the remote's tip, as the last fetch or push saw it, does
-        not hold: committed or not, counted from the files (seals are not events), so a
-        restarted daemon or an offline ``sync status`` knows them too (issue 30, item 6).
-        ``wait=False``: None (unknown) rather than wait for a running cycle."""
-        if not self._mutex.acquire(blocking=wait):
-            return None
-        try:
-            tracking = self.repo.references.get(self._tracking_ref())
-            remote_tree = self.repo[tracking.target].tree_id if tracking is not None else EMPTY_TREE
-            paths = {c.path for c in self.trees.changes(remote_tree, self._head().tree_id)}
-            status = self.repo.status(untracked_files="all")
-            paths.update(p for p, flags in status.items() if flags & _WT_CHANGED and is_log_path(p))
-            total = 0
-            for rel in sorted(paths):
-                leaf = self.trees.leaf_at(remote_tree, rel)
-                theirs = self.trees.size(leaf.oid.raw) if leaf is not None else 0
-                with log.locked():
-                    try:
-                        found = log.read(rel)
-                    except OSError:
-                        continue
-                if found is not None:
-                    total += sum(1 for line in found[0][theirs:].splitlines() if b'"type":"seal"' not in line)
-            return total
-        finally:
-            self._mutex.release()
-
     def _tracking_ref(self) -> str:
-        return f"refs/remotes/{self.remote_name}/{SYNC_BRANCH}"
+        return tracking_ref(self.remote_name)
 
     # -- commit
 
@@ -319,7 +289,7 @@ class Replicator:
             self._packs.check()
             remote = self._remote()
             url = resolved_url(remote.url or "", self._base)  # a relative path: from the main checkout
-            tracking = f"refs/remotes/{self.remote_name}/{SYNC_BRANCH}"
+            tracking = self._tracking_ref()
             self._fetched = FetchedBlobs()
             try:
                 local = open_local_remote(url)
@@ -349,35 +319,6 @@ class Replicator:
                 self.repo.references.delete(tracking)  # the remote dropped its branch
             self.last_fetch = FetchResult(tip=tip, url=redact_url(url), at=time.time())
             return tip
-
-    def remote_tip(self) -> pygit2.Oid | None:
-        """The remote's ``a-sync`` tip from one ref advertisement (no objects): the cheap
-        check the daemon makes often while a conversation goes on (issue 30), fetching
-        only when it moved. None when the remote has no ``a-sync``.
-
-        Raises:
-            AuthError, RemoteUnreachable, SyncError: as for :meth:`fetch`.
-        """
-        with self._mutex:
-            url = resolved_url(self._remote().url or "", self._base)
-            try:
-                local = open_local_remote(url)
-                if local is not None:
-                    with local:
-                        return local.tip(SYNC_REF)
-                with self.network("fetch"):
-                    heads = list_remote_heads(self.repo, self.remote_name, self._base, self.credentials)
-            except SyncError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - translated at this boundary
-                raise _translate(exc, self.remote_name, redact_url(url)) from exc
-            return heads.get(SYNC_REF)
-
-    def known_remote_tip(self) -> pygit2.Oid | None:
-        """The remote's tip as the last fetch or push left it here (no network)."""
-        with self._mutex:
-            ref = self.repo.references.get(self._tracking_ref())
-            return None if ref is None else ref.target
 
     # -- merge
 
@@ -494,7 +435,7 @@ class Replicator:
                     return False  # not a fast-forward: the remote moved since our fetch
                 if not local.push_from(self.repo, SYNC_REF, head, current):
                     return False
-            tracking = f"refs/remotes/{self.remote_name}/{SYNC_BRANCH}"
+            tracking = self._tracking_ref()
             self.repo.create_reference_direct(tracking, head, True, message="thrum: push a-sync")
         except SyncError:
             raise

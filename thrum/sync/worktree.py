@@ -39,6 +39,13 @@ log = logging.getLogger(__name__)
 
 SYNC_BRANCH = "a-sync"
 SYNC_REF = f"refs/heads/{SYNC_BRANCH}"
+
+
+def tracking_ref(remote_name: str) -> str:
+    """Where the remote's ``a-sync`` tip, as the last fetch or push saw it, is kept."""
+    return f"refs/remotes/{remote_name}/{SYNC_BRANCH}"
+
+
 INIT_MESSAGE = "thrum: initialize a-sync\n"
 # Fixed so that two replicas creating the branch offline make the same root commit.
 INIT_SIGNATURE = pygit2.Signature("thrum", "thrum@localhost", 1704067200, 0)
@@ -51,6 +58,7 @@ __all__ = [
     "ensure_sync_worktree",
     "is_git_repo",
     "sync_worktree_path",
+    "tracking_ref",
     "worktree_gitdir",
     "worktree_intact",
 ]

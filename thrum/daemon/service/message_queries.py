@@ -89,6 +89,7 @@ async def sent(call: Call) -> dict:
     return result
 
 
+@method("thread.get")  # the spec's name (spec/events.md, thread.create)
 @method("message.thread")
 async def thread(call: Call) -> dict:
     p = call.params

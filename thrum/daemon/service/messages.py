@@ -131,6 +131,23 @@ def _with_parent_author(addresses: list[str], parent: dict, caller: str) -> list
     return addresses
 
 
+async def _reply_addresses(call: Call, addresses: list[str], reply_to: str, parent: dict, caller: str) -> list[str]:
+    """A reply's addresses: its own when it names any, else the parent's (a follow-up to
+    "PR ready -> @reviewer" reaches the reviewers); then the parent's author, when it
+    still exists. Inherited addresses that no longer resolve (a deleted agent) are left out."""
+    if not addresses:
+        inherited = [a for a in await call.ctx.read(queries.mention_values, reply_to) if a != caller]
+        for a in inherited:
+            try:
+                await call.ctx.resolve_addresses([a])
+            except errors.ThrumError:
+                continue
+            addresses.append(a)
+    if await call.ctx.agent(parent["agent_id"]) is not None:
+        addresses = _with_parent_author(addresses, parent, caller)
+    return addresses
+
+
 async def _replayed_recipients(call: Call, caller: str) -> tuple[str, list[dict]]:
     """``reply_to`` and ``recipients`` of a send being replayed, worked out as the first time."""
     p = call.params
@@ -139,8 +156,7 @@ async def _replayed_recipients(call: Call, caller: str) -> tuple[str, list[dict]
     try:
         if p.str("reply_to"):
             reply_to, parent = await require_message(call, "reply_to")
-            if await call.ctx.agent(parent["agent_id"]) is not None:
-                addresses = _with_parent_author(addresses, parent, caller)
+            addresses = await _reply_addresses(call, addresses, reply_to, parent, caller)
         return reply_to, _recipients(await call.ctx.resolve_addresses(addresses)) if addresses else []
     except errors.ThrumError:  # a recipient or the parent gone since: the message went out all the same
         return reply_to, []
@@ -168,8 +184,7 @@ async def _send(call: Call, caller: str, content: str, key: str | None) -> dict:
             )
         thread_id = thread_id or parent["thread_id"] or ""
         refs.append({"type": "reply_to", "value": reply_to})
-        if await call.ctx.agent(parent["agent_id"]) is not None:
-            addresses = _with_parent_author(addresses, parent, caller)
+        addresses = await _reply_addresses(call, addresses, reply_to, parent, caller)
     recipients = await call.ctx.resolve_addresses(addresses) if addresses else []
     for r in recipients:
         refs.append({"type": "mention", "value": r["value"]})
@@ -276,3 +291,20 @@ async def delete(call: Call) -> dict:
     )
     await call.ctx.write([event])
     return {"message_id": mid, "deleted": True, "deleted_at": event.timestamp}
+
+
+# ---------------------------------------------------------------------------- thread.create
+
+
+@method("thread.create")
+async def thread_create(call: Call) -> dict:
+    """Start a thread with a title before its first message (spec/events.md, thread.create);
+    messages join it with ``thread_id``. A message sent without one still starts its own."""
+    p = call.params
+    caller = await call.ctx.caller(p)
+    title = p.str("title", required=True, max_len=ev.MAX_SUBJECT_CHARS)
+    if not title.strip():
+        raise errors.ValidationError("invalid params: title must not be empty", field="title")
+    event = ev.ThreadCreate(title=title, created_by=caller)
+    await call.ctx.write([event])
+    return {"thread_id": event.thread_id, "title": title, "created_by": caller, "created_at": event.timestamp}
