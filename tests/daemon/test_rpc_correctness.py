@@ -59,9 +59,9 @@ def test_a_reply_mentions_the_parents_author_and_keeps_explicit_addresses(client
     inbox = client.call("message.list", {"caller": "alice", "mentions": True, "unread": True})
     assert _ids(inbox) == [answer["message_id"]]
     assert _ids(client.call("message.list", {"caller": "carol", "mentions": True})) == [answer["message_id"]]
-    # replying to oneself mentions no one new
+    # a follow-up to one's own message reaches its addressees again (issue 30, item 10)
     own = client.call("message.send", {"caller": "alice", "content": "also", "reply_to": ask})
-    assert own["recipients"] == []
+    assert own["recipients"] == [{"address": "@reviewer", "kind": "role"}]
 
 
 def test_replying_to_a_deleted_message_is_refused(client):
