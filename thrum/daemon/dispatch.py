@@ -54,7 +54,7 @@ async def handle(daemon, conn, req: jsonrpc.Request | jsonrpc.Invalid) -> dict |
     except errors.ThrumError as exc:
         if req.is_notification:
             return None
-        return jsonrpc.failure(req.id, exc)
+        return jsonrpc.failure(req.id, _as_params_error(exc))
     except trio.Cancelled:
         raise
     except Exception:
@@ -65,6 +65,17 @@ async def handle(daemon, conn, req: jsonrpc.Request | jsonrpc.Invalid) -> dict |
     if req.is_notification:
         return None
     return jsonrpc.success(req.id, result)
+
+
+INVALID_PARAMS_HEAD = "invalid params: "
+
+
+def _as_params_error(exc: errors.ThrumError) -> errors.ThrumError:
+    """Every -32602 says what it is, wherever the rule that refused it lives (the store's
+    paging rules, the search language, ...): its message starts with "invalid params:"."""
+    if isinstance(exc, errors.ValidationError) and not exc.message.startswith(INVALID_PARAMS_HEAD):
+        return errors.ValidationError(INVALID_PARAMS_HEAD + exc.message, field=exc.field, data=exc.data)
+    return exc
 
 
 async def handle_frame(daemon, conn, data: bytes | str, *, max_batch: int = 100) -> Any:

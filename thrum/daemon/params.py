@@ -106,11 +106,12 @@ class Params:
             raise ValidationError(f"invalid params: {key} must be at most {maximum}", field=key)
         return float(value)
 
-    def str_list(self, key: str, *, required: bool = False, max_items: int = 10_000) -> list[str]:
+    def str_list(self, key: str, *, required: bool = False, max_items: int = 10_000, single: bool = True) -> list[str]:
+        """A list of strings; ``single``: one string stands for a list of one (addresses)."""
         value = self._get(key, required)
         if value is _MISSING:
             return []
-        if isinstance(value, str):
+        if isinstance(value, str) and single:
             value = [value]
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ValidationError(f"invalid params: {key} must be a list of strings", field=key)

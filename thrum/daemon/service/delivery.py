@@ -58,7 +58,7 @@ async def surface(call: Call) -> dict:
     p = call.params
     caller = await call.ctx.caller(p)
     via = p.str("via", default="", max_len=MAX_VIA_CHARS) or ""
-    ids, heads = await require_messages(call, p.str_list("message_ids", required=True))
+    ids, heads = await require_messages(call, p.str_list("message_ids", required=True, single=False))
     ids = [m for m in ids if heads[m]["agent_id"] != caller]  # one's own messages are never surfaced to one
     if ids:
         await _write(call, ev.MessageSurfaced, caller, ids, via=via)
@@ -70,7 +70,7 @@ async def ack(call: Call) -> dict:
     """``{acked_count, acked, already_acked}`` (full ids); a message not addressed to the caller is Forbidden."""
     p = call.params
     caller = await call.ctx.caller(p)
-    ids, heads = await require_messages(call, p.str_list("message_ids", required=True))
+    ids, heads = await require_messages(call, p.str_list("message_ids", required=True, single=False))
     gone = [m for m in ids if heads[m]["deleted"]]
     if gone:
         raise errors.Conflict(f"message {gone[0]} was deleted; there is nothing to acknowledge")

@@ -45,7 +45,7 @@ async def mark_read(call: Call) -> dict:
         ids = await call.ctx.read(queries.unread_ids, caller, mentions_only=p.bool("mentions"), scope=p.tag("scope"))
         own: set[str] = set()
     else:
-        ids, heads = await require_messages(call, p.str_list("message_ids", required=True))
+        ids, heads = await require_messages(call, p.str_list("message_ids", required=True, single=False))
         own = {m for m, h in heads.items() if h["agent_id"] == caller}  # always read to their author
     if not ids:
         return {"marked_count": 0}
@@ -71,7 +71,7 @@ async def mark_unread(call: Call) -> dict:
     """
     p = call.params
     caller = await call.ctx.caller(p)
-    ids, heads = await require_messages(call, p.str_list("message_ids", required=True))
+    ids, heads = await require_messages(call, p.str_list("message_ids", required=True, single=False))
     flags = await _read_flags(call, caller, ids)
     todo = [m for m in ids if flags.get(m) and heads[m]["agent_id"] != caller]  # own: never unread
     if todo:
@@ -92,7 +92,7 @@ async def _archived(call: Call, caller: str, ids: list[str]) -> set[str]:
 async def archive(call: Call) -> dict:
     p = call.params
     caller = await call.ctx.caller(p)
-    ids, _ = await require_messages(call, p.str_list("message_ids", required=True))
+    ids, _ = await require_messages(call, p.str_list("message_ids", required=True, single=False))
     already = await call.ctx.read(queries.archived_ids, caller, ids)
     todo = [m for m in ids if m not in already]
     if not todo:
