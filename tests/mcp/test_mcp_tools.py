@@ -206,6 +206,8 @@ async def test_list_agents_reports_status_and_filters_offline(team):
         assert "tm_ann" in {a["name"] for a in active["agents"]}
         assert all(a["status"] == "active" for a in active["agents"])
         assert "tm_eve" not in {a["name"] for a in active["agents"]}
+        # a flag is a boolean, not a word that looks like one (issue 30, item 11)
+        assert "include_offline" in await ann.fail("list_agents", {"include_offline": "yes"})
 
 
 async def test_broadcast_excludes_the_sender_and_applies_the_filter(team):

@@ -237,7 +237,7 @@ def build_tools(link, waiter) -> list[Tool]:
     @_tool_errors
     async def list_agents(
         include_offline: Annotated[
-            bool, Field(description="Include agents not seen in the last 2 minutes (default true)")
+            bool, Field(strict=True, description="Include agents not seen in the last 2 minutes (default true)")
         ] = True,
     ) -> ListAgentsResult:
         now = datetime.now(timezone.utc)
@@ -361,7 +361,7 @@ def build_tools(link, waiter) -> list[Tool]:
     @_tool_errors
     async def get_group(
         name: Annotated[str, Field(description="Group name")],
-        expand: Annotated[bool, Field(description="Also resolve roles to the agents they stand for")] = False,
+        expand: Annotated[bool, Field(strict=True, description="Also resolve roles to the agents they stand for")] = False,
     ) -> GetGroupResult:
         info = (await link.call("group.info", {"name": name.strip()}))["group"]
         out = GetGroupResult(

@@ -91,6 +91,9 @@ async def _member_change(call: Call, add: bool) -> dict:
     is_member = any(m["type"] == member_type and m["value"] == member for m in current)
     if add:
         if member_type == "agent" and await call.ctx.agent(member, refresh=True) is None:
+            known = await call.ctx.read(addresses.resolve_address, member)
+            if known is not None:  # a role or a group: never "did you mean" the name itself
+                raise _not_an_agent(group, member, known[0])
             close = await call.ctx.read(addresses.close_matches, member)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
             raise errors.NotFound(f"agent @{member} not found{hint} (use --role to add a role)")
@@ -103,6 +106,19 @@ async def _member_change(call: Call, add: bool) -> dict:
         event = ev.GroupMemberRemove(group=group, member_type=member_type, member_value=member, agent_id=caller)
     await call.ctx.write([event])
     return {"group": group, "member_type": member_type, "member": member, "changed": True}
+
+
+def _not_an_agent(group: str, member: str, kind: str) -> errors.ThrumError:
+    """``@member`` names something known that is no agent: a group (itself included), or a role."""
+    if member == group:
+        return errors.ValidationError(f"invalid params: a group cannot hold itself (@{group})", field="member")
+    if kind == "role":
+        return errors.ValidationError(
+            f"invalid params: @{member} is a role; add it with --role {member}", field="member"
+        )
+    return errors.ValidationError(
+        f"invalid params: @{member} is a group; a group holds agents and roles, not other groups", field="member"
+    )
 
 
 @method("group.member.add")
