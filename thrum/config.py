@@ -1,7 +1,8 @@
 """Settings from ``.thrum/config.json`` with environment overrides.
 
 Environment wins over the file so cron lines and tests can change one run
-without editing state. Unknown keys are kept (forward compatibility).
+without editing state. Unknown keys are kept (forward compatibility) and reported
+(`unknown_keys`: a warning on every command, a WARN in ``thrum doctor``).
 """
 
 from __future__ import annotations
@@ -37,6 +38,10 @@ DEFAULTS = {
     "net_timeout": 60.0,  # s; a git remote may stay silent before a sync gives up
     "clock_skew": 600.0,  # s; events dated further ahead of this clock wait until then (trust.md)
 }
+
+# Tuning read where it is used, with the default beside it (daemon/limits.py, hub.py, ws.py).
+READ_WHERE_USED = frozenset({"max_batch", "subscription_ring_size", "subscription_ring_bytes", "ws_max_frame_bytes"})
+KNOWN_KEYS = frozenset(DEFAULTS) | READ_WHERE_USED
 
 POSITIVE = (
     "max_connections",
@@ -133,6 +138,29 @@ def load(path: Path | None, environ: dict | None = None) -> Config:
     if not isinstance(values["net_timeout"], (int, float)) or values["net_timeout"] <= 0:
         raise ValidationError("config net_timeout must be a positive number of seconds", field="net_timeout")
     return Config(values)
+
+
+def unknown_keys(path: Path | None) -> list[str]:
+    """Keys of the config file thrum does not know (a typo, or a newer version's): kept,
+    never used, and reported (a warning on every command, a WARN in ``thrum doctor``)."""
+    if path is None or not path.is_file():
+        return []
+    try:
+        data = json.loads(path.read_text() or "{}")
+    except (OSError, ValueError):
+        return []
+    return sorted(str(k) for k in data if k not in KNOWN_KEYS) if isinstance(data, dict) else []
+
+
+def unknown_keys_text(keys: list[str]) -> str:
+    """One line naming the unknown keys, each with the known key it is closest to."""
+    import difflib
+
+    parts = []
+    for key in keys:
+        close = difflib.get_close_matches(key, sorted(KNOWN_KEYS), n=1)
+        parts.append(f"{key[:60]!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    return f"unknown key(s) in .thrum/config.json, ignored: {', '.join(parts)}"
 
 
 def _is_number(value) -> bool:

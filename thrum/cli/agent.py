@@ -93,13 +93,24 @@ def register_agent(rt, name: str, role: str, module: str = "", display: str = ""
 
     rt.emit(result, text)
     others = [i for i in identity_mod.list_identities(paths.identities) if i.name != name]
-    if others:
+    if others and not _found_here(paths, name):
         rt.hint(
             f"Several agents share this repository: set THRUM_NAME={name} in this agent's environment "
             f"(or pass --name {name})."
         )
     rt.hint('Next: thrum send "Hello" --to @everyone   ·   thrum inbox')
     return result
+
+
+def _found_here(paths, name: str) -> bool:
+    """Whether this checkout finds ``name`` without THRUM_NAME (a linked worktree's own agent)."""
+    from .. import identity as identity_mod
+    from ..errors import IdentityError
+
+    try:
+        return identity_mod.resolve(paths.identities, env={}, worktree=str(paths.repo)).name == name
+    except IdentityError:
+        return False
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)

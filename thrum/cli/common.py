@@ -157,6 +157,7 @@ class Runtime:
         self.opts = opts
         self._paths = None
         self._identity = None
+        self._config_checked = False  # unknown config keys are warned about once per command
         self._client = None
 
     # --- where and who
@@ -173,6 +174,13 @@ class Runtime:
         p = self.paths
         if not p.initialized:
             raise ThrumError(f"no thrum set-up in {p.repo}; run `thrum init` first")
+        if not self._config_checked:
+            self._config_checked = True
+            from ..config import unknown_keys, unknown_keys_text
+
+            unknown = unknown_keys(p.config)
+            if unknown and not self.opts.quiet:
+                self.warn(unknown_keys_text(unknown))
         return p
 
     def identity(self):

@@ -94,10 +94,20 @@ def doctor():
         checks.extend(doctor_checks(paths))
         checks.append(_check("projection", "skip", "not checked: the daemon is not running"))
     checks.append(_check("state", "ok", f"{paths.thrum_dir} is this user's own, and git tracks none of it"))
+    checks.append(_config_check(paths))
     result = {"ok": not any(c["status"] in NEEDS_ACTION for c in checks), "checks": checks}
     rt.emit(result, lambda: _text(checks))
     if not result["ok"]:
         raise click.exceptions.Exit(1)
+
+
+def _config_check(paths) -> dict:
+    from ..config import unknown_keys, unknown_keys_text
+
+    unknown = unknown_keys(paths.config)
+    if unknown:
+        return _check("config", "warn", unknown_keys_text(unknown), "fix or remove them in .thrum/config.json")
+    return _check("config", "ok", "every key of .thrum/config.json is known")
 
 
 def _text(checks: list[dict]) -> str:

@@ -33,8 +33,9 @@ def sync(ctx):
     the daemon, which keeps them for its automatic syncs until a later `thrum sync`
     passes others), else from what makes `git push` work: git's credential helpers,
     ssh-agent, ~/.ssh/config and key files.
-    --quiet prints nothing on success (for cron). Cron example:
-      */5 * * * *  cd /path/to/repo && thrum sync --quiet
+    --quiet prints nothing on success (for cron). Cron example (cron's PATH seldom
+    holds thrum: give its full path, `command -v thrum` prints it):
+      */5 * * * *  cd /path/to/repo && /path/to/venv/bin/thrum sync --quiet
     """
     if ctx.invoked_subcommand is not None:
         return

@@ -55,6 +55,8 @@ class Daemon:
     def __init__(self, paths: ThrumPaths):
         self.paths = paths
         self.config = config_mod.load(paths.config)
+        if unknown := config_mod.unknown_keys(paths.config):
+            log.warning("%s", config_mod.unknown_keys_text(unknown))
         self.started_at = time.time()
         self.started_mono = time.monotonic()
         self.connections: set = set()
