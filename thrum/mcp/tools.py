@@ -361,7 +361,9 @@ def build_tools(link, waiter) -> list[Tool]:
     @_tool_errors
     async def get_group(
         name: Annotated[str, Field(description="Group name")],
-        expand: Annotated[bool, Field(strict=True, description="Also resolve roles to the agents they stand for")] = False,
+        expand: Annotated[
+            bool, Field(strict=True, description="Also resolve roles to the agents they stand for")
+        ] = False,
     ) -> GetGroupResult:
         info = (await link.call("group.info", {"name": name.strip()}))["group"]
         out = GetGroupResult(
