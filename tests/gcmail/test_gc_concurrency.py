@@ -51,6 +51,15 @@ def test_thrum_gc_mail_is_the_same_program(provider, tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert [m["id"] for m in messages(proc.stdout.decode().rstrip("\n"))] == [sent["id"]]
+    for tail in (["--repo", str(provider.repo)], [f"--repo={provider.repo}"]):  # after OP ARG too (issue 30)
+        proc = subprocess.run(
+            [cli, "gc-mail", "inbox", "bob", *tail],
+            capture_output=True,
+            cwd=tmp_path,
+            env={k: v for k, v in provider.env.items() if k != "THRUM_REPO"},
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert [m["id"] for m in messages(proc.stdout.decode().rstrip("\n"))] == [sent["id"]]
     proc = subprocess.run([cli, "gc-mail", "no-such-op"], capture_output=True, cwd=provider.repo, env=provider.env)
     assert proc.returncode == 2
 

@@ -28,11 +28,31 @@ def gc_mail(args):
             ).rstrip("\n")
         )
         return
+    args, repo = _repo_option(list(args))
     code = run(
-        list(args),
-        repo=options().repo,
+        args,
+        repo=repo or options().repo,
         stdin=click.get_binary_stream("stdin"),
         stdout=click.get_binary_stream("stdout"),
         stderr=click.get_text_stream("stderr"),
     )
     click.get_current_context().exit(code)
+
+
+def _repo_option(args: list[str]) -> tuple[list[str], str | None]:
+    """``--repo R`` (or ``--repo=R``) given after the operation, as people type it; an
+    operation takes at most one argument, so nothing else there can start with --repo."""
+    rest: list[str] = []
+    repo = None
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if i > 0 and arg == "--repo" and i + 1 < len(args):
+            repo, i = args[i + 1], i + 2
+            continue
+        if i > 0 and arg.startswith("--repo="):
+            repo = arg.split("=", 1)[1]
+        else:
+            rest.append(arg)
+        i += 1
+    return rest, repo
