@@ -67,8 +67,9 @@ def _summary(r: dict) -> str:
             f"> No remote configured: committed {r['commits']} change(s) "
             f"(add one with `git remote add origin URL`) ({r['duration_ms']:.0f} ms)"
         )
+    refused = f", refused {r['quarantined']} (quarantined: `thrum sync status`)" if r.get("quarantined") else ""
     return (
-        f"> Synced with {r['remote']}: sent {r['sent']} event(s), received {r['received']}, "
+        f"> Synced with {r['remote']}: sent {r['sent']} event(s), received {r['received']}{refused}, "
         f"{r['commits']} commit(s){'' if r['pushed'] else ', nothing pushed'} in {r['duration_ms']:.0f} ms"
     )
 

@@ -282,6 +282,7 @@ class SyncLoop:
             mode = self.mode()
             applied: list[dict] = []
             written_before = self.daemon.writer.events_written
+            refused_before = sum((await self.daemon.writer.read(projection.fold_counts)).values())
             report = None
             try:
                 # Shielded: a caller that goes away never cuts a cycle; only `stop` cancels this
@@ -318,7 +319,10 @@ class SyncLoop:
                 await self.daemon.writer.publish(applied, "sync")
             # after the publish: counting asks git for the worktree's status, off the delivery path
             await trio.to_thread.run_sync(self._count_pending, WriterLog(self.daemon.writer, [], scanned=True))
-            result = sync_record.report_dict(report, mode)
+            # a line the fold refused (quarantined) was not received, whatever the merge brought
+            refused = sum((await self.daemon.writer.read(projection.fold_counts)).values()) - refused_before
+            report.received = max(0, report.received - max(0, refused))
+            result = {**sync_record.report_dict(report, mode), "quarantined": max(0, refused)}
             if report.error is None and (report.pushed or mode != "remote"):
                 self.pushed_events_mark = written_before
             await trio.to_thread.run_sync(sync_record.record, self.daemon.paths, result, report.error)
