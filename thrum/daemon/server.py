@@ -78,6 +78,7 @@ class Daemon:
         self._session_lock = trio.Lock()
         self.nursery: trio.Nursery | None = None
         self._shutdown = trio.Event()
+        self.checkout_gone = False  # the repository was deleted under the daemon: nothing left to write to
         self.keyed = KeyedWrites()  # idempotency keys of writes in flight and recent results
         self.services = ServiceContext(self)  # what RPC handlers may use (thrum.daemon.context)
 
@@ -348,6 +349,7 @@ class Daemon:
                 await nursery.start(unix.serve_unix, self, self.paths.socket)
                 self._listening()
                 await nursery.start(self._watch_signals)  # installed before we announce readiness
+                nursery.start_soon(self._watch_checkout)
                 log.info("thrum daemon %s ready (pid %d, socket %s)", __version__, os.getpid(), self.paths.socket)
                 if ready is not None:
                     ready()
@@ -355,9 +357,10 @@ class Daemon:
                 await self._shutdown.wait()
                 log.info("shutting down")
                 await self._stop_extensions()
-                await self.writer.flush_pending()
-                await self._end_local_sessions()
-                await self.presence.flush()
+                if not self.checkout_gone:  # else the log and the database went with the checkout
+                    await self.writer.flush_pending()
+                    await self._end_local_sessions()
+                    await self.presence.flush()
                 nursery.cancel_scope.cancel()
         finally:
             if self.writer is not None:
@@ -383,12 +386,31 @@ class Daemon:
 
         await extensions.stop(self)
 
+    async def _watch_checkout(self) -> None:
+        """Exit when the checkout is deleted under the daemon (issue 30, item 11): a daemon
+        whose repository is gone serves no one and holds its files open for ever."""
+        repo = self.paths.main_repo
+        while True:
+            await trio.sleep(CHECKOUT_POLL_S)
+            if not await trio.to_thread.run_sync(_checkout_exists, repo):
+                log.warning("the checkout %s is gone; stopping", repo)
+                self.checkout_gone = True
+                self.request_shutdown()
+                return
+
     async def _watch_signals(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
             task_status.started()
             async for _ in signals:
                 self.request_shutdown()
                 return
+
+
+CHECKOUT_POLL_S = 5.0
+
+
+def _checkout_exists(repo: Path) -> bool:
+    return repo.is_dir() and (repo / ".git").exists()
 
 
 def setup_logging(paths: ThrumPaths, *, foreground: bool) -> None:
