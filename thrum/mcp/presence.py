@@ -90,3 +90,40 @@ async def recipient_status(link, kind: str, address: str, agents: list[dict] | N
         return audience_status([a for a in audience if a.get("name") != link.me], now)
     except (ThrumError, KeyError, TypeError):
         return "unknown"
+
+
+def as_seen_by_agents(agents: list[dict]) -> list[dict]:
+    """agent.list items as an agent should see them (issue 30, item 9): the agents that act
+    for a Gas City mailbox on each machine (``gcr_…``/``gck_…``, role ``gc``) are the
+    provider's plumbing; each mailbox shows once, by its Gas City address, last seen when
+    any of its agents was."""
+    from ..gcmail import addresses
+
+    out: list[dict] = []
+    boxes: dict[str, dict] = {}
+    for a in agents:
+        name = a.get("name") or ""
+        if a.get("role") != addresses.ROLE or not addresses.is_gc_agent(name):
+            out.append(a)
+            continue
+        box = a.get("module") or addresses.mailbox_of(name) or name
+        seen = boxes.get(box)
+        if seen is None:
+            seen = boxes[box] = {
+                **a,
+                "name": addresses.address_of(name, a.get("display")),
+                "agent_id": box,
+                "module": box,
+                "display": "",
+            }
+            out.append(seen)
+        elif (a.get("last_seen_at") or "") > (seen.get("last_seen_at") or ""):
+            seen["last_seen_at"] = a.get("last_seen_at")
+    return out
+
+
+def proxies(agents: list[dict]) -> set[str]:
+    """Names of the agents that act for Gas City mailboxes (never a broadcast's recipients)."""
+    from ..gcmail import addresses
+
+    return {a["name"] for a in agents if a.get("role") == addresses.ROLE and addresses.is_gc_agent(a.get("name", ""))}

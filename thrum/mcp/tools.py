@@ -49,7 +49,7 @@ from .models import (
     SendResult,
     WaitResult,
 )
-from .presence import agent_status, recipient_status, send_with_audience
+from .presence import agent_status, as_seen_by_agents, proxies, recipient_status, send_with_audience
 from .waiter import WaitBusy, sender_of
 
 log = logging.getLogger(__name__)
@@ -242,7 +242,9 @@ def build_tools(link, waiter) -> list[Tool]:
     ) -> ListAgentsResult:
         now = datetime.now(timezone.utc)
         agents = [
-            agent_info(a, now) for a in (await link.call("agent.list")).get("agents") or [] if not a.get("deleted")
+            agent_info(a, now)
+            for a in as_seen_by_agents((await link.call("agent.list")).get("agents") or [])
+            if not a.get("deleted")
         ]
         if not include_offline:
             agents = [a for a in agents if a.status == "active"]
@@ -256,11 +258,9 @@ def build_tools(link, waiter) -> list[Tool]:
     ) -> BroadcastResult:
         flt = filter or BroadcastFilter()
         now = datetime.now(timezone.utc)
-        others = [
-            a
-            for a in (await link.call("agent.list")).get("agents") or []
-            if not a.get("deleted") and a.get("name") != me
-        ]
+        listed = (await link.call("agent.list")).get("agents") or []
+        hidden = proxies(listed)  # Gas City mailboxes' agents: reached through their mailboxes, never named
+        others = [a for a in listed if not a.get("deleted") and a.get("name") != me and a.get("name") not in hidden]
         excluded = {x.strip().lstrip("@") for x in flt.exclude if x.strip()}
         chosen = [
             a

@@ -131,10 +131,14 @@ def _with_parent_author(addresses: list[str], parent: dict, caller: str) -> list
     return addresses
 
 
+GC_ROLE = "gc"  # agents that act for a Gas City mailbox on one machine (thrum.gcmail.addresses)
+
+
 async def _reply_addresses(call: Call, addresses: list[str], reply_to: str, parent: dict, caller: str) -> list[str]:
     """A reply's addresses: its own when it names any, else the parent's (a follow-up to
     "PR ready -> @reviewer" reaches the reviewers); then the parent's author, when it
-    still exists. Inherited addresses that no longer resolve (a deleted agent) are left out."""
+    still exists. Inherited addresses that no longer resolve (a deleted agent) are left out.
+    A parent written by an agent acting for a Gas City mailbox: see `_parent_mailbox`."""
     if not addresses:
         inherited = [a for a in await call.ctx.read(queries.mention_values, reply_to) if a != caller]
         for a in inherited:
@@ -143,9 +147,27 @@ async def _reply_addresses(call: Call, addresses: list[str], reply_to: str, pare
             except errors.ThrumError:
                 continue
             addresses.append(a)
-    if await call.ctx.agent(parent["agent_id"]) is not None:
+    author = await call.ctx.agent(parent["agent_id"])
+    if author is not None and _parent_mailbox(author) is None:
         addresses = _with_parent_author(addresses, parent, caller)
     return addresses
+
+
+def _parent_mailbox(author: dict) -> str | None:
+    """The Gas City mailbox a parent's author acts for (its module), or None.
+
+    Mail from a Gas City agent is written by that mailbox's agent on the sender's
+    machine (``gcr_…``); the exec spec's reply rule addresses the reply to the
+    *sender*, so it mentions the mailbox (what ``inbox``, ``check`` and ``count`` read
+    on every machine), never the per-machine agent (issue 30, item 9)."""
+    if author.get("role") == GC_ROLE and author.get("module"):
+        return str(author["module"])
+    return None
+
+
+async def _reply_mailbox(call: Call, parent: dict, caller: str) -> str | None:
+    author = await call.ctx.agent(parent["agent_id"])
+    return _parent_mailbox(author) if author is not None and parent["agent_id"] != caller else None
 
 
 async def _replayed_recipients(call: Call, caller: str) -> tuple[str, list[dict]]:
@@ -176,6 +198,7 @@ async def _send(call: Call, caller: str, content: str, key: str | None) -> dict:
     ack = p.bool("ack") or bool(ack_within)  # a deadline asks for an ack
     thread_id = await complete_thread_id(call)
     reply_to = None
+    mailbox = None
     if p.str("reply_to"):
         reply_to, parent = await require_message(call, "reply_to")
         if parent["deleted"]:
@@ -185,9 +208,13 @@ async def _send(call: Call, caller: str, content: str, key: str | None) -> dict:
         thread_id = thread_id or parent["thread_id"] or ""
         refs.append({"type": "reply_to", "value": reply_to})
         addresses = await _reply_addresses(call, addresses, reply_to, parent, caller)
+        mailbox = await _reply_mailbox(call, parent, caller)
     recipients = await call.ctx.resolve_addresses(addresses) if addresses else []
     for r in recipients:
         refs.append({"type": "mention", "value": r["value"]})
+    if reply_to and mailbox and not any(r["type"] == "mention" and r["value"] == mailbox for r in refs):
+        refs.append({"type": "mention", "value": mailbox})
+        recipients.append({"address": mailbox, "kind": "mailbox", "value": mailbox})
     session_id = await call.ctx.ensure_session(caller, p.str("session_id"))
     event = ev.MessageCreate(
         message_id=call.ctx.new_message_id(caller),  # bound to the caller's key: nobody else can take it
