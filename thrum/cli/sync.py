@@ -40,15 +40,15 @@ def sync(ctx):
     if ctx.invoked_subcommand is not None:
         return
     rt = runtime()
-    result = None
-    if not _daemon_running(rt) or _offline_sync_running(rt):
-        from ..sync.offline import run_unless_daemon
+    # Offline syncs take turns; whoever holds the daemon's flock while we hold the turn is a
+    # daemon (run_unless_daemon answers None): no check before it could race with a sync ending.
+    from ..sync.offline import run_unless_daemon
 
-        result = run_unless_daemon(
-            rt.require_init(),
-            starting=lambda: rt.note("daemon not running; syncing without it"),
-            waiting=lambda: rt.note("another `thrum sync` runs without the daemon; waiting for it to finish"),
-        )
+    result = run_unless_daemon(
+        rt.require_init(),
+        starting=lambda: rt.note("daemon not running; syncing without it"),
+        waiting=lambda: rt.note("another `thrum sync` runs without the daemon; waiting for it to finish"),
+    )
     if result is None:  # a daemon runs: it syncs
         result = rt.call("sync.run", {"env": forwarded_env()}, autostart=False, timeout=600)
     if rt.opts.quiet and not rt.opts.json:

@@ -138,8 +138,13 @@ async def _reply_addresses(call: Call, addresses: list[str], reply_to: str, pare
     """A reply's addresses: its own when it names any, else the parent's (a follow-up to
     "PR ready -> @reviewer" reaches the reviewers); then the parent's author, when it
     still exists. Inherited addresses that no longer resolve (a deleted agent) are left out.
-    A parent written by an agent acting for a Gas City mailbox: see `_parent_mailbox`."""
-    if not addresses:
+    Gas City mail (either side a mailbox's agent) answers the sender only, as the exec
+    spec's reply rule says: nothing is inherited, and the sender is its mailbox
+    (`_parent_mailbox`)."""
+    author = await call.ctx.agent(parent["agent_id"])
+    me = await call.ctx.agent(caller)
+    mail = (author is not None and _parent_mailbox(author) is not None) or (me is not None and _parent_mailbox(me))
+    if not addresses and not mail:
         inherited = [a for a in await call.ctx.read(queries.mention_values, reply_to) if a != caller]
         for a in inherited:
             try:
@@ -147,7 +152,6 @@ async def _reply_addresses(call: Call, addresses: list[str], reply_to: str, pare
             except errors.ThrumError:
                 continue
             addresses.append(a)
-    author = await call.ctx.agent(parent["agent_id"])
     if author is not None and _parent_mailbox(author) is None:
         addresses = _with_parent_author(addresses, parent, caller)
     return addresses
