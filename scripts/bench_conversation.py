@@ -110,7 +110,8 @@ def idle(pair, server, minutes: float, settle: float | None) -> float:
     start = time.monotonic()
     time.sleep(minutes * 60)
     hours = (time.monotonic() - start) / 3600
-    step(f"  idle: counted; pace {[(x['state'], x['tip_checks']) for x in (rpc(p, 'sync.status')['pace'] for p in pair)]}")
+    paces = [rpc(p, "sync.status")["pace"] for p in pair]
+    step(f"  idle: counted; pace {[(x['state'], x['tip_checks']) for x in paces]}")
     if server is not None:
         count = server.stats()["requests"]
     else:
