@@ -102,12 +102,16 @@ def idle(pair, server, minutes: float, settle: float | None) -> float:
         settle = max(rpc(p, "sync.status")["pace"]["active_window_s"] for p in pair) + 70
     step(f"  idle: waiting {settle:.0f} s for the active window and its back-off to pass")
     time.sleep(settle)
-    before = sum(rpc(p, "sync.status")["pace"]["tip_checks"] for p in pair)
+    paces = [rpc(p, "sync.status")["pace"] for p in pair]
+    step(f"  idle: counting from now; pace {[(x['state'], x['tip_checks']) for x in paces]}")
+    before = sum(x["tip_checks"] for x in paces)
     if server is not None:
         server.reset_stats()
     start = time.monotonic()
     time.sleep(minutes * 60)
     hours = (time.monotonic() - start) / 3600
+    paces = [rpc(p, "sync.status")["pace"] for p in pair]
+    step(f"  idle: counted; pace {[(x['state'], x['tip_checks']) for x in paces]}")
     if server is not None:
         count = server.stats()["requests"]
     else:

@@ -29,6 +29,9 @@ def test_a_conversation_crosses_machines_without_waiting_for_the_idle_interval(m
     a.agent("alice", "implementer")
     b.agent("bob", "reviewer")
     _introduce(a, b)
+    # a message sent or received makes a replica active (registrations and receipts do not)
+    a.run("send", "starting on the parser", "--to", "@bob", agent="alice")
+    b.run("sync")  # the first message of a conversation reaches an idle replica at its idle pace
     b.run("send", "is the parser done?", "--to", "@alice", agent="bob")
     _until(lambda: "is the parser done?" in _contents(a, "alice"))
     a.run("send", "yes, merged", "--to", "@bob", agent="alice")

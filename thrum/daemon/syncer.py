@@ -57,6 +57,16 @@ def triggers_sync(applied: list[dict]) -> bool:
     return any(d["type"] not in QUIET_TYPES for d in applied)
 
 
+CONVERSATION_TYPES = frozenset({"message.create"})
+
+
+def starts_conversation(applied: list[dict]) -> bool:
+    """Whether events make the replica look often (`thrum.daemon.pace`): a message, sent or
+    received. Housekeeping (a session that ends, receipts, registrations) is synced all
+    the same, but does not buy two minutes of looks every second."""
+    return any(d.get("type") in CONVERSATION_TYPES for d in applied)
+
+
 class SyncLoop:
     def __init__(self, daemon):
         self.daemon = daemon
@@ -127,7 +137,8 @@ class SyncLoop:
     def on_write(self, applied: list[dict]) -> None:
         """Writer callback: something durable happened; sync soon unless it was only receipts/edits."""
         if triggers_sync(applied):
-            self.pace.activity()
+            if starts_conversation(applied):
+                self.pace.activity()
             self._write_kick = True
             self._kick.set()
 
@@ -315,7 +326,8 @@ class SyncLoop:
             self._last_failed = report.error is not None
             self._tidy.set()
             if applied:
-                self.pace.activity()
+                if starts_conversation(applied):
+                    self.pace.activity()
                 await self.daemon.writer.publish(applied, "sync")
             # after the publish: counting asks git for the worktree's status, off the delivery path
             await trio.to_thread.run_sync(self._count_pending, WriterLog(self.daemon.writer, [], scanned=True))
