@@ -17,6 +17,7 @@ import signal
 import sys
 import threading
 import time
+from typing import Callable
 from pathlib import Path
 
 import trio
@@ -67,6 +68,7 @@ class Daemon:
         self.sync = None  # sync loop (thrum.daemon.syncer), set in run()
         self.ws_port: int | None = None
         self._lock_fd: int | None = None
+        self._progress: Callable[[dict], None] | None = None  # told how far a start-up rebuild is
         self._agents_cache: dict[str, dict] = {}
         self._sessions: dict[str, str] = {}  # agent -> active session started by this daemon
         self._local_sessions: set[str] = set()
@@ -294,7 +296,7 @@ class Daemon:
         self.ring = KeyRing(self.paths.var / "known_keys.json", self.keys)
         verifier = Verifier(self.ring, skew_s=float(self.config.clock_skew))  # lines dated ahead wait
         self.fold_verified = VerifiedFold(verifier, VerdictMemory(self.paths.var / "verified-lines"))
-        db = open_projection(self.paths.database, event_log, self.fold_verified)
+        db = open_projection(self.paths.database, event_log, self.fold_verified, progress=self._rebuild_progress)
         self.writer = Writer(db, event_log, Signer(self.keys), self.fold_verified, db_path=self.paths.database)
         self.writer.ensure_covered(sync_record.take_reread(self.paths))  # what an offline sync merged into
         self.fold_verified.release()
@@ -327,8 +329,23 @@ class Daemon:
         self._local_sessions.clear()
         await trio.to_thread.run_sync(self._save_local_sessions)
 
-    async def run(self, *, ready=None, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        """Serve until SIGTERM/SIGINT or `request_shutdown`."""
+    def _rebuild_progress(self, phase: str, events: int, done_bytes: int, total_bytes: int, elapsed: float) -> None:
+        """A start-up rebuild's progress (`projection.Progress`): to the log, and to whoever
+        waits for this daemon to start (``thrum init`` shows it; its wait restarts with each)."""
+        if phase == "load":
+            log.info(
+                "rebuilding the projection: %d events, %d of %d bytes, %.1fs", events, done_bytes, total_bytes, elapsed
+            )
+        else:
+            log.info("rebuilding the projection: %s after %d events, %.1fs", phase, events, elapsed)
+        if self._progress is not None:
+            info = {"phase": phase, "events": events, "bytes": done_bytes, "total_bytes": total_bytes}
+            self._progress({**info, "elapsed": round(elapsed, 3)})
+
+    async def run(self, *, ready=None, progress=None, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Serve until SIGTERM/SIGINT or `request_shutdown`. ``ready()``: once it listens;
+        ``progress(dict)``: how far a start-up rebuild is (`_rebuild_progress`)."""
+        self._progress = progress
         self._take_lock()
         try:
             self._write_pid()
@@ -426,7 +443,12 @@ def main(paths: ThrumPaths, *, ready_fd: int | None = None, foreground: bool = F
 
     try:
         daemon = Daemon(paths)  # reads the config: a bad one is reported like any start-up error
-        trio.run(lambda: daemon.run(ready=lambda: _tell_starter(ready_fd, {"pid": os.getpid()}, close=True)))
+        trio.run(
+            lambda: daemon.run(
+                ready=lambda: _tell_starter(ready_fd, {"pid": os.getpid()}, close=True),
+                progress=lambda info: _tell_starter(ready_fd, {"progress": info}),
+            )
+        )
     except AlreadyRunning as exc:
         log.info("%s", exc.message)
         _tell_starter(ready_fd, {"error": exc.message, "already_running": True})
