@@ -17,7 +17,6 @@ import signal
 import sys
 import threading
 import time
-from typing import Callable
 from pathlib import Path
 
 import trio
@@ -26,7 +25,7 @@ from .. import __version__, config as config_mod, errors
 from .. import events as ev
 from ..paths import ThrumPaths
 from ..store import directory
-from ..store.projection import open_projection
+from ..store.projection import Progress, open_projection
 from ..store.log import EventLog
 from ..store.verified import VerifiedFold
 from ..sync.gitstore.gitlib import bound_object_cache
@@ -43,6 +42,7 @@ from .limits import Limits, Registry, give_back_memory, raise_descriptor_limit, 
 from .presence import Presence
 from .params import Params
 from .signer import Signer
+from .starter import RebuildReports, tell_starter
 from .writer import Writer
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,7 @@ class Daemon:
         self.sync = None  # sync loop (thrum.daemon.syncer), set in run()
         self.ws_port: int | None = None
         self._lock_fd: int | None = None
-        self._progress: Callable[[dict], None] | None = None  # told how far a start-up rebuild is
+        self._progress: Progress | None = None  # told how far a start-up rebuild is
         self._agents_cache: dict[str, dict] = {}
         self._sessions: dict[str, str] = {}  # agent -> active session started by this daemon
         self._local_sessions: set[str] = set()
@@ -296,7 +296,7 @@ class Daemon:
         self.ring = KeyRing(self.paths.var / "known_keys.json", self.keys)
         verifier = Verifier(self.ring, skew_s=float(self.config.clock_skew))  # lines dated ahead wait
         self.fold_verified = VerifiedFold(verifier, VerdictMemory(self.paths.var / "verified-lines"))
-        db = open_projection(self.paths.database, event_log, self.fold_verified, progress=self._rebuild_progress)
+        db = open_projection(self.paths.database, event_log, self.fold_verified, progress=self._progress)
         self.writer = Writer(db, event_log, Signer(self.keys), self.fold_verified, db_path=self.paths.database)
         self.writer.ensure_covered(sync_record.take_reread(self.paths))  # what an offline sync merged into
         self.fold_verified.release()
@@ -329,22 +329,9 @@ class Daemon:
         self._local_sessions.clear()
         await trio.to_thread.run_sync(self._save_local_sessions)
 
-    def _rebuild_progress(self, phase: str, events: int, done_bytes: int, total_bytes: int, elapsed: float) -> None:
-        """A start-up rebuild's progress (`projection.Progress`): to the log, and to whoever
-        waits for this daemon to start (``thrum init`` shows it; its wait restarts with each)."""
-        if phase == "load":
-            log.info(
-                "rebuilding the projection: %d events, %d of %d bytes, %.1fs", events, done_bytes, total_bytes, elapsed
-            )
-        else:
-            log.info("rebuilding the projection: %s after %d events, %.1fs", phase, events, elapsed)
-        if self._progress is not None:
-            info = {"phase": phase, "events": events, "bytes": done_bytes, "total_bytes": total_bytes}
-            self._progress({**info, "elapsed": round(elapsed, 3)})
-
     async def run(self, *, ready=None, progress=None, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Serve until SIGTERM/SIGINT or `request_shutdown`. ``ready()``: once it listens;
-        ``progress(dict)``: how far a start-up rebuild is (`_rebuild_progress`)."""
+        ``progress``: told how far a start-up rebuild is (`projection.Progress`)."""
         self._progress = progress
         self._take_lock()
         try:
@@ -419,24 +406,13 @@ def setup_logging(paths: ThrumPaths, *, foreground: bool) -> None:
     )
 
 
-def _tell_starter(ready_fd: int | None, message: dict, *, close: bool = False) -> None:
-    """One JSON line to the process waiting for this daemon to start (`lifecycle.start`)."""
-    if ready_fd is not None:
-        try:
-            os.write(ready_fd, json.dumps(message).encode() + b"\n")
-            if close:
-                os.close(ready_fd)
-        except OSError:
-            pass
-
-
 def main(paths: ThrumPaths, *, ready_fd: int | None = None, foreground: bool = False) -> int:
     from ..ownership import UntrustedState, require_own_state
 
     try:  # before anything is read from (or logged into) .thrum/
         require_own_state(paths)
     except UntrustedState as exc:
-        _tell_starter(ready_fd, {"error": exc.message})
+        tell_starter(ready_fd, {"error": exc.message})
         print(f"thrum: {exc.message}", file=sys.stderr, flush=True)
         return 1
     setup_logging(paths, foreground=foreground)
@@ -445,22 +421,22 @@ def main(paths: ThrumPaths, *, ready_fd: int | None = None, foreground: bool = F
         daemon = Daemon(paths)  # reads the config: a bad one is reported like any start-up error
         trio.run(
             lambda: daemon.run(
-                ready=lambda: _tell_starter(ready_fd, {"pid": os.getpid()}, close=True),
-                progress=lambda info: _tell_starter(ready_fd, {"progress": info}),
+                ready=lambda: tell_starter(ready_fd, {"pid": os.getpid()}, close=True),
+                progress=RebuildReports(ready_fd),
             )
         )
     except AlreadyRunning as exc:
         log.info("%s", exc.message)
-        _tell_starter(ready_fd, {"error": exc.message, "already_running": True})
+        tell_starter(ready_fd, {"error": exc.message, "already_running": True})
         if ready_fd is None:
             print(f"thrum: {exc.message}", flush=True)
         return 3
     except errors.ThrumError as exc:
         log.error("%s", exc.message)
-        _tell_starter(ready_fd, {"error": exc.message})
+        tell_starter(ready_fd, {"error": exc.message})
         return 1
     except Exception as exc:
         log.exception("daemon crashed")
-        _tell_starter(ready_fd, {"error": f"daemon failed: {exc}"})
+        tell_starter(ready_fd, {"error": f"daemon failed: {exc}"})
         return 1
     return 0
