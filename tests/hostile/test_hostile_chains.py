@@ -96,7 +96,11 @@ def test_a_fork_made_with_a_stolen_key_is_reported_with_both_events_everywhere(t
         m.sync()
         chains = _chains(m)
         forks = [f for f in chains["faults"] if f["kind"] == "fork"]
-        assert chains["forks"] == 1 and len(forks) == 1, (chains, m.json("sync", "status")["quarantined_by_kind"], mallory.files())
+        assert chains["forks"] == 1 and len(forks) == 1, (
+            chains,
+            m.json("sync", "status")["quarantined_by_kind"],
+            mallory.files(),
+        )
         fork = forks[0]
         assert (fork["signer"], fork["seq"]) == ("alice", seq)
         assert sorted([fork["event_id"], *fork["other"]]) == sorted([target["event_id"], other["event_id"]])
@@ -129,3 +133,41 @@ def test_a_line_linking_to_another_history_is_a_broken_link(team):
     assert [(f["kind"], f["seq"], f["event_id"], f["other"]) for f in faults] == [
         ("broken-link", seq + 1, nxt["event_id"], [last["event_id"]])
     ]
+
+
+def test_a_rollback_is_reported_with_the_lines_it_dropped_and_they_are_pushed_back(team):
+    t, a, b = _team(team, sends=2)
+    mallory = t.attacker()
+    before = mallory._git("rev-parse", "HEAD").strip()
+    for i in range(3):
+        a.run("send", f"later {i}", "--to", "@bob", agent="alice")
+    a.sync()
+    b.sync()
+    mallory.pull()
+    rel = mallory.file_of("messages", "alice")
+    later = [d for _, d in _chained(mallory, rel)][-3:]
+    lo, hi = later[0]["chain"]["seq"], later[-1]["chain"]["seq"]
+    assert hi == lo + 2
+    mallory._git("reset", "--quiet", "--hard", before)  # a-sync as it was before alice's last three
+    mallory._git("push", "--quiet", "--force", "origin", "HEAD:a-sync")
+    c = t.fresh_clone("carol")
+    c.sync()
+    assert [
+        m["body"]["content"]
+        for m in c.rpc("message.list", {"caller": "bob", "page_size": 50})["messages"]
+        if m["body"]["content"].startswith("later")
+    ] == []
+    report = a.sync()
+    lost = report["rolled_back"]
+    assert lost is not None and lost["writers"][0]["signer"] == "alice"
+    assert lost["writers"][0]["ranges"][0] == [lo, hi], lost
+    assert f"alice #{lo}–{hi}" in lost["text"] and "pushed back" in lost["text"]
+    rollbacks = _chains(a)["rollbacks"]
+    assert len(rollbacks) == 1 and rollbacks[0]["writers"][0]["ranges"][0] == [lo, hi]
+    assert "rollback" in _doctor_chains(a)["detail"]
+    c.sync()
+    contents = {m["body"]["content"] for m in c.rpc("message.list", {"caller": "bob", "page_size": 50})["messages"]}
+    assert {"later 0", "later 1", "later 2"} <= contents
+    assert _chains(c)["gaps"] == []
+    a.sync()
+    assert len(_chains(a)["rollbacks"]) == 1  # reported once, not at every sync
