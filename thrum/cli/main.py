@@ -58,6 +58,7 @@ COMMANDS: dict[str, str] = {
     "setup": "thrum.cli.setup:setup",
     "wake": "thrum.cli.wake:wake",
     "hook": "thrum.cli.hook:hook",
+    "verify": "thrum.cli.verify:verify",
 }
 
 
