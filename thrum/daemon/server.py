@@ -297,7 +297,9 @@ class Daemon:
         verifier = Verifier(self.ring, skew_s=float(self.config.clock_skew), binding=self.log_binding)
         self.fold_verified = VerifiedFold(verifier, VerdictMemory(self.paths.var / "verified-lines"))
         db = open_projection(self.paths.database, event_log, self.fold_verified)
-        self.writer = Writer(db, event_log, Signer(self.keys, self.log_binding.get), self.fold_verified, db_path=self.paths.database)
+        self.writer = Writer(
+            db, event_log, Signer(self.keys, self.log_binding.get), self.fold_verified, db_path=self.paths.database
+        )
         self.writer.ensure_covered(sync_record.take_reread(self.paths))  # what an offline sync merged into
         self.fold_verified.release()
         give_back_memory()  # the catch-up's peak (a large history, the verdict memory) goes back

@@ -109,9 +109,7 @@ def _track_signer(conn, signer: str, links: list[Link], now: str) -> None:
                     )
     stale = [p for p in evaluate if spans.holds(p)]  # positions whose faults may have changed
     for chunk in chunks(stale):
-        conn.execute(
-            f"DELETE FROM chain_faults WHERE signer = ? AND seq IN ({qmarks(len(chunk))})", [signer, *chunk]
-        )
+        conn.execute(f"DELETE FROM chain_faults WHERE signer = ? AND seq IN ({qmarks(len(chunk))})", [signer, *chunk])
     if faults:
         room = MAX_FAULTS - conn.execute("SELECT count(*) FROM chain_faults").fetchone()[0]
         conn.executemany(
@@ -151,8 +149,14 @@ def report(db: pw.SqliteDatabase) -> dict:
                     {"signer": signer, "from": lo, "to": hi, "seen": high, "text": gap_text(signer, lo, hi, high)}
                 )
     faults = [
-        {"kind": kind, "signer": signer, "seq": seq, "event_id": eid, "other": other.split(",") if other else [],
-         "text": detail}
+        {
+            "kind": kind,
+            "signer": signer,
+            "seq": seq,
+            "event_id": eid,
+            "other": other.split(",") if other else [],
+            "text": detail,
+        }
         for kind, signer, seq, eid, other, detail in db.execute_sql(
             "SELECT kind, signer, seq, event_id, other, detail FROM chain_faults ORDER BY signer, seq, key LIMIT ?",
             (REPORT_ITEMS,),
