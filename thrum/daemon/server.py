@@ -29,6 +29,7 @@ from ..store.projection import Progress, open_projection
 from ..store.log import EventLog
 from ..store.verified import VerifiedFold
 from ..sync.gitstore.gitlib import bound_object_cache
+from ..trust.binding import LogBinding
 from ..trust.keys import LocalKeys
 from ..trust.ring import KeyRing
 from ..trust.verdicts import VerdictMemory
@@ -294,10 +295,13 @@ class Daemon:
         self.worktree = ensure_sync_worktree(self.paths.main_repo, self.config.remote, callbacks=callbacks)
         event_log = EventLog(self.worktree)
         self.ring = KeyRing(self.paths.var / "known_keys.json", self.keys)
-        verifier = Verifier(self.ring, skew_s=float(self.config.clock_skew))  # lines dated ahead wait
+        self.log_binding = LogBinding()  # the team root's log id, when there is a root (trust/binding.py)
+        verifier = Verifier(self.ring, skew_s=float(self.config.clock_skew), binding=self.log_binding)
         self.fold_verified = VerifiedFold(verifier, VerdictMemory(self.paths.var / "verified-lines"))
         db = open_projection(self.paths.database, event_log, self.fold_verified, progress=self._progress)
-        self.writer = Writer(db, event_log, Signer(self.keys), self.fold_verified, db_path=self.paths.database)
+        self.writer = Writer(
+            db, event_log, Signer(self.keys, self.log_binding.get), self.fold_verified, db_path=self.paths.database
+        )
         self.writer.ensure_covered(sync_record.take_reread(self.paths))  # what an offline sync merged into
         self.fold_verified.release()
         give_back_memory()  # the catch-up's peak (a large history, the verdict memory) goes back

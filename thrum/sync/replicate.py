@@ -62,6 +62,7 @@ from .transport.session import lost_race, session
 from .transport.urls import main_worktree_dir, redact_url
 from .treemerge import KeyCache, MergeOutcome, TreeMerge, lines_ahead
 from .trees import LayoutTrees, Leaf
+from .rollback import mark_pushed, rolled_back
 from .worktree import SYNC_BRANCH, SYNC_REF, worktree_intact
 
 logger = logging.getLogger(__name__)
@@ -331,6 +332,15 @@ class Replicator:
             head = self._head()
             if remote_tip == head.id:
                 return MergeOutcome(head=head.id)
+            lost = rolled_back(self.repo, self.trees, remote_tip)
+            if lost is not None:
+                logger.warning("%s", lost["text"])
+            outcome = self._merge_with(head, remote_tip, log)
+            outcome.rolled_back = lost
+            return outcome
+
+    def _merge_with(self, head: pygit2.Commit, remote_tip: pygit2.Oid | None, log: LogAccess) -> MergeOutcome:
+        with self._mutex:
             if remote_tip is None:  # the remote has no a-sync yet: our push creates it
                 return MergeOutcome(head=head.id, ahead=True, sent=self.ahead_of(None, log))
             try:
@@ -395,6 +405,7 @@ class Replicator:
         with self._mutex:
             head = self.repo.references[SYNC_REF].target
             if self.last_fetch is not None and self.last_fetch.tip == head:
+                mark_pushed(self.repo, head)
                 return True
             remote = self._remote()
             url = resolved_url(remote.push_url or remote.url or "", self._base)
@@ -419,6 +430,7 @@ class Replicator:
                     return False
                 raise PushRejected(f"{url} refused the push of {SYNC_BRANCH}: {message}")
             self.last_fetch = FetchResult(tip=head, url=url, at=time.time())
+            mark_pushed(self.repo, head)
             return True
 
     def _push_local(self, local, head: pygit2.Oid, url: str) -> bool:
@@ -441,4 +453,5 @@ class Replicator:
                 return False
             raise _translate(exc, self.remote_name, url) from exc
         self.last_fetch = FetchResult(tip=head, url=url, at=time.time())
+        mark_pushed(self.repo, head)
         return True
