@@ -33,6 +33,7 @@ def test_a_healthy_setup_passes_every_check_and_names_the_login_used(machines):
         "quarantine",
         "pending",
         "size",
+        "maintenance",
     }
     assert "login: THRUM_GIT_TOKEN from the environment of `thrum doctor` (user alice)" in checks["remote"]["detail"]
     assert "a-sync at" in checks["remote"]["detail"]

@@ -13,7 +13,6 @@ says what the last one did. No trio here.
 from __future__ import annotations
 
 import fcntl
-import logging
 import os
 from typing import Any
 
@@ -94,18 +93,19 @@ def run_offline(paths: ThrumPaths) -> dict:
 
 
 def _tidy(rep: Any, mode: str) -> None:
-    """Keep the object stores compact (`hygiene`), as the daemon does after its syncs."""
-    from . import hygiene, localremote
+    """Keep the object stores compact (`maintenance`), as the daemon does after its syncs."""
+    from . import SyncError, maintenance
 
-    stores = [rep.common_dir]
-    remote = localremote.local_remote_path(rep.remote_url()) if mode == "remote" else None
-    if remote is not None:
-        stores.append(remote)
-    for store in stores:
-        try:
-            hygiene.consolidate(store)
-        except Exception:  # noqa: BLE001 - a failed tidy-up never fails the sync
-            logging.getLogger(__name__).exception("could not consolidate %s", store)
+    tidier = maintenance.Tidier(rep.common_dir, rep.common_dir / "thrum-sync" / "repack.git")
+    remote = rep.path_remote() if mode == "remote" else None
+    try:
+        repacks = tidier.due_repacks(
+            remote, where=f"remote {rep.remote_name} ({remote})", trusted=rep.credentials.trusted_paths
+        )
+    except SyncError:
+        return  # the sync said why
+    for repack in repacks:
+        tidier.run(repack)
 
 
 def status(paths: ThrumPaths) -> dict:

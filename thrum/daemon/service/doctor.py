@@ -164,5 +164,6 @@ async def run(call: Call) -> dict:
         await _projection_check(ctx),
         *await _sync_checks(ctx),
         (await trio.to_thread.run_sync(diagnose.size_check, repo)).to_dict(),
+        (await trio.to_thread.run_sync(diagnose.maintenance_check)).to_dict(),
     ]
     return {"checks": checks}
