@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "replication"))
 
 from fixtures.repos.builders import clone, make_replicas  # noqa: E402
 from hostile_helpers import Attacker  # noqa: E402
-from fixtures.repos.fsck import fsck_expect  # noqa: F401, E402
+from fixtures.repos.fsck import fsck_each_repository, fsck_expect  # noqa: F401, E402 - every test ends with git fsck --full
 from replication_helpers import Machine, machine_env  # noqa: E402
 
 
@@ -58,9 +58,3 @@ def team(tmp_path):
     yield make
     for t in made:
         t.stop()
-
-
-@pytest.fixture(autouse=True)
-def _fsck_each_repository(fsck_expect):  # noqa: F811 - the fixture imported above
-    """Every store the test touched passes `git fsck --full` when it ends."""
-    yield

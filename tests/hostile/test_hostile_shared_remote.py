@@ -114,10 +114,28 @@ def test_a_remote_another_user_owns_is_used_only_once_trusted(team):
 
 
 def _raw_tree(remote: Path, entries: list[tuple[str, str, str]]) -> str:
-    """A tree object written as given (mode, name, id): git's own checks skipped, as an
-    attacker with write access to the directory can."""
-    raw = b"".join(b"%s %s\0" % (mode.encode(), name.encode()) + bytes.fromhex(oid) for mode, name, oid in entries)
+    """A tree object written as given (mode, name, id), in git's order: git's own checks
+    skipped, as an attacker with write access to the directory can."""
+    entries = sorted(entries, key=lambda e: e[1] + ("/" if e[0].lstrip("0") == "40000" else ""))
+    raw = b"".join(
+        b"%s %s\0" % (mode.lstrip("0").encode(), name.encode()) + bytes.fromhex(oid) for mode, name, oid in entries
+    )
     return git("--git-dir", str(remote), "hash-object", "-t", "tree", "--literally", "-w", "--stdin", input=raw)
+
+
+def _entries(remote: Path, tree: str) -> list[tuple[str, str, str]]:
+    lines = git("--git-dir", str(remote), "ls-tree", tree).splitlines()
+    return [(mode, name, oid) for mode, _kind, oid, name in (line.split(maxsplit=3) for line in lines)]
+
+
+def _with_entry(remote: Path, tree: str, where: list[str], entry: tuple[str, str, str]) -> str:
+    """``tree`` with ``entry`` added in its subdirectory ``where`` (a path, as a list of names)."""
+    entries = _entries(remote, tree)
+    if not where:
+        return _raw_tree(remote, [*entries, entry])
+    sub = next(oid for _mode, name, oid in entries if name == where[0])
+    new = _with_entry(remote, sub, where[1:], entry)
+    return _raw_tree(remote, [(m, n, new if n == where[0] else o) for m, n, o in entries])
 
 
 @pytest.mark.parametrize("planted", ["tip is a blob", "a directory entry is a blob", "a file entry is a tree"])
@@ -131,16 +149,13 @@ def test_an_object_of_the_wrong_type_never_stops_local_work(team, fsck_expect, p
     if planted == "tip is a blob":
         ref.write_text(blob + "\n")  # git update-ref would refuse: a plain file write does not
     else:
-        entries = [line.split(maxsplit=3) for line in git("--git-dir", remote, "ls-tree", tree).splitlines()]
-        mine = [(mode, name, oid) for mode, _kind, oid, name in entries]
         if planted == "a directory entry is a blob":
-            mine.append(("40000", "messages2", blob))
+            bad = _with_entry(t.remote, tree, [], ("40000", "messages2", blob))
             fsck_expect(f"{blob}")  # git fsck on the remote sees the mistyped entry too
-        else:
-            empty = _raw_tree(t.remote, [])
-            mine.append(("100644", "zzz.jsonl", empty))
-            fsck_expect(f"{empty}")  # and on every replica that merged past it
-        bad = _raw_tree(t.remote, sorted(mine, key=lambda e: e[1] + ("/" if e[0] == "40000" else "")))
+        else:  # at a log file's own path: a tree where the layout says blob
+            subtree = _raw_tree(t.remote, [("100644", "x", blob)])  # not the empty tree: a-sync's root uses that
+            bad = _with_entry(t.remote, tree, ["events"], ("100644", "999999.jsonl", subtree))
+            fsck_expect(f"{subtree}")  # and on every replica that merged past it (junk is kept, not repaired)
         ref.write_text(git("--git-dir", remote, "commit-tree", bad, "-p", honest, "-m", "mallory") + "\n")
     a.run("send", "written after the plant", "--to", "@bob", agent="alice")
     if planted == "a file entry is a tree":  # ignored like any other junk: syncing goes on

@@ -15,7 +15,7 @@ import pygit2
 import pytest
 
 from fixtures.repos.builders import clone, make_replicas
-from fixtures.repos.fsck import fsck_expect  # noqa: F401
+from fixtures.repos.fsck import fsck_each_repository, fsck_expect  # noqa: F401 - every test ends with git fsck --full
 from fixtures.servers.pytest_fixtures import git_http, sshd  # noqa: F401
 from fixtures.servers.sshd import SshClient
 from replication_helpers import Machine, machine_env
@@ -104,9 +104,3 @@ def machines(tmp_path, remote_kind, request):
     fleet = Fleet(tmp_path, remote_kind, request)
     yield fleet
     fleet.stop()
-
-
-@pytest.fixture(autouse=True)
-def _fsck_each_repository(fsck_expect):  # noqa: F811 - the fixture imported above
-    """Every store the test touched passes `git fsck --full` when it ends."""
-    yield

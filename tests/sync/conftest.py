@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fixtures.repos.fsck import fsck_expect  # noqa: F401
+from fixtures.repos.fsck import fsck_each_repository, fsck_expect  # noqa: F401 - every test ends with git fsck --full
 from sync_helpers import Cluster, make_cluster
 
 
@@ -17,9 +17,3 @@ def cluster(tmp_path) -> Cluster:
 @pytest.fixture
 def cluster3(tmp_path) -> Cluster:
     return make_cluster(tmp_path, 3)
-
-
-@pytest.fixture(autouse=True)
-def _fsck_each_repository(fsck_expect):  # noqa: F811 - the fixture imported above
-    """Every store the test touched passes `git fsck --full` when it ends."""
-    yield

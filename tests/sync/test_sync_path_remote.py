@@ -241,6 +241,16 @@ def _plant(remote: Path, what: str, tmp_path: Path) -> None:
     elif what == "fifo config":
         (remote / "config").rename(outside / "config")
         os.mkfifo(remote / "config")
+    elif what in ("config including a FIFO", "config including if", "huge config"):
+        shutil.copy(remote / "config", outside / "honest-config")
+    if what in ("config including a FIFO", "config including if"):
+        os.mkfifo(outside / "fifo")
+        section = "[include]" if what == "config including a FIFO" else '[includeIf "gitdir:/"]'
+        with open(remote / "config", "a") as f:
+            f.write(f"{section}\n\tpath = {outside / 'fifo'}\n")
+    elif what == "huge config":
+        with open(remote / "config", "a") as f:
+            f.write("# padding\n" * 200_000)
 
 
 def _repair(remote: Path, what: str, tmp_path: Path) -> None:
@@ -269,6 +279,8 @@ def _repair(remote: Path, what: str, tmp_path: Path) -> None:
     elif what == "fifo config":
         (remote / "config").unlink()
         (outside / "config").rename(remote / "config")
+    elif what in ("config including a FIFO", "config including if", "huge config"):
+        shutil.copy(outside / "honest-config", remote / "config")
 
 
 PLANTED = [
@@ -282,6 +294,9 @@ PLANTED = [
     ("linked a-sync ref", "a symbolic link"),
     ("linked refs directory", "a symbolic link"),
     ("fifo config", "a FIFO"),
+    ("config including a FIFO", "includes other files"),
+    ("config including if", "includes other files"),
+    ("huge config", "larger than 1 MiB"),
 ]
 
 

@@ -130,8 +130,7 @@ class SyncLoop:
         """Keep the object stores compact after syncs, beside them (`thrum.sync.maintenance`:
         git's geometric repack in a child process, which takes neither the writer lock nor
         the replicator's and is killed when the daemon stops)."""
-        from ..sync import maintenance
-        from ..sync import SyncError
+        from ..sync import SyncError, maintenance
 
         tidier = None
         while True:
@@ -148,15 +147,23 @@ class SyncLoop:
             except SyncError as exc:  # the sync reports the same refusal
                 log.info("not consolidating the remote: %s", exc.message)
                 continue
+            except Exception:  # noqa: BLE001 - a failed tidy-up never stops syncing
+                log.exception("could not prepare the consolidation of %s", replicator.common_dir)
+                continue
             for repack in repacks:
+                done = None
                 try:
-                    done = await trio.run_process(
-                        repack.argv, env=repack.env, capture_stdout=True, capture_stderr=True, check=False
-                    )
+                    with trio.move_on_after(maintenance.TIMEOUT_S):  # the child is killed when it runs over
+                        done = await trio.run_process(
+                            repack.argv, env=repack.env, capture_stdout=True, capture_stderr=True, check=False
+                        )
                 except OSError as exc:  # a failed tidy-up never stops syncing
                     tidier.failed(repack, str(exc))
                     continue
-                tidier.finished(repack, done.returncode, done.stderr)
+                if done is None:
+                    tidier.failed(repack, f"took longer than {maintenance.TIMEOUT_S:.0f}s")
+                else:
+                    tidier.finished(repack, done.returncode, done.stderr)
 
     async def _sync_loop(self) -> None:
         while not self._stopped:

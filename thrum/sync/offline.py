@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 from typing import Any
 
@@ -150,6 +151,9 @@ def _tidy(rep: Any, mode: str) -> None:
         )
     except SyncError:
         return  # the sync said why
+    except Exception:  # noqa: BLE001 - a failed tidy-up never fails the sync
+        logging.getLogger(__name__).exception("could not prepare the consolidation of %s", rep.common_dir)
+        return
     for repack in repacks:
         tidier.run(repack)
 

@@ -118,6 +118,7 @@ class Replicator:
         self._keys = KeyCache()
         self._ignored: dict[str, int] | None = None
         self.network: Callable[[str], AbstractContextManager] = no_gate  # see the module docstring
+        tune_pack_building()  # before the handle reads its config
         try:
             self.repo = open_repo(self.worktree_path)
         except pygit2.GitError as exc:
@@ -131,7 +132,7 @@ class Replicator:
             raise SyncError(
                 f"{self.worktree_path} does not have {SYNC_BRANCH} checked out; it is not the sync worktree"
             )
-        tune_pack_building(self.repo)
+        (Path(self.repo.path) / "thrum-pack.config").unlink(missing_ok=True)  # the per-handle tuning of old
         self.trees = LayoutTrees(self.repo)
         self._objects = objects_dir(self.repo)
         self._packs = PackWatch(self.repo, self._objects)  # consolidation deletes packs under us
@@ -344,9 +345,9 @@ class Replicator:
                 else f"a {_TYPE_NAMES.get(kind, 'thing')}"
             )
             raise SyncError(
-                f"the remote's {SYNC_BRANCH} points to {what} ({tip}), not a commit of the log: its tip is refused "
-                f"and local work goes on; someone with write access to the remote put it there: point "
-                f"{SYNC_BRANCH} back at a commit there"
+                f"remote {self.remote_name} ({self.remote_url()}): its {SYNC_BRANCH} points to {what} ({tip}), "
+                f"not a commit of the log: its tip is refused and local work goes on; someone with write access "
+                f"to the remote put it there: point {SYNC_BRANCH} back at a commit there"
             )
         return self.repo[tip]
 

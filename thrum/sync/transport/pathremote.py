@@ -21,6 +21,9 @@ the remote is treated as git treats a repository it does not own (``safe.directo
    ``objects/info`` and the loose objects' fan-out directories are real directories;
    every entry of ``objects/pack`` and of the fan-out directories is a regular file.
    A link, a FIFO, a device or a socket anywhere there is refused.
+4. Its ``config`` is read by libgit2 when it opens the repository, includes followed:
+   a ``[include]`` or ``[includeIf]`` section (a FIFO or ``/dev/zero`` would hold the
+   sync forever) is refused, and so is a config over `MAX_CONFIG_BYTES`.
 
 Each refusal is one line naming the remote, what was found and what to do. What is
 not caught: a file swapped after this look and before libgit2 opens it (a race the
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import re
 import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -44,6 +48,8 @@ __all__ = ["PathRemote", "TRUST_SETTING", "inspect_path_remote"]
 TRUST_SETTING = "trusted_remote_paths"
 _REDIRECTS = ("commondir", "objects/info/alternates", "objects/info/http-alternates")
 _FILES = ("HEAD", "config", "packed-refs", "refs/heads/a-sync")
+MAX_CONFIG_BYTES = 1 << 20  # a remote's config is a few lines
+_INCLUDE = re.compile(rb"\[[ \t]*include", re.IGNORECASE)  # anywhere: refusing a value that says so is cheap
 _DIRS = ("refs", "refs/heads", "objects", "objects/pack", "objects/info")
 
 
@@ -114,6 +120,7 @@ def inspect_path_remote(path: str, *, where: str, trusted: Sequence[str] = ()) -
         _expect(git_dir, rel, stat.S_ISREG, "a regular file", where)
     for rel in _DIRS:
         _expect(git_dir, rel, stat.S_ISDIR, "a directory", where)
+    _config(git_dir, where)
     _only_files(git_dir, "objects/pack", where)
     _loose_objects(git_dir, where)
     return PathRemote(git_dir, owned)
@@ -147,6 +154,33 @@ def _expect(git_dir: Path, rel: str, check, want: str, where: str) -> None:
         raise SyncError(f"{where}: cannot look at {rel} ({exc.strerror or exc})") from None
     if not check(mode):
         raise _refuse(where, rel, f"{_kind(mode)}, not {want}")
+
+
+def _config(git_dir: Path, where: str) -> None:
+    """Rule 4 (the file itself is a regular file: rule 3 looked)."""
+    try:  # no link followed, no FIFO waited on, even if it was swapped since the look
+        fd = os.open(git_dir / "config", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise SyncError(f"{where}: cannot read its config ({exc.strerror or exc})") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise _refuse(where, "config", f"{_kind(mode)}, not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise SyncError(f"{where}: cannot read its config ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise _refuse(where, "config", f"larger than {MAX_CONFIG_BYTES >> 20} MiB")
+    if _INCLUDE.search(data):
+        raise SyncError(
+            f"{where}: its config includes other files ([include] or [includeIf]); thrum does not follow "
+            f"them (remove that section there if it is not yours: someone with write access put it there)"
+        )
 
 
 def _only_files(git_dir: Path, rel: str, where: str) -> None:

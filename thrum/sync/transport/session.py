@@ -32,6 +32,7 @@ from pathlib import Path
 import pygit2
 from pygit2.enums import Option
 
+from ..gitstore.gitlib import tune_pack_building
 from .credentials import Credentials, SyncCallbacks, credentials_from_env, translate
 from .endpoint import Endpoint, endpoint
 from .pathremote import inspect_path_remote
@@ -78,6 +79,7 @@ def session(
     creds = credentials if credentials is not None else credentials_from_env()
     ep = endpoint(repo, remote_name, base_dir, push=push, home=creds.home())
     apply_timeout(creds.timeout_s)
+    tune_pack_building()  # no delta search in the packs of this operation, on either side
     foreign = False
     if ep.kind == "local":
         where = f"remote {remote_name} ({ep.display})"
