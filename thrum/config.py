@@ -33,11 +33,13 @@ DEFAULTS = {
     "request_timeout": 30.0,  # s; to finish sending a request once it started
     "send_timeout": 30.0,  # s; for a client to read a reply or notification
     "net_timeout": 60.0,  # s; a git remote may stay silent before a sync gives up
+    "max_sync_intake_bytes": 256 * 1024 * 1024,  # log-file bytes one sync may read from the remote (replicate)
     "trusted_remote_paths": [],  # path remotes another user may own (thrum.sync.transport.pathremote)
     "clock_skew": 600.0,  # s; events dated further ahead of this clock wait until then (trust.md)
 }
 
 POSITIVE = (
+    "max_sync_intake_bytes",
     "max_connections",
     "max_requests_in_flight",
     "max_buffered_bytes",

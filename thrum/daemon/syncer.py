@@ -86,7 +86,11 @@ class SyncLoop:
         if self.prefer is None and getattr(self.daemon, "ring", None) is not None:
             self.prefer = prefer_verified(self.daemon.ring)
         replicator = Replicator(
-            self.daemon.worktree, self.cfg.remote, credentials_from_env(self.cfg.values), prefer=self.prefer
+            self.daemon.worktree,
+            self.cfg.remote,
+            credentials_from_env(self.cfg.values),
+            prefer=self.prefer,
+            max_intake_bytes=int(self.cfg.max_sync_intake_bytes),
         )
         replicator.network = self.gate.network
         return replicator

@@ -71,7 +71,13 @@ def run_offline(paths: ThrumPaths) -> dict:
             raise errors.Conflict("the thrum daemon started meanwhile; run `thrum sync` again") from None
         try:
             worktree = ensure_sync_worktree(paths.main_repo)
-            rep = Replicator(worktree, cfg.remote, credentials_from_env(cfg.values), prefer=_prefer_verified(paths))
+            rep = Replicator(
+                worktree,
+                cfg.remote,
+                credentials_from_env(cfg.values),
+                prefer=_prefer_verified(paths),
+                max_intake_bytes=int(cfg.max_sync_intake_bytes),
+            )
             mode = state.sync_mode(cfg, rep.has_remote())
             files = _MergedInto(PlainLog(worktree))
             try:

@@ -65,8 +65,14 @@ from .worktree import SYNC_BRANCH, SYNC_REF, worktree_intact
 logger = logging.getLogger(__name__)
 _TYPE_NAMES = {1: "commit", 2: "tree", 3: "blob", 4: "tag"}
 
-__all__ = ["CommitResult", "FetchResult", "Replicator"]
+__all__ = ["MAX_INTAKE_BYTES", "CommitResult", "FetchResult", "Replicator"]
 
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB"
+
+
+MAX_INTAKE_BYTES = 256 * 2**20  # "max_sync_intake_bytes": log-file bytes one merge may read
 _WT_CHANGED = FileStatus.WT_NEW | FileStatus.WT_MODIFIED | FileStatus.WT_TYPECHANGE
 
 
@@ -105,8 +111,10 @@ class Replicator:
         author_name: str = "thrum",
         author_email: str = "thrum@localhost",
         prefer: Prefer | None = None,
+        max_intake_bytes: int = MAX_INTAKE_BYTES,
     ):
         self.worktree_path = Path(worktree_path).resolve()
+        self.max_intake_bytes = max_intake_bytes
         self.remote_name = remote_name
         self.credentials = credentials
         self.author_name = author_name
@@ -365,6 +373,7 @@ class Replicator:
 
     def _merge_into(self, head: pygit2.Commit, theirs: pygit2.Commit, log: LogAccess) -> MergeOutcome:
         changes = self.trees.changes(head.tree_id, theirs.tree_id)
+        self._check_intake(changes)
         batch = ObjectBatch(self._objects)
         merger = TreeMerge(self.repo, batch, log, self._keys, self.prefer)
         outcome, files, stats = merger.run(changes, self.trees.size)
@@ -387,6 +396,24 @@ class Replicator:
         outcome.ignored = dict(self._ignored)
         outcome.head = new_head
         return outcome
+
+    def _check_intake(self, changes: list) -> None:
+        """Refuse a remote tip whose changed log files, by their object headers (nothing
+        inflated yet), exceed what one sync may read, write and hand to the fold: a few
+        KB of compressible push must not become gigabytes on every replica.
+
+        Raises:
+            SyncError: the tip is refused; the cycle still commits our appends.
+        """
+        intake = sum(self.trees.size(c.new.oid.raw) for c in changes if c.new is not None)
+        if intake <= self.max_intake_bytes:
+            return
+        raise SyncError(
+            f"remote {self.remote_name} ({self.remote_url()}): its {SYNC_BRANCH} brings {_mib(intake)} of log "
+            f"files in one sync, more than the {_mib(self.max_intake_bytes)} this replica takes in "
+            f"(max_sync_intake_bytes in .thrum/config.json): its tip is refused and local work goes on; raise "
+            f"the bound if that much is honest traffic, else repair the remote"
+        )
 
     # -- push
 
