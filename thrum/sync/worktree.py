@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 from pathlib import Path
 
 import pygit2
@@ -302,7 +301,7 @@ def _unregister(repo: pygit2.Repository, cdir: Path, name: str) -> None:
         repo.lookup_worktree(name).prune(True)
     except pygit2.GitError:
         # libgit2 refuses when the registration's own paths are stale (repository moved).
-        shutil.rmtree(cdir / "worktrees" / name, ignore_errors=True)
+        _remove_quietly(cdir / "worktrees" / name)
     log.info("removed stale worktree registration %s", name)
 
 
@@ -348,7 +347,15 @@ def _recover(salvage: Path, path: Path) -> None:
                 nofollow.write_atomic(path, rel, merged)
         except OSError as exc:
             log.warning("could not recover %s from %s: %s", rel, salvage, exc)
-    shutil.rmtree(salvage, ignore_errors=True)
+    _remove_quietly(salvage)
+
+
+def _remove_quietly(path: Path) -> None:
+    """Delete a directory of ours, whatever its depth (`nofollow.remove_tree`: iterative)."""
+    try:
+        nofollow.remove_tree(path)
+    except OSError as exc:
+        log.warning("could not remove %s: %s", path, exc)
 
 
 def is_log_path(rel: str) -> bool:
