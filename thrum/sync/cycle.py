@@ -95,11 +95,11 @@ def run_cycle(
         report.attempts = attempt
         try:
             tip = timed("fetch", replicator.fetch)
-        except SyncError:
+            report.remote_url = replicator.last_fetch.url if replicator.last_fetch else None
+            outcome = timed("merge", replicator.merge, tip, timed_files)
+        except SyncError:  # an unreachable remote, a refused tip: our appends are committed all the same
             report.commits += int(replicator.commit_pending(files))
             raise
-        report.remote_url = replicator.last_fetch.url if replicator.last_fetch else None
-        outcome = timed("merge", replicator.merge, tip, timed_files)
         report.received += outcome.received
         report.rolled_back = report.rolled_back or outcome.rolled_back
         report.commits += outcome.commits + int(timed("commit", replicator.commit_pending, files))
