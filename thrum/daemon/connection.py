@@ -38,8 +38,11 @@ class Connection:
         framing_newline: bool = True,
         send_timeout: float = math.inf,
         on_stuck: Callable[[str], None] | None = None,
+        observer: bool = False,
     ):
         self.id = f"{transport}-{next(_ids)}"
+        # a watcher, not an agent (the Web UI's page): its calls mark nobody as seen
+        self.observer = observer
         self.transport = transport
         self._send_bytes = send_bytes
         self._newline = framing_newline
