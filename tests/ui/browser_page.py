@@ -6,7 +6,7 @@ from __future__ import annotations
 from ui_helpers import WAIT, browser_missing
 
 if browser_missing() is None:
-    from selenium.common.exceptions import TimeoutException
+    from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -18,7 +18,9 @@ class Page:
 
     def wait(self, predicate, timeout: float = WAIT, what: str = ""):
         try:
-            return WebDriverWait(self.d, timeout, poll_frequency=0.02).until(lambda d: predicate())
+            return WebDriverWait(
+                self.d, timeout, poll_frequency=0.02, ignored_exceptions=(StaleElementReferenceException,)
+            ).until(lambda d: predicate())
         except TimeoutException:
             raise AssertionError(f"timed out after {timeout:g}s waiting for {what or predicate}") from None
 
@@ -35,6 +37,23 @@ class Page:
 
     def find(self, css: str):
         return self.d.find_element(By.CSS_SELECTOR, css)
+
+    def type(self, css: str, *keys) -> None:
+        """Type into the element ``css`` names, finding it again if the view redrew it meanwhile."""
+        self._retry(lambda: self.find(css).send_keys(*keys), css)
+
+    def click(self, css: str) -> None:
+        self._retry(lambda: self.find(css).click(), css)
+
+    def _retry(self, act, css: str) -> None:
+        def attempt():
+            try:
+                act()
+                return True
+            except StaleElementReferenceException:
+                return False
+
+        self.wait(attempt, what=f"{css} to stay put long enough")
 
     def all(self, css: str) -> list:
         return self.d.find_elements(By.CSS_SELECTOR, css)
@@ -68,8 +87,8 @@ class Page:
     def badge(self, agent: str) -> str:
         return self.text(f'#inbox-list .unread-badge[data-agent="{agent}"]') or ""
 
-    def conn(self) -> str:
-        return self.find("#conn").get_attribute("data-state")
+    def conn(self) -> str | None:
+        return self.js("const e = document.getElementById('conn'); return e ? e.dataset.state : null")
 
     def login(self, url: str | None = None) -> None:
         self.d.get(url or self.team.ui()["url"])

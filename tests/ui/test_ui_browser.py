@@ -120,7 +120,9 @@ def test_the_feed_reads_older_messages_as_you_scroll_and_holds_only_what_is_in_v
 def all_messages(team) -> list[dict]:
     out, page_no = [], 1
     while True:
-        r = team.rpc("message.list", {"include_deleted": True, "include_archived": True, "page_size": 100, "page": page_no})
+        r = team.rpc(
+            "message.list", {"include_deleted": True, "include_archived": True, "page_size": 100, "page": page_no}
+        )
         out += r["messages"]
         if page_no >= r["total_pages"]:
             return out
@@ -141,7 +143,9 @@ def scroll_through(page, max_rows: int = 80) -> list[str]:
         elif seen:
             assert not set(ids) & set(seen), "rows skipped while scrolling"
         seen += [i for i in ids if i not in seen]
-        at_end = page.js("const m = document.getElementById('main'); return m.scrollTop + m.clientHeight >= m.scrollHeight - 2")
+        at_end = page.js(
+            "const m = document.getElementById('main'); return m.scrollTop + m.clientHeight >= m.scrollHeight - 2"
+        )
         if at_end and page.text("#main .list-status") == "— the beginning —":
             return seen
         page.js("const m = document.getElementById('main'); m.scrollTop += m.clientHeight * 0.8")
@@ -168,11 +172,11 @@ def test_an_inbox_shows_unread_counts_that_drop_when_read(page, team):
     page.wait(lambda: not page.all("#main .msg.unread"), what="the read markers")
     assert page.find("#main .unread-count").text == "0"
 
-    page.js(f'document.querySelector(\'#main .msg[data-id="{mids[0]}"] button.mark\').click()')  # "Mark unread"
+    page.js(f"document.querySelector('#main .msg[data-id=\"{mids[0]}\"] button.mark').click()")  # "Mark unread"
     page.wait(lambda: page.badge("erin") == "1", what="one unread again")
     assert team.rpc("message.counts", {"caller": "erin"})["unread"] == 1
     page.wait(lambda: "Mark read" in (page.message_text(mids[0]) or ""), what="the button to say so")
-    page.js(f'document.querySelector(\'#main .msg[data-id="{mids[0]}"] button.mark\').click()')  # "Mark read"
+    page.js(f"document.querySelector('#main .msg[data-id=\"{mids[0]}\"] button.mark').click()")  # "Mark read"
     page.wait(lambda: page.badge("erin") == "", what="none unread")
 
 
@@ -198,7 +202,7 @@ def test_a_thread_and_a_reply_from_the_page(page, team):
     question = team.send("alice", "Can someone review PR 12?", "--to", "@reviewer")
     team.run("reply", question, "On it, looking now", agent="bob")
     page.wait(lambda: page.message(question))
-    page.js(f'document.querySelector(\'#main .msg[data-id="{question}"] .body\').click()')
+    page.js(f"document.querySelector('#main .msg[data-id=\"{question}\"] .body').click()")
     page.wait(lambda: len(page.all("#thread .msg")) == 2, what="the thread")
     authors = [m.find_element(By.CSS_SELECTOR, ".author").text for m in page.all("#thread .msg")]
     assert authors == ["@alice", "@bob"]  # oldest first

@@ -270,7 +270,7 @@ def test_open_flag_hands_the_browser_a_private_file_not_the_code(repo, tmp_path)
     opener = tmp_path / "fake-browser"
     record = tmp_path / "opened.txt"
     copy = tmp_path / "copy.html"
-    opener.write_text(f"#!/bin/sh\nprintf '%s' \"$1\" > {record}\ncp \"${{1#file://}}\" {copy}\n")
+    opener.write_text(f'#!/bin/sh\nprintf \'%s\' "$1" > {record}\ncp "${{1#file://}}" {copy}\n')
     opener.chmod(opener.stat().st_mode | stat.S_IXUSR)
     proc = repo.run("ui", "--open", extra_env={"BROWSER": f"{opener} %s"})
     url = proc.stdout.strip()

@@ -14,8 +14,7 @@ from .common import CONTEXT_SETTINGS, global_options, runtime
     "--open",
     "open_browser",
     is_flag=True,
-    help="Also open the UI in your web browser (through a private file: the code never appears on "
-    "a command line).",
+    help="Also open the UI in your web browser (through a private file: the code never appears on a command line).",
 )
 @click.option(
     "--port",

@@ -5,7 +5,7 @@
 // never sent anywhere else) as the subprotocol "thrum-key.<key>".
 //
 // When the socket drops (daemon restart, laptop lid, network) it asks the UI's
-// server about its session and tries again, forever, backing off to 5 s: the
+// server about its session and tries again, forever, backing off to 2 s: the
 // daemon comes back on the same UI port and the same session stays valid. A
 // daemon that came back with another WebSocket port means a reload (the page's
 // Content-Security-Policy names the port). A heartbeat every 30 s notices a
@@ -23,9 +23,10 @@ export class RpcError extends Error {
 }
 
 const KEY = "thrum.key";
-const BACKOFF_MS = [250, 500, 1000, 2000, 5000];
+const BACKOFF_MS = [250, 500, 1000, 2000];   // a local daemon: trying is cheap, and it is back within seconds
 const HEARTBEAT_MS = 30000;
 const HEARTBEAT_TIMEOUT_MS = 10000;
+const CONNECT_TIMEOUT_MS = 8000;   // a handshake nobody answers (another program on the port) is given up
 
 /** The page key: from the login's fragment (#key=S.K) into sessionStorage, out of the address. */
 export function takeKey() {
@@ -62,7 +63,9 @@ export class Rpc extends EventTarget {
     const ws = new WebSocket(`ws://${location.hostname}:${this.port}/ws`, ["thrum", `thrum-key.${this.key}`]);
     this.ws = ws;
     let opened = false;
+    const giveUp = setTimeout(() => { if (this.ws === ws && !opened) this.lost(false); }, CONNECT_TIMEOUT_MS);
     ws.onopen = () => {
+      clearTimeout(giveUp);
       if (this.ws !== ws) return;
       opened = true;
       this.attempt = 0;
@@ -73,7 +76,10 @@ export class Rpc extends EventTarget {
       this.beat = setInterval(() => this.heartbeat(), HEARTBEAT_MS);
     };
     ws.onmessage = (ev) => { if (this.ws === ws) this.receive(ev.data); };
-    ws.onclose = () => { if (this.ws === ws) this.lost(opened); };
+    ws.onclose = () => {
+      clearTimeout(giveUp);
+      if (this.ws === ws) this.lost(opened);
+    };
   }
 
   /** The socket is gone (closed, or found dead): fail what waits for it and try again. */

@@ -81,6 +81,7 @@ export class VirtualList {
 
   /** Load the first page; resolves once it is drawn. */
   async start() {
+    this.scroller.style.overflowAnchor = "none";   // the list anchors itself; the browser's would move it twice
     this.scroller.addEventListener("scroll", this.onScroll, { passive: true });
     this.resize.observe(this.el);
     await this.fetch(1);
@@ -108,6 +109,7 @@ export class VirtualList {
     this.loaded = 0;
     this.dirtyFrom = 0;
     this.anchor = null;
+    this.settled = null;
     await this.fetch(1);
     this.draw();
   }
@@ -348,6 +350,12 @@ export class VirtualList {
   /** Remember which row is at the top of the viewport, before the model changes under it. */
   captureAnchor() {
     if (this.anchor || !this.started) return;
+    if (this.settled && Math.abs(this.scroller.scrollTop - this.settled.top) < 1) {
+      // nobody scrolled since the last draw: keep its anchor (re-measuring it from a
+      // scroll position the browser rounded would creep by a fraction of a pixel each time)
+      this.anchor = this.settled.anchor;
+      return;
+    }
     this.ensureOffsets();
     const y = this.scroller.scrollTop - this.listTop();
     if (y <= 2) {
@@ -380,6 +388,13 @@ export class VirtualList {
       }
       if (!this.layout(listTop)) break;
     }
+    let kept = anchor;
+    if (!anchor.top && this.items.length) {            // by id from now on, where the row has loaded
+      const index = this.anchorIndex(anchor);
+      const m = this.items[index];
+      kept = { id: m ? m.message_id : null, index, mark: this.changes.length, shift: anchor.shift };
+    }
+    this.settled = { anchor: kept, top: this.scroller.scrollTop };
     this.load();
     if (this.opts.onChange) this.opts.onChange();
   }
@@ -419,7 +434,7 @@ export class VirtualList {
     for (const row of wanted) {
       if (row.classList.contains("placeholder")) continue;
       const i = Number(row.dataset.index);
-      const height = row.offsetHeight;
+      const height = row.getBoundingClientRect().height;
       if (height > 0 && Math.abs(height - this.heights[i]) > 0.5) {
         if (this.heights[i] < 0) {
           this.measuredSum += height;
