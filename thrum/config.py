@@ -57,21 +57,23 @@ ENV = {
     "THRUM_NET_TIMEOUT": ("net_timeout", float),
 }
 
-# Variables `thrum sync` passes along with its sync.run request, so a daemon started
-# earlier (or by another shell) logs in with what the caller has: a token, an agent,
-# what git's credential helpers read. Sent over the owner-only socket, never stored.
+# Variables `thrum sync` (and `thrum doctor`) pass along with their request, so a daemon
+# started earlier (or by another shell) logs in with what the caller has for that one
+# sync: a token, an ssh-agent, a key file. An explicit allow-list of values that are
+# logins, never a variable that names a config file, a program or a path to execute
+# (GIT_CONFIG_*, XDG_CONFIG_HOME, HOME, PATH, GIT_ASKPASS, SSH_ASKPASS, GIT_SSH*,
+# DBUS_SESSION_BUS_ADDRESS, whose "unixexec:" form runs a program): with those, a
+# caller would choose what `git credential` runs (docs/design/remotes.md). The daemon
+# takes them only from its own user's CLI over the Unix socket and keeps nothing.
 FORWARDED_ENV = (
     "THRUM_GIT_TOKEN",
     "THRUM_GIT_USERNAME",
-    "THRUM_SSH_KEY",
-    "SSH_AUTH_SOCK",
+    "THRUM_SSH_KEY",  # a key file libssh2 reads (never runs)
+    "SSH_AUTH_SOCK",  # the ssh-agent's socket
     "GH_TOKEN",
     "GITHUB_TOKEN",
     "GH_ENTERPRISE_TOKEN",
     "GITLAB_TOKEN",
-    "GIT_CONFIG_GLOBAL",
-    "XDG_CONFIG_HOME",
-    "DBUS_SESSION_BUS_ADDRESS",
 )
 
 

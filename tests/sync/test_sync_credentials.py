@@ -12,7 +12,6 @@ import pytest
 
 from thrum.sync import AuthError, RemoteUnreachable
 from thrum.sync import gitcredential
-from thrum.sync.forwarded import remember_forwarded
 from thrum.sync.credentials import (
     Credentials,
     credentials_from_env,
@@ -61,50 +60,6 @@ def test_a_dead_agent_socket_passed_along_does_not_replace_a_live_one(tmp_path):
         assert fresh.ssh_auth_sock() == str(live)
     finally:
         s.close()
-
-
-def test_a_thrum_sync_without_credentials_keeps_what_an_earlier_one_gave(tmp_path):
-    kept = remember_forwarded(
-        {}, {"THRUM_GIT_TOKEN": "s3cret", "THRUM_GIT_USERNAME": "alice", "THRUM_SSH_KEY": "/k", "GH_TOKEN": "gh"}
-    )
-    assert remember_forwarded(kept, {}) == kept  # a plain `thrum sync` logs nobody out
-    assert remember_forwarded(kept, {"XDG_CONFIG_HOME": "/x"}) == {**kept, "XDG_CONFIG_HOME": "/x"}
-    # a token replaces the token and its user (a token given without a user drops the old user)
-    assert remember_forwarded(kept, {"THRUM_GIT_TOKEN": "new"}) == {
-        "THRUM_GIT_TOKEN": "new",
-        "THRUM_SSH_KEY": "/k",
-        "GH_TOKEN": "gh",
-    }
-    assert (
-        remember_forwarded(kept, {"THRUM_GIT_TOKEN": "new", "THRUM_GIT_USERNAME": "bob"})["THRUM_GIT_USERNAME"] == "bob"
-    )
-    # a user alone never pairs the kept token with someone else; without a kept token it is taken
-    assert remember_forwarded(kept, {"THRUM_GIT_USERNAME": "bob"}) == kept
-    assert remember_forwarded({}, {"THRUM_GIT_USERNAME": "oauth2"}) == {"THRUM_GIT_USERNAME": "oauth2"}
-    # every other kind is replaced on its own
-    assert remember_forwarded(kept, {"THRUM_SSH_KEY": "/other"}) == {**kept, "THRUM_SSH_KEY": "/other"}
-    assert remember_forwarded(kept, {"THRUM_GIT_TOKEN": ""}) == kept  # an empty variable is no credential
-
-
-def test_an_agent_socket_is_replaced_only_by_a_live_one(tmp_path):
-    live, other = tmp_path / "live.sock", tmp_path / "other.sock"
-    socks = []
-    for path in (live, other):
-        s = socket.socket(socket.AF_UNIX)
-        s.bind(str(path))
-        socks.append(s)
-    try:
-        kept = remember_forwarded({}, {"SSH_AUTH_SOCK": str(live)})
-        assert remember_forwarded(kept, {})["SSH_AUTH_SOCK"] == str(live)
-        assert remember_forwarded(kept, {"SSH_AUTH_SOCK": str(tmp_path / "gone.sock")}) == kept
-        assert remember_forwarded(kept, {"SSH_AUTH_SOCK": str(other)})["SSH_AUTH_SOCK"] == str(other)
-        dead = {"SSH_AUTH_SOCK": str(tmp_path / "gone.sock")}
-        assert remember_forwarded(dead, {"SSH_AUTH_SOCK": str(tmp_path / "gone2.sock")})["SSH_AUTH_SOCK"] == str(
-            tmp_path / "gone2.sock"
-        )  # nothing live either way: the newer one
-    finally:
-        for s in socks:
-            s.close()
 
 
 def test_labels_name_the_process_that_passed_each_variable_along():

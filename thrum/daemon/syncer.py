@@ -22,10 +22,10 @@ waits on; the thread can no longer touch the worktree or the database, and the
 process exits (what was not committed or pushed is, at the next start, as after
 a crash: found and sent by the next sync).
 
-Credentials: each ``thrum sync`` may pass along variables of its environment
-(`thrum.config.FORWARDED_ENV`); the loop keeps them in memory for the automatic
-cycles, per kind of login (`thrum.sync.forwarded`): a ``thrum sync``
-without a token keeps the one an earlier ``thrum sync`` gave.
+Credentials: each ``thrum sync`` may pass along login variables of its environment
+(`thrum.config.FORWARDED_ENV`, only from the local user's CLI: `thrum.daemon.peer`);
+they serve that one cycle and are never kept. The automatic cycles log in with the
+daemon's own environment and config (docs/design/remotes.md).
 """
 
 from __future__ import annotations
@@ -70,7 +70,6 @@ class SyncLoop:
         self.replicator = None
         self._scanned = False  # has a cycle asked git which files changed since the daemon started?
         self.prefer = None  # merge.Prefer: which copy of a line rewritten in place to keep (the trust layer's)
-        self.forwarded: dict[str, str] = {}  # what `thrum sync`s passed along (memory only; thrum.sync.forwarded)
         self.gate = CycleGate()  # lets `stop` abandon a cycle's thread while it waits on the network
         self._cycle_scope: trio.CancelScope | None = None  # the running cycle's thread; cancelled by `stop`
         self._cycle_since: float | None = None  # time.time() the running cycle started
@@ -90,12 +89,20 @@ class SyncLoop:
         replicator.network = self.gate.network
         return replicator
 
-    def _credentials(self):
+    def _credentials(self, env: dict[str, str] | None = None):
         """Logins are looked up per cycle: the config, the daemon's environment, and what
-        the last `thrum sync` passed along (issue 12)."""
+        the `thrum sync` that asked for this cycle passed along (never kept for another)."""
         from ..sync.credentials import credentials_from_env
 
-        return credentials_from_env(self.cfg.values, forwarded=self.forwarded, own="the daemon's environment")
+        return credentials_from_env(self.cfg.values, forwarded=env, own="the daemon's environment")
+
+    def _forget_passed_login(self) -> None:
+        """The login a caller passed along ends with its cycle; ``sync status`` still says
+        which login the last cycle used."""
+        if self.replicator is not None:
+            used = self.replicator.credentials
+            self.replicator.credentials = self._credentials()
+            self.replicator.credentials.last_source = getattr(used, "last_source", None)
 
     def mode(self) -> str:
         return sync_record.sync_mode(self.cfg, bool(self.replicator and self.replicator.has_remote()))
@@ -216,39 +223,39 @@ class SyncLoop:
     async def sync_now(self, env: dict[str, str] | None = None) -> dict:
         """Run one full cycle (waiting for a running one first) and return its report.
 
-        ``env``: the variables the asking `thrum sync` passed along; kept (in memory)
-        for the automatic cycles that follow, each kind of login replacing only the
-        same kind (`thrum.sync.forwarded`): a `thrum sync` that carries no
-        credentials keeps what an earlier one gave.
+        ``env``: the login variables the asking `thrum sync` passed along; they serve
+        this cycle only (nothing a client gives outlives its request).
 
         Raises:
             SyncFailed: the cycle failed; ``sync status`` records why. Also when the
                 daemon stops meanwhile (the cycle is abandoned, not recorded).
         """
-        from ..sync.forwarded import remember_forwarded
-
-        if env is not None:
-            self.forwarded = remember_forwarded(self.forwarded, env)
         async with self._cycle_lock:
             if self.replicator is not None:
-                self.replicator.credentials = self._credentials()
+                self.replicator.credentials = self._credentials(env)
             mode = self.mode()
             applied: list[dict] = []
             written_before = self.daemon.writer.events_written
             report = None
-            # Shielded: a caller that goes away never cuts a cycle; only `stop` cancels this
-            # scope, once the gate says the thread only waits on the network.
-            with trio.CancelScope(shield=True) as scope:
-                self._cycle_scope, self._cycle_since = scope, time.time()
-                try:
-                    report = await trio.to_thread.run_sync(self._cycle_in_thread, mode, applied, abandon_on_cancel=True)
-                except Abandoned:
-                    pass
-                except errors.ThrumError as exc:
-                    await trio.to_thread.run_sync(sync_record.record, self.daemon.paths, None, exc.message)
-                    raise
-                finally:
-                    self._cycle_scope = self._cycle_since = None
+            try:
+                # Shielded: a caller that goes away never cuts a cycle; only `stop` cancels this
+                # scope, once the gate says the thread only waits on the network.
+                with trio.CancelScope(shield=True) as scope:
+                    self._cycle_scope, self._cycle_since = scope, time.time()
+                    try:
+                        report = await trio.to_thread.run_sync(
+                            self._cycle_in_thread, mode, applied, abandon_on_cancel=True
+                        )
+                    except Abandoned:
+                        pass
+                    except errors.ThrumError as exc:
+                        await trio.to_thread.run_sync(sync_record.record, self.daemon.paths, None, exc.message)
+                        raise
+                    finally:
+                        self._cycle_scope = self._cycle_since = None
+            finally:
+                if env:
+                    self._forget_passed_login()
             if scope.cancelled_caught:
                 log.warning("sync abandoned while it waited for the remote: the daemon is stopping")
             if report is None:

@@ -21,6 +21,7 @@ from .. import errors, jsonrpc
 from .connection import Connection, is_disconnect
 from .dispatch import handle_frame
 from .limits import BudgetExceeded, Guard
+from .peer import peer_uid
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +103,7 @@ async def _serve_stream(daemon, stream: trio.SocketStream, guard: Guard) -> None
         queue_size=daemon.config.ws_queue_size,
         send_timeout=limits.send_timeout,
         on_stuck=guard.close,
+        peer_uid=peer_uid(stream.socket),
     )
     guard.subscribed = lambda: daemon.hub is not None and daemon.hub.serves(conn)
     guard.conn = conn

@@ -11,7 +11,7 @@ Modules:
 - ``gate``        lets the daemon abandon a cycle's thread while (only while) it waits on the network
 - ``gitlib``      libgit2 specifics (cffi, tuning, raw trees)
 - ``credentials`` where logins come from (per operation), host keys, one-line errors
-- ``forwarded``   what a ``thrum sync`` passes along and what the daemon keeps of it (per kind of login)
+- ``forwarded``   whether an ssh-agent a ``thrum sync`` passed along still lives
 - ``transport``   one network operation: URL, ~/.ssh/config, timeout, logins settled
 - ``gitcredential`` git's credential helpers (``git credential fill|approve|reject``)
 - ``sshconfig``   ``~/.ssh/config`` host aliases and ``known_hosts`` (pure)

@@ -14,10 +14,9 @@ Rules:
      (``~/.ssh/id_rsa``, ``id_ecdsa``, ``id_ed25519``, ``id_dsa``) when the config names
      none. Encrypted key files are skipped (libssh2 cannot ask for a passphrase): load
      them into the agent. When all are refused, one line says what was tried.
-   - What a ``thrum sync`` passes along, the daemon keeps (in memory) for the automatic
-     cycles after it, per kind of login (`forwarded.remember_forwarded`): so
-     ``export THRUM_GIT_TOKEN=…; thrum sync`` once is enough, and a later ``thrum sync``
-     from a shell (or cron) without it does not log the daemon out.
+   - What a ``thrum sync`` passes along (logins only, `thrum.config.FORWARDED_ENV`)
+     serves the cycle it asked for and nothing after it: automatic cycles log in with
+     the daemon's own environment and config.
 2. SSH host keys are checked against ``~/.ssh/known_hosts`` (libgit2 does the
    check; pygit2 would accept any key when asked): an unknown or changed key is
    refused with a message saying what to run. Never accepted silently.

@@ -1,8 +1,8 @@
 """doctor.run: the checks of ``thrum doctor`` that need the daemon.
 
 Git side (worktree, remote and login, sizes) from ``thrum.sync.diagnose``, in worker
-threads, with the logins this daemon would use (plus what the asking CLI passed
-along). Store side: every complete line of the log is in the projection (the
+threads, with the logins this daemon would use (plus what the asking CLI passes
+along for this request). Store side: every complete line of the log is in the projection (the
 stored read position of each shard against the file, under the writer's lock, so
 an append in flight is not counted), the counter tables agree with the rows,
 lines quarantined by the fold, events not pushed yet.
@@ -141,23 +141,16 @@ async def _stuck_sync_check(ctx, creds) -> dict | None:
 async def run(call: Call) -> dict:
     from ...sync import diagnose
     from ...sync.credentials import credentials_from_env
-    from ...sync.forwarded import remember_forwarded
 
     ctx = call.ctx
-    env = forwarded_param(call.params.raw.get("env"))
-    # What the daemon would log in with after a `thrum sync` from this shell: what this
-    # shell passes along, over what earlier `thrum sync`s gave the daemon (per kind of login).
-    remembered = ctx.sync.forwarded if ctx.sync is not None else {}
-    forwarded = remember_forwarded(remembered, env) if env else remembered
-    mine = {
-        name: "the environment of `thrum doctor`" for name, value in (env or {}).items() if forwarded.get(name) == value
-    }
+    # What the daemon would log in with for a `thrum sync` from this shell: its own
+    # environment and config, and what this shell passes along (for this request only).
+    env = forwarded_param(call) or {}
     creds = credentials_from_env(
         ctx.config.values,
-        forwarded=forwarded,
+        forwarded=env,
         own="the daemon's environment",
-        passed="the environment of `thrum sync`",
-        passed_by=mine,
+        passed="the environment of `thrum doctor`",
     )
     repo = ctx.main_repo
     remote = None if ctx.config.local_only else await _stuck_sync_check(ctx, creds)

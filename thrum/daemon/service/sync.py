@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ... import errors
 from ..dispatch import Call, method
+from ..peer import require_own_user
 
 
 def _loop(call: Call):
@@ -12,20 +13,38 @@ def _loop(call: Call):
     return call.ctx.sync
 
 
-def forwarded_param(raw) -> dict[str, str] | None:
-    """The environment a `thrum sync` passed along: only the names it may pass."""
+def forwarded_param(call: Call) -> dict[str, str] | None:
+    """The environment a `thrum sync` (or `thrum doctor`) passed along, for this one request.
+
+    Only from the local user's own CLI over the Unix socket (`thrum.daemon.peer`), and
+    only the variables of `thrum.config.FORWARDED_ENV`: logins, never anything that
+    names a config file or a program (docs/design/remotes.md).
+
+    Raises:
+        Forbidden: passed over the WebSocket, or by another user.
+        ValidationError: not an object of strings, or a variable outside the allow-list.
+    """
     from ...config import FORWARDED_ENV
 
+    raw = call.params.raw.get("env")
     if raw is None:
         return None
+    require_own_user(call.conn, "env (variables passed along for the remote's login)")
     if not isinstance(raw, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in raw.items()):
         raise errors.ValidationError("invalid params: env must be an object of strings", field="env")
-    return {k: v for k, v in raw.items() if k in FORWARDED_ENV and v}
+    refused = sorted(k for k in raw if k not in FORWARDED_ENV)
+    if refused:
+        raise errors.ValidationError(
+            f"invalid params: env may carry only {', '.join(FORWARDED_ENV)}; "
+            f"{', '.join(name[:60] for name in refused[:5])} may not be passed along",
+            field="env",
+        )
+    return {k: v for k, v in raw.items() if v}
 
 
 @method("sync.run")
 async def run(call: Call) -> dict:
-    return await _loop(call).sync_now(env=forwarded_param(call.params.raw.get("env")))
+    return await _loop(call).sync_now(env=forwarded_param(call))
 
 
 @method("sync.status")
