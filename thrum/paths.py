@@ -8,7 +8,9 @@ Rules:
 2. ``.thrum/`` lives at that top level. In a linked worktree of the user's repo,
    ``.thrum/redirect`` holds the absolute path of the main checkout's ``.thrum/``
    so the whole repository shares one daemon; every path below follows it.
-3. The socket is ``.thrum/var/thrum.sock`` unless that path is too long for a
+3. Every resolution checks that the state is the user's own (`thrum.ownership`):
+   nothing under ``.thrum/`` tracked by git, nothing of another user's.
+4. The socket is ``.thrum/var/thrum.sock`` unless that path is too long for a
    Unix socket address (~107 bytes); then it is a deterministic path under a
    private runtime directory, derived from the ``.thrum`` path, so clients and
    the daemon agree without talking.
@@ -177,26 +179,51 @@ def worktree_name(repo_root: os.PathLike | str) -> str:
     own name (``.git/worktrees/<name>``) otherwise. Never a local path: registrations
     travel to every clone of the repository.
 
-    Reads the ``.git`` file of a linked worktree (one line, ``gitdir: <path>``); no git
-    library, as this is on the CLI's start-up path.
+    Reads the ``.git`` file of a linked worktree (`linked_git_dir`); no git library,
+    as this is on the CLI's start-up path.
     """
+    gitdir = linked_git_dir(repo_root)
+    if gitdir is not None and gitdir.parent.name == "worktrees" and gitdir.name:
+        return gitdir.name
+    return MAIN_WORKTREE  # the main checkout, or a submodule's checkout: its own main worktree
+
+
+def linked_git_dir(repo_root: os.PathLike | str) -> Path | None:
+    """Where the ``.git`` *file* of a linked worktree or submodule points (one line,
+    ``gitdir: <path>``, relative to the checkout when not absolute); None for a
+    ``.git`` directory or anything unreadable."""
     dotgit = Path(repo_root) / ".git"
     if not dotgit.is_file():
-        return MAIN_WORKTREE
+        return None
     try:
         line = dotgit.read_text(encoding="utf-8", errors="replace").strip()
     except OSError:
-        return MAIN_WORKTREE
+        return None
     if not line.startswith("gitdir:"):
-        return MAIN_WORKTREE
+        return None
     gitdir = Path(line[len("gitdir:") :].strip())
-    if gitdir.parent.name == "worktrees" and gitdir.name:
-        return gitdir.name
-    return MAIN_WORKTREE  # a submodule's checkout: its own main worktree
+    return gitdir if gitdir.is_absolute() else Path(repo_root) / gitdir
 
 
-def resolve(repo: os.PathLike | str | None = None) -> ThrumPaths:
-    """Paths for the repository containing ``repo`` (following ``.thrum/redirect``)."""
+def resolve(repo: os.PathLike | str | None = None, *, check: bool = True) -> ThrumPaths:
+    """Paths for the repository containing ``repo`` (following ``.thrum/redirect``).
+
+    ``check``: refuse state that is not the user's own, tracked by git or another
+    user's (`thrum.ownership`); only ``thrum doctor`` looks without it, to report it.
+
+    Raises:
+        NotARepository: no git repository there.
+        UntrustedState: ``check`` and the state is not the user's own (one line: why).
+    """
+    paths = _resolve(repo)
+    if check:
+        from .ownership import require_own_state
+
+        require_own_state(paths)
+    return paths
+
+
+def _resolve(repo: os.PathLike | str | None) -> ThrumPaths:
     root = find_repo_root(repo)
     thrum_dir = root / ".thrum"
     redirect = thrum_dir / "redirect"

@@ -26,7 +26,8 @@ def doctor():
     """Check the set-up and say, one line each, what to do about anything wrong.
 
     \b
-    Checks: the daemon and its socket; the sync worktree and branch a-sync; the
+    Checks: .thrum/ is this user's own (not tracked by git, not another user's);
+    the daemon and its socket; the sync worktree and branch a-sync; the
     remote, whether it answers and which login it took (THRUM_GIT_TOKEN, git's
     credential helper, ssh-agent, a key file); the database against the log;
     lines quarantined from the log; local events not pushed yet; sizes.
@@ -35,7 +36,19 @@ def doctor():
     from .. import lifecycle
     from ..config import forwarded_env
 
+    from ..ownership import state_problem
+    from ..paths import resolve
+
     rt = runtime()
+    unchecked = resolve(rt.opts.repo, check=False)
+    problem = state_problem(unchecked)
+    if problem is not None:  # nothing else is read from state that is not the user's own
+        checks = [
+            _check("state", "fail", problem, "fix that first: thrum refuses every command until then"),
+            _check("other", "skip", "not checked: the state in .thrum/ is not this user's own"),
+        ]
+        rt.emit({"ok": False, "checks": checks}, lambda: _text(checks))
+        raise click.exceptions.Exit(1)
     paths = rt.require_init()
     checks: list[dict] = []
     from_daemon = None
@@ -79,6 +92,7 @@ def doctor():
 
         checks.extend(doctor_checks(paths))
         checks.append(_check("projection", "skip", "not checked: the daemon is not running"))
+    checks.append(_check("state", "ok", f"{paths.thrum_dir} is this user's own, and git tracks none of it"))
     result = {"ok": not any(c["status"] in NEEDS_ACTION for c in checks), "checks": checks}
     rt.emit(result, lambda: _text(checks))
     if not result["ok"]:

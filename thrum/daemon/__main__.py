@@ -14,7 +14,7 @@ def _main() -> int:
     args = parser.parse_args()
     from .server import main
 
-    return main(resolve(args.repo), ready_fd=args.ready_fd, foreground=args.foreground)
+    return main(resolve(args.repo, check=False), ready_fd=args.ready_fd, foreground=args.foreground)  # checked in main
 
 
 if __name__ == "__main__":

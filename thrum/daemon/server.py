@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -407,44 +408,43 @@ def setup_logging(paths: ThrumPaths, *, foreground: bool) -> None:
     )
 
 
-def main(paths: ThrumPaths, *, ready_fd: int | None = None, foreground: bool = False) -> int:
-    setup_logging(paths, foreground=foreground)
-
-    def ready():
-        if ready_fd is not None:
-            try:
-                os.write(ready_fd, json.dumps({"pid": os.getpid()}).encode() + b"\n")
+def _tell_starter(ready_fd: int | None, message: dict, *, close: bool = False) -> None:
+    """One JSON line to the process waiting for this daemon to start (`lifecycle.start`)."""
+    if ready_fd is not None:
+        try:
+            os.write(ready_fd, json.dumps(message).encode() + b"\n")
+            if close:
                 os.close(ready_fd)
-            except OSError:
-                pass
+        except OSError:
+            pass
+
+
+def main(paths: ThrumPaths, *, ready_fd: int | None = None, foreground: bool = False) -> int:
+    from ..ownership import UntrustedState, require_own_state
+
+    try:  # before anything is read from (or logged into) .thrum/
+        require_own_state(paths)
+    except UntrustedState as exc:
+        _tell_starter(ready_fd, {"error": exc.message})
+        print(f"thrum: {exc.message}", file=sys.stderr, flush=True)
+        return 1
+    setup_logging(paths, foreground=foreground)
 
     try:
         daemon = Daemon(paths)  # reads the config: a bad one is reported like any start-up error
-        trio.run(lambda: daemon.run(ready=ready))
+        trio.run(lambda: daemon.run(ready=lambda: _tell_starter(ready_fd, {"pid": os.getpid()}, close=True)))
     except AlreadyRunning as exc:
         log.info("%s", exc.message)
-        if ready_fd is not None:
-            try:
-                os.write(ready_fd, json.dumps({"error": exc.message, "already_running": True}).encode() + b"\n")
-            except OSError:
-                pass
-        else:
+        _tell_starter(ready_fd, {"error": exc.message, "already_running": True})
+        if ready_fd is None:
             print(f"thrum: {exc.message}", flush=True)
         return 3
     except errors.ThrumError as exc:
         log.error("%s", exc.message)
-        if ready_fd is not None:
-            try:
-                os.write(ready_fd, json.dumps({"error": exc.message}).encode() + b"\n")
-            except OSError:
-                pass
+        _tell_starter(ready_fd, {"error": exc.message})
         return 1
     except Exception as exc:
         log.exception("daemon crashed")
-        if ready_fd is not None:
-            try:
-                os.write(ready_fd, json.dumps({"error": f"daemon failed: {exc}"}).encode() + b"\n")
-            except OSError:
-                pass
+        _tell_starter(ready_fd, {"error": f"daemon failed: {exc}"})
         return 1
     return 0

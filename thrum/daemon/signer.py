@@ -32,7 +32,7 @@ class Signer:
         self._unsealed: dict[tuple[str, str], list[str]] = defaultdict(list)
 
     def _pair(self, name: str):
-        pair = self.keys.get(name, fresh=True) if name else None
+        pair = self.keys.require(name) if name else None  # RefusedKey: a key file it will not use
         if pair is None:
             raise errors.IdentityError(
                 f"agent {name!r} has no key on this machine, so this daemon cannot act for it "

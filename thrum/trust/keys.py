@@ -5,6 +5,9 @@ Rules:
 1. A private key lives in ``.thrum/identities/{name}.key`` (PEM, PKCS#8, mode 0600),
    created once, never overwritten: losing it means the agent cannot sign any more,
    replacing it silently would make every other replica refuse the agent.
+   It is used only when it is a regular file (read without following a link) owned
+   by the user, with mode 0600, and not tracked by git (`thrum.ownership`): a key a
+   checkout or another user put there is refused, with the reason (`problem`).
 2. A public key travels as standard base64 of its 32 raw bytes (``public_key`` in
    ``agent.register``).
 3. The *tag* of a key is the first 6 bytes of SHA-256 of its raw bytes; it binds
@@ -19,16 +22,31 @@ import hashlib
 import os
 import threading
 from pathlib import Path
+from typing import Callable
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from .. import errors
 from ..events.names import is_name
 
 KEY_SUFFIX = ".key"
 TAG_BYTES = 6
 
-__all__ = ["KEY_SUFFIX", "LocalKeys", "PublicKey", "decode_public", "generate", "public_b64", "tag_of"]
+__all__ = [
+    "KEY_SUFFIX",
+    "LocalKeys",
+    "PublicKey",
+    "RefusedKey",
+    "decode_public",
+    "generate",
+    "public_b64",
+    "tag_of",
+]
+
+
+class RefusedKey(errors.IdentityError):
+    """A key file is there but may not be used (a link, another user's, not 0600, tracked by git)."""
 
 
 class PublicKey:
@@ -90,23 +108,37 @@ def decode_public(text: object) -> PublicKey:
 
 
 class LocalKeys:
-    """The private keys of this repository's identities (``.thrum/identities``)."""
+    """The private keys of this repository's identities (``.thrum/identities``).
 
-    def __init__(self, identities_dir: os.PathLike | str):
+    ``vet(path, stat) -> reason | None`` says whether a key file may be used
+    (default: `thrum.ownership.key_file_problem`).
+    """
+
+    def __init__(
+        self, identities_dir: os.PathLike | str, vet: Callable[[Path, os.stat_result], str | None] | None = None
+    ):
         self.dir = Path(identities_dir)
+        if vet is None:
+            from ..ownership import key_file_problem as vet
+        self._vet = vet
         self._cache: dict[str, tuple[Ed25519PrivateKey, PublicKey]] = {}
         self._missing: set[str] = set()  # looked for and absent: verification asks per line
+        self._refused: dict[str, str] = {}  # name -> why its key file is not used
 
     def path(self, name: str) -> Path:
         if not is_name(name):
             raise ValueError(f"invalid agent name {name!r}")
         return self.dir / f"{name}{KEY_SUFFIX}"
 
-    def get(self, name: str, *, fresh: bool = False) -> tuple[Ed25519PrivateKey, PublicKey] | None:
-        """The key pair of a local identity, or None when this machine has no key for it.
+    def problem(self, name: str) -> str | None:
+        """Why ``name``'s key file was refused at its last reading (None: it was not)."""
+        return self._refused.get(name)
 
-        A name found absent is remembered as absent; ``fresh`` looks again (a key
-        file someone copied in since, e.g. the same agent on a second machine).
+    def get(self, name: str, *, fresh: bool = False) -> tuple[Ed25519PrivateKey, PublicKey] | None:
+        """The key pair of a local identity, or None when this machine has no usable key for it.
+
+        A name found absent (or refused) is remembered as such; ``fresh`` looks again
+        (a key file someone copied in since, e.g. the same agent on a second machine).
         """
         hit = self._cache.get(name)
         if hit is not None:
@@ -114,7 +146,7 @@ class LocalKeys:
         if name in self._missing and not fresh:
             return None
         try:
-            data = self.path(name).read_bytes()
+            data = self._read(name)
         except (FileNotFoundError, ValueError):
             if len(self._missing) < 100_000:
                 self._missing.add(name)
@@ -127,9 +159,56 @@ class LocalKeys:
         self._cache[name] = pair
         return pair
 
+    def _read(self, name: str) -> bytes:
+        """The key file's bytes, when it may be used.
+
+        Raises:
+            FileNotFoundError: there is none. ValueError: an invalid name, or a refused
+                file (the reason is kept for `problem`).
+        """
+        path = self.path(name)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except OSError as exc:
+            if isinstance(exc, FileNotFoundError):
+                self._refused.pop(name, None)
+                raise
+            reason = f"{path} cannot be opened without following a link ({exc.strerror or exc})"
+            self._refused[name] = reason
+            raise ValueError(reason) from None
+        try:
+            reason = self._vet(path, os.fstat(fd))
+            if reason is not None:
+                self._refused[name] = reason
+                raise ValueError(reason)
+            self._refused.pop(name, None)
+            chunks = []
+            while chunk := os.read(fd, 65536):
+                chunks.append(chunk)
+                if sum(map(len, chunks)) > 1 << 20:
+                    raise ValueError(f"{path} is too large for a key")
+            return b"".join(chunks)
+        finally:
+            os.close(fd)
+
+    def require(self, name: str) -> tuple[Ed25519PrivateKey, PublicKey] | None:
+        """`get` (fresh), but a key file that is there and refused is an error, not "no key".
+
+        Raises:
+            RefusedKey: the file may not be used; the message says why.
+        """
+        pair = self.get(name, fresh=True)
+        if pair is None and name in self._refused:
+            raise RefusedKey(f"agent {name!r} has a key file this machine will not use: {self._refused[name]}")
+        return pair
+
     def create(self, name: str) -> tuple[Ed25519PrivateKey, PublicKey]:
-        """Make and store a key pair for ``name``; an existing key is kept and returned."""
-        existing = self.get(name, fresh=True)
+        """Make and store a key pair for ``name``; an existing key is kept and returned.
+
+        Raises:
+            RefusedKey: a key file is there that may not be used (it is never replaced).
+        """
+        existing = self.require(name)
         if existing is not None:
             return existing
         private = generate()
@@ -141,6 +220,7 @@ class LocalKeys:
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.{os.urandom(4).hex()}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         try:
+            os.fchmod(fd, 0o600)  # whatever the umask: a key is used only with mode 0600
             os.write(fd, pem)
             os.fsync(fd)
         finally:
