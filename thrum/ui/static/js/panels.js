@@ -262,20 +262,24 @@ export class SyncView {
     this.button.disabled = true;
     this.button.textContent = "Syncing…";
     this.result.textContent = "";
+    let cls = "ok";
+    let text;
     try {
       const r = await this.app.rpc.call("sync.run");
-      this.result.className = "sync-result " + (r.ok === false ? "error" : "ok");
-      this.result.textContent = r.ok === false
+      cls = r.ok === false ? "error" : "ok";
+      text = r.ok === false
         ? `sync failed: ${r.error || "unknown error"}`
         : `synced in ${r.duration_ms ?? "?"} ms: sent ${r.sent ?? 0}, received ${r.received ?? 0}`;
     } catch (err) {
-      this.result.className = "sync-result error";
-      this.result.textContent = `sync failed: ${errorText(err)}`;
-      toast(`sync failed: ${errorText(err)}`, "error");
+      cls = "error";
+      text = `sync failed: ${errorText(err)}`;
+      toast(text, "error");
     } finally {
       this.button.disabled = false;
       this.button.textContent = "Sync now";
-      this.show(await this.app.syncStatus());
+      this.show(await this.app.syncStatus());       // the state after it, shown with the outcome
+      this.result.className = `sync-result ${cls}`;
+      this.result.textContent = text;
     }
   }
 }
