@@ -132,23 +132,23 @@ def all_messages(team) -> list[dict]:
 def scroll_through(page, max_rows: int = 80) -> list[str]:
     """Every message id of the current list, in order, read by scrolling from top to bottom;
     the DOM never holds more than ``max_rows`` messages on the way."""
-    page.js("document.getElementById('main').scrollTop = 0")
+    frames = "await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))"
+    page.js_async(f"document.getElementById('main').scrollTop = 0; {frames}")
     seen: list[str] = []
     while True:
         page.wait(lambda: not page.all("#main .vl-row.placeholder"), what="the rows in view to be read")
         ids = page.ids()
         assert len(ids) <= max_rows, len(ids)
-        if seen and seen[-1] in ids:
+        if seen:
+            assert seen[-1] in ids, "rows skipped while scrolling"
             ids = ids[ids.index(seen[-1]) + 1 :]
-        elif seen:
-            assert not set(ids) & set(seen), "rows skipped while scrolling"
-        seen += [i for i in ids if i not in seen]
+        seen += ids
         at_end = page.js(
             "const m = document.getElementById('main'); return m.scrollTop + m.clientHeight >= m.scrollHeight - 2"
         )
         if at_end and page.text("#main .list-status") == "— the beginning —":
             return seen
-        page.js("const m = document.getElementById('main'); m.scrollTop += m.clientHeight * 0.8")
+        page.js_async(f"const m = document.getElementById('main'); m.scrollTop += m.clientHeight * 0.8; {frames}")
 
 
 # ---------------------------------------------------------------------------- inboxes
