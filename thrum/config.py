@@ -33,6 +33,7 @@ DEFAULTS = {
     "request_timeout": 30.0,  # s; to finish sending a request once it started
     "send_timeout": 30.0,  # s; for a client to read a reply or notification
     "net_timeout": 60.0,  # s; a git remote may stay silent before a sync gives up
+    "clock_skew": 600.0,  # s; events dated further ahead of this clock wait until then (trust.md)
 }
 
 POSITIVE = (
@@ -42,6 +43,7 @@ POSITIVE = (
     "idle_timeout",
     "request_timeout",
     "send_timeout",
+    "clock_skew",
 )
 
 ENV = {
@@ -55,6 +57,7 @@ ENV = {
     "THRUM_MAX_BODY": ("max_body_bytes", int),
     "THRUM_SSH_KEY": ("ssh_key", str),
     "THRUM_NET_TIMEOUT": ("net_timeout", float),
+    "THRUM_CLOCK_SKEW": ("clock_skew", float),
 }
 
 # Variables `thrum sync` (and `thrum doctor`) pass along with their request, so a daemon

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Mapping
 
 from .errors import IdentityError, ValidationError
-from .events.names import NAME_RE, check_name
+from .events.names import NAME_RE, UNUSABLE_NAMES, check_name
 
 MAX_MODULE = 256
 MAX_DISPLAY = 256
@@ -93,6 +93,8 @@ def check_identity(name: str, role: str, module: str = "", display: str = "") ->
     check_name(name)
     if not isinstance(role, str) or not NAME_RE.fullmatch(role):
         raise ValidationError(f"invalid role {role!r}: use lowercase letters, digits and _ (at most 64)", field="role")
+    if role in UNUSABLE_NAMES:
+        raise ValidationError(f"{role!r} is a reserved name; choose another role", field="role")
     if name == role:
         raise ValidationError(
             f"agent name and role are both {name!r}: they must differ (e.g. --name {name}_1 --role {role})",

@@ -43,14 +43,19 @@ def test_operations_start_the_daemon_without_ensure_running(city):
     assert ids(p.inbox("bob")) == [sent["id"]]
 
 
-def test_the_repository_comes_from_the_working_directory_without_thrum_repo(city):
+def test_the_repository_comes_from_the_working_directory_only_once_set_up_for_mail(city):
     repo, elsewhere = city
     inside = repo / "sub" / "dir"
     inside.mkdir(parents=True)
     p = Provider(repo, inside)
     del p.env["THRUM_REPO"]
+    # an unrelated checkout (issue 31): never set up from where the provider happens to run
+    proc = p.raw("send", "bob", stdin=go_json({"from": "alice", "subject": "", "body": "lost?"}))
+    assert proc.returncode == 1 and proc.stderr.decode().count("\n") == 1
+    assert "THRUM_REPO" in proc.stderr.decode() and not (repo / ".thrum").exists()
+    elsewhere_p = Provider(repo, elsewhere)  # THRUM_REPO names it: set up for the city's mail
+    elsewhere_p.ensure_running()
     sent = p.send("alice", "bob", "", "found from the working directory")
-    elsewhere_p = Provider(repo, elsewhere)  # THRUM_REPO set, cwd outside: the same mail
     assert ids(elsewhere_p.inbox("bob")) == [sent["id"]]
 
 

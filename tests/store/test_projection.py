@@ -306,14 +306,21 @@ def test_fold_session_end_before_start(db, e):
     assert directory.list_sessions(db, active_only=True) == []
 
 
-def test_fold_session_without_start_takes_agent_of_earliest_end(db, tmp_path, e):
-    ends = [e.session_end("ses_1", "alice"), e.session_end("ses_1", "bob")]
-    fold(db, *ends)
+def test_fold_a_session_is_each_agents_own_whatever_the_order(db, tmp_path, e):
+    """Another agent's end (or start) naming a session id is a row of its own: it never
+    ends or claims the session of the agent who started it (issue 31, finding 4)."""
+    events = [
+        e.session_start("alice", "ses_1"),
+        e.session_end("ses_1", "bob"),
+        e.session_start("bob", "ses_1"),
+    ]
+    fold(db, *events)
     other = database.open_database(tmp_path / "other.db")
     database.create_schema(other)
-    fold(other, *reversed(ends))
+    fold(other, *reversed(events))
     assert directory.list_sessions(db) == directory.list_sessions(other)
-    assert directory.list_sessions(db)[0]["agent_id"] == "alice"
+    assert [s["session_id"] for s in directory.list_sessions(db, "alice", active_only=True)] == ["ses_1"]
+    assert directory.session_info(db, "ses_1", "alice")["ended_at"] is None
 
 
 def test_fold_active_sessions_are_counted_per_agent(db, e):
@@ -448,3 +455,23 @@ def test_an_event_a_handler_cannot_apply_is_recorded_and_the_rest_of_the_batch_f
     assert db.execute_sql("SELECT body_content FROM messages").fetchall() == [("kept",)]
     kinds = db.execute_sql("SELECT kind, event_id FROM fold_issues").fetchall()
     assert kinds == [("invalid", bad["event_id"])]
+
+
+def test_refused_lines_past_the_bound_are_counted_per_file_and_kind(db, monkeypatch):
+    """A remote that pushes a million refused lines grows one row per file and kind, not
+    one per line (issue 31, finding 9); the counts stay exact and lines judged again are
+    let go of wherever they were recorded."""
+    from thrum.store import issues as issues_mod
+
+    monkeypatch.setattr(issues_mod, "ROWS_PER_KIND", 3)
+    refused = [("unknown-signer", "messages/x/000001.jsonl", f"E{i:02d}", "no key yet") for i in range(10)]
+    refused += [("unsigned", "messages/y/000001.jsonl", f"U{i:02d}", "no signature") for i in range(2)]
+    projection.fold(db, [], refused=refused)
+    rows = db.execute_sql("SELECT kind, count FROM fold_issues ORDER BY key").fetchall()
+    assert len(rows) == 3 + 1 + 2
+    assert projection.fold_counts(db) == {"unknown-signer": 10, "unsigned": 2}
+    projection.fold(db, [], refused=refused[:3])  # judged again: the single rows stay single
+    assert projection.fold_counts(db) == {"unknown-signer": 10, "unsigned": 2}
+    gone = [f"{k}:{s}:{e}" for k, s, e, _ in (refused[0], refused[9])]  # one row, one counted line
+    projection.fold(db, [], resolved=gone)
+    assert projection.fold_counts(db)["unknown-signer"] == 8

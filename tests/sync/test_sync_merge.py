@@ -85,7 +85,7 @@ def test_prefer_chooses_between_two_copies_of_one_key():
     result = merge_shard(remote, local, prefer=keep_local)
     assert calls == [(ev("A", "tampered"), ev("A", "original"))]
     assert result.data == shard(ev("A", "original"), ev("B"), ev("C"))
-    assert result.received == [ev("B") + b"\n"]
+    assert result.received == [ev("B") + b"\n"]  # our copy stays: nothing new under A
     assert result.sent == [ev("A", "original") + b"\n", ev("C") + b"\n"]
     assert merge_shard(remote, local, prefer=lambda theirs, ours: theirs) == merge_shard(remote, local)
     with pytest.raises(ValueError):
@@ -109,7 +109,8 @@ def test_merge_shard_remote_first_then_local_extras():
 def test_merge_shard_same_event_id_different_bytes_keeps_remote_copy():
     result = merge_shard(shard(ev("A", "remote")), shard(ev("A", "local")))
     assert result.data == shard(ev("A", "remote"))
-    assert result.received == [] and result.sent == []
+    # the remote's copy is new here: folded like any line received (issue 31, finding 5)
+    assert result.received == [ev("A", "remote") + b"\n"] and result.sent == []
 
 
 def test_merge_shard_duplicates_dropped_first_occurrence_kept():
@@ -205,7 +206,9 @@ def test_merge_shard_loses_and_duplicates_nothing(remote, local):
     assert keyset(result.data) == keyset(remote) | keyset(local)
     # the remote comes first, as it is (minus blanks and repeated keys)
     assert result.data.startswith(merge_shard(remote, b"").data)
-    assert {event_key(x) for x in result.received} == keyset(remote) - keyset(local)
+    # received: keys new here, and keys whose remote copy replaced a different one of ours
+    replaced = {k for k, line in _first(remote).items() if _first(local).get(k, line) != line}
+    assert {event_key(x) for x in result.received} == (keyset(remote) - keyset(local)) | replaced
     assert {event_key(x) for x in result.sent} == keyset(local) - keyset(remote)
     assert result.data.endswith(b"".join(result.sent))
 
@@ -248,20 +251,24 @@ def _prefer_smaller(remote_line: bytes, local_line: bytes) -> bytes:
     return min(remote_line, local_line)
 
 
+def _first(data: bytes) -> dict:
+    """Key -> the first line holding it."""
+    out: dict = {}
+    for line in split_lines(data):
+        out.setdefault(event_key(line), line)
+    return out
+
+
 @settings(max_examples=300, deadline=None)
 @given(shards(), shards())
 def test_merge_shard_with_a_resolver_loses_nothing_and_keeps_its_choice(remote, local):
     result = merge_shard(remote, local, prefer=_prefer_smaller)
     check_well_formed(result.data)
     assert keyset(result.data) == keyset(remote) | keyset(local)
-    assert {event_key(x) for x in result.received} == keyset(remote) - keyset(local)
     kept = {event_key(line): line for line in split_lines(result.data)}
-    first_remote: dict = {}
-    for line in split_lines(remote):
-        first_remote.setdefault(event_key(line), line)
-    first_local: dict = {}
-    for line in split_lines(local):
-        first_local.setdefault(event_key(line), line)
+    first_remote, first_local = _first(remote), _first(local)
+    replaced = {k for k in first_remote.keys() & first_local.keys() if kept[k] != first_local[k]}
+    assert {event_key(x) for x in result.received} == (keyset(remote) - keyset(local)) | replaced
     for k in first_remote.keys() & first_local.keys():
         assert kept[k] == min(first_remote[k], first_local[k])
     again = merge_shard(remote, result.data, prefer=_prefer_smaller)

@@ -228,3 +228,17 @@ def test_concurrent_creates_of_one_key_agree(tmp_path):
         made = list(pool.map(lambda _: keys.LocalKeys(tmp_path / "identities").create("alice")[1], range(16)))
     assert len({k.b64 for k in made}) == 1
     assert local.get("alice")[1] == made[0]
+
+
+def test_keys_learned_in_one_batch_are_written_once(tmp_path):
+    """Thousands of new agents in one push (issue 31, finding 12): the key file is
+    written once per batch judged, not once per key (quadratic, under the writer's lock)."""
+    path = tmp_path / "known_keys.json"
+    ring = KeyRing(path)
+    newcomers = [Agent(f"n{i}") for i in range(300)]
+    for a in newcomers[:3]:  # learning writes nothing by itself
+        assert ring.learn(a.name, a.public) == "new"
+    assert not path.exists()
+    verdict = Verifier(ring).check([cand(a.register()) for a in newcomers[3:]])
+    assert len(verdict.learned) == 297
+    assert len(KeyRing(path).known()) == 300  # the batch's one write holds them all

@@ -157,17 +157,28 @@ def list_(role, module, all_):
 @agent.command("delete", context_settings=CONTEXT_SETTINGS)
 @click.argument("name")
 @click.option("--reason", metavar="TEXT", help="Why the agent is removed.")
+@click.option("--force", is_flag=True, help="Needed to delete another agent than the one acting.")
 @global_options()
-def delete(name, reason):
-    """Delete agent NAME (and its identity file here, if any)."""
+def delete(name, reason, force):
+    """Delete agent NAME (and its identity file here, if any).
+
+    Deleting another agent needs --force, and the removal names who did it. An agent
+    deleted while its key is on some machine comes back when it next acts there.
+    """
     rt = runtime()
     name = name.lstrip("@")
-    params = {"name": name}
+    params = {"name": name, "force": bool(force)}
     if reason:
         params["reason"] = reason
+    try:
+        params["caller"] = rt.identity().name
+    except ThrumError:
+        pass  # no identity chosen here: the daemon picks the actor (the agent itself, or the only one)
     result = rt.call("agent.delete", params)
     removed_file = _remove_identity(rt, name)
-    rt.emit(result, f"> Agent deleted: @{name}" + ("\n  Removed its identity file" if removed_file else ""))
+    by = result.get("deleted_by")
+    text = f"> Agent deleted: @{name}" + (f" (by @{by})" if by and by != name else "")
+    rt.emit(result, text + ("\n  Removed its identity file" if removed_file else ""))
 
 
 def _remove_identity(rt, name: str) -> bool:

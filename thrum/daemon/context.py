@@ -71,6 +71,12 @@ class ServiceContext:
         """A live agent's directory entry (cached), or None."""
         return await self._daemon.agent(name, refresh=refresh)
 
+    async def registration_id(self, name: str) -> str:
+        """An event id for a registration of ``name`` that wins over its last removal."""
+        from .callers import registration_id
+
+        return await registration_id(self._daemon.writer, name)
+
     def forget_agent(self, name: str) -> None:
         self._daemon.forget_agent(name)
 
@@ -126,7 +132,7 @@ class ServiceContext:
         """Forget the agent's current session and end the subscriptions made in it."""
         self._daemon.session_ended(agent, session_id)
         if self._daemon.hub is not None:
-            self._daemon.hub.session_ended(session_id)
+            self._daemon.hub.session_ended(session_id, agent)
 
     # ------------------------------------------------------------------ realtime, sync, admin
     @property

@@ -1,4 +1,4 @@
-"""Parts of the daemon started after the store: hub, Web UI, WebSocket server, sync loop."""
+"""Parts of the daemon started after the store: hub, Web UI, WebSocket server, sync loop, held-line timer."""
 
 from __future__ import annotations
 
@@ -22,6 +22,9 @@ async def start(daemon, nursery: trio.Nursery) -> None:
 
     daemon.sync = syncer.SyncLoop(daemon)
     await nursery.start(daemon.sync.run)
+    from .heldtimer import HeldTimer
+
+    await nursery.start(HeldTimer(daemon.writer, float(daemon.config.clock_skew)).run)
 
 
 async def stop(daemon) -> None:

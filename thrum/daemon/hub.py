@@ -32,10 +32,9 @@ Rules:
    a later piece reads them from the log (they were appended before they were
    published).
    Events in the ring with an id older than the resume point arrived after it
-   (a sync brings events made earlier elsewhere): they are replayed first, as
-   the log's event_id order would skip them.
-   Replay is paced by the client's outbox when the connection supports it.
-   ``thread.updated`` is a live summary and is not replayed.
+   (a sync brings events made earlier elsewhere): they are replayed first. The
+   ring is bounded by count and by bytes. Replay is paced by the client's
+   outbox; ``thread.updated`` is a live summary and is not replayed.
 5. ``message.wait`` sleeps on `inbox_changed`, which is replaced whenever
    something that can add to an inbox is published. No polling.
 """
@@ -58,6 +57,7 @@ from .thread_updates import payload_for, send_thread_updates
 log = logging.getLogger(__name__)
 
 RING_SIZE = 20_000  # recent events kept for resume (config: subscription_ring_size)
+RING_BYTES = 64 * 1024 * 1024  # and at most about this much of them (config: subscription_ring_bytes)
 BACKLOG_CHUNK = 2_000  # events read from the log per piece of a resume from beyond the ring
 NOTIFY_TYPES = frozenset(
     {
@@ -122,6 +122,13 @@ class _Entry:
     pos: int  # arrival number
     d: dict  # the event
     info: dict | None  # scopes/refs/thread of the message it is about (None: unknown yet)
+    weight: int = 0  # about how many bytes it holds (`_weight`)
+
+
+def _weight(d: dict) -> int:
+    """About the bytes an event holds (its body's texts dominate: up to 16 MiB from a remote)."""
+    body = d.get("body")
+    return 512 + (sum(len(v) for v in body.values() if isinstance(v, str)) if isinstance(body, dict) else 0)
 
 
 class Hub:
@@ -131,6 +138,7 @@ class Hub:
         self._ids = itertools.count(1)
         self.ring: deque[_Entry] = deque()
         self.ring_size = max(1, int(daemon.config.values.get("subscription_ring_size") or RING_SIZE))
+        self.ring_max_bytes, self.ring_bytes = int(daemon.config.values.get("subscription_ring_bytes") or RING_BYTES), 0
         self._ring_pos: dict[str, int] = {}
         self.segments = SegmentIndex()  # shared by every resume that reads the log
         self._log_reads = trio.Lock()  # one piece read at a time: resumes never crowd out queries
@@ -150,8 +158,10 @@ class Hub:
         for sid in [s.id for s in self.subs.values() if s.conn is conn]:
             del self.subs[sid]
 
-    def session_ended(self, session_id: str) -> None:
-        for sub in [s for s in self.subs.values() if s.session_id and s.session_id == session_id]:
+    def session_ended(self, session_id: str, agent: str) -> None:
+        """End the subscriptions made under ``agent``'s session ``session_id`` (another
+        agent's end naming the same id ends nothing of ``agent``'s)."""
+        for sub in [s for s in self.subs.values() if s.session_id == session_id and s.agent == agent]:
             del self.subs[sub.id]
             sub.conn.notify(
                 "subscription.ended", {"subscription_id": sub.id, "reason": "session ended", "session_id": session_id}
@@ -240,7 +250,7 @@ class Hub:
             self._deliver(d, info)
         for d in notifiable:
             if d["type"] == "agent.session.end":
-                self.session_ended(d["session_id"])
+                self.session_ended(d["session_id"], d.get("agent_id") or "")
         creates = [d for d in notifiable if d["type"] == "message.create" and d.get("thread_id")]
         if creates and self.subs and self.daemon.nursery is not None:
             # thread summaries need queries: never hold up the writer for them
@@ -256,11 +266,14 @@ class Hub:
 
     def _remember(self, d: dict, info: dict | None) -> None:
         pos = next(self._arrivals)
-        if len(self.ring) >= self.ring_size:
+        weight = _weight(d)
+        while self.ring and (len(self.ring) >= self.ring_size or self.ring_bytes + weight > self.ring_max_bytes):
             old = self.ring.popleft()
+            self.ring_bytes -= old.weight
             if self._ring_pos.get(old.d["event_id"]) == old.pos:
                 del self._ring_pos[old.d["event_id"]]
-        self.ring.append(_Entry(pos, d, info))
+        self.ring.append(_Entry(pos, d, info, weight))
+        self.ring_bytes += weight
         self._ring_pos[d["event_id"]] = pos
 
     async def _message_infos(self, events: list[dict]) -> dict[str, dict]:

@@ -15,6 +15,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -33,7 +34,7 @@ from ..trust.ring import KeyRing
 from ..trust.verdicts import VerdictMemory
 from ..trust.verify import Verifier
 from . import service  # noqa: F401  (registers every RPC method)
-from . import unix
+from . import callers, unix
 from .addresses import AddressBook
 from .context import ServiceContext
 from .idempotency import KeyedWrites
@@ -121,13 +122,16 @@ class Daemon:
 
         Without ``caller`` the repository's single agent identity acts, as in the CLI
         (`thrum.identity` rule 4); with none or several, the error names the param.
+        An agent removed while its key is here is registered again (`callers.bring_back`).
         """
         name = p.str(key)
         if name is None:
-            name = await self._default_caller(key)
+            name = await callers.default_caller(self.paths.identities, key)
         if not ev.NAME_RE.fullmatch(name):
             raise errors.ValidationError(f"invalid params: {key} {name[:60]!r} is not an agent name", field=key)
-        if await self.agent(name) is None:  # reads the database on a cache miss
+        if await self.agent(name) is None and not (  # reads the database on a cache miss
+            await callers.bring_back(self.writer, self.keys, name) and await self.agent(name, refresh=True)
+        ):
             raise errors.IdentityError(
                 f"unknown agent {name!r}: register it first with "
                 f"`thrum quickstart --name {name} --role ROLE --module MODULE`"
@@ -135,19 +139,6 @@ class Daemon:
         if self.presence is not None and not p.observing:
             self.presence.touch(name)
         return name
-
-    async def _default_caller(self, key: str) -> str:
-        from .. import identity
-
-        idents = await trio.to_thread.run_sync(identity.list_identities, self.paths.identities)
-        if len(idents) == 1:
-            return idents[0].name
-        known = (
-            f"this repository has {len(idents)} agent identities ({', '.join(i.name for i in idents[:10])})"
-            if idents
-            else "this repository has no agent identity"
-        )
-        raise errors.ValidationError(f"invalid params: {key} is required (the acting agent's name): {known}", field=key)
 
     async def ensure_session(self, agent: str, session_id: str | None = None) -> str:
         """The agent's active session, started now if it has none.
@@ -184,7 +175,9 @@ class Daemon:
         active = await self.writer.read(directory.list_sessions, agent, active_only=True)
         if any(s["session_id"] == sid for s in active):
             return
-        info = await self.writer.read(directory.session_info, sid)
+        info = await self.writer.read(directory.session_info, sid, agent) or await self.writer.read(
+            directory.session_info, sid
+        )
         if info is None:
             raise errors.NotFound(f"session {sid[:80]} not found; omit session_id to use your active session")
         if info["agent_id"] != agent:
@@ -209,7 +202,7 @@ class Daemon:
 
     def _save_local_sessions(self) -> None:
         path = self.paths.var / "local-sessions.json"
-        tmp = path.with_suffix(".tmp")
+        tmp = path.with_name(f".local-sessions.{threading.get_ident()}.tmp")  # one per thread: saves may overlap
         tmp.write_text(json.dumps(sorted(self._local_sessions)))
         os.replace(tmp, path)
 
@@ -299,7 +292,8 @@ class Daemon:
         self.worktree = ensure_sync_worktree(self.paths.main_repo, self.config.remote, callbacks=callbacks)
         event_log = EventLog(self.worktree)
         self.ring = KeyRing(self.paths.var / "known_keys.json", self.keys)
-        self.fold_verified = VerifiedFold(Verifier(self.ring), VerdictMemory(self.paths.var / "verified-lines"))
+        verifier = Verifier(self.ring, skew_s=float(self.config.clock_skew))  # lines dated ahead wait
+        self.fold_verified = VerifiedFold(verifier, VerdictMemory(self.paths.var / "verified-lines"))
         db = open_projection(self.paths.database, event_log, self.fold_verified)
         self.writer = Writer(db, event_log, Signer(self.keys), self.fold_verified, db_path=self.paths.database)
         self.writer.ensure_covered()
@@ -312,9 +306,9 @@ class Daemon:
         """Sessions this machine started that no daemon ended: the last daemon crashed."""
         orphans = []
         for sid in await trio.to_thread.run_sync(self._load_local_sessions):
-            info = await self.writer.read(directory.session_info, sid)
-            if info and not info["ended_at"] and self.keys.get(info["agent_id"]) is not None:
-                orphans.append(ev.SessionEnd(session_id=sid, agent_id=info["agent_id"], reason="crash"))
+            for s in await self.writer.read(directory.sessions_named, sid):  # each agent's own row
+                if s["active"] and self.keys.get(s["agent_id"]) is not None:
+                    orphans.append(ev.SessionEnd(session_id=sid, agent_id=s["agent_id"], reason="crash"))
         if orphans:
             log.info("marking %d orphaned sessions as crashed", len(orphans))
             await self.writer.write(orphans)

@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 from .. import safejson
 from ..errors import ValidationError
 from .ids import MESSAGE_ID_RE
-from .names import NAME_RE
+from .names import NAME_RE, UNUSABLE_NAMES
 from .tags import is_tag_type, is_tag_value
 from .values import FORMATS, MAX_CONTENT_BYTES, MAX_IDS, MAX_REFS
 
@@ -61,9 +61,14 @@ def choice_field(d: Raw, key: str, choices: tuple[str, ...], default: str) -> st
 
 
 def agent_field(d: Raw, key: str = "agent_id") -> str:
+    """An agent's name, as every event that names one must have it: the pattern, and
+    never a reserved name or ``everyone`` (no agent may be called that, whoever wrote
+    the line: the local RPC and the log keep one rule)."""
     value = d.get(key)
     if not isinstance(value, str) or not NAME_RE.fullmatch(value):
         fail(key, f"invalid agent id {str(value)[:80]!r}")
+    if value in UNUSABLE_NAMES:
+        fail(key, f"{value!r} is reserved: no agent may be called that")
     return value
 
 

@@ -47,6 +47,55 @@ def new_ulid() -> str:
         return str(ULID.from_int(candidate))
 
 
+_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # Crockford's base32, as ULIDs spell it
+_CROCKFORD = {c: i for i, c in enumerate(_ALPHABET)}
+
+
+def ulid_ms(value: str) -> int:
+    """The milliseconds since the epoch that a ULID carries (its first 10 characters).
+
+    Raises:
+        KeyError: not Crockford base32 (callers pass validated ids).
+    """
+    n = 0
+    for c in value[:10]:
+        n = n * 32 + _CROCKFORD[c]
+    return n
+
+
+def ulid_prefix(ms: int) -> str:
+    """The first 10 characters of every ULID made at millisecond ``ms`` (they sort by time)."""
+    out = []
+    for _ in range(10):
+        out.append(_ALPHABET[ms & 31])
+        ms >>= 5
+    return "".join(reversed(out))
+
+
+def ulid_after(value: str, at_least_ms: int = 0) -> str:
+    """A fresh ULID that sorts after ``value`` (and carries at least ``at_least_ms``): what a
+    last-writer-wins event must have to win over ``value``, even one dated ahead of this clock."""
+    fresh = int(ULID.from_str(new_ulid()))
+    floor = max(int(ULID.from_str(value)) + 1, at_least_ms << 80)
+    return str(ULID.from_int(max(fresh, floor)))
+
+
+def event_time_ms(d: dict[str, object]) -> int:
+    """When an event says it happened, in milliseconds: the later of its ``event_id``'s
+    time and its ``timestamp`` (either may be what a writer dated ahead). 0 when neither parses."""
+    best = 0
+    eid = d.get("event_id")
+    if isinstance(eid, str) and ULID_RE.fullmatch(eid):
+        best = ulid_ms(eid)
+    ts = d.get("timestamp")
+    if isinstance(ts, str):
+        try:
+            best = max(best, int(parse_time(ts).timestamp() * 1000))
+        except (ValueError, OverflowError):
+            pass
+    return best
+
+
 def new_id(prefix: str) -> str:
     """``msg_``/``ses_``/``thr_``/``grp_`` + ULID."""
     return f"{prefix}_{new_ulid()}"

@@ -14,6 +14,8 @@ from ..errors import ValidationError
 
 NAME_RE = re.compile(r"[a-z0-9_]{1,64}")
 RESERVED_NAMES = frozenset({"daemon", "system", "thrum", "all", "broadcast"})
+EVERYONE = "everyone"  # the built-in group of all agents: an address no agent or role may take
+UNUSABLE_NAMES = RESERVED_NAMES | {EVERYONE}  # never an agent's name or role, from any source
 
 
 def is_name(value: object) -> bool:

@@ -28,7 +28,7 @@ from .ids import (
     is_valid_timestamp,
     ULID_RE,
 )
-from .names import NAME_RE
+from .names import NAME_RE, UNUSABLE_NAMES
 from .tags import MAX_TAG_VALUE, TAG_TYPE_RE
 from .values import (
     AGENT_KINDS,
@@ -203,14 +203,19 @@ def _n_thread_create(d: Raw) -> Raw:
 
 def _n_agent_register(d: Raw) -> Raw:
     name = str_field(d, "name", required=False, max_len=64) or d.get("agent_id")
-    agent_id = agent_field(d)
+    agent_id = agent_field(d)  # never a reserved name (fields.agent_field)
     if name != agent_id:
         fail("name", "must equal agent_id")
+    role = str_field(d, "role", pattern=NAME_RE)
+    if role in UNUSABLE_NAMES:
+        fail("role", f"{role!r} is reserved: no role may be called that")
+    if role == agent_id:  # @name would mean the agent and its role at once
+        fail("role", "must differ from the agent's name")
     return {
         "agent_id": agent_id,
         "kind": choice_field(d, "kind", AGENT_KINDS, "agent"),
         "name": agent_id,
-        "role": str_field(d, "role", pattern=NAME_RE),
+        "role": role,
         "module": str_field(d, "module", required=False, max_len=256),
         "worktree": str_field(d, "worktree", required=False, max_len=1024),
         "display": str_field(d, "display", required=False, max_len=256),

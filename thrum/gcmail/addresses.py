@@ -112,6 +112,17 @@ def agent(box: str, tag: str, *, clerk: bool = False) -> str:
     return f"{prefix}{tag}___{_digest(box, 20)}"
 
 
+def keeper_glob(box: str) -> str:
+    """A GLOB pattern (SQLite's, and `fnmatch`'s) that matches exactly the rule-4 agents and
+    clerks of mailbox ``box``, whatever their machine's tag; "" (matching no name) when
+    ``box`` is not a Gas City mailbox. The mailbox's state is kept by these and by
+    nobody who merely claims ``module = box`` (thrum.store.mailboxes)."""
+    if not is_mailbox(box):
+        return ""
+    name = agent(box, "a" * TAG_CHARS)
+    return "gc[rk]_" + "?" * TAG_CHARS + name[len(AGENT_PREFIX) + TAG_CHARS :]
+
+
 def mailbox_of(name: str) -> str | None:
     """The mailbox a thrum name stands for, when the name alone says it.
 
@@ -156,11 +167,25 @@ def address_of(name: str, display: str | None = None) -> str:
     box = mailbox_of(name)
     if box is not None and _PLAIN_NAME.fullmatch(box):
         return re.sub(r"_{1,4}", lambda m: _RUN_SEP[len(m.group())], box[len(PLAIN_PREFIX) :])
-    if display and (box is None or mailbox(display) == box):
+    if display and _names_display(name, box, display):
         return display
     if box is not None and not box.startswith(_OURS):
         return "@" + box
     return name  # a mailbox whose address this machine does not know (yet)
+
+
+def _names_display(name: str, box: str | None, display: str) -> bool:
+    """Whether ``display`` is the address ``name`` stands for: the mailbox the name gives
+    back, or for a digest name (no mailbox in it) the one whose agent would have this
+    name. A display anyone may write is never taken on its word (issue 31)."""
+    try:
+        own = mailbox(display)
+    except AddressError:
+        return False
+    if box is not None:
+        return own == box
+    m = _AGENT_NAME.fullmatch(name)
+    return m is not None and is_mailbox(own) and agent(own, m.group(1), clerk=name.startswith(CLERK_PREFIX)) == name
 
 
 def needs_display(name: str) -> bool:

@@ -116,12 +116,32 @@ class Connection:
 
 
 def repository(repo: str | None = None) -> ThrumPaths:
-    """The paths of the repository holding the mail (``repo``, ``THRUM_REPO``, or the working directory)."""
+    """The paths of the repository holding the mail (``repo``, ``THRUM_REPO``, or the working directory).
+
+    The working directory's repository is used only when it was set up for Gas City
+    mail before (``.thrum/gc-mail.replica``, made the first time a call named the
+    repository): otherwise a provider run from inside some unrelated checkout would set
+    thrum up there and send the city's mail to that repository's remote (issue 31).
+
+    Raises:
+        ThrumError: no repository there, or one never set up for Gas City mail.
+    """
+    from .replica import FILE, replica_tag
+
     where = repo or os.environ.get("THRUM_REPO") or None
     try:
-        return resolve(where)
+        paths = resolve(where)
     except NotARepository as exc:
         raise errors.ThrumError(f"{exc.message}; set THRUM_REPO to the git repository that holds the mail") from None
+    marked = os.path.isfile(os.path.join(paths.thrum_dir, FILE))
+    if where is None and not marked:
+        raise errors.ThrumError(
+            f"THRUM_REPO is not set and {paths.repo} (the working directory's repository) was never set up "
+            f"for Gas City mail; set THRUM_REPO to the city's repository"
+        )
+    if where is not None and not marked and paths.initialized:
+        replica_tag(paths.thrum_dir)  # named on purpose: from now on, the working directory may find it
+    return paths
 
 
 def dispatch(op: str, arg: str | None, mailer: Mailer, conn: Connection, stdin) -> object:

@@ -48,4 +48,7 @@ def ensure(paths: ThrumPaths) -> ThrumPaths:
     paths.var.mkdir(parents=True, exist_ok=True)
     with locked(paths.var / "gc-mail.lock"):
         lifecycle.ensure_running(paths)
+    from .replica import replica_tag
+
+    replica_tag(paths.thrum_dir)  # set up for Gas City mail (thrum.gcmail.main.repository)
     return paths

@@ -66,7 +66,7 @@ def is_folded(db: pw.SqliteDatabase, shard: str, line: bytes) -> bool:
         d = ev.decode_line(line)
     except ev.MalformedEvent:
         key = f"malformed:{shard}:{hashlib.sha1(line[:200]).hexdigest()[:16]}"
-        return _exists(db, "SELECT 1 FROM fold_issues WHERE key=?", key)
+        return _exists(db, "SELECT 1 FROM fold_issues WHERE key=? OR key=?", key, f"malformed:{shard}:*")
     eid = d.get("event_id", "")
     if d.get("type") not in ev.NORMALISERS or d.get("v", 1) > ev.EVENT_VERSION:
         return True  # a type this build does not fold (a seal, a future event): nothing to find
@@ -76,8 +76,9 @@ def is_folded(db: pw.SqliteDatabase, shard: str, line: bytes) -> bool:
         return True
     if _exists(db, "SELECT 1 FROM applied_events WHERE event_id=?", dedup_key(d)):
         return True
-    # refused (forged, invalid, quarantined by the trust check): recorded, which is covered
-    return _exists(db, "SELECT 1 FROM fold_issues WHERE shard=? AND event_id=?", shard, eid)
+    # refused (forged, invalid, quarantined by the trust check): recorded, which is covered;
+    # past the bound of rows per kind, lines are only counted per file (store/issues.py)
+    return _exists(db, "SELECT 1 FROM fold_issues WHERE shard=? AND (event_id=? OR count IS NOT NULL)", shard, eid)
 
 
 def _exists(db, sql: str, *args: str) -> bool:

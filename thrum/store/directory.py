@@ -25,6 +25,7 @@ EVERYONE_DESCRIPTION = "All registered agents"
 LIVE_GROUP = "g.event_id IS NOT NULL AND (g.deleted_event_id IS NULL OR g.event_id > g.deleted_event_id)"
 LIVE_MEMBER = "gm.state = 'add' AND gm.event_id > g.event_id"
 LIVE_AGENT = "a.role IS NOT NULL AND (a.cleanup_event_id IS NULL OR a.cleanup_event_id < a.event_id)"
+_ISSUES = "sum(coalesce(count, 1))"  # a fold_issues row is one line, or a count of them (store/issues.py)
 
 
 def bare_name(name) -> str:
@@ -36,8 +37,8 @@ def bare_name(name) -> str:
 
 
 def _agent_item(row: tuple) -> dict:
-    (agent_id, kind, name, role, module, worktree, display, registered_at, last_seen_at, deleted, active) = row
-    return {
+    (agent_id, kind, name, role, module, worktree, display, registered_at, last_seen_at, deleted, active, by) = row
+    item = {
         "agent_id": agent_id,
         "kind": kind or "agent",
         "role": role or "",
@@ -50,12 +51,15 @@ def _agent_item(row: tuple) -> dict:
         "active_sessions": active,
         "deleted": bool(deleted),
     }
+    if deleted:
+        item["deleted_by"] = by or agent_id  # a removal names who did it (issue 30)
+    return item
 
 
 _AGENT_SELECT = (
     "SELECT a.agent_id, a.kind, a.name, a.role, a.module, a.worktree, a.display, a.registered_at, "
     f"a.last_seen_at, NOT ({LIVE_AGENT}), (SELECT count(*) FROM sessions s WHERE s.agent_id = a.agent_id "
-    "AND s.started_at IS NOT NULL AND s.ended_at IS NULL) FROM agents a WHERE a.role IS NOT NULL"
+    "AND s.started_at IS NOT NULL AND s.ended_at IS NULL), a.cleanup_by FROM agents a WHERE a.role IS NOT NULL"
 )
 
 
@@ -83,6 +87,14 @@ def get_agent(db: pw.SqliteDatabase, name: str, *, include_deleted: bool = False
     return _agent_item(row) if row else None
 
 
+def registration_floor(db: pw.SqliteDatabase, name: str) -> str | None:
+    """The latest event id among ``name``'s applied registration and removal: a new
+    registration must sort after it to count (None: neither was ever applied)."""
+    row = one_row(db, "SELECT event_id, cleanup_event_id FROM agents WHERE agent_id = ?", (name,))
+    ids = [x for x in (row or ()) if x]
+    return max(ids) if ids else None
+
+
 def _live_agents(db, role: str | None = None) -> list[str]:
     sql = f"SELECT a.agent_id FROM agents a WHERE {LIVE_AGENT}"
     params = []
@@ -94,8 +106,20 @@ def _live_agents(db, role: str | None = None) -> list[str]:
 
 def list_sessions(db: pw.SqliteDatabase, agent: str | None = None, active_only: bool = False) -> list[dict]:
     """Sessions (oldest first); ``active``: started and not ended."""
+    return _sessions(db, agent=agent, active_only=active_only)
+
+
+def sessions_named(db: pw.SqliteDatabase, sid: str) -> list[dict]:
+    """Every agent's row of session id ``sid`` (one, unless another agent's events name it too)."""
+    return _sessions(db, sid=sid)
+
+
+def _sessions(db, *, agent: str | None = None, sid: str | None = None, active_only: bool = False) -> list[dict]:
     sql = "SELECT session_id, agent_id, started_at, ended_at, end_reason, last_seen_at FROM sessions WHERE 1"
     params = []
+    if sid:
+        sql += " AND session_id = ?"
+        params.append(sid)
     if agent:
         sql += " AND agent_id = ?"
         params.append(agent)
@@ -111,19 +135,26 @@ def list_sessions(db: pw.SqliteDatabase, agent: str | None = None, active_only: 
             "last_seen_at": seen or "",
             "active": s is not None and e is None,
         }
-        for sid, a, s, e, why, seen in all_rows(db, sql + " ORDER BY started_at, session_id", params)
+        for sid, a, s, e, why, seen in all_rows(db, sql + " ORDER BY started_at, session_id, agent_id", params)
     ]
 
 
-def session_info(db: pw.SqliteDatabase, sid: str) -> dict | None:
-    """The agent and end time of one session, or None when it is not known."""
-    r = one_row(db, "SELECT agent_id, ended_at FROM sessions WHERE session_id=?", (sid,))
+def session_info(db: pw.SqliteDatabase, sid: str, agent: str | None = None) -> dict | None:
+    """The agent and end time of one session (``agent``'s, when given; else the one
+    started first), or None when it is not known. A session id another agent's events
+    also name is a row of its own: each agent has only its own."""
+    sql = "SELECT agent_id, ended_at FROM sessions WHERE session_id=?"
+    params: list = [sid]
+    if agent is not None:
+        sql += " AND agent_id=?"
+        params.append(agent)
+    r = one_row(db, sql + " ORDER BY start_event_id IS NULL, start_event_id LIMIT 1", params)
     return {"agent_id": r[0], "ended_at": r[1]} if r else None
 
 
 def touch_session(db: pw.SqliteDatabase, agent: str, sid: str, now: str) -> None:
     """Record a heartbeat: liveness is never written to the log, only to these two rows."""
-    run(db, "UPDATE sessions SET last_seen_at=? WHERE session_id=?", (now, sid))
+    run(db, "UPDATE sessions SET last_seen_at=? WHERE session_id=? AND agent_id=?", (now, sid, agent))
     run(db, "UPDATE agents SET last_seen_at=? WHERE agent_id=?", (now, agent))
 
 
@@ -343,7 +374,7 @@ def resolve_recipients(db: pw.SqliteDatabase, addresses: list[str]) -> list[dict
 
 def fold_issue_summary(db: pw.SqliteDatabase) -> dict:
     """Lines and events the fold refused: ``{"counts": {kind: n}, "total", "recent": [...20]}``."""
-    by_kind = dict(all_rows(db, "SELECT kind, count(*) FROM fold_issues GROUP BY kind ORDER BY kind"))
+    by_kind = dict(all_rows(db, f"SELECT kind, {_ISSUES} FROM fold_issues GROUP BY kind ORDER BY kind"))
     recent = [
         {"kind": k, "shard": s, "event_id": e, "reason": r, "seen_at": at}
         for k, s, e, r, at in all_rows(
@@ -356,4 +387,4 @@ def fold_issue_summary(db: pw.SqliteDatabase) -> dict:
 
 def fold_counts(db: pw.SqliteDatabase) -> dict[str, int]:
     """How many lines/events the fold refused so far, by kind (for `sync status`)."""
-    return dict(all_rows(db, "SELECT kind, count(*) FROM fold_issues GROUP BY kind"))
+    return dict(all_rows(db, f"SELECT kind, {_ISSUES} FROM fold_issues GROUP BY kind"))

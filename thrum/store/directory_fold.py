@@ -56,11 +56,12 @@ def agent_register(f: Folder, batch: list[dict]) -> None:
 def agent_cleanup(f: Folder, batch: list[dict]) -> None:
     for d in batch:
         f.c.execute(
-            "INSERT INTO agents(agent_id, cleanup_event_id, cleanup_reason, module, worktree, display) "
-            "VALUES (?,?,?, '', '', '') ON CONFLICT(agent_id) DO UPDATE SET "
-            "cleanup_event_id=excluded.cleanup_event_id, cleanup_reason=excluded.cleanup_reason "
+            "INSERT INTO agents(agent_id, cleanup_event_id, cleanup_reason, cleanup_by, module, worktree, display) "
+            "VALUES (?,?,?,?, '', '', '') ON CONFLICT(agent_id) DO UPDATE SET "
+            "cleanup_event_id=excluded.cleanup_event_id, cleanup_reason=excluded.cleanup_reason, "
+            "cleanup_by=excluded.cleanup_by "
             "WHERE agents.cleanup_event_id IS NULL OR excluded.cleanup_event_id > agents.cleanup_event_id",
-            (d["agent_id"], d["event_id"], d["reason"]),
+            (d["agent_id"], d["event_id"], d["reason"], d.get("by") or ""),
         )
 
 
@@ -86,7 +87,7 @@ def session_start(f: Folder, batch: list[dict]) -> None:
     for d in batch:
         f.c.execute(
             "INSERT INTO sessions(session_id, agent_id, started_at, start_event_id) VALUES (?,?,?,?) "
-            "ON CONFLICT(session_id) DO UPDATE SET agent_id=excluded.agent_id, "
+            "ON CONFLICT(session_id, agent_id) DO UPDATE SET "
             "started_at=excluded.started_at, start_event_id=excluded.start_event_id "
             "WHERE sessions.start_event_id IS NULL OR excluded.start_event_id < sessions.start_event_id",
             (d["session_id"], d["agent_id"], d["timestamp"], d["event_id"]),
@@ -97,11 +98,8 @@ def session_end(f: Folder, batch: list[dict]) -> None:
     for d in batch:
         f.c.execute(
             "INSERT INTO sessions(session_id, agent_id, ended_at, end_reason, end_event_id) "
-            "VALUES (?,?,?,?,?) ON CONFLICT(session_id) DO UPDATE SET "
-            "ended_at=excluded.ended_at, end_reason=excluded.end_reason, "
-            "end_event_id=excluded.end_event_id, "
-            "agent_id=CASE WHEN sessions.start_event_id IS NULL THEN excluded.agent_id "
-            "ELSE sessions.agent_id END "
+            "VALUES (?,?,?,?,?) ON CONFLICT(session_id, agent_id) DO UPDATE SET "
+            "ended_at=excluded.ended_at, end_reason=excluded.end_reason, end_event_id=excluded.end_event_id "
             "WHERE sessions.end_event_id IS NULL OR excluded.end_event_id < sessions.end_event_id",
             (d["session_id"], d["agent_id"], d["timestamp"], d["reason"], d["event_id"]),
         )

@@ -30,6 +30,8 @@ import peewee as pw
 
 from .. import events as ev
 from . import directory_fold, idempotency, message_fold
+from . import held as held_lines
+from . import issues as issues_mod
 from .log import LogIssue, Position
 from .sql import all_rows, chunks, qmarks
 
@@ -77,6 +79,7 @@ class Folder:
         self.now = now
         self.sigs: dict[tuple, int] = {}
         self.keep_applied = True
+        self._issues: issues_mod.Recorder | None = None
 
     # ---------------------------------------------------------------- mention sets
     def sig_id(self, targets: tuple) -> int:
@@ -98,13 +101,10 @@ class Folder:
 
     # ---------------------------------------------------------------- issues
     def issue(self, kind: str, shard: str, event_id: str, reason: str) -> bool:
-        """Record a refused line/event once; True when it was not recorded before."""
-        key = f"{kind}:{shard}:{event_id}"
-        cur = self.c.execute(
-            "INSERT OR IGNORE INTO fold_issues(key, kind, shard, event_id, reason, seen_at) VALUES (?,?,?,?,?,?)",
-            (key, kind, shard, event_id, reason[:500], self.now),
-        )
-        return cur.rowcount == 1
+        """Record a refused line/event once; True when it was not recorded before (`thrum.store.issues`)."""
+        if self._issues is None:
+            self._issues = issues_mod.Recorder(self.c, self.now)
+        return self._issues.record(kind, shard, event_id, reason)
 
     # ---------------------------------------------------------------- entry
     def fold(self, records: Iterable[tuple[str, dict]]) -> None:
@@ -207,13 +207,16 @@ def fold(
     keep_applied: bool = True,
     refused: Iterable[tuple[str, str, str, str]] = (),
     resolved: Iterable[str] = (),
+    held: Iterable[tuple[str, str, str, int, bytes]] = (),
 ) -> FoldResult:
     """Apply (shard, event) records in one transaction; optionally record malformed
     lines and store new read positions in the same transaction.
 
     ``refused``: (kind, shard, event_id, reason) of lines the trust check quarantined,
     recorded in ``fold_issues``; ``resolved``: keys of issues that no longer hold (a
-    line that waited for its signer's key and has now been judged).
+    line that waited for its signer's key, or for its time, and has now been judged:
+    a held line of that key is let go too); ``held``: lines dated ahead, kept until
+    their time comes (`thrum.store.held`).
 
     ``keep_applied=False`` leaves `FoldResult.applied` empty (bulk loads).
     """
@@ -250,12 +253,16 @@ def fold(
                         str(eid or "?")[:64],
                         f"cannot apply this event ({type(one).__name__}: {str(one)[:200]})",
                     )
+        gone = list(resolved)  # before the new issues: a line judged again may be refused again
+        if gone:
+            issues_mod.resolve(conn, gone)
+            held_lines.release(conn, [k for k in gone if k.startswith("future:")])
         for kind, shard, event_id, reason in refused:
             folder.issue(kind, shard, event_id, reason)
             result.refused += 1
-        gone = [(k,) for k in resolved]
-        if gone:
-            conn.executemany("DELETE FROM fold_issues WHERE key = ?", gone)
+        held = list(held)
+        if held:
+            held_lines.hold(conn, held)
         for issue in issues:
             digest = hashlib.sha1(issue.line).hexdigest()[:16]
             folder.issue("malformed", issue.shard, digest, issue.reason)

@@ -3,7 +3,10 @@
 An agent's key never leaves its machine, so no single agent can act for a
 mailbox on every machine of a team. A mailbox ``N`` is therefore a name that mail
 mentions (a ``mention`` ref ``N``), kept by the agent ``N`` if there is one and by
-every agent registered with module ``N`` (one per machine; see thrum/gcmail).
+the agents *named* for it (rule 4 of thrum/gcmail/addresses.py: ``gcr_<tag>_…`` and
+``gck_<tag>_…``, one per machine, registered with module ``N``). A name is bound to
+its key (trust on first use), so the state is bound to the keys of those agents; an
+agent that merely claims ``module = N`` keeps nothing (issue 31).
 
 Rules:
 
@@ -20,15 +23,17 @@ Rules:
 from __future__ import annotations
 
 import math
+from fnmatch import fnmatchcase
 from typing import Any
 
 import peewee as pw
 
+from ..gcmail.addresses import keeper_glob
 from .messages import message_items
 from .sql import all_rows, chunks, qmarks, rows_in
 
 MAILBOX_MAX_PAGE = 1000  # a mailbox view is read whole by a short-lived process: few, large pages
-_KEEPERS = "(SELECT ? UNION SELECT agent_id FROM agents WHERE module = ?)"
+_KEEPERS = "(SELECT ? UNION SELECT agent_id FROM agents WHERE module = ? AND agent_id GLOB ?)"
 _MAILBOX_READ = (
     f"coalesce((SELECT r.is_read FROM read_state r WHERE r.message_id = m.message_id "
     f"AND r.agent_id IN {_KEEPERS} ORDER BY r.event_id DESC LIMIT 1), 0)"
@@ -55,7 +60,7 @@ def mailbox_list(
         f"SELECT m.created_key, m.message_id, {_MAILBOX_READ} FROM messages m "
         f"WHERE m.message_id IN (SELECT message_id FROM message_refs WHERE ref_type = 'mention' "
         f"AND ref_value IN (?, ?)) AND m.deleted = 0 AND NOT {_MAILBOX_ARCHIVED}",
-        (mailbox, mailbox, mailbox, "@" + mailbox, mailbox, mailbox),
+        (mailbox, mailbox, keeper_glob(mailbox), mailbox, "@" + mailbox, mailbox, mailbox, keeper_glob(mailbox)),
     )
     rows.sort(reverse=newest_first)
     unread = sum(1 for r in rows if not r[2])
@@ -90,7 +95,8 @@ def mailbox_states(db: pw.SqliteDatabase, ids: list[str]) -> dict[str, dict[str,
         for agent, module in all_rows(
             db, f"SELECT agent_id, module FROM agents WHERE module IN ({qmarks(len(chunk))})", list(chunk)
         ):
-            keepers[module].add(agent)
+            if fnmatchcase(agent, keeper_glob(module) or "\0"):
+                keepers[module].add(agent)
     out: dict[str, dict[str, bool]] = {mid: {"read": False, "archived": False} for mid in ids}
     latest: dict[str, str] = {}
     for mid, agent, is_read, event_id in rows_in(

@@ -11,13 +11,16 @@ are signed by it and folded directly by the writer.
 from __future__ import annotations
 
 import logging
+from datetime import datetime, timezone
 from typing import Iterable
 
 import peewee as pw
 
 from ..trust.signing import signature_of
 from ..trust.verdicts import VerdictMemory, digest
+from .. import events as ev
 from ..trust.verify import Candidate, Verdict, Verifier
+from . import held as held_lines
 from . import projection
 from .log import LogIssue, Position
 
@@ -26,17 +29,26 @@ log = logging.getLogger(__name__)
 __all__ = ["VerifiedFold"]
 
 LOAD_MEMORY_AT = 2_000  # lines in one fold from which reading the verdict memory pays off
+PENDING_BYTES = 32 * 1024 * 1024  # lines of unknown signers kept to judge again (and at most 100,000)
 
 
 class VerifiedFold:
     """A `projection.FoldFn` that verifies before folding (see the module docstring)."""
 
-    def __init__(self, verifier: Verifier, memory: VerdictMemory | None = None, pending_limit: int = 100_000):
+    def __init__(
+        self,
+        verifier: Verifier,
+        memory: VerdictMemory | None = None,
+        pending_limit: int = 100_000,
+        pending_bytes: int = PENDING_BYTES,
+    ):
         self.verifier = verifier
         self.memory = memory or VerdictMemory(None)
         self.pending_limit = pending_limit
-        self._pending: dict[str, list[Candidate]] = {}
+        self.pending_bytes = pending_bytes
+        self._pending: dict[str, list[tuple[str, bytes]]] = {}  # signer -> (shard, line): decoded again when judged
         self._pending_count = 0
+        self._pending_size = 0
 
     @property
     def pending(self) -> int:
@@ -94,22 +106,27 @@ class VerifiedFold:
         keep_applied: bool,
     ) -> projection.FoldResult:
         assert len(records) == len(lines)
-        verdict = self.verifier.check(
-            [Candidate(shard, line, d) for (shard, d), line in zip(records, lines)], remembered
-        )
-        resolved: list[str] = []
+        candidates = [Candidate(shard, line, d) for (shard, d), line in zip(records, lines)]
+        resolved: list[str] = self._take_due(db, candidates)
+        verdict = self.verifier.check(candidates, remembered)
         if verdict.learned and self._pending:
-            retry = [c for name in verdict.learned for c in self._pending.pop(name, [])]
+            retry = self._take_pending(verdict.learned)
             if retry:
-                self._pending_count -= len(retry)
-                resolved = [_issue_key(c) for c in retry]
+                resolved += [_issue_key(c) for c in retry]
                 again = self.verifier.check(retry)
                 verdict.accepted.extend(again.accepted)
                 verdict.rejected.extend(again.rejected)
                 verdict.pending.extend(again.pending)
+                verdict.future.extend(again.future)
+                verdict.fresh.extend(again.fresh)
         self._hold(verdict)
         self.memory.remember(verdict.fresh)
         refused = [(r.kind, r.shard, r.event_id, r.reason) for r in verdict.rejected]
+        held = self._held_rows(db, verdict.future)
+        refused += [
+            ("future", c.shard, str(c.event.get("event_id", "?")), _future_reason(at, self.verifier.skew_s, kept))
+            for (c, at), kept in held
+        ]
         refused += [
             (
                 "unknown-signer",
@@ -127,18 +144,83 @@ class VerifiedFold:
             keep_applied=keep_applied,
             refused=refused,
             resolved=resolved,
+            held=[row for _, row in held if row is not None],
         )
 
+    # ------------------------------------------------------------------ lines dated ahead
+
+    def release_due(self, db: pw.SqliteDatabase) -> projection.FoldResult:
+        """Fold the held lines whose time has come (call with the writer's lock held)."""
+        return self._fold(db, [], [], self.memory.known(), issues=(), positions=None, keep_applied=True)
+
+    def next_due(self, db: pw.SqliteDatabase) -> float | None:
+        """Seconds (epoch) at which the earliest held line may be applied; None: nothing is held."""
+        at = held_lines.next_due(db)
+        return None if at is None else at / 1000 - self.verifier.skew_s
+
+    def _take_due(self, db: pw.SqliteDatabase, candidates: list[Candidate]) -> list[str]:
+        """Add the held lines whose time has come to ``candidates``; their keys (let go of
+        in the fold's transaction)."""
+        keys = []
+        for key, shard, line in held_lines.due(db, self.verifier.horizon_ms()):
+            keys.append(key)
+            try:
+                candidates.append(Candidate(shard, line, ev.decode_line(line)))
+            except ev.MalformedEvent:
+                continue  # it decoded when it was held; a newer rule refuses it: nothing to apply
+        return keys
+
+    def _held_rows(self, db, future: list[tuple[Candidate, int]]) -> list[tuple[tuple[Candidate, int], tuple | None]]:
+        """Each future line with its ``held_lines`` row, or None when holding it would go
+        past `held_lines.MAX_HELD_BYTES` (it stays quarantined; a rebuild after its time applies it)."""
+        if not future:
+            return []
+        total = held_lines.held_bytes(db)  # a small table: lines dated ahead are rare
+        out = []
+        for c, at in future:
+            eid = str(c.event.get("event_id", "?"))
+            row = None
+            if total + len(c.line) <= held_lines.MAX_HELD_BYTES:
+                row = (f"future:{c.shard}:{eid}", c.shard, eid, at, c.line)
+                total += len(c.line)
+            out.append(((c, at), row))
+        return out
+
     def _hold(self, verdict: Verdict) -> None:
+        """Keep lines of unknown signers to judge again, bounded by count and by bytes (the
+        remote may send 100,000 lines of up to 20 MB): past the bounds, they stay
+        quarantined until a rebuild judges them again."""
         for c in verdict.pending:
-            if self._pending_count >= self.pending_limit:
+            if self._pending_count >= self.pending_limit or self._pending_size + len(c.line) > self.pending_bytes:
                 log.warning(
-                    "more than %d lines wait for unknown signers; the rest stay quarantined until a rebuild",
+                    "more than %d lines (%d MiB) wait for unknown signers; the rest stay quarantined until a rebuild",
                     self.pending_limit,
+                    self.pending_bytes >> 20,
                 )
                 return
-            self._pending.setdefault(_signer(c), []).append(c)
+            self._pending.setdefault(_signer(c), []).append((c.shard, c.line))
             self._pending_count += 1
+            self._pending_size += len(c.line)
+
+    def _take_pending(self, names: list[str]) -> list[Candidate]:
+        out = []
+        for name in names:
+            for shard, line in self._pending.pop(name, []):
+                self._pending_count -= 1
+                self._pending_size -= len(line)
+                try:
+                    out.append(Candidate(shard, line, ev.decode_line(line)))
+                except ev.MalformedEvent:
+                    continue  # it decoded when it was held
+        return out
+
+
+def _future_reason(at_ms: int, skew_s: float, kept: tuple | None) -> str:
+    when = datetime.fromtimestamp(at_ms / 1000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    reason = f"dated {when}, more than {skew_s:g} s ahead of this replica's clock: held until then"
+    if kept is None:
+        reason += " (too many lines are held; a rebuild after that time applies it)"
+    return reason
 
 
 def _signer(c: Candidate) -> str:

@@ -17,7 +17,9 @@ A log file (one segment of a stream) is a JSONL file: one event per line. Rules:
 3. When both sides hold a key with different bytes (a line rewritten in place),
    ``prefer(remote_line, local_line)`` chooses which of the two is written, at
    the remote line's place. The default keeps the remote's line; the trust layer
-   passes a resolver that keeps the copy whose signature verifies.
+   passes a resolver that keeps the copy whose signature verifies. A remote copy
+   that replaces ours is *received* (folded like a new line): a replica that first
+   saw a forged copy applies the verified one whenever it comes (issue 31).
 4. Blank lines are dropped; every output line ends with ``\\n`` (a torn last line
    without a newline is kept and terminated).
 5. The result depends only on the two inputs (and ``prefer``, a pure function).
@@ -146,13 +148,9 @@ def _merge(remote: bytes, local: bytes, prefer: Prefer | None) -> tuple[MergeRes
     local_keys = _keys_reusing(local_lines, remote_lines, remote_keys, remote, local)
 
     local_by_key: dict[bytes, bytes] = {}
-    if prefer is not None and prefer is not remote_wins:
-        for line, k in zip(local_lines, local_keys):
-            local_by_key.setdefault(k, line)
-        local_set = local_by_key.keys()
-    else:
-        prefer = None
-        local_set = set(local_keys)  # type: ignore[assignment]
+    for line, k in zip(local_lines, local_keys):
+        local_by_key.setdefault(k, line)
+    local_set = local_by_key.keys()
     written: set[bytes] = set()
     out: list[bytes] = []
     received: list[bytes] = []
@@ -163,15 +161,17 @@ def _merge(remote: bytes, local: bytes, prefer: Prefer | None) -> tuple[MergeRes
         written.add(k)
         if k not in local_set:
             received.append(line + b"\n")
-        elif prefer is not None:
+        else:
             ours = local_by_key[k]
             if ours != line:
-                chosen = prefer(line, ours)
+                chosen = line if prefer is None else prefer(line, ours)
                 if chosen is not line and chosen != line:
                     if chosen != ours:
                         raise ValueError("prefer() must return one of the two lines it was given")
                     line = ours
                     sent.append(ours + b"\n")  # our copy replaces the remote's
+                else:
+                    received.append(line + b"\n")  # the remote's copy replaces ours: new here, fold it
         out.append(line + b"\n")
 
     for line, k in zip(local_lines, local_keys):

@@ -8,9 +8,10 @@ Rules:
    ``agent.register`` this replica accepted for it. A later registration with a
    different key is a conflict (quarantined by `verify`), never a replacement.
 3. What was learned survives a rebuild of the projection: it is remembered in
-   ``.thrum/var/known_keys.json`` (written atomically when it grows), because
-   re-learning from the log would let whoever can rewrite the remote's history
-   choose the "first" key again.
+   ``.thrum/var/known_keys.json`` (written atomically when it grows, once per batch
+   of lines judged: `flush`), because re-learning from the log would let whoever can
+   rewrite the remote's history choose the "first" key again. One write per new key
+   made a push of thousands of new agents quadratic, with the writer's lock held.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ class KeyRing:
         self._lock = threading.Lock()
         self._known: dict[str, PublicKey] = {}
         self._meta: dict[str, dict] = {}
+        self._dirty = False
         self._load()
 
     def _load(self) -> None:
@@ -77,8 +79,16 @@ class KeyRing:
                 return "same" if current == key else "conflict"
             self._known[name] = key
             self._meta[name] = {"key": key.b64, "learned_at": now_rfc3339(), "event_id": event_id}
-            self._save()
+            self._dirty = True
             return "new"
+
+    def flush(self) -> None:
+        """Write what was learned since the last flush (the verifier calls this after
+        each batch, before the batch is folded)."""
+        with self._lock:
+            if self._dirty:
+                self._save()
+                self._dirty = False
 
     def known(self) -> dict[str, str]:
         """Name → base64 key of every key learned from the log (not the local ones)."""

@@ -14,15 +14,23 @@ Rules (docs/design/trust.md):
    Registrations are judged before the other lines of a batch.
 3. Seals are judged before the lines they cover; they are never applied themselves.
 4. Unknown types and versions are passed on unjudged (kept, not folded).
+5. A known event dated more than ``skew_s`` ahead of this replica's clock (its
+   ``event_id`` or its ``timestamp``: `events.event_time_ms`) is not judged yet: it
+   is *future*, held back until its time comes (`thrum.store.verified`), so it can
+   win no last-writer-wins state meanwhile (docs/design/trust.md, "Time").
 
 Pure over a `KeyRing`: no trio, no pygit2, no SQL.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Callable
 
 from .. import safejson
+from ..events.ids import event_time_ms, ulid_prefix
 from ..events.shards import event_author
 from ..events.validation import NORMALISERS
 from ..events.values import EVENT_VERSION
@@ -58,6 +66,7 @@ class Verdict:
     accepted: list[tuple[str, dict]] = field(default_factory=list)
     rejected: list[Rejected] = field(default_factory=list)
     pending: list[Candidate] = field(default_factory=list)  # signer unknown: judge again once learned
+    future: list[tuple[Candidate, int]] = field(default_factory=list)  # dated ahead: (line, its time in ms)
     learned: list[str] = field(default_factory=list)
     seals: int = 0
     verified_one_by_one: int = 0
@@ -67,19 +76,46 @@ class Verdict:
 class Verifier:
     """Judges batches of lines against a ring (see the module rules)."""
 
-    def __init__(self, ring: KeyRing):
+    DEFAULT_SKEW_S = 600.0
+
+    def __init__(self, ring: KeyRing, *, skew_s: float = DEFAULT_SKEW_S, clock: Callable[[], float] = time.time):
         self.ring = ring
+        self.skew_s = skew_s
+        self.clock = clock  # seconds since the epoch (a test may pass its own)
+
+    def horizon_ms(self) -> int:
+        """Events dated after this (milliseconds) are held back for now."""
+        return int((self.clock() + self.skew_s) * 1000)
+
+    def _ahead(self) -> Callable[[dict], bool]:
+        """Whether an event is dated past the horizon, by comparing strings (a rebuild asks
+        a million times): a ULID's first 10 characters and an RFC 3339 UTC time to the
+        second both sort as the time they carry."""
+        horizon = self.horizon_ms()
+        ulid_head = ulid_prefix(horizon)
+        stamp = datetime.fromtimestamp(horizon // 1000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+
+        def ahead(d: dict) -> bool:
+            eid, ts = d.get("event_id"), d.get("timestamp")
+            return (isinstance(eid, str) and eid[:10] > ulid_head) or (isinstance(ts, str) and ts[:19] > stamp)
+
+        return ahead
 
     def check(self, batch: list[Candidate], remembered: set[bytes] | None = None) -> Verdict:
         """The verdict on ``batch``. ``remembered``: digests of lines accepted before
         (`verdicts.VerdictMemory`); those are accepted without a verification."""
         out = Verdict()
         registers, seals, rest = [], [], []
+        ahead = self._ahead()
         for c in batch:
             t = c.event.get("type")
             if t == SEAL_TYPE:
                 seals.append(c)
-            elif t == "agent.register" and _known(c.event):
+                continue
+            known = _known(c.event)
+            if known and ahead(c.event):
+                out.future.append((c, event_time_ms(c.event)))
+            elif t == "agent.register" and known:
                 registers.append(c)
             else:
                 rest.append(c)
@@ -97,6 +133,8 @@ class Verifier:
             self._line(c, out, covered, remembered)
         if remembered is None:  # a rebuild need not pay for seals no line asked for
             covered.finish()
+        if out.learned:
+            self.ring.flush()  # once per batch, before the batch is folded
         return out
 
     # ------------------------------------------------------------------ judges

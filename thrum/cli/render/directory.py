@@ -21,7 +21,8 @@ def render_agents(agents: list[dict[str, Any]], *, now: datetime | None = None, 
         active = a.get("active_sessions")
         status = "active" if (active if isinstance(active, bool) else (active or 0) > 0) else "offline"
         if a.get("deleted"):
-            status = "deleted"
+            by = a.get("deleted_by")
+            status = f"deleted by {at(str(by))}" if by and by != name else "deleted"
         rows.append(
             [
                 at(name) + (" (you)" if me and name == me else ""),

@@ -12,14 +12,24 @@ import unicodedata
 from datetime import datetime, timezone
 from typing import Any, Iterable
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def _visible(match: re.Match[str]) -> str:
+    c = ord(match.group())
+    return "\\x%02x" % c if c < 0x100 else "\\u%04x" % c
 
 
 def clean(text: Any) -> str:
-    """Untrusted text made safe for a terminal (tabs expanded, controls visible)."""
+    """Untrusted text made safe for a terminal (tabs expanded, controls visible).
+
+    Escaped: C0 and C1 controls (but newline and tab), and Unicode's bidirectional
+    controls (embeddings, overrides, isolates, marks) and line/paragraph separators,
+    which would reorder or break what follows them on the reader's screen.
+    """
     text = "" if text is None else str(text)
     text = text.replace("\r\n", "\n").expandtabs(4)
-    return _CONTROL.sub(lambda m: "\\x%02x" % ord(m.group()), text)
+    return _CONTROL.sub(_visible, text)
 
 
 def parse_time(value: Any) -> datetime | None:

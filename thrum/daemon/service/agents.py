@@ -65,6 +65,8 @@ async def register(call: Call) -> dict:
         )
     if role == name:
         raise errors.ValidationError(f"invalid params: agent name {name!r} must differ from its role", field="name")
+    if role in ev.RESERVED_NAMES:
+        raise errors.ValidationError(f"invalid params: role {role!r} is a reserved name; choose another", field="role")
     fields = {
         "role": role,
         "module": p.str("module", default="", max_len=256),
@@ -83,7 +85,10 @@ async def register(call: Call) -> dict:
     public_key, new_key = await call.ctx.ensure_key(name)
     if existing is not None and not new_key and all(existing.get(k, "") == v for k, v in fields.items()):
         return {"agent": call.ctx.with_last_seen([dict(existing)])[0], "created": False, "updated": False}
-    await call.ctx.write([ev.AgentRegister(agent_id=name, name=name, public_key=public_key, **fields)])
+    event_id = await call.ctx.registration_id(name)  # after a removal, even one dated a little ahead
+    await call.ctx.write(
+        [ev.AgentRegister(agent_id=name, name=name, public_key=public_key, event_id=event_id, **fields)]
+    )
     info = await call.ctx.agent(name, refresh=True)
     return {
         "agent": call.ctx.with_last_seen([dict(info)])[0] if info else info,
@@ -145,13 +150,22 @@ async def _delete(call: Call, names: list[str], reason: str, how: str, actor: st
 
 @method("agent.delete")
 async def delete(call: Call) -> dict:
+    """Remove ``name``. Removing another agent (one whose key is not the actor's) needs
+    ``force``, and the removal names who did it (``by``): the agent's own next action on
+    a machine holding its key brings it back (`thrum.daemon.callers`)."""
     p = call.params
     name = p.str("name", required=True)
     if await call.ctx.agent(name, refresh=True) is None:
         raise errors.NotFound(f"agent {name!r} not found")
     actor = await _actor(call, name)
+    if actor != name and not p.bool("force"):
+        raise errors.ValidationError(
+            f"invalid params: @{actor} is deleting another agent (@{name}): pass force: true "
+            f"(`thrum agent delete {name} --force`); @{name} comes back when it next acts",
+            field="force",
+        )
     await _delete(call, [name], p.str("reason", default="manual deletion", max_len=1024), "manual", actor)
-    return {"agent_id": name, "deleted": True}
+    return {"agent_id": name, "deleted": True, "deleted_by": actor}
 
 
 MAX_AGE_DAYS = 36_500  # a century: any older cutoff is before every agent (and before datetime's range)

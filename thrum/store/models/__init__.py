@@ -23,7 +23,7 @@ Everything here can be thrown away and rebuilt from the log: bump
 
 from __future__ import annotations
 
-from .bookkeeping import AppliedEvent, FoldIssue, IdempotencyKey, KeyValue, LogPosition, SchemaVersion
+from .bookkeeping import AppliedEvent, FoldIssue, HeldLine, IdempotencyKey, KeyValue, LogPosition, SchemaVersion
 from .directory import Agent, AgentContext, Group, GroupMember, Session, Thread
 from .inbox import AgentSigCount, MentionSig, MentionSigTarget, SigAuthorTotal, SigTotal
 from .messages import (
@@ -39,8 +39,9 @@ from .messages import (
     ReadState,
 )
 
-SCHEMA_VERSION = 8  # 5: applied_events keyed by event id and author (store.fold.dedup_key);
-#                    6: message_scopes/message_refs.pos (the order given); 7: messages.subject; 8: idempotency_keys
+SCHEMA_VERSION = 9  # 5: applied_events keyed by event id and author (store.fold.dedup_key);
+#                    6: message_scopes/message_refs.pos (the order given); 7: messages.subject; 8: idempotency_keys;
+#                    9: held_lines (events dated ahead), agents.cleanup_by, sessions keyed by id and agent
 
 TABLE_MODELS = [
     Message,
@@ -66,6 +67,7 @@ TABLE_MODELS = [
     AppliedEvent,
     LogPosition,
     FoldIssue,
+    HeldLine,
     SchemaVersion,
     KeyValue,
     IdempotencyKey,

@@ -32,7 +32,8 @@ class LogPosition(Base):
 
 
 class FoldIssue(Base):
-    """A line or event the fold refused: malformed, forged, conflicting. Kept for `sync status`."""
+    """A line or event the fold refused: malformed, forged, conflicting. Kept for `sync status`;
+    one row per line up to a bound per kind, then a count per file and kind (store/issues.py)."""
 
     key = pw.TextField(primary_key=True)  # stable: shard + event_id or line digest
     kind = pw.TextField()  # malformed | forged | conflict
@@ -40,9 +41,24 @@ class FoldIssue(Base):
     event_id = pw.TextField(default="")
     reason = pw.TextField()
     seen_at = pw.TextField()
+    count = pw.IntegerField(null=True)  # NULL: one line; else lines of this kind and file past the bound
 
     class Meta:
         table_name = "fold_issues"
+        indexes = ((("kind", "count"), False),)
+
+
+class HeldLine(Base):
+    """A line dated ahead of this replica's clock, held until its time comes (store/held.py)."""
+
+    key = pw.TextField(primary_key=True)  # the key of its fold issue: future:shard:event_id
+    shard = pw.TextField()
+    event_id = pw.TextField()
+    due = pw.IntegerField(index=True)  # the time it carries, in ms
+    line = pw.BlobField()
+
+    class Meta:
+        table_name = "held_lines"
 
 
 class SchemaVersion(Base):

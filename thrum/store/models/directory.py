@@ -20,6 +20,7 @@ class Agent(Base):
     event_id = pw.TextField(null=True)  # latest agent.register
     cleanup_event_id = pw.TextField(null=True)
     cleanup_reason = pw.TextField(default="")
+    cleanup_by = pw.TextField(null=True)  # who removed it ("": itself, or a log written before `by`)
 
     class Meta:
         table_name = "agents"
@@ -38,8 +39,11 @@ class AgentContext(Base):
 
 
 class Session(Base):
-    session_id = pw.TextField(primary_key=True)
-    agent_id = pw.TextField(default="")
+    """A session belongs to the agent whose (signed) events name it: keyed by both, so
+    another agent's start or end naming the same id is a row of its own (issue 31)."""
+
+    session_id = pw.TextField()
+    agent_id = pw.TextField()
     started_at = pw.TextField(null=True)
     ended_at = pw.TextField(null=True)
     end_reason = pw.TextField(null=True)
@@ -49,6 +53,7 @@ class Session(Base):
 
     class Meta:
         table_name = "sessions"
+        primary_key = pw.CompositeKey("session_id", "agent_id")
 
 
 class Group(Base):
