@@ -46,7 +46,7 @@ def init_repo(repo: str | os.PathLike | None = None, *, start_daemon: bool = Tru
     """
     root = find_repo_root(repo)
     from . import config as config_mod
-    from .sync.replicate import credentials_from_env, remote_callbacks
+    from .sync.transport.credentials import credentials_from_env, remote_callbacks
     from .sync.worktree import common_dir, ensure_sync_worktree
 
     common = common_dir(root)

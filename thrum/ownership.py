@@ -17,7 +17,7 @@ Rules (docs/design/trust.md, "Local state"):
 
 `state_problem` is on every command's start-up path (`thrum.paths.resolve`) and
 the daemon's: a few ``stat`` calls and the first entries of git's index
-(`thrum.sync.gitindex`, read by hand: pygit2 alone would cost 40 ms).
+(`thrum.gitindex`, read by hand: pygit2 alone would cost 40 ms).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def _owner_problem(path: Path, st: os.stat_result, what: str) -> str | None:
 
 def tracked(checkout: Path, rel: str) -> list[str]:
     """Paths git's index of ``checkout`` tracks at ``rel`` or below it (unreadable index: ``rel``)."""
-    from .sync.gitindex import Unreadable, tracked_under
+    from .gitindex import Unreadable, tracked_under
 
     try:
         return tracked_under(checkout, rel)

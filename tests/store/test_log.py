@@ -64,7 +64,7 @@ def test_read_new_returns_only_lines_after_the_positions(tmp_log, e):
     r2 = tmp_log.read_new(r1.positions)
     assert event_ids(r2) == [d["event_id"] for _, d in second]
     assert tmp_log.read_new(r2.positions).records == []
-    assert r2.positions["messages/alice/000001.jsonl"] == tmp_log.position_at_end("messages/alice/000001.jsonl")
+    assert r2.positions["messages/alice/000001.jsonl"] == tmp_log.end_position("messages/alice/000001.jsonl")
 
 
 def test_torn_last_line_is_reported_skipped_and_later_kept_separate(db, tmp_log, e):

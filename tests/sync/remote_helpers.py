@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import pygit2
 
 from fixtures.repos.builders import make_replicas
-from sync_helpers import Cluster, Replica
-from thrum.sync.credentials import Credentials, remote_callbacks
+from sync_helpers import Cluster, RecordingLog, Replica
+from thrum.sync.transport.credentials import Credentials, remote_callbacks
 from thrum.sync.replicate import Replicator
 from thrum.sync.worktree import ensure_sync_worktree
 
@@ -25,5 +24,5 @@ def net_cluster(base: Path, n: int, url_of, credentials: Credentials) -> Cluster
     for path in pair.clones:
         set_origin(path, url_of(pair.remote))
         wt = ensure_sync_worktree(path, callbacks=remote_callbacks(credentials))
-        replicas.append(Replica(path, wt, Replicator(wt, credentials=credentials), threading.Lock()))
+        replicas.append(Replica(path, wt, Replicator(wt, credentials=credentials), RecordingLog(wt)))
     return Cluster(pair.remote, replicas)

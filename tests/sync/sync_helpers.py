@@ -13,7 +13,9 @@ import pygit2
 import pytest
 
 from fixtures.repos.builders import make_replicas
-from thrum.sync.replicate import Replicator, run_cycle
+from thrum.sync.cycle import run_cycle
+from thrum.sync.logaccess import PlainLog
+from thrum.sync.replicate import Replicator
 from thrum.sync.worktree import SYNC_REF, ensure_sync_worktree
 
 
@@ -63,7 +65,7 @@ def push_tree(remote: Path, entries: dict, message: str = "forged\n") -> pygit2.
 
 
 def keys_of(data: bytes) -> list[bytes]:
-    from thrum.sync.merge import event_key, split_lines
+    from thrum.sync.merge.shard import event_key, split_lines
 
     return [event_key(line) for line in split_lines(data)]
 
@@ -103,18 +105,45 @@ def git_fsck(repo: Path) -> None:
     assert proc.returncode == 0, proc.stderr
 
 
+class RecordingLog(PlainLog):
+    """`PlainLog` that keeps what each merged chunk brought (``received``, per file, in
+    order) and whether its lock was held when the chunk was handed over (``held``)."""
+
+    def __init__(self, root: Path):
+        super().__init__(root)
+        self.received: dict[str, list[bytes]] = {}
+        self.held: list[bool] = []
+
+    def apply_remote(self, writes, received):
+        self.held.append(self._lock.locked())
+        for path, lines in received.items():
+            self.received.setdefault(path, []).extend(lines)
+        return super().apply_remote(writes, received)
+
+    def take_received(self) -> dict[str, list[bytes]]:
+        got, self.received = self.received, {}
+        return got
+
+
 @dataclass
 class Replica:
     repo: Path
     worktree: Path
     replicator: Replicator
-    lock: threading.Lock
+    files: RecordingLog
 
-    def locked(self):
-        return self.lock
+    @property
+    def lock(self) -> threading.Lock:
+        return self.files.locked()
 
     def sync(self, **kw):
-        return run_cycle(self.replicator, self.locked, **kw)
+        return run_cycle(self.replicator, self.files, **kw)
+
+    def commit(self, paths: list[str] | None = None) -> bool:
+        """Commit what was appended: ``paths`` named, or (None) found by git's status."""
+        if paths is not None:
+            self.files.note_appended(paths)
+        return self.replicator.commit_pending(self.files)
 
     def read(self, shard: str) -> bytes:
         path = self.worktree / shard
@@ -144,5 +173,5 @@ def make_cluster(tmp_path: Path, n: int) -> Cluster:
     replicas = []
     for path in pair.clones:
         wt = ensure_sync_worktree(path)
-        replicas.append(Replica(path, wt, Replicator(wt), threading.Lock()))
+        replicas.append(Replica(path, wt, Replicator(wt), RecordingLog(wt)))
     return Cluster(pair.remote, replicas)

@@ -21,10 +21,10 @@ from hypothesis import strategies as st
 
 from fixtures.repos.builders import make_replicas
 from thrum import events as ev
-from thrum.daemon.writer import tail_position
 from thrum.store import database, projection
-from thrum.store.log import EventLog, LogIssue
-from thrum.sync.replicate import Replicator, run_cycle
+from thrum.store.log import EventLog
+from thrum.sync.cycle import run_cycle
+from thrum.sync.replicate import Replicator
 from thrum.sync.worktree import ensure_sync_worktree
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "store"))
@@ -42,7 +42,8 @@ TIMES = {
 
 
 class Node:
-    """One replica: what the daemon does, in process (git, the log, SQLite)."""
+    """One replica: what the daemon does, in process (git, the log, SQLite). It lends its
+    log to the sync cycle as the daemon's writer does (`thrum.sync.logaccess.LogAccess`)."""
 
     def __init__(self, path: Path, index: int):
         self.index = index
@@ -62,7 +63,7 @@ class Node:
     def write(self, events: list[dict]) -> None:
         touched = self.log.append(events)
         self.dirty.update(touched)
-        positions = {s: tail_position(self.log.root / s) for s in touched}
+        positions = {s: self.log.end_position(s) for s in touched}
         projection.fold(self.db, [(ev.stream_for(e), e) for e in events], positions=positions)
         self._learn(events)
 
@@ -71,28 +72,32 @@ class Node:
             if d.get("type") == "message.create":
                 self.known.append((d["message_id"], d["agent_id"]))
 
+    # -- the log as a sync cycle sees it (LogAccess)
+
+    def locked(self):
+        return self.lock
+
+    def appended(self) -> list[str]:
+        taken = sorted(self.dirty)
+        self.dirty.clear()
+        return taken
+
+    def not_committed(self, paths: list[str]) -> None:
+        self.dirty.update(paths)
+
+    def read(self, path: str):
+        return self.log.read_file(path)
+
+    def apply_remote(self, writes, received):
+        stats = self.log.replace_segments(writes)
+        read = self.log.decode(received)
+        positions = {s: self.log.end_position(s) for s in {*received, *(p for p, _ in writes)}}
+        projection.fold(self.db, read.records, issues=read.issues, positions=positions)
+        self._learn(d for _, d in read.records)
+        return stats
+
     def sync(self) -> None:
-        def on_received(outcome) -> None:
-            records, issues = [], []
-            for shard, lines in outcome.received_lines.items():
-                for line in lines:
-                    try:
-                        records.append((shard, ev.decode_line(line)))
-                    except ev.MalformedEvent as exc:
-                        issues.append(LogIssue(shard, 0, str(exc), line[:200]))
-            positions = {
-                s: tail_position(self.log.root / s) for s in set(outcome.received_lines) | set(outcome.written)
-            }
-            self.log.forget_cached_state()
-            projection.fold(self.db, records, issues=issues, positions=positions)
-            self._learn(d for _, d in records)
-
-        def take() -> list[str]:
-            taken = sorted(self.dirty)
-            self.dirty.clear()
-            return taken
-
-        report = run_cycle(self.replicator, lambda: self.lock, on_received=on_received, paths=take)
+        report = run_cycle(self.replicator, self)
         assert report.error is None and report.pushed
 
     def session(self, agent: str) -> str:

@@ -11,8 +11,8 @@ import pygit2
 import pytest
 
 from thrum.sync import AuthError, RemoteUnreachable
-from thrum.sync import gitcredential
-from thrum.sync.credentials import (
+from thrum.sync.transport import gitcredential
+from thrum.sync.transport.credentials import (
     Credentials,
     credentials_from_env,
     key_file_problem,

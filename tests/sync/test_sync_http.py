@@ -15,8 +15,9 @@ from fixtures.servers.tcp import SilentServer
 from remote_helpers import net_cluster, set_origin
 from sync_helpers import append, assert_linear_single_root, event, keys_of
 from thrum.sync import AuthError, RemoteUnreachable, SyncError
-from thrum.sync.credentials import Credentials, credentials_from_env, remote_callbacks
-from thrum.sync.replicate import Replicator, run_cycle
+from thrum.sync.cycle import run_cycle
+from thrum.sync.replicate import Replicator
+from thrum.sync.transport.credentials import Credentials, credentials_from_env, remote_callbacks
 from thrum.sync.worktree import SYNC_REF, ensure_sync_worktree
 
 SHARD = "messages/alice/000001.jsonl"
@@ -182,7 +183,7 @@ def test_racing_pushes_over_http_are_retried_not_reported(tmp_path, served):
 
     def run(r):
         try:
-            reports.append(run_cycle(r.replicator, r.locked, backoff_s=0.02))
+            reports.append(run_cycle(r.replicator, r.files, backoff_s=0.02))
         except Exception as exc:  # noqa: BLE001 - collected for the assertion
             errors.append(exc)
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import threading
 from pathlib import Path
 
 import pygit2
@@ -16,8 +15,10 @@ from sync_helpers import git_fsck
 from thrum import events as ev
 from thrum.store.log import EventLog
 from thrum.sync import hygiene, hygiene_child
-from thrum.sync.packs import read_index
-from thrum.sync.replicate import Replicator, run_cycle
+from thrum.sync.cycle import run_cycle
+from thrum.sync.gitstore.packs import read_index
+from thrum.sync.logaccess import PlainLog
+from thrum.sync.replicate import Replicator
 from thrum.sync.worktree import ensure_sync_worktree
 
 SESSION = "ses_01JD5Q9W1Z8X7Y6V5T4S3R2Q1P"
@@ -30,7 +31,7 @@ class Replica:
         self.worktree = ensure_sync_worktree(path)
         self.replicator = Replicator(self.worktree)
         self.log = EventLog(self.worktree)
-        self.lock = threading.Lock()
+        self.files = PlainLog(self.worktree)
 
     def write(self, round_: int, n: int) -> int:
         """Append ``n`` events the daemon's way; their size in bytes."""
@@ -42,12 +43,11 @@ class Replica:
             ).to_dict()
             for k in range(n)
         ]
-        self.touched = self.log.append(events)
+        self.files.note_appended(self.log.append(events))
         return sum(len(ev.encode_line(e)) for e in events)
 
     def sync(self) -> None:
-        report = run_cycle(self.replicator, lambda: self.lock, paths=getattr(self, "touched", None))
-        self.touched = []
+        report = run_cycle(self.replicator, self.files)
         self.log.forget_cached_state()
         assert report.pushed
 

@@ -3,7 +3,6 @@ real replica (key summaries kept between cycles), and index entries written with
 
 from __future__ import annotations
 
-import contextlib
 import os
 import zlib
 from pathlib import Path
@@ -14,8 +13,10 @@ import pytest
 from sync_helpers import append, assert_linear_single_root, event, git_fsck, push_tree
 from thrum.sync import SyncError
 from thrum.sync.localremote import local_remote_path, open_local_remote
-from thrum.sync.merge import merge_shard
-from thrum.sync.replicate import Replicator, run_cycle
+from thrum.sync.cycle import run_cycle
+from thrum.sync.logaccess import PlainLog
+from thrum.sync.merge.shard import merge_shard
+from thrum.sync.replicate import Replicator
 from thrum.sync.worktree import SYNC_REF
 
 SHARD = "messages/alice/000001.jsonl"
@@ -119,7 +120,7 @@ def test_fetch_from_a_remote_whose_objects_are_packed(tmp_path, cluster):
     repo_a = pygit2.Repository(str(a.repo))
     before = packs(cluster.remote)
     append(a.worktree, SHARD, event("01A"), event("01B"))
-    a.replicator.commit_pending()
+    a.commit()
     repo_a.remotes.create_anonymous(str(cluster.remote)).push([f"{SYNC_REF}:{SYNC_REF}"])
     assert packs(cluster.remote) != before
     assert not loose_path(cluster.remote, remote_blob(cluster, SHARD).id).exists()
@@ -133,8 +134,8 @@ def test_push_loses_a_race_when_the_remote_moved_since_the_fetch(cluster):
     append(a.worktree, SHARD, event("01A"))
     append(b.worktree, "messages/bob/000001.jsonl", event("01B"))
     for r in (a, b):
-        r.replicator.commit_pending()
-        r.replicator.merge(r.replicator.fetch())
+        r.commit()
+        r.replicator.merge(r.replicator.fetch(), r.files)
     assert a.replicator.push() is True
     assert b.replicator.push() is False
     tip = pygit2.Repository(str(cluster.remote)).references[SYNC_REF].target
@@ -148,14 +149,15 @@ def test_fast_path_in_a_replica_matches_the_merge_and_keeps_its_summary(cluster)
     append(a.worktree, SHARD, *(event(f"01A{i:04d}") for i in range(200)))
     a.sync()
     b.sync()  # cold: B summarises the shard once
+    b.files.take_received()
     assert SHARD in b.replicator._keys._items
     for round_ in range(3):
         before = b.read(SHARD)
         append(a.worktree, SHARD, event(f"01R{round_}"))
         a.sync()
         append(b.worktree, "messages/bob/000001.jsonl", event(f"01B{round_}"))  # another shard of B's
-        report = b.sync()
-        assert report.received_lines[SHARD] == [event(f"01R{round_}")]
+        b.sync()
+        assert b.files.take_received()[SHARD] == [event(f"01R{round_}")]
         assert b.read(SHARD) == merge_shard(remote_blob(cluster, SHARD).data, before).data
     a.sync()
     assert a.read(SHARD) == b.read(SHARD) and a.read("messages/bob/000001.jsonl") == b.read("messages/bob/000001.jsonl")
@@ -168,6 +170,7 @@ def test_summary_of_a_shard_rewritten_in_place_is_not_trusted(cluster):
     append(a.worktree, SHARD, event("01A"), event("01B"))
     a.sync()
     b.sync()  # B keeps a summary of [A, B]: clean
+    b.files.take_received()
     # Someone rewrites B's file in place (same length): [A, A], a repeated key ...
     path = b.worktree / SHARD
     forged = path.read_bytes().replace(b"01B", b"01A")
@@ -175,10 +178,10 @@ def test_summary_of_a_shard_rewritten_in_place_is_not_trusted(cluster):
         f.write(forged)
     # ... and a hostile remote holds [A, A, C], of which B's file is now a prefix.
     push_tree(cluster.remote, {SHARD: forged + event("01C")})
-    report = b.sync()
+    b.sync()
     # The summary of [A, B] no longer matches the file, so the repeated key is seen.
     assert b.read(SHARD) == merge_shard(forged + event("01C"), forged).data == event("01A") + event("01C")
-    assert report.received_lines[SHARD] == [event("01C")]
+    assert b.files.take_received()[SHARD] == [event("01C")]
 
 
 def test_both_sides_appended_to_one_shard_take_the_exact_merge(cluster):
@@ -198,7 +201,7 @@ def test_both_sides_appended_to_one_shard_take_the_exact_merge(cluster):
 def test_a_big_fetch_is_written_as_several_packs_each_complete(cluster, monkeypatch):
     """Memory stays bounded on a big fetch: the objects are written as a pack whenever
     enough wait, children before parents, so every pack's objects have their history."""
-    import thrum.sync.objbatch as objbatch
+    import thrum.sync.gitstore.objbatch as objbatch
 
     a, b = cluster.a, cluster.b
     for i in range(6):
@@ -226,10 +229,10 @@ def test_merge_writes_index_entries_without_hashing_the_files(cluster, monkeypat
     assert not any(isinstance(x, (str, os.PathLike)) for x in added)  # no add-by-path (hashing)
     monkeypatch.undo()
     assert b.replicator.repo.status() == {}
-    assert b.replicator.commit_pending() is False
+    assert b.commit() is False
     append(b.worktree, SHARD, event("01B"))  # an append after the merge is still seen
     assert b.replicator.repo.status() == {SHARD: pygit2.enums.FileStatus.WT_MODIFIED}
-    assert b.replicator.commit_pending() is True
+    assert b.commit() is True
 
 
 def test_a_fresh_replicator_rereads_what_a_fetch_did_not_keep(cluster, monkeypatch):
@@ -241,6 +244,6 @@ def test_a_fresh_replicator_rereads_what_a_fetch_did_not_keep(cluster, monkeypat
     append(a.worktree, "messages/bob/000001.jsonl", event("01B"))
     a.sync()
     fresh = Replicator(b.worktree)
-    report = run_cycle(fresh, contextlib.nullcontext)
+    report = run_cycle(fresh, PlainLog(b.worktree))
     assert report.received == 2
     assert b.read(SHARD) == a.read(SHARD)

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from thrum.sync.merge import MAX_DEPTH, NOT_AN_EVENT, MergeResult, event_key, merge_shard, split_lines
+from thrum.sync.merge.shard import MAX_DEPTH, NOT_AN_EVENT, MergeResult, event_key, merge_shard, split_lines
 
 J = NOT_AN_EVENT  # the key of a line that is not an event starts with it
 
@@ -344,7 +344,7 @@ def test_event_key_matches_the_stdlib_reference(line):
 
 # --- the fast path: one side is a line-aligned prefix of the other ------------------------
 
-from thrum.sync.merge import ShardKeys, merge_shard_fast, merge_shard_keyed, shard_keys  # noqa: E402
+from thrum.sync.merge.shard import ShardKeys, merge_shard_fast, merge_shard_keyed, shard_keys  # noqa: E402
 
 
 def check_fast(remote: bytes, local: bytes, known: ShardKeys | None = None):

@@ -1,4 +1,4 @@
-"""A sync step's new objects as one pack (`thrum.sync.objbatch`): the ids, commits and
+"""A sync step's new objects as one pack (`thrum.sync.gitstore.objbatch`): the ids, commits and
 packs it writes are the ones git and libgit2 would, and nothing is written unless asked."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 from pygit2.enums import ObjectType
 
 from sync_helpers import git_fsck
-from thrum.sync.gitlib import commit_object
-from thrum.sync.objbatch import ObjectBatch
+from thrum.sync.gitstore.gitlib import commit_object
+from thrum.sync.gitstore.objbatch import ObjectBatch
 
 
 @pytest.fixture

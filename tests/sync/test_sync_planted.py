@@ -11,7 +11,8 @@ import zlib
 import pytest
 
 from sync_helpers import append, event
-from thrum.sync import SyncError, hygiene, packs, remotefiles
+from thrum.sync import SyncError, hygiene, remotefiles
+from thrum.sync.gitstore import packs
 from thrum.sync.localremote import open_local_remote
 
 from test_sync_localremote import SHARD, loose_path, remote_blob

@@ -6,15 +6,16 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import threading
 
 import pygit2
 import pytest
 
 from fixtures.repos.builders import make_replicas
 from sync_helpers import append, assert_linear_single_root, event, keys_of
-from thrum.sync.replicate import Replicator, run_cycle
-from thrum.sync.transport import lost_race
+from thrum.sync.cycle import run_cycle
+from thrum.sync.logaccess import PlainLog
+from thrum.sync.replicate import Replicator
+from thrum.sync.transport.session import lost_race
 from thrum.sync.worktree import SYNC_REF, ensure_sync_worktree
 
 SHARD = "messages/alice/000001.jsonl"
@@ -30,7 +31,7 @@ def test_relative_and_file_url_remotes_attach_and_sync_from_any_directory(tmp_pa
     pair = make_replicas(tmp_path, 2)
     a, wt_a = _replica(pair.a)
     append(wt_a, SHARD, event("01A1"))
-    assert run_cycle(a, threading.Lock).pushed
+    assert run_cycle(a, PlainLog(a.worktree_path)).pushed
     url = "../remote.git" if form == "relative" else pair.remote.as_uri()
     pygit2.Repository(str(pair.b)).remotes.set_url("origin", url)
     with caplog.at_level(logging.WARNING), contextlib.chdir("/"):
@@ -38,10 +39,10 @@ def test_relative_and_file_url_remotes_attach_and_sync_from_any_directory(tmp_pa
         assert "unsupported URL protocol" not in caplog.text and "creating it locally" not in caplog.text
         assert keys_of((wt_b / SHARD).read_bytes()) == keys_of(event("01A1"))
         append(wt_b, SHARD, event("01B1"))
-        report = run_cycle(b, threading.Lock)
+        report = run_cycle(b, PlainLog(b.worktree_path))
     assert report.pushed
     assert report.remote_url == (str(pair.remote) if form == "relative" else url)
-    assert run_cycle(a, threading.Lock).received == 1
+    assert run_cycle(a, PlainLog(a.worktree_path)).received == 1
     assert_linear_single_root(pair.remote)
 
 
@@ -64,7 +65,7 @@ def test_a_ref_lock_held_by_another_pusher_is_retried_not_reported_unreachable(t
     pair = make_replicas(tmp_path, 2)
     a, wt_a = _replica(pair.a)
     append(wt_a, SHARD, event("01A1"))
-    assert run_cycle(a, threading.Lock).pushed
+    assert run_cycle(a, PlainLog(a.worktree_path)).pushed
     lock = pair.remote / "refs" / "heads" / "a-sync.lock"
     lock.write_text("held by another pusher\n")
     append(wt_a, SHARD, event("01A2"))
@@ -75,7 +76,7 @@ def test_a_ref_lock_held_by_another_pusher_is_retried_not_reported_unreachable(t
         if len(sleeps) == 2:
             os.unlink(lock)
 
-    report = run_cycle(a, threading.Lock, sleep=sleep, backoff_s=0.01)
+    report = run_cycle(a, PlainLog(a.worktree_path), sleep=sleep, backoff_s=0.01)
     assert report.pushed and report.error is None and report.attempts == 3
     tip = pygit2.Repository(str(pair.remote)).references[SYNC_REF].target
     assert tip == a.repo.references[SYNC_REF].target
@@ -84,9 +85,9 @@ def test_a_ref_lock_held_by_another_pusher_is_retried_not_reported_unreachable(t
 def test_a_race_lost_every_time_is_reported_as_a_race(tmp_path):
     pair = make_replicas(tmp_path, 1)
     a, wt_a = _replica(pair.a)
-    assert run_cycle(a, threading.Lock).pushed
+    assert run_cycle(a, PlainLog(a.worktree_path)).pushed
     (pair.remote / "refs" / "heads" / "a-sync.lock").write_text("stuck\n")
     append(wt_a, SHARD, event("01A1"))
-    report = run_cycle(a, threading.Lock, sleep=lambda s: None, max_attempts=3)
+    report = run_cycle(a, PlainLog(a.worktree_path), sleep=lambda s: None, max_attempts=3)
     assert not report.pushed
     assert report.error == "push to origin was rejected 3 times because others kept pushing; the next sync retries"

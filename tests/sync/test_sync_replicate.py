@@ -21,7 +21,9 @@ from sync_helpers import (
     tree_with,
 )
 from thrum.sync import RemoteUnreachable, SyncError
-from thrum.sync.replicate import Replicator, run_cycle
+from thrum.sync.cycle import run_cycle
+from thrum.sync.logaccess import PlainLog
+from thrum.sync.replicate import Replicator
 from thrum.sync.worktree import SYNC_REF, ensure_sync_worktree
 
 SHARD = "messages/alice/000001.jsonl"
@@ -42,7 +44,7 @@ def test_replicate_a_appends_b_receives(cluster):
     assert report.pushed and report.commits == 1 and report.sent == 2 and report.received == 0
     report = b.sync()
     assert report.received == 2
-    assert report.received_lines == {SHARD: [event("01A"), event("01B")]}
+    assert b.files.take_received() == {SHARD: [event("01A"), event("01B")]}
     assert b.read(SHARD) == a.read(SHARD)
     assert head(a) == head(b) == remote_tip(cluster)
     assert b.replicator.index.flush()  # the index's stat data is written in batches (and at the end)
@@ -65,7 +67,7 @@ def test_the_worktree_index_is_written_in_batches_not_at_every_sync(cluster):
     assert len(a.replicator.index.pending) >= 6
     # A sync without the daemon's record of appended files asks git: nothing is lost meanwhile.
     append(a.worktree, SHARD, event("01Z"))
-    assert a.replicator.commit_pending(None)
+    assert a.commit()
     a.sync()
     assert b.sync().received == 11
     assert a.replicator.index.flush() and a.replicator.index.pending == {}
@@ -107,8 +109,8 @@ def test_replicate_merge_takes_uncommitted_appends(cluster):
     append(a.worktree, SHARD, event("01A"))
     a.sync()
     append(b.worktree, SHARD, event("01B"))
-    tip = b.replicator.fetch()  # no commit_pending: 01B is only in the file
-    outcome = b.replicator.merge(tip)
+    tip = b.replicator.fetch()  # no commit: 01B is only in the file
+    outcome = b.replicator.merge(tip, b.files)
     assert outcome.commits == 1 and outcome.sent == 1 and outcome.received == 1
     assert b.read(SHARD) == event("01A") + event("01B")
     assert b.replicator.index.flush() and b.replicator.repo.status() == {}
@@ -122,8 +124,8 @@ def test_replicate_push_race_is_retried_and_converges(cluster):
     append(b.worktree, "messages/bob/000001.jsonl", event("01B1"))
     # Both merge on the same (absent) remote tip; A pushes first.
     for r in (a, b):
-        r.replicator.commit_pending()
-        r.replicator.merge(r.replicator.fetch())
+        r.commit()
+        r.replicator.merge(r.replicator.fetch(), r.files)
     assert a.replicator.push() is True
     assert b.replicator.push() is False
     report = b.sync()
@@ -150,7 +152,7 @@ def test_run_cycle_retries_when_someone_pushes_during_the_cycle(cluster):
         return tip
 
     b.replicator.fetch = racing_fetch
-    report = run_cycle(b.replicator, b.locked, sleep=sleeps.append, backoff_s=0.01)
+    report = run_cycle(b.replicator, b.files, sleep=sleeps.append, backoff_s=0.01)
     assert report.pushed and report.attempts == 3
     # exponential backoff with jitter (0.5x to 1.5x), so replicas that lost together spread out
     assert len(sleeps) == 2 and 0.005 <= sleeps[0] <= 0.015 and 0.01 <= sleeps[1] <= 0.03
@@ -165,13 +167,13 @@ def test_run_cycle_gives_up_after_max_attempts(cluster):
     a, b = cluster.a, cluster.b
     append(b.worktree, SHARD, event("01B1"))
 
-    @contextlib.contextmanager
-    def always_racing():
-        append(a.worktree, "events/000001.jsonl", event(f"01A{time.monotonic_ns()}"))
-        a.sync()
-        yield
+    class AlwaysRacing(PlainLog):
+        def locked(self):
+            append(a.worktree, "events/000001.jsonl", event(f"01A{time.monotonic_ns()}"))
+            a.sync()
+            return contextlib.nullcontext()
 
-    report = run_cycle(b.replicator, always_racing, max_attempts=2, sleep=lambda s: None)
+    report = run_cycle(b.replicator, AlwaysRacing(b.worktree), max_attempts=2, sleep=lambda s: None)
     assert not report.pushed and report.attempts == 2
     assert "rejected 2 times" in report.error
     assert b.sync().pushed  # nothing was lost: the next cycle lands it
@@ -180,17 +182,13 @@ def test_run_cycle_gives_up_after_max_attempts(cluster):
     assert keys_of(a.read(SHARD)) == [b"01B1"]
 
 
-def test_run_cycle_on_received_runs_inside_the_lock(cluster):
+def test_each_merged_chunk_is_handed_over_inside_the_lock(cluster):
     a, b = cluster.a, cluster.b
     append(a.worktree, SHARD, event("01A"))
     a.sync()
-    seen = []
-
-    def on_received(outcome):
-        seen.append((b.lock.locked(), outcome.received_lines))
-
-    run_cycle(b.replicator, b.locked, on_received=on_received)
-    assert seen == [(True, {SHARD: [event("01A")]})]
+    b.sync()
+    assert b.files.held == [True]
+    assert b.files.take_received() == {SHARD: [event("01A")]}
 
 
 def test_replicate_unrelated_roots_remote_keeps_one_root(tmp_path):
@@ -204,7 +202,7 @@ def test_replicate_unrelated_roots_remote_keeps_one_root(tmp_path):
     b = Replicator(b_wt)
     append(a.worktree, "messages/bob/000001.jsonl", event("01S"), event("01A1"))
     a.sync()
-    report = run_cycle(b, contextlib.nullcontext)
+    report = run_cycle(b, PlainLog(b.worktree_path))
     assert report.pushed and report.received == 1 and report.sent == 1
     assert_linear_single_root(cluster.remote)
     roots = [c for c in history(cluster.remote) if not c.parent_ids]
@@ -225,7 +223,7 @@ def test_replicate_both_offline_then_sync_share_one_root(tmp_path):
         append(wt, f"messages/{name}/000001.jsonl", event(f"01{name}"))
         replicas.append(Replicator(wt))
     for r in replicas + replicas:
-        assert run_cycle(r, contextlib.nullcontext).pushed
+        assert run_cycle(r, PlainLog(r.worktree_path)).pushed
     assert_linear_single_root(cluster.remote)
     for shard in ("messages/a/000001.jsonl", "messages/b/000001.jsonl"):
         assert (replicas[0].worktree_path / shard).read_bytes() == (replicas[1].worktree_path / shard).read_bytes()
@@ -264,9 +262,9 @@ def test_run_cycle_without_remote_only_commits(tmp_path):
     r = Replicator(wt)
     assert not r.has_remote()
     append(wt, SHARD, event("01A"))
-    report = run_cycle(r, contextlib.nullcontext)
+    report = run_cycle(r, PlainLog(r.worktree_path))
     assert report.commits == 1 and report.remote is None and not report.pushed
-    assert run_cycle(r, contextlib.nullcontext).commits == 0
+    assert run_cycle(r, PlainLog(r.worktree_path)).commits == 0
     with pytest.raises(SyncError, match="no remote named origin"):
         r.fetch()
 
@@ -274,16 +272,16 @@ def test_run_cycle_without_remote_only_commits(tmp_path):
 def test_commit_pending_named_paths_and_idle(cluster):
     a = cluster.a
     r = a.replicator
-    assert r.commit_pending() is False
+    assert a.commit() is False
     append(a.worktree, SHARD, event("01A"))
     append(a.worktree, "messages/bob/000001.jsonl", event("01B"))
     (a.worktree / "notes.txt").write_text("not a shard\n")
-    assert r.commit_pending([SHARD]) is True
+    assert a.commit([SHARD]) is True
     tree = r.repo.revparse_single(f"{SYNC_REF}^{{tree}}")
     assert [e.name for e in tree["messages"]] == ["alice"]
-    assert r.commit_pending([str(a.worktree / SHARD)]) is False
-    assert r.commit_pending() is True  # bob.jsonl, found by status
-    assert r.commit_pending() is False
+    assert a.commit([str(a.worktree / SHARD)]) is False
+    assert a.commit() is True  # bob.jsonl, found by status
+    assert a.commit() is False
     assert "notes.txt" not in r.repo.revparse_single(f"{SYNC_REF}^{{tree}}")
     assert r.last_commit.paths == ["messages/bob/000001.jsonl"]
 
@@ -291,9 +289,9 @@ def test_commit_pending_named_paths_and_idle(cluster):
 def test_commit_pending_never_commits_a_deleted_shard(cluster):
     a = cluster.a
     append(a.worktree, SHARD, event("01A"))
-    a.replicator.commit_pending()
+    a.commit()
     (a.worktree / SHARD).unlink()
-    assert a.replicator.commit_pending() is False
+    assert a.commit() is False
 
 
 def test_replicate_received_torn_remote_line_is_terminated(cluster):
@@ -301,8 +299,8 @@ def test_replicate_received_torn_remote_line_is_terminated(cluster):
     append(a.worktree, SHARD, event("01A"), b'{"event_id": "01T", "ty')  # crashed mid-append
     a.sync()
     append(b.worktree, SHARD, event("01B"))
-    report = b.sync()
-    assert report.received_lines[SHARD] == [event("01A"), b'{"event_id": "01T", "ty\n']
+    b.sync()
+    assert b.files.take_received()[SHARD] == [event("01A"), b'{"event_id": "01T", "ty\n']
     a.sync()
     assert a.read(SHARD) == b.read(SHARD) == event("01A") + b'{"event_id": "01T", "ty\n' + event("01B")
 
@@ -359,7 +357,8 @@ def test_run_cycle_commits_only_the_named_paths(cluster):
     a = cluster.a
     append(a.worktree, SHARD, event("01A"))
     append(a.worktree, "messages/bob/000001.jsonl", event("01B"))
-    report = run_cycle(a.replicator, a.locked, paths=[SHARD])
+    a.files.note_appended([SHARD])
+    report = a.sync()
     assert report.commits == 1 and report.sent == 1
     assert "bob" not in a.replicator.repo.revparse_single(f"{SYNC_REF}^{{tree}}")["messages"]
 

@@ -7,8 +7,8 @@ import base64
 import hashlib
 import hmac
 
-from thrum.sync.sshconfig import known_host_entries, resolve_host
-from thrum.sync.urls import parse_url, redact_text, redact_url, resolve_url
+from thrum.sync.transport.ssh import known_host_entries, resolve_host
+from thrum.sync.transport.urls import parse_url, redact_text, redact_url, resolve_url
 
 
 def test_url_kinds_follow_gits_rules(tmp_path):

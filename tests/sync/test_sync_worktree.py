@@ -11,7 +11,9 @@ import pytest
 from fixtures.repos.builders import AUTHOR, make_bare, make_replicas, make_repo
 from sync_helpers import append, event, history
 from thrum.sync import NotAGitRepository
-from thrum.sync.replicate import Replicator, run_cycle
+from thrum.sync.cycle import run_cycle
+from thrum.sync.logaccess import PlainLog
+from thrum.sync.replicate import Replicator
 from thrum.sync.worktree import (
     INIT_MESSAGE,
     SYNC_REF,
@@ -111,7 +113,7 @@ def test_ensure_sync_worktree_attaches_to_remote_branch(tmp_path):
     wa = ensure_sync_worktree(pair.a)
     assert pygit2.Repository(str(wa)).head.target == root
     append(wa, "messages/alice/000001.jsonl", event("01A"))
-    assert run_cycle(Replicator(wa), _nolock).pushed
+    assert run_cycle(Replicator(wa), PlainLog(wa)).pushed
     wb = ensure_sync_worktree(pair.b)
     tip = bare.references[SYNC_REF].target
     assert pygit2.Repository(str(wb)).head.target == tip
@@ -145,12 +147,12 @@ def test_ensure_sync_worktree_recreates_deleted_directory(user_repo):
 def test_ensure_sync_worktree_recovers_events_from_broken_directory(user_repo):
     wt = ensure_sync_worktree(user_repo)
     append(wt, "messages/alice/000001.jsonl", event("01A"))
-    assert Replicator(wt).commit_pending()
+    assert Replicator(wt).commit_pending(PlainLog(wt))
     append(wt, "messages/alice/000001.jsonl", event("01B"))  # not committed yet
     shutil.rmtree(user_repo / ".git" / "worktrees" / "a-sync")  # metadata lost
     assert ensure_sync_worktree(user_repo) == wt
     assert (wt / "messages/alice/000001.jsonl").read_bytes() == event("01A") + event("01B")
-    assert Replicator(wt).commit_pending()
+    assert Replicator(wt).commit_pending(PlainLog(wt))
     assert not any(p.name.startswith("a-sync.broken") for p in wt.parent.iterdir())
 
 
@@ -165,7 +167,7 @@ def test_a_replicator_is_unhealthy_once_the_worktree_metadata_is_deleted(user_re
     again = Replicator(wt)
     assert again.healthy()
     assert (wt / "messages/alice/000001.jsonl").read_bytes() == event("01A")
-    assert again.commit_pending()
+    assert again.commit_pending(PlainLog(again.worktree_path))
 
 
 def test_a_replicator_is_unhealthy_when_the_worktree_link_points_elsewhere(user_repo, tmp_path):
@@ -185,7 +187,7 @@ def test_ensure_sync_worktree_survives_moved_repository(user_repo, tmp_path):
     new_wt = ensure_sync_worktree(moved)
     assert new_wt == (moved / ".git" / "thrum-sync" / "a-sync").resolve()
     assert (new_wt / "events/000001.jsonl").read_bytes() == event("01A")
-    assert Replicator(new_wt).commit_pending()
+    assert Replicator(new_wt).commit_pending(PlainLog(new_wt))
 
 
 def test_common_dir_outside_a_repository_raises(tmp_path):
@@ -202,9 +204,3 @@ def test_is_git_repo_true_for_checkout_bare_and_subdir(tmp_path):
     (tmp_path / "r" / "sub").mkdir()
     assert is_git_repo(tmp_path / "r") and is_git_repo(tmp_path / "b.git")
     assert is_git_repo(tmp_path / "r" / "sub")
-
-
-def _nolock():
-    import contextlib
-
-    return contextlib.nullcontext()

@@ -20,7 +20,7 @@ import trio
 
 from .. import errors
 from ..store import directory
-from ..sync import offline as sync_record
+from ..sync import state as sync_record
 
 REFRESH_WAIT = 4.0  # seconds a send waits for a fetch before refusing an unknown address
 MAX_CACHED = 4096

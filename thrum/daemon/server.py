@@ -28,7 +28,7 @@ from ..store import directory
 from ..store.projection import open_projection
 from ..store.log import EventLog
 from ..store.verified import VerifiedFold
-from ..sync.gitlib import bound_object_cache
+from ..sync.gitstore.gitlib import bound_object_cache
 from ..trust.keys import LocalKeys
 from ..trust.ring import KeyRing
 from ..trust.verdicts import VerdictMemory
@@ -285,7 +285,7 @@ class Daemon:
             self._lock_fd = None
 
     def _open_store(self) -> None:
-        from ..sync.replicate import credentials_from_env, remote_callbacks
+        from ..sync.transport.credentials import credentials_from_env, remote_callbacks
         from ..sync.worktree import ensure_sync_worktree
 
         callbacks = None if self.config.local_only else remote_callbacks(credentials_from_env(self.config.values))

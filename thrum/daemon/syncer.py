@@ -6,10 +6,13 @@ their own), on a timer when a remote is configured (default 30 s), and on
 ``sync.run`` (which waits for the result). Local-only mode commits but never
 fetches or pushes.
 
-The git work (pygit2) runs in a worker thread; it takes the writer's lock
-for the commit and for each merge, never across network calls, so local sends
-go on while a slow remote is fetched. Lines received from the remote are folded
-inside the locked merge section and published to subscribers like local events.
+The git work (pygit2) runs in a worker thread. It reaches the log only through
+what the writer lends it (`WriterLog`, the `thrum.sync.logaccess.LogAccess` of the
+daemon): the writer's lock for the commit and for each merge chunk, never across
+network calls, so local sends go on while a slow remote is fetched; each merged
+chunk is handed to `Writer.apply_remote`, which puts the files in place and folds
+the lines they brought before the lock is let go. What was applied is published to
+subscribers like local events once the cycle ends.
 
 A remote that accepts the connection and never answers holds a cycle for the whole
 network timeout. Meanwhile ``sync status`` (and ``doctor``) answer at once: they
@@ -31,19 +34,18 @@ daemon's own environment and config (docs/design/remotes.md).
 from __future__ import annotations
 
 import logging
+import os
 import time
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from datetime import datetime, timezone
 
 import trio
 
 from .. import errors
-from .. import events as ev
 from ..store import projection
-from ..store.log import LogIssue
-from ..sync import offline as sync_record
+from ..sync import state as sync_record
 from ..sync.gate import Abandoned, CycleGate
-from .writer import tail_position
+from .writer import Writer
 
 log = logging.getLogger(__name__)
 
@@ -78,13 +80,14 @@ class SyncLoop:
 
     # ------------------------------------------------------------------ setup
     def _make_replicator(self):
-        from ..sync import replicate
+        from ..sync.replicate import Replicator
+        from ..sync.transport.credentials import credentials_from_env
         from ..trust.resolve import prefer_verified
 
         if self.prefer is None and getattr(self.daemon, "ring", None) is not None:
             self.prefer = prefer_verified(self.daemon.ring)
-        replicator = replicate.Replicator(
-            self.daemon.worktree, self.cfg.remote, replicate.credentials_from_env(self.cfg.values), prefer=self.prefer
+        replicator = Replicator(
+            self.daemon.worktree, self.cfg.remote, credentials_from_env(self.cfg.values), prefer=self.prefer
         )
         replicator.network = self.gate.network
         return replicator
@@ -92,7 +95,7 @@ class SyncLoop:
     def _credentials(self, env: dict[str, str] | None = None):
         """Logins are looked up per cycle: the config, the daemon's environment, and what
         the `thrum sync` that asked for this cycle passed along (never kept for another)."""
-        from ..sync.credentials import credentials_from_env
+        from ..sync.transport.credentials import credentials_from_env
 
         return credentials_from_env(self.cfg.values, forwarded=env, own="the daemon's environment")
 
@@ -276,81 +279,14 @@ class SyncLoop:
             return result
 
     def _cycle_in_thread(self, mode: str, applied: list[dict]):
-        from ..sync import replicate
+        from ..sync.cycle import run_cycle
 
-        writer = self.daemon.writer
-
-        @contextmanager
-        def locked():
-            trio.from_thread.run(writer.lock.acquire)
-            try:
-                yield
-            finally:
-                trio.from_thread.run_sync(writer.lock.release)
-
-        def on_received(outcome) -> None:
-            """Fold what one merge chunk brought; the writer lock is held."""
-            records, raw, issues = [], [], []
-            for shard, lines in outcome.received_lines.items():
-                for line in lines:
-                    try:
-                        records.append((shard, ev.decode_line(line)))
-                        raw.append(line.rstrip(b"\n"))
-                    except ev.MalformedEvent as exc:
-                        issues.append(LogIssue(shard, 0, str(exc), line[:200]))
-            positions = {}
-            for shard in set(outcome.received_lines) | set(outcome.written):
-                if ev.is_log_path(shard):
-                    try:
-                        positions[shard] = tail_position(writer.log.root / shard)
-                    except OSError:
-                        continue
-            writer.log.forget_cached_state()
-            try:
-                if writer.fold_lines is not None:  # the remote is untrusted: judge every line first
-                    result = writer.fold_lines.received(writer.db, records, raw, issues=issues, positions=positions)
-                else:
-                    result = projection.fold(writer.db, records, issues=issues, positions=positions)
-            except Exception as exc:  # noqa: BLE001 - the merged files stand; the view catches up from them
-                writer.view.fell_behind(exc)
-                trio.from_thread.run_sync(writer.view.kick)
-                return
-            applied.extend(result.applied)
-
-        taken: list[str] = []
-
-        def dirty_paths() -> list[str] | None:
-            """Called with the writer lock held, just before a commit: seal what was appended
-            (one signature vouches for each file's new lines, docs/design/trust.md), then take
-            the files appended to since the last commit."""
-            writer.append_seals()
-            taken[:] = sorted(writer.dirty_shards)
-            writer.dirty_shards.clear()
-            if not self._scanned:  # appends a crash left uncommitted: ask git once after start
-                return None
-            return taken
-
+        files = WriterLog(self.daemon.writer, applied, scanned=self._scanned)
         with self.gate.held():  # local work; `stop` abandons the thread only in network sections
-            start = time.monotonic()
             if not self.replicator.healthy():
-                with locked():
+                with files.locked():
                     self._recreate_worktree()
-            try:
-                if mode != "remote":
-                    report = replicate.SyncReport()
-                    report.commits = int(self.replicator.commit_pending(dirty_paths, locked))
-                    report.ignored = self.replicator.ignored_paths()
-                    report.duration_s = time.monotonic() - start
-                else:
-                    report = replicate.run_cycle(
-                        self.replicator, locked, on_received=on_received, paths=dirty_paths, sleep=self.gate.sleep
-                    )
-            except Abandoned:
-                raise  # the daemon is going away: touch nothing (a restart scans git for what was taken)
-            except BaseException:
-                with locked():
-                    writer.dirty_shards.update(taken)  # not committed: the next cycle tries them again
-                raise
+            report = run_cycle(self.replicator, files, remote=mode == "remote", sleep=self.gate.sleep)
             self._scanned = True
             return report
 
@@ -361,17 +297,17 @@ class SyncLoop:
 
         log.warning("the sync worktree %s vanished; recreating it", self.daemon.worktree)
         ensure_sync_worktree(self.daemon.paths.main_repo, self.cfg.remote, callbacks=self._callbacks())
-        self.daemon.writer.log.forget_cached_state()
+        self.daemon.writer.log_files_recreated()
         self.replicator = self._make_replicator()
         self.replicator.credentials = self._credentials()
         self._scanned = False
 
     def _callbacks(self):
-        from ..sync import replicate
+        from ..sync.transport.credentials import remote_callbacks
 
         if self.cfg.local_only:
             return None
-        return replicate.remote_callbacks(self._credentials())
+        return remote_callbacks(self._credentials())
 
     # ------------------------------------------------------------------ status
     def waiting_on_remote(self) -> float | None:
@@ -421,3 +357,38 @@ class SyncLoop:
 
 def _utc(t: float | None) -> str | None:
     return None if t is None else datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class WriterLog:
+    """The log as the writer lends it to one sync cycle (`thrum.sync.logaccess.LogAccess`).
+
+    Applied events are collected in ``applied`` (published when the cycle ends). Until a
+    cycle has asked git once since the daemon started (``scanned``), the files to commit
+    are "unknown": appends a crash left uncommitted are found by git's status.
+    """
+
+    def __init__(self, writer: Writer, applied: list[dict], *, scanned: bool):
+        self._writer = writer
+        self._applied = applied
+        self._scanned = scanned
+
+    def locked(self) -> AbstractContextManager[object]:
+        return self._writer.locked_from_thread()
+
+    def appended(self) -> list[str] | None:
+        taken = self._writer.take_appended()
+        if not self._scanned:
+            self._scanned = True
+            return None
+        return taken
+
+    def not_committed(self, paths: list[str]) -> None:
+        self._writer.give_back_appended(paths)
+
+    def read(self, path: str) -> tuple[bytes, os.stat_result] | None:
+        return self._writer.read_log_file(path)
+
+    def apply_remote(self, writes: list[tuple[str, bytes]], received: dict[str, list[bytes]]) -> list[os.stat_result]:
+        stats, applied = self._writer.apply_remote(writes, received)
+        self._applied.extend(applied)
+        return stats

@@ -8,8 +8,12 @@ takes everything queued and makes it durable with one fsync per touched shard
 and one SQLite transaction, so throughput grows with concurrency. A reply is
 only sent after its batch is durable.
 
-`lock` is held for every append+fold and by the sync merge, so shard files are
-never replaced while being appended to.
+`lock` is held for every append+fold, and by the sync thread (`locked_from_thread`)
+while it reads the files to commit and while each merged chunk is put in place, so
+segment files are never replaced while being appended to. The sync thread never
+touches the log or the database itself: it hands each chunk to `apply_remote`, which
+replaces the merged segments through the log (`EventLog.replace_segments`) and folds
+the lines they brought, like local ones (`thrum.store.verified` judges them first).
 
 Failures (`thrum.daemon.view`): a failed append stores nothing (the log undoes
 the batch) and every waiter hears so; a fold that fails *after* a durable append
@@ -19,9 +23,10 @@ corrupt database, met on a fold or a read, is rebuilt from the log.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
@@ -30,7 +35,7 @@ import trio
 from .. import errors
 from .. import events as ev
 from ..store import coverage, projection
-from ..store.log import TAIL_BYTES, EventLog, Position
+from ..store.log import EventLog
 from ..store.verified import VerifiedFold
 from .signer import Signer
 from .view import ViewKeeper, is_corruption
@@ -197,7 +202,7 @@ class Writer:
             self.view.caught_up()
             return result
         # Stored positions are at each shard's end before this batch: fold just the batch.
-        positions = {s: tail_position(self.log.root / s) for s in touched}
+        positions = {s: self.log.end_position(s) for s in touched}
         records = list(zip(placed, events))  # each event with the segment it went to
         return projection.fold(self.db, records, positions=positions)
 
@@ -244,7 +249,7 @@ class Writer:
         self.dirty_shards.update(by_shard)
         if self.view.behind:  # positions stay before the lines not folded yet; catching up skips seals
             return len(seals)
-        positions = {s: tail_position(self.log.root / s) for s in by_shard}
+        positions = {s: self.log.end_position(s) for s in by_shard}
         try:
             with self.db.atomic():
                 projection.save_positions(self.db, positions)
@@ -252,13 +257,66 @@ class Writer:
             self.view.fell_behind(exc)
         return len(seals)
 
-    async def fold_external(self, records, issues=(), positions=None, source="sync") -> projection.FoldResult:
-        """Fold events that arrived from elsewhere (sync); caller holds `lock`."""
-        result = await trio.to_thread.run_sync(
-            lambda: projection.fold(self.db, records, issues=issues, positions=positions)
-        )
-        await self.publish(result.applied, source)
-        return result
+    # ------------------------------------------------------------------ the sync thread's side
+    @contextmanager
+    def locked_from_thread(self) -> Iterator[None]:
+        """`lock`, taken from a worker thread (the sync's): appends wait while it is held."""
+        trio.from_thread.run(self.lock.acquire)
+        try:
+            yield
+        finally:
+            trio.from_thread.run_sync(self.lock.release)
+
+    def take_appended(self) -> list[str]:
+        """Seal what was appended since the last commit, then hand over the files appended
+        to (sync thread, `locked_from_thread` held; `give_back_appended` if the commit fails)."""
+        self.append_seals()
+        taken = sorted(self.dirty_shards)
+        self.dirty_shards.clear()
+        return taken
+
+    def give_back_appended(self, shards: list[str]) -> None:
+        """Files `take_appended` handed over that were not committed: the next commit takes them."""
+        self.dirty_shards.update(shards)
+
+    def read_log_file(self, shard: str) -> tuple[bytes, os.stat_result] | None:
+        """A segment as the sync reads it to commit or merge (any thread; never through a link)."""
+        return self.log.read_file(shard)
+
+    def apply_remote(
+        self, writes: list[tuple[str, bytes]], received: dict[str, list[bytes]]
+    ) -> tuple[list[os.stat_result], list[dict]]:
+        """Take in one merged chunk from the sync thread (`locked_from_thread` held): the
+        merged segments replace ours, and the lines new here are folded. Returns the stat
+        of each file written and the events applied (to publish once the cycle ends).
+
+        A fold that fails leaves the view behind (the files stand; it catches up from
+        them); a write that fails raises, and the cycle fails with nothing folded.
+        """
+        stats = self.log.replace_segments(writes) if writes else []
+        read = self.log.decode(received)
+        positions = {}
+        for shard in dict.fromkeys([*received, *(p for p, _ in writes)]):
+            try:
+                positions[shard] = self.log.end_position(shard)
+            except (OSError, ValueError):
+                continue
+        try:
+            if self.fold_lines is not None:  # the remote is untrusted: judge every line first
+                result = self.fold_lines.received(
+                    self.db, read.records, read.lines, issues=read.issues, positions=positions
+                )
+            else:
+                result = projection.fold(self.db, read.records, issues=read.issues, positions=positions)
+        except Exception as exc:  # noqa: BLE001 - the merged files stand; the view catches up from them
+            self.view.fell_behind(exc)
+            trio.from_thread.run_sync(self.view.kick)
+            return stats, []
+        return stats, result.applied
+
+    def log_files_recreated(self) -> None:
+        """The worktree was made again under the log (`lock` held): forget what was cached."""
+        self.log.forget_cached_state()
 
     async def publish(self, applied: list[dict], source: str) -> None:
         if not applied:
@@ -270,15 +328,3 @@ class Writer:
                     await r
             except Exception:  # a broken subscriber never breaks the write path
                 log.exception("subscriber failed")
-
-
-def tail_position(path: os.PathLike) -> Position:
-    """Position at the end of a shard we just appended to (it ends with a newline)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        size = os.fstat(fd).st_size
-        lo = max(0, size - TAIL_BYTES)
-        tail = os.pread(fd, size - lo, lo)
-    finally:
-        os.close(fd)
-    return Position(size, hashlib.sha1(tail).hexdigest() if tail else "")

@@ -11,8 +11,9 @@ Rules:
 2. Appending is write + flush + fsync. A batch of events is one group commit: one
    fsync per touched segment, however many events. When `append` returns, the
    events survive ``kill -9`` and power loss.
-3. Nothing already written is ever rewritten by this module (the sync merge
-   replaces whole files atomically, under the daemon's writer lock). An event
+3. Nothing already written is ever rewritten by appending. The sync merge hands
+   over whole merged segments (`replace_segments`, under the daemon's writer lock):
+   each replaces its file atomically, all of them with one fsync round. An event
    stays in the segment it was first written to.
 4. A torn last line (crash mid-write) or a malformed line is reported and skipped,
    never fatal, never deleted. Before appending to a segment whose last line is
@@ -27,7 +28,11 @@ Rules:
    it is read again from the start; the fold is idempotent so that costs time,
    never correctness.
 6. The worktree is untrusted: only the layout's own paths are read or written,
-   and neither links nor directories that are links are followed.
+   and neither links nor directories that are links are followed (`thrum.nofollow`,
+   the walker the sync uses too).
+7. Positions are this module's to report: `end_position` after an append or a
+   replacement, `read_shard` as it reads; `decode` is the one way received lines
+   become records (`parse_lines`).
 """
 
 from __future__ import annotations
@@ -40,7 +45,8 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from .. import events as ev
-from .logfiles import entries, fsync_dir, fsync_pool, open_dir, open_segment
+from ..nofollow import entries, fsync_dir, fsync_pool, open_dir, read_regular, write_batch
+from .logfiles import open_segment
 
 log = logging.getLogger(__name__)
 
@@ -320,10 +326,61 @@ class EventLog:
         return os.pread(fd, 1, size - 1) != b"\n"
 
     def forget_cached_state(self) -> None:
-        """Call after segment files were replaced or added underneath (sync merge)."""
+        """Call after segment files were replaced or added underneath (a worktree made again)."""
         self._needs_newline.clear()
         self._tails.clear()
         self._truncate_to.clear()
+
+    # ------------------------------------------------------------------ the sync's side
+    def replace_segments(self, items: list[tuple[str, bytes]]) -> list[os.stat_result]:
+        """Put merged segments in place (rule 3); the stat of each file written.
+
+        Raises:
+            ValueError: a path is not one of the layout's.
+            OSError: a file could not be written (those before it stay replaced).
+        """
+        for shard, _ in items:
+            ev.parse_log_path(shard)
+        try:
+            return write_batch(self.root, items)
+        finally:
+            self.forget_cached_state()
+
+    def read_file(self, shard: str) -> tuple[bytes, os.stat_result] | None:
+        """A whole segment and its stat, for the sync to commit or merge (None: no such file).
+        A link met on the way is removed (links are never thrum's), never followed.
+
+        Raises:
+            ValueError: not a path of the layout. OSError: not a regular file.
+        """
+        ev.parse_log_path(shard)
+        return read_regular(self.root, shard, drop_links=True)
+
+    def decode(self, received: dict[str, list[bytes]]) -> ReadResult:
+        """Lines the sync received, per segment, as records (and issues), like lines read."""
+        result = ReadResult()
+        for shard, lines in received.items():
+            parse_lines(shard, b"".join(line if line.endswith(b"\n") else line + b"\n" for line in lines), 0, result)
+        return result
+
+    def end_position(self, shard: str) -> Position:
+        """The position just past the last complete line of a segment as it is now
+        (none: `Position()`): its offset and the digest of the `TAIL_BYTES` before it."""
+        try:
+            f = open_segment(self.root, shard)
+        except FileNotFoundError:
+            return Position()
+        with f:
+            size = os.fstat(f.fileno()).st_size
+            lo = max(0, size - TAIL_BYTES)
+            f.seek(lo)
+            tail = f.read(size - lo)
+            if tail and not tail.endswith(b"\n"):  # a torn last line: find the last whole one
+                f.seek(0)
+                data = f.read(size)
+                end = data.rfind(b"\n") + 1
+                return Position(end, _tail_digest(data[:end])) if end else Position()
+        return Position(size, _tail_digest(tail))
 
     # ------------------------------------------------------------------ reading
     def read_all(self) -> ReadResult:
@@ -388,16 +445,6 @@ class EventLog:
                 tail_src = f.read(end - lo)
         result.positions[shard] = Position(end, _tail_digest(tail_src))
         return at_end
-
-    def position_at_end(self, shard: str) -> Position:
-        """The position just past the last complete line of a shard as it is now."""
-        try:
-            with open_segment(self.root, shard) as f:
-                data = f.read()
-        except FileNotFoundError:
-            return Position()
-        end = data.rfind(b"\n") + 1
-        return Position(end, _tail_digest(data[:end])) if end else Position()
 
     def iter_lines(self, shard: str) -> Iterator[bytes]:
         """Raw lines of a shard (for tools and tests)."""

@@ -1,30 +1,21 @@
 """Git replication of the event log: the ``a-sync`` branch, its worktree, the merge.
 
-Modules:
+Layers, lowest first (docs/design/architecture.md; tests/test_architecture.py):
 
-- ``worktree``    the orphan branch ``a-sync`` and its linked worktree (never checked out by libgit2)
-- ``merge``       the pure per-file merge rule (no pygit2, no trio)
-- ``trees``       the log's layout in git trees: what changed, what is ignored, new trees
-- ``treemerge``   merging a remote tree into the worktree in bounded chunks; key summaries
-- ``replicate``   commit / fetch / merge / push against a git remote (pygit2)
-- ``cycle``       one sync: fetch, merge, commit, push, retried on races
-- ``gate``        lets the daemon abandon a cycle's thread while (only while) it waits on the network
-- ``gitlib``      libgit2 specifics (cffi, tuning, raw trees)
-- ``credentials`` where logins come from (per operation), host keys, one-line errors
-- ``forwarded``   whether an ssh-agent a ``thrum sync`` passed along still lives
-- ``transport``   one network operation: URL, ~/.ssh/config, timeout, logins settled
-- ``gitcredential`` git's credential helpers (``git credential fill|approve|reject``)
-- ``sshconfig``   ``~/.ssh/config`` host aliases and ``known_hosts`` (pure)
-- ``urls``        remote URL kinds, relative paths, credentials redacted (pure)
-- ``diagnose``    the git checks of ``thrum doctor``
-- ``localremote`` object copying for remotes on a local filesystem
-- ``packs``, ``hygiene``  compact object stores: thrum's pack writer, consolidation
-- ``safefs``      worktree file access that never follows a link
-- ``offline``     the daemon-stopped sync and the record of the last sync
+- ``merge/``      the merge, pure: bytes in, bytes out (no pygit2, no trio, no I/O)
+- ``transport/``  reaching a remote: URLs, logins, SSH settings, timeouts (libgit2's transport)
+- ``gitstore/``   git objects and refs, and everything else libgit2 does for thrum
+- the cycle: ``logaccess`` (what a cycle needs from the log's owner), ``trees`` and
+  ``treemerge`` (a remote tree merged in bounded chunks), ``replicate`` (commit, fetch,
+  merge, push), ``cycle`` (one sync, retried on races), ``state`` (the record of the
+  last one), ``gate`` (the daemon may abandon a cycle only while it waits on the
+  network), ``worktree`` (the ``a-sync`` branch and its linked worktree), ``offline``
+  (a cycle without the daemon), ``diagnose`` (``thrum doctor``'s git checks),
+  ``localremote``, ``remotefiles``, ``hygiene`` (remotes on this machine, consolidation)
 
-The error types live here so both git modules share them without importing each
-other. Each carries the ``SYNC_ERROR`` JSON-RPC code (it is a
-:class:`thrum.errors.SyncFailed`) and a one-line message a person can act on.
+The error types live here so every layer shares them without importing another.
+Each carries the ``SYNC_ERROR`` JSON-RPC code (it is a :class:`thrum.errors.SyncFailed`)
+and a one-line message a person can act on.
 """
 
 from __future__ import annotations

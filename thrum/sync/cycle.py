@@ -7,11 +7,13 @@ Rules:
    fast-forwards and our appends are committed on top of the remote's tip; no local
    commit is left behind by a merge for the object store to keep. When the fetch
    fails, the appends are still committed locally.
-2. The writer lock (``locked``) is held only to read the files to commit and for each
-   bounded chunk of a merge, never across network calls.
+2. The log's lock (`LogAccess.locked`) is held only to read the files to commit and
+   for each bounded chunk of a merge, never across network calls.
 3. A push that lost a race makes the cycle fetch, merge and push again, a bounded
    number of times with jittered exponential backoff (replicas that lost the same
    race spread out).
+4. Without a remote (none configured, or local-only mode) a cycle only commits: the
+   one place that rule lives, for the daemon and the offline cycle alike.
 """
 
 from __future__ import annotations
@@ -20,15 +22,11 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from . import SyncError
-from .treemerge import MergeOutcome
-
-if TYPE_CHECKING:
-    from .replicate import Paths, Replicator
+from .logaccess import LogAccess
+from .replicate import Replicator
 
 __all__ = ["SyncReport", "run_cycle"]
 
@@ -45,7 +43,6 @@ class SyncReport:
     commits: int = 0
     pushed: bool = False
     duration_s: float = 0.0
-    received_lines: dict[str, list[bytes]] = field(default_factory=dict)
     remote: str | None = None
     remote_url: str | None = None
     attempts: int = 0
@@ -55,22 +52,21 @@ class SyncReport:
 
 
 def run_cycle(
-    replicator: "Replicator",
-    locked: Callable[[], AbstractContextManager],
+    replicator: Replicator,
+    files: LogAccess,
+    *,
+    remote: bool = True,
     max_attempts: int = 24,
     backoff_s: float = 0.05,
-    on_received: Callable[[MergeOutcome], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
-    paths: "Paths" = None,
 ) -> SyncReport:
     """One sync: fetch, merge, commit what was appended, push; again until the push lands.
 
-    ``locked()`` returns a context manager that keeps the appender out; it is held
-    while the files to commit are read and for each chunk of a merge, never across
-    network calls. ``on_received`` runs inside each locked merge chunk that wrote
-    files or brought new lines, so the caller can fold them before appends resume.
-    ``paths`` names the files appended to since the last commit (None: ask git; see
-    :meth:`Replicator.commit_pending`). Runs in a worker thread: it blocks.
+    ``files`` is the log as its owner lends it (`LogAccess`): its lock is held while
+    the files to commit are read and for each chunk of a merge, never across network
+    calls, and each chunk's merged files and received lines go to its owner before
+    the lock is let go. ``remote=False`` (local-only mode), or no remote configured:
+    only a commit (rule 4). Runs in a worker thread: it blocks.
 
     Raises:
         AuthError, RemoteUnreachable, PushRejected: see :class:`Replicator`; the
@@ -87,30 +83,25 @@ def run_cycle(
         finally:
             phases[name] = phases.get(name, 0.0) + time.monotonic() - t
 
-    def folding(outcome: MergeOutcome) -> None:
-        if on_received is not None:
-            timed("fold", on_received, outcome)
-
-    if not replicator.has_remote():
-        report.commits += int(replicator.commit_pending(paths, locked))
-        report.ignored = replicator.ignored_paths()
+    if not remote or not replicator.has_remote():
+        report.commits += int(replicator.commit_pending(files))
+        report.ignored = replicator.ignored_paths() or {}
         report.duration_s = time.monotonic() - start
         return report
+    timed_files = _TimedFold(files, phases)
     report.remote = replicator.remote_name
     for attempt in range(1, max_attempts + 1):
         report.attempts = attempt
         try:
             tip = timed("fetch", replicator.fetch)
         except SyncError:
-            report.commits += int(replicator.commit_pending(paths, locked))
+            report.commits += int(replicator.commit_pending(files))
             raise
         report.remote_url = replicator.last_fetch.url if replicator.last_fetch else None
-        outcome = timed("merge", replicator.merge, tip, locked, folding)
+        outcome = timed("merge", replicator.merge, tip, timed_files)
         report.received += outcome.received
-        for path, lines in outcome.received_lines.items():
-            report.received_lines.setdefault(path, []).extend(lines)
-        report.commits += outcome.commits + int(timed("commit", replicator.commit_pending, paths, locked))
-        report.sent = replicator.ahead_of(tip)
+        report.commits += outcome.commits + int(timed("commit", replicator.commit_pending, files))
+        report.sent = replicator.ahead_of(tip, files)
         if timed("push", replicator.push):
             report.pushed = True
             break
@@ -121,7 +112,7 @@ def run_cycle(
             f"push to {report.remote} was rejected {max_attempts} times "
             f"because others kept pushing; the next sync retries"
         )
-    report.ignored = replicator.ignored_paths()
+    report.ignored = replicator.ignored_paths() or {}
     report.duration_s = time.monotonic() - start
     if "merge" in phases and "fold" in phases:
         phases["merge"] -= phases["fold"]  # the fold runs inside the merge's chunks
@@ -134,6 +125,25 @@ def run_cycle(
             report.sent,
         )
     return report
+
+
+class _TimedFold:
+    """``files`` with the time its owner spends taking in each merged chunk counted as "fold"."""
+
+    def __init__(self, files: LogAccess, phases: dict[str, float]):
+        self._files = files
+        self._phases = phases
+        self.locked = files.locked
+        self.appended = files.appended
+        self.not_committed = files.not_committed
+        self.read = files.read
+
+    def apply_remote(self, writes, received):
+        t = time.monotonic()
+        try:
+            return self._files.apply_remote(writes, received)
+        finally:
+            self._phases["fold"] = self._phases.get("fold", 0.0) + time.monotonic() - t
 
 
 BACKOFF_CAP_S = 2.0

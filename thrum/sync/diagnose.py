@@ -16,9 +16,9 @@ from pathlib import Path
 import pygit2
 
 from . import AuthError, SyncError
-from .credentials import Credentials, HostKeyRefused, credentials_from_env
+from .transport.credentials import Credentials, HostKeyRefused, credentials_from_env
 from .localremote import open_local_remote
-from .worktree import SYNC_BRANCH, SYNC_REF, sync_worktree_path
+from .worktree import SYNC_BRANCH, SYNC_REF, common_dir, sync_worktree_path
 
 __all__ = ["Check", "offline_checks", "remote_check", "size_check", "worktree_check"]
 
@@ -62,7 +62,9 @@ def remote_check(
     main_repo: os.PathLike | str, remote_name: str, credentials: Credentials | None, local_only: bool = False
 ) -> Check:
     """The remote answers, which login it took, and where its ``a-sync`` is."""
-    from . import transport
+    from .transport.endpoint import endpoint
+    from .transport.session import list_remote_heads
+    from .transport.urls import main_worktree_dir
 
     if local_only:
         return Check("remote", "info", "local-only mode: the log is committed but never fetched or pushed")
@@ -75,7 +77,8 @@ def remote_check(
             f"add one with `git remote add {remote_name} URL` (the one `git push` uses)",
         )
     try:
-        ep = transport.endpoint(repo, remote_name, home=credentials.home() if credentials else None)
+        base = main_worktree_dir(common_dir(main_repo))
+        ep = endpoint(repo, remote_name, base, home=credentials.home() if credentials else None)
         where = f"{remote_name} ({ep.display})"
         if ep.kind == "local":
             local = open_local_remote(ep.url)
@@ -84,7 +87,7 @@ def remote_check(
             tip, login = local.tip(SYNC_REF), "none needed (a path on this machine)"
         else:
             creds = credentials if credentials is not None else credentials_from_env()
-            heads = transport.list_remote_heads(repo, remote_name, creds)
+            heads = list_remote_heads(repo, remote_name, base, creds)
             tip, login = heads.get(SYNC_REF), creds.last_source or "none needed"
     except HostKeyRefused as exc:
         return Check("remote", "fail", str(exc), "verify the server's host key as the message says")

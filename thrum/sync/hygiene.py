@@ -40,10 +40,10 @@ from pathlib import Path
 
 import pygit2
 
-from .gitlib import objects_dir, open_repo, read_tree
 from . import SyncError
-from .packrecord import record_packs, recorded_packs, save_record
-from .packs import BLOB, COMMIT, TREE, PackedObject, read_index, write_pack
+from .gitstore.gitlib import objects_dir, open_repo, read_tree
+from .gitstore.packrecord import record_packs, recorded_packs, save_record
+from .gitstore.packs import BLOB, COMMIT, TREE, PackedObject, read_index, write_pack
 from .remotefiles import refuse_special_files
 
 log = logging.getLogger(__name__)

@@ -40,8 +40,8 @@ import pygit2
 from pygit2.enums import FileMode, ObjectType, RepositoryOpenFlag
 
 from . import SyncError
-from .gitlib import TreeEntries, objects_dir, parse_tree
-from .objbatch import ObjectBatch, object_id
+from .gitstore.gitlib import TreeEntries, objects_dir, parse_tree
+from .gitstore.objbatch import ObjectBatch, object_id
 from .remotefiles import MAX_OBJECT_BYTES, read_loose, refuse_special, refuse_special_files, too_large, verified_blob
 
 log = logging.getLogger(__name__)
@@ -51,9 +51,7 @@ __all__ = [
     "FetchedBlobs",
     "LocalRemote",
     "local_remote_path",
-    "objects_dir",
     "open_local_remote",
-    "refuse_special_files",
 ]
 
 

@@ -1,4 +1,4 @@
-"""Sync without the daemon, and the record of how the last sync went.
+"""Sync without the daemon: the offline cycle, ``sync status`` and ``doctor`` meanwhile.
 
 `run_offline` is the one call a front end makes to sync when the daemon is
 stopped (``thrum sync`` from cron): it runs a whole cycle in the caller's
@@ -6,25 +6,21 @@ process, holding the daemon's flock so no daemon starts (and appends)
 meanwhile. Events it receives are folded by the next daemon when it starts
 (catch-up). `status` is what ``thrum sync status`` shows meanwhile.
 
-The outcome of the last cycle lives in ``.thrum/var/sync-state.json``, written
-by whichever process synced (this cycle or the daemon's sync loop, which uses
-`record`, `report_dict` and `sync_mode` from here too), so ``sync status``
-can say what happened either way. No trio here.
+The outcome of each cycle is recorded (`state`) whatever happens, so ``sync status``
+says what the last one did. No trio here.
 """
 
 from __future__ import annotations
 
 import fcntl
-import json
+import logging
 import os
-import threading
-import time
-from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 from .. import config as config_mod
 from .. import errors
 from ..paths import ThrumPaths
+from . import state
 
 
 # --------------------------------------------------------------------------- thrum doctor, daemon stopped
@@ -52,13 +48,17 @@ def _prefer_verified(paths: ThrumPaths):
 def run_offline(paths: ThrumPaths) -> dict:
     """One full cycle without a daemon (cron with the daemon stopped).
 
-    Received events are folded by the next daemon when it starts (catch-up).
+    Received events are folded by the next daemon when it starts (catch-up). The
+    outcome is recorded whatever happens, an unexpected failure included.
 
     Raises:
         SyncFailed: the cycle failed (state file records why).
         Conflict: a daemon started meanwhile; use it instead.
     """
-    from . import replicate
+    from .cycle import run_cycle
+    from .logaccess import PlainLog
+    from .replicate import Replicator
+    from .transport.credentials import credentials_from_env
     from .worktree import ensure_sync_worktree
 
     cfg = config_mod.load(paths.config)
@@ -68,33 +68,24 @@ def run_offline(paths: ThrumPaths) -> dict:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise errors.Conflict("the thrum daemon started meanwhile; run `thrum sync` again") from None
-        worktree = ensure_sync_worktree(paths.main_repo)
-        rep = replicate.Replicator(
-            worktree, cfg.remote, replicate.credentials_from_env(cfg.values), prefer=_prefer_verified(paths)
-        )
-        local = threading.Lock()
-
-        @contextmanager
-        def locked() -> Iterator[None]:
-            with local:
-                yield
-
-        mode = sync_mode(cfg, rep.has_remote())
         try:
-            if mode == "remote":
-                report = replicate.run_cycle(rep, locked)
-            else:
-                report = replicate.SyncReport()
-                report.commits = int(rep.commit_pending())
-                report.ignored = rep.ignored_paths()
+            worktree = ensure_sync_worktree(paths.main_repo)
+            rep = Replicator(worktree, cfg.remote, credentials_from_env(cfg.values), prefer=_prefer_verified(paths))
+            mode = state.sync_mode(cfg, rep.has_remote())
+            try:
+                report = run_cycle(rep, PlainLog(worktree), remote=mode == "remote")
+            finally:
+                rep.index.flush()
         except errors.ThrumError as exc:
-            record(paths, None, exc.message)
+            state.record(paths, None, exc.message)
             raise
-        finally:
-            rep.index.flush()
+        except Exception as exc:  # noqa: BLE001 - recorded, then one line for the caller
+            message = f"the sync failed unexpectedly: {type(exc).__name__}: {exc}"
+            state.record(paths, None, message)
+            raise errors.SyncFailed(message) from exc
+        result = state.report_dict(report, mode)
+        state.record(paths, result, report.error)
         _tidy(rep, mode)
-        result = report_dict(report, mode)
-        record(paths, result, report.error)
         if report.error:
             raise errors.SyncFailed(report.error)
         return result
@@ -111,85 +102,24 @@ def _tidy(rep: Any, mode: str) -> None:
     if remote is not None:
         stores.append(remote)
     for store in stores:
-        hygiene.consolidate(store)
+        try:
+            hygiene.consolidate(store)
+        except Exception:  # noqa: BLE001 - a failed tidy-up never fails the sync
+            logging.getLogger(__name__).exception("could not consolidate %s", store)
 
 
 def status(paths: ThrumPaths) -> dict:
     """``sync status`` while the daemon is stopped: the configured mode and the last recorded outcome."""
     cfg = config_mod.load(paths.config)
-    state = load_state(paths)
+    last = state.load_state(paths)
     return {
         "mode": "local-only" if cfg.local_only else "unknown (daemon stopped)",
         "remote": cfg.remote,
-        "last_success": state.get("last_success"),
-        "last_error": state.get("last_error"),
-        "last_error_at": state.get("last_error_at"),
-        "last_report": state.get("last_report"),
+        "last_success": last.get("last_success"),
+        "last_error": last.get("last_error"),
+        "last_error_at": last.get("last_error_at"),
+        "last_report": last.get("last_report"),
         "pending_events": None,
         "quarantined": None,
         "daemon_running": False,
-    }
-
-
-# --------------------------------------------------------------------------- the state file
-
-
-def sync_mode(cfg: config_mod.Config, has_remote: bool) -> str:
-    if cfg.local_only:
-        return "local-only"
-    return "remote" if has_remote else "no-remote"
-
-
-def load_state(paths: ThrumPaths) -> dict:
-    try:
-        data = json.loads((paths.var / "sync-state.json").read_text())
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
-        return {}
-
-
-def save_state(paths: ThrumPaths, state: dict) -> None:
-    target = paths.var / "sync-state.json"
-    tmp = target.with_suffix(".tmp")
-    tmp.write_text(json.dumps(state, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, target)
-
-
-def now_iso() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-def record(paths: ThrumPaths, report: dict | None, error: str | None) -> dict:
-    """Merge one cycle's outcome into the state file; returns the new state."""
-    state = load_state(paths)
-    at = now_iso()
-    state["last_attempt"] = at
-    if error:
-        state["last_error"] = error
-        state["last_error_at"] = at
-    else:
-        state["last_success"] = at
-        state["last_error"] = None
-    if report is not None:
-        state["last_report"] = report
-    save_state(paths, state)
-    return state
-
-
-def report_dict(report: Any, mode: str) -> dict:
-    """A cycle's `replicate.SyncReport` as the ``sync.run`` reply and the state file hold it."""
-    return {
-        "ok": report.error is None,
-        "mode": mode,
-        "remote": report.remote,
-        "remote_url": report.remote_url,
-        "sent": report.sent,
-        "received": report.received,
-        "commits": report.commits,
-        "pushed": report.pushed,
-        "attempts": report.attempts,
-        "duration_ms": round(report.duration_s * 1000, 1),
-        "error": report.error,
-        "ignored_paths_by_reason": dict(getattr(report, "ignored", {}) or {}),
-        "phases_ms": {k: round(v * 1000, 1) for k, v in (getattr(report, "phases", {}) or {}).items()},
     }

@@ -28,7 +28,8 @@ from pathlib import Path
 import pygit2
 
 from . import SyncError
-from .safefs import open_regular
+from thrum.nofollow import open_regular
+
 from .trees import MAX_FILE_BYTES
 
 __all__ = ["MAX_OBJECT_BYTES", "read_loose", "refuse_special", "refuse_special_files", "too_large", "verified_blob"]

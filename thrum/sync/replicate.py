@@ -7,8 +7,10 @@ Rules:
    sync with nothing new, makes no commit.
 2. Cost follows what changed: only log files whose blob differs between our
    ``a-sync`` and the remote's are read and merged (`treemerge`), in chunks that
-   each hold the writer lock briefly. Trees are written for the touched directories
-   only, never through the worktree index (which only keeps stat data).
+   each hold the log's lock briefly. The log's files are read and replaced through
+   their owner (`logaccess.LogAccess`: the daemon's writer, or the offline cycle's).
+   Trees are written for the touched directories only, never through the worktree
+   index (which only keeps stat data).
 3. The merged tree is committed with the remote tip as its only parent: history is
    linear, the remote keeps a single root, and every push is a fast-forward.
    Entries of the remote's tree that thrum ignores stay in it, counted by reason.
@@ -16,7 +18,7 @@ Rules:
    pusher, a server's "cannot lock ref": `transport.lost_race`) returns False
    (`cycle.run_cycle` tries again, with jittered backoff); a lost race is never
    reported as an unreachable remote. Network operations go through
-   ``transport.session``: relative URLs, SSH config, credentials looked up when
+   `transport.session`: relative URLs, SSH config, credentials looked up when
    needed, the network timeout, one-line errors (:class:`AuthError`,
    :class:`RemoteUnreachable`), URLs shown without credentials.
 
@@ -42,42 +44,30 @@ from pathlib import Path, PurePosixPath
 import pygit2
 from pygit2.enums import FileMode, FileStatus, ObjectType
 
+from thrum import nofollow
 from thrum.events import is_log_path
 
-from . import AuthError, PushRejected, RemoteUnreachable, SyncError, safefs, transport
-from .credentials import Credentials, credentials_from_env, remote_callbacks
-from .credentials import translate as _translate
+from . import PushRejected, SyncError
 from .gate import no_gate
-from .gitlib import EMPTY_TREE, IndexStats, PackWatch, objects_dir, open_repo, tune_pack_building
-from .packrecord import record_packs
+from .gitstore.gitlib import EMPTY_TREE, IndexStats, PackWatch, objects_dir, open_repo, tune_pack_building
+from .gitstore.objbatch import ObjectBatch
+from .gitstore.packrecord import record_packs
 from .localremote import FetchedBlobs, local_remote_path, open_local_remote
-from .merge import Prefer
-from .objbatch import ObjectBatch
-from .transport import lost_race
+from .logaccess import LogAccess
+from .merge.shard import Prefer
+from .transport.credentials import Credentials
+from .transport.credentials import translate as _translate
+from .transport.endpoint import resolved_url
+from .transport.session import lost_race, session
+from .transport.urls import main_worktree_dir, redact_url
 from .treemerge import KeyCache, MergeOutcome, TreeMerge, lines_ahead
 from .trees import LayoutTrees, Leaf
-from .urls import redact_url
 from .worktree import SYNC_BRANCH, SYNC_REF, worktree_intact
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
-__all__ = [
-    "AuthError",
-    "CommitResult",
-    "Credentials",
-    "FetchResult",
-    "MergeOutcome",
-    "PushRejected",
-    "RemoteUnreachable",
-    "Replicator",
-    "SyncError",
-    "SyncReport",
-    "credentials_from_env",
-    "remote_callbacks",
-    "run_cycle",
-]
+__all__ = ["CommitResult", "FetchResult", "Replicator"]
 
-Paths = list[str] | Callable[[], list[str] | None] | None
 _WT_CHANGED = FileStatus.WT_NEW | FileStatus.WT_MODIFIED | FileStatus.WT_TYPECHANGE
 KEEP_FETCHED_BYTES = 256 * 2**20  # inflated blobs a direct fetch hands to the merge (the rest is re-read)
 
@@ -150,9 +140,8 @@ class Replicator:
         self.index = IndexStats(self.repo, self._mutex)  # flushed by whoever ends with the replicator
         self._fetched = FetchedBlobs()  # what the last direct fetch inflated and checked
         self._common = self._objects.parent  # the repository's common dir: its config names the remotes
-        for stale in self.worktree_path.rglob(f"{safefs.TMP_PREFIX}*"):  # left by a crash mid-merge
-            if stale.is_symlink() or stale.is_file():
-                stale.unlink(missing_ok=True)
+        self._base = main_worktree_dir(self._common)  # where a relative remote path starts
+        nofollow.remove_temps(self.worktree_path)  # left by a crash in the middle of a merge
 
     def _signature(self) -> pygit2.Signature:
         return pygit2.Signature(self.author_name, self.author_email)
@@ -185,7 +174,7 @@ class Replicator:
     def _configured_url(self) -> str | None:
         repo = open_repo(self._common)
         try:
-            return transport.resolved_url(repo, repo.remotes[self.remote_name].url or "")
+            return resolved_url(repo.remotes[self.remote_name].url or "", self._base)
         except KeyError:
             return None
 
@@ -213,55 +202,65 @@ class Replicator:
 
     # -- commit
 
-    def commit_pending(self, paths: Paths = None, locked: Callable[[], AbstractContextManager] = nullcontext) -> bool:
+    def commit_pending(self, log: LogAccess) -> bool:
         """Commit changed log files; True when a commit was made.
 
-        ``paths`` (relative to the worktree, or absolute inside it) names the files
-        that were appended to; ``None`` asks git which files changed. It may be a
-        function returning either, called with ``locked`` held, so a caller can take
-        its record of appended files atomically. ``locked`` is held while the files
-        are read, not while they are hashed and committed.
+        The files come from ``log.appended()`` (None: git is asked which files changed),
+        read under ``log.locked()``, hashed and committed outside it. When the commit
+        fails, the files taken are given back (``log.not_committed``).
         """
         with self._mutex:
             self._packs.check()
-            with locked():
-                if callable(paths):
-                    paths = paths()
-                if paths is None:
-                    status = self.repo.status(untracked_files="all")
-                    candidates = sorted(p for p, flags in status.items() if flags & _WT_CHANGED and is_log_path(p))
-                else:
-                    candidates = sorted({p for p in (self._relative(p) for p in paths) if p is not None})
-                snapshot = {}
-                for rel in candidates:
-                    try:  # never through a link: its target is not ours to publish
-                        found = safefs.read_regular_stat(self.worktree_path, rel)
-                    except (SyncError, OSError) as exc:
-                        log.warning("not committing %s: %s", rel, exc)
-                        continue
-                    if found is not None:
-                        snapshot[rel] = found
-            head = self._head()
-            files: dict[str, Leaf] = {}
-            index_files = {}
-            batch = ObjectBatch(self._objects)
-            for rel, (data, st) in snapshot.items():
-                oid = pygit2.hash(data)
-                if self.trees.leaf_at(head.tree_id, rel) != Leaf(oid, int(FileMode.BLOB)):
-                    batch.add(oid, ObjectType.BLOB, data)
-                    files[rel] = Leaf(oid, int(FileMode.BLOB))
-                index_files[rel] = (oid, st)
-            tree = self.trees.with_files(head.tree_id, files, batch)
-            if tree == head.tree_id:
-                self.index.record(index_files)  # refresh stat data so the next status is cheap
-                return False
-            changed = sorted(files)
-            message = f"thrum: record events in {len(changed)} file(s)\n\n" + "".join(p + "\n" for p in changed)
-            oid = batch.commit(tree, [head.id], self._signature(), message)
-            self._move_ref(oid, "thrum: commit pending events")
-            self.index.record(index_files)
-            self.last_commit = CommitResult(commit=oid, paths=changed)
-            return True
+            with log.locked():
+                taken = log.appended()
+                snapshot = self._snapshot(log, taken)
+            try:
+                return self._commit(snapshot)
+            except Exception:
+                if taken:
+                    with log.locked():
+                        log.not_committed(taken)
+                raise
+
+    def _snapshot(self, log: LogAccess, paths: list[str] | None) -> dict[str, tuple[bytes, os.stat_result]]:
+        if paths is None:
+            status = self.repo.status(untracked_files="all")
+            candidates = sorted(p for p, flags in status.items() if flags & _WT_CHANGED and is_log_path(p))
+        else:
+            candidates = sorted({p for p in (self._relative(p) for p in paths) if p is not None})
+        snapshot = {}
+        for rel in candidates:
+            try:  # never through a link: its target is not ours to publish
+                found = log.read(rel)
+            except OSError as exc:
+                logger.warning("not committing %s: %s", rel, exc)
+                continue
+            if found is not None:
+                snapshot[rel] = found
+        return snapshot
+
+    def _commit(self, snapshot: dict[str, tuple[bytes, os.stat_result]]) -> bool:
+        head = self._head()
+        files: dict[str, Leaf] = {}
+        index_files = {}
+        batch = ObjectBatch(self._objects)
+        for rel, (data, st) in snapshot.items():
+            oid = pygit2.hash(data)
+            if self.trees.leaf_at(head.tree_id, rel) != Leaf(oid, int(FileMode.BLOB)):
+                batch.add(oid, ObjectType.BLOB, data)
+                files[rel] = Leaf(oid, int(FileMode.BLOB))
+            index_files[rel] = (oid, st)
+        tree = self.trees.with_files(head.tree_id, files, batch)
+        if tree == head.tree_id:
+            self.index.record(index_files)  # refresh stat data so the next status is cheap
+            return False
+        changed = sorted(files)
+        message = f"thrum: record events in {len(changed)} file(s)\n\n" + "".join(p + "\n" for p in changed)
+        oid = batch.commit(tree, [head.id], self._signature(), message)
+        self._move_ref(oid, "thrum: commit pending events")
+        self.index.record(index_files)
+        self.last_commit = CommitResult(commit=oid, paths=changed)
+        return True
 
     def _relative(self, path: str | os.PathLike) -> str | None:
         p = Path(path)
@@ -286,7 +285,7 @@ class Replicator:
         with self._mutex:
             self._packs.check()
             remote = self._remote()
-            url = transport.resolved_url(self.repo, remote.url or "")  # a relative path: from the main checkout
+            url = resolved_url(remote.url or "", self._base)  # a relative path: from the main checkout
             tracking = f"refs/remotes/{self.remote_name}/{SYNC_BRANCH}"
             self._fetched = FetchedBlobs()
             try:
@@ -300,7 +299,10 @@ class Replicator:
                             self.repo.create_reference_direct(tracking, tip, True, message="thrum: fetch a-sync")
                 else:  # credentials, SSH config, timeout, errors: see transport.session
                     before = set(os.listdir(self._objects / "pack")) if (self._objects / "pack").is_dir() else set()
-                    with self.network("fetch"), transport.session(self.repo, self.remote_name, self.credentials) as net:
+                    with (
+                        self.network("fetch"),
+                        session(self.repo, self.remote_name, self._base, self.credentials) as net,
+                    ):
                         net.remote.fetch([f"+{SYNC_REF}:{tracking}"], callbacks=net.callbacks, proxy=True)
                         heads = net.remote.list_heads(connect=False)
                     new = set(os.listdir(self._objects / "pack")) - before  # a pack per fetch: consolidated later
@@ -317,37 +319,32 @@ class Replicator:
 
     # -- merge
 
-    def merge(
-        self,
-        remote_tip: pygit2.Oid | None,
-        locked: Callable[[], AbstractContextManager] = nullcontext,
-        on_chunk: Callable[[MergeOutcome], None] | None = None,
-    ) -> MergeOutcome:
+    def merge(self, remote_tip: pygit2.Oid | None, log: LogAccess) -> MergeOutcome:
         """Merge the remote tip's log files into ours and commit on top of the remote tip.
 
         Only log files whose blob differs between the two trees are read; each is
         merged with the current worktree file (which may hold appends not yet
-        committed), in chunks that each hold ``locked`` and then call ``on_chunk``
-        (to fold what they brought) when they wrote or received something.
+        committed), in chunks that each hold ``log.locked()`` and hand what they wrote
+        and received to ``log.apply_remote``.
         """
         with self._mutex:
             head = self._head()
             if remote_tip == head.id:
                 return MergeOutcome(head=head.id)
             if remote_tip is None:  # the remote has no a-sync yet: our push creates it
-                return MergeOutcome(head=head.id, ahead=True, sent=self.ahead_of(None))
+                return MergeOutcome(head=head.id, ahead=True, sent=self.ahead_of(None, log))
             try:
                 theirs = self.repo[remote_tip]
             except KeyError:
                 raise SyncError(f"remote tip {remote_tip} is not in the object store; fetch first") from None
             if self.repo.descendant_of(head.id, remote_tip):
-                return MergeOutcome(head=head.id, ahead=True, sent=self.ahead_of(remote_tip))
+                return MergeOutcome(head=head.id, ahead=True, sent=self.ahead_of(remote_tip, log))
             try:
-                return self._merge_into(head, theirs, locked, on_chunk)
+                return self._merge_into(head, theirs, log)
             finally:
                 self._fetched = FetchedBlobs()
 
-    def ahead_of(self, remote_tip: pygit2.Oid | None) -> int:
+    def ahead_of(self, remote_tip: pygit2.Oid | None, log: LogAccess) -> int:
         """Lines our ``a-sync`` holds beyond ``remote_tip`` (what a push adds there)."""
         with self._mutex:
             head = self._head()
@@ -357,13 +354,13 @@ class Replicator:
                 remote_tree = self.repo[remote_tip].tree_id if remote_tip is not None else EMPTY_TREE
             except KeyError:
                 remote_tree = EMPTY_TREE
-            return lines_ahead(self.trees, self.worktree_path, remote_tree, head.tree_id)
+            return lines_ahead(self.trees, log, remote_tree, head.tree_id)
 
-    def _merge_into(self, head: pygit2.Commit, theirs: pygit2.Commit, locked, on_chunk) -> MergeOutcome:
+    def _merge_into(self, head: pygit2.Commit, theirs: pygit2.Commit, log: LogAccess) -> MergeOutcome:
         changes = self.trees.changes(head.tree_id, theirs.tree_id)
         batch = ObjectBatch(self._objects)
-        merger = TreeMerge(self.repo, batch, self.worktree_path, self._keys, self._fetched.read, self.prefer)
-        outcome, files, stats = merger.run(changes, self.trees.size, locked, on_chunk)
+        merger = TreeMerge(self.repo, batch, log, self._keys, self._fetched.read, self.prefer)
+        outcome, files, stats = merger.run(changes, self.trees.size)
         remote_leaves = {c.path: c.new for c in changes}
         ours = {path: leaf for path, leaf in files.items() if leaf != remote_leaves.get(path)}
         tree = self.trees.with_files(theirs.tree_id, ours, batch)
@@ -400,14 +397,14 @@ class Replicator:
             if self.last_fetch is not None and self.last_fetch.tip == head:
                 return True
             remote = self._remote()
-            url = transport.resolved_url(self.repo, remote.push_url or remote.url or "")
+            url = resolved_url(remote.push_url or remote.url or "", self._base)
             with open_local_remote(url) or nullcontext() as local:
                 if local is not None and local.bare:
                     return self._push_local(local, head, redact_url(url))
             url = redact_url(url)
             with (
                 self.network("push"),
-                transport.session(self.repo, self.remote_name, self.credentials, push=True) as net,
+                session(self.repo, self.remote_name, self._base, self.credentials, push=True) as net,
             ):
                 callbacks = net.callbacks
                 try:
@@ -415,7 +412,7 @@ class Replicator:
                 except Exception as exc:  # noqa: BLE001 - a lost race is not an error
                     if not lost_race(str(exc)):
                         raise
-                    log.info("push of %s to %s lost a race: %s", SYNC_BRANCH, url, exc)
+                    logger.info("push of %s to %s lost a race: %s", SYNC_BRANCH, url, exc)
                     return False
             for _ref, message in callbacks.rejected:
                 if lost_race(message):
@@ -440,11 +437,8 @@ class Replicator:
             raise
         except Exception as exc:  # noqa: BLE001 - translated at this boundary
             if lost_race(str(exc)):  # another pusher holds the remote's ref lock
-                log.info("push of %s to %s lost a race: %s", SYNC_BRANCH, url, exc)
+                logger.info("push of %s to %s lost a race: %s", SYNC_BRANCH, url, exc)
                 return False
             raise _translate(exc, self.remote_name, url) from exc
         self.last_fetch = FetchResult(tip=head, url=url, at=time.time())
         return True
-
-
-from .cycle import SyncReport, run_cycle  # noqa: E402  (the cycle over a Replicator; re-exported here)

@@ -7,12 +7,13 @@ Rules:
    worktree file, which may hold appends not committed yet (`merge.py`: the fast
    path when one side only appended, else the full merge, with ``prefer``).
 2. The work runs in chunks of at most `CHUNK_FILES` files and about `CHUNK_BYTES`
-   bytes. The writer lock (``locked``) is held only while a chunk reads the local
-   files, merges them, writes the results and folds what they brought
-   (``on_chunk``); remote blobs are read before, new blobs hashed after, so a
-   send waits for one chunk at most, whatever the size of the sync.
-3. A chunk's files are written with one fsync round (`safefs.write_batch`), never
-   through a link; a file the merge leaves as it is, is not written.
+   bytes. The log's lock (`LogAccess.locked`) is held only while a chunk reads the
+   local files, merges them and hands the results and the lines they brought to the
+   log's owner (`LogAccess.apply_remote`); remote blobs are read before, new blobs
+   hashed after, so a send waits for one chunk at most, whatever the size of the sync.
+3. The owner writes a chunk's files with one fsync round, never through a link; a
+   file the merge leaves as it is, is not written. What a chunk received is handed
+   over with it and not kept: a sync holds one chunk's lines at a time.
 4. A deleted local file is restored from our tree, never deleted (the log is
    append-only); a remote that dropped or replaced a log file gets ours back.
 5. Per path, a `KeyCache` keeps the key summary of the bytes a merge left, so the
@@ -26,16 +27,15 @@ import os
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pygit2
 from pygit2.enums import FileMode, ObjectType
 
-from . import safefs
-from .gitlib import ObjectWriter
-from .merge import Prefer, ShardKeys, merge_shard_fast, merge_shard_keyed
+from . import SyncError
+from .gitstore.gitlib import ObjectWriter
+from .logaccess import LogAccess
+from .merge.shard import Prefer, ShardKeys, merge_shard_fast, merge_shard_keyed
 from .trees import Change, LayoutTrees, Leaf
 
 __all__ = ["CHUNK_BYTES", "CHUNK_FILES", "KeyCache", "MergeOutcome", "TreeMerge", "lines_ahead"]
@@ -47,7 +47,7 @@ WORKERS = max(1, min(4, os.cpu_count() or 1))  # reading, inflating, hashing: th
 
 @dataclass
 class MergeOutcome:
-    """What a merge (or one chunk of it) did. ``received_lines``: path -> lines new to us."""
+    """What a merge did: lines received (new to us) and sent (new to the remote), counted."""
 
     head: pygit2.Oid | None = None
     received: int = 0
@@ -55,8 +55,7 @@ class MergeOutcome:
     commits: int = 0
     fast_forward: bool = False  # the ref moved to the remote tip, no commit needed
     ahead: bool = False  # we already contain the remote tip: nothing to merge
-    received_lines: dict[str, list[bytes]] = field(default_factory=dict)
-    written: list[str] = field(default_factory=list)  # worktree files replaced
+    written: int = 0  # worktree files replaced
     ignored: dict[str, int] = field(default_factory=dict)  # entries of the merged tree thrum ignores
 
 
@@ -81,24 +80,20 @@ class TreeMerge:
         self,
         repo: pygit2.Repository,
         odb: ObjectWriter,
-        root: Path,
+        log: LogAccess,
         keys: "KeyCache",
         blob_bytes: Callable[[pygit2.Oid], bytes | None],
         prefer: Prefer | None = None,
     ):
         self.repo = repo
         self.odb = odb  # where merged blobs go (the step's `ObjectBatch`)
-        self.root = root
+        self.log = log
         self.keys = keys
         self.blob_bytes = blob_bytes
         self.prefer = prefer
 
     def run(
-        self,
-        changes: list[Change],
-        sizes: Callable[[bytes], int],
-        locked: Callable[[], AbstractContextManager] = nullcontext,
-        on_chunk: Callable[[MergeOutcome], None] | None = None,
+        self, changes: list[Change], sizes: Callable[[bytes], int]
     ) -> tuple[MergeOutcome, dict[str, Leaf], dict[str, os.stat_result]]:
         """Merge ``changes``; (totals, the log files of the merged tree that changed, their stats)."""
         total = MergeOutcome()
@@ -106,12 +101,7 @@ class TreeMerge:
         stats: dict[str, os.stat_result] = {}
         with ThreadPoolExecutor(WORKERS) as pool:
             for chunk in _chunks(changes, sizes):
-                merged, outcome = self._chunk(chunk, pool, locked, on_chunk)
-                total.received += outcome.received
-                total.sent += outcome.sent
-                total.written.extend(outcome.written)
-                for path, lines in outcome.received_lines.items():
-                    total.received_lines.setdefault(path, []).extend(lines)
+                merged = self._chunk(chunk, pool, total)
                 for m in merged:  # outside the lock: hashing and compressing new blobs
                     if m.remote is not None and (m.data is m.remote_bytes or m.data == m.remote_bytes):
                         leaf = m.remote
@@ -124,17 +114,17 @@ class TreeMerge:
                         stats[m.path] = m.stat
         return total, files, stats
 
-    def _chunk(self, chunk: list[Change], pool: ThreadPoolExecutor, locked, on_chunk):
+    def _chunk(self, chunk: list[Change], pool: ThreadPoolExecutor, total: MergeOutcome) -> list[_Merged]:
         remote = list(pool.map(lambda c: self.blob_bytes(c.new.oid) if c.new else b"", chunk))
         for i, c in enumerate(chunk):
             if remote[i] is None:
                 remote[i] = self.repo[c.new.oid].data  # packed: libgit2 reads it, on this thread
-        outcome = MergeOutcome()
         merged: list[_Merged] = []
-        with locked():
+        with self.log.locked():
             candidates = [self.keys.candidate(c.path) for c in chunk]
             locals_ = list(pool.map(self._read_local, chunk, candidates))
             writes: list[tuple[str, bytes]] = []
+            received: dict[str, list[bytes]] = {}
             for c, theirs, (found, known_ok) in zip(chunk, remote, locals_):
                 exists = found is not None
                 if found is not None:
@@ -146,29 +136,30 @@ class TreeMerge:
                     self.keys.drop(c.path)
                 result, keys = self._merge(theirs, local, known)
                 if result.received:
-                    outcome.received_lines[c.path] = result.received
-                    outcome.received += len(result.received)
-                outcome.sent += len(result.sent)
+                    received[c.path] = result.received
+                    total.received += len(result.received)
+                total.sent += len(result.sent)
                 if c.new is None and not result.data and not exists:
                     continue
                 m = _Merged(c.path, result.data, c.new, theirs, keys, found[1] if found is not None else None)
                 merged.append(m)
                 if not exists or not (result.data is local or result.data == local):
                     writes.append((c.path, result.data))
-            if writes:
-                written = safefs.write_batch(self.root, writes)
+            if writes or received:
+                written = self.log.apply_remote(writes, received)
                 by_path = dict(zip((p for p, _ in writes), written))
                 for m in merged:
                     m.stat = by_path.get(m.path, m.stat)
-                outcome.written = [p for p, _ in writes]
-            if on_chunk is not None and (outcome.written or outcome.received):
-                on_chunk(outcome)
-        return merged, outcome
+                total.written += len(writes)
+        return merged
 
     def _read_local(self, change: Change, candidate) -> tuple[tuple[bytes, os.stat_result] | None, bool]:
         """Worker thread, no pygit2: the file and its stat (never through a link), and whether
         the path's key summary still describes the file's first bytes."""
-        found = safefs.read_regular_stat(self.root, change.path)
+        try:
+            found = self.log.read(change.path)
+        except OSError as exc:
+            raise SyncError(f"cannot merge {change.path}: {exc.strerror or exc}") from None
         known_ok = False
         if candidate is not None and found is not None:
             oid_raw, n = candidate
@@ -195,7 +186,7 @@ def _chunks(changes: list[Change], sizes: Callable[[bytes], int]) -> Iterator[li
         yield chunk
 
 
-def lines_ahead(trees: LayoutTrees, root: Path, remote_tree: pygit2.Oid, local_tree: pygit2.Oid) -> int:
+def lines_ahead(trees: LayoutTrees, log: LogAccess, remote_tree: pygit2.Oid, local_tree: pygit2.Oid) -> int:
     """Lines our tree adds over the remote's, for the report (reads only file tails)."""
     total = 0
     for change in trees.changes(remote_tree, local_tree):
@@ -204,11 +195,11 @@ def lines_ahead(trees: LayoutTrees, root: Path, remote_tree: pygit2.Oid, local_t
         if ours <= theirs:
             continue
         try:
-            data = safefs.read_regular(root, change.path)
-        except (OSError, safefs.UnsafePath):
+            found = log.read(change.path)
+        except OSError:
             continue
-        if data is not None:
-            total += data[theirs:ours].count(b"\n")
+        if found is not None:
+            total += found[0][theirs:ours].count(b"\n")
     return total
 
 

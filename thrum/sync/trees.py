@@ -30,7 +30,7 @@ from thrum.events.names import NAME_RE
 from thrum.events.shards import AGENT_KINDS_OF_STREAMS as _AGENT_KINDS
 from thrum.events.shards import EVENTS_STREAM, segment_number
 
-from .gitlib import EMPTY_TREE, ObjectWriter, TreeEntries, read_tree, write_tree
+from .gitstore.gitlib import EMPTY_TREE, ObjectWriter, TreeEntries, read_tree, write_tree
 
 __all__ = ["MAX_FILE_BYTES", "REASONS", "Change", "LayoutTrees", "Leaf"]
 

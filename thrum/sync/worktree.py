@@ -13,7 +13,7 @@ Rules:
    repository moved, the directory removed): its log files are merged back into
    the re-created worktree.
 5. libgit2 never checks the branch out: it is untrusted content. Only the log
-   files of its tree are written into a new worktree, by thrum, through `safefs`.
+   files of its tree are written into a new worktree, by thrum, through `thrum.nofollow`.
 """
 
 from __future__ import annotations
@@ -27,10 +27,12 @@ import pygit2
 
 from thrum.events import is_log_path as ev_is_log_path
 
-from . import NotAGitRepository, SyncError, safefs
-from .gitlib import add_index_entry
+from thrum import nofollow
+
+from . import NotAGitRepository, SyncError
+from .gitstore.gitlib import add_index_entry
 from .localremote import open_local_remote
-from .merge import merge_shard
+from .merge.shard import merge_shard
 from .trees import LayoutTrees
 
 log = logging.getLogger(__name__)
@@ -145,11 +147,14 @@ def _remote_sync_tip(repo, remote_name, callbacks) -> pygit2.Oid | None:
     """Fetch the remote's a-sync; its tip, or None (no remote, no branch, unreachable)."""
     if remote_name not in set(repo.remotes.names()):
         return None
-    from . import transport  # relative URLs, SSH config, credentials, timeout (issue 12)
+    from .transport.endpoint import resolved_url  # relative URLs, SSH config, credentials, timeout (issue 12)
+    from .transport.session import session
+    from .transport.urls import main_worktree_dir
 
     tracking = f"refs/remotes/{remote_name}/{SYNC_BRANCH}"
     try:
-        url = transport.resolved_url(repo, repo.remotes[remote_name].url or "")
+        base = main_worktree_dir(Path(repo.path))
+        url = resolved_url(repo.remotes[remote_name].url or "", base)
         local = open_local_remote(url)
         if local is not None:  # a repository on this machine: copy objects (see localremote)
             tip = local.tip(SYNC_REF)
@@ -157,7 +162,7 @@ def _remote_sync_tip(repo, remote_name, callbacks) -> pygit2.Oid | None:
                 local.fetch_into(repo, tip)
                 repo.create_reference_direct(tracking, tip, True, message="thrum: fetch a-sync")
             return tip
-        with transport.session(repo, remote_name, getattr(callbacks, "creds", None)) as net:
+        with session(repo, remote_name, base, getattr(callbacks, "creds", None)) as net:
             net.remote.fetch([f"+{SYNC_REF}:{tracking}"], callbacks=net.callbacks, proxy=True)
             heads = net.remote.list_heads(connect=False)
     except Exception as exc:  # noqa: BLE001 - any remote failure means "create locally"
@@ -247,7 +252,7 @@ def _add_worktree_without_checkout(repo: pygit2.Repository, name: str, path: Pat
     The branch is untrusted (links, submodules, junk): libgit2 would materialise all
     of it. So the worktree is created on a temporary branch at the empty root
     commit (nothing to check out), its HEAD is pointed at ``a-sync``, and only the
-    log files are written, by thrum, through `safefs`.
+    log files are written, by thrum, through `thrum.nofollow`.
     """
     tmp_ref = f"refs/heads/thrum-attach-{os.getpid()}"
     ref = repo.create_reference_direct(tmp_ref, _root_commit(repo), True, message="thrum: attach the worktree")
@@ -274,7 +279,7 @@ def _materialise(wt: pygit2.Repository, path: Path, batch: int = 256) -> None:
     index.clear()
     for i in range(0, len(files), batch):
         part = files[i : i + batch]
-        stats = safefs.write_batch(path, [(p, wt[leaf.oid].data) for p, leaf in part])
+        stats = nofollow.write_batch(path, [(p, wt[leaf.oid].data) for p, leaf in part])
         for (p, leaf), st in zip(part, stats):
             add_index_entry(index, p, leaf.oid, st)
     index.write()
@@ -327,21 +332,18 @@ def _aside(path: Path) -> Path:
 def _recover(salvage: Path, path: Path) -> None:
     """Merge the shard files of a broken worktree directory into the new worktree.
 
-    Neither side is read or written through a link (`safefs`).
+    Neither side is read or written through a link (`thrum.nofollow`).
     """
-    for src in sorted(salvage.rglob("*.jsonl")):  # rglob does not descend into linked directories
-        rel = src.relative_to(salvage).as_posix()
-        if not is_log_path(rel):
-            continue
+    for rel in nofollow.regular_files(salvage, is_log_path):  # iterative; links never followed
         try:
-            theirs = safefs.read_regular(salvage, rel)
-            if theirs is None:
+            found = nofollow.read_regular(salvage, rel)
+            if found is None:
                 continue
-            current = safefs.read_regular(path, rel) or b""
-            merged = merge_shard(current, theirs).data
-            if merged != current:
-                safefs.write_atomic(path, rel, merged)
-        except (OSError, SyncError) as exc:
+            current = nofollow.read_regular(path, rel)
+            merged = merge_shard(current[0] if current else b"", found[0]).data
+            if current is None or merged != current[0]:
+                nofollow.write_atomic(path, rel, merged)
+        except OSError as exc:
             log.warning("could not recover %s from %s: %s", rel, salvage, exc)
     shutil.rmtree(salvage, ignore_errors=True)
 

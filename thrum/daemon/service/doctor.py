@@ -140,7 +140,7 @@ async def _stuck_sync_check(ctx, creds) -> dict | None:
 @method("doctor.run")
 async def run(call: Call) -> dict:
     from ...sync import diagnose
-    from ...sync.credentials import credentials_from_env
+    from ...sync.transport.credentials import credentials_from_env
 
     ctx = call.ctx
     # What the daemon would log in with for a `thrum sync` from this shell: its own

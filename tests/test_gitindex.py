@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from thrum.sync.gitindex import Unreadable, tracked_under
+from thrum.gitindex import Unreadable, tracked_under
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pygit2
 
-from .safefs import open_regular
+from thrum.nofollow import open_regular
 
 __all__ = ["MAX_DEPTH", "PackedObject", "delta", "read_index", "write_pack", "write_plain_pack"]
 

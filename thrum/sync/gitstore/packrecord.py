@@ -24,7 +24,7 @@ import secrets
 import stat
 from pathlib import Path
 
-from .safefs import open_regular
+from thrum.nofollow import open_regular
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ def _object_count(pack: Path) -> int | None:
 
 
 def _read_regular(path: Path, limit: int) -> bytes | None:
-    """Up to ``limit`` bytes of a regular file; None for anything else (`safefs.open_regular`)."""
+    """Up to ``limit`` bytes of a regular file; None for anything else (`thrum.nofollow.open_regular`)."""
     try:
         with open_regular(path) as (f, _):
             return f.read(limit)

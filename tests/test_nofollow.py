@@ -1,4 +1,5 @@
-"""The sync worktree is never read or written through a symbolic link."""
+"""The log's worktree is never read or written through a symbolic link (`thrum.nofollow`,
+the one walker the store and the sync share)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import os
 
 import pytest
 
-from thrum.sync import safefs
+from fixtures.repos.builders import deep_directory, remove_deep_directory
+from thrum import nofollow
 
 
 def test_a_linked_directory_is_replaced_not_followed(tmp_path):
@@ -14,7 +16,7 @@ def test_a_linked_directory_is_replaced_not_followed(tmp_path):
     root.mkdir()
     outside.mkdir()
     os.symlink(outside, root / "messages")
-    safefs.write_atomic(root, "messages/bob/000001.jsonl", b"x\n")
+    nofollow.write_atomic(root, "messages/bob/000001.jsonl", b"x\n")
     assert list(outside.iterdir()) == []
     assert not (root / "messages").is_symlink()
     assert (root / "messages" / "bob" / "000001.jsonl").read_bytes() == b"x\n"
@@ -26,7 +28,10 @@ def test_a_linked_file_is_never_read(tmp_path):
     secret = tmp_path / "secret"
     secret.write_bytes(b"token\n")
     os.symlink(secret, root / "messages" / "carol" / "000001.jsonl")
-    assert safefs.read_regular(root, "messages/carol/000001.jsonl") is None
+    with pytest.raises(nofollow.UnsafePath):  # the store's way: refused
+        nofollow.read_regular(root, "messages/carol/000001.jsonl", drop_links=False)
+    assert nofollow.read_regular(root, "messages/carol/000001.jsonl") is None  # the sync's: removed
+    assert not (root / "messages" / "carol" / "000001.jsonl").is_symlink()
     assert secret.read_bytes() == b"token\n"
 
 
@@ -36,7 +41,7 @@ def test_writing_over_a_linked_file_replaces_the_link(tmp_path):
     secret = tmp_path / "secret"
     secret.write_bytes(b"token\n")
     os.symlink(secret, root / "messages" / "carol" / "000001.jsonl")
-    safefs.write_atomic(root, "messages/carol/000001.jsonl", b"line\n")
+    nofollow.write_atomic(root, "messages/carol/000001.jsonl", b"line\n")
     assert secret.read_bytes() == b"token\n"
     assert (root / "messages" / "carol" / "000001.jsonl").read_bytes() == b"line\n"
 
@@ -45,25 +50,27 @@ def test_a_fifo_is_refused_without_blocking(tmp_path):
     root = tmp_path / "wt"
     (root / "messages" / "bob").mkdir(parents=True)
     os.mkfifo(root / "messages" / "bob" / "000001.jsonl")
-    with pytest.raises(safefs.UnsafePath):
-        safefs.read_regular(root, "messages/bob/000001.jsonl")
+    with pytest.raises(nofollow.UnsafePath):
+        nofollow.read_regular(root, "messages/bob/000001.jsonl")
 
 
 @pytest.mark.parametrize("rel", ["../x.jsonl", "messages/../../x.jsonl", "/etc/passwd", "a//b.jsonl"])
 def test_paths_that_leave_the_root_are_refused(tmp_path, rel):
-    with pytest.raises(safefs.UnsafePath):
-        safefs.write_atomic(tmp_path, rel, b"x")
+    with pytest.raises(nofollow.UnsafePath):
+        nofollow.write_atomic(tmp_path, rel, b"x")
 
 
-def test_remove_unwanted_keeps_only_wanted_regular_files(tmp_path):
+def test_walking_a_tree_is_iterative_and_bounded_in_depth(tmp_path):
     root = tmp_path / "wt"
     (root / "messages" / "bob").mkdir(parents=True)
-    (root / "messages" / "eve").mkdir(parents=True)
-    (root / ".git").write_text("gitdir: somewhere\n")
     (root / "messages" / "bob" / "000001.jsonl").write_bytes(b"x\n")
-    (root / "junk.sh").write_bytes(b"rm -rf /\n")
-    os.symlink("/etc/passwd", root / "messages" / "eve" / "000001.jsonl")
-    removed = safefs.remove_unwanted(root, lambda rel: rel.endswith(".jsonl"))
-    assert sorted(removed) == ["junk.sh", "messages/eve/000001.jsonl"]
-    assert (root / ".git").exists()
-    assert (root / "messages" / "bob" / "000001.jsonl").exists()
+    (root / "messages" / "bob" / f"{nofollow.TMP_PREFIX}000002.jsonl.1").write_bytes(b"torn")
+    os.symlink("/etc", root / "messages" / "eve")
+    (root / "junk").mkdir()
+    deep_directory(root / "junk", 1530)  # deeper than any recursive walk survives
+    try:
+        assert nofollow.regular_files(root, lambda rel: rel.endswith(".jsonl")) == ["messages/bob/000001.jsonl"]
+        assert nofollow.remove_temps(root) == [f"messages/bob/{nofollow.TMP_PREFIX}000002.jsonl.1"]
+        assert sorted(os.listdir(root / "messages" / "bob")) == ["000001.jsonl"]
+    finally:
+        remove_deep_directory(root / "junk")

@@ -30,20 +30,18 @@ import base64
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import pygit2
 from pygit2.enums import CredentialType
 from pygit2.errors import Passthrough
 
-from . import AuthError, RemoteUnreachable, SyncError
+from .. import AuthError, RemoteUnreachable, SyncError
 from . import gitcredential
+from .endpoint import Endpoint
 from .forwarded import is_socket
-from .sshconfig import host_label, known_host_entries, known_hosts_files
+from .ssh import host_label, known_host_entries, known_hosts_files
 from .urls import redact_text, url_secrets
 
-if TYPE_CHECKING:
-    from .transport import Endpoint
 
 log = logging.getLogger(__name__)
 

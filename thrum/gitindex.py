@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..paths import linked_git_dir
+from .paths import linked_git_dir
 
 __all__ = ["Unreadable", "git_dir_of", "tracked_under"]
 

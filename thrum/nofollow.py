@@ -1,0 +1,418 @@
+"""File access under a root whose content is untrusted, never through a symbolic link.
+
+The log's worktree holds what the remote sent: whoever can push to ``a-sync`` decides
+which paths exist there. The store (appending, reading segments) and the sync (merging,
+committing, materialising a fresh worktree) both go through this one walker. Rules:
+
+1. A path is walked one component at a time from the root with directory descriptors
+   and ``O_NOFOLLOW``: no link (in a directory component or the last one) is followed,
+   so nothing outside the root is read from or written to. The root itself is ours
+   (under the git common dir) and trusted.
+2. A link met on the way is either refused (``drop_links=False``: `UnsafePath`, the
+   caller skips the path) or removed (``drop_links=True``: unlinking a link never
+   touches its target, and the walk goes on as if it were absent). Links are never
+   legitimate in the worktree: thrum writes none.
+3. Only regular files are read; a FIFO, device or directory in a file's place is an
+   `UnsafePath`, never a blocking read.
+4. Writes replace a file atomically (temporary file, fsync, rename, fsync of the
+   directory), so a crash never leaves a torn copy. `write_batch` does it for many
+   files with one fsync round: every temporary file is fsynced (in parallel) before
+   any is renamed, and each directory is fsynced once.
+5. Walks of a whole tree (`regular_files`) are iterative and
+   bounded in depth: a directory nested thousands of levels deep is skipped, never a
+   ``RecursionError``.
+
+Standard library only: the store, the sync and every other layer may use it.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import stat
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import BinaryIO
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "MAX_WALK_DEPTH",
+    "TMP_PREFIX",
+    "NotRegular",
+    "UnsafePath",
+    "entries",
+    "fsync_dir",
+    "fsync_pool",
+    "is_regular",
+    "open_dir",
+    "open_file",
+    "open_regular",
+    "read_regular",
+    "regular_files",
+    "remove_temps",
+    "write_atomic",
+    "write_batch",
+]
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+TMP_PREFIX = ".thrum-tmp-"
+MAX_WALK_DEPTH = 64  # the log's layout is 3 levels deep; anything deeper is not ours to walk
+
+
+class UnsafePath(OSError):
+    """A link, or something other than a directory or regular file, where a path leads."""
+
+
+class NotRegular(OSError):
+    """`open_regular` found something other than a regular file."""
+
+
+def _parts(rel: str) -> list[str]:
+    parts = rel.split("/")
+    if not parts or any(p in ("", ".", "..") or "\0" in p for p in parts):
+        raise UnsafePath(errno.EINVAL, f"refusing unsafe path {rel!r}")
+    return parts
+
+
+def _drop_link(dir_fd: int, name: str, rel: str) -> bool:
+    """Remove ``name`` if it is a symlink; True when it was one."""
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    if not stat.S_ISLNK(st.st_mode):
+        return False
+    os.unlink(name, dir_fd=dir_fd)
+    log.warning("removed a symbolic link at %s in the log's worktree (links are never followed)", rel)
+    return True
+
+
+def open_dir(root: Path, rel: str, *, create: bool = False, drop_links: bool = False) -> int | None:
+    """A descriptor of the directory ``root/rel`` ("" is the root), walked as rule 1 says;
+    None when it is absent and not ``create``. A root that vanished is made again when
+    ``create`` (the sync recreates the worktree and recovers its files).
+
+    Raises:
+        UnsafePath: a component is a link (unless dropped) or not a directory.
+    """
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        if not create:
+            return None
+        root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    dirs = _parts(rel) if rel else []
+    try:
+        for i, name in enumerate(dirs):
+            where = "/".join(dirs[: i + 1])
+            if drop_links:
+                _drop_link(fd, name, where)
+            try:
+                nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    os.close(fd)
+                    return None
+                try:
+                    os.mkdir(name, 0o755, dir_fd=fd)
+                except FileExistsError:  # another writer thread made it first
+                    pass
+                nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ENOTDIR, errno.ELOOP):
+                    raise UnsafePath(exc.errno, f"{where} is a link or not a directory; cannot use {rel}") from None
+                raise
+            os.close(fd)
+            fd = nfd
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def open_file(root: Path, rel: str, *, drop_links: bool = False) -> BinaryIO | None:
+    """The regular file ``root/rel`` open for reading (rules 1-3); None when there is none.
+
+    Raises:
+        UnsafePath: a link (unless dropped), a FIFO, a device or a directory on the way.
+    """
+    *dirs, name = _parts(rel)
+    dfd = open_dir(root, "/".join(dirs), drop_links=drop_links)
+    if dfd is None:
+        return None
+    try:
+        if drop_links:
+            _drop_link(dfd, name, rel)
+        try:
+            fd = os.open(name, _READ_FLAGS, dir_fd=dfd)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise UnsafePath(exc.errno, f"{rel} is a symbolic link") from None
+            raise
+    finally:
+        os.close(dfd)
+    f = os.fdopen(fd, "rb")
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UnsafePath(errno.EINVAL, f"{rel} is not a regular file")
+        os.set_blocking(fd, True)
+    except BaseException:
+        f.close()
+        raise
+    return f
+
+
+def read_regular(root: Path, rel: str, *, drop_links: bool = True) -> tuple[bytes, os.stat_result] | None:
+    """(bytes, stat) of the regular file ``root/rel``; None when it does not exist.
+
+    Raises:
+        UnsafePath: as `open_file`.
+    """
+    f = open_file(root, rel, drop_links=drop_links)
+    if f is None:
+        return None
+    with f:
+        st = os.fstat(f.fileno())
+        chunks = []
+        while True:
+            chunk = f.read(max(1 << 16, st.st_size + 1))
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks), st
+
+
+def is_regular(root: Path, rel: str) -> bool:
+    """True when ``root/rel`` is a regular file reached without any link."""
+    try:
+        *dirs, name = _parts(rel)
+        dfd = open_dir(root, "/".join(dirs))
+    except OSError:
+        return False
+    if dfd is None:
+        return False
+    try:
+        return stat.S_ISREG(os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+    finally:
+        os.close(dfd)
+
+
+def entries(root: Path, rel: str, *, want_dirs: bool) -> list[str]:
+    """Names of the real directories (or regular files) in ``root/rel``; links skipped."""
+    try:
+        dfd = open_dir(root, rel)
+    except OSError:
+        log.warning("ignoring %s in the log: not a directory", rel)
+        return []
+    if dfd is None:
+        return []
+    try:
+        with os.scandir(dfd) as it:
+            return [
+                e.name
+                for e in it
+                if (e.is_dir(follow_symlinks=False) if want_dirs else e.is_file(follow_symlinks=False))
+            ]
+    finally:
+        os.close(dfd)
+
+
+@contextmanager
+def open_regular(path: Path) -> Iterator[tuple[BinaryIO, os.stat_result]]:
+    """The regular file at ``path`` (a file of an object store, outside the worktree),
+    open for reading, and its stat: rule 3, and no link in its last component.
+
+    Raises:
+        FileNotFoundError, NotADirectoryError: nothing there.
+        NotRegular: a FIFO, device, socket or directory (never waited on).
+        OSError: a link (``ELOOP``), or it cannot be opened.
+    """
+    fd = os.open(path, _READ_FLAGS)
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegular(errno.EINVAL, "not a regular file", str(path))
+        yield f, st
+
+
+# --- writing ---------------------------------------------------------------------------
+
+
+def write_atomic(root: Path, rel: str, data: bytes) -> os.stat_result:
+    """Replace ``root/rel`` with ``data`` (directories made as needed), never via a link.
+
+    Raises:
+        UnsafePath: a directory component is not a directory, or a directory sits
+            where the file should be.
+    """
+    return write_batch(root, [(rel, data)])[0]
+
+
+def write_batch(root: Path, items: list[tuple[str, bytes]]) -> list[os.stat_result]:
+    """Write many files (rule 4) with one fsync round; the stat of each file written.
+
+    Every file is complete and fsynced before any of them replaces its old copy, so a
+    crash leaves each file either old or new, never torn. Links on the way are removed.
+
+    Raises:
+        UnsafePath: as `write_atomic` (files already renamed stay written).
+    """
+    dirs: dict[str, int] = {}
+    staged: list[tuple[int, str, str]] = []  # (dir fd, temp name, final name)
+    renamed = 0
+    try:
+        jobs = []
+        for rel, data in items:
+            *parts, name = _parts(rel)
+            key = "/".join(parts)
+            dfd = dirs.get(key)
+            if dfd is None:
+                opened = open_dir(root, key, create=True, drop_links=True)
+                assert opened is not None
+                dfd = dirs[key] = opened
+            tmp = f"{TMP_PREFIX}{name}.{os.getpid()}"
+            staged.append((dfd, tmp, name))
+            jobs.append((dfd, tmp, data))
+        if len(jobs) > 1:
+            list(fsync_pool().map(_write_temp, jobs))
+        elif jobs:
+            _write_temp(jobs[0])
+        by_dir: dict[int, list[int]] = {}
+        for i, (dfd, _, _) in enumerate(staged):
+            by_dir.setdefault(dfd, []).append(i)
+        stats: list[os.stat_result | None] = [None] * len(staged)
+        if len(by_dir) > 1:
+            list(fsync_pool().map(lambda idxs: _rename_all(staged, idxs, stats), by_dir.values()))
+        else:
+            for idxs in by_dir.values():
+                _rename_all(staged, idxs, stats)
+        renamed = len(staged)  # every directory's files are renamed (or _rename_all raised)
+        return [st for st in stats if st is not None]
+    finally:
+        for dfd, tmp, _ in staged[renamed:]:  # failed before its rename: leave no temporary file behind
+            try:
+                os.unlink(tmp, dir_fd=dfd)
+            except OSError:
+                pass
+        for dfd in dirs.values():
+            os.close(dfd)
+
+
+def _rename_all(staged: list[tuple[int, str, str]], idxs: list[int], stats: list[os.stat_result | None]) -> None:
+    """Rename one directory's staged files into place, then fsync that directory (a worker
+    thread per directory: renames and fsyncs of different directories do not wait on each other)."""
+    for i in idxs:
+        dfd, tmp, name = staged[i]
+        try:
+            os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)  # replaces a link itself, never its target
+        except IsADirectoryError:
+            raise UnsafePath(errno.EISDIR, f"{name} is a directory, not a file") from None
+        stats[i] = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    os.fsync(staged[idxs[0]][0])
+
+
+def _write_temp(job: tuple[int, str, bytes]) -> None:
+    dfd, tmp, data = job
+    try:
+        os.unlink(tmp, dir_fd=dfd)
+    except FileNotFoundError:
+        pass
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=dfd)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def fsync_pool() -> ThreadPoolExecutor:
+    """Threads for fsyncs that may run together (the filesystem merges them into fewer commits)."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="thrum-fsync")
+        return _POOL
+
+
+def fsync_dir(path: Path) -> None:
+    """fsync a directory (a file created or renamed in it survives power loss); errors ignored."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+# --- whole trees -------------------------------------------------------------------------
+
+
+def _walk(root: Path, max_depth: int = MAX_WALK_DEPTH) -> Iterator[tuple[str, bool]]:
+    """(relative path, is a link) of every non-directory entry below ``root``, links not
+    followed, ``.git`` not entered; iterative, directories deeper than ``max_depth`` skipped."""
+    stack: list[tuple[str, int]] = [("", 0)]
+    while stack:
+        prefix, depth = stack.pop()
+        try:
+            with os.scandir(root / prefix if prefix else root) as it:
+                found = list(it)
+        except OSError:
+            continue
+        for entry in found:
+            rel = f"{prefix}{entry.name}"
+            if entry.is_symlink():
+                yield rel, True
+            elif entry.is_dir(follow_symlinks=False):
+                if rel == ".git":
+                    continue
+                if depth + 1 > max_depth:
+                    log.warning("not walking %s: nested deeper than %d directories", rel, max_depth)
+                    continue
+                stack.append((rel + "/", depth + 1))
+            else:
+                yield rel, False
+
+
+def regular_files(root: Path, wanted: Callable[[str], bool]) -> list[str]:
+    """Relative paths of the regular files below ``root`` that ``wanted`` accepts (rule 5)."""
+    out = []
+    for rel, is_link in _walk(root):
+        if not is_link and wanted(rel):
+            try:
+                if stat.S_ISREG(os.lstat(root / rel).st_mode):
+                    out.append(rel)
+            except OSError:
+                continue
+    return sorted(out)
+
+
+def remove_temps(root: Path) -> list[str]:
+    """Remove the temporary files of a `write_batch` that a crash interrupted; their paths."""
+    stale = regular_files(root, lambda rel: rel.rsplit("/", 1)[-1].startswith(TMP_PREFIX))
+    for rel in stale:
+        try:
+            os.unlink(root / rel)
+        except OSError:
+            continue
+    return stale
