@@ -146,14 +146,28 @@ export class VirtualList {
 
   apply(page, result, mark) {
     this.captureAnchor();
+    const base = (page - 1) * PAGE;
+    // Where the page's rows are in the model now: rows inserted or removed since the
+    // request moved them, unless the server had counted those changes already (a
+    // notification can arrive before an answer computed after it). A row both sides
+    // know says which: the page is placed by it; without one, by what changed since.
     const later = this.changes.slice(mark);
-    const total = Math.max(0, (result.total || 0) + later.reduce((n, [, d]) => n + d, 0));
+    let shift = null;
+    for (let j = 0; j < result.messages.length && shift === null; j += 1) {
+      const known = this.byId.get(result.messages[j].message_id);
+      const k = known ? this.items.indexOf(known) : -1;
+      if (k >= 0) shift = k - (base + j);
+    }
+    const moved = (i) => {
+      if (shift !== null) return i + shift;
+      for (const [at, d] of later) if (at <= i) i += d;
+      return i;
+    };
+    const total = Math.max(0, (result.total || 0) + (shift !== null ? shift : later.reduce((n, [, d]) => n + d, 0)));
     if (total > this.items.length) this.grow(total - this.items.length);
     else if (total < this.items.length && !later.length) this.shrinkTo(total);
-    const base = (page - 1) * PAGE;
     result.messages.forEach((m, j) => {
-      let idx = base + j;
-      for (const [at, d] of later) if (at <= idx) idx += d;     // moved by what changed since the request
+      const idx = moved(base + j);
       if (idx < 0 || idx >= this.items.length) return;
       const known = this.byId.get(m.message_id);
       if (known && this.items[idx] === known) return;
@@ -166,7 +180,7 @@ export class VirtualList {
       this.loaded += 1;
     });
     this.fetchedAt.set(page, performance.now());
-    this.dirtyFrom = Math.min(this.dirtyFrom, base);
+    this.dirtyFrom = Math.max(0, Math.min(this.dirtyFrom, moved(base)));
     this.trim();
     this.updateStatus();
     this.schedule();
@@ -350,21 +364,22 @@ export class VirtualList {
   /** Remember which row is at the top of the viewport, before the model changes under it. */
   captureAnchor() {
     if (this.anchor || !this.started) return;
-    if (this.settled && Math.abs(this.scroller.scrollTop - this.settled.top) < 1) {
+    const at = this.scroller.scrollTop;
+    if (this.settled && Math.abs(at - this.settled.top) < 1) {
       // nobody scrolled since the last draw: keep its anchor (re-measuring it from a
       // scroll position the browser rounded would creep by a fraction of a pixel each time)
-      this.anchor = this.settled.anchor;
+      this.anchor = { ...this.settled.anchor, at };
       return;
     }
     this.ensureOffsets();
     const y = this.scroller.scrollTop - this.listTop();
     if (y <= 2) {
-      this.anchor = { top: true };
+      this.anchor = { top: true, at };
       return;
     }
     const index = this.indexAt(y);
     const m = this.items[index];
-    this.anchor = { id: m ? m.message_id : null, index, mark: this.changes.length, shift: y - this.offsets[index] };
+    this.anchor = { id: m ? m.message_id : null, index, mark: this.changes.length, shift: y - this.offsets[index], at };
   }
 
   anchorIndex(a) {
@@ -376,6 +391,10 @@ export class VirtualList {
 
   draw() {
     if (this.destroyed) return;
+    if (this.anchor && Math.abs(this.anchor.at - this.scroller.scrollTop) >= 1) {
+      this.anchor = null;                 // the reader scrolled since: keep what is in view now
+      this.settled = null;
+    }
     if (!this.anchor) this.captureAnchor();
     const anchor = this.anchor || { top: true };
     this.anchor = null;
