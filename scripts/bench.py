@@ -33,6 +33,7 @@ import statistics
 import sys
 import tempfile
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,6 +42,14 @@ sys.path.insert(0, str(ROOT))
 import orjson  # noqa: E402
 
 from thrum.store import database, projection, queries  # noqa: E402
+
+try:  # issue 26: a build without search (an older checkout, for "before" figures) skips its rows
+    from thrum.search_query import parse as parse_query  # noqa: E402
+    from thrum.store.search import search_messages  # noqa: E402
+
+    HAVE_SEARCH = True
+except ImportError:
+    HAVE_SEARCH = False
 from thrum.store.log import EventLog  # noqa: E402
 from thrum.store.verified import VerifiedFold  # noqa: E402
 from thrum.trust.ring import KeyRing  # noqa: E402
@@ -49,6 +58,7 @@ from thrum.trust.verify import Verifier  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "scripts"))
 from bench_segments import SegmentWriter, Signing  # noqa: E402
+from bench_text import FUNCTION_WORDS, BodyText  # noqa: E402
 
 # --------------------------------------------------------------------------- helpers
 
@@ -106,11 +116,6 @@ GROUPS = {  # name -> (agent members by index, role members)
     "leads": ([0, 10, 20, 30, 40], []),
     "oncall": ([8, 9], ["ops", "security"]),
 }
-WORDS = (
-    "auth module tests green review ready merge deploy failing flaky fix patch branch rebase "
-    "conflict schema migration index query latency budget release notes docs api client "
-    "server daemon sync remote push fetch worktree shard event projection fold rebuild"
-).split()
 BASE_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 
 
@@ -121,6 +126,7 @@ def generate_store_log(root: Path, n_messages: int, seed: int = 7) -> dict:
     them (issue 8); the agents' keys are kept in ``root/../identities``.
     """
     rng = random.Random(seed)
+    body_text = BodyText(seed)  # its own generator: the words (bench_text.py), not the log's shape
     agents = [f"{ROLES[i % len(ROLES)]}_{i:02d}" for i in range(50)]
     role_of = {a: ROLES[i % len(ROLES)] for i, a in enumerate(agents)}
     signer = Signing(root.parent / "identities")
@@ -250,7 +256,7 @@ def generate_store_log(root: Path, n_messages: int, seed: int = 7) -> dict:
             scopes.append({"type": "module", "value": f"mod{rng.randrange(20)}"})
         ts = rfc3339(ms)
         mid = signer.message_id(author)
-        text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 30)))
+        text = body_text.body(rng.randint(8, 30))
         ev = {
             "type": "message.create",
             "timestamp": ts,
@@ -396,6 +402,7 @@ def bench_store(args) -> dict:
         memory_path = base / "verified-lines"
         memory_path.unlink(missing_ok=True)
         rebuilds = {}
+        cpu_s = {}  # the rebuild's own CPU time: what other processes on the machine change least
         # The same signed log folded three ways: without the trust check (the fold as it
         # was before issue 8), then as the daemon does it — first on a replica that has
         # judged nothing yet (seals verified), then again with the verdict memory that
@@ -408,9 +415,10 @@ def bench_store(args) -> dict:
             if kind != "no trust check":
                 fold_fn = VerifiedFold(Verifier(KeyRing(None, None)), VerdictMemory(memory_path))
             gc.collect()
-            t = time.perf_counter()
+            t, cpu = time.perf_counter(), time.process_time()
             res = projection.rebuild(db, event_log, fold_fn=fold_fn)
             rebuilds[kind] = (time.perf_counter() - t, res)
+            cpu_s[kind] = time.process_time() - cpu
             if kind != "no trust check":
                 assert res.refused == 0 and res.forged == 0, f"{kind}: {res.refused} lines quarantined"
             if kind != "trust check, remembered":
@@ -453,6 +461,7 @@ def bench_store(args) -> dict:
         for a in agents:
             queries.counts(db, a)
         counts_ms = (time.perf_counter() - t) * 1000 / len(agents)
+        search_rows = bench_search(db, agents, args.runs) if HAVE_SEARCH else []
         db.close()
         plain_s = rebuilds["no trust check"][0]
         rows = [("events in log", f"{total_events:,}", "")]
@@ -463,9 +472,12 @@ def bench_store(args) -> dict:
                     f"{secs:.1f} s ({total_events / secs:,.0f} ev/s)",
                     "" if kind == "no trust check" else f"x{secs / plain_s:.2f} (<= x1.25)",
                 ),
+                ("  CPU time of the rebuild", f"{cpu_s[kind]:.1f} s", ""),
                 ("  of which load (decode + fold)", f"{r.timings.get('load', 0):.1f} s", ""),
                 ("  of which indexes + counters", f"{r.timings.get('indexes_and_counters', 0):.1f} s", ""),
             ]
+            if "search_index" in r.timings:
+                rows.append(("  of which the search index", f"{r.timings['search_index']:.1f} s", ""))
         rows.append(("rebuild rate (daemon, remembered)", f"{rate:,.0f} ev/s", ">= 100,000 ev/s"))
         for kind, values in lat.items():
             hot = kind in ("mention_role+unread", "mentions_of+unread")
@@ -476,6 +488,7 @@ def bench_store(args) -> dict:
             ("db size", f"{db_path.stat().st_size / 2**20:,.0f} MiB", ""),
             ("peak memory (ru_maxrss)", f"{peak_rss_mib():,.0f} MiB", ""),
         ]
+        rows += search_rows
         print_table(
             f"store: rebuild of {total_events:,} log lines, then {args.runs} runs per query kind "
             f"(page of 50; e.g. {sample[0]} has {sample[1]:,} unread role mentions)",
@@ -485,6 +498,80 @@ def bench_store(args) -> dict:
     finally:
         if not args.data_dir and not args.keep:
             shutil.rmtree(base, ignore_errors=True)
+
+
+def _sample_queries(db, rng: random.Random, n: int) -> list[str]:
+    """Two words a person would remember of a message: two different non-function words of a random
+    live message (so frequent words are asked for more often, as people do)."""
+    top = db.execute_sql("SELECT max(rowid) FROM messages").fetchone()[0]
+    skip = set(FUNCTION_WORDS)
+    out: list[str] = []
+    while len(out) < n:
+        row = db.execute_sql(
+            "SELECT body_content FROM messages WHERE rowid = ? AND deleted = 0", (rng.randint(1, top),)
+        ).fetchone()
+        if row is None:
+            continue
+        words = list(dict.fromkeys(w for w in row[0].split() if w.isalpha() and w.islower() and w not in skip))
+        if len(words) >= 2:
+            out.append(" ".join(rng.sample(words, 2)))
+    return out
+
+
+def _search_size(db) -> tuple[float, float]:
+    """(MiB the search adds: its FTS5 tables, thread subjects, the two message columns; MiB of the rest)."""
+    pages = dict(
+        db.execute_sql(
+            "SELECT name LIKE 'message_search%' OR name = 'thread_subjects', sum(pgsize) FROM dbstat GROUP BY 1"
+        ).fetchall()
+    )
+    columns = db.execute_sql("SELECT sum(length(search_tags) + length(search_parts)) FROM messages").fetchone()[0]
+    index = pages.get(1, 0) + (columns or 0)
+    return index / 2**20, (pages.get(0, 0) - (columns or 0)) / 2**20
+
+
+def bench_search(db, agents: list[str], runs: int) -> list[tuple[str, str, str]]:
+    """Issue 26: search latency (two words, page of 20; filters) and the index's size."""
+    rng = random.Random(26)
+    now_dt = datetime.now(timezone.utc)
+    now = now_dt.strftime("%Y-%m-%dT%H:%M:%S.000Z")
+
+    def timed(texts: list[str]) -> tuple[list[float], list[int]]:
+        lat, totals = [], []
+        for i, text in enumerate(texts):
+            viewer = agents[i % len(agents)]
+            q = parse_query(text, now=now_dt).for_caller(viewer)
+            t = time.perf_counter()
+            out = search_messages(db, q, viewer=viewer, now=now, page_size=20)
+            lat.append((time.perf_counter() - t) * 1000)
+            totals.append(out["total"])
+        return lat, totals
+
+    two = _sample_queries(db, rng, runs)
+    two_lat, two_totals = timed(two)
+    filters = [f"from:{rng.choice(agents)} scope:module:mod{rng.randrange(20)} is:unread" for _ in range(runs)]
+    f_lat, f_totals = timed(filters)
+    wf_lat, _ = timed([f"{w} {f}" for w, f in zip(_sample_queries(db, rng, runs), filters)])
+    dense_lat, dense_totals = timed(["auth module"] * max(10, runs // 10))
+    index_mib, rest_mib = _search_size(db)
+    return [
+        ("search: two words, page of 20, p50", f"{statistics.median(two_lat):.2f} ms", "<= 10 ms"),
+        ("search: two words, p99", f"{percentile(two_lat, 99):.2f} ms", "<= 50 ms"),
+        (
+            "  matches per query p50 / p99 / max",
+            f"{statistics.median(two_totals):,.0f} / {percentile(two_totals, 99):,} / {max(two_totals):,}",
+            "",
+        ),
+        ("search: from: + scope: + is:unread, p50", f"{statistics.median(f_lat):.2f} ms", "<= 20 ms"),
+        ("search: same filters, p99", f"{percentile(f_lat, 99):.2f} ms", ""),
+        (
+            "search: two words + those filters, p50 / p99",
+            f"{statistics.median(wf_lat):.2f} / {percentile(wf_lat, 99):.2f} ms",
+            "",
+        ),
+        (f"search: 'auth module' ({dense_totals[0]:,} matches) p50", f"{statistics.median(dense_lat):.2f} ms", ""),
+        ("search index size", f"{index_mib:,.0f} MiB ({index_mib / rest_mib:.0%} of the rest)", "<= 40 %"),
+    ]
 
 
 def _script_section(module_name: str):
@@ -523,6 +610,7 @@ SECTIONS = {
     "ui": _script_section("bench_ui"),  # issue 16: feed first render, send → on screen (browser)
     "soak": _script_section("bench_soak"),  # issue 15: N minutes of load, syncs and abuse
     "gcmail": _script_section("bench_gcmail"),  # issue 14: thrum-gc-mail check/send process wall time
+    "hooks": _script_section("bench_hooks"),  # issue 24: thrum hook process, idle wake-up, receipts
     "mcp": _script_section("bench_mcp"),  # issue 10: MCP tool round trips, wake-up, start-up
     "storage": _script_section("bench_storage"),  # issue 11: repository growth and sync time over 5,000 syncs
 }

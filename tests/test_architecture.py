@@ -31,8 +31,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 THRUM = ROOT / "thrum"
 
-FRONT_ENDS = ("cli", "mcp", "gcmail", "ui")  # the latter three may not exist yet
-PURE_CORE = ("thrum/events", "thrum/errors.py", "thrum/jsonrpc.py", "thrum/cli/render", "thrum/sync/merge")
+FRONT_ENDS = ("cli", "mcp", "gcmail", "hooks", "ui")  # the latter three may not exist yet
+PURE_CORE = (
+    "thrum/events",
+    "thrum/errors.py",
+    "thrum/jsonrpc.py",
+    "thrum/framing.py",
+    "thrum/search_query.py",
+    "thrum/cli/render",
+    "thrum/sync/merge",
+    "thrum/hooks/hosts.py",
+    "thrum/hooks/jsonc.py",
+)
 IMPURE = ("trio", "trio_websocket", "pygit2")
 MAX_LINES = 450
 

@@ -43,6 +43,10 @@ SAMPLES = [
     ev.MessageRead(agent_id="nux", session_id="ses_2", message_ids=("msg_1", "msg_2")),
     ev.MessageUnread(agent_id="nux", message_ids=("msg_1",)),
     ev.MessageArchive(agent_id="nux", message_ids=("msg_2", "msg_3")),
+    ev.MessageDelivered(agent_id="nux", message_ids=("msg_1", "msg_2")),
+    ev.MessageSurfaced(agent_id="nux", session_id="ses_2", message_ids=("msg_1",), via="hook claude Stop"),
+    ev.MessageAcked(agent_id="nux", message_ids=("msg_1",)),
+    ev.MessageCreate(agent_id="furiosa", session_id="ses_01ABC", body=BODY, ack=True, ack_within=600),
 ]
 
 
@@ -90,6 +94,13 @@ def test_event_round_trips_through_one_line(event):
             "timestamp",
         ),
         (lambda: ev.MessageEdit(message_id="msg_1", agent_id="a", body=ev.Body("x"), event_id="123"), "event_id"),
+        (lambda: ev.MessageCreate(agent_id="a", session_id="ses_1", body=ev.Body("x"), ack_within=60), "ack_within"),
+        (
+            lambda: ev.MessageCreate(agent_id="a", session_id="ses_1", body=ev.Body("x"), ack=True, ack_within=-5),
+            "ack_within",
+        ),
+        (lambda: ev.MessageSurfaced(agent_id="a", message_ids=("msg_1",), via="x" * 81), "via"),
+        (lambda: ev.MessageAcked(agent_id="a", message_ids=()), "message_ids"),
     ],
 )
 def test_validation_error_names_the_field(build, field):
@@ -255,10 +266,13 @@ _tag = st.one_of(
             ),
             "scopes": st.one_of(_text, st.lists(_tag, max_size=3)),
             "refs": st.one_of(_text, st.lists(_tag, max_size=3)),
+            "ack": st.one_of(st.booleans(), _text),
+            "ack_within": st.one_of(st.integers(min_value=-5, max_value=3_000_000), _text),
         },
     )
 )
 def test_message_create_fast_path_agrees_with_the_checked_path(d):
+    """The fast path gives what the checked one gives (it hands lines asking for an ack to it)."""
     try:
         expected = _n_message_create_checked(d)
     except ValidationError as exc:
@@ -293,3 +307,22 @@ def test_impossible_or_non_utc_timestamps_are_refused(ts):
 def test_strict_utc_timestamps_are_accepted(ts):
     line = ev.encode_line(dict(ev.SessionStart(agent_id="alice").to_dict(), timestamp=ts))
     assert ev.decode_line(line)["timestamp"] == ts
+
+
+def test_a_message_without_an_ack_request_keeps_its_line():
+    """The ack fields exist only on messages that ask: every other line is as it was."""
+    plain = ev.MessageCreate(agent_id="a", session_id="ses_1", body=ev.Body("x")).to_dict()
+    assert "ack" not in plain and "ack_within" not in plain
+    asking = ev.MessageCreate(agent_id="a", session_id="ses_1", body=ev.Body("x"), ack=True).to_dict()
+    assert asking["ack"] is True and "ack_within" not in asking
+    assert ev.decode_line(ev.encode_line(dict(plain, ack=False))).get("ack") is None
+
+
+def test_delivery_states_are_receipts_of_their_agent():
+    for cls in (ev.MessageDelivered, ev.MessageSurfaced, ev.MessageAcked):
+        d = cls(agent_id="nux", message_ids=("msg_1",)).to_dict()
+        assert ev.stream_for(d) == "receipts/nux"
+        assert ev.event_author(d) == "nux"
+        assert ev.allowed_in_shard(d, "receipts/nux/000001.jsonl")
+        assert not ev.allowed_in_shard(d, "receipts/furiosa/000001.jsonl")
+        assert not ev.allowed_in_shard(d, "messages/nux/000001.jsonl")

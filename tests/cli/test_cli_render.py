@@ -414,3 +414,47 @@ def test_archived_note_of_message_unread():
     assert archived_note(1, of=1) == "it is archived and stays out of the inbox (`thrum inbox --archived` lists it)"
     assert archived_note(2, of=2) == "they are archived and stay out of the inbox (`thrum inbox --archived` lists them)"
     assert archived_note(2, of=5).startswith("2 of them are archived and stay out of the inbox")
+
+
+def test_search_results_in_the_inbox_box_with_marked_hits():
+    from thrum.cli.render.search import render_search
+
+    first = msg("msg_A", "bob", "2026-02-03T15:55:00Z", "x", subject="Crash", priority="high")
+    first["snippet"] = [
+        {"text": "…fixed the ", "hit": False},
+        {"text": "parse_config", "hit": True},
+        {"text": " crash", "hit": False},
+    ]
+    first["subject_snippet"] = [{"text": "Crash", "hit": True}]
+    second = msg("msg_BB", "carol", "2026-02-01T16:00:00Z", "y", read=True)
+    second["snippet"] = [
+        {"text": "evil \x1b[2J ", "hit": False},
+        {"text": "parse", "hit": True},
+        {"text": "_config", "hit": False},
+    ]
+    second["subject_snippet"] = []
+    result = {"messages": [first, second], "total": 12, "page": 2, "page_size": 2}
+
+    def row(text: str) -> str:
+        return "│ " + text.ljust(59) + "│"
+
+    assert render_search(result, query="parse_config", width=60, now=NOW) == "\n".join(
+        [
+            "┌" + "─" * 60 + "┐",
+            row("● msg_A   @bob    5m ago  [high]"),
+            row("Subject: «Crash»"),
+            row("…fixed the «parse_config» crash"),
+            "├" + "─" * 60 + "┤",
+            row("○ msg_BB  @carol  2d ago"),
+            row("evil \\x1b[2J «parse»_config"),  # a terminal escape in a message is shown, not sent
+            "└" + "─" * 60 + "┘",
+            "Showing 3-4 of 12 matches",
+        ]
+    )
+    assert render_search({"messages": [], "total": 0}, query="zebra", now=NOW) == (
+        "No message matches 'zebra'. Searched: your inbox's messages (not deleted, not archived; "
+        "is:archived searches your archive)."
+    )
+    assert render_search({"messages": [], "total": 5, "page": 9}, query="z", now=NOW) == (
+        "No results on page 9: 5 messages match 'z'."
+    )

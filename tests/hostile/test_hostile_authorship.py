@@ -267,3 +267,25 @@ def test_a_fresh_clone_is_not_won_by_a_registration_reordered_to_come_first(team
     roles = {x["name"]: x["role"] for x in c.json("agent", "list")["agents"]}
     assert roles["alice"] == "implementer"
     assert "the original words" in {m["body"]["content"] for m in c.rpc("message.list", {"page_size": 50})["messages"]}
+
+
+def test_the_original_is_applied_when_an_offline_sync_brings_it_back(team):
+    """The same race when the second sync runs with the daemon stopped (`thrum sync` from
+    cron): the copy that replaced the forged one in place is applied by the next daemon,
+    even when it has the same length and lies far from the end of its file."""
+    t, a, b = _team(team)
+    sent = a.json("send", "the later words", "--to", "@bob", agent="alice")
+    for n in range(4):  # more than the few KiB the daemon rereads before its stored position
+        a.run("send", f"padding {n} " + "p" * 2000, "--to", "@bob", agent="alice")
+    a.sync()
+    mallory = t.attacker()
+    rel = mallory.file_of("messages", "alice")
+    mallory.write(rel, (mallory.dir / rel).read_bytes().replace(b"the later words", b"the LATER words"))
+    mallory.push()
+    b.sync()
+    assert sent["message_id"] not in _messages(b, "bob")
+    b.run("daemon", "stop")
+    a.sync()
+    b.sync()  # offline: the merge puts the original back in place
+    b.run("daemon", "start")
+    assert _messages(b, "bob")[sent["message_id"]] == ("alice", "the later words")

@@ -73,7 +73,7 @@ def test_stdout_carries_nothing_but_protocol_and_sigterm_ends_the_server(fresh):
     assert raw.endswith(b"\n") and b"\n\n" not in raw
     assert proc.returncode == 0, err.decode()
     assert answers[1]["result"]["serverInfo"]["name"] == "thrum"
-    assert len(answers[2]["result"]["tools"]) == 11
+    assert len(answers[2]["result"]["tools"]) == 13
     assert answers[3]["result"]["structuredContent"] == {"status": "empty", "messages": [], "remaining": 0}
     assert answers[4]["result"]["isError"] is True
     assert "unknown recipient" in answers[4]["result"]["content"][0]["text"]

@@ -11,6 +11,7 @@ import trio
 
 TOOLS = {
     "send_message",
+    "search_messages",
     "check_messages",
     "wait_for_message",
     "list_agents",
@@ -21,6 +22,7 @@ TOOLS = {
     "remove_group_member",
     "list_groups",
     "get_group",
+    "acknowledge",
 }
 
 
@@ -36,7 +38,7 @@ def team(bus):
     return bus
 
 
-async def test_tool_list_has_all_eleven_with_input_and_output_schemas(team):
+async def test_tool_list_has_all_thirteen_with_input_and_output_schemas(team):
     async with mcp_server(team.repo, "tm_ann") as ann:
         listed = (await ann.session.list_tools()).tools
         assert {t.name for t in listed} == TOOLS
@@ -146,6 +148,35 @@ async def test_check_messages_pages_past_one_hundred(team):
         assert [m["content"] for m in big["messages"]] == [f"n{i}" for i in range(120)]
         assert big["remaining"] == 10
         assert len((await me.call("check_messages", {"limit": 1000}))["messages"]) == 10
+
+
+async def test_search_messages_finds_what_the_agent_can_see_with_snippets_and_marks_nothing(team):
+    team.register("sr_me", "sr_role", identity_file=True)
+    hit = team.send("tm_ben", "the zanzibar_config loader fails on empty files", to=["sr_me"])["message_id"]
+    other = team.send("tm_cat", "zanzibar weather is fine", to=["sr_me"])["message_id"]
+    archived = team.send("tm_ben", "zanzibar notes, archived", to=["sr_me"])["message_id"]
+    team.call("message.archive", {"caller": "sr_me", "message_ids": [archived]})
+    async with mcp_server(team.repo, "sr_me") as me:
+        out = await me.call("search_messages", {"query": "zanzibar_config"})
+        assert out["status"] == "results" and out["total"] == 1 and out["total_pages"] == 1
+        first = out["messages"][0]
+        assert (first["message_id"], first["from"]) == (hit, "tm_ben")
+        assert first["content"] == "the zanzibar_config loader fails on empty files"
+        assert first["snippet"] == "the «zanzibar_config» loader fails on empty files" and first["score"] > 0
+        assert {r["message_id"] for r in (await me.call("search_messages", {"query": "zanzibar"}))["messages"]} == {
+            hit,
+            other,
+        }
+        assert [
+            r["message_id"] for r in (await me.call("search_messages", {"query": "zanzibar is:archived"}))["messages"]
+        ] == [archived]
+        paged = await me.call("search_messages", {"query": "zanzibar", "limit": 1, "page": 2})
+        assert (len(paged["messages"]), paged["total"], paged["total_pages"]) == (1, 2, 2)
+        assert (await me.call("search_messages", {"query": "nothing-like-it"}))["status"] == "empty"
+        error = await me.fail("search_messages", {"query": 'from:tm_ben "open'})
+        assert error.endswith('invalid query: unbalanced quote: the " at character 13 is never closed')
+    unread = team.call("message.list", {"caller": "sr_me", "unread": True, "page_size": 100})
+    assert {hit, other} <= {m["message_id"] for m in unread["messages"]}  # searching read nothing
 
 
 async def test_list_agents_reports_status_and_filters_offline(team):

@@ -321,3 +321,24 @@ async def test_hub_inbox_changed_wakes_only_for_what_can_add_to_an_inbox(nursery
     await hub.publish([create()], "local")
     assert before.is_set()
     assert hub.inbox_changed is not before
+
+
+async def test_hub_the_ring_is_bounded_by_bytes_and_a_resume_past_it_reads_the_log(nursery, tmp_path):
+    """The replay ring held 20,000 whole events, each up to 16 MiB from a remote (issue 31,
+    finding 9): it is bounded by bytes too, and a resume it no longer reaches reads the log."""
+    daemon = FakeDaemon(nursery)
+    daemon.config.values = {"subscription_ring_bytes": 40_000}
+    (tmp_path / "log").mkdir()
+    daemon.writer.log = event_log = EventLog(tmp_path / "log")
+    hub = Hub(daemon)
+    history = [create() for _ in range(20)]
+    for d in history:
+        d["body"] = {**d["body"], "content": "x" * 10_000}
+    event_log.append(history)
+    await hub.publish(history, "sync")
+    assert len(hub.ring) == 3 and hub.ring_bytes <= 40_000
+    conn = FakeConn(paced=True)
+    conn.gate.set()
+    await hub.subscribe(conn, filter_type="all", since_event_id=history[1]["event_id"])
+    await _eventually(lambda: conn.sent and conn.sent[-1][0] == "subscription.replayed")
+    assert [p["message_id"] for _, p in conn.sent[:-1]] == [d["message_id"] for d in history[2:]]

@@ -30,6 +30,7 @@ def test_a_healthy_setup_passes_every_check_and_names_the_login_used(machines):
         "worktree",
         "remote",
         "projection",
+        "search",
         "quarantine",
         "pending",
         "size",

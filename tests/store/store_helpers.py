@@ -6,7 +6,9 @@ import json
 from datetime import datetime, timedelta, timezone
 
 from thrum import events as ev
-from thrum.store import directory, projection, queries
+from thrum.search_query import parse
+from thrum.store import delivery, directory, projection, queries, search_index
+from thrum.store.search import search_messages
 
 BASE = datetime(2026, 2, 3, 10, 0, 0, tzinfo=timezone.utc)
 
@@ -78,6 +80,9 @@ class Events:
         thread_id="",
         ts=None,
         priority="normal",
+        subject="",
+        ack=False,
+        ack_within=0,
     ):
         tags = tuple(ev.Tag("mention", m) for m in mentions) + tuple(ev.Tag(*r) for r in refs)
         kw = {"message_id": mid} if mid else {}
@@ -90,6 +95,9 @@ class Events:
                 scopes=tuple(ev.Tag(*s) for s in scopes),
                 refs=tags,
                 priority=priority,
+                subject=subject,
+                ack=ack,
+                ack_within=ack_within,
                 **kw,
                 **self._common(ts),
             )
@@ -119,6 +127,15 @@ class Events:
 
     def archive(self, agent, *mids, ts=None):
         return self.rec(ev.MessageArchive(agent_id=agent, message_ids=mids, **self._common(ts)))
+
+    def delivered(self, agent, *mids, ts=None):
+        return self.rec(ev.MessageDelivered(agent_id=agent, message_ids=mids, **self._common(ts)))
+
+    def surfaced(self, agent, *mids, ts=None):
+        return self.rec(ev.MessageSurfaced(agent_id=agent, message_ids=mids, via="hook test", **self._common(ts)))
+
+    def acked(self, agent, *mids, ts=None):
+        return self.rec(ev.MessageAcked(agent_id=agent, message_ids=mids, **self._common(ts)))
 
     def thread(self, agent, thread_id, title="t", ts=None):
         return self.rec(ev.ThreadCreate(thread_id=thread_id, title=title, created_by=agent, **self._common(ts)))
@@ -207,6 +224,39 @@ def snapshot(db, agents, roles, groups, message_ids, *, with_issues=True) -> str
         except Exception as exc:
             msgs[m] = type(exc).__name__
     out["messages"] = msgs
+    later = "2099-01-01T00:00:00.000Z"  # every ack deadline has passed
+    out["delivery"] = [delivery.delivery(db, sorted(set(message_ids)), later)]
+    out["pending"] = {a: delivery.pending(db, a, limit=100, now_key=later) for a in agents}
+    out["search"] = search_snapshot(db, agents, roles)
     if with_issues:
         out["issues"] = [r[0] for r in db.execute_sql("SELECT key FROM fold_issues ORDER BY key").fetchall()]
     return json.dumps(out, sort_keys=True)
+
+
+SEARCHES = [
+    "c*",
+    "lead",
+    "dev",
+    "e* -c*",
+    "-e*",
+    "s*",
+    "to:@everyone",
+    "is:unread",
+    "is:archived",
+    "scope:module:a e*",
+    "ref:issue:1",
+]
+
+
+def search_snapshot(db, agents, roles) -> list:
+    """Every agent's results for a few searches (and the index checked against the messages)."""
+    assert search_index.check(db, thorough=True) is None
+    now = datetime(2026, 3, 1, tzinfo=timezone.utc)
+    out = []
+    for agent in list(agents) + [None]:
+        for text in SEARCHES + [f"from:{a}" for a in agents] + [f"to:@{r}" for r in roles]:
+            q = parse(text, now=now)
+            if agent is None and q.needs_caller:
+                continue
+            out.append(search_messages(db, q, viewer=agent, now="2026-03-01T00:00:00.000Z", page_size=100))
+    return out

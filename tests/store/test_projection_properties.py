@@ -40,14 +40,19 @@ _ops = st.one_of(
     ),
     st.tuples(st.just("edit"), _slot, st.booleans()),  # bool: by the author (else: by someone else)
     st.tuples(st.just("delete"), _slot, st.booleans()),
-    st.tuples(st.sampled_from(["read", "unread", "archive"]), _agent, st.lists(_slot, min_size=1, max_size=3)),
+    st.tuples(
+        st.sampled_from(["read", "unread", "archive", "delivered", "surfaced", "acked"]),
+        _agent,
+        st.lists(_slot, min_size=1, max_size=3),
+    ),
+    st.tuples(st.just("create_ack"), _agent, _slot, st.lists(st.sampled_from(TARGETS), max_size=2), st.booleans()),
     st.tuples(st.sampled_from(["group.create", "group.delete"]), st.sampled_from(GROUPS)),
     st.tuples(
         st.sampled_from(["add", "remove"]),
         st.sampled_from(GROUPS),
         st.one_of(st.tuples(st.just("agent"), _agent), st.tuples(st.just("role"), st.sampled_from(["dev", "qa"]))),
     ),
-    st.tuples(st.sampled_from(["register", "cleanup"]), _agent),
+    st.tuples(st.sampled_from(["register", "cleanup", "role"]), _agent),
     st.tuples(st.just("session"), _agent, st.booleans()),
 )
 
@@ -73,15 +78,22 @@ def build(ops) -> tuple[list, list, list[str]]:
                 scopes=[("module", "a")] if scoped else (),
                 thread_id="thr_1" if threaded else "",
                 refs=[("issue", "1")] if scoped else (),
+                subject=f"s{e.n}" if scoped and threaded else "",
             )
             valid.append(rec)
             other = next(a for a in AGENTS if a != agent)
             forged.append(
                 (f"messages/{other}/000001.jsonl", e.create(agent, "in someone else's shard", mid=f"msg_S{slot}")[1])
             )
+        elif kind == "create_ack":
+            _, agent, slot, mentions, deadline = op
+            rec = e.create(
+                agent, f"c{e.n}", mid=f"msg_S{slot}", mentions=mentions, ack=True, ack_within=60 if deadline else 0
+            )
+            valid.append(rec)
         elif kind in ("edit", "delete"):
             _, slot, by_author = op
-            creators = {o[1] for o in ops if o[0] == "create" and o[2] == slot}
+            creators = {o[1] for o in ops if o[0] in ("create", "create_ack") and o[2] == slot}
             if by_author and len(creators) == 1:  # the author is unambiguous whatever create wins
                 who = next(iter(creators))
                 valid.append(
@@ -95,7 +107,7 @@ def build(ops) -> tuple[list, list, list[str]]:
                         if kind == "edit"
                         else e.delete(who, f"msg_S{slot}", reason="hijacked")
                     )
-        elif kind in ("read", "unread", "archive"):
+        elif kind in ("read", "unread", "archive", "delivered", "surfaced", "acked"):
             _, agent, slots = op
             msg_ids = [f"msg_S{s}" for s in slots]
             rec = getattr(e, kind)(agent, *msg_ids)
@@ -119,6 +131,8 @@ def build(ops) -> tuple[list, list, list[str]]:
             )
         elif kind == "register":
             valid.append(e.register(op[1], ROLES[op[1]]))
+        elif kind == "role":  # a new role: what the search index says of its author follows
+            valid.append(e.register(op[1], "lead"))
         elif kind == "cleanup":
             valid.append(e.cleanup(op[1]))
         elif kind == "session":
@@ -208,7 +222,9 @@ def test_duplicated_events_change_nothing(ops, rng):
 
 # Operations that always come with forged copies (wrong shard); the forged-events
 # property draws at least one, so it never passes for want of something to refuse.
-_forging_op = _ops.filter(lambda op: op[0] in ("create", "read", "unread", "archive", "add", "remove"))
+_forging_op = _ops.filter(
+    lambda op: op[0] in ("create", "read", "unread", "archive", "delivered", "surfaced", "acked", "add", "remove")
+)
 
 
 @SETTINGS

@@ -141,7 +141,12 @@ def test_message_item_fields(db, team):
         "version": 0,
         "reply_to": mid(parent),
         "subject": "",
+        "ack": None,
     }
+    asking = e.create("alice", "ack me", mentions=["bob"], ack=True, ack_within=600)
+    fold(db, asking)
+    item = queries.list_messages(db, author_id="alice", sort_order="desc")["messages"][0]
+    assert item["ack"]["within"] == 600 and item["ack"]["due"] > asking[1]["timestamp"]
 
 
 # --------------------------------------------------------------------------- filters

@@ -242,3 +242,23 @@ def test_keys_learned_in_one_batch_are_written_once(tmp_path):
     verdict = Verifier(ring).check([cand(a.register()) for a in newcomers[3:]])
     assert len(verdict.learned) == 297
     assert len(KeyRing(path).known()) == 300  # the batch's one write holds them all
+
+
+def test_lines_waiting_for_their_signer_are_bounded_by_bytes(alice, db, tmp_path):
+    """A remote can push 100,000 lines of up to 20 MB by signers nobody knows; what waits
+    for them is bounded by bytes too (issue 31, finding 9): past the bound, lines stay
+    quarantined (a rebuild judges them again)."""
+    from thrum.store import projection
+    from thrum.store.verified import VerifiedFold
+
+    lines = [alice.send("x" * 600) for _ in range(5)]
+    fold = VerifiedFold(Verifier(KeyRing(tmp_path / "known_keys.json")), pending_bytes=2 * len(lines[0]) + 10)
+    records = [("messages/alice/000001.jsonl", ev.decode_line(x)) for x in lines]
+    fold.received(db, records, [x.rstrip(b"\n") for x in lines])
+    assert fold.pending == 2
+    assert projection.fold_counts(db) == {"unknown-signer": 5}
+    reg = alice.register()
+    result = fold.received(db, [("events/000001.jsonl", ev.decode_line(reg))], [reg.rstrip(b"\n")])
+    assert [d["type"] for d in result.applied].count("message.create") == 2
+    assert fold.pending == 0
+    assert projection.fold_counts(db) == {"unknown-signer": 3}

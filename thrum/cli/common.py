@@ -62,6 +62,23 @@ _GLOBAL = (
 )
 
 
+def identity_option(*decls: str) -> Callable:
+    """Decorator adding a flag that names the acting agent, like ``--name`` (e.g. ``search --as NAME``)."""
+    return click.option(
+        *decls,
+        _PREFIX + "as_name",
+        metavar="NAME",
+        expose_value=False,
+        callback=lambda ctx, param, value: _store_name(ctx, value),
+        help="Act as this agent (like --name).",
+    )
+
+
+def _store_name(ctx: click.Context, value: str | None) -> None:
+    if value:
+        ctx.find_root().ensure_object(Options).name = value
+
+
 def global_options(*, exclude: tuple[str, ...] = ()) -> Callable:
     """Decorator adding the global flags to a command or group.
 

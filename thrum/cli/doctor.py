@@ -29,8 +29,9 @@ def doctor():
     Checks: .thrum/ is this user's own (not tracked by git, not another user's);
     the daemon and its socket; the sync worktree and branch a-sync; the
     remote, whether it answers and which login it took (THRUM_GIT_TOKEN, git's
-    credential helper, ssh-agent, a key file); the database against the log;
-    lines quarantined from the log; local events not pushed yet; sizes.
+    credential helper, ssh-agent, a key file); the database against the log; the
+    search index against the messages (rebuilt when it disagrees); lines
+    quarantined from the log; local events not pushed yet; sizes.
     Exits 1 when something needs action (a WARN or FAIL line).
     """
     from .. import lifecycle

@@ -21,8 +21,14 @@ from .render.text import plural
 @click.option("--count", is_flag=True, help="Print only how many messages there are, and how many unread.")
 @click.option("--page-size", type=click.IntRange(1, 100), default=10, show_default=True, help="Messages per page.")
 @click.option("--page", type=click.IntRange(1, None), default=1, show_default=True, help="Page number.")
+@click.option(
+    "--for-agent",
+    is_flag=True,
+    help="Print the messages framed as untrusted data from other agents (for an agent to read), "
+    "oldest first, and record them as surfaced to you.",
+)
 @global_options()
-def inbox(scope, mentions, unread, archived, count, page_size, page):
+def inbox(scope, mentions, unread, archived, count, page_size, page, for_agent):
     """List messages with read (○) and unread (●) markers, newest first.
 
     Shows every message except your own and those you archived; replies are
@@ -36,6 +42,7 @@ def inbox(scope, mentions, unread, archived, count, page_size, page):
       thrum inbox --scope module:auth --page 2
       thrum inbox --count
       thrum inbox --archived
+      thrum inbox --unread --for-agent      # what an agent's harness should show it
     """
     rt = runtime()
     params = {"exclude_own": True, "page_size": page_size, "page": page, "sort_by": "created_at", "sort_order": "desc"}
@@ -64,7 +71,10 @@ def inbox(scope, mentions, unread, archived, count, page_size, page):
         unfiltered_total = everything.get("total")
 
     width = shutil.get_terminal_size((DEFAULT_WIDTH + 2, 24)).columns - 2
-    rt.emit(result, lambda: render_inbox(result, width=width, filters=filters, unfiltered_total=unfiltered_total))
+    if for_agent and not rt.opts.json:
+        _for_agent(rt, result, messages, page, page_size)
+    else:
+        rt.emit(result, lambda: render_inbox(result, width=width, filters=filters, unfiltered_total=unfiltered_total))
     if not rt.opts.json and messages and (result.get("total_pages") or 1) > page:
         rt.hint(
             "Next page: " + next_page_command(filters, page=page + 1, page_size=page_size, context=rt.context_flags())
@@ -87,3 +97,15 @@ def _print_count(rt, params: dict, mentions: bool) -> None:
         result = {"total": listed.get("total") or 0, "unread": listed.get("unread") or 0}
     total, unread = int(result.get("total") or 0), int(result.get("unread") or 0)
     rt.emit({"total": total, "unread": unread}, f"{plural(total, 'message')}, {unread} unread")
+
+
+def _for_agent(rt, result: dict, messages: list, page: int, page_size: int) -> None:
+    """The page framed for an agent (thrum.framing), oldest first; records what it showed in full as surfaced."""
+    from .. import framing
+
+    mine = [m for m in reversed(messages) if isinstance(m, dict)]
+    beyond = max(0, int(result.get("total") or 0) - (page - 1) * page_size - len(mine))
+    text, shown = framing.frame(mine, agent=rt.caller, boundary=framing.new_boundary(), more=beyond)
+    rt.echo(text or "No messages.")
+    if shown:
+        rt.best_effort("message.surface", {"message_ids": shown, "via": "thrum inbox --for-agent"})

@@ -40,6 +40,8 @@ COMMANDS: dict[str, str] = {
     "reply": "thrum.cli.send:reply",
     "inbox": "thrum.cli.inbox:inbox",
     "sent": "thrum.cli.message:sent",
+    "search": "thrum.cli.search:search",
+    "ack": "thrum.cli.message:ack",
     "message": "thrum.cli.message:message",
     "thread": "thrum.cli.thread:thread",
     "group": "thrum.cli.group:group",
@@ -53,6 +55,9 @@ COMMANDS: dict[str, str] = {
     "doctor": "thrum.cli.doctor:doctor",
     "ui": "thrum.cli.ui:ui",
     "mcp": "thrum.cli.mcp:mcp",
+    "setup": "thrum.cli.setup:setup",
+    "wake": "thrum.cli.wake:wake",
+    "hook": "thrum.cli.hook:hook",
 }
 
 

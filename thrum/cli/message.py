@@ -133,12 +133,39 @@ def archive(msg_ids):
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("msg_ids", nargs=-1, required=True, metavar="MSG_ID...")
+@global_options()
+def ack(msg_ids):
+    """Acknowledge messages sent to you: their sender sees them as acked.
+
+    A message sent with `thrum send --ack` keeps coming back to you (with a higher
+    priority once its deadline passes) until you ack it. MSG_ID may be a unique prefix.
+    """
+    rt = runtime()
+    result = rt.agent_call("message.ack", {"message_ids": list(dict.fromkeys(msg_ids))})
+    count = int(result.get("acked_count") or 0)
+    already = [m for m in result.get("already_acked") or [] if isinstance(m, str)]
+    text = f"> Acknowledged {plural(count, 'message')}"
+    if already:
+        text += f" ({len(already)} acknowledged before: {', '.join(already)})"
+    rt.emit(result, text)
+
+
+@click.command(context_settings=CONTEXT_SETTINGS)
 @click.option("--page-size", type=click.IntRange(1, 100), default=10, show_default=True, help="Messages per page.")
 @click.option("--page", type=click.IntRange(1, None), default=1, show_default=True, help="Page number.")
+@click.option("--unacked", is_flag=True, help="Only messages that asked for an ack some recipient has not given.")
 @global_options()
-def sent(page_size, page):
-    """List the messages you sent, newest first, with who has read them."""
+def sent(page_size, page, unacked):
+    """List the messages you sent, newest first, with how far each recipient got.
+
+    Each recipient's state: sent, delivered (in its replica), surfaced (a hook or
+    tool put it in the agent's context), read, acked (see docs/design/delivery.md).
+    """
     rt = runtime()
-    result = rt.agent_call("message.sent", {"page": page, "page_size": page_size})
+    params = {"page": page, "page_size": page_size}
+    if unacked:
+        params["unacked"] = True
+    result = rt.agent_call("message.sent", params)
     width = shutil.get_terminal_size((DEFAULT_WIDTH + 2, 24)).columns - 2
     rt.emit(result, lambda: render_sent(result, width=width))

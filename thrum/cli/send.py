@@ -20,6 +20,27 @@ def _structured(text: str | None) -> str | None:
     return text
 
 
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str, flag: str) -> int:
+    """``90``, ``90s``, ``10m``, ``2h``, ``1d`` → seconds.
+
+    Raises:
+        click.UsageError: anything else, or not positive.
+    """
+    t = text.strip().lower()
+    unit = _UNITS.get(t[-1:], None)
+    number = t[:-1] if unit else t
+    try:
+        value = float(number) * (unit or 1)
+    except ValueError:
+        raise click.UsageError(f"{flag} expects a duration such as 90s, 10m, 2h or 1d, got {text!r}") from None
+    if not value >= 1:
+        raise click.UsageError(f"{flag} must be at least one second, got {text!r}")
+    return int(value)
+
+
 def _addresses(values: tuple[str, ...], flag: str) -> list[str]:
     out = []
     for v in values:
@@ -65,8 +86,30 @@ def _addresses(values: tuple[str, ...], flag: str) -> list[str]:
 @click.option("--thread", "thread_id", metavar="THREAD_ID", help="Post into an existing thread.")
 @click.option("--subject", metavar="TEXT", help="A subject line, shown above the message.")
 @click.option("--broadcast", is_flag=True, help="Deprecated: same as --to @everyone.")
+@click.option("--ack", "ack", is_flag=True, help="Ask every recipient to acknowledge (`thrum ack ID`).")
+@click.option(
+    "--ack-within",
+    metavar="DURATION",
+    help="Ask for an ack within this time (90s, 10m, 2h, 1d; implies --ack). An overdue ack is shown "
+    "to the recipient again, with a higher priority, and listed by `thrum sent --unacked`.",
+)
 @global_options()
-def send(message, to, mention, scope, ref, fmt, priority, structured, body_file, thread_id, subject, broadcast):
+def send(
+    message,
+    to,
+    mention,
+    scope,
+    ref,
+    fmt,
+    priority,
+    structured,
+    body_file,
+    thread_id,
+    subject,
+    broadcast,
+    ack,
+    ack_within,
+):
     """Send a message.
 
     MESSAGE is the text; use - to read it from stdin, or --body-file PATH.
@@ -76,6 +119,7 @@ def send(message, to, mention, scope, ref, fmt, priority, structured, body_file,
       thrum send "Auth module complete" --to @reviewer --scope module:auth --ref issue:beads-42
       thrum send "Deploy complete" --to @everyone --subject "Release 1.4"
       git log -1 | thrum send - --to @reviewer --format plain
+      thrum send "Freeze main until I say so" --to @everyone --ack-within 10m
     """
     rt = runtime()
     scopes = [parse_tag("--scope", s) for s in scope]
@@ -106,6 +150,10 @@ def send(message, to, mention, scope, ref, fmt, priority, structured, body_file,
         params["thread_id"] = thread_id
     if subject:
         params["subject"] = subject
+    if ack_within:
+        params["ack_within"] = parse_duration(ack_within, "--ack-within")
+    if ack or ack_within:
+        params["ack"] = True
     result = rt.agent_call("message.send", params)
 
     def text():

@@ -36,8 +36,15 @@ SLACK = 15.0  # extra socket time beyond the wait itself
     "--limit", type=click.IntRange(1, 100), default=10, show_default=True, help="Most messages to print at once."
 )
 @click.option("--peek", is_flag=True, help="Do not mark the printed messages as read.")
+@click.option(
+    "--acked",
+    "acked",
+    metavar="MSG_ID",
+    help="Instead: wait until every recipient of your message MSG_ID has acknowledged it.",
+)
+@click.option("--any", "any_", is_flag=True, help="With --acked: one recipient's ack is enough.")
 @global_options()
-def wait(timeout, mentions, scope, limit, peek):
+def wait(timeout, mentions, scope, limit, peek, acked, any_):
     """Wait for an unread message (not my own) and print it.
 
     Returns at once when unread messages already exist. Printed messages are
@@ -51,8 +58,14 @@ def wait(timeout, mentions, scope, limit, peek):
       thrum wait --timeout 120
       thrum wait --mentions
       thrum wait --scope module:auth --json
+      thrum wait --acked msg_01M8AKM2 --timeout 600
     """
     rt = runtime()
+    if acked:
+        _wait_acked(rt, acked, timeout, any_)
+        return
+    if any_:
+        raise click.UsageError("--any goes with --acked MSG_ID")
     params: dict = {"limit": limit}
     if mentions:
         params["mentions"] = True
@@ -81,3 +94,24 @@ def wait(timeout, mentions, scope, limit, peek):
         ids = [m["message_id"] for m in messages if isinstance(m, dict) and m.get("message_id")]
         if ids:
             rt.best_effort("message.markRead", {"message_ids": ids})
+
+
+def _wait_acked(rt, message_id: str, timeout: float, any_: bool) -> None:
+    """``thrum wait --acked``: message.waitAcked until acked (exit 0) or the timeout (exit 1)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = max(0.0, deadline - time.monotonic())
+        chunk = min(left, MAX_CALL)
+        result = rt.call(
+            "message.waitAcked", {"message_id": message_id, "timeout": chunk, "any": any_}, timeout=chunk + SLACK
+        )
+        if not result.get("timed_out") or left <= MAX_CALL:
+            break
+    waiting = [str(a) for a in result.get("waiting_for") or []]
+    if result.get("timed_out"):
+        raise Timeout(
+            f"no ack within {timeout:g}s; still waiting for " + ", ".join(f"@{a}" for a in waiting),
+            data={"timed_out": True, "waiting_for": waiting},
+        )
+    by = ", ".join(f"@{a}" for a in result.get("acked_by") or [])
+    rt.emit(result, f"> {result.get('message_id')} acknowledged by {by}")

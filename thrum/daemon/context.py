@@ -11,8 +11,8 @@ service can reach is this list:
   `forget_agent`, `resolve_addresses` (cached), `with_last_seen`, `flush_last_seen`;
 - sessions: `ensure_session`, `adopt_session`, `session_ended` (which also ends
   the session's subscriptions);
-- `hub` (subscriptions), `sync` (the sync loop) and `web_ui` (thrum.ui): None
-  until started;
+- `hub` (subscriptions), `sync` (the sync loop), `delivery` (delivered receipts),
+  `waker` (idle wake-ups) and `web_ui` (thrum.ui): None until started;
 - `config`, `status`, `uptime`, `request_shutdown`;
 - for `thrum doctor`: `main_repo`, and `inspect_log` (the log and its stored read
   positions, under the writer's lock).
@@ -33,6 +33,8 @@ from .params import Params
 
 if TYPE_CHECKING:
     from ..events import Event
+    from .delivery import DeliveryRecorder
+    from .wakeups import Waker
     from .hub import Hub
     from .idempotency import KeyedWrites
     from .server import Daemon
@@ -138,6 +140,16 @@ class ServiceContext:
     @property
     def hub(self) -> Hub | None:
         return self._daemon.hub
+
+    @property
+    def delivery(self) -> DeliveryRecorder | None:
+        """Records *delivered* for this machine's agents (thrum.daemon.delivery): None until started."""
+        return getattr(self._daemon, "delivery", None)  # set by thrum.daemon.extensions
+
+    @property
+    def waker(self) -> Waker | None:
+        """Idle wake-ups in tmux (thrum.daemon.wakeups): None until started."""
+        return getattr(self._daemon, "waker", None)  # set by thrum.daemon.extensions
 
     @property
     def web_ui(self) -> Any:

@@ -1,4 +1,4 @@
-"""Parts of the daemon started after the store: hub, Web UI, WebSocket server, sync loop, held-line timer."""
+"""Parts of the daemon started after the store: hub, Web UI, WebSocket, sync loop, held lines, delivery, wake-ups."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ async def start(daemon, nursery: trio.Nursery) -> None:
 
     from ..ui import hook as web_ui
     from . import ws
+    from .delivery import DeliveryRecorder
     from .hub import Hub
+    from .wakeups import Waker
 
     daemon.hub = Hub(daemon)
     daemon.writer.subscribers.append(daemon.hub.publish)
@@ -22,6 +24,14 @@ async def start(daemon, nursery: trio.Nursery) -> None:
 
     daemon.sync = syncer.SyncLoop(daemon)
     await nursery.start(daemon.sync.run)
+    recorder = DeliveryRecorder(daemon.writer.read, daemon.writer.write, daemon.keys.names)
+    daemon.writer.subscribers.append(recorder.on_applied)
+    daemon.delivery = recorder
+    await nursery.start(recorder.run)
+    waker = Waker(daemon.writer.read, recorder.flush, daemon.paths.var / "panes.json")
+    daemon.writer.subscribers.append(waker.on_applied)
+    daemon.waker = waker
+    await nursery.start(waker.run)
     from .heldtimer import HeldTimer
 
     await nursery.start(HeldTimer(daemon.writer, float(daemon.config.clock_skew)).run)

@@ -53,7 +53,7 @@ def require_own_user(conn, what: str) -> None:
         raise errors.Forbidden(
             f"{what} is accepted only from the local user's own `thrum` over the Unix socket, not over the WebSocket"
         )
-    if getattr(conn, "peer_uid", None) != os.getuid():
+    if getattr(conn, "peer_uid", None) != os.geteuid():  # SO_PEERCRED reports the effective user
         raise errors.Forbidden(
             f"{what} is accepted only from the local user's own `thrum` over the Unix socket; "
             "this connection's peer runs as another user"

@@ -285,6 +285,7 @@ class Daemon:
             self._lock_fd = None
 
     def _open_store(self) -> None:
+        from ..sync import offline as sync_record
         from ..sync.transport.credentials import credentials_from_env, remote_callbacks
         from ..sync.worktree import ensure_sync_worktree
 
@@ -296,7 +297,7 @@ class Daemon:
         self.fold_verified = VerifiedFold(verifier, VerdictMemory(self.paths.var / "verified-lines"))
         db = open_projection(self.paths.database, event_log, self.fold_verified)
         self.writer = Writer(db, event_log, Signer(self.keys), self.fold_verified, db_path=self.paths.database)
-        self.writer.ensure_covered()
+        self.writer.ensure_covered(sync_record.take_reread(self.paths))  # what an offline sync merged into
         self.fold_verified.release()
         give_back_memory()  # the catch-up's peak (a large history, the verdict memory) goes back
         self.writer.subscribers.append(self._invalidate_caches)

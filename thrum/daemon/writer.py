@@ -223,10 +223,11 @@ class Writer:
         self.view.caught_up()
         return result
 
-    def ensure_covered(self) -> None:
-        """Start-up: the projection covers the log, or is made to (worker thread, before serving)."""
+    def ensure_covered(self, reread: list[str] | tuple = ()) -> None:
+        """Start-up: the projection covers the log, or is made to (worker thread, before
+        serving); ``reread``: shards to fold again from their start (`coverage.ensure_covered`)."""
         try:
-            coverage.ensure_covered(self.db, self.log, self.fold_lines)
+            coverage.ensure_covered(self.db, self.log, self.fold_lines, reread)
         except Exception as exc:
             if not is_corruption(exc) or self.view.db_path is None:
                 raise

@@ -6,7 +6,8 @@ replicas append to it:
 
 - ``messages/{agent}``: message.create/edit/delete, thread.create (by its
   creator) and agent.update;
-- ``receipts/{agent}``: that agent's read / unread / archive marks;
+- ``receipts/{agent}``: that agent's read / unread / archive marks and its
+  delivery states (delivered, surfaced, acked: docs/design/delivery.md);
 - ``events``: lifecycle and group events (and those written for the system).
 
 A stream is stored as size-capped *segments*, ``{stream}/{n}.jsonl`` with ``n`` a
@@ -32,7 +33,9 @@ from .names import NAME_RE
 from .validation import NORMALISERS
 
 MESSAGE_SHARD_TYPES = frozenset({"message.create", "message.edit", "message.delete", "thread.create", "agent.update"})
-RECEIPT_TYPES = frozenset({"message.read", "message.unread", "message.archive"})
+RECEIPT_TYPES = frozenset(
+    {"message.read", "message.unread", "message.archive", "message.delivered", "message.surfaced", "message.acked"}
+)
 
 EVENTS_STREAM = "events"
 AGENT_KINDS_OF_STREAMS = ("messages", "receipts")  # the kinds of stream that belong to one agent

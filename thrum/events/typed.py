@@ -55,7 +55,9 @@ class Event:
         return stream_for(self.to_dict())
 
 
-_OMIT_EMPTY = frozenset({"idempotency_key"})  # optional fields added later: lines without them stay as they were
+_OMIT_EMPTY = frozenset(
+    {"idempotency_key", "ack", "ack_within", "via"}
+)  # optional fields added later: lines without them stay as they were
 
 
 def _plain(value: Any) -> Any:
@@ -106,6 +108,8 @@ class MessageCreate(Event):
     disclosed: bool = False
     idempotency_key: str = ""  # optional: omitted from the line when empty
     subject: str = ""
+    ack: bool = False  # the sender asks each recipient to acknowledge (omitted when false)
+    ack_within: int = 0  # seconds after `timestamp` the ack is due (omitted when 0: no deadline)
 
     def to_dict(self) -> dict[str, Any]:
         """Without ``subject`` when it is empty: lines of messages without one stay as they were."""
@@ -249,6 +253,37 @@ class MessageArchive(Event):
     message_ids: tuple[str, ...]
 
 
+@dataclass(frozen=True, kw_only=True)
+class MessageDelivered(Event):
+    """The messages are in ``agent_id``'s replica (written by the daemon holding its key)."""
+
+    TYPE: ClassVar[str] = "message.delivered"
+    agent_id: str
+    session_id: str = ""
+    message_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class MessageSurfaced(Event):
+    """A hook or tool placed the messages in ``agent_id``'s context (``via`` says which)."""
+
+    TYPE: ClassVar[str] = "message.surfaced"
+    agent_id: str
+    session_id: str = ""
+    message_ids: tuple[str, ...]
+    via: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class MessageAcked(Event):
+    """``agent_id`` acknowledged the messages (``thrum ack``, the MCP acknowledge tool)."""
+
+    TYPE: ClassVar[str] = "message.acked"
+    agent_id: str
+    session_id: str = ""
+    message_ids: tuple[str, ...]
+
+
 @dataclass(frozen=True)
 class UnknownEvent:
     """An event of a type (or version) this build does not know: kept and passed on."""
@@ -289,6 +324,9 @@ TYPED = {
         MessageRead,
         MessageUnread,
         MessageArchive,
+        MessageDelivered,
+        MessageSurfaced,
+        MessageAcked,
     )
 }
 assert set(TYPED) == set(NORMALISERS)

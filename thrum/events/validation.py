@@ -36,9 +36,11 @@ from .values import (
     END_REASONS,
     EVENT_VERSION,
     FORMATS,
+    MAX_ACK_WITHIN,
     MAX_CONTENT_BYTES,
     MAX_REFS,
     MAX_SUBJECT_CHARS,
+    MAX_VIA_CHARS,
     MEMBER_TYPES,
     PRIORITIES,
 )
@@ -105,6 +107,8 @@ def _n_message_create(d: Raw) -> Raw:
         and _SES_ID_MATCH(sid)
         and type(body) is dict
         and (prio is None or prio == "" or prio in PRIORITIES)
+        and d.get("ack") is None
+        and d.get("ack_within") is None
     ):
         fmt, content, structured = body.get("format"), body.get("content"), body.get("structured")
         authored = d.get("authored_by")
@@ -154,22 +158,46 @@ def _with_key(d: Raw, out: Raw) -> Raw:
 
 
 def _n_message_create_checked(d: Raw) -> Raw:
-    return _with_key(
+    return _with_ack(
         d,
-        {
-            "message_id": str_field(d, "message_id", pattern=MESSAGE_ID_RE),
-            "thread_id": str_field(d, "thread_id", required=False, pattern=THREAD_ID_RE),
-            "agent_id": agent_field(d),
-            "session_id": str_field(d, "session_id", pattern=SESSION_ID_RE),
-            "body": body_field(d),
-            "scopes": tag_list(d, "scopes"),
-            "refs": tag_list(d, "refs"),
-            "priority": choice_field(d, "priority", PRIORITIES, "normal"),
-            "authored_by": str_field(d, "authored_by", required=False, max_len=256),
-            "disclosed": bool(d.get("disclosed", False)),
-            "subject": str_field(d, "subject", required=False, max_len=MAX_SUBJECT_CHARS),
-        },
+        _with_key(
+            d,
+            {
+                "message_id": str_field(d, "message_id", pattern=MESSAGE_ID_RE),
+                "thread_id": str_field(d, "thread_id", required=False, pattern=THREAD_ID_RE),
+                "agent_id": agent_field(d),
+                "session_id": str_field(d, "session_id", pattern=SESSION_ID_RE),
+                "body": body_field(d),
+                "scopes": tag_list(d, "scopes"),
+                "refs": tag_list(d, "refs"),
+                "priority": choice_field(d, "priority", PRIORITIES, "normal"),
+                "authored_by": str_field(d, "authored_by", required=False, max_len=256),
+                "disclosed": bool(d.get("disclosed", False)),
+                "subject": str_field(d, "subject", required=False, max_len=MAX_SUBJECT_CHARS),
+            },
+        ),
     )
+
+
+def _with_ack(d: Raw, out: Raw) -> Raw:
+    """``out`` plus the sender's request for an acknowledgement, when it asks for one:
+    ``ack: true`` and optionally ``ack_within`` (seconds after the message's timestamp).
+    Lines without a request have neither field, so they stay as they were."""
+    ack, within = d.get("ack"), d.get("ack_within")
+    if ack is None and within is None:
+        return out
+    if ack is not None and ack is not True and ack is not False:
+        fail("ack", "must be true or false")
+    if within is not None:
+        if type(within) is not int or not 1 <= within <= MAX_ACK_WITHIN:
+            fail("ack_within", f"must be a whole number of seconds from 1 to {MAX_ACK_WITHIN}")
+        if not ack:
+            fail("ack_within", "needs ack: true")
+    if ack:
+        out["ack"] = True
+        if within is not None:
+            out["ack_within"] = within
+    return out
 
 
 def _n_message_edit(d: Raw) -> Raw:
@@ -293,6 +321,14 @@ def _n_receipt(d: Raw) -> Raw:
     }
 
 
+def _n_surfaced(d: Raw) -> Raw:
+    out = _n_receipt(d)
+    via = str_field(d, "via", required=False, max_len=MAX_VIA_CHARS)
+    if via:
+        out["via"] = via
+    return out
+
+
 NORMALISERS: dict[str, Callable[[Raw], Raw]] = {
     "message.create": _n_message_create,
     "message.edit": _n_message_edit,
@@ -310,6 +346,9 @@ NORMALISERS: dict[str, Callable[[Raw], Raw]] = {
     "message.read": _n_receipt,
     "message.unread": _n_receipt,
     "message.archive": _n_receipt,
+    "message.delivered": _n_receipt,
+    "message.surfaced": _n_surfaced,
+    "message.acked": _n_receipt,
 }
 
 EVENT_TYPES = tuple(NORMALISERS)

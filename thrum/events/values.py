@@ -20,3 +20,5 @@ MAX_LINE_BYTES = 20 * 1024 * 1024
 MAX_SUBJECT_CHARS = 4096  # message.create's optional subject line
 MAX_REFS = 256
 MAX_IDS = 10_000
+MAX_ACK_WITHIN = 30 * 24 * 3600  # seconds: the longest ack deadline a message may ask for
+MAX_VIA_CHARS = 80  # message.surfaced's ``via``: which hook or tool put the text in the agent's context

@@ -62,10 +62,30 @@ class CheckResult(_Out):
     remaining: int = Field(description="Unread messages for this agent still waiting after these")
 
 
+class SearchHit(MessageInfo):
+    subject: str = Field("", description="The message's subject line (empty if none)")
+    snippet: str = Field(description="The text around the hits, each hit between « and »")
+    score: float = Field(description="Relevance (higher is better): bm25, boosted for recent messages")
+
+
+class SearchResult(_Out):
+    status: Literal["results", "empty"]
+    messages: list[SearchHit] = Field(description="Best matches first; reading them marks nothing read")
+    total: int = Field(description="Messages matching the query in all (exact), not only these")
+    page: int
+    total_pages: int
+
+
 class WaitResult(_Out):
     status: Literal["message_received", "timeout"]
     message: MessageInfo | None = Field(description="The received message (null on timeout); now marked read")
     waited_seconds: int = Field(description="How long the wait lasted, in whole seconds")
+
+
+class AckResult(_Out):
+    status: Literal["acked", "already_acked"]
+    acked: list[str] = Field(description="Messages acknowledged now (the sender sees them as acked)")
+    already_acked: list[str] = Field(description="Messages this agent had acknowledged before")
 
 
 class AgentInfo(_Out):

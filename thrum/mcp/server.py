@@ -3,7 +3,7 @@
 Start-up (spec/mcp-server.md "Startup Sequence"; the CLI did steps 1–4 before
 calling `serve`): repository, identity, daemon health (started when needed),
 then here: the daemon link (registration, heartbeat, subscription for
-wake-ups), the 11 tools, and stdio until the host closes stdin or a signal
+wake-ups), the 13 tools, and stdio until the host closes stdin or a signal
 arrives.
 
 Nothing but protocol reaches stdout: the SDK points fd 1 at stderr while it

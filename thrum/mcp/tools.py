@@ -1,4 +1,4 @@
-"""The 11 MCP tools (spec/mcp-server.md "API Reference"), each a few daemon calls.
+"""The 13 MCP tools (spec/mcp-server.md "API Reference", ``acknowledge``, ``search_messages``): a few daemon calls each.
 
 Rules:
 
@@ -9,12 +9,16 @@ Rules:
 3. Presence (``status``, ``recipient_status``) follows the spec's status
    derivation: `thrum.mcp.presence`. Replies become the spec's shapes in
    `thrum.mcp.convert`.
+4. Messages handed to the agent (``check_messages``, ``wait_for_message``) reach
+   its context framed as untrusted data from other agents (`convert.framed`) and
+   are recorded as surfaced to it (docs/design/delivery.md).
 
 No ``from __future__ import annotations`` here: the SDK reads these signatures
 to build the input schemas.
 """
 
 import functools
+import logging
 from datetime import datetime, timezone
 from typing import Annotated, Any, Optional
 
@@ -25,8 +29,9 @@ from mcp_types import ToolAnnotations
 from pydantic import Field
 
 from ..errors import ThrumError
-from .convert import agent_info, message_info, one_line, parse_address
+from .convert import agent_info, framed, message_info, one_line, parse_address, search_hit
 from .models import (
+    AckResult,
     BroadcastFilter,
     BroadcastResult,
     CheckResult,
@@ -40,11 +45,14 @@ from .models import (
     MemberType,
     Priority,
     PriorityFilter,
+    SearchResult,
     SendResult,
     WaitResult,
 )
 from .presence import agent_status, recipient_status, send_with_audience
 from .waiter import WaitBusy, sender_of
+
+log = logging.getLogger(__name__)
 
 MAX_RECIPIENTS = 256  # the daemon's limit on addresses per message
 CHECK_PAGE = 100  # the daemon's largest page
@@ -67,8 +75,15 @@ def _tool_errors(fn):
 
 
 def build_tools(link, waiter) -> list[Tool]:
-    """The 11 tools bound to this server's daemon link and waiter."""
+    """The 13 tools bound to this server's daemon link and waiter."""
     me = link.me
+
+    async def surfaced(ids: list[str], via: str) -> None:
+        """Record that these messages reached the agent's context (best effort: the answer goes out anyway)."""
+        try:
+            await link.agent_call("message.surface", {"message_ids": ids, "via": via})
+        except ThrumError as exc:
+            log.warning("could not record %d messages as surfaced: %s", len(ids), exc.message)
 
     @_tool_errors
     async def send_message(
@@ -138,11 +153,13 @@ def build_tools(link, waiter) -> list[Tool]:
             await link.agent_call("message.markRead", {"message_ids": ids})
             marked = len(ids)
             waiter.consumed(ids)
-        return CheckResult(
+            await surfaced(ids, "mcp check_messages")
+        result = CheckResult(
             status="messages" if messages else "empty",
             messages=[message_info(m) for m in messages],
             remaining=max(0, total - marked),
         )
+        return framed(result, messages, me)
 
     @_tool_errors
     async def wait_for_message(
@@ -165,11 +182,56 @@ def build_tools(link, waiter) -> list[Tool]:
             message, waited = await waiter.wait(float(timeout), priority_filter, request_id=request_id)
         except WaitBusy as exc:
             raise ToolError(exc.message) from None
-        return WaitResult(
+        if message:
+            await surfaced([message["message_id"]], "mcp wait_for_message")
+        result = WaitResult(
             status="message_received" if message else "timeout",
             message=message_info(message) if message else None,
             waited_seconds=int(round(waited)),
         )
+        return framed(result, [message] if message else [], me)
+
+    @_tool_errors
+    async def acknowledge(
+        message_ids: Annotated[
+            list[str],
+            Field(min_length=1, max_length=1000, description="IDs of messages addressed to this agent"),
+        ],
+    ) -> AckResult:
+        result = await link.agent_call("message.ack", {"message_ids": [m.strip() for m in message_ids]})
+        acked = list(result.get("acked") or [])
+        return AckResult(
+            status="acked" if acked else "already_acked",
+            acked=acked,
+            already_acked=list(result.get("already_acked") or []),
+        )
+
+    @_tool_errors
+    async def search_messages(
+        query: Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=1000,
+                description="Words (all must match; snake_case, dotted.names and paths are found whole and by "
+                'their parts), "a phrase", pref*, -word (without it), and filters: from:NAME, from:me, '
+                "to:NAME, to:@ROLE, to:me, scope:TYPE:VALUE, ref:TYPE:VALUE, in:THREAD_ID, is:unread, "
+                "is:archived, priority:high, after:2026-03-01, before:2026-03-08, after:3d",
+            ),
+        ],
+        limit: Annotated[int, Field(ge=1, le=100, description="Results per page (default 20)")] = 20,
+        page: Annotated[int, Field(ge=1, le=100_000, description="Page of results (default 1)")] = 1,
+    ) -> SearchResult:
+        found = await link.agent_call("message.search", {"query": query, "page_size": limit, "page": page})
+        messages = found.get("messages") or []
+        result = SearchResult(
+            status="results" if messages else "empty",
+            messages=[search_hit(m) for m in messages],
+            total=int(found.get("total") or 0),
+            page=int(found.get("page") or page),
+            total_pages=int(found.get("total_pages") or 0),
+        )
+        return framed(result, messages, me)
 
     @_tool_errors
     async def list_agents(
@@ -340,6 +402,14 @@ def build_tools(link, waiter) -> list[Tool]:
             None,
         ),
         (
+            search_messages,
+            "Search the messages this agent can see (what its inbox holds: not deleted, not archived unless "
+            "is:archived; its own included) by words and filters; best matches first, recent ones first among "
+            "equals, each with its full text and a snippet whose hits are between « and ». total is exact. "
+            "Marks nothing read.",
+            read_only,
+        ),
+        (
             list_agents,
             "List the registered agents with role, module and status (active: seen in the last 2 minutes).",
             read_only,
@@ -359,6 +429,12 @@ def build_tools(link, waiter) -> list[Tool]:
         (remove_group_member, "Remove an agent or a role from a group.", None),
         (list_groups, "List every group, @everyone included, with member counts.", read_only),
         (get_group, "Show a group and its members; expand=true also lists the agents its roles stand for.", read_only),
+        (
+            acknowledge,
+            "Acknowledge messages addressed to this agent: the sender sees them as acked (thrum send --ack asks "
+            "for this; an ack that is overdue comes back with higher priority until given).",
+            ToolAnnotations(idempotent_hint=True, open_world_hint=False),
+        ),
     ]
     return [
         Tool.from_function(fn, name=fn.__name__, description=text, annotations=annotations)

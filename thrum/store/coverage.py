@@ -15,6 +15,8 @@ for thousands of shards, so it runs at every start.
 
 from __future__ import annotations
 
+from typing import Iterable
+
 import hashlib
 import logging
 import os
@@ -96,12 +98,18 @@ def uncovered_shards(db: pw.SqliteDatabase, event_log: EventLog) -> list[str]:
 
 
 def ensure_covered(
-    db: pw.SqliteDatabase, event_log: EventLog, fold_fn: FoldFn | None = None
+    db: pw.SqliteDatabase, event_log: EventLog, fold_fn: FoldFn | None = None, reread: Iterable[str] = ()
 ) -> tuple[list[str], FoldResult]:
     """Catch up, check every shard, fold again from the start any that is not covered.
 
-    Returns the shards repaired (usually none) and what folding applied.
+    ``reread``: shards to fold again from their start anyway (an offline sync merged
+    into them, and a merge may replace a line in place). Returns the shards repaired
+    (usually none) and what folding applied.
     """
+    again = [shard for shard in reread if ev.is_log_path(shard)]
+    if again:
+        with db.atomic():
+            save_positions(db, {shard: Position() for shard in again})
     result = catch_up(db, event_log, fold_fn)
     gaps = uncovered_shards(db, event_log)
     if gaps:

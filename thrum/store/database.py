@@ -8,10 +8,12 @@ table changes and the daemon rebuilds on start.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import peewee as pw
 
+from . import search_index
 from .counters import COUNTER_TRIGGERS, compute_counter_tables
 from .models import FOLD_INDEXES, QUERY_INDEXES, SCHEMA_VERSION, TABLE_MODELS, VIEWS
 from .sql import all_rows, one_row
@@ -66,13 +68,18 @@ def create_tables(db: pw.SqliteDatabase) -> None:
             db.execute_sql(sql)
 
 
-def finish_schema(db: pw.SqliteDatabase, *, compute_counters: bool = False) -> None:
-    """Query indexes, counter triggers and the schema version.
+def finish_schema(
+    db: pw.SqliteDatabase, *, compute_counters: bool = False, timings: dict[str, float] | None = None
+) -> None:
+    """Query indexes, counter triggers, the search index and the schema version.
 
     ``compute_counters``: fill the counter tables from the data first (after a bulk
-    load without triggers). The schema version is written last, so a database
-    whose rebuild was interrupted has none and is rebuilt again.
+    load without triggers). The search index is built in one pass over the rows
+    (`search_index.build`), a step of its own (``timings``: seconds of each step,
+    ``indexes_and_counters`` and ``search_index``). The schema version is written
+    last, so a database whose rebuild was interrupted has none and is rebuilt again.
     """
+    started = time.perf_counter()
     with db.atomic():
         for sql in QUERY_INDEXES:
             db.execute_sql(sql)
@@ -80,8 +87,13 @@ def finish_schema(db: pw.SqliteDatabase, *, compute_counters: bool = False) -> N
             compute_counter_tables(db)
         for sql in COUNTER_TRIGGERS:
             db.execute_sql(sql)
+        indexed = time.perf_counter()
+        search_index.build(db)
         if one_row(db, "SELECT count(*) FROM schema_version")[0] == 0:
             db.execute_sql("INSERT INTO schema_version(version) VALUES (?)", (SCHEMA_VERSION,))
+    if timings is not None:
+        timings["indexes_and_counters"] = indexed - started
+        timings["search_index"] = time.perf_counter() - indexed
 
 
 def schema_version(db: pw.SqliteDatabase) -> int | None:
@@ -94,11 +106,12 @@ def schema_version(db: pw.SqliteDatabase) -> int | None:
 
 
 def drop_schema(db: pw.SqliteDatabase) -> None:
-    """Drop every view and table (their indexes and triggers go with them)."""
+    """Drop every view and table (their indexes and triggers go with them); virtual tables
+    (the search index) before the tables they keep their data in."""
     objects = all_rows(
         db,
         "SELECT type, name FROM sqlite_master WHERE type IN ('view', 'table') AND name NOT LIKE 'sqlite_%' "
-        "ORDER BY type = 'table'",
+        "ORDER BY type = 'table', coalesce(sql, '') NOT LIKE 'CREATE VIRTUAL TABLE%'",
     )
     with db.atomic():
         for kind, name in objects:

@@ -12,7 +12,8 @@ tested as properties in tests/store/test_projection_properties.py). Here:
   ``invalid`` fold issue, and the others are folded; nothing the log holds can
   make the fold fail.
 - The handlers: the message lifecycle (create, edit, delete) and the read,
-  unread and archive marks are in `thrum.store.message_fold`; agents,
+  unread and archive marks are in `thrum.store.message_fold`; ack requests and
+  delivery states in `thrum.store.delivery_fold`; agents,
   sessions, groups and threads in `thrum.store.directory_fold`.
 - Read positions in the log are saved in the same transaction as what was read.
 """
@@ -29,7 +30,7 @@ from typing import Iterable
 import peewee as pw
 
 from .. import events as ev
-from . import directory_fold, idempotency, message_fold
+from . import delivery_fold, directory_fold, idempotency, message_fold
 from . import held as held_lines
 from . import issues as issues_mod
 from .log import LogIssue, Position
@@ -193,6 +194,9 @@ _ORDER = [
     ("message.read", message_fold.receipt),
     ("message.unread", message_fold.receipt),
     ("message.archive", message_fold.receipt),
+    ("message.delivered", delivery_fold.delivery_receipt),
+    ("message.surfaced", delivery_fold.delivery_receipt),
+    ("message.acked", delivery_fold.delivery_receipt),
     ("agent.update", directory_fold.agent_update),
 ]
 assert {t for t, _ in _ORDER} == set(ev.EVENT_TYPES)

@@ -96,6 +96,23 @@ class Filter:
             params.append(self.viewer)
         return (" AND ".join(cond) or "1"), params
 
+    def require(self, condition: tuple[str, list[Any], tuple[str, list[Any]] | None]) -> None:
+        """Add a condition the counters cannot answer: (SQL over ``m``, its params, the SQL counting
+        its candidates or None), as `scope_condition` and its siblings make them."""
+        sql, params, bound = condition
+        self.extra.append(sql)
+        self.extra_params.extend(params)
+        if bound is not None:
+            self.bounds.append(bound)
+
+    def require_mentions(self, db: pw.SqliteDatabase, targets: list[str]) -> None:
+        """Only messages whose mention set holds one of ``targets`` (with every mention filter before)."""
+        sigs = sigs_for(db, targets)
+        self.sigs = sigs if self.sigs is None else self.sigs & sigs
+        self.targets = targets if self.targets is None else self.targets
+        if not self.sigs:
+            self.empty = True
+
     def countable(self) -> bool:
         """Can the counter tables answer total and unread for this filter?"""
         if self.extra or self.include_deleted:
@@ -138,34 +155,59 @@ def build_filter(
     if archived_only:  # the viewer's archive (nothing without a viewer: nobody archived it)
         if viewer is None:
             f.empty = True
-        f.extra.append("EXISTS (SELECT 1 FROM archive_marks x WHERE x.message_id = m.message_id AND x.agent_id = ?)")
-        f.extra_params.append(viewer)
-        f.bounds.append(("SELECT count(*) FROM archive_marks WHERE agent_id = ?", [viewer]))
-    if scope is not None:
-        t, v = _tag(scope, "scope")
-        f.extra.append(
-            "m.message_id IN (SELECT message_id FROM message_scopes WHERE scope_type = ? AND scope_value = ?)"
+        f.require(
+            (
+                "EXISTS (SELECT 1 FROM archive_marks x WHERE x.message_id = m.message_id AND x.agent_id = ?)",
+                [viewer],
+                ("SELECT count(*) FROM archive_marks WHERE agent_id = ?", [viewer]),
+            )
         )
-        f.extra_params += [t, v]
-        f.bounds.append(("SELECT count(*) FROM message_scopes WHERE scope_type = ? AND scope_value = ?", [t, v]))
+    if scope is not None:
+        f.require(scope_condition(*_tag(scope, "scope")))
     if ref is not None:
-        t, v = _tag(ref, "ref")
-        f.extra.append("m.message_id IN (SELECT message_id FROM message_refs WHERE ref_type = ? AND ref_value = ?)")
-        f.extra_params += [t, v]
-        f.bounds.append(("SELECT count(*) FROM message_refs WHERE ref_type = ? AND ref_value = ?", [t, v]))
+        f.require(ref_condition(*_tag(ref, "ref")))
     if thread_id:
-        f.extra.append("m.thread_id = ? AND m.thread_id <> ''")  # <> '': lets SQLite use the partial index
-        f.extra_params.append(thread_id)
-        f.bounds.append(("SELECT count(*) FROM messages WHERE thread_id = ? AND thread_id <> ''", [thread_id]))
+        f.require(thread_condition([thread_id]))
     for targets in ([mention_targets(db, mentions_of)] if mentions_of else []) + (
         [role_targets(db, mention_role)] if mention_role else []
     ):
-        sigs = sigs_for(db, targets)
-        f.sigs = sigs if f.sigs is None else f.sigs & sigs
-        f.targets = targets if f.targets is None else f.targets
-    if f.sigs is not None and not f.sigs:
-        f.empty = True
+        f.require_mentions(db, targets)
     return f
+
+
+Condition = tuple[str, list[Any], tuple[str, list[Any]] | None]
+
+
+def scope_condition(kind: str, value: str, *, per_row: bool = False) -> Condition:
+    """Messages with this scope (for `Filter.require`). ``per_row``: the same rule asked of each
+    row (a lookup per row) rather than as the set of matching ids (read once, then probed):
+    cheaper when something else already found few rows (the search index)."""
+    return _tag_condition("message_scopes", "scope", kind, value, per_row)
+
+
+def ref_condition(kind: str, value: str, *, per_row: bool = False) -> Condition:
+    """Messages with this ref (for `Filter.require`); ``per_row`` as for `scope_condition`."""
+    return _tag_condition("message_refs", "ref", kind, value, per_row)
+
+
+def _tag_condition(table: str, col: str, kind: str, value: str, per_row: bool) -> Condition:
+    match = f"{col}_type = ? AND {col}_value = ?"
+    sql = (
+        f"EXISTS (SELECT 1 FROM {table} t WHERE t.message_id = m.message_id AND t.{col}_type = ? AND t.{col}_value = ?)"
+        if per_row
+        else f"m.message_id IN (SELECT message_id FROM {table} WHERE {match})"
+    )
+    return (sql, [kind, value], (f"SELECT count(*) FROM {table} WHERE {match}", [kind, value]))
+
+
+def thread_condition(thread_ids: list[str]) -> Condition:
+    """Messages in one of these threads (for `Filter.require`)."""
+    q = ",".join("?" * len(thread_ids))
+    return (
+        f"m.thread_id IN ({q}) AND m.thread_id <> ''",  # <> '': lets SQLite use the partial index
+        list(thread_ids),
+        (f"SELECT count(*) FROM messages WHERE thread_id IN ({q}) AND thread_id <> ''", list(thread_ids)),
+    )
 
 
 def sig_clause(sigs: set[int] | None) -> str:

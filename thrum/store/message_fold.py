@@ -19,11 +19,14 @@ Each function takes the running fold transaction (`thrum.store.fold.Folder`).
 
 from __future__ import annotations
 
-from contextlib import nullcontext
+from contextlib import ExitStack
 from typing import TYPE_CHECKING
 
 from ..events import time_key
+from . import search_index
 from .counters import BULK_INSERT_ROWS, bulk_message_insert
+from .delivery_fold import sync_ack_requests
+from .search_text import camel_parts, tag_values
 from .sql import chunks, qmarks
 
 if TYPE_CHECKING:
@@ -46,11 +49,15 @@ def message_create(f: Folder, batch: list[dict]) -> set[str]:
             first[d["message_id"]] = d
     rows, scopes, refs = _message_rows(f, list(first.values()))
     max_rowid = f.c.execute("SELECT coalesce(max(rowid), 0) FROM messages").fetchone()[0]
-    with bulk_message_insert(f.c, max_rowid) if len(rows) >= BULK_INSERT_ROWS else nullcontext():
+    with ExitStack() as bulk:
+        if len(rows) >= BULK_INSERT_ROWS:  # counters and search entries added set-wise after the rows
+            bulk.enter_context(bulk_message_insert(f.c, max_rowid))
+            bulk.enter_context(search_index.bulk_insert(f.c, max_rowid))
         inserted = f.c.executemany(
             "INSERT OR IGNORE INTO messages(message_id, agent_id, session_id, created_at, body_format, "
             "body_content, body_structured, thread_id, priority, authored_by, disclosed, event_id, created_key, "
-            "updated_key, sig_id, subject, deleted, edit_count) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,0)",
+            "updated_key, sig_id, subject, search_tags, search_parts, deleted, edit_count) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,0)",
             rows,
         ).rowcount
     applied = set(d["event_id"] for d in first.values())
@@ -70,14 +77,14 @@ def message_create(f: Folder, batch: list[dict]) -> set[str]:
                 f.issue("conflict", f"messages/{old_author}", old_eid, f"message.create reuses message id {mid}")
                 f.r.conflicts += 1
                 f.c.execute("INSERT OR IGNORE INTO applied_events(event_id) VALUES (?)", (old_eid,))
-                for table in ("messages", "message_scopes", "message_refs", "message_edits"):
+                for table in ("messages", "message_scopes", "message_refs", "message_edits", "ack_requests"):
                     f.c.execute(f"DELETE FROM {table} WHERE message_id=?", (mid,))
                 row, s_rows, r_rows = _message_rows(f, [d])
                 f.c.executemany(
                     "INSERT INTO messages(message_id, agent_id, session_id, created_at, body_format, "
                     "body_content, body_structured, thread_id, priority, authored_by, disclosed, event_id, "
-                    "created_key, updated_key, sig_id, subject, deleted, edit_count) "
-                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,0)",
+                    "created_key, updated_key, sig_id, subject, search_tags, search_parts, deleted, edit_count) "
+                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,0)",
                     row,
                 )
                 scopes += s_rows
@@ -110,6 +117,9 @@ def message_create(f: Folder, batch: list[dict]) -> set[str]:
             f.c.executemany("DELETE FROM pending_targets WHERE message_id = ?", [(m,) for m in found])
     for mid in sorted(pending):
         recompute(f, mid)
+    asking = [d for d in batch if d.get("ack")]
+    if asking:
+        sync_ack_requests(f, asking)
     return applied
 
 
@@ -144,6 +154,8 @@ def _message_rows(f: Folder, creates: list[dict]) -> tuple[list, list, list]:
                 key,
                 sig,
                 d.get("subject") or "",
+                tag_values(d["scopes"], d["refs"]),
+                camel_parts(body["content"]),
             )
         )
         for pos, s in enumerate(d["scopes"]):
@@ -275,12 +287,13 @@ def recompute(f: Folder, mid: str) -> None:
         cur = (nfmt, ncontent, nstructured)
         updated_at = ts
     f.c.execute(
-        "UPDATE messages SET body_format=?, body_content=?, body_structured=?, updated_at=?, "
+        "UPDATE messages SET body_format=?, body_content=?, body_structured=?, search_parts=?, updated_at=?, "
         "updated_key=?, edit_count=?, deleted=?, deleted_at=?, delete_reason=? WHERE message_id=?",
         (
             cur[0],
             cur[1],
             cur[2],
+            camel_parts(cur[1]),
             updated_at,
             time_key(updated_at) if updated_at else created_key,
             len(edits),

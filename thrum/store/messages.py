@@ -71,11 +71,24 @@ def message_items(db: pw.SqliteDatabase, ids: list[str], viewer: str | None) -> 
         scopes = _tags_of(db, "message_scopes", chunk)
         refs = _tags_of(db, "message_refs", chunk)
         read = _read_ids(db, chunk, viewer)
+        acks = ack_requests(db, chunk)
         for mid in chunk:
             row = rows.get(mid)
             if row is not None:
-                out.append(_item(row, scopes.get(mid, []), refs.get(mid, []), mid in read or row[1] == viewer))
+                item = _item(row, scopes.get(mid, []), refs.get(mid, []), mid in read or row[1] == viewer)
+                item["ack"] = acks.get(mid)
+                out.append(item)
     return out
+
+
+def ack_requests(db: pw.SqliteDatabase, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """The ack each of ``ids`` asks its recipients for: ``{within, due}`` (None: no deadline)."""
+    return {
+        mid: {"within": within or None, "due": due or None}
+        for mid, within, due in all_rows(
+            db, f"SELECT message_id, within, due_key FROM ack_requests WHERE message_id IN ({qmarks(len(ids))})", ids
+        )
+    }
 
 
 def _item(row: Row, scopes: list[dict[str, Any]], refs: list[dict[str, Any]], is_read: bool) -> dict[str, Any]:

@@ -135,9 +135,8 @@ def rebuild(
     try:
         started = time.perf_counter()
         total = _fold_log(db, event_log, {}, keep_applied=keep_applied, fold_fn=fold_fn)
-        loaded = time.perf_counter()
-        database.finish_schema(db, compute_counters=True)
-        total.timings = {"load": loaded - started, "indexes_and_counters": time.perf_counter() - loaded}
+        total.timings = {"load": time.perf_counter() - started}
+        database.finish_schema(db, compute_counters=True, timings=total.timings)
         if kv:
             with db.atomic():
                 db.connection().executemany("INSERT OR REPLACE INTO kv(key, value) VALUES (?,?)", kv)

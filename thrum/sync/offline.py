@@ -13,6 +13,7 @@ says what the last one did. No trio here.
 from __future__ import annotations
 
 import fcntl
+import json
 import logging
 import os
 from typing import Any
@@ -72,10 +73,13 @@ def run_offline(paths: ThrumPaths) -> dict:
             worktree = ensure_sync_worktree(paths.main_repo)
             rep = Replicator(worktree, cfg.remote, credentials_from_env(cfg.values), prefer=_prefer_verified(paths))
             mode = state.sync_mode(cfg, rep.has_remote())
+            files = _MergedInto(PlainLog(worktree))
             try:
-                report = run_cycle(rep, PlainLog(worktree), remote=mode == "remote")
+                report = run_cycle(rep, files, remote=mode == "remote")
             finally:
                 rep.index.flush()
+                if files.merged_into:
+                    _reread_later(paths, files.merged_into)
         except errors.ThrumError as exc:
             state.record(paths, None, exc.message)
             raise
@@ -91,6 +95,48 @@ def run_offline(paths: ThrumPaths) -> dict:
         return result
     finally:
         os.close(fd)
+
+
+class _MergedInto:
+    """The offline cycle's files (a `logaccess.PlainLog`), noting which files a merge
+    brought lines into."""
+
+    def __init__(self, files) -> None:
+        self._files = files
+        self.merged_into: set[str] = set()
+
+    def __getattr__(self, name: str):
+        return getattr(self._files, name)
+
+    def apply_remote(self, writes, received):
+        self.merged_into.update(received)
+        return self._files.apply_remote(writes, received)
+
+
+REREAD_FILE = "reread-shards.json"
+
+
+def _reread_later(paths: ThrumPaths, shards: set[str]) -> None:
+    """Files an offline cycle merged lines into, for the next daemon to read from their start:
+    a merge may replace a line in place (a verified copy over a forged one), before the
+    daemon's stored read position, where its catch-up would not look (docs/design/trust.md)."""
+    path = paths.var / REREAD_FILE
+    shards = shards | set(take_reread(paths, remove=False))
+    tmp = path.with_name(f".{REREAD_FILE}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(sorted(shards)))
+    os.replace(tmp, path)
+
+
+def take_reread(paths: ThrumPaths, *, remove: bool = True) -> list[str]:
+    """The files an offline sync asked the daemon to read again from their start (forgotten once taken)."""
+    path = paths.var / REREAD_FILE
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    if remove:
+        path.unlink(missing_ok=True)
+    return [x for x in data if isinstance(x, str)] if isinstance(data, list) else []
 
 
 def _tidy(rep: Any, mode: str) -> None:

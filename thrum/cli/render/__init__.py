@@ -13,6 +13,7 @@ One module per kind of view, over two shared ones:
 - `text`: the small pieces (clean, times, widths, padding, tables);
 - `fields`: reading a message out of a reply, whatever shape the reply gives it;
 - `messages`: the inbox, threads, one message, sent messages;
+- `search`: search results (the inbox's box, with snippets);
 - `directory`: agents, identities, sessions, groups and their members;
 - `status`: the daemon's status.
 

@@ -21,6 +21,7 @@ import textwrap
 from datetime import datetime
 from typing import Any
 
+from .delivery import delivery_lines, delivery_summary
 from .fields import author_of, body_of, is_edited, mentions_of, read_by_names, reply_to_of
 from .text import at, clean, display_width, pad, plural, relative_time, table, tag_text
 
@@ -341,6 +342,9 @@ def render_message(msg: dict[str, Any], *, now: datetime | None = None) -> str:
                 pass
         text = structured if isinstance(structured, str) else json.dumps(structured, indent=2, ensure_ascii=False)
         lines += ["", "Structured:", clean(text)]
+    extra = delivery_lines(msg, now)
+    if extra:
+        lines += [""] + extra
     return "\n".join(lines)
 
 
@@ -381,6 +385,10 @@ def render_sent(
         seen = "Read by: " + (", ".join(at(clean(n)) for n in readers) if readers else "nobody yet")
         for line in textwrap.wrap(seen, inner - 2) or [seen]:
             out.append("│ " + pad(line, inner - 1) + "│")
+        if m.get("delivery") or m.get("ack"):
+            summary = delivery_summary(m)
+            for line in textwrap.wrap(summary, inner - 2) or [summary]:
+                out.append("│ " + pad(line, inner - 1) + "│")
     out.append("└" + "─" * inner + "┘")
     start = (page - 1) * page_size + 1
     out.append(f"Showing {start}-{start + len(messages) - 1} of {plural(total, 'sent message')}")

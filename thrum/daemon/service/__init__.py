@@ -1,4 +1,4 @@
-"""RPC services, one module per namespace (message.* in three: writes, reads, marks).
+"""RPC services, one module per namespace (message.* in four: writes, reads, marks, search).
 
 Importing this registers every method.
 """
@@ -6,14 +6,17 @@ Importing this registers every method.
 from . import (  # noqa: F401
     admin,
     agents,
+    delivery,
     doctor,
     groups,
     mailboxes,
     message_queries,
     messages,
     receipts,
+    search,
     sessions,
     subscriptions,
     sync,
     ui,
+    wake,
 )

@@ -9,6 +9,8 @@ caller (``mentions``, ``unread``, ``exclude_own``, ``archived_only``) need one.
 from __future__ import annotations
 
 from ... import errors
+from ... import events as ev
+from ...store import delivery as delivery_store
 from ...store import prefixes, queries
 from ..dispatch import Call, method
 from .message_ids import complete_thread_id, id_texts, require_message
@@ -67,17 +69,24 @@ async def get(call: Call) -> dict:
     mid = call.params.str("message_id", required=True)
     mid = (await call.ctx.read(prefixes.complete_ids, "message", id_texts([mid], "message_id"), field="message_id"))[0]
     result = await call.ctx.read(queries.get_message, mid, viewer=caller)
+    await call.ctx.read(delivery_store.with_delivery, [result["message"]], ev.now_rfc3339())
     await _with_mailbox_state(call, [result["message"]])
     return result
 
 
 @method("message.sent")
 async def sent(call: Call) -> dict:
+    """The caller's messages, newest first; each with ``read_by``, ``ack`` and ``delivery`` (every
+    recipient's state). ``unacked``: only those asking for an ack some recipient has not given."""
     p = call.params
     caller = await call.ctx.caller(p)
-    return await call.ctx.read(
-        queries.sent_messages, caller, page=p.int("page", default=1), page_size=p.int("page_size", default=10)
-    )
+    page, page_size = p.int("page", default=1), p.int("page_size", default=10)
+    now = ev.now_rfc3339()
+    if p.bool("unacked"):
+        return await call.ctx.read(delivery_store.unacked_sent, caller, now, page=page, page_size=page_size)
+    result = await call.ctx.read(queries.sent_messages, caller, page=page, page_size=page_size)
+    await call.ctx.read(delivery_store.with_delivery, result["messages"], now)
+    return result
 
 
 @method("message.thread")

@@ -138,6 +138,8 @@ async def _send(call: Call, caller: str, content: str, key: str | None) -> dict:
     scopes = p.tags("scopes")
     refs = p.tags("refs")
     subject = p.str("subject", default="", max_len=ev.MAX_SUBJECT_CHARS)
+    ack_within = p.int("ack_within", default=0, minimum=1, maximum=ev.MAX_ACK_WITHIN)
+    ack = p.bool("ack") or bool(ack_within)  # a deadline asks for an ack
     thread_id = await complete_thread_id(call)
     reply_to = None
     if p.str("reply_to"):
@@ -165,6 +167,8 @@ async def _send(call: Call, caller: str, content: str, key: str | None) -> dict:
         priority=priority,
         subject=subject,
         idempotency_key=key or "",
+        ack=ack,
+        ack_within=ack_within or 0,
     )
     await call.ctx.write([event])
     return {

@@ -27,8 +27,10 @@ from .bookkeeping import AppliedEvent, FoldIssue, HeldLine, IdempotencyKey, KeyV
 from .directory import Agent, AgentContext, Group, GroupMember, Session, Thread
 from .inbox import AgentSigCount, MentionSig, MentionSigTarget, SigAuthorTotal, SigTotal
 from .messages import (
+    AckRequest,
     ArchiveMark,
     DeleteEvent,
+    Delivery,
     EditEvent,
     Message,
     MessageEdit,
@@ -37,11 +39,14 @@ from .messages import (
     MessageScope,
     PendingTarget,
     ReadState,
+    ThreadSubject,
 )
 
-SCHEMA_VERSION = 9  # 5: applied_events keyed by event id and author (store.fold.dedup_key);
+SCHEMA_VERSION = 11  # 5: applied_events keyed by event id and author (store.fold.dedup_key);
 #                    6: message_scopes/message_refs.pos (the order given); 7: messages.subject; 8: idempotency_keys;
-#                    9: held_lines (events dated ahead), agents.cleanup_by, sessions keyed by id and agent
+#                    9: held_lines (events dated ahead), agents.cleanup_by, sessions keyed by id and agent;
+#                   10: ack_requests, deliveries (docs/design/delivery.md);
+#                   11: the search index (message_search, thread_subjects, messages.search_tags/search_parts)
 
 TABLE_MODELS = [
     Message,
@@ -53,6 +58,9 @@ TABLE_MODELS = [
     EditEvent,
     DeleteEvent,
     PendingTarget,
+    AckRequest,
+    Delivery,
+    ThreadSubject,
     MentionSig,
     MentionSigTarget,
     SigTotal,
@@ -99,6 +107,8 @@ QUERY_INDEXES = [
     "CREATE INDEX IF NOT EXISTS idx_refs_lookup ON message_refs (ref_type, ref_value, message_id)",
     "CREATE INDEX IF NOT EXISTS idx_sessions_agent ON sessions (agent_id)",
     "CREATE INDEX IF NOT EXISTS idx_agents_role ON agents (role)",
+    "CREATE INDEX IF NOT EXISTS idx_deliveries_agent ON deliveries (agent_id, message_id)",
+    "CREATE INDEX IF NOT EXISTS idx_ack_requests_due ON ack_requests (due_key) WHERE due_key <> ''",
 ]
 
 INDEXES = FOLD_INDEXES + QUERY_INDEXES

@@ -38,6 +38,8 @@ class Message(Base):
     updated_key = pw.TextField(default="")  # time_key(updated_at or created_at)
     sig_id = pw.IntegerField(default=0)  # mention_sigs.sig_id of the message's mention set
     subject = pw.TextField(default="")  # message.create's optional subject line
+    search_tags = pw.TextField(default="")  # for the search index: scope and ref values (store/search_text.py)
+    search_parts = pw.TextField(default="")  # for the search index: parts of the body's CamelCase words
 
     class Meta:
         table_name = "messages"
@@ -166,6 +168,17 @@ class DeleteEvent(Base):
         without_rowid = True
 
 
+class ThreadSubject(Base):
+    """A thread's subject (its first live message's that has one), for the search index (store/search_index.py)."""
+
+    thread_id = pw.TextField(primary_key=True)
+    subject = pw.TextField()
+
+    class Meta:
+        table_name = "thread_subjects"
+        without_rowid = True
+
+
 class PendingTarget(Base):
     """Message ids that edit or delete events name before the message arrived."""
 
@@ -173,4 +186,46 @@ class PendingTarget(Base):
 
     class Meta:
         table_name = "pending_targets"
+        without_rowid = True
+
+
+class AckRequest(Base):
+    """Messages whose sender asked each recipient for an acknowledgement (message.create's
+    ``ack``), with the deadline when there is one: ``due_key`` is the time key of
+    created_at + ``within`` seconds, '' for no deadline."""
+
+    message_id = pw.TextField(primary_key=True)
+    within = pw.IntegerField(default=0)
+    due_key = pw.TextField(default="")
+
+    class Meta:
+        table_name = "ack_requests"
+        without_rowid = True
+
+
+class Delivery(Base):
+    """Per message and agent: when it was first delivered, surfaced and acked (and last
+    surfaced), from the agent's receipts (docs/design/delivery.md).
+
+    Each state keeps the event with the lowest event_id (the last surfacing: the
+    highest), so any order of arrival gives the same row. ``*_key`` are time keys of
+    the ``*_at`` timestamps (comparable with `AckRequest.due_key`). Read comes from
+    `ReadState`, where it already is.
+    """
+
+    message_id = pw.TextField()
+    agent_id = pw.TextField()
+    delivered_at = pw.TextField(null=True)
+    delivered_eid = pw.TextField(null=True)
+    surfaced_at = pw.TextField(null=True)
+    surfaced_eid = pw.TextField(null=True)
+    surfaced_via = pw.TextField(null=True)
+    last_surfaced_key = pw.TextField(null=True)
+    last_surfaced_eid = pw.TextField(null=True)
+    acked_at = pw.TextField(null=True)
+    acked_eid = pw.TextField(null=True)
+
+    class Meta:
+        table_name = "deliveries"
+        primary_key = pw.CompositeKey("message_id", "agent_id")
         without_rowid = True

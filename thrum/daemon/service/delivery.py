@@ -1,0 +1,105 @@
+"""message.pending, message.surface, message.ack, message.waitAcked: delivery states (docs/design/delivery.md).
+
+- ``message.pending``: what a hook should put in the caller's context next (every
+  message delivered to it and never surfaced, then overdue acks). The daemon first
+  records as delivered whatever reached the caller and is not recorded yet, so a
+  hook that runs right after a message arrived sees it.
+- ``message.surface``: the caller's front end placed these messages in its context
+  (a ``message.surfaced`` receipt, ``via`` naming the hook or tool).
+- ``message.ack``: the caller acknowledges messages addressed to it.
+- ``message.waitAcked``: block until every recipient (or, with ``any``, one) acked.
+
+Each receipt is one event per 1,000 ids in the caller's receipts stream, signed
+by the caller's key on this machine.
+"""
+
+from __future__ import annotations
+
+import trio
+
+from ... import errors
+from ... import events as ev
+from ...events.values import MAX_VIA_CHARS
+from ...store import delivery as delivery_store
+from ..dispatch import Call, method
+from .message_ids import require_message, require_messages
+
+MAX_PENDING = 100
+MAX_WAIT = 600.0
+
+
+def now_key() -> str:
+    return ev.now_rfc3339()
+
+
+async def _write(call: Call, cls, caller: str, ids: list[str], **extra) -> None:
+    session_id = await call.ctx.ensure_session(caller, call.params.str("session_id"))
+    await call.ctx.write(
+        [
+            cls(agent_id=caller, session_id=session_id, message_ids=tuple(ids[i : i + 1000]), **extra)
+            for i in range(0, len(ids), 1000)
+        ]
+    )
+
+
+@method("message.pending")
+async def pending(call: Call) -> dict:
+    """``{messages, total}``: see `thrum.store.delivery.pending`."""
+    caller = await call.ctx.caller(call.params)
+    limit = call.params.int("limit", default=20, minimum=1, maximum=MAX_PENDING)
+    recorder = call.ctx.delivery
+    if recorder is not None:
+        await recorder.flush()
+    return await call.ctx.read(delivery_store.pending, caller, limit=limit, now_key=now_key())
+
+
+@method("message.surface")
+async def surface(call: Call) -> dict:
+    p = call.params
+    caller = await call.ctx.caller(p)
+    via = p.str("via", default="", max_len=MAX_VIA_CHARS) or ""
+    ids, heads = await require_messages(call, p.str_list("message_ids", required=True))
+    ids = [m for m in ids if heads[m]["agent_id"] != caller]  # one's own messages are never surfaced to one
+    if ids:
+        await _write(call, ev.MessageSurfaced, caller, ids, via=via)
+    return {"surfaced_count": len(ids)}
+
+
+@method("message.ack")
+async def ack(call: Call) -> dict:
+    """``{acked_count, acked, already_acked}`` (full ids); a message not addressed to the caller is Forbidden."""
+    p = call.params
+    caller = await call.ctx.caller(p)
+    ids, heads = await require_messages(call, p.str_list("message_ids", required=True))
+    gone = [m for m in ids if heads[m]["deleted"]]
+    if gone:
+        raise errors.Conflict(f"message {gone[0]} was deleted; there is nothing to acknowledge")
+    sorted_ids = await call.ctx.read(delivery_store.check_ackable, caller, ids)
+    if sorted_ids["ack"]:
+        await _write(call, ev.MessageAcked, caller, sorted_ids["ack"])
+    return {"acked_count": len(sorted_ids["ack"]), "acked": sorted_ids["ack"], "already_acked": sorted_ids["already"]}
+
+
+@method("message.waitAcked")
+async def wait_acked(call: Call) -> dict:
+    """Block until ``message_id`` is acked by every recipient (``any``: by one), or ``timeout`` (s) passes.
+
+    Returns the ack state (`thrum.store.delivery.ack_state`) with ``timed_out``.
+    Wakes on every published event (local or synced); nothing polls.
+    """
+    p = call.params
+    mid, _ = await require_message(call)
+    timeout = p.number("timeout", default=30.0, minimum=0, maximum=MAX_WAIT)
+    want_any = p.bool("any")
+    hub = call.ctx.hub
+    deadline = trio.current_time() + timeout
+    while True:
+        changed = hub.changed if hub is not None else None  # taken before reading: nothing is missed
+        state = await call.ctx.read(delivery_store.ack_state, mid, now_key())
+        if not state["recipients"]:
+            raise errors.Conflict(f"message {mid} has no recipients to wait for")
+        done = bool(state["acked_by"]) if want_any else not state["waiting_for"]
+        if done or trio.current_time() >= deadline or changed is None or hub.closed:
+            return {**state, "timed_out": not done}
+        with trio.move_on_at(deadline):
+            await changed.wait()
