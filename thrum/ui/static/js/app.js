@@ -16,6 +16,7 @@ import { renderMessage } from "./messages.js";
 import { ComposeDialog, IdentityDialog, EditDialog, ask } from "./compose.js";
 import { installKeys } from "./keys.js";
 import { Notifier } from "./notify.js";
+import { StatusBoard } from "./status.js";
 import { h, fill, debounce, toast, errorText, shortTime, icon } from "./util.js";
 
 const ME_KEY = "thrum.me";
@@ -55,6 +56,7 @@ class App {
     this.identity = new IdentityDialog(this, document.getElementById("identity"));
     this.edit = new EditDialog(this, document.getElementById("edit"));
     this.notifier = new Notifier(this, document.getElementById("notify-button"));
+    this.status = new StatusBoard(document.getElementById("banner"));   // problems shown above every view
     this.countsSoon = debounce(() => this.loadCounts(), 150);
     this.agentsSoon = debounce(() => this.loadAgents(), 200);
     this.groupsSoon = debounce(() => this.loadGroups(), 200);
@@ -220,21 +222,21 @@ class App {
     return s;
   }
 
-  /** A failing sync is visible in every view: the sidebar's badge and a banner. */
+  /** A failing sync and a name claimed twice are visible in every view: the sidebar's badge and the status board. */
   showSync(s) {
+    const conflicts = (s.name_conflicts || []).filter((c) => c.open);
+    const bad = Boolean(s.last_error) || conflicts.length > 0;
     const badge = document.getElementById("sync-badge");
-    badge.className = "badge " + (s.last_error ? "error" : "");
-    badge.textContent = s.last_error ? "!" : s.pending_events ? String(s.pending_events) : "";
-    const banner = document.getElementById("banner");
-    if (!s.last_error) {
-      banner.hidden = true;
-      return;
-    }
-    fill(banner, h("strong", {}, "Sync is failing"),
-      `: ${s.last_error}${s.last_error_at ? ` (since ${shortTime(s.last_error_at)})` : ""}. `,
-      s.pending_events ? `${s.pending_events} event${s.pending_events === 1 ? "" : "s"} not sent yet. ` : "",
-      h("a", { href: "#/sync" }, "Sync details"));
-    banner.hidden = false;
+    badge.className = "badge " + (bad ? "error" : "");
+    badge.textContent = bad ? "!" : s.pending_events ? String(s.pending_events) : "";
+    this.status.set("sync", s.last_error ? [{
+      level: "error", title: "Sync is failing", href: "#/sync", link: "Sync details",
+      text: `${s.last_error}${s.last_error_at ? ` (since ${shortTime(s.last_error_at)})` : ""}.`
+        + (s.pending_events ? ` ${s.pending_events} event${s.pending_events === 1 ? "" : "s"} not sent yet.` : ""),
+    }] : []);
+    this.status.set("names", conflicts.map((c) => ({
+      level: "error", title: `Name conflict @${c.name}`, text: c.message, href: "#/sync", link: "details",
+    })));
   }
 
   // ------------------------------------------------------------------ identity, density
