@@ -120,7 +120,8 @@ class Daemon:
             self.presence.forget(name)
 
     async def caller(self, p: Params, key: str = "caller") -> str:
-        """The acting agent named in params; must be registered. Marks it as seen.
+        """The acting agent named in params; must be registered. Marks it as seen, unless the
+        call only watches (`Params.observing`: the Web UI, or ``observe: true``).
 
         Without ``caller`` the repository's single agent identity acts, as in the CLI
         (`thrum.identity` rule 4); with none or several, the error names the param.
@@ -138,7 +139,7 @@ class Daemon:
                 f"unknown agent {name!r}: register it first with "
                 f"`thrum quickstart --name {name} --role ROLE --module MODULE`"
             )
-        if self.presence is not None:
+        if self.presence is not None and not p.observing:
             self.presence.touch(name)
         return name
 
