@@ -232,3 +232,13 @@ def test_a_file_that_does_not_parse_is_named_and_nothing_is_written(repo):
 def test_an_unknown_agent_is_refused(repo):
     r = repo.run("setup", "claude", "--agent", "nobody")
     assert r.code == 1 and "nobody" in r.err_line and "@alice" in r.err_line
+
+
+def test_setup_inside_tmux_records_the_pane_for_wake_ups(repo, tmp_path):
+    """Run from the agent's tmux pane, set-up remembers it, so the agent can be woken before its first session."""
+    sock = str(tmp_path / "tmux-sock")
+    env = {"TMUX": f"{sock},4242,0", "TMUX_PANE": "%7"}
+    repo.ok("setup", "gemini", "--agent", "alice", env=env)
+    status = repo.ok("wake", "status", "--json", agent="alice").json()
+    assert (status["pane"], status["socket"], status["enabled"]) == ("%7", sock, True)
+    repo.ok("setup", "gemini", "--remove")
