@@ -2,8 +2,7 @@
 
 Rules:
 
-1. A look (`RemoteView.tip`) is one ref advertisement, no objects (a remote on this
-   machine: its ref read directly). The daemon looks often while a conversation goes
+1. A look (`RemoteView.tip`) is one ref advertisement, no objects. The daemon looks often while a conversation goes
    on and runs a cycle only when the tip moved (`thrum.daemon.pace`, issue 30).
 2. What the remote lacks (`RemoteView.pending`) is counted from the log: the lines of
    the worktree's log files beyond the remote's tip as the last fetch or push left it
@@ -29,7 +28,6 @@ from thrum.events import is_log_path
 from . import SyncError
 from .gate import no_gate
 from .gitstore.gitlib import EMPTY_TREE, objects_dir, open_repo
-from .localremote import open_local_remote
 from .logaccess import LogAccess
 from .transport.credentials import Credentials
 from .transport.credentials import translate as _translate
@@ -75,11 +73,7 @@ class RemoteView:
             raise SyncError(f"no remote named {self.remote_name} is configured") from None
         base = main_worktree_dir(objects_dir(self.repo).parent)  # where a relative remote path starts
         url = resolved_url(configured, base)
-        try:
-            local = open_local_remote(url)
-            if local is not None:
-                with local:
-                    return local.tip(SYNC_REF)
+        try:  # a path remote too: transport.session looks at it like any other
             with network("fetch"):
                 heads = list_remote_heads(self.repo, self.remote_name, base, credentials)
         except SyncError:
