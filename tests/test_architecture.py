@@ -56,6 +56,9 @@ LONG_MODULES: dict[str, str] = {
     "thrum/daemon/syncer.py": "the sync loop: cycles, the pace's looks (issue 30) and the status that never waits "
     "for a cycle; past the mark when the adaptive pace met the team file and chain checks (issue 25) in one merge: "
     "the looks and the pending count (`_worth_a_cycle`, `_count_pending`) are the piece to move out next",
+    "thrum/daemon/server.py": "the nursery, start-up and shutdown; past the mark by a few lines when the checkout "
+    "watch and the config warning (issue 30) met the lead's merge train: the start-up steps (`_open_store` and "
+    "its helpers) are the piece to move out next",
     "thrum/nofollow.py": "no link ever followed, for reads, walks and writes alike; the durable writes "
     "(write_atomic, write_batch, fsync_*) are the half to move out next (issue 28.5)",
 }

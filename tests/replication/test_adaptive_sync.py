@@ -37,7 +37,7 @@ def test_a_conversation_crosses_machines_without_waiting_for_the_idle_interval(m
     a.run("send", "yes, merged", "--to", "@bob", agent="alice")
     _until(lambda: "yes, merged" in _contents(b, "bob"))
     pace = a.rpc("sync.status")["pace"]
-    assert pace["state"] == "active" and pace["tip_checks"] >= 1 and pace["requests_last_hour"] == 0  # local remote
+    assert pace["state"] == "active" and pace["tip_checks"] >= 1 and pace["requests_last_hour"] >= pace["tip_checks"]
 
 
 def test_an_idle_replica_only_looks_at_the_tip_until_it_moves(machines):

@@ -24,6 +24,7 @@ import trio
 from .. import __version__, config as config_mod, errors
 from .. import events as ev
 from ..paths import ThrumPaths
+from .checkout import watch_checkout
 from ..store import directory
 from ..store.projection import Progress, open_projection
 from ..store.log import EventLog
@@ -358,7 +359,7 @@ class Daemon:
                 await nursery.start(unix.serve_unix, self, self.paths.socket)
                 self._listening()
                 await nursery.start(self._watch_signals)  # installed before we announce readiness
-                nursery.start_soon(self._watch_checkout)
+                nursery.start_soon(watch_checkout, self.paths.main_repo, self._checkout_gone)
                 log.info("thrum daemon %s ready (pid %d, socket %s)", __version__, os.getpid(), self.paths.socket)
                 if ready is not None:
                     ready()
@@ -395,17 +396,10 @@ class Daemon:
 
         await extensions.stop(self)
 
-    async def _watch_checkout(self) -> None:
-        """Exit when the checkout is deleted under the daemon (issue 30, item 11): a daemon
-        whose repository is gone serves no one and holds its files open for ever."""
-        repo = self.paths.main_repo
-        while True:
-            await trio.sleep(CHECKOUT_POLL_S)
-            if not await trio.to_thread.run_sync(_checkout_exists, repo):
-                log.warning("the checkout %s is gone; stopping", repo)
-                self.checkout_gone = True
-                self.request_shutdown()
-                return
+    def _checkout_gone(self) -> None:
+        log.warning("the checkout %s is gone; stopping", self.paths.main_repo)
+        self.checkout_gone = True
+        self.request_shutdown()
 
     async def _watch_signals(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
@@ -413,13 +407,6 @@ class Daemon:
             async for _ in signals:
                 self.request_shutdown()
                 return
-
-
-CHECKOUT_POLL_S = 5.0
-
-
-def _checkout_exists(repo: Path) -> bool:
-    return repo.is_dir() and (repo / ".git").exists()
 
 
 def setup_logging(paths: ThrumPaths, *, foreground: bool) -> None:
