@@ -178,6 +178,10 @@ class Folder:
             )
 
 
+def _nothing(folder: object, batch: list[dict]) -> None:
+    return None
+
+
 _ORDER = [
     ("agent.register", directory_fold.agent_register),
     ("agent.cleanup", directory_fold.agent_cleanup),
@@ -198,6 +202,10 @@ _ORDER = [
     ("message.surfaced", delivery_fold.delivery_receipt),
     ("message.acked", delivery_fold.delivery_receipt),
     ("agent.update", directory_fold.agent_update),
+    # Judged by the trust check (thrum.trust.roster), which keeps what they say; nothing to fold.
+    ("agent.admit", _nothing),
+    ("agent.rotate", _nothing),
+    ("agent.revoke", _nothing),
 ]
 assert {t for t, _ in _ORDER} == set(ev.EVENT_TYPES)
 
