@@ -77,7 +77,8 @@ def wake_times(repo: Path, env: dict, paths, runs: int) -> list[float]:
     name = f"thrum-bench-{uuid.uuid4().hex[:10]}"
     out = repo.parent / "carl.out"
     tm = [TMUX, "-L", name, "-f", "/dev/null"]
-    cmd = " ".join([sys.executable, str(HOST), str(out), THRUM, "carl", str(repo), "--answer"])
+    host = ["--thrum", THRUM, "--agent", "carl", "--repo", str(repo), "--answer"]
+    cmd = " ".join([sys.executable, str(HOST), str(out), *host])
     subprocess.run([*tm, "new-session", "-d", "-s", "b", "-x", "120", "-y", "30", cmd], env=env, check=True)
     got = []
     try:

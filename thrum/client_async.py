@@ -288,7 +288,8 @@ async def reconnecting(
     ``session`` does the per-connection set-up (subscribe, heartbeat, ...) and
     returns when it wants a new connection; the connection is closed after it
     returns. When ``session`` returns (or the connect fails) this waits, doubling
-    from ``min_delay`` to ``max_delay``, before the next attempt; ``kick()``
+    from ``min_delay`` to ``max_delay`` while attempts keep failing (a session whose
+    set-up raises never resets it), before the next attempt; ``kick()``
     returns an event that ends that wait early (set it after starting the daemon).
     A daemon that restarts gives no signal a client could wait on, so a bounded
     back-off is the only portable way to notice it is back; it is not used for data.
@@ -301,10 +302,10 @@ async def reconnecting(
         reason = ""
         try:
             async with open_client(paths, on_notification=on_notification) as client:
-                delay = min_delay
                 await session(client)
                 reason = client.close_reason or "session ended"
-        except ThrumError as exc:  # Unavailable, or the session's own set-up failing
+            delay = min_delay  # a session that ran: its end (a daemon restart) is retried at once
+        except ThrumError as exc:  # Unavailable, or the session's own set-up failing: back off
             reason = exc.message
         if on_disconnect is not None:
             on_disconnect(reason)

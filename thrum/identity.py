@@ -174,6 +174,25 @@ def write(identities_dir: Path, ident: Identity) -> Path:
     return path
 
 
+def register_params(ident: Identity, checkout: os.PathLike | str) -> dict:
+    """``agent.register`` params for ``ident`` acting from ``checkout`` (the repository root):
+    what every front end sends (CLI, MCP server, hooks), so none of them differs.
+
+    ``worktree`` is the worktree's name (``main`` or a linked worktree's name), never the
+    identity file's local path: registrations are replicated to every clone, and the
+    daemon refuses a path (issue 30, item 2: an MCP server that sent the path retried
+    for ever).
+    """
+    from .paths import worktree_name
+
+    params = {"name": ident.name, "role": ident.role}
+    for key in ("module", "display"):
+        if getattr(ident, key):
+            params[key] = getattr(ident, key)
+    params["worktree"] = worktree_name(checkout)
+    return params
+
+
 def remove(identities_dir: Path, name: str) -> bool:
     """Delete the identity file of ``name``; False when there was none."""
     try:

@@ -11,44 +11,17 @@ worker threads, as always), on a mock clock:
 
 from __future__ import annotations
 
-import json
-
 import trio
 import trio.testing
 
-from fixtures.repos.builders import make_repo
-from thrum import jsonrpc, lifecycle
-from thrum.daemon import dispatch
-from thrum.daemon.server import Daemon
-
-
-class _Conn:
-    """The connection a request arrived on; message.wait and agent.* never write to it."""
-
-
-async def _rpc(daemon: Daemon, method: str, params: dict) -> dict:
-    reply = await dispatch.handle(daemon, _Conn(), jsonrpc.Request(method=method, params=params, id=1))
-    assert "error" not in reply, reply
-    return reply["result"]
-
-
-async def _running_daemon(tmp_path, nursery) -> Daemon:
-    repo = tmp_path / "repo"
-    make_repo(repo)
-    paths = lifecycle.init_repo(repo, start_daemon=False)
-    paths.config.write_text(json.dumps({"local_only": True, "ws_port": 0}))
-    daemon = Daemon(paths)
-    await nursery.start(daemon.run)
-    await _rpc(daemon, "agent.register", {"name": "alice", "role": "implementer"})
-    await _rpc(daemon, "agent.register", {"name": "bob", "role": "reviewer"})
-    return daemon
+from fixtures.inprocess import rpc, running_daemon
 
 
 async def test_message_wait_times_out_at_its_deadline(autojump_clock, tmp_path):
     async with trio.open_nursery() as nursery:
-        daemon = await _running_daemon(tmp_path, nursery)
+        daemon = await running_daemon(tmp_path, nursery)
         started = trio.current_time()
-        result = await _rpc(daemon, "message.wait", {"caller": "bob", "timeout": 30})
+        result = await rpc(daemon, "message.wait", {"caller": "bob", "timeout": 30})
         assert result == {"messages": [], "timed_out": True}
         assert trio.current_time() - started >= 30
         daemon.request_shutdown()
@@ -56,19 +29,19 @@ async def test_message_wait_times_out_at_its_deadline(autojump_clock, tmp_path):
 
 async def test_message_wait_wakes_when_a_message_arrives(mock_clock, tmp_path):
     async with trio.open_nursery() as nursery:
-        daemon = await _running_daemon(tmp_path, nursery)
+        daemon = await running_daemon(tmp_path, nursery)
         started = trio.current_time()
         got = trio.Event()
         result: dict = {}
 
         async def wait() -> None:
-            result.update(await _rpc(daemon, "message.wait", {"caller": "bob", "timeout": 600}))
+            result.update(await rpc(daemon, "message.wait", {"caller": "bob", "timeout": 600}))
             got.set()
 
         nursery.start_soon(wait)
         await trio.testing.wait_all_tasks_blocked()
         assert not got.is_set()
-        sent = await _rpc(daemon, "message.send", {"caller": "alice", "content": "hi", "to": ["@bob"]})
+        sent = await rpc(daemon, "message.send", {"caller": "alice", "content": "hi", "to": ["@bob"]})
         await got.wait()
         assert result["timed_out"] is False
         assert [m["message_id"] for m in result["messages"]] == [sent["message_id"]]

@@ -10,24 +10,11 @@ from __future__ import annotations
 
 import pytest
 
+import e2e_helpers
 from e2e_helpers import Repo
 from fixtures.repos.builders import make_repo
 
-
-@pytest.fixture(scope="module")
-def repo_factory(tmp_path_factory):
-    made: list[Repo] = []
-
-    def make(name: str = "repo", *, init: bool = True) -> Repo:
-        path = tmp_path_factory.mktemp("e2e") / name
-        make_repo(path)
-        r = Repo(path)
-        made.append(r)
-        return r.init() if init else r
-
-    yield make
-    for r in reversed(made):
-        r.stop()
+repo_factory = e2e_helpers.repo_factory  # the fixture, shared with tests/hooks
 
 
 @pytest.fixture(scope="module")

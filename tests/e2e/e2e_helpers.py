@@ -10,6 +10,10 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
+from fixtures.repos.builders import make_repo
+
 THRUM = shutil.which("thrum")
 TIMEOUT = 60
 
@@ -98,3 +102,23 @@ class Repo:
             subprocess.run(
                 [THRUM, "daemon", "stop"], cwd=str(self.path), env=base_env(), capture_output=True, timeout=TIMEOUT
             )
+
+
+@pytest.fixture(scope="module")
+def repo_factory(tmp_path_factory):
+    """Make initialised (or bare) repositories for a test module; their daemons stop at its end.
+
+    A fixture: a conftest.py that imports it offers it to its directory's tests.
+    """
+    made: list[Repo] = []
+
+    def make(name: str = "repo", *, init: bool = True) -> Repo:
+        path = tmp_path_factory.mktemp("repos") / name
+        make_repo(path)
+        r = Repo(path)
+        made.append(r)
+        return r.init() if init else r
+
+    yield make
+    for r in reversed(made):
+        r.stop()

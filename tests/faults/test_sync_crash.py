@@ -9,6 +9,7 @@ message exactly once.
 from __future__ import annotations
 
 import collections
+import json
 import subprocess
 import sys
 import time
@@ -79,8 +80,14 @@ def test_a_sync_killed_midway_completes_next_time_and_loses_nothing(tmp_path, po
         b.register("bob")
         acked = _send(b, "bob", 3, "from b, first")
         b.call("sync.run")
-        crashing = _start_crashing(a, point)
+        # alice is registered while A is offline: with a remote, a new name's registration runs a
+        # sync of its own first (issue 30, item 4), and the sync under test must be A's first
+        a.paths.config.write_text(json.dumps({**SYNC_CONFIG, "local_only": True}))
+        a.start()
         a.register("alice")
+        a.stop()
+        a.paths.config.write_text(json.dumps(SYNC_CONFIG))
+        crashing = _start_crashing(a, point)
         acked += _send(a, "alice", 3, "from a")
         acked += _send(b, "bob", 2, "from b, meanwhile")
         b.call("sync.run")  # the remote has news for A's merge

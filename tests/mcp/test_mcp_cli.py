@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 from pathlib import Path
@@ -47,7 +48,7 @@ def test_stdout_carries_nothing_but_protocol_and_sigterm_ends_the_server(fresh):
         proc.stdin.write(_rpc(2, "tools/list"))
         proc.stdin.write(_rpc(3, "tools/call", {"name": "check_messages", "arguments": {}}))
         proc.stdin.write(
-            _rpc(4, "tools/call", {"name": "send_message", "arguments": {"to": "@nobody_here", "content": "x"}})
+            _rpc(4, "tools/call", {"name": "send_message", "arguments": {"to": "@so_anm", "content": "x"}})
         )
         proc.stdin.write(_rpc(5, "tools/call", {"name": "wait_for_message", "arguments": {"timeout": 0}}))
         proc.stdin.flush()
@@ -136,7 +137,10 @@ def test_config_prints_a_working_host_configuration(bus):
     assert server["args"] == ["mcp", "serve", "--repo", str(d.repo), "--agent-id", "cf_ann"]
     assert out.stderr.startswith("thrum: ")  # where to put it: stderr, so stdout pastes cleanly
 
-    claude = run_thrum(d.repo, "mcp", "config", "--agent-id", "cf_ann", "--host", "claude").stdout.strip()
+    claude_run = run_thrum(d.repo, "mcp", "config", "--agent-id", "cf_ann", "--host", "claude")
+    claude = claude_run.stdout.strip()
+    # the paths are this machine's: never advise a configuration other machines share (issue 30, item 11)
+    assert "--scope project" not in claude_run.stderr and "this machine" in claude_run.stderr
     assert shlex.split(claude) == ["claude", "mcp", "add", "thrum", "--", server["command"], *server["args"]]
     codex = run_thrum(d.repo, "mcp", "config", "--agent-id", "cf_ann", "--host", "codex").stdout.strip()
     assert shlex.split(codex)[:5] == ["codex", "mcp", "add", "thrum", "--"]
@@ -158,3 +162,38 @@ def test_config_prints_a_working_host_configuration(bus):
         env={k: v for k, v in os.environ.items() if not k.startswith("THRUM_")},
     )
     assert proc.returncode == 0 and proc.stdout == b"", proc.stderr
+
+
+async def test_an_identity_copied_from_another_machine_is_registered_and_answered(fresh):
+    """Issue 30, item 2: the identity file's absolute ``worktree`` went to agent.register,
+    which refuses paths; the server retried ~18 times a second and never answered."""
+    home, other = fresh(name="home"), fresh(name="other")
+    made = run_thrum(home.repo, "quickstart", "--name", "mover", "--role", "mover_role")
+    assert made.returncode == 0, made.stderr
+    assert json.loads((home.paths.identities / "mover.json").read_text())["worktree"].startswith("/")
+    other.paths.identities.mkdir(parents=True, exist_ok=True)
+    for suffix in (".json", ".key"):  # as a user copies them: the key keeps its mode 0600
+        shutil.copy2(home.paths.identities / f"mover{suffix}", other.paths.identities / f"mover{suffix}")
+    async with mcp_server(other.repo, "mover") as mover:
+        listed = await mover.call("list_agents")
+        [me] = [a for a in listed["agents"] if a["name"] == "mover"]
+        assert me["role"] == "mover_role" and me["status"] == "active"
+    agent = other.call("agent.get", {"name": "mover"})["agent"]
+    assert agent["worktree"] == "main"
+
+
+def test_a_registration_the_daemon_refuses_ends_the_start_up_with_one_line(fresh):
+    d = fresh()
+    d.register("rf_bob", "rf_reviewer")
+    (d.paths.identities / "rf_carl.json").write_text(json.dumps({"name": "rf_carl", "role": "rf_bob"}))
+    proc = subprocess.run(
+        [THRUM, "mcp", "serve", "--repo", str(d.repo), "--agent-id", "rf_carl"],
+        input=b"",
+        capture_output=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if not k.startswith("THRUM_")},
+    )
+    assert proc.returncode == 1 and proc.stdout == b""
+    [line] = proc.stderr.decode().splitlines()
+    assert line.startswith("thrum: cannot serve as @rf_carl: the daemon refused to register it: ")
+    assert "@rf_bob" in line

@@ -91,6 +91,16 @@ async def test_send_message_delivers_with_real_recipient_status(team):
         assert reply["thread_id"] == out["thread_id"]
 
 
+async def test_send_message_to_a_role_nobody_holds_yet_waits_for_its_first_holder(team):
+    async with mcp_server(team.repo, "tm_ann") as ann:
+        out = await ann.call("send_message", {"to": "@tm_future", "content": "for whoever comes"})
+        assert out["recipient_status"] == "known"
+        assert out["note"] == "nobody holds the role @tm_future yet; the message waits for its first holder"
+    team.register("tm_fay", "tm_future")
+    got = team.call("message.list", {"caller": "tm_fay", "mentions": True, "unread": True})["messages"]
+    assert [m["message_id"] for m in got] == [out["message_id"]]
+
+
 async def test_send_message_errors_are_one_line_and_name_close_matches(team):
     async with mcp_server(team.repo, "tm_ann") as ann:
         assert "unknown recipient '@tm_bne'" in (

@@ -280,9 +280,9 @@ async def test_a_message_synced_from_another_machine_wakes_the_waiter(tmp_path):
 
             # A message written on A *before* one B's waiter has already seen, arriving by a sync
             # while B's daemon restarts: the resume point is newer than it, the inbox check finds it.
+            b.register("near_cat", "near_ops")  # before: a new name's registration fetches first
             older = a.send("far_ann", "older, synced late", to=["near_bea"])["message_id"]
             a.call("sync.run", timeout=60)
-            b.register("near_cat", "near_ops")
             newer = b.send("near_cat", "newer, local", to=["near_bea"])["message_id"]
             assert (await bea.call("wait_for_message", {"timeout": 10}))["message"]["message_id"] == newer
             await trio.to_thread.run_sync(b.stop)

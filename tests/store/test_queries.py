@@ -7,7 +7,7 @@ import random
 import pytest
 
 from thrum.errors import NotFound, ValidationError
-from thrum.store import directory, inbox, projection, queries
+from thrum.store import addresses, directory, inbox, projection, queries
 
 from store_helpers import Events, fold, ids, mid
 
@@ -445,14 +445,14 @@ def test_group_member_removed_and_deleted_agents_drop_out_of_expansion(db, team)
 
 
 def test_resolve_address_and_close_matches(db, team):
-    assert directory.resolve_address(db, "@everyone") == ("everyone", "everyone")
-    assert directory.resolve_address(db, "@alice") == ("agent", "alice")
-    assert directory.resolve_address(db, "reviewer") == ("role", "reviewer")
-    assert directory.resolve_address(db, "@core") == ("group", "core")
-    assert directory.resolve_address(db, "@nobody") is None
-    assert directory.resolve_address(db, "@") is None
-    assert "@reviewer" in directory.close_matches(db, "@reviwer")
-    assert directory.close_matches(db, "alcie")[0] == "@alice"
+    assert addresses.resolve_address(db, "@everyone") == ("everyone", "everyone")
+    assert addresses.resolve_address(db, "@alice") == ("agent", "alice")
+    assert addresses.resolve_address(db, "reviewer") == ("role", "reviewer")
+    assert addresses.resolve_address(db, "@core") == ("group", "core")
+    assert addresses.resolve_address(db, "@nobody") is None
+    assert addresses.resolve_address(db, "@") is None
+    assert "@reviewer" in addresses.close_matches(db, "@reviwer")
+    assert addresses.close_matches(db, "alcie")[0] == "@alice"
 
 
 # --------------------------------------------------------------------------- counters vs SQL

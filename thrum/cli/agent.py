@@ -8,7 +8,7 @@ import click
 
 from .. import identity as identity_mod
 from ..errors import ThrumError, Unavailable
-from .common import CONTEXT_SETTINGS, global_options, register_params, runtime
+from .common import CONTEXT_SETTINGS, global_options, runtime
 from .render.directory import render_agents, render_identity
 from .render.text import at, plural
 
@@ -59,7 +59,7 @@ def register_agent(rt, name: str, role: str, module: str = "", display: str = ""
         created_at=created_at or identity_mod.now_rfc3339(),
         worktree=str(paths.repo),
     )
-    registered = rt.call("agent.register", register_params(ident, paths.repo))
+    registered = rt.call("agent.register", identity_mod.register_params(ident, paths.repo))
     path = identity_mod.write(paths.identities, ident)
     rt._identity = ident
     session = rt.agent_call("session.start", {})

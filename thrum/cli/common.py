@@ -226,6 +226,8 @@ class Runtime:
             return self.call(method, params, **kw)
         except IdentityError:
             self.debug(f"daemon does not know @{ident.name}; registering it from its identity file")
+            from ..identity import register_params
+
             self.call("agent.register", register_params(ident, self.paths.repo))
             return self.call(method, params, **kw)
 
@@ -272,22 +274,6 @@ class Runtime:
     def debug(self, text: str) -> None:
         if self.opts.verbose:
             click.echo(f"thrum: {text}", err=True)
-
-
-def register_params(ident, checkout) -> dict:
-    """agent.register params for an identity acting from ``checkout`` (the repository root).
-
-    ``worktree`` is the worktree's name (``main`` or a linked worktree's name), never
-    the identity file's local path: registrations are replicated to every clone.
-    """
-    from ..paths import worktree_name
-
-    params = {"name": ident.name, "role": ident.role}
-    for key in ("module", "display"):
-        if getattr(ident, key):
-            params[key] = getattr(ident, key)
-    params["worktree"] = worktree_name(checkout)
-    return params
 
 
 def print_json(obj: Any) -> None:

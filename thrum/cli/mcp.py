@@ -7,7 +7,7 @@ import os
 import click
 
 from .. import identity as identity_mod
-from ..errors import IdentityError, ThrumError
+from ..errors import IdentityError, ThrumError, Timeout, Unavailable
 from .common import CONTEXT_SETTINGS, global_options, runtime
 
 
@@ -55,6 +55,27 @@ def resolve_identity(rt, agent_id: str | None):
     return identity_mod.load(path)
 
 
+def _make_known(rt, ident) -> None:
+    """Before speaking MCP: the daemon runs and knows the agent (registered from its identity
+    file, as the CLI does, when it does not: a fresh clone, an identity copied from another
+    machine). A refusal ends the start-up with one line instead of a server that never answers.
+
+    Raises:
+        ThrumError: the daemon cannot be reached, or refuses to register the agent.
+    """
+    caller = {"caller": ident.name}
+    try:
+        try:
+            rt.call("session.heartbeat", caller)
+        except IdentityError:
+            rt.call("agent.register", identity_mod.register_params(ident, rt.paths.repo))
+            rt.call("session.heartbeat", caller)
+    except (Unavailable, Timeout) as exc:
+        raise ThrumError(f"cannot reach the thrum daemon: {exc.message}") from None
+    except ThrumError as exc:
+        raise ThrumError(f"cannot serve as @{ident.name}: the daemon refused to register it: {exc.message}") from None
+
+
 @mcp.command(context_settings=CONTEXT_SETTINGS)
 @click.option(
     "--agent-id",
@@ -77,9 +98,7 @@ def serve(agent_id):
     rt = runtime()
     ident = resolve_identity(rt, agent_id)
     try:
-        rt.call("health")
-    except ThrumError as exc:
-        raise ThrumError(f"cannot reach the thrum daemon: {exc.message}") from None
+        _make_known(rt, ident)
     finally:
         rt.close()
     from ..mcp import server

@@ -169,6 +169,13 @@ def send(
         return "\n".join(lines)
 
     rt.emit(result, text)
+    _note(rt, result)
+
+
+def _note(rt, result: dict) -> None:
+    """A role nobody holds yet: one line on stderr (the answer's ``note``; in --json, only there)."""
+    if result.get("note") and not rt.opts.json:
+        rt.note(f"note: {result['note']}")
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
@@ -218,3 +225,4 @@ def reply(msg_id, text, fmt, to, mention, body_file, subject):
     parent = result.get("reply_to") or msg_id  # the full id when a prefix was given
     rt.best_effort("message.markRead", {"message_ids": [parent]})
     rt.emit(result, f"> Reply sent: {result.get('message_id')}\n  In reply to: {parent}")
+    _note(rt, result)

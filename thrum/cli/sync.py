@@ -105,6 +105,9 @@ def _status_text(s: dict) -> str:
             lines.append(f"Trust:         trust on first use (no team root: thrum team init{why})")
     if s.get("quarantined") is not None:
         lines.append(f"Quarantined:   {s['quarantined']} line(s)/event(s) refused from the log")
+    for c in s.get("name_conflicts") or []:
+        state = "in use" if c.get("open") else "quiet for 15 minutes or more"
+        lines.append(f"Conflicts:     @{c['name']} has a second key ({state}): {c['message']}")
     ignored = s.get("ignored_paths_by_reason")
     if ignored is None:
         ignored = (s.get("last_report") or {}).get("ignored_paths_by_reason")

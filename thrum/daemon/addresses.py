@@ -6,10 +6,16 @@ Rules:
    (`AddressBook.clear`, called by the daemon's writer subscriber).
 2. In a team on several machines an address is often unknown only because its
    agent registered elsewhere after our last sync. So when a remote is configured
-   and an address is unknown, the sync loop fetches and merges once
-   (`SyncLoop.refresh`, bounded by `REFRESH_WAIT` seconds) and the addresses are
-   resolved again before refusing. Still unknown, the error says when the last
-   sync with the remote succeeded (and what failed since, if anything).
+   and an address is unknown (or would be a role nobody holds yet), the sync loop
+   fetches and merges once (`SyncLoop.refresh`, bounded by `REFRESH_WAIT` seconds)
+   and the addresses are resolved again before deciding. Still unknown, the error
+   says when the last sync with the remote succeeded (and what failed since, if
+   anything).
+3. An address that names nothing known and is no slip for a known one is a role
+   nobody holds yet: accepted, marked ``pending`` (the message waits for the
+   role's first holder). With a remote, such a result is cached only after the
+   fetch, so it costs one fetch per address list until an agent or group event
+   clears the cache.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from datetime import datetime, timezone
 import trio
 
 from .. import errors
-from ..store import directory
+from ..store import addresses as store_addresses
 from ..sync import state as sync_record
 
 REFRESH_WAIT = 4.0  # seconds a send waits for a fetch before refusing an unknown address
@@ -60,34 +66,51 @@ class AddressBook:
     def clear(self) -> None:
         self._cache.clear()
 
-    async def _lookup(self, addresses: list[str]) -> list[dict]:
+    async def _lookup(self, addresses: list[str], *, settled: bool = True) -> list[dict]:
+        """Resolved addresses; a result with a pending role is cached only once ``settled``
+        (no remote to ask, or asked already)."""
         key = tuple(addresses)
         hit = self._cache.get(key)
         if hit is not None:
             return [dict(r) for r in hit]
-        resolved = await self._daemon.writer.read(directory.resolve_recipients, addresses)
-        if len(self._cache) > MAX_CACHED:
-            self._cache.clear()
-        self._cache[key] = [dict(r) for r in resolved]
+        resolved = await self._daemon.writer.read(store_addresses.resolve_recipients, addresses, pending_roles=True)
+        if settled or not any(r.get("pending") for r in resolved):
+            if len(self._cache) > MAX_CACHED:
+                self._cache.clear()
+            self._cache[key] = [dict(r) for r in resolved]
         return resolved
 
+    def _remote_sync(self):
+        sync = self._daemon.sync
+        return sync if sync is not None and sync.mode() == "remote" else None
+
     async def resolve(self, addresses: list[str]) -> list[dict]:
-        """``{address, kind, value}`` for each address, in order, each once.
+        """``{address, kind, value}`` for each address, in order, each once; a role nobody
+        holds yet has ``pending`` set (`store_addresses.resolve_recipients`). With a remote,
+        anything not known here is looked for there first (one fetch, rule 2).
 
         Raises:
             UnknownRecipient: an address names no agent, role or group, even after a
                 fetch from the remote (with close matches, and the last sync time).
         """
+        sync = self._remote_sync()
         try:
-            return await self._lookup(addresses)
+            resolved = await self._lookup(addresses, settled=sync is None)
         except errors.UnknownRecipient:
-            sync = self._daemon.sync
-            if sync is None or sync.mode() != "remote":
+            if sync is None:
                 raise
+        else:
+            if sync is None or not any(r.get("pending") for r in resolved):
+                return resolved
         finished = await sync.refresh(REFRESH_WAIT)
         try:
-            return await self._lookup(addresses)
+            resolved = await self._lookup(addresses, settled=finished)
         except errors.UnknownRecipient as exc:
             state = await trio.to_thread.run_sync(sync_record.load_state, self._daemon.paths)
             note, extra = sync_note(state, finished=finished)
             raise errors.UnknownRecipient(f"{exc.message} ({note})", data={**(exc.data or {}), **extra}) from None
+        if not finished:  # the remote may know a holder this replica has not heard of yet
+            for r in resolved:
+                if r.get("pending"):
+                    r["unchecked"] = True
+        return resolved

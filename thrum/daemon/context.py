@@ -9,6 +9,7 @@ service can reach is this list:
   are durable and folded;
 - who is acting: `caller` (which also marks the agent as seen), `agent`,
   `forget_agent`, `resolve_addresses` (cached), `with_last_seen`, `flush_last_seen`;
+- keys: `has_key`, `trusted_key`, `ensure_key`, `local_agents`, `name_conflicts`;
 - sessions: `ensure_session`, `adopt_session`, `session_ended` (which also ends
   the session's subscriptions);
 - `hub` (subscriptions), `sync` (the sync loop), `delivery` (delivered receipts),
@@ -114,6 +115,22 @@ class ServiceContext:
             return had[1].b64, False
         _, public = await trio.to_thread.run_sync(keys.create, agent)
         return public.b64, True
+
+    async def name_conflicts(self) -> list[dict]:
+        """Agent names this replica has seen registered with two keys (`thrum.trust.conflicts`)."""
+        from ..trust.conflicts import report
+
+        ring = self._daemon.ring
+        if ring is None:
+            return []
+        found = await trio.to_thread.run_sync(ring.conflicts)
+        here = {}
+        for name, entry in found.items():
+            if entry["local"] and entry["keys"]:
+                info = await self._daemon.agent(name)
+                if info is not None:
+                    here[name] = info.get("registered_at") or ""
+        return report(found, here)
 
     def local_agents(self) -> list[str]:
         """Names whose private key is on this machine."""

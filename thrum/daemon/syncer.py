@@ -50,7 +50,6 @@ from .writer import Writer
 
 log = logging.getLogger(__name__)
 
-REFRESH_GAP = 2.0  # seconds: a refresh this soon after the last one reuses its result
 QUIET_TYPES = frozenset({"message.read", "message.unread", "message.archive", "message.edit"})
 
 
@@ -77,7 +76,6 @@ class SyncLoop:
         self._cycle_scope: trio.CancelScope | None = None  # the running cycle's thread; cancelled by `stop`
         self._cycle_since: float | None = None  # time.time() the running cycle started
         self._refresh_done: trio.Event | None = None  # the on-demand cycle in flight
-        self._refreshed_at = float("-inf")  # trio time its last cycle ended
 
     # ------------------------------------------------------------------ setup
     def _make_replicator(self):
@@ -193,15 +191,14 @@ class SyncLoop:
         """Fetch and merge once now (a full cycle) for a caller that met an unknown
         address; wait at most ``wait`` seconds for it (the cycle goes on after that).
 
-        Concurrent callers share one cycle; a cycle that ended within `REFRESH_GAP`
-        seconds is fresh enough and none is started. Returns whether a cycle ended
-        in time (failures are recorded in ``sync status`` like any other cycle's).
+        Concurrent callers share one cycle; a caller that comes after a cycle ended gets
+        its own (a cycle that ended a moment ago may have missed what it looks for: a
+        registration's own fetch just before a send, issue 30). Returns whether a cycle
+        ended in time (failures are recorded in ``sync status`` like any other cycle's).
         """
         if self.mode() != "remote" or self.daemon.nursery is None:
             return False
         if self._refresh_done is None:
-            if trio.current_time() - self._refreshed_at < REFRESH_GAP:
-                return True
             self._refresh_done = trio.Event()
             self.daemon.nursery.start_soon(self._refresh_cycle, self._refresh_done)
         done = self._refresh_done
@@ -219,7 +216,6 @@ class SyncLoop:
         except Exception:
             log.exception("sync for an unknown address failed")
         finally:
-            self._refreshed_at = trio.current_time()
             self._refresh_done = None
             done.set()
 

@@ -7,31 +7,41 @@ its SessionStart hook or `thrum setup`, ``agent.pane``), the waker looks at the 
 and, only when it is idle, types `PROMPT` and Enter; the host's prompt hook then
 shows the messages. Rules:
 
-1. Idle means all three: no keystrokes from an attached client for `IDLE_S`
-   (tmux ``client_activity``), no output in the pane's window for `IDLE_S`
-   (``window_activity``: an agent at work prints), and the host's input prompt
-   shown with nothing typed after it (`prompt_state` over ``capture-pane``).
-2. Never in the middle of typing: text after the prompt, or a recent keystroke,
-   and the waker waits (checking every `RETRY_S`, for at most `GIVE_UP_S`).
-3. At most once per quiet period: after a wake-up, the next one waits until the
-   pane showed output more than `RESPONSE_S` after it (the host answered, worked,
-   and went quiet again). A host that ignores the prompt is not prompted again.
+1. Idle is judged by what the pane shows, watched over time: the waker looks at
+   each watched pane every `WATCH_S` (the screen's text and cursor, one tmux call)
+   and remembers when it last changed. Idle means all of: the screen unchanged for
+   `IDLE_S` (an agent at work prints, a spinner turns, typed keys echo), no
+   keystroke from an attached client for `IDLE_S` (tmux ``client_activity``), the
+   pane not in copy mode, and the host's input prompt shown with nothing typed
+   after it (`prompt_state`). tmux's own ``window_activity`` is not used: it counts
+   whole seconds, and a detached session did not always advance it for output.
+2. Never in the middle of typing: text after the prompt, a recent keystroke or a
+   changing screen, and the waker waits (looking again every `RETRY_S`, for at
+   most `GIVE_UP_S`).
+3. At most once per quiet period: a wake-up remembers the messages it was for.
+   While all of them are still waiting to be surfaced (the host did not take them
+   in: it ignored the prompt, or nobody answered) no new message wakes the pane
+   again. Once the host answered (its hook or tool surfaced one of them, or it was
+   read) the next wake-up waits for the pane to be idle again (rule 1), which its
+   answer's output has restarted.
 4. Only `PROMPT`, with a count, is ever typed: never a message's text.
 5. Off per agent (``agent.wake``, `thrum wake off`); every wake-up and every
    decision not to is logged, and the last is kept for `thrum wake status`.
-6. The panes live in ``.thrum/var/panes.json`` (this machine's terminals: not replicated).
-   tmux runs in a child process, never on the event loop.
+6. The panes live in ``.thrum/var/panes.json`` (this machine's terminals: not
+   replicated). tmux runs in a child process, never on the event loop. Time is
+   trio's clock, so tests can drive it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
 import re
 import time
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, NamedTuple
 
 import trio
 
@@ -41,14 +51,16 @@ from .. import events as ev
 log = logging.getLogger(__name__)
 
 IDLE_S = 3.0
+WATCH_S = 1.0
 RETRY_S = 1.0
+GONE_S = 60.0  # a pane that was gone is looked for again this often (the watch)
 GIVE_UP_S = 3600.0
-RESPONSE_S = 1.0
 PROMPT = "You have {n} new thrum message{s}; run the thrum check (thrum inbox --unread --for-agent, or check_messages)."
 
 # A prompt line: an optional box edge, a prompt sign, then what was typed (group 1).
 DEFAULT_PROMPT_RE = r"^\s*[│|┃]?\s*(?:[>❯›»$%]|>>>)\s?(.*?)\s*[│|┃]?\s*$"
 TAIL_LINES = 12  # the prompt is looked for among the pane's last non-blank lines (hosts print a status below it)
+_SCREEN = "thrum:screen-follows"  # separates tmux's answers from the captured screen
 
 
 def prompt_state(screen: str, pattern: str = DEFAULT_PROMPT_RE) -> str:
@@ -62,6 +74,30 @@ def prompt_state(screen: str, pattern: str = DEFAULT_PROMPT_RE) -> str:
     return "none"
 
 
+class Look(NamedTuple):
+    """One look at a pane: what it shows and who touched it."""
+
+    screen: str
+    digest: str  # of the screen and the cursor: equal digests, nothing changed
+    keystrokes: list[float]  # attached clients' last keystroke (epoch seconds)
+    in_mode: bool  # copy mode or another mode: keys would go to tmux, not the host
+
+
+class Watch:
+    """What the waker saw of a pane (memory only): the screen's digest and when it last changed."""
+
+    def __init__(self) -> None:
+        self.digest: str | None = None
+        self.changed_at = 0.0  # trio time
+        self.gone_at: float | None = None
+        self.lock = trio.Lock()
+
+
+def _key(m: dict[str, Any]) -> str:
+    """A pending message as a wake-up remembers it (an overdue ack is a new reason to wake)."""
+    return f"{m['message_id']} overdue" if m.get("overdue") else str(m["message_id"])
+
+
 class Pane:
     """Where an agent's host runs: a tmux socket and a pane id, and what the waker did last."""
 
@@ -70,7 +106,10 @@ class Pane:
         self.pane = pane
         self.enabled = enabled
         self.prompt = prompt
-        self.last: dict[str, Any] = last or {}  # {"at", "result", "woke_at"?}
+        self.last: dict[str, Any] = last or {}  # {"at", "result", "woke_for"?, "messages"?}
+
+    def __repr__(self) -> str:
+        return f"Pane({self.to_dict()!r})"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -95,6 +134,7 @@ class Waker:
         tmux: str = "tmux",
         idle_s: float = IDLE_S,
         retry_s: float = RETRY_S,
+        watch_s: float = WATCH_S,
     ):
         self._read = read
         self._flush = flush_delivered
@@ -102,11 +142,15 @@ class Waker:
         self._tmux = tmux
         self.idle_s = idle_s
         self.retry_s = retry_s
+        self.watch_s = watch_s
         self.panes: dict[str, Pane] = self._load()
+        self._watches: dict[str, Watch] = {}
         self._kicked: set[str] = set()
         self._busy: set[str] = set()
         self._kick = trio.Event()
         self.woken = 0
+        self.looks = 0  # looks at panes, and decisions taken (for tests)
+        self.decisions = 0
 
     # ------------------------------------------------------------------ state
     def _load(self) -> dict[str, Pane]:
@@ -137,9 +181,15 @@ class Waker:
         """Remember ``agent``'s pane (``TMUX`` and ``TMUX_PANE`` of its host); keeps its on/off choice."""
         socket = tmux_env.split(",", 1)[0]
         old = self.panes.get(agent)
-        self.panes[agent] = Pane(socket, pane, old.enabled if old else True, old.prompt if old else "")
+        p = Pane(socket, pane, old.enabled if old else True, old.prompt if old else "")
+        if old and (old.socket, old.pane) == (socket, pane):
+            p.last = old.last  # the same session's start hook again (a resumed session)
+        self.panes[agent] = p
+        self._watches.pop(agent, None)
         await trio.to_thread.run_sync(self._save)
         log.info("tmux pane of @%s: %s on %s", agent, pane, socket)
+        if p.enabled:
+            await self._observe(agent, p)  # the pane's quiet period is measured from now
         return self.status(agent)
 
     async def set_enabled(self, agent: str, enabled: bool, prompt: str | None = None) -> dict[str, Any]:
@@ -173,14 +223,32 @@ class Waker:
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._watch_panes)
             task_status.started()
             while True:
                 await self._kick.wait()
                 self._kick = trio.Event()
-                kicked, self._kicked = self._kicked, set()
-                for agent in sorted(kicked - self._busy):
+                kicked = self._kicked - self._busy  # a busy one is kicked again when its task ends
+                self._kicked -= kicked
+                for agent in sorted(kicked):
                     self._busy.add(agent)
                     nursery.start_soon(self._handle, agent)
+
+    async def _watch_panes(self) -> None:
+        """Look at every watched pane every `WATCH_S`, so that a message finds its quiet period measured."""
+        while True:
+            await trio.sleep(self.watch_s)
+            now = trio.current_time()
+            for agent, p in list(self.panes.items()):
+                w = self._watches.get(agent)
+                if not p.enabled or not p.pane:
+                    continue
+                if w is not None and w.gone_at is not None and now - w.gone_at < GONE_S:
+                    continue
+                try:
+                    await self._observe(agent, p)
+                except Exception:  # never let watching take the daemon down
+                    log.exception("looking at the tmux pane of @%s failed", agent)
 
     async def _handle(self, agent: str) -> None:
         try:
@@ -206,41 +274,61 @@ class Waker:
         urgent = [m for m in found["messages"] if m.get("urgent")]
         if not urgent:
             return False
-        looked = await self._look(p)
-        if looked is None:
-            return self._decide(agent, p, "pane gone", again=False)
-        now = time.time()
-        activity, clients, screen = looked
-        woke_at = p.last.get("woke_at")
-        if woke_at and activity <= woke_at + RESPONSE_S:
+        woke_for = set(p.last.get("woke_for") or ())
+        if woke_for and woke_for <= {_key(m) for m in found["messages"]}:
             return self._decide(agent, p, "already woken in this quiet period", again=False)
-        if any(now - c < self.idle_s for c in clients):
+        look = await self._observe(agent, p)
+        if look is None:
+            return self._decide(agent, p, "pane gone", again=False)
+        if any(time.time() - k < self.idle_s for k in look.keystrokes):
             return self._decide(agent, p, "keystrokes", again=True)
-        if now - activity < self.idle_s:
-            return self._decide(agent, p, "working", again=True)
-        state = prompt_state(screen, p.prompt or DEFAULT_PROMPT_RE)
+        if look.in_mode:
+            return self._decide(agent, p, "copy mode", again=True)
+        if trio.current_time() - self._watches[agent].changed_at < self.idle_s:
+            return self._decide(agent, p, "active", again=True)
+        state = prompt_state(look.screen, p.prompt or DEFAULT_PROMPT_RE)
         if state != "empty":
             return self._decide(agent, p, "typing" if state == "typing" else "no prompt", again=True)
         n = int(found.get("total") or len(found["messages"]))
         text = PROMPT.format(n=n, s="" if n == 1 else "s")
-        if not await self._tmux_ok(p.socket, "send-keys", "-t", p.pane, "-l", text) or not await self._tmux_ok(
-            p.socket, "send-keys", "-t", p.pane, "Enter"
-        ):
+        typed = ("send-keys", "-t", p.pane, "-l", text, ";", "send-keys", "-t", p.pane, "Enter")  # one tmux call
+        if not await self._tmux_ok(p.socket, *typed):
             return self._decide(agent, p, "pane gone", again=False)
         self.woken += 1
-        p.last = {"at": ev.now_rfc3339(), "result": "woken", "woke_at": time.time(), "messages": n}
+        self.decisions += 1
+        p.last = {
+            "at": ev.now_rfc3339(),
+            "result": "woken",
+            "messages": n,
+            "woke_for": sorted(_key(m) for m in urgent),
+        }
         await trio.to_thread.run_sync(self._save)
         log.info("woke @%s in tmux pane %s for %d message(s)", agent, p.pane, n)
         return False
 
     def _decide(self, agent: str, p: Pane, why: str, *, again: bool) -> bool:
+        self.decisions += 1
         if p.last.get("result") != why:
             log.info("not waking @%s (pane %s): %s", agent, p.pane, why)
-        woke = p.last.get("woke_at")
-        p.last = {"at": ev.now_rfc3339(), "result": why, **({"woke_at": woke} if woke else {})}
+        woke = p.last.get("woke_for")
+        p.last = {"at": ev.now_rfc3339(), "result": why, **({"woke_for": woke} if woke else {})}
         return again
 
     # ------------------------------------------------------------------ tmux
+    async def _observe(self, agent: str, p: Pane) -> Look | None:
+        """Look at ``agent``'s pane and note whether its screen changed (and when)."""
+        w = self._watches.setdefault(agent, Watch())
+        async with w.lock:  # one look at a time: looks finishing out of order would fake changes
+            look = await self._look(p)
+            now = trio.current_time()
+            if look is None:
+                w.digest, w.gone_at = None, now
+                return None
+            w.gone_at = None
+            if look.digest != w.digest:
+                w.digest, w.changed_at = look.digest, now
+            return look
+
     async def _run(self, socket: str, *args: str) -> tuple[int, str]:
         cmd = [self._tmux, "-S", socket, *args]
         try:
@@ -253,33 +341,24 @@ class Waker:
     async def _tmux_ok(self, socket: str, *args: str) -> bool:
         return (await self._run(socket, *args))[0] == 0
 
-    async def _look(self, p: Pane) -> tuple[float, list[float], str] | None:
-        """(window's last output, attached clients' last keystrokes, the screen) of the pane; None when gone."""
+    async def _look(self, p: Pane) -> Look | None:
+        """The pane's screen, cursor, mode and its session's clients' last keystrokes; None when it is gone."""
+        self.looks += 1
         code, out = await self._run(
             p.socket,
-            "display-message",
-            "-p",
-            "-t",
-            p.pane,
-            "#{window_activity} #{session_name}",
-            ";",
-            "list-clients",
-            "-F",
-            "#{client_activity} #{client_session}",
-            ";",
-            "capture-pane",
-            "-p",
-            "-t",
-            p.pane,
-        )
-        if code != 0 or not out:
+            "display-message", "-p", "-t", p.pane, "#{pane_in_mode} #{cursor_x},#{cursor_y}",
+            ";", "list-clients", "-t", p.pane, "-F", "#{client_activity}",
+            ";", "display-message", "-p", _SCREEN,
+            ";", "capture-pane", "-p", "-t", p.pane,
+        )  # fmt: skip
+        head, sep, screen = out.partition(_SCREEN + "\n")
+        lines = head.split("\n")
+        if code != 0 or not sep or not lines[0]:
             return None
-        head, _, rest = out.partition("\n")
-        activity, _, session = head.partition(" ")
-        clients, screen_lines = [], rest.split("\n")
-        while screen_lines and re.fullmatch(r"\d+ .*", screen_lines[0]) and screen_lines[0].split(" ", 1)[1] == session:
-            clients.append(float(screen_lines.pop(0).split(" ", 1)[0]))
+        mode, _, cursor = lines[0].partition(" ")
         try:
-            return float(activity), clients, "\n".join(screen_lines)
+            keystrokes = [float(x) for x in lines[1:] if x.strip()]
         except ValueError:
             return None
+        digest = hashlib.blake2b(f"{cursor}\n{screen}".encode(), digest_size=16).hexdigest()
+        return Look(screen, digest, keystrokes, mode.strip() not in ("", "0"))

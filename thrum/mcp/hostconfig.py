@@ -17,10 +17,23 @@ from pathlib import Path
 HOSTS = ("json", "claude", "cursor", "codex")
 SERVER_NAME = "thrum"
 
+# Where each host keeps it. The configuration names this machine's paths (the installed
+# thrum, this checkout), so it belongs in the host's per-user or per-machine settings,
+# never in a file the repository shares with other machines (.mcp.json, Claude Code's
+# `--scope project`, a committed .cursor/mcp.json): there it would point at paths
+# that exist only here.
 WHERE = {
-    "json": "add this to your MCP host's configuration (e.g. .mcp.json or .claude/settings.json)",
-    "claude": "run this once in a shell (Claude Code stores it; add --scope project to share it via .mcp.json)",
-    "cursor": "put this in .cursor/mcp.json in the repository (or ~/.cursor/mcp.json)",
+    "json": (
+        "add this to your MCP host's settings for this machine; it names this machine's paths, "
+        "so keep it out of files the repository shares (such as .mcp.json)"
+    ),
+    "claude": (
+        "run this once in a shell: Claude Code keeps it for this project on this machine "
+        "(it names this machine's paths: run it again on each machine rather than sharing it)"
+    ),
+    "cursor": (
+        "put this in ~/.cursor/mcp.json (it names this machine's paths, so not in a .cursor/mcp.json you commit)"
+    ),
     "codex": "run this once in a shell (Codex stores it in ~/.codex/config.toml)",
 }
 

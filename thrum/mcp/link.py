@@ -25,7 +25,8 @@ import anyio
 import anyio.lowlevel
 
 from ..client_async import AsyncClient, ensure_daemon, reconnecting
-from ..errors import IdentityError, ThrumError, Unavailable
+from ..errors import IdentityError, ThrumError, Timeout, Unavailable
+from ..identity import register_params
 from ..lifecycle import autostart_disabled
 
 log = logging.getLogger(__name__)
@@ -37,12 +38,10 @@ NO_AUTOSTART_GRACE_S = 1.0  # without autostart: a daemon that is just restartin
 ConnectionTask = Callable[..., Awaitable[None]]  # (client, *, task_status) -> runs until cancelled
 
 
-def register_params(ident) -> dict:
-    params = {"name": ident.name, "role": ident.role}
-    for key in ("module", "display", "worktree"):
-        if getattr(ident, key, ""):
-            params[key] = getattr(ident, key)
-    return params
+class SetupRefused(ThrumError):
+    """The daemon refused to register this agent (its name taken with another key, a
+    deleted agent's name, a bad identity file): retrying cannot help; every tool call
+    fails with this one line until a later connection's set-up succeeds."""
 
 
 class DaemonLink:
@@ -55,6 +54,7 @@ class DaemonLink:
         self._tasks: list[ConnectionTask] = []
         self._handlers: list[Callable[[str, dict], None]] = []
         self.connections = 0  # connections made so far (1 after start-up)
+        self.refused: SetupRefused | None = None  # why the last set-up could not register the agent
 
     @property
     def me(self) -> str:
@@ -86,7 +86,7 @@ class DaemonLink:
         try:
             return await self.call(method, params, **kw)
         except IdentityError:
-            await self.call("agent.register", register_params(self.ident))
+            await self._register(await self.ensure_connected())
             return await self.call(method, params, **kw)
 
     def is_connected(self) -> bool:
@@ -108,6 +108,8 @@ class DaemonLink:
         """
         if self.is_connected():
             return self.client
+        if self.refused is not None:
+            raise self.refused
         autostart = not autostart_disabled()
         if autostart:
             await ensure_daemon(self.paths)
@@ -171,13 +173,29 @@ class DaemonLink:
             handler(method, params)
 
     async def _welcome(self, client: AsyncClient) -> None:
-        """Make the agent known and seen on a new connection."""
+        """Make the agent known and seen on a new connection.
+
+        Raises:
+            SetupRefused: the daemon refused to register the agent (kept in `refused`,
+                so tool calls fail with it at once instead of waiting for a connection).
+        """
         params = {"caller": self.me}
         try:
             await client.call("session.heartbeat", params)
         except IdentityError:
-            await client.call("agent.register", register_params(self.ident))
+            await self._register(client)
             await client.call("session.heartbeat", params)
+        self.refused = None
+
+    async def _register(self, client: AsyncClient) -> None:
+        """Register the agent from its identity file, with the same params as the CLI."""
+        try:
+            await client.call("agent.register", register_params(self.ident, self.paths.repo))
+        except (Unavailable, Timeout):
+            raise
+        except ThrumError as exc:
+            self.refused = SetupRefused(f"the thrum daemon refused to register @{self.me}: {exc.message}")
+            raise self.refused from None
 
     async def _heartbeats(self, client: AsyncClient) -> None:
         while True:

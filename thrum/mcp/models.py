@@ -54,6 +54,7 @@ class SendResult(_Out):
         "offline: not seen lately; known: a group or role that currently stands for no agent; "
         "unknown: the status could not be determined"
     )
+    note: str = Field("", description="Something the sender should know, e.g. that nobody holds a role yet")
 
 
 class CheckResult(_Out):

@@ -117,6 +117,7 @@ def build_tools(link, waiter) -> list[Tool]:
             message_id=sent["message_id"],
             thread_id=sent.get("thread_id", ""),
             recipient_status=await recipient_status(link, kind, address, agents),
+            note=sent.get("note", ""),
         )
 
     @_tool_errors

@@ -21,7 +21,8 @@ import peewee as pw
 
 from ..errors import Forbidden
 from .inbox_filter import paging
-from .directory import bare_name, get_agent, group_members, list_agents, resolve_address
+from .addresses import resolve_address
+from .directory import bare_name, get_agent, group_members, list_agents
 from .mentions import mention_targets, sigs_for
 from .messages import message_items
 from .sql import all_rows, chunks, qmarks, rows_in, scalar

@@ -12,11 +12,10 @@ Rules (shared with `thrum.store.queries`):
 
 from __future__ import annotations
 
-import difflib
 
 import peewee as pw
 
-from ..errors import NotFound, UnknownRecipient
+from ..errors import NotFound
 from .sql import all_rows, one_row, run
 
 EVERYONE = "everyone"
@@ -95,7 +94,7 @@ def registration_floor(db: pw.SqliteDatabase, name: str) -> str | None:
     return max(ids) if ids else None
 
 
-def _live_agents(db, role: str | None = None) -> list[str]:
+def live_agents(db, role: str | None = None) -> list[str]:
     sql = f"SELECT a.agent_id FROM agents a WHERE {LIVE_AGENT}"
     params = []
     if role:
@@ -197,7 +196,7 @@ def stale_agents(db: pw.SqliteDatabase, cutoff: str) -> list[str]:
 # --------------------------------------------------------------------------- groups, addresses
 
 
-def _group_row(db, name: str):
+def group_row(db, name: str):
     return one_row(
         db,
         f"SELECT g.name, g.group_id, g.description, g.created_by, g.created_at FROM groups g "
@@ -226,7 +225,7 @@ def _everyone_info(db) -> dict:
         "created_by": "",
         "created_at": "",
         "builtin": True,
-        "member_count": len(_live_agents(db)),
+        "member_count": len(live_agents(db)),
     }
 
 
@@ -271,7 +270,7 @@ def group_info(db: pw.SqliteDatabase, name: str) -> dict:
     if name == EVERYONE:
         info = _everyone_info(db)
     else:
-        row = _group_row(db, name)
+        row = group_row(db, name)
         if row is None:
             raise NotFound(f"group {name} not found")
         members = _members(db, name)
@@ -298,78 +297,24 @@ def group_members(db: pw.SqliteDatabase, name: str, expand: bool = False) -> lis
     """
     name = bare_name(name)
     if name == EVERYONE:
-        return [{"type": "agent", "value": a} for a in _live_agents(db)]
-    if _group_row(db, name) is None:
+        return [{"type": "agent", "value": a} for a in live_agents(db)]
+    if group_row(db, name) is None:
         raise NotFound(f"group {name} not found")
     members = _members(db, name)
     if not expand:
         return members
-    live = set(_live_agents(db))
+    live = set(live_agents(db))
     names = set()
     for m in members:
         if m["type"] == "agent":
             if m["value"] in live:
                 names.add(m["value"])
         else:
-            names.update(_live_agents(db, m["value"]))
+            names.update(live_agents(db, m["value"]))
     return [{"type": "agent", "value": n} for n in sorted(names)]
 
 
-def _roles(db) -> list[str]:
-    return [r[0] for r in all_rows(db, f"SELECT DISTINCT a.role FROM agents a WHERE {LIVE_AGENT} ORDER BY a.role")]
-
-
-def _group_names(db) -> list[str]:
-    return [r[0] for r in all_rows(db, f"SELECT g.name FROM groups g WHERE {LIVE_GROUP} ORDER BY g.name")]
-
-
-def resolve_address(db: pw.SqliteDatabase, name: str) -> tuple[str, str] | None:
-    """What a ``--to``/``--mention`` value names: ("everyone", "everyone"), ("agent", n),
-    ("role", r) or ("group", g), checked in that order; None when it names nothing known."""
-    n = bare_name(name)
-    if not n:
-        return None
-    if n == EVERYONE:
-        return (EVERYONE, EVERYONE)
-    if one_row(db, f"SELECT 1 FROM agents a WHERE a.agent_id = ? AND {LIVE_AGENT}", (n,)):
-        return ("agent", n)
-    if one_row(db, f"SELECT 1 FROM agents a WHERE a.role = ? AND {LIVE_AGENT} LIMIT 1", (n,)):
-        return ("role", n)
-    if _group_row(db, n) is not None:
-        return ("group", n)
-    return None
-
-
-def close_matches(db: pw.SqliteDatabase, name: str) -> list[str]:
-    """Known addresses that look like ``name`` (with ``@``), for "did you mean" errors."""
-    candidates = sorted(set(_live_agents(db)) | set(_roles(db)) | set(_group_names(db)) | {EVERYONE})
-    return ["@" + c for c in difflib.get_close_matches(bare_name(name), candidates, n=5, cutoff=0.6)]
-
-
 # --------------------------------------------------------------------------- fold issues
-
-
-def resolve_recipients(db: pw.SqliteDatabase, addresses: list[str]) -> list[dict]:
-    """``to``/``mentions`` addresses (``@name``) → ``{address, kind, value}``, each once, in order.
-
-    Raises:
-        UnknownRecipient: an address names no agent, role or group (with close matches).
-    """
-    out, seen = [], set()
-    for raw in addresses:
-        bare = raw[1:] if raw.startswith("@") else raw
-        hit = resolve_address(db, bare) if bare else None
-        if hit is None:
-            close = close_matches(db, bare) if bare else []
-            hint = f"; did you mean {', '.join(close)}?" if close else ""
-            raise UnknownRecipient(
-                f"unknown recipient {raw!r}: no agent, role or group by that name{hint}",
-                data={"address": raw, "close_matches": close},
-            )
-        if bare not in seen:
-            seen.add(bare)
-            out.append({"address": f"@{bare}", "kind": hit[0], "value": bare})
-    return out
 
 
 def fold_issue_summary(db: pw.SqliteDatabase) -> dict:

@@ -26,7 +26,7 @@ from ..events import time_key
 from . import search_index
 from .counters import BULK_INSERT_ROWS, bulk_message_insert
 from .delivery_fold import sync_ack_requests
-from .search_text import camel_parts, tag_values
+from .search_text import SKIPPED_REF_TYPES, camel_parts, tag_text
 from .sql import chunks, qmarks
 
 if TYPE_CHECKING:
@@ -136,6 +136,14 @@ def _message_rows(f: Folder, creates: list[dict]) -> tuple[list, list, list]:
             sig = sig_of(tuple(sorted({m[1:] if m[:1] == "@" else m for m in mentions} - {""})))
         else:
             sig = sig_of(())
+        tags = []  # the values the search index holds for this message (search_text.tag_text)
+        for pos, s in enumerate(d["scopes"]):
+            scopes.append((mid, s["type"], s["value"], pos))
+            tags.append(s["value"])
+        for pos, ref in enumerate(d["refs"]):
+            refs.append((mid, ref["type"], ref["value"], pos))
+            if ref["type"] not in SKIPPED_REF_TYPES:
+                tags.append(ref["value"])
         rows.append(
             (
                 mid,
@@ -154,14 +162,10 @@ def _message_rows(f: Folder, creates: list[dict]) -> tuple[list, list, list]:
                 key,
                 sig,
                 d.get("subject") or "",
-                tag_values(d["scopes"], d["refs"]),
+                tag_text(tags),
                 camel_parts(body["content"]),
             )
         )
-        for pos, s in enumerate(d["scopes"]):
-            scopes.append((mid, s["type"], s["value"], pos))
-        for pos, ref in enumerate(d["refs"]):
-            refs.append((mid, ref["type"], ref["value"], pos))
     return rows, scopes, refs
 
 

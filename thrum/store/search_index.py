@@ -273,7 +273,8 @@ def build(db: pw.SqliteDatabase) -> None:
     """
     with db.atomic():
         db.execute_sql("DELETE FROM thread_subjects")
-        db.execute_sql(THREAD_SUBJECTS_FROM_MESSAGES)
+        if db.execute_sql("SELECT 1 FROM messages WHERE subject <> '' LIMIT 1").fetchone() is not None:
+            db.execute_sql(THREAD_SUBJECTS_FROM_MESSAGES)
         for sql in VIEWS:
             db.execute_sql(sql)
         db.execute_sql(CREATE_TABLE)

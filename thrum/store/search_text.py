@@ -15,7 +15,6 @@ here, in a column of their own, so ``result`` finds it too.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable
 
 MAX_PARTS = 200  # parts indexed per message: a pasted blob of random case cannot bloat the index
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*")
@@ -55,10 +54,9 @@ def camel_parts(text: str) -> str:
     return " ".join(out)
 
 
-def tag_values(scopes: Iterable[dict[str, Any]], refs: Iterable[dict[str, Any]]) -> str:
-    """The values of a message's scopes and refs (not reply_to's message ids), space-separated, once each."""
-    values: list[str] = [s["value"] for s in scopes]
-    values += [r["value"] for r in refs if r["type"] not in SKIPPED_REF_TYPES]
+def tag_text(values: list[str]) -> str:
+    """A message's scope and ref values (the fold leaves out refs of `SKIPPED_REF_TYPES`), space-separated,
+    once each, without a leading ``@``."""
     if len(values) == 1:  # the usual case (one mention), without the set below
         v = values[0]
         return v[1:] if v[:1] == "@" else v

@@ -16,7 +16,8 @@ from typing import Iterable
 
 import peewee as pw
 
-from ..trust.signing import signature_of
+from .. import safejson
+from ..trust.signing import signature_of, verify
 from ..trust.verdicts import VerdictMemory, digest
 from .. import events as ev
 from ..trust.verify import Candidate, Verdict, Verifier
@@ -91,7 +92,14 @@ class VerifiedFold:
         so the verdict memory cannot know them: it is never read for them (on a
         million-line log that read alone cost a quarter of a second)."""
         return self._fold(
-            db, records, lines, self.memory.known(), issues=issues, positions=positions, keep_applied=True
+            db,
+            records,
+            lines,
+            self.memory.known(),
+            issues=issues,
+            positions=positions,
+            keep_applied=True,
+            received=True,
         )
 
     def _fold(
@@ -104,6 +112,7 @@ class VerifiedFold:
         issues: Iterable[LogIssue],
         positions: dict[str, Position] | None,
         keep_applied: bool,
+        received: bool = False,
     ) -> projection.FoldResult:
         assert len(records) == len(lines)
         candidates = [Candidate(shard, line, d) for (shard, d), line in zip(records, lines)]
@@ -120,6 +129,8 @@ class VerifiedFold:
                 verdict.future.extend(again.future)
                 verdict.fresh.extend(again.fresh)
         self._hold(verdict)
+        if received:
+            self._note_conflicts(verdict)
         self.memory.remember(verdict.fresh)
         refused = [(r.kind, r.shard, r.event_id, r.reason) for r in verdict.rejected]
         held = self._held_rows(db, verdict.future)
@@ -146,6 +157,29 @@ class VerifiedFold:
             resolved=resolved,
             held=[row for _, row in held if row is not None],
         )
+
+    def _note_conflicts(self, verdict: Verdict) -> None:
+        """Lines from the remote refused because their name is claimed by two keys (issue 30,
+        item 4): counted by the refused key that signed them (one verification each; such
+        lines are few), with when they came, so `sync` and `doctor` can say so. Lines read
+        back from the log (a rebuild) are not news and are not counted."""
+        ring = self.verifier.ring
+        conflicted = ring.conflicted()
+        if not conflicted:
+            return
+        counts: dict[str, dict[str, int]] = {}
+        keys: dict[str, dict] = {}
+        for r in verdict.rejected:
+            if r.signer not in conflicted or r.kind == "bad-seal":
+                continue
+            if r.signer not in keys:
+                keys[r.signer] = ring.conflict_keys(r.signer)
+            b64 = _signed_by(r.line, keys[r.signer])
+            if b64 is not None:
+                by_key = counts.setdefault(r.signer, {})
+                by_key[b64] = by_key.get(b64, 0) + 1
+        if counts:
+            ring.note_received(counts)
 
     # ------------------------------------------------------------------ lines dated ahead
 
@@ -221,6 +255,17 @@ def _future_reason(at_ms: int, skew_s: float, kept: tuple | None) -> str:
     if kept is None:
         reason += " (too many lines are held; a rebuild after that time applies it)"
     return reason
+
+
+def _signed_by(line: bytes, keys: dict) -> str | None:
+    """Which of ``keys`` (base64 → key) signed ``line``, if any."""
+    try:
+        raw = safejson.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(raw, dict):
+        return None
+    return next((b64 for b64, key in keys.items() if verify(raw, key)), None)
 
 
 def _signer(c: Candidate) -> str:

@@ -167,9 +167,28 @@ def status(paths: ThrumPaths) -> dict:
         "last_report": last.get("last_report"),
         "pending_events": None,
         "quarantined": None,
+        "name_conflicts": _name_conflicts(paths),
         "daemon_running": False,
         "team": _team_summary(paths, cfg.remote),
     }
+
+
+def _name_conflicts(paths: ThrumPaths) -> list[dict]:
+    """What the daemon's trust state remembers of names claimed by two keys (read-only)."""
+    from .. import identity
+    from ..trust.conflicts import report
+    from ..trust.keys import LocalKeys
+    from ..trust.ring import KeyRing
+
+    found = KeyRing(paths.var / "known_keys.json", LocalKeys(paths.identities)).conflicts()
+    here = {}
+    for name, entry in found.items():
+        if entry["local"]:
+            try:
+                here[name] = identity.load(paths.identities / f"{name}.json").created_at
+            except Exception:  # noqa: BLE001 - an unreadable identity only loses "who was first"
+                continue
+    return report(found, here)
 
 
 def _team_summary(paths: ThrumPaths, remote: str) -> dict:

@@ -12,6 +12,11 @@ Rules:
    of lines judged: `flush`), because re-learning from the log would let whoever can
    rewrite the remote's history choose the "first" key again. One write per new key
    made a push of thousands of new agents quadratic, with the writer's lock held.
+4. Name conflicts are remembered too (issue 30, item 4): every refused registration's
+   key, per name, and how many of the name's lines received from the remote were
+   refused, and when the last one arrived (`note_received`). While a local identity
+   holds the name, the first other key seen is still remembered as the first
+   remote key: trusted once the local identity is gone (the machine gave the name up).
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ class KeyRing:
         self._lock = threading.Lock()
         self._known: dict[str, PublicKey] = {}
         self._meta: dict[str, dict] = {}
+        self._conflicts: dict[str, dict] = {}  # name -> {"keys": {b64: {...}}, "lines", "last_received_at"}
         self._dirty = False
         self._load()
 
@@ -53,6 +59,11 @@ class KeyRing:
             log.warning("cannot read %s (%s): keys will be learned again from the log", self.path, exc)
             return
         entries = data.get("keys") if isinstance(data, dict) else None
+        conflicts = data.get("conflicts") if isinstance(data, dict) else None
+        if isinstance(conflicts, dict):
+            self._conflicts = {
+                n: c for n, c in conflicts.items() if isinstance(c, dict) and isinstance(c.get("keys"), dict)
+            }
         for name, entry in (entries or {}).items():
             try:
                 self._known[name] = decode_public(entry.get("key"))
@@ -71,16 +82,86 @@ class KeyRing:
     def is_local(self, name: str) -> bool:
         return self.local is not None and self.local.get(name) is not None
 
-    def learn(self, name: str, key: PublicKey, event_id: str = "") -> str:
-        """``"new"`` (now trusted), ``"same"`` (already trusted) or ``"conflict"``."""
+    def learn(self, name: str, key: PublicKey, event_id: str = "", registered_at: str = "") -> str:
+        """``"new"`` (now trusted), ``"same"`` (already trusted) or ``"conflict"`` (remembered, rule 4)."""
         with self._lock:
             current = self.key(name)
             if current is not None:
-                return "same" if current == key else "conflict"
+                if current == key:
+                    return "same"
+                self._conflict(name, key, event_id, registered_at)
+                return "conflict"
             self._known[name] = key
             self._meta[name] = {"key": key.b64, "learned_at": now_rfc3339(), "event_id": event_id}
             self._dirty = True
             return "new"
+
+    def _conflict(self, name: str, key: PublicKey, event_id: str, registered_at: str) -> None:
+        keys = self._conflicts.setdefault(name, {"keys": {}})["keys"]
+        changed = False
+        if key.b64 not in keys:
+            keys[key.b64] = {
+                "event_id": event_id,
+                "registered_at": registered_at,
+                "seen_at": now_rfc3339(),
+                "lines": 0,
+                "last_received_at": "",
+            }
+            changed = True
+        if name not in self._known and self.is_local(name):
+            self._known[name] = key  # the first remote key: trusted if the local identity goes
+            self._meta[name] = {"key": key.b64, "learned_at": now_rfc3339(), "event_id": event_id}
+            changed = True
+        if changed:
+            self._dirty = True  # written by the verifier's `flush` after the batch
+
+    def conflict_keys(self, name: str) -> dict[str, PublicKey]:
+        """The refused keys of ``name`` (base64 → key), to tell which of them signed a line."""
+        with self._lock:
+            found = list((self._conflicts.get(name) or {}).get("keys") or {})
+        out = {}
+        for b64 in found:
+            try:
+                out[b64] = decode_public(b64)
+            except ValueError:
+                continue
+        return out
+
+    def note_received(self, counts: dict[str, dict[str, int]]) -> None:
+        """Lines a sync received and refused, by name and by the refused key that signed them."""
+        with self._lock:
+            at, touched = now_rfc3339(), False
+            for name, by_key in counts.items():
+                keys = (self._conflicts.get(name) or {}).get("keys") or {}
+                for b64, n in by_key.items():
+                    entry = keys.get(b64)
+                    if entry is not None and n > 0:
+                        entry["lines"] = int(entry.get("lines") or 0) + n
+                        entry["last_received_at"] = at
+                        touched = True
+            if touched:
+                self._save()
+
+    def conflicted(self) -> set[str]:
+        with self._lock:
+            return set(self._conflicts)
+
+    def conflicts(self) -> dict[str, dict]:
+        """Name → ``{"keys": {b64: {event_id, registered_at, seen_at, lines, last_received_at}},
+        "trusted", "local"}``: the refused keys (a key this replica trusts now is not one),
+        the key it trusts, and whether a local identity holds the name."""
+        with self._lock:
+            items = {name: json.loads(json.dumps(entry)) for name, entry in self._conflicts.items()}
+        out = {}
+        for name, entry in items.items():
+            trusted = self.key(name)
+            keys = {k: v for k, v in entry["keys"].items() if trusted is None or k != trusted.b64}
+            out[name] = {
+                "keys": keys,
+                "trusted": trusted.b64 if trusted is not None else None,
+                "local": self.is_local(name),
+            }
+        return out
 
     def flush(self) -> None:
         """Write what was learned since the last flush (the verifier calls this after
@@ -99,7 +180,7 @@ class KeyRing:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        data = json.dumps({"version": 1, "keys": self._meta}, indent=1, sort_keys=True)
+        data = json.dumps({"version": 1, "keys": self._meta, "conflicts": self._conflicts}, indent=1, sort_keys=True)
         with open(tmp, "w") as f:
             f.write(data)
             f.flush()

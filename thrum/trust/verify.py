@@ -155,7 +155,7 @@ class Verifier:
             return self._reject(
                 c, out, "bad-signature", f"agent.register of {agent} does not verify against the key it carries"
             )
-        status = self.ring.learn(agent, key, d.get("event_id", ""))
+        status = self.ring.learn(agent, key, d.get("event_id", ""), str(d.get("timestamp", "")))
         if status == "conflict":
             current = self.ring.key(agent)
             held = current.b64[:12] if current is not None else "?"

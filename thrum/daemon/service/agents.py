@@ -6,7 +6,8 @@ from datetime import datetime, timedelta, timezone
 
 from ... import errors
 from ... import events as ev
-from ...store import directory
+from ...store import addresses, directory
+from ..addresses import REFRESH_WAIT
 from ..dispatch import Call, method
 
 _FIELDS = ("role", "module", "display", "kind", "worktree")
@@ -38,19 +39,28 @@ async def _check_no_shadowing(call: Call, name: str, role: str, existing: dict |
             f"invalid params: {EVERYONE!r} is the built-in group of all agents; choose another role", field="role"
         )
     if existing is None:  # a new agent; re-registering keeps the name it has
-        hit = await call.ctx.read(directory.resolve_address, name)
+        hit = await call.ctx.read(addresses.resolve_address, name)
         if hit is not None:
             raise errors.Conflict(
                 f"@{name} is already {_KIND_TEXT.get(hit[0], hit[0])}; choose another agent name",
                 data={"field": "name", "kind": hit[0]},
             )
     if existing is None or existing.get("role") != role:
-        hit = await call.ctx.read(directory.resolve_address, role)
+        hit = await call.ctx.read(addresses.resolve_address, role)
         if hit is not None and hit[0] != "role":
             raise errors.Conflict(
                 f"role @{role} is already {_KIND_TEXT.get(hit[0], hit[0])}; choose another role",
                 data={"field": "role", "kind": hit[0]},
             )
+
+
+async def _fetch_first(call: Call) -> None:
+    """A new name, with a remote: fetch first, so a name another machine registered since
+    our last sync is refused now rather than found as a conflict later (issue 30, item 4).
+    Bounded like the fetch for an unknown address; without a remote, nothing to ask."""
+    sync = call.ctx.sync
+    if sync is not None and sync.mode() == "remote":
+        await sync.refresh(REFRESH_WAIT)
 
 
 @method("agent.register")
@@ -75,6 +85,9 @@ async def register(call: Call) -> dict:
         "worktree": _worktree(call),
     }
     existing = await call.ctx.agent(name, refresh=True)
+    if existing is None and not call.ctx.has_key(name):
+        await _fetch_first(call)
+        existing = await call.ctx.agent(name, refresh=True)
     await _check_no_shadowing(call, name, role, existing)
     elsewhere = call.ctx.trusted_key(name)
     if not call.ctx.has_key(name) and elsewhere is not None:

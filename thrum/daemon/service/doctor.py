@@ -147,6 +147,30 @@ async def _sync_checks(ctx) -> list[dict]:
     return out
 
 
+def names_check(conflicts: list[dict]) -> dict:
+    """Agent names claimed by two keys (`thrum.trust.conflicts`): FAIL while one is in use."""
+    open_ones = [c for c in conflicts if c["open"]]
+    if open_ones:
+        more = f" (and {len(open_ones) - 1} more)" if len(open_ones) > 1 else ""
+        return {
+            "check": "names",
+            "status": "fail",
+            "detail": open_ones[0]["message"] + more,
+            "action": 'follow README "One name on two machines" on the machine that registered the name later',
+        }
+    if conflicts:
+        names = ", ".join("@" + c["name"] for c in conflicts)
+        return {
+            "check": "names",
+            "status": "info",
+            "detail": (
+                f"{names}: registered with another key elsewhere; none of its lines arrived in the last 15 minutes"
+            ),
+            "action": None,
+        }
+    return {"check": "names", "status": "ok", "detail": "no agent name is claimed by two keys", "action": None}
+
+
 async def _stuck_sync_check(ctx, creds) -> dict | None:
     """The remote check while the daemon's cycle waits on the remote, or None (probe it)."""
     loop = ctx.sync
@@ -194,6 +218,7 @@ async def run(call: Call) -> dict:
         remote,
         await _projection_check(ctx),
         await _search_check(ctx),
+        names_check(await ctx.name_conflicts()),
         *await _sync_checks(ctx),
         (await trio.to_thread.run_sync(diagnose.size_check, repo)).to_dict(),
     ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ... import errors
 from ... import events as ev
-from ...store import directory
+from ...store import addresses, directory
 from ..dispatch import Call, method
 
 
@@ -35,7 +35,7 @@ async def create(call: Call) -> dict:
     name = _group_name(call)
     if name == "everyone":
         raise errors.Conflict("@everyone is built in")
-    hit = await call.ctx.read(directory.resolve_address, name)
+    hit = await call.ctx.read(addresses.resolve_address, name)
     if hit is not None:
         kind = {"group": "a group", "agent": "an agent", "role": "a role"}.get(hit[0], hit[0])
         raise errors.Conflict(f"@{name} already names {kind}")
@@ -91,7 +91,7 @@ async def _member_change(call: Call, add: bool) -> dict:
     is_member = any(m["type"] == member_type and m["value"] == member for m in current)
     if add:
         if member_type == "agent" and await call.ctx.agent(member, refresh=True) is None:
-            close = await call.ctx.read(directory.close_matches, member)
+            close = await call.ctx.read(addresses.close_matches, member)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
             raise errors.NotFound(f"agent @{member} not found{hint} (use --role to add a role)")
         if is_member:

@@ -84,17 +84,18 @@ async def send(call: Call) -> dict:
         if found is None or found["kind"] != "message.create":
             return found and {"digest": "", "result": {}}  # the key named an edit: never this send
         reply_to, recipients = await _replayed_recipients(call, caller)
-        return {
-            "digest": found["digest"],
-            "result": {
-                "message_id": found["message_id"],
-                "thread_id": found["thread_id"],
-                "created_at": found["created_at"],
-                "session_id": found["session_id"],
-                "reply_to": reply_to,
-                "recipients": recipients,
-            },
+        result = {
+            "message_id": found["message_id"],
+            "thread_id": found["thread_id"],
+            "created_at": found["created_at"],
+            "session_id": found["session_id"],
+            "reply_to": reply_to,
+            "recipients": recipients,
         }
+        note = pending_note(recipients)
+        if note:
+            result["note"] = note
+        return {"digest": found["digest"], "result": result}
 
     return await call.ctx.keyed.once(
         caller, key, idem.content_digest(content), lookup=lookup, write=lambda: _send(call, caller, content, key)
@@ -102,7 +103,24 @@ async def send(call: Call) -> dict:
 
 
 def _recipients(resolved: list[dict]) -> list[dict]:
-    return [{"address": r["address"], "kind": r["kind"]} for r in resolved]
+    """The answer's ``recipients``: a role nobody holds yet has ``pending`` set."""
+    return [
+        {"address": r["address"], "kind": r["kind"], **({"pending": True} if r.get("pending") else {})}
+        for r in resolved
+    ]
+
+
+def pending_note(resolved: list[dict]) -> str | None:
+    """The one line a sender gets when a role it addressed has no holder yet."""
+    roles = [r["address"] for r in resolved if r.get("pending")]
+    if not roles:
+        return None
+    where = (
+        " here (the fetch from the remote did not finish in time)" if any(r.get("unchecked") for r in resolved) else ""
+    )
+    if len(roles) == 1:
+        return f"nobody holds the role {roles[0]}{where} yet; the message waits for its first holder"
+    return f"nobody holds the roles {', '.join(roles)}{where} yet; the message waits for their first holders"
 
 
 def _with_parent_author(addresses: list[str], parent: dict, caller: str) -> list[str]:
@@ -171,7 +189,7 @@ async def _send(call: Call, caller: str, content: str, key: str | None) -> dict:
         ack_within=ack_within or 0,
     )
     await call.ctx.write([event])
-    return {
+    result = {
         "message_id": event.message_id,
         "thread_id": event.thread_id,
         "created_at": event.timestamp,
@@ -179,6 +197,10 @@ async def _send(call: Call, caller: str, content: str, key: str | None) -> dict:
         "reply_to": reply_to or "",
         "recipients": _recipients(recipients),
     }
+    note = pending_note(recipients)
+    if note:
+        result["note"] = note
+    return result
 
 
 # ---------------------------------------------------------------------------- edit / delete

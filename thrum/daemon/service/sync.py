@@ -44,9 +44,20 @@ def forwarded_param(call: Call) -> dict[str, str] | None:
 
 @method("sync.run")
 async def run(call: Call) -> dict:
-    return await _loop(call).sync_now(env=forwarded_param(call))
+    """One full cycle. It fails (after doing its work) while an agent name is claimed by two
+    keys and the other key's lines still arrive: its messages are being lost (issue 30, item 4)."""
+    result = await _loop(call).sync_now(env=forwarded_param(call))
+    open_conflicts = [c for c in await call.ctx.name_conflicts() if c["open"]]
+    if open_conflicts:
+        more = f" (and {len(open_conflicts) - 1} more: `thrum sync status`)" if len(open_conflicts) > 1 else ""
+        raise errors.SyncFailed(
+            open_conflicts[0]["message"] + more, data={"name_conflicts": open_conflicts, "sync": result}
+        )
+    return result
 
 
 @method("sync.status")
 async def status(call: Call) -> dict:
-    return await _loop(call).status()
+    result = await _loop(call).status()
+    result["name_conflicts"] = await call.ctx.name_conflicts()
+    return result

@@ -201,8 +201,9 @@ class App {
 
   setSyncBadge(s) {
     const badge = document.getElementById("sync-badge");
-    badge.className = "badge " + (s.last_error ? "error" : "");
-    badge.textContent = s.last_error ? "!" : s.pending_events ? String(s.pending_events) : "";
+    const conflict = (s.name_conflicts || []).some((c) => c.open);
+    badge.className = "badge " + (s.last_error || conflict ? "error" : "");
+    badge.textContent = s.last_error || conflict ? "!" : s.pending_events ? String(s.pending_events) : "";
   }
 
   // ------------------------------------------------------------------ routing

@@ -141,7 +141,9 @@ export class SyncView {
       row("last error", s.last_error ? `${s.last_error}${s.last_error_at ? " — " + shortTime(s.last_error_at) : ""}` : "none",
         s.last_error ? "error" : ""),
       row("pending events", String(s.pending_events ?? 0)),
-      s.quarantined ? row("quarantined lines", String(s.quarantined), "error") : null)));
+      s.quarantined ? row("quarantined lines", String(s.quarantined), "error") : null,
+      ...(s.name_conflicts || []).map((c) =>
+        row(`name conflict @${c.name}`, c.message, c.open ? "error" : "")))));
   }
 
   async syncNow() {
