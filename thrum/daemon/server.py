@@ -62,6 +62,7 @@ class Daemon:
         self.writer: Writer | None = None  # the single writer (thrum.daemon.writer), set in run()
         self.keys = LocalKeys(paths.identities)  # private keys of this machine's identities (thrum.trust)
         self.ring: KeyRing | None = None  # keys this replica trusts, set in run()
+        self.team = None  # thrum.daemon.team.TeamState, set in run()
         self.worktree: Path | None = None
         self.hub = None  # subscriptions (thrum.daemon.hub), set in run()
         self.sync = None  # sync loop (thrum.daemon.syncer), set in run()
@@ -292,14 +293,28 @@ class Daemon:
         self.worktree = ensure_sync_worktree(self.paths.main_repo, self.config.remote, callbacks=callbacks)
         event_log = EventLog(self.worktree)
         self.ring = KeyRing(self.paths.var / "known_keys.json", self.keys)
-        verifier = Verifier(self.ring, skew_s=float(self.config.clock_skew))  # lines dated ahead wait
-        self.fold_verified = VerifiedFold(verifier, VerdictMemory(self.paths.var / "verified-lines"))
+        from ..store.facts import FactFile
+        from ..trust.roster import Roster
+        from .team import TeamState
+
+        self.team = TeamState(self.paths, self.config.remote, Roster(self.ring))
+        self.team.read()  # the committed team root, before anything is judged
+        verifier = Verifier(self.ring, skew_s=float(self.config.clock_skew), roster=self.team.roster)
+        self.fold_verified = VerifiedFold(
+            verifier,
+            VerdictMemory(self.paths.var / "verified-lines"),
+            facts=FactFile(self.paths.var / "team-facts.jsonl"),
+        )
+        self.fold_verified.prime()  # facts judged by earlier runs: admissions, rotations, revocations
         db = open_projection(self.paths.database, event_log, self.fold_verified)
+        if self.team.judged_blob() != self.team.blob:  # a root adopted, changed or removed while stopped
+            self.fold_verified.ask_rejudge("the team root changed")
         self.writer = Writer(db, event_log, Signer(self.keys), self.fold_verified, db_path=self.paths.database)
         self.writer.ensure_covered(sync_record.take_reread(self.paths))  # what an offline sync merged into
         self.fold_verified.release()
         give_back_memory()  # the catch-up's peak (a large history, the verdict memory) goes back
         self.writer.subscribers.append(self._invalidate_caches)
+        self.writer.on_rejudged.append(self.team.mark_judged)
         self.presence = Presence(self.writer)
 
     async def _end_orphaned_sessions(self) -> None:
@@ -341,6 +356,7 @@ class Daemon:
                 await nursery.start(self.writer.run_writer)
                 await nursery.start(self.writer.view.run)
                 await nursery.start(self.presence.run)
+                await self.writer.after_facts()  # a team root adopted or changed while stopped
                 await self._end_orphaned_sessions()
                 await self._start_extensions(nursery)
                 await nursery.start(unix.serve_unix, self, self.paths.socket)

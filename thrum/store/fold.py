@@ -178,6 +178,22 @@ class Folder:
             )
 
 
+def applied_since(db: pw.SqliteDatabase, author: str, first_event_id: str) -> bool:
+    """Whether any event of ``author`` with an id from ``first_event_id`` on was applied
+    (a key retired now may cover it: thrum.store.verified)."""
+    pattern = "%/" + author.replace("\\", "\\\\").replace("_", "\\_").replace("%", "\\%")
+    row = db.execute_sql(
+        "SELECT 1 FROM applied_events WHERE event_id >= ? AND event_id LIKE ? ESCAPE '\\' LIMIT 1",
+        (first_event_id, pattern),
+    ).fetchone()
+    if row is not None:
+        return True
+    row = db.execute_sql(  # message.create is deduplicated by the messages table, not applied_events
+        "SELECT 1 FROM messages WHERE agent_id = ? AND event_id >= ? LIMIT 1", (author, first_event_id)
+    ).fetchone()
+    return row is not None
+
+
 def _nothing(folder: object, batch: list[dict]) -> None:
     return None
 

@@ -75,6 +75,7 @@ class Roster:
         self._invites: dict[str, str] = {}  # invite key b64 -> name
         self._rotated_to: dict[str, dict[str, tuple[PublicKey, str]]] = {}  # name -> old b64 -> (new, event id)
         self._retired: dict[tuple[str, str], Retirement] = {}  # (name, b64) -> earliest retirement
+        self._retired_names: set[str] = set()
         self._creators: dict[str, set[str]] = {}  # group -> its creators
 
     # ------------------------------------------------------------------ the root
@@ -143,7 +144,7 @@ class Roster:
 
     def has_history(self, name: str) -> bool:
         """Whether any key of ``name`` was retired (a remembered verdict may not hold)."""
-        return any(n == name for n, _ in self._retired)
+        return name in self._retired_names
 
     def retirements(self) -> list[Retirement]:
         return sorted(self._retired.values(), key=lambda r: (r.name, r.point))
@@ -210,6 +211,7 @@ class Roster:
             if held is not None and held.point <= r.point:
                 return None
             self._retired[(r.name, r.key)] = r
+            self._retired_names.add(r.name)
             return r
 
     # ------------------------------------------------------------------ management
@@ -233,9 +235,7 @@ class Roster:
         return {
             "admitted": {n: sorted(k) for n, k in sorted(self._admitted.items())},
             "invites": len(self._invites),
-            "retired": [
-                {"name": r.name, "key": r.key, "from": r.point[:26], "why": r.why} for r in self.retirements()
-            ],
+            "retired": [{"name": r.name, "key": r.key, "from": r.point[:26], "why": r.why} for r in self.retirements()],
             "rotations": {
                 n: {old: {"to": new.b64, "at": eid} for old, (new, eid) in m.items()}
                 for n, m in sorted(self._rotated_to.items())
