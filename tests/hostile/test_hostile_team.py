@@ -179,3 +179,53 @@ def test_rotation_and_revocation_hold_on_every_path(team, tmp_path):
     shown = a.json("team", "show")
     assert {r["name"] for r in shown["retired"]} == {"bob"} and len(shown["retired"]) == 2
     assert "Retired key:" in a.run("sync", "status").stdout
+
+
+def test_invites_and_a_root_edited_on_a_side_branch(team, tmp_path):
+    t = team(2)
+    a, b = t.machines
+    a.agent("alice", "implementer")
+    a.sync()
+    b.sync()
+    adopt_root(t, a, b)
+    a.sync()
+
+    # The attacker pushes a side branch whose root makes mallory an admin, and an
+    # admission signed by mallory: a side branch does not count until it is merged.
+    own = keys.LocalKeys(tmp_path / "mallory-keys")
+    _, public = own.create("mallory")
+    mkey = tmp_path / "mallory-keys" / "mallory.key"
+    evil = (a.path / "thrum-team.toml").read_text().replace("[admins]\n", f'[admins]\nmallory = "{public.b64}"\n')
+    git(a, "checkout", "-q", "-b", "evil")
+    (a.path / "thrum-team.toml").write_text(evil)
+    git(a, "commit", "-q", "-am", "make mallory an admin")
+    git(a, "push", "-q", "origin", "evil")
+    git(a, "checkout", "-q", "main")
+    git(b, "fetch", "-q", "origin")
+    git(b, "checkout", "-q", "-b", "evil", "origin/evil")  # even checked out
+    mallory = t.attacker()
+    mallory.pull()
+    rel = events_file(mallory)
+    reg = ev.AgentRegister(agent_id="mallory", name="mallory", role="intruder", public_key=public.b64).to_dict()
+    mallory.append(rel, forge(reg, "mallory", mkey))
+    admit = ev.AgentAdmit(agent_id="eve", by="mallory", public_key=public.b64).to_dict()
+    mallory.append(rel, forge(admit, "mallory", mkey))
+    mallory.push("self-made admin")
+    b.sync()
+    assert b.json("team", "show")["root"]["admins"].keys() == {"alice"}
+    assert "mallory" not in names(b)
+    assert kinds(b).get("not-admitted") == 1 and kinds(b).get("not-authorized") == 1
+    git(b, "checkout", "-q", "main")
+
+    # An invite: the admin makes a code; the new agent redeems it on its own machine.
+    code = a.json("team", "invite", "carol", agent="alice")["code"]
+    a.sync()
+    b.sync()
+    b.run("quickstart", "--name", "carol", "--role", "tester", "--invite", code)
+    b.run("send", "carol is in", "--to", "@alice", agent="carol")
+    b.sync()
+    a.sync()
+    assert "carol" in names(a) and "carol is in" in bodies(a, "alice")
+    assert kinds(a).get("not-admitted") == 1  # mallory only
+    wrong = b.run("quickstart", "--name", "dave", "--role", "tester", "--invite", code, check=False)
+    assert wrong.returncode == 1 and "for 'carol'" in wrong.stderr
