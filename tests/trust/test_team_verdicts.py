@@ -12,7 +12,7 @@ from thrum.trust.ring import KeyRing
 from thrum.trust.roster import Roster
 from thrum.trust.teamroot import TeamRoot, new_log_id
 from thrum.trust.verdicts import digest
-from thrum.trust.verify import Candidate, Verifier
+from thrum.trust.verify import Verifier
 
 from test_trust import Agent, cand
 
