@@ -336,8 +336,8 @@ class VerifiedFold:
             return
         verdict = self.verifier.check(candidates)
         self._keep_facts(verdict)
-        if verdict.retired:
-            self.rejudge = "a key was retired on this machine"
+        if any(r.why.startswith("revoked") for r in verdict.retired):  # a rotation here retires a key
+            self.rejudge = "a key was revoked on this machine"  # that signed nothing after it yet
         if (verdict.learned or verdict.unblocked) and self._pending:
             self.unblocked_by_writes.extend(verdict.learned + verdict.unblocked)
 

@@ -90,6 +90,11 @@ class Roster:
     def governed(self) -> bool:
         return self.root is not None
 
+    @property
+    def plain(self) -> bool:
+        """No root and no key retired: a remembered verdict stands as it was (the fast path)."""
+        return self.root is None and not self._retired_names
+
     def admin_key(self, name: str) -> PublicKey | None:
         return self.root.admins.get(name) if self.root is not None else None
 
