@@ -59,6 +59,7 @@ COMMANDS: dict[str, str] = {
     "wake": "thrum.cli.wake:wake",
     "hook": "thrum.cli.hook:hook",
     "team": "thrum.cli.team:team",
+    "verify": "thrum.cli.verify:verify",
 }
 
 

@@ -21,6 +21,7 @@ import os
 from pathlib import Path
 
 from ..paths import ThrumPaths
+from ..trust.binding import LogBinding
 from ..trust.roster import Roster
 
 log = logging.getLogger(__name__)
@@ -31,10 +32,11 @@ SEEN_FILE = "team-root.json"
 
 
 class TeamState:
-    def __init__(self, paths: ThrumPaths, remote: str, roster: Roster):
+    def __init__(self, paths: ThrumPaths, remote: str, roster: Roster, binding: LogBinding | None = None):
         self.paths = paths
         self.remote = remote
         self.roster = roster
+        self.binding = binding  # the log id every line this daemon signs names (trust/binding.py)
         self.committed = None  # thrum.sync.teamfile.CommittedRoot last read
         self.error: str | None = None
 
@@ -52,6 +54,8 @@ class TeamState:
         if found.error is not None:
             log.warning("%s; keeping the root in effect", found.error)
             return False
+        if self.binding is not None:
+            self.binding.set(found.root.log_id if found.root is not None else None)
         return self.roster.set_root(found.root)
 
     @property
