@@ -55,11 +55,9 @@ def verify(old, new):
 
 def _root(repo_path: str):
     """(admin and member keys, log id) of the committed team root, or ({}, None) without one."""
-    try:
-        from ..sync.teamfile import read_committed_root
-    except ImportError:  # before the team root exists in this build
-        return {}, None
-    committed = read_committed_root(repo_path)
+    from ..sync.offline import committed_team_root
+
+    committed = committed_team_root(repo_path)
     if committed.error:
         raise ThrumError(f"the team root cannot be used: {committed.error}")
     root = committed.root

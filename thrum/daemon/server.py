@@ -27,13 +27,11 @@ from ..paths import ThrumPaths
 from ..store import directory
 from ..store.projection import Progress, open_projection
 from ..store.log import EventLog
-from ..store.verified import VerifiedFold
 from ..sync.gitstore.gitlib import bound_object_cache
 from ..trust.binding import LogBinding
+from .team import open_trust
 from ..trust.keys import LocalKeys
 from ..trust.ring import KeyRing
-from ..trust.verdicts import VerdictMemory
-from ..trust.verify import Verifier
 from . import service  # noqa: F401  (registers every RPC method)
 from . import callers, unix
 from .addresses import AddressBook
@@ -297,22 +295,8 @@ class Daemon:
         self.worktree = ensure_sync_worktree(self.paths.main_repo, self.config.remote, callbacks=callbacks)
         event_log = EventLog(self.worktree)
         self.ring = KeyRing(self.paths.var / "known_keys.json", self.keys)
-        from ..store.facts import FactFile
-        from ..trust.roster import Roster
-        from .team import TeamState
-
         self.log_binding = LogBinding()  # the team root's log id, when there is a root (trust/binding.py)
-        self.team = TeamState(self.paths, self.config.remote, Roster(self.ring), self.log_binding)
-        self.team.read()  # the committed team root, before anything is judged
-        verifier = Verifier(
-            self.ring, skew_s=float(self.config.clock_skew), roster=self.team.roster, binding=self.log_binding
-        )
-        self.fold_verified = VerifiedFold(
-            verifier,
-            VerdictMemory(self.paths.var / "verified-lines"),
-            facts=FactFile(self.paths.var / "team-facts.jsonl"),
-        )
-        self.fold_verified.prime()  # facts judged by earlier runs: admissions, rotations, revocations
+        self.team, self.fold_verified = open_trust(self.paths, self.config, self.ring, self.log_binding)
         db = open_projection(self.paths.database, event_log, self.fold_verified, progress=self._progress)
         if self.team.judged_blob() != self.team.blob:  # a root adopted, changed or removed while stopped
             self.fold_verified.ask_rejudge("the team root changed")

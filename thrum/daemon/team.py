@@ -26,7 +26,7 @@ from ..trust.roster import Roster
 
 log = logging.getLogger(__name__)
 
-__all__ = ["TeamState"]
+__all__ = ["TeamState", "open_trust"]
 
 SEEN_FILE = "team-root.json"
 
@@ -86,3 +86,21 @@ class TeamState:
         out["error"] = self.error
         out.update(self.roster.to_json())
         return out
+
+
+def open_trust(paths: ThrumPaths, config, ring, binding: LogBinding):
+    """(TeamState, VerifiedFold) of a starting daemon: the committed root read before anything
+    is judged, the verifier under it, and the facts judged by earlier runs learned again."""
+    from ..store.facts import FactFile
+    from ..store.verified import VerifiedFold
+    from ..trust.verdicts import VerdictMemory
+    from ..trust.verify import Verifier
+
+    team = TeamState(paths, config.remote, Roster(ring), binding)
+    team.read()
+    verifier = Verifier(ring, skew_s=float(config.clock_skew), roster=team.roster, binding=binding)
+    fold = VerifiedFold(
+        verifier, VerdictMemory(paths.var / "verified-lines"), facts=FactFile(paths.var / "team-facts.jsonl")
+    )
+    fold.prime()  # admissions, rotations, revocations, group creators
+    return team, fold

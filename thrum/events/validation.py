@@ -29,6 +29,7 @@ from .ids import (
     ULID_RE,
 )
 from .names import NAME_RE, UNUSABLE_NAMES
+from .team_fields import invite_field, n_agent_admit, n_agent_revoke, n_agent_rotate
 from .tags import MAX_TAG_VALUE, TAG_TYPE_RE
 from .values import (
     AGENT_KINDS,
@@ -248,58 +249,8 @@ def _n_agent_register(d: Raw) -> Raw:
         "worktree": str_field(d, "worktree", required=False, max_len=1024),
         "display": str_field(d, "display", required=False, max_len=256),
         "public_key": str_field(d, "public_key", required=False, max_len=64),
-        **_invite(d),
+        **invite_field(d),
     }
-
-
-def _invite(d: Raw) -> Raw:
-    """An invite code redeemed by a registration (docs/design/trust.md, "Admission")."""
-    invite = d.get("invite")
-    if invite is None:
-        return {}
-    if not isinstance(invite, dict) or set(invite) != {"key", "sig"}:
-        fail("invite", "must be an object with key and sig")
-    return {"invite": {"key": str_field(invite, "key", max_len=64), "sig": str_field(invite, "sig", max_len=128)}}
-
-
-def _n_agent_admit(d: Raw) -> Raw:
-    out = {"agent_id": agent_field(d), "by": agent_field(d, "by")}
-    key = str_field(d, "public_key", required=False, max_len=64)
-    invite = str_field(d, "invite", required=False, max_len=64)
-    if bool(key) == bool(invite):
-        fail("public_key", "an admission names exactly one of public_key and invite")
-    out["public_key" if key else "invite"] = key or invite
-    return out
-
-
-def _n_agent_rotate(d: Raw) -> Raw:
-    return {
-        "agent_id": agent_field(d),
-        "public_key": str_field(d, "public_key", max_len=64),
-        "old_key": str_field(d, "old_key", max_len=64),
-    }
-
-
-def _n_agent_revoke(d: Raw) -> Raw:
-    out = {
-        "agent_id": agent_field(d),
-        "by": agent_field(d, "by"),
-        "public_key": str_field(d, "public_key", max_len=64),
-        "reason": str_field(d, "reason", required=False, max_len=1024),
-    }
-    since = d.get("since")
-    from_event = d.get("from_event")
-    if (since is None) == (from_event is None):
-        fail("since", "a revocation names exactly one of since and from_event")
-    if since is not None:
-        if not isinstance(since, str) or not is_valid_timestamp(since):
-            fail("since", "must be an RFC 3339 UTC time")
-        out["since"] = since
-    else:
-        if not isinstance(from_event, str) or not ULID_RE.fullmatch(from_event):
-            fail("from_event", "must be an event id")
-        out["from_event"] = from_event
-    return out
 
 
 def _n_agent_update(d: Raw) -> Raw:
@@ -390,9 +341,9 @@ NORMALISERS: dict[str, Callable[[Raw], Raw]] = {
     "agent.cleanup": _n_agent_cleanup,
     "agent.session.start": _n_session_start,
     "agent.session.end": _n_session_end,
-    "agent.admit": _n_agent_admit,
-    "agent.rotate": _n_agent_rotate,
-    "agent.revoke": _n_agent_revoke,
+    "agent.admit": n_agent_admit,
+    "agent.rotate": n_agent_rotate,
+    "agent.revoke": n_agent_revoke,
     "group.create": _n_group_create,
     "group.delete": _n_group_delete,
     "group.member.add": _n_group_member,

@@ -47,7 +47,8 @@ from ..events.values import EVENT_VERSION
 from .binding import LogBinding, foreign_log
 from .keys import PublicKey, decode_public
 from .ring import KeyRing
-from .roster import Retirement, Roster, point_of
+from . import teamrules
+from .roster import Retirement, Roster
 from .signing import SEAL_TYPE, hash_text, id_is_bound, seal_hashes, signature_of, verify
 from .verdicts import digest
 
@@ -144,7 +145,7 @@ class Verifier:
             if known and log_id is not None and "chain" in c.event:
                 foreign = foreign_log(c.event, log_id)
                 if foreign is not None:
-                    self._reject(c, out, "foreign-log", f"{t} by {event_author(c.event) or '?'}: {foreign}")
+                    self.reject(c, out, "foreign-log", f"{t} by {event_author(c.event) or '?'}: {foreign}")
                     continue
             if known and ahead(c.event):
                 out.future.append((c, event_time_ms(c.event)))
@@ -155,19 +156,19 @@ class Verifier:
             else:
                 rest.append(c)
         for c in facts.get("agent.admit", ()):
-            self._admit(c, out)
+            teamrules.admit(self, c, out)
         for c in registers:
             self._register(c, out)
         for c in sorted(facts.get("agent.rotate", ()), key=lambda c: str(c.event.get("event_id"))):
-            self._rotate(c, out)
+            teamrules.rotate(self, c, out)
         for c in facts.get("agent.revoke", ()):
-            self._revoke(c, out)
+            teamrules.revoke(self, c, out)
         rest = facts.get("group.create", []) + rest  # creators first: the management rule asks
         seals_by: dict[str, list[Candidate]] = {}
         for c in seals:
             found = signature_of(c.event)
             if found is None or seal_hashes(c.event) is None or found[0] != c.event.get("agent_id"):
-                self._reject(c, out, "bad-seal", "a malformed or unsigned seal")
+                self.reject(c, out, "bad-seal", "a malformed or unsigned seal")
             else:
                 seals_by.setdefault(found[0], []).append(c)
         covered = _Seals(self, seals_by, out)
@@ -186,20 +187,20 @@ class Verifier:
         agent = d.get("agent_id", "")
         found = signature_of(d)
         if found is None:
-            return self._reject(c, out, "unsigned", f"agent.register of {agent} carries no signature")
+            return self.reject(c, out, "unsigned", f"agent.register of {agent} carries no signature")
         if found[0] != agent:
-            return self._reject(c, out, "forged", f"agent.register of {agent} signed by {found[0]}")
+            return self.reject(c, out, "forged", f"agent.register of {agent} signed by {found[0]}")
         try:
             key = decode_public(d.get("public_key"))
         except ValueError as exc:
-            return self._reject(c, out, "bad-key", f"agent.register of {agent}: {exc}")
-        if not self._verify_line(c, key, out):
-            return self._reject(
+            return self.reject(c, out, "bad-key", f"agent.register of {agent}: {exc}")
+        if not self.verify_line(c, key, out):
+            return self.reject(
                 c, out, "bad-signature", f"agent.register of {agent} does not verify against the key it carries"
             )
         admission = self.roster.admission(agent, key, d.get("invite"))
         if admission == "not-admitted":
-            return self._wait(
+            return self.wait(
                 c,
                 out,
                 "not-admitted",
@@ -221,7 +222,7 @@ class Verifier:
         if status == "conflict":
             current = self.ring.key(agent)
             held = current.b64[:12] if current is not None else "?"
-            return self._reject(
+            return self.reject(
                 c,
                 out,
                 "key-conflict",
@@ -245,15 +246,15 @@ class Verifier:
         author = event_author(d) or ""
         managed = roster.governed and d["type"] in _MANAGEMENT
         if remembered is not None and dig in remembered and not roster.has_history(author):
-            if not managed or self._may_manage(c, author, out):  # a root adopted since asks again
+            if not managed or teamrules.may_manage(self, c, author, out):  # a root adopted since asks again
                 self._accepted(c, out, None)
             return None
         found = signature_of(d)
         if found is None:
-            return self._reject(c, out, "unsigned", f"{d['type']} by {author or '?'} carries no signature")
+            return self.reject(c, out, "unsigned", f"{d['type']} by {author or '?'} carries no signature")
         signer = found[0]
         if signer != author:
-            return self._reject(c, out, "forged", f"{d['type']} written as {author or '?'} but signed by {signer}")
+            return self.reject(c, out, "forged", f"{d['type']} written as {author or '?'} but signed by {signer}")
         keys = roster.keys(signer)
         if not keys:
             out.pending.append(c)
@@ -261,20 +262,20 @@ class Verifier:
         if d["type"] == "message.create":  # checked before any verification: it costs none
             keys = [k for k in keys if id_is_bound(d.get("message_id", ""), k)]
             if not keys:
-                return self._reject(
+                return self.reject(
                     c, out, "id-not-owned", f"message id {d.get('message_id')} does not belong to {signer}"
                 )
         key = covered.vouching_key(signer, hash_text(dig))
         if key is not None and key not in keys:
             key = None
         if key is None:
-            key = next((k for k in keys if self._verify_line(c, k, out)), None)
+            key = next((k for k in keys if self.verify_line(c, k, out)), None)
             if key is None:
-                return self._reject(c, out, "bad-signature", f"{d['type']} by {signer} does not verify")
+                return self.reject(c, out, "bad-signature", f"{d['type']} by {signer} does not verify")
         retired = roster.retired(signer, key, str(d.get("event_id", "")))
         if retired is not None:
-            return self._reject(c, out, "revoked", f"{d['type']} by {signer} signed with a key {retired.why}")
-        if managed and not self._may_manage(c, author, out):
+            return self.reject(c, out, "revoked", f"{d['type']} by {signer} signed with a key {retired.why}")
+        if managed and not teamrules.may_manage(self, c, author, out):
             return None
         self._accepted(c, out, dig)
         return None
@@ -287,121 +288,10 @@ class Verifier:
             out.unblocked.append(f"group:{c.event['name']}")
             out.facts.append(c.line)
 
-    def _may_manage(self, c: Candidate, author: str, out: Verdict) -> bool:
-        """The management rule under a root (rule 6); False when the line was set aside."""
-        d, roster = c.event, self.roster
-        if roster.is_admin(author):
-            return True
-        t = d["type"]
-        if t == "agent.cleanup":
-            if d.get("agent_id") == author:
-                return True
-            self._reject(c, out, "not-authorized", f"{author} may not remove {d.get('agent_id')}: only an admin may")
-            return False
-        if t == "group.create":
-            return True
-        group = d.get("group") if t.startswith("group.member.") else d.get("name")
-        if roster.may_manage_group(str(group), author):
-            return True
-        self._wait(
-            c,
-            out,
-            "not-authorized",
-            f"group:{group}",
-            f"{author} may not change group {group}: only an admin or the group's creator may",
-        )
-        return False
-
-    # ------------------------------------------------------------------ facts (rule 6)
-
-    def _admit(self, c: Candidate, out: Verdict) -> None:
-        d = c.event
-        by = str(d.get("by"))
-        found = signature_of(d)
-        if found is None or found[0] != by:
-            return self._reject(c, out, "forged" if found else "unsigned", f"agent.admit not signed by {by}")
-        admin = self.roster.admin_key(by)
-        if admin is None:
-            if not self.roster.governed:  # means nothing without a root; judged again when one comes
-                out.accepted.append((c.shard, d))
-                return None
-            return self._reject(c, out, "not-authorized", f"{by} admits {d.get('agent_id')} but is not an admin")
-        if not self._verify_line(c, admin, out):
-            return self._reject(c, out, "bad-signature", f"agent.admit by {by} does not verify")
-        try:
-            self.roster.learn_admit(d)
-        except ValueError as exc:
-            return self._reject(c, out, "bad-key", f"agent.admit of {d.get('agent_id')}: {exc}")
-        out.unblocked.append(f"admit:{d.get('agent_id')}")
-        out.facts.append(c.line)
-        out.accepted.append((c.shard, d))
-        return None
-
-    def _rotate(self, c: Candidate, out: Verdict) -> None:
-        d = c.event
-        agent = str(d.get("agent_id"))
-        found = signature_of(d)
-        if found is None or found[0] != agent:
-            return self._reject(c, out, "forged" if found else "unsigned", f"agent.rotate of {agent} not signed by it")
-        try:
-            old, new = decode_public(d.get("old_key")), decode_public(d.get("public_key"))
-        except ValueError as exc:
-            return self._reject(c, out, "bad-key", f"agent.rotate of {agent}: {exc}")
-        if old not in self.roster.keys(agent):
-            out.pending.append(c)  # the old key is not known yet
-            return None
-        if not self._verify_line(c, old, out):
-            return self._reject(c, out, "bad-signature", f"agent.rotate of {agent} is not signed by its old key")
-        eid = str(d.get("event_id"))
-        retired = self.roster.retired(agent, old, eid)
-        if retired is not None:
-            return self._reject(c, out, "revoked", f"agent.rotate of {agent} signed with a key {retired.why}")
-        r = self.roster.learn_rotation(agent, old, new, eid)
-        if r is not None:
-            out.retired.append(r)
-        out.unblocked.append(agent)
-        out.facts.append(c.line)
-        out.accepted.append((c.shard, d))
-        return None
-
-    def _revoke(self, c: Candidate, out: Verdict) -> None:
-        d = c.event
-        agent, by = str(d.get("agent_id")), str(d.get("by"))
-        found = signature_of(d)
-        if found is None or found[0] != by:
-            return self._reject(c, out, "forged" if found else "unsigned", f"agent.revoke not signed by {by}")
-        try:
-            key = decode_public(d.get("public_key"))
-        except ValueError as exc:
-            return self._reject(c, out, "bad-key", f"agent.revoke of {agent}: {exc}")
-        point = point_of(d)
-        if point is None:
-            return self._reject(c, out, "invalid", f"agent.revoke of {agent} names no point")
-        admin = self.roster.admin_key(by)
-        if admin is not None:
-            signer_key = admin
-        elif by == agent:
-            if key not in self.roster.keys(agent):
-                out.pending.append(c)
-                return None
-            signer_key = key  # the key revokes itself
-        else:
-            return self._reject(
-                c, out, "not-authorized", f"{by} may not revoke {agent}'s key: only an admin or the key itself"
-            )
-        if not self._verify_line(c, signer_key, out):
-            return self._reject(c, out, "bad-signature", f"agent.revoke by {by} does not verify")
-        r = self.roster.learn_revocation(agent, key, point, by)
-        if r is not None:
-            out.retired.append(r)
-        out.facts.append(c.line)
-        out.accepted.append((c.shard, d))
-        return None
-
     # ------------------------------------------------------------------ helpers
 
     @staticmethod
-    def _verify_line(c: Candidate, key: PublicKey, out: Verdict) -> bool:
+    def verify_line(c: Candidate, key: PublicKey, out: Verdict) -> bool:
         """Check the line's own signature over the event exactly as written (not normalised)."""
         out.verified_one_by_one += 1
         try:
@@ -411,11 +301,11 @@ class Verifier:
         return isinstance(raw, dict) and verify(raw, key)
 
     @staticmethod
-    def _wait(c: Candidate, out: Verdict, kind: str, wait_key: str, reason: str) -> None:
+    def wait(c: Candidate, out: Verdict, kind: str, wait_key: str, reason: str) -> None:
         out.waiting.append((c, kind, wait_key, reason))
 
     @staticmethod
-    def _reject(c: Candidate, out: Verdict, kind: str, reason: str) -> None:
+    def reject(c: Candidate, out: Verdict, kind: str, reason: str) -> None:
         found = signature_of(c.event)
         out.rejected.append(
             Rejected(c.shard, str(c.event.get("event_id", "?")), found[0] if found else "", kind, reason, c.line)
@@ -452,9 +342,9 @@ class _Seals:
         if not keys:
             self.out.pending.append(c)
             return False
-        key = next((k for k in keys if self.verifier._verify_line(c, k, self.out)), None)
+        key = next((k for k in keys if self.verifier.verify_line(c, k, self.out)), None)
         if key is None:
-            self.verifier._reject(c, self.out, "bad-seal", f"a seal of {signer} does not verify")
+            self.verifier.reject(c, self.out, "bad-seal", f"a seal of {signer} does not verify")
             return False
         if roster.retired(signer, key, str(c.event.get("event_id", ""))) is not None:
             return False  # a retired key vouches for nothing: its lines are judged one by one
