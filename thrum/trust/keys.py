@@ -272,7 +272,7 @@ def rotate_file(
     path = local.path(name)
     import time
 
-    kept = path.with_name(f"{path.name}.retired-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.urandom(3).hex()}")
+    kept = path.with_name(f"{path.name}.retired-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.urandom(8).hex()}")
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:

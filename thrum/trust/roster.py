@@ -103,15 +103,14 @@ class Roster:
     def keys(self, name: str) -> list[PublicKey]:
         """Every key ``name`` may have signed with (valid at some point), the likeliest first."""
         base: list[PublicKey] = []
-        if self.ring.local is not None:
-            pair = self.ring.local.get(name)
-            if pair is not None:
-                base.append(pair[1])
+        local = self.ring.local.get(name) if self.ring.local is not None else None
+        if local is not None:
+            base.append(local[1])
         admitted = self._admitted_keys(name)
         if admitted:
             base += admitted
-        elif self.root is None or self.root.policy == "open":
-            known = self.ring.known_key(name)
+        elif local is None and (self.root is None or self.root.policy == "open"):
+            known = self.ring.known_key(name)  # local identities win over the first remote key (ring rule 4)
             if known is not None:
                 base.append(known)
         out: list[PublicKey] = []

@@ -6,9 +6,13 @@ from __future__ import annotations
 import base64
 from datetime import datetime, timezone
 
+import trio
+
 from ... import errors
 from ... import events as ev
 from ..dispatch import Call, method
+
+_ROTATING = trio.Lock()
 
 
 def _root(call: Call):
@@ -129,11 +133,12 @@ async def rotate_key(call: Call) -> dict:
         raise errors.IdentityError(f"agent {who!r} has no key on this machine to rotate")
     from ...trust.keys import generate, public_b64
 
-    old = call.ctx.trusted_key(who) or ""
-    upcoming = generate()
-    event = ev.AgentRotate(agent_id=who, public_key=public_b64(upcoming), old_key=old)
-    await call.ctx.write([event])  # signed with the old key, which is still in place
-    new = await call.ctx.rotate_local_key(who, upcoming)
+    async with _ROTATING:  # one rotation at a time: each is signed by the key the last one left
+        old = call.ctx.trusted_key(who) or ""
+        upcoming = generate()
+        event = ev.AgentRotate(agent_id=who, public_key=public_b64(upcoming), old_key=old)
+        await call.ctx.write([event])  # signed with the old key, which is still in place
+        new = await call.ctx.rotate_local_key(who, upcoming)
     return {"agent_id": who, "old_key": old, "public_key": new, "event_id": event.event_id}
 
 
