@@ -210,14 +210,6 @@ def _team_summary(paths: ThrumPaths, remote: str) -> dict:
 # --------------------------------------------------------------------------- the team root (thrum team)
 
 
-def committed_team_root(repo_path: str | os.PathLike):
-    """The team root as committed on the normal branch of the repository at ``repo_path``
-    (`teamfile.CommittedRoot`), for front ends that read it without a daemon (`thrum verify`)."""
-    from .teamfile import read_committed_root
-
-    return read_committed_root(repo_path)
-
-
 def team_root(paths: ThrumPaths) -> dict:
     """The team root as this replica sees it: the file committed on the normal branch
     (`teamfile`), where it comes from, and whether the checkout's copy differs

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import pygit2
 
+from ..errors import ThrumError
 from ..events import MalformedEvent, ShardRule, decode_line, is_log_path
 from ..events.shards import EVENTS_STREAM
 from ..trust.binding import LogBinding
@@ -39,6 +40,7 @@ from ..trust.keys import PublicKey
 from ..trust.ring import KeyRing
 from ..trust.verify import Candidate, Verifier
 from . import SyncError
+from .teamfile import read_committed_root
 from .trees import LayoutTrees
 from .worktree import SYNC_REF
 
@@ -97,6 +99,22 @@ def open_repository(path: os.PathLike | str) -> pygit2.Repository:
     if quarantine and Path(quarantine).is_dir():
         repo.odb.add_disk_alternate(quarantine)
     return repo
+
+
+def committed_root(repo_path: os.PathLike | str) -> tuple[dict[str, PublicKey], str | None]:
+    """(admin and member keys, log id) of the team root committed on the normal branch,
+    or ({}, None) without one: the keys a range is judged against besides OLD's registrations.
+
+    Raises:
+        ThrumError: the root is there but cannot be used (one line).
+    """
+    committed = read_committed_root(repo_path)
+    if committed.error:
+        raise ThrumError(f"the team root cannot be used: {committed.error}")
+    root = committed.root
+    if root is None:
+        return {}, None
+    return {**root.members, **root.admins}, root.log_id
 
 
 def _commit(repo: pygit2.Repository, spec: str | None, what: str) -> pygit2.Commit | None:
