@@ -47,6 +47,11 @@ SAMPLES = [
     ev.MessageSurfaced(agent_id="nux", session_id="ses_2", message_ids=("msg_1",), via="hook claude Stop"),
     ev.MessageAcked(agent_id="nux", message_ids=("msg_1",)),
     ev.MessageCreate(agent_id="furiosa", session_id="ses_01ABC", body=BODY, ack=True, ack_within=600),
+    ev.AgentAdmit(agent_id="nux", by="furiosa", public_key="A" * 43 + "="),
+    ev.AgentAdmit(agent_id="nux", by="furiosa", invite="B" * 43 + "="),
+    ev.AgentRotate(agent_id="nux", public_key="A" * 43 + "=", old_key="B" * 43 + "="),
+    ev.AgentRevoke(agent_id="nux", by="furiosa", public_key="A" * 43 + "=", since="2026-11-27T10:00:00.000Z"),
+    ev.AgentRevoke(agent_id="nux", by="nux", public_key="A" * 43 + "=", from_event="01JD0000000000000000000000"),
 ]
 
 

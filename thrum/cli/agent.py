@@ -15,8 +15,9 @@ from .render.text import at, plural
 
 @click.command(context_settings=CONTEXT_SETTINGS)
 @click.option("--display", default="", metavar="TEXT", help="Human-friendly display name.")
+@click.option("--invite", default="", metavar="CODE", help="Redeem an admin's invite code (thrum team invite).")
 @global_options()
-def quickstart(display):
+def quickstart(display, invite):
     """Register this agent and start its session.
 
     Needs --name NAME and --role ROLE (or THRUM_NAME / THRUM_ROLE); --module is
@@ -35,10 +36,10 @@ def quickstart(display):
     if not name or not role:
         missing = " and ".join(f for f, v in (("--name NAME", name), ("--role ROLE", role)) if not v)
         raise click.UsageError(f"quickstart needs {missing}")
-    register_agent(rt, name, role, module, display)
+    register_agent(rt, name, role, module, display, invite=invite)
 
 
-def register_agent(rt, name: str, role: str, module: str = "", display: str = "") -> dict:
+def register_agent(rt, name: str, role: str, module: str = "", display: str = "", *, invite: str = "") -> dict:
     """Write the identity file, register the agent, start its session, print a summary.
 
     Used by ``quickstart`` and by the interactive ``init``.
@@ -59,7 +60,10 @@ def register_agent(rt, name: str, role: str, module: str = "", display: str = ""
         created_at=created_at or identity_mod.now_rfc3339(),
         worktree=str(paths.repo),
     )
-    registered = rt.call("agent.register", identity_mod.register_params(ident, paths.repo))
+    params = identity_mod.register_params(ident, paths.repo)
+    if invite:
+        params["invite"] = invite
+    registered = rt.call("agent.register", params)
     path = identity_mod.write(paths.identities, ident)
     rt._identity = ident
     session = rt.agent_call("session.start", {})
@@ -236,3 +240,22 @@ def cleanup(force, older_than_days):
         )
 
     rt.emit(result, text)
+
+
+@agent.command("rotate-key", context_settings=CONTEXT_SETTINGS)
+@global_options()
+def rotate_key():
+    """Give this agent a new key, announced with its old one.
+
+    Lines signed with the old key after the rotation no longer count on any replica;
+    earlier ones stay valid. The old key file is kept beside the new one
+    (.thrum/identities/NAME.key.retired-…). A key that was stolen should also be
+    revoked from when it was stolen: thrum team revoke NAME --since TIME.
+    """
+    rt = runtime()
+    result = rt.agent_call("agent.rotate_key", {})
+    rt.emit(
+        result,
+        f"> @{result['agent_id']} now signs with key {result['public_key'][:12]}… "
+        f"(the old key {result['old_key'][:12]}… counts no more after this point)",
+    )

@@ -112,6 +112,8 @@ def _status_text(s: dict) -> str:
     if team:
         if team.get("trust") == "team-root":
             lines.append(f"Trust:         team root ({team.get('policy')} policy; {team.get('source')})")
+        for item in team.get("retired") or []:
+            lines.append(f"Retired key:   {item['name']} {item['key'][:12]}… {item['why']}")
         else:
             why = f"; {team['error']}" if team.get("error") else ""
             lines.append(f"Trust:         trust on first use (no team root: thrum team init{why})")

@@ -95,11 +95,19 @@ def init(policy, admins, force):
 @team.command("show", context_settings=CONTEXT_SETTINGS)
 @global_options()
 def show():
-    """Print the trust root this replica uses, and where its view comes from."""
+    """Print the trust root this replica uses, and where its view comes from; with the
+    daemon running, also the keys rotated and revoked (and admissions) it has seen."""
+    from .. import lifecycle
     from ..sync.offline import team_root
 
     rt = runtime()
-    result = team_root(rt.require_init())
+    paths = rt.require_init()
+    result = team_root(paths)
+    if lifecycle.is_running(paths):
+        live = rt.call("team.status", {}, autostart=False)
+        result["retired"] = live.get("retired", [])
+        result["rotations"] = live.get("rotations", {})
+        result["admitted"] = live.get("admitted", {})
     rt.emit(result, lambda: _show_text(result))
 
 
@@ -117,6 +125,8 @@ def _show_text(r: dict) -> str:
         members = {n: k for n, k in root["members"].items() if n not in root["admins"]}
         if members:
             lines.append("Members:  " + ", ".join(f"{n} ({k[:12]}…)" for n, k in members.items()))
+    for item in r.get("retired") or []:
+        lines.append(f"Retired:  {item['name']} key {item['key'][:12]}… — {item['why']}")
     if r.get("checkout_differs"):
         lines.append(
             "Note:     the thrum-team.toml in this checkout differs from the committed one; "
@@ -134,3 +144,61 @@ def _write(target, text: str) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, target)
+
+
+@team.command("admit", context_settings=CONTEXT_SETTINGS)
+@click.argument("name")
+@click.option("--key", default="", metavar="KEY", help="The agent's public key (default: its waiting registration's).")
+@global_options()
+def admit(name, key):
+    """Admit agent NAME (as an admin of the team root): its registration counts on every replica.
+
+    Without --key, the key of the registration of NAME this replica holds back
+    (quarantined as not-admitted) is admitted. Re-admitting a name with a new key is
+    how a lost key is replaced (revoke the old one too).
+    """
+    rt = runtime()
+    params = {"name": name.lstrip("@")}
+    if key:
+        params["key"] = key
+    result = rt.agent_call("team.admit", params)
+    rt.emit(result, f"> @{result['agent_id']} admitted with key {result['public_key'][:12]}… by @{result['by']}")
+
+
+@team.command("invite", context_settings=CONTEXT_SETTINGS)
+@click.argument("name")
+@global_options()
+def invite(name):
+    """Invite agent NAME (as an admin): prints a code the new agent redeems with
+    `thrum quickstart --name NAME --role ROLE --invite CODE`. Anyone holding the code can
+    redeem it: pass it privately."""
+    rt = runtime()
+    result = rt.agent_call("team.invite", {"name": name.lstrip("@")})
+    rt.emit(
+        result,
+        f"> Invite for @{result['agent_id']}: {result['code']}\n"
+        f"  Redeem: thrum quickstart --name {result['agent_id']} --role ROLE --invite {result['code']}",
+    )
+
+
+@team.command("revoke", context_settings=CONTEXT_SETTINGS)
+@click.argument("name")
+@click.option(
+    "--since", default="", metavar="TIME", help="Revoke lines dated from TIME on (RFC 3339, e.g. 2026-11-27T10:00:00Z)."
+)
+@click.option("--from", "from_event", default="", metavar="EVENT", help="Revoke from this event id on (it included).")
+@click.option("--key", default="", metavar="KEY", help="The key to revoke (default: the key known for NAME).")
+@global_options()
+def revoke(name, since, from_event, key):
+    """Revoke NAME's key from a point on: lines signed with it after that point are
+    quarantined (revoked) on every replica, whenever they arrive; earlier ones stay.
+    Signed by an admin, or by NAME itself with that key (--name NAME)."""
+    if bool(since) == bool(from_event):
+        raise click.UsageError("give exactly one of --since TIME and --from EVENT")
+    rt = runtime()
+    params = {"name": name.lstrip("@"), "since": since, "from_event": from_event}
+    if key:
+        params["key"] = key
+    result = rt.agent_call("team.revoke", params)
+    point = f"since {result['since']}" if result.get("since") else f"from event {result['from_event']}"
+    rt.emit(result, f"> @{result['agent_id']}'s key {result['public_key'][:12]}… revoked {point} by @{result['by']}")

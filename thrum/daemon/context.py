@@ -10,6 +10,8 @@ service can reach is this list:
 - who is acting: `caller` (which also marks the agent as seen), `agent`,
   `forget_agent`, `resolve_addresses` (cached), `with_last_seen`, `flush_last_seen`;
 - keys: `has_key`, `trusted_key`, `ensure_key`, `local_agents`, `name_conflicts`;
+- the team root (issue 25): `team` (the root in effect and the roster), `waiting_keys`,
+  `rotate_local_key`;
 - sessions: `ensure_session`, `adopt_session`, `session_ended` (which also ends
   the session's subscriptions);
 - `hub` (subscriptions), `sync` (the sync loop), `delivery` (delivered receipts),
@@ -115,6 +117,24 @@ class ServiceContext:
             return had[1].b64, False
         _, public = await trio.to_thread.run_sync(keys.create, agent)
         return public.b64, True
+
+    @property
+    def team(self) -> Any:
+        """The daemon's `thrum.daemon.team.TeamState` (root in effect, roster, status)."""
+        return self._daemon.team
+
+    def waiting_keys(self, name: str) -> list[str]:
+        """Keys of registrations of ``name`` waiting for an admission here."""
+        fold = self._daemon.fold_verified
+        return fold.waiting_keys(name) if fold is not None else []
+
+    async def rotate_local_key(self, name: str, private: Any) -> str:
+        """Put ``private`` in place of ``name``'s key (the old file kept beside it); its base64 public key."""
+        from ..trust.keys import rotate_file
+
+        keys = self._daemon.keys
+        _, new, _ = await trio.to_thread.run_sync(rotate_file, keys, name, private)
+        return new.b64
 
     async def name_conflicts(self) -> list[dict]:
         """Agent names this replica has seen registered with two keys (`thrum.trust.conflicts`)."""

@@ -28,13 +28,11 @@ from .checkout import watch_checkout
 from ..store import directory
 from ..store.projection import Progress, open_projection
 from ..store.log import EventLog
-from ..store.verified import VerifiedFold
 from ..sync.gitstore.gitlib import bound_object_cache
 from ..trust.binding import LogBinding
+from .team import open_trust
 from ..trust.keys import LocalKeys
 from ..trust.ring import KeyRing
-from ..trust.verdicts import VerdictMemory
-from ..trust.verify import Verifier
 from . import service  # noqa: F401  (registers every RPC method)
 from . import callers, unix
 from .addresses import AddressBook
@@ -67,6 +65,7 @@ class Daemon:
         self.writer: Writer | None = None  # the single writer (thrum.daemon.writer), set in run()
         self.keys = LocalKeys(paths.identities)  # private keys of this machine's identities (thrum.trust)
         self.ring: KeyRing | None = None  # keys this replica trusts, set in run()
+        self.team = None  # thrum.daemon.team.TeamState, set in run()
         self.worktree: Path | None = None
         self.hub = None  # subscriptions (thrum.daemon.hub), set in run()
         self.sync = None  # sync loop (thrum.daemon.syncer), set in run()
@@ -301,9 +300,10 @@ class Daemon:
         event_log = EventLog(self.worktree)
         self.ring = KeyRing(self.paths.var / "known_keys.json", self.keys)
         self.log_binding = LogBinding()  # the team root's log id, when there is a root (trust/binding.py)
-        verifier = Verifier(self.ring, skew_s=float(self.config.clock_skew), binding=self.log_binding)
-        self.fold_verified = VerifiedFold(verifier, VerdictMemory(self.paths.var / "verified-lines"))
+        self.team, self.fold_verified = open_trust(self.paths, self.config, self.ring, self.log_binding)
         db = open_projection(self.paths.database, event_log, self.fold_verified, progress=self._progress)
+        if self.team.judged_blob() != self.team.blob:  # a root adopted, changed or removed while stopped
+            self.fold_verified.ask_rejudge("the team root changed")
         self.writer = Writer(
             db, event_log, Signer(self.keys, self.log_binding.get), self.fold_verified, db_path=self.paths.database
         )
@@ -311,6 +311,7 @@ class Daemon:
         self.fold_verified.release()
         give_back_memory()  # the catch-up's peak (a large history, the verdict memory) goes back
         self.writer.subscribers.append(self._invalidate_caches)
+        self.writer.on_rejudged.append(self.team.mark_judged)
         self.presence = Presence(self.writer)
 
     async def _end_orphaned_sessions(self) -> None:
@@ -354,6 +355,7 @@ class Daemon:
                 await nursery.start(self.writer.run_writer)
                 await nursery.start(self.writer.view.run)
                 await nursery.start(self.presence.run)
+                await self.writer.after_facts()  # a team root adopted or changed while stopped
                 await self._end_orphaned_sessions()
                 await self._start_extensions(nursery)
                 await nursery.start(unix.serve_unix, self, self.paths.socket)

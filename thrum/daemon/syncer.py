@@ -354,6 +354,7 @@ class SyncLoop:
                 if starts_conversation(applied):
                     self.pace.activity()
                 await self.daemon.writer.publish(applied, "sync")
+            await self._team_facts()
             # after the publish: counting asks git for the worktree's status, off the delivery path
             await trio.to_thread.run_sync(self._count_pending, WriterLog(self.daemon.writer, [], scanned=True))
             # a line the fold refused (quarantined) was not received, whatever the merge brought
@@ -366,6 +367,25 @@ class SyncLoop:
             if report.error:
                 raise errors.SyncFailed(report.error)
             return result
+
+    async def _root_now(self) -> None:
+        """Read the committed root now; a change is judged in the background (the caller
+        answers at once)."""
+        fold = self.daemon.writer.fold_lines
+        if fold is not None and await trio.to_thread.run_sync(self.daemon.team.read):
+            fold.ask_rejudge("the team root changed")
+            nursery = getattr(self.daemon, "nursery", None)
+            if nursery is not None:
+                nursery.start_soon(self.daemon.writer.after_facts)
+
+    async def _team_facts(self) -> None:
+        """The team root as committed now (a pull may have brought a new one), and what the
+        facts this cycle brought ask for (`Writer.after_facts`), before the cycle answers."""
+        team = getattr(self.daemon, "team", None)
+        fold = self.daemon.writer.fold_lines
+        if team is not None and fold is not None and await trio.to_thread.run_sync(team.read):
+            fold.ask_rejudge("the team root changed")
+        await self.daemon.writer.after_facts()
 
     def _cycle_in_thread(self, mode: str, applied: list[dict]):
         from ..sync.cycle import run_cycle
@@ -444,7 +464,11 @@ class SyncLoop:
             await trio.to_thread.run_sync(self.replicator.ignored_paths, False) if self.replicator is not None else {}
         )
         waiting = self.gate.network_since if self._cycle_since is not None else None
-        team = await trio.to_thread.run_sync(team_summary, self.daemon.paths.main_repo, self.cfg.remote)
+        if getattr(self.daemon, "team", None) is not None:
+            await self._root_now()
+            team = self.daemon.team.status()
+        else:
+            team = await trio.to_thread.run_sync(team_summary, self.daemon.paths.main_repo, self.cfg.remote)
         return {
             "mode": self.mode(),
             "remote": self.cfg.remote if self.mode() == "remote" else None,

@@ -114,12 +114,16 @@ class ViewKeeper:
         }
 
     # ------------------------------------------------------------------ repair
-    def rebuild_locked(self, reason: str) -> pw.SqliteDatabase:
-        """Rebuild the projection from the log into a fresh file and swap it in (worker thread, lock held)."""
+    def rebuild_locked(self, reason: str, *, corrupt: bool = True) -> pw.SqliteDatabase:
+        """Rebuild the projection from the log into a fresh file and swap it in (worker thread, lock held).
+        ``corrupt=False``: the log is judged again (a team fact changed what counts)."""
         if self.db_path is None:
             raise RuntimeError("no database path to rebuild")
         started = time.monotonic()
-        log.error("the projection database is corrupt (%s): rebuilding it from the log", reason)
+        if corrupt:
+            log.error("the projection database is corrupt (%s): rebuilding it from the log", reason)
+        else:
+            log.warning("judging the log again (%s): rebuilding the projection from it", reason)
         fresh = self.db_path.with_name(self.db_path.name + ".rebuild")
         _remove(fresh)
         db = database.open_database(fresh)
@@ -137,21 +141,24 @@ class ViewKeeper:
         self.writer.db = database.open_database(self.db_path)
         self.rebuilds += 1
         log.warning(
-            "projection rebuilt from the log in %.1fs (%d malformed, %d refused lines); the corrupt file is gone",
+            "projection rebuilt from the log in %.1fs (%d malformed, %d refused lines)%s",
             time.monotonic() - started,
             result.malformed,
             result.forged + result.invalid,
+            "; the corrupt file is gone" if corrupt else "",
         )
         return self.writer.db
 
-    async def rebuild(self, reason: str) -> None:
-        """Rebuild after a corrupt read; concurrent callers share one rebuild."""
+    async def rebuild(self, reason: str, *, corrupt: bool = True) -> None:
+        """Rebuild after a corrupt read (or to judge the log again); concurrent callers share one rebuild."""
         generation = self.rebuilds
         async with self._rebuilding:
             if self.rebuilds != generation:
                 return  # someone else rebuilt while we waited
             async with self.writer.lock:
-                await trio.to_thread.run_sync(self.rebuild_locked, reason, abandon_on_cancel=False)
+                await trio.to_thread.run_sync(
+                    lambda: self.rebuild_locked(reason, corrupt=corrupt), abandon_on_cancel=False
+                )
         self.caught_up()
 
     def kick(self) -> None:

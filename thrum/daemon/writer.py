@@ -68,6 +68,7 @@ class Writer:
         self.db = db
         self.log = event_log
         self.signer = signer  # signs every event for its author (None only in tests of the bare writer)
+        self.on_rejudged: list = []  # called after the log was judged again (thrum.daemon.team)
         self.fold_lines = fold_lines  # judges lines read from files before folding (thrum.store.verified)
         self.view = ViewKeeper(self, db_path)  # behind the log? repairs (thrum.daemon.view)
         self._readers = trio.CapacityLimiter(READ_THREADS)
@@ -170,6 +171,28 @@ class Writer:
             p.done.set()
         await trio.lowlevel.checkpoint()  # let the waiting handlers reply before we fan out
         await self.publish(result.applied, "local")
+        await self.after_facts()
+
+    async def after_facts(self) -> None:
+        """What a team fact asks for once its batch is folded (docs/design/trust.md): the whole
+        log judged again when a key was retired or the root changed, or the lines a fact
+        written here let through (an admission of a waiting registration) applied."""
+        fold = self.fold_lines
+        if fold is None:
+            return
+        reason = getattr(fold, "rejudge", None)
+        if reason:
+            fold.rejudge = None
+            fold.forget_pending()
+            await self.view.rebuild(reason, corrupt=False)
+            for hook in self.on_rejudged:
+                hook()
+            return
+        if getattr(fold, "unblocked_by_writes", None):
+            async with self.lock:
+                result = await trio.to_thread.run_sync(fold.release_due, self.db)
+            if result.applied:
+                await self.publish(result.applied, "sync")
 
     def _append_and_fold(self, events: list[dict]) -> projection.FoldResult:
         durable = None

@@ -84,8 +84,11 @@ if TYPE_CHECKING:  # the same names, for type checkers; at run time `__getattr__
     from .tags import MAX_TAG_VALUE, TAG_TYPE_RE, is_tag_type, is_tag_value, split_tag, tag_fields
     from .typed import (
         TYPED,
+        AgentAdmit,
         AgentCleanup,
         AgentRegister,
+        AgentRevoke,
+        AgentRotate,
         AgentUpdate,
         Body,
         Event,
@@ -168,8 +171,11 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "tags": ("MAX_TAG_VALUE", "TAG_TYPE_RE", "is_tag_type", "is_tag_value", "split_tag", "tag_fields"),
     "typed": (
         "TYPED",
+        "AgentAdmit",
         "AgentCleanup",
         "AgentRegister",
+        "AgentRevoke",
+        "AgentRotate",
         "AgentUpdate",
         "Body",
         "Event",

@@ -62,6 +62,8 @@ def event_author(d: dict[str, Any]) -> str | None:
         return d.get("deleted_by")
     if t == "agent.cleanup":
         return d.get("by") or d.get("agent_id")
+    if t in ("agent.admit", "agent.revoke"):
+        return d.get("by")
     return d.get("agent_id")  # every other type, seals included
 
 

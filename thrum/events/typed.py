@@ -56,7 +56,7 @@ class Event:
 
 
 _OMIT_EMPTY = frozenset(
-    {"idempotency_key", "ack", "ack_within", "via"}
+    {"idempotency_key", "ack", "ack_within", "via", "invite", "since", "from_event"}
 )  # optional fields added later: lines without them stay as they were
 
 
@@ -178,6 +178,40 @@ class AgentCleanup(Event):
     reason: str = ""
     method: str = "manual"
     by: str = ""  # the agent who removed ``agent_id`` (signs the event); empty: itself
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentAdmit(Event):
+    """An admin admits ``agent_id`` with a key, or with an invite key its redeemer proves."""
+
+    TYPE: ClassVar[str] = "agent.admit"
+    agent_id: str
+    by: str
+    public_key: str = ""
+    invite: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentRotate(Event):
+    """``agent_id`` moves from ``old_key`` to ``public_key`` (signed with the old key)."""
+
+    TYPE: ClassVar[str] = "agent.rotate"
+    agent_id: str
+    public_key: str
+    old_key: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentRevoke(Event):
+    """Lines of ``agent_id`` signed with ``public_key`` from a point on no longer count."""
+
+    TYPE: ClassVar[str] = "agent.revoke"
+    agent_id: str
+    by: str
+    public_key: str
+    since: str = ""
+    from_event: str = ""
+    reason: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -315,6 +349,9 @@ TYPED = {
         AgentRegister,
         AgentUpdate,
         AgentCleanup,
+        AgentAdmit,
+        AgentRotate,
+        AgentRevoke,
         SessionStart,
         SessionEnd,
         GroupCreate,

@@ -29,6 +29,7 @@ from .ids import (
     ULID_RE,
 )
 from .names import NAME_RE, UNUSABLE_NAMES
+from .team_fields import invite_field, n_agent_admit, n_agent_revoke, n_agent_rotate
 from .tags import MAX_TAG_VALUE, TAG_TYPE_RE
 from .values import (
     AGENT_KINDS,
@@ -248,6 +249,7 @@ def _n_agent_register(d: Raw) -> Raw:
         "worktree": str_field(d, "worktree", required=False, max_len=1024),
         "display": str_field(d, "display", required=False, max_len=256),
         "public_key": str_field(d, "public_key", required=False, max_len=64),
+        **invite_field(d),
     }
 
 
@@ -339,6 +341,9 @@ NORMALISERS: dict[str, Callable[[Raw], Raw]] = {
     "agent.cleanup": _n_agent_cleanup,
     "agent.session.start": _n_session_start,
     "agent.session.end": _n_session_end,
+    "agent.admit": n_agent_admit,
+    "agent.rotate": n_agent_rotate,
+    "agent.revoke": n_agent_revoke,
     "group.create": _n_group_create,
     "group.delete": _n_group_delete,
     "group.member.add": _n_group_member,

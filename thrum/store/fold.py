@@ -179,6 +179,26 @@ class Folder:
             )
 
 
+def applied_since(db: pw.SqliteDatabase, author: str, first_event_id: str) -> bool:
+    """Whether any event of ``author`` with an id from ``first_event_id`` on was applied
+    (a key retired now may cover it: thrum.store.verified)."""
+    pattern = "%/" + author.replace("\\", "\\\\").replace("_", "\\_").replace("%", "\\%")
+    row = db.execute_sql(
+        "SELECT 1 FROM applied_events WHERE event_id >= ? AND event_id LIKE ? ESCAPE '\\' LIMIT 1",
+        (first_event_id, pattern),
+    ).fetchone()
+    if row is not None:
+        return True
+    row = db.execute_sql(  # message.create is deduplicated by the messages table, not applied_events
+        "SELECT 1 FROM messages WHERE agent_id = ? AND event_id >= ? LIMIT 1", (author, first_event_id)
+    ).fetchone()
+    return row is not None
+
+
+def _nothing(folder: object, batch: list[dict]) -> None:
+    return None
+
+
 _ORDER = [
     ("agent.register", directory_fold.agent_register),
     ("agent.cleanup", directory_fold.agent_cleanup),
@@ -199,6 +219,10 @@ _ORDER = [
     ("message.surfaced", delivery_fold.delivery_receipt),
     ("message.acked", delivery_fold.delivery_receipt),
     ("agent.update", directory_fold.agent_update),
+    # Judged by the trust check (thrum.trust.roster), which keeps what they say; nothing to fold.
+    ("agent.admit", _nothing),
+    ("agent.rotate", _nothing),
+    ("agent.revoke", _nothing),
 ]
 assert {t for t, _ in _ORDER} == set(ev.EVENT_TYPES)
 

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from .counters import verify_counters
 from .directory import fold_counts
-from .fold import FoldResult, fold, load_positions, save_positions
+from .fold import FoldResult, applied_since, fold, load_positions, save_positions
 from .rebuild import READ_CHUNK, REBUILD_BATCH, FoldFn, Progress, catch_up, open_projection, rebuild
 
 __all__ = [
@@ -50,6 +50,7 @@ __all__ = [
     "Progress",
     "READ_CHUNK",
     "REBUILD_BATCH",
+    "applied_since",
     "catch_up",
     "fold",
     "fold_counts",

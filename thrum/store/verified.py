@@ -21,6 +21,7 @@ from ..trust.signing import signature_of, verify
 from ..trust.verdicts import VerdictMemory, digest
 from .. import events as ev
 from ..trust.verify import Candidate, Verdict, Verifier
+from .facts import FactFile
 from . import held as held_lines
 from . import projection
 from .log import LogIssue, Position
@@ -42,12 +43,16 @@ class VerifiedFold:
         memory: VerdictMemory | None = None,
         pending_limit: int = 100_000,
         pending_bytes: int = PENDING_BYTES,
+        facts: FactFile | None = None,
     ):
         self.verifier = verifier
         self.memory = memory or VerdictMemory(None)
         self.pending_limit = pending_limit
         self.pending_bytes = pending_bytes
-        self._pending: dict[str, list[tuple[str, bytes]]] = {}  # signer -> (shard, line): decoded again when judged
+        self._pending: dict[str, list[tuple[str, bytes, str]]] = {}  # wait key -> (shard, line, kind)
+        self.facts = facts  # the team facts judged so far (kept for the next start: `prime`)
+        self.rejudge: str | None = None  # why the view must be judged again (a key retired), for the daemon
+        self.unblocked_by_writes: list[str] = []
         self._pending_count = 0
         self._pending_size = 0
 
@@ -62,6 +67,7 @@ class VerifiedFold:
     def remember_written(self, lines: list[bytes]) -> None:
         """Lines this daemon wrote and signed: a rebuild need not verify them again."""
         self.memory.remember([digest(line) for line in lines])
+        self.note_written(lines)
 
     def __call__(
         self,
@@ -118,17 +124,21 @@ class VerifiedFold:
         candidates = [Candidate(shard, line, d) for (shard, d), line in zip(records, lines)]
         resolved: list[str] = self._take_due(db, candidates)
         verdict = self.verifier.check(candidates, remembered)
-        if verdict.learned and self._pending:
-            retry = self._take_pending(verdict.learned)
-            if retry:
-                resolved += [_issue_key(c) for c in retry]
-                again = self.verifier.check(retry)
-                verdict.accepted.extend(again.accepted)
-                verdict.rejected.extend(again.rejected)
-                verdict.pending.extend(again.pending)
-                verdict.future.extend(again.future)
-                verdict.fresh.extend(again.fresh)
+        if self.unblocked_by_writes:  # facts this daemon wrote since the last fold
+            verdict.unblocked += self.unblocked_by_writes
+            self.unblocked_by_writes = []
+        for _ in range(8):  # a fact may let lines through that let more through (admit → register → lines)
+            retry = self._take_pending(verdict.learned + verdict.unblocked) if self._pending else []
+            if not retry:
+                break
+            verdict.learned, verdict.unblocked = [], []
+            resolved += [key for key, _ in retry]
+            again = self.verifier.check([c for _, c in retry])
+            for name in ("accepted", "rejected", "pending", "future", "fresh", "waiting", "retired", "facts"):
+                getattr(verdict, name).extend(getattr(again, name))
+            verdict.learned, verdict.unblocked = again.learned, again.unblocked
         self._hold(verdict)
+        self._keep_facts(verdict)
         if received:
             self._note_conflicts(verdict)
         self.memory.remember(verdict.fresh)
@@ -147,6 +157,9 @@ class VerifiedFold:
             )
             for c in verdict.pending
         ]
+        refused += [(kind, c.shard, str(c.event.get("event_id", "?")), why) for c, kind, _, why in verdict.waiting]
+        if verdict.retired:
+            self._check_retired(db, verdict.retired)
         return projection.fold(
             db,
             verdict.accepted,
@@ -221,10 +234,12 @@ class VerifiedFold:
         return out
 
     def _hold(self, verdict: Verdict) -> None:
-        """Keep lines of unknown signers to judge again, bounded by count and by bytes (the
-        remote may send 100,000 lines of up to 20 MB): past the bounds, they stay
-        quarantined until a rebuild judges them again."""
-        for c in verdict.pending:
+        """Keep lines that wait (an unknown signer, an admission, a group's creation) to judge
+        again, bounded by count and by bytes (the remote may send 100,000 lines of up to
+        20 MB): past the bounds, they stay quarantined until a rebuild judges them again."""
+        waiting = [(_signer(c), "unknown-signer", c) for c in verdict.pending]
+        waiting += [(key, kind, c) for c, kind, key, _ in verdict.waiting]
+        for key, kind, c in waiting:
             if self._pending_count >= self.pending_limit or self._pending_size + len(c.line) > self.pending_bytes:
                 log.warning(
                     "more than %d lines (%d MiB) wait for unknown signers; the rest stay quarantined until a rebuild",
@@ -232,21 +247,104 @@ class VerifiedFold:
                     self.pending_bytes >> 20,
                 )
                 return
-            self._pending.setdefault(_signer(c), []).append((c.shard, c.line))
+            self._pending.setdefault(key, []).append((c.shard, c.line, kind))
             self._pending_count += 1
             self._pending_size += len(c.line)
 
-    def _take_pending(self, names: list[str]) -> list[Candidate]:
+    def _take_pending(self, keys: list[str]) -> list[tuple[str, Candidate]]:
+        """(issue key, line) of the lines waiting on ``keys``, taken out to be judged again."""
         out = []
-        for name in names:
-            for shard, line in self._pending.pop(name, []):
+        for key in keys:
+            for shard, line, kind in self._pending.pop(key, []):
                 self._pending_count -= 1
                 self._pending_size -= len(line)
                 try:
-                    out.append(Candidate(shard, line, ev.decode_line(line)))
+                    c = Candidate(shard, line, ev.decode_line(line))
                 except ev.MalformedEvent:
                     continue  # it decoded when it was held
+                out.append((f"{kind}:{shard}:{c.event.get('event_id', '?')}", c))
         return out
+
+    # ------------------------------------------------------------------ team facts
+
+    def ask_rejudge(self, reason: str) -> None:
+        """Have the daemon judge the whole log again (`Writer.after_facts`)."""
+        self.rejudge = reason
+
+    def forget_pending(self) -> None:
+        """Drop the lines kept to judge again (before a rebuild, which reads them all again)."""
+        self._pending.clear()
+        self._pending_count = 0
+        self._pending_size = 0
+        self.unblocked_by_writes = []
+
+    def waiting_keys(self, name: str) -> list[str]:
+        """The keys of registrations of ``name`` that wait for an admission (`thrum team admit`)."""
+        found = []
+        for _, line, _ in self._pending.get(f"admit:{name}", []):
+            try:
+                key = ev.decode_line(line).get("public_key")
+            except ev.MalformedEvent:
+                continue
+            if isinstance(key, str) and key not in found:
+                found.append(key)
+        return found
+
+    def _keep_facts(self, verdict: Verdict) -> None:
+        if verdict.facts and self.facts is not None:
+            self.facts.add(verdict.facts)
+
+    def _check_retired(self, db: pw.SqliteDatabase, retired: list) -> None:
+        """A key retired now may cover lines applied before: the view is judged again
+        (rebuilt) when any line of that agent at or after the point was applied."""
+        for r in retired:
+            if projection.applied_since(db, r.name, r.point):
+                self.rejudge = f"{r.name}'s key {r.key[:12]}… {r.why}"
+                log.warning("lines applied before now count no more (%s): the view will be rebuilt", self.rejudge)
+                return
+
+    def prime(self) -> None:
+        """Learn the team facts kept from earlier runs (admissions, rotations, revocations,
+        group creators) before anything is folded: they are judged again, not trusted."""
+        if self.facts is None:
+            return
+        lines = self.facts.lines()
+        candidates = []
+        for line in lines:
+            try:
+                candidates.append(Candidate("events", line, ev.decode_line(line)))
+            except ev.MalformedEvent:
+                continue
+        if candidates:
+            self.verifier.check(candidates)
+
+    def note_written(self, lines: list[bytes]) -> None:
+        """Lines this daemon wrote: the facts among them (an admission, a rotation, ...) are
+        learned as if received, since the writer folds its own lines without judging them."""
+        chosen = [line for line in lines if any(mark in line for mark in _FACT_MARKS)]
+        if not chosen:
+            return
+        candidates = []
+        for line in chosen:
+            try:
+                d = ev.decode_line(line)
+            except ev.MalformedEvent:
+                continue
+            if d.get("type") in _FACT_TYPES:
+                candidates.append(Candidate("events", line, d))
+        if not candidates:
+            return
+        verdict = self.verifier.check(candidates)
+        self._keep_facts(verdict)
+        if any(r.why.startswith("revoked") for r in verdict.retired):  # a rotation here retires a key
+            self.rejudge = "a key was revoked on this machine"  # that signed nothing after it yet
+        if (verdict.learned or verdict.unblocked) and self._pending:
+            self.unblocked_by_writes.extend(verdict.learned + verdict.unblocked)
+
+
+_FACT_TYPES = frozenset({"agent.admit", "agent.rotate", "agent.revoke", "group.create", "agent.register"})
+# This daemon's own encoding of those lines (a register only when it redeems an invite):
+_FACT_MARKS = (b'"agent.admit"', b'"agent.rotate"', b'"agent.revoke"', b'"group.create"', b'"invite":{')
 
 
 def _future_reason(at_ms: int, skew_s: float, kept: tuple | None) -> str:
@@ -271,7 +369,3 @@ def _signed_by(line: bytes, keys: dict) -> str | None:
 def _signer(c: Candidate) -> str:
     found = signature_of(c.event)
     return found[0] if found else ""
-
-
-def _issue_key(c: Candidate) -> str:
-    return f"unknown-signer:{c.shard}:{c.event.get('event_id', '?')}"

@@ -250,3 +250,40 @@ class LocalKeys:
             )
         except OSError:
             return []
+
+
+def rotate_file(
+    local: LocalKeys, name: str, private: Ed25519PrivateKey | None = None
+) -> tuple[Ed25519PrivateKey, PublicKey, Path]:
+    """Make a new key pair for ``name`` and put it in place of the current key file, which is
+    kept beside it (``{name}.key.retired-<time>``, never read again): the one deliberate
+    replacement of a key (`thrum agent rotate-key`). Returns the new pair and the kept file.
+
+    Raises:
+        RefusedKey: the current key file may not be used. IdentityError: there is none.
+    """
+    current = local.require(name)
+    if current is None:
+        raise errors.IdentityError(f"agent {name!r} has no key on this machine to rotate")
+    private = private or generate()
+    pem = private.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    path = local.path(name)
+    import time
+
+    kept = path.with_name(f"{path.name}.retired-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.urandom(8).hex()}")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, pem)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.link(path, kept)
+    os.replace(tmp, path)
+    local.forget(name)
+    pair = local.get(name, fresh=True)
+    assert pair is not None
+    return pair[0], pair[1], kept

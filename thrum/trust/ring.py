@@ -79,6 +79,10 @@ class KeyRing:
                 return pair[1]
         return self._known.get(name)
 
+    def known_key(self, name: str) -> PublicKey | None:
+        """The key learned from the log for ``name`` (first use), local identities aside."""
+        return self._known.get(name)
+
     def is_local(self, name: str) -> bool:
         return self.local is not None and self.local.get(name) is not None
 

@@ -161,3 +161,33 @@ def id_is_bound(message_id: str, key: PublicKey) -> bool:
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _CROCKFORD_VALUE = {ch: i for i, ch in enumerate(_CROCKFORD)}
 _CROCKFORD_SET = frozenset(_CROCKFORD)
+
+
+# ------------------------------------------------------------------ invites (docs/design/trust.md, "Admission")
+
+INVITE_DOMAIN = b"thrum-invite\0"
+
+
+def invite_message(name: str, key_b64: str) -> bytes:
+    """What an invite key signs to admit ``name`` with the key ``key_b64``."""
+    return INVITE_DOMAIN + name.encode() + b"\0" + key_b64.encode()
+
+
+def invite_proof(name: str, key_b64: str, invite_private: Ed25519PrivateKey) -> dict:
+    """The ``invite`` field of a registration redeeming an invite."""
+    from .keys import public_b64
+
+    sig = invite_private.sign(invite_message(name, key_b64))
+    return {"key": public_b64(invite_private), "sig": base64.b64encode(sig).decode()}
+
+
+def invite_proof_ok(name: str, key: PublicKey, invite: dict) -> bool:
+    """Whether ``invite`` proves that the holder of its invite key admits ``name`` with ``key``."""
+    from .keys import decode_public
+
+    try:
+        ikey = decode_public(invite.get("key"))
+        sig = base64.b64decode(str(invite.get("sig")), validate=True)
+    except (ValueError, binascii.Error):
+        return False
+    return len(sig) == 64 and ikey.verify(sig, invite_message(name, key.b64))

@@ -14,6 +14,14 @@ Rules (docs/design/trust.md):
    Registrations are judged before the other lines of a batch.
 3. Seals are judged before the lines they cover; they are never applied themselves.
 4. Unknown types and versions are passed on unjudged (kept, not folded).
+6. Admission, rotation, revocation and team management (`roster`, docs/design/trust.md):
+   ``agent.admit`` counts when signed by an admin of the team root; a registration
+   under a root counts when its key is admitted (else it waits as ``not-admitted``);
+   ``agent.rotate`` is signed by the old key; ``agent.revoke`` by an admin or by the
+   revoked key itself. A line signed by a key retired at its id is ``revoked``. Under a
+   root, removing another agent is an admin's, and changing or deleting a group an
+   admin's or its creator's (else ``not-authorized``; a group change waits for its
+   group's creation). These facts are judged before the other lines of a batch.
 5. A known event dated more than ``skew_s`` ahead of this replica's clock (its
    ``event_id`` or its ``timestamp``: `events.event_time_ms`) is not judged yet: it
    is *future*, held back until its time comes (`thrum.store.verified`), so it can
@@ -39,6 +47,8 @@ from ..events.values import EVENT_VERSION
 from .binding import LogBinding, foreign_log
 from .keys import PublicKey, decode_public
 from .ring import KeyRing
+from . import teamrules
+from .roster import Retirement, Roster
 from .signing import SEAL_TYPE, hash_text, id_is_bound, seal_hashes, signature_of, verify
 from .verdicts import digest
 
@@ -71,6 +81,10 @@ class Verdict:
     pending: list[Candidate] = field(default_factory=list)  # signer unknown: judge again once learned
     future: list[tuple[Candidate, int]] = field(default_factory=list)  # dated ahead: (line, its time in ms)
     learned: list[str] = field(default_factory=list)
+    waiting: list[tuple[Candidate, str, str, str]] = field(default_factory=list)  # (line, kind, wait key, reason)
+    unblocked: list[str] = field(default_factory=list)  # wait keys a fact of this batch satisfied
+    retired: list[Retirement] = field(default_factory=list)  # keys retired by facts new in this batch
+    facts: list[bytes] = field(default_factory=list)  # lines of facts accepted (kept by the caller)
     seals: int = 0
     verified_one_by_one: int = 0
     fresh: list[bytes] = field(default_factory=list)  # digests of lines accepted by a verification now
@@ -87,9 +101,11 @@ class Verifier:
         *,
         skew_s: float = DEFAULT_SKEW_S,
         clock: Callable[[], float] = time.time,
+        roster: Roster | None = None,
         binding: LogBinding | None = None,
     ):
         self.ring = ring
+        self.roster = roster if roster is not None else Roster(ring)
         self.binding = binding or LogBinding()
         self.skew_s = skew_s
         self.clock = clock  # seconds since the epoch (a test may pass its own)
@@ -117,6 +133,7 @@ class Verifier:
         (`verdicts.VerdictMemory`); those are accepted without a verification."""
         out = Verdict()
         registers, seals, rest = [], [], []
+        facts: dict[str, list[Candidate]] = {}
         ahead = self._ahead()
         log_id = self.binding.get()
         for c in batch:
@@ -128,21 +145,30 @@ class Verifier:
             if known and log_id is not None and "chain" in c.event:
                 foreign = foreign_log(c.event, log_id)
                 if foreign is not None:
-                    self._reject(c, out, "foreign-log", f"{t} by {event_author(c.event) or '?'}: {foreign}")
+                    self.reject(c, out, "foreign-log", f"{t} by {event_author(c.event) or '?'}: {foreign}")
                     continue
             if known and ahead(c.event):
                 out.future.append((c, event_time_ms(c.event)))
             elif t == "agent.register" and known:
                 registers.append(c)
+            elif known and t in _FACTS:
+                facts.setdefault(t, []).append(c)
             else:
                 rest.append(c)
+        for c in facts.get("agent.admit", ()):
+            teamrules.admit(self, c, out)
         for c in registers:
             self._register(c, out)
+        for c in sorted(facts.get("agent.rotate", ()), key=lambda c: str(c.event.get("event_id"))):
+            teamrules.rotate(self, c, out)
+        for c in facts.get("agent.revoke", ()):
+            teamrules.revoke(self, c, out)
+        rest = facts.get("group.create", []) + rest  # creators first: the management rule asks
         seals_by: dict[str, list[Candidate]] = {}
         for c in seals:
             found = signature_of(c.event)
             if found is None or seal_hashes(c.event) is None or found[0] != c.event.get("agent_id"):
-                self._reject(c, out, "bad-seal", "a malformed or unsigned seal")
+                self.reject(c, out, "bad-seal", "a malformed or unsigned seal")
             else:
                 seals_by.setdefault(found[0], []).append(c)
         covered = _Seals(self, seals_by, out)
@@ -161,22 +187,42 @@ class Verifier:
         agent = d.get("agent_id", "")
         found = signature_of(d)
         if found is None:
-            return self._reject(c, out, "unsigned", f"agent.register of {agent} carries no signature")
+            return self.reject(c, out, "unsigned", f"agent.register of {agent} carries no signature")
         if found[0] != agent:
-            return self._reject(c, out, "forged", f"agent.register of {agent} signed by {found[0]}")
+            return self.reject(c, out, "forged", f"agent.register of {agent} signed by {found[0]}")
         try:
             key = decode_public(d.get("public_key"))
         except ValueError as exc:
-            return self._reject(c, out, "bad-key", f"agent.register of {agent}: {exc}")
-        if not self._verify_line(c, key, out):
-            return self._reject(
+            return self.reject(c, out, "bad-key", f"agent.register of {agent}: {exc}")
+        if not self.verify_line(c, key, out):
+            return self.reject(
                 c, out, "bad-signature", f"agent.register of {agent} does not verify against the key it carries"
             )
+        admission = self.roster.admission(agent, key, d.get("invite"))
+        if admission == "not-admitted":
+            return self.wait(
+                c,
+                out,
+                "not-admitted",
+                f"admit:{agent}",
+                f"{agent} (key {key.b64[:12]}…) is not admitted by the team root; "
+                f"an admin admits it with `thrum team admit {agent}`",
+            )
+        if admission == "admitted":
+            if self.ring.key(agent) is None:  # callers that ask the ring for one key find it
+                if self.ring.learn(agent, key, d.get("event_id", ""), str(d.get("timestamp", ""))) == "new":
+                    out.learned.append(agent)
+            out.unblocked.append(agent)
+            if d.get("invite"):
+                out.facts.append(c.line)
+            out.accepted.append((c.shard, d))
+            out.fresh.append(digest(c.line))
+            return None
         status = self.ring.learn(agent, key, d.get("event_id", ""), str(d.get("timestamp", "")))
         if status == "conflict":
             current = self.ring.key(agent)
             held = current.b64[:12] if current is not None else "?"
-            return self._reject(
+            return self.reject(
                 c,
                 out,
                 "key-conflict",
@@ -193,36 +239,59 @@ class Verifier:
             out.accepted.append((c.shard, d))  # kept and passed on, never folded
             return None
         dig = digest(c.line)
-        if remembered is not None and dig in remembered:  # judged (and accepted) when it entered
-            out.accepted.append((c.shard, d))
+        roster = self.roster
+        if remembered is not None and dig in remembered and roster.plain:  # the rebuild's usual case
+            out.accepted.append((c.shard, d))  # judged (and accepted) when it entered
             return None
         author = event_author(d) or ""
+        managed = roster.governed and d["type"] in _MANAGEMENT
+        if remembered is not None and dig in remembered and not roster.has_history(author):
+            if not managed or teamrules.may_manage(self, c, author, out):  # a root adopted since asks again
+                self._accepted(c, out, None)
+            return None
         found = signature_of(d)
         if found is None:
-            return self._reject(c, out, "unsigned", f"{d['type']} by {author or '?'} carries no signature")
+            return self.reject(c, out, "unsigned", f"{d['type']} by {author or '?'} carries no signature")
         signer = found[0]
         if signer != author:
-            return self._reject(c, out, "forged", f"{d['type']} written as {author or '?'} but signed by {signer}")
-        key = self.ring.key(signer)
-        if key is None:
+            return self.reject(c, out, "forged", f"{d['type']} written as {author or '?'} but signed by {signer}")
+        keys = roster.keys(signer)
+        if not keys:
             out.pending.append(c)
             return None
-        if d["type"] == "message.create" and not id_is_bound(d.get("message_id", ""), key):
-            return self._reject(c, out, "id-not-owned", f"message id {d.get('message_id')} does not belong to {signer}")
-        if covered.vouches(signer, hash_text(dig)):
-            out.accepted.append((c.shard, d))
-            out.fresh.append(dig)
+        if d["type"] == "message.create":  # checked before any verification: it costs none
+            keys = [k for k in keys if id_is_bound(d.get("message_id", ""), k)]
+            if not keys:
+                return self.reject(
+                    c, out, "id-not-owned", f"message id {d.get('message_id')} does not belong to {signer}"
+                )
+        key = covered.vouching_key(signer, hash_text(dig))
+        if key is not None and key not in keys:
+            key = None
+        if key is None:
+            key = next((k for k in keys if self.verify_line(c, k, out)), None)
+            if key is None:
+                return self.reject(c, out, "bad-signature", f"{d['type']} by {signer} does not verify")
+        retired = roster.retired(signer, key, str(d.get("event_id", "")))
+        if retired is not None:
+            return self.reject(c, out, "revoked", f"{d['type']} by {signer} signed with a key {retired.why}")
+        if managed and not teamrules.may_manage(self, c, author, out):
             return None
-        if not self._verify_line(c, key, out):
-            return self._reject(c, out, "bad-signature", f"{d['type']} by {signer} does not verify")
-        out.accepted.append((c.shard, d))
-        out.fresh.append(dig)
+        self._accepted(c, out, dig)
         return None
+
+    def _accepted(self, c: Candidate, out: Verdict, dig: bytes | None) -> None:
+        out.accepted.append((c.shard, c.event))
+        if dig is not None:
+            out.fresh.append(dig)
+        if c.event["type"] == "group.create" and self.roster.learn_creator(c.event["name"], c.event["created_by"]):
+            out.unblocked.append(f"group:{c.event['name']}")
+            out.facts.append(c.line)
 
     # ------------------------------------------------------------------ helpers
 
     @staticmethod
-    def _verify_line(c: Candidate, key: PublicKey, out: Verdict) -> bool:
+    def verify_line(c: Candidate, key: PublicKey, out: Verdict) -> bool:
         """Check the line's own signature over the event exactly as written (not normalised)."""
         out.verified_one_by_one += 1
         try:
@@ -232,7 +301,11 @@ class Verifier:
         return isinstance(raw, dict) and verify(raw, key)
 
     @staticmethod
-    def _reject(c: Candidate, out: Verdict, kind: str, reason: str) -> None:
+    def wait(c: Candidate, out: Verdict, kind: str, wait_key: str, reason: str) -> None:
+        out.waiting.append((c, kind, wait_key, reason))
+
+    @staticmethod
+    def reject(c: Candidate, out: Verdict, kind: str, reason: str) -> None:
         found = signature_of(c.event)
         out.rejected.append(
             Rejected(c.shard, str(c.event.get("event_id", "?")), found[0] if found else "", kind, reason, c.line)
@@ -247,27 +320,37 @@ class _Seals:
         self.verifier = verifier
         self.unchecked = by_signer
         self.out = out
-        self.hashes: dict[str, set[str]] = {}
+        self.hashes: dict[str, dict[str, PublicKey]] = {}  # signer -> line hash -> the key that sealed it
 
-    def vouches(self, signer: str, hash_: str) -> bool:
-        if hash_ in self.hashes.get(signer, ()):
-            return True
+    def vouching_key(self, signer: str, hash_: str) -> PublicKey | None:
+        """The key of a verified seal of ``signer`` listing the line, or None."""
+        found = self.hashes.get(signer, {}).get(hash_)
+        if found is not None:
+            return found
         waiting = self.unchecked.get(signer)
         while waiting:  # verify this signer's seals until one covers the line
             seal = waiting.pop()
-            if self._check(signer, seal) and hash_ in self.hashes.get(signer, ()):
-                return True
-        return False
+            if self._check(signer, seal):
+                found = self.hashes.get(signer, {}).get(hash_)
+                if found is not None:
+                    return found
+        return None
 
     def _check(self, signer: str, c: Candidate) -> bool:
-        key = self.verifier.ring.key(signer)
-        if key is None:
+        roster = self.verifier.roster
+        keys = roster.keys(signer)
+        if not keys:
             self.out.pending.append(c)
             return False
-        if not self.verifier._verify_line(c, key, self.out):
-            self.verifier._reject(c, self.out, "bad-seal", f"a seal of {signer} does not verify")
+        key = next((k for k in keys if self.verifier.verify_line(c, k, self.out)), None)
+        if key is None:
+            self.verifier.reject(c, self.out, "bad-seal", f"a seal of {signer} does not verify")
             return False
-        self.hashes.setdefault(signer, set()).update(seal_hashes(c.event) or ())
+        if roster.retired(signer, key, str(c.event.get("event_id", ""))) is not None:
+            return False  # a retired key vouches for nothing: its lines are judged one by one
+        held = self.hashes.setdefault(signer, {})
+        for h in seal_hashes(c.event) or ():
+            held[h] = key
         self.out.seals += 1
         return True
 
@@ -276,6 +359,10 @@ class _Seals:
         for signer, waiting in self.unchecked.items():
             while waiting:
                 self._check(signer, waiting.pop())
+
+
+_FACTS = frozenset({"agent.admit", "agent.rotate", "agent.revoke", "group.create"})
+_MANAGEMENT = frozenset({"agent.cleanup", "group.create", "group.delete", "group.member.add", "group.member.remove"})
 
 
 def _known(d: dict) -> bool:

@@ -17,6 +17,7 @@ from . import (  # noqa: F401
     sessions,
     subscriptions,
     sync,
+    team,
     ui,
     wake,
 )

@@ -99,15 +99,39 @@ async def register(call: Call) -> dict:
     if existing is not None and not new_key and all(existing.get(k, "") == v for k, v in fields.items()):
         return {"agent": call.ctx.with_last_seen([dict(existing)])[0], "created": False, "updated": False}
     event_id = await call.ctx.registration_id(name)  # after a removal, even one dated a little ahead
-    await call.ctx.write(
-        [ev.AgentRegister(agent_id=name, name=name, public_key=public_key, event_id=event_id, **fields)]
+    event: ev.Event | dict = ev.AgentRegister(
+        agent_id=name, name=name, public_key=public_key, event_id=event_id, **fields
     )
+    code = p.str("invite", max_len=200)
+    if code:  # redeeming an admin's invite (docs/design/trust.md, "Admission")
+        event = {**event.to_dict(), "invite": _invite_proof(name, public_key, code)}
+    await call.ctx.write([event])
     info = await call.ctx.agent(name, refresh=True)
     return {
         "agent": call.ctx.with_last_seen([dict(info)])[0] if info else info,
         "created": existing is None,
         "updated": existing is not None,
     }
+
+
+def _invite_proof(name: str, public_key: str, code: str) -> dict:
+    """The ``invite`` field proving that the holder of invite ``code`` admits ``name`` with this key."""
+    import base64
+    import binascii
+
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from ...trust.signing import invite_proof
+
+    invited, _, seed_text = code.partition(".")
+    if invited != name:
+        raise errors.ValidationError(f"invalid params: this invite is for {invited!r}, not {name!r}", field="invite")
+    try:
+        seed = base64.urlsafe_b64decode(seed_text + "=" * (-len(seed_text) % 4))
+        private = Ed25519PrivateKey.from_private_bytes(seed)
+    except (binascii.Error, ValueError):
+        raise errors.ValidationError("invalid params: invite is not an invite code", field="invite") from None
+    return invite_proof(name, public_key, private)
 
 
 @method("agent.list")

@@ -258,7 +258,15 @@ export class SyncView {
       s.quarantined ? row("quarantined lines", String(s.quarantined), "error") : null,
       ...chainRows(s.chains).map(([k, v]) => row(k, v, "error")),
       ...(s.name_conflicts || []).map((c) =>
-        row(`name conflict @${c.name}`, c.message, c.open ? "error" : "")))));
+        row(`name conflict @${c.name}`, c.message, c.open ? "error" : "")),
+      row("trust", s.team && s.team.trust === "team-root"
+        ? `team root (${s.team.policy} policy; ${s.team.source || ""})`
+        : "trust on first use (no team root)"),
+      ...((s.team && s.team.retired) || []).map((r) =>
+        row(`retired key @${r.name}`, `${r.key.slice(0, 12)}… ${r.why}`, "error")),
+      ...Object.entries((s.team && s.team.rotations) || {}).flatMap(([name, m]) =>
+        Object.entries(m).map(([old, to]) =>
+          row(`rotated key @${name}`, `${old.slice(0, 12)}… → ${to.to.slice(0, 12)}… at ${to.at}`)))))));
   }
 
   async syncNow() {
