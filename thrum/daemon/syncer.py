@@ -43,9 +43,10 @@ from datetime import datetime, timezone
 import trio
 
 from .. import errors
-from ..store import projection
+from ..store import chain_fold, projection
 from ..sync import state as sync_record
 from ..sync.gate import Abandoned, CycleGate
+from ..sync.teamfile import team_summary
 from .writer import Writer
 
 log = logging.getLogger(__name__)
@@ -348,11 +349,14 @@ class SyncLoop:
         """Never waits for a running cycle: what only it could tell is None (unknown) meanwhile."""
         state = await trio.to_thread.run_sync(sync_record.load_state, self.daemon.paths)
         quarantined = await self.daemon.writer.read(projection.fold_counts)
+        chains = await self.daemon.writer.read(chain_fold.report)
+        chains["rollbacks"] = state.get("rollbacks") or []
         url = self.replicator.remote_url() if self.replicator is not None else None
         ignored = (
             await trio.to_thread.run_sync(self.replicator.ignored_paths, False) if self.replicator is not None else {}
         )
         waiting = self.gate.network_since if self._cycle_since is not None else None
+        team = await trio.to_thread.run_sync(team_summary, self.daemon.paths.main_repo, self.cfg.remote)
         return {
             "mode": self.mode(),
             "remote": self.cfg.remote if self.mode() == "remote" else None,
@@ -366,12 +370,14 @@ class SyncLoop:
             "pending_events": max(0, self.daemon.writer.events_written - self.pushed_events_mark),
             "quarantined": sum(quarantined.values()),
             "quarantined_by_kind": quarantined,
+            "chains": chains,
             "ignored_paths": sum(ignored.values()) if ignored is not None else None,
             "ignored_paths_by_reason": ignored,
             "cycles": self.cycles,
             "syncing_since": _utc(self._cycle_since),
             "waiting_for_remote_since": _utc(waiting),
             "credential_source": getattr(getattr(self.replicator, "credentials", None), "last_source", None),
+            "team": team,
         }
 
 

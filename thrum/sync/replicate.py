@@ -61,6 +61,7 @@ from .transport.session import Session, lost_race, session
 from .transport.urls import main_worktree_dir, parse_url, redact_url
 from .treemerge import KeyCache, MergeOutcome, TreeMerge, lines_ahead
 from .trees import LayoutTrees, Leaf
+from .rollback import mark_pushed, rolled_back
 from .worktree import SYNC_BRANCH, SYNC_REF, worktree_intact
 
 logger = logging.getLogger(__name__)
@@ -327,6 +328,15 @@ class Replicator:
             head = self._head()
             if remote_tip == head.id:
                 return MergeOutcome(head=head.id)
+            lost = rolled_back(self.repo, self.trees, remote_tip)
+            if lost is not None:
+                logger.warning("%s", lost["text"])
+            outcome = self._merge_with(head, remote_tip, log)
+            outcome.rolled_back = lost
+            return outcome
+
+    def _merge_with(self, head: pygit2.Commit, remote_tip: pygit2.Oid | None, log: LogAccess) -> MergeOutcome:
+        with self._mutex:
             if remote_tip is None:  # the remote has no a-sync yet: our push creates it
                 return MergeOutcome(head=head.id, ahead=True, sent=self.ahead_of(None, log))
             theirs = log_commit(self.repo, self.trees, remote_tip, self._where())
@@ -386,6 +396,7 @@ class Replicator:
         with self._mutex:
             head = self.repo.references[SYNC_REF].target
             if self.last_fetch is not None and self.last_fetch.tip == head:
+                mark_pushed(self.repo, head)
                 return True
             remote = self._remote()
             url = redact_url(resolved_url(remote.push_url or remote.url or "", self._base))
@@ -409,6 +420,7 @@ class Replicator:
                     logger.info("push of %s to %s was overwritten by another pusher", SYNC_BRANCH, url)
                     return False
             self.last_fetch = FetchResult(tip=head, url=url, at=time.time())
+            mark_pushed(self.repo, head)
             return True
 
     def _landed(self, net: Session, head: pygit2.Oid) -> bool:
