@@ -8,8 +8,9 @@ docs/design/architecture.md is the map; these tests fail when the code leaves it
 - `thrum.store` and `thrum.sync` never import the daemon, nor each other, not even
   through what they import;
 - `thrum.sync` is layered: `merge/` is pure, no module imports another back in a
-  circle, and nothing is re-exported (a name is imported from the module that
-  defines it);
+  circle, nothing is re-exported (a name is imported from the module that
+  defines it), and nothing outside `sync` imports its `gitstore/` (each of these is
+  proved by breaking it in a copy of the tree);
 - SQL (execute calls, SQL statements in strings) appears only in `thrum/store/`;
 - the pure core imports neither trio nor pygit2, directly or through what it imports;
 - RPC services use their narrow context (`call.ctx`), never the daemon itself;
@@ -380,3 +381,69 @@ def test_the_exception_lists_name_only_what_still_needs_an_exception():
     sizes = _sizes()
     assert [path for path in LONG_MODULES if sizes.get(path, 0) <= MAX_LINES] == [], "no longer long: drop them"
     assert [key for key in PRIVATE_IMPORTS if key not in _private_imports()] == [], "no longer imported: drop them"
+
+
+# --------------------------------------------------------------------------- sync's own layers
+
+# Who outside `thrum.sync` may import a `thrum.sync.gitstore` module, and why.
+GITSTORE_USERS = {
+    "thrum.daemon.server": "caps libgit2's process-wide object cache at start-up (bound_object_cache)",
+}
+
+
+def test_nothing_outside_sync_imports_the_gitstore():
+    """The git store is sync's own: the rest of thrum reaches git through the cycle's
+    modules, so the store can change (or be faked) without touching a caller."""
+    found = []
+    for path in _modules(THRUM):
+        name = _module_name(path)
+        if _within(name, "thrum.sync") or name in GITSTORE_USERS:
+            continue
+        found += _offences([path], ("thrum.sync.gitstore",))
+    assert found == []
+
+
+def test_each_gitstore_exception_is_still_needed():
+    for name in GITSTORE_USERS:
+        path = ROOT / (name.replace(".", "/") + ".py")
+        assert _offences([path], ("thrum.sync.gitstore",)), f"{name} no longer imports the git store"
+
+
+SYNC_BREAKS = {
+    "test_the_pure_core_imports_neither_trio_nor_pygit2": (
+        "thrum/sync/merge/shard.py",
+        "\nimport pygit2  # injected\n",
+    ),
+    "test_sync_modules_import_no_circle": (
+        "thrum/sync/gitstore/gitlib.py",
+        "\ndef _injected():\n    from ..replicate import Replicator  # noqa: F401\n",
+    ),
+    "test_nothing_outside_sync_imports_the_gitstore": (
+        "thrum/cli/sync.py",
+        "\ndef _injected():\n    from ..sync.gitstore import objbatch  # noqa: F401\n",
+    ),
+}
+
+
+def test_each_sync_layer_check_fails_on_a_deliberate_break(tmp_path):
+    """Each rule of sync's layers, broken on purpose in a copy of the tree, fails its test."""
+    import shutil
+
+    shutil.copytree(THRUM, tmp_path / "thrum", ignore=shutil.ignore_patterns("__pycache__", "static"))
+    (tmp_path / "tests").mkdir()
+    shutil.copy(Path(__file__), tmp_path / "tests" / "test_architecture.py")
+    for test, (rel, code) in SYNC_BREAKS.items():
+        target = tmp_path / rel
+        original = target.read_text()
+        target.write_text(original + code)
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"tests/test_architecture.py::{test}"],
+                cwd=tmp_path,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+        finally:
+            target.write_text(original)
+        assert proc.returncode == 1 and "1 failed" in proc.stdout, (test, proc.stdout[-2000:])

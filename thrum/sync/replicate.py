@@ -53,6 +53,7 @@ from .gitstore.gitlib import EMPTY_TREE, IndexStats, PackWatch, objects_dir, ope
 from .gitstore.objbatch import ObjectBatch
 from .logaccess import LogAccess
 from .merge.shard import Prefer
+from .remotetip import MAX_INTAKE_BYTES, check_intake, log_commit
 from .transport.credentials import Credentials
 from .transport.credentials import translate as _translate
 from .transport.endpoint import resolved_url
@@ -64,16 +65,10 @@ from .rollback import mark_pushed, rolled_back
 from .worktree import SYNC_BRANCH, SYNC_REF, tracking_ref, worktree_intact
 
 logger = logging.getLogger(__name__)
-_TYPE_NAMES = {1: "commit", 2: "tree", 3: "blob", 4: "tag"}
 
-__all__ = ["MAX_INTAKE_BYTES", "CommitResult", "FetchResult", "Replicator"]
-
-
-def _mib(n: int) -> str:
-    return f"{n / 2**20:.1f} MiB"
+__all__ = ["CommitResult", "FetchResult", "Replicator"]
 
 
-MAX_INTAKE_BYTES = 256 * 2**20  # "max_sync_intake_bytes": log-file bytes one merge may read
 _WT_CHANGED = FileStatus.WT_NEW | FileStatus.WT_MODIFIED | FileStatus.WT_TYPECHANGE
 
 
@@ -188,6 +183,10 @@ class Replicator:
     def remote_url(self) -> str | None:
         """The remote's URL (credentials redacted), or None when there is no such remote. Never blocks."""
         return None if (url := self._configured_url()) is None else redact_url(url)
+
+    def _where(self) -> str:
+        """The remote as messages name it: ``remote origin (/srv/team.git)``."""
+        return f"remote {self.remote_name} ({self.remote_url()})"
 
     def path_remote(self) -> Path | None:
         """The remote's directory when it is a repository on this machine, else None."""
@@ -340,34 +339,10 @@ class Replicator:
         with self._mutex:
             if remote_tip is None:  # the remote has no a-sync yet: our push creates it
                 return MergeOutcome(head=head.id, ahead=True, sent=self.ahead_of(None, log))
-            theirs = self._remote_commit(remote_tip)
+            theirs = log_commit(self.repo, self.trees, remote_tip, self._where())
             if self.repo.descendant_of(head.id, remote_tip):
                 return MergeOutcome(head=head.id, ahead=True, sent=self.ahead_of(remote_tip, log))
             return self._merge_into(head, theirs, log)
-
-    def _remote_commit(self, tip: pygit2.Oid) -> pygit2.Commit:
-        """The remote's tip, once its header says it is a commit whose tree is a tree (the
-        remote is untrusted: anyone who can write it can point the branch anywhere).
-
-        Raises:
-            SyncError: it is not; the tip is refused (the cycle still commits our appends).
-        """
-        kind = self.trees.header(tip.raw)[0]
-        if kind == 0:
-            raise SyncError(f"remote tip {tip} is not in the object store; fetch first")
-        tree_kind = self.trees.header(self.repo[tip].tree_id.raw)[0] if kind == ObjectType.COMMIT else None
-        if kind != ObjectType.COMMIT or tree_kind != ObjectType.TREE:
-            what = (
-                "a commit whose tree is not a tree"
-                if kind == ObjectType.COMMIT
-                else f"a {_TYPE_NAMES.get(kind, 'thing')}"
-            )
-            raise SyncError(
-                f"remote {self.remote_name} ({self.remote_url()}): its {SYNC_BRANCH} points to {what} ({tip}), "
-                f"not a commit of the log: its tip is refused and local work goes on; someone with write access "
-                f"to the remote put it there: point {SYNC_BRANCH} back at a commit there"
-            )
-        return self.repo[tip]
 
     def ahead_of(self, remote_tip: pygit2.Oid | None, log: LogAccess) -> int:
         """Lines our ``a-sync`` holds beyond ``remote_tip`` (what a push adds there)."""
@@ -383,7 +358,7 @@ class Replicator:
 
     def _merge_into(self, head: pygit2.Commit, theirs: pygit2.Commit, log: LogAccess) -> MergeOutcome:
         changes = self.trees.changes(head.tree_id, theirs.tree_id)
-        self._check_intake(changes)
+        check_intake(self.trees, changes, self.max_intake_bytes, self._where())
         batch = ObjectBatch(self._objects)
         merger = TreeMerge(self.repo, batch, log, self._keys, self.prefer)
         outcome, files, stats = merger.run(changes, self.trees.size)
@@ -406,24 +381,6 @@ class Replicator:
         outcome.ignored = dict(self._ignored)
         outcome.head = new_head
         return outcome
-
-    def _check_intake(self, changes: list) -> None:
-        """Refuse a remote tip whose changed log files, by their object headers (nothing
-        inflated yet), exceed what one sync may read, write and hand to the fold: a few
-        KB of compressible push must not become gigabytes on every replica.
-
-        Raises:
-            SyncError: the tip is refused; the cycle still commits our appends.
-        """
-        intake = sum(self.trees.size(c.new.oid.raw) for c in changes if c.new is not None)
-        if intake <= self.max_intake_bytes:
-            return
-        raise SyncError(
-            f"remote {self.remote_name} ({self.remote_url()}): its {SYNC_BRANCH} brings {_mib(intake)} of log "
-            f"files in one sync, more than the {_mib(self.max_intake_bytes)} this replica takes in "
-            f"(max_sync_intake_bytes in .thrum/config.json): its tip is refused and local work goes on; raise "
-            f"the bound if that much is honest traffic, else repair the remote"
-        )
 
     # -- push
 

@@ -110,7 +110,8 @@ class TreeMerge:
         return total, files, stats
 
     def _chunk(self, chunk: list[Change], pool: ThreadPoolExecutor, total: MergeOutcome) -> list[_Merged]:
-        remote = [self.repo[c.new.oid].data if c.new else b"" for c in chunk]  # libgit2, on this thread
+        # libgit2, on this thread; the object database directly: half the cost of repo[oid].data
+        remote = [self.repo.odb.read(c.new.oid)[1] if c.new else b"" for c in chunk]
         merged: list[_Merged] = []
         with self.log.locked():
             candidates = [self.keys.candidate(c.path) for c in chunk]

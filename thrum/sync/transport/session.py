@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -91,7 +92,7 @@ def session(
     if ep.kind == "ssh" and sock and sock != saved_sock:
         os.environ["SSH_AUTH_SOCK"] = sock  # libssh2 reads the agent's socket from the process environment
     if foreign:  # trusted by the user's word (pathremote rule 1): libgit2 would refuse it
-        pygit2.option(Option.SET_OWNER_VALIDATION, 0)
+        _owner_check(off=True)
     try:
         yield Session(remote, callbacks, ep)
     except Exception as exc:  # noqa: BLE001 - translated at this boundary
@@ -104,7 +105,7 @@ def session(
         callbacks.settle(True)
     finally:
         if foreign:
-            pygit2.option(Option.SET_OWNER_VALIDATION, 1)
+            _owner_check(off=False)
         if ep.kind == "ssh" and sock and sock != saved_sock:
             if saved_sock is None:
                 os.environ.pop("SSH_AUTH_SOCK", None)
@@ -119,6 +120,21 @@ def list_remote_heads(
     with session(repo, remote_name, base_dir, credentials) as s:
         heads = s.remote.list_heads(callbacks=s.callbacks, proxy=True)
         return {h.name: h.oid for h in heads if not h.name.endswith("^{}")}
+
+
+_owner_check_lock = threading.Lock()
+_owner_check_off = 0  # operations on a trusted foreign path remote under way
+
+
+def _owner_check(*, off: bool) -> None:
+    """libgit2's ownership check is process-wide: it stays off while any operation on a
+    trusted foreign path remote is under way, and comes back when the last one ends (two
+    threads toggling it on their own would turn it back on under each other)."""
+    global _owner_check_off
+    with _owner_check_lock:
+        _owner_check_off += 1 if off else -1
+        if (off and _owner_check_off == 1) or (not off and _owner_check_off == 0):
+            pygit2.option(Option.SET_OWNER_VALIDATION, 0 if off else 1)
 
 
 def lost_race(message: str) -> bool:

@@ -1,0 +1,72 @@
+"""What of a fetched remote tip is taken: a commit of the log, bringing a bounded amount.
+
+The remote is untrusted: whoever can push (or write a path remote's directory) can point
+``a-sync`` at any object and push any amount of compressible data. Before a merge reads
+anything, two checks, each from object headers alone (nothing inflated):
+
+1. The tip is a commit whose tree is a tree (finding 8 of issue 31: a planted object of
+   the wrong type must not stop every replica's sync with a confusing error).
+2. The log files that changed add up to at most the replica's intake bound,
+   ``max_sync_intake_bytes`` (finding 9: a few KB pushed must not become gigabytes read,
+   written and folded on every replica). Counted per sync, never over the history.
+
+Either failing refuses the tip with one line naming the remote and what to do; the
+cycle still commits local appends (`cycle.run_cycle`).
+"""
+
+from __future__ import annotations
+
+import pygit2
+from pygit2.enums import ObjectType
+
+from . import SyncError
+from .trees import Change, LayoutTrees
+from .worktree import SYNC_BRANCH
+
+__all__ = ["MAX_INTAKE_BYTES", "check_intake", "log_commit"]
+
+MAX_INTAKE_BYTES = 256 * 2**20  # the default of "max_sync_intake_bytes"
+_TYPE_NAMES = {1: "commit", 2: "tree", 3: "blob", 4: "tag"}
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB"
+
+
+def log_commit(repo: pygit2.Repository, trees: LayoutTrees, tip: pygit2.Oid, where: str) -> pygit2.Commit:
+    """The remote's tip as a commit, once its header says it is one whose tree is a tree
+    (rule 1). ``where`` names the remote (``remote origin (/srv/team.git)``).
+
+    Raises:
+        SyncError: it is not (or it is missing); the tip is refused.
+    """
+    kind = trees.header(tip.raw)[0]
+    if kind == 0:
+        raise SyncError(f"remote tip {tip} is not in the object store; fetch first")
+    tree_kind = trees.header(repo[tip].tree_id.raw)[0] if kind == ObjectType.COMMIT else None
+    if kind != ObjectType.COMMIT or tree_kind != ObjectType.TREE:
+        what = (
+            "a commit whose tree is not a tree" if kind == ObjectType.COMMIT else f"a {_TYPE_NAMES.get(kind, 'thing')}"
+        )
+        raise SyncError(
+            f"{where}: its {SYNC_BRANCH} points to {what} ({tip}), not a commit of the log: its tip is refused "
+            f"and local work goes on; someone with write access to the remote put it there: point "
+            f"{SYNC_BRANCH} back at a commit there"
+        )
+    return repo[tip]
+
+
+def check_intake(trees: LayoutTrees, changes: list[Change], limit: int, where: str) -> None:
+    """Refuse a tip whose changed log files, by their headers, exceed ``limit`` bytes (rule 2).
+
+    Raises:
+        SyncError: the tip is refused.
+    """
+    intake = sum(trees.size(c.new.oid.raw) for c in changes if c.new is not None)
+    if intake <= limit:
+        return
+    raise SyncError(
+        f"{where}: its {SYNC_BRANCH} brings {_mib(intake)} of log files in one sync, more than the "
+        f"{_mib(limit)} this replica takes in (max_sync_intake_bytes in .thrum/config.json): its tip is "
+        f"refused and local work goes on; raise the bound if that much is honest traffic, else repair the remote"
+    )
