@@ -29,6 +29,7 @@ from ..store.projection import Progress, open_projection
 from ..store.log import EventLog
 from ..store.verified import VerifiedFold
 from ..sync.gitstore.gitlib import bound_object_cache
+from ..trust.binding import LogBinding
 from ..trust.keys import LocalKeys
 from ..trust.ring import KeyRing
 from ..trust.verdicts import VerdictMemory
@@ -119,7 +120,8 @@ class Daemon:
             self.presence.forget(name)
 
     async def caller(self, p: Params, key: str = "caller") -> str:
-        """The acting agent named in params; must be registered. Marks it as seen.
+        """The acting agent named in params; must be registered. Marks it as seen, unless the
+        call only watches (`Params.observing`: the Web UI, or ``observe: true``).
 
         Without ``caller`` the repository's single agent identity acts, as in the CLI
         (`thrum.identity` rule 4); with none or several, the error names the param.
@@ -137,7 +139,7 @@ class Daemon:
                 f"unknown agent {name!r}: register it first with "
                 f"`thrum quickstart --name {name} --role ROLE --module MODULE`"
             )
-        if self.presence is not None:
+        if self.presence is not None and not p.observing:
             self.presence.touch(name)
         return name
 
@@ -294,10 +296,13 @@ class Daemon:
         self.worktree = ensure_sync_worktree(self.paths.main_repo, self.config.remote, callbacks=callbacks)
         event_log = EventLog(self.worktree)
         self.ring = KeyRing(self.paths.var / "known_keys.json", self.keys)
-        verifier = Verifier(self.ring, skew_s=float(self.config.clock_skew))  # lines dated ahead wait
+        self.log_binding = LogBinding()  # the team root's log id, when there is a root (trust/binding.py)
+        verifier = Verifier(self.ring, skew_s=float(self.config.clock_skew), binding=self.log_binding)
         self.fold_verified = VerifiedFold(verifier, VerdictMemory(self.paths.var / "verified-lines"))
         db = open_projection(self.paths.database, event_log, self.fold_verified, progress=self._progress)
-        self.writer = Writer(db, event_log, Signer(self.keys), self.fold_verified, db_path=self.paths.database)
+        self.writer = Writer(
+            db, event_log, Signer(self.keys, self.log_binding.get), self.fold_verified, db_path=self.paths.database
+        )
         self.writer.ensure_covered(sync_record.take_reread(self.paths))  # what an offline sync merged into
         self.fold_verified.release()
         give_back_memory()  # the catch-up's peak (a large history, the verdict memory) goes back
