@@ -213,3 +213,29 @@ def test_a_message_to_many_sums_its_recipients_up(page, team):
         f'#main .msg[data-id="{mid}"] .dstate',
     )
     assert sorted(agents) == ["alice", "bob", "carol", "erin", "frank"]
+
+
+def test_receipts_for_many_messages_reach_the_rows_out_of_view_too(page, team):
+    """One hook call surfaces 150 of dana's messages: the rows in view change at once,
+    the others when scrolled to (read again with their page), none stays behind."""
+    sent = [
+        team.rpc("message.send", {"caller": "dana", "content": f"Batch {i}", "to": ["bob"]})["message_id"]
+        for i in range(150)
+    ]
+    page.go("#/sent")
+    page.wait(lambda: page.ids()[:1] == [sent[-1]], what="the newest on top")
+    team.rpc("message.pending", {"caller": "bob", "limit": 100})  # delivered, for all 150
+    team.rpc("message.surface", {"caller": "bob", "message_ids": sent, "via": "test hook"})
+    page.wait(lambda: _state(page, "#main", sent[-1], "bob") == "surfaced", what="the rows in view, at once")
+    states = {}
+    frames = "await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))"
+    for _ in range(200):
+        page.wait(lambda: not page.all("#main .vl-row.placeholder"), what="the rows in view to be read")
+        for mid in page.ids():
+            if mid in sent:
+                states[mid] = _state(page, "#main", mid, "bob")
+        if len(states) == len(sent):
+            break
+        page.js_async(f"const m = document.getElementById('main'); m.scrollTop += m.clientHeight * 0.8; {frames}")
+    assert len(states) == len(sent)
+    assert set(states.values()) == {"surfaced"}

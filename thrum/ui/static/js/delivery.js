@@ -33,11 +33,13 @@ export function deliveryBlock(m) {
     return h("div", { class: "delivery" }, ack, h("span", { class: "hint" }, "no recipients"));
   }
   const chips = rows.map(chip);
-  if (rows.length <= INLINE) return h("div", { class: "delivery", dataset: { recipients: rows.length } }, ack, chips);
+  if (rows.length <= INLINE) {
+    return h("div", { class: "delivery", dataset: { recipients: rows.length }, "aria-label": "delivery" }, ack, chips);
+  }
   const counts = new Map();
   for (const r of rows) counts.set(r.state, (counts.get(r.state) || 0) + 1);
   const sum = [...STATES].reverse().filter((s) => counts.has(s)).map((s) => `${counts.get(s)} ${s}`).join(" · ");
-  return h("div", { class: "delivery", dataset: { recipients: rows.length } }, ack,
+  return h("div", { class: "delivery", dataset: { recipients: rows.length }, "aria-label": "delivery" }, ack,
     h("details", { class: "recipients" },
       h("summary", {}, `${rows.length} recipients: ${sum}`),
       h("div", { class: "chips" }, chips)));

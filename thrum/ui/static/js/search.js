@@ -11,7 +11,7 @@ export class SearchView {
     this.app = app;
     this.q = q;
     this.seq = 0;
-    this.count = h("span", { class: "count" });
+    this.count = h("span", { class: "count", role: "status", "aria-live": "polite" });   // read out as results come
     this.box = h("div", { class: "results" });
     this.more = h("button", { type: "button", hidden: true, onclick: () => this.load(this.page + 1) }, "More results");
     this.el = h("section", { class: "view search", "aria-label": "Search" },

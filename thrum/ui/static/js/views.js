@@ -352,8 +352,9 @@ export class SentView extends InboxLike {
     this.unacked = unacked;
     this.watch = new DeliveryWatch({
       has: (id) => this.list.has(id),
-      refetch: (ids) => Promise.all(ids.map((id) => this.app.rpc.call("message.get", { message_id: id })
-        .then((r) => r.message, () => null))),
+      // rows in view are read now; the others (up to 3,000 loaded) again when they come into view
+      refetch: (ids) => Promise.all(ids.filter((id) => this.list.stale(id))
+        .map((id) => this.app.rpc.call("message.get", { message_id: id }).then((r) => r.message, () => null))),
       apply: (m) => {
         if (this.unacked && m.delivery.every((r) => r.state === "acked")) this.list.remove(m.message_id);
         else this.list.update(m.message_id, { delivery: m.delivery, ack: m.ack, read_by: m.read_by });
