@@ -2,7 +2,7 @@
 // the human at the keyboard marks its messages read for that human (never for an
 // agent: a watcher must not consume an agent's unread messages).
 
-import { fromEvent, patchFor } from "./messages.js";
+import { fromEvent, patchFor, updateDelivery } from "./messages.js";
 import { DeliveryWatch } from "./delivery.js";
 import { h, fill, toast, errorText } from "./util.js";
 
@@ -20,7 +20,10 @@ export class ThreadPane {
     this.watch = new DeliveryWatch({
       has: (id) => this.byId.has(id),
       refetch: (ids) => this.refetch(ids),
-      apply: (m) => this.redraw(m.message_id, m),
+      apply: (m) => {
+        const el = this.byId.get(m.message_id);
+        if (el) updateDelivery(el, { ...el._item, delivery: m.delivery, ack: m.ack, read_by: m.read_by }, this.ctx);
+      },
     });
   }
 
