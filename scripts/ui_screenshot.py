@@ -156,10 +156,10 @@ def main(argv=None) -> int:
                 if display:
                     params["display"] = display
                 c.call("agent.register", params)
-            c.call("group.create", {"caller": "maya", "name": "auth-team", "description": "everyone on OAuth"})
-            c.call("group.member.add", {"caller": "maya", "group": "auth-team", "member": "alice"})
+            c.call("group.create", {"caller": "maya", "name": "auth_team", "description": "everyone on OAuth"})
+            c.call("group.member.add", {"caller": "maya", "group": "auth_team", "member": "alice"})
             c.call(
-                "group.member.add", {"caller": "maya", "group": "auth-team", "member": "tester", "member_type": "role"}
+                "group.member.add", {"caller": "maya", "group": "auth_team", "member": "tester", "member_type": "role"}
             )
             pr = conversation(c)
             c.call("message.markRead", {"caller": "bob", "all": True})
@@ -180,7 +180,7 @@ def main(argv=None) -> int:
         wait(driver, "return document.querySelectorAll('#main .msg').length > 3", "carol's inbox")
         shoot(driver, out / "ui-inbox.png")
         driver.execute_script("location.hash = '#/agents'")
-        wait(driver, "return !!document.querySelector('#main tr[data-group=\"auth-team\"]')", "the groups")
+        wait(driver, "return !!document.querySelector('#main tr[data-group=\"auth_team\"]')", "the groups")
         dark(driver, True)
         shoot(driver, out / "ui-agents-dark.png")
         dark(driver, False)
@@ -197,7 +197,7 @@ def main(argv=None) -> int:
         shoot(driver, out / "ui-search-dark.png")
         dark(driver, False)
         driver.set_window_size(390, 844)
-        driver.execute_script("location.hash = '#/feed'")
+        driver.execute_script("document.querySelector('#search input').value = ''; location.hash = '#/feed'")
         wait(driver, "return document.querySelectorAll('#main .msg').length > 3", "the feed on a phone")
         shoot(driver, out / "ui-phone.png")
         dark(driver, True)
