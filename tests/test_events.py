@@ -326,3 +326,48 @@ def test_delivery_states_are_receipts_of_their_agent():
         assert ev.allowed_in_shard(d, "receipts/nux/000001.jsonl")
         assert not ev.allowed_in_shard(d, "receipts/furiosa/000001.jsonl")
         assert not ev.allowed_in_shard(d, "messages/nux/000001.jsonl")
+
+
+# ----------------------------------------------------------------------------- chain (issue 25, item 4)
+
+CHAIN_HASH = "A" * 21 + "w"
+
+
+@pytest.mark.parametrize(
+    "chain",
+    [
+        {"seq": 1},
+        {"seq": 2, "prev": CHAIN_HASH},
+        {"seq": 410, "prev": CHAIN_HASH, "log": "01JLOGID-x.y:z"},
+        {"seq": 1, "log": "t"},
+    ],
+)
+def test_an_event_keeps_its_chain_through_decoding(chain):
+    d = {**SAMPLES[0].to_dict(), "chain": chain}
+    got = ev.decode_line(json.dumps(d))
+    assert got["chain"] == chain
+    assert "chain" not in ev.decode_line(SAMPLES[0].to_line())  # lines from before chains have none
+
+
+@pytest.mark.parametrize(
+    "chain",
+    [
+        [],
+        {},
+        {"seq": 0},
+        {"seq": True},
+        {"seq": "3", "prev": CHAIN_HASH},
+        {"seq": 1.5},
+        {"seq": 1, "prev": CHAIN_HASH},  # the first event of a chain names no predecessor
+        {"seq": 2},  # every other one does
+        {"seq": 2, "prev": "short"},
+        {"seq": 2, "prev": CHAIN_HASH, "log": ""},
+        {"seq": 2, "prev": CHAIN_HASH, "log": "a b"},
+        {"seq": 2, "prev": CHAIN_HASH, "extra": 1},
+        {"seq": 1 << 53, "prev": CHAIN_HASH},
+    ],
+)
+def test_a_malformed_chain_makes_the_line_malformed(chain):
+    for sample in (SAMPLES[0], SAMPLES[3], SAMPLES[13]):  # the fast path of message.create and two others
+        with pytest.raises(ev.MalformedEvent, match="chain"):
+            ev.decode_line(json.dumps({**sample.to_dict(), "chain": chain}))

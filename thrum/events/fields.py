@@ -130,3 +130,32 @@ def id_list(d: Raw, key: str = "message_ids") -> list[str]:
             seen.add(item)
             out.append(item)
     return out
+
+
+# A chain link names its predecessor by the first 16 bytes of SHA-256 of its signature,
+# base64url without padding (`thrum.trust.chains.sig_hash`); a log id is what the trust
+# root says (letters, digits, ``_``, ``-``, ``.``, ``:``).
+CHAIN_HASH_RE = re.compile(r"[A-Za-z0-9_-]{22}")
+LOG_ID_RE = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+MAX_CHAIN_SEQ = (1 << 53) - 1  # what every JSON reader keeps exact
+
+
+def chain_field(value: Any) -> Raw:
+    """The ``chain`` of an event: its signer's sequence number (``seq``, from 1), the hash
+    of the signer's previous event (``prev``, from the second on) and the log it was
+    written for (``log``, when the team has a root). Returned as written when valid."""
+    if type(value) is not dict:
+        fail("chain", "must be an object")
+    seq, prev, log_id = value.get("seq"), value.get("prev"), value.get("log")
+    if type(seq) is not int or not 1 <= seq <= MAX_CHAIN_SEQ:
+        fail("chain", "seq must be a whole number from 1")
+    if seq == 1:
+        if prev is not None:
+            fail("chain", "the first event of a chain has no prev")
+    elif type(prev) is not str or not CHAIN_HASH_RE.fullmatch(prev):
+        fail("chain", "prev must be the 22-character hash of the signer's previous event")
+    if log_id is not None and (type(log_id) is not str or not LOG_ID_RE.fullmatch(log_id)):
+        fail("chain", "log must be a log id (letters, digits, _ - . :)")
+    if len(value) > (seq > 1) + 1 + (log_id is not None):
+        fail("chain", "may hold only seq, prev and log")
+    return value

@@ -17,7 +17,7 @@ import re
 from typing import Any, Callable
 
 from ..errors import ValidationError
-from .fields import Raw, agent_field, body_field, choice_field, fail, id_list, str_field, tag_list
+from .fields import Raw, agent_field, body_field, chain_field, choice_field, fail, id_list, str_field, tag_list
 from .ids import (
     GROUP_ID_RE,
     MAX_YEAR,
@@ -383,6 +383,9 @@ def normalise(d: Any) -> Raw:
         return d  # preserved as-is
     out = {"type": etype, "timestamp": ts, "event_id": event_id, "v": v}
     out.update(handler(d))
+    chain = d.get("chain")
+    if chain is not None:  # the signer's sequence number and previous event (thrum.trust.chains)
+        out["chain"] = chain_field(chain)
     sig = d.get("sig")
     if sig is not None:  # kept as written: thrum.trust judges it
         out["sig"] = sig

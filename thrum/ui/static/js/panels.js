@@ -256,6 +256,7 @@ export class SyncView {
         s.last_error ? "error" : ""),
       row("pending events", String(s.pending_events ?? 0)),
       s.quarantined ? row("quarantined lines", String(s.quarantined), "error") : null,
+      ...chainRows(s.chains).map(([k, v]) => row(k, v, "error")),
       ...(s.name_conflicts || []).map((c) =>
         row(`name conflict @${c.name}`, c.message, c.open ? "error" : "")))));
   }
@@ -284,4 +285,14 @@ export class SyncView {
       this.result.textContent = text;
     }
   }
+}
+
+// Per-writer chains (issue 25): gaps, forks and rollbacks, each with its own numbers.
+function chainRows(c) {
+  if (!c) return [];
+  const out = [];
+  for (const g of c.gaps || []) out.push(["withheld", g.text]);
+  for (const f of c.faults || []) out.push([f.kind === "fork" ? "fork" : "broken chain", f.text]);
+  for (const r of c.rollbacks || []) out.push(["rollback", r.text]);
+  return out;
 }
