@@ -197,7 +197,7 @@ def cli_send(repo: Path, i: int) -> tuple[float, str]:
     out = subprocess.run(
         [THRUM, "send", f"cli latency probe {i}", "--to", "@reviewer", "--json"],
         cwd=repo,
-        env={**_env(), "THRUM_NAME": "agent01"},
+        env={**_env(), "THRUM_NAME": "probe"},
         check=True,
         capture_output=True,
         text=True,
@@ -324,6 +324,8 @@ def main(argv: list[str] | None = None) -> int:
         _thrum(repo, "init", "--non-interactive")
         paths = resolve(repo)
         register(paths)
+        # the CLI acts only for an identity with its file (issue 31): the CLI probe has one
+        _thrum(repo, "quickstart", "--name", "probe", "--role", "planner", "--quiet")
         fill_s = populate(paths, args.messages)
         print(f"  filled {args.messages:,} messages in {fill_s:.1f} s", flush=True)
         for i in range(args.runs):

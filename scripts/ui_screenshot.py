@@ -9,6 +9,8 @@ and takes the pictures:
 - ``ui-dark.png``: the same, dark
 - ``ui-inbox.png``: an agent's inbox with unread messages and the read divider (light)
 - ``ui-agents-dark.png``: agents and groups (dark)
+- ``ui-sent.png``: what dana sent, each recipient's delivery state, the asked ack (light)
+- ``ui-search-dark.png``: search results as typed, with their snippets (dark)
 - ``ui-phone.png`` / ``ui-phone-dark.png``: the feed on a 390 px wide phone
 
 Run with the venv's python::
@@ -92,6 +94,17 @@ def conversation(c: Client) -> str:
     )
     send("bob", "Approved PR #214 after the leeway fix.", reply_to=pr)
     send("otto", "Disk on `build-3` at 91%: cleaning caches now.", to=["human"], priority="critical")
+    ask = send(
+        "dana",
+        "Please confirm you have paused merges to `main` until the Safari fix lands.",
+        to=["alice", "bob", "carol"],
+        ack_within=3600,
+    )
+    for who in ("alice", "bob", "carol"):  # their hooks look (delivered), two show it (surfaced), one acks
+        c.call("message.pending", {"caller": who})
+    c.call("message.surface", {"caller": "alice", "message_ids": [ask], "via": "claude hook"})
+    c.call("message.surface", {"caller": "carol", "message_ids": [ask], "via": "claude hook"})
+    c.call("message.ack", {"caller": "alice", "message_ids": [ask]})
     return pr
 
 
@@ -143,10 +156,10 @@ def main(argv=None) -> int:
                 if display:
                     params["display"] = display
                 c.call("agent.register", params)
-            c.call("group.create", {"caller": "maya", "name": "auth-team", "description": "everyone on OAuth"})
-            c.call("group.member.add", {"caller": "maya", "group": "auth-team", "member": "alice"})
+            c.call("group.create", {"caller": "maya", "name": "auth_team", "description": "everyone on OAuth"})
+            c.call("group.member.add", {"caller": "maya", "group": "auth_team", "member": "alice"})
             c.call(
-                "group.member.add", {"caller": "maya", "group": "auth-team", "member": "tester", "member_type": "role"}
+                "group.member.add", {"caller": "maya", "group": "auth_team", "member": "tester", "member_type": "role"}
             )
             pr = conversation(c)
             c.call("message.markRead", {"caller": "bob", "all": True})
@@ -167,12 +180,24 @@ def main(argv=None) -> int:
         wait(driver, "return document.querySelectorAll('#main .msg').length > 3", "carol's inbox")
         shoot(driver, out / "ui-inbox.png")
         driver.execute_script("location.hash = '#/agents'")
-        wait(driver, "return !!document.querySelector('#main tr[data-group=\"auth-team\"]')", "the groups")
+        wait(driver, "return !!document.querySelector('#main tr[data-group=\"auth_team\"]')", "the groups")
         dark(driver, True)
         shoot(driver, out / "ui-agents-dark.png")
         dark(driver, False)
+        driver.execute_script("location.hash = '#/sent'")
+        wait(driver, "return document.querySelectorAll('#main .msg .dstate').length >= 3", "the delivery states")
+        driver.execute_script("document.querySelector('#main .msg .body').click()")
+        wait(driver, "return document.querySelectorAll('#thread .dstate').length >= 3", "the thread's states")
+        shoot(driver, out / "ui-sent.png")
+        driver.execute_script("document.querySelector('#thread button.close').click()")
+        box = driver.find_element("css selector", '#search input[name="q"]')
+        box.send_keys("token ref")
+        wait(driver, "return document.querySelectorAll('#main .results .msg mark').length > 0", "the search results")
+        dark(driver, True)
+        shoot(driver, out / "ui-search-dark.png")
+        dark(driver, False)
         driver.set_window_size(390, 844)
-        driver.execute_script("location.hash = '#/feed'")
+        driver.execute_script("document.querySelector('#search input').value = ''; location.hash = '#/feed'")
         wait(driver, "return document.querySelectorAll('#main .msg').length > 3", "the feed on a phone")
         shoot(driver, out / "ui-phone.png")
         dark(driver, True)

@@ -59,26 +59,26 @@ log = logging.getLogger(__name__)
 RING_SIZE = 20_000  # recent events kept for resume (config: subscription_ring_size)
 RING_BYTES = 64 * 1024 * 1024  # and at most about this much of them (config: subscription_ring_bytes)
 BACKLOG_CHUNK = 2_000  # events read from the log per piece of a resume from beyond the ring
-NOTIFY_TYPES = frozenset(
-    {
-        "message.create",
-        "message.edit",
-        "message.delete",
-        "agent.register",
-        "agent.cleanup",
-        "agent.update",
-        "agent.session.start",
-        "agent.session.end",
-        # `all` only: read marks and groups, so a watcher (the Web UI) keeps unread counts and groups live
-        "message.read",
-        "message.unread",
-        "message.archive",
-        "group.create",
-        "group.delete",
-        "group.member.add",
-        "group.member.remove",
-    }
-)
+NOTIFY_TYPES = (
+    frozenset(
+        {
+            "message.create",
+            "message.edit",
+            "message.delete",
+            "agent.register",
+            "agent.cleanup",
+            "agent.update",
+            "agent.session.start",
+            "agent.session.end",
+            # `all` only (and every receipt: read marks, delivery states): a watcher (the Web UI) keeps groups live
+            "group.create",
+            "group.delete",
+            "group.member.add",
+            "group.member.remove",
+        }
+    )
+    | ev.RECEIPT_TYPES
+)  # unread counts and each recipient's delivery state
 MESSAGE_TYPES = frozenset({"message.create", "message.edit", "message.delete"})
 TARGET_CHANGERS = frozenset(
     {"agent.register", "agent.cleanup", "group.create", "group.delete", "group.member.add", "group.member.remove"}

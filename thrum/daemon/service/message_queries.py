@@ -105,6 +105,8 @@ async def thread(call: Call) -> dict:
         raise errors.ValidationError("invalid params: thread_id or message_id is required", field="thread_id")
     messages = await call.ctx.read(queries.thread_messages, key, viewer=caller)
     await _with_mailbox_state(call, messages)
+    if p.bool("delivery"):  # each recipient's state, as message.get gives it (the Web UI's thread pane)
+        await call.ctx.read(delivery_store.with_delivery, messages, ev.now_rfc3339())
     return {"thread_id": messages[0]["thread_id"] if messages else key, "messages": messages}
 
 

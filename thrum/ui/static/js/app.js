@@ -8,11 +8,12 @@
 // so none of its calls marks an agent as seen; see docs/design/ui.md.
 
 import { Rpc, takeKey } from "./rpc.js";
-import { FeedView, InboxView, MentionsView } from "./views.js";
+import { FeedView, InboxView, MentionsView, SentView } from "./views.js";
 import { AgentsView, SyncView, ThreadsView } from "./panels.js";
 import { SearchView } from "./search.js";
 import { ThreadPane } from "./thread.js";
 import { renderMessage } from "./messages.js";
+import { deliveryBlock } from "./delivery.js";
 import { ComposeDialog, IdentityDialog, EditDialog, ask } from "./compose.js";
 import { installKeys } from "./keys.js";
 import { Notifier } from "./notify.js";
@@ -147,7 +148,7 @@ class App {
     if (method.startsWith("agent.")) this.agentsSoon();
     if (method.startsWith("group.")) this.groupsSoon();
     if (method === "message.create" || method === "message.delete" || method === "message.read"
-      || method === "message.unread" || method === "message.archive") this.countsSoon();
+      || method === "message.unread" || method === "message.archive" || method === "message.acked") this.countsSoon();
     if (method === "message.create") {
       this.notifier.onCreate(p);
       if (!p.replay) this.syncSoon();             // pending events changed
@@ -191,10 +192,14 @@ class App {
   async loadCounts() {
     const names = [...this.agents.keys()];
     const calls = names.map((n) => this.rpc.call("message.counts", { caller: n }).catch(() => null));
-    if (this.me) calls.push(this.rpc.call("message.counts", { caller: this.me, mentions: true }).catch(() => null));
+    if (this.me) {
+      calls.push(this.rpc.call("message.counts", { caller: this.me, mentions: true }).catch(() => null));
+      calls.push(this.rpc.call("message.sent", { caller: this.me, unacked: true, page_size: 1 }).catch(() => null));
+    }
     const results = await Promise.all(calls);
     names.forEach((n, i) => { if (results[i]) this.counts.set(n, results[i]); });
     this.mentions = this.me ? results[names.length] : null;
+    this.unacked = this.me && results[names.length + 1] ? results[names.length + 1].total : 0;
     this.renderCounts();
     if (this.view && this.view.showCounts) this.view.showCounts();
     if (this.view && this.view.onAgents) this.view.onAgents();
@@ -248,7 +253,7 @@ class App {
     this.showMe();
     this.renderSidebar();
     this.countsSoon();
-    if (this.viewKey === "mentions" || this.viewKey === "threads") this.route(true);
+    if (this.viewKey === "mentions" || this.viewKey === "threads" || (this.viewKey || "").startsWith("sent")) this.route(true);
     else if (this.view && this.view.list) this.view.list.repaint();   // actions depend on who you are
     if (this.thread.isOpen && this.thread.focusId) this.thread.open(this.thread.focusId);   // reply as the new identity
   }
@@ -285,6 +290,7 @@ class App {
       displayOf: (n) => (this.agents.get(n) || {}).display || "",
       onOpen: onOpen || ((m) => this.thread.open(m.message_id)),
       actions: (m) => this.actionsFor(m, reader, inThread),
+      delivery: deliveryBlock,
     };
   }
 
@@ -368,8 +374,8 @@ class App {
     const hash = `#/search?q=${encodeURIComponent(q)}`;
     if (this.view instanceof SearchView) {
       history.replaceState(null, "", hash);
-      this.viewKey = `search`;
-      this.view.query(q);
+      this.viewKey = `search?${hash.split("?")[1]}`;     // a link to another query is another view
+      this.view.query(text.trimStart());       // a space after the last word: that word is whole
     } else {
       location.hash = hash;
     }
@@ -392,7 +398,9 @@ class App {
     let key;
     if (permalink) key = this.viewKey || "feed";
     else if (parts[0] === "inbox" && parts[1]) key = `inbox/${parts[1]}?${query || ""}`;
-    else if (["agents", "sync", "mentions", "threads", "search"].includes(parts[0])) key = parts[0];
+    else if (parts[0] === "sent") key = `sent?${query || ""}`;
+    else if (parts[0] === "search") key = `search?${query || ""}`;
+    else if (["agents", "sync", "mentions", "threads"].includes(parts[0])) key = parts[0];
     else key = "feed";
     if (force || key !== this.viewKey || !this.view) this.show(key, parts, q);
     if (permalink) {
@@ -418,8 +426,9 @@ class App {
     } else if (key === "agents") view = new AgentsView(this);
     else if (key === "sync") view = new SyncView(this);
     else if (key === "mentions") view = new MentionsView(this);
+    else if (key.startsWith("sent")) view = new SentView(this, { unacked: q.get("unacked") === "1" });
     else if (key === "threads") view = new ThreadsView(this);
-    else if (key === "search") view = new SearchView(this, q.get("q") || "");
+    else if (key.startsWith("search")) view = new SearchView(this, q.get("q") || "");
     else view = new FeedView(this);
     this.view = view;
     this.viewKey = key;
@@ -465,6 +474,9 @@ class App {
     this.notifier.setUnread(mine ? mine.unread : 0);
     const mentions = document.getElementById("mentions-badge");
     mentions.textContent = this.mentions && this.mentions.unread ? String(this.mentions.unread) : "";
+    const unacked = document.getElementById("unacked-badge");
+    unacked.textContent = this.unacked ? String(this.unacked) : "";
+    unacked.title = this.unacked ? `${this.unacked} of your messages wait for an acknowledgement` : "";
   }
 }
 

@@ -5,6 +5,9 @@
 import { h, fill, parseTag, toast, errorText } from "./util.js";
 
 const PRIORITIES = ["low", "normal", "high", "critical"];
+// asking for an acknowledgement (issue 24): none, without a deadline, or within one
+const ACKS = [["", "no ack"], ["ack", "ack asked"], ["600", "ack within 10 min"], ["3600", "ack within 1 h"],
+  ["86400", "ack within 1 day"]];
 
 function tagsFrom(text, what) {
   const out = [];
@@ -47,6 +50,8 @@ export class ComposeDialog {
     const scope = h("input", { type: "text", name: "scope", placeholder: "module:auth", value: preset.scope || "" });
     const ref = h("input", { type: "text", name: "ref", placeholder: "issue:42" });
     const priority = h("select", { name: "priority" }, PRIORITIES.map((p) => h("option", { value: p, selected: p === "normal" }, p)));
+    const ack = h("select", { name: "ack", title: "ask every recipient to acknowledge (thrum ack ID); see it under Sent" },
+      ACKS.map(([v, text]) => h("option", { value: v, selected: v === "" }, text)));
     const body = h("textarea", { name: "content", rows: 6, required: true, placeholder: "Message, in Markdown (Ctrl+Enter sends)" });
     const send = h("button", { type: "submit", class: "primary" }, "Send");
     const cancel = h("button", { type: "button", onclick: () => this.dialog.close() }, "Cancel");
@@ -58,7 +63,8 @@ export class ComposeDialog {
       h("div", { class: "row wrap" },
         h("label", { class: "field" }, h("span", {}, "Scope"), scope),
         h("label", { class: "field" }, h("span", {}, "Ref"), ref),
-        h("label", { class: "field" }, h("span", {}, "Priority"), priority)),
+        h("label", { class: "field" }, h("span", {}, "Priority"), priority),
+        h("label", { class: "field" }, h("span", {}, "Acknowledge"), ack)),
       body, this.error,
       h("div", { class: "row" }, h("span", { class: "spacer" }), cancel, send));
     const submit = async () => {
@@ -79,6 +85,8 @@ export class ComposeDialog {
         return;
       }
       if (subject.value.trim()) params.subject = subject.value.trim();
+      if (ack.value === "ack") params.ack = true;
+      else if (ack.value) params.ack_within = Number(ack.value);
       if (!params.content.trim()) {
         this.error.textContent = "Write a message first.";
         return;

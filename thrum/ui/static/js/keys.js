@@ -1,5 +1,5 @@
 // The keyboard: j/k move through the list, Enter/o open, r reply, e edit (your own),
-// / search, n new message, g then f/m/t/a/s go to a view, ? this help, Esc close.
+// / search, n new message, g then f/m/o/t/a/s go to a view, ? this help, Esc close.
 
 import { h, fill } from "./util.js";
 
@@ -10,13 +10,13 @@ export const KEYS = [
   ["e", "edit the message (your own)"],
   ["/", "search"],
   ["n", "new message"],
-  ["g then f, m, t, a, s", "go to the feed, mentions, threads, agents, sync"],
+  ["g then f, m, o, t, a, s", "go to the feed, mentions, sent (with delivery states), threads, agents, sync"],
   ["d", "compact / comfortable density"],
   ["?", "this help"],
   ["Esc", "close the thread or the dialog"],
 ];
 
-const GO = { f: "#/feed", m: "#/mentions", t: "#/threads", a: "#/agents", s: "#/sync" };
+const GO = { f: "#/feed", m: "#/mentions", o: "#/sent", t: "#/threads", a: "#/agents", s: "#/sync" };
 
 export function installKeys(app) {
   let prefix = null;

@@ -111,6 +111,22 @@ export function renderMessage(m, ctx) {
   return el;
 }
 
+/**
+ * Draw only an element's delivery states again (a receipt changes nothing else): the
+ * element stays, and with it the reader's focus, selection and open details.
+ */
+export function updateDelivery(el, m, ctx) {
+  el._item = m;
+  const main = el.querySelector(":scope > .msg-main");
+  const old = main.querySelector(":scope > .delivery");
+  const fresh = ctx.delivery ? ctx.delivery(m) : null;
+  const opened = fresh && old && old.querySelector("details[open]") ? fresh.querySelector("details") : null;
+  if (opened) opened.open = true;                 // the list of recipients the reader opened stays open
+  if (old && fresh) old.replaceWith(fresh);
+  else if (old) old.remove();
+  else if (fresh) main.insertBefore(fresh, main.querySelector(":scope > .msg-actions"));
+}
+
 function structuredBlock(raw) {
   let text = typeof raw === "string" ? raw : JSON.stringify(raw);
   try {

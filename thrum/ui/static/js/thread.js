@@ -2,8 +2,11 @@
 // the human at the keyboard marks its messages read for that human (never for an
 // agent: a watcher must not consume an agent's unread messages).
 
-import { fromEvent, patchFor } from "./messages.js";
+import { fromEvent, patchFor, updateDelivery } from "./messages.js";
+import { DeliveryWatch } from "./delivery.js";
 import { h, fill, toast, errorText } from "./util.js";
+
+const GET_AT_ONCE = 8;         // more changed messages than this: the thread is read again, in one call
 
 export class ThreadPane {
   constructor(app, el) {
@@ -13,6 +16,15 @@ export class ThreadPane {
     this.focusId = null;
     this.byId = new Map();
     this.ctx = app.messageContext({ showRead: false, onOpen: (m) => this.focus(m.message_id), inThread: true });
+    // each recipient's state, kept live (a supervisor's question: did it reach them?)
+    this.watch = new DeliveryWatch({
+      has: (id) => this.byId.has(id),
+      refetch: (ids) => this.refetch(ids),
+      apply: (m) => {
+        const el = this.byId.get(m.message_id);
+        if (el) updateDelivery(el, { ...el._item, delivery: m.delivery, ack: m.ack, read_by: m.read_by }, this.ctx);
+      },
+    });
   }
 
   get isOpen() {
@@ -34,7 +46,7 @@ export class ThreadPane {
       this.items, this.replyForm);
     this.el.hidden = false;
     document.body.classList.add("thread-open");
-    const params = threadId ? { thread_id: threadId } : { message_id: id };
+    const params = threadId ? { thread_id: threadId, delivery: true } : { message_id: id, delivery: true };
     if (this.app.me) params.caller = this.app.me;
     let result;
     try {
@@ -62,6 +74,7 @@ export class ThreadPane {
     this.focusId = null;
     this.opening = null;
     this.byId.clear();
+    this.watch.destroy();
     document.body.classList.remove("thread-open");
   }
 
@@ -140,16 +153,39 @@ export class ThreadPane {
       const el = this.add(fromEvent(p));
       if (el) {
         el.scrollIntoView({ block: "nearest" });
+        this.watch.want(p.message_id);           // its recipients, as the daemon resolves them
         if (this.app.me && p.agent_id !== this.app.me) this.markRead([{ message_id: p.message_id, agent_id: p.agent_id }]);
       }
     } else if (method === "message.edit" || method === "message.delete") {
       const el = this.byId.get(p.message_id);
-      if (!el) return;
-      const item = { ...el._item, ...patchFor(method, p, el._item) };
-      const fresh = this.app.renderMessage(item, this.ctx);
-      fresh.classList.toggle("focus", el.classList.contains("focus"));
-      el.replaceWith(fresh);
-      this.byId.set(p.message_id, fresh);
+      if (el) this.redraw(p.message_id, patchFor(method, p, el._item));
+    } else {
+      this.watch.onNote(method, p);
     }
+  }
+
+  /** Draw message ``id`` again with ``patch`` applied. */
+  redraw(id, patch) {
+    const el = this.byId.get(id);
+    if (!el) return;
+    const item = { ...el._item, ...patch };
+    const fresh = this.app.renderMessage(item, this.ctx);
+    fresh.classList.toggle("focus", el.classList.contains("focus"));
+    el.replaceWith(fresh);
+    this.byId.set(id, fresh);
+  }
+
+  /** The messages ``ids`` of this thread again, with their delivery states. */
+  async refetch(ids) {
+    const threadId = this.threadId;
+    if (!threadId) return [];
+    if (ids.length > GET_AT_ONCE) {
+      const r = await this.app.rpc.call("message.thread", { thread_id: threadId, delivery: true });
+      const want = new Set(ids);
+      return this.threadId === threadId ? r.messages.filter((m) => want.has(m.message_id)) : [];
+    }
+    const got = await Promise.all(ids.map((id) => this.app.rpc.call("message.get", { message_id: id })
+      .then((r) => r.message, () => null)));
+    return this.threadId === threadId ? got.filter(Boolean) : [];
   }
 }

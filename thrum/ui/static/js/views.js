@@ -1,10 +1,11 @@
-// The message views: the feed of every message, one agent's inbox, and the
-// mentions of the human at the keyboard. A view has `el`, `start()`,
+// The message views: the feed of every message, one agent's inbox, the
+// mentions of the human at the keyboard, and what that human sent. A view has `el`, `start()`,
 // `destroy()`, `onNote(method, params)`, and for the keyboard `move(step)`,
 // `current()`.
 
 import { VirtualList } from "./vlist.js";
 import { fromEvent, patchFor } from "./messages.js";
+import { DeliveryWatch } from "./delivery.js";
 import { h, fill, debounce, parseTag, toast, errorText, dayKey, dayLabel } from "./util.js";
 
 const NEWEST_PAGES = 20;       // a burst bigger than this many pages re-reads the view instead
@@ -328,6 +329,61 @@ export class MentionsView extends InboxLike {
       this.setRead(p.message_ids || [], method === "message.read");
     } else {
       super.onNote(method, p);
+    }
+  }
+}
+
+/**
+ * What the human at the keyboard sent, newest first, each with every recipient's
+ * delivery state kept live (issue 24): did it reach the agent's context, was it
+ * acknowledged? "Unacked only" is `thrum sent --unacked`.
+ */
+export class SentView extends InboxLike {
+  constructor(app, { unacked }) {
+    const me = app.me;
+    super(app, {
+      label: "sent",
+      title: h("h2", {}, me ? h("span", {}, "Sent by ", h("span", { class: "author" }, "@" + me)) : "Sent"),
+      showRead: false,
+      empty: !me ? "Choose who you are (top right) to see what you sent."
+        : unacked ? "Every acknowledgement you asked for has been given." : `@${me} has sent nothing yet.`,
+    }, unacked ? { caller: me, unacked: true } : { caller: me });
+    this.me = me;
+    this.unacked = unacked;
+    this.watch = new DeliveryWatch({
+      has: (id) => this.list.has(id),
+      // rows in view are read now; the others (up to 3,000 loaded) again when they come into view
+      refetch: (ids) => Promise.all(ids.filter((id) => this.list.stale(id))
+        .map((id) => this.app.rpc.call("message.get", { message_id: id }).then((r) => r.message, () => null))),
+      apply: (m) => {
+        if (this.unacked && m.delivery.every((r) => r.state === "acked")) this.list.remove(m.message_id);
+        else this.list.update(m.message_id, { delivery: m.delivery, ack: m.ack, read_by: m.read_by });
+      },
+    });
+    const only = h("input", { type: "checkbox", name: "unacked", checked: unacked });
+    only.addEventListener("change", () => this.app.go(only.checked ? "#/sent?unacked=1" : "#/sent"));
+    this.el.append(h("form", { class: "filters", onsubmit: (ev) => ev.preventDefault() },
+      h("label", { title: "messages asking for an acknowledgement some recipient has not given" }, only,
+        " unacknowledged only")), this.list.el);
+  }
+
+  fetchPage(page, size) {
+    if (!this.me) return Promise.resolve({ messages: [], total: 0 });
+    return this.app.rpc.call("message.sent", { ...this.params, page, page_size: size });
+  }
+
+  destroy() {
+    super.destroy();
+    this.watch.destroy();
+  }
+
+  onNote(method, p) {
+    if (method === "message.create") {
+      if (p.agent_id === this.me && !this.unacked) this.refreshTop();
+    } else if (method === "message.edit" || method === "message.delete") {
+      super.onNote(method, p);
+    } else {
+      this.watch.onNote(method, p);
     }
   }
 }

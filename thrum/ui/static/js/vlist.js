@@ -512,6 +512,17 @@ export class VirtualList {
     this.repaint();
   }
 
+  /**
+   * Row ``id`` changed on the server: when it is drawn, say so (true: the caller reads it
+   * now); when not, it is let go and read again with its page when it comes into view.
+   */
+  stale(id) {
+    if (this.element(id)) return true;
+    const i = this.indexOf(id);
+    if (i >= 0) this.forgetAt(i);
+    return false;
+  }
+
   /** The element drawn for ``id`` (null when it is not in the DOM now). */
   element(id) {
     for (const row of this.win.children) {
