@@ -56,10 +56,13 @@ def _summary(r: dict) -> str:
             f"> No remote configured: committed {r['commits']} change(s) "
             f"(add one with `git remote add origin URL`) ({r['duration_ms']:.0f} ms)"
         )
-    return (
+    text = (
         f"> Synced with {r['remote']}: sent {r['sent']} event(s), received {r['received']}, "
         f"{r['commits']} commit(s){'' if r['pushed'] else ', nothing pushed'} in {r['duration_ms']:.0f} ms"
     )
+    if r.get("rolled_back"):
+        text += f"\n> {r['rolled_back']['text']}"
+    return text
 
 
 @sync.command("status", context_settings=CONTEXT_SETTINGS)
@@ -98,6 +101,9 @@ def _status_text(s: dict) -> str:
         lines.append(f"Pending:       {s['pending_events']} local event(s) not yet pushed")
     if s.get("quarantined") is not None:
         lines.append(f"Quarantined:   {s['quarantined']} line(s)/event(s) refused from the log")
+    chains = s.get("chains") or {}
+    for item in [*(chains.get("gaps") or []), *(chains.get("faults") or []), *(chains.get("rollbacks") or [])]:
+        lines.append(f"Chains:        {item['text']}")
     for c in s.get("name_conflicts") or []:
         state = "in use" if c.get("open") else "quiet for 15 minutes or more"
         lines.append(f"Conflicts:     @{c['name']} has a second key ({state}): {c['message']}")
