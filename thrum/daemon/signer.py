@@ -60,16 +60,6 @@ class Signer:
     def new_message_id(self, name: str) -> str:
         return signing.new_message_id(self.tag(name))
 
-    def sign(self, d: dict) -> dict:
-        """``d`` signed by its author (`thrum.events.event_author`), outside any chain.
-
-        Raises:
-            IdentityError: the author has no key on this machine.
-        """
-        author = ev.event_author(d) or ""
-        private, _ = self._pair(author)
-        return signing.sign(d, author, private)
-
     def check(self, d: dict) -> None:
         """Raise `IdentityError` unless this machine can sign ``d`` (before it is queued)."""
         self._pair(ev.event_author(d) or "")
