@@ -11,9 +11,9 @@ who wrote it (docs/design/trust.md). Rules:
    ``seq`` and the hash of the author's previous event, chosen in the writer's
    thread right before the append (`sign_batch`), so the order of the file is the
    order of the chain, and a batch that fails to append uses up no position.
-   An author's tip is the highest of what this daemon wrote and what the
-   projection holds (its events written before a restart, or by the same key on
-   another machine: that is a fork, and reported as one).
+   An author's tip is read from the projection once (its events written before a
+   restart) and then kept here; the same key writing on another machine meanwhile
+   makes a fork, reported as one (docs/design/trust.md, "Chains").
 4. Every line appended is remembered (per file and signer) until the next commit,
    when `take_seals` turns each group into one seal line: other replicas then verify
    one signature per group instead of one per line.
@@ -79,7 +79,10 @@ class Signer:
         for d in events:
             author = ev.event_author(d) or ""
             private, _ = self._pair(author)
-            seq, prev = moved.get(author) or max(self._tips.get(author, (0, "")), stored_tip(author))
+            tip = moved.get(author) or self._tips.get(author)
+            if tip is None:  # first event of this author since the daemon started: the projection knows
+                tip = stored_tip(author)
+            seq, prev = tip
             chain: dict = {"seq": seq + 1}
             if seq:
                 chain["prev"] = prev
