@@ -78,7 +78,8 @@ class Signer:
         out = []
         for d in events:
             author = ev.event_author(d) or ""
-            private, _ = self._pair(author)
+            pair = self.keys.get(author)  # cached: `check` read (and vetted) the key file when the write came in
+            private, _ = pair if pair is not None else self._pair(author)
             tip = moved.get(author) or self._tips.get(author)
             if tip is None:  # first event of this author since the daemon started: the projection knows
                 tip = stored_tip(author)
