@@ -74,11 +74,12 @@ def main(argv=None) -> int:
         print(f"history of {args.events:,} events written and committed in {time.monotonic() - t:.0f} s", flush=True)
         gen.messages(work, agents, agents, args.push)
         new = commit(repo, work, [old])
-        times = []
+        times, cpu = [], []
         for _ in range(args.runs):
-            t = time.monotonic()
+            t, c = time.monotonic(), time.process_time()
             verdict = verify_range(repo, str(old), str(new))
             times.append(time.monotonic() - t)
+            cpu.append(time.process_time() - c)
             assert verdict.ok and verdict.added >= args.push, verdict.findings[:3]
         env = dict(os.environ)
         t = time.monotonic()
@@ -109,6 +110,7 @@ def main(argv=None) -> int:
         f"| verify_range, in-process ({args.runs} runs) | {statistics.median(times) * 1000:,.0f} ms "
         f"({min(times) * 1000:,.0f}–{max(times) * 1000:,.0f}) | ≤ 2 s |"
     )
+    print(f"| — its CPU time (what the machine's load changes least) | {statistics.median(cpu) * 1000:,.0f} ms | |")
     print(f"| `thrum verify --from OLD --to NEW` (the command, once) | {command * 1000:,.0f} ms | ≤ 2 s |")
     return 0
 
