@@ -45,6 +45,7 @@ def test_lines_grafted_from_another_log_are_quarantined_everywhere(team, tmp_pat
     b.sync()
     log_id = _adopt_root(a)
     git(b, "pull", "-q", "--ff-only", "origin", "main")
+    a.sync()
     a.run("send", "to my team", "--to", "@bob", agent="alice")
     a.sync()
     b.sync()
@@ -57,6 +58,7 @@ def test_lines_grafted_from_another_log_are_quarantined_everywhere(team, tmp_pat
     d.agent("dave", "reviewer")
     other_log = _adopt_root(d)
     assert other_log != log_id
+    d.sync()  # the daemon reads the root again before each sync (and every few seconds)
     d.run("send", "for the other team only", "--to", "@dave", agent="alice")
     d.sync()
     grafted = [

@@ -59,6 +59,7 @@ COMMANDS: dict[str, str] = {
     "wake": "thrum.cli.wake:wake",
     "hook": "thrum.cli.hook:hook",
     "verify": "thrum.cli.verify:verify",
+    "team": "thrum.cli.team:team",
 }
 
 

@@ -45,6 +45,7 @@ from .. import errors
 from ..store import chain_fold, projection
 from ..sync import state as sync_record
 from ..sync.gate import Abandoned, CycleGate
+from ..sync.teamfile import team_summary
 from .writer import Writer
 
 log = logging.getLogger(__name__)
@@ -277,6 +278,7 @@ class SyncLoop:
     def _cycle_in_thread(self, mode: str, applied: list[dict]):
         from ..sync.cycle import run_cycle
 
+        self.daemon.log_binding.refresh()  # the root as committed now (a pull may have brought one)
         files = WriterLog(self.daemon.writer, applied, scanned=self._scanned)
         with self.gate.held():  # local work; `stop` abandons the thread only in network sections
             if not self.replicator.healthy():
@@ -331,6 +333,7 @@ class SyncLoop:
             await trio.to_thread.run_sync(self.replicator.ignored_paths, False) if self.replicator is not None else {}
         )
         waiting = self.gate.network_since if self._cycle_since is not None else None
+        team = await trio.to_thread.run_sync(team_summary, self.daemon.paths.main_repo, self.cfg.remote)
         return {
             "mode": self.mode(),
             "remote": self.cfg.remote if self.mode() == "remote" else None,
@@ -351,6 +354,7 @@ class SyncLoop:
             "syncing_since": _utc(self._cycle_since),
             "waiting_for_remote_since": _utc(waiting),
             "credential_source": getattr(getattr(self.replicator, "credentials", None), "last_source", None),
+            "team": team,
         }
 
 

@@ -169,6 +169,7 @@ def status(paths: ThrumPaths) -> dict:
         "quarantined": None,
         "name_conflicts": _name_conflicts(paths),
         "daemon_running": False,
+        "team": _team_summary(paths, cfg.remote),
     }
 
 
@@ -188,3 +189,25 @@ def _name_conflicts(paths: ThrumPaths) -> list[dict]:
             except Exception:  # noqa: BLE001 - an unreadable identity only loses "who was first"
                 continue
     return report(found, here)
+
+
+def _team_summary(paths: ThrumPaths, remote: str) -> dict:
+    from .teamfile import team_summary
+
+    return team_summary(paths.main_repo, remote)
+
+
+# --------------------------------------------------------------------------- the team root (thrum team)
+
+
+def team_root(paths: ThrumPaths) -> dict:
+    """The team root as this replica sees it: the file committed on the normal branch
+    (`teamfile`), where it comes from, and whether the checkout's copy differs
+    (an uncommitted or side-branch edit, which does not count)."""
+    from .teamfile import read_committed_root, worktree_copy_differs
+
+    cfg = config_mod.load(paths.config)
+    committed = read_committed_root(paths.main_repo, cfg.remote)
+    out = committed.to_json()
+    out["checkout_differs"] = worktree_copy_differs(paths.repo, committed)
+    return out
