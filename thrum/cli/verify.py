@@ -6,7 +6,6 @@ import sys
 
 import click
 
-from ..errors import ThrumError
 from .common import CONTEXT_SETTINGS, global_options, runtime
 
 
@@ -34,10 +33,10 @@ def verify(old, new):
     """
     rt = runtime()
     repo_path = rt.opts.repo or "."  # the global --repo: bare repositories too (the remote's side)
-    from ..sync.verifyrange import open_repository, verify_range
+    from ..sync.verifyrange import committed_root, open_repository, verify_range
 
     repo = open_repository(repo_path)  # SyncError (a ThrumError): one line, exit 1
-    keys, log_id = _root(repo_path)
+    keys, log_id = committed_root(repo_path)
     result = verify_range(repo, old, new, root_keys=keys, log_id=log_id)
     if rt.opts.json:
         rt.emit(result.to_json(), None)
@@ -51,18 +50,3 @@ def verify(old, new):
         click.echo(summary, err=True)
     if not result.ok:
         sys.exit(1)
-
-
-def _root(repo_path: str):
-    """(admin and member keys, log id) of the committed team root, or ({}, None) without one."""
-    try:
-        from ..sync.teamfile import read_committed_root
-    except ImportError:  # before the team root exists in this build
-        return {}, None
-    committed = read_committed_root(repo_path)
-    if committed.error:
-        raise ThrumError(f"the team root cannot be used: {committed.error}")
-    root = committed.root
-    if root is None:
-        return {}, None
-    return {**root.members, **root.admins}, root.log_id

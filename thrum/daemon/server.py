@@ -284,20 +284,9 @@ class Daemon:
             os.close(self._lock_fd)
             self._lock_fd = None
 
-    def root_log_id(self) -> str | None:
-        """The log id of the team root committed on the normal branch (None: no usable root).
-        Read at start-up and before each sync (a pull of the normal branch brings a new root)."""
-        from ..sync.teamfile import read_committed_root
-
-        try:
-            committed = read_committed_root(self.paths.main_repo, self.config.remote)
-        except Exception as exc:  # noqa: BLE001 - an unreadable root binds nothing; sync status says why
-            log.warning("cannot read the team root: %s", exc)
-            return None
-        return committed.root.log_id if committed.root is not None else None
-
     def _open_store(self) -> None:
         from ..sync import offline as sync_record
+        from ..sync.verifyrange import committed_log_id
         from ..sync.transport.credentials import credentials_from_env, remote_callbacks
         from ..sync.worktree import ensure_sync_worktree
 
@@ -305,7 +294,8 @@ class Daemon:
         self.worktree = ensure_sync_worktree(self.paths.main_repo, self.config.remote, callbacks=callbacks)
         event_log = EventLog(self.worktree)
         self.ring = KeyRing(self.paths.var / "known_keys.json", self.keys)
-        self.log_binding = LogBinding(read=self.root_log_id)  # the team root's log id (read again every 5 s)
+        root, remote = self.paths.main_repo, self.config.remote  # the team root's log id, read again every 5 s
+        self.log_binding = LogBinding(read=lambda: committed_log_id(root, remote))
         verifier = Verifier(self.ring, skew_s=float(self.config.clock_skew), binding=self.log_binding)
         self.fold_verified = VerifiedFold(verifier, VerdictMemory(self.paths.var / "verified-lines"))
         db = open_projection(self.paths.database, event_log, self.fold_verified)
