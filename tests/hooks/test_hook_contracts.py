@@ -118,6 +118,44 @@ def test_cursor_and_generic_hosts(team):
     assert code == 0 and other in out and out.startswith("<thrum-messages") and "│ plain text please" in out
 
 
+def _shown(host: str, out: str) -> str:
+    """The framed text a host reads from a start or context hook's stdout, in that host's shape."""
+    if not out.strip():
+        return ""
+    if host == "generic":
+        return out
+    if host == "cursor":
+        return json.loads(out)["additional_context"]
+    return context_of(out)
+
+
+@pytest.mark.parametrize(
+    "host, event",
+    [
+        ("codex", "SessionStart"),
+        ("codex", "PostToolUse"),
+        ("gemini", "SessionStart"),
+        ("gemini", "AfterTool"),
+        ("cursor", "sessionStart"),
+        ("cursor", "postToolUse"),
+        ("generic", "start"),
+    ],
+)
+def test_every_host_shows_each_message_once(team, host, event):
+    agent = f"{host}{event.lower()}"
+    team.agent(agent, f"{agent}_role")
+    mid = team.send("alice", f"for {host} at {event}", "--to", f"@{agent}_role")
+    payload = {"cwd": str(team.path), "hook_event_name": event, "workspace_roots": [str(team.path)]}
+    code, out, err = run_hook(team, host, event, payload if host != "generic" else "", agent=agent)
+    assert (code, err) == (0, "")
+    text = _shown(host, out)
+    assert mid in text and f"│ for {host} at {event}" in text and text.startswith("<thrum-messages")
+    if host in ("codex", "gemini"):
+        assert json.loads(out)["hookSpecificOutput"]["hookEventName"] == event
+    assert run_hook(team, host, event, payload if host != "generic" else "", agent=agent) == (0, "", "")
+    assert _get(team, mid)["delivery"][0]["state"] == "surfaced"
+
+
 def test_output_is_bounded_with_a_digest_and_the_rest_comes_next_turn(team):
     team.agent("iob", "iob_role")
     ids = [team.send("alice", f"report {i}: " + "details " * 300, "--to", "@iob") for i in range(30)]

@@ -131,6 +131,7 @@ def test_setup_merges_is_idempotent_and_removes_cleanly(repo, host, tmp_path):
         assert all(line in lines for line in CODEX_TOML.splitlines())  # every line kept, in order
         hooks = json.loads(_read(repo.path, ".codex/hooks.json"))["hooks"]
         assert set(hooks) == {"SessionStart", "UserPromptSubmit", "PostToolUse", "Stop"}
+        assert conf["features"] == {"hooks": True}  # Codex runs hooks.json only with it (docs/design/hooks.md)
     if host == "gemini":
         conf = jsonc.parse(_read(repo.path, ".gemini/settings.json")).python()
         assert set(conf["mcpServers"]) == {"other", "thrum"}
@@ -162,6 +163,37 @@ def test_setup_merges_is_idempotent_and_removes_cleanly(repo, host, tmp_path):
         if rel not in HOST_FILES[host]:
             assert not (repo.path / rel).exists(), rel  # created by setup, gone with --remove
     assert {p.relative_to(home).as_posix(): p.read_bytes() for p in home.rglob("*") if p.is_file()} == before
+
+
+@pytest.mark.parametrize(
+    "features, added",
+    [
+        ("[features]\nweb_search = true  # mine\n", True),  # thrum's flag joins the user's table
+        ("[features]\nhooks = false  # I turned hooks off\n", False),  # the user's choice stands
+        ("[features]\ncodex_hooks = true\n", False),  # the older name: the user has decided already
+        ("features = { web_search = true }\n", False),  # an inline table cannot carry thrum's mark
+    ],
+)
+def test_codex_setup_turns_hooks_on_only_where_the_user_said_nothing(repo, features, added):
+    path = repo.path / ".codex" / "config.toml"
+    original = f'model = "gpt-5"\n\n{features}'
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(original)
+    first = repo.ok("setup", "codex", "--agent", "bob", "--json").json()
+    entries = next(f["entries"] for f in first["files"] if f["path"] == ".codex/config.toml")
+    assert ("features.hooks" in entries) is added
+    text = path.read_text()
+    conf = tomlkit.parse(text).unwrap()
+    if added:
+        assert conf["features"] == {"web_search": True, "hooks": True} and "# added by thrum setup" in text
+    else:
+        assert conf["features"] == tomlkit.parse(features).unwrap()["features"]
+    assert features.splitlines()[1 if features.startswith("[") else 0] in text  # the user's line, comment and all
+    removed = repo.ok("setup", "codex", "--remove", "--json").json()
+    entries = next(f["entries"] for f in removed["files"] if f["path"] == ".codex/config.toml")
+    assert ("features.hooks" in entries) is added
+    assert path.read_text() == original  # byte for byte: only what set-up added went
+    path.unlink()
 
 
 def test_dry_run_writes_nothing_and_shows_the_diff(repo):
@@ -200,3 +232,13 @@ def test_a_file_that_does_not_parse_is_named_and_nothing_is_written(repo):
 def test_an_unknown_agent_is_refused(repo):
     r = repo.run("setup", "claude", "--agent", "nobody")
     assert r.code == 1 and "nobody" in r.err_line and "@alice" in r.err_line
+
+
+def test_setup_inside_tmux_records_the_pane_for_wake_ups(repo, tmp_path):
+    """Run from the agent's tmux pane, set-up remembers it, so the agent can be woken before its first session."""
+    sock = str(tmp_path / "tmux-sock")
+    env = {"TMUX": f"{sock},4242,0", "TMUX_PANE": "%7"}
+    repo.ok("setup", "gemini", "--agent", "alice", env=env)
+    status = repo.ok("wake", "status", "--json", agent="alice").json()
+    assert (status["pane"], status["socket"], status["enabled"]) == ("%7", sock, True)
+    repo.ok("setup", "gemini", "--remove")

@@ -93,3 +93,17 @@ def test_undelivered_lists_recent_messages_that_reach_each_agent(db, world):
     assert found == {"bob": [mid(new)], "carol": [mid(new), mid(mine)]}
     fold(db, e.delivered("bob", mid(new)))
     assert delivery.undelivered(db, ["bob"], [mid(new), mid(old)], "2026-11-20T00:00:00.000Z") == {}
+
+
+def test_messages_arriving_in_the_same_write_count_as_delivered(db, world):
+    """A hook's one call: what is being recorded delivered now is shown with what was, oldest first."""
+    e = world
+    first = e.create("alice", "first", mentions=["bob"], ts=at(1))
+    second = e.create("alice", "second", mentions=["bob"], ts=at(2))
+    third = e.create("alice", "third", mentions=["bob"], ts=at(3))
+    read = e.create("alice", "read already", mentions=["bob"], ts=at(4))
+    fold(db, first, second, third, read, e.delivered("bob", mid(second)), e.read("bob", mid(read)))
+    assert delivery.pending(db, "bob", limit=10, now_key=at(5))["total"] == 1
+    got = delivery.pending(db, "bob", limit=2, now_key=at(5), arriving=[mid(third), mid(first), mid(read)])
+    assert [m["message_id"] for m in got["messages"]] == [mid(first), mid(second)]
+    assert got["total"] == 3  # the read one stays out

@@ -37,6 +37,8 @@ FLUSH_EVERY_S = 300.0  # noted messages are recorded at least this often, looked
 MAX_NOTED = 10_000  # more noted messages than this are recorded at once (memory stays bounded)
 MAX_IDS_PER_EVENT = 1000  # one line stays a sane size (as for read receipts)
 
+Then = Callable[[dict[str, list[str]]], Awaitable[list[ev.Event]]]
+
 
 def since_key(now: datetime | None = None) -> str:
     """The time key `RECENT_DAYS` before ``now``."""
@@ -93,33 +95,44 @@ class DeliveryRecorder:
             except Exception:  # the log stays the truth; the next round tries again
                 log.exception("recording delivered messages failed")
 
-    async def flush(self) -> int:
-        """Record every noted message that reached a local agent; returns how many ids were recorded."""
+    async def flush(self, then: Then | None = None) -> int:
+        """Record every noted message that reached a local agent; returns how many ids were recorded.
+
+        ``then(found)`` (``found``: the ids being recorded, per agent) returns more
+        events to make durable in the same write: a hook's surfacing travels with the
+        delivered receipts it depends on, one write instead of two.
+        """
         async with self._lock:
             sweep, noted = self._sweep, self._noted
             self._sweep, self._noted = False, {}
-            if not sweep and not noted:
-                return 0
-            agents = self._local_agents()
-            if not agents:
-                return 0
+            agents = self._local_agents() if sweep or noted else []
             try:
-                found = await self._read(
-                    delivery_store.undelivered, agents, None if sweep else sorted(noted), since_key()
+                found = (
+                    await self._read(delivery_store.undelivered, agents, None if sweep else sorted(noted), since_key())
+                    if agents
+                    else {}
                 )
+                events = self._receipts(found, noted)
+                more = await then(found) if then is not None else []
+                if events or more:
+                    await self._write(events + more)
             except BaseException:
                 self._noted.update(noted)
                 self._sweep = self._sweep or sweep
                 raise
-            now = ev.now_rfc3339()
-            events = []
-            for agent, ids in sorted(found.items()):
-                for i in range(0, len(ids), MAX_IDS_PER_EVENT):
-                    part = tuple(ids[i : i + MAX_IDS_PER_EVENT])
-                    arrived = max((noted.get(m) or now for m in part), key=ev.time_key)
-                    events.append(ev.MessageDelivered(agent_id=agent, message_ids=part, timestamp=arrived))
             if events:
-                await self._write(events)
                 self.recorded += sum(len(e.message_ids) for e in events)
                 log.debug("recorded %d delivered message ids in %d events", self.recorded, len(events))
             return sum(len(ids) for ids in found.values())
+
+    @staticmethod
+    def _receipts(found: dict[str, list[str]], noted: dict[str, str]) -> list[ev.Event]:
+        """One ``message.delivered`` per agent and 1,000 ids, stamped with the latest arrival among them."""
+        now = ev.now_rfc3339()
+        events: list[ev.Event] = []
+        for agent, ids in sorted(found.items()):
+            for i in range(0, len(ids), MAX_IDS_PER_EVENT):
+                part = tuple(ids[i : i + MAX_IDS_PER_EVENT])
+                arrived = max((noted.get(m) or now for m in part), key=ev.time_key)
+                events.append(ev.MessageDelivered(agent_id=agent, message_ids=part, timestamp=arrived))
+        return events

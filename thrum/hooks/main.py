@@ -1,11 +1,12 @@
 """``thrum hook HOST EVENT``: the command a host runs at its turn boundaries.
 
-It reads the host's JSON from stdin, asks the daemon what is waiting for this
-agent, prints it the way the host's contract wants (`thrum.hooks.hosts`), framed
-as untrusted data (`thrum.framing`), and records what it put in the agent's
-context (``message.surface``). Hosts run it on every prompt, tool call and stop,
-so start-up is the cost: this module imports the RPC client and path finding, no
-click, no trio (``thrum`` reaches it before importing the CLI: `thrum.cli.entry`).
+It reads the host's JSON from stdin and makes one call (``message.pending`` with
+``surface_via``): the daemon frames what is waiting for this agent as untrusted
+data (`thrum.framing`) and records what it framed in full as surfaced; the hook
+prints it the way the host's contract wants (`thrum.hooks.hosts`). Hosts run it
+on every prompt, tool call and stop, so start-up is the cost: this module imports
+the RPC client and path finding, no click, no trio (``thrum`` reaches it before
+importing the CLI: `thrum.cli.entry`).
 
 Rules:
 
@@ -18,8 +19,9 @@ Rules:
    rules (`thrum.identity`: ``THRUM_NAME``, …) in the repository of the hook's
    ``cwd`` (Cursor: its first workspace root), else of the working directory.
 3. Each message is shown once: the daemon hands out only messages never surfaced
-   to the agent, and the hook records as surfaced those it printed in full, after
-   printing them. An ack that is overdue comes back once, one priority higher.
+   to the agent, and records as surfaced those it framed in full, in the same call
+   (one round trip, one durable write: docs/design/hooks.md, "Fast"). An ack that
+   is overdue comes back once, one priority higher.
 4. At a stop, the hook blocks only for a message that must not wait (a direct
    mention, high or critical priority, an ack asked for or overdue), and never
    when this stop follows a block.
@@ -149,9 +151,11 @@ def _register_params(paths: ThrumPaths, agent: str) -> dict:
 
 
 def respond(host: str, event: str, payload: dict, hook: Hook, stdout) -> tuple[str, list[str]]:
-    """Print what is waiting, as the host wants it; returns (what happened, ids shown in full)."""
-    from .. import framing
+    """Print what is waiting, as the host wants it; returns (what happened, ids shown in full).
 
+    One call: the daemon frames what is waiting and records what it framed in full
+    as surfaced, in one durable write with the delivered receipts it depends on.
+    """
     role = hosts.role(host, event)
     if role == "stop" and hosts.follows_a_block(host, payload):
         return "stop follows a block: let through", []
@@ -159,18 +163,19 @@ def respond(host: str, event: str, payload: dict, hook: Hook, stdout) -> tuple[s
         _remember_pane(hook)
     if role == "notify":
         return "notified", []
-    found = hook.call("message.pending", {"limit": PENDING_LIMIT})
-    messages = [m for m in found.get("messages") or [] if isinstance(m, dict)]
-    if role == "stop" and not any(m.get("urgent") for m in messages):
-        return f"stop: {len(messages)} waiting, none urgent", []
-    more = max(0, int(found.get("total") or 0) - len(messages))
-    text, shown = framing.frame(messages, agent=hook.agent, boundary=framing.new_boundary(), more=more)
+    got = hook.call(
+        "message.pending",
+        {"limit": PENDING_LIMIT, "surface_via": hosts.via(host, event), "urgent_only": role == "stop"},
+    )
+    text, shown, total = str(got.get("text") or ""), list(got.get("shown") or []), int(got.get("total") or 0)
+    if role == "stop" and not got.get("urgent"):
+        return f"stop: {total} waiting, none urgent", []
     out = hosts.output(host, role or "context", event, text)
     if not out:
         return "nothing new", []
     stdout.write(out)
     stdout.flush()
-    return f"{role}: showed {len(shown)} of {len(messages) + more}", shown
+    return f"{role}: showed {len(shown)} of {total}", shown
 
 
 def _remember_pane(hook: Hook) -> None:
@@ -205,7 +210,6 @@ def run(argv: list[str], *, stdin=None, stdout=None) -> int:
         hook = Hook(paths, _agent_name(paths, agent))
         what, shown = respond(host, event, payload, hook, stdout)
         if shown:
-            hook.call("message.surface", {"message_ids": shown, "via": hosts.via(host, event)})
             hooklog.write(paths, f"{where} @{hook.agent}: {what}")
         return 0
     except Skip as exc:

@@ -146,32 +146,68 @@ def _json_server(text: str, key: list[str], value: dict, *, remove: bool) -> tup
 # --------------------------------------------------------------------------- TOML (Codex's config.toml)
 
 
-def _toml_server(text: str, value: dict, *, remove: bool) -> tuple[str, bool]:
+FEATURE = "hooks"  # Codex's [features] key for hooks (`codex_hooks` before v0.130, now a deprecated alias)
+FEATURE_KEYS = ("hooks", "codex_hooks")
+FEATURE_MARK = "added by thrum setup"  # the comment that tells --remove the flag is thrum's to take out
+
+
+def _toml_config(text: str, value: dict, *, remove: bool) -> tuple[str, list[str]]:
+    """Codex's config.toml: the MCP server ``[mcp_servers.thrum]`` and ``[features] hooks = true``.
+
+    The flag is added only when the user's file says nothing about hooks (neither
+    ``hooks`` nor the older ``codex_hooks``: a user who turned them off keeps them
+    off) and ``[features]`` is absent or a plain table (an inline or dotted one
+    cannot carry the mark), marked with a comment; --remove takes it out only when it carries the
+    mark, and the ``[features]`` table with it when nothing else is left in it.
+    """
     import tomlkit
 
     try:
         doc = tomlkit.parse(text)
     except Exception as exc:  # tomlkit's errors carry the line and column
         raise jsonc.JsoncError(str(exc)) from None
+    what = []
     servers = doc.get("mcp_servers")
+    features = doc.get("features")
     if remove:
-        if servers is None or SERVER not in servers:
-            return text, False
-        del servers[SERVER]
-        if not servers:
-            del doc["mcp_servers"]
-        return tomlkit.dumps(doc), True
-    if servers is not None and servers.get(SERVER) is not None and servers[SERVER].unwrap() == value:
-        return text, False
-    if servers is None:
-        servers = tomlkit.table(is_super_table=True)
-        doc["mcp_servers"] = servers
-    table = tomlkit.table()
-    for k, v in value.items():
-        table[k] = v
-    servers[SERVER] = table
+        if servers is not None and SERVER in servers:
+            del servers[SERVER]
+            if not servers:
+                del doc["mcp_servers"]
+            what.append("mcp_servers.thrum")
+        flag = features.item(FEATURE) if isinstance(features, tomlkit.items.Table) and FEATURE in features else None
+        if flag is not None and FEATURE_MARK in flag.trivia.comment:
+            del features[FEATURE]
+            if not features:
+                del doc["features"]
+            what.append(f"features.{FEATURE}")
+        if not what:
+            return text, []
+        out = tomlkit.dumps(doc)
+        ends = len(text) - len(text.rstrip("\n"))  # the blank line set-up put before a table it appended stays behind
+        return out.rstrip("\n") + "\n" * ends if out.strip() else "", what
+    if servers is None or servers.get(SERVER) is None or servers[SERVER].unwrap() != value:
+        if servers is None:
+            servers = tomlkit.table(is_super_table=True)
+            doc["mcp_servers"] = servers
+        table = tomlkit.table()
+        for k, v in value.items():
+            table[k] = v
+        servers[SERVER] = table
+        what.append("mcp_servers.thrum")
+    plain = isinstance(features, tomlkit.items.Table) and not features.is_super_table()
+    if features is None or (plain and not any(k in features for k in FEATURE_KEYS)):
+        if features is None:
+            features = tomlkit.table()
+            doc["features"] = features
+        flag = tomlkit.item(True)
+        flag.comment(FEATURE_MARK)
+        features[FEATURE] = flag
+        what.append(f"features.{FEATURE}")
+    if not what:
+        return text, []
     out = tomlkit.dumps(doc)
-    return (out if out.endswith("\n") else out + "\n"), True
+    return (out if out.endswith("\n") else out + "\n"), what
 
 
 # --------------------------------------------------------------------------- hosts
@@ -208,12 +244,8 @@ def _codex(root: Path | None, e: Entry):
     names = [ev for ev, r in hosts.EVENTS["codex"].items() if r != "notify"]
     events = {ev: {"type": "command", "command": e.hook_command("codex", ev), "timeout": TIMEOUT_S} for ev in names}
 
-    def toml_step(t: str, rm: bool) -> tuple[str, list[str]]:
-        out, changed = _toml_server(t, server, remove=rm)
-        return out, ["mcp_servers.thrum"] if changed else []
-
     return [
-        (base / "config.toml", toml_step),
+        (base / "config.toml", lambda t, rm: _toml_config(t, server, remove=rm)),
         (base / "hooks.json", lambda t, rm: _hooks_step(t, "codex", events, rm, "groups")),
     ]
 

@@ -151,7 +151,9 @@ _LIVE_UNREAD = (
 )
 
 
-def pending(db: pw.SqliteDatabase, agent: str, *, limit: int, now_key: str) -> dict[str, Any]:
+def pending(
+    db: pw.SqliteDatabase, agent: str, *, limit: int, now_key: str, arriving: Sequence[str] = ()
+) -> dict[str, Any]:
     """What a hook should put in ``agent``'s context next, oldest first.
 
     ``messages``: up to ``limit`` messages delivered to the agent and never surfaced to
@@ -159,6 +161,9 @@ def pending(db: pw.SqliteDatabase, agent: str, *, limit: int, now_key: str) -> d
     and that were not surfaced since their deadline (``overdue: true``), each a
     message.list item with ``ack``, ``urgent`` (the Stop rule: a direct mention, high
     or critical priority, an ack asked for) and ``overdue``. ``total`` counts all of them.
+    ``arriving``: messages being recorded as delivered to the agent in the same write
+    as what the caller does with this answer (they have no delivery state yet); they
+    count as delivered.
     """
     fresh_sql = (
         "FROM deliveries d JOIN messages m ON m.message_id = d.message_id "
@@ -166,11 +171,28 @@ def pending(db: pw.SqliteDatabase, agent: str, *, limit: int, now_key: str) -> d
     )
     fresh_total = scalar(db, f"SELECT count(*) {fresh_sql}", (agent,))
     fresh = [
-        r[0]
+        (r[1], r[0])
         for r in all_rows(
-            db, f"SELECT m.message_id {fresh_sql} ORDER BY m.created_key, m.message_id LIMIT ?2", (agent, limit)
+            db,
+            f"SELECT m.message_id, m.created_key {fresh_sql} ORDER BY m.created_key, m.message_id LIMIT ?2",
+            (agent, limit),
         )
     ]
+    if arriving:
+        known = {mid for _, mid in fresh}
+        new = [
+            (r[1], r[0])
+            for r in rows_in(
+                db,
+                f"SELECT m.message_id, m.created_key FROM messages m WHERE {_LIVE_UNREAD} AND m.message_id IN ({{q}})",
+                list(arriving),
+                (agent,),
+            )
+            if r[0] not in known
+        ]
+        fresh_total += len(new)
+        fresh = sorted(fresh + new)[:limit]
+    fresh_ids = [mid for _, mid in fresh]
     overdue_sql = (
         "FROM ack_requests a JOIN deliveries d ON d.message_id = a.message_id AND d.agent_id = ?1 "
         "JOIN messages m ON m.message_id = a.message_id "
@@ -179,7 +201,7 @@ def pending(db: pw.SqliteDatabase, agent: str, *, limit: int, now_key: str) -> d
         "AND NOT EXISTS (SELECT 1 FROM archive_marks x WHERE x.message_id = m.message_id AND x.agent_id = ?1)"
     )
     overdue_total = scalar(db, f"SELECT count(*) {overdue_sql}", (agent, now_key))
-    room = max(0, limit - len(fresh))
+    room = max(0, limit - len(fresh_ids))
     overdue = (
         [
             r[0]
@@ -192,8 +214,8 @@ def pending(db: pw.SqliteDatabase, agent: str, *, limit: int, now_key: str) -> d
         if room
         else []
     )
-    items = message_items(db, fresh + overdue, agent)
-    requests = _ack_requests(db, fresh + overdue)
+    items = message_items(db, fresh_ids + overdue, agent)
+    requests = _ack_requests(db, fresh_ids + overdue)
     late = set(overdue)
     for m in items:
         m["ack"] = ack_info(requests.get(m["message_id"]), now_key)

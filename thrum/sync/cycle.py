@@ -96,13 +96,13 @@ def run_cycle(
         report.attempts = attempt
         try:
             tip = timed("fetch", replicator.fetch)
-        except SyncError:
+            report.remote_url = replicator.last_fetch.url if replicator.last_fetch else None
+            if report.rolled_back is None:  # what the remote lost of the tip we pushed (before the merge)
+                report.rolled_back = rolled_back(replicator.repo, replicator.trees, tip)
+            outcome = timed("merge", replicator.merge, tip, timed_files)
+        except SyncError:  # an unreachable remote, a refused tip: our appends are committed all the same
             report.commits += int(replicator.commit_pending(files))
             raise
-        report.remote_url = replicator.last_fetch.url if replicator.last_fetch else None
-        if report.rolled_back is None:  # what the remote lost of the tip we pushed (before the merge moves on)
-            report.rolled_back = rolled_back(replicator.repo, replicator.trees, tip)
-        outcome = timed("merge", replicator.merge, tip, timed_files)
         report.received += outcome.received
         report.commits += outcome.commits + int(timed("commit", replicator.commit_pending, files))
         report.sent = replicator.ahead_of(tip, files)

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import pygit2
 
+from ..errors import ThrumError
 from ..events import MalformedEvent, ShardRule, decode_line, is_log_path
 from ..events.shards import EVENTS_STREAM
 from ..trust.binding import LogBinding
@@ -40,6 +41,7 @@ from ..trust.keys import PublicKey
 from ..trust.ring import KeyRing
 from ..trust.verify import Candidate, Verifier
 from . import SyncError
+from .teamfile import read_committed_root
 from .trees import LayoutTrees
 from .worktree import SYNC_REF
 
@@ -101,17 +103,15 @@ def open_repository(path: os.PathLike | str) -> pygit2.Repository:
 
 
 def committed_root(repo_path: os.PathLike | str, remote: str = "origin") -> tuple[dict[str, PublicKey], str | None]:
-    """(admin and member keys, log id) of the team root committed on the normal branch;
-    ({}, None) without one.
+    """(admin and member keys, log id) of the team root committed on the normal branch,
+    or ({}, None) without one: the keys a range is judged against besides OLD's registrations.
 
     Raises:
-        SyncError: there is a root file on that branch, and it cannot be used.
+        ThrumError: the root is there but cannot be used (one line).
     """
-    from .teamfile import read_committed_root
-
     committed = read_committed_root(repo_path, remote)
     if committed.error:
-        raise SyncError(f"the team root cannot be used: {committed.error}")
+        raise ThrumError(f"the team root cannot be used: {committed.error}")
     root = committed.root
     if root is None:
         return {}, None

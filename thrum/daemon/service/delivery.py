@@ -1,9 +1,10 @@
 """message.pending, message.surface, message.ack, message.waitAcked: delivery states (docs/design/delivery.md).
 
 - ``message.pending``: what a hook should put in the caller's context next (every
-  message delivered to it and never surfaced, then overdue acks). The daemon first
-  records as delivered whatever reached the caller and is not recorded yet, so a
-  hook that runs right after a message arrived sees it.
+  message delivered to it and never surfaced, then overdue acks). Whatever reached
+  the caller and is not recorded as delivered yet counts, and is recorded now, so
+  a hook that runs right after a message arrived sees it. With ``surface_via`` it
+  is a hook's whole exchange: framed text out, surfaced recorded, one write.
 - ``message.surface``: the caller's front end placed these messages in its context
   (a ``message.surfaced`` receipt, ``via`` naming the hook or tool).
 - ``message.ack``: the caller acknowledges messages addressed to it.
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import trio
 
-from ... import errors
+from ... import errors, framing
 from ... import events as ev
 from ...events.values import MAX_VIA_CHARS
 from ...store import delivery as delivery_store
@@ -44,13 +45,49 @@ async def _write(call: Call, cls, caller: str, ids: list[str], **extra) -> None:
 
 @method("message.pending")
 async def pending(call: Call) -> dict:
-    """``{messages, total}``: see `thrum.store.delivery.pending`."""
-    caller = await call.ctx.caller(call.params)
-    limit = call.params.int("limit", default=20, minimum=1, maximum=MAX_PENDING)
+    """``{messages, total}``: see `thrum.store.delivery.pending`.
+
+    With ``surface_via`` (a hook's one call) the daemon frames what is waiting
+    (`thrum.framing`, a fresh boundary) and records the messages shown in full as
+    surfaced via it, in the same durable write as the delivered receipts: the answer
+    is ``{text, shown, total, urgent}`` instead of the messages. With ``urgent_only``
+    (a stop) nothing is framed or recorded unless one of them is urgent.
+    """
+    p = call.params
+    caller = await call.ctx.caller(p)
+    limit = p.int("limit", default=20, minimum=1, maximum=MAX_PENDING)
+    via = p.str("surface_via", default="", max_len=MAX_VIA_CHARS) or ""
+    urgent_only = p.bool("urgent_only")
+    session_id = p.str("session_id")
+    answer: dict = {}
+
+    async def take(found: dict[str, list[str]]) -> list[ev.Event]:
+        arriving = found.get(caller, [])
+        got = await call.ctx.read(delivery_store.pending, caller, limit=limit, now_key=now_key(), arriving=arriving)
+        if not via:
+            answer.update(got)
+            return []
+        messages, total = got["messages"], int(got["total"])
+        urgent = any(m.get("urgent") for m in messages)
+        answer.update(text="", shown=[], total=total, urgent=urgent)
+        if not messages or (urgent_only and not urgent):
+            return []
+        text, shown = framing.frame(messages, agent=caller, boundary=framing.new_boundary(), more=total - len(messages))
+        answer.update(text=text, shown=shown)
+        session = await call.ctx.ensure_session(caller, session_id)
+        return [
+            ev.MessageSurfaced(agent_id=caller, session_id=session, message_ids=tuple(shown[i : i + 1000]), via=via)
+            for i in range(0, len(shown), 1000)
+        ]
+
     recorder = call.ctx.delivery
     if recorder is not None:
-        await recorder.flush()
-    return await call.ctx.read(delivery_store.pending, caller, limit=limit, now_key=now_key())
+        await recorder.flush(take)
+    else:
+        events = await take({})
+        if events:
+            await call.ctx.write(events)
+    return answer
 
 
 @method("message.surface")

@@ -222,6 +222,7 @@ async def run(call: Call) -> dict:
         names_check(await ctx.name_conflicts()),
         *await _sync_checks(ctx),
         (await trio.to_thread.run_sync(diagnose.size_check, repo)).to_dict(),
+        (await trio.to_thread.run_sync(diagnose.maintenance_check)).to_dict(),
     ]
     return {"checks": checks}
 
