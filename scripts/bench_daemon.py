@@ -68,6 +68,15 @@ def _client_proc(socket_path, i, per_client, start, done):
     done.put(i)
 
 
+CPU_PER_MSG: list[float] = []  # the daemon's CPU ms per message of each send run
+
+
+def _cpu(pid) -> float:
+    """CPU seconds (user + system) of a process so far: what the machine's load changes least."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def bench_send(paths, clients: int, per_client: int) -> float:
     import multiprocessing as mp
 
@@ -83,11 +92,14 @@ def bench_send(paths, clients: int, per_client: int) -> float:
     ]
     for p in procs:
         p.start()
+    pid = lifecycle.read_pid(paths)
+    cpu0 = _cpu(pid)
     t0 = time.perf_counter()
     start.set()
     for _ in procs:
         done.get()
     elapsed = time.perf_counter() - t0
+    CPU_PER_MSG.append((_cpu(pid) - cpu0) / (clients * per_client) * 1000)
     for p in procs:
         p.join()
     return clients * per_client / elapsed
@@ -188,6 +200,8 @@ def main(argv=None) -> int:
             lifecycle.stop(p)
         rows.append(("message.send durable, 1 client", f"{statistics.median(one):,.0f} msg/s", ">= 2,000 msg/s"))
         rows.append(("message.send durable, 8 clients", f"{statistics.median(eight):,.0f} msg/s", ">= 4,000 msg/s"))
+        rows.append(("  daemon CPU per message, 1 client", f"{statistics.median(CPU_PER_MSG[0::2]):.3f} ms", ""))
+        rows.append(("  daemon CPU per message, 8 clients", f"{statistics.median(CPU_PER_MSG[1::2]):.3f} ms", ""))
         p = fresh_daemon(tmp, "list")
         seed_messages(p, args.seed)
         p50s, p99s = [], []

@@ -22,6 +22,7 @@ import orjson  # noqa: E402
 from thrum import events as ev  # noqa: E402
 from thrum import identity  # noqa: E402
 from thrum.store.log import SEGMENT_CAP  # noqa: E402
+from thrum.trust.chains import sig_hash  # noqa: E402
 from thrum.trust import signing  # noqa: E402
 from thrum.trust.keys import LocalKeys  # noqa: E402
 
@@ -33,6 +34,8 @@ class Signing:
         self.dir = Path(identities_dir)
         self.keys = LocalKeys(self.dir)
         self.pairs: dict = {}
+        self.chains = True  # every event in its author's chain, as the daemon writes them (issue 25)
+        self._tips: dict[str, tuple[int, str]] = {}
 
     def agent(self, name: str, role: str, module: str = "core") -> dict:
         """Make ``name`` an identity with a key; its signed ``agent.register`` event."""
@@ -44,8 +47,16 @@ class Signing:
         return self.sign(reg)
 
     def sign(self, d: dict) -> dict:
+        """``d`` signed by its author, a link of the author's chain as the daemon writes it
+        (trust/chains.py): callers sign each author's events in the order they are appended."""
         author = ev.event_author(d) or ""
-        return signing.sign(d, author, self.pairs[author][0])
+        if self.chains:
+            seq, prev = self._tips.get(author, (0, ""))
+            d = {**d, "chain": {"seq": seq + 1, "prev": prev} if seq else {"seq": 1}}
+        out = signing.sign(d, author, self.pairs[author][0])
+        if self.chains:
+            self._tips[author] = (seq + 1, sig_hash(signing.signature_of(out)[1]))
+        return out
 
     def message_id(self, author: str) -> str:
         return signing.new_message_id(self.pairs[author][1].tag)

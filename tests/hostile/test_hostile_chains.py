@@ -62,6 +62,7 @@ def test_a_withheld_range_is_reported_with_its_numbers_by_a_fresh_clone(team):
     assert mine == [
         {"signer": "alice", "from": lo, "to": hi, "seen": high, "text": f"missing alice #{lo}–{hi} (seen #{high})"}
     ]
+    assert f"Chains:        missing alice #{lo}–{hi} (seen #{high})" in c.run("sync", "status").stdout
     check = _doctor_chains(c)
     assert check["status"] == "warn" and f"missing alice #{lo}–{hi} (seen #{high})" in check["detail"]
     # The honest replicas hold the range and push it back; then the clone has no gap.

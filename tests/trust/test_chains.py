@@ -100,3 +100,17 @@ def test_lines_signed_for_another_log_are_quarantined_as_foreign_log_and_old_lin
     assert theirs in verdict.rejected[0].reason and ours in verdict.rejected[0].reason
     assert len(verdict.accepted) == 3
     assert Verifier(ring).check(batch).rejected == []  # without a root, no log is judged (binding rule 4)
+
+
+def test_the_log_binding_reads_the_root_again_when_it_is_old():
+    from thrum.trust.binding import LogBinding
+
+    now = [0.0]
+    roots = iter(["log_A", "log_B"])
+    binding = LogBinding(read=lambda: next(roots, "log_B"), max_age_s=5, clock=lambda: now[0])
+    assert binding.get() == "log_A"
+    now[0] = 4
+    assert binding.get() == "log_A"  # fresh enough: not read again
+    now[0] = 6
+    assert binding.get() == "log_B"  # a root committed since takes effect
+    assert LogBinding().get() is None and LogBinding().refresh() is False

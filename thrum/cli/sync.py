@@ -68,10 +68,13 @@ def _summary(r: dict) -> str:
             f"(add one with `git remote add origin URL`) ({r['duration_ms']:.0f} ms)"
         )
     refused = f", refused {r['quarantined']} (quarantined: `thrum sync status`)" if r.get("quarantined") else ""
-    return (
+    text = (
         f"> Synced with {r['remote']}: sent {r['sent']} event(s), received {r['received']}{refused}, "
         f"{r['commits']} commit(s){'' if r['pushed'] else ', nothing pushed'} in {r['duration_ms']:.0f} ms"
     )
+    if r.get("rolled_back"):
+        text += f"\n> {r['rolled_back']['text']}"
+    return text
 
 
 @sync.command("status", context_settings=CONTEXT_SETTINGS)
@@ -119,6 +122,9 @@ def _status_text(s: dict) -> str:
             lines.append(f"Trust:         trust on first use (no team root: thrum team init{why})")
     if s.get("quarantined") is not None:
         lines.append(f"Quarantined:   {s['quarantined']} line(s)/event(s) refused from the log")
+    chains = s.get("chains") or {}
+    for item in [*(chains.get("gaps") or []), *(chains.get("faults") or []), *(chains.get("rollbacks") or [])]:
+        lines.append(f"Chains:        {item['text']}")
     for c in s.get("name_conflicts") or []:
         state = "in use" if c.get("open") else "quiet for 15 minutes or more"
         lines.append(f"Conflicts:     @{c['name']} has a second key ({state}): {c['message']}")

@@ -292,6 +292,7 @@ class Daemon:
 
     def _open_store(self) -> None:
         from ..sync import offline as sync_record
+        from ..sync.verifyrange import committed_log_id
         from ..sync.transport.credentials import credentials_from_env, remote_callbacks
         from ..sync.worktree import ensure_sync_worktree
 
@@ -299,7 +300,8 @@ class Daemon:
         self.worktree = ensure_sync_worktree(self.paths.main_repo, self.config.remote, callbacks=callbacks)
         event_log = EventLog(self.worktree)
         self.ring = KeyRing(self.paths.var / "known_keys.json", self.keys)
-        self.log_binding = LogBinding()  # the team root's log id, when there is a root (trust/binding.py)
+        root, remote = self.paths.main_repo, self.config.remote  # the team root's log id, read again every 5 s
+        self.log_binding = LogBinding(read=lambda: committed_log_id(root, remote))
         self.team, self.fold_verified = open_trust(self.paths, self.config, self.ring, self.log_binding)
         db = open_projection(self.paths.database, event_log, self.fold_verified, progress=self._progress)
         if self.team.judged_blob() != self.team.blob:  # a root adopted, changed or removed while stopped

@@ -11,9 +11,9 @@ who wrote it (docs/design/trust.md). Rules:
    ``seq`` and the hash of the author's previous event, chosen in the writer's
    thread right before the append (`sign_batch`), so the order of the file is the
    order of the chain, and a batch that fails to append uses up no position.
-   An author's tip is the highest of what this daemon wrote and what the
-   projection holds (its events written before a restart, or by the same key on
-   another machine: that is a fork, and reported as one).
+   An author's tip is read from the projection once (its events written before a
+   restart) and then kept here; the same key writing on another machine meanwhile
+   makes a fork, reported as one (docs/design/trust.md, "Chains").
 4. Every line appended is remembered (per file and signer) until the next commit,
    when `take_seals` turns each group into one seal line: other replicas then verify
    one signature per group instead of one per line.
@@ -60,16 +60,6 @@ class Signer:
     def new_message_id(self, name: str) -> str:
         return signing.new_message_id(self.tag(name))
 
-    def sign(self, d: dict) -> dict:
-        """``d`` signed by its author (`thrum.events.event_author`), outside any chain.
-
-        Raises:
-            IdentityError: the author has no key on this machine.
-        """
-        author = ev.event_author(d) or ""
-        private, _ = self._pair(author)
-        return signing.sign(d, author, private)
-
     def check(self, d: dict) -> None:
         """Raise `IdentityError` unless this machine can sign ``d`` (before it is queued)."""
         self._pair(ev.event_author(d) or "")
@@ -88,8 +78,12 @@ class Signer:
         out = []
         for d in events:
             author = ev.event_author(d) or ""
-            private, _ = self._pair(author)
-            seq, prev = moved.get(author) or max(self._tips.get(author, (0, "")), stored_tip(author))
+            pair = self.keys.get(author)  # cached: `check` read (and vetted) the key file when the write came in
+            private, _ = pair if pair is not None else self._pair(author)
+            tip = moved.get(author) or self._tips.get(author)
+            if tip is None:  # first event of this author since the daemon started: the projection knows
+                tip = stored_tip(author)
+            seq, prev = tip
             chain: dict = {"seq": seq + 1}
             if seq:
                 chain["prev"] = prev

@@ -390,6 +390,7 @@ class SyncLoop:
     def _cycle_in_thread(self, mode: str, applied: list[dict]):
         from ..sync.cycle import run_cycle
 
+        self.daemon.log_binding.refresh()  # the root as committed now (a pull may have brought one)
         files = WriterLog(self.daemon.writer, applied, scanned=self._scanned)
         with self.gate.held():  # local work; `stop` abandons the thread only in network sections
             if not self.replicator.healthy():

@@ -75,6 +75,16 @@ def _track_signer(conn, signer: str, links: list[Link], now: str) -> None:
     evaluate = sorted(set(new) | {p + 1 for p in new})
     faults = []
     for p in evaluate:
+        fresh = new.get(p)
+        if fresh is not None and len(fresh) == 1 and p not in stored:
+            # The usual case (a rebuild, a sync): one new event at a position nobody held.
+            # No fork; a broken link only when the one event before it is not its prev.
+            (link,) = fresh.values()
+            before_new, before_stored = new.get(p - 1), stored.get(p - 1)
+            if p == 1 or (before_new is None and before_stored is None):
+                continue
+            if before_stored is None and len(before_new) == 1 and link.prev in before_new:  # type: ignore[arg-type]
+                continue
         here = at(p)
         if not here:
             continue

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from . import SyncError
 from .logaccess import LogAccess
 from .replicate import Replicator
+from .rollback import rolled_back
 
 __all__ = ["SyncReport", "run_cycle"]
 
@@ -96,12 +97,13 @@ def run_cycle(
         try:
             tip = timed("fetch", replicator.fetch)
             report.remote_url = replicator.last_fetch.url if replicator.last_fetch else None
+            if report.rolled_back is None:  # what the remote lost of the tip we pushed (before the merge)
+                report.rolled_back = rolled_back(replicator.repo, replicator.trees, tip)
             outcome = timed("merge", replicator.merge, tip, timed_files)
         except SyncError:  # an unreachable remote, a refused tip: our appends are committed all the same
             report.commits += int(replicator.commit_pending(files))
             raise
         report.received += outcome.received
-        report.rolled_back = report.rolled_back or outcome.rolled_back
         report.commits += outcome.commits + int(timed("commit", replicator.commit_pending, files))
         report.sent = replicator.ahead_of(tip, files)
         if timed("push", replicator.push):

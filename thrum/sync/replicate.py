@@ -61,7 +61,7 @@ from .transport.session import Session, lost_race, session
 from .transport.urls import main_worktree_dir, parse_url, redact_url
 from .treemerge import KeyCache, MergeOutcome, TreeMerge, lines_ahead
 from .trees import LayoutTrees, Leaf
-from .rollback import mark_pushed, rolled_back
+from .rollback import mark_pushed
 from .worktree import SYNC_BRANCH, SYNC_REF, tracking_ref, worktree_intact
 
 logger = logging.getLogger(__name__)
@@ -328,15 +328,6 @@ class Replicator:
             head = self._head()
             if remote_tip == head.id:
                 return MergeOutcome(head=head.id)
-            lost = rolled_back(self.repo, self.trees, remote_tip)
-            if lost is not None:
-                logger.warning("%s", lost["text"])
-            outcome = self._merge_with(head, remote_tip, log)
-            outcome.rolled_back = lost
-            return outcome
-
-    def _merge_with(self, head: pygit2.Commit, remote_tip: pygit2.Oid | None, log: LogAccess) -> MergeOutcome:
-        with self._mutex:
             if remote_tip is None:  # the remote has no a-sync yet: our push creates it
                 return MergeOutcome(head=head.id, ahead=True, sent=self.ahead_of(None, log))
             theirs = log_commit(self.repo, self.trees, remote_tip, self._where())

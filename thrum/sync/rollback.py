@@ -17,12 +17,16 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+import logging
+
 import pygit2
 
 from ..events import MalformedEvent, decode_line
 from .trees import LayoutTrees
 
 __all__ = ["PUSHED_REF", "rolled_back"]
+
+log = logging.getLogger(__name__)
 
 PUSHED_REF = "refs/thrum/pushed-a-sync"
 MAX_LINES = 100_000  # lines described at most (a remote that dropped everything is counted by files)
@@ -40,7 +44,7 @@ def mark_pushed(repo: pygit2.Repository, tip: pygit2.Oid) -> None:
 def rolled_back(repo: pygit2.Repository, trees: LayoutTrees, remote_tip: pygit2.Oid | None) -> dict | None:
     """What the remote lost of the tip this replica last pushed there, or None (nothing)."""
     pushed = pushed_tip(repo)
-    if pushed is None or pushed == remote_tip:
+    if pushed is None or pushed == remote_tip or remote_tip == _head(repo):
         return None
     try:
         pushed_tree = repo[pushed].peel(pygit2.Commit).tree_id
@@ -63,7 +67,14 @@ def rolled_back(repo: pygit2.Repository, trees: LayoutTrees, remote_tip: pygit2.
             total += len(gone)
     if not total:
         return None
-    return _describe(lost, total, remote_tip is None)
+    lost_report = _describe(lost, total, remote_tip is None)
+    log.warning("%s", lost_report["text"])
+    return lost_report
+
+
+def _head(repo: pygit2.Repository) -> pygit2.Oid | None:
+    ref = repo.references.get("refs/heads/a-sync")
+    return ref.target if ref is not None else None
 
 
 def _describe(lost: dict[str, list[bytes]], total: int, branch_gone: bool) -> dict:

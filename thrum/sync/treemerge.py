@@ -57,7 +57,6 @@ class MergeOutcome:
     ahead: bool = False  # we already contain the remote tip: nothing to merge
     written: int = 0  # worktree files replaced
     ignored: dict[str, int] = field(default_factory=dict)  # entries of the merged tree thrum ignores
-    rolled_back: dict | None = None  # lines the remote lost of what we pushed (sync.rollback)
 
 
 @dataclass

@@ -25,6 +25,7 @@ forge, can refuse such a push first (issue 25, item 7). Rules:
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from dataclasses import dataclass, field
@@ -44,7 +45,7 @@ from .teamfile import read_committed_root
 from .trees import LayoutTrees
 from .worktree import SYNC_REF
 
-__all__ = ["Finding", "RangeVerdict", "verify_range"]
+__all__ = ["Finding", "RangeVerdict", "committed_log_id", "committed_root", "open_repository", "verify_range"]
 
 ZERO = "0" * 40
 
@@ -101,20 +102,29 @@ def open_repository(path: os.PathLike | str) -> pygit2.Repository:
     return repo
 
 
-def committed_root(repo_path: os.PathLike | str) -> tuple[dict[str, PublicKey], str | None]:
+def committed_root(repo_path: os.PathLike | str, remote: str = "origin") -> tuple[dict[str, PublicKey], str | None]:
     """(admin and member keys, log id) of the team root committed on the normal branch,
     or ({}, None) without one: the keys a range is judged against besides OLD's registrations.
 
     Raises:
         ThrumError: the root is there but cannot be used (one line).
     """
-    committed = read_committed_root(repo_path)
+    committed = read_committed_root(repo_path, remote)
     if committed.error:
         raise ThrumError(f"the team root cannot be used: {committed.error}")
     root = committed.root
     if root is None:
         return {}, None
     return {**root.members, **root.admins}, root.log_id
+
+
+def committed_log_id(repo_path: os.PathLike | str, remote: str = "origin") -> str | None:
+    """The committed root's log id, or None (no root, or one that cannot be used: logged)."""
+    try:
+        return committed_root(repo_path, remote)[1]
+    except Exception as exc:  # noqa: BLE001 - an unusable root binds nothing; `sync status` says why
+        logging.getLogger(__name__).warning("cannot read the team root: %s", exc)
+        return None
 
 
 def _commit(repo: pygit2.Repository, spec: str | None, what: str) -> pygit2.Commit | None:

@@ -24,25 +24,52 @@ Pure: the current log id is set by whoever reads the root (the daemon, `thrum ve
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 
 __all__ = ["LogBinding", "foreign_log"]
 
 
 class LogBinding:
-    """The log id this replica's root names (None: no root). Thread-safe; cheap to read."""
+    """The log id this replica's root names (None: no root). Thread-safe; cheap to read.
 
-    def __init__(self, log_id: str | None = None):
+    ``read`` (optional) reads the root's log id again; `get` calls it when the value is
+    older than ``max_age_s``, so a root committed (or pulled) while the daemon runs
+    takes effect within seconds, for the lines it writes and the lines it judges.
+    """
+
+    def __init__(
+        self,
+        log_id: str | None = None,
+        *,
+        read: Callable[[], str | None] | None = None,
+        max_age_s: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self._lock = threading.Lock()
-        self._log_id = log_id
+        self._read = read
+        self._max_age_s = max_age_s
+        self._clock = clock
+        self._log_id = read() if read is not None and log_id is None else log_id
+        self._at = clock()
 
     def get(self) -> str | None:
+        if self._read is not None and self._clock() - self._at > self._max_age_s:
+            self.refresh()
         return self._log_id
+
+    def refresh(self) -> bool:
+        """Read the root again (when there is a reader); True when the log id changed."""
+        if self._read is None:
+            return False
+        return self.set(self._read())
 
     def set(self, log_id: str | None) -> bool:
         """Change it; True when it changed (a new root: earlier verdicts may change)."""
         with self._lock:
             changed = log_id != self._log_id
             self._log_id = log_id
+            self._at = self._clock()
             return changed
 
 
