@@ -138,18 +138,18 @@ def run(args) -> dict:
                         "to": [f"@{everyone[(r + k) % len(everyone)]}"],
                     },
                 )
-            busy = _consolidating(pids)
+            busy = consolidating(pids)
             t = time.perf_counter()
             rep = sender.call("sync.run", {})
             send_t.append(time.perf_counter() - t)
-            send_alone.append(not (busy or _consolidating(pids)))
+            send_alone.append(not (busy or consolidating(pids)))
             assert rep["pushed"], rep
             phases["sender"].append(rep.get("phases_ms") or {})
-            busy = _consolidating(pids)
+            busy = consolidating(pids)
             t = time.perf_counter()
             rep = receiver.call("sync.run", {})
             recv_t.append(time.perf_counter() - t)
-            recv_alone.append(not (busy or _consolidating(pids)))
+            recv_alone.append(not (busy or consolidating(pids)))
             assert rep["received"] >= args.events_per_round, rep
             phases["receiver"].append(rep.get("phases_ms") or {})
             anon.append(max(_anon_mib(p.recorded_pid()) for _, p, _ in machines))
@@ -220,8 +220,8 @@ def run(args) -> dict:
             shutil.rmtree(base, ignore_errors=True)
 
 
-def _consolidating(pids: list[int | None]) -> bool:
-    """Whether a daemon has a child process now (its consolidation: `hygiene_child`)."""
+def consolidating(pids: list[int | None]) -> bool:
+    """Whether a daemon has a child process now (its consolidation: git's repack, `maintenance`)."""
     for pid in pids:
         try:
             for task in os.listdir(f"/proc/{pid}/task"):

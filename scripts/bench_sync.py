@@ -15,9 +15,9 @@ sync interferes):
    events with ULID event ids, msg_/thr_/ses_ ids, a markdown body and a mention ref.
 2. A's daemon starts (it folds the history), then `sync.run` on A commits and pushes it.
 3. Clone B of the remote, `init_repo` (attaches to a-sync; its daemon folds the history).
-4. The daemons consolidate their object stores (and the remote's) after their first
-   syncs, packing the imported history once, in the background; the benchmark waits
-   for that to finish.
+4. The daemons consolidate their object stores (and the remote's) with git's geometric
+   repack once enough small packs wait, in the background; the benchmark waits until
+   no daemon has run one for a few seconds.
 5. Measured, each as the `sync.run` RPC round trip (commit + fetch + merge + fold +
    push), median of R runs:
    - no-op sync on B and on A;
@@ -55,6 +55,7 @@ import orjson  # noqa: E402
 import pygit2  # noqa: E402
 
 from bench_segments import SegmentWriter, Signing  # noqa: E402
+from bench_storage import consolidating  # noqa: E402
 from thrum import events as ev  # noqa: E402
 
 ENV = {"THRUM_WS_PORT": "0", "THRUM_SYNC_INTERVAL": "3600", "THRUM_SYNC_DEBOUNCE": "3600", "THRUM_NO_AUTOSTART": "1"}
@@ -185,21 +186,17 @@ def rss_mib(pid: int | None, field: str = "VmHWM") -> float:
     return float("nan")
 
 
-def wait_for_tidy(stores: list[Path], timeout: float = 3600) -> None:
-    """Until no store is being consolidated or holds enough loose objects to be."""
-    from thrum.sync import hygiene
-
+def wait_for_tidy(pids: list[int | None], timeout: float = 3600, quiet_s: float = 3.0) -> None:
+    """Until no daemon has had a child process (git's repack of a store: `thrum.sync.maintenance`)
+    for ``quiet_s`` seconds."""
     deadline = time.monotonic() + timeout
+    quiet_since = time.monotonic()
     while time.monotonic() < deadline:
-        busy = [
-            s
-            for s in stores
-            if (s / "objects" / "thrum-consolidate.lock").exists()
-            or hygiene.loose_count(s / "objects") >= hygiene.LOOSE_TRIGGER
-        ]
-        if not busy:
+        if consolidating(pids):
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since >= quiet_s:
             return
-        time.sleep(1)
+        time.sleep(0.2)
     raise TimeoutError(f"object stores still being consolidated after {timeout:.0f}s")
 
 
@@ -265,10 +262,10 @@ def run(args) -> list[tuple]:
             rpc(p, "sync.run", timeout=600)
         rpc(pa, "sync.run", timeout=600)
         t = time.perf_counter()
-        wait_for_tidy([a_dir / ".git", b_dir / ".git", remote])
+        wait_for_tidy([lifecycle.read_pid(pa), lifecycle.read_pid(pb)])
         step(
-            f"object stores consolidated (the daemons pack the imported history once, in the "
-            f"background) after {time.perf_counter() - t:.1f}s more"
+            f"object stores quiet (no git repack running beside the daemons "
+            f"for a few seconds) after {time.perf_counter() - t:.1f}s more"
         )
 
         # -- no-op

@@ -74,3 +74,26 @@ def test_walking_a_tree_is_iterative_and_bounded_in_depth(tmp_path):
         assert sorted(os.listdir(root / "messages" / "bob")) == ["000001.jsonl"]
     finally:
         remove_deep_directory(root / "junk")
+
+
+def test_remove_tree_never_follows_a_link_and_survives_any_depth(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("not yours to delete\n")
+    doomed = tmp_path / "doomed"
+    (doomed / "a" / "b").mkdir(parents=True)
+    (doomed / "a" / "b" / "f.jsonl").write_bytes(b"x\n")
+    (doomed / "a" / "link").symlink_to(outside)
+    (doomed / "file-link").symlink_to(outside / "keep.txt")
+    deep_directory(doomed, 3000)  # deeper than Python's recursion limit
+    try:
+        nofollow.remove_tree(doomed)
+    finally:
+        if doomed.is_dir():  # never leave it to pytest's own (recursive) clean-up
+            remove_deep_directory(doomed)
+    assert not os.path.lexists(doomed)
+    assert (outside / "keep.txt").read_text() == "not yours to delete\n"
+    nofollow.remove_tree(doomed)  # already gone: nothing to do
+    (tmp_path / "a-link").symlink_to(outside)
+    nofollow.remove_tree(tmp_path / "a-link")  # the link goes, never what it points to
+    assert not os.path.lexists(tmp_path / "a-link") and (outside / "keep.txt").exists()

@@ -33,10 +33,13 @@ DEFAULTS = {
     "request_timeout": 30.0,  # s; to finish sending a request once it started
     "send_timeout": 30.0,  # s; for a client to read a reply or notification
     "net_timeout": 60.0,  # s; a git remote may stay silent before a sync gives up
+    "max_sync_intake_bytes": 256 * 1024 * 1024,  # log-file bytes one sync may read from the remote (replicate)
+    "trusted_remote_paths": [],  # path remotes another user may own (thrum.sync.transport.pathremote)
     "clock_skew": 600.0,  # s; events dated further ahead of this clock wait until then (trust.md)
 }
 
 POSITIVE = (
+    "max_sync_intake_bytes",
     "max_connections",
     "max_requests_in_flight",
     "max_buffered_bytes",
@@ -125,6 +128,11 @@ def load(path: Path | None, environ: dict | None = None) -> Config:
     for key in POSITIVE:
         if not _is_number(values[key]) or not values[key] > 0 or values[key] > 2**53:
             raise ValidationError(f"config {key} must be a positive number", field=key)
+    trusted = values["trusted_remote_paths"]
+    if not isinstance(trusted, list) or not all(isinstance(p, str) for p in trusted):
+        raise ValidationError(
+            'config trusted_remote_paths must be a list of paths (or "*")', field="trusted_remote_paths"
+        )
     if not isinstance(values["net_timeout"], (int, float)) or values["net_timeout"] <= 0:
         raise ValidationError("config net_timeout must be a positive number of seconds", field="net_timeout")
     return Config(values)

@@ -11,6 +11,9 @@ Rules:
    never blocks a new one; a stale socket file is removed by the next daemon.
 2. Start-up readiness comes through a pipe the daemon writes one JSON line to
    once it listens (no polling); stopping waits on the flock being released.
+   Before that line, a daemon that rebuilds its projection (a first start on a
+   large history) writes progress lines; each restarts the wait, so the timeout
+   measures silence, not the size of the history.
 3. `connect` starts the daemon when it is not running, unless ``autostart`` is
    off or the ``THRUM_NO_AUTOSTART`` flag is on (`thrum.envflags`).
 4. No trio, no pygit2 at import: `connect` is on every command's start-up path,
@@ -199,8 +202,15 @@ def ensure_running(paths: ThrumPaths, *, autostart: bool = True, announce: Calla
 # ---------------------------------------------------------------------------- start, stop
 
 
-def start(paths: ThrumPaths, *, timeout: float = START_TIMEOUT) -> dict:
-    """Start the daemon in the background and wait until it listens."""
+def start(
+    paths: ThrumPaths, *, timeout: float = START_TIMEOUT, on_progress: Callable[[dict], None] | None = None
+) -> dict:
+    """Start the daemon in the background and wait until it listens.
+
+    ``on_progress``: called with each progress report of a start-up rebuild (phase,
+    events, bytes, total_bytes, elapsed; `thrum.store.rebuild.Progress`). ``timeout``
+    is the longest silence waited for, not the whole start-up (rule 2).
+    """
     import subprocess
 
     if not paths.initialized:
@@ -225,13 +235,19 @@ def start(paths: ThrumPaths, *, timeout: float = START_TIMEOUT) -> dict:
         os.close(w)
         log.close()
     try:
-        line = _read_line(r, timeout)
+        lines = _Lines(r)
+        while True:
+            line = lines.next(timeout)
+            info = json.loads(line) if line else {}
+            if "progress" not in info:
+                break
+            if on_progress is not None and isinstance(info["progress"], dict):
+                on_progress(info["progress"])
     finally:
         os.close(r)
     if not line:
         code = proc.poll()
         raise errors.Unavailable(f"daemon failed to start (exit {code}); {_log_tail(paths)}")
-    info = json.loads(line)
     if info.get("already_running"):
         proc.wait(timeout=10)
         _wait_until_listening(paths, timeout)  # the other daemon may still be opening its store
@@ -269,23 +285,32 @@ def _wait_until_listening(paths: ThrumPaths, timeout: float) -> None:
         )
 
 
-def _read_line(fd: int, timeout: float) -> bytes:
-    import select
+class _Lines:
+    """The JSON lines a starting daemon writes to its pipe, one at a time."""
 
-    deadline = time.monotonic() + timeout
-    data = b""
-    while not data.endswith(b"\n"):
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise errors.Unavailable(f"thrum daemon did not become ready within {timeout:g}s")
-        ready, _, _ = select.select([fd], [], [], left)
-        if not ready:
-            continue
-        chunk = os.read(fd, 4096)
-        if not chunk:
-            break
-        data += chunk
-    return data.strip()
+    def __init__(self, fd: int):
+        self.fd = fd
+        self.buf = b""
+        self.closed = False
+
+    def next(self, timeout: float) -> bytes:
+        """The next line (stripped); b"" once the pipe is closed without one."""
+        import select
+
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.buf and not self.closed:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise errors.Unavailable(f"thrum daemon did not become ready within {timeout:g}s")
+            ready, _, _ = select.select([self.fd], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(self.fd, 4096)
+            if not chunk:
+                self.closed = True
+            self.buf += chunk
+        line, _, self.buf = self.buf.partition(b"\n")
+        return line.strip()
 
 
 def _log_tail(paths: ThrumPaths) -> str:

@@ -407,6 +407,66 @@ def regular_files(root: Path, wanted: Callable[[str], bool]) -> list[str]:
     return sorted(out)
 
 
+def remove_tree(path: Path) -> None:
+    """Delete ``path`` and everything below it: no link followed (a link is removed, never
+    entered), no recursion and two descriptors at most, however deep the tree.
+
+    Each directory met below the top is moved up into the top directory under a fresh
+    name before it is emptied, so the tree flattens as it goes; a tree of any depth costs
+    one rename per directory. Missing entries (another remover) are skipped. ``shutil.rmtree``
+    recurses once per level (a 1,530-level directory raised RecursionError).
+
+    Raises:
+        OSError: an entry could not be removed (permissions).
+    """
+    try:
+        top = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        if exc.errno not in (errno.ENOTDIR, errno.ELOOP):
+            raise
+        os.unlink(path)  # a file or a link where a directory was expected
+        return
+    try:
+        moved = 0
+        while True:
+            with os.scandir(top) as it:
+                names = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
+            if not names:
+                break
+            for name, is_dir in names:
+                if not is_dir:
+                    _unlink_missing_ok(name, top)
+                    continue
+                try:
+                    sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=top)
+                except FileNotFoundError:
+                    continue
+                try:
+                    with os.scandir(sub) as it:
+                        inner = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
+                    for child, child_is_dir in inner:
+                        if child_is_dir:  # up into the top directory: the tree flattens
+                            moved += 1
+                            os.rename(child, f".thrum-rm-{moved}-{child}"[:255], src_dir_fd=sub, dst_dir_fd=top)
+                        else:
+                            _unlink_missing_ok(child, sub)
+                finally:
+                    os.close(sub)
+                os.rmdir(name, dir_fd=top)
+    finally:
+        os.close(top)
+    os.rmdir(path)
+
+
+def _unlink_missing_ok(name: str, dir_fd: int) -> None:
+    try:
+        os.unlink(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        pass
+
+
 def remove_temps(root: Path) -> list[str]:
     """Remove the temporary files of a `write_batch` that a crash interrupted; their paths."""
     stale = regular_files(root, lambda rel: rel.rsplit("/", 1)[-1].startswith(TMP_PREFIX))

@@ -171,3 +171,31 @@ def test_a_starter_that_finds_a_daemon_still_opening_waits_until_it_listens(tmp_
     assert not done.wait(0.3)
     os.close(held)  # the daemon listens (or dies): the kernel drops the lock
     assert done.wait(10)
+
+
+def test_a_start_up_rebuild_reports_its_progress_to_the_starter(daemon):
+    """A daemon that must build its projection first (a new clone, an upgrade) tells the
+    process waiting for it how far it is, then says it listens; nothing is lost."""
+    c = RawClient(daemon)
+    register(c, "alice", "implementer")
+    sent = [c.call("message.send", {"caller": "alice", "content": f"note {i}"})["message_id"] for i in range(5)]
+    c.close()
+    lifecycle.stop(daemon)
+    for suffix in ("", "-wal", "-shm"):
+        (daemon.var / f"messages.db{suffix}").unlink(missing_ok=True)
+    reports: list[dict] = []
+    assert lifecycle.start(daemon, on_progress=reports.append)["started"] is True
+    phases = [r["phase"] for r in reports]
+    assert phases[-2:] == ["indexes", "done"] and "load" in phases
+    last_load = [r for r in reports if r["phase"] == "load"][-1]
+    assert last_load["bytes"] == last_load["total_bytes"] > 0
+    assert reports[-1]["events"] >= len(sent) + 1  # the registration, the sends (and their sessions)
+    c = RawClient(daemon)
+    assert {m["message_id"] for m in c.call("message.list", {"caller": "alice", "page_size": 50})["messages"]} >= set(
+        sent
+    )
+    c.close()
+    reports.clear()
+    lifecycle.stop(daemon)
+    assert lifecycle.start(daemon, on_progress=reports.append)["started"] is True
+    assert reports == []  # a projection that is current needs no rebuild: nothing to report

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from faults_helpers import start_daemon
+from fixtures.repos.fsck import fsck_each_repository, fsck_expect  # noqa: F401 - every test ends with git fsck --full
 
 
 @pytest.fixture

@@ -44,13 +44,20 @@ def _thrum(d, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
 
 
 def _stuck_sync(d, silent: SilentServer, connections: int) -> subprocess.Popen:
-    """`thrum sync` in the background, once the daemon's fetch holds a connection to the silent remote."""
+    """`thrum sync` in the background, once the daemon's fetch holds a connection to the silent remote
+    and the command is connected to the daemon.
+
+    A new name's registration fetches first, so the silent remote may already hold the
+    daemon's fetch before the command starts: the command must also be seen connected,
+    or a slow start-up would find the daemon stopped and run the sync itself.
+    """
+    before = d.call("daemon.status")["connections"]
     with daemon_env():
         proc = subprocess.Popen([THRUM, "sync"], cwd=d.repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
-    while silent.accepted < connections:
+    while silent.accepted < connections or d.call("daemon.status")["connections"] <= before:
         assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "the sync never reached the remote"
+        assert time.monotonic() < deadline, "the sync never reached the daemon and the remote"
         time.sleep(0.05)
     return proc
 

@@ -12,6 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "replication"))
 
 from fixtures.repos.builders import clone, make_replicas  # noqa: E402
 from hostile_helpers import Attacker  # noqa: E402
+from fixtures.repos.fsck import fsck_each_repository, fsck_expect  # noqa: F401, E402 - every test ends with git fsck --full
 from replication_helpers import Machine, machine_env  # noqa: E402
 
 

@@ -15,6 +15,7 @@ import pygit2
 import pytest
 
 from fixtures.repos.builders import clone, make_replicas
+from fixtures.repos.fsck import fsck_each_repository, fsck_expect  # noqa: F401 - every test ends with git fsck --full
 from fixtures.servers.pytest_fixtures import git_http, sshd  # noqa: F401
 from fixtures.servers.sshd import SshClient
 from replication_helpers import Machine, machine_env

@@ -370,6 +370,27 @@ def test_rebuild_keeps_kv_and_replaces_everything_else(db, tmp_log, e):
     assert db.execute_sql("SELECT value FROM kv").fetchall() == [("x",)]
 
 
+def test_rebuild_reports_its_progress_batch_by_batch_then_indexes_then_done(db, tmp_log, e, monkeypatch):
+    creates = [e.create("alice", f"note {i}") for i in range(40)]
+    _write(tmp_log, e.register("alice", "dev"), *creates[:20])
+    _write(tmp_log, *creates[20:], e.read("alice", *[mid(c) for c in creates[:5]]))
+    total_bytes = sum(tmp_log.path(s).stat().st_size for s in tmp_log.shards())
+    monkeypatch.setattr(rebuild, "READ_CHUNK", 1000)
+    monkeypatch.setattr(rebuild, "REBUILD_BATCH", 8)  # several batches out of 42 events
+    reports = []
+    projection.rebuild(db, tmp_log, progress=lambda *r: reports.append(r))
+    phases = [r[0] for r in reports]
+    assert phases[-2:] == ["indexes", "done"] and set(phases[:-2]) == {"load"}
+    loads = reports[:-2]
+    assert len(loads) >= 4  # one per batch, not one at the end only
+    assert [r[1] for r in loads] == sorted(r[1] for r in loads)  # events only grow
+    assert [r[2] for r in loads] == sorted(r[2] for r in loads)  # so do the bytes read
+    assert loads[-1][1:4] == (42, total_bytes, total_bytes)
+    assert reports[-1][1] == 42
+    assert [r[4] for r in reports] == sorted(r[4] for r in reports)  # elapsed seconds
+    assert queries.list_messages(db, viewer="bob")["total"] == 40
+
+
 def test_rebuild_interrupted_leaves_no_schema_version(tmp_path, tmp_log, e, monkeypatch):
     _write(tmp_log, e.create("alice"))
     opened = database.open_database(tmp_path / "x.db")

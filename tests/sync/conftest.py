@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from fixtures.repos.fsck import fsck_each_repository, fsck_expect  # noqa: F401 - every test ends with git fsck --full
 from sync_helpers import Cluster, make_cluster
 
 

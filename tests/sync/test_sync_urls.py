@@ -4,9 +4,13 @@
 from __future__ import annotations
 
 import base64
+import getpass
 import hashlib
 import hmac
 
+import pytest
+
+from thrum.sync import SyncError
 from thrum.sync.transport.ssh import known_host_entries, resolve_host
 from thrum.sync.transport.urls import parse_url, redact_text, redact_url, resolve_url
 
@@ -49,7 +53,7 @@ def _config(tmp_path, text):
 
 
 def test_a_host_alias_gives_hostname_port_user_and_identity_files(tmp_path):
-    files = _config(
+    _config(
         tmp_path,
         """
 Host work-git
@@ -65,22 +69,55 @@ Host *
     Port 2200
 """,
     )
-    t = resolve_host("work-git", home=tmp_path, config_files=files, local_user="me")
+    t = resolve_host("work-git", home=tmp_path)
     assert (t.hostname, t.port, t.user, t.identities_only) == ("git.corp.example", 2222, "gitsvc", True)
     assert t.identity_files == [f"{tmp_path}/.ssh/work_git.corp.example", f"{tmp_path}/.ssh/fallback"]
-    u = resolve_host("x.corp.example", url_user="git", url_port=22, home=tmp_path, config_files=files, local_user="me")
+    u = resolve_host("x.corp.example", url_user="git", url_port=22, home=tmp_path)
     assert (u.hostname, u.port, u.user) == ("x.corp.example", 22, "git")  # the URL's user and port win
-    s = resolve_host("secret.corp.example", home=tmp_path, config_files=files, local_user="me")
-    assert (s.user, s.port) == ("me", 2200)  # negated pattern: not that block; the local login name
+    s = resolve_host("secret.corp.example", home=tmp_path)
+    assert (s.user, s.port) == (getpass.getuser(), 2200)  # negated pattern: not that block; the login name
 
 
 def test_include_and_match_blocks(tmp_path):
-    files = _config(tmp_path, 'Include conf.d/*.conf\nMatch exec "false"\n    User never\nHost *\n    User last\n')
+    _config(
+        tmp_path, f'Include {tmp_path}/.ssh/conf.d/*.conf\nMatch exec "false"\n    User never\nHost *\n    User last\n'
+    )
     (tmp_path / ".ssh" / "conf.d").mkdir()
     (tmp_path / ".ssh" / "conf.d" / "a.conf").write_text("Host gh\n    HostName github.com\n    User git\n")
-    t = resolve_host("gh", home=tmp_path, config_files=files, local_user="me")
+    t = resolve_host("gh", home=tmp_path)
     assert (t.hostname, t.user) == ("github.com", "git")
-    assert resolve_host("other", home=tmp_path, config_files=files, local_user="me").user == "last"
+    assert resolve_host("other", home=tmp_path).user == "last"
+
+
+def test_openssh_itself_evaluates_the_config_match_forms_included(tmp_path):
+    """``ssh -G`` answers: the Match forms a home-made parser skipped (exec, final,
+    canonical) count as OpenSSH counts them."""
+    _config(
+        tmp_path,
+        'Match host gh exec "true"\n    User viaexec\n    IdentityFile ~/.ssh/k_%n\n'
+        "Match final host github.com\n    Port 2022\n"
+        "Host gh\n    HostName github.com\n",
+    )
+    t = resolve_host("gh", home=tmp_path)
+    assert (t.hostname, t.user, t.port) == ("github.com", "viaexec", 2022)
+    assert t.identity_files == [f"{tmp_path}/.ssh/k_gh"]
+    assert resolve_host("plain.example", home=tmp_path).identity_files == []  # OpenSSH's defaults: none configured
+
+
+def test_a_host_that_is_not_a_host_never_reaches_ssh_and_a_broken_config_says_so(tmp_path):
+    for bad in ("-oProxyCommand=touch x", "a b", "", "h\nost"):
+        with pytest.raises(SyncError, match="not an SSH host name"):
+            resolve_host(bad, home=tmp_path)
+    _config(tmp_path, "Host *\n    NoSuchOption yes\n")
+    with pytest.raises(SyncError) as refused:
+        resolve_host("broken.example", home=tmp_path)
+    assert "ssh -G broken.example" in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_without_ssh_on_path_the_url_is_used_as_written(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    t = resolve_host("git.example", url_user="git", url_port=2200, home=tmp_path)
+    assert (t.hostname, t.user, t.port, t.identity_files) == ("git.example", "git", 2200, [])
 
 
 def test_known_hosts_lines_match_plain_hashed_and_bracketed_names(tmp_path):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from fixtures.repos.builders import AUTHOR, make_bare, make_replicas, make_repo
+from fixtures.repos.builders import AUTHOR, deep_directory, make_bare, make_replicas, make_repo, remove_deep_directory
 from sync_helpers import append, event, history
 from thrum.sync import NotAGitRepository
 from thrum.sync.cycle import run_cycle
@@ -154,6 +154,25 @@ def test_ensure_sync_worktree_recovers_events_from_broken_directory(user_repo):
     assert (wt / "messages/alice/000001.jsonl").read_bytes() == event("01A") + event("01B")
     assert Replicator(wt).commit_pending(PlainLog(wt))
     assert not any(p.name.startswith("a-sync.broken") for p in wt.parent.iterdir())
+
+
+def test_a_broken_worktree_holding_a_very_deep_directory_is_recovered_and_removed(user_repo):
+    """Every tree walk is iterative (issue 31, finding 13): a 1,530-level deep directory in
+    a broken worktree neither kills the recovery nor stays behind."""
+    wt = ensure_sync_worktree(user_repo)
+    append(wt, "messages/alice/000001.jsonl", event("01A"))
+    (wt / "junk").mkdir()
+    deep_directory(wt / "junk", 1530)
+    shutil.rmtree(user_repo / ".git" / "worktrees" / "a-sync")  # metadata lost
+    try:
+        assert ensure_sync_worktree(user_repo) == wt
+        assert (wt / "messages/alice/000001.jsonl").read_bytes() == event("01A")
+        assert not (wt / "junk").exists()
+        assert not any(p.name.startswith("a-sync.broken") for p in wt.parent.iterdir())
+    finally:  # whatever failed, never leave the deep directory to pytest's recursive clean-up
+        for top in [wt / "junk", *(p / "junk" for p in wt.parent.glob("a-sync.broken*"))]:
+            if top.is_dir():
+                remove_deep_directory(top)
 
 
 def test_a_replicator_is_unhealthy_once_the_worktree_metadata_is_deleted(user_repo):

@@ -48,3 +48,55 @@ def test_positions_held_do_not_depend_on_the_order_they_arrive_in(seqs, rnd):
     assert one.ranges == other.ranges
     held = set(seqs)
     assert {s for lo, hi in one.gaps() for s in range(lo, hi + 1)} == set(range(1, max(held, default=0) + 1)) - held
+
+
+def _signed_read(private, seq, log=None, prev="A" * 22):
+    from thrum import events as ev
+
+    chain = {"seq": seq} if seq == 1 else {"seq": seq, "prev": prev}
+    if log:
+        chain["log"] = log
+    d = {
+        "type": "message.read",
+        "timestamp": ev.now_rfc3339(),
+        "event_id": ev.new_ulid(),
+        "v": 1,
+        "agent_id": "alice",
+        "message_ids": ["msg_x"],
+        "chain": chain,
+    }
+    line = ev.encode_line(signing.sign(d, "alice", private))
+    return line
+
+
+def test_lines_signed_for_another_log_are_quarantined_as_foreign_log_and_old_lines_stay_valid():
+    from thrum import events as ev
+    from thrum.trust.binding import LogBinding
+    from thrum.trust.keys import PublicKey, public_raw
+    from thrum.trust.ring import KeyRing
+    from thrum.trust.verify import Candidate, Verifier
+
+    private = keys.generate()
+    ring = KeyRing(None)
+    ring.learn("alice", PublicKey(public_raw(private)))
+    ours, theirs = "log_01JAAAAAAAAAAAAAAAAAAAAAAA", "log_01JBBBBBBBBBBBBBBBBBBBBBBB"
+    lines = {
+        "ours": _signed_read(private, 3, ours),
+        "theirs": _signed_read(private, 4, theirs),
+        "before-the-root": _signed_read(private, 1),
+        "before-chains": ev.encode_line(
+            signing.sign(
+                {k: v for k, v in ev.decode_line(_signed_read(private, 2)).items() if k not in ("chain", "sig")},
+                "alice",
+                private,
+            )
+        ),
+    }
+    batch = [Candidate("receipts/alice/000001.jsonl", line, ev.decode_line(line)) for line in lines.values()]
+    verdict = Verifier(ring, binding=LogBinding(ours)).check(batch)
+    assert [(r.kind, r.event_id) for r in verdict.rejected] == [
+        ("foreign-log", ev.decode_line(lines["theirs"])["event_id"])
+    ]
+    assert theirs in verdict.rejected[0].reason and ours in verdict.rejected[0].reason
+    assert len(verdict.accepted) == 3
+    assert Verifier(ring).check(batch).rejected == []  # without a root, no log is judged (binding rule 4)

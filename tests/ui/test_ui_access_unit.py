@@ -1,70 +1,115 @@
-"""The Web UI's access rules on their own: login codes, the cookie, Origin and Host."""
+"""The Web UI's access rules on their own: login codes, the session's two halves, Origin and Host."""
 
 from __future__ import annotations
 
-from thrum.ui.access import CODE_TTL, MAX_CODES, UiAccess
+from thrum.ui.access import CODE_TTL, MAX_CODES, SESSION_TTL, UiAccess
 
 
 class Clock:
-    def __init__(self):
-        self.now = 1000.0
+    def __init__(self, now: float = 1000.0):
+        self.now = now
 
     def __call__(self) -> float:
         return self.now
 
 
+def _signed_in(access: UiAccess) -> tuple[str, str]:
+    """(the Cookie header a browser sends after a login, the page key it keeps)."""
+    login = access.new_login()
+    session = access.redeem(login.code)
+    assert session == login.session
+    return access.set_cookie(session).split(";")[0], login.key
+
+
 def test_a_login_code_works_once():
     access = UiAccess()
     access.port = 8123
-    code = access.new_code()
-    assert access.redeem(code)
-    assert not access.redeem(code)
-    assert not access.redeem("")
-    assert not access.redeem(None)
-    assert not access.redeem("made-up")
+    login = access.new_login()
+    assert access.redeem(login.code) == login.session
+    assert access.redeem(login.code) is None
+    assert access.redeem("") is None
+    assert access.redeem(None) is None
+    assert access.redeem("made-up") is None
 
 
 def test_a_login_code_expires():
     clock = Clock()
     access = UiAccess(clock=clock)
     access.port = 8123
-    late, fresh = access.new_code(), None
+    late = access.new_login()
     clock.now += CODE_TTL + 1
-    fresh = access.new_code()
-    assert not access.redeem(late)
-    assert access.redeem(fresh)
+    fresh = access.new_login()
+    assert access.redeem(late.code) is None
+    assert access.redeem(fresh.code) == fresh.session
 
 
 def test_unredeemed_codes_are_bounded_oldest_forgotten_first():
     access = UiAccess()
     access.port = 8123
-    codes = [access.new_code() for _ in range(MAX_CODES + 5)]
-    assert not access.redeem(codes[0])
-    assert access.redeem(codes[-1])
+    logins = [access.new_login() for _ in range(MAX_CODES + 5)]
+    assert access.redeem(logins[0].code) is None
+    assert access.redeem(logins[-1].code) is not None
 
 
-def test_the_cookie_carries_the_secret_under_a_per_port_name():
+def test_the_cookie_is_one_half_and_the_page_key_the_other():
     access = UiAccess()
     access.port = 8123
-    header = access.set_cookie()
+    cookie, key = _signed_in(access)
+    header = access.set_cookie(key.rsplit(".", 1)[0])
     pair, *attrs = [p.strip() for p in header.split(";")]
-    assert pair.startswith("thrum_ui_8123=")
+    assert pair.startswith("thrum_ui_8123_")
     assert {"HttpOnly", "SameSite=Strict", "Path=/"} <= set(attrs)
-    assert access.admits(pair)
-    assert access.admits(f"other=1; {pair}; more=2")
-    # another daemon's UI (another port, another secret) is not this one's
-    other = UiAccess()
-    other.port = 8124
-    assert not access.admits(other.set_cookie().split(";")[0])
-    assert not access.admits(pair.replace("thrum_ui_8123", "thrum_ui_8124"))
-    assert not access.admits(pair[:-1] + ("A" if pair[-1] != "A" else "B"))
-    assert not access.admits(None) and not access.admits("")
+    assert access.signed_in(cookie) and access.signed_in(f"other=1; {cookie}; more=2")
+    assert access.admits(cookie, key) and access.admits(f"other=1; {cookie}", key)
+    assert not access.admits(cookie, None) and not access.admits(cookie, "")  # the cookie alone: no
+    assert not access.admits(None, key) and not access.admits("", key)  # the key alone: no
+    assert not access.admits(cookie, key[:-1] + ("A" if key[-1] != "A" else "B"))
+    assert key.rsplit(".", 1)[1] not in cookie  # neither half gives the other
+    # another login's key does not fit this cookie
+    _, other_key = _signed_in(access)
+    assert not access.admits(cookie, other_key)
 
 
-def test_a_new_daemon_start_has_a_new_secret():
-    a, b = UiAccess(), UiAccess()
-    a.port = b.port = 8123
-    assert not b.admits(a.set_cookie().split(";")[0])
+def test_another_secret_or_port_is_another_ui():
+    access, other = UiAccess(), UiAccess()
+    access.port = other.port = 8123
+    cookie, key = _signed_in(other)
+    assert not access.signed_in(cookie) and not access.admits(cookie, key)
+    moved = UiAccess(other.secret)
+    moved.port = 8124
+    assert not moved.admits(cookie, key)  # the cookie is named for its port
+    same = UiAccess(other.secret)
+    same.port = 8123
+    assert same.admits(cookie, key)  # the same secret (a restarted daemon): still valid
+
+
+def test_rotating_the_secret_ends_every_session():
+    access = UiAccess()
+    access.port = 8123
+    cookie, key = _signed_in(access)
+    pending = access.new_login()
+    access.rotate()
+    assert not access.admits(cookie, key) and not access.signed_in(cookie)
+    assert access.redeem(pending.code) is None
+
+
+def test_a_session_ends_after_its_lifetime():
+    wall = Clock(1_800_000_000.0)
+    access = UiAccess(wall=wall)
+    access.port = 8123
+    cookie, key = _signed_in(access)
+    wall.now += SESSION_TTL - 60
+    assert access.admits(cookie, key)
+    wall.now += 120
+    assert not access.admits(cookie, key) and not access.signed_in(cookie)
+    dead = access.sessions_in(cookie)[1]
+    assert dead == [cookie.split("=")[0]]  # named, so the next login can delete it
+
+
+def test_the_key_is_found_among_the_offered_subprotocols():
+    assert UiAccess.key_in(["thrum", "thrum-key.S.K"]) == "S.K"
+    assert UiAccess.key_in(["thrum"]) is None and UiAccess.key_in([]) is None
+    assert UiAccess.key_in(["thrum-key."]) is None
 
 
 def test_origins_and_hosts_are_exactly_the_uis_own():

@@ -143,6 +143,13 @@ def login(ui: dict) -> str:
     return reply.header("set-cookie").split(";")[0]
 
 
+def page_key(ui: dict) -> str:
+    """The page key of a ``thrum ui`` URL (its fragment ``key=S.K``)."""
+    fragment = urlsplit(ui["url"]).fragment
+    assert fragment.startswith("key="), ui["url"]
+    return fragment[len("key=") :]
+
+
 # ---------------------------------------------------------------------------- the browser
 
 

@@ -33,7 +33,9 @@ def daemon():
 def start():
     """Start the daemon in the background (no-op when it is running)."""
     rt = runtime()
-    res = _lifecycle().start(rt.require_init())
+    from .progress import rebuild_progress
+
+    res = _lifecycle().start(rt.require_init(), on_progress=rebuild_progress(rt.opts))
     if res.get("already_running") or not res.get("started", True):
         text = f"Daemon already running{_pid(res)}"
     else:

@@ -17,7 +17,8 @@ def init(non_interactive, no_daemon):
     """Set up thrum in this git repository (safe to run again).
 
     Creates .thrum/ (kept out of git), the a-sync branch and its worktree under
-    the git directory, and starts the daemon. In a linked worktree it points
+    the git directory, and starts the daemon (on a large history it first builds
+    its database, showing the rate and the time left). In a linked worktree it points
     this checkout at the main one so the repository keeps one daemon. On a
     terminal it then offers to register a first agent.
     """
@@ -29,7 +30,9 @@ def init(non_interactive, no_daemon):
     rt._paths = paths
     daemon = None
     if not no_daemon:
-        daemon = lifecycle.start(paths)
+        from .progress import rebuild_progress
+
+        daemon = lifecycle.start(paths, on_progress=rebuild_progress(rt.opts))
 
     result = {
         "repo": str(paths.repo),

@@ -58,6 +58,8 @@ COMMANDS: dict[str, str] = {
     "setup": "thrum.cli.setup:setup",
     "wake": "thrum.cli.wake:wake",
     "hook": "thrum.cli.hook:hook",
+    "team": "thrum.cli.team:team",
+    "verify": "thrum.cli.verify:verify",
 }
 
 

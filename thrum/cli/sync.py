@@ -96,6 +96,13 @@ def _status_text(s: dict) -> str:
         lines.append(f"Last error:    {s['last_error']} (at {s.get('last_error_at')})")
     if s.get("pending_events") is not None:
         lines.append(f"Pending:       {s['pending_events']} local event(s) not yet pushed")
+    team = s.get("team")
+    if team:
+        if team.get("trust") == "team-root":
+            lines.append(f"Trust:         team root ({team.get('policy')} policy; {team.get('source')})")
+        else:
+            why = f"; {team['error']}" if team.get("error") else ""
+            lines.append(f"Trust:         trust on first use (no team root: thrum team init{why})")
     if s.get("quarantined") is not None:
         lines.append(f"Quarantined:   {s['quarantined']} line(s)/event(s) refused from the log")
     for c in s.get("name_conflicts") or []:

@@ -39,8 +39,11 @@ class Connection:
         send_timeout: float = math.inf,
         on_stuck: Callable[[str], None] | None = None,
         peer_uid: int | None = None,
+        observer: bool = False,
     ):
         self.id = f"{transport}-{next(_ids)}"
+        # a watcher, not an agent (the Web UI's page): its calls mark nobody as seen
+        self.observer = observer
         self.transport = transport
         self.peer_uid = peer_uid  # the Unix socket peer's user id, by the kernel's word (thrum.daemon.peer)
         self._send_bytes = send_bytes

@@ -50,7 +50,8 @@ async def handle(daemon, conn, req: jsonrpc.Request | jsonrpc.Invalid) -> dict |
     try:
         if fn is None:
             raise errors.MethodNotFound(f"method not found: {req.method}")
-        result = await fn(Call(daemon.services, conn, Params(req.params), req.method))
+        params = Params(req.params, observer=getattr(conn, "observer", False))
+        result = await fn(Call(daemon.services, conn, params, req.method))
     except errors.ThrumError as exc:
         if req.is_notification:
             return None

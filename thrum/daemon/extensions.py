@@ -19,6 +19,7 @@ async def start(daemon, nursery: trio.Nursery) -> None:
     daemon.registry.served = daemon.hub.served  # subscribed connections are never evicted as idle
     ui = web_ui.install(daemon)  # the Web UI listens on demand (`ui.open`); its page uses this WebSocket
     daemon.ws_port = await nursery.start(partial(ws.serve_ws, daemon, browser=ui.access))
+    await ui.resume()  # an open page's session outlives a restart: listen where it expects us
     from . import syncer
 
     daemon.sync = syncer.SyncLoop(daemon)

@@ -19,8 +19,15 @@ MAX_REAL = 1e15
 
 
 class Params:
-    def __init__(self, raw: dict):
+    def __init__(self, raw: dict, *, observer: bool = False):
         self.raw = raw
+        self._observer = observer
+
+    @property
+    def observing(self) -> bool:
+        """The call only watches: it came from an observer connection (the Web UI) or says
+        ``observe: true``. Its ``caller`` is not marked as seen (thrum.daemon.presence)."""
+        return self._observer or self.raw.get("observe") is True
 
     def __contains__(self, key: str) -> bool:
         return self.raw.get(key) is not None

@@ -3,8 +3,11 @@
 Rules:
 
 1. Every RPC that acts as an agent (it names a ``caller``: send, list, read,
-   wait, ...) marks the agent as seen now. Marking is a dict write in memory;
-   nothing else happens on the request's path.
+   wait, ...) marks the agent as seen now, except a call that only watches: one
+   on an observer connection (the Web UI's page) or with ``observe: true``
+   (`Params.observing`). Someone displaying an agent's inbox or counts is not
+   that agent being active. Marking is a dict write in memory; nothing else
+   happens on the request's path.
 2. Marks reach SQLite (``agents.last_seen_at``) in batches: at most one
    transaction per `FLUSH_INTERVAL` seconds however busy the agents are, and
    once more when the daemon stops. Liveness is never written to the event log

@@ -25,10 +25,11 @@ from .. import __version__, config as config_mod, errors
 from .. import events as ev
 from ..paths import ThrumPaths
 from ..store import directory
-from ..store.projection import open_projection
+from ..store.projection import Progress, open_projection
 from ..store.log import EventLog
 from ..store.verified import VerifiedFold
 from ..sync.gitstore.gitlib import bound_object_cache
+from ..trust.binding import LogBinding
 from ..trust.keys import LocalKeys
 from ..trust.ring import KeyRing
 from ..trust.verdicts import VerdictMemory
@@ -42,6 +43,7 @@ from .limits import Limits, Registry, give_back_memory, raise_descriptor_limit, 
 from .presence import Presence
 from .params import Params
 from .signer import Signer
+from .starter import RebuildReports, tell_starter
 from .writer import Writer
 
 log = logging.getLogger(__name__)
@@ -67,6 +69,7 @@ class Daemon:
         self.sync = None  # sync loop (thrum.daemon.syncer), set in run()
         self.ws_port: int | None = None
         self._lock_fd: int | None = None
+        self._progress: Progress | None = None  # told how far a start-up rebuild is
         self._agents_cache: dict[str, dict] = {}
         self._sessions: dict[str, str] = {}  # agent -> active session started by this daemon
         self._local_sessions: set[str] = set()
@@ -117,7 +120,8 @@ class Daemon:
             self.presence.forget(name)
 
     async def caller(self, p: Params, key: str = "caller") -> str:
-        """The acting agent named in params; must be registered. Marks it as seen.
+        """The acting agent named in params; must be registered. Marks it as seen, unless the
+        call only watches (`Params.observing`: the Web UI, or ``observe: true``).
 
         Without ``caller`` the repository's single agent identity acts, as in the CLI
         (`thrum.identity` rule 4); with none or several, the error names the param.
@@ -135,7 +139,7 @@ class Daemon:
                 f"unknown agent {name!r}: register it first with "
                 f"`thrum quickstart --name {name} --role ROLE --module MODULE`"
             )
-        if self.presence is not None:
+        if self.presence is not None and not p.observing:
             self.presence.touch(name)
         return name
 
@@ -292,10 +296,13 @@ class Daemon:
         self.worktree = ensure_sync_worktree(self.paths.main_repo, self.config.remote, callbacks=callbacks)
         event_log = EventLog(self.worktree)
         self.ring = KeyRing(self.paths.var / "known_keys.json", self.keys)
-        verifier = Verifier(self.ring, skew_s=float(self.config.clock_skew))  # lines dated ahead wait
+        self.log_binding = LogBinding()  # the team root's log id, when there is a root (trust/binding.py)
+        verifier = Verifier(self.ring, skew_s=float(self.config.clock_skew), binding=self.log_binding)
         self.fold_verified = VerifiedFold(verifier, VerdictMemory(self.paths.var / "verified-lines"))
-        db = open_projection(self.paths.database, event_log, self.fold_verified)
-        self.writer = Writer(db, event_log, Signer(self.keys), self.fold_verified, db_path=self.paths.database)
+        db = open_projection(self.paths.database, event_log, self.fold_verified, progress=self._progress)
+        self.writer = Writer(
+            db, event_log, Signer(self.keys, self.log_binding.get), self.fold_verified, db_path=self.paths.database
+        )
         self.writer.ensure_covered(sync_record.take_reread(self.paths))  # what an offline sync merged into
         self.fold_verified.release()
         give_back_memory()  # the catch-up's peak (a large history, the verdict memory) goes back
@@ -327,8 +334,10 @@ class Daemon:
         self._local_sessions.clear()
         await trio.to_thread.run_sync(self._save_local_sessions)
 
-    async def run(self, *, ready=None, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        """Serve until SIGTERM/SIGINT or `request_shutdown`."""
+    async def run(self, *, ready=None, progress=None, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Serve until SIGTERM/SIGINT or `request_shutdown`. ``ready()``: once it listens;
+        ``progress``: told how far a start-up rebuild is (`projection.Progress`)."""
+        self._progress = progress
         self._take_lock()
         try:
             self._write_pid()
@@ -402,43 +411,37 @@ def setup_logging(paths: ThrumPaths, *, foreground: bool) -> None:
     )
 
 
-def _tell_starter(ready_fd: int | None, message: dict, *, close: bool = False) -> None:
-    """One JSON line to the process waiting for this daemon to start (`lifecycle.start`)."""
-    if ready_fd is not None:
-        try:
-            os.write(ready_fd, json.dumps(message).encode() + b"\n")
-            if close:
-                os.close(ready_fd)
-        except OSError:
-            pass
-
-
 def main(paths: ThrumPaths, *, ready_fd: int | None = None, foreground: bool = False) -> int:
     from ..ownership import UntrustedState, require_own_state
 
     try:  # before anything is read from (or logged into) .thrum/
         require_own_state(paths)
     except UntrustedState as exc:
-        _tell_starter(ready_fd, {"error": exc.message})
+        tell_starter(ready_fd, {"error": exc.message})
         print(f"thrum: {exc.message}", file=sys.stderr, flush=True)
         return 1
     setup_logging(paths, foreground=foreground)
 
     try:
         daemon = Daemon(paths)  # reads the config: a bad one is reported like any start-up error
-        trio.run(lambda: daemon.run(ready=lambda: _tell_starter(ready_fd, {"pid": os.getpid()}, close=True)))
+        trio.run(
+            lambda: daemon.run(
+                ready=lambda: tell_starter(ready_fd, {"pid": os.getpid()}, close=True),
+                progress=RebuildReports(ready_fd),
+            )
+        )
     except AlreadyRunning as exc:
         log.info("%s", exc.message)
-        _tell_starter(ready_fd, {"error": exc.message, "already_running": True})
+        tell_starter(ready_fd, {"error": exc.message, "already_running": True})
         if ready_fd is None:
             print(f"thrum: {exc.message}", flush=True)
         return 3
     except errors.ThrumError as exc:
         log.error("%s", exc.message)
-        _tell_starter(ready_fd, {"error": exc.message})
+        tell_starter(ready_fd, {"error": exc.message})
         return 1
     except Exception as exc:
         log.exception("daemon crashed")
-        _tell_starter(ready_fd, {"error": f"daemon failed: {exc}"})
+        tell_starter(ready_fd, {"error": f"daemon failed: {exc}"})
         return 1
     return 0

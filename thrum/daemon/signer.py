@@ -7,7 +7,14 @@ who wrote it (docs/design/trust.md). Rules:
    key on this machine fails alone with a clear error, never a whole group commit.
 2. The daemon can act only for agents whose private key is here: a name registered
    from another machine is not this daemon's to speak for.
-3. Every line appended is remembered (per file and signer) until the next commit,
+3. Every event is a link of its author's chain (`thrum.trust.chains`): the next
+   ``seq`` and the hash of the author's previous event, chosen in the writer's
+   thread right before the append (`sign_batch`), so the order of the file is the
+   order of the chain, and a batch that fails to append uses up no position.
+   An author's tip is the highest of what this daemon wrote and what the
+   projection holds (its events written before a restart, or by the same key on
+   another machine: that is a fork, and reported as one).
+4. Every line appended is remembered (per file and signer) until the next commit,
    when `take_seals` turns each group into one seal line: other replicas then verify
    one signature per group instead of one per line.
 """
@@ -16,18 +23,22 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
+from collections.abc import Callable
 
 from .. import errors
 from .. import events as ev
 from ..trust import signing
+from ..trust.chains import sig_hash
 from ..trust.keys import LocalKeys
 
 __all__ = ["Signer"]
 
 
 class Signer:
-    def __init__(self, keys: LocalKeys):
+    def __init__(self, keys: LocalKeys, log_id: Callable[[], str | None] | None = None):
         self.keys = keys
+        self.log_id = log_id or (lambda: None)  # the team root's log id, named in every chain
+        self._tips: dict[str, tuple[int, str]] = {}  # author -> (seq, hash) of its last event written here
         self._lock = threading.Lock()
         self._unsealed: dict[tuple[str, str], list[str]] = defaultdict(list)
 
@@ -50,7 +61,7 @@ class Signer:
         return signing.new_message_id(self.tag(name))
 
     def sign(self, d: dict) -> dict:
-        """``d`` signed by its author (`thrum.events.event_author`).
+        """``d`` signed by its author (`thrum.events.event_author`), outside any chain.
 
         Raises:
             IdentityError: the author has no key on this machine.
@@ -58,6 +69,42 @@ class Signer:
         author = ev.event_author(d) or ""
         private, _ = self._pair(author)
         return signing.sign(d, author, private)
+
+    def check(self, d: dict) -> None:
+        """Raise `IdentityError` unless this machine can sign ``d`` (before it is queued)."""
+        self._pair(ev.event_author(d) or "")
+
+    def sign_batch(
+        self, events: list[dict], stored_tip: Callable[[str], tuple[int, str]]
+    ) -> tuple[list[dict], Callable[[], None]]:
+        """The events chained and signed, and a function to call once they are durable
+        (it moves the tips on). ``stored_tip(author)``: (seq, hash) the projection holds.
+
+        Raises:
+            IdentityError: an author has no key on this machine (nothing is used up).
+        """
+        log_id = self.log_id()
+        moved: dict[str, tuple[int, str]] = {}
+        out = []
+        for d in events:
+            author = ev.event_author(d) or ""
+            private, _ = self._pair(author)
+            seq, prev = moved.get(author) or max(self._tips.get(author, (0, "")), stored_tip(author))
+            chain: dict = {"seq": seq + 1}
+            if seq:
+                chain["prev"] = prev
+            if log_id:
+                chain["log"] = log_id
+            signed = signing.sign({**d, "chain": chain}, author, private)
+            found = signing.signature_of(signed)
+            assert found is not None
+            moved[author] = (seq + 1, sig_hash(found[1]))
+            out.append(signed)
+
+        def durable() -> None:
+            self._tips.update(moved)
+
+        return out, durable
 
     # ------------------------------------------------------------------ seals
 

@@ -36,15 +36,17 @@ from __future__ import annotations
 import logging
 import os
 import time
+from functools import partial
 from contextlib import AbstractContextManager
 from datetime import datetime, timezone
 
 import trio
 
 from .. import errors
-from ..store import projection
+from ..store import chain_fold, projection
 from ..sync import state as sync_record
 from ..sync.gate import Abandoned, CycleGate
+from ..sync.teamfile import team_summary
 from .writer import Writer
 
 log = logging.getLogger(__name__)
@@ -85,7 +87,11 @@ class SyncLoop:
         if self.prefer is None and getattr(self.daemon, "ring", None) is not None:
             self.prefer = prefer_verified(self.daemon.ring)
         replicator = Replicator(
-            self.daemon.worktree, self.cfg.remote, credentials_from_env(self.cfg.values), prefer=self.prefer
+            self.daemon.worktree,
+            self.cfg.remote,
+            credentials_from_env(self.cfg.values),
+            prefer=self.prefer,
+            max_intake_bytes=int(self.cfg.max_sync_intake_bytes),
         )
         replicator.network = self.gate.network
         return replicator
@@ -124,24 +130,43 @@ class SyncLoop:
             nursery.cancel_scope.cancel()
 
     async def _tidy_loop(self) -> None:
-        """Keep the object stores compact after syncs, one round at a time, beside the syncs
-        (`thrum.sync.hygiene`: it takes neither the writer lock nor the replicator's), in a
-        child process so the memory it takes goes with it (`thrum.sync.hygiene_child`)."""
-        from ..sync import hygiene_child, localremote
+        """Keep the object stores compact after syncs, beside them (`thrum.sync.maintenance`:
+        git's geometric repack in a child process, which takes neither the writer lock nor
+        the replicator's and is killed when the daemon stops)."""
+        from ..sync import SyncError, maintenance
 
+        tidier = None
         while True:
             await self._tidy.wait()
             self._tidy = trio.Event()
             replicator = self.replicator
-            stores = [replicator.common_dir]
-            remote = localremote.local_remote_path(replicator.remote_url()) if self.mode() == "remote" else None
-            if remote is not None:
-                stores.append(remote)
-            for store in stores:
+            if tidier is None or tidier.own != replicator.common_dir:
+                tidier = maintenance.Tidier(replicator.common_dir, replicator.common_dir / "thrum-sync" / "repack.git")
+            remote = replicator.path_remote() if self.mode() == "remote" else None
+            trusted = replicator.credentials.trusted_paths if replicator.credentials is not None else ()
+            try:
+                due = partial(tidier.due_repacks, remote, where=f"remote {self.cfg.remote} ({remote})", trusted=trusted)
+                repacks = await trio.to_thread.run_sync(due)
+            except SyncError as exc:  # the sync reports the same refusal
+                log.info("not consolidating the remote: %s", exc.message)
+                continue
+            except Exception:  # noqa: BLE001 - a failed tidy-up never stops syncing
+                log.exception("could not prepare the consolidation of %s", replicator.common_dir)
+                continue
+            for repack in repacks:
+                done = None
                 try:
-                    await trio.to_thread.run_sync(hygiene_child.consolidate_in_child, store, abandon_on_cancel=True)
-                except Exception:  # noqa: BLE001 - a failed tidy-up never stops syncing
-                    log.exception("could not consolidate %s", store)
+                    with trio.move_on_after(maintenance.TIMEOUT_S):  # the child is killed when it runs over
+                        done = await trio.run_process(
+                            repack.argv, env=repack.env, capture_stdout=True, capture_stderr=True, check=False
+                        )
+                except OSError as exc:  # a failed tidy-up never stops syncing
+                    tidier.failed(repack, str(exc))
+                    continue
+                if done is None:
+                    tidier.failed(repack, f"took longer than {maintenance.TIMEOUT_S:.0f}s")
+                else:
+                    tidier.finished(repack, done.returncode, done.stderr)
 
     async def _sync_loop(self) -> None:
         while not self._stopped:
@@ -324,11 +349,14 @@ class SyncLoop:
         """Never waits for a running cycle: what only it could tell is None (unknown) meanwhile."""
         state = await trio.to_thread.run_sync(sync_record.load_state, self.daemon.paths)
         quarantined = await self.daemon.writer.read(projection.fold_counts)
+        chains = await self.daemon.writer.read(chain_fold.report)
+        chains["rollbacks"] = state.get("rollbacks") or []
         url = self.replicator.remote_url() if self.replicator is not None else None
         ignored = (
             await trio.to_thread.run_sync(self.replicator.ignored_paths, False) if self.replicator is not None else {}
         )
         waiting = self.gate.network_since if self._cycle_since is not None else None
+        team = await trio.to_thread.run_sync(team_summary, self.daemon.paths.main_repo, self.cfg.remote)
         return {
             "mode": self.mode(),
             "remote": self.cfg.remote if self.mode() == "remote" else None,
@@ -342,12 +370,14 @@ class SyncLoop:
             "pending_events": max(0, self.daemon.writer.events_written - self.pushed_events_mark),
             "quarantined": sum(quarantined.values()),
             "quarantined_by_kind": quarantined,
+            "chains": chains,
             "ignored_paths": sum(ignored.values()) if ignored is not None else None,
             "ignored_paths_by_reason": ignored,
             "cycles": self.cycles,
             "syncing_since": _utc(self._cycle_since),
             "waiting_for_remote_since": _utc(waiting),
             "credential_source": getattr(getattr(self.replicator, "credentials", None), "last_source", None),
+            "team": team,
         }
 
 

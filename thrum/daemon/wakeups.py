@@ -310,8 +310,8 @@ class Waker:
         self.decisions += 1
         if p.last.get("result") != why:
             log.info("not waking @%s (pane %s): %s", agent, p.pane, why)
-        woke = p.last.get("woke_for")
-        p.last = {"at": ev.now_rfc3339(), "result": why, **({"woke_for": woke} if woke else {})}
+        woken = {k: p.last[k] for k in ("woke_for", "messages") if p.last.get(k)}  # the last wake-up's facts stay
+        p.last = {"at": ev.now_rfc3339(), "result": why, **woken}
         return again
 
     # ------------------------------------------------------------------ tmux

@@ -34,7 +34,7 @@ import trio
 
 from .. import errors
 from .. import events as ev
-from ..store import coverage, projection
+from ..store import chain_fold, coverage, projection
 from ..store.log import EventLog
 from ..store.verified import VerifiedFold
 from .signer import Signer
@@ -103,7 +103,8 @@ class Writer:
         """Make events durable and folded; returns once they are (group commit)."""
         dicts = [e if isinstance(e, dict) else e.to_dict() for e in events]
         if self.signer is not None:
-            dicts = [self.signer.sign(d) for d in dicts]  # before queueing: a missing key fails this call alone
+            for d in dicts:
+                self.signer.check(d)  # before queueing: a missing key fails this call alone (signed when appended)
         pending = _Pending(dicts)
         self._send.send_nowait(pending)
         await pending.done.wait()
@@ -171,7 +172,12 @@ class Writer:
         await self.publish(result.applied, "local")
 
     def _append_and_fold(self, events: list[dict]) -> projection.FoldResult:
+        durable = None
+        if self.signer is not None:  # chained here, in the order of the file (daemon/signer.py)
+            events, durable = self.signer.sign_batch(events, self._stored_tip)
         placed = self.log.append_events(events)  # raises: nothing of the batch was stored
+        if durable is not None:
+            durable()
         touched = list(dict.fromkeys(placed))  # the segment each event went to, once each
         self.dirty_shards.update(touched)
         if self.signer is not None:
@@ -195,6 +201,13 @@ class Writer:
         except Exception as exc:  # noqa: BLE001 - the view falls behind; it never skips these lines
             self.view.fell_behind(exc)
             return projection.FoldResult()
+
+    def _stored_tip(self, author: str) -> tuple[int, str]:
+        try:
+            return chain_fold.tip(self.db, author)
+        except Exception as exc:  # noqa: BLE001 - a broken view: this daemon's own tips still hold
+            log.warning("cannot read %s's chain from the projection: %s", author, exc)
+            return (0, "")
 
     def _fold_appended(self, events: list[dict], placed: list[str], touched: list[str]) -> projection.FoldResult:
         if self.view.behind:  # stored positions are before lines a failed fold missed: take them too

@@ -13,8 +13,11 @@ Rules:
    browser ``Origin`` other than this daemon's own (``http://127.0.0.1:<port>``,
    ``http://localhost:<port>``) or its Web UI's is refused with 403, token or not.
    Clients that send no Origin (CLIs, scripts, agents) are not browsers and pass
-   this check. A request from the Web UI's origin is admitted only with the UI's
-   session cookie (``browser.admits``, thrum.ui.access), never by token.
+   this check. A request from the Web UI's origin is admitted only with both
+   halves of a UI session (``browser.admits``, thrum.ui.access): its cookie and
+   the page key, offered as the subprotocol ``thrum-key.<K>`` (answered with
+   ``thrum``); never by token. Such a connection is an observer: nothing it does
+   marks an agent as seen (docs/design/ui.md, "Presence").
 4. Every refusal is answered with a one-line plain-text body saying why and is
    logged with the peer and reason, never with the token.
 5. One message is one JSON-RPC request (or batch), text or binary; replies go
@@ -114,7 +117,8 @@ async def _open_listeners(port: int) -> list[trio.SocketListener]:
 async def serve_ws(daemon, browser=None, task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Serve until cancelled; ``task_status.started(port)`` once listening.
 
-    ``browser``: the Web UI's access rules (``origins``, ``admits(cookie_header)``), or None.
+    ``browser``: the Web UI's access rules (``origins``, ``key_in(protocols)``,
+    ``admits(cookie_header, key)``, ``protocol``), or None.
     """
     cfg = daemon.config.values
     max_frame = int(cfg.get("ws_max_frame_bytes") or MAX_FRAME)
@@ -141,8 +145,12 @@ async def serve_ws(daemon, browser=None, task_status=trio.TASK_STATUS_IGNORED) -
         _remove_port(daemon.paths.ws_port_file, port)
 
 
+BROWSER = "browser"  # Gate.check's verdict for the Web UI's page
+CLIENT = "client"  # ... for a client with the token
+
+
 class Gate:
-    """The handshake checks: path, Origin, token (or the Web UI's cookie). Pure apart from the logger."""
+    """The handshake checks: path, Origin, token (or the Web UI's session). Pure apart from the logger."""
 
     def __init__(self, token: str, port: int, browser=None):
         self._token = token.encode("ascii")
@@ -150,18 +158,23 @@ class Gate:
         self.origins = frozenset({f"http://{HOST}:{port}", f"http://localhost:{port}"})
         self.browser = browser
 
-    def check(self, target: str, headers: list[tuple[bytes, bytes]]) -> tuple[int, str] | None:
-        """None to accept, else (HTTP status, reason)."""
+    def check(
+        self, target: str, headers: list[tuple[bytes, bytes]], protocols: tuple[str, ...] = ()
+    ) -> str | tuple[int, str]:
+        """`BROWSER` or `CLIENT` to accept, else (HTTP status, reason).
+
+        ``protocols``: the subprotocols the client proposed (the page offers its key there)."""
         url = urlsplit(target)
         if url.path != PATH:
             return 404, f"not found: the thrum WebSocket is at {PATH}"
         origin = _header(headers, b"origin")
         if origin is not None and self.browser is not None and origin.rstrip("/").lower() in self.browser.origins:
-            if self.browser.admits(_header(headers, b"cookie")):
-                return None
+            key = self.browser.key_in(protocols)
+            if self.browser.admits(_header(headers, b"cookie"), key):
+                return BROWSER
             return 401, (
-                "unauthorized: no valid Web UI session; run `thrum ui` and open the URL it prints "
-                "(sessions end when the daemon restarts)"
+                "unauthorized: no valid Web UI session (its cookie and its page key); run `thrum ui` "
+                "and open the URL it prints"
             )
         if origin is not None and origin.rstrip("/").lower() not in self.origins:
             return 403, (
@@ -185,7 +198,7 @@ class Gate:
             )
         if not hmac.compare_digest(presented.encode("utf-8", "surrogateescape"), self._token):
             return 401, "unauthorized: wrong token (it changes at every daemon start; read .thrum/var/ws.token again)"
-        return None
+        return CLIENT
 
 
 class GuardedStream(trio.abc.Stream):
@@ -301,27 +314,28 @@ async def _handle_request(
             await request.reject(503, body=daemon.registry.refusal().encode() + b"\n")
             return
     try:
-        refusal = gate.check(request.path, request.headers)
-        if refusal is not None:
-            status, reason = refusal
+        verdict = gate.check(request.path, request.headers, request.proposed_subprotocols)
+        if isinstance(verdict, tuple):
+            status, reason = verdict
             log.warning("WebSocket refused %d for %s %s: %s", status, peer, urlsplit(request.path).path[:100], reason)
             await request.reject(
                 status, extra_headers=[(b"Content-Type", b"text/plain; charset=utf-8")], body=reason.encode() + b"\n"
             )
             return
-        ws = await request.accept()
+        browser = verdict == BROWSER
+        ws = await request.accept(subprotocol=gate.browser.protocol if browser else None)
     except ConnectionClosed:
         return
     except Exception:
         log.exception("WebSocket handshake with %s failed", peer)
         return
     try:
-        await _serve_connection(daemon, ws, max_frame, guard)
+        await _serve_connection(daemon, ws, max_frame, guard, observer=browser)
     finally:
         guard.release()
 
 
-async def _serve_connection(daemon, ws, max_frame: int, guard: Guard) -> None:
+async def _serve_connection(daemon, ws, max_frame: int, guard: Guard, *, observer: bool = False) -> None:
     async def send_text(data: bytes) -> None:
         await ws.send_message(data.decode("utf-8"))
 
@@ -332,6 +346,7 @@ async def _serve_connection(daemon, ws, max_frame: int, guard: Guard) -> None:
         framing_newline=False,
         send_timeout=guard.limits.send_timeout,
         on_stuck=guard.close,
+        observer=observer,
     )
     guard.subscribed = lambda: daemon.hub is not None and daemon.hub.serves(conn)
     guard.conn = conn

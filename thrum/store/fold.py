@@ -30,7 +30,7 @@ from typing import Iterable
 import peewee as pw
 
 from .. import events as ev
-from . import delivery_fold, directory_fold, idempotency, message_fold
+from . import chain_fold, delivery_fold, directory_fold, idempotency, message_fold
 from . import held as held_lines
 from . import issues as issues_mod
 from .log import LogIssue, Position
@@ -167,6 +167,7 @@ class Folder:
                     new_creates = handler(self, batch)
                 else:
                     handler(self, batch)
+        chain_fold.track(self.c, candidates.values(), self.now)  # duplicates too: a known link is a no-op
         keyed = [d for t in idempotency.KEYED_TYPES for d in by_type.get(t, ()) if "idempotency_key" in d]
         if keyed:
             idempotency.index_keys(self.c, keyed)

@@ -42,11 +42,12 @@ from __future__ import annotations
 from .counters import verify_counters
 from .directory import fold_counts
 from .fold import FoldResult, fold, load_positions, save_positions
-from .rebuild import READ_CHUNK, REBUILD_BATCH, FoldFn, catch_up, open_projection, rebuild
+from .rebuild import READ_CHUNK, REBUILD_BATCH, FoldFn, Progress, catch_up, open_projection, rebuild
 
 __all__ = [
     "FoldFn",
     "FoldResult",
+    "Progress",
     "READ_CHUNK",
     "REBUILD_BATCH",
     "catch_up",

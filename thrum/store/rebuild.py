@@ -12,6 +12,9 @@ Rules (part of the projection's rules, `thrum.store.projection`):
 - `open_projection` (daemon start-up): catch up when the schema version matches,
   rebuild when it does not, and throw the file away and rebuild when SQLite
   cannot read it or catching up fails. The log is always the truth.
+- A rebuild reports how far it is (`Progress`) after every batch and at each
+  phase, so that whoever waits for it (``thrum init`` on a large history) can
+  show a rate and an estimate instead of silence.
 """
 
 from __future__ import annotations
@@ -51,6 +54,14 @@ class FoldFn(Protocol):
     ) -> FoldResult: ...
 
 
+class Progress(Protocol):
+    """Told how far a rebuild is: ``phase`` is ``load`` (events folded, bytes of the
+    log read of ``total_bytes``), then ``indexes`` (query and search indexes being
+    built: no count), then ``done``; ``elapsed``: seconds since the rebuild started."""
+
+    def __call__(self, phase: str, events: int, done_bytes: int, total_bytes: int, elapsed: float) -> None: ...
+
+
 def catch_up(db: pw.SqliteDatabase, event_log: EventLog, fold_fn: FoldFn | None = None) -> FoldResult:
     """Fold whatever the log holds beyond the stored positions (all of it for a new db).
 
@@ -62,13 +73,25 @@ def catch_up(db: pw.SqliteDatabase, event_log: EventLog, fold_fn: FoldFn | None 
 
 
 def _fold_log(
-    db, event_log: EventLog, positions: dict[str, Position], *, keep_applied: bool = True, fold_fn: FoldFn | None = None
+    db,
+    event_log: EventLog,
+    positions: dict[str, Position],
+    *,
+    keep_applied: bool = True,
+    fold_fn: FoldFn | None = None,
+    progress: Progress | None = None,
 ) -> FoldResult:
     total = FoldResult()
     pending = ReadResult()
+    shards = event_log.shards()
+    started = time.perf_counter()
+    total_bytes = sum(_size(event_log, s) for s in shards) if progress is not None else 0
+    done_bytes = 0  # of the shards read to their end
+    events = 0
 
     def flush():
-        nonlocal pending
+        nonlocal pending, events
+        events += len(pending.records)
         if pending.records or pending.issues or pending.positions:
             if fold_fn is None:
                 total.merge(
@@ -93,7 +116,12 @@ def _fold_log(
                 )
         pending = ReadResult()
 
-    for shard in event_log.shards():
+    def report(reading: int) -> None:
+        if progress is not None:
+            read = min(total_bytes, done_bytes + reading)
+            progress("load", events, read, total_bytes, time.perf_counter() - started)
+
+    for shard in shards:
         pos = positions.get(shard, Position())
         while True:
             before = len(pending.records)
@@ -101,15 +129,30 @@ def _fold_log(
             new_pos = pending.positions.get(shard, pos)
             if len(pending.records) >= REBUILD_BATCH:
                 flush()
+                report(new_pos.offset)
             if at_end or (new_pos == pos and len(pending.records) == before):
                 break
             pos = new_pos
+        done_bytes += _size(event_log, shard) if progress is not None else 0
     flush()
+    report(0)
     return total
 
 
+def _size(event_log: EventLog, shard: str) -> int:
+    try:
+        return event_log.path(shard).stat().st_size
+    except OSError:
+        return 0
+
+
 def rebuild(
-    db: pw.SqliteDatabase, event_log: EventLog, *, keep_applied: bool = False, fold_fn: FoldFn | None = None
+    db: pw.SqliteDatabase,
+    event_log: EventLog,
+    *,
+    keep_applied: bool = False,
+    fold_fn: FoldFn | None = None,
+    progress: Progress | None = None,
 ) -> FoldResult:
     """Drop and recreate every table, then fold the whole log.
 
@@ -118,7 +161,8 @@ def rebuild(
     row. The schema version is written last: an interrupted rebuild leaves a
     database without one, which the daemon rebuilds again. The ``kv`` table
     (daemon state that is not in the log) is kept. ``keep_applied``: return the
-    applied events in the result (memory grows with the log).
+    applied events in the result (memory grows with the log). ``progress``: told
+    how far it is (`Progress`).
     """
     kv = _saved_kv(db)
     database.drop_schema(db)
@@ -134,9 +178,21 @@ def rebuild(
     gc.disable()  # millions of short-lived dicts: the cycle collector would rescan them all, repeatedly
     try:
         started = time.perf_counter()
-        total = _fold_log(db, event_log, {}, keep_applied=keep_applied, fold_fn=fold_fn)
+        seen = [0]  # events the load read, as last reported
+
+        def load_progress(phase: str, events: int, done_bytes: int, total_bytes: int, elapsed: float) -> None:
+            seen[0] = events
+            if progress is not None:
+                progress(phase, events, done_bytes, total_bytes, elapsed)
+
+        total = _fold_log(db, event_log, {}, keep_applied=keep_applied, fold_fn=fold_fn, progress=load_progress)
         total.timings = {"load": time.perf_counter() - started}
+        folded = seen[0]
+        if progress is not None:
+            progress("indexes", folded, 0, 0, total.timings["load"])
         database.finish_schema(db, compute_counters=True, timings=total.timings)
+        if progress is not None:
+            progress("done", folded, 0, 0, time.perf_counter() - started)
         if kv:
             with db.atomic():
                 db.connection().executemany("INSERT OR REPLACE INTO kv(key, value) VALUES (?,?)", kv)
@@ -157,7 +213,9 @@ def _saved_kv(db) -> list[tuple[str, str]]:
         return []
 
 
-def open_projection(path: str | os.PathLike, event_log: EventLog, fold_fn: FoldFn | None = None) -> pw.SqliteDatabase:
+def open_projection(
+    path: str | os.PathLike, event_log: EventLog, fold_fn: FoldFn | None = None, progress: Progress | None = None
+) -> pw.SqliteDatabase:
     """Open the database, rebuilding it from the log when missing, corrupt or outdated.
 
     No whole-file integrity scan at start-up (it would cost seconds on a large
@@ -173,7 +231,7 @@ def open_projection(path: str | os.PathLike, event_log: EventLog, fold_fn: FoldF
             return db
         if version is not None:
             log.info("projection schema %s != %s: rebuilding", version, database.SCHEMA_VERSION)
-        rebuild(db, event_log, fold_fn=fold_fn)
+        rebuild(db, event_log, fold_fn=fold_fn, progress=progress)
         return db
     except Exception as exc:  # not a database, corrupt pages, a rebuild that hit either
         log.warning("projection database unusable (%s): rebuilding from the log", exc)
@@ -188,5 +246,5 @@ def open_projection(path: str | os.PathLike, event_log: EventLog, fold_fn: FoldF
         except FileNotFoundError:
             pass
     db = database.open_database(path)
-    rebuild(db, event_log, fold_fn=fold_fn)
+    rebuild(db, event_log, fold_fn=fold_fn, progress=progress)
     return db

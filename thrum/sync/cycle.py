@@ -49,6 +49,7 @@ class SyncReport:
     error: str | None = None  # set when the push kept losing races
     ignored: dict[str, int] = field(default_factory=dict)  # entries of a-sync thrum ignores, by reason
     phases: dict[str, float] = field(default_factory=dict)  # seconds per step: fetch, merge, fold, commit, push
+    rolled_back: dict | None = None  # lines the remote lost of what this replica pushed (sync.rollback)
 
 
 def run_cycle(
@@ -94,12 +95,13 @@ def run_cycle(
         report.attempts = attempt
         try:
             tip = timed("fetch", replicator.fetch)
-        except SyncError:
+            report.remote_url = replicator.last_fetch.url if replicator.last_fetch else None
+            outcome = timed("merge", replicator.merge, tip, timed_files)
+        except SyncError:  # an unreachable remote, a refused tip: our appends are committed all the same
             report.commits += int(replicator.commit_pending(files))
             raise
-        report.remote_url = replicator.last_fetch.url if replicator.last_fetch else None
-        outcome = timed("merge", replicator.merge, tip, timed_files)
         report.received += outcome.received
+        report.rolled_back = report.rolled_back or outcome.rolled_back
         report.commits += outcome.commits + int(timed("commit", replicator.commit_pending, files))
         report.sent = replicator.ahead_of(tip, files)
         if timed("push", replicator.push):

@@ -15,12 +15,14 @@ from pathlib import Path
 
 import pygit2
 
+from thrum import nofollow
+from thrum.events import is_log_path
+
 from . import AuthError, SyncError
 from .transport.credentials import Credentials, HostKeyRefused, credentials_from_env
-from .localremote import open_local_remote
 from .worktree import SYNC_BRANCH, SYNC_REF, common_dir, sync_worktree_path
 
-__all__ = ["Check", "offline_checks", "remote_check", "size_check", "worktree_check"]
+__all__ = ["Check", "maintenance_check", "offline_checks", "remote_check", "size_check", "worktree_check"]
 
 NEEDS_ACTION = ("warn", "fail")
 
@@ -80,15 +82,10 @@ def remote_check(
         base = main_worktree_dir(common_dir(main_repo))
         ep = endpoint(repo, remote_name, base, home=credentials.home() if credentials else None)
         where = f"{remote_name} ({ep.display})"
-        if ep.kind == "local":
-            local = open_local_remote(ep.url)
-            if local is None:
-                raise SyncError(f"remote {where} is unreachable: no git repository at {ep.url}")
-            tip, login = local.tip(SYNC_REF), "none needed (a path on this machine)"
-        else:
-            creds = credentials if credentials is not None else credentials_from_env()
-            heads = list_remote_heads(repo, remote_name, base, creds)
-            tip, login = heads.get(SYNC_REF), creds.last_source or "none needed"
+        creds = credentials if credentials is not None else credentials_from_env()
+        heads = list_remote_heads(repo, remote_name, base, creds)
+        tip = heads.get(SYNC_REF)
+        login = "none needed (a path on this machine)" if ep.kind == "local" else creds.last_source or "none needed"
     except HostKeyRefused as exc:
         return Check("remote", "fail", str(exc), "verify the server's host key as the message says")
     except AuthError as exc:
@@ -106,14 +103,14 @@ def remote_check(
 
 
 def _tree_size(path: Path) -> tuple[int, int]:
+    """Bytes and files below ``path`` (an iterative walk: no link followed, no recursion)."""
     total = files = 0
-    for root, _dirs, names in os.walk(path):
-        for name in names:
-            try:
-                total += os.lstat(os.path.join(root, name)).st_size
-                files += 1
-            except OSError:
-                pass
+    for rel in nofollow.regular_files(path, lambda rel: True):
+        try:
+            total += os.lstat(path / rel).st_size
+            files += 1
+        except OSError:
+            pass
     return total, files
 
 
@@ -128,13 +125,36 @@ def size_check(main_repo: os.PathLike | str) -> Check:
         objects, _ = _tree_size(path.parents[1] / "objects")
     except (SyncError, IndexError):
         return Check("size", "skip", "the repository could not be measured")
-    shards = [p for p in path.rglob("*.jsonl") if p.is_file()]
-    log_bytes = sum(p.stat().st_size for p in shards)
+    shards = nofollow.regular_files(path, is_log_path)
+    log_bytes = sum(os.lstat(path / rel).st_size for rel in shards)
     return Check(
         "size",
         "info",
         f"message log {_mb(log_bytes)} in {len(shards)} shard(s); "
         f"git objects {_mb(objects)} (shared with the repository)",
+    )
+
+
+def maintenance_check() -> Check:
+    """Whether git keeps the object stores compact here (`maintenance`)."""
+    from . import maintenance
+
+    why = maintenance.unavailable()
+    if why is None:
+        version = maintenance.git_version()
+        return Check(
+            "maintenance",
+            "ok",
+            f"object stores are consolidated by git repack --geometric=2 (git {version[0]}.{version[1]})"
+            if version
+            else "object stores are consolidated by git",
+        )
+    need = f"{maintenance.MIN_GIT[0]}.{maintenance.MIN_GIT[1]}"
+    return Check(
+        "maintenance",
+        "warn",
+        f"{why}: object stores are not consolidated, and grow by a pack of whole objects per sync",
+        f"install git {need} or newer (thrum runs `git repack --geometric=2` after its syncs)",
     )
 
 
@@ -148,4 +168,5 @@ def offline_checks(paths, environ: dict | None = None) -> list[Check]:
         worktree_check(paths.main_repo),
         remote_check(paths.main_repo, cfg.remote, creds, cfg.local_only),
         size_check(paths.main_repo),
+        maintenance_check(),
     ]

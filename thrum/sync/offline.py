@@ -71,7 +71,13 @@ def run_offline(paths: ThrumPaths) -> dict:
             raise errors.Conflict("the thrum daemon started meanwhile; run `thrum sync` again") from None
         try:
             worktree = ensure_sync_worktree(paths.main_repo)
-            rep = Replicator(worktree, cfg.remote, credentials_from_env(cfg.values), prefer=_prefer_verified(paths))
+            rep = Replicator(
+                worktree,
+                cfg.remote,
+                credentials_from_env(cfg.values),
+                prefer=_prefer_verified(paths),
+                max_intake_bytes=int(cfg.max_sync_intake_bytes),
+            )
             mode = state.sync_mode(cfg, rep.has_remote())
             files = _MergedInto(PlainLog(worktree))
             try:
@@ -140,18 +146,22 @@ def take_reread(paths: ThrumPaths, *, remove: bool = True) -> list[str]:
 
 
 def _tidy(rep: Any, mode: str) -> None:
-    """Keep the object stores compact (`hygiene`), as the daemon does after its syncs."""
-    from . import hygiene, localremote
+    """Keep the object stores compact (`maintenance`), as the daemon does after its syncs."""
+    from . import SyncError, maintenance
 
-    stores = [rep.common_dir]
-    remote = localremote.local_remote_path(rep.remote_url()) if mode == "remote" else None
-    if remote is not None:
-        stores.append(remote)
-    for store in stores:
-        try:
-            hygiene.consolidate(store)
-        except Exception:  # noqa: BLE001 - a failed tidy-up never fails the sync
-            logging.getLogger(__name__).exception("could not consolidate %s", store)
+    tidier = maintenance.Tidier(rep.common_dir, rep.common_dir / "thrum-sync" / "repack.git")
+    remote = rep.path_remote() if mode == "remote" else None
+    try:
+        repacks = tidier.due_repacks(
+            remote, where=f"remote {rep.remote_name} ({remote})", trusted=rep.credentials.trusted_paths
+        )
+    except SyncError:
+        return  # the sync said why
+    except Exception:  # noqa: BLE001 - a failed tidy-up never fails the sync
+        logging.getLogger(__name__).exception("could not prepare the consolidation of %s", rep.common_dir)
+        return
+    for repack in repacks:
+        tidier.run(repack)
 
 
 def status(paths: ThrumPaths) -> dict:
@@ -169,6 +179,7 @@ def status(paths: ThrumPaths) -> dict:
         "quarantined": None,
         "name_conflicts": _name_conflicts(paths),
         "daemon_running": False,
+        "team": _team_summary(paths, cfg.remote),
     }
 
 
@@ -188,3 +199,25 @@ def _name_conflicts(paths: ThrumPaths) -> list[dict]:
             except Exception:  # noqa: BLE001 - an unreadable identity only loses "who was first"
                 continue
     return report(found, here)
+
+
+def _team_summary(paths: ThrumPaths, remote: str) -> dict:
+    from .teamfile import team_summary
+
+    return team_summary(paths.main_repo, remote)
+
+
+# --------------------------------------------------------------------------- the team root (thrum team)
+
+
+def team_root(paths: ThrumPaths) -> dict:
+    """The team root as this replica sees it: the file committed on the normal branch
+    (`teamfile`), where it comes from, and whether the checkout's copy differs
+    (an uncommitted or side-branch edit, which does not count)."""
+    from .teamfile import read_committed_root, worktree_copy_differs
+
+    cfg = config_mod.load(paths.config)
+    committed = read_committed_root(paths.main_repo, cfg.remote)
+    out = committed.to_json()
+    out["checkout_differs"] = worktree_copy_differs(paths.repo, committed)
+    return out

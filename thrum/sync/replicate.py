@@ -37,7 +37,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -51,25 +51,30 @@ from . import PushRejected, SyncError
 from .gate import no_gate
 from .gitstore.gitlib import EMPTY_TREE, IndexStats, PackWatch, objects_dir, open_repo, tune_pack_building
 from .gitstore.objbatch import ObjectBatch
-from .gitstore.packrecord import record_packs
-from .localremote import FetchedBlobs, local_remote_path, open_local_remote
 from .logaccess import LogAccess
 from .merge.shard import Prefer
 from .transport.credentials import Credentials
 from .transport.credentials import translate as _translate
 from .transport.endpoint import resolved_url
-from .transport.session import lost_race, session
-from .transport.urls import main_worktree_dir, redact_url
+from .transport.session import Session, lost_race, session
+from .transport.urls import main_worktree_dir, parse_url, redact_url
 from .treemerge import KeyCache, MergeOutcome, TreeMerge, lines_ahead
 from .trees import LayoutTrees, Leaf
+from .rollback import mark_pushed, rolled_back
 from .worktree import SYNC_BRANCH, SYNC_REF, worktree_intact
 
 logger = logging.getLogger(__name__)
+_TYPE_NAMES = {1: "commit", 2: "tree", 3: "blob", 4: "tag"}
 
-__all__ = ["CommitResult", "FetchResult", "Replicator"]
+__all__ = ["MAX_INTAKE_BYTES", "CommitResult", "FetchResult", "Replicator"]
 
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB"
+
+
+MAX_INTAKE_BYTES = 256 * 2**20  # "max_sync_intake_bytes": log-file bytes one merge may read
 _WT_CHANGED = FileStatus.WT_NEW | FileStatus.WT_MODIFIED | FileStatus.WT_TYPECHANGE
-KEEP_FETCHED_BYTES = 256 * 2**20  # inflated blobs a direct fetch hands to the merge (the rest is re-read)
 
 
 @dataclass
@@ -107,8 +112,10 @@ class Replicator:
         author_name: str = "thrum",
         author_email: str = "thrum@localhost",
         prefer: Prefer | None = None,
+        max_intake_bytes: int = MAX_INTAKE_BYTES,
     ):
         self.worktree_path = Path(worktree_path).resolve()
+        self.max_intake_bytes = max_intake_bytes
         self.remote_name = remote_name
         self.credentials = credentials
         self.author_name = author_name
@@ -120,6 +127,7 @@ class Replicator:
         self._keys = KeyCache()
         self._ignored: dict[str, int] | None = None
         self.network: Callable[[str], AbstractContextManager] = no_gate  # see the module docstring
+        tune_pack_building()  # before the handle reads its config
         try:
             self.repo = open_repo(self.worktree_path)
         except pygit2.GitError as exc:
@@ -133,12 +141,11 @@ class Replicator:
             raise SyncError(
                 f"{self.worktree_path} does not have {SYNC_BRANCH} checked out; it is not the sync worktree"
             )
-        tune_pack_building(self.repo)
+        (Path(self.repo.path) / "thrum-pack.config").unlink(missing_ok=True)  # the per-handle tuning of old
         self.trees = LayoutTrees(self.repo)
         self._objects = objects_dir(self.repo)
         self._packs = PackWatch(self.repo, self._objects)  # consolidation deletes packs under us
         self.index = IndexStats(self.repo, self._mutex)  # flushed by whoever ends with the replicator
-        self._fetched = FetchedBlobs()  # what the last direct fetch inflated and checked
         self._common = self._objects.parent  # the repository's common dir: its config names the remotes
         self._base = main_worktree_dir(self._common)  # where a relative remote path starts
         nofollow.remove_temps(self.worktree_path)  # left by a crash in the middle of a merge
@@ -182,9 +189,13 @@ class Replicator:
         """The remote's URL (credentials redacted), or None when there is no such remote. Never blocks."""
         return None if (url := self._configured_url()) is None else redact_url(url)
 
-    def local_remote_path(self) -> Path | None:
+    def path_remote(self) -> Path | None:
         """The remote's directory when it is a repository on this machine, else None."""
-        return None if (url := self._configured_url()) is None else local_remote_path(url)
+        url = self._configured_url()
+        if url is None:
+            return None
+        parsed = parse_url(url, self._base)
+        return Path(parsed.path) if parsed.kind == "local" and parsed.path else None
 
     def ignored_paths(self, wait: bool = True) -> dict[str, int] | None:
         """Entries of the remote's ``a-sync`` tree (as of the last merge; before one, of
@@ -287,27 +298,14 @@ class Replicator:
             remote = self._remote()
             url = resolved_url(remote.url or "", self._base)  # a relative path: from the main checkout
             tracking = f"refs/remotes/{self.remote_name}/{SYNC_BRANCH}"
-            self._fetched = FetchedBlobs()
-            try:
-                local = open_local_remote(url)
-                if local is not None:  # a path on this machine: copy objects, no pack
-                    with local:
-                        tip = local.tip(SYNC_REF)
-                        if tip is not None:
-                            stats = local.fetch_into(self.repo, tip, keep_bytes=KEEP_FETCHED_BYTES)
-                            self._fetched = FetchedBlobs(stats.blobs)
-                            self.repo.create_reference_direct(tracking, tip, True, message="thrum: fetch a-sync")
-                else:  # credentials, SSH config, timeout, errors: see transport.session
-                    before = set(os.listdir(self._objects / "pack")) if (self._objects / "pack").is_dir() else set()
-                    with (
-                        self.network("fetch"),
-                        session(self.repo, self.remote_name, self._base, self.credentials) as net,
-                    ):
-                        net.remote.fetch([f"+{SYNC_REF}:{tracking}"], callbacks=net.callbacks, proxy=True)
-                        heads = net.remote.list_heads(connect=False)
-                    new = set(os.listdir(self._objects / "pack")) - before  # a pack per fetch: consolidated later
-                    record_packs(self._objects, sorted(n[: -len(".pack")] for n in new if n.endswith(".pack")))
-                    tip = next((h.oid for h in heads if h.name == SYNC_REF), None)
+            try:  # credentials, SSH settings, a path remote's look, timeout, errors: transport.session
+                with (
+                    self.network("fetch"),
+                    session(self.repo, self.remote_name, self._base, self.credentials) as net,
+                ):
+                    net.remote.fetch([f"+{SYNC_REF}:{tracking}"], callbacks=net.callbacks, proxy=True)
+                    heads = net.remote.list_heads(connect=False)
+                tip = next((h.oid for h in heads if h.name == SYNC_REF), None)
             except SyncError:
                 raise
             except Exception as exc:  # noqa: BLE001 - translated at this boundary
@@ -331,18 +329,45 @@ class Replicator:
             head = self._head()
             if remote_tip == head.id:
                 return MergeOutcome(head=head.id)
+            lost = rolled_back(self.repo, self.trees, remote_tip)
+            if lost is not None:
+                logger.warning("%s", lost["text"])
+            outcome = self._merge_with(head, remote_tip, log)
+            outcome.rolled_back = lost
+            return outcome
+
+    def _merge_with(self, head: pygit2.Commit, remote_tip: pygit2.Oid | None, log: LogAccess) -> MergeOutcome:
+        with self._mutex:
             if remote_tip is None:  # the remote has no a-sync yet: our push creates it
                 return MergeOutcome(head=head.id, ahead=True, sent=self.ahead_of(None, log))
-            try:
-                theirs = self.repo[remote_tip]
-            except KeyError:
-                raise SyncError(f"remote tip {remote_tip} is not in the object store; fetch first") from None
+            theirs = self._remote_commit(remote_tip)
             if self.repo.descendant_of(head.id, remote_tip):
                 return MergeOutcome(head=head.id, ahead=True, sent=self.ahead_of(remote_tip, log))
-            try:
-                return self._merge_into(head, theirs, log)
-            finally:
-                self._fetched = FetchedBlobs()
+            return self._merge_into(head, theirs, log)
+
+    def _remote_commit(self, tip: pygit2.Oid) -> pygit2.Commit:
+        """The remote's tip, once its header says it is a commit whose tree is a tree (the
+        remote is untrusted: anyone who can write it can point the branch anywhere).
+
+        Raises:
+            SyncError: it is not; the tip is refused (the cycle still commits our appends).
+        """
+        kind = self.trees.header(tip.raw)[0]
+        if kind == 0:
+            raise SyncError(f"remote tip {tip} is not in the object store; fetch first")
+        tree_kind = self.trees.header(self.repo[tip].tree_id.raw)[0] if kind == ObjectType.COMMIT else None
+        if kind != ObjectType.COMMIT or tree_kind != ObjectType.TREE:
+            what = (
+                "a commit whose tree is not a tree"
+                if kind == ObjectType.COMMIT
+                else f"a {_TYPE_NAMES.get(kind, 'thing')}"
+            )
+            raise SyncError(
+                f"remote {self.remote_name} ({self.remote_url()}): its {SYNC_BRANCH} points to {what} ({tip}), "
+                f"not a commit of the log: its tip is refused and local work goes on; someone with write access "
+                f"to the remote put it there: point {SYNC_BRANCH} back at a commit there"
+            )
+        return self.repo[tip]
 
     def ahead_of(self, remote_tip: pygit2.Oid | None, log: LogAccess) -> int:
         """Lines our ``a-sync`` holds beyond ``remote_tip`` (what a push adds there)."""
@@ -358,8 +383,9 @@ class Replicator:
 
     def _merge_into(self, head: pygit2.Commit, theirs: pygit2.Commit, log: LogAccess) -> MergeOutcome:
         changes = self.trees.changes(head.tree_id, theirs.tree_id)
+        self._check_intake(changes)
         batch = ObjectBatch(self._objects)
-        merger = TreeMerge(self.repo, batch, log, self._keys, self._fetched.read, self.prefer)
+        merger = TreeMerge(self.repo, batch, log, self._keys, self.prefer)
         outcome, files, stats = merger.run(changes, self.trees.size)
         remote_leaves = {c.path: c.new for c in changes}
         ours = {path: leaf for path, leaf in files.items() if leaf != remote_leaves.get(path)}
@@ -381,6 +407,24 @@ class Replicator:
         outcome.head = new_head
         return outcome
 
+    def _check_intake(self, changes: list) -> None:
+        """Refuse a remote tip whose changed log files, by their object headers (nothing
+        inflated yet), exceed what one sync may read, write and hand to the fold: a few
+        KB of compressible push must not become gigabytes on every replica.
+
+        Raises:
+            SyncError: the tip is refused; the cycle still commits our appends.
+        """
+        intake = sum(self.trees.size(c.new.oid.raw) for c in changes if c.new is not None)
+        if intake <= self.max_intake_bytes:
+            return
+        raise SyncError(
+            f"remote {self.remote_name} ({self.remote_url()}): its {SYNC_BRANCH} brings {_mib(intake)} of log "
+            f"files in one sync, more than the {_mib(self.max_intake_bytes)} this replica takes in "
+            f"(max_sync_intake_bytes in .thrum/config.json): its tip is refused and local work goes on; raise "
+            f"the bound if that much is honest traffic, else repair the remote"
+        )
+
     # -- push
 
     def push(self) -> bool:
@@ -395,13 +439,10 @@ class Replicator:
         with self._mutex:
             head = self.repo.references[SYNC_REF].target
             if self.last_fetch is not None and self.last_fetch.tip == head:
+                mark_pushed(self.repo, head)
                 return True
             remote = self._remote()
-            url = resolved_url(remote.push_url or remote.url or "", self._base)
-            with open_local_remote(url) or nullcontext() as local:
-                if local is not None and local.bare:
-                    return self._push_local(local, head, redact_url(url))
-            url = redact_url(url)
+            url = redact_url(resolved_url(remote.push_url or remote.url or "", self._base))
             with (
                 self.network("push"),
                 session(self.repo, self.remote_name, self._base, self.credentials, push=True) as net,
@@ -414,31 +455,27 @@ class Replicator:
                         raise
                     logger.info("push of %s to %s lost a race: %s", SYNC_BRANCH, url, exc)
                     return False
-            for _ref, message in callbacks.rejected:
-                if lost_race(message):
+                for _ref, message in callbacks.rejected:
+                    if lost_race(message):
+                        return False
+                    raise PushRejected(f"{url} refused the push of {SYNC_BRANCH}: {message}")
+                if net.endpoint.kind == "local" and not self._landed(net, head):
+                    logger.info("push of %s to %s was overwritten by another pusher", SYNC_BRANCH, url)
                     return False
-                raise PushRejected(f"{url} refused the push of {SYNC_BRANCH}: {message}")
             self.last_fetch = FetchResult(tip=head, url=url, at=time.time())
+            mark_pushed(self.repo, head)
             return True
 
-    def _push_local(self, local, head: pygit2.Oid, url: str) -> bool:
-        """Push to a bare repository on this machine by copying objects (see ``localremote``)."""
-        try:
-            current = local.tip(SYNC_REF)
-            if current != head:
-                repo = self.repo
-                if current is not None and not (repo.odb.exists(current) and repo.descendant_of(head, current)):
-                    return False  # not a fast-forward: the remote moved since our fetch
-                if not local.push_from(self.repo, SYNC_REF, head, current):
-                    return False
-            tracking = f"refs/remotes/{self.remote_name}/{SYNC_BRANCH}"
-            self.repo.create_reference_direct(tracking, head, True, message="thrum: push a-sync")
-        except SyncError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - translated at this boundary
-            if lost_race(str(exc)):  # another pusher holds the remote's ref lock
-                logger.info("push of %s to %s lost a race: %s", SYNC_BRANCH, url, exc)
-                return False
-            raise _translate(exc, self.remote_name, url) from exc
-        self.last_fetch = FetchResult(tip=head, url=url, at=time.time())
-        return True
+    def _landed(self, net: Session, head: pygit2.Oid) -> bool:
+        """Whether a path remote's branch holds ``head`` after our push (or a descendant of it).
+
+        libgit2's local transport checks that a push is a fast-forward of the tip it saw,
+        then moves the ref without comparing it again: a pusher racing us between the two
+        is overwritten without a word. Reading the ref back tells; a push that did not
+        land is a lost race, and the cycle fetches and merges again.
+        """
+        heads = {h.name: h.oid for h in net.remote.list_heads(callbacks=net.callbacks)}
+        tip = heads.get(SYNC_REF)
+        if tip == head:
+            return True
+        return tip is not None and self.repo.odb.exists(tip) and self.repo.descendant_of(tip, head)

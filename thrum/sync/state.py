@@ -56,6 +56,10 @@ def record(paths: ThrumPaths, report: dict[str, Any] | None, error: str | None) 
         state["last_error"] = None
     if report is not None:
         state["last_report"] = report
+        lost = report.get("rolled_back")
+        if lost:  # kept (the last 20) until the user has seen them: `sync status`, doctor, the UI
+            earlier = [r for r in state.get("rollbacks") or [] if r.get("text") != lost.get("text")]
+            state["rollbacks"] = (earlier + [{**lost, "at": at}])[-20:]
     save_state(paths, state)
     return state
 
@@ -75,5 +79,6 @@ def report_dict(report: Any, mode: str) -> dict[str, Any]:
         "duration_ms": round(report.duration_s * 1000, 1),
         "error": report.error,
         "ignored_paths_by_reason": dict(getattr(report, "ignored", {}) or {}),
+        "rolled_back": getattr(report, "rolled_back", None),
         "phases_ms": {k: round(v * 1000, 1) for k, v in (getattr(report, "phases", {}) or {}).items()},
     }

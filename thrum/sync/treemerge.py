@@ -57,6 +57,7 @@ class MergeOutcome:
     ahead: bool = False  # we already contain the remote tip: nothing to merge
     written: int = 0  # worktree files replaced
     ignored: dict[str, int] = field(default_factory=dict)  # entries of the merged tree thrum ignores
+    rolled_back: dict | None = None  # lines the remote lost of what we pushed (sync.rollback)
 
 
 @dataclass
@@ -70,11 +71,7 @@ class _Merged:
 
 
 class TreeMerge:
-    """One merge of a remote tree into the worktree (see the module rules).
-
-    ``blob_bytes(oid)`` returns a blob's bytes without pygit2 (in a worker thread),
-    or None when libgit2 must read it (then it is read on the calling thread).
-    """
+    """One merge of a remote tree into the worktree (see the module rules)."""
 
     def __init__(
         self,
@@ -82,14 +79,12 @@ class TreeMerge:
         odb: ObjectWriter,
         log: LogAccess,
         keys: "KeyCache",
-        blob_bytes: Callable[[pygit2.Oid], bytes | None],
         prefer: Prefer | None = None,
     ):
         self.repo = repo
         self.odb = odb  # where merged blobs go (the step's `ObjectBatch`)
         self.log = log
         self.keys = keys
-        self.blob_bytes = blob_bytes
         self.prefer = prefer
 
     def run(
@@ -115,10 +110,7 @@ class TreeMerge:
         return total, files, stats
 
     def _chunk(self, chunk: list[Change], pool: ThreadPoolExecutor, total: MergeOutcome) -> list[_Merged]:
-        remote = list(pool.map(lambda c: self.blob_bytes(c.new.oid) if c.new else b"", chunk))
-        for i, c in enumerate(chunk):
-            if remote[i] is None:
-                remote[i] = self.repo[c.new.oid].data  # packed: libgit2 reads it, on this thread
+        remote = [self.repo[c.new.oid].data if c.new else b"" for c in chunk]  # libgit2, on this thread
         merged: list[_Merged] = []
         with self.log.locked():
             candidates = [self.keys.candidate(c.path) for c in chunk]

@@ -5,7 +5,9 @@ A fetched tree is untrusted (anyone with push access writes it). Rules:
 1. Only regular blobs (mode 100644 or 100755) at the layout's own paths
    (`thrum.events.is_log_path`: ``events/{n}.jsonl``, ``messages/{agent}/{n}.jsonl``,
    ``receipts/{agent}/{n}.jsonl``), at most `MAX_FILE_BYTES` each, are *log files*:
-   the only entries ever read, merged or materialised.
+   the only entries ever read, merged or materialised. An object's type and size are
+   read from its header before anything else (never the content of an oversized or
+   mistyped one): an entry whose object is not what its mode says is ``wrong_type``.
 2. Everything else is ignored and left in the tree untouched, counted by reason:
    ``symlink``, ``submodule``, ``wrong_type`` (a directory where a log file belongs,
    a file where a layout directory belongs, or another mode), ``unknown_path`` (a
@@ -24,7 +26,7 @@ from collections import Counter, OrderedDict
 from dataclasses import dataclass
 
 import pygit2
-from pygit2.enums import FileMode
+from pygit2.enums import FileMode, ObjectType
 
 from thrum.events.names import NAME_RE
 from thrum.events.shards import AGENT_KINDS_OF_STREAMS as _AGENT_KINDS
@@ -100,7 +102,7 @@ class LayoutTrees:
         self._cached_entries = 0
         self._max_cached = max_cached_entries
         self._counts: dict[bytes, Counter] = {}  # tree id -> ignored entries below it, by reason
-        self._sizes: OrderedDict[bytes, int] = OrderedDict()  # blob id -> size
+        self._headers: OrderedDict[bytes, tuple[int, int]] = OrderedDict()  # object id -> (type, size)
 
     # -- reading
 
@@ -113,6 +115,8 @@ class LayoutTrees:
         if found is not None:
             self._trees.move_to_end(key)
             return found
+        if self.header(key)[0] != ObjectType.TREE:
+            return {}  # missing, or not a tree (a planted object): as if the directory were absent
         found = read_tree(self.repo, oid)
         self._trees[key] = found
         self._cached_entries += len(found)
@@ -121,25 +125,37 @@ class LayoutTrees:
             self._cached_entries -= len(dropped)
         return found
 
+    def header(self, oid_raw: bytes) -> tuple[int, int]:
+        """An object's (type, size) from its header alone, remembered (ids never change
+        content); (0, 0) when it is missing."""
+        found = self._headers.get(oid_raw)
+        if found is not None:
+            self._headers.move_to_end(oid_raw)
+            return found
+        try:
+            kind, size = self.repo.odb.read_header(pygit2.Oid(raw=oid_raw))
+            found = (int(kind), size)
+        except (KeyError, ValueError, pygit2.GitError):
+            found = (0, 0)
+        self._headers[oid_raw] = found
+        if len(self._headers) > MAX_CACHED_SIZES:
+            self._headers.popitem(last=False)
+        return found
+
     def size(self, oid_raw: bytes) -> int:
-        """A blob's size, remembered (blob ids never change content)."""
-        size = self._sizes.get(oid_raw)
-        if size is not None:
-            self._sizes.move_to_end(oid_raw)
-        else:
-            try:
-                size = self.repo.odb.read_header(pygit2.Oid(raw=oid_raw))[1]
-            except (KeyError, pygit2.GitError):
-                size = 0
-            self._sizes[oid_raw] = size
-            if len(self._sizes) > MAX_CACHED_SIZES:
-                self._sizes.popitem(last=False)
-        return size
+        """An object's size (0 when missing)."""
+        return self.header(oid_raw)[1]
+
+    def is_tree(self, oid_raw: bytes) -> bool:
+        return self.header(oid_raw)[0] == ObjectType.TREE
 
     def _leaf(self, mode: int, oid_raw: bytes) -> tuple[Leaf | None, str | None]:
         """(the log file, None) or (None, why it is ignored) for an entry at a segment name."""
         if mode in REGULAR:
-            if self.size(oid_raw) > MAX_FILE_BYTES:
+            kind, size = self.header(oid_raw)
+            if kind != ObjectType.BLOB:
+                return None, "wrong_type"
+            if size > MAX_FILE_BYTES:
                 return None, "too_large"
             return Leaf(pygit2.Oid(raw=oid_raw), mode), None
         return None, _mode_reason(mode)
@@ -203,8 +219,8 @@ class LayoutTrees:
             child = _child_level(level, name)
             if child is None:
                 counts[_mode_reason(mode) if mode in (LINK, COMMIT) else "unknown_path"] += 1
-            elif mode != TREE:
-                counts[_mode_reason(mode)] += 1
+            elif mode != TREE or not self.is_tree(oid_raw):
+                counts[_mode_reason(mode) if mode != TREE else "wrong_type"] += 1
             else:
                 counts.update(self._ignored(pygit2.Oid(raw=oid_raw), child))
         self._counts[tree.raw] = counts
@@ -216,7 +232,7 @@ class LayoutTrees:
             return
         for name, (mode, oid_raw) in self.entries(tree).items():
             child = _child_level(level, name)
-            if child is not None and mode == TREE and oid_raw not in keep:
+            if child is not None and mode == TREE and oid_raw not in keep and oid_raw in self._counts:
                 self._reachable_counts(pygit2.Oid(raw=oid_raw), child, keep)
 
     # -- what changed
@@ -248,8 +264,8 @@ class LayoutTrees:
             child = _child_level(level, name)
             if child is None:
                 continue
-            ta = pygit2.Oid(raw=ea[1]) if ea and ea[0] == TREE else None
-            tb = pygit2.Oid(raw=eb[1]) if eb and eb[0] == TREE else None
+            ta = pygit2.Oid(raw=ea[1]) if ea and ea[0] == TREE and self.is_tree(ea[1]) else None
+            tb = pygit2.Oid(raw=eb[1]) if eb and eb[0] == TREE and self.is_tree(eb[1]) else None
             if ta != tb:
                 self._diff(ta, tb, child, prefix + name.decode("ascii") + "/", out)
 

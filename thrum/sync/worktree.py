@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 from pathlib import Path
 
 import pygit2
@@ -31,7 +30,6 @@ from thrum import nofollow
 
 from . import NotAGitRepository, SyncError
 from .gitstore.gitlib import add_index_entry
-from .localremote import open_local_remote
 from .merge.shard import merge_shard
 from .trees import LayoutTrees
 
@@ -147,31 +145,35 @@ def _remote_sync_tip(repo, remote_name, callbacks) -> pygit2.Oid | None:
     """Fetch the remote's a-sync; its tip, or None (no remote, no branch, unreachable)."""
     if remote_name not in set(repo.remotes.names()):
         return None
-    from .transport.endpoint import resolved_url  # relative URLs, SSH config, credentials, timeout (issue 12)
-    from .transport.session import session
+    from .transport.session import session  # relative URLs, SSH settings, credentials, timeout (issue 12)
     from .transport.urls import main_worktree_dir
 
     tracking = f"refs/remotes/{remote_name}/{SYNC_BRANCH}"
     try:
         base = main_worktree_dir(Path(repo.path))
-        url = resolved_url(repo.remotes[remote_name].url or "", base)
-        local = open_local_remote(url)
-        if local is not None:  # a repository on this machine: copy objects (see localremote)
-            tip = local.tip(SYNC_REF)
-            if tip is not None:
-                local.fetch_into(repo, tip)
-                repo.create_reference_direct(tracking, tip, True, message="thrum: fetch a-sync")
-            return tip
         with session(repo, remote_name, base, getattr(callbacks, "creds", None)) as net:
             net.remote.fetch([f"+{SYNC_REF}:{tracking}"], callbacks=net.callbacks, proxy=True)
             heads = net.remote.list_heads(connect=False)
     except Exception as exc:  # noqa: BLE001 - any remote failure means "create locally"
         log.warning("cannot fetch %s (%s); creating it locally", SYNC_BRANCH, exc)
         return None
-    for head in heads:
-        if head.name == SYNC_REF:
-            return head.oid
-    return None
+    tip = next((head.oid for head in heads if head.name == SYNC_REF), None)
+    if tip is not None and not _is_commit_with_tree(repo, tip):
+        log.warning("the remote's %s is not a commit with a tree (%s); creating it locally", SYNC_BRANCH, tip)
+        return None
+    return tip
+
+
+def _is_commit_with_tree(repo: pygit2.Repository, oid: pygit2.Oid) -> bool:
+    """A fetched tip is untrusted: only a commit whose tree is a tree is attached to."""
+    try:
+        kind, _ = repo.odb.read_header(oid)
+        if kind != pygit2.enums.ObjectType.COMMIT:
+            return False
+        commit = repo[oid]
+        return repo.odb.read_header(commit.tree_id)[0] == pygit2.enums.ObjectType.TREE
+    except (KeyError, ValueError, pygit2.GitError):
+        return False
 
 
 def worktree_gitdir(path: Path) -> Path | None:
@@ -299,7 +301,7 @@ def _unregister(repo: pygit2.Repository, cdir: Path, name: str) -> None:
         repo.lookup_worktree(name).prune(True)
     except pygit2.GitError:
         # libgit2 refuses when the registration's own paths are stale (repository moved).
-        shutil.rmtree(cdir / "worktrees" / name, ignore_errors=True)
+        _remove_quietly(cdir / "worktrees" / name)
     log.info("removed stale worktree registration %s", name)
 
 
@@ -345,7 +347,15 @@ def _recover(salvage: Path, path: Path) -> None:
                 nofollow.write_atomic(path, rel, merged)
         except OSError as exc:
             log.warning("could not recover %s from %s: %s", rel, salvage, exc)
-    shutil.rmtree(salvage, ignore_errors=True)
+    _remove_quietly(salvage)
+
+
+def _remove_quietly(path: Path) -> None:
+    """Delete a directory of ours, whatever its depth (`nofollow.remove_tree`: iterative)."""
+    try:
+        nofollow.remove_tree(path)
+    except OSError as exc:
+        log.warning("could not remove %s: %s", path, exc)
 
 
 def is_log_path(rel: str) -> bool:

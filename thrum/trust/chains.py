@@ -35,10 +35,13 @@ Pure: no SQL, no git (the tracking tables are `thrum.store.chain_fold`).
 from __future__ import annotations
 
 import base64
+import bisect
 import hashlib
 from dataclasses import dataclass
 
 from .signing import signature_of
+
+MAX_SEQ = (1 << 53) - 1
 
 __all__ = ["Link", "Spans", "gap_text", "link_of", "sig_hash"]
 
@@ -120,6 +123,10 @@ class Spans:
             else:
                 merged.append((lo, hi))
         self.ranges = merged
+
+    def holds(self, seq: int) -> bool:
+        i = bisect.bisect_right(self.ranges, (seq, MAX_SEQ)) - 1
+        return i >= 0 and self.ranges[i][0] <= seq <= self.ranges[i][1]
 
     def high(self) -> int:
         return self.ranges[-1][1] if self.ranges else 0

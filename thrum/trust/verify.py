@@ -18,6 +18,8 @@ Rules (docs/design/trust.md):
    ``event_id`` or its ``timestamp``: `events.event_time_ms`) is not judged yet: it
    is *future*, held back until its time comes (`thrum.store.verified`), so it can
    win no last-writer-wins state meanwhile (docs/design/trust.md, "Time").
+6. A known event naming another log than the team root's is quarantined as
+   ``foreign-log`` (`thrum.trust.binding`), before anything else is judged.
 
 Pure over a `KeyRing`: no trio, no pygit2, no SQL.
 """
@@ -34,6 +36,7 @@ from ..events.ids import event_time_ms, ulid_prefix
 from ..events.shards import event_author
 from ..events.validation import NORMALISERS
 from ..events.values import EVENT_VERSION
+from .binding import LogBinding, foreign_log
 from .keys import PublicKey, decode_public
 from .ring import KeyRing
 from .signing import SEAL_TYPE, hash_text, id_is_bound, seal_hashes, signature_of, verify
@@ -78,8 +81,16 @@ class Verifier:
 
     DEFAULT_SKEW_S = 600.0
 
-    def __init__(self, ring: KeyRing, *, skew_s: float = DEFAULT_SKEW_S, clock: Callable[[], float] = time.time):
+    def __init__(
+        self,
+        ring: KeyRing,
+        *,
+        skew_s: float = DEFAULT_SKEW_S,
+        clock: Callable[[], float] = time.time,
+        binding: LogBinding | None = None,
+    ):
         self.ring = ring
+        self.binding = binding or LogBinding()
         self.skew_s = skew_s
         self.clock = clock  # seconds since the epoch (a test may pass its own)
 
@@ -107,12 +118,18 @@ class Verifier:
         out = Verdict()
         registers, seals, rest = [], [], []
         ahead = self._ahead()
+        log_id = self.binding.get()
         for c in batch:
             t = c.event.get("type")
             if t == SEAL_TYPE:
                 seals.append(c)
                 continue
             known = _known(c.event)
+            if known and log_id is not None and "chain" in c.event:
+                foreign = foreign_log(c.event, log_id)
+                if foreign is not None:
+                    self._reject(c, out, "foreign-log", f"{t} by {event_author(c.event) or '?'}: {foreign}")
+                    continue
             if known and ahead(c.event):
                 out.future.append((c, event_time_ms(c.event)))
             elif t == "agent.register" and known:

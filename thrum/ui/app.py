@@ -6,13 +6,18 @@ static files once.
 
 Routes (GET and HEAD only; anything else is 405):
 
-- ``/login?code=C`` redeems the one-time code: 303 to ``/`` with the session
-  cookie; a used or expired code is 403 (for a browser that is already signed in,
-  just the redirect).
-- ``/`` is the page when signed in, else a 401 page saying to run ``thrum ui``.
+- ``/login?code=C`` redeems the one-time code: 303 to ``/`` with the session's
+  cookie (the page key stays in the URL's fragment, which the redirect keeps);
+  cookies of this UI that are no longer valid are deleted on the way. A used or
+  expired code is 403 (for a browser that is already signed in, just the
+  redirect).
+- ``/`` is the page when signed in (a valid cookie: the page holds no data, the
+  WebSocket needs the page key too), else a 401 page saying to run ``thrum ui``.
 - ``/static/…`` are the page's CSS, JavaScript and images (public: nothing secret).
-- ``/api/session`` answers ``{"authenticated", "ws_port", "version"}``: the page
-  asks when its WebSocket is refused, to tell "session expired" from "daemon gone".
+- ``/api/session?s=S`` answers ``{"authenticated", "ws_port", "version"}``
+  (authenticated: the cookie of session S is here and valid): the page asks
+  when its WebSocket is refused or drops, to tell "signed out" from "daemon
+  away" and to find the daemon's WebSocket port after a restart.
 
 Every answer first checks ``Host`` (`UiAccess.host_ok`: a DNS-rebound name gets
 421) and carries headers that keep it out of frames and other origins' reach:
@@ -26,6 +31,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from importlib import resources
+from typing import Callable
 
 from .access import HOSTS, UiAccess
 from .http import Request, Response
@@ -70,8 +76,17 @@ def load_static() -> dict[str, StaticFile]:
 class UiApp:
     """``handle(Request) -> Response`` for one UI listener."""
 
-    def __init__(self, access: UiAccess, *, ws_port: int, version: str, static: dict[str, StaticFile] | None = None):
+    def __init__(
+        self,
+        access: UiAccess,
+        *,
+        ws_port: int,
+        version: str,
+        static: dict[str, StaticFile] | None = None,
+        on_login: Callable[[str], None] | None = None,
+    ):
         self.access = access
+        self.on_login = on_login  # told the code of each login (the hook removes its hand-over file)
         self.ws_port = ws_port
         self.version = version
         self.static = load_static() if static is None else static
@@ -124,7 +139,7 @@ class UiApp:
                 405, b"method not allowed: the UI changes nothing over HTTP\n", headers=[("Allow", "GET, HEAD")]
             )
         path = req.path
-        logged_in = self.access.admits(req.header("cookie"))
+        logged_in = self.access.signed_in(req.header("cookie"))
         if path == "/login":
             return self._login(req, logged_in)
         if path in ("/", "/index.html"):
@@ -137,7 +152,9 @@ class UiApp:
                 )
             return Response(200, self._index, headers=[("Cache-Control", "no-store")], content_type=TYPES[".html"])
         if path == "/api/session":
-            body = json.dumps({"authenticated": logged_in, "ws_port": self.ws_port, "version": self.version})
+            session = req.query("s")
+            valid = self.access.signed_in(req.header("cookie"), session) if session else logged_in
+            body = json.dumps({"authenticated": valid, "ws_port": self.ws_port, "version": self.version})
             return Response(
                 200, body.encode(), headers=[("Cache-Control", "no-store")], content_type="application/json"
             )
@@ -148,11 +165,21 @@ class UiApp:
         return Response(404, b"not found\n")
 
     def _login(self, req: Request, logged_in: bool) -> Response:
-        if self.access.redeem(req.query("code")):
+        code = req.query("code")
+        session = self.access.redeem(code)
+        if session is not None:
+            _, dead = self.access.sessions_in(req.header("cookie"))
+            if self.on_login is not None:
+                self.on_login(code)
             return Response(
                 303,
                 b"",
-                headers=[("Location", "/"), ("Set-Cookie", self.access.set_cookie()), ("Cache-Control", "no-store")],
+                headers=[
+                    ("Location", "/"),
+                    *(("Set-Cookie", self.access.expire_cookie(name)) for name in dead),
+                    ("Set-Cookie", self.access.set_cookie(session)),
+                    ("Cache-Control", "no-store"),
+                ],
             )
         if logged_in:
             return Response(303, b"", headers=[("Location", "/"), ("Cache-Control", "no-store")])

@@ -1,8 +1,9 @@
-"""The Web UI inside the daemon: the access rules and the HTTP listener ``ui.open`` starts.
+"""The Web UI inside the daemon: the access rules, their state file, and the HTTP listener.
 
-The daemon holds one `WebUi` (``install``); the ``ui.open`` RPC method
-(thrum/daemon/service/ui.py) calls `WebUi.open`. Nothing here imports the daemon:
-it is handed the daemon object and uses its nursery, config and WebSocket port.
+The daemon holds one `WebUi` (``install``); the ``ui.open`` and ``ui.signout``
+RPC methods (thrum/daemon/service/ui.py) call `WebUi.open` and `WebUi.sign_out`.
+Nothing here imports the daemon: it is handed the daemon object and uses its
+nursery, paths, config, connection registry and WebSocket port.
 
 Rules:
 
@@ -12,14 +13,34 @@ Rules:
    reuse it; a call naming another port moves it there (the old listener
    closes once the new one is up).
 2. Every ``ui.open`` answers a fresh one-time login URL. The daemon's WebSocket
-   admits the page through the same `UiAccess` (cookie + the UI's Origin).
-3. The listener runs in the daemon's nursery and stops with the daemon.
+   admits the page through the same `UiAccess` (its cookie, its page key and
+   the UI's Origin).
+3. The secret, the UI's port and the time of the last login are kept in
+   ``.thrum/var/ui.session`` (mode 0600, replaced atomically). A daemon that
+   starts while a session may still be valid (a login within `SESSION_TTL`)
+   listens on the same port again at once, with the same secret: an open page
+   reconnects by itself after ``thrum daemon restart``. ``ui.signout`` rotates
+   the secret (every session ends), closes the listener and removes the file.
+4. With ``handover``, ``ui.open`` also writes the login URL into a page of its
+   own under ``.thrum/var/ui-open/`` (directory 0700, file 0600) that redirects
+   the browser to it: ``thrum ui --open`` hands the browser that file's path,
+   so the code never appears on a command line (which every local user can
+   read). The file goes when its code is used or expires.
+5. The listener runs in the daemon's nursery and stops with the daemon. Its
+   connections are admitted by the daemon's connection registry, under the
+   same cap and timeouts as the Unix socket and the WebSocket (`thrum.ui.http`).
 """
 
 from __future__ import annotations
 
 import errno
+import json
 import logging
+import os
+import secrets
+import stat
+import time
+from pathlib import Path
 
 import trio
 
@@ -32,6 +53,8 @@ log = logging.getLogger(__name__)
 
 HOST = "127.0.0.1"
 DEFAULT_PORT = 9998
+STATE_FILE = "ui.session"
+HANDOVER_DIR = "ui-open"
 
 
 class WebUi:
@@ -39,24 +62,75 @@ class WebUi:
 
     def __init__(self, daemon):
         self.daemon = daemon
-        self.access = UiAccess()
+        self._var = Path(daemon.paths.var)
+        self._state = _load_state(self._var / STATE_FILE)
+        self.access = UiAccess(self._state.get("secret"))
         self.port: int | None = None
         self._scope: trio.CancelScope | None = None
         self._lock = trio.Lock()
         self._static = None
+        self._handovers: dict[str, Path] = {}  # login code -> its hand-over file
 
-    async def open(self, port: int | None) -> dict:
+    # ------------------------------------------------------------------ the RPC side
+
+    async def resume(self) -> None:
+        """At daemon start: listen again where the last session's page expects us, if it may be live."""
+        _clear_handovers(self._var / HANDOVER_DIR)
+        port = self._state.get("port")
+        last = self._state.get("last_login") or 0
+        if not isinstance(port, int) or not 0 < port < 65536 or time.time() > last + self.access.session_ttl:
+            return
+        try:
+            async with self._lock:
+                await self._listen(port)
+        except errors.ThrumError as exc:
+            log.warning("the Web UI cannot listen on port %d again (%s); `thrum ui` opens it elsewhere", port, exc)
+
+    async def open(self, port: int | None, *, handover: bool = False) -> dict:
         """Start (or move) the listener if needed; a login URL for one browser."""
         async with self._lock:
             if self.port is None or (port is not None and port != 0 and port != self.port):
                 await self._listen(port)
-        code = self.access.new_code()
-        return {
-            "url": f"http://{HOST}:{self.port}/login?code={code}",
-            "port": self.port,
-            "ws_port": self.daemon.ws_port,
-            "expires_in": int(CODE_TTL),
-        }
+            login = self.access.new_login()
+            self._state = {"secret": self.access.secret, "port": self.port, "last_login": int(time.time())}
+            await trio.to_thread.run_sync(_write_state, self._var / STATE_FILE, self._state)
+        url = f"http://{HOST}:{self.port}/login?code={login.code}#key={login.key}"
+        result = {"url": url, "port": self.port, "ws_port": self.daemon.ws_port, "expires_in": int(CODE_TTL)}
+        if handover:
+            path = await trio.to_thread.run_sync(_write_handover, self._var / HANDOVER_DIR, url)
+            self._handovers[login.code] = path
+            self.daemon.nursery.start_soon(self._forget_handover_later, login.code)
+            result["handover_file"] = str(path)
+        return result
+
+    async def sign_out(self) -> dict:
+        """End every browser session (a new secret), stop listening, forget the state file."""
+        async with self._lock:
+            self.access.rotate()
+            was = self.port
+            if self._scope is not None:
+                self._scope.cancel()
+            self._scope = None
+            self.port = None
+            self.access.port = None
+            self._state = {}
+            await trio.to_thread.run_sync(_remove, self._var / STATE_FILE)
+            for code in list(self._handovers):
+                self._forget_handover(code)
+        return {"signed_out": True, "port": was}
+
+    # ------------------------------------------------------------------ hand-over files
+
+    def _forget_handover(self, code: str) -> None:
+        path = self._handovers.pop(code, None)
+        if path is not None:
+            _remove(path)
+
+    async def _forget_handover_later(self, code: str) -> None:
+        await trio.sleep(CODE_TTL)
+        self._forget_handover(code)
+
+    # ------------------------------------------------------------------ the listener
 
     async def _listen(self, port: int | None) -> None:
         listeners = await _open_listeners(port, _preferred(self.daemon))
@@ -66,8 +140,14 @@ class WebUi:
         old = self._scope
         self._scope = trio.CancelScope()
         self.access.port = new_port
-        app = UiApp(self.access, ws_port=self.daemon.ws_port, version=__version__, static=self._static)
-        await self.daemon.nursery.start(self._serve, app, listeners, self._scope)
+        app = UiApp(
+            self.access,
+            ws_port=self.daemon.ws_port,
+            version=__version__,
+            static=self._static,
+            on_login=self._forget_handover,
+        )
+        await self.daemon.nursery.start(self._serve, app, listeners, self._scope, self.daemon.registry)
         self.port = new_port
         if old is not None:
             old.cancel()
@@ -75,10 +155,87 @@ class WebUi:
 
     @staticmethod
     async def _serve(
-        app: UiApp, listeners: list, scope: trio.CancelScope, task_status=trio.TASK_STATUS_IGNORED
+        app: UiApp, listeners: list, scope: trio.CancelScope, registry, task_status=trio.TASK_STATUS_IGNORED
     ) -> None:
         with scope:
-            await http.serve(app.handle, listeners, task_status=task_status)
+            await http.serve(app.handle, listeners, registry, task_status=task_status)
+
+
+# ---------------------------------------------------------------------------- files
+
+
+def _load_state(path: Path) -> dict:
+    """The state file's content, or {} when it is missing, unreadable, not ours or not private."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return {}
+    try:
+        st = os.fstat(fd)
+        if st.st_uid != os.getuid() or st.st_mode & 0o077:
+            log.warning("ignoring %s: not private to this user (mode %o)", path, st.st_mode & 0o777)
+            return {}
+        data = json.loads(os.read(fd, 64 * 1024).decode("utf-8"))
+    except (OSError, ValueError):
+        return {}
+    finally:
+        os.close(fd)
+    if not isinstance(data, dict) or not isinstance(data.get("secret"), str) or len(data["secret"]) < 32:
+        return {}
+    return data
+
+
+def _write_state(path: Path, state: dict) -> None:
+    _write_private(path, json.dumps(state).encode("utf-8"))
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """``data`` in ``path``: mode 0600 from birth, replaced atomically."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def _write_handover(folder: Path, url: str) -> Path:
+    """A page (0600, in a 0700 directory) that sends the browser on to ``url``."""
+    folder.mkdir(mode=0o700, exist_ok=True)
+    st = os.lstat(folder)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+        raise errors.ThrumError(f"{folder} is not a directory of this user's; remove it and retry")
+    os.chmod(folder, 0o700)
+    path = folder / f"login-{secrets.token_hex(8)}.html"
+    body = (
+        '<!doctype html><meta charset="utf-8"><meta name="referrer" content="no-referrer">'
+        f'<meta http-equiv="refresh" content="0;url={url}"><title>thrum</title>'
+        f'<p>Opening thrum… <a href="{url}">continue</a></p>\n'
+    )
+    _write_private(path, body.encode("utf-8"))
+    return path
+
+
+def _clear_handovers(folder: Path) -> None:
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        if name.startswith("login-") and name.endswith(".html"):
+            _remove(folder / name)
+
+
+def _remove(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+# ---------------------------------------------------------------------------- ports
 
 
 def _preferred(daemon) -> int:

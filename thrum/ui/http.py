@@ -5,16 +5,19 @@ bytes and enforces limits.
 
 Rules:
 
-1. Requests on one connection are answered one after another (keep-alive).
-   A request head must arrive within `HEAD_TIMEOUT` seconds of the previous
-   answer (or of the connection opening), or the connection is closed: an idle
-   or trickling client cannot hold a slot forever.
-2. A request head that is still incomplete after `MAX_HEAD` bytes is answered
+1. Every connection is admitted by the daemon's connection registry
+   (thrum.daemon.limits; passed in, not imported): the same cap as the Unix
+   socket and the WebSocket (over it, ``503`` and close; an idle connection of
+   any transport may be closed to make room), the same budget for bytes of
+   unfinished requests, and the same clocks: a request must arrive whole
+   within ``request_timeout`` of its first byte (else ``408`` and close), a
+   connection with nothing arriving closes after ``idle_timeout``, and an answer
+   the client does not take within ``send_timeout`` closes it.
+2. Requests on one connection are answered one after another (keep-alive).
+3. A request head that is still incomplete after `MAX_HEAD` bytes is answered
    431 (one read of up to `MAX_HEAD` more may complete it: a head is at most
-   twice that); a body larger than `MAX_BODY` 413; then the connection closes. Bodies are read and dropped (the
-   UI takes none).
-3. At most `MAX_CONNECTIONS` connections are served at once; more are accepted
-   but wait for a slot before anything is read from them.
+   twice that); a body larger than `MAX_BODY` 413; then the connection closes.
+   Bodies are read and dropped (the UI takes none).
 4. The handler is a plain function ``Request -> Response``. If it raises, the
    client gets a 500 and the error is logged; nothing a client sends stops the
    server.
@@ -33,10 +36,8 @@ import trio
 
 log = logging.getLogger(__name__)
 
-HEAD_TIMEOUT = 30.0
 MAX_HEAD = 16 * 1024
 MAX_BODY = 64 * 1024
-MAX_CONNECTIONS = 64
 _RECEIVE = MAX_HEAD
 
 
@@ -69,78 +70,138 @@ class Response:
 Handler = Callable[[Request], Response]
 
 
-async def serve(handler: Handler, listeners: list, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-    """Serve until cancelled; ``task_status.started()`` once accepting."""
-    limiter = trio.CapacityLimiter(MAX_CONNECTIONS)
-    await trio.serve_listeners(partial(_serve_stream, handler, limiter), listeners, task_status=task_status)
+async def serve(handler: Handler, listeners: list, registry, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    """Serve until cancelled; ``task_status.started()`` once accepting.
+
+    ``registry``: the daemon's `thrum.daemon.limits.Registry` (``admit``, ``refusal``).
+    """
+    await trio.serve_listeners(partial(_serve_stream, handler, registry), listeners, task_status=task_status)
 
 
-async def _serve_stream(handler: Handler, limiter: trio.CapacityLimiter, stream) -> None:
-    async with limiter:
-        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
-        try:
-            while True:
-                request = await _next_request(conn, stream)
-                if request is None:
-                    return
-                if isinstance(request, Response):  # the client broke the protocol
-                    await _send(conn, stream, request, head_only=False)
-                    return
-                try:
-                    response = handler(request)
-                except Exception:
-                    log.exception("Web UI handler failed for %s %s", request.method, request.path[:100])
-                    response = Response(500, b"internal error; see daemon.log\n")
-                await _send(conn, stream, response, head_only=request.method == "HEAD")
-                if conn.our_state is h11.MUST_CLOSE or conn.their_state is h11.MUST_CLOSE:
-                    return
-                try:
-                    conn.start_next_cycle()
-                except h11.LocalProtocolError:
-                    return
-        except (trio.BrokenResourceError, trio.ClosedResourceError, h11.LocalProtocolError):
+async def _serve_stream(handler: Handler, registry, stream) -> None:
+    async with stream:
+        guard = registry.admit("ui")
+        if guard is None:
+            await _refuse(stream, 503, registry.refusal())
             return
+        try:
+            with trio.CancelScope() as scope:
+                guard.scope = scope  # eviction (an idle connection making room) cancels it
+                await _serve_requests(handler, guard, stream)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, h11.LocalProtocolError):
+            pass
         except Exception:
             log.exception("Web UI connection failed")
+        finally:
+            guard.release()
 
 
-async def _next_request(conn: h11.Connection, stream) -> Request | Response | None:
-    """The next complete request (body dropped), a refusal to send, or None (closed / timed out)."""
+async def _serve_requests(handler: Handler, guard, stream) -> None:
+    conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
+    while True:
+        request, size = await _next_request(conn, stream, guard)
+        if request is None:
+            return
+        if isinstance(request, Response):  # the client broke the protocol or the limits
+            await _refuse(stream, request.status, request.body.decode().strip())
+            return
+        guard.started(size, remaining=0)
+        try:
+            response = handler(request)
+        except Exception:
+            log.exception("Web UI handler failed for %s %s", request.method, request.path[:100])
+            response = Response(500, b"internal error; see daemon.log\n")
+        try:
+            sent = await _send(
+                conn, stream, response, head_only=request.method == "HEAD", within=guard.limits.send_timeout
+            )
+        finally:
+            guard.finished(size)
+        if not sent or conn.our_state is h11.MUST_CLOSE or conn.their_state is h11.MUST_CLOSE:
+            return
+        try:
+            conn.start_next_cycle()
+        except h11.LocalProtocolError:
+            return
+
+
+async def _next_request(conn: h11.Connection, stream, guard) -> tuple[Request | Response | None, int]:
+    """(The next complete request (body dropped), a refusal to send, or None: closed / idle), its size."""
     request = None
-    size = 0
-    with trio.move_on_after(HEAD_TIMEOUT):
-        while True:
-            try:
-                event = conn.next_event()
-            except h11.RemoteProtocolError as exc:
-                if conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
-                    return None
-                status = exc.error_status_hint
-                reason = "request head too large" if status == 431 else "bad request"
-                return Response(status, f"{reason}\n".encode(), headers=[("Connection", "close")])
-            if event is h11.NEED_DATA:
-                data = await stream.receive_some(_RECEIVE)
-                conn.receive_data(data)  # b"" marks the peer's end of stream
-                continue
-            if isinstance(event, h11.ConnectionClosed) or event is h11.PAUSED:
-                return None
-            if isinstance(event, h11.Request):
-                headers: dict[str, str] = {}
-                for name, value in event.headers:
-                    headers.setdefault(name.decode("latin-1").lower(), value.decode("latin-1"))
-                request = Request(
-                    event.method.decode("ascii", "replace").upper(), event.target.decode("latin-1"), headers
-                )
-            elif isinstance(event, h11.Data):
-                size += len(event.data)
-                if size > MAX_BODY:
-                    return Response(413, b"request body too large\n", headers=[("Connection", "close")])
-            elif isinstance(event, h11.EndOfMessage):
-                return request
-    return None
+    size = body = 0
+    while True:
+        try:
+            event = conn.next_event()
+        except h11.RemoteProtocolError as exc:
+            if conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
+                return None, size
+            status = exc.error_status_hint
+            reason = "request head too large" if status == 431 else "bad request"
+            return Response(status, f"{reason}\n".encode(), headers=[("Connection", "close")]), size
+        if event is h11.NEED_DATA:
+            with trio.CancelScope(deadline=guard.deadline()) as waiting:
+                guard.wait_scope = waiting
+                try:
+                    data = await stream.receive_some(_RECEIVE)
+                finally:
+                    guard.wait_scope = None
+            if waiting.cancelled_caught:
+                reason = guard.expired()
+                if reason is None:
+                    continue
+                if reason.startswith("idle"):
+                    return None, size
+                log.info("Web UI: closing a connection: %s", reason)
+                return Response(408, f"{reason}\n".encode(), headers=[("Connection", "close")]), size
+            if data:
+                size += len(data)
+                try:
+                    guard.received(size)
+                except Exception as exc:  # BudgetExceeded: the daemon's shared buffer budget is spent
+                    return Response(503, f"{exc}\n".encode(), headers=[("Connection", "close")]), size
+            conn.receive_data(data)  # b"" marks the peer's end of stream
+            continue
+        if isinstance(event, h11.ConnectionClosed) or event is h11.PAUSED:
+            return None, size
+        if isinstance(event, h11.Request):
+            headers: dict[str, str] = {}
+            for name, value in event.headers:
+                headers.setdefault(name.decode("latin-1").lower(), value.decode("latin-1"))
+            request = Request(event.method.decode("ascii", "replace").upper(), event.target.decode("latin-1"), headers)
+        elif isinstance(event, h11.Data):
+            body += len(event.data)
+            if body > MAX_BODY:
+                return Response(413, b"request body too large\n", headers=[("Connection", "close")]), size
+        elif isinstance(event, h11.EndOfMessage):
+            return request, size
 
 
-async def _send(conn: h11.Connection, stream, response: Response, *, head_only: bool) -> None:
+_PHRASES = {
+    400: "Bad Request",
+    408: "Request Timeout",
+    413: "Content Too Large",
+    431: "Request Header Fields Too Large",
+}
+
+
+async def _refuse(stream, status: int, reason: str) -> None:
+    """A whole answer that closes the connection, written by hand: h11 may have no request
+    to answer (over the cap, timed out, a broken head)."""
+    body = reason.encode() + b"\n"
+    head = (
+        f"HTTP/1.1 {status} {_PHRASES.get(status, 'Service Unavailable')}\r\n"
+        "Content-Type: text/plain; charset=utf-8\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode()
+    with trio.move_on_after(1):
+        try:
+            await stream.send_all(head + body)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            pass
+
+
+async def _send(conn: h11.Connection, stream, response: Response, *, head_only: bool, within: float) -> bool:
+    """Send ``response``; False when the client did not take it within ``within`` seconds."""
     if response.status in (204, 304):  # no body, and no framing headers that would describe one
         headers = list(response.headers)
     else:
@@ -157,4 +218,7 @@ async def _send(conn: h11.Connection, stream, response: Response, *, head_only: 
     if response.body and not head_only and response.status not in (204, 304):
         data += conn.send(h11.Data(data=response.body))
     data += conn.send(h11.EndOfMessage())
-    await stream.send_all(data)
+    with trio.move_on_after(within):
+        await stream.send_all(data)
+        return True
+    return False

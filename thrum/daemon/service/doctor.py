@@ -127,6 +127,7 @@ async def _sync_checks(ctx) -> list[dict]:
             "action": None,
         }
     ]
+    out.append(chains_check(status.get("chains") or {}))
     pending = status.get("pending_events") or 0
     mode = status.get("mode")
     if pending and mode == "remote" and status.get("last_error"):
@@ -221,5 +222,34 @@ async def run(call: Call) -> dict:
         names_check(await ctx.name_conflicts()),
         *await _sync_checks(ctx),
         (await trio.to_thread.run_sync(diagnose.size_check, repo)).to_dict(),
+        (await trio.to_thread.run_sync(diagnose.maintenance_check)).to_dict(),
     ]
     return {"checks": checks}
+
+
+def chains_check(chains: dict) -> dict:
+    """Per-writer chains (issue 25): withheld ranges, equivocation, rolled-back history."""
+    problems = [g["text"] for g in chains.get("gaps") or []]
+    problems += [f["text"] for f in chains.get("faults") or []]
+    problems += [r["text"] for r in chains.get("rollbacks") or []]
+    if not problems:
+        writers = chains.get("writers", 0)
+        return {
+            "check": "chains",
+            "status": "ok",
+            "detail": f"{writers} writer chain(s), none with a gap, fork or rollback",
+            "action": None,
+        }
+    forked = chains.get("forks", 0) + chains.get("broken_links", 0)
+    shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
+    return {
+        "check": "chains",
+        "status": "fail" if forked else "warn",
+        "detail": shown,
+        "action": (
+            "a fork means one key signed two histories: rotate or revoke that key (`thrum team revoke`)"
+            if forked
+            else "lines are missing or were removed from the remote: sync with the replicas that wrote "
+            "them (`thrum sync status --json` lists each range)"
+        ),
+    }

@@ -61,3 +61,10 @@ async def status(call: Call) -> dict:
     result = await _loop(call).status()
     result["name_conflicts"] = await call.ctx.name_conflicts()
     return result
+
+
+@method("sync.chains")
+async def chains(call: Call) -> dict:
+    """Each writer's chain as this replica holds it: gaps, forks, broken links, rollbacks
+    (the ``chains`` of `sync.status`, for the web UI and `thrum doctor`)."""
+    return (await _loop(call).status())["chains"]

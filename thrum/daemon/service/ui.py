@@ -1,4 +1,4 @@
-"""ui.open: start (or reuse) the Web UI's listener and hand out a one-time login URL (thrum/ui/)."""
+"""ui.open / ui.signout: the Web UI's listener and its browser sessions (thrum/ui/)."""
 
 from __future__ import annotations
 
@@ -6,11 +6,26 @@ from ... import errors
 from ..dispatch import Call, method
 
 
-@method("ui.open")
-async def ui_open(call: Call) -> dict:
-    """``port?`` (0: any free port) → ``{url, port, ws_port, expires_in}``."""
+def _web_ui(call: Call):
     ui = call.ctx.web_ui
     if ui is None:
         raise errors.Unavailable("the Web UI is not available in this daemon")
+    return ui
+
+
+@method("ui.open")
+async def ui_open(call: Call) -> dict:
+    """``port?`` (0: any free port), ``handover?`` → ``{url, port, ws_port, expires_in, handover_file?}``.
+
+    ``handover``: also write the URL into a private page under ``.thrum/var/ui-open/``
+    that forwards a browser to it, so that ``thrum ui --open`` never puts the code on
+    a command line.
+    """
     port = call.params.int("port", minimum=0, maximum=65535)
-    return await ui.open(port)
+    return await _web_ui(call).open(port, handover=call.params.bool("handover"))
+
+
+@method("ui.signout")
+async def ui_signout(call: Call) -> dict:
+    """End every browser session and stop the UI's listener → ``{signed_out, port}``."""
+    return await _web_ui(call).sign_out()

@@ -23,7 +23,18 @@ Everything here can be thrown away and rebuilt from the log: bump
 
 from __future__ import annotations
 
-from .bookkeeping import AppliedEvent, FoldIssue, HeldLine, IdempotencyKey, KeyValue, LogPosition, SchemaVersion
+from .bookkeeping import (
+    AppliedEvent,
+    ChainFault,
+    ChainLink,
+    ChainSpan,
+    FoldIssue,
+    HeldLine,
+    IdempotencyKey,
+    KeyValue,
+    LogPosition,
+    SchemaVersion,
+)
 from .directory import Agent, AgentContext, Group, GroupMember, Session, Thread
 from .inbox import AgentSigCount, MentionSig, MentionSigTarget, SigAuthorTotal, SigTotal
 from .messages import (
@@ -42,11 +53,12 @@ from .messages import (
     ThreadSubject,
 )
 
-SCHEMA_VERSION = 11  # 5: applied_events keyed by event id and author (store.fold.dedup_key);
+SCHEMA_VERSION = 12  # 5: applied_events keyed by event id and author (store.fold.dedup_key);
 #                    6: message_scopes/message_refs.pos (the order given); 7: messages.subject; 8: idempotency_keys;
 #                    9: held_lines (events dated ahead), agents.cleanup_by, sessions keyed by id and agent;
 #                   10: ack_requests, deliveries (docs/design/delivery.md);
 #                   11: the search index (message_search, thread_subjects, messages.search_tags/search_parts)
+#                   12: chain_links, chain_spans, chain_faults (per-writer chains, issue 25)
 
 TABLE_MODELS = [
     Message,
@@ -79,6 +91,9 @@ TABLE_MODELS = [
     SchemaVersion,
     KeyValue,
     IdempotencyKey,
+    ChainLink,
+    ChainSpan,
+    ChainFault,
 ]
 
 ALL_MODELS = TABLE_MODELS + [MessageRead]

@@ -88,3 +88,47 @@ class IdempotencyKey(Base):
         table_name = "idempotency_keys"
         primary_key = pw.CompositeKey("agent_id", "key")
         without_rowid = True
+
+
+class ChainLink(Base):
+    """Every event of a signer's chain this replica applied (store/chain_fold.py): two rows at
+    one position are a fork; a ``prev`` matching no event before it is a broken link."""
+
+    signer = pw.TextField()
+    seq = pw.IntegerField()
+    hash = pw.TextField()  # trust.chains.sig_hash of the event
+    prev = pw.TextField()
+    event_id = pw.TextField()
+
+    class Meta:
+        table_name = "chain_links"
+        primary_key = pw.CompositeKey("signer", "seq", "hash")
+        without_rowid = True
+
+
+class ChainSpan(Base):
+    """The positions of each signer's chain held here ("1-407,410"): gaps without a scan."""
+
+    signer = pw.TextField(primary_key=True)
+    spans = pw.TextField()
+    high = pw.IntegerField()
+
+    class Meta:
+        table_name = "chain_spans"
+
+
+class ChainFault(Base):
+    """A contradiction in a signer's chain, with its evidence (store/chain_fold.py)."""
+
+    key = pw.TextField(primary_key=True)  # kind:signer:seq:event_id
+    kind = pw.TextField()  # fork | broken-link
+    signer = pw.TextField()
+    seq = pw.IntegerField()
+    event_id = pw.TextField()
+    other = pw.TextField()  # the event(s) it contradicts
+    detail = pw.TextField()
+    seen_at = pw.TextField()
+
+    class Meta:
+        table_name = "chain_faults"
+        indexes = ((("signer", "seq"), False),)

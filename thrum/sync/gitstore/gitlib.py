@@ -280,33 +280,20 @@ class PackWatch:
         self._seen = current if vanished else self._seen | current
         if vanished:
             self.repo.free()
-            tune_pack_building(self.repo)
             self.releases += 1
         return vanished
 
 
-# --- pack building for pushes through libgit2's transport --------------------------------
+# --- pack building in libgit2's transport (fetches and pushes) ----------------------------
+
+_DEFAULTS_DIR = Path(__file__).resolve().parent / "libgit2"  # holds `config`, shipped with thrum
 
 
-_PACK_CONFIG = """\
-# Written by thrum; read only by thrum's own libgit2 handle, never by git itself.
-# Log files are append-only: deltas between different new blobs of one push
-# save nothing, and searching for them dominates the cost of a push.
-# (libgit2 1.9 reads its big-file threshold from pack.deltaCacheSize.)
-[pack]
-\tdeltaCacheSize = 1
-\tbigFileThreshold = 1
-"""
-
-
-def tune_pack_building(repo: pygit2.Repository) -> None:
-    """Turn off delta search for packs this handle builds (pushes), app-level only."""
-    path = Path(repo.path) / "thrum-pack.config"
-    try:
-        if not path.is_file() or path.read_text() != _PACK_CONFIG:
-            path.write_text(_PACK_CONFIG)
-        # pygit2 1.21 hides add_file on a repository config; the base method is libgit2's
-        # git_config_add_file_ondisk on that same config object.
-        pygit2.Config.add_file(repo.config, str(path), pygit2.enums.ConfigLevel.APP, True)
-    except (OSError, ValueError, pygit2.GitError) as exc:  # slower pushes, nothing worse
-        log.warning("cannot tune pack building (%s); pushes will be slower", exc)
+def tune_pack_building() -> None:
+    """Turn off delta search in the packs libgit2 builds in this process: our pushes, and a
+    path remote's side of our fetches (libgit2 opens that repository itself, so only a
+    process-wide default reaches it). The settings (``libgit2/config`` here) sit at
+    libgit2's lowest config level: a repository's own config, or the user's, wins."""
+    paths = pygit2.settings.search_path
+    if paths[pygit2.enums.ConfigLevel.PROGRAMDATA] != str(_DEFAULTS_DIR):
+        paths[pygit2.enums.ConfigLevel.PROGRAMDATA] = str(_DEFAULTS_DIR)

@@ -1,23 +1,21 @@
 """The new objects of one sync step, written as one pack instead of a file each.
 
 A sync adds tens of objects to a store: a blob per touched log file, the trees
-above them, a commit; the receiving replica and a local remote get the same.
+above them, a commit.
 Written loose, each is a file created (libgit2: a temporary file, a link, an
 unlink), and creating files is what a filesystem under steady create/delete churn
 does slowly: 15 loose objects took 15-45 ms on a churned ext4, one pack of them
-with its index 2.4 ms, fsyncs included (docs/design/decisions.md). Consolidation
-(`hygiene`) rolls the small packs up, so a store still holds few.
+with its index 2.4 ms, fsyncs included (docs/design/decisions.md). git's geometric
+repack (`thrum.sync.maintenance`) rolls the small packs up, so a store still holds few.
 
 Rules:
 
 1. Objects are hashed as they are added (or taken with the id a caller verified)
    and held in memory until `flush`, which the caller runs before it moves a ref
    to them. A batch never flushed writes nothing (a commit that changed nothing).
-2. More than `MAX_BUFFERED` bytes waiting (a big fetch) are flushed as a pack of
+2. More than `MAX_BUFFERED` bytes waiting (a big merge) are flushed as a pack of
    their own, so memory stays bounded. Callers add children before parents, so a
    pack never holds an object whose descendants are not stored yet.
-3. Each pack is recorded as thrum's (`packrecord`): consolidation may
-   roll it up, and never touches packs it did not record.
 """
 
 from __future__ import annotations
@@ -30,8 +28,7 @@ import pygit2
 from pygit2.enums import ObjectType
 
 from .gitlib import commit_object
-from .packrecord import record_packs
-from .packs import write_plain_pack
+from .packfile import write_plain_pack
 
 __all__ = ["MAX_BUFFERED", "ObjectBatch", "object_id"]
 
@@ -97,7 +94,6 @@ class ObjectBatch:
                 name = write_plain_pack(self.objects, items, pool.map)
         else:
             name = write_plain_pack(self.objects, items)
-        record_packs(self.objects, [name])
         self._waiting.clear()
         self._bytes = 0
         return name

@@ -83,6 +83,7 @@ class Credentials:
     use_git_helpers: bool = True
     environ: dict | None = None
     timeout_s: float = DEFAULT_TIMEOUT_S
+    trusted_paths: tuple[str, ...] = ()  # path remotes another user may own ("trusted_remote_paths")
     last_source: str | None = None  # set by the callbacks: the login the server accepted
     _helper_cache: dict = field(default_factory=dict, repr=False)
 
@@ -153,6 +154,7 @@ def credentials_from_env(
         ssh_key_source=key_source,
         environ=merged,
         timeout_s=timeout if timeout > 0 else DEFAULT_TIMEOUT_S,
+        trusted_paths=tuple(str(p) for p in (config.get("trusted_remote_paths") or ()) if isinstance(p, str)),
     )
 
 
@@ -425,6 +427,11 @@ def translate(exc: BaseException, remote_name: str, url: str, timeout_s: float |
         return RemoteUnreachable(
             f"{where} did not answer {limit} ({msg}); check the network, or raise the limit "
             f'with THRUM_NET_TIMEOUT or "net_timeout" in .thrum/config.json'
+        )
+    if "type does not match" in low or "is not a tree" in low or "not a valid tree" in low:
+        return SyncError(
+            f"{where} holds an object of the wrong type under its tip ({msg}): the tip is refused and local "
+            f"work goes on; someone with write access to the remote put it there: repair it (`git fsck` there)"
         )
     if "hostkey" in low or "host key" in low:
         return HostKeyRefused(f"{where}: the SSH host key could not be verified ({msg})")

@@ -3,7 +3,12 @@
 Rules:
 
 1. The remote is reached where `endpoint` says it is (relative paths resolved
-   against the main checkout, SSH hosts as OpenSSH resolves them).
+   against the main checkout, SSH hosts as OpenSSH resolves them). A repository on
+   this machine goes through libgit2's own local transport, after `pathremote` looked
+   at it (ownership, redirections, links, special files); a push to it is confirmed by
+   reading its ref back (`push_confirmed`): libgit2's local transport moves the ref
+   without comparing it with the value it checked, so a racing pusher could be
+   overwritten unnoticed.
 2. Proxies are auto-detected as git does (``http.proxy``, ``https_proxy``, …).
 3. The network timeout (``net_timeout``, default 60 s) is set on libgit2 before each
    operation (connect timeout: the smaller of it and 10 s). libgit2 keeps these
@@ -25,9 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pygit2
+from pygit2.enums import Option
 
+from ..gitstore.gitlib import tune_pack_building
 from .credentials import Credentials, SyncCallbacks, credentials_from_env, translate
 from .endpoint import Endpoint, endpoint
+from .pathremote import inspect_path_remote
 
 log = logging.getLogger(__name__)
 
@@ -71,12 +79,19 @@ def session(
     creds = credentials if credentials is not None else credentials_from_env()
     ep = endpoint(repo, remote_name, base_dir, push=push, home=creds.home())
     apply_timeout(creds.timeout_s)
+    tune_pack_building()  # no delta search in the packs of this operation, on either side
+    foreign = False
+    if ep.kind == "local":
+        where = f"remote {remote_name} ({ep.display})"
+        foreign = not inspect_path_remote(ep.path, where=where, trusted=creds.trusted_paths).owned
     remote = repo.remotes[remote_name] if ep.url == ep.configured else repo.remotes.create_anonymous(ep.url)
     callbacks = SyncCallbacks(creds, ep)
     saved_sock = os.environ.get("SSH_AUTH_SOCK")
     sock = creds.ssh_auth_sock()
     if ep.kind == "ssh" and sock and sock != saved_sock:
         os.environ["SSH_AUTH_SOCK"] = sock  # libssh2 reads the agent's socket from the process environment
+    if foreign:  # trusted by the user's word (pathremote rule 1): libgit2 would refuse it
+        pygit2.option(Option.SET_OWNER_VALIDATION, 0)
     try:
         yield Session(remote, callbacks, ep)
     except Exception as exc:  # noqa: BLE001 - translated at this boundary
@@ -88,6 +103,8 @@ def session(
     else:
         callbacks.settle(True)
     finally:
+        if foreign:
+            pygit2.option(Option.SET_OWNER_VALIDATION, 1)
         if ep.kind == "ssh" and sock and sock != saved_sock:
             if saved_sock is None:
                 os.environ.pop("SSH_AUTH_SOCK", None)
@@ -118,6 +135,7 @@ def lost_race(message: str) -> bool:
             "failed to lock",
             "cannot lock ref",
             "reference already exists",
+            "reference with that name already exists",
             "failed to update ref",
             "locked file",
             "unable to lock",

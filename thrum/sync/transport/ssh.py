@@ -1,21 +1,28 @@
-"""SSH as the user has it configured: ``~/.ssh/config`` host aliases and ``known_hosts``.
+"""SSH as the user has it configured: OpenSSH's own answer for a host, and ``known_hosts``.
 
 libgit2 talks SSH through libssh2, which reads neither ``~/.ssh/config`` nor anything
-but ``~/.ssh/known_hosts``. So this module resolves what OpenSSH would (pure, no
-pygit2): the real host name, port, user and identity files of a host alias, and
-whether ``known_hosts`` lists a host at all (to tell an unknown host from a changed
-key when libgit2 refuses the key).
+but ``~/.ssh/known_hosts``. So OpenSSH is asked what it would do (``ssh -G HOST``:
+its whole config language, ``Match`` and ``Include`` included, evaluated by itself),
+and ``known_hosts`` is read here only to tell an unknown host from a changed key
+when libgit2 refuses one. Rules:
 
-Rules:
-
-1. Files: ``~/.ssh/config``, then ``/etc/ssh/ssh_config``; for each option the first
-   value obtained wins, except ``IdentityFile``, which accumulates (OpenSSH's rules).
-   ``Host`` patterns (``*``, ``?``, ``!negation``) and ``Include`` (globs, relative to
-   ``~/.ssh``) are followed; of ``Match`` only ``all``, ``host``, ``originalhost``,
-   ``user`` and ``localuser`` are understood, any other ``Match`` block is skipped.
-2. A user or port written in the URL wins over the config, like ``ssh user@host``.
-   With no user anywhere, the local login name is used, as ``ssh`` does.
-3. ``known_hosts`` lines match by plain or hashed (``|1|salt|hash``) host names, with
+1. ``ssh -G [-l USER] [-p PORT] -- HOST`` gives the real host name, port, user,
+   identity files and ``IdentitiesOnly``. A user or port written in the URL is passed
+   on, so it wins over the config as with ``ssh user@host``. Identity files are
+   printed unexpanded: ``~`` and ``%d %h %n %p %r %u`` are expanded here. When no
+   identity file is configured OpenSSH lists its defaults; those are not reported as
+   configured (the login tries the default key files anyway).
+2. OpenSSH reads the account's home (``getpwuid``), not ``$HOME``. When thrum is told
+   another home (``HOME`` of the command that asked for the sync), ssh is pointed at
+   that home's ``.ssh/config`` (``-F``; ``/dev/null`` when there is none), which
+   skips ``/etc/ssh/ssh_config`` (and OpenSSH still reads a relative ``Include``
+   from the account's ``~/.ssh``).
+3. A host name that is not a plain host (empty, starting with ``-``, holding spaces or
+   control characters) never reaches ssh. Without ``ssh`` on PATH, the URL is used as
+   written (with the local login name). A config OpenSSH refuses is a `SyncError`
+   with ssh's own line. Answers are remembered for `CACHE_S` seconds per host, user,
+   port, home and config modification times (a sync must not start a process each time).
+4. ``known_hosts`` lines match by plain or hashed (``|1|salt|hash``) host names, with
    ``[host]:port`` for ports other than 22; ``@revoked`` and ``@cert-authority``
    lines are not host keys.
 """
@@ -24,24 +31,30 @@ from __future__ import annotations
 
 import base64
 import getpass
-import glob
 import hashlib
 import hmac
 import logging
 import os
+import pwd
 import re
-import shlex
+import shutil
+import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from .. import SyncError
 
 log = logging.getLogger(__name__)
 
 __all__ = ["SshTarget", "host_label", "known_host_entries", "known_hosts_files", "resolve_host"]
 
 SYSTEM_CONFIG = "/etc/ssh/ssh_config"
-DEFAULT_IDENTITIES = ("id_rsa", "id_ecdsa", "id_ed25519", "id_dsa")
-_LINE = re.compile(r"^\s*([A-Za-z][A-Za-z0-9]*)\s*(?:=\s*|\s+)(.*?)\s*$")
-_MAX_INCLUDE_DEPTH = 16
+DEFAULT_IDENTITIES = ("id_rsa", "id_ecdsa", "id_ecdsa_sk", "id_ed25519", "id_ed25519_sk", "id_xmss", "id_dsa")
+CACHE_S = 60.0
+TIMEOUT_S = 10.0
+_PLAIN_HOST = re.compile(r"[A-Za-z0-9_.:%\[\]-]{1,255}")
+_cache: dict[tuple[object, ...], tuple[float, "SshTarget"]] = {}
 
 
 @dataclass
@@ -52,12 +65,8 @@ class SshTarget:
     hostname: str
     port: int = 22
     user: str = ""
-    identity_files: list[str] = field(default_factory=list)  # from the config, ~ expanded
+    identity_files: list[str] = field(default_factory=list)  # configured ones, ~ and %-tokens expanded
     identities_only: bool = False
-    configured: bool = False  # some config block matched this alias
-
-    def default_identity_files(self, home: str) -> list[str]:
-        return [os.path.join(home, ".ssh", name) for name in DEFAULT_IDENTITIES]
 
 
 def _home(home: str | os.PathLike[str] | None) -> str:
@@ -71,11 +80,143 @@ def _local_user() -> str:
         return "git"
 
 
-def _split(rest: str) -> list[str]:
+def _account_home() -> str | None:
     try:
-        return shlex.split(rest, comments=True)
+        return pwd.getpwuid(os.geteuid()).pw_dir
+    except KeyError:
+        return None
+
+
+def _expand(value: str, *, home: str, hostname: str, alias: str, user: str, port: int, local_user: str) -> str:
+    tokens = {"%": "%", "d": home, "h": hostname, "n": alias, "r": user, "p": str(port), "u": local_user}
+    value = re.sub(r"%(.)", lambda m: tokens.get(m.group(1), m.group(0)), value)
+    if value.startswith("~"):
+        value = os.path.join(home, value[2:]) if value.startswith("~/") else os.path.expanduser(value)
+    return value
+
+
+def _config_args(home: str) -> list[str]:
+    """``-F`` when thrum's home is not the one OpenSSH reads (rule 2)."""
+    account = _account_home()
+    if account is not None and os.path.realpath(account) == os.path.realpath(home):
+        return []
+    own = os.path.join(home, ".ssh", "config")
+    return ["-F", own if os.path.isfile(own) else os.devnull]
+
+
+def _mtime(path: str) -> float:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return 0.0
+
+
+def _ask_openssh(ssh: str, alias: str, url_user: str | None, url_port: int | None, home: str) -> dict[str, list[str]]:
+    argv = [ssh, *_config_args(home), "-G"]
+    if url_user:
+        argv += ["-l", url_user]
+    if url_port:
+        argv += ["-p", str(url_port)]
+    argv += ["--", alias]
+    try:
+        done = subprocess.run(
+            argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=TIMEOUT_S, check=False, env=_ssh_env(home)
+        )
+    except subprocess.TimeoutExpired:
+        raise SyncError(
+            f"`ssh -G {alias}` did not answer within {TIMEOUT_S:.0f}s (a Match exec in ~/.ssh/config?)"
+        ) from None
+    except OSError as exc:
+        raise SyncError(f"cannot run `ssh -G {alias}` ({exc.strerror or exc})") from None
+    if done.returncode != 0:
+        lines = [line for line in done.stderr.decode("utf-8", "replace").splitlines() if line.strip()]
+        why = lines[-1].strip() if lines else f"exit status {done.returncode}"
+        raise SyncError(f"OpenSSH cannot resolve the SSH host {alias} (`ssh -G {alias}`: {why}); check ~/.ssh/config")
+    options: dict[str, list[str]] = {}
+    for line in done.stdout.decode("utf-8", "replace").splitlines():
+        key, _, value = line.partition(" ")
+        if key:
+            options.setdefault(key.lower(), []).append(value.strip())
+    return options
+
+
+def _ssh_env(home: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["HOME"] = home
+    env["LC_ALL"] = "C"
+    return env
+
+
+def _is_default_identity(path: str) -> bool:
+    return path.startswith("~/.ssh/") and path[len("~/.ssh/") :] in DEFAULT_IDENTITIES
+
+
+def resolve_host(
+    alias: str,
+    *,
+    url_user: str | None = None,
+    url_port: int | None = None,
+    home: str | os.PathLike[str] | None = None,
+) -> SshTarget:
+    """What OpenSSH makes of ``alias`` (see the module rules).
+
+    Raises:
+        SyncError: ``alias`` is not a plain host name, or OpenSSH refused its config.
+    """
+    home = _home(home)
+    local_user = _local_user()
+    if not _PLAIN_HOST.fullmatch(alias) or alias.startswith("-"):
+        raise SyncError(f"{alias!r} is not an SSH host name thrum passes to ssh")
+    ssh = shutil.which("ssh")
+    if ssh is None:  # rule 3: the URL as written
+        return SshTarget(alias, alias, url_port or 22, url_user or local_user)
+    key = (
+        ssh,
+        alias,
+        url_user,
+        url_port,
+        home,
+        local_user,
+        _mtime(os.path.join(home, ".ssh", "config")),
+        _mtime(SYSTEM_CONFIG),
+    )
+    cached = _cache.get(key)
+    if cached is not None and time.monotonic() - cached[0] < CACHE_S:
+        return cached[1]
+    options = _ask_openssh(ssh, alias, url_user, url_port, home)
+
+    def first(name: str, default: str) -> str:
+        values = options.get(name)
+        return values[0] if values and values[0] else default
+
+    hostname = first("hostname", alias)
+    try:
+        port = int(first("port", str(url_port or 22)))
     except ValueError:
-        return rest.split()
+        port = url_port or 22
+    user = first("user", url_user or local_user)
+    files = [p for p in options.get("identityfile", []) if p and p.lower() != "none"]
+    if all(_is_default_identity(p) for p in files):
+        files = []  # OpenSSH's defaults: nothing was configured (rule 1)
+    identities = [
+        _expand(p, home=home, hostname=hostname, alias=alias, user=user, port=port, local_user=local_user)
+        for p in files
+    ]
+    target = SshTarget(
+        alias=alias,
+        hostname=hostname,
+        port=port,
+        user=user,
+        identity_files=identities,
+        identities_only=first("identitiesonly", "no").lower() == "yes",
+    )
+    if len(_cache) > 256:
+        _cache.clear()
+    _cache[key] = (time.monotonic(), target)
+    return target
+
+
+# --- known_hosts --------------------------------------------------------------------
 
 
 def _read_lines(path: str) -> list[str]:
@@ -90,146 +231,6 @@ def _wildcard(name: str, pattern: str) -> bool:
     """OpenSSH wildcards: ``*`` and ``?`` only (``[`` is a plain character, as in ``[host]:port``)."""
     regex = "".join(".*" if ch == "*" else "." if ch == "?" else re.escape(ch) for ch in pattern.lower())
     return re.fullmatch(regex, name.lower(), re.DOTALL) is not None
-
-
-def _match_patterns(name: str, patterns: list[str]) -> bool:
-    """OpenSSH pattern lists: any positive match and no negated match."""
-    name = name.lower()
-    matched = False
-    for pat in patterns:
-        for p in pat.split(","):
-            negated = p.startswith("!")
-            p = p[1:] if negated else p
-            if p and _wildcard(name, p):
-                if negated:
-                    return False
-                matched = True
-    return matched
-
-
-class _Resolver:
-    def __init__(self, alias: str, home: str, local_user: str, url_user: str | None):
-        self.alias = alias
-        self.home = home
-        self.local_user = local_user
-        self.url_user = url_user
-        self.options: dict[str, str] = {}
-        self.identities: list[str] = []
-        self.configured = False
-
-    def read(self, path: str, depth: int = 0) -> None:
-        active = True  # options before the first Host/Match apply to every host
-        for raw in _read_lines(path):
-            line = raw.strip()
-            if not line or line.startswith("#"):
-                continue
-            m = _LINE.match(line)
-            if not m:
-                continue
-            key, args = m.group(1).lower(), _split(m.group(2))
-            if key == "host":
-                active = _match_patterns(self.alias, args)
-                self.configured |= active and args != ["*"]
-            elif key == "match":
-                active = self._match(args)
-                self.configured |= active
-            elif not active:
-                continue
-            elif key == "include":
-                if depth >= _MAX_INCLUDE_DEPTH:
-                    log.warning("ssh config: Include nested too deeply in %s", path)
-                    continue
-                for pattern in args:
-                    pattern = os.path.expanduser(pattern)
-                    if not os.path.isabs(pattern):
-                        pattern = os.path.join(self.home, ".ssh", pattern)
-                    for included in sorted(glob.glob(pattern)):
-                        self.read(included, depth + 1)
-            elif key == "identityfile":
-                if args and args[0].lower() != "none":
-                    self.identities.append(args[0])
-            elif args:
-                self.options.setdefault(key, args[0])
-
-    def _match(self, args: list[str]) -> bool:
-        if [a.lower() for a in args] == ["all"]:
-            return True
-        i = 0
-        while i < len(args):
-            criterion = args[i].lower()
-            if criterion == "all":
-                i += 1
-                continue
-            if i + 1 >= len(args):
-                return False
-            value = args[i + 1].split(",")
-            if criterion in ("host", "originalhost"):
-                subject = self.alias if criterion == "originalhost" else self.options.get("hostname", self.alias)
-            elif criterion == "user":
-                subject = self.url_user or self.options.get("user") or self.local_user
-            elif criterion == "localuser":
-                subject = self.local_user
-            else:  # exec, canonical, final, tagged, …: not evaluated; skip the block
-                return False
-            if not _match_patterns(subject, value):
-                return False
-            i += 2
-        return True
-
-
-def _expand(value: str, *, home: str, hostname: str, alias: str, user: str, port: int, local_user: str) -> str:
-    tokens = {"%": "%", "d": home, "h": hostname, "n": alias, "r": user, "p": str(port), "u": local_user}
-    value = re.sub(r"%(.)", lambda m: tokens.get(m.group(1), m.group(0)), value)
-    if value.startswith("~"):
-        value = os.path.join(home, value[2:]) if value.startswith("~/") else os.path.expanduser(value)
-    return value
-
-
-def resolve_host(
-    alias: str,
-    *,
-    url_user: str | None = None,
-    url_port: int | None = None,
-    home: str | os.PathLike[str] | None = None,
-    config_files: list[str] | None = None,
-    local_user: str | None = None,
-) -> SshTarget:
-    """What OpenSSH's config makes of ``alias`` (see the module rules)."""
-    home = _home(home)
-    local_user = local_user or _local_user()
-    files = config_files if config_files is not None else [os.path.join(home, ".ssh", "config"), SYSTEM_CONFIG]
-    r = _Resolver(alias, home, local_user, url_user)
-    for path in files:
-        r.read(path)
-    hostname_opt = r.options.get("hostname", alias)
-    hostname = (
-        _expand(hostname_opt, home=home, hostname=alias, alias=alias, user="", port=22, local_user=local_user)
-        if "%" in hostname_opt
-        else hostname_opt
-    )
-    port = url_port
-    if port is None:
-        try:
-            port = int(r.options.get("port", "22"))
-        except ValueError:
-            port = 22
-    user = url_user or r.options.get("user") or local_user
-    identities = [
-        _expand(p, home=home, hostname=hostname, alias=alias, user=user, port=port, local_user=local_user)
-        for p in r.identities
-    ]
-    return SshTarget(
-        alias=alias,
-        hostname=hostname,
-        port=port,
-        user=user,
-        identity_files=identities,
-        identities_only=r.options.get("identitiesonly", "no").lower() == "yes",
-        configured=r.configured,
-    )
-
-
-# --- known_hosts --------------------------------------------------------------------
 
 
 def host_label(hostname: str, port: int) -> str:

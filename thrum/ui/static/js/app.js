@@ -1,55 +1,99 @@
-// The page: connection, routing (#/feed, #/inbox/NAME?filters, #/agents, #/sync),
-// the sidebar of inboxes with live unread counts, and notification dispatch.
+// The page: connection (and what it says about itself), routing, the sidebar of
+// inboxes with live unread counts, the sync banner, and notification dispatch.
+//
+// Routes: #/feed, #/inbox/NAME?filters, #/mentions, #/threads, #/agents, #/sync,
+// #/search?q=…, and the permalinks #/m/ID (a message in its thread) and #/t/ID.
+//
+// Presence: the page is a watcher. Its connection is an observer (thrum.daemon.ws),
+// so none of its calls marks an agent as seen; see docs/design/ui.md.
 
-import { Rpc } from "./rpc.js";
-import { FeedView, InboxView } from "./views.js";
-import { AgentsView, SyncView } from "./panels.js";
+import { Rpc, takeKey } from "./rpc.js";
+import { FeedView, InboxView, MentionsView } from "./views.js";
+import { AgentsView, SyncView, ThreadsView } from "./panels.js";
+import { SearchView } from "./search.js";
 import { ThreadPane } from "./thread.js";
-import { ComposeDialog, IdentityDialog } from "./compose.js";
-import { h, fill, debounce, toast } from "./util.js";
+import { renderMessage } from "./messages.js";
+import { ComposeDialog, IdentityDialog, EditDialog, ask } from "./compose.js";
+import { installKeys } from "./keys.js";
+import { Notifier } from "./notify.js";
+import { StatusBoard } from "./status.js";
+import { h, fill, debounce, toast, errorText, shortTime, icon } from "./util.js";
 
 const ME_KEY = "thrum.me";
-const CONN_TEXT = { connecting: "connecting…", live: "live", reconnecting: "reconnecting…", expired: "signed out" };
+const DENSITY_KEY = "thrum.density";
+const TICK_MS = 30000;
+const CONN_TEXT = {
+  connecting: "connecting…", live: "live", reconnecting: "reconnecting…", expired: "signed out",
+};
 
 class App {
   constructor() {
     const port = document.querySelector('meta[name="thrum-ws-port"]').content;
-    this.rpc = new Rpc(`ws://${location.hostname}:${port}/ws`);
+    this.calls = [];                 // the page's recent calls, read by the browser tests
+    this.rpc = new Rpc(port, takeKey());
+    this.rpc.onCall = (method, params) => {
+      this.calls.push({ method, params });
+      if (this.calls.length > 5000) this.calls.splice(0, 1000);
+    };
+    this.scroller = document.getElementById("main");
     this.agents = new Map();
     this.groups = [];
     this.counts = new Map();
+    this.mentions = null;            // the human's unread mentions {total, unread}
+    this.sync = null;
     this.me = localStorage.getItem(ME_KEY) || null;
+    this.dense = localStorage.getItem(DENSITY_KEY) === "compact";
     this.view = null;
+    this.viewKey = null;
     this.lastEventId = null;
     this.subscribed = false;
+    this.toast = toast;
     // read by the browser tests and the benchmark
-    this.perf = { firstFeedRender: null, onScreen: {} };
+    this.perf = { firstFeedRender: null, onScreen: {}, calls: this.calls, tick: () => this.tick() };
     window.__thrum = this.perf;
     this.thread = new ThreadPane(this, document.getElementById("thread"));
     this.compose = new ComposeDialog(this, document.getElementById("compose"));
     this.identity = new IdentityDialog(this, document.getElementById("identity"));
+    this.edit = new EditDialog(this, document.getElementById("edit"));
+    this.notifier = new Notifier(this, document.getElementById("notify-button"));
+    this.status = new StatusBoard(document.getElementById("banner"));   // problems shown above every view
     this.countsSoon = debounce(() => this.loadCounts(), 150);
     this.agentsSoon = debounce(() => this.loadAgents(), 200);
     this.groupsSoon = debounce(() => this.loadGroups(), 200);
+    this.syncSoon = debounce(() => this.syncStatus(), 1000);
   }
 
   start() {
+    document.body.classList.toggle("dense", this.dense);
+    document.getElementById("density-button").setAttribute("aria-pressed", String(this.dense));
+    document.getElementById("notify-button").append(icon("bell"));
+    document.getElementById("density-button").append(icon("rows"));
+    const top = document.querySelector("header.top");
+    new ResizeObserver(() => document.documentElement.style.setProperty("--top-h", `${top.offsetHeight}px`)).observe(top);
     this.rpc.addEventListener("state", (ev) => this.showState(ev.detail));
     this.rpc.addEventListener("open", () => this.onOpen());
     this.rpc.addEventListener("note", (ev) => this.onNote(ev.detail.method, ev.detail.params));
     document.getElementById("compose-button").addEventListener("click", () => this.compose.open());
     document.getElementById("me-button").addEventListener("click", () => this.chooseIdentity());
+    document.getElementById("density-button").addEventListener("click", () => this.toggleDensity());
     document.getElementById("menu-toggle").addEventListener("click", () => document.body.classList.toggle("nav-open"));
     document.getElementById("sidebar").addEventListener("click", (ev) => {
       if (ev.target.closest("a")) document.body.classList.remove("nav-open");
     });
-    document.addEventListener("keydown", (ev) => {
-      if (ev.target.closest("input, textarea, select, dialog")) return;
-      if (ev.key === "n" && !ev.ctrlKey && !ev.metaKey && !ev.altKey) { ev.preventDefault(); this.compose.open(); }
-      if (ev.key === "Escape" && this.thread.isOpen) this.thread.close();
+    const search = document.getElementById("search");
+    search.addEventListener("submit", (ev) => ev.preventDefault());
+    search.q.addEventListener("input", () => this.searchFor(search.q.value));
+    search.q.addEventListener("keydown", (ev) => {
+      if (ev.key === "Escape") search.q.blur();
+      if (ev.key === "Enter" && this.view && this.view.openFirst) { ev.preventDefault(); this.view.openFirst(); }
     });
+    installKeys(this);
     window.addEventListener("hashchange", () => this.route());
+    document.addEventListener("visibilitychange", () => { if (!document.hidden) this.rpc.wake(); });
+    window.addEventListener("online", () => this.rpc.wake());
+    setInterval(() => this.tick(), TICK_MS);
     this.showMe();
+    this.showState(this.rpc.state);
     this.rpc.connect();
     this.route();
   }
@@ -69,18 +113,25 @@ class App {
     }
     await this.loadAgents();
     this.loadGroups();
+    this.syncStatus();
     // back without a resume point: what happened meanwhile is unknown, so read the view again
-    if (reconnect && !resume) this.route();
+    if (reconnect && !resume) this.route(true);
   }
 
   showState(state) {
+    document.body.dataset.conn = state;
     const el = document.getElementById("conn");
     el.dataset.state = state;
-    el.textContent = CONN_TEXT[state] || state;
+    el.querySelector(".conn-text").textContent = CONN_TEXT[state] || state;
+    el.title = state === "live" ? "connected to the daemon: updates arrive as they happen"
+      : state === "expired" ? "this tab's session has ended" : "the daemon is not reachable; retrying";
     if (state === "expired") {
+      this.view = null;
+      this.viewKey = null;
       fill(document.getElementById("main"), h("section", { class: "notice" },
         h("h2", {}, "Signed out"),
-        h("p", {}, "The daemon restarted or this session ended. Run ", h("code", {}, "thrum ui"),
+        h("p", {}, "This tab's session has ended (it was signed out with ", h("code", {}, "thrum ui --sign-out"),
+          ", it is older than 7 days, or this tab never had one). Run ", h("code", {}, "thrum ui"),
           " in the repository and open the new URL.")));
     }
   }
@@ -89,7 +140,7 @@ class App {
     if (p.event_id && method !== "thread.updated") this.lastEventId = p.event_id;
     if (method === "notification.dropped") {
       toast(`missed ${p.dropped} updates; reloading`, "error");
-      this.route();
+      this.route(true);
       this.countsSoon();
       return;
     }
@@ -97,8 +148,18 @@ class App {
     if (method.startsWith("group.")) this.groupsSoon();
     if (method === "message.create" || method === "message.delete" || method === "message.read"
       || method === "message.unread" || method === "message.archive") this.countsSoon();
+    if (method === "message.create") {
+      this.notifier.onCreate(p);
+      if (!p.replay) this.syncSoon();             // pending events changed
+    }
     if (this.view && this.view.onNote) this.view.onNote(method, p);
     this.thread.onNote(method, p);
+  }
+
+  /** What the page does every 30 s: the sync state (timer syncs push no event) and relative times. */
+  async tick() {
+    await this.syncStatus();
+    if (this.view && this.view.onTick) this.view.onTick();
   }
 
   // ------------------------------------------------------------------ data
@@ -129,8 +190,11 @@ class App {
 
   async loadCounts() {
     const names = [...this.agents.keys()];
-    const results = await Promise.all(names.map((n) => this.rpc.call("message.counts", { caller: n }).catch(() => null)));
+    const calls = names.map((n) => this.rpc.call("message.counts", { caller: n }).catch(() => null));
+    if (this.me) calls.push(this.rpc.call("message.counts", { caller: this.me, mentions: true }).catch(() => null));
+    const results = await Promise.all(calls);
     names.forEach((n, i) => { if (results[i]) this.counts.set(n, results[i]); });
+    this.mentions = this.me ? results[names.length] : null;
     this.renderCounts();
     if (this.view && this.view.showCounts) this.view.showCounts();
     if (this.view && this.view.onAgents) this.view.onAgents();
@@ -142,7 +206,40 @@ class App {
     fill(document.getElementById("address-options"), [...names].sort().map((n) => h("option", { value: "@" + n })));
   }
 
-  // ------------------------------------------------------------------ identity
+  async syncStatus() {
+    const seq = (this.syncSeq = (this.syncSeq || 0) + 1);
+    let s = null;
+    try {
+      s = await this.rpc.call("sync.status");
+    } catch (err) {
+      return null;
+    }
+    if (seq < (this.syncShown || 0)) return this.sync;     // a later answer is on screen already
+    this.syncShown = seq;
+    this.sync = s;
+    this.showSync(s);
+    if (this.view && this.view.onSync) this.view.onSync(s);
+    return s;
+  }
+
+  /** A failing sync and a name claimed twice are visible in every view: the sidebar's badge and the status board. */
+  showSync(s) {
+    const conflicts = (s.name_conflicts || []).filter((c) => c.open);
+    const bad = Boolean(s.last_error) || conflicts.length > 0;
+    const badge = document.getElementById("sync-badge");
+    badge.className = "badge " + (bad ? "error" : "");
+    badge.textContent = bad ? "!" : s.pending_events ? String(s.pending_events) : "";
+    this.status.set("sync", s.last_error ? [{
+      level: "error", title: "Sync is failing", href: "#/sync", link: "Sync details",
+      text: `${s.last_error}${s.last_error_at ? ` (since ${shortTime(s.last_error_at)})` : ""}.`
+        + (s.pending_events ? ` ${s.pending_events} event${s.pending_events === 1 ? "" : "s"} not sent yet.` : ""),
+    }] : []);
+    this.status.set("names", conflicts.map((c) => ({
+      level: "error", title: `Name conflict @${c.name}`, text: c.message, href: "#/sync", link: "details",
+    })));
+  }
+
+  // ------------------------------------------------------------------ identity, density
 
   setMe(name) {
     this.me = name;
@@ -150,6 +247,9 @@ class App {
     else localStorage.removeItem(ME_KEY);
     this.showMe();
     this.renderSidebar();
+    this.countsSoon();
+    if (this.viewKey === "mentions" || this.viewKey === "threads") this.route(true);
+    else if (this.view && this.view.list) this.view.list.repaint();   // actions depend on who you are
     if (this.thread.isOpen && this.thread.focusId) this.thread.open(this.thread.focusId);   // reply as the new identity
   }
 
@@ -163,24 +263,52 @@ class App {
     this.identity.open(then);
   }
 
+  toggleDensity() {
+    this.dense = !this.dense;
+    localStorage.setItem(DENSITY_KEY, this.dense ? "compact" : "comfortable");
+    document.body.classList.toggle("dense", this.dense);
+    document.getElementById("density-button").setAttribute("aria-pressed", String(this.dense));
+  }
+
   kindOf(name) {
     const a = this.agents.get(name);
     return a ? a.kind : "agent";
   }
 
+  // ------------------------------------------------------------------ messages
+
   /** The context message elements are drawn with (see messages.renderMessage). */
-  messageContext({ showRead, reader = null, onOpen = null }) {
-    const ctx = {
+  messageContext({ showRead, reader = null, onOpen = null, inThread = false }) {
+    return {
       showRead,
       kindOf: (n) => this.kindOf(n),
+      displayOf: (n) => (this.agents.get(n) || {}).display || "",
       onOpen: onOpen || ((m) => this.thread.open(m.message_id)),
-      actions: null,
+      actions: (m) => this.actionsFor(m, reader, inThread),
     };
+  }
+
+  renderMessage(m, ctx) {
+    return renderMessage(m, ctx);
+  }
+
+  actionsFor(m, reader, inThread) {
+    const out = [];
+    const button = (text, cls, fn, title) => h("button", { type: "button", class: cls, title, onclick: fn }, text);
     if (reader) {
-      ctx.actions = (m) => [h("button", { type: "button", class: "mark", onclick: () => this.mark(reader, m, !m.is_read) },
-        m.is_read ? "Mark unread" : "Mark read")];
+      out.push(button(m.is_read ? "Mark unread" : "Mark read", "mark", () => this.mark(reader, m, !m.is_read),
+        `for @${reader}`));
     }
-    return ctx;
+    const me = this.me;
+    if (!me || m.deleted) return out;
+    if (!inThread) out.push(button("Reply", "reply", () => this.thread.open(m.message_id, { reply: true })));
+    if (m.agent_id === me) {
+      out.push(button("Edit", "edit", () => this.edit.open(m)));
+      out.push(button("Delete", "delete", () => this.remove(m)));
+    } else {
+      out.push(button("Archive", "archive", () => this.archive(m), `take it out of @${me}'s inbox`));
+    }
+    return out;
   }
 
   async mark(agent, m, read) {
@@ -188,6 +316,30 @@ class App {
       await this.rpc.call(read ? "message.markRead" : "message.markUnread", { caller: agent, message_ids: [m.message_id] });
     } catch (err) {
       toast(err.message, "error");
+    }
+  }
+
+  async archive(m) {
+    try {
+      await this.rpc.call("message.archive", { caller: this.me, message_ids: [m.message_id] });
+      toast(`Archived for @${this.me}`);
+    } catch (err) {
+      toast(errorText(err), "error");
+    }
+  }
+
+  async remove(m) {
+    const answer = await ask(document.getElementById("ask"), {
+      title: "Delete this message?", text: "Everyone sees that it was deleted (and the reason, if you give one).",
+      yes: "Delete", danger: true, input: "reason (optional)",
+    });
+    if (!answer) return;
+    try {
+      const params = { caller: this.me, message_id: m.message_id };
+      if (answer.answer) params.reason = answer.answer;
+      await this.rpc.call("message.delete", params);
+    } catch (err) {
+      toast(errorText(err), "error");
     }
   }
 
@@ -199,46 +351,83 @@ class App {
     });
   }
 
-  setSyncBadge(s) {
-    const badge = document.getElementById("sync-badge");
-    const conflict = (s.name_conflicts || []).some((c) => c.open);
-    badge.className = "badge " + (s.last_error || conflict ? "error" : "");
-    badge.textContent = s.last_error || conflict ? "!" : s.pending_events ? String(s.pending_events) : "";
+  // ------------------------------------------------------------------ search
+
+  focusSearch() {
+    const q = document.getElementById("search").q;
+    q.focus();
+    q.select();
+  }
+
+  searchFor(text) {
+    const q = text.trim();
+    if (!q) {
+      if (this.viewKey && this.viewKey.startsWith("search")) history.back();
+      return;
+    }
+    const hash = `#/search?q=${encodeURIComponent(q)}`;
+    if (this.view instanceof SearchView) {
+      history.replaceState(null, "", hash);
+      this.viewKey = `search`;
+      this.view.query(q);
+    } else {
+      location.hash = hash;
+    }
   }
 
   // ------------------------------------------------------------------ routing
 
   go(hash) {
-    if (location.hash === hash) this.route();
+    if (location.hash === hash) this.route(true);
     else location.hash = hash;
   }
 
-  route() {
+  route(force = false) {
     if (this.rpc.state === "expired") return;
     const hash = location.hash || "#/feed";
     const [path, query] = hash.slice(1).split("?");
     const parts = path.split("/").filter(Boolean);
     const q = new URLSearchParams(query || "");
+    const permalink = (parts[0] === "m" || parts[0] === "t") && parts[1] ? decodeURIComponent(parts[1]) : null;
+    let key;
+    if (permalink) key = this.viewKey || "feed";
+    else if (parts[0] === "inbox" && parts[1]) key = `inbox/${parts[1]}?${query || ""}`;
+    else if (["agents", "sync", "mentions", "threads", "search"].includes(parts[0])) key = parts[0];
+    else key = "feed";
+    if (force || key !== this.viewKey || !this.view) this.show(key, parts, q);
+    if (permalink) {
+      if (parts[0] === "m") {
+        this.thread.open(permalink);
+        if (this.view && this.view.list && this.view.list.has(permalink)) this.view.list.select(permalink);
+      } else {
+        this.thread.open(null, { threadId: permalink });
+      }
+    }
+    for (const a of document.querySelectorAll("#sidebar a")) {
+      const href = a.getAttribute("href");
+      a.classList.toggle("current", href === "#/" + key.split("?")[0] || (key === "feed" && a.dataset.nav === "feed"));
+    }
+  }
+
+  show(key, parts, q) {
     if (this.view) this.view.destroy();
     let view;
-    if (parts[0] === "inbox" && parts[1]) {
+    if (key.startsWith("inbox/")) {
       view = new InboxView(this, decodeURIComponent(parts[1]),
         { mentions: q.get("mentions") === "1", unread: q.get("unread") === "1", scope: q.get("scope") || "" });
-    } else if (parts[0] === "agents") {
-      view = new AgentsView(this);
-    } else if (parts[0] === "sync") {
-      view = new SyncView(this);
-    } else {
-      view = new FeedView(this);
-    }
+    } else if (key === "agents") view = new AgentsView(this);
+    else if (key === "sync") view = new SyncView(this);
+    else if (key === "mentions") view = new MentionsView(this);
+    else if (key === "threads") view = new ThreadsView(this);
+    else if (key === "search") view = new SearchView(this, q.get("q") || "");
+    else view = new FeedView(this);
     this.view = view;
-    const main = document.getElementById("main");
-    main.dataset.route = hash;       // data-ready: the view's first data is on screen (tests wait for it)
+    this.viewKey = key;
+    const main = this.scroller;
+    main.dataset.route = location.hash || "#/feed";   // data-ready: the view's first data is on screen (tests wait for it)
     delete main.dataset.ready;
     fill(main, view.el);
-    for (const a of document.querySelectorAll("#sidebar a")) {
-      a.classList.toggle("current", a.getAttribute("href") === "#" + path || (path === "" && a.dataset.nav === "feed"));
-    }
+    main.scrollTop = 0;
     const started = Promise.resolve(view.start());
     started.then(() => { if (this.view === view) main.dataset.ready = "1"; }, () => {});
     if (view instanceof FeedView && this.perf.firstFeedRender === null) {
@@ -272,6 +461,10 @@ class App {
       badge.textContent = c && c.unread ? String(c.unread) : "";
       badge.title = c ? `${c.unread} unread of ${c.total}` : "";
     }
+    const mine = this.me ? this.counts.get(this.me) : null;
+    this.notifier.setUnread(mine ? mine.unread : 0);
+    const mentions = document.getElementById("mentions-badge");
+    mentions.textContent = this.mentions && this.mentions.unread ? String(this.mentions.unread) : "";
   }
 }
 

@@ -43,16 +43,18 @@ export class ComposeDialog {
       }
     });
     this.toInput.addEventListener("change", () => { if (this.toInput.value.trim()) this.addRecipient(this.toInput.value); });
+    const subject = h("input", { type: "text", name: "subject", placeholder: "optional", maxlength: 4096 });
     const scope = h("input", { type: "text", name: "scope", placeholder: "module:auth", value: preset.scope || "" });
     const ref = h("input", { type: "text", name: "ref", placeholder: "issue:42" });
     const priority = h("select", { name: "priority" }, PRIORITIES.map((p) => h("option", { value: p, selected: p === "normal" }, p)));
-    const body = h("textarea", { name: "content", rows: 6, required: true, placeholder: "Message (Ctrl+Enter sends)" });
+    const body = h("textarea", { name: "content", rows: 6, required: true, placeholder: "Message, in Markdown (Ctrl+Enter sends)" });
     const send = h("button", { type: "submit", class: "primary" }, "Send");
     const cancel = h("button", { type: "button", onclick: () => this.dialog.close() }, "Cancel");
     const form = h("form", { class: "compose", method: "dialog" },
       h("header", { class: "view-head" }, h("h2", {}, "New message"), h("span", { class: "spacer" }),
         h("span", { class: "from" }, "from ", h("span", { class: "author" }, "@" + this.app.me))),
       h("label", { class: "field to-field" }, h("span", {}, "To"), h("span", { class: "chip-input" }, this.chips, this.toInput)),
+      h("label", { class: "field" }, h("span", {}, "Subject"), subject),
       h("div", { class: "row wrap" },
         h("label", { class: "field" }, h("span", {}, "Scope"), scope),
         h("label", { class: "field" }, h("span", {}, "Ref"), ref),
@@ -70,6 +72,13 @@ export class ComposeDialog {
         this.error.textContent = err.message;
         return;
       }
+      if (!params.to.length) {
+        // a message with no recipient reaches nobody's attention: say so instead of "Sent"
+        this.error.textContent = "Add a recipient: an agent, a role, a group, or @everyone.";
+        this.toInput.focus();
+        return;
+      }
+      if (subject.value.trim()) params.subject = subject.value.trim();
       if (!params.content.trim()) {
         this.error.textContent = "Write a message first.";
         return;
@@ -79,7 +88,7 @@ export class ComposeDialog {
         const r = await this.app.rpc.call("message.send", params);
         this.dialog.close();
         const to = (r.recipients || []).map((x) => x.address).join(", ");
-        toast(to ? `Sent to ${to}` : "Sent");
+        toast(`Sent to ${to || params.to.map((x) => "@" + x).join(", ")}`);
       } catch (err) {
         this.error.textContent = errorText(err);
       } finally {
@@ -113,6 +122,73 @@ export class ComposeDialog {
         this.drawChips();
       } }, "×"))));
   }
+}
+
+/** Edit one of the human's own messages. */
+export class EditDialog {
+  constructor(app, dialog) {
+    this.app = app;
+    this.dialog = dialog;
+  }
+
+  open(m) {
+    const error = h("p", { class: "error", role: "alert" });
+    const body = h("textarea", { name: "content", rows: 8, required: true });
+    body.value = m.body.content;
+    const save = h("button", { type: "submit", class: "primary" }, "Save");
+    const form = h("form", { class: "compose", method: "dialog" },
+      h("header", { class: "view-head" }, h("h2", {}, "Edit message"), h("span", { class: "spacer" }),
+        h("span", { class: "hint" }, m.message_id)),
+      body, error,
+      h("div", { class: "row" }, h("span", { class: "hint" }, "Everyone sees that it was edited, and the history."),
+        h("span", { class: "spacer" }),
+        h("button", { type: "button", onclick: () => this.dialog.close() }, "Cancel"), save));
+    const submit = async () => {
+      if (!body.value.trim()) {
+        error.textContent = "A message cannot be empty; delete it instead.";
+        return;
+      }
+      save.disabled = true;
+      try {
+        await this.app.rpc.call("message.edit", { caller: this.app.me, message_id: m.message_id, content: body.value });
+        this.dialog.close();
+        toast("Edited");
+      } catch (err) {
+        error.textContent = errorText(err);
+      } finally {
+        save.disabled = false;
+      }
+    };
+    form.addEventListener("submit", (ev) => { ev.preventDefault(); submit(); });
+    body.addEventListener("keydown", (ev) => {
+      if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey)) { ev.preventDefault(); submit(); }
+    });
+    fill(this.dialog, form);
+    this.dialog.showModal();
+    body.focus();
+  }
+}
+
+/** A yes/no question in the page's own dialog; resolves true for yes. ``input``: also ask for a line of text. */
+export function ask(dialog, { title, text, yes, danger = false, input = null }) {
+  return new Promise((resolve) => {
+    const field = input ? h("input", { type: "text", name: "answer", placeholder: input }) : null;
+    const ok = h("button", { type: "submit", class: danger ? "primary danger" : "primary" }, yes);
+    const form = h("form", { class: "ask", method: "dialog" },
+      h("header", { class: "view-head" }, h("h2", {}, title)), h("p", {}, text),
+      field ? h("label", { class: "field" }, h("span", {}, input), field) : null,
+      h("div", { class: "row" }, h("span", { class: "spacer" }),
+        h("button", { type: "button", class: "cancel", onclick: () => { dialog.close(); resolve(null); } }, "Cancel"), ok));
+    form.addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      dialog.close();
+      resolve(field ? { answer: field.value.trim() } : true);
+    });
+    dialog.addEventListener("cancel", () => resolve(null), { once: true });
+    fill(dialog, form);
+    dialog.showModal();
+    (field || ok).focus();
+  });
 }
 
 export class IdentityDialog {

@@ -1,0 +1,51 @@
+"""A rebuild is built beside the projection and swapped in: reads are served throughout (issue 29)."""
+
+from __future__ import annotations
+
+import threading
+
+import trio
+
+from thrum.daemon.writer import Writer
+from thrum.store import projection, queries
+
+from store_helpers import Events, mid
+
+
+class GatedFold:
+    """A `projection.FoldFn` that holds the rebuild in the middle of its load until the test
+    lets it go: the new file then exists, half built, while the old one still answers."""
+
+    def __init__(self):
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+
+    def __call__(self, db, records, lines, *, issues=(), positions=None, keep_applied=True):
+        self.entered.set()
+        assert self.gate.wait(60), "the test never let the rebuild go on"
+        return projection.fold(db, records, issues=issues, positions=positions, keep_applied=keep_applied)
+
+
+async def test_reads_are_served_from_the_old_projection_until_the_new_one_is_swapped_in(db, tmp_log, tmp_path):
+    e = Events()
+    creates = [e.create("alice", f"note {i}", mentions=["bob"]) for i in range(30)]
+    tmp_log.append([d for _, d in [e.register("alice", "dev"), e.register("bob", "qa"), *creates]])
+    projection.catch_up(db, tmp_log)
+    expected = queries.list_messages(db, viewer="bob", page_size=100)
+    assert expected["total"] == 30
+    gated = GatedFold()
+    writer = Writer(db, tmp_log, fold_lines=gated, db_path=tmp_path / "messages.db")
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(writer.view.rebuild, "a test asked for it")
+        await trio.to_thread.run_sync(gated.entered.wait, 60)  # the rebuild is under way
+        for _ in range(3):
+            assert await writer.read(queries.list_messages, viewer="bob", page_size=100) == expected
+        one = await writer.read(queries.get_message, mid(creates[7]), viewer="bob")
+        assert one["message"]["body"]["content"] == "note 7"
+        assert writer.view.rebuilds == 0 and writer.db is db  # still the old projection
+        gated.gate.set()
+    assert writer.view.rebuilds == 1 and writer.db is not db  # the new one took its place
+    try:
+        assert await writer.read(queries.list_messages, viewer="bob", page_size=100) == expected
+    finally:
+        writer.db.close()

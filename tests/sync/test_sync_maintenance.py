@@ -1,0 +1,258 @@
+"""Object stores kept compact by git itself (`thrum.sync.maintenance`): valid, holding every
+event, few packs, bytes per sync that do not grow; a path remote repacked without git ever
+reading its config; nothing done (and doctor saying so) without a git that can."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pygit2
+import pytest
+
+from fixtures.repos.builders import AUTHOR, make_replicas
+from sync_helpers import git_fsck
+from thrum import events as ev
+from thrum.store.log import EventLog
+from thrum.sync import SyncError, maintenance
+from thrum.sync.cycle import run_cycle
+from thrum.sync.diagnose import maintenance_check
+from thrum.sync.logaccess import PlainLog
+from thrum.sync.replicate import Replicator
+from thrum.sync.worktree import ensure_sync_worktree
+
+SESSION = "ses_01JD5Q9W1Z8X7Y6V5T4S3R2Q1P"
+AGENTS = [f"agent{i}" for i in range(5)]
+
+pytestmark = pytest.mark.skipif(maintenance.unavailable() is not None, reason="needs git 2.32 or newer")
+
+
+class Replica:
+    def __init__(self, path: Path, remote: Path):
+        self.path = path
+        self.remote = remote
+        self.worktree = ensure_sync_worktree(path)
+        self.replicator = Replicator(self.worktree)
+        self.log = EventLog(self.worktree)
+        self.files = PlainLog(self.worktree)
+        self.tidier = maintenance.Tidier(self.replicator.common_dir, path / ".git" / "thrum-sync" / "repack.git")
+
+    def write(self, round_: int, n: int) -> int:
+        """Append ``n`` events the daemon's way; their size in bytes."""
+        events = [
+            ev.MessageCreate(
+                agent_id=AGENTS[(round_ + k) % len(AGENTS)],
+                session_id=SESSION,
+                body=ev.Body(f"round {round_} event {k}: the build is green again"),
+            ).to_dict()
+            for k in range(n)
+        ]
+        self.files.note_appended(self.log.append(events))
+        return sum(len(ev.encode_line(e)) for e in events)
+
+    def sync(self) -> None:
+        report = run_cycle(self.replicator, self.files)
+        self.log.forget_cached_state()
+        assert report.pushed
+
+    def tidy(self) -> list[str | None]:
+        """What the daemon does after each sync: the roll-ups that are due, ours and the remote's."""
+        repacks = self.tidier.due_repacks(self.remote, where="remote origin")
+        return [self.tidier.run(repack) for repack in repacks]
+
+    def jsonl(self) -> dict[str, bytes]:
+        return {p.relative_to(self.worktree).as_posix(): p.read_bytes() for p in self.worktree.rglob("*.jsonl")}
+
+
+def packs(store: Path) -> list[Path]:
+    return sorted((store / "objects" / "pack").glob("*.pack"))
+
+
+def _size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+@pytest.fixture
+def pair(tmp_path):
+    replicas = make_replicas(tmp_path, 2)
+    return replicas.remote, [Replica(p, replicas.remote) for p in replicas.clones]
+
+
+def test_consolidated_stores_are_valid_and_hold_every_event(pair):
+    remote, (a, b) = pair
+    for r in range(40):
+        a.write(r, 3)
+        a.sync()
+        b.write(r, 2)
+        b.sync()
+        assert all(failed is None for failed in a.tidy() + b.tidy())
+    a.sync()
+    for store in (a.replicator.common_dir, remote):
+        assert len(packs(store)) <= 12  # a few syncs' packs and O(log n) rolled ones, not 80
+    assert a.jsonl() == b.jsonl()
+    assert sum(data.count(b"\n") for data in a.jsonl().values()) == 40 * 5
+    c_path = remote.parent / "c"  # a third clone attaches through the consolidated remote
+    pygit2.clone_repository(str(remote), str(c_path))
+    assert Replica(c_path, remote).jsonl() == a.jsonl()
+
+
+def test_the_users_own_objects_survive_every_roll_up(pair):
+    remote, (a, b) = pair
+    repo = pygit2.Repository(str(a.path))
+    mine = []
+    parent = repo.references["refs/heads/main"].target
+    for i in range(30):  # the user's work, loose in the same object store
+        blob = repo.create_blob(b"print(%d)\n" % i)
+        tb = repo.TreeBuilder(repo[parent].tree)
+        tb.insert(f"file{i}.py", blob, pygit2.enums.FileMode.BLOB)
+        parent = repo.create_commit("refs/heads/main", AUTHOR, AUTHOR, f"work {i}\n", tb.write(), [parent])
+        mine += [blob, parent]
+    stray = repo.create_blob(b"a blob nothing refers to\n")  # git's own gc prunes it, in its time
+    for r in range(20):
+        a.write(r, 4)
+        a.sync()
+        a.tidy()
+    fresh = pygit2.Repository(str(a.path))
+    for oid in [*mine, stray]:
+        assert fresh.odb.exists(oid)
+    git_fsck(a.path)
+
+
+def test_packs_roll_up_so_a_store_holds_few(pair):
+    remote, (a, b) = pair
+    a.tidier.new_packs = 2
+    for r in range(60):
+        a.write(r, 2)
+        a.sync()
+        a.tidy()
+    assert 1 <= len(packs(remote)) <= 8
+    assert 1 <= len(packs(a.replicator.common_dir)) <= 10
+    git_fsck(remote)
+
+
+def test_a_roll_up_runs_only_once_enough_packs_wait(pair):
+    remote, (a, b) = pair
+    objects = a.replicator.common_dir / "objects"
+    a.tidier.done(objects)
+    a.tidier.done(remote / "objects")
+    start = len(packs(a.replicator.common_dir))
+    for r in range(3):
+        a.write(r, 2)
+        a.sync()
+    assert not a.tidier.due(objects) and a.tidy() == []  # a listing decided: no git started
+    for r in range(maintenance.NEW_PACKS):
+        a.write(r, 2)
+        a.sync()
+    assert len(packs(a.replicator.common_dir)) >= start + maintenance.NEW_PACKS
+    assert a.tidier.due(objects)
+    assert a.tidy() == [None, None]  # ours and the remote's, both rolled up
+    assert len(packs(a.replicator.common_dir)) < start + maintenance.NEW_PACKS
+    assert not a.tidier.due(objects)
+
+
+def test_git_never_reads_a_path_remotes_config_hooks_or_refs(pair, tmp_path):
+    """Whoever can write the shared remote writes its config: git is never run in it. Its
+    objects are repacked from a private git directory of ours."""
+    remote, (a, b) = pair
+    a.tidier.new_packs = 1
+    for r in range(4):
+        a.write(r, 2)
+        a.sync()
+    fired = tmp_path / "fired"
+    honest = (remote / "config").read_text()
+    (remote / "config").write_text(  # after the syncs: a format git refuses to open, and programs to run
+        honest.replace("repositoryformatversion = 0", "repositoryformatversion = 99")
+        + f"[core]\n\tfsmonitor = touch {fired}\n\thooksPath = {tmp_path}\n"
+    )
+    (tmp_path / "post-checkout").write_text(f"#!/bin/sh\ntouch {fired}\n")
+    (tmp_path / "post-checkout").chmod(0o755)
+    results = a.tidy()
+    assert results == [None, None]  # git, had it opened the remote, would refuse version 99
+    assert len(packs(remote)) == 1 and not fired.exists()
+    (remote / "config").write_text(honest)
+    git_fsck(remote)
+
+
+def test_a_refused_path_remote_is_not_repacked(pair, tmp_path):
+    remote, (a, b) = pair
+    a.write(0, 2)
+    a.sync()
+    (remote / "objects" / "info" / "alternates").write_text(f"{tmp_path}\n")
+    with pytest.raises(SyncError, match="points to another repository"):
+        a.tidy()
+    (remote / "objects" / "info" / "alternates").unlink()
+
+
+def test_bytes_each_sync_adds_stay_bounded_as_history_grows(pair):
+    remote, (a, b) = pair
+    rounds, raw = 150, 0
+    sizes = []
+    for r in range(rounds):
+        raw += a.write(r, 5)
+        a.sync()
+        a.tidy()
+        b.sync()
+        b.tidy()
+        sizes.append((_size(a.replicator.common_dir / "objects"), _size(remote / "objects")))
+    for which in (0, 1):
+        middle = (sizes[99][which] - sizes[50][which]) / 49
+        end = (sizes[149][which] - sizes[100][which]) / 49
+        assert end <= 1.5 * middle + 1024, (which, middle, end)
+        assert end <= 4 * raw / rounds + 4096, (which, end, raw / rounds)  # a few KB per sync, not the history
+    # The remote holds about the log's own bytes: the roll-ups delta-compress, and the packs of
+    # the last few syncs (whole segment copies, not rolled up yet) add a bounded tail.
+    assert sizes[-1][1] <= 1.5 * raw
+
+
+def _deleted_packs_held(store: Path) -> int:
+    """Packs of ``store`` this process still holds open or mapped after they were deleted."""
+    pack_dir = str(store / "objects" / "pack")
+    held = set()
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith(pack_dir) and target.endswith("(deleted)"):
+            held.add(target)
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        if pack_dir in line and line.endswith("(deleted)"):
+            held.add(line.split(maxsplit=5)[-1])
+    return len(held)
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").is_file(), reason="needs /proc")
+def test_a_long_lived_replicator_lets_go_of_packs_a_roll_up_deleted(pair):
+    """libgit2 never drops a pack that vanished from disk: a daemon's handle would keep
+    every pack git's repack ever deleted open, mapped and searched on each lookup."""
+    remote, (a, b) = pair
+    a.tidier.new_packs = 2
+    for r in range(20):
+        a.write(r, 3)
+        a.sync()
+        a.tidy()
+    a.write(20, 3)
+    a.sync()
+    assert a.replicator._packs.releases > 0
+    assert _deleted_packs_held(a.replicator.common_dir) == 0
+    a.write(21, 3)
+    a.sync()  # and the handle still works: its tuning back, the history readable
+    b.sync()
+    assert a.jsonl() == b.jsonl()
+    assert a.replicator.repo.config["pack.bigFileThreshold"] == "1"
+
+
+def test_without_a_git_that_can_nothing_is_consolidated_and_doctor_says_so(pair, monkeypatch):
+    remote, (a, b) = pair
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert maintenance.unavailable() == "git is not installed"
+    a.tidier.new_packs = 1
+    a.write(0, 2)
+    a.sync()
+    assert a.tidy() == []
+    check = maintenance_check()
+    assert check.status == "warn" and "not consolidated" in check.detail and "2.32" in check.action
+    monkeypatch.undo()
+    monkeypatch.setattr(maintenance, "git_version", lambda git=None: (2, 31))
+    assert "older than 2.32" in maintenance.unavailable()
+    assert maintenance_check().status == "warn"

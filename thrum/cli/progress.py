@@ -1,0 +1,72 @@
+"""How far a starting daemon's first rebuild is, on the terminal (``thrum init`` on a large history).
+
+A daemon that attaches to a long history folds all of it before it listens; that
+can take a while, and silence looks like a hang. `lifecycle.start` hands each of
+the daemon's progress reports (`thrum.store.rebuild.Progress`) to a
+`RebuildProgress`, which keeps one line on stderr up to date: events read, the
+rate, and an estimate of the time left (from the bytes of the log read so far).
+Only on a terminal, and never under ``--quiet`` or ``--json``: scripts and logs
+get no carriage returns.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable, TextIO
+
+
+def rebuild_progress(opts: Any, stream: TextIO | None = None) -> Callable[[dict], None] | None:
+    """The display for ``lifecycle.start(on_progress=...)``, or None where it must stay quiet."""
+    stream = stream if stream is not None else sys.stderr
+    if opts.quiet or opts.json or not stream.isatty():
+        return None
+    return RebuildProgress(stream)
+
+
+class RebuildProgress:
+    """One status line, rewritten in place with each report; a last line once it is done."""
+
+    def __init__(self, stream: TextIO):
+        self.stream = stream
+
+    def __call__(self, report: dict) -> None:
+        text = describe(report)
+        if text is None:
+            return
+        done = report.get("phase") == "done"
+        self.stream.write("\r\x1b[K" + text + ("\n" if done else ""))
+        self.stream.flush()
+
+
+def describe(report: dict) -> str | None:
+    """The line for one report (None for a report it cannot read: the daemon is not trusted to be current)."""
+    try:
+        phase = str(report["phase"])
+        events = int(report["events"])
+        elapsed = max(float(report["elapsed"]), 1e-6)
+        done_bytes = int(report.get("bytes", 0))
+        total_bytes = int(report.get("total_bytes", 0))
+    except (KeyError, TypeError, ValueError):
+        return None
+    rate = f"{events / elapsed:,.0f} events/s"
+    if phase == "load":
+        line = f"thrum: building the projection: {events:,} events"
+        if total_bytes > 0 and done_bytes > 0:
+            share = min(done_bytes / total_bytes, 1.0)
+            left = elapsed * (1 - share) / share
+            line += f" ({share:.0%}), {rate}, about {_duration(left)} left"
+        else:
+            line += f", {rate}"
+        return line
+    if phase == "indexes":
+        return f"thrum: building the projection: {events:,} events read ({rate}); building its indexes"
+    if phase == "done":
+        return f"thrum: projection built: {events:,} events in {_duration(elapsed)} ({rate})"
+    return None
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0, round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    return f"{seconds // 60} min {seconds % 60:02d} s"

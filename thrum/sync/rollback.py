@@ -1,0 +1,111 @@
+"""Rollback: the remote's ``a-sync`` no longer holds lines this replica pushed to it.
+
+A remote (or whoever can force-push to it) can reset ``a-sync`` to an older commit,
+or commit a version of a file without some lines. Every replica keeps what it has
+and its merge pushes those lines back (docs/design/trust.md); this module makes that
+visible (issue 25, item 4): after each successful push the replica records the tip
+it left there (`PUSHED_REF`), and before each merge it compares that tip's log files
+with the remote's new tip. Lines of the pushed tree the remote's lacks are *rolled
+back*: reported with the writers and chain positions they held, in ``sync status``
+(``chains.rollbacks``), ``thrum doctor`` and the web UI.
+
+Only files that differ are read (`LayoutTrees.changes` enters only differing
+subtrees), and a file the remote only appended to is recognised by its prefix.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pygit2
+
+from ..events import MalformedEvent, decode_line
+from .trees import LayoutTrees
+
+__all__ = ["PUSHED_REF", "rolled_back"]
+
+PUSHED_REF = "refs/thrum/pushed-a-sync"
+MAX_LINES = 100_000  # lines described at most (a remote that dropped everything is counted by files)
+
+
+def pushed_tip(repo: pygit2.Repository) -> pygit2.Oid | None:
+    ref = repo.references.get(PUSHED_REF)
+    return ref.target if ref is not None else None
+
+
+def mark_pushed(repo: pygit2.Repository, tip: pygit2.Oid) -> None:
+    repo.create_reference_direct(PUSHED_REF, tip, True, message="thrum: the remote holds this tip")
+
+
+def rolled_back(repo: pygit2.Repository, trees: LayoutTrees, remote_tip: pygit2.Oid | None) -> dict | None:
+    """What the remote lost of the tip this replica last pushed there, or None (nothing)."""
+    pushed = pushed_tip(repo)
+    if pushed is None or pushed == remote_tip:
+        return None
+    try:
+        pushed_tree = repo[pushed].peel(pygit2.Commit).tree_id
+        remote_tree = repo[remote_tip].peel(pygit2.Commit).tree_id if remote_tip is not None else None
+    except (KeyError, ValueError):
+        return None
+    lost: dict[str, list[bytes]] = {}
+    total = 0
+    for change in trees.changes(pushed_tree, remote_tree):
+        if change.old is None:
+            continue
+        old = repo[change.old.oid].data
+        new = repo[change.new.oid].data if change.new is not None else b""
+        if new.startswith(old):
+            continue
+        have = set(new.splitlines())
+        gone = [line for line in old.splitlines() if line and line not in have]
+        if gone:
+            lost[change.path] = gone[: max(0, MAX_LINES - total)]
+            total += len(gone)
+    if not total:
+        return None
+    return _describe(lost, total, remote_tip is None)
+
+
+def _describe(lost: dict[str, list[bytes]], total: int, branch_gone: bool) -> dict:
+    seqs: dict[str, list[int]] = defaultdict(list)
+    unchained = 0
+    for lines in lost.values():
+        for line in lines:
+            try:
+                d = decode_line(line)
+            except MalformedEvent:
+                continue
+            sig = d.get("sig")
+            chain = d.get("chain")
+            if isinstance(sig, dict) and chain is not None and d.get("type") != "seal":
+                seqs[str(sig.get("by"))].append(chain["seq"])
+            elif d.get("type") != "seal":
+                unchained += 1
+    writers = []
+    for signer in sorted(seqs):
+        ranges = _ranges(sorted(set(seqs[signer])))
+        writers.append(
+            {
+                "signer": signer,
+                "ranges": [[lo, hi] for lo, hi in ranges],
+                "text": f"{signer} " + ", ".join(f"#{lo}" if lo == hi else f"#{lo}–{hi}" for lo, hi in ranges),
+            }
+        )
+    where = "; ".join(w["text"] for w in writers) or f"{unchained} line(s) written before chains"
+    how = "the remote's a-sync is gone" if branch_gone else "the remote's a-sync no longer holds"
+    return {
+        "lines": total,
+        "files": sorted(lost),
+        "writers": writers,
+        "text": f"rollback: {how} {total} line(s) this replica pushed ({where}); pushed back",
+    }
+
+
+def _ranges(values: list[int]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for v in values:
+        if out and v == out[-1][1] + 1:
+            out[-1] = (out[-1][0], v)
+        else:
+            out.append((v, v))
+    return out

@@ -1,0 +1,171 @@
+"""The team root file as committed on the project's normal branch (the git half of `trust.teamroot`).
+
+Rules (docs/design/trust.md, "The team root"):
+
+1. Only a committed version counts, and only on the project's *normal* branch: the
+   branch the remote's ``HEAD`` names (``refs/remotes/<remote>/HEAD``), else ``main``,
+   else ``master``, else the branch checked out when it is the repository's only one.
+   A version on a side branch (checked out or not) or an uncommitted edit does not
+   count until it is merged: the forge's review and branch protection guard that branch.
+2. The local branch is read (what this user pulled and reviewed); a clone without a
+   local branch of that name reads the remote-tracking one.
+3. The file is untrusted: it must be a regular blob at the top of the tree (not a link,
+   not a submodule), and at most `teamroot.MAX_BYTES` are read. Parsing is the pure
+   `teamroot.parse_team_root`.
+4. Reading is cheap (a ref, a tree entry, one blob) so callers may read it at every
+   sync; `CommittedRoot.blob` tells them whether it changed.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import pygit2
+
+from thrum.trust.teamroot import FILE_NAME, MAX_BYTES, TeamRoot, TeamRootError, parse_team_root
+
+from . import SyncError
+from .worktree import common_dir
+
+__all__ = ["CommittedRoot", "normal_branch", "read_committed_root", "team_summary", "worktree_copy_differs"]
+
+
+@dataclass(frozen=True)
+class CommittedRoot:
+    """Where a replica's view of the root comes from, and what it says.
+
+    ``root`` is None when the branch has no such file (trust on first use), or when
+    ``error`` says why the file there cannot be used.
+    """
+
+    branch: str | None  # the normal branch's name, None when none could be found
+    ref: str | None  # the ref read (refs/heads/main, or refs/remotes/origin/main)
+    commit: str | None
+    blob: str | None
+    root: TeamRoot | None
+    error: str | None = None
+
+    @property
+    def source(self) -> str:
+        if self.ref is None:
+            return "no normal branch found (no main, master or remote HEAD)"
+        where = f"{FILE_NAME} on {self.ref} at {self.commit[:12] if self.commit else '?'}"
+        return where if self.blob is not None else f"no {FILE_NAME} on {self.ref}"
+
+    @property
+    def trust(self) -> str:
+        """``team-root`` when a usable root governs this replica, else ``tofu`` (trust on first use)."""
+        return "team-root" if self.root is not None else "tofu"
+
+    def summary(self) -> dict:
+        """What ``sync status`` shows: the trust mode, where it comes from, and any error."""
+        out = {"trust": self.trust, "source": self.source, "error": self.error}
+        if self.root is not None:
+            out.update(log_id=self.root.log_id, policy=self.root.policy, admins=sorted(self.root.admins))
+        return out
+
+    def to_json(self) -> dict:
+        return {
+            "trust": self.trust,
+            "branch": self.branch,
+            "ref": self.ref,
+            "commit": self.commit,
+            "blob": self.blob,
+            "source": self.source,
+            "error": self.error,
+            "root": self.root.to_json() if self.root is not None else None,
+        }
+
+
+def normal_branch(repo: pygit2.Repository, remote: str = "origin") -> str | None:
+    """The project's normal branch (rule 1), or None."""
+    head = repo.references.get(f"refs/remotes/{remote}/HEAD")
+    if head is not None and head.type == pygit2.enums.ReferenceType.SYMBOLIC:
+        target = str(head.target)
+        prefix = f"refs/remotes/{remote}/"
+        if target.startswith(prefix) and target != f"{prefix}HEAD":
+            return target[len(prefix) :]
+    for name in ("main", "master"):
+        if repo.references.get(f"refs/heads/{name}") is not None:
+            return name
+        if repo.references.get(f"refs/remotes/{remote}/{name}") is not None:
+            return name
+    branches = [b for b in repo.branches.local if b != "a-sync"]
+    if len(branches) == 1:
+        return branches[0]
+    return None
+
+
+def read_committed_root(repo_path: os.PathLike | str, remote: str = "origin") -> CommittedRoot:
+    """The root as committed on the normal branch of the repository holding ``repo_path``.
+
+    Never raises for the file's content (the error is in the result); raises
+    `NotAGitRepository` for a path outside git.
+    """
+    repo = pygit2.Repository(str(common_dir(repo_path)))
+    branch = normal_branch(repo, remote)
+    if branch is None:
+        return CommittedRoot(None, None, None, None, None)
+    ref = f"refs/heads/{branch}"
+    found = repo.references.get(ref)
+    if found is None:
+        ref = f"refs/remotes/{remote}/{branch}"
+        found = repo.references.get(ref)
+    if found is None:
+        return CommittedRoot(branch, None, None, None, None)
+    try:
+        commit = found.peel(pygit2.Commit)
+    except (pygit2.GitError, ValueError, KeyError):
+        return CommittedRoot(branch, ref, None, None, None, f"{ref} does not point to a commit")
+    cid = str(commit.id)
+    try:
+        entry = commit.tree[FILE_NAME]
+    except KeyError:
+        return CommittedRoot(branch, ref, cid, None, None)
+    blob_id = str(entry.id)
+    if entry.filemode not in (pygit2.enums.FileMode.BLOB, pygit2.enums.FileMode.BLOB_EXECUTABLE):
+        return CommittedRoot(branch, ref, cid, blob_id, None, f"{FILE_NAME} on {ref} is not a regular file")
+    obj = repo.get(entry.id)
+    if not isinstance(obj, pygit2.Blob):
+        return CommittedRoot(branch, ref, cid, blob_id, None, f"{FILE_NAME} on {ref} is not a file")
+    if obj.size > MAX_BYTES:
+        return CommittedRoot(
+            branch, ref, cid, blob_id, None, f"{FILE_NAME} on {ref} is {obj.size} bytes; at most {MAX_BYTES} are read"
+        )
+    try:
+        root = parse_team_root(obj.data)
+    except TeamRootError as exc:
+        return CommittedRoot(branch, ref, cid, blob_id, None, f"{exc.message} (on {ref})")
+    return CommittedRoot(branch, ref, cid, blob_id, root)
+
+
+def team_summary(repo_path: os.PathLike | str, remote: str = "origin") -> dict:
+    """The trust mode for ``sync status``: a team root committed on the normal branch, or
+    trust on first use. Never fails: an unreadable repository reads as no root, with why."""
+    try:
+        return read_committed_root(repo_path, remote).summary()
+    except (SyncError, OSError, pygit2.GitError) as exc:
+        return {"trust": "tofu", "source": None, "error": f"cannot read the team root: {exc}"}
+
+
+def worktree_copy_differs(checkout: os.PathLike | str, committed: CommittedRoot) -> bool | None:
+    """Whether the file in the user's checkout differs from the committed one (None: no file there).
+
+    Read without following a link, bounded; only ``thrum team show`` asks (an edit there
+    does not count until it is committed on the normal branch and merged).
+    """
+    path = os.path.join(os.fspath(checkout), FILE_NAME)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return True
+    try:
+        data = os.read(fd, MAX_BYTES + 1)
+    finally:
+        os.close(fd)
+    if committed.blob is None:
+        return True
+    return str(pygit2.hash(data)) != committed.blob
