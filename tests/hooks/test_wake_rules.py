@@ -123,6 +123,34 @@ async def test_a_pane_where_someone_is_typing_is_not_woken(mock_clock, tmp_path)
         await _until(lambda: wake_lines(out), "the wake-up once the line is clear and quiet")
 
 
+async def test_a_pane_whose_person_just_pressed_keys_is_not_woken(mock_clock, tmp_path):
+    """A person at a terminal attached to the pane types a letter and takes it back: the screen ends as it
+    was, only tmux's record of the client's keystrokes (real time, whole seconds) tells."""
+    async with office(mock_clock, tmp_path) as o:
+        pane, out = await o.host("bob")
+        desk = Tmux(tmp_path)  # another server: its pane is the person's terminal, attached to bob's session
+        try:
+            attach = f"{TMUX} -L {o.tmux.name} attach -t sbob"
+            desk("new-session", "-d", "-s", "desk", "-x", "120", "-y", "30", attach)
+            await _until(lambda: o.tmux("list-clients", "-F", "#{client_session}").strip() == "sbob", "the terminal")
+            await _until(lambda: o.tmux.screen(pane).rstrip().endswith(">"), "the prompt, seen through it")
+            quiet = o.tmux.screen(pane)
+            await o.look_after(5)
+            desk("send-keys", "-t", "desk", "-l", "x")
+            await _until(lambda: o.tmux.screen(pane) != quiet, "the letter")
+            desk("send-keys", "-t", "desk", "BSpace")
+            typed_at = time.time()
+            await _until(lambda: o.tmux.screen(pane) == quiet, "the letter taken back")
+            await o.look_after(5)  # quiet again on the daemon's clock; the keys are fresh in real time
+            await o.urgent("bob")
+            await _until(lambda: o.result("bob") is not None, "the waker's decision", o.daemon)
+            if time.time() - typed_at > 1.9:  # tmux counts whole seconds: beyond this the keys may count as old
+                pytest.skip("the machine was too slow to decide while the keystrokes were recent")
+            assert o.result("bob") == "keystrokes" and wake_lines(out) == []
+        finally:
+            desk.kill()
+
+
 async def test_an_agent_at_work_is_not_woken(mock_clock, tmp_path):
     """Its prompt is shown and empty (as in Claude Code while it works), but the screen keeps changing."""
     async with office(mock_clock, tmp_path) as o:

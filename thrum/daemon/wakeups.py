@@ -149,7 +149,7 @@ class Waker:
         self._busy: set[str] = set()
         self._kick = trio.Event()
         self.woken = 0
-        self.looks = 0  # looks at panes, and decisions taken (for tests)
+        self.looks = 0  # looks at panes answered, and decisions taken (for tests)
         self.decisions = 0
 
     # ------------------------------------------------------------------ state
@@ -343,7 +343,6 @@ class Waker:
 
     async def _look(self, p: Pane) -> Look | None:
         """The pane's screen, cursor, mode and its session's clients' last keystrokes; None when it is gone."""
-        self.looks += 1
         code, out = await self._run(
             p.socket,
             "display-message", "-p", "-t", p.pane, "#{pane_in_mode} #{cursor_x},#{cursor_y}",
@@ -351,6 +350,7 @@ class Waker:
             ";", "display-message", "-p", _SCREEN,
             ";", "capture-pane", "-p", "-t", p.pane,
         )  # fmt: skip
+        self.looks += 1  # counted once tmux answered: a test that waits for a look waits for its result
         head, sep, screen = out.partition(_SCREEN + "\n")
         lines = head.split("\n")
         if code != 0 or not sep or not lines[0]:
