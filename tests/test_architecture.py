@@ -51,9 +51,6 @@ MAX_LINES = 450
 LONG_MODULES: dict[str, str] = {
     "thrum/store/log.py": "the one owner of the log's files (issue 28): appending with its undo, replacing "
     "merged segments, reading from positions and reporting them; split, each half would reach into the other",
-    "thrum/sync/replicate.py": "the Replicator: commit, fetch, merge and push of a-sync under one mutex and one "
-    "fetched state; grew past the mark when the push's landing check (path remotes by libgit2) and the rollback "
-    "marks (issue 25) met in one merge: the tip and landing checks are the piece to move out next (issue 28.5)",
     "thrum/daemon/syncer.py": "the sync loop: cycles, the pace's looks (issue 30) and the status that never waits "
     "for a cycle; past the mark when the adaptive pace met the team file and chain checks (issue 25) in one merge: "
     "the looks and the pending count (`_worth_a_cycle`, `_count_pending`) are the piece to move out next",
