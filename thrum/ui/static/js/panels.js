@@ -266,7 +266,7 @@ export class SyncView {
         row(`retired key @${r.name}`, `${r.key.slice(0, 12)}… ${r.why}`, "error")),
       ...Object.entries((s.team && s.team.rotations) || {}).flatMap(([name, m]) =>
         Object.entries(m).map(([old, to]) =>
-          row(`rotated key @${name}`, `${old.slice(0, 12)}… → ${to.to.slice(0, 12)}… at ${to.at}`)))))));
+          row(`rotated key @${name}`, `${old.slice(0, 12)}… → ${to.to.slice(0, 12)}… at ${to.at}`))))));
   }
 
   async syncNow() {
