@@ -51,6 +51,6 @@ def test_paging_hint_and_an_empty_result(repo):
 def test_a_bad_query_is_one_line_on_stderr_and_exit_1(repo):
     r = repo.run("search", '"unclosed phrase', agent="alice")
     assert r.code == 1 and r.out == ""
-    assert r.err_line == 'thrum: invalid query: unbalanced quote: the " at character 1 is never closed'
+    assert r.err_line == 'thrum: invalid params: invalid query: unbalanced quote: the " at character 1 is never closed'
     r = repo.run("search", "colour:red", "--json", agent="alice")
     assert r.code == 1 and r.json()["error"]["data"] == {"field": "query"}

@@ -24,6 +24,7 @@ def test_a_healthy_setup_passes_every_check_and_names_the_login_used(machines):
     assert code == 0
     assert [c for c in checks.values() if c["status"] in ("warn", "fail")] == []
     expected = "state daemon socket worktree remote projection search names quarantine chains pending size maintenance"
+    expected += " config"
     assert set(checks) == set(expected.split())
     assert "login: THRUM_GIT_TOKEN from the environment of `thrum doctor` (user alice)" in checks["remote"]["detail"]
     assert "a-sync at" in checks["remote"]["detail"]
