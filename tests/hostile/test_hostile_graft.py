@@ -43,6 +43,7 @@ def test_lines_grafted_from_another_log_are_quarantined_everywhere(team, tmp_pat
     b.agent("bob", "reviewer")
     a.sync()
     b.sync()
+    a.sync()  # the root adopts the agents a knows (issue 25 admission): bob too
     log_id = _adopt_root(a)
     git(b, "pull", "-q", "--ff-only", "origin", "main")
     a.sync()
