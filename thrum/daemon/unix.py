@@ -91,6 +91,17 @@ async def _refuse(stream: trio.SocketStream, message: str) -> None:
             await stream.send_all(jsonrpc.encode_line(jsonrpc.failure(None, errors.Unavailable(message))))
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             pass
+    # Closing with the client's request still unread makes the kernel reset the
+    # connection, and the client may lose the line above: say we are done, then read
+    # (a bounded amount, briefly) what it sent before hanging up.
+    with trio.move_on_after(1):
+        try:
+            await stream.send_eof()
+            drained = 0
+            while drained < 65536 and (chunk := await stream.receive_some(4096)):
+                drained += len(chunk)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            pass
     with trio.CancelScope(shield=True):
         await stream.aclose()
 
