@@ -269,6 +269,19 @@ def test_run_cycle_without_remote_only_commits(tmp_path):
         r.fetch()
 
 
+def test_has_remote_follows_remotes_added_and_removed_after_it_first_answered(tmp_path):
+    # Addressing asks has_remote on every send, so its answer is kept; a remote added
+    # (or removed) afterwards, by git or by pygit2, must still change it.
+    make_repo(tmp_path / "solo")
+    wt = ensure_sync_worktree(tmp_path / "solo")
+    r = Replicator(wt)
+    assert not r.has_remote() and not r.has_remote()
+    pygit2.Repository(str(tmp_path / "solo")).remotes.create("origin", str(tmp_path / "remote.git"))
+    assert r.has_remote()
+    pygit2.Repository(str(tmp_path / "solo")).remotes.delete("origin")
+    assert not r.has_remote()
+
+
 def test_commit_pending_named_paths_and_idle(cluster):
     a = cluster.a
     r = a.replicator
