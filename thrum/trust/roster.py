@@ -21,6 +21,11 @@ revocation"). Rules:
    and the view is rebuilt (`thrum.store.verified`).
 5. Group creators (for the management rule) are the authors of accepted group.create
    lines; the facts are kept in memory and their lines persisted by the caller.
+6. An agent that acts for a Gas City mailbox (``gcr_``/``gck_`` names) speaks as that
+   mailbox (its mail shows as from the address, it keeps the mailbox's read state),
+   so under a root it is never learned on first use, whatever the policy: its key is
+   the root's, an admin's admission or an invite's (issue 31, finding 6). Without a
+   root every name is trust on first use, these too.
 
 Pure apart from the ring it wraps: no trio, no pygit2, no SQL.
 """
@@ -35,7 +40,16 @@ from .keys import PublicKey, decode_public
 from .ring import KeyRing
 from .teamroot import TeamRoot
 
-__all__ = ["Retirement", "Roster", "point_of"]
+__all__ = ["PROXY_PREFIXES", "Retirement", "Roster", "is_proxy_name", "point_of"]
+
+# Names of the agents that act for a Gas City mailbox (`thrum.gcmail.addresses`, rule 4:
+# ``gcr_<tag>_…`` and its clerk ``gck_<tag>_…``): they speak as the mailbox.
+PROXY_PREFIXES = ("gcr_", "gck_")
+
+
+def is_proxy_name(name: str) -> bool:
+    """Whether ``name`` acts for a Gas City mailbox (rule 6: never admitted on first use under a root)."""
+    return name.startswith(PROXY_PREFIXES)
 
 
 @dataclass(frozen=True)
@@ -109,7 +123,7 @@ class Roster:
         admitted = self._admitted_keys(name)
         if admitted:
             base += admitted
-        elif local is None and (self.root is None or self.root.policy == "open"):
+        elif local is None and (self.root is None or (self.root.policy == "open" and not is_proxy_name(name))):
             known = self.ring.known_key(name)  # local identities win over the first remote key (ring rule 4)
             if known is not None:
                 base.append(known)
@@ -167,7 +181,7 @@ class Roster:
             return "first-use"
         if invite is not None and self._redeems(name, key, invite):
             return "admitted"
-        if self.root.policy == "open" and not self._admitted_keys(name):
+        if self.root.policy == "open" and not self._admitted_keys(name) and not is_proxy_name(name):
             return "first-use"
         return "not-admitted"
 
