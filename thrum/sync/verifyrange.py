@@ -49,8 +49,8 @@ import pygit2
 
 from .. import safejson
 from ..errors import ThrumError
-from ..events import MalformedEvent, ShardRule, decode_line, is_log_path
-from ..events.shards import AGENT_KINDS_OF_STREAMS, EVENTS_STREAM, parse_log_path
+from ..events.codec import MalformedEvent, decode_line
+from ..events.shards import AGENT_KINDS_OF_STREAMS, EVENTS_STREAM, ShardRule, is_log_path, parse_log_path
 from ..trust.binding import LogBinding
 from ..trust.chains import Link, RangeFault, link_of, range_faults, unsure_signers
 from ..trust.ring import KeyRing
@@ -94,7 +94,7 @@ class RangeVerdict:
     def ok(self) -> bool:
         return not self.findings
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "ok": self.ok,
             "old": self.old,
@@ -108,7 +108,7 @@ class RangeVerdict:
         }
 
 
-def open_repository(path: os.PathLike | str) -> pygit2.Repository:
+def open_repository(path: os.PathLike[str] | str) -> pygit2.Repository:
     """The repository at ``path`` (bare or not), with a pre-receive hook's quarantined objects."""
     found = pygit2.discover_repository(str(path))
     if found is None:
@@ -133,7 +133,7 @@ def committed_root(repo_path: os.PathLike[str] | str, remote: str = "origin") ->
     return committed.root
 
 
-def committed_log_id(repo_path: os.PathLike | str, remote: str = "origin") -> str | None:
+def committed_log_id(repo_path: os.PathLike[str] | str, remote: str = "origin") -> str | None:
     """The committed root's log id, or None (no root, or one that cannot be used: logged)."""
     try:
         root = committed_root(repo_path, remote)

@@ -39,6 +39,7 @@ import bisect
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from .signing import signature_of
 
@@ -65,7 +66,7 @@ class Link:
     log: str  # "" when the event names no log
 
 
-def link_of(d: dict) -> Link | None:
+def link_of(d: dict[str, Any]) -> Link | None:
     """The chain link of a (normalised, signed) event, or None when it carries none."""
     chain = d.get("chain")
     if chain is None:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 from ..events.ids import ulid_prefix
 from .keys import PublicKey, decode_public
@@ -62,7 +63,7 @@ class Retirement:
     why: str
 
 
-def point_of(d: dict) -> str | None:
+def point_of(d: dict[str, Any]) -> str | None:
     """The first event id a revocation covers (``from_event``, or ``since`` as an id prefix)."""
     if d.get("from_event"):
         return str(d["from_event"])
@@ -169,7 +170,7 @@ class Roster:
 
     # ------------------------------------------------------------------ admission
 
-    def admission(self, name: str, key: PublicKey, invite: dict | None) -> str:
+    def admission(self, name: str, key: PublicKey, invite: dict[str, Any] | None) -> str:
         """``admitted``, ``first-use`` (learn it as before) or ``not-admitted`` for a registration."""
         if self.ring.local is not None:
             pair = self.ring.local.get(name)
@@ -185,7 +186,7 @@ class Roster:
             return "first-use"
         return "not-admitted"
 
-    def _redeems(self, name: str, key: PublicKey, invite: dict) -> bool:
+    def _redeems(self, name: str, key: PublicKey, invite: dict[str, Any]) -> bool:
         from .signing import invite_proof_ok
 
         ikey = invite.get("key")
@@ -197,7 +198,7 @@ class Roster:
             self._admitted.setdefault(name, {})[key.b64] = key
         return True
 
-    def learn_admit(self, d: dict) -> bool:
+    def learn_admit(self, d: dict[str, Any]) -> bool:
         """An admission by an admin whose signature the caller verified; True when new."""
         name = str(d.get("agent_id"))
         with self._lock:
@@ -249,7 +250,7 @@ class Roster:
     def is_admin(self, name: str) -> bool:
         return self.root is not None and name in self.root.admins
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "admitted": {n: sorted(k) for n, k in sorted(self._admitted.items())},
             "invites": len(self._invites),
