@@ -12,24 +12,27 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timezone
-from typing import Iterable
+from typing import Callable, Iterable, Iterator
 
 import peewee as pw
 
 from .. import safejson
-from ..trust.signing import signature_of, verify
+from ..trust.keys import decode_public
+from ..trust.roster import Retirement
+from ..trust.signing import id_is_bound, signature_of, verify
 from ..trust.verdicts import VerdictMemory, digest
 from .. import events as ev
-from ..trust.verify import Candidate, Verdict, Verifier
+from ..trust.verify import RETRY_KINDS, Candidate, Verdict, Verifier
 from .facts import FactFile
 from . import held as held_lines
 from . import projection
-from .log import LogIssue, Position
+from .log import EventLog, LogIssue, Position
 
 log = logging.getLogger(__name__)
 
-__all__ = ["VerifiedFold"]
+__all__ = ["VerifiedFold", "author_lines"]
 
+MAX_RETIRED_CHECKS = 20_000  # verifications (~70 µs each) before a retirement's check rebuilds instead
 LOAD_MEMORY_AT = 2_000  # lines in one fold from which reading the verdict memory pays off
 PENDING_BYTES = 32 * 1024 * 1024  # lines of unknown signers kept to judge again (and at most 100,000)
 
@@ -44,8 +47,10 @@ class VerifiedFold:
         pending_limit: int = 100_000,
         pending_bytes: int = PENDING_BYTES,
         facts: FactFile | None = None,
+        lines_of: Callable[[str], Iterable[bytes]] | None = None,
     ):
         self.verifier = verifier
+        self.lines_of = lines_of  # the log's lines that may be an agent's (`author_lines`), for `_check_retired`
         self.memory = memory or VerdictMemory(None)
         self.pending_limit = pending_limit
         self.pending_bytes = pending_bytes
@@ -55,6 +60,7 @@ class VerifiedFold:
         self.unblocked_by_writes: list[str] = []
         self._pending_count = 0
         self._pending_size = 0
+        self._retry_count = 0  # of the lines kept, those refused for a key not known yet (RETRY_KINDS)
 
     @property
     def pending(self) -> int:
@@ -123,6 +129,7 @@ class VerifiedFold:
         assert len(records) == len(lines)
         candidates = [Candidate(shard, line, d) for (shard, d), line in zip(records, lines)]
         resolved: list[str] = self._take_due(db, candidates)
+        retried: set[int] = set()  # lines judged again in this fold (kept from earlier ones)
         verdict = self.verifier.check(candidates, remembered)
         if self.unblocked_by_writes:  # facts this daemon wrote since the last fold
             verdict.unblocked += self.unblocked_by_writes
@@ -131,6 +138,7 @@ class VerifiedFold:
             retry = self._take_pending(verdict.learned + verdict.unblocked) if self._pending else []
             if not retry:
                 break
+            retried.update(id(c.line) for _, c in retry)
             verdict.learned, verdict.unblocked = [], []
             resolved += [key for key, _ in retry]
             again = self.verifier.check([c for _, c in retry])
@@ -140,7 +148,7 @@ class VerifiedFold:
         self._hold(verdict)
         self._keep_facts(verdict)
         if received:
-            self._note_conflicts(verdict)
+            self._note_conflicts(verdict, retried)
         self.memory.remember(verdict.fresh)
         refused = [(r.kind, r.shard, r.event_id, r.reason) for r in verdict.rejected]
         held = self._held_rows(db, verdict.future)
@@ -171,7 +179,7 @@ class VerifiedFold:
             held=[row for _, row in held if row is not None],
         )
 
-    def _note_conflicts(self, verdict: Verdict) -> None:
+    def _note_conflicts(self, verdict: Verdict, retried: set[int]) -> None:
         """Lines from the remote refused because their name is claimed by two keys (issue 30,
         item 4): counted by the refused key that signed them (one verification each; such
         lines are few), with when they came, so `sync` and `doctor` can say so. Lines read
@@ -183,8 +191,8 @@ class VerifiedFold:
         counts: dict[str, dict[str, int]] = {}
         keys: dict[str, dict] = {}
         for r in verdict.rejected:
-            if r.signer not in conflicted or r.kind == "bad-seal":
-                continue
+            if r.signer not in conflicted or r.kind == "bad-seal" or id(r.line) in retried:
+                continue  # a line judged again was counted when it came
             if r.signer not in keys:
                 keys[r.signer] = ring.conflict_keys(r.signer)
             b64 = _signed_by(r.line, keys[r.signer])
@@ -236,20 +244,41 @@ class VerifiedFold:
     def _hold(self, verdict: Verdict) -> None:
         """Keep lines that wait (an unknown signer, an admission, a group's creation) to judge
         again, bounded by count and by bytes (the remote may send 100,000 lines of up to
-        20 MB): past the bounds, they stay quarantined until a rebuild judges them again."""
-        waiting = [(_signer(c), "unknown-signer", c) for c in verdict.pending]
-        waiting += [(key, kind, c) for c, kind, key, _ in verdict.waiting]
-        for key, kind, c in waiting:
-            if self._pending_count >= self.pending_limit or self._pending_size + len(c.line) > self.pending_bytes:
+        20 MB): past the bounds, they stay quarantined until a rebuild judges them again.
+        Lines refused because none of their signer's keys known now verifies them
+        (`verify.RETRY_KINDS`) wait too, for a key the signer gets later (a rotation or an
+        admission not arrived yet), within a tenth of the bounds: junk signed as a known
+        agent costs one verification per line each time that agent gets a key."""
+        waiting = [(_signer(c), "unknown-signer", c.shard, c.line) for c in verdict.pending]
+        waiting += [(key, kind, c.shard, c.line) for c, kind, key, _ in verdict.waiting]
+        for key, kind, shard, line in waiting:
+            if not self._room(line, 1):
                 log.warning(
                     "more than %d lines (%d MiB) wait for unknown signers; the rest stay quarantined until a rebuild",
                     self.pending_limit,
                     self.pending_bytes >> 20,
                 )
                 return
-            self._pending.setdefault(key, []).append((c.shard, c.line, kind))
-            self._pending_count += 1
-            self._pending_size += len(c.line)
+            self._keep(key, kind, shard, line)
+        for r in verdict.rejected:
+            if (
+                r.kind in RETRY_KINDS
+                and r.signer
+                and self._room(r.line, 10)
+                and self._retry_count < self.pending_limit // 10
+            ):
+                self._keep(r.signer, r.kind, r.shard, r.line)
+                self._retry_count += 1
+
+    def _room(self, line: bytes, share: int) -> bool:
+        return (
+            self._pending_count < self.pending_limit and self._pending_size + len(line) <= self.pending_bytes // share
+        )
+
+    def _keep(self, key: str, kind: str, shard: str, line: bytes) -> None:
+        self._pending.setdefault(key, []).append((shard, line, kind))
+        self._pending_count += 1
+        self._pending_size += len(line)
 
     def _take_pending(self, keys: list[str]) -> list[tuple[str, Candidate]]:
         """(issue key, line) of the lines waiting on ``keys``, taken out to be judged again."""
@@ -258,6 +287,8 @@ class VerifiedFold:
             for shard, line, kind in self._pending.pop(key, []):
                 self._pending_count -= 1
                 self._pending_size -= len(line)
+                if kind in RETRY_KINDS:
+                    self._retry_count -= 1
                 try:
                     c = Candidate(shard, line, ev.decode_line(line))
                 except ev.MalformedEvent:
@@ -276,6 +307,7 @@ class VerifiedFold:
         self._pending.clear()
         self._pending_count = 0
         self._pending_size = 0
+        self._retry_count = 0
         self.unblocked_by_writes = []
 
     def waiting_keys(self, name: str) -> list[str]:
@@ -294,14 +326,55 @@ class VerifiedFold:
         if verdict.facts and self.facts is not None:
             self.facts.add(verdict.facts)
 
-    def _check_retired(self, db: pw.SqliteDatabase, retired: list) -> None:
+    def _check_retired(self, db: pw.SqliteDatabase, retired: list[Retirement]) -> None:
         """A key retired now may cover lines applied before: the view is judged again
-        (rebuilt) when any line of that agent at or after the point was applied."""
+        (rebuilt) when a line of that agent at or after the point was applied *and* the log
+        holds a line of that agent at or after the point signed with that key. The second
+        question spares the rebuild in the usual case — a lost laptop's key revoked while
+        the agent writes on with its new key, a rotation — and is answered from the log by
+        one verification per candidate line (`_signed_with`); without the log (or with too
+        many candidates) the answer is yes. Nothing a rebuild would take back is kept: a
+        retirement changes only the verdicts of the lines it covers (docs/design/trust.md,
+        "Re-judging after a retirement")."""
         for r in retired:
-            if projection.applied_since(db, r.name, r.point):
-                self.rejudge = f"{r.name}'s key {r.key[:12]}… {r.why}"
-                log.warning("lines applied before now count no more (%s): the view will be rebuilt", self.rejudge)
-                return
+            if not projection.applied_since(db, r.name, r.point):
+                continue
+            found = self._signed_with(r)
+            if found is None:
+                log.info("no line of %s since %s is signed with the retired key: nothing to take back", r.name, r.point)
+                continue
+            self.rejudge = f"{r.name}'s key {r.key[:12]}… {r.why}"
+            log.warning(
+                "lines applied before now count no more (%s; %s): the view will be rebuilt", self.rejudge, found
+            )
+            return
+
+    def _signed_with(self, r: Retirement) -> str | None:
+        """Why the log may hold a line ``r`` covers (a line of ``r.name`` from ``r.point`` on,
+        signed with ``r.key``), or None when it holds none. Lines are compared parsed, never
+        by their spelling (a remote may respell a line; its signature still holds)."""
+        if self.lines_of is None:
+            return "the log was not searched"
+        key = decode_public(r.key)
+        checked = 0
+        for line in self.lines_of(r.name):
+            try:
+                raw = safejson.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(raw, dict) or not isinstance(raw.get("event_id"), str) or raw["event_id"] < r.point:
+                continue
+            found = signature_of(raw)
+            if found is None or found[0] != r.name:
+                continue
+            if raw.get("type") == "message.create" and not id_is_bound(str(raw.get("message_id", "")), key):
+                continue  # an applied message's id is bound to the key that signed it: not this one
+            checked += 1
+            if checked > MAX_RETIRED_CHECKS:
+                return f"more than {MAX_RETIRED_CHECKS} lines to check"
+            if verify(raw, key):
+                return f"{raw.get('type')} {raw['event_id']}"
+        return None
 
     def prime(self) -> None:
         """Learn the team facts kept from earlier runs (admissions, rotations, revocations,
@@ -369,3 +442,12 @@ def _signed_by(line: bytes, keys: dict) -> str | None:
 def _signer(c: Candidate) -> str:
     found = signature_of(c.event)
     return found[0] if found else ""
+
+
+def author_lines(event_log: EventLog, name: str) -> Iterator[bytes]:
+    """Every line of the log that may be ``name``'s: its own streams and the shared ``events``
+    stream (a segment only carries events of its own agent: `events.allowed_in_shard`)."""
+    for shard in event_log.shards():
+        owner = ev.shard_owner(shard)
+        if owner is None or owner == name:
+            yield from event_log.iter_lines(shard)

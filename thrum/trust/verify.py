@@ -28,6 +28,10 @@ Rules (docs/design/trust.md):
    win no last-writer-wins state meanwhile (docs/design/trust.md, "Time").
 6. A known event naming another log than the team root's is quarantined as
    ``foreign-log`` (`thrum.trust.binding`), before anything else is judged.
+7. A line that verifies with none of its signer's keys *known now* (``bad-signature``,
+   ``id-not-owned``) may be signed with a key the signer gets later (a rotation or an
+   admission that has not arrived yet): callers hold such lines (`RETRY_KINDS`) and
+   judge them again when the signer is learned or unblocked, as a rebuild would.
 
 Pure over a `KeyRing`: no trio, no pygit2, no SQL.
 """
@@ -52,7 +56,14 @@ from .roster import Retirement, Roster
 from .signing import SEAL_TYPE, hash_text, id_is_bound, seal_hashes, signature_of, verify
 from .verdicts import digest
 
-__all__ = ["Candidate", "Rejected", "Verdict", "Verifier"]
+__all__ = ["RETRY_KINDS", "Candidate", "Rejected", "Verdict", "Verifier"]
+
+# Refusals a key the signer gets later may overturn (a rotation, an admission of a new
+# key): the caller judges those lines again when the signer is learned or unblocked, as a
+# rebuild would, so the verdict does not depend on which line came first (rule 7). A
+# second registration with another key (``key-conflict``) stays refused: a rotation
+# carries its key itself, and name conflicts (issue 30) count those lines once.
+RETRY_KINDS = frozenset({"bad-signature", "id-not-owned"})
 
 
 @dataclass(slots=True)
