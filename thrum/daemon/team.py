@@ -94,7 +94,8 @@ def open_trust(paths: ThrumPaths, config, ring, binding: LogBinding, event_log=N
     ``event_log``: where a retirement's check looks for the lines it covers (without it, a
     retirement covering applied lines always rebuilds)."""
     from ..store.facts import FactFile
-    from ..store.verified import VerifiedFold, author_lines
+    from ..store.retired import author_lines
+    from ..store.verified import VerifiedFold
     from ..trust.verdicts import VerdictMemory
     from ..trust.verify import Verifier
 

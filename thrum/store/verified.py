@@ -12,27 +12,26 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timezone
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable
 
 import peewee as pw
 
 from .. import safejson
-from ..trust.keys import decode_public
 from ..trust.roster import Retirement
-from ..trust.signing import id_is_bound, signature_of, verify
+from ..trust.signing import signature_of, verify
 from ..trust.verdicts import VerdictMemory, digest
 from .. import events as ev
 from ..trust.verify import RETRY_KINDS, Candidate, Verdict, Verifier
 from .facts import FactFile
 from . import held as held_lines
 from . import projection
-from .log import EventLog, LogIssue, Position
+from .log import LogIssue, Position
+from .retired import signed_with
 
 log = logging.getLogger(__name__)
 
-__all__ = ["VerifiedFold", "author_lines"]
+__all__ = ["VerifiedFold"]
 
-MAX_RETIRED_CHECKS = 20_000  # verifications (~70 µs each) before a retirement's check rebuilds instead
 LOAD_MEMORY_AT = 2_000  # lines in one fold from which reading the verdict memory pays off
 PENDING_BYTES = 32 * 1024 * 1024  # lines of unknown signers kept to judge again (and at most 100,000)
 
@@ -50,7 +49,7 @@ class VerifiedFold:
         lines_of: Callable[[str], Iterable[bytes]] | None = None,
     ):
         self.verifier = verifier
-        self.lines_of = lines_of  # the log's lines that may be an agent's (`author_lines`), for `_check_retired`
+        self.lines_of = lines_of  # the log's lines that may be an agent's (`retired.author_lines`)
         self.memory = memory or VerdictMemory(None)
         self.pending_limit = pending_limit
         self.pending_bytes = pending_bytes
@@ -332,14 +331,14 @@ class VerifiedFold:
         holds a line of that agent at or after the point signed with that key. The second
         question spares the rebuild in the usual case — a lost laptop's key revoked while
         the agent writes on with its new key, a rotation — and is answered from the log by
-        one verification per candidate line (`_signed_with`); without the log (or with too
+        one verification per candidate line (`retired.signed_with`); without the log (or with too
         many candidates) the answer is yes. Nothing a rebuild would take back is kept: a
         retirement changes only the verdicts of the lines it covers (docs/design/trust.md,
         "Re-judging after a retirement")."""
         for r in retired:
             if not projection.applied_since(db, r.name, r.point):
                 continue
-            found = self._signed_with(r)
+            found = signed_with(r, self.lines_of(r.name)) if self.lines_of is not None else "the log was not searched"
             if found is None:
                 log.info("no line of %s since %s is signed with the retired key: nothing to take back", r.name, r.point)
                 continue
@@ -348,33 +347,6 @@ class VerifiedFold:
                 "lines applied before now count no more (%s; %s): the view will be rebuilt", self.rejudge, found
             )
             return
-
-    def _signed_with(self, r: Retirement) -> str | None:
-        """Why the log may hold a line ``r`` covers (a line of ``r.name`` from ``r.point`` on,
-        signed with ``r.key``), or None when it holds none. Lines are compared parsed, never
-        by their spelling (a remote may respell a line; its signature still holds)."""
-        if self.lines_of is None:
-            return "the log was not searched"
-        key = decode_public(r.key)
-        checked = 0
-        for line in self.lines_of(r.name):
-            try:
-                raw = safejson.loads(line)
-            except ValueError:
-                continue
-            if not isinstance(raw, dict) or not isinstance(raw.get("event_id"), str) or raw["event_id"] < r.point:
-                continue
-            found = signature_of(raw)
-            if found is None or found[0] != r.name:
-                continue
-            if raw.get("type") == "message.create" and not id_is_bound(str(raw.get("message_id", "")), key):
-                continue  # an applied message's id is bound to the key that signed it: not this one
-            checked += 1
-            if checked > MAX_RETIRED_CHECKS:
-                return f"more than {MAX_RETIRED_CHECKS} lines to check"
-            if verify(raw, key):
-                return f"{raw.get('type')} {raw['event_id']}"
-        return None
 
     def prime(self) -> None:
         """Learn the team facts kept from earlier runs (admissions, rotations, revocations,
@@ -442,12 +414,3 @@ def _signed_by(line: bytes, keys: dict) -> str | None:
 def _signer(c: Candidate) -> str:
     found = signature_of(c.event)
     return found[0] if found else ""
-
-
-def author_lines(event_log: EventLog, name: str) -> Iterator[bytes]:
-    """Every line of the log that may be ``name``'s: its own streams and the shared ``events``
-    stream (a segment only carries events of its own agent: `events.allowed_in_shard`)."""
-    for shard in event_log.shards():
-        owner = ev.shard_owner(shard)
-        if owner is None or owner == name:
-            yield from event_log.iter_lines(shard)
