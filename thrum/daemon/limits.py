@@ -171,7 +171,6 @@ class Guard:
         self.scope: trio.CancelScope | None = None  # the whole connection (closing it)
         self.wait_scope: trio.CancelScope | None = None  # the current wait for input (its deadline)
         self.close_reason: str | None = None
-        self.subscribed: Callable[[], bool] = lambda: False
         self.conn: object = None  # the transport's Connection, once it has one
         # transports that count bytes below the message layer (WebSocket control frames)
         # say here whether a message is really half-received when its clock runs out
@@ -244,7 +243,7 @@ class Guard:
         """
         if self.in_flight.borrowed_tokens or self.partial:
             return True
-        return id(self.conn) in served if served is not None else self.subscribed()
+        return id(self.conn) in (served if served is not None else self.registry.served())
 
     def deadline(self) -> float:
         if self.partial_since is not None:
@@ -295,14 +294,14 @@ class Guard:
 class Registry:
     """Every open client connection, the cap and the shared byte budget."""
 
-    def __init__(self, limits: Limits):
+    def __init__(self, limits: Limits, served: Callable[[], set[int]] = set):
+        """``served``: ids of the connections with a subscription (the hub's): they are never idle."""
         self.limits = limits
         self.budget = ByteBudget(limits.max_buffered_bytes)
         self.guards: set[Guard] = set()
         self.refused = 0
         self.evicted = 0
-        # ids of connections with a subscription (the hub's, set by the daemon): one scan per eviction
-        self.served: Callable[[], set[int]] = set
+        self.served = served
         self._last_refusal_log = 0.0
         self._last_trim = 0.0
 

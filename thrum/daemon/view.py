@@ -138,7 +138,8 @@ class ViewKeeper:
         _remove(self.db_path, keep_main=True)
         os.replace(fresh, self.db_path)
         _remove(fresh)
-        self.writer.db = database.open_database(self.db_path)
+        swapped = database.open_database(self.db_path)
+        self.writer.use_db(swapped)
         self.rebuilds += 1
         log.warning(
             "projection rebuilt from the log in %.1fs (%d malformed, %d refused lines)%s",
@@ -147,7 +148,7 @@ class ViewKeeper:
             result.forged + result.invalid,
             "; the corrupt file is gone" if corrupt else "",
         )
-        return self.writer.db
+        return swapped
 
     async def rebuild(self, reason: str, *, corrupt: bool = True) -> None:
         """Rebuild after a corrupt read (or to judge the log again); concurrent callers share one rebuild."""

@@ -28,24 +28,29 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, TypeVar
 
 import trio
 
 from .. import errors
 from .. import events as ev
 from ..store import chain_fold, coverage, projection
-from ..store.log import EventLog
+from ..store.log import EventLog, Position
 from ..store.verified import VerifiedFold
 from .signer import Signer
 from .view import ViewKeeper, is_corruption
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 MAX_BATCH_EVENTS = 2000
 # Queries running at once, each in a worker thread with its own SQLite connection and
 # page cache: more only adds GIL contention on this hardware, and memory per thread.
 READ_THREADS = 8
+
+
+Subscriber = Callable[[list[dict[str, Any]], str], Awaitable[None] | None]
 
 
 @dataclass
@@ -68,16 +73,35 @@ class Writer:
         self.db = db
         self.log = event_log
         self.signer = signer  # signs every event for its author (None only in tests of the bare writer)
-        self.on_rejudged: list = []  # called after the log was judged again (thrum.daemon.team)
+        self._on_rejudged: list[Callable[[], None]] = []  # after the log was judged again (thrum.daemon.team)
         self.fold_lines = fold_lines  # judges lines read from files before folding (thrum.store.verified)
         self.view = ViewKeeper(self, db_path)  # behind the log? repairs (thrum.daemon.view)
         self._readers = trio.CapacityLimiter(READ_THREADS)
         self.lock = trio.Semaphore(1)  # not a Lock: the sync thread acquires/releases it via from_thread
         self._send, self._recv = trio.open_memory_channel(float("inf"))
-        self.subscribers: list[Callable[[list[dict], str], Awaitable[None] | None]] = []
+        self._subscribers: list[Subscriber] = []
         self.dirty_shards: set[str] = set()  # appended since the last sync commit
         self.events_written = 0
         self.batches_written = 0
+
+    # ------------------------------------------------------------------ who hears of writes
+    def subscribe(self, fn: Subscriber) -> None:
+        """Call ``fn(applied, source)`` after every batch folded (local, sync, repair), in
+        the order subscribed; a failing subscriber is logged and never breaks a write."""
+        self._subscribers.append(fn)
+
+    def when_rejudged(self, fn: Callable[[], None]) -> None:
+        """Call ``fn()`` each time the whole log was judged again (`after_facts`)."""
+        self._on_rejudged.append(fn)
+
+    def ask_rejudge(self, reason: str) -> None:
+        """Have the whole log judged again at the next `after_facts` (the team root changed)."""
+        if self.fold_lines is not None:
+            self.fold_lines.ask_rejudge(reason)
+
+    def use_db(self, db: Any) -> None:
+        """The view's rebuild swapped the database file: read and fold from ``db`` now (lock held)."""
+        self.db = db
 
     # ------------------------------------------------------------------ reads
     async def read(self, fn, *args, **kwargs):
@@ -185,14 +209,23 @@ class Writer:
             fold.rejudge = None
             fold.forget_pending()
             await self.view.rebuild(reason, corrupt=False)
-            for hook in self.on_rejudged:
+            for hook in self._on_rejudged:
                 hook()
             return
         if getattr(fold, "unblocked_by_writes", None):
-            async with self.lock:
-                result = await trio.to_thread.run_sync(fold.release_due, self.db)
-            if result.applied:
-                await self.publish(result.applied, "sync")
+            await self.release_due()
+
+    async def release_due(self) -> list[dict[str, Any]]:
+        """Apply the held lines whose time has come and the ones a fact let through, under
+        the lock; publishes what they change like a sync (`thrum.daemon.heldtimer`)."""
+        fold = self.fold_lines
+        if fold is None:
+            return []
+        async with self.lock:
+            result = await trio.to_thread.run_sync(fold.release_due, self.db)
+        if result.applied:
+            await self.publish(result.applied, "sync")
+        return result.applied
 
     def _append_and_fold(self, events: list[dict]) -> projection.FoldResult:
         durable = None
@@ -351,6 +384,13 @@ class Writer:
             return stats, []
         return stats, result.applied
 
+    async def inspect_log(self, fn: Callable[[EventLog, dict[str, Position]], T]) -> T:
+        """``fn(event_log, stored read positions)`` in a worker thread, while no append,
+        fold or merge runs (the lock), so nothing is seen half-written (`thrum doctor`)."""
+        async with self.lock:
+            positions = await self.read(projection.load_positions)
+            return await trio.to_thread.run_sync(fn, self.log, positions)
+
     def log_files_recreated(self) -> None:
         """The worktree was made again under the log (`lock` held): forget what was cached."""
         self.log.forget_cached_state()
@@ -358,7 +398,7 @@ class Writer:
     async def publish(self, applied: list[dict], source: str) -> None:
         if not applied:
             return
-        for sub in list(self.subscribers):
+        for sub in list(self._subscribers):
             try:
                 r = sub(applied, source)
                 if r is not None:

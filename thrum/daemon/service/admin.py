@@ -21,8 +21,7 @@ async def health(call: Call) -> dict:
 @method("daemon.status")
 async def status(call: Call) -> dict:
     result = call.ctx.status()
-    if call.ctx.sync is not None:
-        result["sync"] = await call.ctx.sync.status()
+    result["sync"] = await call.ctx.sync.status()
     return result
 
 

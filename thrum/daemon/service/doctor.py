@@ -58,8 +58,8 @@ def _unfolded(event_log, positions: dict) -> tuple[int, int, list[str], int]:
 
 
 async def _projection_check(ctx) -> dict:
-    lines, lagging, torn, n_shards = await ctx.inspect_log(_unfolded)
-    drift = await ctx.read(projection.verify_counters)
+    lines, lagging, torn, n_shards = await ctx.store.inspect_log(_unfolded)
+    drift = await ctx.store.read(projection.verify_counters)
     if drift:
         return {
             "check": "projection",
@@ -82,7 +82,7 @@ async def _projection_check(ctx) -> dict:
 
 async def _search_check(ctx) -> dict:
     """The search index against the messages table; one that disagrees is rebuilt on the spot."""
-    problem = await ctx.read(search_index.check)
+    problem = await ctx.store.read(search_index.check)
     if problem is None:
         return {
             "check": "search",
@@ -91,7 +91,7 @@ async def _search_check(ctx) -> dict:
             "action": None,
         }
     try:
-        await ctx.write_local(search_index.rebuild_index)
+        await ctx.store.write_local(search_index.rebuild_index)
     except Exception as exc:  # noqa: BLE001 - say so; the projection's own repair is the way out
         return {
             "check": "search",
@@ -99,7 +99,7 @@ async def _search_check(ctx) -> dict:
             "detail": f"{problem}; rebuilding it failed ({type(exc).__name__}: {str(exc)[:200]})",
             "action": "stop the daemon, delete .thrum/var/messages.db and start it: it is rebuilt from the log",
         }
-    again = await ctx.read(search_index.check)
+    again = await ctx.store.read(search_index.check)
     return {
         "check": "search",
         "status": "info" if again is None else "fail",
@@ -111,7 +111,7 @@ async def _search_check(ctx) -> dict:
 
 
 async def _sync_checks(ctx) -> list[dict]:
-    status = await ctx.sync.status() if ctx.sync is not None else {}
+    status = await ctx.sync.status()
     quarantined = status.get("quarantined") or 0
     by_kind = status.get("quarantined_by_kind") or {}
     kinds = ", ".join(f"{n} {k}" for k, n in sorted(by_kind.items()))
@@ -175,10 +175,10 @@ def names_check(conflicts: list[dict]) -> dict:
 async def _stuck_sync_check(ctx, creds) -> dict | None:
     """The remote check while the daemon's cycle waits on the remote, or None (probe it)."""
     loop = ctx.sync
-    waited = await loop.still_waiting_on_remote(GRACE_S) if loop is not None else None
+    waited = await loop.still_waiting_on_remote(GRACE_S)
     if waited is None:
         return None
-    url = loop.replicator.remote_url() if loop.replicator is not None else None
+    url = loop.remote_url()
     where = f"remote {ctx.config.remote}" + (f" ({url})" if url else "")
     return {
         "check": "remote",
@@ -219,7 +219,7 @@ async def run(call: Call) -> dict:
         remote,
         await _projection_check(ctx),
         await _search_check(ctx),
-        names_check(await ctx.name_conflicts()),
+        names_check(await ctx.keys.name_conflicts()),
         *await _sync_checks(ctx),
         (await trio.to_thread.run_sync(diagnose.size_check, repo)).to_dict(),
         (await trio.to_thread.run_sync(diagnose.maintenance_check)).to_dict(),

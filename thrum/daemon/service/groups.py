@@ -23,7 +23,7 @@ def _group_name(call: Call, key: str = "name") -> str:
 
 async def _require_group(call: Call, name: str) -> dict:
     try:
-        return await call.ctx.read(directory.group_info, name)
+        return await call.ctx.store.read(directory.group_info, name)
     except errors.NotFound:
         raise errors.NotFound(f"group @{name} not found (see `thrum group list`)") from None
 
@@ -31,33 +31,33 @@ async def _require_group(call: Call, name: str) -> dict:
 @method("group.create")
 async def create(call: Call) -> dict:
     p = call.params
-    caller = await call.ctx.caller(p)
+    caller = await call.ctx.agents.caller(p)
     name = _group_name(call)
     if name == "everyone":
         raise errors.Conflict("@everyone is built in")
-    hit = await call.ctx.read(addresses.resolve_address, name)
+    hit = await call.ctx.store.read(addresses.resolve_address, name)
     if hit is not None:
         kind = {"group": "a group", "agent": "an agent", "role": "a role"}.get(hit[0], hit[0])
         raise errors.Conflict(f"@{name} already names {kind}")
     event = ev.GroupCreate(name=name, description=p.str("description", default="", max_len=1024), created_by=caller)
-    await call.ctx.write([event])
-    return {"group": await call.ctx.read(directory.group_info, name)}
+    await call.ctx.store.write([event])
+    return {"group": await call.ctx.store.read(directory.group_info, name)}
 
 
 @method("group.delete")
 async def delete(call: Call) -> dict:
-    caller = await call.ctx.caller(call.params)
+    caller = await call.ctx.agents.caller(call.params)
     name = _group_name(call)
     if name == "everyone":
         raise errors.Forbidden("the built-in group @everyone cannot be deleted")
     await _require_group(call, name)
-    await call.ctx.write([ev.GroupDelete(name=name, deleted_by=caller)])
+    await call.ctx.store.write([ev.GroupDelete(name=name, deleted_by=caller)])
     return {"name": name, "deleted": True}
 
 
 @method("group.list")
 async def list_groups(call: Call) -> dict:
-    return {"groups": await call.ctx.read(directory.list_groups)}
+    return {"groups": await call.ctx.store.read(directory.list_groups)}
 
 
 @method("group.info")
@@ -70,7 +70,7 @@ async def members(call: Call) -> dict:
     name = _group_name(call)
     await _require_group(call, name)
     expand = call.params.bool("expand")
-    result = await call.ctx.read(directory.group_members, name, expand=expand)
+    result = await call.ctx.store.read(directory.group_members, name, expand=expand)
     if expand:
         return {"group": name, "agents": [m["value"] for m in result]}
     return {"group": name, "members": result}
@@ -78,7 +78,7 @@ async def members(call: Call) -> dict:
 
 async def _member_change(call: Call, add: bool) -> dict:
     p = call.params
-    caller = await call.ctx.caller(p)
+    caller = await call.ctx.agents.caller(p)
     group = _group_name(call, "group")
     if group == "everyone":
         raise errors.Forbidden("members of @everyone are implicit: every registered agent")
@@ -87,14 +87,14 @@ async def _member_change(call: Call, add: bool) -> dict:
     member = _bare(p.str("member", required=True))
     if not ev.NAME_RE.fullmatch(member):
         raise errors.ValidationError(f"invalid params: member {member[:60]!r} is not a valid name", field="member")
-    current = await call.ctx.read(directory.group_members, group, expand=False)
+    current = await call.ctx.store.read(directory.group_members, group, expand=False)
     is_member = any(m["type"] == member_type and m["value"] == member for m in current)
     if add:
-        if member_type == "agent" and await call.ctx.agent(member, refresh=True) is None:
-            known = await call.ctx.read(addresses.resolve_address, member)
+        if member_type == "agent" and await call.ctx.agents.get(member, refresh=True) is None:
+            known = await call.ctx.store.read(addresses.resolve_address, member)
             if known is not None:  # a role or a group: never "did you mean" the name itself
                 raise _not_an_agent(group, member, known[0])
-            close = await call.ctx.read(addresses.close_matches, member)
+            close = await call.ctx.store.read(addresses.close_matches, member)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
             raise errors.NotFound(f"agent @{member} not found{hint} (use --role to add a role)")
         if is_member:
@@ -104,7 +104,7 @@ async def _member_change(call: Call, add: bool) -> dict:
         if not is_member:
             raise errors.NotFound(f"{'role ' if member_type == 'role' else '@'}{member} is not a member of @{group}")
         event = ev.GroupMemberRemove(group=group, member_type=member_type, member_value=member, agent_id=caller)
-    await call.ctx.write([event])
+    await call.ctx.store.write([event])
     return {"group": group, "member_type": member_type, "member": member, "changed": True}
 
 

@@ -16,7 +16,7 @@ async def mailbox_list(call: Call) -> dict:
     p = call.params
     mailbox = p.str("mailbox", required=True, allow_empty=False, max_len=256)
     order = p.str("sort_order", default="asc", choices=("asc", "desc"))
-    return await call.ctx.read(
+    return await call.ctx.store.read(
         queries.mailbox_list,
         mailbox,
         unread_only=p.bool("unread"),

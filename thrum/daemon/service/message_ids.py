@@ -33,8 +33,10 @@ async def require_messages(call: Call, ids: list[str], field: str = "message_ids
     Raises:
         NotFound: an id names no message; ValidationError: a prefix is ambiguous.
     """
-    full = list(dict.fromkeys(await call.ctx.read(prefixes.complete_ids, "message", id_texts(ids, field), field=field)))
-    return full, await call.ctx.read(queries.message_heads, full)
+    full = list(
+        dict.fromkeys(await call.ctx.store.read(prefixes.complete_ids, "message", id_texts(ids, field), field=field))
+    )
+    return full, await call.ctx.store.read(queries.message_heads, full)
 
 
 async def require_message(call: Call, key: str = "message_id") -> tuple[str, dict]:
@@ -53,7 +55,7 @@ async def complete_thread_id(call: Call) -> str | None:
             f"invalid params: thread_id {thread_id[:60]!r} is not a thread id", field="thread_id"
         )
     try:
-        return await call.ctx.read(prefixes.complete_id, "thread", thread_id, field="thread_id")
+        return await call.ctx.store.read(prefixes.complete_id, "thread", thread_id, field="thread_id")
     except errors.NotFound:
         if ev.THREAD_ID_RE.fullmatch(thread_id):
             return thread_id

@@ -24,11 +24,13 @@ async def _threads(call: Call, values: tuple[str, ...]) -> tuple[str, ...]:
     out = []
     for value in values:
         if value.startswith("msg_"):
-            mid = (await call.ctx.read(prefixes.complete_ids, "message", id_texts([value], "query"), field="query"))[0]
-            out.append((await call.ctx.read(queries.message_heads, [mid]))[mid]["thread_id"] or "")
+            mid = (
+                await call.ctx.store.read(prefixes.complete_ids, "message", id_texts([value], "query"), field="query")
+            )[0]
+            out.append((await call.ctx.store.read(queries.message_heads, [mid]))[mid]["thread_id"] or "")
         else:
             out.append(
-                await call.ctx.read(prefixes.complete_id, "thread", id_texts([value], "query")[0], field="query")
+                await call.ctx.store.read(prefixes.complete_id, "thread", id_texts([value], "query")[0], field="query")
             )
     return tuple(t for t in dict.fromkeys(out) if t) or ("",)
 
@@ -42,14 +44,14 @@ async def search_messages(call: Call) -> dict:
     if p.bool("archived"):
         query = dataclasses.replace(query, archived=True)
     if query.needs_caller or "caller" in p:
-        caller: str | None = await call.ctx.caller(p)
+        caller: str | None = await call.ctx.agents.caller(p)
     else:
         caller = None
     if caller is not None:
         query = query.for_caller(caller)
     if query.threads:
         query = dataclasses.replace(query, threads=await _threads(call, query.threads))
-    return await call.ctx.read(
+    return await call.ctx.store.read(
         search.search_messages,
         query,
         viewer=caller,

@@ -10,6 +10,8 @@ until the deadline.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import trio
 
 from ... import errors
@@ -17,12 +19,15 @@ from ... import events as ev
 from ...store import prefixes, queries
 from ..dispatch import Call, method
 
+if TYPE_CHECKING:
+    from ..hub import Hub
+
 FILTER_TYPES = ("scope", "mention", "all")
 MAX_WAIT = 600.0
 
 
-def _hub(call: Call):
-    if call.ctx.hub is None or call.ctx.hub.closed:
+def _hub(call: Call) -> Hub:
+    if call.ctx.hub.closed:
         raise errors.Unavailable("subscriptions are not available (daemon shutting down)")
     return call.ctx.hub
 
@@ -46,10 +51,10 @@ async def create(call: Call) -> dict:
                 f"invalid params: mention {mention[:60]!r} is not an agent, role or group name", field="mention"
             )
     since = p.str("since_event_id") or None
-    caller = await call.ctx.caller(p) if "caller" in p else None
+    caller = await call.ctx.agents.caller(p) if "caller" in p else None
     session_id = None
     if caller:
-        session_id = await call.ctx.ensure_session(caller, p.str("session_id"))
+        session_id = await call.ctx.sessions.ensure(caller, p.str("session_id"))
     sub = await _hub(call).subscribe(
         call.conn,
         filter_type=filter_type,
@@ -85,13 +90,13 @@ async def wait(call: Call) -> dict:
     ``after`` (a message id) only counts messages created after that one.
     """
     p = call.params
-    caller = await call.ctx.caller(p)
+    caller = await call.ctx.agents.caller(p)
     timeout = p.number("timeout", default=30.0, minimum=0, maximum=MAX_WAIT)
     after = p.str("after")
     if after and not ev.MESSAGE_ID_RE.fullmatch(after):
         raise errors.ValidationError(f"invalid params: after {after[:60]!r} is not a message id", field="after")
     if after:  # a unique prefix works, like everywhere a message id is taken
-        after = await call.ctx.read(prefixes.complete_id, "message", after, field="after")
+        after = await call.ctx.store.read(prefixes.complete_id, "message", after, field="after")
     query = dict(
         viewer=caller,
         exclude_author=caller,
@@ -106,9 +111,9 @@ async def wait(call: Call) -> dict:
     while True:
         changed = hub.inbox_changed  # taken before querying: nothing published in between is missed
         if after:
-            messages = await call.ctx.read(queries.unread_after, query, after)
+            messages = await call.ctx.store.read(queries.unread_after, query, after)
         else:
-            messages = (await call.ctx.read(queries.list_messages, **query))["messages"]
+            messages = (await call.ctx.store.read(queries.list_messages, **query))["messages"]
         if messages:
             return {"messages": messages, "timed_out": False}
         if trio.current_time() >= deadline or hub.closed:

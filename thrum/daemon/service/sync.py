@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ... import errors
 from ..dispatch import Call, method
 from ..peer import require_own_user
 
+if TYPE_CHECKING:
+    from ..syncer import SyncLoop
 
-def _loop(call: Call):
-    if call.ctx.sync is None:
-        raise errors.Unavailable("the sync loop is not running")
+
+def _loop(call: Call) -> SyncLoop:
     return call.ctx.sync
 
 
@@ -47,7 +50,7 @@ async def run(call: Call) -> dict:
     """One full cycle. It fails (after doing its work) while an agent name is claimed by two
     keys and the other key's lines still arrive: its messages are being lost (issue 30, item 4)."""
     result = await _loop(call).sync_now(env=forwarded_param(call))
-    open_conflicts = [c for c in await call.ctx.name_conflicts() if c["open"]]
+    open_conflicts = [c for c in await call.ctx.keys.name_conflicts() if c["open"]]
     if open_conflicts:
         more = f" (and {len(open_conflicts) - 1} more: `thrum sync status`)" if len(open_conflicts) > 1 else ""
         raise errors.SyncFailed(
@@ -59,7 +62,7 @@ async def run(call: Call) -> dict:
 @method("sync.status")
 async def status(call: Call) -> dict:
     result = await _loop(call).status()
-    result["name_conflicts"] = await call.ctx.name_conflicts()
+    result["name_conflicts"] = await call.ctx.keys.name_conflicts()
     return result
 
 

@@ -27,10 +27,10 @@ def _root(call: Call):
 async def _admin(call: Call) -> str:
     """The caller, who must be an admin of the root with that admin's key here."""
     root = _root(call)
-    who = await call.ctx.caller(call.params)
+    who = await call.ctx.agents.caller(call.params)
     if who not in root.admins:
         raise errors.Forbidden(f"@{who} is not an admin of the team root (admins: {', '.join(sorted(root.admins))})")
-    if call.ctx.trusted_key(who) != root.admins[who].b64:
+    if call.ctx.keys.trusted_key(who) != root.admins[who].b64:
         raise errors.Forbidden(f"@{who}'s key on this machine is not the one the team root lists for it")
     return who
 
@@ -48,7 +48,7 @@ async def admit(call: Call) -> dict:
     name = ev.check_name(call.params.str("name", required=True), "name")
     key = call.params.str("key", max_len=64)
     if not key:
-        waiting = call.ctx.waiting_keys(name)
+        waiting = call.ctx.keys.waiting_keys(name)
         if len(waiting) != 1:
             raise errors.ValidationError(
                 f"no registration of {name} waits for admission here; pass its key (--key)"
@@ -65,7 +65,7 @@ async def admit(call: Call) -> dict:
     except ValueError as exc:
         raise errors.ValidationError(f"invalid params: key: {exc}", field="key") from None
     event = ev.AgentAdmit(agent_id=name, by=by, public_key=key)
-    await call.ctx.write([event])
+    await call.ctx.store.write([event])
     return {"agent_id": name, "public_key": key, "by": by, "event_id": event.event_id}
 
 
@@ -84,7 +84,7 @@ async def invite(call: Call) -> dict:
         serialization.Encoding.Raw, serialization.PrivateFormat.Raw, serialization.NoEncryption()
     )
     event = ev.AgentAdmit(agent_id=name, by=by, invite=public_b64(private))
-    await call.ctx.write([event])
+    await call.ctx.store.write([event])
     code = f"{name}.{base64.urlsafe_b64encode(seed).rstrip(b'=').decode()}"
     return {"agent_id": name, "by": by, "code": code, "event_id": event.event_id}
 
@@ -96,7 +96,7 @@ async def revoke(call: Call) -> dict:
     key this replica knows for the agent."""
     p = call.params
     name = ev.check_name(p.str("name", required=True), "name")
-    who = await call.ctx.caller(p)
+    who = await call.ctx.agents.caller(p)
     since, from_event = p.str("since", max_len=64), p.str("from_event", max_len=64)
     if bool(since) == bool(from_event):
         raise errors.ValidationError("invalid params: give exactly one of since and from_event", field="since")
@@ -106,11 +106,11 @@ async def revoke(call: Call) -> dict:
     root = team.roster.root if team is not None else None
     if who != name and (root is None or who not in root.admins):
         raise errors.Forbidden(f"@{who} may not revoke @{name}'s key: only an admin, or @{name} itself")
-    if not call.ctx.has_key(who):
+    if not call.ctx.keys.has_key(who):
         raise errors.IdentityError(f"agent {who!r} has no key on this machine")
     key = p.str("key", max_len=64)
     if who == name:
-        own = call.ctx.trusted_key(name)
+        own = call.ctx.keys.trusted_key(name)
         if key and key != own:
             raise errors.ValidationError("an agent revokes only the key it signs with here", field="key")
         key = own or ""
@@ -120,7 +120,7 @@ async def revoke(call: Call) -> dict:
             raise errors.NotFound(f"no key is known for {name!r}")
         key = keys[0].b64
     event = ev.AgentRevoke(agent_id=name, by=who, public_key=key, since=since, from_event=from_event)
-    await call.ctx.write([event])
+    await call.ctx.store.write([event])
     return {"agent_id": name, "public_key": key, "by": who, "since": since, "from_event": from_event}
 
 
@@ -128,17 +128,17 @@ async def revoke(call: Call) -> dict:
 async def rotate_key(call: Call) -> dict:
     """A new key for the caller, announced by an ``agent.rotate`` signed with the old one;
     lines signed with the old key after the rotation no longer count."""
-    who = await call.ctx.caller(call.params)
-    if not call.ctx.has_key(who):
+    who = await call.ctx.agents.caller(call.params)
+    if not call.ctx.keys.has_key(who):
         raise errors.IdentityError(f"agent {who!r} has no key on this machine to rotate")
     from ...trust.keys import generate, public_b64
 
     async with _ROTATING:  # one rotation at a time: each is signed by the key the last one left
-        old = call.ctx.trusted_key(who) or ""
+        old = call.ctx.keys.trusted_key(who) or ""
         upcoming = generate()
         event = ev.AgentRotate(agent_id=who, public_key=public_b64(upcoming), old_key=old)
-        await call.ctx.write([event])  # signed with the old key, which is still in place
-        new = await call.ctx.rotate_local_key(who, upcoming)
+        await call.ctx.store.write([event])  # signed with the old key, which is still in place
+        new = await call.ctx.keys.rotate_local_key(who, upcoming)
     return {"agent_id": who, "old_key": old, "public_key": new, "event_id": event.event_id}
 
 
