@@ -134,7 +134,7 @@ async def bring_back(writer: Writer, keys: LocalKeys, name: str) -> bool:
     was = await writer.read(directory.get_agent, name, include_deleted=True)
     if was is None or not was.get("deleted"):
         return False
-    fields = {k: was.get(k) or "" for k in ("role", "module", "display", "worktree")}
+    fields: dict[str, Any] = {k: was.get(k) or "" for k in ("role", "module", "display", "worktree")}
     event = ev.AgentRegister(
         agent_id=name,
         name=name,

@@ -21,7 +21,7 @@ what a service can reach is this record, made once by the composition root
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -55,7 +55,7 @@ class Store(Protocol):
         """``fn(db, *args, **kwargs)`` in a worker thread (SQLite never runs on the event loop)."""
         ...
 
-    async def write(self, events: list[Event] | list[dict[str, Any]]) -> FoldResult:
+    async def write(self, events: Sequence[Event | dict[str, Any]]) -> FoldResult:
         """Append ``events`` durably and fold them (group commit); returns once they are."""
         ...
 

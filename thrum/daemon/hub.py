@@ -55,6 +55,7 @@ from .. import events as ev
 from ..store import queries
 from ..store.backlog import BacklogReader, SegmentIndex
 from ..store.log import EventLog
+from .connection import Connection
 from .subscription import (
     INBOX_CHANGERS,
     MESSAGE_TYPES,
@@ -81,12 +82,12 @@ BACKLOG_CHUNK = 2_000  # events read from the log per piece of a resume from bey
 @dataclass(eq=False)
 class _Entry:
     pos: int  # arrival number
-    d: dict  # the event
-    info: dict | None  # scopes/refs/thread of the message it is about (None: unknown yet)
+    d: dict[str, Any]  # the event
+    info: dict[str, Any] | None  # scopes/refs/thread of the message it is about (None: unknown yet)
     weight: int = 0  # about how many bytes it holds (`_weight`)
 
 
-def _weight(d: dict) -> int:
+def _weight(d: dict[str, Any]) -> int:
     """About the bytes an event holds (its body's texts dominate: up to 16 MiB from a remote)."""
     body = d.get("body")
     return 512 + (sum(len(v) for v in body.values() if isinstance(v, str)) if isinstance(body, dict) else 0)
@@ -128,7 +129,7 @@ class Hub:
         self.closed = True
         self._wake(inbox=True)
 
-    def connection_closed(self, conn) -> None:
+    def connection_closed(self, conn: Connection) -> None:
         for sid in [s.id for s in self.subs.values() if s.conn is conn]:
             del self.subs[sid]
 
@@ -143,7 +144,15 @@ class Hub:
 
     # ------------------------------------------------------------------ subscriptions
     async def subscribe(
-        self, conn, *, filter_type: str, scope=None, mention=None, session_id=None, agent=None, since_event_id=None
+        self,
+        conn: Connection,
+        *,
+        filter_type: str,
+        scope: dict[str, str] | None = None,
+        mention: str | None = None,
+        session_id: str | None = None,
+        agent: str | None = None,
+        since_event_id: str | None = None,
     ) -> Subscription:
         """Register a subscription; with ``since_event_id``, replay what came after that event first.
 
@@ -178,14 +187,14 @@ class Hub:
             self._nursery.start_soon(self._replay, sub, since_event_id)
         return sub
 
-    def unsubscribe(self, conn, sub_id: int) -> bool:
+    def unsubscribe(self, conn: Connection, sub_id: int) -> bool:
         sub = self.subs.get(sub_id)
         if sub is None or sub.conn is not conn:
             return False
         del self.subs[sub_id]
         return True
 
-    def serves(self, conn) -> bool:
+    def serves(self, conn: Connection) -> bool:
         """Whether ``conn`` has a subscription (a connection waiting for events is not idle)."""
         return any(s.conn is conn for s in self.subs.values())
 
@@ -193,7 +202,7 @@ class Hub:
         """Ids of every connection with a subscription."""
         return {id(s.conn) for s in self.subs.values()}
 
-    def list_for(self, conn) -> list[dict]:
+    def list_for(self, conn: Connection) -> list[dict[str, Any]]:
         return [s.describe() for s in self.subs.values() if s.conn is conn]
 
     async def _resolve(self, name: str) -> list[str]:
@@ -203,14 +212,16 @@ class Hub:
     async def _refresh_targets(self) -> None:
         """Re-resolve every mention subscription (an agent, group or membership changed)."""
         self._targets_gen += 1
-        memo: dict[str, frozenset] = {}
-        for sub in [s for s in self.subs.values() if s.mention]:
+        memo: dict[str, frozenset[str]] = {}
+        for sub in list(self.subs.values()):
+            if not sub.mention:
+                continue
             if sub.mention not in memo:
                 memo[sub.mention] = frozenset(await self._resolve(sub.mention))
             sub.targets = memo[sub.mention]
 
     # ------------------------------------------------------------------ publishing
-    async def publish(self, applied: list[dict], source: str) -> None:
+    async def publish(self, applied: list[dict[str, Any]], source: str) -> None:
         """Called by the store after each durable batch (local writes and sync alike)."""
         if not applied or self.closed:
             return
@@ -239,7 +250,7 @@ class Hub:
             self.inbox_changed.set()
             self.inbox_changed = trio.Event()
 
-    def _remember(self, d: dict, info: dict | None) -> None:
+    def _remember(self, d: dict[str, Any], info: dict[str, Any] | None) -> None:
         pos = next(self._arrivals)
         weight = _weight(d)
         while self.ring and (len(self.ring) >= self.ring_size or self.ring_bytes + weight > self.ring_max_bytes):
@@ -251,9 +262,9 @@ class Hub:
         self.ring_bytes += weight
         self._ring_pos[d["event_id"]] = pos
 
-    async def _message_infos(self, events: list[dict]) -> dict[str, dict]:
+    async def _message_infos(self, events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         """Scopes and mention refs of the messages these events are about."""
-        infos: dict[str, dict] = {}
+        infos: dict[str, dict[str, Any]] = {}
         need = []
         for d in events:
             if d["type"] == "message.create":
@@ -264,7 +275,7 @@ class Hub:
             infos.update(await self._read(queries.message_routing, need))
         return infos
 
-    def _deliver(self, d: dict, info: dict | None) -> None:
+    def _deliver(self, d: dict[str, Any], info: dict[str, Any] | None) -> None:
         """Once per connection through a live subscription; a connection with none that
         matches gets it held by each of its replaying ones (a client may delete any of
         them: one deleted mid-replay takes nothing with it)."""
@@ -352,7 +363,9 @@ class Hub:
                         sub.conn.notify(d["type"], payload(d, sub))
             previous = sub.replayed - previous
 
-    async def _send_replay(self, sub: Subscription, backlog: list[tuple[dict, dict | None]]) -> None:
+    async def _send_replay(
+        self, sub: Subscription, backlog: list[tuple[dict[str, Any], dict[str, Any] | None]]
+    ) -> None:
         missing = [d["message_id"] for d, info in backlog if info is None and d["type"] in MESSAGE_TYPES]
         if missing and sub.filter_type != "all":
             found = await self._read(queries.message_routing, list(dict.fromkeys(missing)))
@@ -411,7 +424,7 @@ class Hub:
         return False
 
 
-async def _room(conn) -> None:
+async def _room(conn: Connection) -> None:
     """Wait until the connection's outbox has room."""
     await conn.wait_for_room()
 
@@ -419,7 +432,7 @@ async def _room(conn) -> None:
 # ---------------------------------------------------------------------------- queries (worker threads)
 
 
-def _log_backlog(reader: BacklogReader) -> tuple[list[tuple[dict, dict | None]], str | None]:
+def _log_backlog(reader: BacklogReader) -> tuple[list[tuple[dict[str, Any], dict[str, Any] | None]], str | None]:
     """The next piece of notifiable events from the log, in event_id order (slow path).
 
     Edits and deletes of messages created before the piece have no routing here; the

@@ -34,7 +34,7 @@ import math
 import resource
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import trio
 
@@ -60,7 +60,7 @@ class Limits:
     max_batch: int = 100
 
     @classmethod
-    def from_config(cls, values: dict, nofile: int | None = None) -> "Limits":
+    def from_config(cls, values: dict[str, Any], nofile: int | None = None) -> "Limits":
         """The configured limits, with the connection cap fitted under the descriptor limit."""
         configured = int(values.get("max_connections") or cls.max_connections)
         soft = nofile if nofile is not None else resource.getrlimit(resource.RLIMIT_NOFILE)[0]
@@ -351,7 +351,7 @@ class Registry:
             f"(max_connections in .thrum/config.json) and none is idle; close some clients and retry"
         )
 
-    def status(self) -> dict:
+    def status(self) -> dict[str, Any]:
         return {
             "open": len(self.guards),
             "max": self.limits.max_connections,

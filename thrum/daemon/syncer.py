@@ -56,8 +56,8 @@ from .writer import Writer
 from .writerlog import WriterLog
 
 if TYPE_CHECKING:
-    from ..sync.cycle import CycleReport
-    from ..sync.merge import Prefer
+    from ..sync.cycle import SyncReport
+    from ..sync.merge.shard import Prefer
     from ..sync.replicate import Replicator
     from ..sync.transport.credentials import Credentials
 
@@ -66,7 +66,7 @@ log = logging.getLogger(__name__)
 QUIET_TYPES = frozenset({"message.read", "message.unread", "message.archive", "message.edit"})
 
 
-def triggers_sync(applied: list[dict]) -> bool:
+def triggers_sync(applied: list[dict[str, Any]]) -> bool:
     """Whether a local write should schedule a sync: receipts and edits ride along with the next one."""
     return any(d["type"] not in QUIET_TYPES for d in applied)
 
@@ -74,7 +74,7 @@ def triggers_sync(applied: list[dict]) -> bool:
 CONVERSATION_TYPES = frozenset({"message.create"})
 
 
-def starts_conversation(applied: list[dict]) -> bool:
+def starts_conversation(applied: list[dict[str, Any]]) -> bool:
     """Whether events make the replica look often (`thrum.daemon.pace`): a message, sent or
     received. Housekeeping (a session that ends, receipts, registrations) is synced all
     the same, but does not buy two minutes of looks every second."""
@@ -369,7 +369,7 @@ class SyncLoop:
             self._writer.ask_rejudge("the team root changed")
         await self._writer.after_facts()
 
-    def _cycle_in_thread(self, mode: str, applied: list[dict[str, Any]]) -> CycleReport:
+    def _cycle_in_thread(self, mode: str, applied: list[dict[str, Any]]) -> SyncReport:
         from ..sync.cycle import run_cycle
 
         self._team.refresh_binding()  # the root as committed now (a pull may have brought one)

@@ -28,7 +28,10 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any, Awaitable, Callable, TypeVar
+
+import peewee as pw
 
 import trio
 
@@ -55,7 +58,7 @@ Subscriber = Callable[[list[dict[str, Any]], str], Awaitable[None] | None]
 
 @dataclass
 class _Pending:
-    events: list[dict]
+    events: list[dict[str, Any]]
     done: trio.Event = field(default_factory=trio.Event)
     result: Any = None
     error: BaseException | None = None
@@ -64,11 +67,11 @@ class _Pending:
 class Writer:
     def __init__(
         self,
-        db,
+        db: pw.SqliteDatabase,
         event_log: EventLog,
         signer: Signer | None = None,
         fold_lines: VerifiedFold | None = None,
-        db_path: os.PathLike | str | None = None,
+        db_path: os.PathLike[str] | str | None = None,
     ):
         self.db = db
         self.log = event_log
@@ -78,7 +81,7 @@ class Writer:
         self.view = ViewKeeper(self, db_path)  # behind the log? repairs (thrum.daemon.view)
         self._readers = trio.CapacityLimiter(READ_THREADS)
         self.lock = trio.Semaphore(1)  # not a Lock: the sync thread acquires/releases it via from_thread
-        self._send, self._recv = trio.open_memory_channel(float("inf"))
+        self._send, self._recv = trio.open_memory_channel[_Pending](float("inf"))
         self._subscribers: list[Subscriber] = []
         self.dirty_shards: set[str] = set()  # appended since the last sync commit
         self.events_written = 0
@@ -99,12 +102,12 @@ class Writer:
         if self.fold_lines is not None:
             self.fold_lines.ask_rejudge(reason)
 
-    def use_db(self, db: Any) -> None:
+    def use_db(self, db: pw.SqliteDatabase) -> None:
         """The view's rebuild swapped the database file: read and fold from ``db`` now (lock held)."""
         self.db = db
 
     # ------------------------------------------------------------------ reads
-    async def read(self, fn, *args, **kwargs):
+    async def read(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run a query in a worker thread (SQLite never runs on the event loop).
 
         A database SQLite calls corrupt is rebuilt from the log and the query run again.
@@ -117,14 +120,14 @@ class Writer:
             await self.view.rebuild(f"{type(exc).__name__}: {exc}")
         return await trio.to_thread.run_sync(lambda: fn(self.db, *args, **kwargs), limiter=self._readers)
 
-    async def write_local(self, fn, *args, **kwargs):
+    async def write_local(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``fn(db, ...)`` that writes local state (never the log: liveness marks) in a worker
         thread, under `lock` like every write, so it never lands in the middle of a fold."""
         async with self.lock:
             return await trio.to_thread.run_sync(lambda: fn(self.db, *args, **kwargs))
 
     # ------------------------------------------------------------------ writes
-    async def write(self, events: list[ev.Event] | list[dict]) -> projection.FoldResult:
+    async def write(self, events: Sequence[ev.Event | dict[str, Any]]) -> projection.FoldResult:
         """Make events durable and folded; returns once they are (group commit)."""
         dicts = [e if isinstance(e, dict) else e.to_dict() for e in events]
         if self.signer is not None:
@@ -135,9 +138,10 @@ class Writer:
         await pending.done.wait()
         if pending.error is not None:
             raise pending.error
-        return pending.result
+        result: projection.FoldResult = pending.result
+        return result
 
-    async def run_writer(self, task_status=trio.TASK_STATUS_IGNORED):
+    async def run_writer(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         async with self._recv:
             while True:
@@ -227,7 +231,7 @@ class Writer:
             await self.publish(result.applied, "sync")
         return result.applied
 
-    def _append_and_fold(self, events: list[dict]) -> projection.FoldResult:
+    def _append_and_fold(self, events: list[dict[str, Any]]) -> projection.FoldResult:
         durable = None
         if self.signer is not None:  # chained here, in the order of the file (daemon/signer.py)
             events, durable = self.signer.sign_batch(events, self._stored_tip)
@@ -265,7 +269,9 @@ class Writer:
             log.warning("cannot read %s's chain from the projection: %s", author, exc)
             return (0, "")
 
-    def _fold_appended(self, events: list[dict], placed: list[str], touched: list[str]) -> projection.FoldResult:
+    def _fold_appended(
+        self, events: list[dict[str, Any]], placed: list[str], touched: list[str]
+    ) -> projection.FoldResult:
         if self.view.behind:  # stored positions are before lines a failed fold missed: take them too
             result = projection.catch_up(self.db, self.log, self.fold_lines)
             self.view.caught_up()
@@ -292,7 +298,7 @@ class Writer:
         self.view.caught_up()
         return result
 
-    def ensure_covered(self, reread: list[str] | tuple = ()) -> None:
+    def ensure_covered(self, reread: Sequence[str] = ()) -> None:
         """Start-up: the projection covers the log, or is made to (worker thread, before
         serving); ``reread``: shards to fold again from their start (`coverage.ensure_covered`)."""
         try:
@@ -355,7 +361,7 @@ class Writer:
 
     def apply_remote(
         self, writes: list[tuple[str, bytes]], received: dict[str, list[bytes]]
-    ) -> tuple[list[os.stat_result], list[dict]]:
+    ) -> tuple[list[os.stat_result], list[dict[str, Any]]]:
         """Take in one merged chunk from the sync thread (`locked_from_thread` held): the
         merged segments replace ours, and the lines new here are folded. Returns the stat
         of each file written and the events applied (to publish once the cycle ends).
@@ -395,7 +401,7 @@ class Writer:
         """The worktree was made again under the log (`lock` held): forget what was cached."""
         self.log.forget_cached_state()
 
-    async def publish(self, applied: list[dict], source: str) -> None:
+    async def publish(self, applied: list[dict[str, Any]], source: str) -> None:
         if not applied:
             return
         for sub in list(self._subscribers):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import os
 from contextlib import AbstractContextManager
 
@@ -16,7 +18,7 @@ class WriterLog:
     are "unknown": appends a crash left uncommitted are found by git's status.
     """
 
-    def __init__(self, writer: Writer, applied: list[dict], *, scanned: bool):
+    def __init__(self, writer: Writer, applied: list[dict[str, Any]], *, scanned: bool):
         self._writer = writer
         self._applied = applied
         self._scanned = scanned

@@ -29,8 +29,10 @@ import errno
 import itertools
 import logging
 import os
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import trio
@@ -101,9 +103,11 @@ async def serve_ws(
     port: int = listeners[0].socket.getsockname()[1]
     gate = Gate(write_token(paths.ws_token_file), port, browser)
     guarded = [GuardedListener(listener, serving.registry) for listener in listeners]
+    # trio-websocket types its listeners as trio's own; any trio.abc.Listener serves (it only accepts)
+    as_listeners: list[Any] = list(guarded)
     server = WebSocketServer(
         partial(_handle_request, serving, gate, max_frame, guarded),
-        guarded,
+        as_listeners,
         message_queue_size=RECEIVE_QUEUE,
         # trio-websocket closes with 1009 above this; below it we answer a JSON-RPC error
         max_message_size=max_frame + 1024 * 1024,
@@ -132,7 +136,7 @@ class GuardedStream(trio.abc.Stream):
 
     _numbers = itertools.count(1)
 
-    def __init__(self, inner: trio.SocketStream, guard: Guard, on_close):
+    def __init__(self, inner: trio.SocketStream, guard: Guard, on_close: Callable[[GuardedStream], None]):
         self.inner = inner
         self.guard = guard
         self._on_close = on_close
@@ -146,13 +150,13 @@ class GuardedStream(trio.abc.Stream):
     def __repr__(self) -> str:
         return self._name
 
-    async def send_all(self, data) -> None:
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
         await self.inner.send_all(data)
 
     async def wait_send_all_might_not_block(self) -> None:
         await self.inner.wait_send_all_might_not_block()
 
-    async def receive_some(self, max_bytes=None) -> bytes:
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
         data = await self.inner.receive_some(max_bytes)
         if data:
             try:
@@ -167,7 +171,7 @@ class GuardedStream(trio.abc.Stream):
         await self.inner.aclose()
 
 
-class GuardedListener(trio.abc.Listener):
+class GuardedListener(trio.abc.Listener[GuardedStream]):
     """Admits TCP clients under the daemon's connection cap; answers 503 to the rest."""
 
     def __init__(self, inner: trio.SocketListener, registry: Registry):
@@ -189,7 +193,7 @@ class GuardedListener(trio.abc.Listener):
     def _closed(self, stream: GuardedStream) -> None:
         self.streams.pop(repr(stream), None)
 
-    def guard_for(self, remote) -> Guard | None:
+    def guard_for(self, remote: object) -> Guard | None:
         stream = self.streams.get(str(remote))
         return stream.guard if stream is not None else None
 
@@ -351,6 +355,6 @@ async def _answer(
 def _peer(request: WebSocketRequest) -> str:
     try:
         remote = request.remote
-        return f"{remote.address}:{remote.port}" if hasattr(remote, "port") else str(remote)
+        return str(remote) if isinstance(remote, str) else f"{remote.address}:{remote.port}"
     except Exception:
         return "?"

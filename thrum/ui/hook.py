@@ -191,7 +191,11 @@ class WebUi:
 
     @staticmethod
     async def _serve(
-        app: UiApp, listeners: list, scope: trio.CancelScope, registry, task_status=trio.TASK_STATUS_IGNORED
+        app: UiApp,
+        listeners: list[trio.SocketListener],
+        scope: trio.CancelScope,
+        registry: Any,
+        task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         with scope:
             await http.serve(app.handle, listeners, registry, task_status=task_status)
@@ -200,7 +204,7 @@ class WebUi:
 # ---------------------------------------------------------------------------- files
 
 
-def _load_state(path: Path) -> dict:
+def _load_state(path: Path) -> dict[str, Any]:
     """The state file's content, or {} when it is missing, unreadable, not ours or not private."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
@@ -221,7 +225,7 @@ def _load_state(path: Path) -> dict:
     return data
 
 
-def _write_state(path: Path, state: dict) -> None:
+def _write_state(path: Path, state: dict[str, Any]) -> None:
     _write_private(path, json.dumps(state).encode("utf-8"))
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import os
 
 from ... import __version__
@@ -9,7 +11,7 @@ from ..dispatch import Call, method
 
 
 @method("health")
-async def health(call: Call) -> dict:
+async def health(call: Call) -> dict[str, Any]:
     result = {"status": "ok", "version": __version__, "pid": os.getpid(), "uptime": round(call.ctx.uptime(), 3)}
     view = call.ctx.status().get("view")
     if view and view["state"] != "current":  # the log is fine, queries may lag it: never silently
@@ -19,13 +21,13 @@ async def health(call: Call) -> dict:
 
 
 @method("daemon.status")
-async def status(call: Call) -> dict:
+async def status(call: Call) -> dict[str, Any]:
     result = call.ctx.status()
     result["sync"] = await call.ctx.sync.status()
     return result
 
 
 @method("daemon.stop")
-async def stop(call: Call) -> dict:
+async def stop(call: Call) -> dict[str, Any]:
     call.ctx.request_shutdown()
     return {"stopping": True, "pid": os.getpid()}

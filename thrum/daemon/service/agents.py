@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from datetime import datetime, timedelta, timezone
 
 from ... import errors
@@ -27,7 +29,7 @@ def _worktree(call: Call) -> str:
     return value
 
 
-async def _check_no_shadowing(call: Call, name: str, role: str, existing: dict | None) -> None:
+async def _check_no_shadowing(call: Call, name: str, role: str, existing: dict[str, Any] | None) -> None:
     """An agent name or role must not be an address that already means something else:
     ``@reviewer`` must keep meaning the role, ``@everyone`` everyone (one error each)."""
     if name == EVERYONE:
@@ -64,7 +66,7 @@ async def _fetch_first(call: Call) -> None:
 
 
 @method("agent.register")
-async def register(call: Call) -> dict:
+async def register(call: Call) -> dict[str, Any]:
     p = call.params
     name = p.str("name", required=True)
     ev.check_name(name, "name")
@@ -77,7 +79,7 @@ async def register(call: Call) -> dict:
         raise errors.ValidationError(f"invalid params: agent name {name!r} must differ from its role", field="name")
     if role in ev.RESERVED_NAMES:
         raise errors.ValidationError(f"invalid params: role {role!r} is a reserved name; choose another", field="role")
-    fields = {
+    fields: dict[str, Any] = {
         "role": role,
         "module": p.str("module", default="", max_len=256),
         "display": p.str("display", default="", max_len=256),
@@ -99,12 +101,11 @@ async def register(call: Call) -> dict:
     if existing is not None and not new_key and all(existing.get(k, "") == v for k, v in fields.items()):
         return {"agent": call.ctx.presence.overlay([dict(existing)])[0], "created": False, "updated": False}
     event_id = await call.ctx.agents.registration_id(name)  # after a removal, even one dated a little ahead
-    event: ev.Event | dict = ev.AgentRegister(
-        agent_id=name, name=name, public_key=public_key, event_id=event_id, **fields
-    )
+    register = ev.AgentRegister(agent_id=name, name=name, public_key=public_key, event_id=event_id, **fields)
+    event: ev.Event | dict[str, Any] = register
     code = p.str("invite", max_len=200)
     if code:  # redeeming an admin's invite (docs/design/trust.md, "Admission")
-        event = {**event.to_dict(), "invite": _invite_proof(name, public_key, code)}
+        event = {**register.to_dict(), "invite": _invite_proof(name, public_key, code)}
     await call.ctx.store.write([event])
     info = await call.ctx.agents.get(name, refresh=True)
     return {
@@ -114,7 +115,7 @@ async def register(call: Call) -> dict:
     }
 
 
-def _invite_proof(name: str, public_key: str, code: str) -> dict:
+def _invite_proof(name: str, public_key: str, code: str) -> dict[str, Any]:
     """The ``invite`` field proving that the holder of invite ``code`` admits ``name`` with this key."""
     import base64
     import binascii
@@ -135,7 +136,7 @@ def _invite_proof(name: str, public_key: str, code: str) -> dict:
 
 
 @method("agent.list")
-async def list_agents(call: Call) -> dict:
+async def list_agents(call: Call) -> dict[str, Any]:
     p = call.params
     result = await call.ctx.store.read(
         directory.list_agents, role=p.str("role"), module=p.str("module"), include_deleted=p.bool("include_deleted")
@@ -145,7 +146,7 @@ async def list_agents(call: Call) -> dict:
 
 
 @method("agent.get")
-async def get(call: Call) -> dict:
+async def get(call: Call) -> dict[str, Any]:
     name = call.params.str("name", required=True)
     info = await call.ctx.agents.get(name, refresh=True)
     if info is None:
@@ -174,7 +175,7 @@ async def _actor(call: Call, target: str | None = None) -> str:
 
 
 async def _delete(call: Call, names: list[str], reason: str, how: str, actor: str) -> None:
-    events = []
+    events: list[ev.Event] = []
     for name in names:
         if call.ctx.keys.has_key(name):  # another machine's agent ends its own sessions
             for s in await call.ctx.store.read(directory.list_sessions, name, active_only=True):
@@ -186,7 +187,7 @@ async def _delete(call: Call, names: list[str], reason: str, how: str, actor: st
 
 
 @method("agent.delete")
-async def delete(call: Call) -> dict:
+async def delete(call: Call) -> dict[str, Any]:
     """Remove ``name``. Removing another agent (one whose key is not the actor's) needs
     ``force``, and the removal names who did it (``by``): the agent's own next action on
     a machine holding its key brings it back (`thrum.daemon.callers`)."""
@@ -209,7 +210,7 @@ MAX_AGE_DAYS = 36_500  # a century: any older cutoff is before every agent (and 
 
 
 @method("agent.cleanup")
-async def cleanup(call: Call) -> dict:
+async def cleanup(call: Call) -> dict[str, Any]:
     p = call.params
     days = p.number("older_than_days", default=7.0, minimum=0, maximum=MAX_AGE_DAYS)
     cutoff = (datetime.now(timezone.utc) - timedelta(days=days)).strftime("%Y-%m-%dT%H:%M:%S.999Z")

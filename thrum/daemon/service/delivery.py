@@ -16,6 +16,9 @@ by the caller's key on this machine.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import trio
 
 from ... import errors, framing
@@ -33,7 +36,7 @@ def now_key() -> str:
     return ev.now_rfc3339()
 
 
-async def _write(call: Call, cls, caller: str, ids: list[str], **extra) -> None:
+async def _write(call: Call, cls: Callable[..., ev.Event], caller: str, ids: list[str], **extra: Any) -> None:
     session_id = await call.ctx.sessions.ensure(caller, call.params.str("session_id"))
     await call.ctx.store.write(
         [
@@ -44,7 +47,7 @@ async def _write(call: Call, cls, caller: str, ids: list[str], **extra) -> None:
 
 
 @method("message.pending")
-async def pending(call: Call) -> dict:
+async def pending(call: Call) -> dict[str, Any]:
     """``{messages, total}``: see `thrum.store.delivery.pending`.
 
     With ``surface_via`` (a hook's one call) the daemon frames what is waiting
@@ -59,7 +62,7 @@ async def pending(call: Call) -> dict:
     via = p.str("surface_via", default="", max_len=MAX_VIA_CHARS) or ""
     urgent_only = p.bool("urgent_only")
     session_id = p.str("session_id")
-    answer: dict = {}
+    answer: dict[str, Any] = {}
 
     async def take(found: dict[str, list[str]]) -> list[ev.Event]:
         arriving = found.get(caller, [])
@@ -87,7 +90,7 @@ async def pending(call: Call) -> dict:
 
 
 @method("message.surface")
-async def surface(call: Call) -> dict:
+async def surface(call: Call) -> dict[str, Any]:
     p = call.params
     caller = await call.ctx.agents.caller(p)
     via = p.str("via", default="", max_len=MAX_VIA_CHARS) or ""
@@ -99,7 +102,7 @@ async def surface(call: Call) -> dict:
 
 
 @method("message.ack")
-async def ack(call: Call) -> dict:
+async def ack(call: Call) -> dict[str, Any]:
     """``{acked_count, acked, already_acked}`` (full ids); a message not addressed to the caller is Forbidden."""
     p = call.params
     caller = await call.ctx.agents.caller(p)
@@ -114,7 +117,7 @@ async def ack(call: Call) -> dict:
 
 
 @method("message.waitAcked")
-async def wait_acked(call: Call) -> dict:
+async def wait_acked(call: Call) -> dict[str, Any]:
     """Block until ``message_id`` is acked by every recipient (``any``: by one), or ``timeout`` (s) passes.
 
     Returns the ack state (`thrum.store.delivery.ack_state`) with ``timed_out``.

@@ -16,6 +16,8 @@ sync checks read a status that never waits for the cycle.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import os
 
 import trio
@@ -24,10 +26,15 @@ from ...store import projection, search_index
 from ..dispatch import Call, method
 from .sync import forwarded_param
 
+if TYPE_CHECKING:
+    from ...store.log import EventLog, Position
+    from ...sync.transport.credentials import Credentials
+    from ..context import ServiceContext
+
 GRACE_S = 3.0  # a fetch or push of the daemon's own cycle this long in progress is reported, not joined
 
 
-def _unfolded(event_log, positions: dict) -> tuple[int, int, list[str], int]:
+def _unfolded(event_log: EventLog, positions: dict[str, Position]) -> tuple[int, int, list[str], int]:
     """(complete lines past the stored position, shards with such lines, torn shards, shards)."""
     lines = lagging = 0
     torn = []
@@ -57,7 +64,7 @@ def _unfolded(event_log, positions: dict) -> tuple[int, int, list[str], int]:
     return lines, lagging, torn, len(shards)
 
 
-async def _projection_check(ctx) -> dict:
+async def _projection_check(ctx: ServiceContext) -> dict[str, Any]:
     lines, lagging, torn, n_shards = await ctx.store.inspect_log(_unfolded)
     drift = await ctx.store.read(projection.verify_counters)
     if drift:
@@ -80,7 +87,7 @@ async def _projection_check(ctx) -> dict:
     return {"check": "projection", "status": "ok", "detail": detail, "action": None}
 
 
-async def _search_check(ctx) -> dict:
+async def _search_check(ctx: ServiceContext) -> dict[str, Any]:
     """The search index against the messages table; one that disagrees is rebuilt on the spot."""
     problem = await ctx.store.read(search_index.check)
     if problem is None:
@@ -110,7 +117,7 @@ async def _search_check(ctx) -> dict:
     }
 
 
-async def _sync_checks(ctx) -> list[dict]:
+async def _sync_checks(ctx: ServiceContext) -> list[dict[str, Any]]:
     status = await ctx.sync.status()
     quarantined = status.get("quarantined") or 0
     by_kind = status.get("quarantined_by_kind") or {}
@@ -148,7 +155,7 @@ async def _sync_checks(ctx) -> list[dict]:
     return out
 
 
-def names_check(conflicts: list[dict]) -> dict:
+def names_check(conflicts: list[dict[str, Any]]) -> dict[str, Any]:
     """Agent names claimed by two keys (`thrum.trust.conflicts`): FAIL while one is in use."""
     open_ones = [c for c in conflicts if c["open"]]
     if open_ones:
@@ -172,7 +179,7 @@ def names_check(conflicts: list[dict]) -> dict:
     return {"check": "names", "status": "ok", "detail": "no agent name is claimed by two keys", "action": None}
 
 
-async def _stuck_sync_check(ctx, creds) -> dict | None:
+async def _stuck_sync_check(ctx: ServiceContext, creds: Credentials) -> dict[str, Any] | None:
     """The remote check while the daemon's cycle waits on the remote, or None (probe it)."""
     loop = ctx.sync
     waited = await loop.still_waiting_on_remote(GRACE_S)
@@ -194,7 +201,7 @@ async def _stuck_sync_check(ctx, creds) -> dict | None:
 
 
 @method("doctor.run")
-async def run(call: Call) -> dict:
+async def run(call: Call) -> dict[str, Any]:
     from ...sync import diagnose
     from ...sync.transport.credentials import credentials_from_env
 
@@ -227,7 +234,7 @@ async def run(call: Call) -> dict:
     return {"checks": checks}
 
 
-def chains_check(chains: dict) -> dict:
+def chains_check(chains: dict[str, Any]) -> dict[str, Any]:
     """Per-writer chains (issue 25): withheld ranges, equivocation, rolled-back history."""
     problems = [g["text"] for g in chains.get("gaps") or []]
     problems += [f["text"] for f in chains.get("faults") or []]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ... import errors
 from ... import events as ev
 from ...store import addresses, directory
@@ -21,7 +23,7 @@ def _group_name(call: Call, key: str = "name") -> str:
     return name
 
 
-async def _require_group(call: Call, name: str) -> dict:
+async def _require_group(call: Call, name: str) -> dict[str, Any]:
     try:
         return await call.ctx.store.read(directory.group_info, name)
     except errors.NotFound:
@@ -29,7 +31,7 @@ async def _require_group(call: Call, name: str) -> dict:
 
 
 @method("group.create")
-async def create(call: Call) -> dict:
+async def create(call: Call) -> dict[str, Any]:
     p = call.params
     caller = await call.ctx.agents.caller(p)
     name = _group_name(call)
@@ -45,7 +47,7 @@ async def create(call: Call) -> dict:
 
 
 @method("group.delete")
-async def delete(call: Call) -> dict:
+async def delete(call: Call) -> dict[str, Any]:
     caller = await call.ctx.agents.caller(call.params)
     name = _group_name(call)
     if name == "everyone":
@@ -56,17 +58,17 @@ async def delete(call: Call) -> dict:
 
 
 @method("group.list")
-async def list_groups(call: Call) -> dict:
+async def list_groups(call: Call) -> dict[str, Any]:
     return {"groups": await call.ctx.store.read(directory.list_groups)}
 
 
 @method("group.info")
-async def info(call: Call) -> dict:
+async def info(call: Call) -> dict[str, Any]:
     return {"group": await _require_group(call, _group_name(call))}
 
 
 @method("group.members")
-async def members(call: Call) -> dict:
+async def members(call: Call) -> dict[str, Any]:
     name = _group_name(call)
     await _require_group(call, name)
     expand = call.params.bool("expand")
@@ -76,7 +78,7 @@ async def members(call: Call) -> dict:
     return {"group": name, "members": result}
 
 
-async def _member_change(call: Call, add: bool) -> dict:
+async def _member_change(call: Call, add: bool) -> dict[str, Any]:
     p = call.params
     caller = await call.ctx.agents.caller(p)
     group = _group_name(call, "group")
@@ -99,7 +101,7 @@ async def _member_change(call: Call, add: bool) -> dict:
             raise errors.NotFound(f"agent @{member} not found{hint} (use --role to add a role)")
         if is_member:
             return {"group": group, "member_type": member_type, "member": member, "changed": False}
-        event = ev.GroupMemberAdd(group=group, member_type=member_type, member_value=member, agent_id=caller)
+        event: ev.Event = ev.GroupMemberAdd(group=group, member_type=member_type, member_value=member, agent_id=caller)
     else:
         if not is_member:
             raise errors.NotFound(f"{'role ' if member_type == 'role' else '@'}{member} is not a member of @{group}")
@@ -122,10 +124,10 @@ def _not_an_agent(group: str, member: str, kind: str) -> errors.ThrumError:
 
 
 @method("group.member.add")
-async def member_add(call: Call) -> dict:
+async def member_add(call: Call) -> dict[str, Any]:
     return await _member_change(call, True)
 
 
 @method("group.member.remove")
-async def member_remove(call: Call) -> dict:
+async def member_remove(call: Call) -> dict[str, Any]:
     return await _member_change(call, False)

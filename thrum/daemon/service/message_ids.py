@@ -9,6 +9,8 @@ methods check; an unknown full thread id starts that thread (`complete_thread_id
 
 from __future__ import annotations
 
+from typing import Any
+
 import re
 
 from ... import errors
@@ -27,7 +29,7 @@ def id_texts(values: list[str], field: str) -> list[str]:
     return values
 
 
-async def require_messages(call: Call, ids: list[str], field: str = "message_ids") -> tuple[list[str], dict]:
+async def require_messages(call: Call, ids: list[str], field: str = "message_ids") -> tuple[list[str], dict[str, Any]]:
     """Full ids (unique prefixes completed, duplicates dropped) and their heads.
 
     Raises:
@@ -39,7 +41,7 @@ async def require_messages(call: Call, ids: list[str], field: str = "message_ids
     return full, await call.ctx.store.read(queries.message_heads, full)
 
 
-async def require_message(call: Call, key: str = "message_id") -> tuple[str, dict]:
+async def require_message(call: Call, key: str = "message_id") -> tuple[str, dict[str, Any]]:
     mid = call.params.str(key, required=True)
     full, heads = await require_messages(call, [mid], key)
     return full[0], heads[full[0]]

@@ -8,6 +8,8 @@ caller (``mentions``, ``unread``, ``exclude_own``, ``archived_only``) need one.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ... import errors
 from ... import events as ev
 from ...store import delivery as delivery_store
@@ -21,7 +23,7 @@ async def _optional_caller(call: Call) -> str | None:
 
 
 @method("message.list")
-async def list_messages(call: Call) -> dict:
+async def list_messages(call: Call) -> dict[str, Any]:
     p = call.params
     mentions = p.bool("mentions")
     unread = p.bool("unread")
@@ -55,7 +57,7 @@ async def list_messages(call: Call) -> dict:
     )
 
 
-async def _with_mailbox_state(call: Call, messages: list[dict]) -> None:
+async def _with_mailbox_state(call: Call, messages: list[dict[str, Any]]) -> None:
     """With ``mailbox_state``: each message gets ``mailbox: {read, archived}`` (thrum.store.mailboxes)."""
     if call.params.bool("mailbox_state") and messages:
         states = await call.ctx.store.read(queries.mailbox_states, [m["message_id"] for m in messages])
@@ -64,7 +66,7 @@ async def _with_mailbox_state(call: Call, messages: list[dict]) -> None:
 
 
 @method("message.get")
-async def get(call: Call) -> dict:
+async def get(call: Call) -> dict[str, Any]:
     caller = await _optional_caller(call)
     mid = call.params.str("message_id", required=True)
     mid = (
@@ -77,7 +79,7 @@ async def get(call: Call) -> dict:
 
 
 @method("message.sent")
-async def sent(call: Call) -> dict:
+async def sent(call: Call) -> dict[str, Any]:
     """The caller's messages, newest first; each with ``read_by``, ``ack`` and ``delivery`` (every
     recipient's state). ``unacked``: only those asking for an ack some recipient has not given."""
     p = call.params
@@ -93,10 +95,11 @@ async def sent(call: Call) -> dict:
 
 @method("thread.get")  # the spec's name (spec/events.md, thread.create)
 @method("message.thread")
-async def thread(call: Call) -> dict:
+async def thread(call: Call) -> dict[str, Any]:
     p = call.params
     caller = await _optional_caller(call)
     given = p.str("thread_id")
+    key: str | None
     if given and given.startswith("msg_"):  # "a thread id or any message id in it" (gc-mail, `thread show`)
         key, _ = await require_message(call, "thread_id")
     elif given:
@@ -113,7 +116,7 @@ async def thread(call: Call) -> dict:
 
 
 @method("thread.list")
-async def thread_list(call: Call) -> dict:
+async def thread_list(call: Call) -> dict[str, Any]:
     """The caller's threads (with a message of theirs or one in their inbox), newest activity first."""
     p = call.params
     caller = await call.ctx.agents.caller(p)
@@ -126,6 +129,6 @@ async def thread_list(call: Call) -> dict:
 
 
 @method("message.counts")
-async def counts(call: Call) -> dict:
+async def counts(call: Call) -> dict[str, Any]:
     caller = await call.ctx.agents.caller(call.params)
     return await call.ctx.store.read(queries.counts, caller, mentions_only=call.params.bool("mentions"))

@@ -7,6 +7,8 @@ edit returns the first one's result (`thrum.daemon.idempotency`).
 
 from __future__ import annotations
 
+from typing import Any
+
 from ... import errors, safejson
 from ... import events as ev
 from ...store import idempotency as idem
@@ -70,7 +72,7 @@ def _check_content(call: Call, content: str, fmt: str, structured: str, field: s
 
 
 @method("message.send")
-async def send(call: Call) -> dict:
+async def send(call: Call) -> dict[str, Any]:
     """Send a message; with ``idempotency_key``, a repeat returns the first send's result."""
     p = call.params
     caller = await call.ctx.agents.caller(p)
@@ -79,7 +81,7 @@ async def send(call: Call) -> dict:
     if key is None:
         return await _send(call, caller, content, None)
 
-    async def lookup():
+    async def lookup() -> dict[str, Any] | None:
         found = await call.ctx.store.read(idem.lookup, caller, key)
         if found is None or found["kind"] != "message.create":
             return found and {"digest": "", "result": {}}  # the key named an edit: never this send
@@ -102,7 +104,7 @@ async def send(call: Call) -> dict:
     )
 
 
-def _recipients(resolved: list[dict]) -> list[dict]:
+def _recipients(resolved: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The answer's ``recipients``: a role nobody holds yet has ``pending`` set."""
     return [
         {"address": r["address"], "kind": r["kind"], **({"pending": True} if r.get("pending") else {})}
@@ -110,7 +112,7 @@ def _recipients(resolved: list[dict]) -> list[dict]:
     ]
 
 
-def pending_note(resolved: list[dict]) -> str | None:
+def pending_note(resolved: list[dict[str, Any]]) -> str | None:
     """The one line a sender gets when a role it addressed has no holder yet."""
     roles = [r["address"] for r in resolved if r.get("pending")]
     if not roles:
@@ -123,7 +125,7 @@ def pending_note(resolved: list[dict]) -> str | None:
     return f"nobody holds the roles {', '.join(roles)}{where} yet; the message waits for their first holders"
 
 
-def _with_parent_author(addresses: list[str], parent: dict, caller: str) -> list[str]:
+def _with_parent_author(addresses: list[str], parent: dict[str, Any], caller: str) -> list[str]:
     """A reply reaches the one asked: it mentions the parent's author (as an address, so the
     answer lists it), after any explicit --to/--mention."""
     if parent["agent_id"] != caller and parent["agent_id"] not in [a.lstrip("@") for a in addresses]:
@@ -134,7 +136,9 @@ def _with_parent_author(addresses: list[str], parent: dict, caller: str) -> list
 GC_ROLE = "gc"  # agents that act for a Gas City mailbox on one machine (thrum.gcmail.addresses)
 
 
-async def _reply_addresses(call: Call, addresses: list[str], reply_to: str, parent: dict, caller: str) -> list[str]:
+async def _reply_addresses(
+    call: Call, addresses: list[str], reply_to: str, parent: dict[str, Any], caller: str
+) -> list[str]:
     """A reply's addresses: its own when it names any, else the parent's (a follow-up to
     "PR ready -> @reviewer" reaches the reviewers); then the parent's author, when it
     still exists. Inherited addresses that no longer resolve (a deleted agent) are left out.
@@ -157,7 +161,7 @@ async def _reply_addresses(call: Call, addresses: list[str], reply_to: str, pare
     return addresses
 
 
-def _parent_mailbox(author: dict) -> str | None:
+def _parent_mailbox(author: dict[str, Any]) -> str | None:
     """The Gas City mailbox a parent's author acts for (its module), or None.
 
     Mail from a Gas City agent is written by that mailbox's agent on the sender's
@@ -169,12 +173,12 @@ def _parent_mailbox(author: dict) -> str | None:
     return None
 
 
-async def _reply_mailbox(call: Call, parent: dict, caller: str) -> str | None:
+async def _reply_mailbox(call: Call, parent: dict[str, Any], caller: str) -> str | None:
     author = await call.ctx.agents.get(parent["agent_id"])
     return _parent_mailbox(author) if author is not None and parent["agent_id"] != caller else None
 
 
-async def _replayed_recipients(call: Call, caller: str) -> tuple[str, list[dict]]:
+async def _replayed_recipients(call: Call, caller: str) -> tuple[str, list[dict[str, Any]]]:
     """``reply_to`` and ``recipients`` of a send being replayed, worked out as the first time."""
     p = call.params
     addresses = p.str_list("to", max_items=256) + p.str_list("mentions", max_items=256)
@@ -188,7 +192,7 @@ async def _replayed_recipients(call: Call, caller: str) -> tuple[str, list[dict]
         return reply_to, []
 
 
-async def _send(call: Call, caller: str, content: str, key: str | None) -> dict:
+async def _send(call: Call, caller: str, content: str, key: str | None) -> dict[str, Any]:
     p = call.params
     fmt = p.str("format", default="markdown", choices=ev.FORMATS)
     priority = p.str("priority", default="normal", choices=ev.PRIORITIES)
@@ -253,7 +257,7 @@ async def _send(call: Call, caller: str, content: str, key: str | None) -> dict:
 
 
 @method("message.edit")
-async def edit(call: Call) -> dict:
+async def edit(call: Call) -> dict[str, Any]:
     """Edit a message; with ``idempotency_key``, a repeat returns the first edit's result."""
     p = call.params
     caller = await call.ctx.agents.caller(p)
@@ -263,7 +267,7 @@ async def edit(call: Call) -> dict:
     if key is None:
         return await _edit(call, caller, mid, info, content, None)
 
-    async def lookup():
+    async def lookup() -> dict[str, Any] | None:
         found = await call.ctx.store.read(idem.lookup, caller, key)
         if found is None:
             return None
@@ -284,7 +288,9 @@ async def edit(call: Call) -> dict:
     )
 
 
-async def _edit(call: Call, caller: str, mid: str, info: dict, content: str, key: str | None) -> dict:
+async def _edit(
+    call: Call, caller: str, mid: str, info: dict[str, Any], content: str, key: str | None
+) -> dict[str, Any]:
     p = call.params
     if info["agent_id"] != caller:
         raise errors.Forbidden(f"only the author (@{info['agent_id']}) can edit {mid}")
@@ -308,7 +314,7 @@ async def _edit(call: Call, caller: str, mid: str, info: dict, content: str, key
 
 
 @method("message.delete")
-async def delete(call: Call) -> dict:
+async def delete(call: Call) -> dict[str, Any]:
     p = call.params
     caller = await call.ctx.agents.caller(p)
     mid, info = await require_message(call)
@@ -328,7 +334,7 @@ async def delete(call: Call) -> dict:
 
 
 @method("thread.create")
-async def thread_create(call: Call) -> dict:
+async def thread_create(call: Call) -> dict[str, Any]:
     """Start a thread with a title before its first message (spec/events.md, thread.create);
     messages join it with ``thread_id``. A message sent without one still starts its own."""
     p = call.params

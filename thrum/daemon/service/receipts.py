@@ -8,6 +8,9 @@ archive is final.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from ... import errors
 from ... import events as ev
 from ...store import queries
@@ -15,7 +18,7 @@ from ..dispatch import Call, method
 from .message_ids import require_messages
 
 
-async def _write_receipts(call: Call, cls, caller: str, ids: list[str]) -> None:
+async def _write_receipts(call: Call, cls: Callable[..., ev.Event], caller: str, ids: list[str]) -> None:
     """One receipt event per 1,000 ids (one log line each; a line stays a sane size)."""
     session_id = await call.ctx.sessions.ensure(caller, call.params.str("session_id"))
     await call.ctx.store.write(
@@ -37,7 +40,7 @@ async def _read_flags(call: Call, caller: str, ids: list[str]) -> dict[str, bool
 
 
 @method("message.markRead")
-async def mark_read(call: Call) -> dict:
+async def mark_read(call: Call) -> dict[str, Any]:
     """``marked_count`` counts the messages this call turned from unread to read."""
     p = call.params
     caller = await call.ctx.agents.caller(p)
@@ -55,7 +58,7 @@ async def mark_read(call: Call) -> dict:
     todo = [m for m in ids if not flags.get(m) and m not in own]
     if todo:
         await _write_receipts(call, ev.MessageRead, caller, todo)
-    result = {"marked_count": len(todo)}
+    result: dict[str, Any] = {"marked_count": len(todo)}
     also = await call.ctx.store.read(queries.also_read_by, ids, caller)
     if also:
         result["also_read_by"] = also
@@ -63,7 +66,7 @@ async def mark_read(call: Call) -> dict:
 
 
 @method("message.markUnread")
-async def mark_unread(call: Call) -> dict:
+async def mark_unread(call: Call) -> dict[str, Any]:
     """``marked_count`` counts the messages this call turned from read to unread (one's
     own messages stay read: they are never unread to their author).
 
@@ -91,7 +94,7 @@ async def _archived(call: Call, caller: str, ids: list[str]) -> set[str]:
 
 
 @method("message.archive")
-async def archive(call: Call) -> dict:
+async def archive(call: Call) -> dict[str, Any]:
     p = call.params
     caller = await call.ctx.agents.caller(p)
     ids, _ = await require_messages(call, p.str_list("message_ids", required=True, single=False))

@@ -9,6 +9,8 @@ optional, as for message.list, unless the query speaks of one (``is:unread``,
 
 from __future__ import annotations
 
+from typing import Any
+
 import dataclasses
 from datetime import datetime, timezone
 
@@ -36,7 +38,7 @@ async def _threads(call: Call, values: tuple[str, ...]) -> tuple[str, ...]:
 
 
 @method("message.search")
-async def search_messages(call: Call) -> dict:
+async def search_messages(call: Call) -> dict[str, Any]:
     p = call.params
     text = p.str("query", required=True)  # (the parser bounds its length)
     now = ev.now_rfc3339()

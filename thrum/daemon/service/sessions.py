@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ... import errors
 from ... import events as ev
 from ...store import directory, prefixes
 from ..dispatch import Call, method
 
 
-async def _active(call: Call, agent: str) -> list[dict]:
+async def _active(call: Call, agent: str) -> list[dict[str, Any]]:
     return await call.ctx.store.read(directory.list_sessions, agent, active_only=True)
 
 
 @method("session.start")
-async def start(call: Call) -> dict:
+async def start(call: Call) -> dict[str, Any]:
     agent = await call.ctx.agents.caller(call.params)
     ends = [
         ev.SessionEnd(session_id=s["session_id"], agent_id=agent, reason="normal") for s in await _active(call, agent)
@@ -27,7 +29,7 @@ async def start(call: Call) -> dict:
 
 
 @method("session.end")
-async def end(call: Call) -> dict:
+async def end(call: Call) -> dict[str, Any]:
     p = call.params
     agent = await call.ctx.agents.caller(p)
     reason = p.str("reason", default="normal", choices=ev.END_REASONS)
@@ -48,7 +50,7 @@ async def end(call: Call) -> dict:
 
 
 @method("session.list")
-async def list_sessions(call: Call) -> dict:
+async def list_sessions(call: Call) -> dict[str, Any]:
     p = call.params
     agent = p.str("agent") or p.str("caller")
     sessions = await call.ctx.store.read(directory.list_sessions, agent, active_only=p.bool("active_only"))
@@ -56,7 +58,7 @@ async def list_sessions(call: Call) -> dict:
 
 
 @method("session.heartbeat")
-async def heartbeat(call: Call) -> dict:
+async def heartbeat(call: Call) -> dict[str, Any]:
     p = call.params
     agent = await call.ctx.agents.caller(p)
     sid = await call.ctx.sessions.ensure(agent, p.str("session_id"))

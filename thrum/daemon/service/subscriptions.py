@@ -10,7 +10,7 @@ until the deadline.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, TYPE_CHECKING
 
 import trio
 
@@ -33,7 +33,7 @@ def _hub(call: Call) -> Hub:
 
 
 @method("subscribe.create")
-async def create(call: Call) -> dict:
+async def create(call: Call) -> dict[str, Any]:
     p = call.params
     filter_type = p.str("filter_type", required=True, choices=FILTER_TYPES)
     scope = mention = None
@@ -71,12 +71,12 @@ async def create(call: Call) -> dict:
 
 
 @method("subscribe.list")
-async def list_subscriptions(call: Call) -> dict:
+async def list_subscriptions(call: Call) -> dict[str, Any]:
     return {"subscriptions": _hub(call).list_for(call.conn)}
 
 
 @method("subscribe.delete")
-async def delete(call: Call) -> dict:
+async def delete(call: Call) -> dict[str, Any]:
     sub_id = call.params.int("subscription_id", required=True)
     if not _hub(call).unsubscribe(call.conn, sub_id):
         raise errors.NotFound(f"subscription {sub_id} not found on this connection")
@@ -84,7 +84,7 @@ async def delete(call: Call) -> dict:
 
 
 @method("message.wait")
-async def wait(call: Call) -> dict:
+async def wait(call: Call) -> dict[str, Any]:
     """Block until an unread message for the caller (matching the filters) exists, or time out.
 
     ``after`` (a message id) only counts messages created after that one.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, TYPE_CHECKING
 
 from ... import errors
 from ..dispatch import Call, method
@@ -46,7 +46,7 @@ def forwarded_param(call: Call) -> dict[str, str] | None:
 
 
 @method("sync.run")
-async def run(call: Call) -> dict:
+async def run(call: Call) -> dict[str, Any]:
     """One full cycle. It fails (after doing its work) while an agent name is claimed by two
     keys and the other key's lines still arrive: its messages are being lost (issue 30, item 4)."""
     result = await _loop(call).sync_now(env=forwarded_param(call))
@@ -60,14 +60,15 @@ async def run(call: Call) -> dict:
 
 
 @method("sync.status")
-async def status(call: Call) -> dict:
+async def status(call: Call) -> dict[str, Any]:
     result = await _loop(call).status()
     result["name_conflicts"] = await call.ctx.keys.name_conflicts()
     return result
 
 
 @method("sync.chains")
-async def chains(call: Call) -> dict:
+async def chains(call: Call) -> dict[str, Any]:
     """Each writer's chain as this replica holds it: gaps, forks, broken links, rollbacks
     (the ``chains`` of `sync.status`, for the web UI and `thrum doctor`)."""
-    return (await _loop(call).status())["chains"]
+    chains: dict[str, Any] = (await _loop(call).status())["chains"]
+    return chains

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import base64
 from datetime import datetime, timezone
 
@@ -12,10 +14,13 @@ from ... import errors
 from ... import events as ev
 from ..dispatch import Call, method
 
+if TYPE_CHECKING:
+    from ...trust.teamroot import TeamRoot
+
 _ROTATING = trio.Lock()
 
 
-def _root(call: Call):
+def _root(call: Call) -> TeamRoot:
     root = call.ctx.team.roster.root if call.ctx.team is not None else None
     if root is None:
         raise errors.ValidationError(
@@ -36,13 +41,13 @@ async def _admin(call: Call) -> str:
 
 
 @method("team.status")
-async def status(call: Call) -> dict:
+async def status(call: Call) -> dict[str, Any]:
     team = call.ctx.team
     return team.status() if team is not None else {"trust": "tofu"}
 
 
 @method("team.admit")
-async def admit(call: Call) -> dict:
+async def admit(call: Call) -> dict[str, Any]:
     """An admin admits ``name`` with ``key`` (default: the key of its waiting registration)."""
     by = await _admin(call)
     name = ev.check_name(call.params.str("name", required=True), "name")
@@ -70,7 +75,7 @@ async def admit(call: Call) -> dict:
 
 
 @method("team.invite")
-async def invite(call: Call) -> dict:
+async def invite(call: Call) -> dict[str, Any]:
     """An admin invites ``name``: an admission of a one-time invite key, whose private half
     is the code the new agent redeems (`thrum team join CODE`)."""
     from cryptography.hazmat.primitives import serialization
@@ -90,14 +95,14 @@ async def invite(call: Call) -> dict:
 
 
 @method("team.revoke")
-async def revoke(call: Call) -> dict:
+async def revoke(call: Call) -> dict[str, Any]:
     """Retire ``name``'s key from a point on: signed by an admin, or by the agent itself with
     that key. ``since`` (RFC 3339) or ``from_event`` (an event id); ``key`` defaults to the
     key this replica knows for the agent."""
     p = call.params
     name = ev.check_name(p.str("name", required=True), "name")
     who = await call.ctx.agents.caller(p)
-    since, from_event = p.str("since", max_len=64), p.str("from_event", max_len=64)
+    since, from_event = p.str("since", default="", max_len=64), p.str("from_event", default="", max_len=64)
     if bool(since) == bool(from_event):
         raise errors.ValidationError("invalid params: give exactly one of since and from_event", field="since")
     if since:
@@ -125,7 +130,7 @@ async def revoke(call: Call) -> dict:
 
 
 @method("agent.rotate_key")
-async def rotate_key(call: Call) -> dict:
+async def rotate_key(call: Call) -> dict[str, Any]:
     """A new key for the caller, announced by an ``agent.rotate`` signed with the old one;
     lines signed with the old key after the rotation no longer count."""
     who = await call.ctx.agents.caller(call.params)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, TYPE_CHECKING
 
 import re
 
@@ -20,7 +20,7 @@ def _waker(call: Call) -> Waker:
 
 
 @method("agent.pane")
-async def pane(call: Call) -> dict:
+async def pane(call: Call) -> dict[str, Any]:
     """Record the caller's tmux pane: ``pane`` (``TMUX_PANE``, e.g. ``%3``) and ``tmux`` (``TMUX``)."""
     p = call.params
     caller = await call.ctx.agents.caller(p)
@@ -34,7 +34,7 @@ async def pane(call: Call) -> dict:
 
 
 @method("agent.wake")
-async def wake(call: Call) -> dict:
+async def wake(call: Call) -> dict[str, Any]:
     """The caller's idle wake-ups: ``enabled`` turns them on or off, ``prompt`` (a regular
     expression, group 1 the typed text) says what its host's input prompt looks like;
     without either, the status."""
