@@ -51,9 +51,10 @@ MAX_LINES = 450
 LONG_MODULES: dict[str, str] = {
     "thrum/store/log.py": "the one owner of the log's files (issue 28): appending with its undo, replacing "
     "merged segments, reading from positions and reporting them; split, each half would reach into the other",
-    "thrum/daemon/syncer.py": "the sync loop: cycles, the pace's looks (issue 30) and the status that never waits "
-    "for a cycle; past the mark when the adaptive pace met the team file and chain checks (issue 25) in one merge: "
-    "the looks and the pending count (`_worth_a_cycle`, `_count_pending`) are the piece to move out next",
+    "thrum/daemon/syncer.py": "the sync loop: when a cycle runs (write kicks, the pace's looks, on-demand "
+    "refreshes), one cycle and its record, stopping while a cycle waits on the network, and the status that never "
+    "waits for one; they share the cycle's lock, scope and gate. Its logins, the remote's lag and looks, and the "
+    "tidy-up are modules of their own (issue 28.5)",
     "thrum/nofollow.py": "no link ever followed, for reads, walks and writes alike; the durable writes "
     "(write_atomic, write_batch, fsync_*) are the half to move out next (issue 28.5)",
 }
@@ -357,7 +358,7 @@ RECORD_WRITES: dict[tuple[str, str], str] = {
     ("thrum/daemon/syncer.py", "report"): "a cycle's report (sync.cycle), adjusted for what the fold refused",
     ("thrum/daemon/syncer.py", "replicator"): "sync's Replicator takes its network gate as an attribute",
     ("thrum/daemon/syncer.py", "self.replicator"): "sync's Replicator takes each cycle's login as an attribute",
-    ("thrum/daemon/syncer.py", "self.replicator.credentials"): "which login the last cycle used (sync status)",
+    ("thrum/daemon/logins.py", "own"): "sync's Credentials record carries which login the last cycle used",
     ("thrum/daemon/limits.py", "self.wait_scope"): "a trio CancelScope's deadline (trio's own interface)",
     ("thrum/daemon/unix.py", "guard"): "a connection's Guard: the record its transport fills in and the registry reads",
     ("thrum/daemon/ws.py", "guard"): "a connection's Guard: the record its transport fills in and the registry reads",

@@ -25,10 +25,8 @@ waits on; the thread can no longer touch the worktree or the database, and the
 process exits (what was not committed or pushed is, at the next start, as after
 a crash: found and sent by the next sync).
 
-Credentials: each ``thrum sync`` may pass along login variables of its environment
-(`thrum.config.FORWARDED_ENV`, only from the local user's CLI: `thrum.daemon.peer`);
-they serve that one cycle and are never kept. The automatic cycles log in with the
-daemon's own environment and config (docs/design/remotes.md).
+Which login a cycle uses is `thrum.daemon.logins`; what the remote lacks and whether
+its tip moved, `thrum.daemon.lookout`; the object stores' tidy-up, `thrum.daemon.tidy`.
 """
 
 from __future__ import annotations
@@ -48,6 +46,7 @@ from ..paths import ThrumPaths
 from ..store import chain_fold, projection
 from ..sync import state as sync_record
 from ..sync.gate import Abandoned, CycleGate
+from .logins import Logins
 from .lookout import Lookout
 from .pace import Pace
 from .team import TeamState
@@ -59,7 +58,6 @@ if TYPE_CHECKING:
     from ..sync.cycle import SyncReport
     from ..sync.merge.shard import Prefer
     from ..sync.replicate import Replicator
-    from ..sync.transport.credentials import Credentials
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +101,7 @@ class SyncLoop:
         self._team = team
         self._prefer = prefer
         self._nursery = nursery
+        self._logins = Logins(config)
         self._kick = trio.Event()
         self._tidy = Tidy(config.remote, lambda: self.replicator, lambda: self.mode() == "remote")
         self._write_kick = False
@@ -142,21 +141,6 @@ class SyncLoop:
         """Each fetch, push or tip check over the network: counted, then through the gate."""
         self.pace.requested()
         return self.gate.network(what)
-
-    def _credentials(self, env: dict[str, str] | None = None) -> Credentials:
-        """Logins are looked up per cycle: the config, the daemon's environment, and what
-        the `thrum sync` that asked for this cycle passed along (never kept for another)."""
-        from ..sync.transport.credentials import credentials_from_env
-
-        return credentials_from_env(self.cfg.values, forwarded=env, own="the daemon's environment")
-
-    def _forget_passed_login(self) -> None:
-        """The login a caller passed along ends with its cycle; ``sync status`` still says
-        which login the last cycle used."""
-        if self.replicator is not None:
-            used = self.replicator.credentials
-            self.replicator.credentials = self._credentials()
-            self.replicator.credentials.last_source = getattr(used, "last_source", None)
 
     def mode(self) -> str:
         return sync_record.sync_mode(self.cfg, bool(self.replicator and self.replicator.has_remote()))
@@ -301,7 +285,7 @@ class SyncLoop:
         """
         async with self._cycle_lock:
             if self.replicator is not None:
-                self.replicator.credentials = self._credentials(env)
+                self.replicator.credentials = self._logins.for_cycle(env)
             mode = self.mode()
             applied: list[dict[str, Any]] = []
             written_before = self._writer.events_written
@@ -325,8 +309,8 @@ class SyncLoop:
                     finally:
                         self._cycle_scope = self._cycle_since = None
             finally:
-                if env:
-                    self._forget_passed_login()
+                if env and self.replicator is not None:  # what a caller passed ends with its cycle
+                    self.replicator.credentials = self._logins.after_cycle(self.replicator.credentials)
             if scope.cancelled_caught:
                 log.warning("sync abandoned while it waited for the remote: the daemon is stopping")
             if report is None:
@@ -397,20 +381,13 @@ class SyncLoop:
         from ..sync.worktree import ensure_sync_worktree
 
         log.warning("the sync worktree %s vanished; recreating it", self._worktree)
-        ensure_sync_worktree(self._paths.main_repo, self.cfg.remote, callbacks=self._callbacks())
+        ensure_sync_worktree(self._paths.main_repo, self.cfg.remote, callbacks=self._logins.callbacks())
         self._writer.log_files_recreated()
         replicator = self._make_replicator()
-        replicator.credentials = self._credentials()
+        replicator.credentials = self._logins.for_cycle()
         self.replicator = replicator
         self._scanned = False
         return replicator
-
-    def _callbacks(self) -> Any:
-        from ..sync.transport.credentials import remote_callbacks
-
-        if self.cfg.local_only:
-            return None
-        return remote_callbacks(self._credentials())
 
     # ------------------------------------------------------------------ status
     def waiting_on_remote(self) -> float | None:
