@@ -360,9 +360,6 @@ RECORD_WRITES: dict[tuple[str, str], str] = {
     ("thrum/daemon/syncer.py", "self.replicator"): "sync's Replicator takes each cycle's login as an attribute",
     ("thrum/daemon/logins.py", "own"): "sync's Credentials record carries which login the last cycle used",
     ("thrum/daemon/limits.py", "self.wait_scope"): "a trio CancelScope's deadline (trio's own interface)",
-    ("thrum/daemon/unix.py", "guard"): "a connection's Guard: the record its transport fills in and the registry reads",
-    ("thrum/daemon/ws.py", "guard"): "a connection's Guard: the record its transport fills in and the registry reads",
-    ("thrum/ui/http.py", "guard"): "a connection's Guard: the record its transport fills in and the registry reads",
     ("thrum/ui/app.py", "resp"): "an HTTP Response being built (thrum.ui.http's record)",
 }
 

@@ -33,6 +33,8 @@ import logging
 import math
 import resource
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -255,6 +257,33 @@ class Guard:
     def _update_deadline(self) -> None:
         if self.wait_scope is not None:
             self.wait_scope.deadline = self.deadline()
+
+    # ------------------------------------------------------------------ the transport's side
+    def belongs_to(self, conn: object, *, partial_probe: Callable[[], bool] | None = None) -> None:
+        """The transport's `Connection` (a subscribed one is never idle); ``partial_probe``:
+        whether a message is really half-received when its clock runs out (a transport that
+        counts bytes below its message layer, such as WebSocket control frames)."""
+        self.conn = conn
+        self.partial_probe = partial_probe
+
+    def close_with(self, scope: trio.CancelScope) -> None:
+        """The cancel scope of the whole connection: `close` cancels it."""
+        self.scope = scope
+
+    @contextmanager
+    def waiting(self) -> Iterator[trio.CancelScope]:
+        """One wait for input, until `deadline` (moved as the state changes); when it is
+        cancelled (``cancelled_caught``), `expired` says whether the connection must close."""
+        with trio.CancelScope(deadline=self.deadline()) as scope:
+            self.wait_scope = scope
+            try:
+                yield scope
+            finally:
+                self.wait_scope = None
+
+    def closing(self, reason: str) -> None:
+        """The transport closes the connection itself, for ``reason`` (logged, told to the client)."""
+        self.close_reason = reason
 
     def expired(self) -> str | None:
         """Why the connection should close now that its deadline passed (None: it has not)."""

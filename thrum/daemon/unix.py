@@ -119,15 +119,15 @@ async def _serve_stream(serving: Serving, stream: trio.SocketStream, guard: Guar
         on_stuck=guard.close,
         peer_uid=peer_uid(stream.socket),
     )
-    guard.conn = conn
+    guard.belongs_to(conn)
     serving.opened(conn)
     try:
         async with trio.open_nursery() as nursery:
-            guard.scope = nursery.cancel_scope
+            guard.close_with(nursery.cancel_scope)
             nursery.start_soon(conn.run_outbox)
             refusal = await _read_requests(serving, conn, stream, guard, nursery)
             if refusal is not None:
-                guard.close_reason = refusal.message
+                guard.closing(refusal.message)
                 with trio.move_on_after(1):  # say why, unless the client does not read either
                     await _safe_send(conn, jsonrpc.failure(None, refusal))
             conn.close()
@@ -155,19 +155,16 @@ async def _read_requests(
     buf = bytearray()
     scanned = 0  # bytes of buf known to hold no newline: a long line is scanned once, not per chunk
     while True:
-        with trio.CancelScope(deadline=guard.deadline()) as waiting:
-            guard.wait_scope = waiting
+        with guard.waiting() as waiting:
             try:
                 chunk = await stream.receive_some(RECEIVE)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 return None
-            finally:
-                guard.wait_scope = None
         if waiting.cancelled_caught:
             reason = guard.expired()
             if reason is None:
                 continue
-            guard.close_reason = reason
+            guard.closing(reason)
             return None if reason.startswith("idle") else errors.Timeout(f"connection closed: {reason}")
         if not chunk:
             return None

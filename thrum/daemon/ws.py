@@ -266,31 +266,27 @@ async def _serve_connection(
         on_stuck=guard.close,
         observer=observer,
     )
-    guard.conn = conn
     # bytes of pings and frame headers count as arriving too; trio-websocket's size of the
     # message being assembled (private; absent: assume one is) says whether one really is
-    guard.partial_probe = lambda: getattr(ws, "_message_size", 1) > 0
+    guard.belongs_to(conn, partial_probe=lambda: getattr(ws, "_message_size", 1) > 0)
     serving.opened(conn)
     log.debug("WebSocket %s connected", conn.id)
     close_code, close_reason = 1000, None
     try:
         async with trio.open_nursery() as nursery:
-            guard.scope = nursery.cancel_scope
+            guard.close_with(nursery.cancel_scope)
             nursery.start_soon(_run_outbox, conn)
             while True:
-                with trio.CancelScope(deadline=guard.deadline()) as waiting:
-                    guard.wait_scope = waiting
+                with guard.waiting() as waiting:
                     try:
                         message = await ws.get_message()
                     except ConnectionClosed:
                         break
-                    finally:
-                        guard.wait_scope = None
                 if waiting.cancelled_caught:
                     reason = guard.expired()
                     if reason is None:
                         continue
-                    guard.close_reason = reason
+                    guard.closing(reason)
                     close_code, close_reason = (1000, "idle") if reason.startswith("idle") else (1008, reason)
                     break
                 guard.started(len(message), remaining=0)

@@ -92,7 +92,7 @@ async def _serve_stream(handler: Handler, registry: Any, stream: trio.SocketStre
             return
         try:
             with trio.CancelScope() as scope:
-                guard.scope = scope  # eviction (an idle connection making room) cancels it
+                guard.close_with(scope)  # eviction (an idle connection making room) cancels it
                 await _serve_requests(handler, guard, stream)
         except (trio.BrokenResourceError, trio.ClosedResourceError, h11.LocalProtocolError):
             pass
@@ -147,12 +147,8 @@ async def _next_request(
             reason = "request head too large" if status == 431 else "bad request"
             return Response(status, f"{reason}\n".encode(), headers=[("Connection", "close")]), size
         if event is h11.NEED_DATA:
-            with trio.CancelScope(deadline=guard.deadline()) as waiting:
-                guard.wait_scope = waiting
-                try:
-                    data = await stream.receive_some(_RECEIVE)
-                finally:
-                    guard.wait_scope = None
+            with guard.waiting() as waiting:
+                data = await stream.receive_some(_RECEIVE)
             if waiting.cancelled_caught:
                 reason = guard.expired()
                 if reason is None:
