@@ -18,12 +18,10 @@ Rules:
 
 from __future__ import annotations
 
-from typing import Any
-
 import logging
 import time
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import trio
 

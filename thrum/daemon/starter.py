@@ -8,11 +8,10 @@ true}``. Without a pipe (``thrum daemon run``) nothing is sent.
 
 from __future__ import annotations
 
-from typing import Any
-
 import json
 import logging
 import os
+from typing import Any
 
 log = logging.getLogger(__name__)
 

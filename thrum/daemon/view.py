@@ -18,15 +18,13 @@ Rules:
 
 from __future__ import annotations
 
-from typing import Any
-
 import logging
 import math
 import os
 import sqlite3
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import peewee as pw
 import trio

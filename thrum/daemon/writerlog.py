@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import os
 from contextlib import AbstractContextManager
+from typing import Any
 
 from .writer import Writer
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 from ... import errors
 from ... import events as ev

@@ -9,9 +9,8 @@ methods check; an unknown full thread id starts that thread (`complete_thread_id
 
 from __future__ import annotations
 
-from typing import Any
-
 import re
+from typing import Any
 
 from ... import errors
 from ... import events as ev

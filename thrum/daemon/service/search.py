@@ -9,10 +9,9 @@ optional, as for message.list, unless the query speaks of one (``is:unread``,
 
 from __future__ import annotations
 
-from typing import Any
-
 import dataclasses
 from datetime import datetime, timezone
+from typing import Any
 
 from ... import events as ev
 from ... import search_query
