@@ -276,23 +276,7 @@ async def _serve_connection(
         async with trio.open_nursery() as nursery:
             guard.close_with(nursery.cancel_scope)
             nursery.start_soon(_run_outbox, conn)
-            while True:
-                with guard.waiting() as waiting:
-                    try:
-                        message = await ws.get_message()
-                    except ConnectionClosed:
-                        break
-                if waiting.cancelled_caught:
-                    reason = guard.expired()
-                    if reason is None:
-                        continue
-                    guard.closing(reason)
-                    close_code, close_reason = (1000, "idle") if reason.startswith("idle") else (1008, reason)
-                    break
-                guard.started(len(message), remaining=0)
-                ticket = object()
-                await guard.in_flight.acquire_on_behalf_of(ticket)
-                nursery.start_soon(_answer, serving, conn, message, max_frame, guard, ticket)
+            close_code, close_reason = await _read_messages(serving, ws, conn, guard, max_frame, nursery)
             conn.close()
             nursery.cancel_scope.cancel()
     except Exception as exc:  # never let one client take the daemon down
@@ -300,10 +284,7 @@ async def _serve_connection(
             log.exception("WebSocket connection %s failed", conn.id)
     finally:
         reason = guard.close_reason
-        if reason and reason.startswith("budget: "):
-            close_code, close_reason = 1013, reason[len("budget: ") :]
-        elif reason and close_reason is None and not reason.startswith("idle"):
-            close_code, close_reason = 1008, reason
+        close_code, close_reason = _close_frame(reason, close_code, close_reason)
         if reason and not reason.startswith("idle"):
             log.info("closing WebSocket %s: %s", conn.id, reason)
         with trio.CancelScope(shield=True), trio.move_on_after(2):
@@ -317,6 +298,44 @@ async def _serve_connection(
         except Exception:
             log.exception("closing WebSocket connection %s", conn.id)
         log.debug("WebSocket %s closed", conn.id)
+
+
+async def _read_messages(
+    serving: Serving,
+    ws: WebSocketConnection,
+    conn: Connection,
+    guard: Guard,
+    max_frame: int,
+    nursery: trio.Nursery,
+) -> tuple[int, str | None]:
+    """Hand each message to a handler of its own until the client closes, or a clock runs
+    out; the close frame to send (code, reason)."""
+    while True:
+        with guard.waiting() as waiting:
+            try:
+                message = await ws.get_message()
+            except ConnectionClosed:
+                return 1000, None
+        if waiting.cancelled_caught:
+            reason = guard.expired()
+            if reason is None:
+                continue
+            guard.closing(reason)
+            return (1000, "idle") if reason.startswith("idle") else (1008, reason)
+        guard.started(len(message), remaining=0)
+        ticket = object()
+        await guard.in_flight.acquire_on_behalf_of(ticket)
+        nursery.start_soon(_answer, serving, conn, message, max_frame, guard, ticket)
+
+
+def _close_frame(reason: str | None, code: int, text: str | None) -> tuple[int, str | None]:
+    """The close frame: the guard's reason, when it closed the connection (an overdrawn
+    budget: 1013, "try again later"; another limit: 1008), over the read loop's."""
+    if reason and reason.startswith("budget: "):
+        return 1013, reason[len("budget: ") :]
+    if reason and text is None and not reason.startswith("idle"):
+        return 1008, reason
+    return code, text
 
 
 async def _run_outbox(conn: Connection) -> None:

@@ -147,23 +147,9 @@ async def _next_request(
             reason = "request head too large" if status == 431 else "bad request"
             return Response(status, f"{reason}\n".encode(), headers=[("Connection", "close")]), size
         if event is h11.NEED_DATA:
-            with guard.waiting() as waiting:
-                data = await stream.receive_some(_RECEIVE)
-            if waiting.cancelled_caught:
-                reason = guard.expired()
-                if reason is None:
-                    continue
-                if reason.startswith("idle"):
-                    return None, size
-                log.info("Web UI: closing a connection: %s", reason)
-                return Response(408, f"{reason}\n".encode(), headers=[("Connection", "close")]), size
-            if data:
-                size += len(data)
-                try:
-                    guard.received(size)
-                except Exception as exc:  # BudgetExceeded: the daemon's shared buffer budget is spent
-                    return Response(503, f"{exc}\n".encode(), headers=[("Connection", "close")]), size
-            conn.receive_data(data)  # b"" marks the peer's end of stream
+            refusal, size, done = await _feed(conn, stream, guard, size)
+            if done:
+                return refusal, size
             continue
         if isinstance(event, h11.ConnectionClosed) or event is h11.PAUSED:
             return None, size
@@ -178,6 +164,31 @@ async def _next_request(
                 return Response(413, b"request body too large\n", headers=[("Connection", "close")]), size
         elif isinstance(event, h11.EndOfMessage):
             return request, size
+
+
+async def _feed(
+    conn: h11.Connection, stream: trio.SocketStream, guard: Any, size: int
+) -> tuple[Response | None, int, bool]:
+    """Hand h11 what arrives next: (a refusal to send, the request's bytes so far, whether
+    this connection is done: idle, too slow, or over the shared budget)."""
+    with guard.waiting() as waiting:
+        data = await stream.receive_some(_RECEIVE)
+    if waiting.cancelled_caught:
+        reason = guard.expired()
+        if reason is None:
+            return None, size, False
+        if reason.startswith("idle"):
+            return None, size, True
+        log.info("Web UI: closing a connection: %s", reason)
+        return Response(408, f"{reason}\n".encode(), headers=[("Connection", "close")]), size, True
+    if data:
+        size += len(data)
+        try:
+            guard.received(size)
+        except Exception as exc:  # BudgetExceeded: the daemon's shared buffer budget is spent
+            return Response(503, f"{exc}\n".encode(), headers=[("Connection", "close")]), size, True
+    conn.receive_data(data)  # b"" marks the peer's end of stream
+    return None, size, False
 
 
 _PHRASES = {
