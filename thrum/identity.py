@@ -52,7 +52,7 @@ class Identity:
     on every command's start-up path and the dataclass machinery costs a millisecond."""
 
     __slots__ = _FIELDS
-    name: str  # for type checkers: the slots above hold these
+    name: str
     role: str
     module: str
     display: str
