@@ -51,10 +51,6 @@ MAX_LINES = 450
 LONG_MODULES: dict[str, str] = {
     "thrum/store/log.py": "the one owner of the log's files (issue 28): appending with its undo, replacing "
     "merged segments, reading from positions and reporting them; split, each half would reach into the other",
-    "thrum/daemon/syncer.py": "the sync loop: when a cycle runs (write kicks, the pace's looks, on-demand "
-    "refreshes), one cycle and its record, stopping while a cycle waits on the network, and the status that never "
-    "waits for one; they share the cycle's lock, scope and gate. Its logins, the remote's lag and looks, and the "
-    "tidy-up are modules of their own (issue 28.5)",
     "thrum/nofollow.py": "no link ever followed, for reads, walks and writes alike; the durable writes "
     "(write_atomic, write_batch, fsync_*) are the half to move out next (issue 28.5)",
 }

@@ -48,7 +48,7 @@ from ..sync import state as sync_record
 from ..sync.gate import Abandoned, CycleGate
 from .logins import Logins
 from .lookout import Lookout
-from .pace import Pace
+from .pace import Pace, starts_conversation
 from .team import TeamState
 from .tidy import Tidy
 from .writer import Writer
@@ -67,16 +67,6 @@ QUIET_TYPES = frozenset({"message.read", "message.unread", "message.archive", "m
 def triggers_sync(applied: list[dict[str, Any]]) -> bool:
     """Whether a local write should schedule a sync: receipts and edits ride along with the next one."""
     return any(d["type"] not in QUIET_TYPES for d in applied)
-
-
-CONVERSATION_TYPES = frozenset({"message.create"})
-
-
-def starts_conversation(applied: list[dict[str, Any]]) -> bool:
-    """Whether events make the replica look often (`thrum.daemon.pace`): a message, sent or
-    received. Housekeeping (a session that ends, receipts, registrations) is synced all
-    the same, but does not buy two minutes of looks every second."""
-    return any(d.get("type") in CONVERSATION_TYPES for d in applied)
 
 
 class SyncLoop:
