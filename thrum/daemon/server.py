@@ -216,10 +216,7 @@ class Daemon:
                 nursery.cancel_scope.cancel()
         finally:
             if self.writer is not None:
-                try:
-                    self.writer.db.close()
-                except Exception:
-                    pass
+                self.writer.close()
             try:
                 os.unlink(self.paths.socket)
             except OSError:

@@ -102,6 +102,13 @@ class Writer:
         if self.fold_lines is not None:
             self.fold_lines.ask_rejudge(reason)
 
+    def close(self) -> None:
+        """The daemon stops: close the database (what is durable is in the log)."""
+        try:
+            self.db.close()
+        except Exception:  # noqa: BLE001 - stopping anyway
+            pass
+
     def use_db(self, db: pw.SqliteDatabase) -> None:
         """The view's rebuild swapped the database file: read and fold from ``db`` now (lock held)."""
         self.db = db
