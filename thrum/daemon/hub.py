@@ -37,6 +37,12 @@ Rules:
    outbox; ``thread.updated`` is a live summary and is not replayed.
 5. ``message.wait`` sleeps on `inbox_changed`, which is replaced whenever
    something that can add to an inbox is published. No polling.
+6. When a message joins a thread, each connection whose subscriptions match hears
+   ``thread.updated``: the thread's summary as its subscriber sees it, read in a
+   task of its own after the publish (never on the writer's path), and not sent to a
+   subscription still replaying.
+
+The filters and the subscription record are `thrum.daemon.subscription` (pure).
 """
 
 from __future__ import annotations
