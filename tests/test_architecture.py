@@ -51,12 +51,6 @@ MAX_LINES = 450
 LONG_MODULES: dict[str, str] = {
     "thrum/store/log.py": "the one owner of the log's files (issue 28): appending with its undo, replacing "
     "merged segments, reading from positions and reporting them; split, each half would reach into the other",
-    "thrum/daemon/syncer.py": "the sync loop: cycles, the pace's looks (issue 30) and the status that never waits "
-    "for a cycle; past the mark when the adaptive pace met the team file and chain checks (issue 25) in one merge: "
-    "the looks and the pending count (`_worth_a_cycle`, `_count_pending`) are the piece to move out next",
-    "thrum/daemon/server.py": "the nursery, start-up and shutdown; past the mark by a few lines when the checkout "
-    "watch and the config warning (issue 30) met the lead's merge train: the start-up steps (`_open_store` and "
-    "its helpers) are the piece to move out next",
     "thrum/nofollow.py": "no link ever followed, for reads, walks and writes alike; the durable writes "
     "(write_atomic, write_batch, fsync_*) are the half to move out next (issue 28.5)",
 }
@@ -347,6 +341,88 @@ def test_services_use_their_narrow_context_not_the_daemon():
     assert found == []
 
 
+# The daemon's parts own their attributes (docs/design/architecture.md, "The daemon's parts"):
+# in thrum/daemon and thrum/ui an assignment to an attribute is to one of ``self``'s own,
+# or to one of the records below, each with its reason. Keep this list short.
+COMPONENT_PARTS = ("thrum/daemon", "thrum/ui")
+RECORD_WRITES: dict[tuple[str, str], str] = {
+    ("thrum/daemon/hub.py", "sub"): "a Subscription: the hub's own record of one subscription and its replay",
+    ("thrum/daemon/writer.py", "p"): "a queued write (_Pending): the writer's own record, handed back to its waiter",
+    ("thrum/daemon/writer.py", "fold"): "VerifiedFold.rejudge: the store's hand-over of why the log is judged again",
+    ("thrum/daemon/wakeups.py", "p"): "a Pane: the waker's own record of an agent's tmux pane",
+    ("thrum/daemon/wakeups.py", "w"): "a Watch: the waker's own record of a pane's screen",
+    ("thrum/daemon/syncer.py", "report"): "a cycle's report (sync.cycle), adjusted for what the fold refused",
+    ("thrum/daemon/syncer.py", "replicator"): "sync's Replicator takes its network gate as an attribute",
+    ("thrum/daemon/syncer.py", "self.replicator"): "sync's Replicator takes each cycle's login as an attribute",
+    ("thrum/daemon/logins.py", "own"): "sync's Credentials record carries which login the last cycle used",
+    ("thrum/daemon/limits.py", "self.wait_scope"): "a trio CancelScope's deadline (trio's own interface)",
+    ("thrum/ui/app.py", "resp"): "an HTTP Response being built (thrum.ui.http's record)",
+}
+
+
+def _attribute_writes(path: Path, label: str | None = None) -> list[tuple[str, str]]:
+    """(what, where) for every assignment to an attribute of something other than ``self``,
+    and every reach into another object's underscored name."""
+    label = label or _rel(path)
+    found: list[tuple[int, str, str]] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = list(node.targets)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        flat = [e for t in targets for e in (t.elts if isinstance(t, ast.Tuple) else [t])]
+        for t in flat:
+            if isinstance(t, ast.Attribute) and ast.unparse(t.value) not in ("self", "cls"):
+                found.append((node.lineno, ast.unparse(t.value), f"{label}:{node.lineno} sets {ast.unparse(t)}"))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr" and node.args:
+            if ast.unparse(node.args[0]) not in ("self", "cls"):
+                found.append(
+                    (node.lineno, ast.unparse(node.args[0]), f"{label}:{node.lineno} calls {ast.unparse(node)}")
+                )
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+            and ast.unparse(node.value) not in ("self", "cls")
+        ):
+            found.append((node.lineno, "", f"{label}:{node.lineno} reaches into {ast.unparse(node)}"))
+    return [(base, where) for _, base, where in sorted(found)]
+
+
+def test_the_attribute_checker_sees_planted_parts_and_private_reaches(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "def plant(daemon, hub, x):\n    daemon.hub = hub\n    daemon.registry.served = hub.served\n"
+        "    setattr(daemon, 'web_ui', x)\n    hub._matches(x)\n    x.count += 1\n"
+        "class Own:\n    def __init__(self):\n        self.a = 1\n        self._b = self._c\n"
+    )
+    assert [where for _, where in _attribute_writes(probe, "p")] == [
+        "p:2 sets daemon.hub",
+        "p:3 sets daemon.registry.served",
+        "p:4 calls setattr(daemon, 'web_ui', x)",
+        "p:5 reaches into hub._matches",
+        "p:6 sets x.count",
+    ]
+
+
+def test_no_part_of_the_daemon_sets_another_parts_attributes():
+    """Each part gets what it uses through its constructor: nobody plants attributes on
+    another (`daemon.hub = ...`) or reaches into its underscored names."""
+    found = []
+    for entry in COMPONENT_PARTS:
+        for path in _modules(ROOT / entry):
+            found += [where for base, where in _attribute_writes(path) if (_rel(path), base) not in RECORD_WRITES]
+    assert found == []
+
+
+def test_each_record_write_is_still_made():
+    made = {
+        (_rel(p), base) for entry in COMPONENT_PARTS for p in _modules(ROOT / entry) for base, _ in _attribute_writes(p)
+    }
+    assert [key for key in RECORD_WRITES if key not in made] == [], "no longer written: drop them"
+
+
 def _private_imports() -> dict[tuple[str, str], str]:
     """(importing file, private name) -> where, for every import of another thrum module's private name."""
     found = {}
@@ -384,7 +460,7 @@ def test_the_exception_lists_name_only_what_still_needs_an_exception():
 
 # Who outside `thrum.sync` may import a `thrum.sync.gitstore` module, and why.
 GITSTORE_USERS = {
-    "thrum.daemon.server": "caps libgit2's process-wide object cache at start-up (bound_object_cache)",
+    "thrum.daemon.process": "caps libgit2's process-wide object cache at start-up (bound_object_cache)",
 }
 
 

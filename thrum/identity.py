@@ -52,6 +52,12 @@ class Identity:
     on every command's start-up path and the dataclass machinery costs a millisecond."""
 
     __slots__ = _FIELDS
+    name: str
+    role: str
+    module: str
+    display: str
+    created_at: str
+    worktree: str
 
     def __init__(
         self, name: str, role: str, module: str = "", display: str = "", created_at: str = "", worktree: str = ""

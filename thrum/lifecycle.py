@@ -396,6 +396,6 @@ def run_foreground(paths: ThrumPaths) -> int:
     """`thrum daemon run`: serve in this process (for service managers)."""
     if not paths.initialized:
         raise errors.Unavailable(f"thrum is not initialized in {paths.repo}: run `thrum init`")
-    from .daemon.server import main
+    from .daemon.process import main
 
     return main(paths, foreground=True)

@@ -24,7 +24,7 @@ async def _batches(daemon):
     await rpc(daemon, "message.send", {"caller": "bob", "content": "here", "to": ["@alice"]})
     await trio.testing.wait_all_tasks_blocked()
     seen: list[list[str]] = []
-    daemon.writer.subscribers.append(lambda applied, source: seen.append([d["type"] for d in applied]))
+    daemon.writer.subscribe(lambda applied, source: seen.append([d["type"] for d in applied]))
     return seen
 
 

@@ -31,7 +31,9 @@ async def _until(check, what: str, daemon=None):
         if got:
             return got
         await trio.to_thread.run_sync(time.sleep, 0.01)
-    raise AssertionError(f"timed out waiting for {what}" + (f" (waker: {daemon.waker.panes})" if daemon else ""))
+    raise AssertionError(
+        f"timed out waiting for {what}" + (f" (waker: {daemon.services.waker.panes})" if daemon else "")
+    )
 
 
 class Office:
@@ -52,7 +54,7 @@ class Office:
         return sent["message_id"]
 
     def result(self, agent: str) -> str | None:
-        return (self.daemon.waker.status(agent)["last"] or {}).get("result")
+        return (self.daemon.services.waker.status(agent)["last"] or {}).get("result")
 
     async def decided(self, agent: str, result: str) -> None:
         await _until(lambda: self.result(agent) == result, f"the waker to decide {result!r}", self.daemon)
@@ -60,7 +62,7 @@ class Office:
     async def look_after(self, seconds: float, *, decision: bool = False) -> None:
         """Move the clock on by ``seconds``, then wait for the waker's next look at the panes
         (``decision``: for the next decision of a wake-up that is waiting for the pane)."""
-        waker = self.daemon.waker
+        waker = self.daemon.services.waker
         before = waker.decisions if decision else waker.looks
         self.clock.jump(seconds)
         await _until(lambda: (waker.decisions if decision else waker.looks) > before, "the waker's next look")
@@ -89,7 +91,7 @@ async def test_an_idle_agent_is_woken_for_what_must_not_wait(mock_clock, tmp_pat
         assert lines == [
             "You have 2 new thrum messages; run the thrum check (thrum inbox --unread --for-agent, or check_messages)."
         ]
-        woken = await _until(lambda: o.daemon.waker.status("bob")["last"], "the wake-up recorded")
+        woken = await _until(lambda: o.daemon.services.waker.status("bob")["last"], "the wake-up recorded")
         assert woken["woke_for"] == [urgent] and woken["messages"] == 2
 
 
@@ -175,9 +177,9 @@ async def test_no_second_wake_up_within_the_quiet_period(mock_clock, tmp_path):
         await o.urgent("bob", "still broken")
         await o.decided("bob", "already woken in this quiet period")
         await o.look_after(60)
-        decisions = o.daemon.waker.decisions
+        decisions = o.daemon.services.waker.decisions
         await o.urgent("bob", "really broken")
-        await _until(lambda: o.daemon.waker.decisions > decisions, "the waker to decide again")
+        await _until(lambda: o.daemon.services.waker.decisions > decisions, "the waker to decide again")
         await o.look_after(60)
         assert len(wake_lines(out)) == 1 and o.result("bob") == "already woken in this quiet period"
 

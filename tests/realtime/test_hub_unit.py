@@ -58,6 +58,13 @@ class FakeDaemon:
         self.config = FakeConfig()
 
 
+def make_hub(daemon: FakeDaemon) -> Hub:
+    """The hub as the daemon makes it, from the fake's writer, nursery and ring settings."""
+    values = daemon.config.values
+    ring = {k: int(values[f"subscription_{k}"]) for k in ("ring_size", "ring_bytes") if f"subscription_{k}" in values}
+    return Hub(daemon.writer.read, daemon.writer.log, daemon.nursery, **ring)
+
+
 def create(scopes=(), mentions=(), agent="alice") -> dict:
     n = next(_ids)
     eid = ev.new_ulid()
@@ -84,7 +91,7 @@ async def _eventually(condition) -> None:
 
 
 async def test_hub_one_notification_per_connection_however_many_subscriptions_match(nursery):
-    hub = Hub(FakeDaemon(nursery))
+    hub = make_hub(FakeDaemon(nursery))
     a, b = FakeConn(), FakeConn()
     await hub.subscribe(a, filter_type="all")
     await hub.subscribe(a, filter_type="scope", scope={"type": "t", "value": "1"})
@@ -96,7 +103,7 @@ async def test_hub_one_notification_per_connection_however_many_subscriptions_ma
 
 
 async def test_hub_replay_holds_live_events_and_sends_nothing_twice(nursery):
-    hub = Hub(FakeDaemon(nursery))
+    hub = make_hub(FakeDaemon(nursery))
     scope = {"type": "t", "value": "r"}
     events = [create(scopes=[("t", "r")]) for _ in range(5)]
     await hub.publish(events[:3], "local")
@@ -124,7 +131,7 @@ async def test_hub_a_subscription_deleted_mid_replay_stops_and_takes_no_event_fr
     """A client that resumed twice keeps the newer subscription and deletes the older one
     while both still replay: nothing more comes for the deleted one, and an event published
     meanwhile reaches the client through the one it kept."""
-    hub = Hub(FakeDaemon(nursery))
+    hub = make_hub(FakeDaemon(nursery))
     history = [create() for _ in range(3)]
     await hub.publish(history, "local")
     conn = FakeConn(paced=True)
@@ -151,7 +158,7 @@ async def test_hub_a_live_subscription_delivers_at_once_while_another_of_its_con
     """Events published while one subscription of a connection replays come at once
     through the connection's live subscription, whichever was made first, and the replay
     does not send them again (the client may delete either)."""
-    hub = Hub(FakeDaemon(nursery))
+    hub = make_hub(FakeDaemon(nursery))
     history = [create() for _ in range(2)]
     await hub.publish(history, "local")
     conn = FakeConn(paced=True)
@@ -176,7 +183,7 @@ async def test_hub_resume_from_beyond_the_ring_reads_the_log_in_pieces_and_live_
     daemon.config.values = {"subscription_ring_size": 3}
     (tmp_path / "log").mkdir()
     daemon.writer.log = event_log = EventLog(tmp_path / "log", segment_cap=1024)
-    hub = Hub(daemon)
+    hub = make_hub(daemon)
     hub.backlog_chunk = 7
     history = [create() for _ in range(30)]
     event_log.append(history)
@@ -211,7 +218,7 @@ async def test_hub_a_replay_reading_the_log_never_keeps_live_events_from_the_con
     daemon.config.values = {"subscription_ring_size": 3}
     (tmp_path / "log").mkdir()
     daemon.writer.log = event_log = EventLog(tmp_path / "log")
-    hub = Hub(daemon)
+    hub = make_hub(daemon)
     hub.backlog_chunk = 7
     history = [create() for _ in range(30)]
     event_log.append(history)
@@ -234,7 +241,7 @@ async def test_hub_resume_from_the_log_also_replays_events_synced_late_with_olde
     daemon.config.values = {"subscription_ring_size": 5}
     (tmp_path / "log").mkdir()
     daemon.writer.log = event_log = EventLog(tmp_path / "log")
-    hub = Hub(daemon)
+    hub = make_hub(daemon)
     made_elsewhere = create(agent="bob")  # the oldest id of all
     history = [create() for _ in range(10)]
     event_log.append(history)
@@ -252,7 +259,7 @@ async def test_hub_resume_from_the_log_also_replays_events_synced_late_with_olde
 async def test_hub_ring_forgets_the_oldest(nursery):
     daemon = FakeDaemon(nursery)
     daemon.config.values = {"subscription_ring_size": 2}
-    hub = Hub(daemon)
+    hub = make_hub(daemon)
     events = [create() for _ in range(3)]
     await hub.publish(events, "local")
     assert [e.d["event_id"] for e in hub.ring] == [events[1]["event_id"], events[2]["event_id"]]
@@ -260,7 +267,7 @@ async def test_hub_ring_forgets_the_oldest(nursery):
 
 
 async def test_hub_session_end_ends_its_subscriptions_and_says_so(nursery):
-    hub = Hub(FakeDaemon(nursery))
+    hub = make_hub(FakeDaemon(nursery))
     conn = FakeConn()
     sub = await hub.subscribe(conn, filter_type="all", session_id="ses_x", agent="alice")
     other = await hub.subscribe(conn, filter_type="all", session_id="ses_y", agent="bob")
@@ -281,7 +288,7 @@ async def test_hub_session_end_ends_its_subscriptions_and_says_so(nursery):
 
 async def test_hub_mention_targets_follow_group_changes(nursery):
     daemon = FakeDaemon(nursery)
-    hub = Hub(daemon)
+    hub = make_hub(daemon)
     conn = FakeConn()
     daemon.writer.targets["carol"] = ["carol", "tester", "everyone"]
     await hub.subscribe(conn, filter_type="mention", mention="carol")
@@ -305,7 +312,7 @@ async def test_hub_mention_targets_follow_group_changes(nursery):
 
 
 async def test_hub_inbox_changed_wakes_only_for_what_can_add_to_an_inbox(nursery):
-    hub = Hub(FakeDaemon(nursery))
+    hub = make_hub(FakeDaemon(nursery))
     before = hub.inbox_changed
     read = {
         "type": "message.read",
@@ -330,7 +337,7 @@ async def test_hub_the_ring_is_bounded_by_bytes_and_a_resume_past_it_reads_the_l
     daemon.config.values = {"subscription_ring_bytes": 40_000}
     (tmp_path / "log").mkdir()
     daemon.writer.log = event_log = EventLog(tmp_path / "log")
-    hub = Hub(daemon)
+    hub = make_hub(daemon)
     history = [create() for _ in range(20)]
     for d in history:
         d["body"] = {**d["body"], "content": "x" * 10_000}

@@ -37,7 +37,10 @@ class _Agent:
 
 
 async def _rpc(daemon: Daemon, method: str, params: dict, conn=None) -> dict:
-    reply = await dispatch.handle(daemon, conn or _Agent(), jsonrpc.Request(method=method, params=params, id=1))
+    assert daemon.services is not None
+    reply = await dispatch.handle(
+        daemon.services, conn or _Agent(), jsonrpc.Request(method=method, params=params, id=1)
+    )
     assert "error" not in reply, reply
     return reply["result"]
 

@@ -12,7 +12,7 @@ def _main() -> int:
     parser.add_argument("--ready-fd", type=int, default=None)
     parser.add_argument("--foreground", action="store_true")
     args = parser.parse_args()
-    from .server import main
+    from .process import main
 
     return main(resolve(args.repo, check=False), ready_fd=args.ready_fd, foreground=args.foreground)  # checked in main
 

@@ -3,7 +3,7 @@
 Rules:
 
 1. Resolved address lists are cached; agent and group events clear the cache
-   (`AddressBook.clear`, called by the daemon's writer subscriber).
+   (`AddressBook.on_applied`, a writer subscriber).
 2. In a team on several machines an address is often unknown only because its
    agent registered elsewhere after our last sync. So when a remote is configured
    and an address is unknown (or would be a role nobody holds yet), the sync loop
@@ -20,13 +20,19 @@ Rules:
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from .. import errors
+from ..paths import ThrumPaths
 from ..store import addresses as store_addresses
 from ..sync import state as sync_record
+
+if TYPE_CHECKING:
+    from .syncer import SyncLoop
 
 REFRESH_WAIT = 4.0  # seconds a send waits for a fetch before refusing an unknown address
 MAX_CACHED = 4096
@@ -47,7 +53,7 @@ def _ago(stamp: str, now: datetime | None = None) -> str:
     return f"{stamp} ({secs // 86400}d ago)"
 
 
-def sync_note(state: dict, *, finished: bool) -> tuple[str, dict]:
+def sync_note(state: dict[str, Any], *, finished: bool) -> tuple[str, dict[str, Any]]:
     """The clause an unknown-recipient error gets after a refresh, and its data."""
     last_ok = state.get("last_success") or ""
     parts = ["checked the remote just now" if finished else "a fetch from the remote is still running"]
@@ -59,32 +65,42 @@ def sync_note(state: dict, *, finished: bool) -> tuple[str, dict]:
 
 
 class AddressBook:
-    def __init__(self, daemon):
-        self._daemon = daemon
-        self._cache: dict[tuple, list[dict]] = {}
+    def __init__(self, read: Callable[..., Awaitable[Any]], sync: SyncLoop, paths: ThrumPaths):
+        """``read``: the writer's queries; ``sync``: fetches once for an unknown address (rule
+        2); ``paths``: where the last sync's record is (for the error's note)."""
+        self._read = read
+        self._sync = sync
+        self._paths = paths
+        self._cache: dict[tuple[str, ...], list[dict[str, Any]]] = {}
 
     def clear(self) -> None:
         self._cache.clear()
 
-    async def _lookup(self, addresses: list[str], *, settled: bool = True) -> list[dict]:
+    async def on_applied(self, applied: list[dict[str, Any]], source: str) -> None:
+        """Writer subscriber: agent and group events change what an address names (rule 1)."""
+        if any(d["type"].startswith(("agent.register", "agent.cleanup", "group.")) for d in applied):
+            self.clear()
+
+    async def _lookup(self, addresses: list[str], *, settled: bool = True) -> list[dict[str, Any]]:
         """Resolved addresses; a result with a pending role is cached only once ``settled``
         (no remote to ask, or asked already)."""
         key = tuple(addresses)
         hit = self._cache.get(key)
         if hit is not None:
             return [dict(r) for r in hit]
-        resolved = await self._daemon.writer.read(store_addresses.resolve_recipients, addresses, pending_roles=True)
+        resolved: list[dict[str, Any]] = await self._read(
+            store_addresses.resolve_recipients, addresses, pending_roles=True
+        )
         if settled or not any(r.get("pending") for r in resolved):
             if len(self._cache) > MAX_CACHED:
                 self._cache.clear()
             self._cache[key] = [dict(r) for r in resolved]
         return resolved
 
-    def _remote_sync(self):
-        sync = self._daemon.sync
-        return sync if sync is not None and sync.mode() == "remote" else None
+    def _remote_sync(self) -> SyncLoop | None:
+        return self._sync if self._sync.mode() == "remote" else None
 
-    async def resolve(self, addresses: list[str]) -> list[dict]:
+    async def resolve(self, addresses: list[str]) -> list[dict[str, Any]]:
         """``{address, kind, value}`` for each address, in order, each once; a role nobody
         holds yet has ``pending`` set (`store_addresses.resolve_recipients`). With a remote,
         anything not known here is looked for there first (one fetch, rule 2).
@@ -106,7 +122,7 @@ class AddressBook:
         try:
             resolved = await self._lookup(addresses, settled=finished)
         except errors.UnknownRecipient as exc:
-            state = await trio.to_thread.run_sync(sync_record.load_state, self._daemon.paths)
+            state = await trio.to_thread.run_sync(sync_record.load_state, self._paths)
             note, extra = sync_note(state, finished=finished)
             raise errors.UnknownRecipient(f"{exc.message} ({note})", data={**(exc.data or {}), **extra}) from None
         if not finished:  # the remote may know a holder this replica has not heard of yet

@@ -17,7 +17,7 @@ import itertools
 import math
 import logging
 from collections import deque
-from typing import Awaitable, Callable
+from typing import Any, Awaitable, Callable
 
 import trio
 
@@ -49,7 +49,7 @@ class Connection:
         self._send_bytes = send_bytes
         self._newline = framing_newline
         self._send_lock = trio.Lock()
-        self.outbox: deque = deque()
+        self.outbox: deque[dict[str, Any]] = deque()
         self.queue_size = max(1, queue_size)
         self._wakeup = trio.Event()
         self._room = trio.Event()
@@ -63,7 +63,7 @@ class Connection:
         self.send_timeout = send_timeout
         self._on_stuck = on_stuck
 
-    async def send(self, obj) -> None:
+    async def send(self, obj: Any) -> None:
         """Send one message; encoded only once it is its turn (waiting replies stay objects).
 
         Raises:
@@ -87,7 +87,7 @@ class Connection:
             self._room.set()
 
     # ---------------------------------------------------------------- notifications
-    def notify(self, method: str, params: dict) -> None:
+    def notify(self, method: str, params: dict[str, Any]) -> None:
         """Queue a notification without ever blocking the caller."""
         if self.closed:
             return
@@ -158,7 +158,7 @@ class Connection:
         self._room.set()
 
 
-def is_disconnect(exc: BaseException, extra: tuple = ()) -> bool:
+def is_disconnect(exc: BaseException, extra: tuple[type[BaseException], ...] = ()) -> bool:
     """True when ``exc`` (or every exception of a group) only says the peer went away."""
     if isinstance(exc, (trio.BrokenResourceError, trio.ClosedResourceError, *extra)):
         return True

@@ -72,7 +72,7 @@ class DeliveryRecorder:
         self._lock = trio.Lock()
         self.recorded = 0  # message ids recorded as delivered (for status and tests)
 
-    def on_applied(self, applied: list[dict], source: str) -> None:
+    def on_applied(self, applied: list[dict[str, Any]], source: str) -> None:
         """A writer subscriber: note the messages of a folded batch, and when they arrived."""
         now = None
         for d in applied:
@@ -82,7 +82,7 @@ class DeliveryRecorder:
         if len(self._noted) > MAX_NOTED:
             self._kick.set()
 
-    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         while True:
             with trio.move_on_after(self._every):
@@ -126,10 +126,10 @@ class DeliveryRecorder:
             return sum(len(ids) for ids in found.values())
 
     @staticmethod
-    def _receipts(found: dict[str, list[str]], noted: dict[str, str]) -> list[ev.Event]:
+    def _receipts(found: dict[str, list[str]], noted: dict[str, str]) -> list[ev.MessageDelivered]:
         """One ``message.delivered`` per agent and 1,000 ids, stamped with the latest arrival among them."""
         now = ev.now_rfc3339()
-        events: list[ev.Event] = []
+        events: list[ev.MessageDelivered] = []
         for agent, ids in sorted(found.items()):
             for i in range(0, len(ids), MAX_IDS_PER_EVENT):
                 part = tuple(ids[i : i + MAX_IDS_PER_EVENT])

@@ -24,7 +24,7 @@ Handler = Callable[["Call"], Awaitable[Any]]
 METHODS: dict[str, Handler] = {}
 
 
-def method(name: str):
+def method(name: str) -> Callable[[Handler], Handler]:
     def register(fn: Handler) -> Handler:
         if name in METHODS:
             raise RuntimeError(f"RPC method {name} registered twice")
@@ -42,7 +42,7 @@ class Call:
     method: str
 
 
-async def handle(daemon, conn, req: jsonrpc.Request | jsonrpc.Invalid) -> dict | None:
+async def handle(services: ServiceContext, conn: Any, req: jsonrpc.Request | jsonrpc.Invalid) -> dict[str, Any] | None:
     """Answer one request (None for notifications)."""
     if isinstance(req, jsonrpc.Invalid):
         return jsonrpc.failure(req.id, req.error)
@@ -51,7 +51,7 @@ async def handle(daemon, conn, req: jsonrpc.Request | jsonrpc.Invalid) -> dict |
         if fn is None:
             raise errors.MethodNotFound(f"method not found: {req.method}")
         params = Params(req.params, observer=getattr(conn, "observer", False))
-        result = await fn(Call(daemon.services, conn, params, req.method))
+        result = await fn(Call(services, conn, params, req.method))
     except errors.ThrumError as exc:
         if req.is_notification:
             return None
@@ -79,7 +79,7 @@ def _as_params_error(exc: errors.ThrumError) -> errors.ThrumError:
     return exc
 
 
-async def handle_frame(daemon, conn, data: bytes | str, *, max_batch: int = 100) -> Any:
+async def handle_frame(services: ServiceContext, conn: Any, data: bytes | str, *, max_batch: int = 100) -> Any:
     """Parse one frame (line or WebSocket message) and answer it (None: nothing to send).
 
     A batch runs its requests one after another and answers in one array; it may
@@ -98,8 +98,8 @@ async def handle_frame(daemon, conn, data: bytes | str, *, max_batch: int = 100)
             )
         answers = []
         for req in parsed:
-            a = await handle(daemon, conn, req)
+            a = await handle(services, conn, req)
             if a is not None:
                 answers.append(a)
         return answers or None
-    return await handle(daemon, conn, parsed)
+    return await handle(services, conn, parsed)

@@ -11,8 +11,13 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import TYPE_CHECKING
 
 import trio
+
+if TYPE_CHECKING:
+    from ..store.verified import VerifiedFold
+    from .writer import Writer
 
 log = logging.getLogger(__name__)
 
@@ -20,17 +25,15 @@ MAX_WAIT_S = 60.0
 
 
 class HeldTimer:
-    def __init__(self, writer, skew_s: float):
+    def __init__(self, writer: Writer, fold: VerifiedFold, skew_s: float):
         self.writer = writer
-        self.fold = writer.fold_lines  # thrum.store.verified.VerifiedFold
+        self.fold = fold
         self.longest = max(0.05, min(MAX_WAIT_S, skew_s))
 
-    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
-        if self.fold is None:
-            return
         while True:
-            due = await self.writer.read(self.fold.next_due)
+            due: float | None = await self.writer.read(self.fold.next_due)
             wait = self.longest if due is None else min(self.longest, max(0.0, due - time.time()))
             await trio.sleep(wait)
             if due is not None and due <= time.time():
@@ -38,11 +41,9 @@ class HeldTimer:
 
     async def _release(self) -> None:
         try:
-            async with self.writer.lock:
-                result = await trio.to_thread.run_sync(self.fold.release_due, self.writer.db)
+            applied = await self.writer.release_due()  # published like a sync's
         except Exception:  # noqa: BLE001 - the lines stay held; the next round or fold tries again
             log.exception("could not apply the lines whose time has come")
             return
-        if result.applied:
-            log.info("applied %d event(s) held until their time", len(result.applied))
-            await self.writer.publish(result.applied, "sync")
+        if applied:
+            log.info("applied %d event(s) held until their time", len(applied))

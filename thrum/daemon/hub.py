@@ -37,6 +37,12 @@ Rules:
    outbox; ``thread.updated`` is a live summary and is not replayed.
 5. ``message.wait`` sleeps on `inbox_changed`, which is replaced whenever
    something that can add to an inbox is published. No polling.
+6. When a message joins a thread, each connection whose subscriptions match hears
+   ``thread.updated``: the thread's summary as its subscriber sees it, read in a
+   task of its own after the publish (never on the writer's path), and not sent to a
+   subscription still replaying.
+
+The filters and the subscription record are `thrum.daemon.subscription` (pure).
 """
 
 from __future__ import annotations
@@ -44,7 +50,9 @@ from __future__ import annotations
 import itertools
 import logging
 from collections import deque
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import trio
 
@@ -52,93 +60,66 @@ from .. import errors
 from .. import events as ev
 from ..store import queries
 from ..store.backlog import BacklogReader, SegmentIndex
-from .thread_updates import payload_for, send_thread_updates
+from ..store.log import EventLog
+from .connection import Connection
+from .subscription import (
+    INBOX_CHANGERS,
+    MESSAGE_TYPES,
+    NOTIFY_TYPES,
+    TARGET_CHANGERS,
+    Event,
+    Info,
+    Subscription,
+    info_of,
+    matches,
+    payload,
+)
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Read = Callable[..., Awaitable[Any]]  # `Writer.read`: ``fn(db, ...)`` in a worker thread
 
 RING_SIZE = 20_000  # recent events kept for resume (config: subscription_ring_size)
 RING_BYTES = 64 * 1024 * 1024  # and at most about this much of them (config: subscription_ring_bytes)
 BACKLOG_CHUNK = 2_000  # events read from the log per piece of a resume from beyond the ring
-NOTIFY_TYPES = (
-    frozenset(
-        {
-            "message.create",
-            "message.edit",
-            "message.delete",
-            "agent.register",
-            "agent.cleanup",
-            "agent.update",
-            "agent.session.start",
-            "agent.session.end",
-            # `all` only (and every receipt: read marks, delivery states): a watcher (the Web UI) keeps groups live
-            "group.create",
-            "group.delete",
-            "group.member.add",
-            "group.member.remove",
-        }
-    )
-    | ev.RECEIPT_TYPES
-)  # unread counts and each recipient's delivery state
-MESSAGE_TYPES = frozenset({"message.create", "message.edit", "message.delete"})
-TARGET_CHANGERS = frozenset(
-    {"agent.register", "agent.cleanup", "group.create", "group.delete", "group.member.add", "group.member.remove"}
-)
-# what can make a message newly match someone's `message.wait` (reads and archives only remove)
-INBOX_CHANGERS = frozenset({"message.create", "message.unread"}) | TARGET_CHANGERS
-
-
-@dataclass(eq=False)
-class Subscription:
-    id: int
-    conn: object
-    filter_type: str
-    scope: dict | None = None
-    mention: str | None = None
-    session_id: str | None = None
-    agent: str | None = None
-    created_at: str = ""
-    targets: frozenset | None = None  # names whose mention counts as mentioning `mention`
-    held: deque | None = None  # live events held back while a replay runs (at most the ring's size)
-    rescan_above: str | None = None  # while set, live events after this event_id come from the log instead
-    replayed: set = field(default_factory=set)  # event_ids of the replay's current piece
-    replayed_count: int = 0
-
-    def describe(self) -> dict:
-        d = {
-            "subscription_id": self.id,
-            "filter_type": self.filter_type,
-            "created_at": self.created_at,
-            "session_id": self.session_id or "",
-        }
-        if self.scope:
-            d["scope"] = self.scope
-        if self.mention:
-            d["mention"] = self.mention
-        return d
 
 
 @dataclass(eq=False)
 class _Entry:
     pos: int  # arrival number
-    d: dict  # the event
-    info: dict | None  # scopes/refs/thread of the message it is about (None: unknown yet)
+    d: dict[str, Any]  # the event
+    info: dict[str, Any] | None  # scopes/refs/thread of the message it is about (None: unknown yet)
     weight: int = 0  # about how many bytes it holds (`_weight`)
 
 
-def _weight(d: dict) -> int:
+def _weight(d: dict[str, Any]) -> int:
     """About the bytes an event holds (its body's texts dominate: up to 16 MiB from a remote)."""
     body = d.get("body")
     return 512 + (sum(len(v) for v in body.values() if isinstance(v, str)) if isinstance(body, dict) else 0)
 
 
 class Hub:
-    def __init__(self, daemon):
-        self.daemon = daemon
+    def __init__(
+        self,
+        read: Read,
+        event_log: EventLog,
+        nursery: trio.Nursery,
+        *,
+        ring_size: int = RING_SIZE,
+        ring_bytes: int = RING_BYTES,
+    ):
+        """``read``: the writer's queries (targets, message routing, thread summaries);
+        ``event_log``: read for a resume from beyond the ring; ``nursery``: replays and
+        thread summaries run there, never on the writer's path."""
+        self._read = read
+        self._log = event_log
+        self._nursery = nursery
         self.subs: dict[int, Subscription] = {}
         self._ids = itertools.count(1)
         self.ring: deque[_Entry] = deque()
-        self.ring_size = max(1, int(daemon.config.values.get("subscription_ring_size") or RING_SIZE))
-        self.ring_max_bytes, self.ring_bytes = int(daemon.config.values.get("subscription_ring_bytes") or RING_BYTES), 0
+        self.ring_size = max(1, ring_size)
+        self.ring_max_bytes, self.ring_bytes = ring_bytes, 0
         self._ring_pos: dict[str, int] = {}
         self.segments = SegmentIndex()  # shared by every resume that reads the log
         self._log_reads = trio.Lock()  # one piece read at a time: resumes never crowd out queries
@@ -154,7 +135,7 @@ class Hub:
         self.closed = True
         self._wake(inbox=True)
 
-    def connection_closed(self, conn) -> None:
+    def connection_closed(self, conn: Connection) -> None:
         for sid in [s.id for s in self.subs.values() if s.conn is conn]:
             del self.subs[sid]
 
@@ -169,7 +150,15 @@ class Hub:
 
     # ------------------------------------------------------------------ subscriptions
     async def subscribe(
-        self, conn, *, filter_type: str, scope=None, mention=None, session_id=None, agent=None, since_event_id=None
+        self,
+        conn: Connection,
+        *,
+        filter_type: str,
+        scope: dict[str, str] | None = None,
+        mention: str | None = None,
+        session_id: str | None = None,
+        agent: str | None = None,
+        since_event_id: str | None = None,
     ) -> Subscription:
         """Register a subscription; with ``since_event_id``, replay what came after that event first.
 
@@ -201,17 +190,17 @@ class Hub:
             sub.held = deque()
         self.subs[sub.id] = sub
         if since_event_id:
-            self.daemon.nursery.start_soon(self._replay, sub, since_event_id)
+            self._nursery.start_soon(self._replay, sub, since_event_id)
         return sub
 
-    def unsubscribe(self, conn, sub_id: int) -> bool:
+    def unsubscribe(self, conn: Connection, sub_id: int) -> bool:
         sub = self.subs.get(sub_id)
         if sub is None or sub.conn is not conn:
             return False
         del self.subs[sub_id]
         return True
 
-    def serves(self, conn) -> bool:
+    def serves(self, conn: Connection) -> bool:
         """Whether ``conn`` has a subscription (a connection waiting for events is not idle)."""
         return any(s.conn is conn for s in self.subs.values())
 
@@ -219,23 +208,26 @@ class Hub:
         """Ids of every connection with a subscription."""
         return {id(s.conn) for s in self.subs.values()}
 
-    def list_for(self, conn) -> list[dict]:
+    def list_for(self, conn: Connection) -> list[dict[str, Any]]:
         return [s.describe() for s in self.subs.values() if s.conn is conn]
 
     async def _resolve(self, name: str) -> list[str]:
-        return await self.daemon.writer.read(queries.targets_of, name)
+        targets: list[str] = await self._read(queries.targets_of, name)
+        return targets
 
     async def _refresh_targets(self) -> None:
         """Re-resolve every mention subscription (an agent, group or membership changed)."""
         self._targets_gen += 1
-        memo: dict[str, frozenset] = {}
-        for sub in [s for s in self.subs.values() if s.mention]:
+        memo: dict[str, frozenset[str]] = {}
+        for sub in list(self.subs.values()):
+            if not sub.mention:
+                continue
             if sub.mention not in memo:
                 memo[sub.mention] = frozenset(await self._resolve(sub.mention))
             sub.targets = memo[sub.mention]
 
     # ------------------------------------------------------------------ publishing
-    async def publish(self, applied: list[dict], source: str) -> None:
+    async def publish(self, applied: list[dict[str, Any]], source: str) -> None:
         """Called by the store after each durable batch (local writes and sync alike)."""
         if not applied or self.closed:
             return
@@ -252,9 +244,9 @@ class Hub:
             if d["type"] == "agent.session.end":
                 self.session_ended(d["session_id"], d.get("agent_id") or "")
         creates = [d for d in notifiable if d["type"] == "message.create" and d.get("thread_id")]
-        if creates and self.subs and self.daemon.nursery is not None:
+        if creates and self.subs:
             # thread summaries need queries: never hold up the writer for them
-            self.daemon.nursery.start_soon(send_thread_updates, self, creates, infos)
+            self._nursery.start_soon(self._send_thread_updates, creates, infos)
         self._wake(inbox=bool(kinds & INBOX_CHANGERS))
 
     def _wake(self, *, inbox: bool) -> None:
@@ -264,7 +256,7 @@ class Hub:
             self.inbox_changed.set()
             self.inbox_changed = trio.Event()
 
-    def _remember(self, d: dict, info: dict | None) -> None:
+    def _remember(self, d: dict[str, Any], info: dict[str, Any] | None) -> None:
         pos = next(self._arrivals)
         weight = _weight(d)
         while self.ring and (len(self.ring) >= self.ring_size or self.ring_bytes + weight > self.ring_max_bytes):
@@ -276,44 +268,29 @@ class Hub:
         self.ring_bytes += weight
         self._ring_pos[d["event_id"]] = pos
 
-    async def _message_infos(self, events: list[dict]) -> dict[str, dict]:
+    async def _message_infos(self, events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         """Scopes and mention refs of the messages these events are about."""
-        infos: dict[str, dict] = {}
+        infos: dict[str, dict[str, Any]] = {}
         need = []
         for d in events:
             if d["type"] == "message.create":
-                infos[d["message_id"]] = _info_of(d)
+                infos[d["message_id"]] = info_of(d)
             elif d["message_id"] not in infos:
                 need.append(d["message_id"])
         if need and any(s.filter_type != "all" for s in self.subs.values()):
-            infos.update(await self.daemon.writer.read(queries.message_routing, need))
+            infos.update(await self._read(queries.message_routing, need))
         return infos
 
-    def _matches(self, sub: Subscription, d: dict, info: dict | None) -> bool:
-        if sub.filter_type == "all":
-            return True
-        if info is None or (d["type"] not in MESSAGE_TYPES and d["type"] != "thread.updated"):
-            return False
-        if sub.filter_type == "scope":
-            want_t, want_v = sub.scope["type"], sub.scope["value"]
-            return any(s["type"] == want_t and s["value"] == want_v for s in info["scopes"])
-        if sub.filter_type == "mention":
-            if sub.agent and info.get("agent_id") == sub.agent:
-                return False  # one's own message is never news to oneself (it mentions "everyone" too)
-            targets = sub.targets or (sub.mention, "everyone")
-            return any(r["type"] == "mention" and r["value"] in targets for r in info["refs"])
-        return False
-
-    def _deliver(self, d: dict, info: dict | None) -> None:
+    def _deliver(self, d: dict[str, Any], info: dict[str, Any] | None) -> None:
         """Once per connection through a live subscription; a connection with none that
         matches gets it held by each of its replaying ones (a client may delete any of
         them: one deleted mid-replay takes nothing with it)."""
-        matching = [sub for sub in list(self.subs.values()) if self._matches(sub, d, info)]
+        matching = [sub for sub in list(self.subs.values()) if matches(sub, d, info)]
         sent: set[int] = set()
         for sub in matching:
             if sub.held is None and id(sub.conn) not in sent:
                 sent.add(id(sub.conn))
-                sub.conn.notify(d["type"], _payload(d, sub))
+                sub.conn.notify(d["type"], payload(d, sub))
         for sub in matching:
             if sub.held is None or id(sub.conn) in sent:
                 continue
@@ -340,7 +317,7 @@ class Hub:
                     continue
                 await _room(sub.conn)
                 if sub.id in self.subs:
-                    sub.conn.notify(d["type"], _payload(d, sub))
+                    sub.conn.notify(d["type"], payload(d, sub))
             if sub.id in self.subs:
                 sub.conn.notify(
                     "subscription.replayed",
@@ -368,7 +345,7 @@ class Hub:
         # the log's order after ``since``, so they go first.
         late = [(e.d, e.info) for e in self.ring if e.d["event_id"] <= since]
         await self._send_replay(sub, late)
-        reader = BacklogReader(self.daemon.writer.log, self.segments, since, NOTIFY_TYPES, piece=self.backlog_chunk)
+        reader = BacklogReader(self._log, self.segments, since, NOTIFY_TYPES, piece=self.backlog_chunk)
         previous: set[str] = set(sub.replayed)
         while sub.id in self.subs:
             sub.rescan_above = None  # hold everything while the piece is read
@@ -389,22 +366,59 @@ class Hub:
                 if d["event_id"] not in sub.replayed:
                     await _room(sub.conn)
                     if sub.id in self.subs:
-                        sub.conn.notify(d["type"], _payload(d, sub))
+                        sub.conn.notify(d["type"], payload(d, sub))
             previous = sub.replayed - previous
 
-    async def _send_replay(self, sub: Subscription, backlog: list[tuple[dict, dict | None]]) -> None:
+    async def _send_replay(
+        self, sub: Subscription, backlog: list[tuple[dict[str, Any], dict[str, Any] | None]]
+    ) -> None:
         missing = [d["message_id"] for d, info in backlog if info is None and d["type"] in MESSAGE_TYPES]
         if missing and sub.filter_type != "all":
-            found = await self.daemon.writer.read(queries.message_routing, list(dict.fromkeys(missing)))
+            found = await self._read(queries.message_routing, list(dict.fromkeys(missing)))
             backlog = [(d, info if info is not None else found.get(d.get("message_id", ""))) for d, info in backlog]
         for d, info in backlog:
-            if self._matches(sub, d, info):
+            if matches(sub, d, info):
                 await _room(sub.conn)
                 if sub.id not in self.subs:
                     return
                 sub.replayed.add(d["event_id"])
                 sub.replayed_count += 1
-                sub.conn.notify(d["type"], _payload(d, sub, replay=True))
+                sub.conn.notify(d["type"], payload(d, sub, replay=True))
+
+    async def _send_thread_updates(self, creates: list[Event], infos: dict[str, Info]) -> None:
+        """``thread.updated``: tell each connection whose subscriptions match the summary of
+        the thread a new message joined, as its subscriber sees it (unread counts are per
+        agent). Not replayed on resume, and not sent to a subscription still replaying (it
+        would arrive before the events it summarises)."""
+        try:
+            for d in creates:
+                info = infos.get(d["message_id"])
+                probe = {"type": "thread.updated"}
+                # a notification of its own, so its own id: clients de-duplicate by event_id
+                # (spec/events.md) and must not drop it as a repeat of the message.create
+                update_id = ev.new_ulid()
+                done: set[int] = set()
+                summaries: dict[str | None, dict[str, Any] | None] = {}
+                for sub in list(self.subs.values()):
+                    if id(sub.conn) in done or sub.held is not None or not matches(sub, probe, info):
+                        continue
+                    done.add(id(sub.conn))
+                    if sub.agent not in summaries:
+                        summaries[sub.agent] = await self._read(queries.thread_summary, d["thread_id"], sub.agent)
+                    summary = summaries[sub.agent]
+                    if summary is None or sub.id not in self.subs:
+                        continue
+                    update = {
+                        "type": "thread.updated",
+                        "timestamp": d["timestamp"],
+                        "event_id": update_id,
+                        "v": 1,
+                        "cause_event_id": d["event_id"],
+                        **summary,
+                    }
+                    sub.conn.notify("thread.updated", payload(update, sub))
+        except Exception:
+            log.exception("thread.updated notifications failed")
 
     # ------------------------------------------------------------------ waiting
     async def wait_changed(self, deadline: float) -> bool:
@@ -416,35 +430,19 @@ class Hub:
         return False
 
 
-async def _room(conn) -> None:
+async def _room(conn: Connection) -> None:
     """Wait until the connection's outbox has room."""
     await conn.wait_for_room()
-
-
-def _payload(d: dict, sub: Subscription, replay: bool = False) -> dict:
-    out = payload_for(d, sub)
-    if replay:
-        out["replay"] = True
-    return out
-
-
-def _info_of(d: dict) -> dict:
-    return {
-        "scopes": d.get("scopes") or [],
-        "refs": d.get("refs") or [],
-        "thread_id": d.get("thread_id", ""),
-        "agent_id": d.get("agent_id", ""),
-    }
 
 
 # ---------------------------------------------------------------------------- queries (worker threads)
 
 
-def _log_backlog(reader: BacklogReader) -> tuple[list[tuple[dict, dict | None]], str | None]:
+def _log_backlog(reader: BacklogReader) -> tuple[list[tuple[dict[str, Any], dict[str, Any] | None]], str | None]:
     """The next piece of notifiable events from the log, in event_id order (slow path).
 
     Edits and deletes of messages created before the piece have no routing here; the
     replay looks them up for the subscriptions that filter on it."""
     picked, skip_above = reader.next_piece()
-    infos = {d["message_id"]: _info_of(d) for d in picked if d["type"] == "message.create"}
+    infos = {d["message_id"]: info_of(d) for d in picked if d["type"] == "message.create"}
     return [(d, infos.get(d["message_id"]) if d["type"] in MESSAGE_TYPES else None) for d in picked], skip_above

@@ -29,19 +29,19 @@ from .. import errors
 
 RECENT = 4096  # results kept in memory (the projection remembers every key; this covers a lagging view)
 
-Lookup = Callable[[], Awaitable[dict | None]]
-Write = Callable[[], Awaitable[dict]]
+Lookup = Callable[[], Awaitable[dict[str, Any] | None]]
+Write = Callable[[], Awaitable[dict[str, Any]]]
 
 
 class KeyedWrites:
     def __init__(self) -> None:
         self._in_flight: dict[tuple[str, str], trio.Event] = {}
-        self._recent: OrderedDict[tuple[str, str], tuple[str, dict]] = OrderedDict()
+        self._recent: OrderedDict[tuple[str, str], tuple[str, dict[str, Any]]] = OrderedDict()
         self.replayed = 0
 
     async def once(
         self, agent: str, key: str, digest: str, *, lookup: Lookup, write: Write, what: str = "message"
-    ) -> dict:
+    ) -> dict[str, Any]:
         """``write()``'s result, or the first result of this key (``lookup()`` finds it in the projection).
 
         ``lookup`` returns ``{"digest": ..., "result": {...}}`` or None.
@@ -72,7 +72,7 @@ class KeyedWrites:
             del self._in_flight[ident]
             done.set()
 
-    def _replay(self, first_digest: str, digest: str, result: dict, key: str, what: str) -> dict:
+    def _replay(self, first_digest: str, digest: str, result: dict[str, Any], key: str, what: str) -> dict[str, Any]:
         if first_digest != digest:
             raise errors.Conflict(
                 f"idempotency_key {key[:60]!r} was already used for a different {what}; use a new key for a new write",
@@ -81,7 +81,7 @@ class KeyedWrites:
         self.replayed += 1
         return dict(result)
 
-    def _remember(self, ident: tuple[str, str], digest: str, result: dict) -> None:
+    def _remember(self, ident: tuple[str, str], digest: str, result: dict[str, Any]) -> None:
         self._recent[ident] = (digest, dict(result))
         self._recent.move_to_end(ident)
         while len(self._recent) > RECENT:
@@ -92,7 +92,7 @@ def key_param(params: Any) -> str | None:
     """The request's ``idempotency_key`` (validated), or None."""
     from ..events.validation import IDEMPOTENCY_KEY_RE
 
-    key = params.str("idempotency_key", max_len=128)
+    key: str | None = params.str("idempotency_key", max_len=128)
     if key is None or key == "":
         return None
     if not IDEMPOTENCY_KEY_RE.fullmatch(key):

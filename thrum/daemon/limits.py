@@ -33,8 +33,10 @@ import logging
 import math
 import resource
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import trio
 
@@ -60,7 +62,7 @@ class Limits:
     max_batch: int = 100
 
     @classmethod
-    def from_config(cls, values: dict, nofile: int | None = None) -> "Limits":
+    def from_config(cls, values: dict[str, Any], nofile: int | None = None) -> "Limits":
         """The configured limits, with the connection cap fitted under the descriptor limit."""
         configured = int(values.get("max_connections") or cls.max_connections)
         soft = nofile if nofile is not None else resource.getrlimit(resource.RLIMIT_NOFILE)[0]
@@ -171,7 +173,6 @@ class Guard:
         self.scope: trio.CancelScope | None = None  # the whole connection (closing it)
         self.wait_scope: trio.CancelScope | None = None  # the current wait for input (its deadline)
         self.close_reason: str | None = None
-        self.subscribed: Callable[[], bool] = lambda: False
         self.conn: object = None  # the transport's Connection, once it has one
         # transports that count bytes below the message layer (WebSocket control frames)
         # say here whether a message is really half-received when its clock runs out
@@ -244,7 +245,7 @@ class Guard:
         """
         if self.in_flight.borrowed_tokens or self.partial:
             return True
-        return id(self.conn) in served if served is not None else self.subscribed()
+        return id(self.conn) in (served if served is not None else self.registry.served())
 
     def deadline(self) -> float:
         if self.partial_since is not None:
@@ -256,6 +257,33 @@ class Guard:
     def _update_deadline(self) -> None:
         if self.wait_scope is not None:
             self.wait_scope.deadline = self.deadline()
+
+    # ------------------------------------------------------------------ the transport's side
+    def belongs_to(self, conn: object, *, partial_probe: Callable[[], bool] | None = None) -> None:
+        """The transport's `Connection` (a subscribed one is never idle); ``partial_probe``:
+        whether a message is really half-received when its clock runs out (a transport that
+        counts bytes below its message layer, such as WebSocket control frames)."""
+        self.conn = conn
+        self.partial_probe = partial_probe
+
+    def close_with(self, scope: trio.CancelScope) -> None:
+        """The cancel scope of the whole connection: `close` cancels it."""
+        self.scope = scope
+
+    @contextmanager
+    def waiting(self) -> Iterator[trio.CancelScope]:
+        """One wait for input, until `deadline` (moved as the state changes); when it is
+        cancelled (``cancelled_caught``), `expired` says whether the connection must close."""
+        with trio.CancelScope(deadline=self.deadline()) as scope:
+            self.wait_scope = scope
+            try:
+                yield scope
+            finally:
+                self.wait_scope = None
+
+    def closing(self, reason: str) -> None:
+        """The transport closes the connection itself, for ``reason`` (logged, told to the client)."""
+        self.close_reason = reason
 
     def expired(self) -> str | None:
         """Why the connection should close now that its deadline passed (None: it has not)."""
@@ -295,14 +323,14 @@ class Guard:
 class Registry:
     """Every open client connection, the cap and the shared byte budget."""
 
-    def __init__(self, limits: Limits):
+    def __init__(self, limits: Limits, served: Callable[[], set[int]] = set):
+        """``served``: ids of the connections with a subscription (the hub's): they are never idle."""
         self.limits = limits
         self.budget = ByteBudget(limits.max_buffered_bytes)
         self.guards: set[Guard] = set()
         self.refused = 0
         self.evicted = 0
-        # ids of connections with a subscription (the hub's, set by the daemon): one scan per eviction
-        self.served: Callable[[], set[int]] = set
+        self.served = served
         self._last_refusal_log = 0.0
         self._last_trim = 0.0
 
@@ -352,7 +380,7 @@ class Registry:
             f"(max_connections in .thrum/config.json) and none is idle; close some clients and retry"
         )
 
-    def status(self) -> dict:
+    def status(self) -> dict[str, Any]:
         return {
             "open": len(self.guards),
             "max": self.limits.max_connections,

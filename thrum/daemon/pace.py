@@ -23,8 +23,17 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 HOUR_S = 3600.0
+CONVERSATION_TYPES = frozenset({"message.create"})
+
+
+def starts_conversation(applied: list[dict[str, Any]]) -> bool:
+    """Whether events are activity (rule 2): a message, sent or received. Housekeeping (a
+    session that ends, receipts, registrations) is synced all the same, but does not buy
+    two minutes of looks every second."""
+    return any(d.get("type") in CONVERSATION_TYPES for d in applied)
 
 
 class Pace:

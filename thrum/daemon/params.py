@@ -7,32 +7,37 @@ in size, so no value can overflow a date, a timeout or an SQLite integer further
 
 from __future__ import annotations
 
+import builtins
 import math
-from typing import Any
+from typing import Any, Literal, overload
 
 from ..errors import ValidationError
 from ..events.tags import split_tag, tag_fields
 
-_MISSING = object()
+_MISSING: Any = object()
 MAX_INT = 2**53 - 1
 MAX_REAL = 1e15
 
+Str = builtins.str  # inside the class, ``str`` ``int`` ``bool`` are its methods
+Int = builtins.int
+Bool = builtins.bool
+
 
 class Params:
-    def __init__(self, raw: dict, *, observer: bool = False):
+    def __init__(self, raw: dict[Str, Any], *, observer: Bool = False):
         self.raw = raw
         self._observer = observer
 
     @property
-    def observing(self) -> bool:
+    def observing(self) -> Bool:
         """The call only watches: it came from an observer connection (the Web UI) or says
         ``observe: true``. Its ``caller`` is not marked as seen (thrum.daemon.presence)."""
         return self._observer or self.raw.get("observe") is True
 
-    def __contains__(self, key: str) -> bool:
+    def __contains__(self, key: Str) -> Bool:
         return self.raw.get(key) is not None
 
-    def _get(self, key, required):
+    def _get(self, key: Str, required: Bool) -> Any:
         value = self.raw.get(key, _MISSING)
         if value is _MISSING or value is None:
             if required:
@@ -40,16 +45,52 @@ class Params:
             return _MISSING
         return value
 
+    @overload
     def str(
         self,
-        key: str,
+        key: Str,
         *,
-        required: bool = False,
-        default: str | None = None,
-        choices: tuple | None = None,
-        max_len: int = 100_000_000,
-        allow_empty: bool = True,
-    ) -> str | None:
+        required: Literal[True],
+        default: Str | None = None,
+        choices: tuple[Str, ...] | None = None,
+        max_len: Int = 100_000_000,
+        allow_empty: Bool = True,
+    ) -> Str: ...
+
+    @overload
+    def str(
+        self,
+        key: Str,
+        *,
+        required: Bool = False,
+        default: Str,
+        choices: tuple[Str, ...] | None = None,
+        max_len: Int = 100_000_000,
+        allow_empty: Bool = True,
+    ) -> Str: ...
+
+    @overload
+    def str(
+        self,
+        key: Str,
+        *,
+        required: Bool = False,
+        default: None = None,
+        choices: tuple[Str, ...] | None = None,
+        max_len: Int = 100_000_000,
+        allow_empty: Bool = True,
+    ) -> Str | None: ...
+
+    def str(
+        self,
+        key: Str,
+        *,
+        required: Bool = False,
+        default: Str | None = None,
+        choices: tuple[Str, ...] | None = None,
+        max_len: Int = 100_000_000,
+        allow_empty: Bool = True,
+    ) -> Str | None:
         value = self._get(key, required)
         if value is _MISSING:
             return default
@@ -65,27 +106,60 @@ class Params:
             )
         return value
 
-    def bool(self, key: str, default: bool = False) -> bool:
+    def bool(self, key: Str, default: Bool = False) -> Bool:
         value = self._get(key, False)
         if value is _MISSING:
             return default
-        if not isinstance(value, bool):
+        if not isinstance(value, builtins.bool):
             raise ValidationError(f"invalid params: {key} must be true or false", field=key)
         return value
 
+    @overload
     def int(
         self,
-        key: str,
+        key: Str,
         *,
-        default: int | None = None,
-        minimum: int | None = None,
-        maximum: int | None = None,
-        required: bool = False,
-    ) -> int | None:
+        default: Int,
+        minimum: Int | None = None,
+        maximum: Int | None = None,
+        required: Bool = False,
+    ) -> Int: ...
+
+    @overload
+    def int(
+        self,
+        key: Str,
+        *,
+        default: None = None,
+        minimum: Int | None = None,
+        maximum: Int | None = None,
+        required: Literal[True],
+    ) -> Int: ...
+
+    @overload
+    def int(
+        self,
+        key: Str,
+        *,
+        default: None = None,
+        minimum: Int | None = None,
+        maximum: Int | None = None,
+        required: Bool = False,
+    ) -> Int | None: ...
+
+    def int(
+        self,
+        key: Str,
+        *,
+        default: Int | None = None,
+        minimum: Int | None = None,
+        maximum: Int | None = None,
+        required: Bool = False,
+    ) -> Int | None:
         value = self._get(key, required)
         if value is _MISSING:
             return default
-        if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, builtins.bool) or not isinstance(value, builtins.int):
             raise ValidationError(f"invalid params: {key} must be an integer", field=key)
         minimum = -MAX_INT if minimum is None else minimum
         maximum = MAX_INT if maximum is None else maximum
@@ -95,13 +169,23 @@ class Params:
             raise ValidationError(f"invalid params: {key} must be at most {maximum}", field=key)
         return value
 
+    @overload
     def number(
-        self, key: str, *, default: float | None = None, minimum: float | None = None, maximum: float | None = None
+        self, key: Str, *, default: float, minimum: float | None = None, maximum: float | None = None
+    ) -> float: ...
+
+    @overload
+    def number(
+        self, key: Str, *, default: None = None, minimum: float | None = None, maximum: float | None = None
+    ) -> float | None: ...
+
+    def number(
+        self, key: Str, *, default: float | None = None, minimum: float | None = None, maximum: float | None = None
     ) -> float | None:
         value = self._get(key, False)
         if value is _MISSING:
             return default
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, builtins.bool) or not isinstance(value, (builtins.int, float)):
             raise ValidationError(f"invalid params: {key} must be a number", field=key)
         if isinstance(value, float) and not math.isfinite(value):
             raise ValidationError(f"invalid params: {key} must be a finite number", field=key)
@@ -113,14 +197,14 @@ class Params:
             raise ValidationError(f"invalid params: {key} must be at most {maximum}", field=key)
         return float(value)
 
-    def str_list(self, key: str, *, required: bool = False, max_items: int = 10_000, single: bool = True) -> list[str]:
+    def str_list(self, key: Str, *, required: Bool = False, max_items: Int = 10_000, single: Bool = True) -> list[Str]:
         """A list of strings; ``single``: one string stands for a list of one (addresses)."""
         value = self._get(key, required)
         if value is _MISSING:
             return []
-        if isinstance(value, str) and single:
+        if isinstance(value, builtins.str) and single:
             value = [value]
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        if not isinstance(value, list) or not all(isinstance(v, builtins.str) for v in value):
             raise ValidationError(f"invalid params: {key} must be a list of strings", field=key)
         if required and not value:
             raise ValidationError(f"invalid params: {key} must not be empty", field=key)
@@ -128,14 +212,14 @@ class Params:
             raise ValidationError(f"invalid params: {key} has more than {max_items} items", field=key)
         return value
 
-    def tag(self, key: str) -> dict | None:
+    def tag(self, key: Str) -> dict[Str, Str] | None:
         """A ``{"type", "value"}`` object (or ``"type:value"`` string)."""
         value = self._get(key, False)
         if value is _MISSING:
             return None
         return _tag(value, key)
 
-    def tags(self, key: str) -> list[dict]:
+    def tags(self, key: Str) -> list[dict[Str, Str]]:
         value = self._get(key, False)
         if value is _MISSING:
             return []
@@ -143,12 +227,12 @@ class Params:
             raise ValidationError(f"invalid params: {key} must be a list of {{type, value}} objects", field=key)
         return [_tag(v, key) for v in value]
 
-    def any(self, key: str) -> Any:
+    def any(self, key: Str) -> Any:
         value = self._get(key, False)
         return None if value is _MISSING else value
 
 
-def _tag(value, key) -> dict:
+def _tag(value: Any, key: str) -> dict[str, str]:
     if isinstance(value, str):
         if ":" not in value:
             raise ValidationError(f"invalid params: {key} must look like type:value (got {value[:60]!r})", field=key)

@@ -18,6 +18,9 @@ from __future__ import annotations
 import os
 import socket
 import struct
+from typing import Any
+
+import trio
 
 from .. import errors
 
@@ -28,22 +31,22 @@ _XUCRED_HEAD = struct.Struct("IIh")  # struct xucred: version, uid, ngroups (the
 _SOL_LOCAL = 0  # macOS: the level of LOCAL_PEERCRED
 
 
-def peer_uid(sock) -> int | None:
+def peer_uid(sock: socket.socket | trio.socket.SocketType) -> int | None:
     """The user id of the process at the other end of a connected Unix socket (None:
     the platform does not say, or the socket is not a Unix socket)."""
     try:
         if hasattr(socket, "SO_PEERCRED"):
             _pid, uid, _gid = _UCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size))
-            return uid
+            return int(uid)
         if hasattr(socket, "LOCAL_PEERCRED"):
             raw = sock.getsockopt(_SOL_LOCAL, socket.LOCAL_PEERCRED, 128)
-            return _XUCRED_HEAD.unpack_from(raw)[1]
+            return int(_XUCRED_HEAD.unpack_from(raw)[1])
     except (OSError, struct.error):
         return None
     return None
 
 
-def require_own_user(conn, what: str) -> None:
+def require_own_user(conn: Any, what: str) -> None:
     """Refuse ``what`` unless ``conn`` is a Unix socket connection from this daemon's own user.
 
     Raises:

@@ -21,10 +21,14 @@ from __future__ import annotations
 import logging
 import time
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from ..store import directory
+
+if TYPE_CHECKING:
+    from .writer import Writer
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +42,7 @@ def rfc3339(epoch: float) -> str:
 
 
 class Presence:
-    def __init__(self, writer, *, interval: float = FLUSH_INTERVAL):
+    def __init__(self, writer: Writer, *, interval: float = FLUSH_INTERVAL):
         self._writer = writer
         self._interval = interval
         self._seen: dict[str, float] = {}  # agent -> last action (epoch seconds)
@@ -52,7 +56,7 @@ class Presence:
         self._dirty[agent] = now
         self._wake.set()
 
-    def overlay(self, agents: list[dict]) -> list[dict]:
+    def overlay(self, agents: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """agent.list items with ``last_seen_at`` brought up to date (in place; returned)."""
         for item in agents:
             mark = self._seen.get(item.get("agent_id") or item.get("name") or "")
@@ -79,7 +83,7 @@ class Presence:
         except Exception:  # liveness is best effort: never fail or stop the daemon for it
             log.exception("could not record when agents were last seen")
 
-    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Flush in batches while the daemon runs (a timer started by the first mark)."""
         task_status.started()
         while True:

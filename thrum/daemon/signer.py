@@ -21,6 +21,8 @@ who wrote it (docs/design/trust.md). Rules:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import threading
 from collections import defaultdict
 from collections.abc import Callable
@@ -29,7 +31,10 @@ from .. import errors
 from .. import events as ev
 from ..trust import signing
 from ..trust.chains import sig_hash
-from ..trust.keys import LocalKeys
+from ..trust.keys import LocalKeys, PublicKey
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 __all__ = ["Signer"]
 
@@ -42,7 +47,7 @@ class Signer:
         self._lock = threading.Lock()
         self._unsealed: dict[tuple[str, str], list[str]] = defaultdict(list)
 
-    def _pair(self, name: str):
+    def _pair(self, name: str) -> tuple[Ed25519PrivateKey, PublicKey]:
         pair = self.keys.require(name) if name else None  # RefusedKey: a key file it will not use
         if pair is None:
             raise errors.IdentityError(
@@ -55,18 +60,19 @@ class Signer:
 
     def tag(self, name: str) -> bytes:
         """The key tag that binds ``name``'s new message ids to it."""
-        return self._pair(name)[1].tag
+        tag: bytes = self._pair(name)[1].tag
+        return tag
 
     def new_message_id(self, name: str) -> str:
         return signing.new_message_id(self.tag(name))
 
-    def check(self, d: dict) -> None:
+    def check(self, d: dict[str, Any]) -> None:
         """Raise `IdentityError` unless this machine can sign ``d`` (before it is queued)."""
         self._pair(ev.event_author(d) or "")
 
     def sign_batch(
-        self, events: list[dict], stored_tip: Callable[[str], tuple[int, str]]
-    ) -> tuple[list[dict], Callable[[], None]]:
+        self, events: list[dict[str, Any]], stored_tip: Callable[[str], tuple[int, str]]
+    ) -> tuple[list[dict[str, Any]], Callable[[], None]]:
         """The events chained and signed, and a function to call once they are durable
         (it moves the tips on). ``stored_tip(author)``: (seq, hash) the projection holds.
 
@@ -84,7 +90,7 @@ class Signer:
             if tip is None:  # first event of this author since the daemon started: the projection knows
                 tip = stored_tip(author)
             seq, prev = tip
-            chain: dict = {"seq": seq + 1}
+            chain: dict[str, Any] = {"seq": seq + 1}
             if seq:
                 chain["prev"] = prev
             if log_id:
@@ -102,7 +108,7 @@ class Signer:
 
     # ------------------------------------------------------------------ seals
 
-    def appended(self, shard: str, d: dict, line: bytes) -> None:
+    def appended(self, shard: str, d: dict[str, Any], line: bytes) -> None:
         """Remember a line the writer appended (called in the writer's thread)."""
         by = (d.get("sig") or {}).get("by") if isinstance(d.get("sig"), dict) else None
         if by:

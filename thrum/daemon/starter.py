@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+from typing import Any
 
 log = logging.getLogger(__name__)
 
 SLOW_REBUILD_S = 1.0  # a start-up rebuild that took longer is logged (a new repository's takes milliseconds)
 
 
-def tell_starter(ready_fd: int | None, message: dict, *, close: bool = False) -> None:
+def tell_starter(ready_fd: int | None, message: dict[str, Any], *, close: bool = False) -> None:
     """One JSON line to the process waiting for this daemon to start."""
     if ready_fd is not None:
         try:

@@ -7,7 +7,11 @@ Rules:
    (`thrum.sync.teamfile`), read at start-up and after every sync cycle (cheap: a
    ref, a tree entry, a blob). A file that cannot be used keeps the last good root
    (or trust on first use) and is reported.
-2. When the root changes (adopted, edited, removed), the lines judged under the old
+2. `TeamState` is the one reader of the committed root in the daemon: it reads it
+   once at start-up and hands the root to the roster and its log id to the log
+   binding (`thrum.trust.binding`), whose re-reads every few seconds (a root
+   committed while the daemon runs) and before each sync cycle go through it too.
+3. When the root changes (adopted, edited, removed), the lines judged under the old
    one are judged again: the view is rebuilt (`Writer.rejudge`). The blob judged last
    is remembered in ``.thrum/var/team-root.json`` so a daemon that starts under a
    root it has not judged with rebuilds once.
@@ -20,9 +24,18 @@ import logging
 import os
 from pathlib import Path
 
+from typing import TYPE_CHECKING, Any
+
+from ..config import Config
 from ..paths import ThrumPaths
+from ..sync.teamfile import CommittedRoot, read_committed_root
 from ..trust.binding import LogBinding
 from ..trust.roster import Roster
+from ..trust.ring import KeyRing
+
+if TYPE_CHECKING:
+    from ..store.log import EventLog
+    from ..store.verified import VerifiedFold
 
 log = logging.getLogger(__name__)
 
@@ -32,31 +45,56 @@ SEEN_FILE = "team-root.json"
 
 
 class TeamState:
-    def __init__(self, paths: ThrumPaths, remote: str, roster: Roster, binding: LogBinding | None = None):
+    def __init__(self, paths: ThrumPaths, remote: str, roster: Roster):
+        """Reads the committed root (rule 2: the only read at start-up)."""
         self.paths = paths
         self.remote = remote
         self.roster = roster
-        self.binding = binding  # the log id every line this daemon signs names (trust/binding.py)
-        self.committed = None  # thrum.sync.teamfile.CommittedRoot last read
+        self.committed: CommittedRoot | None = None  # last read
         self.error: str | None = None
+        found = self._read_committed()
+        self._first: CommittedRoot | str | None = found  # handed to the binding instead of a second read
+        # the log id every line this daemon signs names (trust/binding.py)
+        self.binding = LogBinding(read=self._committed_log_id)
+        self._take(found)
+
+    def _read_committed(self) -> CommittedRoot | str:
+        """The committed root, or why the repository could not be read."""
+        try:
+            return read_committed_root(self.paths.main_repo, self.remote)
+        except Exception as exc:  # noqa: BLE001 - a repository we cannot read keeps the root in effect
+            return f"cannot read the team root: {exc}"
+
+    def _committed_log_id(self) -> str | None:
+        """The binding's reader (any thread): the committed root's log id (None: no root, or
+        one that cannot be used)."""
+        found, self._first = self._first, None
+        if found is None:
+            found = self._read_committed()
+        if isinstance(found, str):
+            log.warning("%s", found)
+            return None
+        return found.root.log_id if found.root is not None else None
 
     def read(self) -> bool:
         """Read the committed root (worker thread); True when the root in effect changed."""
-        from ..sync.teamfile import read_committed_root
+        return self._take(self._read_committed())
 
-        try:
-            found = read_committed_root(self.paths.main_repo, self.remote)
-        except Exception as exc:  # noqa: BLE001 - a repository we cannot read keeps the root in effect
-            self.error = f"cannot read the team root: {exc}"
+    def _take(self, found: CommittedRoot | str) -> bool:
+        if isinstance(found, str):
+            self.error = found
             return False
         self.committed = found
         self.error = found.error
         if found.error is not None:
             log.warning("%s; keeping the root in effect", found.error)
             return False
-        if self.binding is not None:
-            self.binding.set(found.root.log_id if found.root is not None else None)
+        self.binding.set(found.root.log_id if found.root is not None else None)
         return self.roster.set_root(found.root)
+
+    def refresh_binding(self) -> None:
+        """The log id as committed now (worker thread; before a sync cycle: a pull may have brought a root)."""
+        self.binding.refresh()
 
     @property
     def blob(self) -> str | None:
@@ -75,11 +113,11 @@ class TeamState:
         tmp.write_text(json.dumps({"blob": self.blob}))
         os.replace(tmp, path)
 
-    def status(self) -> dict:
-        from ..sync.teamfile import CommittedRoot
-
-        found = self.committed if isinstance(self.committed, CommittedRoot) else None
-        out = found.summary() if found is not None else {"trust": "tofu", "source": None, "error": self.error}
+    def status(self) -> dict[str, Any]:
+        found = self.committed
+        out: dict[str, Any] = (
+            found.summary() if found is not None else {"trust": "tofu", "source": None, "error": self.error}
+        )
         if self.roster.root is not None and out.get("trust") != "team-root":
             out["trust"] = "team-root"  # the last good root stays in effect while the file is broken
             out.update(log_id=self.roster.root.log_id, policy=self.roster.root.policy)
@@ -88,20 +126,22 @@ class TeamState:
         return out
 
 
-def open_trust(paths: ThrumPaths, config, ring, binding: LogBinding, event_log=None):
+def open_trust(
+    paths: ThrumPaths, config: Config, ring: KeyRing, event_log: EventLog | None = None
+) -> tuple[TeamState, VerifiedFold]:
     """(TeamState, VerifiedFold) of a starting daemon: the committed root read before anything
     is judged, the verifier under it, and the facts judged by earlier runs learned again.
     ``event_log``: where a retirement's check looks for the lines it covers (without it, a
     retirement covering applied lines always rebuilds)."""
     from ..store.facts import FactFile
     from ..store.retired import author_lines
+    from ..store.log import EventLog
     from ..store.verified import VerifiedFold
     from ..trust.verdicts import VerdictMemory
     from ..trust.verify import Verifier
 
-    team = TeamState(paths, config.remote, Roster(ring), binding)
-    team.read()
-    verifier = Verifier(ring, skew_s=float(config.clock_skew), roster=team.roster, binding=binding)
+    team = TeamState(paths, config.remote, Roster(ring))
+    verifier = Verifier(ring, skew_s=float(config.clock_skew), roster=team.roster, binding=team.binding)
     fold = VerifiedFold(
         verifier,
         VerdictMemory(paths.var / "verified-lines"),

@@ -14,14 +14,17 @@ import os
 import socket as stdsocket
 import time
 from pathlib import Path
+from typing import Any
 
 import trio
+from trio import TaskStatus
 
 from .. import errors, jsonrpc
 from .connection import Connection, is_disconnect
 from .dispatch import handle_frame
 from .limits import BudgetExceeded, Guard
 from .peer import peer_uid
+from .serving import Serving
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +42,7 @@ def remove_stale_socket(path: Path) -> None:
         pass
 
 
-async def serve_unix(daemon, path: Path, task_status=trio.TASK_STATUS_IGNORED) -> None:
+async def serve_unix(serving: Serving, path: Path, task_status: TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
     remove_stale_socket(path)
     sock = trio.socket.socket(stdsocket.AF_UNIX, stdsocket.SOCK_STREAM)
     old_umask = os.umask(0o177)  # the socket is born 0600: no window where others can connect
@@ -53,7 +56,7 @@ async def serve_unix(daemon, path: Path, task_status=trio.TASK_STATUS_IGNORED) -
     try:
         async with trio.open_nursery() as nursery:
             task_status.started()
-            await _accept_forever(daemon, listener, nursery)
+            await _accept_forever(serving, listener, nursery)
     finally:
         try:
             os.unlink(path)
@@ -61,8 +64,8 @@ async def serve_unix(daemon, path: Path, task_status=trio.TASK_STATUS_IGNORED) -
             pass
 
 
-async def _accept_forever(daemon, listener: trio.SocketListener, nursery: trio.Nursery) -> None:
-    registry = daemon.registry
+async def _accept_forever(serving: Serving, listener: trio.SocketListener, nursery: trio.Nursery) -> None:
+    registry = serving.registry
     last_log = 0.0
     while True:
         try:
@@ -81,7 +84,7 @@ async def _accept_forever(daemon, listener: trio.SocketListener, nursery: trio.N
         if guard is None:
             nursery.start_soon(_refuse, stream, registry.refusal())
         else:
-            nursery.start_soon(_serve_stream, daemon, stream, guard)
+            nursery.start_soon(_serve_stream, serving, stream, guard)
 
 
 async def _refuse(stream: trio.SocketStream, message: str) -> None:
@@ -106,26 +109,25 @@ async def _refuse(stream: trio.SocketStream, message: str) -> None:
         await stream.aclose()
 
 
-async def _serve_stream(daemon, stream: trio.SocketStream, guard: Guard) -> None:
+async def _serve_stream(serving: Serving, stream: trio.SocketStream, guard: Guard) -> None:
     limits = guard.limits
     conn = Connection(
         "unix",
         stream.send_all,
-        queue_size=daemon.config.ws_queue_size,
+        queue_size=serving.queue_size,
         send_timeout=limits.send_timeout,
         on_stuck=guard.close,
         peer_uid=peer_uid(stream.socket),
     )
-    guard.subscribed = lambda: daemon.hub is not None and daemon.hub.serves(conn)
-    guard.conn = conn
-    daemon.connections.add(conn)
+    guard.belongs_to(conn)
+    serving.opened(conn)
     try:
         async with trio.open_nursery() as nursery:
-            guard.scope = nursery.cancel_scope
+            guard.close_with(nursery.cancel_scope)
             nursery.start_soon(conn.run_outbox)
-            refusal = await _read_requests(daemon, conn, stream, guard, nursery)
+            refusal = await _read_requests(serving, conn, stream, guard, nursery)
             if refusal is not None:
-                guard.close_reason = refusal.message
+                guard.closing(refusal.message)
                 with trio.move_on_after(1):  # say why, unless the client does not read either
                     await _safe_send(conn, jsonrpc.failure(None, refusal))
             conn.close()
@@ -138,8 +140,7 @@ async def _serve_stream(daemon, stream: trio.SocketStream, guard: Guard) -> None
             log.info("closed %s: %s", conn.id, guard.close_reason)
         conn.close()
         guard.release()
-        daemon.connections.discard(conn)
-        await daemon.connection_closed(conn)
+        serving.closed(conn)
         with trio.CancelScope(shield=True):
             try:
                 await stream.aclose()
@@ -147,24 +148,23 @@ async def _serve_stream(daemon, stream: trio.SocketStream, guard: Guard) -> None
                 pass
 
 
-async def _read_requests(daemon, conn: Connection, stream, guard: Guard, nursery) -> errors.ThrumError | None:
+async def _read_requests(
+    serving: Serving, conn: Connection, stream: trio.SocketStream, guard: Guard, nursery: trio.Nursery
+) -> errors.ThrumError | None:
     """Read lines and start a handler for each until EOF or idleness (None) or an error to hang up with."""
     buf = bytearray()
     scanned = 0  # bytes of buf known to hold no newline: a long line is scanned once, not per chunk
     while True:
-        with trio.CancelScope(deadline=guard.deadline()) as waiting:
-            guard.wait_scope = waiting
+        with guard.waiting() as waiting:
             try:
                 chunk = await stream.receive_some(RECEIVE)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 return None
-            finally:
-                guard.wait_scope = None
         if waiting.cancelled_caught:
             reason = guard.expired()
             if reason is None:
                 continue
-            guard.close_reason = reason
+            guard.closing(reason)
             return None if reason.startswith("idle") else errors.Timeout(f"connection closed: {reason}")
         if not chunk:
             return None
@@ -187,15 +187,15 @@ async def _read_requests(daemon, conn: Connection, stream, guard: Guard, nursery
                 continue
             ticket = object()
             await guard.in_flight.acquire_on_behalf_of(ticket)  # at the cap: stop reading, the client waits
-            nursery.start_soon(_answer, daemon, conn, guard, line, nl + 1, ticket)
+            nursery.start_soon(_answer, serving, conn, guard, line, nl + 1, ticket)
         guard.received(len(buf))  # only ever shrinks here
         if len(buf) > MAX_LINE:
             return errors.InvalidRequest(f"request too large (over {MAX_LINE} bytes)")
 
 
-async def _answer(daemon, conn: Connection, guard: Guard, line: bytes, size: int, ticket: object) -> None:
+async def _answer(serving: Serving, conn: Connection, guard: Guard, line: bytes, size: int, ticket: object) -> None:
     try:
-        answer = await handle_frame(daemon, conn, line, max_batch=guard.limits.max_batch)
+        answer = await handle_frame(serving.services, conn, line, max_batch=guard.limits.max_batch)
         if answer is not None:
             await _safe_send(conn, answer)
     finally:
@@ -203,7 +203,7 @@ async def _answer(daemon, conn: Connection, guard: Guard, line: bytes, size: int
         guard.finished(size)
 
 
-async def _safe_send(conn: Connection, obj) -> None:
+async def _safe_send(conn: Connection, obj: Any) -> None:
     try:
         await conn.send(obj)
     except (trio.BrokenResourceError, trio.ClosedResourceError):

@@ -24,11 +24,15 @@ import os
 import sqlite3
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import peewee as pw
 import trio
 
 from ..store import database, projection
+
+if TYPE_CHECKING:
+    from .writer import Writer
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +60,8 @@ def is_corruption(exc: BaseException | None) -> bool:
 def describe(exc: BaseException) -> str:
     """The error that started it: SQLite rolls back by itself on some errors (a full
     disk), and the transaction's own rollback then fails with a message that hides the cause."""
-    chain, seen = [], exc
+    chain: list[BaseException] = []
+    seen: BaseException | None = exc
     while seen is not None and len(chain) < 5:
         chain.append(seen)
         seen = seen.__cause__ or seen.__context__
@@ -69,7 +74,7 @@ def describe(exc: BaseException) -> str:
 class ViewKeeper:
     """Whether the view is behind the log, and the repairs that bring it back."""
 
-    def __init__(self, writer, db_path: os.PathLike | str | None):
+    def __init__(self, writer: Writer, db_path: os.PathLike[str] | str | None):
         self.writer = writer
         self.db_path = Path(db_path) if db_path is not None else None
         self.behind_since: float | None = None
@@ -104,7 +109,7 @@ class ViewKeeper:
         self.error = None
         self._retrying = False
 
-    def status(self) -> dict:
+    def status(self) -> dict[str, Any]:
         return {
             "state": "behind" if self.behind else "current",
             "behind_since": self.behind_since,
@@ -138,7 +143,8 @@ class ViewKeeper:
         _remove(self.db_path, keep_main=True)
         os.replace(fresh, self.db_path)
         _remove(fresh)
-        self.writer.db = database.open_database(self.db_path)
+        swapped = database.open_database(self.db_path)
+        self.writer.use_db(swapped)
         self.rebuilds += 1
         log.warning(
             "projection rebuilt from the log in %.1fs (%d malformed, %d refused lines)%s",
@@ -147,7 +153,7 @@ class ViewKeeper:
             result.forged + result.invalid,
             "; the corrupt file is gone" if corrupt else "",
         )
-        return self.writer.db
+        return swapped
 
     async def rebuild(self, reason: str, *, corrupt: bool = True) -> None:
         """Rebuild after a corrupt read (or to judge the log again); concurrent callers share one rebuild."""
@@ -170,7 +176,7 @@ class ViewKeeper:
             self._retrying = True
             self._kick.set()
 
-    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Retry catching up while the view is behind, with backoff (a kick starts over)."""
         task_status.started()
         delay = RETRY_FIRST

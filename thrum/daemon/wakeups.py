@@ -101,7 +101,9 @@ def _key(m: dict[str, Any]) -> str:
 class Pane:
     """Where an agent's host runs: a tmux socket and a pane id, and what the waker did last."""
 
-    def __init__(self, socket: str, pane: str, enabled: bool = True, prompt: str = "", last: dict | None = None):
+    def __init__(
+        self, socket: str, pane: str, enabled: bool = True, prompt: str = "", last: dict[str, Any] | None = None
+    ):
         self.socket = socket
         self.pane = pane
         self.enabled = enabled
@@ -215,13 +217,13 @@ class Waker:
         }
 
     # ------------------------------------------------------------------ triggers
-    def on_applied(self, applied: list[dict], source: str) -> None:
+    def on_applied(self, applied: list[dict[str, Any]], source: str) -> None:
         """A writer subscriber: a new message may be one that must not wait."""
         if any(d["type"] in ("message.create", "message.unread") for d in applied):
             self._kicked.update(a for a, p in self.panes.items() if p.enabled and p.pane)
             self._kick.set()
 
-    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._watch_panes)
             task_status.started()

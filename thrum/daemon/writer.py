@@ -28,19 +28,24 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from collections.abc import Sequence
+from typing import Any, Awaitable, Callable, TypeVar
+
+import peewee as pw
 
 import trio
 
 from .. import errors
 from .. import events as ev
 from ..store import chain_fold, coverage, projection
-from ..store.log import EventLog
+from ..store.log import EventLog, Position
 from ..store.verified import VerifiedFold
 from .signer import Signer
 from .view import ViewKeeper, is_corruption
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 MAX_BATCH_EVENTS = 2000
 # Queries running at once, each in a worker thread with its own SQLite connection and
@@ -48,9 +53,12 @@ MAX_BATCH_EVENTS = 2000
 READ_THREADS = 8
 
 
+Subscriber = Callable[[list[dict[str, Any]], str], Awaitable[None] | None]
+
+
 @dataclass
 class _Pending:
-    events: list[dict]
+    events: list[dict[str, Any]]
     done: trio.Event = field(default_factory=trio.Event)
     result: Any = None
     error: BaseException | None = None
@@ -59,28 +67,54 @@ class _Pending:
 class Writer:
     def __init__(
         self,
-        db,
+        db: pw.SqliteDatabase,
         event_log: EventLog,
         signer: Signer | None = None,
         fold_lines: VerifiedFold | None = None,
-        db_path: os.PathLike | str | None = None,
+        db_path: os.PathLike[str] | str | None = None,
     ):
         self.db = db
         self.log = event_log
         self.signer = signer  # signs every event for its author (None only in tests of the bare writer)
-        self.on_rejudged: list = []  # called after the log was judged again (thrum.daemon.team)
+        self._on_rejudged: list[Callable[[], None]] = []  # after the log was judged again (thrum.daemon.team)
         self.fold_lines = fold_lines  # judges lines read from files before folding (thrum.store.verified)
         self.view = ViewKeeper(self, db_path)  # behind the log? repairs (thrum.daemon.view)
         self._readers = trio.CapacityLimiter(READ_THREADS)
         self.lock = trio.Semaphore(1)  # not a Lock: the sync thread acquires/releases it via from_thread
-        self._send, self._recv = trio.open_memory_channel(float("inf"))
-        self.subscribers: list[Callable[[list[dict], str], Awaitable[None] | None]] = []
+        self._send, self._recv = trio.open_memory_channel[_Pending](float("inf"))
+        self._subscribers: list[Subscriber] = []
         self.dirty_shards: set[str] = set()  # appended since the last sync commit
         self.events_written = 0
         self.batches_written = 0
 
+    # ------------------------------------------------------------------ who hears of writes
+    def subscribe(self, fn: Subscriber) -> None:
+        """Call ``fn(applied, source)`` after every batch folded (local, sync, repair), in
+        the order subscribed; a failing subscriber is logged and never breaks a write."""
+        self._subscribers.append(fn)
+
+    def when_rejudged(self, fn: Callable[[], None]) -> None:
+        """Call ``fn()`` each time the whole log was judged again (`after_facts`)."""
+        self._on_rejudged.append(fn)
+
+    def ask_rejudge(self, reason: str) -> None:
+        """Have the whole log judged again at the next `after_facts` (the team root changed)."""
+        if self.fold_lines is not None:
+            self.fold_lines.ask_rejudge(reason)
+
+    def close(self) -> None:
+        """The daemon stops: close the database (what is durable is in the log)."""
+        try:
+            self.db.close()
+        except Exception:  # noqa: BLE001 - stopping anyway
+            pass
+
+    def use_db(self, db: pw.SqliteDatabase) -> None:
+        """The view's rebuild swapped the database file: read and fold from ``db`` now (lock held)."""
+        self.db = db
+
     # ------------------------------------------------------------------ reads
-    async def read(self, fn, *args, **kwargs):
+    async def read(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run a query in a worker thread (SQLite never runs on the event loop).
 
         A database SQLite calls corrupt is rebuilt from the log and the query run again.
@@ -93,14 +127,14 @@ class Writer:
             await self.view.rebuild(f"{type(exc).__name__}: {exc}")
         return await trio.to_thread.run_sync(lambda: fn(self.db, *args, **kwargs), limiter=self._readers)
 
-    async def write_local(self, fn, *args, **kwargs):
+    async def write_local(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``fn(db, ...)`` that writes local state (never the log: liveness marks) in a worker
         thread, under `lock` like every write, so it never lands in the middle of a fold."""
         async with self.lock:
             return await trio.to_thread.run_sync(lambda: fn(self.db, *args, **kwargs))
 
     # ------------------------------------------------------------------ writes
-    async def write(self, events: list[ev.Event] | list[dict]) -> projection.FoldResult:
+    async def write(self, events: Sequence[ev.Event | dict[str, Any]]) -> projection.FoldResult:
         """Make events durable and folded; returns once they are (group commit)."""
         dicts = [e if isinstance(e, dict) else e.to_dict() for e in events]
         if self.signer is not None:
@@ -111,9 +145,10 @@ class Writer:
         await pending.done.wait()
         if pending.error is not None:
             raise pending.error
-        return pending.result
+        result: projection.FoldResult = pending.result
+        return result
 
-    async def run_writer(self, task_status=trio.TASK_STATUS_IGNORED):
+    async def run_writer(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         async with self._recv:
             while True:
@@ -185,16 +220,25 @@ class Writer:
             fold.rejudge = None
             fold.forget_pending()
             await self.view.rebuild(reason, corrupt=False)
-            for hook in self.on_rejudged:
+            for hook in self._on_rejudged:
                 hook()
             return
         if getattr(fold, "unblocked_by_writes", None):
-            async with self.lock:
-                result = await trio.to_thread.run_sync(fold.release_due, self.db)
-            if result.applied:
-                await self.publish(result.applied, "sync")
+            await self.release_due()
 
-    def _append_and_fold(self, events: list[dict]) -> projection.FoldResult:
+    async def release_due(self) -> list[dict[str, Any]]:
+        """Apply the held lines whose time has come and the ones a fact let through, under
+        the lock; publishes what they change like a sync (`thrum.daemon.heldtimer`)."""
+        fold = self.fold_lines
+        if fold is None:
+            return []
+        async with self.lock:
+            result = await trio.to_thread.run_sync(fold.release_due, self.db)
+        if result.applied:
+            await self.publish(result.applied, "sync")
+        return result.applied
+
+    def _append_and_fold(self, events: list[dict[str, Any]]) -> projection.FoldResult:
         durable = None
         if self.signer is not None:  # chained here, in the order of the file (daemon/signer.py)
             events, durable = self.signer.sign_batch(events, self._stored_tip)
@@ -232,7 +276,9 @@ class Writer:
             log.warning("cannot read %s's chain from the projection: %s", author, exc)
             return (0, "")
 
-    def _fold_appended(self, events: list[dict], placed: list[str], touched: list[str]) -> projection.FoldResult:
+    def _fold_appended(
+        self, events: list[dict[str, Any]], placed: list[str], touched: list[str]
+    ) -> projection.FoldResult:
         if self.view.behind:  # stored positions are before lines a failed fold missed: take them too
             result = projection.catch_up(self.db, self.log, self.fold_lines)
             self.view.caught_up()
@@ -259,7 +305,7 @@ class Writer:
         self.view.caught_up()
         return result
 
-    def ensure_covered(self, reread: list[str] | tuple = ()) -> None:
+    def ensure_covered(self, reread: Sequence[str] = ()) -> None:
         """Start-up: the projection covers the log, or is made to (worker thread, before
         serving); ``reread``: shards to fold again from their start (`coverage.ensure_covered`)."""
         try:
@@ -322,7 +368,7 @@ class Writer:
 
     def apply_remote(
         self, writes: list[tuple[str, bytes]], received: dict[str, list[bytes]]
-    ) -> tuple[list[os.stat_result], list[dict]]:
+    ) -> tuple[list[os.stat_result], list[dict[str, Any]]]:
         """Take in one merged chunk from the sync thread (`locked_from_thread` held): the
         merged segments replace ours, and the lines new here are folded. Returns the stat
         of each file written and the events applied (to publish once the cycle ends).
@@ -351,14 +397,21 @@ class Writer:
             return stats, []
         return stats, result.applied
 
+    async def inspect_log(self, fn: Callable[[EventLog, dict[str, Position]], T]) -> T:
+        """``fn(event_log, stored read positions)`` in a worker thread, while no append,
+        fold or merge runs (the lock), so nothing is seen half-written (`thrum doctor`)."""
+        async with self.lock:
+            positions = await self.read(projection.load_positions)
+            return await trio.to_thread.run_sync(fn, self.log, positions)
+
     def log_files_recreated(self) -> None:
         """The worktree was made again under the log (`lock` held): forget what was cached."""
         self.log.forget_cached_state()
 
-    async def publish(self, applied: list[dict], source: str) -> None:
+    async def publish(self, applied: list[dict[str, Any]], source: str) -> None:
         if not applied:
             return
-        for sub in list(self.subscribers):
+        for sub in list(self._subscribers):
             try:
                 r = sub(applied, source)
                 if r is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from contextlib import AbstractContextManager
+from typing import Any
 
 from .writer import Writer
 
@@ -16,7 +17,7 @@ class WriterLog:
     are "unknown": appends a crash left uncommitted are found by git's status.
     """
 
-    def __init__(self, writer: Writer, applied: list[dict], *, scanned: bool):
+    def __init__(self, writer: Writer, applied: list[dict[str, Any]], *, scanned: bool):
         self._writer = writer
         self._applied = applied
         self._scanned = scanned

@@ -93,6 +93,10 @@ class UiAccess:
 
     # ------------------------------------------------------------------ where
 
+    def listening_on(self, port: int | None) -> None:
+        """The UI's listener moved to ``port`` (None: it stopped): its origins and cookies follow."""
+        self.port = port
+
     @property
     def origins(self) -> frozenset[str]:
         """The UI page's own origins (empty until the UI listens)."""

@@ -31,6 +31,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from importlib import resources
+from importlib.resources.abc import Traversable
 from typing import Callable
 
 from .access import HOSTS, UiAccess
@@ -58,7 +59,7 @@ def load_static() -> dict[str, StaticFile]:
     root = resources.files("thrum.ui") / "static"
     out: dict[str, StaticFile] = {}
 
-    def walk(node, prefix: str) -> None:
+    def walk(node: Traversable, prefix: str) -> None:
         for child in node.iterdir():
             name = prefix + child.name
             if child.is_dir():
@@ -167,7 +168,7 @@ class UiApp:
     def _login(self, req: Request, logged_in: bool) -> Response:
         code = req.query("code")
         session = self.access.redeem(code)
-        if session is not None:
+        if session is not None and code is not None:
             _, dead = self.access.sessions_in(req.header("cookie"))
             if self.on_login is not None:
                 self.on_login(code)

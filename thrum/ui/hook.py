@@ -1,9 +1,11 @@
-"""The Web UI inside the daemon: the access rules, their state file, and the HTTP listener.
+"""The Web UI inside the daemon: a daemon plugin (`thrum.daemon.plugins`) with the access
+rules, their state file, and the HTTP listener.
 
-The daemon holds one `WebUi` (``install``); the ``ui.open`` and ``ui.signout``
-RPC methods (thrum/daemon/service/ui.py) call `WebUi.open` and `WebUi.sign_out`.
-Nothing here imports the daemon: it is handed the daemon object and uses its
-nursery, paths, config, connection registry and WebSocket port.
+The daemon makes one `WebUi` from its ``.thrum/var`` directory and the configured port,
+lets its WebSocket admit the UI's page (``browser``), and starts it once the WebSocket
+listens (`WebUi.start`, with the nursery, the connection registry and the WebSocket's
+port); the ``ui.open`` and ``ui.signout`` RPC methods (thrum/daemon/service/ui.py) call
+`WebUi.open` and `WebUi.sign_out`. Nothing here imports the daemon.
 
 Rules:
 
@@ -41,13 +43,14 @@ import secrets
 import stat
 import time
 from pathlib import Path
+from typing import Any, Protocol
 
 import trio
 
 from .. import __version__, errors
 from . import http
 from .access import CODE_TTL, UiAccess
-from .app import UiApp, load_static
+from .app import StaticFile, UiApp, load_static
 
 log = logging.getLogger(__name__)
 
@@ -57,19 +60,50 @@ STATE_FILE = "ui.session"
 HANDOVER_DIR = "ui-open"
 
 
+class Host(Protocol):
+    """What the daemon gives a started plugin (`thrum.daemon.plugins.PluginHost`)."""
+
+    @property
+    def nursery(self) -> trio.Nursery: ...
+
+    @property
+    def registry(self) -> Any: ...  # thrum.daemon.limits.Registry: admits the listener's connections
+
+    @property
+    def ws_port(self) -> int: ...
+
+
 class WebUi:
     """One per daemon: the access rules (made at start) and the listener (made on demand)."""
 
-    def __init__(self, daemon):
-        self.daemon = daemon
-        self._var = Path(daemon.paths.var)
+    name = "ui"
+
+    def __init__(self, var: Path, preferred_port: int = DEFAULT_PORT):
+        self._var = Path(var)
+        self._preferred = preferred_port
         self._state = _load_state(self._var / STATE_FILE)
         self.access = UiAccess(self._state.get("secret"))
         self.port: int | None = None
+        self._host: Host | None = None  # set by `start`
         self._scope: trio.CancelScope | None = None
         self._lock = trio.Lock()
-        self._static = None
+        self._static: dict[str, StaticFile] | None = None
         self._handovers: dict[str, Path] = {}  # login code -> its hand-over file
+
+    @property
+    def browser(self) -> UiAccess:
+        """The page the daemon's WebSocket admits (its origins, cookie and page key)."""
+        return self.access
+
+    async def start(self, host: Host) -> None:
+        """The daemon's WebSocket listens: the UI may listen too (`resume`, then on ``ui.open``)."""
+        self._host = host
+        await self.resume()
+
+    def _started(self) -> Host:
+        if self._host is None:
+            raise errors.Unavailable("the Web UI is still starting; retry in a moment")
+        return self._host
 
     # ------------------------------------------------------------------ the RPC side
 
@@ -86,8 +120,9 @@ class WebUi:
         except errors.ThrumError as exc:
             log.warning("the Web UI cannot listen on port %d again (%s); `thrum ui` opens it elsewhere", port, exc)
 
-    async def open(self, port: int | None, *, handover: bool = False) -> dict:
+    async def open(self, port: int | None, *, handover: bool = False) -> dict[str, Any]:
         """Start (or move) the listener if needed; a login URL for one browser."""
+        host = self._started()
         async with self._lock:
             if self.port is None or (port is not None and port != 0 and port != self.port):
                 await self._listen(port)
@@ -95,15 +130,15 @@ class WebUi:
             self._state = {"secret": self.access.secret, "port": self.port, "last_login": int(time.time())}
             await trio.to_thread.run_sync(_write_state, self._var / STATE_FILE, self._state)
         url = f"http://{HOST}:{self.port}/login?code={login.code}#key={login.key}"
-        result = {"url": url, "port": self.port, "ws_port": self.daemon.ws_port, "expires_in": int(CODE_TTL)}
+        result: dict[str, Any] = {"url": url, "port": self.port, "ws_port": host.ws_port, "expires_in": int(CODE_TTL)}
         if handover:
             path = await trio.to_thread.run_sync(_write_handover, self._var / HANDOVER_DIR, url)
             self._handovers[login.code] = path
-            self.daemon.nursery.start_soon(self._forget_handover_later, login.code)
+            host.nursery.start_soon(self._forget_handover_later, login.code)
             result["handover_file"] = str(path)
         return result
 
-    async def sign_out(self) -> dict:
+    async def sign_out(self) -> dict[str, Any]:
         """End every browser session (a new secret), stop listening, forget the state file."""
         async with self._lock:
             self.access.rotate()
@@ -112,7 +147,7 @@ class WebUi:
                 self._scope.cancel()
             self._scope = None
             self.port = None
-            self.access.port = None
+            self.access.listening_on(None)
             self._state = {}
             await trio.to_thread.run_sync(_remove, self._var / STATE_FILE)
             for code in list(self._handovers):
@@ -133,21 +168,22 @@ class WebUi:
     # ------------------------------------------------------------------ the listener
 
     async def _listen(self, port: int | None) -> None:
-        listeners = await _open_listeners(port, _preferred(self.daemon))
-        new_port = listeners[0].socket.getsockname()[1]
+        host = self._started()
+        listeners = await _open_listeners(port, self._preferred)
+        new_port: int = listeners[0].socket.getsockname()[1]
         if self._static is None:
             self._static = await trio.to_thread.run_sync(load_static)
         old = self._scope
         self._scope = trio.CancelScope()
-        self.access.port = new_port
+        self.access.listening_on(new_port)
         app = UiApp(
             self.access,
-            ws_port=self.daemon.ws_port,
+            ws_port=host.ws_port,
             version=__version__,
             static=self._static,
             on_login=self._forget_handover,
         )
-        await self.daemon.nursery.start(self._serve, app, listeners, self._scope, self.daemon.registry)
+        await host.nursery.start(self._serve, app, listeners, self._scope, host.registry)
         self.port = new_port
         if old is not None:
             old.cancel()
@@ -155,7 +191,11 @@ class WebUi:
 
     @staticmethod
     async def _serve(
-        app: UiApp, listeners: list, scope: trio.CancelScope, registry, task_status=trio.TASK_STATUS_IGNORED
+        app: UiApp,
+        listeners: list[trio.SocketListener],
+        scope: trio.CancelScope,
+        registry: Any,
+        task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         with scope:
             await http.serve(app.handle, listeners, registry, task_status=task_status)
@@ -164,7 +204,7 @@ class WebUi:
 # ---------------------------------------------------------------------------- files
 
 
-def _load_state(path: Path) -> dict:
+def _load_state(path: Path) -> dict[str, Any]:
     """The state file's content, or {} when it is missing, unreadable, not ours or not private."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
@@ -185,7 +225,7 @@ def _load_state(path: Path) -> dict:
     return data
 
 
-def _write_state(path: Path, state: dict) -> None:
+def _write_state(path: Path, state: dict[str, Any]) -> None:
     _write_private(path, json.dumps(state).encode("utf-8"))
 
 
@@ -238,8 +278,9 @@ def _remove(path: Path) -> None:
 # ---------------------------------------------------------------------------- ports
 
 
-def _preferred(daemon) -> int:
-    value = daemon.config.values.get("ui_port", DEFAULT_PORT)
+def preferred_port(config_values: dict[str, Any]) -> int:
+    """The configured ``ui_port`` (default 9998; 0: any free port)."""
+    value = config_values.get("ui_port", DEFAULT_PORT)
     return int(value) if value is not None else DEFAULT_PORT
 
 
@@ -267,9 +308,3 @@ async def _open_listeners(port: int | None, preferred: int) -> list[trio.SocketL
                 raise
             log.info("Web UI port %d is taken (%s); using a free port instead", preferred, exc.strerror)
     return await trio.open_tcp_listeners(0, host=HOST)
-
-
-def install(daemon) -> WebUi:
-    """Create the daemon's `WebUi` (``daemon.web_ui``); the listener waits for ``ui.open``."""
-    daemon.web_ui = WebUi(daemon)
-    return daemon.web_ui

@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Callable
+from typing import Any, Callable
 from urllib.parse import parse_qs, urlsplit
 
 import h11
@@ -70,7 +70,13 @@ class Response:
 Handler = Callable[[Request], Response]
 
 
-async def serve(handler: Handler, listeners: list, registry, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+async def serve(
+    handler: Handler,
+    listeners: list[trio.SocketListener],
+    registry: Any,
+    *,
+    task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
+) -> None:
     """Serve until cancelled; ``task_status.started()`` once accepting.
 
     ``registry``: the daemon's `thrum.daemon.limits.Registry` (``admit``, ``refusal``).
@@ -78,7 +84,7 @@ async def serve(handler: Handler, listeners: list, registry, *, task_status=trio
     await trio.serve_listeners(partial(_serve_stream, handler, registry), listeners, task_status=task_status)
 
 
-async def _serve_stream(handler: Handler, registry, stream) -> None:
+async def _serve_stream(handler: Handler, registry: Any, stream: trio.SocketStream) -> None:
     async with stream:
         guard = registry.admit("ui")
         if guard is None:
@@ -86,7 +92,7 @@ async def _serve_stream(handler: Handler, registry, stream) -> None:
             return
         try:
             with trio.CancelScope() as scope:
-                guard.scope = scope  # eviction (an idle connection making room) cancels it
+                guard.close_with(scope)  # eviction (an idle connection making room) cancels it
                 await _serve_requests(handler, guard, stream)
         except (trio.BrokenResourceError, trio.ClosedResourceError, h11.LocalProtocolError):
             pass
@@ -96,7 +102,7 @@ async def _serve_stream(handler: Handler, registry, stream) -> None:
             guard.release()
 
 
-async def _serve_requests(handler: Handler, guard, stream) -> None:
+async def _serve_requests(handler: Handler, guard: Any, stream: trio.SocketStream) -> None:
     conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
     while True:
         request, size = await _next_request(conn, stream, guard)
@@ -125,7 +131,9 @@ async def _serve_requests(handler: Handler, guard, stream) -> None:
             return
 
 
-async def _next_request(conn: h11.Connection, stream, guard) -> tuple[Request | Response | None, int]:
+async def _next_request(
+    conn: h11.Connection, stream: trio.SocketStream, guard: Any
+) -> tuple[Request | Response | None, int]:
     """(The next complete request (body dropped), a refusal to send, or None: closed / idle), its size."""
     request = None
     size = body = 0
@@ -139,27 +147,9 @@ async def _next_request(conn: h11.Connection, stream, guard) -> tuple[Request | 
             reason = "request head too large" if status == 431 else "bad request"
             return Response(status, f"{reason}\n".encode(), headers=[("Connection", "close")]), size
         if event is h11.NEED_DATA:
-            with trio.CancelScope(deadline=guard.deadline()) as waiting:
-                guard.wait_scope = waiting
-                try:
-                    data = await stream.receive_some(_RECEIVE)
-                finally:
-                    guard.wait_scope = None
-            if waiting.cancelled_caught:
-                reason = guard.expired()
-                if reason is None:
-                    continue
-                if reason.startswith("idle"):
-                    return None, size
-                log.info("Web UI: closing a connection: %s", reason)
-                return Response(408, f"{reason}\n".encode(), headers=[("Connection", "close")]), size
-            if data:
-                size += len(data)
-                try:
-                    guard.received(size)
-                except Exception as exc:  # BudgetExceeded: the daemon's shared buffer budget is spent
-                    return Response(503, f"{exc}\n".encode(), headers=[("Connection", "close")]), size
-            conn.receive_data(data)  # b"" marks the peer's end of stream
+            refusal, size, done = await _feed(conn, stream, guard, size)
+            if done:
+                return refusal, size
             continue
         if isinstance(event, h11.ConnectionClosed) or event is h11.PAUSED:
             return None, size
@@ -176,6 +166,31 @@ async def _next_request(conn: h11.Connection, stream, guard) -> tuple[Request | 
             return request, size
 
 
+async def _feed(
+    conn: h11.Connection, stream: trio.SocketStream, guard: Any, size: int
+) -> tuple[Response | None, int, bool]:
+    """Hand h11 what arrives next: (a refusal to send, the request's bytes so far, whether
+    this connection is done: idle, too slow, or over the shared budget)."""
+    with guard.waiting() as waiting:
+        data = await stream.receive_some(_RECEIVE)
+    if waiting.cancelled_caught:
+        reason = guard.expired()
+        if reason is None:
+            return None, size, False
+        if reason.startswith("idle"):
+            return None, size, True
+        log.info("Web UI: closing a connection: %s", reason)
+        return Response(408, f"{reason}\n".encode(), headers=[("Connection", "close")]), size, True
+    if data:
+        size += len(data)
+        try:
+            guard.received(size)
+        except Exception as exc:  # BudgetExceeded: the daemon's shared buffer budget is spent
+            return Response(503, f"{exc}\n".encode(), headers=[("Connection", "close")]), size, True
+    conn.receive_data(data)  # b"" marks the peer's end of stream
+    return None, size, False
+
+
 _PHRASES = {
     400: "Bad Request",
     408: "Request Timeout",
@@ -184,7 +199,7 @@ _PHRASES = {
 }
 
 
-async def _refuse(stream, status: int, reason: str) -> None:
+async def _refuse(stream: trio.SocketStream, status: int, reason: str) -> None:
     """A whole answer that closes the connection, written by hand: h11 may have no request
     to answer (over the cap, timed out, a broken head)."""
     body = reason.encode() + b"\n"
@@ -200,7 +215,9 @@ async def _refuse(stream, status: int, reason: str) -> None:
             pass
 
 
-async def _send(conn: h11.Connection, stream, response: Response, *, head_only: bool, within: float) -> bool:
+async def _send(
+    conn: h11.Connection, stream: trio.SocketStream, response: Response, *, head_only: bool, within: float
+) -> bool:
     """Send ``response``; False when the client did not take it within ``within`` seconds."""
     if response.status in (204, 304):  # no body, and no framing headers that would describe one
         headers = list(response.headers)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 from ... import errors
 from ... import events as ev
@@ -27,7 +28,7 @@ def _worktree(call: Call) -> str:
     return value
 
 
-async def _check_no_shadowing(call: Call, name: str, role: str, existing: dict | None) -> None:
+async def _check_no_shadowing(call: Call, name: str, role: str, existing: dict[str, Any] | None) -> None:
     """An agent name or role must not be an address that already means something else:
     ``@reviewer`` must keep meaning the role, ``@everyone`` everyone (one error each)."""
     if name == EVERYONE:
@@ -39,14 +40,14 @@ async def _check_no_shadowing(call: Call, name: str, role: str, existing: dict |
             f"invalid params: {EVERYONE!r} is the built-in group of all agents; choose another role", field="role"
         )
     if existing is None:  # a new agent; re-registering keeps the name it has
-        hit = await call.ctx.read(addresses.resolve_address, name)
+        hit = await call.ctx.store.read(addresses.resolve_address, name)
         if hit is not None:
             raise errors.Conflict(
                 f"@{name} is already {_KIND_TEXT.get(hit[0], hit[0])}; choose another agent name",
                 data={"field": "name", "kind": hit[0]},
             )
     if existing is None or existing.get("role") != role:
-        hit = await call.ctx.read(addresses.resolve_address, role)
+        hit = await call.ctx.store.read(addresses.resolve_address, role)
         if hit is not None and hit[0] != "role":
             raise errors.Conflict(
                 f"role @{role} is already {_KIND_TEXT.get(hit[0], hit[0])}; choose another role",
@@ -59,12 +60,12 @@ async def _fetch_first(call: Call) -> None:
     our last sync is refused now rather than found as a conflict later (issue 30, item 4).
     Bounded like the fetch for an unknown address; without a remote, nothing to ask."""
     sync = call.ctx.sync
-    if sync is not None and sync.mode() == "remote":
+    if sync.mode() == "remote":
         await sync.refresh(REFRESH_WAIT)
 
 
 @method("agent.register")
-async def register(call: Call) -> dict:
+async def register(call: Call) -> dict[str, Any]:
     p = call.params
     name = p.str("name", required=True)
     ev.check_name(name, "name")
@@ -77,44 +78,43 @@ async def register(call: Call) -> dict:
         raise errors.ValidationError(f"invalid params: agent name {name!r} must differ from its role", field="name")
     if role in ev.RESERVED_NAMES:
         raise errors.ValidationError(f"invalid params: role {role!r} is a reserved name; choose another", field="role")
-    fields = {
+    fields: dict[str, Any] = {
         "role": role,
         "module": p.str("module", default="", max_len=256),
         "display": p.str("display", default="", max_len=256),
         "kind": p.str("kind", default="agent", choices=ev.AGENT_KINDS),
         "worktree": _worktree(call),
     }
-    existing = await call.ctx.agent(name, refresh=True)
-    if existing is None and not call.ctx.has_key(name):
+    existing = await call.ctx.agents.get(name, refresh=True)
+    if existing is None and not call.ctx.keys.has_key(name):
         await _fetch_first(call)
-        existing = await call.ctx.agent(name, refresh=True)
+        existing = await call.ctx.agents.get(name, refresh=True)
     await _check_no_shadowing(call, name, role, existing)
-    elsewhere = call.ctx.trusted_key(name)
-    if not call.ctx.has_key(name) and elsewhere is not None:
+    elsewhere = call.ctx.keys.trusted_key(name)
+    if not call.ctx.keys.has_key(name) and elsewhere is not None:
         raise errors.Conflict(
             f"agent {name!r} is already registered from another machine, with its own key; choose another "
             f"name, or copy .thrum/identities/{name}.json and {name}.key from that machine to act as it here"
         )
-    public_key, new_key = await call.ctx.ensure_key(name)
+    public_key, new_key = await call.ctx.keys.ensure_key(name)
     if existing is not None and not new_key and all(existing.get(k, "") == v for k, v in fields.items()):
-        return {"agent": call.ctx.with_last_seen([dict(existing)])[0], "created": False, "updated": False}
-    event_id = await call.ctx.registration_id(name)  # after a removal, even one dated a little ahead
-    event: ev.Event | dict = ev.AgentRegister(
-        agent_id=name, name=name, public_key=public_key, event_id=event_id, **fields
-    )
+        return {"agent": call.ctx.presence.overlay([dict(existing)])[0], "created": False, "updated": False}
+    event_id = await call.ctx.agents.registration_id(name)  # after a removal, even one dated a little ahead
+    register = ev.AgentRegister(agent_id=name, name=name, public_key=public_key, event_id=event_id, **fields)
+    event: ev.Event | dict[str, Any] = register
     code = p.str("invite", max_len=200)
     if code:  # redeeming an admin's invite (docs/design/trust.md, "Admission")
-        event = {**event.to_dict(), "invite": _invite_proof(name, public_key, code)}
-    await call.ctx.write([event])
-    info = await call.ctx.agent(name, refresh=True)
+        event = {**register.to_dict(), "invite": _invite_proof(name, public_key, code)}
+    await call.ctx.store.write([event])
+    info = await call.ctx.agents.get(name, refresh=True)
     return {
-        "agent": call.ctx.with_last_seen([dict(info)])[0] if info else info,
+        "agent": call.ctx.presence.overlay([dict(info)])[0] if info else info,
         "created": existing is None,
         "updated": existing is not None,
     }
 
 
-def _invite_proof(name: str, public_key: str, code: str) -> dict:
+def _invite_proof(name: str, public_key: str, code: str) -> dict[str, Any]:
     """The ``invite`` field proving that the holder of invite ``code`` admits ``name`` with this key."""
     import base64
     import binascii
@@ -135,35 +135,35 @@ def _invite_proof(name: str, public_key: str, code: str) -> dict:
 
 
 @method("agent.list")
-async def list_agents(call: Call) -> dict:
+async def list_agents(call: Call) -> dict[str, Any]:
     p = call.params
-    result = await call.ctx.read(
+    result = await call.ctx.store.read(
         directory.list_agents, role=p.str("role"), module=p.str("module"), include_deleted=p.bool("include_deleted")
     )
-    call.ctx.with_last_seen(result["agents"])
+    call.ctx.presence.overlay(result["agents"])
     return result
 
 
 @method("agent.get")
-async def get(call: Call) -> dict:
+async def get(call: Call) -> dict[str, Any]:
     name = call.params.str("name", required=True)
-    info = await call.ctx.agent(name, refresh=True)
+    info = await call.ctx.agents.get(name, refresh=True)
     if info is None:
         raise errors.NotFound(f"agent {name!r} not found")
-    return {"agent": call.ctx.with_last_seen([dict(info)])[0]}
+    return {"agent": call.ctx.presence.overlay([dict(info)])[0]}
 
 
 async def _actor(call: Call, target: str | None = None) -> str:
     """Who removes agents (and signs the removal): ``caller``, else the agent itself when
     its key is here, else this machine's only identity."""
     if call.params.str("caller"):
-        actor = await call.ctx.caller(call.params)
-        if not call.ctx.has_key(actor):
+        actor = await call.ctx.agents.caller(call.params)
+        if not call.ctx.keys.has_key(actor):
             raise errors.IdentityError(f"agent {actor!r} has no key on this machine; act as one of its identities")
         return actor
-    if target and call.ctx.has_key(target):
+    if target and call.ctx.keys.has_key(target):
         return target
-    local = call.ctx.local_agents()
+    local = call.ctx.keys.local_agents()
     if len(local) == 1:
         return local[0]
     raise errors.ValidationError(
@@ -174,25 +174,25 @@ async def _actor(call: Call, target: str | None = None) -> str:
 
 
 async def _delete(call: Call, names: list[str], reason: str, how: str, actor: str) -> None:
-    events = []
+    events: list[ev.Event] = []
     for name in names:
-        if call.ctx.has_key(name):  # another machine's agent ends its own sessions
-            for s in await call.ctx.read(directory.list_sessions, name, active_only=True):
+        if call.ctx.keys.has_key(name):  # another machine's agent ends its own sessions
+            for s in await call.ctx.store.read(directory.list_sessions, name, active_only=True):
                 events.append(ev.SessionEnd(session_id=s["session_id"], agent_id=name, reason="normal"))
         events.append(ev.AgentCleanup(agent_id=name, reason=reason, method=how, by="" if actor == name else actor))
-    await call.ctx.write(events)
+    await call.ctx.store.write(events)
     for name in names:
-        call.ctx.forget_agent(name)
+        call.ctx.agents.forget(name)
 
 
 @method("agent.delete")
-async def delete(call: Call) -> dict:
+async def delete(call: Call) -> dict[str, Any]:
     """Remove ``name``. Removing another agent (one whose key is not the actor's) needs
     ``force``, and the removal names who did it (``by``): the agent's own next action on
     a machine holding its key brings it back (`thrum.daemon.callers`)."""
     p = call.params
     name = p.str("name", required=True)
-    if await call.ctx.agent(name, refresh=True) is None:
+    if await call.ctx.agents.get(name, refresh=True) is None:
         raise errors.NotFound(f"agent {name!r} not found")
     actor = await _actor(call, name)
     if actor != name and not p.bool("force"):
@@ -209,12 +209,12 @@ MAX_AGE_DAYS = 36_500  # a century: any older cutoff is before every agent (and 
 
 
 @method("agent.cleanup")
-async def cleanup(call: Call) -> dict:
+async def cleanup(call: Call) -> dict[str, Any]:
     p = call.params
     days = p.number("older_than_days", default=7.0, minimum=0, maximum=MAX_AGE_DAYS)
     cutoff = (datetime.now(timezone.utc) - timedelta(days=days)).strftime("%Y-%m-%dT%H:%M:%S.999Z")
-    await call.ctx.flush_last_seen()  # an agent that only reads is not stale
-    candidates = await call.ctx.read(directory.stale_agents, cutoff)
+    await call.ctx.presence.flush()  # an agent that only reads is not stale
+    candidates = await call.ctx.store.read(directory.stale_agents, cutoff)
     removed: list[str] = []
     if p.bool("force") and candidates:
         await _delete(call, candidates, f"no activity for {days:g} days", "automated", await _actor(call))

@@ -16,6 +16,9 @@ by the caller's key on this machine.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import trio
 
 from ... import errors, framing
@@ -33,9 +36,9 @@ def now_key() -> str:
     return ev.now_rfc3339()
 
 
-async def _write(call: Call, cls, caller: str, ids: list[str], **extra) -> None:
-    session_id = await call.ctx.ensure_session(caller, call.params.str("session_id"))
-    await call.ctx.write(
+async def _write(call: Call, cls: Callable[..., ev.Event], caller: str, ids: list[str], **extra: Any) -> None:
+    session_id = await call.ctx.sessions.ensure(caller, call.params.str("session_id"))
+    await call.ctx.store.write(
         [
             cls(agent_id=caller, session_id=session_id, message_ids=tuple(ids[i : i + 1000]), **extra)
             for i in range(0, len(ids), 1000)
@@ -44,7 +47,7 @@ async def _write(call: Call, cls, caller: str, ids: list[str], **extra) -> None:
 
 
 @method("message.pending")
-async def pending(call: Call) -> dict:
+async def pending(call: Call) -> dict[str, Any]:
     """``{messages, total}``: see `thrum.store.delivery.pending`.
 
     With ``surface_via`` (a hook's one call) the daemon frames what is waiting
@@ -54,16 +57,18 @@ async def pending(call: Call) -> dict:
     (a stop) nothing is framed or recorded unless one of them is urgent.
     """
     p = call.params
-    caller = await call.ctx.caller(p)
+    caller = await call.ctx.agents.caller(p)
     limit = p.int("limit", default=20, minimum=1, maximum=MAX_PENDING)
     via = p.str("surface_via", default="", max_len=MAX_VIA_CHARS) or ""
     urgent_only = p.bool("urgent_only")
     session_id = p.str("session_id")
-    answer: dict = {}
+    answer: dict[str, Any] = {}
 
     async def take(found: dict[str, list[str]]) -> list[ev.Event]:
         arriving = found.get(caller, [])
-        got = await call.ctx.read(delivery_store.pending, caller, limit=limit, now_key=now_key(), arriving=arriving)
+        got = await call.ctx.store.read(
+            delivery_store.pending, caller, limit=limit, now_key=now_key(), arriving=arriving
+        )
         if not via:
             answer.update(got)
             return []
@@ -74,26 +79,20 @@ async def pending(call: Call) -> dict:
             return []
         text, shown = framing.frame(messages, agent=caller, boundary=framing.new_boundary(), more=total - len(messages))
         answer.update(text=text, shown=shown)
-        session = await call.ctx.ensure_session(caller, session_id)
+        session = await call.ctx.sessions.ensure(caller, session_id)
         return [
             ev.MessageSurfaced(agent_id=caller, session_id=session, message_ids=tuple(shown[i : i + 1000]), via=via)
             for i in range(0, len(shown), 1000)
         ]
 
-    recorder = call.ctx.delivery
-    if recorder is not None:
-        await recorder.flush(take)
-    else:
-        events = await take({})
-        if events:
-            await call.ctx.write(events)
+    await call.ctx.delivery.flush(take)
     return answer
 
 
 @method("message.surface")
-async def surface(call: Call) -> dict:
+async def surface(call: Call) -> dict[str, Any]:
     p = call.params
-    caller = await call.ctx.caller(p)
+    caller = await call.ctx.agents.caller(p)
     via = p.str("via", default="", max_len=MAX_VIA_CHARS) or ""
     ids, heads = await require_messages(call, p.str_list("message_ids", required=True, single=False))
     ids = [m for m in ids if heads[m]["agent_id"] != caller]  # one's own messages are never surfaced to one
@@ -103,22 +102,22 @@ async def surface(call: Call) -> dict:
 
 
 @method("message.ack")
-async def ack(call: Call) -> dict:
+async def ack(call: Call) -> dict[str, Any]:
     """``{acked_count, acked, already_acked}`` (full ids); a message not addressed to the caller is Forbidden."""
     p = call.params
-    caller = await call.ctx.caller(p)
+    caller = await call.ctx.agents.caller(p)
     ids, heads = await require_messages(call, p.str_list("message_ids", required=True, single=False))
     gone = [m for m in ids if heads[m]["deleted"]]
     if gone:
         raise errors.Conflict(f"message {gone[0]} was deleted; there is nothing to acknowledge")
-    sorted_ids = await call.ctx.read(delivery_store.check_ackable, caller, ids)
+    sorted_ids = await call.ctx.store.read(delivery_store.check_ackable, caller, ids)
     if sorted_ids["ack"]:
         await _write(call, ev.MessageAcked, caller, sorted_ids["ack"])
     return {"acked_count": len(sorted_ids["ack"]), "acked": sorted_ids["ack"], "already_acked": sorted_ids["already"]}
 
 
 @method("message.waitAcked")
-async def wait_acked(call: Call) -> dict:
+async def wait_acked(call: Call) -> dict[str, Any]:
     """Block until ``message_id`` is acked by every recipient (``any``: by one), or ``timeout`` (s) passes.
 
     Returns the ack state (`thrum.store.delivery.ack_state`) with ``timed_out``.
@@ -131,12 +130,12 @@ async def wait_acked(call: Call) -> dict:
     hub = call.ctx.hub
     deadline = trio.current_time() + timeout
     while True:
-        changed = hub.changed if hub is not None else None  # taken before reading: nothing is missed
-        state = await call.ctx.read(delivery_store.ack_state, mid, now_key())
+        changed = hub.changed  # taken before reading: nothing is missed
+        state = await call.ctx.store.read(delivery_store.ack_state, mid, now_key())
         if not state["recipients"]:
             raise errors.Conflict(f"message {mid} has no recipients to wait for")
         done = bool(state["acked_by"]) if want_any else not state["waiting_for"]
-        if done or trio.current_time() >= deadline or changed is None or hub.closed:
+        if done or trio.current_time() >= deadline or hub.closed:
             return {**state, "timed_out": not done}
         with trio.move_on_at(deadline):
             await changed.wait()

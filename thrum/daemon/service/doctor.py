@@ -16,6 +16,8 @@ sync checks read a status that never waits for the cycle.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import os
 
 import trio
@@ -24,10 +26,15 @@ from ...store import projection, search_index
 from ..dispatch import Call, method
 from .sync import forwarded_param
 
+if TYPE_CHECKING:
+    from ...store.log import EventLog, Position
+    from ...sync.transport.credentials import Credentials
+    from ..context import ServiceContext
+
 GRACE_S = 3.0  # a fetch or push of the daemon's own cycle this long in progress is reported, not joined
 
 
-def _unfolded(event_log, positions: dict) -> tuple[int, int, list[str], int]:
+def _unfolded(event_log: EventLog, positions: dict[str, Position]) -> tuple[int, int, list[str], int]:
     """(complete lines past the stored position, shards with such lines, torn shards, shards)."""
     lines = lagging = 0
     torn = []
@@ -57,9 +64,9 @@ def _unfolded(event_log, positions: dict) -> tuple[int, int, list[str], int]:
     return lines, lagging, torn, len(shards)
 
 
-async def _projection_check(ctx) -> dict:
-    lines, lagging, torn, n_shards = await ctx.inspect_log(_unfolded)
-    drift = await ctx.read(projection.verify_counters)
+async def _projection_check(ctx: ServiceContext) -> dict[str, Any]:
+    lines, lagging, torn, n_shards = await ctx.store.inspect_log(_unfolded)
+    drift = await ctx.store.read(projection.verify_counters)
     if drift:
         return {
             "check": "projection",
@@ -80,9 +87,9 @@ async def _projection_check(ctx) -> dict:
     return {"check": "projection", "status": "ok", "detail": detail, "action": None}
 
 
-async def _search_check(ctx) -> dict:
+async def _search_check(ctx: ServiceContext) -> dict[str, Any]:
     """The search index against the messages table; one that disagrees is rebuilt on the spot."""
-    problem = await ctx.read(search_index.check)
+    problem = await ctx.store.read(search_index.check)
     if problem is None:
         return {
             "check": "search",
@@ -91,7 +98,7 @@ async def _search_check(ctx) -> dict:
             "action": None,
         }
     try:
-        await ctx.write_local(search_index.rebuild_index)
+        await ctx.store.write_local(search_index.rebuild_index)
     except Exception as exc:  # noqa: BLE001 - say so; the projection's own repair is the way out
         return {
             "check": "search",
@@ -99,7 +106,7 @@ async def _search_check(ctx) -> dict:
             "detail": f"{problem}; rebuilding it failed ({type(exc).__name__}: {str(exc)[:200]})",
             "action": "stop the daemon, delete .thrum/var/messages.db and start it: it is rebuilt from the log",
         }
-    again = await ctx.read(search_index.check)
+    again = await ctx.store.read(search_index.check)
     return {
         "check": "search",
         "status": "info" if again is None else "fail",
@@ -110,8 +117,8 @@ async def _search_check(ctx) -> dict:
     }
 
 
-async def _sync_checks(ctx) -> list[dict]:
-    status = await ctx.sync.status() if ctx.sync is not None else {}
+async def _sync_checks(ctx: ServiceContext) -> list[dict[str, Any]]:
+    status = await ctx.sync.status()
     quarantined = status.get("quarantined") or 0
     by_kind = status.get("quarantined_by_kind") or {}
     kinds = ", ".join(f"{n} {k}" for k, n in sorted(by_kind.items()))
@@ -148,7 +155,7 @@ async def _sync_checks(ctx) -> list[dict]:
     return out
 
 
-def names_check(conflicts: list[dict]) -> dict:
+def names_check(conflicts: list[dict[str, Any]]) -> dict[str, Any]:
     """Agent names claimed by two keys (`thrum.trust.conflicts`): FAIL while one is in use."""
     open_ones = [c for c in conflicts if c["open"]]
     if open_ones:
@@ -172,13 +179,13 @@ def names_check(conflicts: list[dict]) -> dict:
     return {"check": "names", "status": "ok", "detail": "no agent name is claimed by two keys", "action": None}
 
 
-async def _stuck_sync_check(ctx, creds) -> dict | None:
+async def _stuck_sync_check(ctx: ServiceContext, creds: Credentials) -> dict[str, Any] | None:
     """The remote check while the daemon's cycle waits on the remote, or None (probe it)."""
     loop = ctx.sync
-    waited = await loop.still_waiting_on_remote(GRACE_S) if loop is not None else None
+    waited = await loop.still_waiting_on_remote(GRACE_S)
     if waited is None:
         return None
-    url = loop.replicator.remote_url() if loop.replicator is not None else None
+    url = loop.remote_url()
     where = f"remote {ctx.config.remote}" + (f" ({url})" if url else "")
     return {
         "check": "remote",
@@ -194,7 +201,7 @@ async def _stuck_sync_check(ctx, creds) -> dict | None:
 
 
 @method("doctor.run")
-async def run(call: Call) -> dict:
+async def run(call: Call) -> dict[str, Any]:
     from ...sync import diagnose
     from ...sync.transport.credentials import credentials_from_env
 
@@ -219,7 +226,7 @@ async def run(call: Call) -> dict:
         remote,
         await _projection_check(ctx),
         await _search_check(ctx),
-        names_check(await ctx.name_conflicts()),
+        names_check(await ctx.keys.name_conflicts()),
         *await _sync_checks(ctx),
         (await trio.to_thread.run_sync(diagnose.size_check, repo)).to_dict(),
         (await trio.to_thread.run_sync(diagnose.maintenance_check)).to_dict(),
@@ -227,7 +234,7 @@ async def run(call: Call) -> dict:
     return {"checks": checks}
 
 
-def chains_check(chains: dict) -> dict:
+def chains_check(chains: dict[str, Any]) -> dict[str, Any]:
     """Per-writer chains (issue 25): withheld ranges, equivocation, rolled-back history."""
     problems = [g["text"] for g in chains.get("gaps") or []]
     problems += [f["text"] for f in chains.get("faults") or []]

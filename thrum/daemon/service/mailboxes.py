@@ -7,16 +7,18 @@ each machine has its own agent for an address and all of them share its state.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ...store import queries
 from ..dispatch import Call, method
 
 
 @method("mailbox.list")
-async def mailbox_list(call: Call) -> dict:
+async def mailbox_list(call: Call) -> dict[str, Any]:
     p = call.params
     mailbox = p.str("mailbox", required=True, allow_empty=False, max_len=256)
     order = p.str("sort_order", default="asc", choices=("asc", "desc"))
-    return await call.ctx.read(
+    return await call.ctx.store.read(
         queries.mailbox_list,
         mailbox,
         unread_only=p.bool("unread"),

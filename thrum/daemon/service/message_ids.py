@@ -10,6 +10,7 @@ methods check; an unknown full thread id starts that thread (`complete_thread_id
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from ... import errors
 from ... import events as ev
@@ -27,17 +28,19 @@ def id_texts(values: list[str], field: str) -> list[str]:
     return values
 
 
-async def require_messages(call: Call, ids: list[str], field: str = "message_ids") -> tuple[list[str], dict]:
+async def require_messages(call: Call, ids: list[str], field: str = "message_ids") -> tuple[list[str], dict[str, Any]]:
     """Full ids (unique prefixes completed, duplicates dropped) and their heads.
 
     Raises:
         NotFound: an id names no message; ValidationError: a prefix is ambiguous.
     """
-    full = list(dict.fromkeys(await call.ctx.read(prefixes.complete_ids, "message", id_texts(ids, field), field=field)))
-    return full, await call.ctx.read(queries.message_heads, full)
+    full = list(
+        dict.fromkeys(await call.ctx.store.read(prefixes.complete_ids, "message", id_texts(ids, field), field=field))
+    )
+    return full, await call.ctx.store.read(queries.message_heads, full)
 
 
-async def require_message(call: Call, key: str = "message_id") -> tuple[str, dict]:
+async def require_message(call: Call, key: str = "message_id") -> tuple[str, dict[str, Any]]:
     mid = call.params.str(key, required=True)
     full, heads = await require_messages(call, [mid], key)
     return full[0], heads[full[0]]
@@ -53,7 +56,7 @@ async def complete_thread_id(call: Call) -> str | None:
             f"invalid params: thread_id {thread_id[:60]!r} is not a thread id", field="thread_id"
         )
     try:
-        return await call.ctx.read(prefixes.complete_id, "thread", thread_id, field="thread_id")
+        return await call.ctx.store.read(prefixes.complete_id, "thread", thread_id, field="thread_id")
     except errors.NotFound:
         if ev.THREAD_ID_RE.fullmatch(thread_id):
             return thread_id

@@ -7,6 +7,8 @@ edit returns the first one's result (`thrum.daemon.idempotency`).
 
 from __future__ import annotations
 
+from typing import Any
+
 from ... import errors, safejson
 from ... import events as ev
 from ...store import idempotency as idem
@@ -70,17 +72,17 @@ def _check_content(call: Call, content: str, fmt: str, structured: str, field: s
 
 
 @method("message.send")
-async def send(call: Call) -> dict:
+async def send(call: Call) -> dict[str, Any]:
     """Send a message; with ``idempotency_key``, a repeat returns the first send's result."""
     p = call.params
-    caller = await call.ctx.caller(p)
+    caller = await call.ctx.agents.caller(p)
     content = p.str("content", required=True)
     key = key_param(p)
     if key is None:
         return await _send(call, caller, content, None)
 
-    async def lookup():
-        found = await call.ctx.read(idem.lookup, caller, key)
+    async def lookup() -> dict[str, Any] | None:
+        found = await call.ctx.store.read(idem.lookup, caller, key)
         if found is None or found["kind"] != "message.create":
             return found and {"digest": "", "result": {}}  # the key named an edit: never this send
         reply_to, recipients = await _replayed_recipients(call, caller)
@@ -102,7 +104,7 @@ async def send(call: Call) -> dict:
     )
 
 
-def _recipients(resolved: list[dict]) -> list[dict]:
+def _recipients(resolved: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The answer's ``recipients``: a role nobody holds yet has ``pending`` set."""
     return [
         {"address": r["address"], "kind": r["kind"], **({"pending": True} if r.get("pending") else {})}
@@ -110,7 +112,7 @@ def _recipients(resolved: list[dict]) -> list[dict]:
     ]
 
 
-def pending_note(resolved: list[dict]) -> str | None:
+def pending_note(resolved: list[dict[str, Any]]) -> str | None:
     """The one line a sender gets when a role it addressed has no holder yet."""
     roles = [r["address"] for r in resolved if r.get("pending")]
     if not roles:
@@ -123,7 +125,7 @@ def pending_note(resolved: list[dict]) -> str | None:
     return f"nobody holds the roles {', '.join(roles)}{where} yet; the message waits for their first holders"
 
 
-def _with_parent_author(addresses: list[str], parent: dict, caller: str) -> list[str]:
+def _with_parent_author(addresses: list[str], parent: dict[str, Any], caller: str) -> list[str]:
     """A reply reaches the one asked: it mentions the parent's author (as an address, so the
     answer lists it), after any explicit --to/--mention."""
     if parent["agent_id"] != caller and parent["agent_id"] not in [a.lstrip("@") for a in addresses]:
@@ -134,21 +136,23 @@ def _with_parent_author(addresses: list[str], parent: dict, caller: str) -> list
 GC_ROLE = "gc"  # agents that act for a Gas City mailbox on one machine (thrum.gcmail.addresses)
 
 
-async def _reply_addresses(call: Call, addresses: list[str], reply_to: str, parent: dict, caller: str) -> list[str]:
+async def _reply_addresses(
+    call: Call, addresses: list[str], reply_to: str, parent: dict[str, Any], caller: str
+) -> list[str]:
     """A reply's addresses: its own when it names any, else the parent's (a follow-up to
     "PR ready -> @reviewer" reaches the reviewers); then the parent's author, when it
     still exists. Inherited addresses that no longer resolve (a deleted agent) are left out.
     Gas City mail (either side a mailbox's agent) answers the sender only, as the exec
     spec's reply rule says: nothing is inherited, and the sender is its mailbox
     (`_parent_mailbox`)."""
-    author = await call.ctx.agent(parent["agent_id"])
-    me = await call.ctx.agent(caller)
+    author = await call.ctx.agents.get(parent["agent_id"])
+    me = await call.ctx.agents.get(caller)
     mail = (author is not None and _parent_mailbox(author) is not None) or (me is not None and _parent_mailbox(me))
     if not addresses and not mail:
-        inherited = [a for a in await call.ctx.read(queries.mention_values, reply_to) if a != caller]
+        inherited = [a for a in await call.ctx.store.read(queries.mention_values, reply_to) if a != caller]
         for a in inherited:
             try:
-                await call.ctx.resolve_addresses([a])
+                await call.ctx.addresses.resolve([a])
             except errors.ThrumError:
                 continue
             addresses.append(a)
@@ -157,7 +161,7 @@ async def _reply_addresses(call: Call, addresses: list[str], reply_to: str, pare
     return addresses
 
 
-def _parent_mailbox(author: dict) -> str | None:
+def _parent_mailbox(author: dict[str, Any]) -> str | None:
     """The Gas City mailbox a parent's author acts for (its module), or None.
 
     Mail from a Gas City agent is written by that mailbox's agent on the sender's
@@ -169,12 +173,12 @@ def _parent_mailbox(author: dict) -> str | None:
     return None
 
 
-async def _reply_mailbox(call: Call, parent: dict, caller: str) -> str | None:
-    author = await call.ctx.agent(parent["agent_id"])
+async def _reply_mailbox(call: Call, parent: dict[str, Any], caller: str) -> str | None:
+    author = await call.ctx.agents.get(parent["agent_id"])
     return _parent_mailbox(author) if author is not None and parent["agent_id"] != caller else None
 
 
-async def _replayed_recipients(call: Call, caller: str) -> tuple[str, list[dict]]:
+async def _replayed_recipients(call: Call, caller: str) -> tuple[str, list[dict[str, Any]]]:
     """``reply_to`` and ``recipients`` of a send being replayed, worked out as the first time."""
     p = call.params
     addresses = p.str_list("to", max_items=256) + p.str_list("mentions", max_items=256)
@@ -183,12 +187,12 @@ async def _replayed_recipients(call: Call, caller: str) -> tuple[str, list[dict]
         if p.str("reply_to"):
             reply_to, parent = await require_message(call, "reply_to")
             addresses = await _reply_addresses(call, addresses, reply_to, parent, caller)
-        return reply_to, _recipients(await call.ctx.resolve_addresses(addresses)) if addresses else []
+        return reply_to, _recipients(await call.ctx.addresses.resolve(addresses)) if addresses else []
     except errors.ThrumError:  # a recipient or the parent gone since: the message went out all the same
         return reply_to, []
 
 
-async def _send(call: Call, caller: str, content: str, key: str | None) -> dict:
+async def _send(call: Call, caller: str, content: str, key: str | None) -> dict[str, Any]:
     p = call.params
     fmt = p.str("format", default="markdown", choices=ev.FORMATS)
     priority = p.str("priority", default="normal", choices=ev.PRIORITIES)
@@ -213,15 +217,15 @@ async def _send(call: Call, caller: str, content: str, key: str | None) -> dict:
         refs.append({"type": "reply_to", "value": reply_to})
         addresses = await _reply_addresses(call, addresses, reply_to, parent, caller)
         mailbox = await _reply_mailbox(call, parent, caller)
-    recipients = await call.ctx.resolve_addresses(addresses) if addresses else []
+    recipients = await call.ctx.addresses.resolve(addresses) if addresses else []
     for r in recipients:
         refs.append({"type": "mention", "value": r["value"]})
     if reply_to and mailbox and not any(r["type"] == "mention" and r["value"] == mailbox for r in refs):
         refs.append({"type": "mention", "value": mailbox})
         recipients.append({"address": mailbox, "kind": "mailbox", "value": mailbox})
-    session_id = await call.ctx.ensure_session(caller, p.str("session_id"))
+    session_id = await call.ctx.sessions.ensure(caller, p.str("session_id"))
     event = ev.MessageCreate(
-        message_id=call.ctx.new_message_id(caller),  # bound to the caller's key: nobody else can take it
+        message_id=call.ctx.keys.new_message_id(caller),  # bound to the caller's key: nobody else can take it
         agent_id=caller,
         session_id=session_id,
         thread_id=thread_id or ev.new_id("thr"),
@@ -234,7 +238,7 @@ async def _send(call: Call, caller: str, content: str, key: str | None) -> dict:
         ack=ack,
         ack_within=ack_within or 0,
     )
-    await call.ctx.write([event])
+    await call.ctx.store.write([event])
     result = {
         "message_id": event.message_id,
         "thread_id": event.thread_id,
@@ -253,18 +257,18 @@ async def _send(call: Call, caller: str, content: str, key: str | None) -> dict:
 
 
 @method("message.edit")
-async def edit(call: Call) -> dict:
+async def edit(call: Call) -> dict[str, Any]:
     """Edit a message; with ``idempotency_key``, a repeat returns the first edit's result."""
     p = call.params
-    caller = await call.ctx.caller(p)
+    caller = await call.ctx.agents.caller(p)
     mid, info = await require_message(call)
     content = p.str("content", required=True)
     key = key_param(p)
     if key is None:
         return await _edit(call, caller, mid, info, content, None)
 
-    async def lookup():
-        found = await call.ctx.read(idem.lookup, caller, key)
+    async def lookup() -> dict[str, Any] | None:
+        found = await call.ctx.store.read(idem.lookup, caller, key)
         if found is None:
             return None
         if found["kind"] != "message.edit" or found["message_id"] != mid:
@@ -284,17 +288,19 @@ async def edit(call: Call) -> dict:
     )
 
 
-async def _edit(call: Call, caller: str, mid: str, info: dict, content: str, key: str | None) -> dict:
+async def _edit(
+    call: Call, caller: str, mid: str, info: dict[str, Any], content: str, key: str | None
+) -> dict[str, Any]:
     p = call.params
     if info["agent_id"] != caller:
         raise errors.Forbidden(f"only the author (@{info['agent_id']}) can edit {mid}")
     if info["deleted"]:
         raise errors.Conflict(f"message {mid} is deleted and cannot be edited")
-    current = (await call.ctx.read(queries.get_message, mid))["message"]
+    current = (await call.ctx.store.read(queries.get_message, mid))["message"]
     fmt = p.str("format", default=current["body"]["format"], choices=ev.FORMATS)
     structured = _structured(call) if "structured" in p else current["body"].get("structured", "")
     _check_content(call, content, fmt, structured)
-    session_id = await call.ctx.ensure_session(caller, p.str("session_id"))
+    session_id = await call.ctx.sessions.ensure(caller, p.str("session_id"))
     event = ev.MessageEdit(
         message_id=mid,
         agent_id=caller,
@@ -302,25 +308,25 @@ async def _edit(call: Call, caller: str, mid: str, info: dict, content: str, key
         body=ev.Body(content=content, format=fmt, structured=structured),
         idempotency_key=key or "",
     )
-    await call.ctx.write([event])
-    after = (await call.ctx.read(queries.get_message, mid))["message"]
+    await call.ctx.store.write([event])
+    after = (await call.ctx.store.read(queries.get_message, mid))["message"]
     return {"message_id": mid, "version": after["version"], "updated_at": after["updated_at"]}
 
 
 @method("message.delete")
-async def delete(call: Call) -> dict:
+async def delete(call: Call) -> dict[str, Any]:
     p = call.params
-    caller = await call.ctx.caller(p)
+    caller = await call.ctx.agents.caller(p)
     mid, info = await require_message(call)
     if info["agent_id"] != caller:
         raise errors.Forbidden(f"only the author (@{info['agent_id']}) can delete {mid}")
     if info["deleted"]:
         raise errors.Conflict(f"message {mid} is already deleted")
-    session_id = await call.ctx.ensure_session(caller, p.str("session_id"))
+    session_id = await call.ctx.sessions.ensure(caller, p.str("session_id"))
     event = ev.MessageDelete(
         message_id=mid, agent_id=caller, session_id=session_id, reason=p.str("reason", default="", max_len=1024)
     )
-    await call.ctx.write([event])
+    await call.ctx.store.write([event])
     return {"message_id": mid, "deleted": True, "deleted_at": event.timestamp}
 
 
@@ -328,14 +334,14 @@ async def delete(call: Call) -> dict:
 
 
 @method("thread.create")
-async def thread_create(call: Call) -> dict:
+async def thread_create(call: Call) -> dict[str, Any]:
     """Start a thread with a title before its first message (spec/events.md, thread.create);
     messages join it with ``thread_id``. A message sent without one still starts its own."""
     p = call.params
-    caller = await call.ctx.caller(p)
+    caller = await call.ctx.agents.caller(p)
     title = p.str("title", required=True, max_len=ev.MAX_SUBJECT_CHARS)
     if not title.strip():
         raise errors.ValidationError("invalid params: title must not be empty", field="title")
     event = ev.ThreadCreate(title=title, created_by=caller)
-    await call.ctx.write([event])
+    await call.ctx.store.write([event])
     return {"thread_id": event.thread_id, "title": title, "created_by": caller, "created_at": event.timestamp}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import datetime, timezone
+from typing import Any
 
 from ... import events as ev
 from ... import search_query
@@ -24,17 +25,19 @@ async def _threads(call: Call, values: tuple[str, ...]) -> tuple[str, ...]:
     out = []
     for value in values:
         if value.startswith("msg_"):
-            mid = (await call.ctx.read(prefixes.complete_ids, "message", id_texts([value], "query"), field="query"))[0]
-            out.append((await call.ctx.read(queries.message_heads, [mid]))[mid]["thread_id"] or "")
+            mid = (
+                await call.ctx.store.read(prefixes.complete_ids, "message", id_texts([value], "query"), field="query")
+            )[0]
+            out.append((await call.ctx.store.read(queries.message_heads, [mid]))[mid]["thread_id"] or "")
         else:
             out.append(
-                await call.ctx.read(prefixes.complete_id, "thread", id_texts([value], "query")[0], field="query")
+                await call.ctx.store.read(prefixes.complete_id, "thread", id_texts([value], "query")[0], field="query")
             )
     return tuple(t for t in dict.fromkeys(out) if t) or ("",)
 
 
 @method("message.search")
-async def search_messages(call: Call) -> dict:
+async def search_messages(call: Call) -> dict[str, Any]:
     p = call.params
     text = p.str("query", required=True)  # (the parser bounds its length)
     now = ev.now_rfc3339()
@@ -42,14 +45,14 @@ async def search_messages(call: Call) -> dict:
     if p.bool("archived"):
         query = dataclasses.replace(query, archived=True)
     if query.needs_caller or "caller" in p:
-        caller: str | None = await call.ctx.caller(p)
+        caller: str | None = await call.ctx.agents.caller(p)
     else:
         caller = None
     if caller is not None:
         query = query.for_caller(caller)
     if query.threads:
         query = dataclasses.replace(query, threads=await _threads(call, query.threads))
-    return await call.ctx.read(
+    return await call.ctx.store.read(
         search.search_messages,
         query,
         viewer=caller,

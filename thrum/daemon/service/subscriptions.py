@@ -10,6 +10,8 @@ until the deadline.
 
 from __future__ import annotations
 
+from typing import Any, TYPE_CHECKING
+
 import trio
 
 from ... import errors
@@ -17,18 +19,21 @@ from ... import events as ev
 from ...store import prefixes, queries
 from ..dispatch import Call, method
 
+if TYPE_CHECKING:
+    from ..hub import Hub
+
 FILTER_TYPES = ("scope", "mention", "all")
 MAX_WAIT = 600.0
 
 
-def _hub(call: Call):
-    if call.ctx.hub is None or call.ctx.hub.closed:
+def _hub(call: Call) -> Hub:
+    if call.ctx.hub.closed:
         raise errors.Unavailable("subscriptions are not available (daemon shutting down)")
     return call.ctx.hub
 
 
 @method("subscribe.create")
-async def create(call: Call) -> dict:
+async def create(call: Call) -> dict[str, Any]:
     p = call.params
     filter_type = p.str("filter_type", required=True, choices=FILTER_TYPES)
     scope = mention = None
@@ -46,10 +51,10 @@ async def create(call: Call) -> dict:
                 f"invalid params: mention {mention[:60]!r} is not an agent, role or group name", field="mention"
             )
     since = p.str("since_event_id") or None
-    caller = await call.ctx.caller(p) if "caller" in p else None
+    caller = await call.ctx.agents.caller(p) if "caller" in p else None
     session_id = None
     if caller:
-        session_id = await call.ctx.ensure_session(caller, p.str("session_id"))
+        session_id = await call.ctx.sessions.ensure(caller, p.str("session_id"))
     sub = await _hub(call).subscribe(
         call.conn,
         filter_type=filter_type,
@@ -66,12 +71,12 @@ async def create(call: Call) -> dict:
 
 
 @method("subscribe.list")
-async def list_subscriptions(call: Call) -> dict:
+async def list_subscriptions(call: Call) -> dict[str, Any]:
     return {"subscriptions": _hub(call).list_for(call.conn)}
 
 
 @method("subscribe.delete")
-async def delete(call: Call) -> dict:
+async def delete(call: Call) -> dict[str, Any]:
     sub_id = call.params.int("subscription_id", required=True)
     if not _hub(call).unsubscribe(call.conn, sub_id):
         raise errors.NotFound(f"subscription {sub_id} not found on this connection")
@@ -79,19 +84,19 @@ async def delete(call: Call) -> dict:
 
 
 @method("message.wait")
-async def wait(call: Call) -> dict:
+async def wait(call: Call) -> dict[str, Any]:
     """Block until an unread message for the caller (matching the filters) exists, or time out.
 
     ``after`` (a message id) only counts messages created after that one.
     """
     p = call.params
-    caller = await call.ctx.caller(p)
+    caller = await call.ctx.agents.caller(p)
     timeout = p.number("timeout", default=30.0, minimum=0, maximum=MAX_WAIT)
     after = p.str("after")
     if after and not ev.MESSAGE_ID_RE.fullmatch(after):
         raise errors.ValidationError(f"invalid params: after {after[:60]!r} is not a message id", field="after")
     if after:  # a unique prefix works, like everywhere a message id is taken
-        after = await call.ctx.read(prefixes.complete_id, "message", after, field="after")
+        after = await call.ctx.store.read(prefixes.complete_id, "message", after, field="after")
     query = dict(
         viewer=caller,
         exclude_author=caller,
@@ -106,9 +111,9 @@ async def wait(call: Call) -> dict:
     while True:
         changed = hub.inbox_changed  # taken before querying: nothing published in between is missed
         if after:
-            messages = await call.ctx.read(queries.unread_after, query, after)
+            messages = await call.ctx.store.read(queries.unread_after, query, after)
         else:
-            messages = (await call.ctx.read(queries.list_messages, **query))["messages"]
+            messages = (await call.ctx.store.read(queries.list_messages, **query))["messages"]
         if messages:
             return {"messages": messages, "timed_out": False}
         if trio.current_time() >= deadline or hub.closed:

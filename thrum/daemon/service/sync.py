@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any, TYPE_CHECKING
+
 from ... import errors
 from ..dispatch import Call, method
 from ..peer import require_own_user
 
+if TYPE_CHECKING:
+    from ..syncer import SyncLoop
 
-def _loop(call: Call):
-    if call.ctx.sync is None:
-        raise errors.Unavailable("the sync loop is not running")
+
+def _loop(call: Call) -> SyncLoop:
     return call.ctx.sync
 
 
@@ -43,11 +46,11 @@ def forwarded_param(call: Call) -> dict[str, str] | None:
 
 
 @method("sync.run")
-async def run(call: Call) -> dict:
+async def run(call: Call) -> dict[str, Any]:
     """One full cycle. It fails (after doing its work) while an agent name is claimed by two
     keys and the other key's lines still arrive: its messages are being lost (issue 30, item 4)."""
     result = await _loop(call).sync_now(env=forwarded_param(call))
-    open_conflicts = [c for c in await call.ctx.name_conflicts() if c["open"]]
+    open_conflicts = [c for c in await call.ctx.keys.name_conflicts() if c["open"]]
     if open_conflicts:
         more = f" (and {len(open_conflicts) - 1} more: `thrum sync status`)" if len(open_conflicts) > 1 else ""
         raise errors.SyncFailed(
@@ -57,14 +60,15 @@ async def run(call: Call) -> dict:
 
 
 @method("sync.status")
-async def status(call: Call) -> dict:
+async def status(call: Call) -> dict[str, Any]:
     result = await _loop(call).status()
-    result["name_conflicts"] = await call.ctx.name_conflicts()
+    result["name_conflicts"] = await call.ctx.keys.name_conflicts()
     return result
 
 
 @method("sync.chains")
-async def chains(call: Call) -> dict:
+async def chains(call: Call) -> dict[str, Any]:
     """Each writer's chain as this replica holds it: gaps, forks, broken links, rollbacks
     (the ``chains`` of `sync.status`, for the web UI and `thrum doctor`)."""
-    return (await _loop(call).status())["chains"]
+    chains: dict[str, Any] = (await _loop(call).status())["chains"]
+    return chains

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ... import errors
 from ..dispatch import Call, method
 
+if TYPE_CHECKING:
+    from ..plugins import UiPlugin
 
-def _web_ui(call: Call):
+
+def _web_ui(call: Call) -> UiPlugin:
     ui = call.ctx.web_ui
     if ui is None:
         raise errors.Unavailable("the Web UI is not available in this daemon")
@@ -14,7 +19,7 @@ def _web_ui(call: Call):
 
 
 @method("ui.open")
-async def ui_open(call: Call) -> dict:
+async def ui_open(call: Call) -> dict[str, Any]:
     """``port?`` (0: any free port), ``handover?`` → ``{url, port, ws_port, expires_in, handover_file?}``.
 
     ``handover``: also write the URL into a private page under ``.thrum/var/ui-open/``
@@ -26,6 +31,6 @@ async def ui_open(call: Call) -> dict:
 
 
 @method("ui.signout")
-async def ui_signout(call: Call) -> dict:
+async def ui_signout(call: Call) -> dict[str, Any]:
     """End every browser session and stop the UI's listener → ``{signed_out, port}``."""
     return await _web_ui(call).sign_out()

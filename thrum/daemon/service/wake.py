@@ -2,26 +2,28 @@
 
 from __future__ import annotations
 
+from typing import Any, TYPE_CHECKING
+
 import re
 
 from ... import errors
 from ..dispatch import Call, method
 
+if TYPE_CHECKING:
+    from ..wakeups import Waker
+
 _PANE = re.compile(r"%[0-9]{1,9}")
 
 
-def _waker(call: Call):
-    waker = call.ctx.waker
-    if waker is None:
-        raise errors.Unavailable("idle wake-ups are not running in this daemon")
-    return waker
+def _waker(call: Call) -> Waker:
+    return call.ctx.waker
 
 
 @method("agent.pane")
-async def pane(call: Call) -> dict:
+async def pane(call: Call) -> dict[str, Any]:
     """Record the caller's tmux pane: ``pane`` (``TMUX_PANE``, e.g. ``%3``) and ``tmux`` (``TMUX``)."""
     p = call.params
-    caller = await call.ctx.caller(p)
+    caller = await call.ctx.agents.caller(p)
     pane_id = p.str("pane", required=True, max_len=12)
     if not _PANE.fullmatch(pane_id):
         raise errors.ValidationError(f"invalid params: pane {pane_id!r} is not a tmux pane id (%N)", field="pane")
@@ -32,12 +34,12 @@ async def pane(call: Call) -> dict:
 
 
 @method("agent.wake")
-async def wake(call: Call) -> dict:
+async def wake(call: Call) -> dict[str, Any]:
     """The caller's idle wake-ups: ``enabled`` turns them on or off, ``prompt`` (a regular
     expression, group 1 the typed text) says what its host's input prompt looks like;
     without either, the status."""
     p = call.params
-    caller = await call.ctx.caller(p)
+    caller = await call.ctx.agents.caller(p)
     waker = _waker(call)
     prompt = p.str("prompt", max_len=500)
     if prompt is not None:

@@ -1,0 +1,63 @@
+"""Start-up: the store opened before the daemon serves (a worker thread, after the flock).
+
+Order: make sure the ``a-sync`` worktree exists (recovering its files), open the log,
+load the key ring, read the committed team root once (`TeamState`: the roster, the
+log binding and the verifier are made from that one read), open (or rebuild) the
+projection and catch it up with the log, judge the log again when the root changed
+while no daemon ran, fold again what an offline sync merged into, then let the
+catch-up's peak memory go.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..config import Config
+from ..paths import ThrumPaths
+from ..store.log import EventLog
+from ..store.projection import Progress, open_projection
+from ..store.verified import VerifiedFold
+from ..trust.keys import LocalKeys
+from ..trust.ring import KeyRing
+from .limits import give_back_memory
+from .signer import Signer
+from .team import TeamState, open_trust
+from .writer import Writer
+
+
+@dataclass(frozen=True)
+class Store:
+    """What start-up opened: the parts the rest of the daemon is made from."""
+
+    worktree: Path  # the a-sync worktree the log lives in
+    ring: KeyRing  # keys this replica trusts
+    team: TeamState  # the committed root in effect and its roster
+    fold: VerifiedFold  # judges every line before it is folded
+    signer: Signer  # signs every event written here
+    writer: Writer  # the single writer
+
+
+def open_store(paths: ThrumPaths, config: Config, keys: LocalKeys, progress: Progress | None = None) -> Store:
+    """Open everything the daemon serves from (blocking: run it in a worker thread).
+
+    ``progress``: told how far a start-up rebuild is (`projection.Progress`)."""
+    from ..sync import offline as sync_record
+    from ..sync.transport.credentials import credentials_from_env, remote_callbacks
+    from ..sync.worktree import ensure_sync_worktree
+
+    callbacks = None if config.local_only else remote_callbacks(credentials_from_env(config.values))
+    worktree = ensure_sync_worktree(paths.main_repo, config.remote, callbacks=callbacks)
+    event_log = EventLog(worktree)
+    ring = KeyRing(paths.var / "known_keys.json", keys)
+    team, fold = open_trust(paths, config, ring, event_log)
+    db = open_projection(paths.database, event_log, fold, progress=progress)
+    if team.judged_blob() != team.blob:  # a root adopted, changed or removed while stopped
+        fold.ask_rejudge("the team root changed")
+    signer = Signer(keys, team.binding.get)
+    writer = Writer(db, event_log, signer, fold, db_path=paths.database)
+    writer.ensure_covered(sync_record.take_reread(paths))  # what an offline sync merged into
+    fold.release()
+    give_back_memory()  # the catch-up's peak (a large history, the verdict memory) goes back
+    writer.when_rejudged(team.mark_judged)
+    return Store(worktree=worktree, ring=ring, team=team, fold=fold, signer=signer, writer=writer)

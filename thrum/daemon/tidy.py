@@ -1,0 +1,74 @@
+"""Object stores kept compact beside the syncs (`thrum.sync.maintenance`).
+
+After each cycle the sync loop asks for a tidy-up (`Tidy.request`); this task then
+runs git's geometric repack of the local store (and of a path remote's, from a
+private git directory) in a child process. It takes neither the writer's lock nor the
+replicator's, a child that runs over `maintenance.TIMEOUT_S` is killed, and a failed
+tidy-up never stops syncing (it is logged, and `thrum doctor` says so).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from functools import partial
+from typing import TYPE_CHECKING
+
+import trio
+
+if TYPE_CHECKING:
+    from ..sync.replicate import Replicator
+
+log = logging.getLogger(__name__)
+
+
+class Tidy:
+    def __init__(self, remote: str, replicator: Callable[[], Replicator | None], remote_mode: Callable[[], bool]):
+        """``remote``: the remote's name (for messages); ``replicator``: the sync loop's
+        current one (it is made again when the worktree vanishes); ``remote_mode``: whether
+        the loop syncs with a remote now (a path remote's store is tidied too)."""
+        self._remote = remote
+        self._replicator = replicator
+        self._remote_mode = remote_mode
+        self._asked = trio.Event()
+
+    def request(self) -> None:
+        self._asked.set()
+
+    async def run(self) -> None:
+        from ..sync import SyncError, maintenance
+
+        tidier = None
+        while True:
+            await self._asked.wait()
+            self._asked = trio.Event()
+            replicator = self._replicator()
+            if replicator is None:
+                continue
+            if tidier is None or tidier.own != replicator.common_dir:
+                tidier = maintenance.Tidier(replicator.common_dir, replicator.common_dir / "thrum-sync" / "repack.git")
+            remote = replicator.path_remote() if self._remote_mode() else None
+            trusted = replicator.credentials.trusted_paths if replicator.credentials is not None else ()
+            try:
+                due = partial(tidier.due_repacks, remote, where=f"remote {self._remote} ({remote})", trusted=trusted)
+                repacks = await trio.to_thread.run_sync(due)
+            except SyncError as exc:  # the sync reports the same refusal
+                log.info("not consolidating the remote: %s", exc.message)
+                continue
+            except Exception:  # noqa: BLE001 - a failed tidy-up never stops syncing
+                log.exception("could not prepare the consolidation of %s", replicator.common_dir)
+                continue
+            for repack in repacks:
+                done = None
+                try:
+                    with trio.move_on_after(maintenance.TIMEOUT_S):  # the child is killed when it runs over
+                        done = await trio.run_process(
+                            repack.argv, env=repack.env, capture_stdout=True, capture_stderr=True, check=False
+                        )
+                except OSError as exc:  # a failed tidy-up never stops syncing
+                    tidier.failed(repack, str(exc))
+                    continue
+                if done is None:
+                    tidier.failed(repack, f"took longer than {maintenance.TIMEOUT_S:.0f}s")
+                else:
+                    tidier.finished(repack, done.returncode, done.stderr)
