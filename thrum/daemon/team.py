@@ -135,7 +135,6 @@ def open_trust(
     retirement covering applied lines always rebuilds)."""
     from ..store.facts import FactFile
     from ..store.retired import author_lines
-    from ..store.log import EventLog
     from ..store.verified import VerifiedFold
     from ..trust.verdicts import VerdictMemory
     from ..trust.verify import Verifier
