@@ -341,15 +341,14 @@ def _chain_faults(
         return []
     signers = {ln.signer for ln in added}
     mine = {ln.hash for ln in added}
-    held: list[Link] = []
-    for lines in before.values():
-        held += _links(lines, signers, mine)
+    known = {path: _links(lines, signers, mine) for path, lines in before.items()}  # read already
+    held: list[Link] = [ln for links in known.values() for ln in links]
     streams = _streams(trees, tree)
-    changed = set(before)
     for signer in signers:
         for kind in AGENT_KINDS_OF_STREAMS:
-            held += _tail(blobs, streams.get(f"{kind}/{signer}", []), changed, {signer}, mine)
-    held += _tail(blobs, streams.get(EVENTS_STREAM, []), changed, signers, mine)
+            held += _tail(blobs, streams.get(f"{kind}/{signer}", []), known, {signer}, mine)
+    held += _tail(blobs, streams.get(EVENTS_STREAM, []), known, signers, mine)
+    changed = set(before)
     unsure = unsure_signers(added, held)
     if unsure:  # every line of those signers
         for stream in [EVENTS_STREAM] + [f"{k}/{s}" for s in sorted(unsure) for k in AGENT_KINDS_OF_STREAMS]:
@@ -369,19 +368,26 @@ def _streams(trees: LayoutTrees, tree: pygit2.Oid) -> dict[str, list[tuple[str, 
 
 
 def _tail(
-    blobs: _Blobs, segments: list[tuple[str, Leaf]], changed: set[str], signers: set[str], mine: set[str]
+    blobs: _Blobs,
+    segments: list[tuple[str, Leaf]],
+    known: dict[str, list[Link]],
+    signers: set[str],
+    mine: set[str],
 ) -> list[Link]:
-    """The links of ``signers`` in the newest segments of a stream that are not changed
-    files (those are read whole), back to the first segment holding a line of each."""
+    """The links of ``signers`` in the newest segments of a stream, back to the first
+    segment holding a line of each. A changed file's OLD version was read already
+    (``known``): its links are not returned again, but they count as found, so an honest
+    push, which appends to each writer's newest segments, reads nothing more here."""
     out: list[Link] = []
     todo = set(signers)
     for path, leaf in reversed(segments):
         if not todo:
             break
-        if path in changed:
-            continue
-        found = _links(blobs.lines(leaf.oid), todo, mine)
-        out += found
+        if path in known:
+            found = [ln for ln in known[path] if ln.signer in todo]
+        else:
+            found = _links(blobs.lines(leaf.oid), todo, mine)
+            out += found
         todo -= {ln.signer for ln in found}
     return out
 
