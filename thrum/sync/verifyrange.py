@@ -50,7 +50,7 @@ import pygit2
 from .. import safejson
 from ..errors import ThrumError
 from ..events.codec import MalformedEvent, decode_line
-from ..events.shards import AGENT_KINDS_OF_STREAMS, EVENTS_STREAM, ShardRule, is_log_path, parse_log_path
+from ..events.shards import AGENT_KINDS_OF_STREAMS, EVENTS_STREAM, ShardRule, is_log_path, segment_number, shard_owner
 from ..trust.binding import LogBinding
 from ..trust.chains import Link, RangeFault, link_of, range_faults, unsure_signers
 from ..trust.ring import KeyRing
@@ -60,7 +60,7 @@ from ..trust.teamroot import TeamRoot
 from ..trust.verify import Candidate, Verdict, Verifier
 from . import SyncError
 from .teamfile import read_committed_root
-from .trees import MAX_FILE_BYTES, LayoutTrees, Leaf
+from .trees import MAX_FILE_BYTES, REGULAR as REGULAR_MODES, TREE as TREE_MODE, LayoutTrees, Leaf
 from .worktree import SYNC_REF
 
 __all__ = ["Finding", "RangeVerdict", "committed_log_id", "committed_root", "open_repository", "verify_range"]
@@ -231,10 +231,12 @@ def verify_range(
     for c, _at in verdict.future:
         path, n = where.get(id(c.event), (c.shard, 0))
         out.findings.append(Finding(path, n, "future", f"dated more than {skew_s:g} s ahead of this clock"))
-    by_event = {str(d.get("event_id")): where[id(d)] for _, d in verdict.accepted if id(d) in where}
-    for fault in _chain_faults(blobs, trees, new_tree, verdict.accepted, before):
-        path, n = by_event.get(fault.event_id, ("?", 0))
-        out.findings.append(Finding(path, n, fault.kind, fault.reason))
+    faults = _chain_faults(blobs, trees, new_tree, verdict.accepted, before)
+    if faults:
+        by_event = {str(d.get("event_id")): where[id(d)] for _, d in verdict.accepted if id(d) in where}
+        for fault in faults:
+            path, n = by_event.get(fault.event_id, ("?", 0))
+            out.findings.append(Finding(path, n, fault.kind, fault.reason))
     out.findings.sort(key=lambda f: (f.path, f.line))
     out.seconds = time.monotonic() - start
     return out
@@ -291,7 +293,7 @@ class _Blobs:
         if found is None:
             obj = self.repo.get(oid)
             data = obj.data if isinstance(obj, pygit2.Blob) and obj.size <= MAX_FILE_BYTES else b""
-            found = [line for line in data.split(b"\n") if line]
+            found = list(filter(None, data.split(b"\n")))
             self._cache[oid] = found
         return found
 
@@ -341,9 +343,10 @@ def _chain_faults(
         return []
     signers = {ln.signer for ln in added}
     mine = {ln.hash for ln in added}
-    known = {path: _links(lines, signers, mine) for path, lines in before.items()}  # read already
-    held: list[Link] = [ln for links in known.values() for ln in links]
-    streams = _streams(trees, tree)
+    known = {path: _links(lines, _of(path, signers), mine, newest=True) for path, lines in before.items()}
+    held: list[Link] = [ln for links in known.values() for ln in links]  # the changed files' OLD versions
+    wanted = [EVENTS_STREAM] + [f"{k}/{s}" for s in sorted(signers) for k in AGENT_KINDS_OF_STREAMS]
+    streams = {stream: _segments(trees, tree, stream) for stream in wanted}
     for signer in signers:
         for kind in AGENT_KINDS_OF_STREAMS:
             held += _tail(blobs, streams.get(f"{kind}/{signer}", []), known, {signer}, mine)
@@ -353,18 +356,31 @@ def _chain_faults(
     if unsure:  # every line of those signers
         for stream in [EVENTS_STREAM] + [f"{k}/{s}" for s in sorted(unsure) for k in AGENT_KINDS_OF_STREAMS]:
             for path, leaf in streams.get(stream, []):
-                if path not in changed:
-                    held += _links(blobs.lines(leaf.oid), unsure, mine)
+                lines = before[path] if path in changed else blobs.lines(leaf.oid)
+                held += _links(lines, unsure, mine)
     return range_faults(added, held)
 
 
-def _streams(trees: LayoutTrees, tree: pygit2.Oid) -> dict[str, list[tuple[str, Leaf]]]:
-    """Each stream's segments in ``tree``, oldest first."""
-    out: dict[str, list[tuple[int, str, Leaf]]] = {}
-    for path, leaf in trees.log_files(tree):
-        stream, n = parse_log_path(path)
-        out.setdefault(stream, []).append((n, path, leaf))
-    return {s: [(p, leaf) for _, p, leaf in sorted(segs, key=lambda x: x[0])] for s, segs in out.items()}
+def _of(path: str, signers: set[str]) -> set[str]:
+    """The signers whose lines a log file may hold: its agent's alone, or any in ``events``."""
+    owner = shard_owner(path) if is_log_path(path) else None
+    return signers & {owner} if owner is not None else signers
+
+
+def _segments(trees: LayoutTrees, tree: pygit2.Oid, stream: str) -> list[tuple[str, Leaf]]:
+    """A stream's regular segment files in ``tree``, oldest first (only its directories are read)."""
+    oid: pygit2.Oid | None = tree
+    for part in stream.split("/"):
+        entry = trees.entries(oid).get(part.encode())
+        if entry is None or entry[0] != TREE_MODE:
+            return []
+        oid = pygit2.Oid(raw=entry[1])
+    found = []
+    for name, (mode, raw) in trees.entries(oid).items():
+        n = segment_number(name.decode("ascii", "replace"))
+        if n is not None and mode in REGULAR_MODES:
+            found.append((n, f"{stream}/{name.decode('ascii')}", Leaf(pygit2.Oid(raw=raw), mode)))
+    return [(path, leaf) for _, path, leaf in sorted(found, key=lambda x: x[0])]
 
 
 def _tail(
@@ -386,17 +402,22 @@ def _tail(
         if path in known:
             found = [ln for ln in known[path] if ln.signer in todo]
         else:
-            found = _links(blobs.lines(leaf.oid), todo, mine)
+            found = _links(blobs.lines(leaf.oid), todo, mine, newest=True)
             out += found
         todo -= {ln.signer for ln in found}
     return out
 
 
-def _links(lines: list[bytes], signers: set[str], skip: set[str]) -> list[Link]:
+def _links(lines: list[bytes], signers: set[str], skip: set[str], *, newest: bool = False) -> list[Link]:
     """The chain links of ``signers``' lines (read without the full normaliser: the link is
-    all that is needed, and a line that does not parse holds no position)."""
+    all that is needed, and a line that does not parse holds no position). ``newest``:
+    only each signer's last one in the file (its highest position there: a writer's
+    chain follows the order it appends in), read from the end."""
     out = []
-    for line in lines:
+    todo = set(signers)
+    for line in reversed(lines) if newest else lines:
+        if newest and not todo:
+            break
         if b'"chain"' not in line:
             continue
         try:
@@ -416,8 +437,13 @@ def _links(lines: list[bytes], signers: set[str], skip: set[str]) -> list[Link]:
             ln = link_of(d)
         except (TypeError, ValueError):
             continue
-        if ln is not None and ln.hash not in skip:
-            out.append(ln)
+        if ln is None or ln.hash in skip:
+            continue
+        if newest:
+            if ln.signer not in todo:
+                continue
+            todo.discard(ln.signer)
+        out.append(ln)
     return out
 
 
