@@ -31,7 +31,8 @@ forge, can refuse such a push first (issue 25, item 7). Rules:
    before it (``broken-link``), and positions skipped between a writer's newest held
    event and its newest added one (``gap``). Reading what was held costs the OLD
    versions of the changed files and the newest segments of each writer's streams;
-   every line of a writer only when an added position lies at or below its newest.
+   every line of a writer only when an added position lies at or below its newest
+   (`thrum.sync.rangechains`).
 6. One line per bad line, ``path:line: kind: reason``; the exit status says whether
    there was any (the CLI).
 """
@@ -47,20 +48,19 @@ from typing import Any
 
 import pygit2
 
-from .. import safejson
 from ..errors import ThrumError
 from ..events.codec import MalformedEvent, decode_line
-from ..events.shards import AGENT_KINDS_OF_STREAMS, EVENTS_STREAM, ShardRule, is_log_path, segment_number, shard_owner
+from ..events.shards import EVENTS_STREAM, ShardRule, is_log_path
 from ..trust.binding import LogBinding
-from ..trust.chains import Link, RangeFault, link_of, range_faults, unsure_signers
 from ..trust.ring import KeyRing
 from ..trust.roster import Roster
 from ..trust.signing import signature_of
 from ..trust.teamroot import TeamRoot
 from ..trust.verify import Candidate, Verdict, Verifier
 from . import SyncError
+from .rangechains import Blobs, chain_faults
 from .teamfile import read_committed_root
-from .trees import MAX_FILE_BYTES, REGULAR as REGULAR_MODES, TREE as TREE_MODE, LayoutTrees, Leaf
+from .trees import LayoutTrees
 from .worktree import SYNC_REF
 
 __all__ = ["Finding", "RangeVerdict", "committed_log_id", "committed_root", "open_repository", "verify_range"]
@@ -183,7 +183,7 @@ def verify_range(
     new_tree = new_commit.tree_id if new_commit else None
     ring = KeyRing(None)
     judge = _Judge(Verifier(ring, skew_s=skew_s, roster=Roster(ring, root), binding=LogBinding(log_id)))
-    blobs = _Blobs(repo)
+    blobs = Blobs(repo)
     judge.learn(_facts_of(blobs, trees, old_tree))  # what OLD established: keys, admissions, retirements
 
     batch: list[Candidate] = []
@@ -231,7 +231,7 @@ def verify_range(
     for c, _at in verdict.future:
         path, n = where.get(id(c.event), (c.shard, 0))
         out.findings.append(Finding(path, n, "future", f"dated more than {skew_s:g} s ahead of this clock"))
-    faults = _chain_faults(blobs, trees, new_tree, verdict.accepted, before)
+    faults = chain_faults(blobs, trees, new_tree, verdict.accepted, before)
     if faults:
         by_event = {str(d.get("event_id")): where[id(d)] for _, d in verdict.accepted if id(d) in where}
         for fault in faults:
@@ -281,28 +281,11 @@ class _Judge:
         return verdict
 
 
-class _Blobs:
-    """Log files' lines, each blob read once (a file of OLD and NEW may be the same blob)."""
-
-    def __init__(self, repo: pygit2.Repository):
-        self.repo = repo
-        self._cache: dict[pygit2.Oid, list[bytes]] = {}
-
-    def lines(self, oid: pygit2.Oid) -> list[bytes]:
-        found = self._cache.get(oid)
-        if found is None:
-            obj = self.repo.get(oid)
-            data = obj.data if isinstance(obj, pygit2.Blob) and obj.size <= MAX_FILE_BYTES else b""
-            found = list(filter(None, data.split(b"\n")))
-            self._cache[oid] = found
-        return found
-
-
 _FACT_MARKS = (b'"agent.register"', b'"agent.admit"', b'"agent.rotate"', b'"agent.revoke"', b'"group.create"')
 _FACT_TYPES = frozenset({"agent.register", "agent.admit", "agent.rotate", "agent.revoke", "group.create"})
 
 
-def _facts_of(blobs: _Blobs, trees: LayoutTrees, tree: pygit2.Oid | None) -> list[Candidate]:
+def _facts_of(blobs: Blobs, trees: LayoutTrees, tree: pygit2.Oid | None) -> list[Candidate]:
     """The lines of ``tree`` that teach keys and team facts (registrations, admissions,
     rotations, revocations, group creations: all in the ``events`` stream), in file order."""
     if tree is None:
@@ -320,130 +303,6 @@ def _facts_of(blobs: _Blobs, trees: LayoutTrees, tree: pygit2.Oid | None) -> lis
                 continue
             if d.get("type") in _FACT_TYPES:
                 out.append(Candidate(path, line, d))
-    return out
-
-
-def _chain_faults(
-    blobs: _Blobs,
-    trees: LayoutTrees,
-    tree: pygit2.Oid | None,
-    accepted: list[tuple[str, dict[str, Any]]],
-    before: dict[str, list[bytes]],
-) -> list[RangeFault]:
-    """Forks, broken links and gaps the accepted added lines make in their signers' chains.
-
-    What the signers held before: the OLD versions of the changed files, and the newest
-    lines of each signer's streams in NEW (its own ``messages``/``receipts`` streams and
-    the shared ``events`` stream, read from the newest segment back until a line of the
-    signer turns up); every line of a signer only when that is not enough
-    (`chains.unsure_signers`: a position at or below its newest, rare for honest pushes).
-    """
-    added = [ln for _, d in accepted if "chain" in d and (ln := link_of(d)) is not None]
-    if not added or tree is None:
-        return []
-    signers = {ln.signer for ln in added}
-    mine = {ln.hash for ln in added}
-    known = {path: _links(lines, _of(path, signers), mine, newest=True) for path, lines in before.items()}
-    held: list[Link] = [ln for links in known.values() for ln in links]  # the changed files' OLD versions
-    wanted = [EVENTS_STREAM] + [f"{k}/{s}" for s in sorted(signers) for k in AGENT_KINDS_OF_STREAMS]
-    streams = {stream: _segments(trees, tree, stream) for stream in wanted}
-    for signer in signers:
-        for kind in AGENT_KINDS_OF_STREAMS:
-            held += _tail(blobs, streams.get(f"{kind}/{signer}", []), known, {signer}, mine)
-    held += _tail(blobs, streams.get(EVENTS_STREAM, []), known, signers, mine)
-    changed = set(before)
-    unsure = unsure_signers(added, held)
-    if unsure:  # every line of those signers
-        for stream in [EVENTS_STREAM] + [f"{k}/{s}" for s in sorted(unsure) for k in AGENT_KINDS_OF_STREAMS]:
-            for path, leaf in streams.get(stream, []):
-                lines = before[path] if path in changed else blobs.lines(leaf.oid)
-                held += _links(lines, unsure, mine)
-    return range_faults(added, held)
-
-
-def _of(path: str, signers: set[str]) -> set[str]:
-    """The signers whose lines a log file may hold: its agent's alone, or any in ``events``."""
-    owner = shard_owner(path) if is_log_path(path) else None
-    return signers & {owner} if owner is not None else signers
-
-
-def _segments(trees: LayoutTrees, tree: pygit2.Oid, stream: str) -> list[tuple[str, Leaf]]:
-    """A stream's regular segment files in ``tree``, oldest first (only its directories are read)."""
-    oid: pygit2.Oid | None = tree
-    for part in stream.split("/"):
-        entry = trees.entries(oid).get(part.encode())
-        if entry is None or entry[0] != TREE_MODE:
-            return []
-        oid = pygit2.Oid(raw=entry[1])
-    found = []
-    for name, (mode, raw) in trees.entries(oid).items():
-        n = segment_number(name.decode("ascii", "replace"))
-        if n is not None and mode in REGULAR_MODES:
-            found.append((n, f"{stream}/{name.decode('ascii')}", Leaf(pygit2.Oid(raw=raw), mode)))
-    return [(path, leaf) for _, path, leaf in sorted(found, key=lambda x: x[0])]
-
-
-def _tail(
-    blobs: _Blobs,
-    segments: list[tuple[str, Leaf]],
-    known: dict[str, list[Link]],
-    signers: set[str],
-    mine: set[str],
-) -> list[Link]:
-    """The links of ``signers`` in the newest segments of a stream, back to the first
-    segment holding a line of each. A changed file's OLD version was read already
-    (``known``): its links are not returned again, but they count as found, so an honest
-    push, which appends to each writer's newest segments, reads nothing more here."""
-    out: list[Link] = []
-    todo = set(signers)
-    for path, leaf in reversed(segments):
-        if not todo:
-            break
-        if path in known:
-            found = [ln for ln in known[path] if ln.signer in todo]
-        else:
-            found = _links(blobs.lines(leaf.oid), todo, mine, newest=True)
-            out += found
-        todo -= {ln.signer for ln in found}
-    return out
-
-
-def _links(lines: list[bytes], signers: set[str], skip: set[str], *, newest: bool = False) -> list[Link]:
-    """The chain links of ``signers``' lines (read without the full normaliser: the link is
-    all that is needed, and a line that does not parse holds no position). ``newest``:
-    only each signer's last one in the file (its highest position there: a writer's
-    chain follows the order it appends in), read from the end."""
-    out = []
-    todo = set(signers)
-    for line in reversed(lines) if newest else lines:
-        if newest and not todo:
-            break
-        if b'"chain"' not in line:
-            continue
-        try:
-            d = safejson.loads(line)
-        except ValueError:
-            continue
-        if (
-            not isinstance(d, dict)
-            or not isinstance(d.get("chain"), dict)
-            or not isinstance(d["chain"].get("seq"), int)
-        ):
-            continue
-        sig = d.get("sig")
-        if not isinstance(sig, dict) or sig.get("by") not in signers:
-            continue
-        try:
-            ln = link_of(d)
-        except (TypeError, ValueError):
-            continue
-        if ln is None or ln.hash in skip:
-            continue
-        if newest:
-            if ln.signer not in todo:
-                continue
-            todo.discard(ln.signer)
-        out.append(ln)
     return out
 
 
