@@ -9,7 +9,8 @@ A bare repository holds an ``a-sync`` commit with a history of N message.create 
 the daemon writes them (signed, chained, one seal per segment and signer:
 `bench_segments`). A second commit adds P events (default 10,000) spread over every
 agent's stream. Measured: `verify_range(old, new)` in-process (median of R runs), and
-the whole ``thrum verify --from OLD --to NEW`` command once (process start included).
+the whole ``thrum verify --from OLD --to NEW`` command once (process start included), each
+with its CPU time: on a loaded machine the wall time is mostly waiting for a CPU.
 Target: ≤ 2 s. Prints a table.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -82,6 +84,7 @@ def main(argv=None) -> int:
             cpu.append(time.process_time() - c)
             assert verdict.ok and verdict.added >= args.push, verdict.findings[:3]
         env = dict(os.environ)
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t = time.monotonic()
         proc = subprocess.run(
             [
@@ -100,6 +103,8 @@ def main(argv=None) -> int:
             check=False,
         )
         command = time.monotonic() - t
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        command_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         assert proc.returncode == 0, proc.stdout + proc.stderr
     print()
     print(
@@ -112,6 +117,7 @@ def main(argv=None) -> int:
     )
     print(f"| — its CPU time (what the machine's load changes least) | {statistics.median(cpu) * 1000:,.0f} ms | |")
     print(f"| `thrum verify --from OLD --to NEW` (the command, once) | {command * 1000:,.0f} ms | ≤ 2 s |")
+    print(f"| — its CPU time (process start included) | {command_cpu * 1000:,.0f} ms | |")
     return 0
 
 

@@ -290,3 +290,38 @@ def test_the_original_is_applied_when_an_offline_sync_brings_it_back(team):
     b.sync()  # offline: the merge puts the original back in place
     b.run("daemon", "start")
     assert _messages(b, "bob")[sent["message_id"]] == ("alice", "the later words")
+
+
+def test_a_pushed_name_that_shadows_a_role_or_a_group_takes_no_mail(team, tmp_path):
+    """Shadowing names from the log (issue 31, finding 7): the local RPC refuses an agent
+    named like another agent's role or a group, but a pusher's registration of "reviewer"
+    (bob's role) or "crew" (a group) is a valid line. Whoever came first, such a name is
+    ambiguous as a recipient and refused with one line: no order of preference would keep
+    the pusher from taking mail meant for the role's holders or the group."""
+    t, a, b = _team(team)
+    a.run("group", "create", "crew", agent="alice")
+    a.run("group", "add", "crew", "@bob", agent="alice")
+    a.sync()
+    b.sync()
+    mallory = t.attacker()
+    mallory.pull()
+    rel = events_file(mallory)
+    for name in ("reviewer", "crew"):
+        own = keys.LocalKeys(tmp_path / f"{name}-keys")
+        _, public = own.create(name)
+        mallory.append(
+            rel, forge(_raw_register(name, "intruder", public.b64), name, tmp_path / f"{name}-keys" / f"{name}.key")
+        )
+    mallory.push("names that shadow a role and a group")
+    a.sync()
+    names = {x["name"] for x in a.json("agent", "list", "--all")["agents"]}
+    assert {"reviewer", "crew"} <= names  # valid registrations (trust on first use, no root)
+    for address, what in (("@reviewer", "an agent and a role other agents hold"), ("@crew", "an agent and a group")):
+        sent = a.run("send", "for the team", "--to", address, agent="alice", check=False)
+        assert sent.returncode == 1, (address, sent.stdout)
+        assert f"@{address[1:]} names {what}" in sent.stderr and "ambiguous" in sent.stderr
+        assert len(sent.stderr.strip().splitlines()) == 1
+    a.run("send", "to bob himself", "--to", "@bob", agent="alice")
+    a.sync()
+    b.sync()
+    assert "to bob himself" in {c for _, c in _messages(b, "bob").values()}

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from thrum.trust import keys, signing
-from thrum.trust.chains import Spans, gap_text, link_of, sig_hash
+from thrum.trust.chains import Link, Spans, gap_text, link_of, range_faults, sig_hash, unsure_signers
 
 
 def test_a_link_names_its_event_by_the_hash_of_its_signature():
@@ -114,3 +114,29 @@ def test_the_log_binding_reads_the_root_again_when_it_is_old():
     now[0] = 6
     assert binding.get() == "log_B"  # a root committed since takes effect
     assert LogBinding().get() is None and LogBinding().refresh() is False
+
+
+def _ln(seq: int, name: str, prev: str = "", signer: str = "alice") -> Link:
+    return Link(signer, seq, prev, name, f"ev_{name}", "")
+
+
+def test_range_faults_name_forks_broken_links_and_gaps_a_push_makes():
+    """`thrum verify`'s chain check (issue 25, item 7): what a range of added events does to
+    its writers' chains, given the newest events held before."""
+    held = [_ln(4, "h4", "h3"), _ln(5, "h5", "h4")]
+    honest = [_ln(6, "a6", "h5"), _ln(7, "a7", "a6")]
+    assert range_faults(honest, held) == [] and unsure_signers(honest, held) == set()
+    gap = [_ln(6, "a6", "h5"), _ln(9, "a9", "a8")]
+    assert [(f.kind, f.event_id, f.reason) for f in range_faults(gap, held)] == [
+        ("gap", "ev_a9", "missing alice #7–8 (seen #9)")
+    ]
+    forked = [_ln(5, "x5", "h4")]
+    assert [(f.kind, f.event_id) for f in range_faults(forked, held)] == [("fork", "ev_x5")]
+    assert "ev_x5 and ev_h5" in range_faults(forked, held)[0].reason
+    twice = [_ln(6, "a6", "h5"), _ln(6, "b6", "h5")]
+    assert sorted(f.event_id for f in range_faults(twice, held) if f.kind == "fork") == ["ev_a6", "ev_b6"]
+    broken = [_ln(6, "a6", "elsewhere")]
+    assert [(f.kind, f.event_id) for f in range_faults(broken, held)] == [("broken-link", "ev_a6")]
+    # a position at or below the newest held that the held events say nothing of: read more
+    assert unsure_signers([_ln(2, "a2", "h1")], held) == {"alice"}
+    assert unsure_signers([_ln(1, "b1", signer="bob")], held) == set()  # bob's first: nothing held

@@ -3,7 +3,13 @@
 
 Rules (decisions.md, "A team on three machines"):
 
-1. ``@name`` resolves agent → role → group; ``everyone`` is built in.
+1. ``@name`` resolves agent → role → group; ``everyone`` is built in. A name that means
+   two of them at once (an agent named like a role other agents hold or like a group, a
+   role named like a group) is *ambiguous* and refused as a recipient, whichever came
+   first (`ambiguity`): the local RPC never lets one name shadow another, so only lines
+   from the log (a pusher's registration, a group made on another machine in a race)
+   get there, and any order of preference would let such a line take mail meant for the
+   other (issue 31, finding 7). Mentions are matched by value and reach both.
 2. An address that names nothing known may be a role nobody holds yet: accepted
    (``pending``) unless it is a keyboard slip away from a known address
    (`looks_like_typo`), a deleted agent's name, reserved, or not a name at all.
@@ -15,7 +21,7 @@ import difflib
 
 import peewee as pw
 
-from ..errors import UnknownRecipient
+from ..errors import Conflict, UnknownRecipient
 from ..events.names import NAME_RE, RESERVED_NAMES
 from .directory import EVERYONE, LIVE_AGENT, LIVE_GROUP, bare_name, group_row, live_agents
 from .sql import all_rows, one_row
@@ -44,6 +50,20 @@ def resolve_address(db: pw.SqliteDatabase, name: str) -> tuple[str, str] | None:
     if group_row(db, n) is not None:
         return ("group", n)
     return None
+
+
+def ambiguity(db: pw.SqliteDatabase, name: str) -> list[str]:
+    """What else ``name`` means besides the first of agent → role → group (rule 1): the
+    kinds it names, when more than one ("agent", "role", "group"); else empty."""
+    n = bare_name(name)
+    kinds = []
+    if one_row(db, f"SELECT 1 FROM agents a WHERE a.agent_id = ? AND {LIVE_AGENT}", (n,)):
+        kinds.append("agent")
+    if one_row(db, f"SELECT 1 FROM agents a WHERE a.role = ? AND a.agent_id != ? AND {LIVE_AGENT} LIMIT 1", (n, n)):
+        kinds.append("role")
+    if group_row(db, n) is not None:
+        kinds.append("group")
+    return kinds if len(kinds) > 1 else []
 
 
 def close_matches(db: pw.SqliteDatabase, name: str) -> list[str]:
@@ -100,6 +120,10 @@ def resolve_recipients(db: pw.SqliteDatabase, addresses: list[str], *, pending_r
     for raw in addresses:
         bare = raw[1:] if raw.startswith("@") else raw
         hit = resolve_address(db, bare) if bare else None
+        if hit is not None and hit[0] != EVERYONE:
+            both = ambiguity(db, bare)
+            if both:
+                raise _ambiguous(raw, bare, both)
         pending = False
         if hit is None:
             if pending_roles and _may_be_new_role(db, bare):
@@ -121,6 +145,16 @@ def _may_be_new_role(db: pw.SqliteDatabase, name: str) -> bool:
         and name not in RESERVED_NAMES
         and not _deleted_agent(db, name)
         and not looks_like_typo(db, name)
+    )
+
+
+def _ambiguous(raw: str, bare: str, kinds: list[str]) -> Conflict:
+    what = " and ".join({"agent": "an agent", "role": "a role other agents hold", "group": "a group"}[k] for k in kinds)
+    return Conflict(
+        f"recipient {raw!r} is ambiguous: @{bare} names {what} (one came from the log, not through thrum); "
+        f"remove the one that shadows the other (`thrum agent delete {bare} --force` or `thrum group delete {bare}`) "
+        "and send again",
+        data={"address": raw, "kinds": kinds},
     )
 
 

@@ -31,7 +31,8 @@ forge, can refuse such a push first (issue 25, item 7). Rules:
    before it (``broken-link``), and positions skipped between a writer's newest held
    event and its newest added one (``gap``). Reading what was held costs the OLD
    versions of the changed files and the newest segments of each writer's streams;
-   every line of a writer only when an added position lies at or below its newest.
+   every line of a writer only when an added position lies at or below its newest
+   (`thrum.sync.rangechains`).
 6. One line per bad line, ``path:line: kind: reason``; the exit status says whether
    there was any (the CLI).
 """
@@ -47,20 +48,19 @@ from typing import Any
 
 import pygit2
 
-from .. import safejson
 from ..errors import ThrumError
 from ..events.codec import MalformedEvent, decode_line
-from ..events.shards import AGENT_KINDS_OF_STREAMS, EVENTS_STREAM, ShardRule, is_log_path, parse_log_path
+from ..events.shards import EVENTS_STREAM, ShardRule, is_log_path
 from ..trust.binding import LogBinding
-from ..trust.chains import Link, RangeFault, link_of, range_faults, unsure_signers
 from ..trust.ring import KeyRing
 from ..trust.roster import Roster
 from ..trust.signing import signature_of
 from ..trust.teamroot import TeamRoot
 from ..trust.verify import Candidate, Verdict, Verifier
 from . import SyncError
+from .rangechains import Blobs, chain_faults
 from .teamfile import read_committed_root
-from .trees import MAX_FILE_BYTES, LayoutTrees, Leaf
+from .trees import LayoutTrees
 from .worktree import SYNC_REF
 
 __all__ = ["Finding", "RangeVerdict", "committed_log_id", "committed_root", "open_repository", "verify_range"]
@@ -183,7 +183,7 @@ def verify_range(
     new_tree = new_commit.tree_id if new_commit else None
     ring = KeyRing(None)
     judge = _Judge(Verifier(ring, skew_s=skew_s, roster=Roster(ring, root), binding=LogBinding(log_id)))
-    blobs = _Blobs(repo)
+    blobs = Blobs(repo)
     judge.learn(_facts_of(blobs, trees, old_tree))  # what OLD established: keys, admissions, retirements
 
     batch: list[Candidate] = []
@@ -231,10 +231,12 @@ def verify_range(
     for c, _at in verdict.future:
         path, n = where.get(id(c.event), (c.shard, 0))
         out.findings.append(Finding(path, n, "future", f"dated more than {skew_s:g} s ahead of this clock"))
-    by_event = {str(d.get("event_id")): where[id(d)] for _, d in verdict.accepted if id(d) in where}
-    for fault in _chain_faults(blobs, trees, new_tree, verdict.accepted, before):
-        path, n = by_event.get(fault.event_id, ("?", 0))
-        out.findings.append(Finding(path, n, fault.kind, fault.reason))
+    faults = chain_faults(blobs, trees, new_tree, verdict.accepted, before)
+    if faults:
+        by_event = {str(d.get("event_id")): where[id(d)] for _, d in verdict.accepted if id(d) in where}
+        for fault in faults:
+            path, n = by_event.get(fault.event_id, ("?", 0))
+            out.findings.append(Finding(path, n, fault.kind, fault.reason))
     out.findings.sort(key=lambda f: (f.path, f.line))
     out.seconds = time.monotonic() - start
     return out
@@ -279,28 +281,11 @@ class _Judge:
         return verdict
 
 
-class _Blobs:
-    """Log files' lines, each blob read once (a file of OLD and NEW may be the same blob)."""
-
-    def __init__(self, repo: pygit2.Repository):
-        self.repo = repo
-        self._cache: dict[pygit2.Oid, list[bytes]] = {}
-
-    def lines(self, oid: pygit2.Oid) -> list[bytes]:
-        found = self._cache.get(oid)
-        if found is None:
-            obj = self.repo.get(oid)
-            data = obj.data if isinstance(obj, pygit2.Blob) and obj.size <= MAX_FILE_BYTES else b""
-            found = [line for line in data.split(b"\n") if line]
-            self._cache[oid] = found
-        return found
-
-
 _FACT_MARKS = (b'"agent.register"', b'"agent.admit"', b'"agent.rotate"', b'"agent.revoke"', b'"group.create"')
 _FACT_TYPES = frozenset({"agent.register", "agent.admit", "agent.rotate", "agent.revoke", "group.create"})
 
 
-def _facts_of(blobs: _Blobs, trees: LayoutTrees, tree: pygit2.Oid | None) -> list[Candidate]:
+def _facts_of(blobs: Blobs, trees: LayoutTrees, tree: pygit2.Oid | None) -> list[Candidate]:
     """The lines of ``tree`` that teach keys and team facts (registrations, admissions,
     rotations, revocations, group creations: all in the ``events`` stream), in file order."""
     if tree is None:
@@ -318,100 +303,6 @@ def _facts_of(blobs: _Blobs, trees: LayoutTrees, tree: pygit2.Oid | None) -> lis
                 continue
             if d.get("type") in _FACT_TYPES:
                 out.append(Candidate(path, line, d))
-    return out
-
-
-def _chain_faults(
-    blobs: _Blobs,
-    trees: LayoutTrees,
-    tree: pygit2.Oid | None,
-    accepted: list[tuple[str, dict[str, Any]]],
-    before: dict[str, list[bytes]],
-) -> list[RangeFault]:
-    """Forks, broken links and gaps the accepted added lines make in their signers' chains.
-
-    What the signers held before: the OLD versions of the changed files, and the newest
-    lines of each signer's streams in NEW (its own ``messages``/``receipts`` streams and
-    the shared ``events`` stream, read from the newest segment back until a line of the
-    signer turns up); every line of a signer only when that is not enough
-    (`chains.unsure_signers`: a position at or below its newest, rare for honest pushes).
-    """
-    added = [ln for _, d in accepted if "chain" in d and (ln := link_of(d)) is not None]
-    if not added or tree is None:
-        return []
-    signers = {ln.signer for ln in added}
-    mine = {ln.hash for ln in added}
-    held: list[Link] = []
-    for lines in before.values():
-        held += _links(lines, signers, mine)
-    streams = _streams(trees, tree)
-    changed = set(before)
-    for signer in signers:
-        for kind in AGENT_KINDS_OF_STREAMS:
-            held += _tail(blobs, streams.get(f"{kind}/{signer}", []), changed, {signer}, mine)
-    held += _tail(blobs, streams.get(EVENTS_STREAM, []), changed, signers, mine)
-    unsure = unsure_signers(added, held)
-    if unsure:  # every line of those signers
-        for stream in [EVENTS_STREAM] + [f"{k}/{s}" for s in sorted(unsure) for k in AGENT_KINDS_OF_STREAMS]:
-            for path, leaf in streams.get(stream, []):
-                if path not in changed:
-                    held += _links(blobs.lines(leaf.oid), unsure, mine)
-    return range_faults(added, held)
-
-
-def _streams(trees: LayoutTrees, tree: pygit2.Oid) -> dict[str, list[tuple[str, Leaf]]]:
-    """Each stream's segments in ``tree``, oldest first."""
-    out: dict[str, list[tuple[int, str, Leaf]]] = {}
-    for path, leaf in trees.log_files(tree):
-        stream, n = parse_log_path(path)
-        out.setdefault(stream, []).append((n, path, leaf))
-    return {s: [(p, leaf) for _, p, leaf in sorted(segs, key=lambda x: x[0])] for s, segs in out.items()}
-
-
-def _tail(
-    blobs: _Blobs, segments: list[tuple[str, Leaf]], changed: set[str], signers: set[str], mine: set[str]
-) -> list[Link]:
-    """The links of ``signers`` in the newest segments of a stream that are not changed
-    files (those are read whole), back to the first segment holding a line of each."""
-    out: list[Link] = []
-    todo = set(signers)
-    for path, leaf in reversed(segments):
-        if not todo:
-            break
-        if path in changed:
-            continue
-        found = _links(blobs.lines(leaf.oid), todo, mine)
-        out += found
-        todo -= {ln.signer for ln in found}
-    return out
-
-
-def _links(lines: list[bytes], signers: set[str], skip: set[str]) -> list[Link]:
-    """The chain links of ``signers``' lines (read without the full normaliser: the link is
-    all that is needed, and a line that does not parse holds no position)."""
-    out = []
-    for line in lines:
-        if b'"chain"' not in line:
-            continue
-        try:
-            d = safejson.loads(line)
-        except ValueError:
-            continue
-        if (
-            not isinstance(d, dict)
-            or not isinstance(d.get("chain"), dict)
-            or not isinstance(d["chain"].get("seq"), int)
-        ):
-            continue
-        sig = d.get("sig")
-        if not isinstance(sig, dict) or sig.get("by") not in signers:
-            continue
-        try:
-            ln = link_of(d)
-        except (TypeError, ValueError):
-            continue
-        if ln is not None and ln.hash not in skip:
-            out.append(ln)
     return out
 
 

@@ -210,6 +210,11 @@ def range_faults(added: Iterable[Link], held: Iterable[Link]) -> list[RangeFault
         }
         tip = max((seq for seq, links in mine.items() if links), default=0)
         for seq in sorted(at):
+            if len(at[seq]) == 1 and not mine.get(seq):  # the usual case: one event, a new position
+                ln = next(iter(at[seq].values()))
+                prev_added, prev_held = at.get(seq - 1, {}), mine.get(seq - 1, {})
+                if seq == 1 or ln.prev in prev_added or ln.prev in prev_held or not (prev_added or prev_held):
+                    continue
             here = {**mine.get(seq, {}), **at[seq]}
             before = {**mine.get(seq - 1, {}), **at.get(seq - 1, {})}
             for ln in sorted(at[seq].values(), key=lambda x: x.event_id):
