@@ -233,13 +233,13 @@ def test_a_long_lived_replicator_lets_go_of_packs_a_roll_up_deleted(pair):
         a.tidy()
     a.write(20, 3)
     a.sync()
-    assert a.replicator._packs.releases > 0
+    assert a.replicator.store.pack_releases > 0
     assert _deleted_packs_held(a.replicator.common_dir) == 0
     a.write(21, 3)
     a.sync()  # and the handle still works: its tuning back, the history readable
     b.sync()
     assert a.jsonl() == b.jsonl()
-    assert a.replicator.repo.config["pack.bigFileThreshold"] == "1"
+    assert a.replicator.store.repo.config["pack.bigFileThreshold"] == "1"
 
 
 def test_without_a_git_that_can_nothing_is_consolidated_and_doctor_says_so(pair, monkeypatch):

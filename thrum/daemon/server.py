@@ -293,7 +293,8 @@ class Daemon:
     def _open_store(self) -> None:
         from ..sync import offline as sync_record
         from ..sync.verifyrange import committed_log_id
-        from ..sync.transport.credentials import credentials_from_env, remote_callbacks
+        from ..sync.transport.callbacks import remote_callbacks
+        from ..sync.transport.credentials import credentials_from_env
         from ..sync.worktree import ensure_sync_worktree
 
         callbacks = None if self.config.local_only else remote_callbacks(credentials_from_env(self.config.values))

@@ -433,7 +433,7 @@ class SyncLoop:
         self._scanned = False
 
     def _callbacks(self):
-        from ..sync.transport.credentials import remote_callbacks
+        from ..sync.transport.callbacks import remote_callbacks
 
         if self.cfg.local_only:
             return None

@@ -98,7 +98,7 @@ def run_cycle(
             tip = timed("fetch", replicator.fetch)
             report.remote_url = replicator.last_fetch.url if replicator.last_fetch else None
             if report.rolled_back is None:  # what the remote lost of the tip we pushed (before the merge)
-                report.rolled_back = rolled_back(replicator.repo, replicator.trees, tip)
+                report.rolled_back = rolled_back(replicator.store, replicator.trees, tip)
             outcome = timed("merge", replicator.merge, tip, timed_files)
         except SyncError:  # an unreachable remote, a refused tip: our appends are committed all the same
             report.commits += int(replicator.commit_pending(files))

@@ -247,7 +247,7 @@ def _pending(paths: ThrumPaths, cfg) -> int | None:
         return None
     try:
         view = RemoteView(worktree, cfg.remote)
-        if cfg.remote not in set(view.repo.remotes.names()):
+        if cfg.remote not in view.store.remote_names():
             return None
         return view.pending(PlainLog(worktree))
     except Exception:  # noqa: BLE001 - a status never fails for a count

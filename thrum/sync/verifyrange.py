@@ -31,8 +31,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pygit2
-
 from ..errors import ThrumError
 from ..events import MalformedEvent, ShardRule, decode_line, is_log_path
 from ..events.shards import EVENTS_STREAM
@@ -41,6 +39,8 @@ from ..trust.keys import PublicKey
 from ..trust.ring import KeyRing
 from ..trust.verify import Candidate, Verifier
 from . import SyncError
+from .gitstore.api import Commit, GitStore, Oid
+from .gitstore.libgit2 import LibGit2Store
 from .teamfile import read_committed_root
 from .trees import LayoutTrees
 from .worktree import SYNC_REF
@@ -90,16 +90,13 @@ class RangeVerdict:
         }
 
 
-def open_repository(path: os.PathLike | str) -> pygit2.Repository:
+def open_repository(path: os.PathLike[str] | str) -> LibGit2Store:
     """The repository at ``path`` (bare or not), with a pre-receive hook's quarantined objects."""
-    found = pygit2.discover_repository(str(path))
-    if found is None:
-        raise SyncError(f"{path} is not in a git repository")
-    repo = pygit2.Repository(found)
+    store = LibGit2Store.discovered(path)
     quarantine = os.environ.get("GIT_QUARANTINE_PATH") or os.environ.get("GIT_OBJECT_DIRECTORY")
     if quarantine and Path(quarantine).is_dir():
-        repo.odb.add_disk_alternate(quarantine)
-    return repo
+        store.add_alternate(Path(quarantine))
+    return store
 
 
 def committed_root(repo_path: os.PathLike | str, remote: str = "origin") -> tuple[dict[str, PublicKey], str | None]:
@@ -127,17 +124,17 @@ def committed_log_id(repo_path: os.PathLike | str, remote: str = "origin") -> st
         return None
 
 
-def _commit(repo: pygit2.Repository, spec: str | None, what: str) -> pygit2.Commit | None:
+def _commit(store: LibGit2Store, spec: str | None, what: str) -> Commit | None:
     if spec is None or spec == ZERO:
         return None
     try:
-        return repo.revparse_single(spec).peel(pygit2.Commit)
-    except (KeyError, ValueError, pygit2.GitError):
-        raise SyncError(f"{what} {spec!r} is not a commit in {repo.path}") from None
+        return store.resolve(spec)
+    except (KeyError, ValueError):
+        raise SyncError(f"{what} {spec!r} is not a commit in {store.git_dir}") from None
 
 
 def verify_range(
-    repo: pygit2.Repository,
+    repo: LibGit2Store,
     old: str | None,
     new: str | None = None,
     *,
@@ -152,8 +149,8 @@ def verify_range(
     """
     start = time.monotonic()
     if new is None:
-        if repo.references.get(SYNC_REF) is None:
-            raise SyncError(f"{repo.path} has no a-sync branch; name the range with --to")
+        if repo.ref(SYNC_REF) is None:
+            raise SyncError(f"{repo.git_dir} has no a-sync branch; name the range with --to")
         new = SYNC_REF
     old_commit = _commit(repo, old, "--from")
     new_commit = _commit(repo, new, "--to")
@@ -163,8 +160,8 @@ def verify_range(
         log_id=log_id,
     )
     trees = LayoutTrees(repo)
-    old_tree = old_commit.tree_id if old_commit else None
-    new_tree = new_commit.tree_id if new_commit else None
+    old_tree = old_commit.tree if old_commit else None
+    new_tree = new_commit.tree if new_commit else None
     ring = KeyRing(None)
     for name, key in sorted((root_keys or {}).items()):
         ring.learn(name, key)
@@ -217,8 +214,8 @@ def verify_range(
     return out
 
 
-def _lines(repo: pygit2.Repository, oid: pygit2.Oid) -> list[bytes]:
-    return [line for line in repo[oid].data.split(b"\n") if line]
+def _lines(store: GitStore, oid: Oid) -> list[bytes]:
+    return [line for line in store.read(oid)[1].split(b"\n") if line]
 
 
 def _describe(line: bytes) -> str:
@@ -232,7 +229,7 @@ def _describe(line: bytes) -> str:
     return f"{d.get('type')} {d.get('event_id')} by {by or '?'}{where}"
 
 
-def _learn_registrations(repo, trees: LayoutTrees, tree: pygit2.Oid | None, verifier: Verifier) -> None:
+def _learn_registrations(repo: GitStore, trees: LayoutTrees, tree: Oid | None, verifier: Verifier) -> None:
     """Trust on first use over ``old``: each name's first self-signed registration, in file order."""
     if tree is None:
         return
