@@ -14,7 +14,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from thrum import nofollow
-from thrum.events import is_log_path
+from thrum.paths import ThrumPaths
+from thrum.events.shards import is_log_path
 
 from . import AuthError, SyncError
 from .gitstore.libgit2 import LibGit2Store
@@ -34,11 +35,11 @@ class Check:
     detail: str
     action: str | None = None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, str | None]:
         return asdict(self)
 
 
-def worktree_check(main_repo: os.PathLike | str) -> Check:
+def worktree_check(main_repo: os.PathLike[str] | str) -> Check:
     """The ``a-sync`` branch exists and its worktree has it checked out."""
     repair = "run `thrum init` again: it re-creates the branch and worktree and keeps every event"
     try:
@@ -61,7 +62,7 @@ def worktree_check(main_repo: os.PathLike | str) -> Check:
 
 
 def remote_check(
-    main_repo: os.PathLike | str, remote_name: str, credentials: Credentials | None, local_only: bool = False
+    main_repo: os.PathLike[str] | str, remote_name: str, credentials: Credentials | None, local_only: bool = False
 ) -> Check:
     """The remote answers, which login it took, and where its ``a-sync`` is."""
     if local_only:
@@ -115,7 +116,7 @@ def _mb(n: int) -> str:
     return f"{n / 2**20:.1f} MB"
 
 
-def size_check(main_repo: os.PathLike | str) -> Check:
+def size_check(main_repo: os.PathLike[str] | str) -> Check:
     """How big the message log and the repository's object store are."""
     try:
         path = sync_worktree_path(main_repo)
@@ -155,7 +156,7 @@ def maintenance_check() -> Check:
     )
 
 
-def offline_checks(paths, environ: dict | None = None) -> list[Check]:
+def offline_checks(paths: ThrumPaths, environ: dict[str, str] | None = None) -> list[Check]:
     """The checks ``thrum doctor`` can make without the daemon (git side only)."""
     from .. import config as config_mod
 

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from thrum import nofollow
-from thrum.events import is_log_path
+from thrum.events.shards import is_log_path
 
 from . import PushRejected, SyncError
 from .gate import no_gate
@@ -97,7 +97,7 @@ class Replicator:
 
     def __init__(
         self,
-        worktree_path: os.PathLike | str,
+        worktree_path: os.PathLike[str] | str,
         remote_name: str = "origin",
         credentials: Credentials | None = None,
         author_name: str = "thrum",
@@ -118,7 +118,7 @@ class Replicator:
         self._mutex = threading.RLock()
         self._keys = KeyCache()
         self._ignored: dict[str, int] | None = None
-        self.network: Callable[[str], AbstractContextManager] = no_gate  # see the module docstring
+        self.network: Callable[[str], AbstractContextManager[object]] = no_gate  # see the module docstring
         self._disk: LibGit2Store | None = None
         if store is None:
             self._disk = store = _open_worktree(self.worktree_path)

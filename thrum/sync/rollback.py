@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from typing import Any
 
-from ..events import MalformedEvent, decode_line
+from ..events.codec import MalformedEvent, decode_line
 from .gitstore.api import GitStore, Oid
 from .trees import LayoutTrees
 from .worktree import SYNC_REF
@@ -39,7 +40,7 @@ def mark_pushed(store: GitStore, tip: Oid) -> None:
     store.update_ref(PUSHED_REF, tip, "thrum: the remote holds this tip")
 
 
-def rolled_back(store: GitStore, trees: LayoutTrees, remote_tip: Oid | None) -> dict | None:
+def rolled_back(store: GitStore, trees: LayoutTrees, remote_tip: Oid | None) -> dict[str, Any] | None:
     """What the remote lost of the tip this replica last pushed there, or None (nothing)."""
     pushed = pushed_tip(store)
     if pushed is None or pushed == remote_tip or remote_tip == store.ref(SYNC_REF):
@@ -70,7 +71,7 @@ def rolled_back(store: GitStore, trees: LayoutTrees, remote_tip: Oid | None) -> 
     return lost_report
 
 
-def _describe(lost: dict[str, list[bytes]], total: int, branch_gone: bool) -> dict:
+def _describe(lost: dict[str, list[bytes]], total: int, branch_gone: bool) -> dict[str, Any]:
     seqs: dict[str, list[int]] = defaultdict(list)
     unchained = 0
     for lines in lost.values():
@@ -85,7 +86,7 @@ def _describe(lost: dict[str, list[bytes]], total: int, branch_gone: bool) -> di
                 seqs[str(sig.get("by"))].append(chain["seq"])
             elif d.get("type") != "seal":
                 unchained += 1
-    writers = []
+    writers: list[dict[str, Any]] = []
     for signer in sorted(seqs):
         ranges = _ranges(sorted(set(seqs[signer])))
         writers.append(

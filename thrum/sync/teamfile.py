@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 from thrum.trust.teamroot import FILE_NAME, MAX_BYTES, TeamRoot, TeamRootError, parse_team_root
 
@@ -58,14 +59,14 @@ class CommittedRoot:
         """``team-root`` when a usable root governs this replica, else ``tofu`` (trust on first use)."""
         return "team-root" if self.root is not None else "tofu"
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         """What ``sync status`` shows: the trust mode, where it comes from, and any error."""
-        out = {"trust": self.trust, "source": self.source, "error": self.error}
+        out: dict[str, Any] = {"trust": self.trust, "source": self.source, "error": self.error}
         if self.root is not None:
             out.update(log_id=self.root.log_id, policy=self.root.policy, admins=sorted(self.root.admins))
         return out
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "trust": self.trust,
             "branch": self.branch,
@@ -96,7 +97,7 @@ def normal_branch(repo: LibGit2Store, remote: str = "origin") -> str | None:
     return None
 
 
-def read_committed_root(repo_path: os.PathLike | str, remote: str = "origin") -> CommittedRoot:
+def read_committed_root(repo_path: os.PathLike[str] | str, remote: str = "origin") -> CommittedRoot:
     """The root as committed on the normal branch of the repository holding ``repo_path``.
 
     Never raises for the file's content (the error is in the result); raises
@@ -140,7 +141,7 @@ def read_committed_root(repo_path: os.PathLike | str, remote: str = "origin") ->
     return CommittedRoot(branch, ref, cid, blob_id, root)
 
 
-def team_summary(repo_path: os.PathLike | str, remote: str = "origin") -> dict:
+def team_summary(repo_path: os.PathLike[str] | str, remote: str = "origin") -> dict[str, Any]:
     """The trust mode for ``sync status``: a team root committed on the normal branch, or
     trust on first use. Never fails: an unreadable repository reads as no root, with why."""
     try:
@@ -149,7 +150,7 @@ def team_summary(repo_path: os.PathLike | str, remote: str = "origin") -> dict:
         return {"trust": "tofu", "source": None, "error": f"cannot read the team root: {exc}"}
 
 
-def worktree_copy_differs(checkout: os.PathLike | str, committed: CommittedRoot) -> bool | None:
+def worktree_copy_differs(checkout: os.PathLike[str] | str, committed: CommittedRoot) -> bool | None:
     """Whether the file in the user's checkout differs from the committed one (None: no file there).
 
     Read without following a link, bounded; only ``thrum team show`` asks (an edit there

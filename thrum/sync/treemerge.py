@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from . import SyncError
 from .gitstore.api import FileMode, GitStore, Kind, ObjectWriter, Oid
 from .logaccess import LogAccess
-from .merge.shard import Prefer, ShardKeys, merge_shard_fast, merge_shard_keyed
+from .merge.shard import MergeResult, Prefer, ShardKeys, merge_shard_fast, merge_shard_keyed
 from .trees import Change, LayoutTrees, Leaf
 
 __all__ = ["CHUNK_BYTES", "CHUNK_FILES", "KeyCache", "MergeOutcome", "TreeMerge", "lines_ahead"]
@@ -142,7 +142,9 @@ class TreeMerge:
                 total.written += len(writes)
         return merged
 
-    def _read_local(self, change: Change, candidate) -> tuple[tuple[bytes, os.stat_result] | None, bool]:
+    def _read_local(
+        self, change: Change, candidate: tuple[bytes, int] | None
+    ) -> tuple[tuple[bytes, os.stat_result] | None, bool]:
         """Worker thread, no pygit2: the file and its stat (never through a link), and whether
         the path's key summary still describes the file's first bytes."""
         try:
@@ -155,7 +157,7 @@ class TreeMerge:
             known_ok = starts_with_blob(found[0], n, oid_raw)
         return found, known_ok
 
-    def _merge(self, remote: bytes, local: bytes, known: ShardKeys | None):
+    def _merge(self, remote: bytes, local: bytes, known: ShardKeys | None) -> tuple[MergeResult, ShardKeys]:
         fast = merge_shard_fast(remote, local, known)
         if fast is not None:
             return fast

@@ -44,6 +44,8 @@ LINK = int(FileMode.LINK)
 COMMIT = int(FileMode.COMMIT)
 REASONS = ("symlink", "submodule", "wrong_type", "unknown_path", "too_large")
 
+_Nested = dict[bytes, "Leaf | _Nested"]  # files to put in, by directory
+
 # The layout's levels: what each directory may hold.
 ROOT, KIND, STREAM = "root", "kind", "stream"
 
@@ -98,7 +100,7 @@ class LayoutTrees:
         self._trees: OrderedDict[bytes, TreeEntries] = OrderedDict()
         self._cached_entries = 0
         self._max_cached = max_cached_entries
-        self._counts: dict[bytes, Counter] = {}  # tree id -> ignored entries below it, by reason
+        self._counts: dict[bytes, Counter[str]] = {}  # tree id -> ignored entries below it, by reason
         self._headers: OrderedDict[bytes, tuple[int, int]] = OrderedDict()  # object id -> (type, size)
 
     # -- reading
@@ -173,7 +175,7 @@ class LayoutTrees:
         self._collect(root, ROOT, "", out)
         return out
 
-    def _collect(self, tree: Oid, level: str, prefix: str, out: list) -> None:
+    def _collect(self, tree: Oid, level: str, prefix: str, out: list[tuple[str, Leaf]]) -> None:
         for name, (mode, oid_raw) in sorted(self.entries(tree).items()):
             path = prefix + name.decode("ascii", "replace")
             if level == STREAM:
@@ -190,16 +192,16 @@ class LayoutTrees:
         """Entries of a tree thrum ignores, by reason (rule 2); remembered per tree id."""
         counts = self._ignored(root, ROOT)
         # keep only what this tree uses, so the memory follows one tree, not the history
-        keep = {}
+        keep: dict[bytes, Counter[str]] = {}
         self._reachable_counts(root, ROOT, keep)
         self._counts = keep
         return {reason: counts[reason] for reason in REASONS if counts[reason]}
 
-    def _ignored(self, tree: Oid, level: str) -> Counter:
+    def _ignored(self, tree: Oid, level: str) -> Counter[str]:
         found = self._counts.get(tree.raw)
         if found is not None:
             return found
-        counts: Counter = Counter()
+        counts: Counter[str] = Counter()
         for name, (mode, oid_raw) in self.entries(tree).items():
             if level == STREAM:
                 if not _is_segment(name):
@@ -219,7 +221,7 @@ class LayoutTrees:
         self._counts[tree.raw] = counts
         return counts
 
-    def _reachable_counts(self, tree: Oid, level: str, keep: dict) -> None:
+    def _reachable_counts(self, tree: Oid, level: str, keep: dict[bytes, Counter[str]]) -> None:
         keep[tree.raw] = self._counts[tree.raw]
         if level == STREAM:
             return
@@ -240,7 +242,7 @@ class LayoutTrees:
         out.sort(key=lambda c: c.path)
         return out
 
-    def _diff(self, old: Oid | None, new: Oid | None, level: str, prefix: str, out: list) -> None:
+    def _diff(self, old: Oid | None, new: Oid | None, level: str, prefix: str, out: list[Change]) -> None:
         a, b = self.entries(old), self.entries(new)
         for name in a.keys() | b.keys():
             ea, eb = a.get(name), b.get(name)
@@ -270,16 +272,19 @@ class LayoutTrees:
         odb = odb if odb is not None else self.store
         if not files:
             return base if base is not None else odb.write(Kind.TREE, tree_object({}))
-        nested: dict = {}
+        nested: _Nested = {}
         for path, leaf in files.items():
             node = nested
             *dirs, name = path.split("/")
             for d in dirs:
-                node = node.setdefault(d.encode(), {})
+                child = node.setdefault(d.encode(), {})
+                if isinstance(child, Leaf):  # log paths never name a file and a directory alike
+                    raise ValueError(f"{path}: {d} is a file among the files put in")
+                node = child
             node[name.encode()] = leaf
         return self._write(base, nested, odb)
 
-    def _write(self, base: Oid | None, nested: dict, odb: ObjectWriter) -> Oid:
+    def _write(self, base: Oid | None, nested: _Nested, odb: ObjectWriter) -> Oid:
         entries = dict(self.entries(base))
         for name, value in nested.items():
             if isinstance(value, Leaf):

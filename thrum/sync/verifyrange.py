@@ -29,10 +29,12 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
+from typing import Any
 from pathlib import Path
 
 from ..errors import ThrumError
-from ..events import MalformedEvent, ShardRule, decode_line, is_log_path
+from ..events.codec import MalformedEvent, decode_line
+from ..events.shards import ShardRule, is_log_path
 from ..events.shards import EVENTS_STREAM
 from ..trust.binding import LogBinding
 from ..trust.keys import PublicKey
@@ -76,7 +78,7 @@ class RangeVerdict:
     def ok(self) -> bool:
         return not self.findings
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "ok": self.ok,
             "old": self.old,
@@ -99,7 +101,9 @@ def open_repository(path: os.PathLike[str] | str) -> LibGit2Store:
     return store
 
 
-def committed_root(repo_path: os.PathLike | str, remote: str = "origin") -> tuple[dict[str, PublicKey], str | None]:
+def committed_root(
+    repo_path: os.PathLike[str] | str, remote: str = "origin"
+) -> tuple[dict[str, PublicKey], str | None]:
     """(admin and member keys, log id) of the team root committed on the normal branch,
     or ({}, None) without one: the keys a range is judged against besides OLD's registrations.
 
@@ -115,7 +119,7 @@ def committed_root(repo_path: os.PathLike | str, remote: str = "origin") -> tupl
     return {**root.members, **root.admins}, root.log_id
 
 
-def committed_log_id(repo_path: os.PathLike | str, remote: str = "origin") -> str | None:
+def committed_log_id(repo_path: os.PathLike[str] | str, remote: str = "origin") -> str | None:
     """The committed root's log id, or None (no root, or one that cannot be used: logged)."""
     try:
         return committed_root(repo_path, remote)[1]

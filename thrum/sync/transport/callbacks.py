@@ -17,6 +17,7 @@ Rules:
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pygit2
@@ -33,6 +34,7 @@ from .ssh import host_label, known_host_entries, known_hosts_files
 
 __all__ = ["SyncCallbacks", "remote_callbacks"]
 
+_Login = pygit2.Username | pygit2.UserPass | pygit2.Keypair
 _SSH_TYPES = CredentialType.SSH_KEY | CredentialType.SSH_CUSTOM | CredentialType.SSH_MEMORY
 
 
@@ -58,23 +60,23 @@ class SyncCallbacks(pygit2.RemoteCallbacks):
         self.given: _Given | None = None
         self.tried: list[str] = []
         self.skipped: list[str] = []
-        self._ssh_queue: list | None = None
+        self._ssh_queue: list[tuple[str, Callable[[], _Login]]] | None = None
         self._calls = 0
 
     # -- libgit2 hooks
 
-    def credentials(self, url, username_from_url, allowed_types):
+    def credentials(self, url: str, username_from_url: str | None, allowed_types: CredentialType) -> _Login:
         self._calls += 1
         ep = self.ep
         if allowed_types & CredentialType.USERNAME:
             return pygit2.Username(username_from_url or (ep.user if ep else None) or "git")
         if allowed_types & _SSH_TYPES:
-            return self._next_ssh(username_from_url or (ep.user if ep else "git"))
+            return self._next_ssh(username_from_url or (ep.user if ep else None) or "git")
         if allowed_types & CredentialType.USERPASS_PLAINTEXT:
             return self._userpass(username_from_url)
         raise AuthError(f"{self._where()} asks for a kind of login thrum cannot give ({allowed_types!r})")
 
-    def certificate_check(self, certificate, valid, host):
+    def certificate_check(self, certificate: None, valid: bool, host: bytes) -> bool:
         if self.ep is None or self.ep.kind != "ssh":
             raise Passthrough  # TLS: libgit2's own verdict (the system's CAs)
         hostname = host.decode() if isinstance(host, bytes) else str(host)
@@ -82,7 +84,7 @@ class SyncCallbacks(pygit2.RemoteCallbacks):
             return True
         raise HostKeyRefused(self._host_key_message(hostname, self.ep.port))
 
-    def push_update_reference(self, refname, message):
+    def push_update_reference(self, refname: str, message: str) -> None:
         if message:
             self.rejected.append((refname, message))
 
@@ -106,7 +108,7 @@ class SyncCallbacks(pygit2.RemoteCallbacks):
 
     # -- HTTPS
 
-    def _userpass(self, username_from_url: str | None):
+    def _userpass(self, username_from_url: str | None) -> _Login:
         ep, c = self.ep, self.creds
         if self.given is not None:
             raise AuthError(self._refused(self.given))
@@ -132,7 +134,7 @@ class SyncCallbacks(pygit2.RemoteCallbacks):
             hint = "set THRUM_GIT_TOKEN (git is not installed, so git's credential helpers cannot be asked)"
         raise AuthError(f"{self._where()} asks for a login and none is configured: {hint}")
 
-    def _helper_key(self):
+    def _helper_key(self) -> tuple[str, str, str] | None:
         ep = self.ep
         return (ep.scheme, ep.host_port, ep.path) if ep else None
 
@@ -167,7 +169,7 @@ class SyncCallbacks(pygit2.RemoteCallbacks):
 
     # -- SSH
 
-    def _next_ssh(self, user: str):
+    def _next_ssh(self, user: str) -> _Login:
         if self._ssh_queue is None:
             self._ssh_queue = self._ssh_candidates(user)
         if not self._ssh_queue:
@@ -177,10 +179,10 @@ class SyncCallbacks(pygit2.RemoteCallbacks):
         self.given = _Given(label, user)
         return make()
 
-    def _ssh_candidates(self, user: str) -> list:
+    def _ssh_candidates(self, user: str) -> list[tuple[str, Callable[[], _Login]]]:
         c, ep = self.creds, self.ep
         home = c.home()
-        out: list = []
+        out: list[tuple[str, Callable[[], _Login]]] = []
         seen: set[str] = set()
 
         def key(path: str, why: str) -> None:
@@ -229,7 +231,8 @@ class SyncCallbacks(pygit2.RemoteCallbacks):
         label = host_label(hostname, port)
         files = known_hosts_files(self.creds.home())
         shown = _short(files[0], self.creds.home())
-        ssh_cmd = f"ssh {'-p %d ' % port if port != 22 else ''}{self.ep.user + '@' if self.ep.user else ''}{hostname}"
+        user = self.ep.user if self.ep is not None else None
+        ssh_cmd = f"ssh {'-p %d ' % port if port != 22 else ''}{user + '@' if user else ''}{hostname}"
         listed = known_host_entries(hostname, port, files)
         if listed:
             path, line, _ = listed[0]

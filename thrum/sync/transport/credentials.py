@@ -29,9 +29,12 @@ from __future__ import annotations
 
 import base64
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from .forwarded import is_socket
+from .gitcredential import GitCredential
 
 __all__ = ["DEFAULT_TIMEOUT_S", "Credentials", "credentials_from_env", "key_file_problem"]
 
@@ -57,11 +60,12 @@ class Credentials:
     token_source: str = "THRUM_GIT_TOKEN"
     ssh_key_source: str = "THRUM_SSH_KEY"
     use_git_helpers: bool = True
-    environ: dict | None = None
+    environ: dict[str, str] | None = None
     timeout_s: float = DEFAULT_TIMEOUT_S
     trusted_paths: tuple[str, ...] = ()  # path remotes another user may own ("trusted_remote_paths")
     last_source: str | None = None  # set by the callbacks: the login the server accepted
-    helper_cache: dict = field(default_factory=dict, repr=False)  # git's helpers' answers, per remote
+    # git's helpers' answers, per remote
+    helper_cache: dict[object, GitCredential] = field(default_factory=dict, repr=False)
 
     def __repr__(self) -> str:  # never print secrets in logs
         return (
@@ -71,7 +75,7 @@ class Credentials:
         )
 
     @property
-    def env(self) -> dict:
+    def env(self) -> dict[str, str]:
         return dict(os.environ) if self.environ is None else self.environ
 
     def ssh_auth_sock(self) -> str | None:
@@ -83,9 +87,9 @@ class Credentials:
 
 
 def credentials_from_env(
-    config: dict | None = None,
-    environ: dict | None = None,
-    forwarded: dict | None = None,
+    config: dict[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+    forwarded: Mapping[str, object] | None = None,
     *,
     own: str = "the environment",
     passed: str = "the environment of `thrum sync`",
@@ -100,12 +104,12 @@ def credentials_from_env(
     passed it along (``thrum doctor``).
     """
     env = dict(os.environ if environ is None else environ)
-    forwarded = {k: v for k, v in (forwarded or {}).items() if isinstance(v, str) and v}
+    passed_along = {k: v for k, v in (forwarded or {}).items() if isinstance(v, str) and v}
     config = config or {}
 
     def pick(name: str) -> tuple[str | None, str]:
-        if forwarded.get(name):
-            return forwarded[name], f"{name} from {(passed_by or {}).get(name, passed)}"
+        if passed_along.get(name):
+            return passed_along[name], f"{name} from {(passed_by or {}).get(name, passed)}"
         if env.get(name):
             return env[name], f"{name} from {own}"
         return None, name
@@ -115,8 +119,8 @@ def credentials_from_env(
     key, key_source = pick("THRUM_SSH_KEY")
     if not key and config.get("ssh_key"):
         key, key_source = str(config["ssh_key"]), '"ssh_key" in .thrum/config.json'
-    merged = {**env, **forwarded}
-    if forwarded.get("SSH_AUTH_SOCK") and not is_socket(forwarded["SSH_AUTH_SOCK"]) and env.get("SSH_AUTH_SOCK"):
+    merged = {**env, **passed_along}
+    if passed_along.get("SSH_AUTH_SOCK") and not is_socket(passed_along["SSH_AUTH_SOCK"]) and env.get("SSH_AUTH_SOCK"):
         merged["SSH_AUTH_SOCK"] = env["SSH_AUTH_SOCK"]  # the caller's agent is gone: keep ours
     try:
         timeout = float(config.get("net_timeout") or DEFAULT_TIMEOUT_S)

@@ -131,7 +131,7 @@ def list_remote_heads(
     """The remote's refs (name -> oid): a connection, a login, one ref advertisement."""
     with session(repo, remote_name, base_dir, credentials) as s:
         heads = s.remote.list_heads(callbacks=s.callbacks, proxy=True)
-        return {h.name: h.oid for h in heads if not h.name.endswith("^{}")}
+        return {h.name: h.oid for h in heads if h.name is not None and not h.name.endswith("^{}")}
 
 
 _owner_check_lock = threading.Lock()

@@ -276,7 +276,7 @@ class LibGit2Store:
     # -- remotes
 
     def remote_names(self) -> list[str]:
-        return list(open_repo(self.common_dir).remotes.names())
+        return [name for name in open_repo(self.common_dir).remotes.names() if name is not None]
 
     def remote_url(self, name: str, *, push: bool = False) -> str | None:
         return configured_url(open_repo(self.common_dir), name, push=push)
@@ -302,7 +302,7 @@ class LibGit2Store:
             raise
         except Exception as exc:  # noqa: BLE001 - translated at this boundary
             raise translate(exc, remote, self._shown(remote)) from exc
-        return {h.name: _ours(h.oid) for h in heads if not h.name.endswith("^{}")}
+        return {h.name: _ours(h.oid) for h in heads if h.name is not None and not h.name.endswith("^{}")}
 
     def remote_heads(self, remote: str, credentials: Credentials | None) -> dict[str, Oid]:
         self._known(remote)
@@ -336,7 +336,7 @@ class LibGit2Store:
 
     def _landed(self, net: Session, ref: str, head: Oid) -> bool:
         """Whether a path remote's ``ref`` holds ``head`` after our push, or a descendant of it (rule 4)."""
-        heads = {h.name: _ours(h.oid) for h in net.remote.list_heads(callbacks=net.callbacks)}
+        heads = {h.name: _ours(h.oid) for h in net.remote.list_heads(callbacks=net.callbacks) if h.name is not None}
         tip = heads.get(ref)
         if tip == head:
             return True
