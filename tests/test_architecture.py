@@ -60,8 +60,6 @@ LONG_MODULES: dict[str, str] = {
     "thrum/daemon/server.py": "the nursery, start-up and shutdown; past the mark by a few lines when the checkout "
     "watch and the config warning (issue 30) met the lead's merge train: the start-up steps (`_open_store` and "
     "its helpers) are the piece to move out next",
-    "thrum/nofollow.py": "no link ever followed, for reads, walks and writes alike; the durable writes "
-    "(write_atomic, write_batch, fsync_*) are the half to move out next (issue 28.5)",
 }
 
 # Private names imported across modules, each with its reason. Keep this list empty.

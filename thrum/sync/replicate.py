@@ -42,7 +42,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from thrum import nofollow
+from thrum import durable
 from thrum.events.shards import is_log_path
 
 from . import PushRejected, SyncError
@@ -133,7 +133,7 @@ class Replicator:
         self.index = IndexStats(store, self._mutex)  # flushed by whoever ends with the replicator
         # where a relative remote path starts: the main checkout
         self._base = self._disk.base_dir if self._disk is not None else self.worktree_path
-        nofollow.remove_temps(self.worktree_path)  # left by a crash in the middle of a merge
+        durable.remove_temps(self.worktree_path)  # left by a crash in the middle of a merge
 
     def _signature(self) -> Signature:
         return Signature(self.author_name, self.author_email, int(time.time()), _utc_offset_minutes())

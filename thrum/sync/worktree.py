@@ -23,7 +23,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from thrum import nofollow
+from thrum import durable, nofollow
 from thrum.events.shards import is_log_path as ev_is_log_path
 
 from . import NotAGitRepository, SyncError
@@ -260,7 +260,7 @@ def _materialise(wt: LibGit2Store, path: Path, batch: int = 256) -> None:
     index: dict[str, tuple[Oid, os.stat_result]] = {}
     for i in range(0, len(files), batch):
         part = files[i : i + batch]
-        stats = nofollow.write_batch(path, [(p, wt.read(leaf.oid)[1]) for p, leaf in part])
+        stats = durable.write_batch(path, [(p, wt.read(leaf.oid)[1]) for p, leaf in part])
         for (p, leaf), st in zip(part, stats):
             index[p] = (leaf.oid, st)
     wt.rewrite_index(index)
@@ -320,7 +320,7 @@ def _recover(salvage: Path, path: Path) -> None:
             current = nofollow.read_regular(path, rel)
             merged = merge_shard(current[0] if current else b"", found[0]).data
             if current is None or merged != current[0]:
-                nofollow.write_atomic(path, rel, merged)
+                durable.write_atomic(path, rel, merged)
         except OSError as exc:
             log.warning("could not recover %s from %s: %s", rel, salvage, exc)
     _remove_quietly(salvage)
