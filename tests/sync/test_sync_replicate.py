@@ -27,12 +27,13 @@ from sync_helpers import (
 )
 from thrum.sync import RemoteUnreachable, SyncError
 from thrum.sync.cycle import run_cycle
-from thrum.sync.gitstore.api import Oid
+from thrum.sync.gitstore.api import Oid, Signature
 from thrum.sync.logaccess import PlainLog
 from thrum.sync.replicate import Replicator
 from thrum.sync.worktree import SYNC_REF, ensure_sync_worktree
 
 SHARD = "messages/alice/000001.jsonl"
+SIG = Signature("other", "other@example.invalid", 1700000000, 0)
 
 
 def remote_tip(cluster: Cluster) -> Oid | None:
@@ -398,3 +399,34 @@ def test_ignored_paths_without_waiting_is_unknown_while_a_cycle_holds_the_replic
         t.join()
     assert a.replicator.ignored_paths(wait=False) == {}
     assert a.replicator.ignored_paths() == {}
+
+
+def test_a_step_never_overwrites_a_sync_moved_by_another_process(memory_cluster):
+    """The replicator moves a-sync by compare-and-swap from the head its step started from."""
+    a = memory_cluster.a
+    store = a.store
+    append(a.worktree, SHARD, event("01A"))
+    a.sync()
+    started = head(a)
+    elsewhere = store.batch().commit(store.commit(started).tree, [started], SIG, "another process\n")
+    real_batch = store.batch
+
+    def interloping_batch():  # another process moves a-sync while this step builds its commit
+        batch = real_batch()
+        real_commit = batch.commit
+
+        def commit(*args):
+            store.update_ref(SYNC_REF, elsewhere, "another process")
+            return real_commit(*args)
+
+        batch.commit = commit
+        return batch
+
+    store.batch = interloping_batch
+    append(a.worktree, SHARD, event("01B"))
+    with pytest.raises(SyncError, match="moved while this sync step ran"):
+        a.commit([SHARD])
+    assert head(a) == elsewhere  # theirs stays
+    store.batch = real_batch
+    assert a.commit([SHARD])  # the next step starts from where it is now
+    assert store.commit(head(a)).parents == (elsewhere,)

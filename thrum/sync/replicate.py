@@ -21,6 +21,8 @@ Rules:
    `transport.session`: relative URLs, SSH config, credentials looked up when
    needed, the network timeout, one-line errors (:class:`AuthError`,
    :class:`RemoteUnreachable`), URLs shown without credentials.
+5. ``a-sync`` moves by compare-and-swap from the head the step started from: another
+   process that moved it meanwhile is never overwritten (the step fails, one line).
 
 A :class:`Replicator` owns one git store (`gitstore.api.GitStore`: the repository's,
 `gitstore.libgit2`, or a test's `gitstore.memory`); a store is not shared between
@@ -144,8 +146,17 @@ class Replicator:
             raise SyncError(f"branch {SYNC_BRANCH} is missing; run ensure_sync_worktree first")
         return self.store.commit(head)
 
-    def _move_ref(self, oid: Oid, message: str) -> None:
-        self.store.update_ref(SYNC_REF, oid, message)
+    def _move_ref(self, oid: Oid, message: str, expected: Oid) -> None:
+        """Move ``a-sync`` from ``expected`` (the head this step started from) to ``oid``.
+
+        Raises:
+            SyncError: it moved meanwhile (another thrum process on this repository).
+        """
+        if not self.store.update_ref(SYNC_REF, oid, message, expected=expected):
+            raise SyncError(
+                f"branch {SYNC_BRANCH} moved while this sync step ran (another thrum process on this "
+                f"repository?); nothing was lost: the next sync starts from where it is now"
+            )
 
     def _require_remote(self) -> None:
         if self.store.remote_url(self.remote_name) is None:
@@ -260,7 +271,7 @@ class Replicator:
         changed = sorted(files)
         message = f"thrum: record events in {len(changed)} file(s)\n\n" + "".join(p + "\n" for p in changed)
         oid = batch.commit(tree, [head.id], self._signature(), message)
-        self._move_ref(oid, "thrum: commit pending events")
+        self._move_ref(oid, "thrum: commit pending events", head.id)
         self.index.record(index_files)
         self.last_commit = CommitResult(commit=oid, paths=changed)
         return True
@@ -343,14 +354,14 @@ class Replicator:
         if tree == theirs.tree:
             new_head = theirs.id
             outcome.fast_forward = True
-            self._move_ref(new_head, "thrum: fast-forward to remote a-sync")
+            self._move_ref(new_head, "thrum: fast-forward to remote a-sync", head.id)
         else:
             message = f"thrum: merge {outcome.sent} local event(s) onto remote a-sync\n\n" + "".join(
                 p + "\n" for p in sorted(ours)
             )
             new_head = batch.commit(tree, [theirs.id], self._signature(), message)
             outcome.commits = 1
-            self._move_ref(new_head, "thrum: merge remote a-sync")
+            self._move_ref(new_head, "thrum: merge remote a-sync", head.id)
         self.index.record({p: (files[p].oid, st) for p, st in stats.items() if p in files})
         self._ignored = self.trees.ignored(theirs.tree)  # what the remote holds that we do not take
         outcome.ignored = dict(self._ignored)
