@@ -224,3 +224,18 @@ def test_an_unknown_remote_is_one_line(pair):
     with pytest.raises(SyncError, match="no remote named upstream"):
         pair.local.fetch("upstream", [f"+{REF}:{REF}"], None)
     assert pair.local.remote_url("upstream") is None
+
+
+def test_libgit2_compare_and_swap_waits_for_no_one_holding_the_refs_lock(tmp_path):
+    """Another process moving the ref holds git's ``.lock`` file: the swap fails, nothing changes."""
+    replicas = make_replicas(tmp_path, 1)
+    s = LibGit2Store(replicas.clones[0])
+    one = commit_on(s, {b"f": b"1\n"}, [])
+    two = commit_on(s, {b"f": b"2\n"}, [one])
+    assert s.update_ref(REF, one, "create", expected=None)
+    lock = s.git_dir / "refs" / "heads" / "a-sync.lock"
+    lock.write_text("held by another writer\n")
+    assert not s.update_ref(REF, two, "swap", expected=one)
+    lock.unlink()
+    assert s.ref(REF) == one
+    assert s.update_ref(REF, two, "swap", expected=one) and s.ref(REF) == two
