@@ -25,13 +25,18 @@ several times the log's size. Rules:
    so each keeps one whole copy of every segment its syncs touched: left to geometric
    roll-ups alone a store grows to ~1.5x the raw log (docs/design/decisions.md). So
    when a store's packs have grown by `FULL_GROWTH` since its last full repack (or it
-   never had one), the roll-up is a full ``git repack -a -d --keep-unreachable``
-   instead: every segment's versions delta against each other again. Its cost is the
-   store's size, paid once per growth by that factor: amortised, a constant share of
-   what the syncs write. ``--keep-unreachable`` keeps what no ref names yet (a sync
-   step's pack written a moment before its ref moves), so nothing is ever dropped. The
-   bytes after each full repack are kept in ``repacks.json`` beside the private git
-   dir, so a restart does not start the count again.
+   never had one), the roll-up is a full ``git repack -a -d -f --keep-unreachable``
+   instead: every segment's versions delta against each other again (``-f``: without
+   it git reuses the roll-ups' whole copies and nothing shrinks). Its cost is the
+   store's size, paid once per growth by that factor: amortised, at most twice a full
+   repack of the final store. ``--keep-unreachable`` keeps what no ref names yet (a
+   sync step's pack written a moment before its ref moves), so nothing is ever
+   dropped. git finds deltas by path, so a path remote's full repack runs with our
+   remote-tracking refs as refs of the private git dir (our refs, never the remote's;
+   those whose objects it holds): without any, every object is "unreachable", kept
+   without a delta, and the store grew to 4x. The bytes after each full repack are kept in
+   ``repacks.json`` beside the private git dir, so a restart does not start the count
+   again.
 """
 
 from __future__ import annotations
@@ -208,7 +213,31 @@ class Tidier:
         private = self._private_git_dir(git)
         objects = git_dir / "objects"
         env = _environment({"GIT_DIR": str(private), "GIT_OBJECT_DIRECTORY": str(objects)})
+        if full:
+            self._name_tips(git, env)
         return Repack([*_nice(), git, *(_FULL if full else _REPACK)], env, objects, full)
+
+    def _name_tips(self, git: str, env: dict[str, str]) -> None:
+        """Our remote-tracking refs as the private git dir's refs (rule 4), those whose objects
+        the remote holds; the refs of an earlier run are replaced."""
+
+        def run(*args: str, environ: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+            return subprocess.run([git, *args], env=environ, capture_output=True, timeout=60, check=False)
+
+        listed = run(
+            "--git-dir",
+            str(self.own),
+            "for-each-ref",
+            "--format=%(objectname)",
+            "refs/remotes/",
+            environ=_environment({}),
+        )
+        old = run("for-each-ref", "--format=%(refname)", "refs/thrum/", environ=env)
+        for name in old.stdout.decode().split():
+            run("update-ref", "-d", name, environ=env)
+        tips = sorted(set(listed.stdout.decode().split()))
+        for n, tip in enumerate(tips):  # update-ref refuses an object the remote does not hold
+            run("update-ref", f"refs/thrum/tip-{n}", tip, environ=env)
 
     def _private_git_dir(self, git: str) -> Path:
         if not (self.private / "HEAD").is_file():
@@ -247,7 +276,7 @@ class Tidier:
 
 
 _REPACK = ("repack", "-d", "-q", "--geometric=2")
-_FULL = ("repack", "-a", "-d", "-q", "--keep-unreachable")  # rule 4: nothing dropped, not even unreferenced
+_FULL = ("repack", "-a", "-d", "-f", "-q", "--keep-unreachable")  # rule 4: nothing dropped, not even unreferenced
 
 
 def _nice() -> list[str]:
