@@ -143,7 +143,8 @@ def maintenance_check() -> Check:
         return Check(
             "maintenance",
             "ok",
-            f"object stores are consolidated by git repack --geometric=2 (git {version[0]}.{version[1]})"
+            f"object stores are consolidated by git repack: geometric roll-ups, a full repack each time "
+            f"a store doubled (git {version[0]}.{version[1]})"
             if version
             else "object stores are consolidated by git",
         )
