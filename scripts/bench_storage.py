@@ -195,6 +195,9 @@ def run(args) -> dict:
                 who: {edge: _alone_median(series, flags, edge, w) for edge in ("start", "end")}
                 for who, series, flags in (("sender", send_t, send_alone), ("receiver", recv_t, recv_alone))
             },
+            # CPU seconds of the daemons' children (git's repacks) and of the daemons themselves
+            "repack_cpu": sum(_cpu_s(p.recorded_pid(), children=True) for _, p, _ in machines),
+            "daemon_cpu": sum(_cpu_s(p.recorded_pid(), children=False) for _, p, _ in machines),
             "anon_start": statistics.median(anon[:w]),
             "anon_end": statistics.median(anon[-w:]),
             "anon_max": max(anon),
@@ -242,6 +245,19 @@ def _alone_median(series: list[float], flags: list[bool], edge: str, w: int) -> 
 def _quarters(series: list[float]) -> list[list[float]]:
     n = len(series)
     return [series[i * n // 4 : max((i + 1) * n // 4, i * n // 4 + 1)] for i in range(4)]
+
+
+def _cpu_s(pid: int | None, *, children: bool) -> float:
+    """CPU seconds (user + system) of a daemon, or of its children it waited for (git's repacks)."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    # fields[0] is the state (field 3): utime, stime are fields 14, 15; cutime, cstime 16, 17
+    ticks = int(fields[13]) + int(fields[14]) if children else int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _anon_mib(pid: int | None) -> float:
@@ -303,6 +319,10 @@ def print_table(res: dict) -> None:
         f"  daemon memory (RssAnon, the larger of the two), first / last 10 % of rounds (median), max: "
         f"{res['anon_start']:.0f} / {res['anon_end']:.0f} / {res['anon_max']:.0f} MiB; "
         f"by quarter of the rounds: {' / '.join(f'{q:.0f}' for q in res['anon_quarters'])} MiB"
+    )
+    print(
+        f"  CPU, both daemons: consolidation (git repack, their children) {res['repack_cpu']:.1f} s "
+        f"({res['repack_cpu'] / res['rounds'] * 1000:.1f} ms a round); the daemons themselves {res['daemon_cpu']:.1f} s"
     )
     ok = (
         all(res["sizes"][k] <= raw for k in res["sizes"])

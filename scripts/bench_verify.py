@@ -34,7 +34,7 @@ import pygit2  # noqa: E402
 
 from bench_segments import Signing  # noqa: E402
 from bench_sync import Gen  # noqa: E402
-from thrum.sync.verifyrange import verify_range  # noqa: E402
+from thrum.sync.verifyrange import open_repository, verify_range  # noqa: E402
 
 SIG = pygit2.Signature("bench", "bench@example.invalid", 1700000000, 0)
 
@@ -79,7 +79,7 @@ def main(argv=None) -> int:
         times, cpu = [], []
         for _ in range(args.runs):
             t, c = time.monotonic(), time.process_time()
-            verdict = verify_range(repo, str(old), str(new))
+            verdict = verify_range(open_repository(repo.path), str(old), str(new))
             times.append(time.monotonic() - t)
             cpu.append(time.process_time() - c)
             assert verdict.ok and verdict.added >= args.push, verdict.findings[:3]

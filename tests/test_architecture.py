@@ -9,8 +9,9 @@ docs/design/architecture.md is the map; these tests fail when the code leaves it
   through what they import;
 - `thrum.sync` is layered: `merge/` is pure, no module imports another back in a
   circle, nothing is re-exported (a name is imported from the module that
-  defines it), and nothing outside `sync` imports its `gitstore/` (each of these is
-  proved by breaking it in a copy of the tree);
+  defines it), nothing outside `sync` imports its `gitstore/`, and pygit2 is imported
+  only by the git store's libgit2 side (`gitstore/libgit2`, `gitstore/gitlib.py`) and
+  the transport (each of these is proved by breaking it in a copy of the tree);
 - SQL (execute calls, SQL statements in strings) appears only in `thrum/store/`;
 - the pure core imports neither trio nor pygit2, directly or through what it imports;
 - RPC services use their narrow context (`call.ctx`), never the daemon itself;
@@ -41,6 +42,8 @@ PURE_CORE = (
     "thrum/search_query.py",
     "thrum/cli/render",
     "thrum/sync/merge",
+    "thrum/sync/gitstore/api.py",
+    "thrum/sync/gitstore/memory.py",
     "thrum/hooks/hosts.py",
     "thrum/hooks/jsonc.py",
 )
@@ -51,8 +54,6 @@ MAX_LINES = 450
 LONG_MODULES: dict[str, str] = {
     "thrum/store/log.py": "the one owner of the log's files (issue 28): appending with its undo, replacing "
     "merged segments, reading from positions and reporting them; split, each half would reach into the other",
-    "thrum/nofollow.py": "no link ever followed, for reads, walks and writes alike; the durable writes "
-    "(write_atomic, write_batch, fsync_*) are the half to move out next (issue 28.5)",
 }
 
 # Private names imported across modules, each with its reason. Keep this list empty.
@@ -482,6 +483,32 @@ def test_each_gitstore_exception_is_still_needed():
         assert _offences([path], ("thrum.sync.gitstore",)), f"{name} no longer imports the git store"
 
 
+# Where pygit2 may be imported, and why: every other module reaches git through the git
+# store's interface (`thrum.sync.gitstore.api.GitStore`), so it runs on the in-memory fake too.
+PYGIT2_HOMES = {
+    "thrum.sync.gitstore.libgit2": "the interface's implementation over pygit2",
+    "thrum.sync.gitstore.gitlib": "what pygit2 does not wrap (cffi), libgit2's tuning, its pack handles",
+    "thrum.sync.transport": "libgit2's transport: logins, host keys, one network operation",
+}
+
+
+def test_pygit2_is_imported_only_by_the_git_store_and_the_transport():
+    found = []
+    for path in _modules(THRUM):
+        name = _module_name(path)
+        if any(_within(name, home) for home in PYGIT2_HOMES):
+            continue
+        found += _offences([path], ("pygit2",))
+    assert found == []
+
+
+def test_each_pygit2_home_still_imports_it():
+    for home in PYGIT2_HOMES:
+        paths = _modules(ROOT / home.replace(".", "/")) if (ROOT / home.replace(".", "/")).is_dir() else []
+        paths = paths or [ROOT / (home.replace(".", "/") + ".py")]
+        assert _offences(paths, ("pygit2",)), f"{home} no longer imports pygit2: drop it from PYGIT2_HOMES"
+
+
 SYNC_BREAKS = {
     "test_the_pure_core_imports_neither_trio_nor_pygit2": (
         "thrum/sync/merge/shard.py",
@@ -494,6 +521,10 @@ SYNC_BREAKS = {
     "test_nothing_outside_sync_imports_the_gitstore": (
         "thrum/cli/sync.py",
         "\ndef _injected():\n    from ..sync.gitstore import objbatch  # noqa: F401\n",
+    ),
+    "test_pygit2_is_imported_only_by_the_git_store_and_the_transport": (
+        "thrum/sync/cycle.py",
+        "\ndef _injected():\n    import pygit2  # noqa: F401\n",
     ),
 }
 

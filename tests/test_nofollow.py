@@ -8,7 +8,7 @@ import os
 import pytest
 
 from fixtures.repos.builders import deep_directory, remove_deep_directory
-from thrum import nofollow
+from thrum import durable, nofollow
 
 
 def test_a_linked_directory_is_replaced_not_followed(tmp_path):
@@ -16,7 +16,7 @@ def test_a_linked_directory_is_replaced_not_followed(tmp_path):
     root.mkdir()
     outside.mkdir()
     os.symlink(outside, root / "messages")
-    nofollow.write_atomic(root, "messages/bob/000001.jsonl", b"x\n")
+    durable.write_atomic(root, "messages/bob/000001.jsonl", b"x\n")
     assert list(outside.iterdir()) == []
     assert not (root / "messages").is_symlink()
     assert (root / "messages" / "bob" / "000001.jsonl").read_bytes() == b"x\n"
@@ -41,7 +41,7 @@ def test_writing_over_a_linked_file_replaces_the_link(tmp_path):
     secret = tmp_path / "secret"
     secret.write_bytes(b"token\n")
     os.symlink(secret, root / "messages" / "carol" / "000001.jsonl")
-    nofollow.write_atomic(root, "messages/carol/000001.jsonl", b"line\n")
+    durable.write_atomic(root, "messages/carol/000001.jsonl", b"line\n")
     assert secret.read_bytes() == b"token\n"
     assert (root / "messages" / "carol" / "000001.jsonl").read_bytes() == b"line\n"
 
@@ -57,20 +57,20 @@ def test_a_fifo_is_refused_without_blocking(tmp_path):
 @pytest.mark.parametrize("rel", ["../x.jsonl", "messages/../../x.jsonl", "/etc/passwd", "a//b.jsonl"])
 def test_paths_that_leave_the_root_are_refused(tmp_path, rel):
     with pytest.raises(nofollow.UnsafePath):
-        nofollow.write_atomic(tmp_path, rel, b"x")
+        durable.write_atomic(tmp_path, rel, b"x")
 
 
 def test_walking_a_tree_is_iterative_and_bounded_in_depth(tmp_path):
     root = tmp_path / "wt"
     (root / "messages" / "bob").mkdir(parents=True)
     (root / "messages" / "bob" / "000001.jsonl").write_bytes(b"x\n")
-    (root / "messages" / "bob" / f"{nofollow.TMP_PREFIX}000002.jsonl.1").write_bytes(b"torn")
+    (root / "messages" / "bob" / f"{durable.TMP_PREFIX}000002.jsonl.1").write_bytes(b"torn")
     os.symlink("/etc", root / "messages" / "eve")
     (root / "junk").mkdir()
     deep_directory(root / "junk", 1530)  # deeper than any recursive walk survives
     try:
         assert nofollow.regular_files(root, lambda rel: rel.endswith(".jsonl")) == ["messages/bob/000001.jsonl"]
-        assert nofollow.remove_temps(root) == [f"messages/bob/{nofollow.TMP_PREFIX}000002.jsonl.1"]
+        assert durable.remove_temps(root) == [f"messages/bob/{durable.TMP_PREFIX}000002.jsonl.1"]
         assert sorted(os.listdir(root / "messages" / "bob")) == ["000001.jsonl"]
     finally:
         remove_deep_directory(root / "junk")

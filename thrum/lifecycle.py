@@ -49,7 +49,8 @@ def init_repo(repo: str | os.PathLike | None = None, *, start_daemon: bool = Tru
     """
     root = find_repo_root(repo)
     from . import config as config_mod
-    from .sync.transport.credentials import credentials_from_env, remote_callbacks
+    from .sync.transport.callbacks import remote_callbacks
+    from .sync.transport.credentials import credentials_from_env
     from .sync.worktree import common_dir, ensure_sync_worktree
 
     common = common_dir(root)

@@ -14,10 +14,8 @@ committing, materialising a fresh worktree) both go through this one walker. Rul
    legitimate in the worktree: thrum writes none.
 3. Only regular files are read; a FIFO, device or directory in a file's place is an
    `UnsafePath`, never a blocking read.
-4. Writes replace a file atomically (temporary file, fsync, rename, fsync of the
-   directory), so a crash never leaves a torn copy. `write_batch` does it for many
-   files with one fsync round: every temporary file is fsynced (in parallel) before
-   any is renamed, and each directory is fsynced once.
+4. Writing goes through the same walk (`open_dir` with ``create``): `thrum.durable`
+   replaces files whole under a root this module opens.
 5. Walks of a whole tree (`regular_files`) are iterative and
    bounded in depth: a directory nested thousands of levels deep is skipped, never a
    ``RecursionError``.
@@ -31,9 +29,7 @@ import errno
 import logging
 import os
 import stat
-import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
@@ -42,26 +38,21 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "MAX_WALK_DEPTH",
-    "TMP_PREFIX",
     "NotRegular",
     "UnsafePath",
     "entries",
-    "fsync_dir",
-    "fsync_pool",
     "is_regular",
     "open_dir",
     "open_file",
     "open_regular",
+    "path_parts",
     "read_regular",
     "regular_files",
-    "remove_temps",
-    "write_atomic",
-    "write_batch",
+    "remove_tree",
 ]
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
-TMP_PREFIX = ".thrum-tmp-"
 MAX_WALK_DEPTH = 64  # the log's layout is 3 levels deep; anything deeper is not ours to walk
 
 
@@ -73,7 +64,8 @@ class NotRegular(OSError):
     """`open_regular` found something other than a regular file."""
 
 
-def _parts(rel: str) -> list[str]:
+def path_parts(rel: str) -> list[str]:
+    """The components of a relative path. Raises: UnsafePath: an empty, ``.``, ``..`` or NUL one."""
     parts = rel.split("/")
     if not parts or any(p in ("", ".", "..") or "\0" in p for p in parts):
         raise UnsafePath(errno.EINVAL, f"refusing unsafe path {rel!r}")
@@ -108,7 +100,7 @@ def open_dir(root: Path, rel: str, *, create: bool = False, drop_links: bool = F
             return None
         root.mkdir(parents=True, exist_ok=True)
         fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    dirs = _parts(rel) if rel else []
+    dirs = path_parts(rel) if rel else []
     try:
         for i, name in enumerate(dirs):
             where = "/".join(dirs[: i + 1])
@@ -143,7 +135,7 @@ def open_file(root: Path, rel: str, *, drop_links: bool = False) -> BinaryIO | N
     Raises:
         UnsafePath: a link (unless dropped), a FIFO, a device or a directory on the way.
     """
-    *dirs, name = _parts(rel)
+    *dirs, name = path_parts(rel)
     dfd = open_dir(root, "/".join(dirs), drop_links=drop_links)
     if dfd is None:
         return None
@@ -194,7 +186,7 @@ def read_regular(root: Path, rel: str, *, drop_links: bool = True) -> tuple[byte
 def is_regular(root: Path, rel: str) -> bool:
     """True when ``root/rel`` is a regular file reached without any link."""
     try:
-        *dirs, name = _parts(rel)
+        *dirs, name = path_parts(rel)
         dfd = open_dir(root, "/".join(dirs))
     except OSError:
         return False
@@ -244,125 +236,6 @@ def open_regular(path: Path) -> Iterator[tuple[BinaryIO, os.stat_result]]:
         if not stat.S_ISREG(st.st_mode):
             raise NotRegular(errno.EINVAL, "not a regular file", str(path))
         yield f, st
-
-
-# --- writing ---------------------------------------------------------------------------
-
-
-def write_atomic(root: Path, rel: str, data: bytes) -> os.stat_result:
-    """Replace ``root/rel`` with ``data`` (directories made as needed), never via a link.
-
-    Raises:
-        UnsafePath: a directory component is not a directory, or a directory sits
-            where the file should be.
-    """
-    return write_batch(root, [(rel, data)])[0]
-
-
-def write_batch(root: Path, items: list[tuple[str, bytes]]) -> list[os.stat_result]:
-    """Write many files (rule 4) with one fsync round; the stat of each file written.
-
-    Every file is complete and fsynced before any of them replaces its old copy, so a
-    crash leaves each file either old or new, never torn. Links on the way are removed.
-
-    Raises:
-        UnsafePath: as `write_atomic` (files already renamed stay written).
-    """
-    dirs: dict[str, int] = {}
-    staged: list[tuple[int, str, str]] = []  # (dir fd, temp name, final name)
-    renamed = 0
-    try:
-        jobs = []
-        for rel, data in items:
-            *parts, name = _parts(rel)
-            key = "/".join(parts)
-            dfd = dirs.get(key)
-            if dfd is None:
-                opened = open_dir(root, key, create=True, drop_links=True)
-                assert opened is not None
-                dfd = dirs[key] = opened
-            tmp = f"{TMP_PREFIX}{name}.{os.getpid()}"
-            staged.append((dfd, tmp, name))
-            jobs.append((dfd, tmp, data))
-        if len(jobs) > 1:
-            list(fsync_pool().map(_write_temp, jobs))
-        elif jobs:
-            _write_temp(jobs[0])
-        by_dir: dict[int, list[int]] = {}
-        for i, (dfd, _, _) in enumerate(staged):
-            by_dir.setdefault(dfd, []).append(i)
-        stats: list[os.stat_result | None] = [None] * len(staged)
-        if len(by_dir) > 1:
-            list(fsync_pool().map(lambda idxs: _rename_all(staged, idxs, stats), by_dir.values()))
-        else:
-            for idxs in by_dir.values():
-                _rename_all(staged, idxs, stats)
-        renamed = len(staged)  # every directory's files are renamed (or _rename_all raised)
-        return [st for st in stats if st is not None]
-    finally:
-        for dfd, tmp, _ in staged[renamed:]:  # failed before its rename: leave no temporary file behind
-            try:
-                os.unlink(tmp, dir_fd=dfd)
-            except OSError:
-                pass
-        for dfd in dirs.values():
-            os.close(dfd)
-
-
-def _rename_all(staged: list[tuple[int, str, str]], idxs: list[int], stats: list[os.stat_result | None]) -> None:
-    """Rename one directory's staged files into place, then fsync that directory (a worker
-    thread per directory: renames and fsyncs of different directories do not wait on each other)."""
-    for i in idxs:
-        dfd, tmp, name = staged[i]
-        try:
-            os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)  # replaces a link itself, never its target
-        except IsADirectoryError:
-            raise UnsafePath(errno.EISDIR, f"{name} is a directory, not a file") from None
-        stats[i] = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-    os.fsync(staged[idxs[0]][0])
-
-
-def _write_temp(job: tuple[int, str, bytes]) -> None:
-    dfd, tmp, data = job
-    try:
-        os.unlink(tmp, dir_fd=dfd)
-    except FileNotFoundError:
-        pass
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=dfd)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-_POOL: ThreadPoolExecutor | None = None
-_POOL_LOCK = threading.Lock()
-
-
-def fsync_pool() -> ThreadPoolExecutor:
-    """Threads for fsyncs that may run together (the filesystem merges them into fewer commits)."""
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="thrum-fsync")
-        return _POOL
-
-
-def fsync_dir(path: Path) -> None:
-    """fsync a directory (a file created or renamed in it survives power loss); errors ignored."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 # --- whole trees -------------------------------------------------------------------------
@@ -465,14 +338,3 @@ def _unlink_missing_ok(name: str, dir_fd: int) -> None:
         os.unlink(name, dir_fd=dir_fd)
     except FileNotFoundError:
         pass
-
-
-def remove_temps(root: Path) -> list[str]:
-    """Remove the temporary files of a `write_batch` that a crash interrupted; their paths."""
-    stale = regular_files(root, lambda rel: rel.rsplit("/", 1)[-1].startswith(TMP_PREFIX))
-    for rel in stale:
-        try:
-            os.unlink(root / rel)
-        except OSError:
-            continue
-    return stale

@@ -8,7 +8,8 @@ import pygit2
 
 from fixtures.repos.builders import make_replicas
 from sync_helpers import Cluster, RecordingLog, Replica
-from thrum.sync.transport.credentials import Credentials, remote_callbacks
+from thrum.sync.transport.callbacks import remote_callbacks
+from thrum.sync.transport.credentials import Credentials
 from thrum.sync.replicate import Replicator
 from thrum.sync.worktree import ensure_sync_worktree
 

@@ -1,4 +1,10 @@
-"""Helpers for the sync tests: event lines, history checks, replicas of one bare remote."""
+"""Helpers for the sync tests: event lines, history checks, replicas of one remote.
+
+A cluster is real (clones of one bare remote, `make_cluster`) where the test is about
+git, packs, transports or the disk, and in memory (`make_memory_cluster`: the git store's
+fake, proven by tests/sync/test_gitstore_conformance.py) where it is about the cycle's
+logic: the merge, retries, races, convergence.
+"""
 
 from __future__ import annotations
 
@@ -12,9 +18,12 @@ import pygit2
 from fixtures.repos.builders import make_replicas
 from fixtures.repos.fsck import fsck
 from thrum.sync.cycle import run_cycle
+from thrum.sync.gitstore.api import Commit, GitStore, Oid
+from thrum.sync.gitstore.libgit2 import LibGit2Store
+from thrum.sync.gitstore.memory import MemoryStore
 from thrum.sync.logaccess import PlainLog
 from thrum.sync.replicate import Replicator
-from thrum.sync.worktree import SYNC_REF, ensure_sync_worktree
+from thrum.sync.worktree import SYNC_REF, ensure_sync_worktree, root_commit
 
 
 def event(event_id: str, agent: str = "alice", **extra) -> bytes:
@@ -68,25 +77,23 @@ def keys_of(data: bytes) -> list[bytes]:
     return [event_key(line) for line in split_lines(data)]
 
 
-def history(repo_path: Path, ref: str = SYNC_REF) -> list[pygit2.Commit]:
+def store_of(where: Path | GitStore) -> GitStore:
+    """The git store at a path (a clone or a bare remote), or the store itself."""
+    return LibGit2Store(where) if isinstance(where, Path) else where
+
+
+def history(where: Path | GitStore, ref: str = SYNC_REF) -> list[Commit]:
     """Commits reachable from ``ref``, newest first, following every parent."""
-    repo = pygit2.Repository(str(repo_path))
-    seen, out, todo = set(), [], [repo.references[ref].target]
-    while todo:
-        oid = todo.pop()
-        if oid in seen:
-            continue
-        seen.add(oid)
-        commit = repo[oid]
-        out.append(commit)
-        todo.extend(commit.parent_ids)
-    return out
+    store = store_of(where)
+    tip = store.ref(ref)
+    assert tip is not None, f"no {ref}"
+    return list(store.ancestors(tip))
 
 
-def assert_linear_single_root(repo_path: Path, ref: str = SYNC_REF) -> None:
-    commits = history(repo_path, ref)
-    assert all(len(c.parent_ids) <= 1 for c in commits), "a merge commit on a-sync"
-    assert sum(1 for c in commits if not c.parent_ids) == 1, "more than one root"
+def assert_linear_single_root(where: Path | GitStore, ref: str = SYNC_REF) -> None:
+    commits = history(where, ref)
+    assert all(len(c.parents) <= 1 for c in commits), "a merge commit on a-sync"
+    assert sum(1 for c in commits if not c.parents) == 1, "more than one root"
 
 
 def git_fsck(repo: Path, expect=()) -> None:
@@ -118,10 +125,17 @@ class RecordingLog(PlainLog):
 
 @dataclass
 class Replica:
-    repo: Path
+    repo: Path | None  # the clone (None: a replica in memory)
     worktree: Path
     replicator: Replicator
     files: RecordingLog
+
+    @property
+    def store(self) -> GitStore:
+        return self.replicator.store
+
+    def head(self) -> Oid | None:
+        return self.store.ref(SYNC_REF)
 
     @property
     def lock(self) -> threading.Lock:
@@ -143,8 +157,15 @@ class Replica:
 
 @dataclass
 class Cluster:
-    remote: Path
+    remote: Path | MemoryStore
     replicas: list[Replica]
+
+    @property
+    def remote_store(self) -> GitStore:
+        return store_of(self.remote)
+
+    def remote_tip(self) -> Oid | None:
+        return self.remote_store.ref(SYNC_REF)
 
     @property
     def a(self) -> Replica:
@@ -166,3 +187,23 @@ def make_cluster(tmp_path: Path, n: int) -> Cluster:
         wt = ensure_sync_worktree(path)
         replicas.append(Replica(path, wt, Replicator(wt), RecordingLog(wt)))
     return Cluster(pair.remote, replicas)
+
+
+def memory_worktree(remote: MemoryStore, worktree: Path) -> MemoryStore:
+    """A replica's store in memory: ``a-sync`` at the fixed root, checked out at ``worktree``."""
+    worktree.mkdir(parents=True, exist_ok=True)
+    store = MemoryStore({"origin": remote}, worktree)
+    store.update_ref(SYNC_REF, root_commit(store), "thrum: initialize a-sync")
+    store.set_symbolic_ref("HEAD", SYNC_REF, "thrum: the worktree")
+    return store
+
+
+def make_memory_cluster(tmp_path: Path, n: int) -> Cluster:
+    """``n`` replicas of one remote, their git stores in memory (their log files on disk)."""
+    remote = MemoryStore()
+    replicas = []
+    for i in range(n):
+        wt = tmp_path / f"replica{i}"
+        store = memory_worktree(remote, wt)
+        replicas.append(Replica(None, wt, Replicator(wt, store=store), RecordingLog(wt)))
+    return Cluster(remote, replicas)

@@ -1,12 +1,16 @@
 """Convergence and no loss on the segmented layout, as a property (hypothesis).
 
-3-4 replicas of one bare remote, each with the daemon's data path (EventLog with a
+3-4 replicas of one remote, each with the daemon's data path (EventLog with a
 small segment cap, so streams roll over often; the fold into SQLite; the sync cycle
 with its fold of received lines), run any interleaving of sends, edits, receipts and
 syncs. The same agent writes on two machines; events are dated now, far in the past,
 far in the future, and on skewed clocks. After a round of syncs every replica holds
 byte-identical files and trees, every event written anywhere, and answers every inbox
 query the same.
+
+The replicas' git stores are in memory (`thrum.sync.gitstore.memory`, proven against
+libgit2 by test_gitstore_conformance.py): the property is the cycle's and the merge's,
+and the examples run in half the time real clones took (2.3 against 4.6 s).
 """
 
 from __future__ import annotations
@@ -19,13 +23,14 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fixtures.repos.builders import make_replicas
+from sync_helpers import memory_worktree
 from thrum import events as ev
 from thrum.store import database, projection
 from thrum.store.log import EventLog
 from thrum.sync.cycle import run_cycle
+from thrum.sync.gitstore.memory import MemoryStore
 from thrum.sync.replicate import Replicator
-from thrum.sync.worktree import ensure_sync_worktree
+from thrum.sync.worktree import SYNC_REF
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "store"))
 from store_helpers import snapshot  # noqa: E402
@@ -45,10 +50,11 @@ class Node:
     """One replica: what the daemon does, in process (git, the log, SQLite). It lends its
     log to the sync cycle as the daemon's writer does (`thrum.sync.logaccess.LogAccess`)."""
 
-    def __init__(self, path: Path, index: int):
+    def __init__(self, path: Path, index: int, remote: MemoryStore):
         self.index = index
-        self.worktree = ensure_sync_worktree(path)
-        self.replicator = Replicator(self.worktree)
+        path.mkdir(parents=True)
+        self.worktree = path / "a-sync"
+        self.replicator = Replicator(self.worktree, store=memory_worktree(remote, self.worktree))
         self.log = EventLog(self.worktree, segment_cap=CAP)
         self.db = database.open_database(path / "projection.db")
         database.create_schema(self.db)
@@ -175,8 +181,8 @@ def _apply(nodes: list[Node], op, written: set[str]) -> None:
 @given(st.integers(3, 4), st.lists(_op, min_size=1, max_size=30))
 def test_any_interleaving_converges_to_identical_trees_and_inboxes(n, ops):
     with tempfile.TemporaryDirectory() as tmp:
-        replicas = make_replicas(Path(tmp), n)
-        nodes = [Node(path, i) for i, path in enumerate(replicas.clones)]
+        remote = MemoryStore()
+        nodes = [Node(Path(tmp) / f"replica{i}", i, remote) for i in range(n)]
         written: set[str] = set()
         for node in nodes:  # every agent registers on its first machine
             regs = [
@@ -193,7 +199,7 @@ def test_any_interleaving_converges_to_identical_trees_and_inboxes(n, ops):
             for node in nodes:
                 node.sync()
 
-        heads = {node.replicator.repo.references["refs/heads/a-sync"].peel().tree_id for node in nodes}
+        heads = {node.replicator.store.commit(node.replicator.store.ref(SYNC_REF)).tree for node in nodes}
         assert len(heads) == 1, "trees differ"
         files = nodes[0].files()
         assert all(node.files() == files for node in nodes[1:]), "files differ"

@@ -12,12 +12,8 @@ import pytest
 
 from thrum.sync import AuthError, RemoteUnreachable
 from thrum.sync.transport import gitcredential
-from thrum.sync.transport.credentials import (
-    Credentials,
-    credentials_from_env,
-    key_file_problem,
-    translate,
-)
+from thrum.sync.transport.credentials import Credentials, credentials_from_env, key_file_problem
+from thrum.sync.transport.failures import translate
 
 
 def test_a_token_passed_along_by_thrum_sync_wins_over_the_daemons_own():

@@ -17,7 +17,8 @@ from sync_helpers import append, assert_linear_single_root, event, keys_of
 from thrum.sync import AuthError, RemoteUnreachable, SyncError
 from thrum.sync.cycle import run_cycle
 from thrum.sync.replicate import Replicator
-from thrum.sync.transport.credentials import Credentials, credentials_from_env, remote_callbacks
+from thrum.sync.transport.callbacks import remote_callbacks
+from thrum.sync.transport.credentials import Credentials, credentials_from_env
 from thrum.sync.worktree import SYNC_REF, ensure_sync_worktree
 
 SHARD = "messages/alice/000001.jsonl"
@@ -88,7 +89,7 @@ def test_a_refused_token_is_one_clear_error_and_nothing_is_lost(tmp_path, served
     assert f"remote origin (http://127.0.0.1:{served.port}/remote.git)" in msg
     assert "THRUM_GIT_TOKEN from the environment" in msg and "user alice" in msg
     assert served.stats()["refused_logins"] == 1, served.records  # tried once, no retry loop
-    committed = c.a.replicator.repo.revparse_single(f"{SYNC_REF}:{SHARD}")
+    committed = c.a.replicator.store.repo.revparse_single(f"{SYNC_REF}:{SHARD}")
     assert keys_of(committed.data) == keys_of(event("01A1") + event("01A2"))  # the local commit is kept
     c.a.replicator.credentials = good
     assert c.a.sync().pushed
@@ -198,4 +199,4 @@ def test_racing_pushes_over_http_are_retried_not_reported(tmp_path, served):
     shards = [{p: r.read(p) for p in (f"messages/agent{i}/000001.jsonl" for i in range(3))} for r in c.replicas]
     assert shards[0] == shards[1] == shards[2]
     remote_tip = pygit2.Repository(str(c.remote)).references[SYNC_REF].target
-    assert remote_tip == c.a.replicator.repo.references[SYNC_REF].target
+    assert remote_tip == c.a.replicator.store.repo.references[SYNC_REF].target

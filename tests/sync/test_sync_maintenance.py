@@ -233,13 +233,13 @@ def test_a_long_lived_replicator_lets_go_of_packs_a_roll_up_deleted(pair):
         a.tidy()
     a.write(20, 3)
     a.sync()
-    assert a.replicator._packs.releases > 0
+    assert a.replicator.store.pack_releases > 0
     assert _deleted_packs_held(a.replicator.common_dir) == 0
     a.write(21, 3)
     a.sync()  # and the handle still works: its tuning back, the history readable
     b.sync()
     assert a.jsonl() == b.jsonl()
-    assert a.replicator.repo.config["pack.bigFileThreshold"] == "1"
+    assert a.replicator.store.repo.config["pack.bigFileThreshold"] == "1"
 
 
 def test_without_a_git_that_can_nothing_is_consolidated_and_doctor_says_so(pair, monkeypatch):
@@ -256,3 +256,42 @@ def test_without_a_git_that_can_nothing_is_consolidated_and_doctor_says_so(pair,
     monkeypatch.setattr(maintenance, "git_version", lambda git=None: (2, 31))
     assert "older than 2.32" in maintenance.unavailable()
     assert maintenance_check().status == "warn"
+
+
+def test_a_store_grown_by_the_factor_is_repacked_whole_and_keeps_every_event(pair):
+    """Geometric roll-ups keep a whole copy of each segment per roll-up; once a store's packs
+    grew by FULL_GROWTH since its last full repack, the roll-up is a full one."""
+    remote, (a, b) = pair
+    a.tidier.new_packs = 2
+    objects = a.replicator.common_dir / "objects"
+    kinds = []
+    for r in range(40):
+        a.write(r, 4)
+        a.sync()
+        kinds += [repack.full for repack in a.tidier.due_repacks(remote) if repack.objects == objects]
+        a.tidy()
+    assert kinds[0] is True  # never repacked whole: the first roll-up is a full one
+    assert True in kinds[1:] and False in kinds  # and again once the packs doubled, geometric between
+    # the record survives a restart: a new tidier does not start with a full repack
+    again = maintenance.Tidier(a.replicator.common_dir, a.tidier.private)
+    assert again.full_due(objects) == a.tidier.full_due(objects)
+    b.sync()
+    assert a.jsonl() == b.jsonl()
+    git_fsck(a.path)
+    git_fsck(remote)
+
+
+def test_a_full_repack_keeps_a_pack_no_ref_names_yet(pair):
+    """A sync step writes its pack, then moves its ref: a full repack in between must not
+    drop the objects no ref names yet (``--keep-unreachable``)."""
+    remote, (a, b) = pair
+    a.write(0, 2)
+    a.sync()
+    batch = a.replicator.store.batch()
+    blob = batch.write(3, b"written, its ref not moved yet\n")
+    batch.flush()
+    assert a.tidier.run(a.tidier.own_repack(full=True)) is None
+    fresh = Replicator(a.worktree)
+    assert fresh.store.read(blob) == (3, b"written, its ref not moved yet\n")
+    assert len(packs(a.replicator.common_dir)) == 1
+    git_fsck(a.path)

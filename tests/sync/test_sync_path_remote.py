@@ -18,7 +18,8 @@ import pytest
 from sync_helpers import append, assert_linear_single_root, event, git_fsck, keys_of, push_tree
 from thrum.sync import SyncError
 from thrum.sync.merge.shard import merge_shard
-from thrum.sync.transport.credentials import SyncCallbacks, credentials_from_env
+from thrum.sync.transport.callbacks import SyncCallbacks
+from thrum.sync.transport.credentials import credentials_from_env
 from thrum.sync.worktree import SYNC_REF
 
 SHARD = "messages/alice/000001.jsonl"
@@ -63,7 +64,7 @@ def test_each_sync_step_writes_its_new_objects_as_one_pack_not_a_file_each(clust
     blob = remote_blob(cluster, SHARD)
     for repo in (a.repo, cluster.remote, b.repo):
         assert pygit2.Repository(str(repo))[blob.id].data == a.read(SHARD)
-    assert b.replicator.index.flush() and b.replicator.repo.status() == {}
+    assert b.replicator.index.flush() and b.replicator.store.repo.status() == {}
     assert_linear_single_root(cluster.remote)
 
 
@@ -74,7 +75,7 @@ def test_fetch_through_a_file_url_and_the_tracking_ref(cluster):
     a.sync()
     assert b.sync().received == 1
     tip = pygit2.Repository(str(cluster.remote)).references[SYNC_REF].target
-    assert b.replicator.repo.references["refs/remotes/origin/a-sync"].target == tip
+    assert b.replicator.store.repo.references["refs/remotes/origin/a-sync"].target == tip
 
 
 def test_fetch_refuses_a_forged_loose_object_and_keeps_it_out(cluster, fsck_expect):
@@ -95,7 +96,7 @@ def test_fetch_refuses_a_forged_loose_object_and_keeps_it_out(cluster, fsck_expe
     with pytest.raises(SyncError) as refused:
         b.sync()
     assert "remote origin" in str(refused.value) and "\n" not in str(refused.value)
-    assert not b.replicator.repo.odb.exists(forged_id)
+    assert not b.replicator.store.repo.odb.exists(forged_id)
     assert packs(b.repo / ".git") == before  # nothing of that fetch was written
     assert b.read(SHARD) == b""
     git_fsck(b.repo)
@@ -113,7 +114,7 @@ def test_fetch_from_a_remote_whose_objects_are_packed(tmp_path, cluster):
     assert not loose_path(cluster.remote, remote_blob(cluster, SHARD).id).exists()
     report = b.sync()  # direct copy falls back to libgit2's object database for packed objects
     assert report.received == 2 and b.read(SHARD) == a.read(SHARD)
-    assert b.replicator.index.flush() and b.replicator.repo.status() == {}
+    assert b.replicator.index.flush() and b.replicator.store.repo.status() == {}
 
 
 def test_push_loses_a_race_when_the_remote_moved_since_the_fetch(cluster):
@@ -126,7 +127,7 @@ def test_push_loses_a_race_when_the_remote_moved_since_the_fetch(cluster):
     assert a.replicator.push() is True
     assert b.replicator.push() is False
     tip = pygit2.Repository(str(cluster.remote)).references[SYNC_REF].target
-    assert tip == a.replicator.repo.references[SYNC_REF].target
+    assert tip == a.replicator.store.repo.references[SYNC_REF].target
     assert b.sync().pushed and a.sync().received == 1
     assert_linear_single_root(cluster.remote)
 
@@ -149,7 +150,7 @@ def test_fast_path_in_a_replica_matches_the_merge_and_keeps_its_summary(cluster)
     a.sync()
     assert a.read(SHARD) == b.read(SHARD) and a.read("messages/bob/000001.jsonl") == b.read("messages/bob/000001.jsonl")
     assert b.replicator.index.flush() and a.replicator.index.flush()
-    assert b.replicator.repo.status() == {} and a.replicator.repo.status() == {}
+    assert b.replicator.store.repo.status() == {} and a.replicator.store.repo.status() == {}
 
 
 def test_summary_of_a_shard_rewritten_in_place_is_not_trusted(cluster):
@@ -196,10 +197,10 @@ def test_merge_writes_index_entries_without_hashing_the_files(cluster, monkeypat
     assert b.replicator.index.flush()  # written in batches (`gitlib.IndexStats`)
     assert not any(isinstance(x, (str, os.PathLike)) for x in added)  # no add-by-path (hashing)
     monkeypatch.undo()
-    assert b.replicator.repo.status() == {}
+    assert b.replicator.store.repo.status() == {}
     assert b.commit() is False
     append(b.worktree, SHARD, event("01B"))  # an append after the merge is still seen
-    assert b.replicator.repo.status() == {SHARD: pygit2.enums.FileStatus.WT_MODIFIED}
+    assert b.replicator.store.repo.status() == {SHARD: pygit2.enums.FileStatus.WT_MODIFIED}
     assert b.commit() is True
 
 

@@ -79,7 +79,7 @@ def test_a_ref_lock_held_by_another_pusher_is_retried_not_reported_unreachable(t
     report = run_cycle(a, PlainLog(a.worktree_path), sleep=sleep, backoff_s=0.01)
     assert report.pushed and report.error is None and report.attempts == 3
     tip = pygit2.Repository(str(pair.remote)).references[SYNC_REF].target
-    assert tip == a.repo.references[SYNC_REF].target
+    assert tip == a.store.repo.references[SYNC_REF].target
 
 
 def test_a_race_lost_every_time_is_reported_as_a_race(tmp_path):

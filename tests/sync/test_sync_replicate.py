@@ -1,4 +1,9 @@
-"""Replication through a bare remote with real clones: commit, fetch, merge, push."""
+"""Replication: commit, fetch, merge, push.
+
+Through a bare remote with real clones where git matters (the index, packs, roots,
+unreachable remotes, hostile trees); in memory (`memory_cluster`: the git store's fake,
+proven by test_gitstore_conformance.py) where only the cycle's logic is under test.
+"""
 
 from __future__ import annotations
 
@@ -22,19 +27,21 @@ from sync_helpers import (
 )
 from thrum.sync import RemoteUnreachable, SyncError
 from thrum.sync.cycle import run_cycle
+from thrum.sync.gitstore.api import Oid, Signature
 from thrum.sync.logaccess import PlainLog
 from thrum.sync.replicate import Replicator
 from thrum.sync.worktree import SYNC_REF, ensure_sync_worktree
 
 SHARD = "messages/alice/000001.jsonl"
+SIG = Signature("other", "other@example.invalid", 1700000000, 0)
 
 
-def remote_tip(cluster: Cluster) -> pygit2.Oid:
-    return pygit2.Repository(str(cluster.remote)).references[SYNC_REF].target
+def remote_tip(cluster: Cluster) -> Oid | None:
+    return cluster.remote_tip()
 
 
-def head(replica) -> pygit2.Oid:
-    return replica.replicator.repo.references[SYNC_REF].target
+def head(replica) -> Oid | None:
+    return replica.head()
 
 
 def test_replicate_a_appends_b_receives(cluster):
@@ -48,7 +55,7 @@ def test_replicate_a_appends_b_receives(cluster):
     assert b.read(SHARD) == a.read(SHARD)
     assert head(a) == head(b) == remote_tip(cluster)
     assert b.replicator.index.flush()  # the index's stat data is written in batches (and at the end)
-    assert b.replicator.repo.status() == {}  # the worktree index matches the merged files
+    assert b.replicator.store.repo.status() == {}  # the worktree index matches the merged files
 
 
 def test_the_worktree_index_is_written_in_batches_not_at_every_sync(cluster):
@@ -72,15 +79,15 @@ def test_the_worktree_index_is_written_in_batches_not_at_every_sync(cluster):
     assert b.sync().received == 11
     assert a.replicator.index.flush() and a.replicator.index.pending == {}
     assert index.stat().st_mtime_ns != before
-    assert a.replicator.repo.status() == {}
+    assert a.replicator.store.repo.status() == {}
     a.replicator.index.FLUSH_S = 0.0  # and past FLUSH_S, the next sync writes it
     append(a.worktree, SHARD, event("01Z2"))
     a.sync()
-    assert a.replicator.index.pending == {} and a.replicator.repo.status() == {}
+    assert a.replicator.index.pending == {} and a.replicator.store.repo.status() == {}
 
 
-def test_replicate_concurrent_appends_same_shard_converge(cluster3):
-    a, b, c = cluster3.replicas
+def test_replicate_concurrent_appends_same_shard_converge(memory_cluster3):
+    a, b, c = memory_cluster3.replicas
     append(a.worktree, SHARD, event("01A1"))
     a.sync()
     for r in (b, c):
@@ -99,9 +106,9 @@ def test_replicate_concurrent_appends_same_shard_converge(cluster3):
     assert len(keys) == len(set(keys))
     assert b"<<<<<<<" not in data and b">>>>>>>" not in data
     assert a.read("events/000001.jsonl") == b.read("events/000001.jsonl") == event("01C2")
-    assert head(a) == head(b) == head(c) == remote_tip(cluster3)
-    for path in (cluster3.remote, a.repo, b.repo, c.repo):
-        assert_linear_single_root(path)
+    assert head(a) == head(b) == head(c) == remote_tip(memory_cluster3)
+    for store in (memory_cluster3.remote, a.store, b.store, c.store):
+        assert_linear_single_root(store)
 
 
 def test_replicate_merge_takes_uncommitted_appends(cluster):
@@ -113,13 +120,13 @@ def test_replicate_merge_takes_uncommitted_appends(cluster):
     outcome = b.replicator.merge(tip, b.files)
     assert outcome.commits == 1 and outcome.sent == 1 and outcome.received == 1
     assert b.read(SHARD) == event("01A") + event("01B")
-    assert b.replicator.index.flush() and b.replicator.repo.status() == {}
-    committed = b.replicator.repo.revparse_single(f"{SYNC_REF}:{SHARD}").data
+    assert b.replicator.index.flush() and b.replicator.store.repo.status() == {}
+    committed = b.replicator.store.repo.revparse_single(f"{SYNC_REF}:{SHARD}").data
     assert committed == event("01A") + event("01B")
 
 
-def test_replicate_push_race_is_retried_and_converges(cluster):
-    a, b = cluster.a, cluster.b
+def test_replicate_push_race_is_retried_and_converges(memory_cluster):
+    a, b = memory_cluster.a, memory_cluster.b
     append(a.worktree, SHARD, event("01A1"))
     append(b.worktree, "messages/bob/000001.jsonl", event("01B1"))
     # Both merge on the same (absent) remote tip; A pushes first.
@@ -133,11 +140,11 @@ def test_replicate_push_race_is_retried_and_converges(cluster):
     a.sync()
     for shard in (SHARD, "messages/bob/000001.jsonl"):
         assert a.read(shard) == b.read(shard) != b""
-    assert_linear_single_root(cluster.remote)
+    assert_linear_single_root(memory_cluster.remote)
 
 
-def test_run_cycle_retries_when_someone_pushes_during_the_cycle(cluster):
-    a, b = cluster.a, cluster.b
+def test_run_cycle_retries_when_someone_pushes_during_the_cycle(memory_cluster):
+    a, b = memory_cluster.a, memory_cluster.b
     append(b.worktree, SHARD, event("01B1"))
     pushes = iter(range(2))
     sleeps = []
@@ -159,12 +166,12 @@ def test_run_cycle_retries_when_someone_pushes_during_the_cycle(cluster):
     a.sync()
     assert a.read("messages/carol/000001.jsonl") == b.read("messages/carol/000001.jsonl")
     assert len(keys_of(b.read("messages/carol/000001.jsonl"))) == 2
-    assert head(a) == head(b) == remote_tip(cluster)
-    assert_linear_single_root(cluster.remote)
+    assert head(a) == head(b) == remote_tip(memory_cluster)
+    assert_linear_single_root(memory_cluster.remote)
 
 
-def test_run_cycle_gives_up_after_max_attempts(cluster):
-    a, b = cluster.a, cluster.b
+def test_run_cycle_gives_up_after_max_attempts(memory_cluster):
+    a, b = memory_cluster.a, memory_cluster.b
     append(b.worktree, SHARD, event("01B1"))
 
     class AlwaysRacing(PlainLog):
@@ -182,8 +189,8 @@ def test_run_cycle_gives_up_after_max_attempts(cluster):
     assert keys_of(a.read(SHARD)) == [b"01B1"]
 
 
-def test_each_merged_chunk_is_handed_over_inside_the_lock(cluster):
-    a, b = cluster.a, cluster.b
+def test_each_merged_chunk_is_handed_over_inside_the_lock(memory_cluster):
+    a, b = memory_cluster.a, memory_cluster.b
     append(a.worktree, SHARD, event("01A"))
     a.sync()
     b.sync()
@@ -205,7 +212,7 @@ def test_replicate_unrelated_roots_remote_keeps_one_root(tmp_path):
     report = run_cycle(b, PlainLog(b.worktree_path))
     assert report.pushed and report.received == 1 and report.sent == 1
     assert_linear_single_root(cluster.remote)
-    roots = [c for c in history(cluster.remote) if not c.parent_ids]
+    roots = [c for c in history(cluster.remote) if not c.parents]
     assert roots[0].id == history(a.repo)[-1].id  # the remote's root won
     a.sync()
     assert a.read("messages/bob/000001.jsonl") == (b_wt / "messages/bob/000001.jsonl").read_bytes()
@@ -243,17 +250,17 @@ def test_run_cycle_unreachable_remote_fails_fast_after_local_commit(tmp_path, ur
     message = str(info.value)
     assert "\n" not in message and "origin" in message and "unreachable" in message
     assert head(a) != before
-    assert a.replicator.repo.revparse_single(f"{SYNC_REF}:{SHARD}").data == event("01A")
+    assert a.replicator.store.repo.revparse_single(f"{SYNC_REF}:{SHARD}").data == event("01A")
 
 
-def test_run_cycle_noop_makes_no_commit_and_no_push(cluster):
-    a = cluster.a
+def test_run_cycle_noop_makes_no_commit_and_no_push(memory_cluster):
+    a = memory_cluster.a
     append(a.worktree, SHARD, event("01A"))
     a.sync()
-    tip, local = remote_tip(cluster), head(a)
+    tip, local = remote_tip(memory_cluster), head(a)
     report = a.sync()
     assert (report.commits, report.sent, report.received, report.pushed) == (0, 0, 0, True)
-    assert head(a) == local and remote_tip(cluster) == tip
+    assert head(a) == local and remote_tip(memory_cluster) == tip
 
 
 def test_run_cycle_without_remote_only_commits(tmp_path):
@@ -290,25 +297,25 @@ def test_commit_pending_named_paths_and_idle(cluster):
     append(a.worktree, "messages/bob/000001.jsonl", event("01B"))
     (a.worktree / "notes.txt").write_text("not a shard\n")
     assert a.commit([SHARD]) is True
-    tree = r.repo.revparse_single(f"{SYNC_REF}^{{tree}}")
+    tree = r.store.repo.revparse_single(f"{SYNC_REF}^{{tree}}")
     assert [e.name for e in tree["messages"]] == ["alice"]
     assert a.commit([str(a.worktree / SHARD)]) is False
     assert a.commit() is True  # bob.jsonl, found by status
     assert a.commit() is False
-    assert "notes.txt" not in r.repo.revparse_single(f"{SYNC_REF}^{{tree}}")
+    assert "notes.txt" not in r.store.repo.revparse_single(f"{SYNC_REF}^{{tree}}")
     assert r.last_commit.paths == ["messages/bob/000001.jsonl"]
 
 
-def test_commit_pending_never_commits_a_deleted_shard(cluster):
-    a = cluster.a
+def test_commit_pending_never_commits_a_deleted_shard(memory_cluster):
+    a = memory_cluster.a
     append(a.worktree, SHARD, event("01A"))
     a.commit()
     (a.worktree / SHARD).unlink()
     assert a.commit() is False
 
 
-def test_replicate_received_torn_remote_line_is_terminated(cluster):
-    a, b = cluster.a, cluster.b
+def test_replicate_received_torn_remote_line_is_terminated(memory_cluster):
+    a, b = memory_cluster.a, memory_cluster.b
     append(a.worktree, SHARD, event("01A"), b'{"event_id": "01T", "ty')  # crashed mid-append
     a.sync()
     append(b.worktree, SHARD, event("01B"))
@@ -373,7 +380,7 @@ def test_run_cycle_commits_only_the_named_paths(cluster):
     a.files.note_appended([SHARD])
     report = a.sync()
     assert report.commits == 1 and report.sent == 1
-    assert "bob" not in a.replicator.repo.revparse_single(f"{SYNC_REF}^{{tree}}")["messages"]
+    assert "bob" not in a.replicator.store.repo.revparse_single(f"{SYNC_REF}^{{tree}}")["messages"]
 
 
 def test_replicator_removes_temp_files_left_by_a_crash(cluster):
@@ -405,3 +412,34 @@ def test_ignored_paths_without_waiting_is_unknown_while_a_cycle_holds_the_replic
         t.join()
     assert a.replicator.ignored_paths(wait=False) == {}
     assert a.replicator.ignored_paths() == {}
+
+
+def test_a_step_never_overwrites_a_sync_moved_by_another_process(memory_cluster):
+    """The replicator moves a-sync by compare-and-swap from the head its step started from."""
+    a = memory_cluster.a
+    store = a.store
+    append(a.worktree, SHARD, event("01A"))
+    a.sync()
+    started = head(a)
+    elsewhere = store.batch().commit(store.commit(started).tree, [started], SIG, "another process\n")
+    real_batch = store.batch
+
+    def interloping_batch():  # another process moves a-sync while this step builds its commit
+        batch = real_batch()
+        real_commit = batch.commit
+
+        def commit(*args):
+            store.update_ref(SYNC_REF, elsewhere, "another process")
+            return real_commit(*args)
+
+        batch.commit = commit
+        return batch
+
+    store.batch = interloping_batch
+    append(a.worktree, SHARD, event("01B"))
+    with pytest.raises(SyncError, match="moved while this sync step ran"):
+        a.commit([SHARD])
+    assert head(a) == elsewhere  # theirs stays
+    store.batch = real_batch
+    assert a.commit([SHARD])  # the next step starts from where it is now
+    assert store.commit(head(a)).parents == (elsewhere,)

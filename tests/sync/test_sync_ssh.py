@@ -13,7 +13,8 @@ from fixtures.servers.sshd import SshClient
 from remote_helpers import net_cluster
 from sync_helpers import append, event, keys_of
 from thrum.sync import AuthError
-from thrum.sync.transport.credentials import HostKeyRefused, credentials_from_env
+from thrum.sync.transport.credentials import credentials_from_env
+from thrum.sync.transport.failures import HostKeyRefused
 
 SHARD = "messages/alice/000001.jsonl"
 

@@ -8,6 +8,7 @@ import pygit2
 import pytest
 
 from fixtures.repos.builders import AUTHOR, clone, make_bare, make_repo
+from thrum.sync.gitstore.libgit2 import LibGit2Store
 from thrum.sync.teamfile import normal_branch, read_committed_root, worktree_copy_differs
 from thrum.trust import keys
 from thrum.trust.teamroot import (
@@ -114,7 +115,7 @@ def test_the_normal_branch_is_the_remotes_head_then_main(tmp_path):
     other = good().encode()
     commit_file(bare, "trunk", "thrum-team.toml", other)
     local = clone(tmp_path / "remote.git", tmp_path / "c")
-    assert normal_branch(local) == "main"
+    assert normal_branch(LibGit2Store(tmp_path / "c")) == "main"
     assert read_committed_root(tmp_path / "c").root == parse_team_root(root_text)
     # the remote names trunk as its HEAD: that is the normal branch, read from the
     # remote-tracking ref when there is no local branch of that name

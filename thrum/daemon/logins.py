@@ -35,7 +35,7 @@ class Logins:
 
     def callbacks(self) -> Any:
         """libgit2's callbacks for the daemon's own logins (None: local-only, no remote)."""
-        from ..sync.transport.credentials import remote_callbacks
+        from ..sync.transport.callbacks import remote_callbacks
 
         if self._config.local_only:
             return None

@@ -43,7 +43,8 @@ def open_store(paths: ThrumPaths, config: Config, keys: LocalKeys, progress: Pro
 
     ``progress``: told how far a start-up rebuild is (`projection.Progress`)."""
     from ..sync import offline as sync_record
-    from ..sync.transport.credentials import credentials_from_env, remote_callbacks
+    from ..sync.transport.callbacks import remote_callbacks
+    from ..sync.transport.credentials import credentials_from_env
     from ..sync.worktree import ensure_sync_worktree
 
     callbacks = None if config.local_only else remote_callbacks(credentials_from_env(config.values))

@@ -45,7 +45,8 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from .. import events as ev
-from ..nofollow import entries, fsync_dir, fsync_pool, open_dir, read_regular, write_batch
+from ..durable import fsync_dir, fsync_pool, write_batch
+from ..nofollow import entries, open_dir, read_regular
 from .logfiles import open_segment
 
 log = logging.getLogger(__name__)

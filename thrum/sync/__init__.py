@@ -5,14 +5,16 @@ Layers, lowest first (docs/design/architecture.md; tests/test_architecture.py):
 - ``merge/``      the merge, pure: bytes in, bytes out (no pygit2, no trio, no I/O)
 - ``transport/``  reaching a remote: URLs, logins, SSH settings (``ssh -G``), a path remote
   looked at before use, timeouts (libgit2's transport for every kind of remote)
-- ``gitstore/``   git objects and refs, and everything else libgit2 does for thrum
+- ``gitstore/``   git objects and refs behind one interface (``gitstore.api.GitStore``: libgit2's
+  implementation and an in-memory one), and everything else libgit2 does for thrum
 - the cycle: ``logaccess`` (what a cycle needs from the log's owner), ``trees`` and
   ``treemerge`` (a remote tree merged in bounded chunks), ``replicate`` (commit, fetch,
   merge, push), ``cycle`` (one sync, retried on races), ``state`` (the record of the
   last one), ``gate`` (the daemon may abandon a cycle only while it waits on the
   network), ``worktree`` (the ``a-sync`` branch and its linked worktree), ``offline``
   (a cycle without the daemon), ``diagnose`` (``thrum doctor``'s git checks),
-  ``maintenance`` (git's geometric repack keeps the object stores compact)
+  ``maintenance`` (git's repacks keep the object stores compact), ``remotetip``,
+  ``rollback``, ``remoteview``, ``verifyrange`` and ``teamfile``
 
 The error types live here so every layer shares them without importing another.
 Each carries the ``SYNC_ERROR`` JSON-RPC code (it is a :class:`thrum.errors.SyncFailed`)

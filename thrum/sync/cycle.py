@@ -19,10 +19,12 @@ Rules:
 from __future__ import annotations
 
 import logging
+import os
 import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from . import SyncError
 from .logaccess import LogAccess
@@ -32,6 +34,7 @@ from .rollback import rolled_back
 __all__ = ["SyncReport", "run_cycle"]
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 SLOW_S = 0.5  # a cycle slower than this logs where its time went
 
 
@@ -50,7 +53,7 @@ class SyncReport:
     error: str | None = None  # set when the push kept losing races
     ignored: dict[str, int] = field(default_factory=dict)  # entries of a-sync thrum ignores, by reason
     phases: dict[str, float] = field(default_factory=dict)  # seconds per step: fetch, merge, fold, commit, push
-    rolled_back: dict | None = None  # lines the remote lost of what this replica pushed (sync.rollback)
+    rolled_back: dict[str, Any] | None = None  # lines the remote lost of what this replica pushed (sync.rollback)
 
 
 def run_cycle(
@@ -78,7 +81,7 @@ def run_cycle(
     report = SyncReport()
     phases = report.phases
 
-    def timed(name: str, fn, *args):
+    def timed(name: str, fn: Callable[..., _T], *args: object) -> _T:
         t = time.monotonic()
         try:
             return fn(*args)
@@ -98,7 +101,7 @@ def run_cycle(
             tip = timed("fetch", replicator.fetch)
             report.remote_url = replicator.last_fetch.url if replicator.last_fetch else None
             if report.rolled_back is None:  # what the remote lost of the tip we pushed (before the merge)
-                report.rolled_back = rolled_back(replicator.repo, replicator.trees, tip)
+                report.rolled_back = rolled_back(replicator.store, replicator.trees, tip)
             outcome = timed("merge", replicator.merge, tip, timed_files)
         except SyncError:  # an unreachable remote, a refused tip: our appends are committed all the same
             report.commits += int(replicator.commit_pending(files))
@@ -142,7 +145,7 @@ class _TimedFold:
         self.not_committed = files.not_committed
         self.read = files.read
 
-    def apply_remote(self, writes, received):
+    def apply_remote(self, writes: list[tuple[str, bytes]], received: dict[str, list[bytes]]) -> list[os.stat_result]:
         t = time.monotonic()
         try:
             return self._files.apply_remote(writes, received)
@@ -155,4 +158,4 @@ BACKOFF_CAP_S = 2.0
 
 def _backoff(base_s: float, attempt: int) -> float:
     """Exponential backoff with jitter, so replicas that lost the same race spread out."""
-    return min(BACKOFF_CAP_S, base_s * 2 ** (attempt - 1)) * random.uniform(0.5, 1.5)
+    return float(min(BACKOFF_CAP_S, base_s * 2 ** (attempt - 1)) * random.uniform(0.5, 1.5))

@@ -13,13 +13,14 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import pygit2
-
 from thrum import nofollow
-from thrum.events import is_log_path
+from thrum.paths import ThrumPaths
+from thrum.events.shards import is_log_path
 
 from . import AuthError, SyncError
-from .transport.credentials import Credentials, HostKeyRefused, credentials_from_env
+from .gitstore.libgit2 import LibGit2Store
+from .transport.credentials import Credentials, credentials_from_env
+from .transport.failures import HostKeyRefused
 from .worktree import SYNC_BRANCH, SYNC_REF, common_dir, sync_worktree_path
 
 __all__ = ["Check", "maintenance_check", "offline_checks", "remote_check", "size_check", "worktree_check"]
@@ -34,44 +35,43 @@ class Check:
     detail: str
     action: str | None = None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, str | None]:
         return asdict(self)
 
 
-def worktree_check(main_repo: os.PathLike | str) -> Check:
+def worktree_check(main_repo: os.PathLike[str] | str) -> Check:
     """The ``a-sync`` branch exists and its worktree has it checked out."""
     repair = "run `thrum init` again: it re-creates the branch and worktree and keeps every event"
     try:
-        repo = pygit2.Repository(str(main_repo))
+        store = LibGit2Store(common_dir(main_repo))
         path = sync_worktree_path(main_repo)
-    except (pygit2.GitError, SyncError) as exc:
+    except SyncError as exc:
         return Check("worktree", "fail", f"cannot open the repository: {exc}", repair)
-    ref = repo.references.get(SYNC_REF)
-    if ref is None:
+    tip = store.ref(SYNC_REF)
+    if tip is None:
         return Check("worktree", "fail", f"branch {SYNC_BRANCH} is missing", repair)
     try:
-        wt = pygit2.Repository(str(path), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
-        head = wt.lookup_reference("HEAD").target
-        workdir = Path(wt.workdir or "").resolve()
-    except (pygit2.GitError, KeyError, OSError) as exc:
+        wt = LibGit2Store(path)
+        head = wt.symbolic_target("HEAD") or str(wt.ref("HEAD"))
+        workdir = (wt.workdir or Path()).resolve()
+    except (SyncError, OSError) as exc:
         return Check("worktree", "fail", f"{path} is not a working sync worktree ({exc})", repair)
     if head != SYNC_REF or workdir != path.resolve():
         return Check("worktree", "fail", f"{path} has {head} checked out instead of {SYNC_BRANCH}", repair)
-    return Check("worktree", "ok", f"{path} has branch {SYNC_BRANCH} checked out (tip {str(ref.target)[:10]})")
+    return Check("worktree", "ok", f"{path} has branch {SYNC_BRANCH} checked out (tip {str(tip)[:10]})")
 
 
 def remote_check(
-    main_repo: os.PathLike | str, remote_name: str, credentials: Credentials | None, local_only: bool = False
+    main_repo: os.PathLike[str] | str, remote_name: str, credentials: Credentials | None, local_only: bool = False
 ) -> Check:
     """The remote answers, which login it took, and where its ``a-sync`` is."""
-    from .transport.endpoint import endpoint
-    from .transport.session import list_remote_heads
-    from .transport.urls import main_worktree_dir
-
     if local_only:
         return Check("remote", "info", "local-only mode: the log is committed but never fetched or pushed")
-    repo = pygit2.Repository(str(main_repo))
-    if remote_name not in set(repo.remotes.names()):
+    try:
+        store = LibGit2Store(common_dir(main_repo))
+    except SyncError as exc:
+        return Check("remote", "fail", f"cannot open the repository: {exc}")
+    if remote_name not in store.remote_names():
         return Check(
             "remote",
             "warn",
@@ -79,12 +79,10 @@ def remote_check(
             f"add one with `git remote add {remote_name} URL` (the one `git push` uses)",
         )
     try:
-        base = main_worktree_dir(common_dir(main_repo))
-        ep = endpoint(repo, remote_name, base, home=credentials.home() if credentials else None)
+        ep = store.endpoint(remote_name, home=credentials.home() if credentials else None)
         where = f"{remote_name} ({ep.display})"
         creds = credentials if credentials is not None else credentials_from_env()
-        heads = list_remote_heads(repo, remote_name, base, creds)
-        tip = heads.get(SYNC_REF)
+        tip = store.remote_heads(remote_name, creds).get(SYNC_REF)
         login = "none needed (a path on this machine)" if ep.kind == "local" else creds.last_source or "none needed"
     except HostKeyRefused as exc:
         return Check("remote", "fail", str(exc), "verify the server's host key as the message says")
@@ -118,7 +116,7 @@ def _mb(n: int) -> str:
     return f"{n / 2**20:.1f} MB"
 
 
-def size_check(main_repo: os.PathLike | str) -> Check:
+def size_check(main_repo: os.PathLike[str] | str) -> Check:
     """How big the message log and the repository's object store are."""
     try:
         path = sync_worktree_path(main_repo)
@@ -145,7 +143,8 @@ def maintenance_check() -> Check:
         return Check(
             "maintenance",
             "ok",
-            f"object stores are consolidated by git repack --geometric=2 (git {version[0]}.{version[1]})"
+            f"object stores are consolidated by git repack: geometric roll-ups, a full repack each time "
+            f"a store doubled (git {version[0]}.{version[1]})"
             if version
             else "object stores are consolidated by git",
         )
@@ -158,7 +157,7 @@ def maintenance_check() -> Check:
     )
 
 
-def offline_checks(paths, environ: dict | None = None) -> list[Check]:
+def offline_checks(paths: ThrumPaths, environ: dict[str, str] | None = None) -> list[Check]:
     """The checks ``thrum doctor`` can make without the daemon (git side only)."""
     from .. import config as config_mod
 

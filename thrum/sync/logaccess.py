@@ -27,7 +27,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Protocol
 
-from thrum import nofollow
+from thrum import durable, nofollow
 
 __all__ = ["LogAccess", "PlainLog"]
 
@@ -93,4 +93,4 @@ class PlainLog:
         return nofollow.read_regular(self.root, path, drop_links=True)
 
     def apply_remote(self, writes: list[tuple[str, bytes]], received: dict[str, list[bytes]]) -> list[os.stat_result]:
-        return nofollow.write_batch(self.root, writes) if writes else []
+        return durable.write_batch(self.root, writes) if writes else []

@@ -21,10 +21,27 @@ several times the log's size. Rules:
    (``GIT_DIR`` ours, ``GIT_OBJECT_DIRECTORY`` theirs): the remote's config, hooks and
    refs are never read. A geometric roll-up needs no refs: it packs what the packs
    and loose objects hold.
+4. A roll-up can store an object as a delta only against objects in the same roll-up,
+   so each keeps one whole copy of every segment its syncs touched: left to geometric
+   roll-ups alone a store grows to ~1.5x the raw log (docs/design/decisions.md). So
+   when a store's packs have grown by `FULL_GROWTH` since its last full repack (or it
+   never had one), the roll-up is a full ``git repack -a -d -f --keep-unreachable``
+   instead: every segment's versions delta against each other again (``-f``: without
+   it git reuses the roll-ups' whole copies and nothing shrinks). Its cost is the
+   store's size, paid once per growth by that factor: amortised, at most twice a full
+   repack of the final store. ``--keep-unreachable`` keeps what no ref names yet (a
+   sync step's pack written a moment before its ref moves), so nothing is ever
+   dropped. git finds deltas by path, so a path remote's full repack runs with our
+   remote-tracking refs as refs of the private git dir (our refs, never the remote's;
+   those whose objects it holds): without any, every object is "unreachable", kept
+   without a delta, and the store grew to 4x. The bytes after each full repack are kept in
+   ``repacks.json`` beside the private git dir, so a restart does not start the count
+   again.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -38,10 +55,11 @@ from .transport.pathremote import inspect_path_remote
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MIN_GIT", "NEW_PACKS", "Repack", "Tidier", "git_version", "unavailable"]
+__all__ = ["FULL_GROWTH", "MIN_GIT", "NEW_PACKS", "Repack", "Tidier", "git_version", "pack_bytes", "unavailable"]
 
 MIN_GIT = (2, 32)
 NEW_PACKS = 8  # packs a store gains before the next roll-up (a sync adds one or two)
+FULL_GROWTH = 2.0  # packs grown by this factor since the last full repack: the next roll-up is a full one (rule 4)
 TIMEOUT_S = 1800.0
 NICENESS = 10  # the syncs beside it come first
 _VERSION = re.compile(rb"git version (\d+)\.(\d+)")
@@ -75,19 +93,36 @@ def unavailable() -> str | None:
 
 @dataclass(frozen=True)
 class Repack:
-    """One ``git repack`` to run: its argv and environment, and the objects it rolls up."""
+    """One ``git repack`` to run: its argv and environment, the objects it rolls up, and
+    whether it is a full one (rule 4)."""
 
     argv: list[str]
     env: dict[str, str]
     objects: Path
+    full: bool = False
+
+
+def _packs(objects: Path) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(objects / "pack") as it:
+            return [e for e in it if e.name.endswith(".pack")]
+    except OSError:
+        return []
 
 
 def _pack_count(objects: Path) -> int:
-    try:
-        with os.scandir(objects / "pack") as it:
-            return sum(1 for e in it if e.name.endswith(".pack"))
-    except OSError:
-        return 0
+    return len(_packs(objects))
+
+
+def pack_bytes(objects: Path) -> int:
+    """The bytes of the packs in ``objects`` (what a full repack shrinks)."""
+    total = 0
+    for e in _packs(objects):
+        try:
+            total += e.stat(follow_symlinks=False).st_size
+        except OSError:
+            continue
+    return total
 
 
 def _environment(extra: dict[str, str]) -> dict[str, str]:
@@ -97,24 +132,54 @@ def _environment(extra: dict[str, str]) -> dict[str, str]:
 
 
 class Tidier:
-    """Which stores are due a roll-up (rule 2), and the command for each.
+    """Which stores are due a roll-up (rule 2) or a full repack (rule 4), and the command for each.
 
     ``own`` is our repository's common dir (git runs in it as in any repository of the
-    user's); ``private`` a directory of ours for the private git dir of rule 3.
+    user's); ``private`` a directory of ours for the private git dir of rule 3; the
+    record of full repacks is kept beside it (``repacks.json``).
     """
 
-    def __init__(self, own: Path, private: Path, new_packs: int = NEW_PACKS):
+    def __init__(self, own: Path, private: Path, new_packs: int = NEW_PACKS, full_growth: float = FULL_GROWTH):
         self.own = own
         self.private = private
         self.new_packs = new_packs
+        self.full_growth = full_growth
         self._packs_after: dict[Path, int] = {}
+        self._record = private.parent / "repacks.json"
+        self._full_after = self._load()  # objects dir -> its pack bytes after its last full repack
+
+    def _load(self) -> dict[str, int]:
+        try:
+            data = json.loads(self._record.read_text())
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(data, dict):
+            return {}
+        return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, int) and v >= 0}
+
+    def _save(self) -> None:
+        tmp = self._record.with_name(f".{self._record.name}.{os.getpid()}.tmp")
+        try:
+            self._record.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps(self._full_after, sort_keys=True))
+            os.replace(tmp, self._record)
+        except OSError as exc:  # the next start counts from a full repack again: a cost, never a loss
+            log.warning("cannot record the full repacks in %s: %s", self._record, exc)
 
     def due(self, objects: Path) -> bool:
         """Whether ``objects`` gained ``new_packs`` packs since its last roll-up."""
         return _pack_count(objects) >= self._packs_after.get(objects, 0) + self.new_packs
 
-    def done(self, objects: Path) -> None:
+    def full_due(self, objects: Path) -> bool:
+        """Whether the next roll-up of ``objects`` is a full repack (rule 4)."""
+        after = self._full_after.get(str(objects))
+        return after is None or pack_bytes(objects) >= after * self.full_growth
+
+    def done(self, objects: Path, full: bool = False) -> None:
         self._packs_after[objects] = _pack_count(objects)
+        if full:
+            self._full_after[str(objects)] = pack_bytes(objects)
+            self._save()
 
     def due_repacks(self, remote: Path | None = None, *, where: str = "", trusted: Sequence[str] = ()) -> list[Repack]:
         """The roll-ups due now (rule 2): ours, and a path remote's (``remote``: its
@@ -126,27 +191,53 @@ class Tidier:
         if unavailable() is not None:
             return []
         out = []
-        if self.due(self.own / "objects"):
-            out.append(self.own_repack())
+        own = self.own / "objects"
+        if self.due(own):
+            out.append(self.own_repack(full=self.full_due(own)))
         if remote is not None:
             git_dir = inspect_path_remote(str(remote), where=where, trusted=trusted).git_dir
             if self.due(git_dir / "objects"):
-                out.append(self.remote_repack(git_dir))
+                out.append(self.remote_repack(git_dir, full=self.full_due(git_dir / "objects")))
         return out
 
-    def own_repack(self) -> Repack:
+    def own_repack(self, full: bool = False) -> Repack:
         git = shutil.which("git") or "git"
-        argv = [*_nice(), git, "--git-dir", str(self.own), *_REPACK]
-        return Repack(argv, _environment({}), self.own / "objects")
+        argv = [*_nice(), git, "--git-dir", str(self.own), *(_FULL if full else _REPACK)]
+        return Repack(argv, _environment({}), self.own / "objects", full)
 
-    def remote_repack(self, git_dir: Path) -> Repack:
+    def remote_repack(self, git_dir: Path, full: bool = False) -> Repack:
         """The roll-up of a path remote's objects from our private git dir (rule 3); the
-        caller looked at the remote first (`transport.pathremote.inspect_path_remote`)."""
+        caller looked at the remote first (`transport.pathremote.inspect_path_remote`).
+        The private dir has no refs: in a full repack every object is kept as unreachable."""
         git = shutil.which("git") or "git"
         private = self._private_git_dir(git)
         objects = git_dir / "objects"
         env = _environment({"GIT_DIR": str(private), "GIT_OBJECT_DIRECTORY": str(objects)})
-        return Repack([*_nice(), git, *_REPACK], env, objects)
+        if full:
+            self._name_tips(git, env)
+        return Repack([*_nice(), git, *(_FULL if full else _REPACK)], env, objects, full)
+
+    def _name_tips(self, git: str, env: dict[str, str]) -> None:
+        """Our remote-tracking refs as the private git dir's refs (rule 4), those whose objects
+        the remote holds; the refs of an earlier run are replaced."""
+
+        def run(*args: str, environ: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+            return subprocess.run([git, *args], env=environ, capture_output=True, timeout=60, check=False)
+
+        listed = run(
+            "--git-dir",
+            str(self.own),
+            "for-each-ref",
+            "--format=%(objectname)",
+            "refs/remotes/",
+            environ=_environment({}),
+        )
+        old = run("for-each-ref", "--format=%(refname)", "refs/thrum/", environ=env)
+        for name in old.stdout.decode().split():
+            run("update-ref", "-d", name, environ=env)
+        tips = sorted(set(listed.stdout.decode().split()))
+        for n, tip in enumerate(tips):  # update-ref refuses an object the remote does not hold
+            run("update-ref", f"refs/thrum/tip-{n}", tip, environ=env)
 
     def _private_git_dir(self, git: str) -> Path:
         if not (self.private / "HEAD").is_file():
@@ -176,7 +267,7 @@ class Tidier:
         if returncode != 0:
             lines = stderr.decode("utf-8", "replace").strip().splitlines()
             return self.failed(repack, lines[-1] if lines else f"git repack exited with {returncode}")
-        self.done(repack.objects)
+        self.done(repack.objects, repack.full)
         return None
 
     def failed(self, repack: Repack, why: str) -> str:
@@ -185,6 +276,7 @@ class Tidier:
 
 
 _REPACK = ("repack", "-d", "-q", "--geometric=2")
+_FULL = ("repack", "-a", "-d", "-f", "-q", "--keep-unreachable")  # rule 4: nothing dropped, not even unreferenced
 
 
 def _nice() -> list[str]:

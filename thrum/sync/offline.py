@@ -17,18 +17,22 @@ import json
 import logging
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import config as config_mod
 from .. import errors
 from ..paths import ThrumPaths
 from . import state
 
+if TYPE_CHECKING:  # imported where used: a front end's start-up imports this module
+    from .logaccess import PlainLog
+    from .merge.shard import Prefer
+
 
 # --------------------------------------------------------------------------- thrum doctor, daemon stopped
 
 
-def doctor_checks(paths: ThrumPaths) -> list[dict]:
+def doctor_checks(paths: ThrumPaths) -> list[dict[str, Any]]:
     """The checks ``thrum doctor`` makes without the daemon (git side; see ``diagnose``)."""
     from .diagnose import offline_checks
 
@@ -38,7 +42,7 @@ def doctor_checks(paths: ThrumPaths) -> list[dict]:
 # --------------------------------------------------------------------------- the offline cycle
 
 
-def _prefer_verified(paths: ThrumPaths):
+def _prefer_verified(paths: ThrumPaths) -> Prefer:
     """The daemon's rule for a line rewritten in place, with the keys this replica trusts."""
     from ..trust.keys import LocalKeys
     from ..trust.resolve import prefer_verified
@@ -50,7 +54,7 @@ def _prefer_verified(paths: ThrumPaths):
 OFFLINE_LOCK = "offline-sync.lock"
 
 
-def run_offline(paths: ThrumPaths) -> dict:
+def run_offline(paths: ThrumPaths) -> dict[str, Any]:
     """One full cycle without a daemon (cron with the daemon stopped).
 
     Received events are folded by the next daemon when it starts (catch-up). The
@@ -83,7 +87,7 @@ def offline_sync_running(paths: ThrumPaths) -> bool:
 
 def run_unless_daemon(
     paths: ThrumPaths, *, starting: Callable[[], None] | None = None, waiting: Callable[[], None] | None = None
-) -> dict | None:
+) -> dict[str, Any] | None:
     """One full cycle without a daemon, or None when a daemon runs (ask it instead).
 
     Offline syncs take turns (cron and a person at once, issue 30 item 7): each holds
@@ -106,7 +110,7 @@ def run_unless_daemon(
         os.close(turn)
 
 
-def _run_holding_turn(paths: ThrumPaths, starting: Callable[[], None] | None) -> dict | None:
+def _run_holding_turn(paths: ThrumPaths, starting: Callable[[], None] | None) -> dict[str, Any] | None:
     from .cycle import run_cycle
     from .logaccess import PlainLog
     from .replicate import Replicator
@@ -160,14 +164,15 @@ class _MergedInto:
     """The offline cycle's files (a `logaccess.PlainLog`), noting which files a merge
     brought lines into."""
 
-    def __init__(self, files) -> None:
+    def __init__(self, files: PlainLog) -> None:
         self._files = files
         self.merged_into: set[str] = set()
+        self.locked = files.locked
+        self.appended = files.appended
+        self.not_committed = files.not_committed
+        self.read = files.read
 
-    def __getattr__(self, name: str):
-        return getattr(self._files, name)
-
-    def apply_remote(self, writes, received):
+    def apply_remote(self, writes: list[tuple[str, bytes]], received: dict[str, list[bytes]]) -> list[os.stat_result]:
         self.merged_into.update(received)
         return self._files.apply_remote(writes, received)
 
@@ -217,7 +222,7 @@ def _tidy(rep: Any, mode: str) -> None:
         tidier.run(repack)
 
 
-def status(paths: ThrumPaths) -> dict:
+def status(paths: ThrumPaths) -> dict[str, Any]:
     """``sync status`` while the daemon is stopped: the configured mode and the last recorded outcome."""
     cfg = config_mod.load(paths.config)
     last = state.load_state(paths)
@@ -247,7 +252,7 @@ def _chains(last: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _pending(paths: ThrumPaths, cfg) -> int | None:
+def _pending(paths: ThrumPaths, cfg: config_mod.Config) -> int | None:
     """Events the remote's tip lacks, counted from the log (None: no remote, or no sync worktree yet)."""
     from .logaccess import PlainLog
     from .remoteview import RemoteView
@@ -258,7 +263,7 @@ def _pending(paths: ThrumPaths, cfg) -> int | None:
         return None
     try:
         view = RemoteView(worktree, cfg.remote)
-        if cfg.remote not in set(view.repo.remotes.names()):
+        if cfg.remote not in view.store.remote_names():
             return None
         return view.pending(PlainLog(worktree))
     except Exception:  # noqa: BLE001 - a status never fails for a count
@@ -266,7 +271,7 @@ def _pending(paths: ThrumPaths, cfg) -> int | None:
         return None
 
 
-def _name_conflicts(paths: ThrumPaths) -> list[dict]:
+def _name_conflicts(paths: ThrumPaths) -> list[dict[str, Any]]:
     """What the daemon's trust state remembers of names claimed by two keys (read-only)."""
     from .. import identity
     from ..trust.conflicts import report
@@ -274,17 +279,17 @@ def _name_conflicts(paths: ThrumPaths) -> list[dict]:
     from ..trust.ring import KeyRing
 
     found = KeyRing(paths.var / "known_keys.json", LocalKeys(paths.identities)).conflicts()
-    here = {}
+    here: dict[str, str] = {}
     for name, entry in found.items():
         if entry["local"]:
             try:
-                here[name] = identity.load(paths.identities / f"{name}.json").created_at
+                here[name] = str(getattr(identity.load(paths.identities / f"{name}.json"), "created_at", ""))
             except Exception:  # noqa: BLE001 - an unreadable identity only loses "who was first"
                 continue
     return report(found, here)
 
 
-def _team_summary(paths: ThrumPaths, remote: str) -> dict:
+def _team_summary(paths: ThrumPaths, remote: str) -> dict[str, Any]:
     from .teamfile import team_summary
 
     return team_summary(paths.main_repo, remote)
@@ -293,7 +298,7 @@ def _team_summary(paths: ThrumPaths, remote: str) -> dict:
 # --------------------------------------------------------------------------- the team root (thrum team)
 
 
-def team_root(paths: ThrumPaths) -> dict:
+def team_root(paths: ThrumPaths) -> dict[str, Any]:
     """The team root as this replica sees it: the file committed on the normal branch
     (`teamfile`), where it comes from, and whether the checkout's copy differs
     (an uncommitted or side-branch edit, which does not count)."""

@@ -20,11 +20,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import pygit2
-
 from .. import safejson
 from ..events.shards import AGENT_KINDS_OF_STREAMS, EVENTS_STREAM, is_log_path, segment_number, shard_owner
 from ..trust.chains import Link, RangeFault, link_of, range_faults, unsure_signers
+from .gitstore.api import GitStore, Kind, Oid
 from .trees import MAX_FILE_BYTES, REGULAR as REGULAR_MODES, TREE as TREE_MODE, LayoutTrees, Leaf
 
 __all__ = ["Blobs", "chain_faults"]
@@ -33,15 +32,16 @@ __all__ = ["Blobs", "chain_faults"]
 class Blobs:
     """Log files' lines, each blob read once (a file of OLD and NEW may be the same blob)."""
 
-    def __init__(self, repo: pygit2.Repository):
-        self.repo = repo
-        self._cache: dict[pygit2.Oid, list[bytes]] = {}
+    def __init__(self, store: GitStore):
+        self.store = store
+        self._cache: dict[Oid, list[bytes]] = {}
 
-    def lines(self, oid: pygit2.Oid) -> list[bytes]:
+    def lines(self, oid: Oid) -> list[bytes]:
         found = self._cache.get(oid)
         if found is None:
-            obj = self.repo.get(oid)
-            data = obj.data if isinstance(obj, pygit2.Blob) and obj.size <= MAX_FILE_BYTES else b""
+            header = self.store.header(oid)
+            is_blob = header is not None and header[0] == Kind.BLOB and header[1] <= MAX_FILE_BYTES
+            data = self.store.read(oid)[1] if is_blob else b""
             found = list(filter(None, data.split(b"\n")))
             self._cache[oid] = found
         return found
@@ -50,7 +50,7 @@ class Blobs:
 def chain_faults(
     blobs: Blobs,
     trees: LayoutTrees,
-    tree: pygit2.Oid | None,
+    tree: Oid | None,
     accepted: list[tuple[str, dict[str, Any]]],
     before: dict[str, list[bytes]],
 ) -> list[RangeFault]:
@@ -91,19 +91,19 @@ def _of(path: str, signers: set[str]) -> set[str]:
     return signers & {owner} if owner is not None else signers
 
 
-def _segments(trees: LayoutTrees, tree: pygit2.Oid, stream: str) -> list[tuple[str, Leaf]]:
+def _segments(trees: LayoutTrees, tree: Oid, stream: str) -> list[tuple[str, Leaf]]:
     """A stream's regular segment files in ``tree``, oldest first (only its directories are read)."""
-    oid: pygit2.Oid | None = tree
+    oid: Oid | None = tree
     for part in stream.split("/"):
         entry = trees.entries(oid).get(part.encode())
         if entry is None or entry[0] != TREE_MODE:
             return []
-        oid = pygit2.Oid(raw=entry[1])
+        oid = Oid(entry[1])
     found = []
     for name, (mode, raw) in trees.entries(oid).items():
         n = segment_number(name.decode("ascii", "replace"))
         if n is not None and mode in REGULAR_MODES:
-            found.append((n, f"{stream}/{name.decode('ascii')}", Leaf(pygit2.Oid(raw=raw), mode)))
+            found.append((n, f"{stream}/{name.decode('ascii')}", Leaf(Oid(raw), mode)))
     return [(path, leaf) for _, path, leaf in sorted(found, key=lambda x: x[0])]
 
 

@@ -16,10 +16,8 @@ cycle still commits local appends (`cycle.run_cycle`).
 
 from __future__ import annotations
 
-import pygit2
-from pygit2.enums import ObjectType
-
 from . import SyncError
+from .gitstore.api import Commit, GitStore, Kind, Oid
 from .trees import Change, LayoutTrees
 from .worktree import SYNC_BRANCH
 
@@ -33,7 +31,7 @@ def _mib(n: int) -> str:
     return f"{n / 2**20:.1f} MiB"
 
 
-def log_commit(repo: pygit2.Repository, trees: LayoutTrees, tip: pygit2.Oid, where: str) -> pygit2.Commit:
+def log_commit(store: GitStore, trees: LayoutTrees, tip: Oid, where: str) -> Commit:
     """The remote's tip as a commit, once its header says it is one whose tree is a tree
     (rule 1). ``where`` names the remote (``remote origin (/srv/team.git)``).
 
@@ -43,17 +41,16 @@ def log_commit(repo: pygit2.Repository, trees: LayoutTrees, tip: pygit2.Oid, whe
     kind = trees.header(tip.raw)[0]
     if kind == 0:
         raise SyncError(f"remote tip {tip} is not in the object store; fetch first")
-    tree_kind = trees.header(repo[tip].tree_id.raw)[0] if kind == ObjectType.COMMIT else None
-    if kind != ObjectType.COMMIT or tree_kind != ObjectType.TREE:
-        what = (
-            "a commit whose tree is not a tree" if kind == ObjectType.COMMIT else f"a {_TYPE_NAMES.get(kind, 'thing')}"
-        )
+    commit = store.commit(tip) if kind == Kind.COMMIT else None
+    tree_kind = trees.header(commit.tree.raw)[0] if commit is not None else None
+    if commit is None or tree_kind != Kind.TREE:
+        what = "a commit whose tree is not a tree" if commit is not None else f"a {_TYPE_NAMES.get(kind, 'thing')}"
         raise SyncError(
             f"{where}: its {SYNC_BRANCH} points to {what} ({tip}), not a commit of the log: its tip is refused "
             f"and local work goes on; someone with write access to the remote put it there: point "
             f"{SYNC_BRANCH} back at a commit there"
         )
-    return repo[tip]
+    return commit
 
 
 def check_intake(trees: LayoutTrees, changes: list[Change], limit: int, where: str) -> None:

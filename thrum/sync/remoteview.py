@@ -8,9 +8,9 @@ Rules:
    the worktree's log files beyond the remote's tip as the last fetch or push left it
    (the remote-tracking ref), committed or not, seals left out. So a restarted daemon,
    or ``sync status`` with no daemon, knows it (issue 30, item 6).
-3. A `RemoteView` opens its own repository (pygit2 objects are not shared between
-   threads), so it never waits for the `Replicator`'s lock; the log's files are read
-   through their owner (`logaccess.LogAccess`), under its lock.
+3. A `RemoteView` opens its own store (a store is not shared between threads), so it
+   never waits for the `Replicator`'s lock; the log's files are read through their
+   owner (`logaccess.LogAccess`), under its lock.
 """
 
 from __future__ import annotations
@@ -20,76 +20,58 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 
-import pygit2
-from pygit2.enums import FileStatus
+from thrum.events.shards import is_log_path
 
-from thrum.events import is_log_path
-
-from . import SyncError
 from .gate import no_gate
-from .gitstore.gitlib import EMPTY_TREE, objects_dir, open_repo
+from .gitstore.api import EMPTY_TREE, GitStore, Oid
+from .gitstore.libgit2 import LibGit2Store
 from .logaccess import LogAccess
 from .transport.credentials import Credentials
-from .transport.credentials import translate as _translate
-from .transport.endpoint import resolved_url
-from .transport.session import list_remote_heads
-from .transport.urls import main_worktree_dir, redact_url
 from .trees import LayoutTrees
 from .worktree import SYNC_REF, tracking_ref
 
 __all__ = ["RemoteView"]
 
-_WT_CHANGED = FileStatus.WT_NEW | FileStatus.WT_MODIFIED | FileStatus.WT_TYPECHANGE
 SEAL_MARK = b'"type":"seal"'
 
 
 class RemoteView:
     """The remote ``remote_name`` as seen from the ``a-sync`` worktree at ``worktree_path``."""
 
-    def __init__(self, worktree_path: os.PathLike | str, remote_name: str = "origin"):
+    def __init__(
+        self, worktree_path: os.PathLike[str] | str, remote_name: str = "origin", store: GitStore | None = None
+    ) -> None:
         self.remote_name = remote_name
-        self.repo = open_repo(Path(worktree_path))
-        self.trees = LayoutTrees(self.repo)
+        self.store: GitStore = store if store is not None else LibGit2Store(Path(worktree_path))
+        self.trees = LayoutTrees(self.store)
 
-    def known_tip(self) -> pygit2.Oid | None:
+    def known_tip(self) -> Oid | None:
         """The remote's tip as the last fetch or push left it here (no network)."""
-        ref = self.repo.references.get(tracking_ref(self.remote_name))
-        return None if ref is None else ref.target
+        return self.store.ref(tracking_ref(self.remote_name))
 
     def tip(
         self,
         credentials: Credentials | None = None,
-        network: Callable[[str], AbstractContextManager] = no_gate,
-    ) -> pygit2.Oid | None:
+        network: Callable[[str], AbstractContextManager[object]] = no_gate,
+    ) -> Oid | None:
         """The remote's ``a-sync`` tip from one look (rule 1); None when it has none.
         ``network`` wraps the network operation (the daemon's gate and request count).
 
         Raises:
             AuthError, RemoteUnreachable, SyncError: one line each, as for a fetch.
         """
-        try:
-            configured = self.repo.remotes[self.remote_name].url or ""
-        except KeyError:
-            raise SyncError(f"no remote named {self.remote_name} is configured") from None
-        base = main_worktree_dir(objects_dir(self.repo).parent)  # where a relative remote path starts
-        url = resolved_url(configured, base)
-        try:  # a path remote too: transport.session looks at it like any other
-            with network("fetch"):
-                heads = list_remote_heads(self.repo, self.remote_name, base, credentials)
-        except SyncError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - translated at this boundary
-            raise _translate(exc, self.remote_name, redact_url(url)) from exc
+        with network("fetch"):  # a path remote too: the transport looks at it like any other
+            heads = self.store.remote_heads(self.remote_name, credentials)
         return heads.get(SYNC_REF)
 
     def pending(self, log: LogAccess) -> int:
         """Events of the log the remote's known tip does not hold (rule 2)."""
-        tracking = self.repo.references.get(tracking_ref(self.remote_name))
-        remote_tree = self.repo[tracking.target].peel(pygit2.Commit).tree_id if tracking is not None else EMPTY_TREE
-        head_tree = self.repo.head.peel(pygit2.Commit).tree_id
+        tracking = self.known_tip()
+        remote_tree = self.store.commit(tracking).tree if tracking is not None else EMPTY_TREE
+        head = self.store.ref("HEAD")
+        head_tree = self.store.commit(head).tree if head is not None else EMPTY_TREE
         paths = {c.path for c in self.trees.changes(remote_tree, head_tree)}
-        status = self.repo.status(untracked_files="all")
-        paths.update(p for p, flags in status.items() if flags & _WT_CHANGED and is_log_path(p))
+        paths.update(p for p in self.store.changed_files() if is_log_path(p))
         total = 0
         for rel in sorted(paths):
             leaf = self.trees.leaf_at(remote_tree, rel)

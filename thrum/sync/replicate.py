@@ -21,9 +21,12 @@ Rules:
    `transport.session`: relative URLs, SSH config, credentials looked up when
    needed, the network timeout, one-line errors (:class:`AuthError`,
    :class:`RemoteUnreachable`), URLs shown without credentials.
+5. ``a-sync`` moves by compare-and-swap from the head the step started from: another
+   process that moved it meanwhile is never overwritten (the step fails, one line).
 
-A :class:`Replicator` owns one ``pygit2.Repository``; pygit2 objects are not safe to
-share between threads, so commit/fetch/merge/push take the replicator's own lock, and
+A :class:`Replicator` owns one git store (`gitstore.api.GitStore`: the repository's,
+`gitstore.libgit2`, or a test's `gitstore.memory`); a store is not shared between
+threads, so commit/fetch/merge/push take the replicator's own lock, and
 ``has_remote``/``remote_url``/``ignored_paths(wait=False)`` never wait for it.
 
 A fetch or push over the network runs inside ``Replicator.network(what)``, where the
@@ -41,27 +44,23 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-import pygit2
-from pygit2.enums import FileMode, FileStatus, ObjectType
-
-from thrum import nofollow
-from thrum.events import is_log_path
+from thrum import durable
+from thrum.events.shards import is_log_path
 
 from . import PushRejected, SyncError
 from .gate import no_gate
-from .gitstore.gitlib import EMPTY_TREE, IndexStats, PackWatch, objects_dir, open_repo, tune_pack_building
-from .gitstore.objbatch import ObjectBatch
+from .gitstore.api import EMPTY_TREE, Commit, FileMode, GitStore, Kind, Oid, Signature, object_id
+from .gitstore.indexstats import IndexStats
+from .gitstore.libgit2 import LibGit2Store
 from .logaccess import LogAccess
 from .merge.shard import Prefer
 from .remotetip import MAX_INTAKE_BYTES, check_intake, log_commit
+from .rollback import mark_pushed
 from .transport.credentials import Credentials
-from .transport.credentials import translate as _translate
 from .transport.endpoint import resolved_url
-from .transport.session import Session, lost_race, session
-from .transport.urls import main_worktree_dir, parse_url, redact_url
+from .transport.urls import parse_url, redact_url
 from .treemerge import KeyCache, MergeOutcome, TreeMerge, lines_ahead
 from .trees import LayoutTrees, Leaf
-from .rollback import mark_pushed
 from .worktree import SYNC_BRANCH, SYNC_REF, tracking_ref, worktree_intact
 
 logger = logging.getLogger(__name__)
@@ -69,14 +68,11 @@ logger = logging.getLogger(__name__)
 __all__ = ["CommitResult", "FetchResult", "Replicator"]
 
 
-_WT_CHANGED = FileStatus.WT_NEW | FileStatus.WT_MODIFIED | FileStatus.WT_TYPECHANGE
-
-
 @dataclass
 class CommitResult:
     """The last local commit of pending appends."""
 
-    commit: pygit2.Oid
+    commit: Oid
     paths: list[str]
 
 
@@ -84,18 +80,9 @@ class CommitResult:
 class FetchResult:
     """The last fetch: the remote tip of ``a-sync`` (None when the remote has none)."""
 
-    tip: pygit2.Oid | None
+    tip: Oid | None
     url: str
     at: float  # time.time()
-
-
-def _file_key(path: str) -> tuple[int, int, int] | None:
-    """What tells one version of a file from the next without reading it (None: no such file)."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
 class Replicator:
@@ -103,6 +90,8 @@ class Replicator:
 
     ``prefer`` resolves a line both sides hold with different bytes (`merge.Prefer`;
     default: the remote's copy); the trust layer sets it to keep the copy that verifies.
+    ``store`` is the git store to use (default: the repository's, opened at
+    ``worktree_path``; tests of the cycle's logic pass a `gitstore.memory.MemoryStore`).
 
     Raises:
         SyncError: ``worktree_path`` is not the a-sync worktree.
@@ -110,14 +99,15 @@ class Replicator:
 
     def __init__(
         self,
-        worktree_path: os.PathLike | str,
+        worktree_path: os.PathLike[str] | str,
         remote_name: str = "origin",
         credentials: Credentials | None = None,
         author_name: str = "thrum",
         author_email: str = "thrum@localhost",
         prefer: Prefer | None = None,
         max_intake_bytes: int = MAX_INTAKE_BYTES,
-    ):
+        store: GitStore | None = None,
+    ) -> None:
         self.worktree_path = Path(worktree_path).resolve()
         self.max_intake_bytes = max_intake_bytes
         self.remote_name = remote_name
@@ -130,74 +120,70 @@ class Replicator:
         self._mutex = threading.RLock()
         self._keys = KeyCache()
         self._ignored: dict[str, int] | None = None
-        self.network: Callable[[str], AbstractContextManager] = no_gate  # see the module docstring
-        tune_pack_building()  # before the handle reads its config
-        try:
-            self.repo = open_repo(self.worktree_path)
-        except pygit2.GitError as exc:
-            raise SyncError(f"{self.worktree_path} is not the {SYNC_BRANCH} worktree: {exc}") from exc
-        workdir = self.repo.workdir
-        if workdir is None or Path(workdir).resolve() != self.worktree_path:
-            raise SyncError(f"{self.worktree_path} is not the {SYNC_BRANCH} worktree")
-        if self.repo.references.get(SYNC_REF) is None:
+        self.network: Callable[[str], AbstractContextManager[object]] = no_gate  # see the module docstring
+        self._disk: LibGit2Store | None = None
+        if store is None:
+            self._disk = store = _open_worktree(self.worktree_path)
+        self.store: GitStore = store
+        if store.ref(SYNC_REF) is None:
             raise SyncError(f"branch {SYNC_BRANCH} is missing; run ensure_sync_worktree first")
-        if self.repo.lookup_reference("HEAD").target != SYNC_REF:  # e.g. the user's own checkout
+        if store.symbolic_target("HEAD") != SYNC_REF:  # e.g. the user's own checkout
             raise SyncError(
                 f"{self.worktree_path} does not have {SYNC_BRANCH} checked out; it is not the sync worktree"
             )
-        (Path(self.repo.path) / "thrum-pack.config").unlink(missing_ok=True)  # the per-handle tuning of old
-        self.trees = LayoutTrees(self.repo)
-        self._objects = objects_dir(self.repo)
-        self._packs = PackWatch(self.repo, self._objects)  # consolidation deletes packs under us
-        self.index = IndexStats(self.repo, self._mutex)  # flushed by whoever ends with the replicator
-        self._common = self._objects.parent  # the repository's common dir: its config names the remotes
-        self._base = main_worktree_dir(self._common)  # where a relative remote path starts
-        self._config_file = str(self._common / "config")
-        self._remote_seen: tuple[tuple[int, int, int] | None, bool] = (None, False)  # has_remote's answer
-        nofollow.remove_temps(self.worktree_path)  # left by a crash in the middle of a merge
+        self.trees = LayoutTrees(store)
+        self.index = IndexStats(store, self._mutex)  # flushed by whoever ends with the replicator
+        # where a relative remote path starts: the main checkout
+        self._base = self._disk.base_dir if self._disk is not None else self.worktree_path
+        durable.remove_temps(self.worktree_path)  # left by a crash in the middle of a merge
 
-    def _signature(self) -> pygit2.Signature:
-        return pygit2.Signature(self.author_name, self.author_email)
+    def _signature(self) -> Signature:
+        return Signature(self.author_name, self.author_email, int(time.time()), _utc_offset_minutes())
 
-    def _head(self) -> pygit2.Commit:
-        return self.repo[self.repo.references[SYNC_REF].target]
+    def _head(self) -> Commit:
+        head = self.store.ref(SYNC_REF)
+        if head is None:
+            raise SyncError(f"branch {SYNC_BRANCH} is missing; run ensure_sync_worktree first")
+        return self.store.commit(head)
 
-    def _move_ref(self, oid: pygit2.Oid, message: str) -> None:
-        self.repo.create_reference_direct(SYNC_REF, oid, True, message=message)
+    def _move_ref(self, oid: Oid, message: str, expected: Oid) -> None:
+        """Move ``a-sync`` from ``expected`` (the head this step started from) to ``oid``.
 
-    def _remote(self) -> pygit2.Remote:
-        try:
-            return self.repo.remotes[self.remote_name]
-        except KeyError:
-            raise SyncError(f"no remote named {self.remote_name} is configured") from None
+        Raises:
+            SyncError: it moved meanwhile (another thrum process on this repository).
+        """
+        if not self.store.update_ref(SYNC_REF, oid, message, expected=expected):
+            raise SyncError(
+                f"branch {SYNC_BRANCH} moved while this sync step ran (another thrum process on this "
+                f"repository?); nothing was lost: the next sync starts from where it is now"
+            )
+
+    def _require_remote(self) -> None:
+        if self.store.remote_url(self.remote_name) is None:
+            raise SyncError(f"no remote named {self.remote_name} is configured")
 
     @property
     def common_dir(self) -> Path:
-        """The repository's common git dir (its object store is the one syncs fill)."""
-        return self._common
+        """The repository's common git dir (its object store is the one syncs fill).
+
+        Raises:
+            SyncError: the store is not a repository on disk (a test's fake).
+        """
+        if self._disk is None:
+            raise SyncError("this replicator's store is not a repository on disk")
+        return self._disk.common_dir
 
     def healthy(self) -> bool:
         """False when the worktree (directory, ``.git`` link or the repository's record of it) broke."""
-        return worktree_intact(self.worktree_path, Path(self.repo.path))
+        return self._disk is None or worktree_intact(self.worktree_path, self._disk.git_dir)
 
     def has_remote(self) -> bool:
-        """True when the repository has a remote named ``remote_name``. Never blocks.
+        """True when the repository has a remote named ``remote_name``. Never blocks."""
+        return self.remote_name in self.store.remote_names()
 
-        Addressing asks this on every send; opening the repository to list its remotes
-        cost ~0.3 ms of the event loop each time, a fifth of a durable send's CPU. The
-        answer is kept until the repository's config file changes (``git remote add``,
-        ``thrum remote ...`` and ``git config`` all rewrite it)."""
-        key = _file_key(self._config_file)
-        if key is None or key != self._remote_seen[0]:
-            self._remote_seen = (key, self.remote_name in set(open_repo(self._common).remotes.names()))
-        return self._remote_seen[1]
-
-    def _configured_url(self) -> str | None:
-        repo = open_repo(self._common)
-        try:
-            return resolved_url(repo.remotes[self.remote_name].url or "", self._base)
-        except KeyError:
-            return None
+    def _configured_url(self, push: bool = False) -> str | None:
+        url = self.store.remote_url(self.remote_name, push=push)
+        return None if url is None else resolved_url(url, self._base)
 
     def remote_url(self) -> str | None:
         """The remote's URL (credentials redacted), or None when there is no such remote. Never blocks."""
@@ -224,7 +210,7 @@ class Replicator:
                 return None
             try:
                 if self._ignored is None:
-                    self._ignored = self.trees.ignored(self._head().tree_id)
+                    self._ignored = self.trees.ignored(self._head().tree)
             finally:
                 self._mutex.release()
         return dict(self._ignored)
@@ -239,7 +225,7 @@ class Replicator:
         fails, the files taken are given back (``log.not_committed``).
         """
         with self._mutex:
-            self._packs.check()
+            self.store.refresh()  # a repack may have deleted packs under the store
             with log.locked():
                 taken = log.appended()
                 snapshot = self._snapshot(log, taken)
@@ -253,11 +239,10 @@ class Replicator:
 
     def _snapshot(self, log: LogAccess, paths: list[str] | None) -> dict[str, tuple[bytes, os.stat_result]]:
         if paths is None:
-            status = self.repo.status(untracked_files="all")
-            candidates = sorted(p for p, flags in status.items() if flags & _WT_CHANGED and is_log_path(p))
+            candidates = [p for p in self.store.changed_files() if is_log_path(p)]
         else:
             candidates = sorted({p for p in (self._relative(p) for p in paths) if p is not None})
-        snapshot = {}
+        snapshot: dict[str, tuple[bytes, os.stat_result]] = {}
         for rel in candidates:
             try:  # never through a link: its target is not ours to publish
                 found = log.read(rel)
@@ -271,27 +256,27 @@ class Replicator:
     def _commit(self, snapshot: dict[str, tuple[bytes, os.stat_result]]) -> bool:
         head = self._head()
         files: dict[str, Leaf] = {}
-        index_files = {}
-        batch = ObjectBatch(self._objects)
+        index_files: dict[str, tuple[Oid, os.stat_result]] = {}
+        batch = self.store.batch()
         for rel, (data, st) in snapshot.items():
-            oid = pygit2.hash(data)
-            if self.trees.leaf_at(head.tree_id, rel) != Leaf(oid, int(FileMode.BLOB)):
-                batch.add(oid, ObjectType.BLOB, data)
+            oid = object_id(Kind.BLOB, data)
+            if self.trees.leaf_at(head.tree, rel) != Leaf(oid, int(FileMode.BLOB)):
+                batch.add(oid, Kind.BLOB, data)
                 files[rel] = Leaf(oid, int(FileMode.BLOB))
             index_files[rel] = (oid, st)
-        tree = self.trees.with_files(head.tree_id, files, batch)
-        if tree == head.tree_id:
+        tree = self.trees.with_files(head.tree, files, batch)
+        if tree == head.tree:
             self.index.record(index_files)  # refresh stat data so the next status is cheap
             return False
         changed = sorted(files)
         message = f"thrum: record events in {len(changed)} file(s)\n\n" + "".join(p + "\n" for p in changed)
         oid = batch.commit(tree, [head.id], self._signature(), message)
-        self._move_ref(oid, "thrum: commit pending events")
+        self._move_ref(oid, "thrum: commit pending events", head.id)
         self.index.record(index_files)
         self.last_commit = CommitResult(commit=oid, paths=changed)
         return True
 
-    def _relative(self, path: str | os.PathLike) -> str | None:
+    def _relative(self, path: str | os.PathLike[str]) -> str | None:
         p = Path(path)
         if p.is_absolute():
             try:
@@ -303,7 +288,7 @@ class Replicator:
 
     # -- fetch
 
-    def fetch(self) -> pygit2.Oid | None:
+    def fetch(self) -> Oid | None:
         """Fetch ``a-sync`` from the remote; its tip, or None when the remote has none.
 
         Raises:
@@ -312,30 +297,21 @@ class Replicator:
             SyncError: no such remote configured.
         """
         with self._mutex:
-            self._packs.check()
-            remote = self._remote()
-            url = resolved_url(remote.url or "", self._base)  # a relative path: from the main checkout
-            tracking = f"refs/remotes/{self.remote_name}/{SYNC_BRANCH}"
-            try:  # credentials, SSH settings, a path remote's look, timeout, errors: transport.session
-                with (
-                    self.network("fetch"),
-                    session(self.repo, self.remote_name, self._base, self.credentials) as net,
-                ):
-                    net.remote.fetch([f"+{SYNC_REF}:{tracking}"], callbacks=net.callbacks, proxy=True)
-                    heads = net.remote.list_heads(connect=False)
-                tip = next((h.oid for h in heads if h.name == SYNC_REF), None)
-            except SyncError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - translated at this boundary
-                raise _translate(exc, self.remote_name, redact_url(url)) from exc
-            if tip is None and self.repo.references.get(tracking) is not None:
-                self.repo.references.delete(tracking)  # the remote dropped its branch
-            self.last_fetch = FetchResult(tip=tip, url=redact_url(url), at=time.time())
+            self.store.refresh()
+            self._require_remote()
+            url = redact_url(self._configured_url() or "") or ""  # a relative path: from the main checkout
+            tracking = tracking_ref(self.remote_name)
+            with self.network("fetch"):  # logins, SSH settings, a path remote's look, timeout, errors: the store's
+                heads = self.store.fetch(self.remote_name, [f"+{SYNC_REF}:{tracking}"], self.credentials)
+            tip = heads.get(SYNC_REF)
+            if tip is None:
+                self.store.delete_ref(tracking)  # the remote dropped its branch (or never had it)
+            self.last_fetch = FetchResult(tip=tip, url=url, at=time.time())
             return tip
 
     # -- merge
 
-    def merge(self, remote_tip: pygit2.Oid | None, log: LogAccess) -> MergeOutcome:
+    def merge(self, remote_tip: Oid | None, log: LogAccess) -> MergeOutcome:
         """Merge the remote tip's log files into ours and commit on top of the remote tip.
 
         Only log files whose blob differs between the two trees are read; each is
@@ -349,45 +325,45 @@ class Replicator:
                 return MergeOutcome(head=head.id)
             if remote_tip is None:  # the remote has no a-sync yet: our push creates it
                 return MergeOutcome(head=head.id, ahead=True, sent=self.ahead_of(None, log))
-            theirs = log_commit(self.repo, self.trees, remote_tip, self._where())
-            if self.repo.descendant_of(head.id, remote_tip):
+            theirs = log_commit(self.store, self.trees, remote_tip, self._where())
+            if self.store.is_ancestor(remote_tip, head.id):
                 return MergeOutcome(head=head.id, ahead=True, sent=self.ahead_of(remote_tip, log))
             return self._merge_into(head, theirs, log)
 
-    def ahead_of(self, remote_tip: pygit2.Oid | None, log: LogAccess) -> int:
+    def ahead_of(self, remote_tip: Oid | None, log: LogAccess) -> int:
         """Lines our ``a-sync`` holds beyond ``remote_tip`` (what a push adds there)."""
         with self._mutex:
             head = self._head()
             if remote_tip == head.id:
                 return 0
             try:
-                remote_tree = self.repo[remote_tip].tree_id if remote_tip is not None else EMPTY_TREE
-            except KeyError:
+                remote_tree = self.store.commit(remote_tip).tree if remote_tip is not None else EMPTY_TREE
+            except (KeyError, ValueError):
                 remote_tree = EMPTY_TREE
-            return lines_ahead(self.trees, log, remote_tree, head.tree_id)
+            return lines_ahead(self.trees, log, remote_tree, head.tree)
 
-    def _merge_into(self, head: pygit2.Commit, theirs: pygit2.Commit, log: LogAccess) -> MergeOutcome:
-        changes = self.trees.changes(head.tree_id, theirs.tree_id)
+    def _merge_into(self, head: Commit, theirs: Commit, log: LogAccess) -> MergeOutcome:
+        changes = self.trees.changes(head.tree, theirs.tree)
         check_intake(self.trees, changes, self.max_intake_bytes, self._where())
-        batch = ObjectBatch(self._objects)
-        merger = TreeMerge(self.repo, batch, log, self._keys, self.prefer)
+        batch = self.store.batch()
+        merger = TreeMerge(self.store, batch, log, self._keys, self.prefer)
         outcome, files, stats = merger.run(changes, self.trees.size)
         remote_leaves = {c.path: c.new for c in changes}
         ours = {path: leaf for path, leaf in files.items() if leaf != remote_leaves.get(path)}
-        tree = self.trees.with_files(theirs.tree_id, ours, batch)
-        if tree == theirs.tree_id:
+        tree = self.trees.with_files(theirs.tree, ours, batch)
+        if tree == theirs.tree:
             new_head = theirs.id
             outcome.fast_forward = True
-            self._move_ref(new_head, "thrum: fast-forward to remote a-sync")
+            self._move_ref(new_head, "thrum: fast-forward to remote a-sync", head.id)
         else:
             message = f"thrum: merge {outcome.sent} local event(s) onto remote a-sync\n\n" + "".join(
                 p + "\n" for p in sorted(ours)
             )
             new_head = batch.commit(tree, [theirs.id], self._signature(), message)
             outcome.commits = 1
-            self._move_ref(new_head, "thrum: merge remote a-sync")
+            self._move_ref(new_head, "thrum: merge remote a-sync", head.id)
         self.index.record({p: (files[p].oid, st) for p, st in stats.items() if p in files})
-        self._ignored = self.trees.ignored(theirs.tree_id)  # what the remote holds that we do not take
+        self._ignored = self.trees.ignored(theirs.tree)  # what the remote holds that we do not take
         outcome.ignored = dict(self._ignored)
         outcome.head = new_head
         return outcome
@@ -404,47 +380,38 @@ class Replicator:
             PushRejected: the remote refused for another reason (a hook, permissions).
         """
         with self._mutex:
-            head = self.repo.references[SYNC_REF].target
+            head = self._head().id
             if self.last_fetch is not None and self.last_fetch.tip == head:
-                mark_pushed(self.repo, head)
+                mark_pushed(self.store, head)
                 return True
-            remote = self._remote()
-            url = redact_url(resolved_url(remote.push_url or remote.url or "", self._base))
-            with (
-                self.network("push"),
-                session(self.repo, self.remote_name, self._base, self.credentials, push=True) as net,
-            ):
-                callbacks = net.callbacks
-                try:
-                    net.remote.push([f"{SYNC_REF}:{SYNC_REF}"], callbacks=callbacks, proxy=True)
-                except Exception as exc:  # noqa: BLE001 - a lost race is not an error
-                    if not lost_race(str(exc)):
-                        raise
-                    logger.info("push of %s to %s lost a race: %s", SYNC_BRANCH, url, exc)
-                    return False
-                for _ref, message in callbacks.rejected:
-                    if lost_race(message):
-                        return False
-                    raise PushRejected(f"{url} refused the push of {SYNC_BRANCH}: {message}")
-                if net.endpoint.kind == "local" and not self._landed(net, head):
-                    logger.info("push of %s to %s was overwritten by another pusher", SYNC_BRANCH, url)
-                    return False
+            self._require_remote()
+            url = redact_url(self._configured_url(push=True) or "") or ""
+            with self.network("push"):
+                outcome = self.store.push(self.remote_name, SYNC_REF, self.credentials)
+            if outcome.refused is not None:
+                raise PushRejected(f"{url} refused the push of {SYNC_BRANCH}: {outcome.refused}")
+            if not outcome.landed:
+                return False
             self.last_fetch = FetchResult(tip=head, url=url, at=time.time())
-            mark_pushed(self.repo, head)
+            mark_pushed(self.store, head)
             # the remote's tip as we left it: what `remoteview.RemoteView.pending` counts from
-            self.repo.create_reference_direct(tracking_ref(self.remote_name), head, True, message="thrum: push a-sync")
+            self.store.update_ref(tracking_ref(self.remote_name), head, "thrum: push a-sync")
             return True
 
-    def _landed(self, net: Session, head: pygit2.Oid) -> bool:
-        """Whether a path remote's branch holds ``head`` after our push (or a descendant of it).
 
-        libgit2's local transport checks that a push is a fast-forward of the tip it saw,
-        then moves the ref without comparing it again: a pusher racing us between the two
-        is overwritten without a word. Reading the ref back tells; a push that did not
-        land is a lost race, and the cycle fetches and merges again.
-        """
-        heads = {h.name: h.oid for h in net.remote.list_heads(callbacks=net.callbacks)}
-        tip = heads.get(SYNC_REF)
-        if tip == head:
-            return True
-        return tip is not None and self.repo.odb.exists(tip) and self.repo.descendant_of(tip, head)
+def _open_worktree(path: Path) -> LibGit2Store:
+    """The repository's store, opened at the a-sync worktree ``path`` (and only there)."""
+    try:
+        store = LibGit2Store(path)
+    except SyncError as exc:
+        raise SyncError(f"{path} is not the {SYNC_BRANCH} worktree: {exc}") from exc
+    if store.workdir is None or store.workdir.resolve() != path:
+        raise SyncError(f"{path} is not the {SYNC_BRANCH} worktree")
+    (store.git_dir / "thrum-pack.config").unlink(missing_ok=True)  # the per-handle tuning of old
+    return store
+
+
+def _utc_offset_minutes() -> int:
+    """This machine's offset from UTC now, in minutes (what libgit2's default signature records)."""
+    offset = time.localtime().tm_gmtoff
+    return int(offset // 60) if offset is not None else 0

@@ -15,14 +15,14 @@ subtrees), and a file the remote only appended to is recognised by its prefix.
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 import logging
+from collections import defaultdict
+from typing import Any
 
-import pygit2
-
-from ..events import MalformedEvent, decode_line
+from ..events.codec import MalformedEvent, decode_line
+from .gitstore.api import GitStore, Oid
 from .trees import LayoutTrees
+from .worktree import SYNC_REF
 
 __all__ = ["PUSHED_REF", "rolled_back"]
 
@@ -32,23 +32,22 @@ PUSHED_REF = "refs/thrum/pushed-a-sync"
 MAX_LINES = 100_000  # lines described at most (a remote that dropped everything is counted by files)
 
 
-def pushed_tip(repo: pygit2.Repository) -> pygit2.Oid | None:
-    ref = repo.references.get(PUSHED_REF)
-    return ref.target if ref is not None else None
+def pushed_tip(store: GitStore) -> Oid | None:
+    return store.ref(PUSHED_REF)
 
 
-def mark_pushed(repo: pygit2.Repository, tip: pygit2.Oid) -> None:
-    repo.create_reference_direct(PUSHED_REF, tip, True, message="thrum: the remote holds this tip")
+def mark_pushed(store: GitStore, tip: Oid) -> None:
+    store.update_ref(PUSHED_REF, tip, "thrum: the remote holds this tip")
 
 
-def rolled_back(repo: pygit2.Repository, trees: LayoutTrees, remote_tip: pygit2.Oid | None) -> dict | None:
+def rolled_back(store: GitStore, trees: LayoutTrees, remote_tip: Oid | None) -> dict[str, Any] | None:
     """What the remote lost of the tip this replica last pushed there, or None (nothing)."""
-    pushed = pushed_tip(repo)
-    if pushed is None or pushed == remote_tip or remote_tip == _head(repo):
+    pushed = pushed_tip(store)
+    if pushed is None or pushed == remote_tip or remote_tip == store.ref(SYNC_REF):
         return None
     try:
-        pushed_tree = repo[pushed].peel(pygit2.Commit).tree_id
-        remote_tree = repo[remote_tip].peel(pygit2.Commit).tree_id if remote_tip is not None else None
+        pushed_tree = store.commit(pushed).tree
+        remote_tree = store.commit(remote_tip).tree if remote_tip is not None else None
     except (KeyError, ValueError):
         return None
     lost: dict[str, list[bytes]] = {}
@@ -56,8 +55,8 @@ def rolled_back(repo: pygit2.Repository, trees: LayoutTrees, remote_tip: pygit2.
     for change in trees.changes(pushed_tree, remote_tree):
         if change.old is None:
             continue
-        old = repo[change.old.oid].data
-        new = repo[change.new.oid].data if change.new is not None else b""
+        old = store.read(change.old.oid)[1]
+        new = store.read(change.new.oid)[1] if change.new is not None else b""
         if new.startswith(old):
             continue
         have = set(new.splitlines())
@@ -72,12 +71,7 @@ def rolled_back(repo: pygit2.Repository, trees: LayoutTrees, remote_tip: pygit2.
     return lost_report
 
 
-def _head(repo: pygit2.Repository) -> pygit2.Oid | None:
-    ref = repo.references.get("refs/heads/a-sync")
-    return ref.target if ref is not None else None
-
-
-def _describe(lost: dict[str, list[bytes]], total: int, branch_gone: bool) -> dict:
+def _describe(lost: dict[str, list[bytes]], total: int, branch_gone: bool) -> dict[str, Any]:
     seqs: dict[str, list[int]] = defaultdict(list)
     unchained = 0
     for lines in lost.values():
@@ -92,7 +86,7 @@ def _describe(lost: dict[str, list[bytes]], total: int, branch_gone: bool) -> di
                 seqs[str(sig.get("by"))].append(chain["seq"])
             elif d.get("type") != "seal":
                 unchained += 1
-    writers = []
+    writers: list[dict[str, Any]] = []
     for signer in sorted(seqs):
         ranges = _ranges(sorted(set(seqs[signer])))
         writers.append(

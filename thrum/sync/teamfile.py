@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-
-import pygit2
+from typing import Any
 
 from thrum.trust.teamroot import FILE_NAME, MAX_BYTES, TeamRoot, TeamRootError, parse_team_root
 
 from . import SyncError
+from .gitstore.api import FileMode, Kind, Oid, object_id, parse_tree
+from .gitstore.libgit2 import LibGit2Store
 from .worktree import common_dir
 
 __all__ = ["CommittedRoot", "normal_branch", "read_committed_root", "team_summary", "worktree_copy_differs"]
@@ -58,14 +59,14 @@ class CommittedRoot:
         """``team-root`` when a usable root governs this replica, else ``tofu`` (trust on first use)."""
         return "team-root" if self.root is not None else "tofu"
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         """What ``sync status`` shows: the trust mode, where it comes from, and any error."""
-        out = {"trust": self.trust, "source": self.source, "error": self.error}
+        out: dict[str, Any] = {"trust": self.trust, "source": self.source, "error": self.error}
         if self.root is not None:
             out.update(log_id=self.root.log_id, policy=self.root.policy, admins=sorted(self.root.admins))
         return out
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "trust": self.trust,
             "branch": self.branch,
@@ -78,78 +79,78 @@ class CommittedRoot:
         }
 
 
-def normal_branch(repo: pygit2.Repository, remote: str = "origin") -> str | None:
+def normal_branch(repo: LibGit2Store, remote: str = "origin") -> str | None:
     """The project's normal branch (rule 1), or None."""
-    head = repo.references.get(f"refs/remotes/{remote}/HEAD")
-    if head is not None and head.type == pygit2.enums.ReferenceType.SYMBOLIC:
-        target = str(head.target)
+    target = repo.symbolic_target(f"refs/remotes/{remote}/HEAD")
+    if target is not None:
         prefix = f"refs/remotes/{remote}/"
         if target.startswith(prefix) and target != f"{prefix}HEAD":
             return target[len(prefix) :]
     for name in ("main", "master"):
-        if repo.references.get(f"refs/heads/{name}") is not None:
+        if repo.ref(f"refs/heads/{name}") is not None:
             return name
-        if repo.references.get(f"refs/remotes/{remote}/{name}") is not None:
+        if repo.ref(f"refs/remotes/{remote}/{name}") is not None:
             return name
-    branches = [b for b in repo.branches.local if b != "a-sync"]
+    branches = [b for b in repo.local_branches() if b != "a-sync"]
     if len(branches) == 1:
         return branches[0]
     return None
 
 
-def read_committed_root(repo_path: os.PathLike | str, remote: str = "origin") -> CommittedRoot:
+def read_committed_root(repo_path: os.PathLike[str] | str, remote: str = "origin") -> CommittedRoot:
     """The root as committed on the normal branch of the repository holding ``repo_path``.
 
     Never raises for the file's content (the error is in the result); raises
     `NotAGitRepository` for a path outside git.
     """
-    repo = pygit2.Repository(str(common_dir(repo_path)))
+    repo = LibGit2Store(common_dir(repo_path))
     branch = normal_branch(repo, remote)
     if branch is None:
         return CommittedRoot(None, None, None, None, None)
     ref = f"refs/heads/{branch}"
-    found = repo.references.get(ref)
+    found = repo.ref(ref)
     if found is None:
         ref = f"refs/remotes/{remote}/{branch}"
-        found = repo.references.get(ref)
+        found = repo.ref(ref)
     if found is None:
         return CommittedRoot(branch, None, None, None, None)
     try:
-        commit = found.peel(pygit2.Commit)
-    except (pygit2.GitError, ValueError, KeyError):
+        commit = repo.commit(found)
+        entries = parse_tree(repo.read(commit.tree)[1])
+    except (ValueError, KeyError):
         return CommittedRoot(branch, ref, None, None, None, f"{ref} does not point to a commit")
     cid = str(commit.id)
-    try:
-        entry = commit.tree[FILE_NAME]
-    except KeyError:
+    entry = entries.get(FILE_NAME.encode())
+    if entry is None:
         return CommittedRoot(branch, ref, cid, None, None)
-    blob_id = str(entry.id)
-    if entry.filemode not in (pygit2.enums.FileMode.BLOB, pygit2.enums.FileMode.BLOB_EXECUTABLE):
+    mode, raw = entry
+    blob_id = raw.hex()
+    if mode not in (FileMode.BLOB, FileMode.BLOB_EXECUTABLE):
         return CommittedRoot(branch, ref, cid, blob_id, None, f"{FILE_NAME} on {ref} is not a regular file")
-    obj = repo.get(entry.id)
-    if not isinstance(obj, pygit2.Blob):
+    header = repo.header(Oid(raw))
+    if header is None or header[0] != Kind.BLOB:
         return CommittedRoot(branch, ref, cid, blob_id, None, f"{FILE_NAME} on {ref} is not a file")
-    if obj.size > MAX_BYTES:
+    if header[1] > MAX_BYTES:
         return CommittedRoot(
-            branch, ref, cid, blob_id, None, f"{FILE_NAME} on {ref} is {obj.size} bytes; at most {MAX_BYTES} are read"
+            branch, ref, cid, blob_id, None, f"{FILE_NAME} on {ref} is {header[1]} bytes; at most {MAX_BYTES} are read"
         )
     try:
-        root = parse_team_root(obj.data)
+        root = parse_team_root(repo.read(Oid(raw))[1])
     except TeamRootError as exc:
         return CommittedRoot(branch, ref, cid, blob_id, None, f"{exc.message} (on {ref})")
     return CommittedRoot(branch, ref, cid, blob_id, root)
 
 
-def team_summary(repo_path: os.PathLike | str, remote: str = "origin") -> dict:
+def team_summary(repo_path: os.PathLike[str] | str, remote: str = "origin") -> dict[str, Any]:
     """The trust mode for ``sync status``: a team root committed on the normal branch, or
     trust on first use. Never fails: an unreadable repository reads as no root, with why."""
     try:
         return read_committed_root(repo_path, remote).summary()
-    except (SyncError, OSError, pygit2.GitError) as exc:
+    except (SyncError, OSError) as exc:
         return {"trust": "tofu", "source": None, "error": f"cannot read the team root: {exc}"}
 
 
-def worktree_copy_differs(checkout: os.PathLike | str, committed: CommittedRoot) -> bool | None:
+def worktree_copy_differs(checkout: os.PathLike[str] | str, committed: CommittedRoot) -> bool | None:
     """Whether the file in the user's checkout differs from the committed one (None: no file there).
 
     Read without following a link, bounded; only ``thrum team show`` asks (an edit there
@@ -168,4 +169,4 @@ def worktree_copy_differs(checkout: os.PathLike | str, committed: CommittedRoot)
         os.close(fd)
     if committed.blob is None:
         return True
-    return str(pygit2.hash(data)) != committed.blob
+    return str(object_id(Kind.BLOB, data)) != committed.blob

@@ -29,13 +29,10 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-import pygit2
-from pygit2.enums import FileMode, ObjectType
-
 from . import SyncError
-from .gitstore.gitlib import ObjectWriter
+from .gitstore.api import FileMode, GitStore, Kind, ObjectWriter, Oid
 from .logaccess import LogAccess
-from .merge.shard import Prefer, ShardKeys, merge_shard_fast, merge_shard_keyed
+from .merge.shard import MergeResult, Prefer, ShardKeys, merge_shard_fast, merge_shard_keyed
 from .trees import Change, LayoutTrees, Leaf
 
 __all__ = ["CHUNK_BYTES", "CHUNK_FILES", "KeyCache", "MergeOutcome", "TreeMerge", "lines_ahead"]
@@ -49,7 +46,7 @@ WORKERS = max(1, min(4, os.cpu_count() or 1))  # reading, inflating, hashing: th
 class MergeOutcome:
     """What a merge did: lines received (new to us) and sent (new to the remote), counted."""
 
-    head: pygit2.Oid | None = None
+    head: Oid | None = None
     received: int = 0
     sent: int = 0
     commits: int = 0
@@ -74,13 +71,13 @@ class TreeMerge:
 
     def __init__(
         self,
-        repo: pygit2.Repository,
+        store: GitStore,
         odb: ObjectWriter,
         log: LogAccess,
         keys: "KeyCache",
         prefer: Prefer | None = None,
     ):
-        self.repo = repo
+        self.store = store
         self.odb = odb  # where merged blobs go (the step's `ObjectBatch`)
         self.log = log
         self.keys = keys
@@ -100,7 +97,7 @@ class TreeMerge:
                     if m.remote is not None and (m.data is m.remote_bytes or m.data == m.remote_bytes):
                         leaf = m.remote
                     else:
-                        leaf = Leaf(self.odb.write(ObjectType.BLOB, m.data), int(FileMode.BLOB))
+                        leaf = Leaf(self.odb.write(Kind.BLOB, m.data), int(FileMode.BLOB))
                     files[m.path] = leaf
                     if m.keys is not None:
                         self.keys.store(m.path, leaf.oid, m.keys)
@@ -109,8 +106,8 @@ class TreeMerge:
         return total, files, stats
 
     def _chunk(self, chunk: list[Change], pool: ThreadPoolExecutor, total: MergeOutcome) -> list[_Merged]:
-        # libgit2, on this thread; the object database directly: half the cost of repo[oid].data
-        remote = [self.repo.odb.read(c.new.oid)[1] if c.new else b"" for c in chunk]
+        # the store, on this thread (pygit2's handles are not shared between threads)
+        remote = [self.store.read(c.new.oid)[1] if c.new else b"" for c in chunk]
         merged: list[_Merged] = []
         with self.log.locked():
             candidates = [self.keys.candidate(c.path) for c in chunk]
@@ -122,7 +119,7 @@ class TreeMerge:
                 if found is not None:
                     local = found[0]
                 else:  # restored from our tree, never deleted (the log is append-only)
-                    local = self.repo[c.old.oid].data if c.old is not None else b""
+                    local = self.store.read(c.old.oid)[1] if c.old is not None else b""
                 known = self.keys.take(c.path) if known_ok else None
                 if not known_ok:
                     self.keys.drop(c.path)
@@ -145,7 +142,9 @@ class TreeMerge:
                 total.written += len(writes)
         return merged
 
-    def _read_local(self, change: Change, candidate) -> tuple[tuple[bytes, os.stat_result] | None, bool]:
+    def _read_local(
+        self, change: Change, candidate: tuple[bytes, int] | None
+    ) -> tuple[tuple[bytes, os.stat_result] | None, bool]:
         """Worker thread, no pygit2: the file and its stat (never through a link), and whether
         the path's key summary still describes the file's first bytes."""
         try:
@@ -158,7 +157,7 @@ class TreeMerge:
             known_ok = starts_with_blob(found[0], n, oid_raw)
         return found, known_ok
 
-    def _merge(self, remote: bytes, local: bytes, known: ShardKeys | None):
+    def _merge(self, remote: bytes, local: bytes, known: ShardKeys | None) -> tuple[MergeResult, ShardKeys]:
         fast = merge_shard_fast(remote, local, known)
         if fast is not None:
             return fast
@@ -178,7 +177,7 @@ def _chunks(changes: list[Change], sizes: Callable[[bytes], int]) -> Iterator[li
         yield chunk
 
 
-def lines_ahead(trees: LayoutTrees, log: LogAccess, remote_tree: pygit2.Oid, local_tree: pygit2.Oid) -> int:
+def lines_ahead(trees: LayoutTrees, log: LogAccess, remote_tree: Oid, local_tree: Oid) -> int:
     """Lines our tree adds over the remote's, for the report (reads only file tails)."""
     total = 0
     for change in trees.changes(remote_tree, local_tree):
@@ -236,7 +235,7 @@ class KeyCache:
         if item is not None:
             self._total -= len(item[1])
 
-    def store(self, path: str, oid: pygit2.Oid, keys: ShardKeys) -> None:
+    def store(self, path: str, oid: Oid, keys: ShardKeys) -> None:
         self.drop(path)
         if not keys.clean:
             return

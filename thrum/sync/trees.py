@@ -25,14 +25,11 @@ from __future__ import annotations
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
 
-import pygit2
-from pygit2.enums import FileMode, ObjectType
-
 from thrum.events.names import NAME_RE
 from thrum.events.shards import AGENT_KINDS_OF_STREAMS as _AGENT_KINDS
 from thrum.events.shards import EVENTS_STREAM, segment_number
 
-from .gitstore.gitlib import EMPTY_TREE, ObjectWriter, TreeEntries, read_tree, write_tree
+from .gitstore.api import EMPTY_TREE, FileMode, GitStore, Kind, ObjectWriter, Oid, TreeEntries, parse_tree, tree_object
 
 __all__ = ["MAX_FILE_BYTES", "REASONS", "Change", "LayoutTrees", "Leaf"]
 
@@ -47,6 +44,8 @@ LINK = int(FileMode.LINK)
 COMMIT = int(FileMode.COMMIT)
 REASONS = ("symlink", "submodule", "wrong_type", "unknown_path", "too_large")
 
+_Nested = dict[bytes, "Leaf | _Nested"]  # files to put in, by directory
+
 # The layout's levels: what each directory may hold.
 ROOT, KIND, STREAM = "root", "kind", "stream"
 
@@ -55,7 +54,7 @@ ROOT, KIND, STREAM = "root", "kind", "stream"
 class Leaf:
     """A log file in a tree: its blob id and mode."""
 
-    oid: pygit2.Oid
+    oid: Oid
     mode: int
 
 
@@ -91,22 +90,22 @@ def _is_segment(name: bytes) -> bool:
 
 
 class LayoutTrees:
-    """Reads and writes the layout's trees in one repository, remembering what it parsed.
+    """Reads and writes the layout's trees in one store, remembering what it parsed.
 
     Not thread-safe: one per replicator, used from its sync thread.
     """
 
-    def __init__(self, repo: pygit2.Repository, max_cached_entries: int = MAX_CACHED_ENTRIES):
-        self.repo = repo
+    def __init__(self, store: GitStore, max_cached_entries: int = MAX_CACHED_ENTRIES) -> None:
+        self.store = store
         self._trees: OrderedDict[bytes, TreeEntries] = OrderedDict()
         self._cached_entries = 0
         self._max_cached = max_cached_entries
-        self._counts: dict[bytes, Counter] = {}  # tree id -> ignored entries below it, by reason
+        self._counts: dict[bytes, Counter[str]] = {}  # tree id -> ignored entries below it, by reason
         self._headers: OrderedDict[bytes, tuple[int, int]] = OrderedDict()  # object id -> (type, size)
 
     # -- reading
 
-    def entries(self, oid: pygit2.Oid | None) -> TreeEntries:
+    def entries(self, oid: Oid | None) -> TreeEntries:
         """The entries of a tree (empty for None), parsed once while it stays cached."""
         if oid is None or oid == EMPTY_TREE:
             return {}
@@ -115,9 +114,9 @@ class LayoutTrees:
         if found is not None:
             self._trees.move_to_end(key)
             return found
-        if self.header(key)[0] != ObjectType.TREE:
+        if self.header(key)[0] != Kind.TREE:
             return {}  # missing, or not a tree (a planted object): as if the directory were absent
-        found = read_tree(self.repo, oid)
+        found = parse_tree(self.store.read(oid)[1])
         self._trees[key] = found
         self._cached_entries += len(found)
         while self._cached_entries > self._max_cached and len(self._trees) > 1:
@@ -132,11 +131,7 @@ class LayoutTrees:
         if found is not None:
             self._headers.move_to_end(oid_raw)
             return found
-        try:
-            kind, size = self.repo.odb.read_header(pygit2.Oid(raw=oid_raw))
-            found = (int(kind), size)
-        except (KeyError, ValueError, pygit2.GitError):
-            found = (0, 0)
+        found = self.store.header(Oid(oid_raw)) or (0, 0)
         self._headers[oid_raw] = found
         if len(self._headers) > MAX_CACHED_SIZES:
             self._headers.popitem(last=False)
@@ -147,40 +142,40 @@ class LayoutTrees:
         return self.header(oid_raw)[1]
 
     def is_tree(self, oid_raw: bytes) -> bool:
-        return self.header(oid_raw)[0] == ObjectType.TREE
+        return self.header(oid_raw)[0] == Kind.TREE
 
     def _leaf(self, mode: int, oid_raw: bytes) -> tuple[Leaf | None, str | None]:
         """(the log file, None) or (None, why it is ignored) for an entry at a segment name."""
         if mode in REGULAR:
             kind, size = self.header(oid_raw)
-            if kind != ObjectType.BLOB:
+            if kind != Kind.BLOB:
                 return None, "wrong_type"
             if size > MAX_FILE_BYTES:
                 return None, "too_large"
-            return Leaf(pygit2.Oid(raw=oid_raw), mode), None
+            return Leaf(Oid(oid_raw), mode), None
         return None, _mode_reason(mode)
 
     # -- what a tree holds
 
-    def leaf_at(self, root: pygit2.Oid, path: str) -> Leaf | None:
+    def leaf_at(self, root: Oid, path: str) -> Leaf | None:
         """The log file at ``path`` in a tree, or None (absent, or ignored there)."""
         *dirs, name = path.split("/")
-        tree: pygit2.Oid | None = root
+        tree: Oid | None = root
         for d in dirs:
             entry = self.entries(tree).get(d.encode())
             if entry is None or entry[0] != TREE:
                 return None
-            tree = pygit2.Oid(raw=entry[1])
+            tree = Oid(entry[1])
         entry = self.entries(tree).get(name.encode())
         return None if entry is None else self._leaf(*entry)[0]
 
-    def log_files(self, root: pygit2.Oid) -> list[tuple[str, Leaf]]:
+    def log_files(self, root: Oid) -> list[tuple[str, Leaf]]:
         """Every log file of a tree, in path order."""
         out: list[tuple[str, Leaf]] = []
         self._collect(root, ROOT, "", out)
         return out
 
-    def _collect(self, tree: pygit2.Oid, level: str, prefix: str, out: list) -> None:
+    def _collect(self, tree: Oid, level: str, prefix: str, out: list[tuple[str, Leaf]]) -> None:
         for name, (mode, oid_raw) in sorted(self.entries(tree).items()):
             path = prefix + name.decode("ascii", "replace")
             if level == STREAM:
@@ -191,22 +186,22 @@ class LayoutTrees:
                 continue
             child = _child_level(level, name)
             if child is not None and mode == TREE:
-                self._collect(pygit2.Oid(raw=oid_raw), child, path + "/", out)
+                self._collect(Oid(oid_raw), child, path + "/", out)
 
-    def ignored(self, root: pygit2.Oid) -> dict[str, int]:
+    def ignored(self, root: Oid) -> dict[str, int]:
         """Entries of a tree thrum ignores, by reason (rule 2); remembered per tree id."""
         counts = self._ignored(root, ROOT)
         # keep only what this tree uses, so the memory follows one tree, not the history
-        keep = {}
+        keep: dict[bytes, Counter[str]] = {}
         self._reachable_counts(root, ROOT, keep)
         self._counts = keep
         return {reason: counts[reason] for reason in REASONS if counts[reason]}
 
-    def _ignored(self, tree: pygit2.Oid, level: str) -> Counter:
+    def _ignored(self, tree: Oid, level: str) -> Counter[str]:
         found = self._counts.get(tree.raw)
         if found is not None:
             return found
-        counts: Counter = Counter()
+        counts: Counter[str] = Counter()
         for name, (mode, oid_raw) in self.entries(tree).items():
             if level == STREAM:
                 if not _is_segment(name):
@@ -222,22 +217,22 @@ class LayoutTrees:
             elif mode != TREE or not self.is_tree(oid_raw):
                 counts[_mode_reason(mode) if mode != TREE else "wrong_type"] += 1
             else:
-                counts.update(self._ignored(pygit2.Oid(raw=oid_raw), child))
+                counts.update(self._ignored(Oid(oid_raw), child))
         self._counts[tree.raw] = counts
         return counts
 
-    def _reachable_counts(self, tree: pygit2.Oid, level: str, keep: dict) -> None:
+    def _reachable_counts(self, tree: Oid, level: str, keep: dict[bytes, Counter[str]]) -> None:
         keep[tree.raw] = self._counts[tree.raw]
         if level == STREAM:
             return
         for name, (mode, oid_raw) in self.entries(tree).items():
             child = _child_level(level, name)
             if child is not None and mode == TREE and oid_raw not in keep and oid_raw in self._counts:
-                self._reachable_counts(pygit2.Oid(raw=oid_raw), child, keep)
+                self._reachable_counts(Oid(oid_raw), child, keep)
 
     # -- what changed
 
-    def changes(self, old: pygit2.Oid | None, new: pygit2.Oid | None) -> list[Change]:
+    def changes(self, old: Oid | None, new: Oid | None) -> list[Change]:
         """The log paths whose log file differs between two trees, in path order.
 
         Only subtrees whose ids differ are entered (rule 3).
@@ -247,7 +242,7 @@ class LayoutTrees:
         out.sort(key=lambda c: c.path)
         return out
 
-    def _diff(self, old: pygit2.Oid | None, new: pygit2.Oid | None, level: str, prefix: str, out: list) -> None:
+    def _diff(self, old: Oid | None, new: Oid | None, level: str, prefix: str, out: list[Change]) -> None:
         a, b = self.entries(old), self.entries(new)
         for name in a.keys() | b.keys():
             ea, eb = a.get(name), b.get(name)
@@ -264,40 +259,41 @@ class LayoutTrees:
             child = _child_level(level, name)
             if child is None:
                 continue
-            ta = pygit2.Oid(raw=ea[1]) if ea and ea[0] == TREE and self.is_tree(ea[1]) else None
-            tb = pygit2.Oid(raw=eb[1]) if eb and eb[0] == TREE and self.is_tree(eb[1]) else None
+            ta = Oid(ea[1]) if ea and ea[0] == TREE and self.is_tree(ea[1]) else None
+            tb = Oid(eb[1]) if eb and eb[0] == TREE and self.is_tree(eb[1]) else None
             if ta != tb:
                 self._diff(ta, tb, child, prefix + name.decode("ascii") + "/", out)
 
     # -- writing
 
-    def with_files(
-        self, base: pygit2.Oid | None, files: dict[str, Leaf], odb: ObjectWriter | None = None
-    ) -> pygit2.Oid:
+    def with_files(self, base: Oid | None, files: dict[str, Leaf], odb: ObjectWriter | None = None) -> Oid:
         """``base`` with ``files`` (log paths) put in; only their directories are rewritten,
-        into ``odb`` (the repository's by default; a sync step passes its `ObjectBatch`)."""
-        odb = odb if odb is not None else self.repo.odb
+        into ``odb`` (the store by default; a sync step passes its batch)."""
+        odb = odb if odb is not None else self.store
         if not files:
-            return base if base is not None else write_tree(odb, {})
-        nested: dict = {}
+            return base if base is not None else odb.write(Kind.TREE, tree_object({}))
+        nested: _Nested = {}
         for path, leaf in files.items():
             node = nested
             *dirs, name = path.split("/")
             for d in dirs:
-                node = node.setdefault(d.encode(), {})
+                child = node.setdefault(d.encode(), {})
+                if isinstance(child, Leaf):  # log paths never name a file and a directory alike
+                    raise ValueError(f"{path}: {d} is a file among the files put in")
+                node = child
             node[name.encode()] = leaf
         return self._write(base, nested, odb)
 
-    def _write(self, base: pygit2.Oid | None, nested: dict, odb: ObjectWriter) -> pygit2.Oid:
+    def _write(self, base: Oid | None, nested: _Nested, odb: ObjectWriter) -> Oid:
         entries = dict(self.entries(base))
         for name, value in nested.items():
             if isinstance(value, Leaf):
                 entries[name] = (value.mode, value.oid.raw)
             else:
                 old = entries.get(name)
-                sub = pygit2.Oid(raw=old[1]) if old is not None and old[0] == TREE else None
+                sub = Oid(old[1]) if old is not None and old[0] == TREE else None
                 entries[name] = (TREE, self._write(sub, value, odb).raw)  # replaces a non-tree in the way
-        oid = write_tree(odb, entries)
+        oid = odb.write(Kind.TREE, tree_object(entries))
         if oid.raw not in self._trees:
             self._trees[oid.raw] = entries
             self._cached_entries += len(entries)

@@ -46,8 +46,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pygit2
-
 from ..errors import ThrumError
 from ..events.codec import MalformedEvent, decode_line
 from ..events.shards import EVENTS_STREAM, ShardRule, is_log_path
@@ -58,6 +56,8 @@ from ..trust.signing import signature_of
 from ..trust.teamroot import TeamRoot
 from ..trust.verify import Candidate, Verdict, Verifier
 from . import SyncError
+from .gitstore.api import Commit, Oid
+from .gitstore.libgit2 import LibGit2Store
 from .rangechains import Blobs, chain_faults
 from .teamfile import read_committed_root
 from .trees import LayoutTrees
@@ -108,16 +108,13 @@ class RangeVerdict:
         }
 
 
-def open_repository(path: os.PathLike[str] | str) -> pygit2.Repository:
+def open_repository(path: os.PathLike[str] | str) -> LibGit2Store:
     """The repository at ``path`` (bare or not), with a pre-receive hook's quarantined objects."""
-    found = pygit2.discover_repository(str(path))
-    if found is None:
-        raise SyncError(f"{path} is not in a git repository")
-    repo = pygit2.Repository(found)
+    store = LibGit2Store.discovered(path)
     quarantine = os.environ.get("GIT_QUARANTINE_PATH") or os.environ.get("GIT_OBJECT_DIRECTORY")
     if quarantine and Path(quarantine).is_dir():
-        repo.odb.add_disk_alternate(quarantine)
-    return repo
+        store.add_alternate(Path(quarantine))
+    return store
 
 
 def committed_root(repo_path: os.PathLike[str] | str, remote: str = "origin") -> TeamRoot | None:
@@ -143,17 +140,17 @@ def committed_log_id(repo_path: os.PathLike[str] | str, remote: str = "origin") 
         return None
 
 
-def _commit(repo: pygit2.Repository, spec: str | None, what: str) -> pygit2.Commit | None:
+def _commit(store: LibGit2Store, spec: str | None, what: str) -> Commit | None:
     if spec is None or spec == ZERO:
         return None
     try:
-        return repo.revparse_single(spec).peel(pygit2.Commit)
-    except (KeyError, ValueError, pygit2.GitError):
-        raise SyncError(f"{what} {spec!r} is not a commit in {repo.path}") from None
+        return store.resolve(spec)
+    except (KeyError, ValueError):
+        raise SyncError(f"{what} {spec!r} is not a commit in {store.git_dir}") from None
 
 
 def verify_range(
-    repo: pygit2.Repository,
+    repo: LibGit2Store,
     old: str | None,
     new: str | None = None,
     *,
@@ -167,8 +164,8 @@ def verify_range(
     """
     start = time.monotonic()
     if new is None:
-        if repo.references.get(SYNC_REF) is None:
-            raise SyncError(f"{repo.path} has no a-sync branch; name the range with --to")
+        if repo.ref(SYNC_REF) is None:
+            raise SyncError(f"{repo.git_dir} has no a-sync branch; name the range with --to")
         new = SYNC_REF
     old_commit = _commit(repo, old, "--from")
     new_commit = _commit(repo, new, "--to")
@@ -179,8 +176,8 @@ def verify_range(
         log_id=log_id,
     )
     trees = LayoutTrees(repo)
-    old_tree = old_commit.tree_id if old_commit else None
-    new_tree = new_commit.tree_id if new_commit else None
+    old_tree = old_commit.tree if old_commit else None
+    new_tree = new_commit.tree if new_commit else None
     ring = KeyRing(None)
     judge = _Judge(Verifier(ring, skew_s=skew_s, roster=Roster(ring, root), binding=LogBinding(log_id)))
     blobs = Blobs(repo)
@@ -285,7 +282,7 @@ _FACT_MARKS = (b'"agent.register"', b'"agent.admit"', b'"agent.rotate"', b'"agen
 _FACT_TYPES = frozenset({"agent.register", "agent.admit", "agent.rotate", "agent.revoke", "group.create"})
 
 
-def _facts_of(blobs: Blobs, trees: LayoutTrees, tree: pygit2.Oid | None) -> list[Candidate]:
+def _facts_of(blobs: Blobs, trees: LayoutTrees, tree: Oid | None) -> list[Candidate]:
     """The lines of ``tree`` that teach keys and team facts (registrations, admissions,
     rotations, revocations, group creations: all in the ``events`` stream), in file order."""
     if tree is None:

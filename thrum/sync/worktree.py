@@ -1,4 +1,4 @@
-"""The ``a-sync`` branch and its linked worktree, managed with pygit2 only.
+"""The ``a-sync`` branch and its linked worktree, managed through the git store (libgit2).
 
 Rules:
 
@@ -20,17 +20,18 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
-import pygit2
-
-from thrum.events import is_log_path as ev_is_log_path
-
-from thrum import nofollow
+from thrum import durable, nofollow
+from thrum.events.shards import is_log_path as ev_is_log_path
 
 from . import NotAGitRepository, SyncError
-from .gitstore.gitlib import add_index_entry
+from .gitstore.api import EMPTY_TREE, GitStore, Kind, Oid, Signature, commit_object, tree_object
+from .gitstore.gitlib import discover
+from .gitstore.libgit2 import LibGit2Store
 from .merge.shard import merge_shard
+from .transport.callbacks import SyncCallbacks
 from .trees import LayoutTrees
 
 log = logging.getLogger(__name__)
@@ -46,15 +47,15 @@ def tracking_ref(remote_name: str) -> str:
 
 INIT_MESSAGE = "thrum: initialize a-sync\n"
 # Fixed so that two replicas creating the branch offline make the same root commit.
-INIT_SIGNATURE = pygit2.Signature("thrum", "thrum@localhost", 1704067200, 0)
+INIT_SIGNATURE = Signature("thrum", "thrum@localhost", 1704067200, 0)
 
 __all__ = [
     "SYNC_BRANCH",
     "SYNC_REF",
     "common_dir",
-    "ensure_network_timeouts",
     "ensure_sync_worktree",
     "is_git_repo",
+    "root_commit",
     "sync_worktree_path",
     "tracking_ref",
     "worktree_gitdir",
@@ -62,30 +63,12 @@ __all__ = [
 ]
 
 
-CONNECT_TIMEOUT_MS = 10_000  # libgit2's default is the OS's (minutes): never hang on a dead host
-IO_TIMEOUT_MS = 60_000
-
-
-def ensure_network_timeouts() -> None:
-    """Give libgit2 connect and read timeouts (process-wide) unless someone set them."""
-    try:
-        if not pygit2.settings.server_connect_timeout:
-            pygit2.settings.server_connect_timeout = CONNECT_TIMEOUT_MS
-        if not pygit2.settings.server_timeout:
-            pygit2.settings.server_timeout = IO_TIMEOUT_MS
-    except (AttributeError, pygit2.GitError):  # an older libgit2: keep its defaults
-        pass
-
-
-def is_git_repo(path: os.PathLike | str) -> bool:
+def is_git_repo(path: os.PathLike[str] | str) -> bool:
     """True when ``path`` is inside a git repository (work tree, linked worktree or git dir)."""
-    try:
-        return pygit2.discover_repository(str(path)) is not None
-    except (pygit2.GitError, OSError):
-        return False
+    return discover(path) is not None
 
 
-def common_dir(repo_path: os.PathLike | str) -> Path:
+def common_dir(repo_path: os.PathLike[str] | str) -> Path:
     """The git common dir (``.git`` of the main checkout) of the repository holding ``repo_path``.
 
     Works from a subdirectory and from a linked worktree of the user's repository.
@@ -93,13 +76,9 @@ def common_dir(repo_path: os.PathLike | str) -> Path:
     Raises:
         NotAGitRepository: ``repo_path`` is not inside a git repository.
     """
-    try:
-        found = pygit2.discover_repository(str(repo_path))
-    except (pygit2.GitError, OSError):
-        found = None
-    if found is None:
+    gitdir = discover(repo_path)
+    if gitdir is None:
         raise NotAGitRepository(f"not a git repository: {repo_path}")
-    gitdir = Path(found)
     pointer = gitdir / "commondir"  # present in a linked worktree's git dir
     if pointer.is_file():
         target = Path(pointer.read_text().strip())
@@ -107,15 +86,15 @@ def common_dir(repo_path: os.PathLike | str) -> Path:
     return gitdir.resolve()
 
 
-def sync_worktree_path(repo_path: os.PathLike | str) -> Path:
+def sync_worktree_path(repo_path: os.PathLike[str] | str) -> Path:
     """Where the ``a-sync`` worktree of the repository holding ``repo_path`` lives."""
     return common_dir(repo_path) / "thrum-sync" / SYNC_BRANCH
 
 
 def ensure_sync_worktree(
-    repo_path: os.PathLike | str,
+    repo_path: os.PathLike[str] | str,
     remote_name: str = "origin",
-    callbacks: pygit2.RemoteCallbacks | None = None,
+    callbacks: SyncCallbacks | None = None,
 ) -> Path:
     """Make sure branch ``a-sync`` and its worktree exist; return the worktree path.
 
@@ -129,59 +108,56 @@ def ensure_sync_worktree(
         SyncError: the worktree cannot be created.
     """
     cdir = common_dir(repo_path)
-    repo = pygit2.Repository(str(cdir))
-    if repo.references.get(SYNC_REF) is None:
-        tip = _remote_sync_tip(repo, remote_name, callbacks)
+    store = LibGit2Store(cdir)
+    if store.ref(SYNC_REF) is None:
+        tip = _remote_sync_tip(store, remote_name, callbacks)
         if tip is not None:
-            repo.create_reference_direct(SYNC_REF, tip, False, message="thrum: attach to remote a-sync")
+            store.update_ref(SYNC_REF, tip, "thrum: attach to remote a-sync", expected=None)
             log.info("attached %s to %s/%s at %s", SYNC_REF, remote_name, SYNC_BRANCH, tip)
         else:
-            root = _root_commit(repo)
-            repo.create_reference_direct(SYNC_REF, root, False, message="thrum: initialize a-sync")
+            root = root_commit(store)
+            store.update_ref(SYNC_REF, root, "thrum: initialize a-sync", expected=None)
             log.info("created %s at root %s", SYNC_REF, root)
     path = cdir / "thrum-sync" / SYNC_BRANCH
-    _ensure_linked_worktree(repo, cdir, path)
+    _ensure_linked_worktree(store, cdir, path)
     return path
 
 
-def _root_commit(repo: pygit2.Repository) -> pygit2.Oid:
-    empty_tree = repo.TreeBuilder().write()
-    return repo.create_commit(None, INIT_SIGNATURE, INIT_SIGNATURE, INIT_MESSAGE, empty_tree, [])
+def root_commit(store: GitStore) -> Oid:
+    """The fixed root commit: the empty tree, `INIT_SIGNATURE`, `INIT_MESSAGE` (rule 3)."""
+    store.write(Kind.TREE, tree_object({}))
+    return store.write(Kind.COMMIT, commit_object(EMPTY_TREE, [], INIT_SIGNATURE, INIT_MESSAGE))
 
 
-def _remote_sync_tip(repo, remote_name, callbacks) -> pygit2.Oid | None:
+def _remote_sync_tip(store: GitStore, remote_name: str, callbacks: SyncCallbacks | None) -> Oid | None:
     """Fetch the remote's a-sync; its tip, or None (no remote, no branch, unreachable)."""
-    if remote_name not in set(repo.remotes.names()):
+    if remote_name not in store.remote_names():
         return None
-    from .transport.session import session  # relative URLs, SSH settings, credentials, timeout (issue 12)
-    from .transport.urls import main_worktree_dir
-
-    tracking = f"refs/remotes/{remote_name}/{SYNC_BRANCH}"
-    try:
-        base = main_worktree_dir(Path(repo.path))
-        with session(repo, remote_name, base, getattr(callbacks, "creds", None)) as net:
-            net.remote.fetch([f"+{SYNC_REF}:{tracking}"], callbacks=net.callbacks, proxy=True)
-            heads = net.remote.list_heads(connect=False)
+    try:  # relative URLs, SSH settings, credentials, timeout (issue 12): the store's transport
+        heads = store.fetch(
+            remote_name, [f"+{SYNC_REF}:{tracking_ref(remote_name)}"], callbacks.creds if callbacks else None
+        )
     except Exception as exc:  # noqa: BLE001 - any remote failure means "create locally"
         log.warning("cannot fetch %s (%s); creating it locally", SYNC_BRANCH, exc)
         return None
-    tip = next((head.oid for head in heads if head.name == SYNC_REF), None)
-    if tip is not None and not _is_commit_with_tree(repo, tip):
+    tip = heads.get(SYNC_REF)
+    if tip is not None and not _is_commit_with_tree(store, tip):
         log.warning("the remote's %s is not a commit with a tree (%s); creating it locally", SYNC_BRANCH, tip)
         return None
     return tip
 
 
-def _is_commit_with_tree(repo: pygit2.Repository, oid: pygit2.Oid) -> bool:
+def _is_commit_with_tree(store: GitStore, oid: Oid) -> bool:
     """A fetched tip is untrusted: only a commit whose tree is a tree is attached to."""
-    try:
-        kind, _ = repo.odb.read_header(oid)
-        if kind != pygit2.enums.ObjectType.COMMIT:
-            return False
-        commit = repo[oid]
-        return repo.odb.read_header(commit.tree_id)[0] == pygit2.enums.ObjectType.TREE
-    except (KeyError, ValueError, pygit2.GitError):
+    header = store.header(oid)
+    if header is None or header[0] != Kind.COMMIT:
         return False
+    try:
+        tree = store.commit(oid).tree
+    except (KeyError, ValueError):
+        return False
+    found = store.header(tree)
+    return found is not None and found[0] == Kind.TREE
 
 
 def worktree_gitdir(path: Path) -> Path | None:
@@ -205,10 +181,10 @@ def worktree_intact(path: Path, gitdir: Path) -> bool:
     return (gitdir / "HEAD").is_file() and (gitdir / "commondir").is_file()
 
 
-def _registered(repo: pygit2.Repository, cdir: Path) -> dict[str, tuple[Path, str]]:
+def _registered(store: LibGit2Store, cdir: Path) -> dict[str, tuple[Path, str]]:
     """name -> (worktree path, HEAD text) for every registered linked worktree."""
     out = {}
-    for name in repo.list_worktrees():
+    for name in store.worktrees():
         meta = cdir / "worktrees" / name
         try:
             wt_path = Path((meta / "gitdir").read_text().strip()).parent
@@ -219,8 +195,8 @@ def _registered(repo: pygit2.Repository, cdir: Path) -> dict[str, tuple[Path, st
     return out
 
 
-def _ensure_linked_worktree(repo: pygit2.Repository, cdir: Path, path: Path) -> None:
-    worktrees = _registered(repo, cdir)
+def _ensure_linked_worktree(store: LibGit2Store, cdir: Path, path: Path) -> None:
+    worktrees = _registered(store, cdir)
     for name, (wt_path, head) in worktrees.items():
         if _same(wt_path, path) and worktree_gitdir(path) == (cdir / "worktrees" / name).resolve():
             if head != f"ref: {SYNC_REF}":
@@ -247,16 +223,16 @@ def _ensure_linked_worktree(repo: pygit2.Repository, cdir: Path, path: Path) -> 
         salvage = _aside(path)  # uncommitted appends in there must survive
         log.warning("%s was not a valid worktree; moved it to %s to recover its events", path, salvage)
     for name in stale:
-        _unregister(repo, cdir, name)
+        _unregister(store, cdir, name)
     path.parent.mkdir(parents=True, exist_ok=True)
-    taken = set(repo.list_worktrees())
+    taken = set(store.worktrees())
     name = next(n for n in _names() if n not in taken and not (cdir / "worktrees" / n).exists())
-    _add_worktree_without_checkout(repo, name, path)
+    _add_worktree_without_checkout(store, name, path)
     if salvage is not None:
         _recover(salvage, path)
 
 
-def _add_worktree_without_checkout(repo: pygit2.Repository, name: str, path: Path) -> None:
+def _add_worktree_without_checkout(store: LibGit2Store, name: str, path: Path) -> None:
     """Create the linked worktree on ``a-sync`` without letting libgit2 check anything out.
 
     The branch is untrusted (links, submodules, junk): libgit2 would materialise all
@@ -265,35 +241,30 @@ def _add_worktree_without_checkout(repo: pygit2.Repository, name: str, path: Pat
     log files are written, by thrum, through `thrum.nofollow`.
     """
     tmp_ref = f"refs/heads/thrum-attach-{os.getpid()}"
-    ref = repo.create_reference_direct(tmp_ref, _root_commit(repo), True, message="thrum: attach the worktree")
-    try:
-        try:
-            repo.add_worktree(name, str(path), ref)
-            wt = pygit2.Repository(str(path), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
-            wt.set_head(SYNC_REF)
-        except pygit2.GitError as exc:
-            raise SyncError(f"cannot create the sync worktree at {path}: {exc}") from exc
+    store.update_ref(tmp_ref, root_commit(store), "thrum: attach the worktree")
+    try:  # SyncError: libgit2 refused
+        store.add_worktree(name, path, tmp_ref)
+        wt = LibGit2Store(path)
+        wt.set_symbolic_ref("HEAD", SYNC_REF, "thrum: the worktree has a-sync checked out")
     finally:
-        try:
-            repo.references.delete(tmp_ref)
-        except (KeyError, pygit2.GitError):
-            pass
+        store.delete_ref(tmp_ref)
     _materialise(wt, path)
 
 
-def _materialise(wt: pygit2.Repository, path: Path, batch: int = 256) -> None:
+def _materialise(wt: LibGit2Store, path: Path, batch: int = 256) -> None:
     """Write the log files of the worktree's HEAD tree (nothing else) and index them."""
     trees = LayoutTrees(wt)
-    files = trees.log_files(wt.head.peel(pygit2.Commit).tree_id)
-    index = wt.index
-    index.clear()
+    head = wt.ref("HEAD")
+    tree = wt.commit(head).tree if head is not None else EMPTY_TREE
+    files = trees.log_files(tree)
+    index: dict[str, tuple[Oid, os.stat_result]] = {}
     for i in range(0, len(files), batch):
         part = files[i : i + batch]
-        stats = nofollow.write_batch(path, [(p, wt[leaf.oid].data) for p, leaf in part])
+        stats = durable.write_batch(path, [(p, wt.read(leaf.oid)[1]) for p, leaf in part])
         for (p, leaf), st in zip(part, stats):
-            add_index_entry(index, p, leaf.oid, st)
-    index.write()
-    ignored = trees.ignored(wt.head.peel(pygit2.Commit).tree_id)
+            index[p] = (leaf.oid, st)
+    wt.rewrite_index(index)
+    ignored = trees.ignored(tree)
     if ignored:
         log.warning(
             "the %s branch holds entries thrum ignores (never checked out): %s",
@@ -302,18 +273,15 @@ def _materialise(wt: pygit2.Repository, path: Path, batch: int = 256) -> None:
         )
 
 
-def _unregister(repo: pygit2.Repository, cdir: Path, name: str) -> None:
+def _unregister(store: LibGit2Store, cdir: Path, name: str) -> None:
     """Forget a stale worktree registration (what ``git worktree prune`` does)."""
-    try:
-        # pygit2's prune(True) passes only PRUNE_VALID: it never deletes a working directory.
-        repo.lookup_worktree(name).prune(True)
-    except pygit2.GitError:
+    if not store.prune_worktree(name):
         # libgit2 refuses when the registration's own paths are stale (repository moved).
         _remove_quietly(cdir / "worktrees" / name)
     log.info("removed stale worktree registration %s", name)
 
 
-def _names():
+def _names() -> Iterator[str]:
     yield SYNC_BRANCH
     yield f"thrum-{SYNC_BRANCH}"
     n = 2
@@ -352,7 +320,7 @@ def _recover(salvage: Path, path: Path) -> None:
             current = nofollow.read_regular(path, rel)
             merged = merge_shard(current[0] if current else b"", found[0]).data
             if current is None or merged != current[0]:
-                nofollow.write_atomic(path, rel, merged)
+                durable.write_atomic(path, rel, merged)
         except OSError as exc:
             log.warning("could not recover %s from %s: %s", rel, salvage, exc)
     _remove_quietly(salvage)

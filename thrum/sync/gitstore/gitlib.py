@@ -6,64 +6,46 @@ Rules:
    upgrade that moves them breaks one module, and each has a plain fallback.
 2. Tuning that only thrum's own handles should see is set at the app level on that
    handle (an extra config file), never in the user's git config.
-3. Trees are read and written as raw objects: parsing a tree object with one
-   regular expression and writing one with ``odb.write`` cost a fraction of
-   pygit2's per-entry objects and TreeBuilder on directories with tens of
-   thousands of entries (a hostile remote can push those).
+3. pygit2's own types stay here and in `libgit2`: what crosses `api.GitStore` is
+   `api.Oid` and plain data.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import re
-import threading
-import time
 from pathlib import Path
-from typing import Protocol
 
 import pygit2
-from pygit2.enums import FileMode, ObjectType, RepositoryOpenFlag
+from pygit2.enums import FileMode, RepositoryOpenFlag
+
+from .api import Oid
 
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "EMPTY_TREE",
-    "IndexStats",
     "OBJECT_CACHE_BYTES",
-    "ZERO_OID",
     "PackWatch",
-    "TreeEntries",
     "add_index_entry",
-    "blob_size",
     "bound_object_cache",
-    "commit_object",
+    "discover",
     "objects_dir",
     "open_repo",
-    "parse_tree",
-    "read_tree",
     "tune_pack_building",
     "update_index",
-    "write_tree",
 ]
 
-ZERO_OID = pygit2.Oid(hex="0" * 40)
-EMPTY_TREE = pygit2.Oid(hex="4b825dc642cb6eb9a060e54bf8d69288fbee4904")
 
-TreeEntries = dict[bytes, tuple[int, bytes]]
-"""A tree's entries: name (bytes) -> (file mode, raw 20-byte object id)."""
-
-
-class ObjectWriter(Protocol):
-    """Where new objects go: ``pygit2.Odb`` or `objbatch.ObjectBatch`."""
-
-    def write(self, kind: int, data: bytes, /) -> pygit2.Oid: ...
+def discover(path: os.PathLike[str] | str) -> Path | None:
+    """The git dir of the repository holding ``path`` (searching upwards), or None."""
+    try:
+        found = pygit2.discover_repository(str(path))
+    except (pygit2.GitError, OSError):
+        return None
+    return Path(found) if found is not None else None
 
 
-_ENTRY = re.compile(rb"([0-7]{5,6}) ([^\0]+)\0(.{20})", re.S)
-
-
-def open_repo(path: os.PathLike | str) -> pygit2.Repository:
+def open_repo(path: os.PathLike[str] | str) -> pygit2.Repository:
     """A repository handle at exactly ``path`` (no search upwards)."""
     return pygit2.Repository(str(path), RepositoryOpenFlag.NO_SEARCH)
 
@@ -78,74 +60,10 @@ def objects_dir(repo: pygit2.Repository) -> Path:
     return gitdir.resolve() / "objects"
 
 
-# --- trees as raw objects --------------------------------------------------------------
-
-
-def read_tree(repo: pygit2.Repository, oid: pygit2.Oid) -> TreeEntries:
-    """The entries of tree ``oid``.
-
-    Raises:
-        KeyError: no such object. ValueError: the object is not a tree.
-    """
-    if oid == EMPTY_TREE:
-        return {}
-    kind, raw = repo.odb.read(oid)
-    if kind != ObjectType.TREE:
-        raise ValueError(f"object {oid} is not a tree")
-    return parse_tree(raw)
-
-
-def _order(item: tuple[bytes, tuple[int, bytes]]) -> bytes:
-    name, (mode, _) = item
-    return name + b"/" if mode == FileMode.TREE else name  # git sorts a directory as if it ended in "/"
-
-
-def write_tree(odb: ObjectWriter, entries: TreeEntries) -> pygit2.Oid:
-    """Write a tree object holding ``entries`` (git's order and mode spelling) to ``odb``
-    (a repository's ``odb``, or an `objbatch.ObjectBatch`)."""
-    raw = b"".join(
-        b"%o %s\0%s" % (mode, name, oid_raw) for name, (mode, oid_raw) in sorted(entries.items(), key=_order)
-    )
-    return odb.write(ObjectType.TREE, raw)
-
-
-def parse_tree(raw: bytes) -> TreeEntries:
-    """The entries of a tree object's bytes."""
-    return {m.group(2): (int(m.group(1), 8), m.group(3)) for m in _ENTRY.finditer(raw)}
-
-
-def commit_object(tree: pygit2.Oid, parents: list[pygit2.Oid], sig: pygit2.Signature, message: str) -> bytes:
-    """The bytes of a commit, as ``Repository.create_commit`` writes them (author and
-    committer ``sig``), so a commit can go into an `objbatch.ObjectBatch`."""
-    minutes = abs(sig.offset)
-    stamp = b"%s <%s> %d %s%02d%02d" % (
-        sig.raw_name,
-        sig.raw_email,
-        sig.time,
-        b"-" if sig.offset < 0 else b"+",
-        minutes // 60,
-        minutes % 60,
-    )
-    lines = [b"tree %s" % str(tree).encode()]
-    lines += [b"parent %s" % str(p).encode() for p in parents]
-    lines += [b"author " + stamp, b"committer " + stamp]
-    return b"\n".join(lines) + b"\n\n" + message.encode()
-
-
-def blob_size(repo: pygit2.Repository, oid: pygit2.Oid) -> int:
-    """The size of a blob (0 for the zero id or a missing object)."""
-    if oid == ZERO_OID:
-        return 0
-    try:
-        return repo.odb.read_header(oid)[1]
-    except (KeyError, pygit2.GitError):
-        return 0
-
-
 # --- the worktree index ------------------------------------------------------------------
 
 
-def add_index_entry(index: pygit2.Index, path: str, oid: pygit2.Oid, st: os.stat_result) -> None:
+def add_index_entry(index: pygit2.Index, path: str, oid: Oid, st: os.stat_result) -> None:
     """Add an index entry with the file's stat data and a known blob id (no hashing).
 
     pygit2's IndexEntry carries no stat data, so the entry is built for libgit2
@@ -171,7 +89,7 @@ def add_index_entry(index: pygit2.Index, path: str, oid: pygit2.Oid, st: os.stat
         index.add(path)
 
 
-def update_index(repo: pygit2.Repository, files: dict[str, tuple[pygit2.Oid, os.stat_result]]) -> None:
+def update_index(repo: pygit2.Repository, files: dict[str, tuple[Oid, os.stat_result]]) -> None:
     """Record the stat data and blob id of files just written or committed (no hashing)."""
     if not files:
         return
@@ -180,45 +98,6 @@ def update_index(repo: pygit2.Repository, files: dict[str, tuple[pygit2.Oid, os.
     for path, (oid, st) in files.items():
         add_index_entry(index, path, oid, st)
     index.write()
-
-
-class IndexStats:
-    """Stat data for the sync worktree's index, written in batches.
-
-    The index only makes ``status`` cheap (how a sync without the daemon's record of
-    appended files finds them). Writing it rewrites every entry: 4 ms at 11,000 files,
-    in every commit and merge, growing with the history. Entries wait here and are
-    written at most every `FLUSH_S` seconds, when the daemon stops and when an offline
-    sync ends; entries lost in a crash cost the next ``status`` one hash per file touched
-    meanwhile, never a wrong answer (a file whose stat differs is hashed and compared).
-    ``lock`` guards the repository handle (the replicator's)."""
-
-    FLUSH_S = 30.0
-
-    def __init__(self, repo: pygit2.Repository, lock: threading.RLock):
-        self.repo = repo
-        self.lock = lock
-        self.pending: dict[str, tuple[pygit2.Oid, os.stat_result]] = {}
-        self.flushed = time.monotonic()
-
-    def record(self, files: dict[str, tuple[pygit2.Oid, os.stat_result]]) -> None:
-        """Called with ``lock`` held."""
-        self.pending.update(files)
-        if time.monotonic() - self.flushed >= self.FLUSH_S:
-            self.flush()
-
-    def flush(self, wait: bool = True) -> bool:
-        """Write what waits; False when ``wait`` is False and the lock is busy (a cycle runs)."""
-        if not self.lock.acquire(blocking=wait):
-            return False
-        try:
-            if self.pending:
-                update_index(self.repo, self.pending)
-                self.pending = {}
-            self.flushed = time.monotonic()
-            return True
-        finally:
-            self.lock.release()
 
 
 # --- libgit2's object cache ------------------------------------------------------------

@@ -20,49 +20,37 @@ Rules:
 
 from __future__ import annotations
 
-import hashlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import pygit2
-from pygit2.enums import ObjectType
-
-from .gitlib import commit_object
+from .api import Kind, Oid, Signature, commit_object, object_id
 from .packfile import write_plain_pack
 
-__all__ = ["MAX_BUFFERED", "ObjectBatch", "object_id"]
+__all__ = ["MAX_BUFFERED", "ObjectBatch"]
 
 MAX_BUFFERED = 32 << 20
 _PARALLEL_BYTES = 1 << 20  # below this, compressing on one thread beats handing work over
-_TYPE_NAMES = {1: b"commit", 2: b"tree", 3: b"blob", 4: b"tag"}
-
-
-def object_id(kind: int, data: bytes) -> pygit2.Oid:
-    """The id git gives an object of type ``kind`` (1-4) holding ``data``."""
-    digest = hashlib.sha1(b"%s %d\0" % (_TYPE_NAMES[int(kind)], len(data)))
-    digest.update(data)
-    return pygit2.Oid(raw=digest.digest())
 
 
 class ObjectBatch:
     """Objects on their way into the store at ``objects`` (an ``objects`` directory).
 
-    ``write`` has the signature of ``pygit2.Odb.write``, so tree and blob writers take
-    either. Not thread-safe: one per sync step, on the step's thread.
+    An `api.WriteBatch` (what `libgit2.LibGit2Store.batch` returns). Not thread-safe:
+    one per sync step, on the step's thread.
     """
 
-    def __init__(self, objects: Path, max_buffered: int | None = None):
+    def __init__(self, objects: Path, max_buffered: int | None = None) -> None:
         self.objects = objects
         self.max_buffered = MAX_BUFFERED if max_buffered is None else max_buffered
         self._waiting: dict[bytes, tuple[int, bytes]] = {}
         self._bytes = 0
 
-    def write(self, kind: int, data: bytes) -> pygit2.Oid:
+    def write(self, kind: int, data: bytes) -> Oid:
         oid = object_id(kind, data)
         self.add(oid, kind, data)
         return oid
 
-    def add(self, oid: pygit2.Oid, kind: int, data: bytes) -> None:
+    def add(self, oid: Oid, kind: int, data: bytes) -> None:
         """Add an object whose id the caller computed or verified from ``data``."""
         if oid.raw in self._waiting:
             return
@@ -71,16 +59,16 @@ class ObjectBatch:
         if self._bytes > self.max_buffered:
             self.flush()
 
-    def __contains__(self, oid: pygit2.Oid) -> bool:
+    def __contains__(self, oid: Oid) -> bool:
         return oid.raw in self._waiting
 
-    def get(self, oid: pygit2.Oid) -> tuple[int, bytes] | None:
+    def get(self, oid: Oid) -> tuple[int, bytes] | None:
         """(type, bytes) of an object still waiting, else None (not added, or flushed)."""
         return self._waiting.get(oid.raw)
 
-    def commit(self, tree: pygit2.Oid, parents: list[pygit2.Oid], sig: pygit2.Signature, message: str) -> pygit2.Oid:
+    def commit(self, tree: Oid, parents: list[Oid], sig: Signature, message: str) -> Oid:
         """A step's last object: its commit (author and committer ``sig``); then `flush`."""
-        oid = self.write(ObjectType.COMMIT, commit_object(tree, parents, sig, message))
+        oid = self.write(Kind.COMMIT, commit_object(tree, parents, sig, message))
         self.flush()
         return oid
 

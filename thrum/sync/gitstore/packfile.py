@@ -76,7 +76,8 @@ def _write_index(path: Path, entries: list[tuple[bytes, int, int]], pack_sha: by
     for i in range(256):
         total += fanout[i]
         fanout[i] = total
-    small, large = [], []
+    small: list[int] = []
+    large: list[int] = []
     for _, offset, _ in entries:
         if offset < 0x80000000:
             small.append(offset)

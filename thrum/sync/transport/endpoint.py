@@ -16,8 +16,6 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pygit2
-
 from .. import SyncError
 from .ssh import resolve_host
 from .urls import parse_url, redact_url
@@ -53,26 +51,17 @@ def resolved_url(url: str, base_dir: Path) -> str:
     return parsed.path if parsed.kind == "local" and "://" not in url else url
 
 
-def _remote(repo: pygit2.Repository, remote_name: str) -> pygit2.Remote:
-    try:
-        return repo.remotes[remote_name]
-    except KeyError:
-        raise SyncError(
-            f"no remote named {remote_name} is configured (add one with `git remote add {remote_name} URL`)"
-        ) from None
-
-
-def endpoint(
-    repo: pygit2.Repository, remote_name: str, base_dir: Path, *, push: bool = False, home: str | None = None
-) -> Endpoint:
-    """Resolve the remote's (push) URL: relative paths against ``base_dir`` (the main
-    checkout), SSH aliases.
+def endpoint(remote_name: str, configured: str | None, base_dir: Path, *, home: str | None = None) -> Endpoint:
+    """Resolve the URL ``configured`` for remote ``remote_name`` (its push URL for a push;
+    None: no such remote): relative paths against ``base_dir`` (the main checkout), SSH aliases.
 
     Raises:
         SyncError: no such remote.
     """
-    remote = _remote(repo, remote_name)
-    configured = (remote.push_url if push else None) or remote.url or ""
+    if configured is None:
+        raise SyncError(
+            f"no remote named {remote_name} is configured (add one with `git remote add {remote_name} URL`)"
+        )
     base = base_dir
     p = parse_url(configured, base)
     ep = Endpoint(

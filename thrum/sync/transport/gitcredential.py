@@ -47,7 +47,7 @@ def git_executable() -> str | None:
     return shutil.which("git")
 
 
-def _env(base: dict | None) -> dict:
+def _env(base: dict[str, str] | None) -> dict[str, str]:
     env = dict(os.environ if base is None else base)
     env["GIT_TERMINAL_PROMPT"] = "0"
     env["GIT_ASKPASS"] = "false"  # a failing askpass: git gives up instead of asking anyone
@@ -57,14 +57,14 @@ def _env(base: dict | None) -> dict:
     return env
 
 
-def _request(description: dict[str, str]) -> bytes:
+def _request(description: dict[str, str | None]) -> bytes:
     lines = [f"{k}={v}" for k, v in description.items() if v is not None and "\n" not in str(v)]
     return ("\n".join(lines) + "\n\n").encode()
 
 
 def _run(
-    action: str, description: dict[str, str], env: dict | None, cwd: str | None, timeout: float
-) -> subprocess.CompletedProcess | None:
+    action: str, description: dict[str, str | None], env: dict[str, str] | None, cwd: str | None, timeout: float
+) -> subprocess.CompletedProcess[bytes] | None:
     git = git_executable()
     if git is None:
         return None
@@ -91,12 +91,17 @@ def fill(
     path: str | None = None,
     username: str | None = None,
     *,
-    env: dict | None = None,
+    env: dict[str, str] | None = None,
     cwd: str | None = None,
     timeout: float = FILL_TIMEOUT_S,
 ) -> GitCredential | None:
     """The credential git's helpers hold for ``protocol://host/path``, or None."""
-    description = {"protocol": protocol, "host": host, "path": (path or "").lstrip("/") or None, "username": username}
+    description: dict[str, str | None] = {
+        "protocol": protocol,
+        "host": host,
+        "path": (path or "").lstrip("/") or None,
+        "username": username,
+    }
     proc = _run("fill", description, env, cwd, timeout)
     if proc is None:
         return None
@@ -114,11 +119,11 @@ def fill(
     return GitCredential(username=answer.get("username", username or ""), password=answer["password"], fields=merged)
 
 
-def approve(cred: GitCredential, *, env: dict | None = None, cwd: str | None = None) -> None:
+def approve(cred: GitCredential, *, env: dict[str, str] | None = None, cwd: str | None = None) -> None:
     """Tell the helpers the credential worked (they may store it)."""
-    _run("approve", cred.fields, env, cwd, FILL_TIMEOUT_S)
+    _run("approve", dict(cred.fields), env, cwd, FILL_TIMEOUT_S)
 
 
-def reject(cred: GitCredential, *, env: dict | None = None, cwd: str | None = None) -> None:
+def reject(cred: GitCredential, *, env: dict[str, str] | None = None, cwd: str | None = None) -> None:
     """Tell the helpers the server refused the credential (they forget it)."""
-    _run("reject", cred.fields, env, cwd, FILL_TIMEOUT_S)
+    _run("reject", dict(cred.fields), env, cwd, FILL_TIMEOUT_S)

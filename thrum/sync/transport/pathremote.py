@@ -37,7 +37,7 @@ import os
 import pwd
 import re
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -145,7 +145,7 @@ def _kind(mode: int) -> str:
     return "a device or socket"
 
 
-def _expect(git_dir: Path, rel: str, check, want: str, where: str) -> None:
+def _expect(git_dir: Path, rel: str, check: Callable[[int], bool], want: str, where: str) -> None:
     try:
         mode = os.lstat(git_dir / rel).st_mode
     except FileNotFoundError:

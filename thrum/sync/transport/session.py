@@ -34,13 +34,15 @@ import pygit2
 from pygit2.enums import Option
 
 from ..gitstore.gitlib import tune_pack_building
-from .credentials import Credentials, SyncCallbacks, credentials_from_env, translate
+from .callbacks import SyncCallbacks
+from .credentials import Credentials, credentials_from_env
+from .failures import translate
 from .endpoint import Endpoint, endpoint
 from .pathremote import inspect_path_remote
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Session", "apply_timeout", "list_remote_heads", "lost_race", "session"]
+__all__ = ["Session", "apply_timeout", "configured_url", "list_remote_heads", "lost_race", "session"]
 
 CONNECT_TIMEOUT_MS = 10_000
 
@@ -53,6 +55,16 @@ def apply_timeout(timeout_s: float) -> None:
         pygit2.settings.server_connect_timeout = min(ms, CONNECT_TIMEOUT_MS)
     except (AttributeError, pygit2.GitError):  # an older libgit2: keep its defaults
         pass
+
+
+def configured_url(repo: pygit2.Repository, remote_name: str, *, push: bool = False) -> str | None:
+    """The URL configured for remote ``remote_name`` (its push URL when set and ``push``),
+    as written; None when there is no such remote."""
+    try:
+        remote = repo.remotes[remote_name]
+    except KeyError:
+        return None
+    return (remote.push_url if push else None) or remote.url or ""
 
 
 @dataclass
@@ -78,7 +90,7 @@ def session(
         AuthError, HostKeyRefused, RemoteUnreachable, SyncError: one line each.
     """
     creds = credentials if credentials is not None else credentials_from_env()
-    ep = endpoint(repo, remote_name, base_dir, push=push, home=creds.home())
+    ep = endpoint(remote_name, configured_url(repo, remote_name, push=push), base_dir, home=creds.home())
     apply_timeout(creds.timeout_s)
     tune_pack_building()  # no delta search in the packs of this operation, on either side
     foreign = False
@@ -119,7 +131,7 @@ def list_remote_heads(
     """The remote's refs (name -> oid): a connection, a login, one ref advertisement."""
     with session(repo, remote_name, base_dir, credentials) as s:
         heads = s.remote.list_heads(callbacks=s.callbacks, proxy=True)
-        return {h.name: h.oid for h in heads if not h.name.endswith("^{}")}
+        return {h.name: h.oid for h in heads if h.name is not None and not h.name.endswith("^{}")}
 
 
 _owner_check_lock = threading.Lock()
