@@ -27,7 +27,8 @@ from typing import Iterable, Protocol
 
 import peewee as pw
 
-from . import database
+from ..events.ids import now_rfc3339
+from . import chain_fold, database
 from .fold import FoldResult, fold, load_positions
 from .log import EventLog, LogIssue, Position, ReadResult
 from .sql import all_rows
@@ -185,8 +186,13 @@ def rebuild(
             if progress is not None:
                 progress(phase, events, done_bytes, total_bytes, elapsed)
 
-        total = _fold_log(db, event_log, {}, keep_applied=keep_applied, fold_fn=fold_fn, progress=load_progress)
+        with chain_fold.deferred():  # the writers' chains are settled once, after the load
+            total = _fold_log(db, event_log, {}, keep_applied=keep_applied, fold_fn=fold_fn, progress=load_progress)
         total.timings = {"load": time.perf_counter() - started}
+        at = time.perf_counter()
+        with db.atomic():
+            chain_fold.settle(db.connection(), now_rfc3339())
+        total.timings["chains"] = time.perf_counter() - at
         folded = seen[0]
         if progress is not None:
             progress("indexes", folded, 0, 0, total.timings["load"])
