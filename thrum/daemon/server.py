@@ -26,7 +26,7 @@ from .. import events as ev
 from ..paths import ThrumPaths
 from .checkout import watch_checkout
 from ..store import directory
-from ..store.projection import Progress, open_projection
+from ..store.projection import Progress, open_outdated, open_projection
 from ..store.log import EventLog
 from ..sync.gitstore.gitlib import bound_object_cache
 from ..trust.binding import LogBinding
@@ -72,6 +72,7 @@ class Daemon:
         self.ws_port: int | None = None
         self._lock_fd: int | None = None
         self._progress: Progress | None = None  # told how far a start-up rebuild is
+        self._upgrading = False  # serving an older projection while its successor is built (issue 29)
         self._agents_cache: dict[str, dict] = {}
         self._sessions: dict[str, str] = {}  # agent -> active session started by this daemon
         self._local_sessions: set[str] = set()
@@ -303,13 +304,22 @@ class Daemon:
         root, remote = self.paths.main_repo, self.config.remote  # the team root's log id, read again every 5 s
         self.log_binding = LogBinding(read=lambda: committed_log_id(root, remote))
         self.team, self.fold_verified = open_trust(self.paths, self.config, self.ring, self.log_binding)
-        db = open_projection(self.paths.database, event_log, self.fold_verified, progress=self._progress)
+        # A projection of another schema version is served while the new one is built beside
+        # it and swapped in (`_upgrade`); without one to serve (none, or unreadable), build first.
+        db = open_outdated(self.paths.database)
+        self._upgrading = db is not None
+        if db is None:
+            db = open_projection(self.paths.database, event_log, self.fold_verified, progress=self._progress)
         if self.team.judged_blob() != self.team.blob:  # a root adopted, changed or removed while stopped
             self.fold_verified.ask_rejudge("the team root changed")
         self.writer = Writer(
             db, event_log, Signer(self.keys, self.log_binding.get), self.fold_verified, db_path=self.paths.database
         )
-        self.writer.ensure_covered(sync_record.take_reread(self.paths))  # what an offline sync merged into
+        reread = sync_record.take_reread(self.paths)  # what an offline sync merged into
+        if self._upgrading:  # (its rebuild reads the whole log)
+            self.writer.view.rebuild_ahead()
+        else:
+            self.writer.ensure_covered(reread)
         self.fold_verified.release()
         give_back_memory()  # the catch-up's peak (a large history, the verdict memory) goes back
         self.writer.subscribers.append(self._invalidate_caches)
@@ -362,6 +372,8 @@ class Daemon:
                 await self._start_extensions(nursery)
                 await nursery.start(unix.serve_unix, self, self.paths.socket)
                 self._listening()
+                if self._upgrading:
+                    nursery.start_soon(self._upgrade)
                 await nursery.start(self._watch_signals)  # installed before we announce readiness
                 nursery.start_soon(watch_checkout, self.paths.main_repo, self._checkout_gone)
                 log.info("thrum daemon %s ready (pid %d, socket %s)", __version__, os.getpid(), self.paths.socket)
@@ -388,6 +400,11 @@ class Daemon:
                 pass
             self._cleanup_files()
             log.info("stopped")
+
+    async def _upgrade(self) -> None:
+        """Rebuild the outdated projection beside the one being served, then swap it in."""
+        await self.writer.view.rebuild("the projection's schema changed", corrupt=False)
+        self._upgrading = False
 
     async def _start_extensions(self, nursery: trio.Nursery) -> None:
         """WebSocket server, subscriptions hub and sync loop, when their modules exist."""

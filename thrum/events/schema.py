@@ -252,7 +252,6 @@ class MessageCreate(_Event, tag="message.create", kw_only=True):
     chain: Chain | None | UnsetType = UNSET
     sig: Any = UNSET  # kept as written: thrum.trust judges it
 
-
     def __post_init__(self) -> None:
         if self.v > EVENT_VERSION:
             raise ValueError("a future version: the checked path keeps it as written")
@@ -298,7 +297,6 @@ class MessageEdit(_Event, tag="message.edit", kw_only=True):
     chain: Chain | None | UnsetType = UNSET
     sig: Any = UNSET  # kept as written: thrum.trust judges it
 
-
     def __post_init__(self) -> None:
         self._envelope()
         _check(_MESSAGE_ID(self.message_id) is not None, "message_id")
@@ -318,7 +316,6 @@ class MessageDelete(_Event, tag="message.delete", kw_only=True):
     chain: Chain | None | UnsetType = UNSET
     sig: Any = UNSET  # kept as written: thrum.trust judges it
 
-
     def __post_init__(self) -> None:
         self._envelope()
         _check(_MESSAGE_ID(self.message_id) is not None, "message_id")
@@ -334,7 +331,6 @@ class ThreadCreate(_Event, tag="thread.create", kw_only=True):
     created_by: str
     chain: Chain | None | UnsetType = UNSET
     sig: Any = UNSET  # kept as written: thrum.trust judges it
-
 
     def __post_init__(self) -> None:
         self._envelope()
@@ -356,7 +352,6 @@ class AgentRegister(_Event, tag="agent.register", kw_only=True):
     invite: Invite | None | UnsetType = UNSET
     chain: Chain | None | UnsetType = UNSET
     sig: Any = UNSET  # kept as written: thrum.trust judges it
-
 
     def __post_init__(self) -> None:
         self._envelope()
@@ -387,7 +382,6 @@ class AgentUpdate(_Event, tag="agent.update", kw_only=True):
     chain: Chain | None | UnsetType = UNSET
     sig: Any = UNSET  # kept as written: thrum.trust judges it
 
-
     def __post_init__(self) -> None:
         self._envelope()
         _check(_agent(self.agent_id), "agent_id")
@@ -402,7 +396,6 @@ class AgentCleanup(_Event, tag="agent.cleanup", kw_only=True):
     by: str | None = ""  # who removed the agent (its signer); none: itself
     chain: Chain | None | UnsetType = UNSET
     sig: Any = UNSET  # kept as written: thrum.trust judges it
-
 
     def __post_init__(self) -> None:
         self._envelope()
@@ -420,7 +413,6 @@ class SessionStart(_Event, tag="agent.session.start", kw_only=True):
     chain: Chain | None | UnsetType = UNSET
     sig: Any = UNSET  # kept as written: thrum.trust judges it
 
-
     def __post_init__(self) -> None:
         self._envelope()
         _check(_session(self.session_id), "session_id")
@@ -433,7 +425,6 @@ class SessionEnd(_Event, tag="agent.session.end", kw_only=True):
     reason: Literal["normal", "crash", ""] | None = "normal"
     chain: Chain | None | UnsetType = UNSET
     sig: Any = UNSET  # kept as written: thrum.trust judges it
-
 
     def __post_init__(self) -> None:
         self._envelope()
@@ -450,7 +441,6 @@ class AgentAdmit(_Event, tag="agent.admit", kw_only=True):
     invite: Text64 | None | UnsetType = UNSET
     chain: Chain | None | UnsetType = UNSET
     sig: Any = UNSET  # kept as written: thrum.trust judges it
-
 
     def __post_init__(self) -> None:
         self._envelope()
@@ -471,7 +461,6 @@ class AgentRotate(_Event, tag="agent.rotate", kw_only=True):
     chain: Chain | None | UnsetType = UNSET
     sig: Any = UNSET  # kept as written: thrum.trust judges it
 
-
     def __post_init__(self) -> None:
         self._envelope()
         _check(_agent(self.agent_id), "agent_id")
@@ -486,7 +475,6 @@ class AgentRevoke(_Event, tag="agent.revoke", kw_only=True):
     from_event: str | None | UnsetType = UNSET
     chain: Chain | None | UnsetType = UNSET
     sig: Any = UNSET  # kept as written: thrum.trust judges it
-
 
     def __post_init__(self) -> None:
         self._envelope()
@@ -514,7 +502,6 @@ class GroupCreate(_Event, tag="group.create", kw_only=True):
     chain: Chain | None | UnsetType = UNSET
     sig: Any = UNSET  # kept as written: thrum.trust judges it
 
-
     def __post_init__(self) -> None:
         self._envelope()
         _check(_GROUP_ID(self.group_id) is not None, "group_id")
@@ -530,7 +517,6 @@ class GroupDelete(_Event, tag="group.delete", kw_only=True):
     chain: Chain | None | UnsetType = UNSET
     sig: Any = UNSET  # kept as written: thrum.trust judges it
 
-
     def __post_init__(self) -> None:
         self._envelope()
         _check(_group(self.name), "name")
@@ -544,7 +530,6 @@ class _GroupMember(_Event, kw_only=True):
     agent_id: str
     chain: Chain | None | UnsetType = UNSET
     sig: Any = UNSET  # kept as written: thrum.trust judges it
-
 
     def __post_init__(self) -> None:
         self._envelope()
@@ -569,7 +554,6 @@ class _Receipt(_Event, kw_only=True):
     message_ids: Annotated[list[str], Meta(min_length=1, max_length=MAX_IDS)]
     chain: Chain | None | UnsetType = UNSET
     sig: Any = UNSET  # kept as written: thrum.trust judges it
-
 
     def __post_init__(self) -> None:
         self._envelope()

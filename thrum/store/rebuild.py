@@ -219,6 +219,28 @@ def _saved_kv(db) -> list[tuple[str, str]]:
         return []
 
 
+def open_outdated(path: str | os.PathLike[str]) -> pw.SqliteDatabase | None:
+    """The projection at ``path`` when it is complete but of another schema version, opened
+    as it is (not caught up: this build's fold may not fit it), to serve reads from while
+    its successor is built beside it and swapped in (the daemon's upgrade). None when there
+    is no file, it has the current version, no version (an interrupted rebuild), or SQLite
+    cannot read it: then `open_projection` decides."""
+    if not os.path.exists(path):
+        return None
+    db = None
+    try:
+        db = database.open_database(path)
+        version = database.schema_version(db)
+        if version is not None and version != database.SCHEMA_VERSION:
+            db.execute_sql("SELECT 1 FROM messages LIMIT 1").fetchall()
+            return db
+    except Exception:  # noqa: BLE001 - unreadable: open_projection throws it away and rebuilds
+        pass
+    if db is not None:
+        db.close()
+    return None
+
+
 def open_projection(
     path: str | os.PathLike, event_log: EventLog, fold_fn: FoldFn | None = None, progress: Progress | None = None
 ) -> pw.SqliteDatabase:
