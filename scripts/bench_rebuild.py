@@ -77,9 +77,9 @@ def child(src: str, data: Path, kind: str) -> None:
 
 
 def run_child(src: str, data: Path, kind: str) -> dict:
-    out = subprocess.run(
-        [sys.executable, __file__, "--child", src, str(data), kind], check=True, capture_output=True, text=True
-    )
+    out = subprocess.run([sys.executable, __file__, "--child", src, str(data), kind], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"a rebuild from {src} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -96,7 +96,7 @@ def generate(data: Path, events: int) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data-dir", required=True, help="the log (and verdict memory) live here")
+    p.add_argument("--data-dir", help="the log (and verdict memory) live here (required)")
     p.add_argument("--events", type=int, default=1_000_000, help="message.create events to generate")
     p.add_argument("--reuse", action="store_true", help="reuse the log already in --data-dir")
     p.add_argument("--runs", type=int, default=3, help="rebuilds per checkout (interleaved)")
@@ -109,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         child(args.child[0], Path(args.child[1]), args.child[2])
         return 0
+    if not args.data_dir:
+        p.error("--data-dir is required")
     data = Path(args.data_dir)
     data.mkdir(parents=True, exist_ok=True)
     if not (args.reuse and (data / "log").exists()):

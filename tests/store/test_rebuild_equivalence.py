@@ -16,6 +16,7 @@ the author's names the author of the create that was winning then).
 from __future__ import annotations
 
 import base64
+import hashlib
 import random
 import re
 import tempfile
@@ -48,9 +49,9 @@ def sign_and_chain(records: list, rng: random.Random) -> list:
     seq: dict[str, int] = {}
     tip: dict[str, str] = {}
     out = []
-    for shard, d in records:
+    for i, (shard, d) in enumerate(records):
         author = ev.event_author(d) or "ann"
-        raw = rng.randbytes(64)
+        raw = hashlib.sha512(i.to_bytes(4, "big") + rng.randbytes(8)).digest()  # one per event, as signatures are
         sig = base64.b64encode(raw).decode()
         n = seq.get(author, 0) + 1
         roll = rng.random()

@@ -178,7 +178,7 @@ def rebuild(
     gc_was_enabled = gc.isenabled()
     gc.disable()  # millions of short-lived dicts: the cycle collector would rescan them all, repeatedly
     try:
-        started = time.perf_counter()
+        started, started_cpu = time.perf_counter(), time.process_time()
         seen = [0]  # events the load read, as last reported
 
         def load_progress(phase: str, events: int, done_bytes: int, total_bytes: int, elapsed: float) -> None:
@@ -188,11 +188,12 @@ def rebuild(
 
         with chain_fold.deferred():  # the writers' chains are settled once, after the load
             total = _fold_log(db, event_log, {}, keep_applied=keep_applied, fold_fn=fold_fn, progress=load_progress)
-        total.timings = {"load": time.perf_counter() - started}
-        at = time.perf_counter()
+        total.timings = {"load": time.perf_counter() - started, "cpu load": time.process_time() - started_cpu}
+        at, at_cpu = time.perf_counter(), time.process_time()
         with db.atomic():
             chain_fold.settle(db.connection(), now_rfc3339())
         total.timings["chains"] = time.perf_counter() - at
+        total.timings["cpu chains"] = time.process_time() - at_cpu
         folded = seen[0]
         if progress is not None:
             progress("indexes", folded, 0, 0, total.timings["load"])
