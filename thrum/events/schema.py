@@ -172,9 +172,9 @@ class Chain(Struct, forbid_unknown_fields=True, gc=False):
         if self.seq == 1:
             _check(self.prev is UNSET, "chain")
         else:
-            _check(self.prev is not UNSET and _CHAIN_HASH(self.prev) is not None, "chain")  # type: ignore[arg-type]
+            _check(self.prev is not UNSET and _CHAIN_HASH(self.prev) is not None, "chain")
         if self.log is not UNSET:
-            _check(_LOG_ID(self.log) is not None, "chain")  # type: ignore[arg-type]
+            _check(_LOG_ID(self.log) is not None, "chain")
 
 
 class Invite(Struct, forbid_unknown_fields=True, gc=False):
@@ -276,7 +276,7 @@ class MessageCreate(_Event, tag="message.create", kw_only=True):
         if not self.idempotency_key:
             self.idempotency_key = UNSET
         else:
-            _check(_KEY(self.idempotency_key) is not None, "idempotency_key")  # type: ignore[arg-type]
+            _check(_KEY(self.idempotency_key) is not None, "idempotency_key")
         ack, within = self.ack, self.ack_within
         if ack is UNSET and within is UNSET:
             return
@@ -305,7 +305,7 @@ class MessageEdit(_Event, tag="message.edit", kw_only=True):
         if not self.idempotency_key:
             self.idempotency_key = UNSET
         else:
-            _check(_KEY(self.idempotency_key) is not None, "idempotency_key")  # type: ignore[arg-type]
+            _check(_KEY(self.idempotency_key) is not None, "idempotency_key")
 
 
 class MessageDelete(_Event, tag="message.delete", kw_only=True):
@@ -489,7 +489,7 @@ class AgentRevoke(_Event, tag="agent.revoke", kw_only=True):
         if (self.since is UNSET) == (self.from_event is UNSET):
             raise ValueError("since: a revocation names exactly one of since and from_event")
         if self.since is not UNSET:
-            _check(_TIMESTAMP_RE.fullmatch(self.since) is not None and _real_day(self.since), "since")  # type: ignore[arg-type]
+            _check(_TIMESTAMP_RE.fullmatch(self.since) is not None and _real_day(self.since), "since")
         else:
             _check(_ULID(self.from_event) is not None, "from_event")  # type: ignore[arg-type]
 
@@ -624,7 +624,7 @@ SCHEMA_TYPES: tuple[type[_Event], ...] = (
     MessageAcked,
 )
 
-_decoder = msgspec.json.Decoder(Union[SCHEMA_TYPES])  # type: ignore[valid-type]
+_decoder = msgspec.json.Decoder(Union[SCHEMA_TYPES])
 _to_builtins = msgspec.to_builtins
 Refused = (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError)
 

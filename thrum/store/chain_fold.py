@@ -187,7 +187,7 @@ def _faults_at(
     return faults
 
 
-def _track_signer(conn, signer: str, links: list[Link], now: str) -> None:
+def _track_signer(conn: sqlite3.Connection, signer: str, links: list[Link], now: str) -> None:
     row = conn.execute("SELECT spans FROM chain_spans WHERE signer = ?", (signer,)).fetchone()
     spans = Spans.parse(row[0]) if row else Spans()
     batch: dict[int, dict[str, Link]] = defaultdict(dict)
@@ -228,7 +228,7 @@ def _track_signer(conn, signer: str, links: list[Link], now: str) -> None:
             before_new, before_stored = new.get(p - 1), stored.get(p - 1)
             if p == 1 or (before_new is None and before_stored is None):
                 continue
-            if before_stored is None and len(before_new) == 1 and link.prev in before_new:  # type: ignore[arg-type]
+            if before_stored is None and before_new is not None and len(before_new) == 1 and link.prev in before_new:
                 continue
         here = at(p)
         if not here:
@@ -262,9 +262,9 @@ def tip(db: pw.SqliteDatabase, signer: str) -> tuple[int, str]:
     return (row[0], row[1]) if row else (0, "")
 
 
-def report(db: pw.SqliteDatabase) -> dict:
+def report(db: pw.SqliteDatabase) -> dict[str, Any]:
     """Gaps and faults of every chain, for `sync status`, `thrum doctor` and the web UI."""
-    gaps = []
+    gaps: list[dict[str, Any]] = []
     missing = 0
     writers = 0
     for signer, text, high in db.execute_sql("SELECT signer, spans, high FROM chain_spans ORDER BY signer"):

@@ -96,7 +96,7 @@ def finish_schema(
         steps["counters"] = time.perf_counter() - at
         indexed, indexed_cpu = time.perf_counter(), time.process_time()
         search_index.build(db)
-        if one_row(db, "SELECT count(*) FROM schema_version")[0] == 0:
+        if (one_row(db, "SELECT count(*) FROM schema_version") or (0,))[0] == 0:
             db.execute_sql("INSERT INTO schema_version(version) VALUES (?)", (SCHEMA_VERSION,))
     if timings is not None:
         timings["indexes_and_counters"] = indexed - started

@@ -23,7 +23,7 @@ import gc
 import logging
 import os
 import time
-from typing import Iterable, Protocol
+from typing import Any, Iterable, Protocol
 
 import peewee as pw
 
@@ -46,7 +46,7 @@ class FoldFn(Protocol):
     def __call__(
         self,
         db: pw.SqliteDatabase,
-        records: list[tuple[str, dict]],
+        records: list[tuple[str, dict[str, Any]]],
         lines: list[bytes],
         *,
         issues: Iterable[LogIssue] = (),
@@ -74,7 +74,7 @@ def catch_up(db: pw.SqliteDatabase, event_log: EventLog, fold_fn: FoldFn | None 
 
 
 def _fold_log(
-    db,
+    db: pw.SqliteDatabase,
     event_log: EventLog,
     positions: dict[str, Position],
     *,
@@ -90,7 +90,7 @@ def _fold_log(
     done_bytes = 0  # of the shards read to their end
     events = 0
 
-    def flush():
+    def flush() -> None:
         nonlocal pending, events
         events += len(pending.records)
         if pending.records or pending.issues or pending.positions:
@@ -213,7 +213,7 @@ def rebuild(
     return total
 
 
-def _saved_kv(db) -> list[tuple[str, str]]:
+def _saved_kv(db: pw.SqliteDatabase) -> list[tuple[str, str]]:
     try:
         return all_rows(db, "SELECT key, value FROM kv")
     except pw.DatabaseError:
@@ -230,7 +230,7 @@ def open_outdated(path: str | os.PathLike[str]) -> pw.SqliteDatabase | None:
         return None
     db = None
     try:
-        db = database.open_database(path)
+        db = database.open_database(os.fspath(path))
         version = database.schema_version(db)
         if version is not None and version != database.SCHEMA_VERSION:
             db.execute_sql("SELECT 1 FROM messages LIMIT 1").fetchall()
@@ -243,7 +243,7 @@ def open_outdated(path: str | os.PathLike[str]) -> pw.SqliteDatabase | None:
 
 
 def open_projection(
-    path: str | os.PathLike, event_log: EventLog, fold_fn: FoldFn | None = None, progress: Progress | None = None
+    path: str | os.PathLike[str], event_log: EventLog, fold_fn: FoldFn | None = None, progress: Progress | None = None
 ) -> pw.SqliteDatabase:
     """Open the database, rebuilding it from the log when missing, corrupt or outdated.
 
@@ -253,7 +253,7 @@ def open_projection(
     """
     db = None
     try:
-        db = database.open_database(path)
+        db = database.open_database(os.fspath(path))
         version = database.schema_version(db)
         if version == database.SCHEMA_VERSION:
             catch_up(db, event_log, fold_fn)
@@ -274,6 +274,6 @@ def open_projection(
             os.unlink(f"{path}{suffix}")
         except FileNotFoundError:
             pass
-    db = database.open_database(path)
+    db = database.open_database(os.fspath(path))
     rebuild(db, event_log, fold_fn=fold_fn, progress=progress)
     return db
