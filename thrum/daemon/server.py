@@ -405,6 +405,7 @@ class Daemon:
         """Rebuild the outdated projection beside the one being served, then swap it in."""
         await self.writer.view.rebuild("the projection's schema changed", corrupt=False)
         self._upgrading = False
+        self.fold_verified.release()  # the verdicts the rebuild loaded
 
     async def _start_extensions(self, nursery: trio.Nursery) -> None:
         """WebSocket server, subscriptions hub and sync loop, when their modules exist."""
