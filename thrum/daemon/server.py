@@ -303,7 +303,7 @@ class Daemon:
         self.ring = KeyRing(self.paths.var / "known_keys.json", self.keys)
         root, remote = self.paths.main_repo, self.config.remote  # the team root's log id, read again every 5 s
         self.log_binding = LogBinding(read=lambda: committed_log_id(root, remote))
-        self.team, self.fold_verified = open_trust(self.paths, self.config, self.ring, self.log_binding)
+        self.team, self.fold_verified = open_trust(self.paths, self.config, self.ring, self.log_binding, event_log)
         # A projection of another schema version is served while the new one is built beside
         # it and swapped in (`_upgrade`); without one to serve (none, or unreadable), build first.
         db = open_outdated(self.paths.database)
