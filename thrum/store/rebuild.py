@@ -168,9 +168,8 @@ def rebuild(
     kv = _saved_kv(db)
     database.drop_schema(db)
     database.create_tables(db)
-    saved = {
-        p: db.execute_sql(f"PRAGMA {p}").fetchone()[0] for p in ("synchronous", "cache_size", "journal_mode", "mmap_size")
-    }
+    kept = ("synchronous", "cache_size", "journal_mode", "mmap_size")
+    saved = {p: db.execute_sql(f"PRAGMA {p}").fetchone()[0] for p in kept}
     # The log is the durable copy and an interrupted rebuild is redone (no schema
     # version), so the load needs neither syncs nor a journal; it does need cache.
     db.execute_sql("PRAGMA synchronous=OFF")
