@@ -57,6 +57,9 @@ LONG_MODULES: dict[str, str] = {
     "thrum/daemon/server.py": "the nursery, start-up and shutdown; past the mark by a few lines when the checkout "
     "watch and the config warning (issue 30) met the lead's merge train: the start-up steps (`_open_store` and "
     "its helpers) are the piece to move out next",
+    "thrum/events/schema.py": "the event schema, one declaration per event type in one place (issue 29: the "
+    "schema lives in one declarative place); the pattern checks its __post_init__s share (`_Known`, `_real_day`, "
+    "the compiled patterns) are the piece to move out if it grows",
     "thrum/nofollow.py": "no link ever followed, for reads, walks and writes alike; the durable writes "
     "(write_atomic, write_batch, fsync_*) are the half to move out next (issue 28.5)",
 }
