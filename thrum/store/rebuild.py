@@ -168,17 +168,13 @@ def rebuild(
     kv = _saved_kv(db)
     database.drop_schema(db)
     database.create_tables(db)
-    kept = ("synchronous", "cache_size", "journal_mode", "mmap_size")
-    saved = {p: db.execute_sql(f"PRAGMA {p}").fetchone()[0] for p in kept}
+    saved = {p: db.execute_sql(f"PRAGMA {p}").fetchone()[0] for p in ("synchronous", "cache_size", "journal_mode")}
     # The log is the durable copy and an interrupted rebuild is redone (no schema
     # version), so the load needs neither syncs nor a journal; it does need cache.
     db.execute_sql("PRAGMA synchronous=OFF")
     db.execute_sql(f"PRAGMA cache_size={REBUILD_CACHE_KIB}")
     db.execute_sql("PRAGMA journal_mode=OFF")  # stays as it is if another connection is open
     db.execute_sql("PRAGMA threads=2")  # index builds may sort on a second core
-    # Pages read through the page cache only: mapped pages of a gigabyte-sized file would count
-    # in the process's memory on top of the cache (a rebuild alone stays under 1 GiB).
-    db.execute_sql("PRAGMA mmap_size=0")
     gc_was_enabled = gc.isenabled()
     gc.disable()  # millions of short-lived dicts: the cycle collector would rescan them all, repeatedly
     try:
@@ -212,7 +208,6 @@ def rebuild(
             gc.enable()
         db.execute_sql("PRAGMA threads=0")
         db.execute_sql(f"PRAGMA journal_mode={saved['journal_mode']}")
-        db.execute_sql(f"PRAGMA mmap_size={int(saved['mmap_size'])}")
         db.execute_sql(f"PRAGMA cache_size={int(saved['cache_size'])}")
         db.execute_sql(f"PRAGMA synchronous={int(saved['synchronous'])}")
     return total
