@@ -403,7 +403,12 @@ class Daemon:
 
     async def _upgrade(self) -> None:
         """Rebuild the outdated projection beside the one being served, then swap it in."""
-        await self.writer.view.rebuild("the projection's schema changed", corrupt=False)
+        try:
+            await self.writer.view.rebuild("the projection's schema changed", corrupt=False)
+        except Exception as exc:  # noqa: BLE001 - the old projection keeps serving; say so, retry at the next start
+            log.error("rebuilding the projection for this version failed (%s); serving the old one", exc)
+            self.writer.view.fell_behind(exc)
+            return
         self._upgrading = False
         self.fold_verified.release()  # the verdicts the rebuild loaded
 
