@@ -60,6 +60,12 @@ def sample_dicts() -> list[dict]:
     return out
 
 
+def test_every_event_type_is_declared_once():
+    """A new event type needs its Struct in thrum/events/schema.py (else its lines take the checked path)."""
+    tags = [t.__struct_config__.tag for t in schema.SCHEMA_TYPES]
+    assert sorted(tags) == sorted(ev.EVENT_TYPES)
+
+
 def test_every_written_event_is_taken_by_the_schema_as_the_checked_path_takes_it():
     """Not vacuous: every event as the write path writes it (signed, chained or not) takes the schema."""
     for d in sample_dicts():
