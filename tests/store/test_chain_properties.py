@@ -4,6 +4,7 @@ links — and each withheld range, fork or broken link is reported at its number
 
 from __future__ import annotations
 
+import base64
 import tempfile
 from pathlib import Path
 
@@ -120,3 +121,30 @@ def test_each_verdict_names_its_numbers(tmp_path):
     assert (fork["signer"], fork["seq"]) == ("alice", 7) and len(fork["other"]) == 1
     assert got["broken_links"] == 0  # both events at #7 follow the #6 held
     assert chain_fold.tip(db, "bob") == (3, sig_hash(signing.signature_of(records[-1][1])[1]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.fixed_dictionaries(
+        {"event_id": st.just("01JD0000000000000000000000"), "chain": st.just({"seq": 3, "prev": "P" * 22})},
+        optional={
+            "sig": st.one_of(
+                st.fixed_dictionaries(
+                    {},
+                    optional={
+                        "by": st.one_of(st.just("ann"), st.integers()),
+                        "ed25519": st.one_of(
+                            st.binary(min_size=60, max_size=68).map(lambda b: base64.b64encode(b).decode()),
+                            st.text(alphabet="AQgw+/=-_ab", min_size=86, max_size=90),
+                            st.integers(),
+                        ),
+                    },
+                ),
+                st.text(max_size=3),
+            )
+        },
+    )
+)
+def test_the_rebuilds_link_rows_are_the_links_of_the_events(d):
+    """chain_fold.link_row (a rebuild's fast path) names exactly what chains.link_of names."""
+    assert chain_fold.link_row(d) == chain_fold.link_row_checked(d)

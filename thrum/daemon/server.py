@@ -199,6 +199,8 @@ class Daemon:
                 await self._start_parts(parts, serving, nursery)
                 await nursery.start(unix.serve_unix, serving, self.paths.socket)
                 self._process.listening()
+                if store.upgrading:
+                    nursery.start_soon(self._upgrade, store)
                 await nursery.start(self._watch_signals)  # installed before we announce readiness
                 nursery.start_soon(watch_checkout, self.paths.main_repo, self._checkout_gone)
                 log.info("thrum daemon %s ready (pid %d, socket %s)", __version__, os.getpid(), self.paths.socket)
@@ -223,6 +225,16 @@ class Daemon:
                 pass
             self._process.release()
             log.info("stopped")
+
+    async def _upgrade(self, store: Store) -> None:
+        """Rebuild the outdated projection beside the one being served, then swap it in (issue 29)."""
+        try:
+            await store.writer.view.rebuild("the projection's schema changed", corrupt=False)
+        except Exception as exc:  # noqa: BLE001 - the old projection keeps serving; say so, retry at the next start
+            log.error("rebuilding the projection for this version failed (%s); serving the old one", exc)
+            store.writer.view.fell_behind(exc)
+            return
+        store.fold.release()  # the verdicts the rebuild loaded
 
     async def _start_parts(self, parts: Parts, serving: Serving, nursery: trio.Nursery) -> None:
         """The hub, the plugins and the WebSocket, the sync loop, delivery receipts, wake-ups,

@@ -16,7 +16,7 @@ from pathlib import Path
 from ..config import Config
 from ..paths import ThrumPaths
 from ..store.log import EventLog
-from ..store.projection import Progress, open_projection
+from ..store.projection import Progress, open_outdated, open_projection
 from ..store.verified import VerifiedFold
 from ..trust.keys import LocalKeys
 from ..trust.ring import KeyRing
@@ -36,6 +36,7 @@ class Store:
     fold: VerifiedFold  # judges every line before it is folded
     signer: Signer  # signs every event written here
     writer: Writer  # the single writer
+    upgrading: bool = False  # an older schema's projection is served; its successor is to be built (issue 29)
 
 
 def open_store(paths: ThrumPaths, config: Config, keys: LocalKeys, progress: Progress | None = None) -> Store:
@@ -52,13 +53,24 @@ def open_store(paths: ThrumPaths, config: Config, keys: LocalKeys, progress: Pro
     event_log = EventLog(worktree)
     ring = KeyRing(paths.var / "known_keys.json", keys)
     team, fold = open_trust(paths, config, ring, event_log)
-    db = open_projection(paths.database, event_log, fold, progress=progress)
+    # A projection of another schema version is served while the new one is built beside
+    # it and swapped in (`Daemon._upgrade`); without one to serve (none, or unreadable), build first.
+    db = open_outdated(paths.database)
+    upgrading = db is not None
+    if db is None:
+        db = open_projection(paths.database, event_log, fold, progress=progress)
     if team.judged_blob() != team.blob:  # a root adopted, changed or removed while stopped
         fold.ask_rejudge("the team root changed")
     signer = Signer(keys, team.binding.get)
     writer = Writer(db, event_log, signer, fold, db_path=paths.database)
-    writer.ensure_covered(sync_record.take_reread(paths))  # what an offline sync merged into
+    reread = sync_record.take_reread(paths)  # what an offline sync merged into
+    if upgrading:  # (its rebuild reads the whole log)
+        writer.view.rebuild_ahead()
+    else:
+        writer.ensure_covered(reread)
     fold.release()
     give_back_memory()  # the catch-up's peak (a large history, the verdict memory) goes back
     writer.when_rejudged(team.mark_judged)
-    return Store(worktree=worktree, ring=ring, team=team, fold=fold, signer=signer, writer=writer)
+    return Store(
+        worktree=worktree, ring=ring, team=team, fold=fold, signer=signer, writer=writer, upgrading=upgrading
+    )

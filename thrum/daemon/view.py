@@ -81,6 +81,7 @@ class ViewKeeper:
         self.error: str | None = None
         self.repairs = 0
         self.rebuilds = 0
+        self.rebuilding = False  # a new projection is being built beside the one served
         self._kick = trio.Event()
         self._retrying = False
         self._rebuilding = trio.Lock()
@@ -90,6 +91,10 @@ class ViewKeeper:
         return self.behind_since is not None
 
     # ------------------------------------------------------------------ state (any thread)
+    def rebuild_ahead(self) -> None:
+        """A rebuild is about to start (the daemon's upgrade): say so from now on."""
+        self.rebuilding = True
+
     def fell_behind(self, exc: BaseException) -> None:
         why = describe(exc)
         if self.behind_since is None:
@@ -116,6 +121,7 @@ class ViewKeeper:
             "error": self.error,
             "repairs": self.repairs,
             "rebuilds": self.rebuilds,
+            "rebuilding": self.rebuilding,
         }
 
     # ------------------------------------------------------------------ repair
@@ -132,9 +138,11 @@ class ViewKeeper:
         fresh = self.db_path.with_name(self.db_path.name + ".rebuild")
         _remove(fresh)
         db = database.open_database(fresh)
+        self.rebuilding = True  # reads are served from the old file meanwhile
         try:
             result = projection.rebuild(db, self.writer.log, fold_fn=self.writer.fold_lines)
         finally:
+            self.rebuilding = False
             db.close()
         try:
             self.writer.db.close()

@@ -23,7 +23,8 @@ The modules, each with one job (pure: no I/O, no trio, no pygit2):
 - `tags`: what a scope or ref (``{type, value}``) is;
 - `ids`: ULIDs, prefixed ids, timestamps and their sort keys;
 - `fields`: the checks of one field (strings, choices, tags, bodies, id lists);
-- `validation`: the per-type field normalisers (`normalise`);
+- `validation`: the per-type field normalisers (`normalise`): the checked path;
+- `schema`: one msgspec Struct per event type, how a log line is decoded in C;
 - `shards`: the layout (streams, segment paths) and the authorship rules;
 - `codec`: one event ↔ one JSON line;
 - `typed`: the frozen dataclasses the write path builds.

@@ -12,26 +12,59 @@ Tables (rebuilt from the log like everything else here):
   held: the faults are a function of the set of events, not of the order they came in.
 
 Nothing here refuses a line: every event in a chain verified on its own.
+
+A rebuild loads a million links: inside `deferred` (the rebuild's load), `track` only
+inserts them, and `settle` computes every writer's spans and faults once at the end,
+in one ordered pass over ``chain_links``, with the same rules (`_faults_at`) as the
+per-batch path, so both give the same tables.
 """
 
 from __future__ import annotations
 
+import binascii
+import sqlite3
+from binascii import a2b_base64, b2a_base64
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from hashlib import sha256
+from typing import Any
 
 import peewee as pw
 
 from ..trust.chains import Link, Spans, gap_text, link_of
 from .sql import chunks, qmarks
 
-__all__ = ["MAX_FAULTS", "report", "tip", "track"]
+__all__ = ["MAX_FAULTS", "deferred", "report", "settle", "tip", "track"]
 
 MAX_FAULTS = 10_000  # rows of faults kept (a key used on two machines for long writes many)
 REPORT_ITEMS = 100  # gaps and faults listed by `report` (the totals count them all)
 
 
-def track(conn, events: Iterable[dict], now: str) -> None:
+_DEFERRED: ContextVar[bool] = ContextVar("chain_fold_deferred", default=False)
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """Within (this thread): `track` only inserts links. For a rebuild's load, which then
+    calls `settle`."""
+    token = _DEFERRED.set(True)
+    try:
+        yield
+    finally:
+        _DEFERRED.reset(token)
+
+
+def track(conn: sqlite3.Connection, events: Iterable[dict[str, Any]], now: str) -> None:
     """Record the chain links of events being applied (inside the fold's transaction)."""
+    if _DEFERRED.get():
+        rows = [row for d in events if "chain" in d and (row := link_row(d)) is not None]
+        if rows:
+            conn.executemany(
+                "INSERT OR IGNORE INTO chain_links(signer, seq, hash, prev, event_id) VALUES (?,?,?,?,?)", rows
+            )
+        return
     by_signer: dict[str, list[Link]] = defaultdict(list)
     for d in events:
         if "chain" in d:
@@ -42,7 +75,119 @@ def track(conn, events: Iterable[dict], now: str) -> None:
         _track_signer(conn, signer, links, now)
 
 
-def _track_signer(conn, signer: str, links: list[Link], now: str) -> None:
+def link_row(d: dict[str, Any]) -> tuple[str, int, str, str, str] | None:
+    """`link_of` as a row of ``chain_links`` (signer, seq, hash, prev, event id), for a
+    rebuild's million events: the same checks of the signature (`signing.signature_of`:
+    88 characters of strict base64 that are 64 bytes) and the same hash (`chains.sig_hash`),
+    without the objects and wrappers in between."""
+    sig, chain = d.get("sig"), d.get("chain")
+    if type(sig) is not dict or type(chain) is not dict:
+        return link_row_checked(d)
+    by, text = sig.get("by"), sig.get("ed25519")
+    if type(by) is not str or type(text) is not str or len(text) != 88:
+        return None
+    try:
+        raw = a2b_base64(text, strict_mode=True)
+    except (binascii.Error, ValueError):
+        return None
+    if len(raw) != 64:
+        return None
+    hash_ = b2a_base64(sha256(raw).digest()[:16], newline=False).translate(_URLSAFE)[:22].decode()
+    return (by, chain["seq"], hash_, chain.get("prev") or "", str(d.get("event_id", "")))
+
+
+def link_row_checked(d: dict[str, Any]) -> tuple[str, int, str, str, str] | None:
+    link = link_of(d)
+    return None if link is None else (link.signer, link.seq, link.hash, link.prev, link.event_id)
+
+
+_URLSAFE = bytes.maketrans(b"+/", b"-_")
+
+
+def settle(conn: sqlite3.Connection, now: str) -> None:
+    """Every writer's spans and faults from the links held, in one pass (after a deferred load)."""
+    conn.execute("DELETE FROM chain_spans")
+    conn.execute("DELETE FROM chain_faults")
+    spans_rows: list[tuple[str, str, int]] = []
+    faults: list[tuple[str, str, str, int, str, str, str, str]] = []
+    signer = None
+    seqs: list[int] = []
+    before: dict[str, tuple[str, str]] = {}
+    here: dict[str, tuple[str, str]] = {}
+    p = 0
+
+    def close_position() -> None:
+        if here:
+            for key, kind, q, eid, other, detail in _faults_at(signer or "", p, here, before if p > 1 else {}):
+                faults.append((key, kind, signer or "", q, eid, other, detail[:1000], now))
+
+    def close_signer() -> None:
+        close_position()
+        if signer is not None and seqs:
+            spans = Spans()
+            spans.add(seqs)
+            spans_rows.append((signer, spans.text(), spans.high()))
+
+    for s, seq, hash_, prev, eid in conn.execute(
+        "SELECT signer, seq, hash, prev, event_id FROM chain_links ORDER BY signer, seq, hash"
+    ):
+        if s != signer:
+            close_signer()
+            signer, seqs, before, here, p = s, [], {}, {}, 0
+        if seq != p:
+            close_position()
+            before = here if seq == p + 1 else {}
+            here, p = {}, seq
+            seqs.append(seq)
+        here[hash_] = (prev, eid)
+    close_signer()
+    conn.executemany("INSERT INTO chain_spans(signer, spans, high) VALUES (?,?,?)", spans_rows)
+    if faults:
+        conn.executemany(
+            "INSERT OR REPLACE INTO chain_faults(key, kind, signer, seq, event_id, other, detail, seen_at) "
+            "VALUES (?,?,?,?,?,?,?,?)",
+            faults[:MAX_FAULTS],
+        )
+
+
+def _faults_at(
+    signer: str, p: int, here: dict[str, tuple[str, str]], before: dict[str, tuple[str, str]]
+) -> list[tuple[str, str, int, str, str, str]]:
+    """The faults at position ``p`` of ``signer``'s chain, from the events held there and at
+    ``p - 1`` (hash -> (prev, event id)): a fork, and links whose prev is none of those before."""
+    faults = []
+    if len(here) > 1:
+        ids = sorted(eid for _, eid in here.values())
+        faults.append(
+            (
+                f"fork:{signer}:{p}",
+                "fork",
+                p,
+                ids[0],
+                ",".join(ids[1:]),
+                f"{signer} #{p} is claimed by {len(ids)} different events ({', '.join(ids)}): "
+                f"the key signs on two machines, or was stolen",
+            )
+        )
+    if before:
+        for prev, eid in sorted(here.values(), key=lambda v: v[1]):
+            if prev not in before:
+                held = sorted(e for _, e in before.values())
+                faults.append(
+                    (
+                        f"broken-link:{signer}:{p}:{eid}",
+                        "broken-link",
+                        p,
+                        eid,
+                        ",".join(held),
+                        f"{signer} #{p} ({eid}) follows a #{p - 1} this replica does not hold "
+                        f"(it holds {', '.join(held)}): another history of {signer} exists",
+                    )
+                )
+    return faults
+
+
+def _track_signer(conn: sqlite3.Connection, signer: str, links: list[Link], now: str) -> None:
     row = conn.execute("SELECT spans FROM chain_spans WHERE signer = ?", (signer,)).fetchone()
     spans = Spans.parse(row[0]) if row else Spans()
     batch: dict[int, dict[str, Link]] = defaultdict(dict)
@@ -83,40 +228,12 @@ def _track_signer(conn, signer: str, links: list[Link], now: str) -> None:
             before_new, before_stored = new.get(p - 1), stored.get(p - 1)
             if p == 1 or (before_new is None and before_stored is None):
                 continue
-            if before_stored is None and len(before_new) == 1 and link.prev in before_new:  # type: ignore[arg-type]
+            if before_stored is None and before_new is not None and len(before_new) == 1 and link.prev in before_new:
                 continue
         here = at(p)
         if not here:
             continue
-        if len(here) > 1:
-            ids = sorted(eid for _, eid in here.values())
-            faults.append(
-                (
-                    f"fork:{signer}:{p}",
-                    "fork",
-                    p,
-                    ids[0],
-                    ",".join(ids[1:]),
-                    f"{signer} #{p} is claimed by {len(ids)} different events ({', '.join(ids)}): "
-                    f"the key signs on two machines, or was stolen",
-                )
-            )
-        before = at(p - 1) if p > 1 else {}
-        if before:
-            for prev, eid in sorted(here.values(), key=lambda v: v[1]):
-                if prev not in before:
-                    held = sorted(e for _, e in before.values())
-                    faults.append(
-                        (
-                            f"broken-link:{signer}:{p}:{eid}",
-                            "broken-link",
-                            p,
-                            eid,
-                            ",".join(held),
-                            f"{signer} #{p} ({eid}) follows a #{p - 1} this replica does not hold "
-                            f"(it holds {', '.join(held)}): another history of {signer} exists",
-                        )
-                    )
+        faults.extend(_faults_at(signer, p, here, at(p - 1) if p > 1 else {}))
     stale = [p for p in evaluate if spans.holds(p)]  # positions whose faults may have changed
     for chunk in chunks(stale):
         conn.execute(f"DELETE FROM chain_faults WHERE signer = ? AND seq IN ({qmarks(len(chunk))})", [signer, *chunk])
@@ -145,9 +262,9 @@ def tip(db: pw.SqliteDatabase, signer: str) -> tuple[int, str]:
     return (row[0], row[1]) if row else (0, "")
 
 
-def report(db: pw.SqliteDatabase) -> dict:
+def report(db: pw.SqliteDatabase) -> dict[str, Any]:
     """Gaps and faults of every chain, for `sync status`, `thrum doctor` and the web UI."""
-    gaps = []
+    gaps: list[dict[str, Any]] = []
     missing = 0
     writers = 0
     for signer, text, high in db.execute_sql("SELECT signer, spans, high FROM chain_spans ORDER BY signer"):

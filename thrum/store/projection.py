@@ -42,7 +42,7 @@ from __future__ import annotations
 from .counters import verify_counters
 from .directory import fold_counts
 from .fold import FoldResult, applied_since, fold, load_positions, save_positions
-from .rebuild import READ_CHUNK, REBUILD_BATCH, FoldFn, Progress, catch_up, open_projection, rebuild
+from .rebuild import READ_CHUNK, REBUILD_BATCH, FoldFn, Progress, catch_up, open_outdated, open_projection, rebuild
 
 __all__ = [
     "FoldFn",
@@ -55,6 +55,7 @@ __all__ = [
     "fold",
     "fold_counts",
     "load_positions",
+    "open_outdated",
     "open_projection",
     "rebuild",
     "save_positions",

@@ -23,11 +23,12 @@ import gc
 import logging
 import os
 import time
-from typing import Iterable, Protocol
+from typing import Any, Iterable, Protocol
 
 import peewee as pw
 
-from . import database
+from ..events.ids import now_rfc3339
+from . import chain_fold, database
 from .fold import FoldResult, fold, load_positions
 from .log import EventLog, LogIssue, Position, ReadResult
 from .sql import all_rows
@@ -45,7 +46,7 @@ class FoldFn(Protocol):
     def __call__(
         self,
         db: pw.SqliteDatabase,
-        records: list[tuple[str, dict]],
+        records: list[tuple[str, dict[str, Any]]],
         lines: list[bytes],
         *,
         issues: Iterable[LogIssue] = (),
@@ -73,7 +74,7 @@ def catch_up(db: pw.SqliteDatabase, event_log: EventLog, fold_fn: FoldFn | None 
 
 
 def _fold_log(
-    db,
+    db: pw.SqliteDatabase,
     event_log: EventLog,
     positions: dict[str, Position],
     *,
@@ -89,7 +90,7 @@ def _fold_log(
     done_bytes = 0  # of the shards read to their end
     events = 0
 
-    def flush():
+    def flush() -> None:
         nonlocal pending, events
         events += len(pending.records)
         if pending.records or pending.issues or pending.positions:
@@ -177,7 +178,7 @@ def rebuild(
     gc_was_enabled = gc.isenabled()
     gc.disable()  # millions of short-lived dicts: the cycle collector would rescan them all, repeatedly
     try:
-        started = time.perf_counter()
+        started, started_cpu = time.perf_counter(), time.process_time()
         seen = [0]  # events the load read, as last reported
 
         def load_progress(phase: str, events: int, done_bytes: int, total_bytes: int, elapsed: float) -> None:
@@ -185,8 +186,14 @@ def rebuild(
             if progress is not None:
                 progress(phase, events, done_bytes, total_bytes, elapsed)
 
-        total = _fold_log(db, event_log, {}, keep_applied=keep_applied, fold_fn=fold_fn, progress=load_progress)
-        total.timings = {"load": time.perf_counter() - started}
+        with chain_fold.deferred():  # the writers' chains are settled once, after the load
+            total = _fold_log(db, event_log, {}, keep_applied=keep_applied, fold_fn=fold_fn, progress=load_progress)
+        total.timings = {"load": time.perf_counter() - started, "cpu load": time.process_time() - started_cpu}
+        at, at_cpu = time.perf_counter(), time.process_time()
+        with db.atomic():
+            chain_fold.settle(db.connection(), now_rfc3339())
+        total.timings["chains"] = time.perf_counter() - at
+        total.timings["cpu chains"] = time.process_time() - at_cpu
         folded = seen[0]
         if progress is not None:
             progress("indexes", folded, 0, 0, total.timings["load"])
@@ -206,15 +213,37 @@ def rebuild(
     return total
 
 
-def _saved_kv(db) -> list[tuple[str, str]]:
+def _saved_kv(db: pw.SqliteDatabase) -> list[tuple[str, str]]:
     try:
         return all_rows(db, "SELECT key, value FROM kv")
     except pw.DatabaseError:
         return []
 
 
+def open_outdated(path: str | os.PathLike[str]) -> pw.SqliteDatabase | None:
+    """The projection at ``path`` when it is complete but of another schema version, opened
+    as it is (not caught up: this build's fold may not fit it), to serve reads from while
+    its successor is built beside it and swapped in (the daemon's upgrade). None when there
+    is no file, it has the current version, no version (an interrupted rebuild), or SQLite
+    cannot read it: then `open_projection` decides."""
+    if not os.path.exists(path):
+        return None
+    db = None
+    try:
+        db = database.open_database(os.fspath(path))
+        version = database.schema_version(db)
+        if version is not None and version != database.SCHEMA_VERSION:
+            db.execute_sql("SELECT 1 FROM messages LIMIT 1").fetchall()
+            return db
+    except Exception:  # noqa: BLE001 - unreadable: open_projection throws it away and rebuilds
+        pass
+    if db is not None:
+        db.close()
+    return None
+
+
 def open_projection(
-    path: str | os.PathLike, event_log: EventLog, fold_fn: FoldFn | None = None, progress: Progress | None = None
+    path: str | os.PathLike[str], event_log: EventLog, fold_fn: FoldFn | None = None, progress: Progress | None = None
 ) -> pw.SqliteDatabase:
     """Open the database, rebuilding it from the log when missing, corrupt or outdated.
 
@@ -224,7 +253,7 @@ def open_projection(
     """
     db = None
     try:
-        db = database.open_database(path)
+        db = database.open_database(os.fspath(path))
         version = database.schema_version(db)
         if version == database.SCHEMA_VERSION:
             catch_up(db, event_log, fold_fn)
@@ -245,6 +274,6 @@ def open_projection(
             os.unlink(f"{path}{suffix}")
         except FileNotFoundError:
             pass
-    db = database.open_database(path)
+    db = database.open_database(os.fspath(path))
     rebuild(db, event_log, fold_fn=fold_fn, progress=progress)
     return db

@@ -23,6 +23,8 @@ Everything here can be thrown away and rebuilt from the log: bump
 
 from __future__ import annotations
 
+import peewee as pw
+
 from .bookkeeping import (
     AppliedEvent,
     ChainFault,
@@ -60,7 +62,7 @@ SCHEMA_VERSION = 12  # 5: applied_events keyed by event id and author (store.fol
 #                   11: the search index (message_search, thread_subjects, messages.search_tags/search_parts)
 #                   12: chain_links, chain_spans, chain_faults (per-writer chains, issue 25)
 
-TABLE_MODELS = [
+TABLE_MODELS: list[type[pw.Model]] = [
     Message,
     MessageScope,
     MessageRef,

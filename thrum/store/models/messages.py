@@ -46,28 +46,32 @@ class Message(Base):
         indexes = ()
 
 
-class MessageScope(Base):
-    message_id = pw.TextField()
-    scope_type = pw.TextField()
-    scope_value = pw.TextField()
-    pos = pw.IntegerField(default=0)  # not in the spec's table: the order the author gave (message get)
+def _tag_table(class_name: str, table: str, kind: str) -> type[Base]:
+    """A message's scopes or refs: one row per ``{type, value}`` tag, with the position the
+    author gave it (``pos``: not in the spec's table; ``message get`` shows them in order).
+    The two tables differ only in their names and the prefix of two columns."""
+    meta = type(
+        "Meta",
+        (),
+        {
+            "table_name": table,
+            "primary_key": pw.CompositeKey("message_id", f"{kind}_type", f"{kind}_value"),
+            "without_rowid": True,
+        },
+    )
+    fields = {
+        "message_id": pw.TextField(),
+        f"{kind}_type": pw.TextField(),
+        f"{kind}_value": pw.TextField(),
+        "pos": pw.IntegerField(default=0),
+        "Meta": meta,
+        "__module__": __name__,
+    }
+    return type(class_name, (Base,), fields)
 
-    class Meta:
-        table_name = "message_scopes"
-        primary_key = pw.CompositeKey("message_id", "scope_type", "scope_value")
-        without_rowid = True
 
-
-class MessageRef(Base):
-    message_id = pw.TextField()
-    ref_type = pw.TextField()
-    ref_value = pw.TextField()
-    pos = pw.IntegerField(default=0)  # not in the spec's table: the order the author gave (message get)
-
-    class Meta:
-        table_name = "message_refs"
-        primary_key = pw.CompositeKey("message_id", "ref_type", "ref_value")
-        without_rowid = True
+MessageScope = _tag_table("MessageScope", "message_scopes", "scope")
+MessageRef = _tag_table("MessageRef", "message_refs", "ref")
 
 
 class MessageEdit(Base):

@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""The projection rebuild alone (issue 29): CPU time, wall time, phases and peak memory.
+
+Each rebuild runs in a child process of its own, so its ``ru_maxrss`` is the rebuild's
+alone (the generator and other runs do not count), and its CPU time is what the rest of
+a shared machine changes least. The log is the store benchmark's (`bench.generate_store_log`:
+signed, chained, sealed, as the daemon writes it); the rebuild is the daemon's (trust
+check; ``remembered``: with the verdict memory a first rebuild left, the usual case).
+
+``--src DIR`` runs the children from another checkout (its own ``thrum``), so that
+before/after runs can be interleaved on one log:
+
+    python scripts/bench_rebuild.py --data-dir /tmp/rb --events 1000000 --runs 3
+    python scripts/bench_rebuild.py --data-dir /tmp/rb --reuse --src /path/to/old/checkout --src . --runs 3
+
+A child prints one JSON line; the parent prints a table of the medians per checkout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def child(src: str, data: Path, kind: str) -> None:
+    """One rebuild, in this process; prints its figures as one JSON line."""
+    sys.path.insert(0, src)
+    import gc
+
+    from thrum.store import database, projection
+    from thrum.store.log import EventLog
+    from thrum.store.verified import VerifiedFold
+    from thrum.trust.ring import KeyRing
+    from thrum.trust.verdicts import VerdictMemory
+    from thrum.trust.verify import Verifier
+
+    db_path = data / f"rebuild-{os.getpid()}.db"
+    memory = data / "verified-lines"
+    if kind == "first":
+        memory.unlink(missing_ok=True)
+    fold_fn = None
+    if kind != "plain":
+        fold_fn = VerifiedFold(Verifier(KeyRing(None, None)), VerdictMemory(memory))
+    db = database.open_database(db_path)
+    gc.collect()
+    t, cpu = time.perf_counter(), time.process_time()
+    result = projection.rebuild(db, EventLog(data / "log"), fold_fn=fold_fn)
+    wall, cpu = time.perf_counter() - t, time.process_time() - cpu
+    db.close()
+    size = db_path.stat().st_size
+    for p in data.glob(db_path.name + "*"):
+        p.unlink()
+    print(
+        json.dumps(
+            {
+                "wall": wall,
+                "cpu": cpu,
+                "maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "db_mib": size / 2**20,
+                "refused": result.refused,
+                "malformed": result.malformed,
+                "timings": result.timings,
+            }
+        ),
+        flush=True,
+    )
+
+
+def run_child(src: str, data: Path, kind: str) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--child", src, str(data), kind], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"a rebuild from {src} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def generate(data: Path, events: int) -> int:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from bench import generate_store_log  # noqa: PLC0415 - the store benchmark's generator
+
+    shutil.rmtree(data / "log", ignore_errors=True)
+    t = time.perf_counter()
+    info = generate_store_log(data / "log", events)
+    print(f"generated {info['creates']:,} creates and {info['marks']:,} read marks in {time.perf_counter() - t:.0f} s")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--data-dir", help="the log (and verdict memory) live here (required)")
+    p.add_argument("--events", type=int, default=1_000_000, help="message.create events to generate")
+    p.add_argument("--reuse", action="store_true", help="reuse the log already in --data-dir")
+    p.add_argument("--runs", type=int, default=3, help="rebuilds per checkout (interleaved)")
+    p.add_argument("--src", action="append", help="checkout(s) whose thrum rebuilds (default: this one)")
+    p.add_argument(
+        "--kind", default="remembered", choices=["remembered", "first", "plain"], help="the rebuild to measure"
+    )
+    p.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child:
+        child(args.child[0], Path(args.child[1]), args.child[2])
+        return 0
+    if not args.data_dir:
+        p.error("--data-dir is required")
+    data = Path(args.data_dir)
+    data.mkdir(parents=True, exist_ok=True)
+    if not (args.reuse and (data / "log").exists()):
+        generate(data, args.events)
+    lines = sum(p.read_bytes().count(b"\n") for p in (data / "log").rglob("*.jsonl"))
+    srcs = [str(Path(s).resolve()) for s in (args.src or [str(ROOT)])]
+    if args.kind == "remembered" and not (data / "verified-lines").exists():
+        run_child(srcs[0], data, "first")  # leaves the verdict memory the usual rebuild reads
+    runs: dict[str, list[dict]] = {s: [] for s in srcs}
+    for i in range(args.runs):
+        for s in srcs:
+            r = run_child(s, data, args.kind)
+            runs[s].append(r)
+            print(
+                f"run {i + 1} {s}: cpu {r['cpu']:.1f} s, wall {r['wall']:.1f} s, "
+                f"maxrss {r['maxrss_mib']:,.0f} MiB, " + ", ".join(f"{k} {v:.1f}" for k, v in r["timings"].items()),
+                flush=True,
+            )
+    print(f"\nrebuild ({args.kind}) of {lines:,} log lines, median of {args.runs}:")
+    print(f"{'checkout':<40} {'CPU s':>8} {'wall s':>8} {'ev/s (wall)':>12} {'ev/s (CPU)':>12} {'maxrss MiB':>11}")
+    for s, rs in runs.items():
+        cpu = statistics.median(r["cpu"] for r in rs)
+        wall = statistics.median(r["wall"] for r in rs)
+        rss = max(r["maxrss_mib"] for r in rs)
+        print(f"{s[-40:]:<40} {cpu:8.1f} {wall:8.1f} {lines / wall:12,.0f} {lines / cpu:12,.0f} {rss:11,.0f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,253 @@
+"""The event schema (thrum/events/schema.py) against the checked path (validation.normalise).
+
+The schema decodes log lines in C; the checked path is the reference. What the schema
+accepts, the checked path accepts, with the same normalised event; what the checked
+path refuses, the schema refuses. (The schema may refuse a line the checked path takes
+— an unknown type, a future version, a lenient spelling no writer uses — because
+`decode_line` then asks the checked path: that is what the last test holds.)
+"""
+
+from __future__ import annotations
+
+import json
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from thrum import events as ev
+from thrum.events import codec, schema
+
+from test_events import SAMPLES
+
+
+def both(line: bytes) -> tuple[object, object]:
+    """(what the schema gives, what the checked path gives); a refusal is the string "refused"."""
+    try:
+        fast: object = schema.decode(line)
+    except schema.Refused:
+        fast = "refused"
+    try:
+        checked: object = codec.decode_checked(line)
+    except ev.MalformedEvent:
+        checked = "refused"
+    return fast, checked
+
+
+def agree(line: bytes) -> bool:
+    """The schema's answer is the checked path's, or a refusal of a line the checked path
+    takes (which `decode_line` then hands to it). Returns whether the schema accepted."""
+    fast, checked = both(line)
+    if fast == "refused":
+        return False
+    assert fast == checked, line
+    return True
+
+
+SIGNED = {
+    "sig": {"by": "furiosa", "ed25519": "A" * 86 + "=="},
+    "chain": {"seq": 2, "prev": "B" * 22, "log": "team:main"},
+}
+
+
+def sample_dicts() -> list[dict]:
+    out = []
+    for e in SAMPLES:
+        d = e.to_dict()
+        out.append(d)
+        out.append({**d, **SIGNED})
+    return out
+
+
+def test_every_event_type_is_declared_once():
+    """A new event type needs its Struct in thrum/events/schema.py (else its lines take the checked path)."""
+    tags = [t.__struct_config__.tag for t in schema.SCHEMA_TYPES]
+    assert sorted(tags) == sorted(ev.EVENT_TYPES)
+
+
+def test_every_written_event_is_taken_by_the_schema_as_the_checked_path_takes_it():
+    """Not vacuous: every event as the write path writes it (signed, chained or not) takes the schema."""
+    for d in sample_dicts():
+        assert agree(ev.encode_line(d).rstrip(b"\n")), d["type"]
+
+
+def test_a_decoded_event_encodes_as_the_checked_paths_does():
+    """Keys in the checked path's order: an event read and written again is the same bytes,
+    whichever path decoded it."""
+    for d in sample_dicts():
+        line = ev.encode_line(d)
+        assert ev.encode_line(schema.decode(line)) == ev.encode_line(codec.decode_checked(line))
+
+
+# --------------------------------------------------------------------------- a corpus of malformed lines
+
+BAD_VALUES = [
+    None,
+    0,
+    1,
+    -1,
+    1.5,
+    True,
+    False,
+    "",
+    " ",
+    "x" * 5000,
+    "BAD ID",
+    "everyone",
+    "daemon",
+    "msg_",
+    "msg_a\n",
+    "ses_ok\n",
+    "alice\n",
+    "Alice",
+    "é",
+    [],
+    [None],
+    ["msg_1", 2],
+    {},
+    {"type": "mention"},
+    {"type": "", "value": "x"},
+    {"type": "bad type", "value": "x"},
+    {"seq": 1, "prev": "A" * 22},
+    {"seq": 2},
+    {"seq": 0},
+    {"seq": True},
+    {"seq": 2**53, "prev": "A" * 22},
+    {"seq": 1, "log": ""},
+    {"seq": 1, "log": None},
+    {"seq": 1, "x": 1},
+    {"content": 5},
+    {"format": "html", "content": ""},
+    {"content": "", "structured": "{not json"},
+    {"content": "", "structured": 0},
+    "2026-02-30T10:00:00Z",
+    "2100-01-01T00:00:00Z",
+    "2026-11-25T22:19:15+02:00",
+    "2026-11-25T22:19:60Z",
+    "2024-02-29T00:00:00Z",
+    "2026-02-29T00:00:00Z",
+    "01JD0000000000000000000000",
+    "81JD0000000000000000000000",
+]
+
+
+def corpus() -> list[bytes]:
+    """Every sample with each of its fields (and the chain, body and tag fields within)
+    replaced by each bad value, or removed."""
+    lines = []
+    for d in sample_dicts():
+        for key in list(d) + ["ack", "ack_within", "idempotency_key", "invite", "v"]:
+            lines.append(orjson.dumps({k: v for k, v in d.items() if k != key}))
+            for bad in BAD_VALUES:
+                lines.append(orjson.dumps({**d, key: bad}))
+        for key in ("content", "format", "structured"):
+            if "body" in d:
+                for bad in BAD_VALUES:
+                    lines.append(orjson.dumps({**d, "body": {**d["body"], key: bad}}))
+        for field in ("scopes", "refs"):
+            if d.get(field):
+                for bad in BAD_VALUES:
+                    lines.append(orjson.dumps({**d, field: [*d[field], bad]}))
+                lines.append(orjson.dumps({**d, field: d[field] * 2}))  # repeats are dropped
+    return lines
+
+
+RAW_LINES = [
+    b"",
+    b"null",
+    b"[]",
+    b'"message.create"',
+    b"{",
+    b'{"type": "message.read"}',
+    b"{}" * 2,
+    b"[" * 5000 + b"]" * 5000,
+    b'{"type":"message.read","sig":' + b"[" * 200 + b"]" * 200 + b"}",
+    b'{"type":"message.read","timestamp":"2026-01-01T00:00:00.000Z","event_id":"01KDVEBRYZ0000055K7K5PN59C",'
+    b'"agent_id":"bob","message_ids":["msg_1"],"x":NaN}',
+    b'{"type":"message.read","timestamp":"2026-01-01T00:00:00.000Z","event_id":"01KDVEBRYZ0000055K7K5PN59C",'
+    b'"agent_id":"bo\\ud800b","message_ids":["msg_1"]}',
+    b'{"type":"message.read","timestamp":"2026-01-01T00:00:00.000Z","event_id":"01KDVEBRYZ0000055K7K5PN59C",'
+    b'"agent_id":"bob","message_ids":["msg_1"],"sig":"\xed\xa0\x80"}',
+    b'{"type":"message.read","timestamp":"2026-01-01T00:00:00.000Z","event_id":"01KDVEBRYZ0000055K7K5PN59C",'
+    b'"agent_id":"bob","message_ids":["msg_1"]}\xff',
+    b'{"type":"message.read","timestamp":"2026-01-01T00:00:00.000Z","event_id":"01KDVEBRYZ0000055K7K5PN59C",'
+    b'"agent_id":"bob","agent_id":"b!","message_ids":["msg_1"]}',
+    b'{"type":"message.read","timestamp":"2026-01-01T00:00:00.000Z","event_id":"01KDVEBRYZ0000055K7K5PN59C",'
+    b'"agent_id":"b!","agent_id":"bob","message_ids":["msg_1"]}',
+    b'{"type":"message.read","timestamp":"2026-01-01T00:00:00.000Z","event_id":"01KDVEBRYZ0000055K7K5PN59C",'
+    b'"agent_id":"ann","agent_id":"bob","message_ids":["msg_1"],"sig":{"a":1e400}}',
+    b'{"type":"message.read","timestamp":"2026-01-01T00:00:00.000Z","event_id":"01KDVEBRYZ0000055K7K5PN59C",'
+    b'"agent_id":"bob","message_ids":["msg_1"],"v":1.0}',
+    b'{"type":"message.read","timestamp":"2026-01-01T00:00:00.000Z","event_id":"01KDVEBRYZ0000055K7K5PN59C",'
+    b'"agent_id":"bob","message_ids":["msg_1"],"v":18446744073709551617}',
+]
+
+
+def test_the_schema_refuses_what_the_checked_path_refuses_over_a_corpus_of_malformed_lines():
+    lines = corpus() + RAW_LINES
+    taken = refused_by_both = 0
+    for line in lines:
+        fast, checked = both(line)
+        if checked == "refused":
+            assert fast == "refused", line
+            refused_by_both += 1
+        elif fast != "refused":
+            assert fast == checked, line
+            taken += 1
+    assert refused_by_both > 1000 and taken > 200  # the corpus reaches both answers, many times
+
+
+# --------------------------------------------------------------------------- generated events
+
+_value = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-3, max_value=2**64),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=6),
+    st.sampled_from(BAD_VALUES[7:20] + ["alice", "ses_1", "thr_1", "msg_1", "markdown", "high", "crash", "role"]),
+    st.lists(st.sampled_from(["msg_1", "msg_2", 3, None]), max_size=3),
+    st.fixed_dictionaries({}, optional={"type": st.sampled_from(["mention", "x y", ""]), "value": st.text(max_size=3)}),
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from(sample_dicts()),
+    st.dictionaries(
+        st.sampled_from(
+            sorted(
+                {k for d in sample_dicts() for k in d}
+                | {"ack", "ack_within", "via", "invite", "since", "from_event", "name", "x"}
+            )
+        ),
+        _value,
+        max_size=3,
+    ),
+    st.sets(st.sampled_from(["body", "scopes", "refs", "message_ids", "agent_id", "v", "chain", "sig"]), max_size=2),
+)
+def test_generated_events_get_the_same_answer_from_the_schema_and_the_checked_path(d, changes, removed):
+    event = {k: v for k, v in {**d, **changes}.items() if k not in removed}
+    try:
+        line = orjson.dumps(event)
+    except TypeError:  # an integer orjson cannot write
+        line = json.dumps(event).encode()
+    fast, checked = both(line)
+    if checked == "refused":
+        assert fast == "refused"
+    elif fast != "refused":
+        assert fast == checked
+
+
+@pytest.mark.parametrize("line", corpus()[::97] + RAW_LINES)
+def test_decode_line_is_the_checked_path_whichever_decides(line):
+    try:
+        expected: object = codec.decode_checked(line)
+    except ev.MalformedEvent:
+        expected = "refused"
+    try:
+        got: object = ev.decode_line(line)
+    except ev.MalformedEvent:
+        got = "refused"
+    assert got == expected
