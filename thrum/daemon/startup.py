@@ -71,6 +71,4 @@ def open_store(paths: ThrumPaths, config: Config, keys: LocalKeys, progress: Pro
     fold.release()
     give_back_memory()  # the catch-up's peak (a large history, the verdict memory) goes back
     writer.when_rejudged(team.mark_judged)
-    return Store(
-        worktree=worktree, ring=ring, team=team, fold=fold, signer=signer, writer=writer, upgrading=upgrading
-    )
+    return Store(worktree=worktree, ring=ring, team=team, fold=fold, signer=signer, writer=writer, upgrading=upgrading)
