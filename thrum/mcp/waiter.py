@@ -267,6 +267,8 @@ class Waiter:
                     continue
                 if anyio.current_time() >= deadline:
                     return None, anyio.current_time() - start
+                # the line a test waits for before it sends (a wake-up, not the queue, is under test)
+                log.debug("wait %s: nothing queued for it; waiting", request_id)
                 with anyio.move_on_at(deadline):
                     await changed.wait()
         finally:
