@@ -25,11 +25,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from .paths import linked_git_dir
+
 TYPE_CHECKING = False  # typing is not imported: it costs start-up time (mypy reads this as True)
 if TYPE_CHECKING:
     from typing import BinaryIO
-
-from .paths import linked_git_dir
 
 __all__ = ["Unreadable", "git_dir_of", "tracked_under"]
 
