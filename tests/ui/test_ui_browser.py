@@ -16,9 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pygit2
 import pytest
 
-from browser_page import Page
-from fixtures.repos.builders import make_replicas
-from ui_helpers import Repo, browser_missing, screenshot, start_browser, stop_browser
+from ui_helpers import TWO_AGENTS, browser_missing, make_team, screenshot
 
 _missing = browser_missing()
 pytestmark = pytest.mark.skipif(_missing is not None, reason=_missing or "")
@@ -34,28 +32,9 @@ if _missing is None:
 @pytest.fixture(scope="module")
 def team(tmp_path_factory):
     """A clone of a bare remote, thrum initialised, three agents."""
-    pair = make_replicas(tmp_path_factory.mktemp("ui-browser"), 1)
-    r = Repo(pair.a).init()
-    r.remote = pair.remote
-    r.agent("alice", "implementer", "auth")
-    r.agent("bob", "reviewer", "auth")
-    r.agent("carol", "tester")
+    r = make_team(tmp_path_factory.mktemp("ui-browser"), agents=(*TWO_AGENTS, ("carol", "tester", "")))
     yield r
     r.stop()
-
-
-@pytest.fixture(scope="module")
-def page(team):
-    driver = start_browser()
-    p = Page(driver, team)
-    try:
-        p.login()
-        yield p
-    finally:
-        for entry in driver.get_log("browser"):
-            if entry.get("level") == "SEVERE":
-                print("browser console:", entry)
-        stop_browser(driver)
 
 
 # ---------------------------------------------------------------------------- the feed
