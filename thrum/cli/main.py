@@ -23,11 +23,11 @@ import json
 import os
 import re
 import sys
+from typing import Any
 
 import click
 
-from .. import envflags
-from .. import errors
+from .. import envflags, errors
 from ..errors import ThrumError
 from .common import CONTEXT_SETTINGS, Options, global_options
 
@@ -66,20 +66,20 @@ COMMANDS: dict[str, str] = {
 class LazyGroup(click.Group):
     """A group whose subcommands are imported on first use."""
 
-    def __init__(self, *args, lazy: dict[str, str] | None = None, **kwargs):
+    def __init__(self, *args: Any, lazy: dict[str, str] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.lazy = dict(lazy or {})
 
-    def list_commands(self, ctx):
+    def list_commands(self, ctx: click.Context) -> list[str]:
         extra = [n for n in super().list_commands(ctx) if n not in self.lazy]
         return list(self.lazy) + sorted(extra)
 
-    def get_command(self, ctx, cmd_name):
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in self.lazy:
             return self._load(cmd_name)
         return super().get_command(ctx, cmd_name)
 
-    def _load(self, cmd_name):
+    def _load(self, cmd_name: str) -> click.Command:
         module_name, _, attr = self.lazy[cmd_name].partition(":")
         module = importlib.import_module(module_name)
         cmd = getattr(module, attr)
@@ -139,7 +139,9 @@ class _Reporter:
     def __init__(self, as_json: bool):
         self.as_json = as_json
 
-    def fail(self, message: str, status: int, *, code: int = errors.INTERNAL_ERROR, data: dict | None = None) -> int:
+    def fail(
+        self, message: str, status: int, *, code: int = errors.INTERNAL_ERROR, data: dict[str, Any] | None = None
+    ) -> int:
         try:
             if self.as_json:
                 sys.stdout.write(
@@ -195,12 +197,11 @@ def run(argv: list[str] | None = None) -> int:
         close = _closest_commands(exc)
         text = _one_line(exc.format_message())
         if close:  # click suggests for some groups itself; say it once, our way
-            text = (
-                _NO_SUCH_COMMAND.search(text).group(0) + " (did you mean " + " or ".join(f"'{n}'" for n in close) + "?)"
-            )
+            said = _NO_SUCH_COMMAND.search(text)
+            text = (said.group(0) if said else text) + " (did you mean " + " or ".join(f"'{n}'" for n in close) + "?)"
         elif exc.ctx is not None and "--help" not in exc.format_message():
             text += f" (see '{exc.ctx.command_path} --help')"
-        data = {"usage": True, **({"close_matches": close} if close else {})}
+        data: dict[str, Any] | None = {"usage": True, **({"close_matches": close} if close else {})}
         return out.fail(text, 2, code=errors.INVALID_PARAMS, data=data)
     except click.Abort as exc:
         if isinstance(exc.__cause__, KeyboardInterrupt):

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from ..config import forwarded_env
 from ..errors import ThrumError
-from .common import CONTEXT_SETTINGS, global_options, runtime
+from .common import CONTEXT_SETTINGS, Runtime, global_options, runtime
 
 
-def _daemon_running(rt) -> bool:
+def _daemon_running(rt: Runtime) -> bool:
     from .. import lifecycle
 
     return lifecycle.is_running(rt.require_init())
 
 
-def _offline_sync_running(rt) -> bool:
+def _offline_sync_running(rt: Runtime) -> bool:
     from ..sync.offline import offline_sync_running
 
     return offline_sync_running(rt.require_init())
@@ -24,7 +26,7 @@ def _offline_sync_running(rt) -> bool:
 @click.group(context_settings=CONTEXT_SETTINGS, invoke_without_command=True)
 @global_options()
 @click.pass_context
-def sync(ctx):
+def sync(ctx: click.Context) -> None:
     """Replicate the message log through the git remote: commit, fetch, merge, push.
 
     Runs one full cycle and waits for it; exits 1 with a one-line reason when it
@@ -56,7 +58,7 @@ def sync(ctx):
     rt.emit(result, lambda: _summary(result))
 
 
-def _summary(r: dict) -> str:
+def _summary(r: dict[str, Any]) -> str:
     if r["mode"] == "local-only":
         return (
             f"> Local-only mode: committed {r['commits']} change(s); nothing fetched or pushed "
@@ -79,7 +81,7 @@ def _summary(r: dict) -> str:
 
 @sync.command("status", context_settings=CONTEXT_SETTINGS)
 @global_options()
-def status():
+def status() -> None:
     """Show sync mode, remote, a sync in progress, last success and last error, pending and
     quarantined events, and paths of the a-sync branch thrum ignores (links, submodules,
     unknown files). Answers at once, also while a sync waits on a slow remote."""
@@ -93,7 +95,7 @@ def status():
     rt.emit(result, lambda: _status_text(result))
 
 
-def _status_text(s: dict) -> str:
+def _status_text(s: dict[str, Any]) -> str:
     lines = [f"Mode:          {s['mode']}"]
     if s.get("remote"):
         url = f" ({s['remote_url']})" if s.get("remote_url") else ""
