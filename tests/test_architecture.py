@@ -651,6 +651,7 @@ def test_each_check_fails_on_a_deliberate_break(tmp_path):
     missed = []
     for check, rel, code in BREAKS:
         target = tmp_path / rel
+        target.parent.mkdir(parents=True, exist_ok=True)  # a package moved since: the break makes it anew
         original = target.read_text() if target.exists() else None
         target.write_text((original or "") + code)
         try:
