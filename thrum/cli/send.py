@@ -139,38 +139,29 @@ def send(
     params: dict[str, Any] = {"content": content, "format": fmt, "priority": priority}
     if structured is not None:
         params["structured"] = structured
-    if recipients:
-        params["to"] = recipients
-    if mentions:
-        params["mentions"] = mentions
-    if scopes:
-        params["scopes"] = scopes
-    if refs:
-        params["refs"] = refs
-    if thread_id:
-        params["thread_id"] = thread_id
-    if subject:
-        params["subject"] = subject
+    optional = {"to": recipients, "mentions": mentions, "scopes": scopes, "refs": refs}
+    optional.update(thread_id=thread_id, subject=subject)
+    params.update((key, value) for key, value in optional.items() if value)
     if ack_within:
         params["ack_within"] = parse_duration(ack_within, "--ack-within")
     if ack or ack_within:
         params["ack"] = True
     result = rt.agent_call("message.send", params)
-
-    def text() -> str:
-        lines = [f"> Message sent: {result.get('message_id')}"]
-        targets = result.get("recipients") or []
-        if targets:
-            shown = []
-            for r in targets:
-                addr = r.get("address") if isinstance(r, dict) else r
-                kind = r.get("kind") if isinstance(r, dict) else None
-                shown.append(f"@{str(addr).lstrip('@')}" + (f" ({kind})" if kind else ""))
-            lines.append("  To: " + ", ".join(shown))
-        return "\n".join(lines)
-
-    rt.emit(result, text)
+    rt.emit(result, lambda: _sent_text(result))
     _note(rt, result)
+
+
+def _sent_text(result: dict[str, Any]) -> str:
+    lines = [f"> Message sent: {result.get('message_id')}"]
+    targets = result.get("recipients") or []
+    if targets:
+        shown = []
+        for r in targets:
+            addr = r.get("address") if isinstance(r, dict) else r
+            kind = r.get("kind") if isinstance(r, dict) else None
+            shown.append(f"@{str(addr).lstrip('@')}" + (f" ({kind})" if kind else ""))
+        lines.append("  To: " + ", ".join(shown))
+    return "\n".join(lines)
 
 
 def _note(rt: Runtime, result: dict[str, Any]) -> None:

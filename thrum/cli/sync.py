@@ -9,6 +9,7 @@ import click
 from ..config import forwarded_env
 from ..errors import ThrumError
 from .common import CONTEXT_SETTINGS, Runtime, global_options, runtime
+from .render.status import render_sync_status
 
 
 def _daemon_running(rt: Runtime) -> bool:
@@ -92,54 +93,7 @@ def status() -> None:
         from ..sync import offline
 
         result = offline.status(rt.require_init())
-    rt.emit(result, lambda: _status_text(result))
-
-
-def _status_text(s: dict[str, Any]) -> str:
-    lines = [f"Mode:          {s['mode']}"]
-    if s.get("remote"):
-        url = f" ({s['remote_url']})" if s.get("remote_url") else ""
-        lines.append(f"Remote:        {s['remote']}{url}")
-    if s.get("credential_source"):
-        lines.append(f"Login:         {s['credential_source']}")
-    if s.get("syncing_since"):
-        waiting = s.get("waiting_for_remote_since")
-        lines.append(
-            f"Syncing:       since {s['syncing_since']}"
-            + (f" (waiting for the remote to answer since {waiting})" if waiting else "")
-        )
-    lines.append(f"Last success:  {s.get('last_success') or 'never'}")
-    if s.get("last_error"):
-        lines.append(f"Last error:    {s['last_error']} (at {s.get('last_error_at')})")
-    if s.get("pending_events") is not None:
-        lines.append(f"Pending:       {s['pending_events']} local event(s) not yet pushed")
-    team = s.get("team")
-    if team:
-        if team.get("trust") == "team-root":
-            lines.append(f"Trust:         team root ({team.get('policy')} policy; {team.get('source')})")
-        for item in team.get("retired") or []:
-            lines.append(f"Retired key:   {item['name']} {item['key'][:12]}… {item['why']}")
-        else:
-            why = f"; {team['error']}" if team.get("error") else ""
-            lines.append(f"Trust:         trust on first use (no team root: thrum team init{why})")
-    if s.get("quarantined") is not None:
-        lines.append(f"Quarantined:   {s['quarantined']} line(s)/event(s) refused from the log")
-    chains = s.get("chains") or {}
-    for item in [*(chains.get("gaps") or []), *(chains.get("faults") or []), *(chains.get("rollbacks") or [])]:
-        lines.append(f"Chains:        {item['text']}")
-    for c in s.get("name_conflicts") or []:
-        state = "in use" if c.get("open") else "quiet for 15 minutes or more"
-        lines.append(f"Conflicts:     @{c['name']} has a second key ({state}): {c['message']}")
-    ignored = s.get("ignored_paths_by_reason")
-    if ignored is None:
-        ignored = (s.get("last_report") or {}).get("ignored_paths_by_reason")
-    if ignored:
-        detail = ", ".join(f"{n} {reason.replace('_', ' ')}" for reason, n in sorted(ignored.items()))
-        lines.append(
-            f"Ignored:       {sum(ignored.values())} path(s) in a-sync that are not thrum's ({detail}); "
-            f"never checked out"
-        )
-    return "\n".join(lines)
+    rt.emit(result, lambda: render_sync_status(result))
 
 
 __all__ = ["sync", "ThrumError"]
