@@ -78,11 +78,12 @@ def render_sync_status(s: dict[str, Any]) -> str:
 
 
 def _trust_lines(team: dict[str, Any]) -> list[str]:
-    """The trust in effect: the team root (with the keys it retired), or trust on first use."""
-    if team.get("trust") != "team-root":
+    """The trust in effect (the team root, or trust on first use), then the keys retired."""
+    if team.get("trust") == "team-root":
+        lines = [f"Trust:         team root ({team.get('policy')} policy; {team.get('source')})"]
+    else:
         why = f"; {team['error']}" if team.get("error") else ""
-        return [f"Trust:         trust on first use (no team root: thrum team init{why})"]
-    lines = [f"Trust:         team root ({team.get('policy')} policy; {team.get('source')})"]
+        lines = [f"Trust:         trust on first use (no team root: thrum team init{why})"]
     for item in team.get("retired") or []:
         lines.append(f"Retired key:   {item['name']} {item['key'][:12]}… {item['why']}")
     return lines
@@ -93,7 +94,10 @@ def _log_lines(s: dict[str, Any]) -> list[str]:
     conflicts, paths in a-sync that are not thrum's."""
     lines = []
     chains = s.get("chains") or {}
-    for item in [*(chains.get("gaps") or []), *(chains.get("faults") or []), *(chains.get("rollbacks") or [])]:
+    as_of = f" (as of the daemon's last sync, {chains['at']})" if chains.get("at") else ""
+    for item in [*(chains.get("gaps") or []), *(chains.get("faults") or [])]:
+        lines.append(f"Chains:        {item['text']}{as_of}")
+    for item in chains.get("rollbacks") or []:
         lines.append(f"Chains:        {item['text']}")
     for c in s.get("name_conflicts") or []:
         state = "in use" if c.get("open") else "quiet for 15 minutes or more"
