@@ -19,11 +19,9 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,19 +33,14 @@ from thrum.gcmail.main import Connection  # noqa: E402
 from thrum.gcmail.provider import Mailer  # noqa: E402
 from thrum.paths import resolve  # noqa: E402
 
+from bench_process import median_ms  # noqa: E402
+
 SCRIPT = shutil.which("thrum-gc-mail") or str(Path(sys.executable).parent / "thrum-gc-mail")
 TARGET_MS = 50.0
 
 
 def _timed(cmd: list[str], env: dict, runs: int, stdin: bytes = b"") -> float:
-    out = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        proc = subprocess.run(cmd, input=stdin, env=env, capture_output=True)
-        out.append((time.perf_counter() - t0) * 1000)
-        if proc.returncode != 0:
-            raise SystemExit(f"{' '.join(cmd)} failed: {proc.stderr.decode().strip()}")
-    return statistics.median(out)
+    return median_ms(cmd, env, runs, stdin=stdin)
 
 
 def _fill(repo: Path, to: str, n: int, payload: bytes) -> None:

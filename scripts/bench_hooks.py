@@ -33,6 +33,8 @@ from fixtures.repos.builders import make_repo  # noqa: E402
 from thrum import lifecycle  # noqa: E402
 from thrum.paths import resolve  # noqa: E402
 
+from bench_process import run_ms  # noqa: E402
+
 THRUM = shutil.which("thrum") or str(Path(sys.executable).parent / "thrum")
 TMUX = shutil.which("tmux")
 HOST = ROOT / "tests" / "hooks" / "fake_host.py"
@@ -45,12 +47,7 @@ def _env(repo: Path) -> dict:
 
 
 def _timed(cmd, env, cwd, stdin: bytes = b"") -> float:
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, input=stdin, env=env, cwd=cwd, capture_output=True)
-    took = (time.perf_counter() - t0) * 1000
-    if proc.returncode != 0 or proc.stderr:
-        raise SystemExit(f"{cmd} failed: {proc.stderr.decode()}")
-    return took
+    return run_ms(cmd, env, cwd=cwd, stdin=stdin, quiet=True)
 
 
 def hook_times(repo: Path, env: dict, paths, runs: int) -> tuple[float, float, float]:

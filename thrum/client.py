@@ -73,7 +73,7 @@ def new_idempotency_key() -> str:
     return "k_" + os.urandom(16).hex()
 
 
-def with_idempotency_key(method: str, params: dict | None) -> dict:
+def with_idempotency_key(method: str, params: dict[str, Any] | None) -> dict[str, Any]:
     """``params`` with an ``idempotency_key`` added when ``method`` takes one and none is given.
 
     Shared with the async client so every front end sends one.
@@ -84,7 +84,7 @@ def with_idempotency_key(method: str, params: dict | None) -> dict:
     return params
 
 
-def _unanswered(method: str, params: dict, what: str, error_cls: type[ThrumError]) -> ThrumError:
+def _unanswered(method: str, params: dict[str, Any], what: str, error_cls: type[ThrumError]) -> ThrumError:
     """The error for a request whose answer never came: did it write, and how to retry safely."""
     key = params.get("idempotency_key") if method in KEYED_METHODS else None
     if method in READ_METHODS:
@@ -104,6 +104,8 @@ TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs star
 if TYPE_CHECKING:
     from typing import Any, Callable
 
+    from .paths import ThrumPaths
+
     Trace = Callable[[str], None]
 else:
     Trace = "Callable[[str], None]"  # annotations only (the Gas City provider starts without typing)
@@ -121,12 +123,12 @@ class Client:
 
     def __init__(
         self,
-        paths=None,
+        paths: ThrumPaths | None = None,
         *,
-        socket_path: str | os.PathLike | None = None,
+        socket_path: str | os.PathLike[str] | None = None,
         timeout: float | None = DEFAULT_TIMEOUT,
         trace: Trace | None = None,
-    ):
+    ) -> None:
         if socket_path is None:
             if paths is None:
                 raise TypeError("Client needs paths or socket_path")
@@ -190,12 +192,12 @@ class Client:
     def __enter__(self) -> "Client":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # ------------------------------------------------------------------ calls
 
-    def call(self, method: str, params: dict | None = None, *, timeout: float | None = None) -> Any:
+    def call(self, method: str, params: dict[str, Any] | None = None, *, timeout: float | None = None) -> Any:
         """Send one request and return its ``result``.
 
         ``timeout`` (seconds) overrides the client's for this call (long polls).
@@ -206,8 +208,8 @@ class Client:
             Timeout: no answer in time.
         """
         self._drop_if_closed()
-        self.connect()
-        sock = self._sock
+        sock = self.connect()._sock
+        assert sock is not None  # connect() raised otherwise
         self._next_id += 1
         req_id = self._next_id
         params = with_idempotency_key(method, params)
@@ -220,20 +222,7 @@ class Client:
             sock.settimeout(timeout)
         try:
             sock.sendall(data)
-            while True:
-                line = self._read_line()
-                try:
-                    msg = json.loads(line)
-                except ValueError:
-                    raise ThrumError(f"thrum daemon sent a malformed response: {line[:80]!r}") from None
-                if not isinstance(msg, dict):
-                    continue
-                if msg.get("id") is None and isinstance(msg.get("error"), dict):
-                    self.close()  # about the connection itself; the daemon hangs up after it
-                    break
-                if msg.get("id") != req_id:
-                    continue  # a notification, or an answer to someone else
-                break
+            msg = self._answer_to(req_id, sock)
         except TimeoutError:
             self.close()
             limit = timeout if timeout is not None else self.timeout
@@ -269,6 +258,23 @@ class Client:
             raise ThrumError(f"thrum daemon answered {method} with neither result nor error")
         return msg["result"]
 
+    def _answer_to(self, req_id: int, sock: _socket.socket) -> dict[str, Any]:
+        """The answer to request ``req_id`` (notifications and others' answers are skipped), or
+        the daemon's last word about the connection itself (an id-null error; it hangs up after it)."""
+        while True:
+            line = self._read_line(sock)
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                raise ThrumError(f"thrum daemon sent a malformed response: {line[:80]!r}") from None
+            if not isinstance(msg, dict):
+                continue
+            if msg.get("id") is None and isinstance(msg.get("error"), dict):
+                self.close()
+                return msg
+            if msg.get("id") == req_id:
+                return msg
+
     def _drop_if_closed(self) -> None:
         """Forget a connection the daemon has closed since our last call (nothing was pending on it)."""
         sock = self._sock
@@ -294,7 +300,7 @@ class Client:
         if b'"id":null' in self._buf and b'"error"' in self._buf:
             self.close()
 
-    def _read_line(self) -> bytes:
+    def _read_line(self, sock: _socket.socket) -> bytes:
         buf = self._buf
         while True:
             nl = buf.find(b"\n")
@@ -304,7 +310,7 @@ class Client:
                 if line.strip():
                     return line
                 continue
-            chunk = self._sock.recv(_RECV)
+            chunk = sock.recv(_RECV)
             if not chunk:
                 self.close()
                 raise ConnectionResetError("EOF")

@@ -36,7 +36,7 @@ import logging
 import math
 import os
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable
 
 import anyio
 import orjson
@@ -45,11 +45,14 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from .client import DEFAULT_TIMEOUT, with_idempotency_key
 from .errors import ThrumError, Timeout, Unavailable, from_rpc
 
+if TYPE_CHECKING:
+    from .paths import ThrumPaths
+
 log = logging.getLogger(__name__)
 
 MAX_LINE = 64 * 1024 * 1024  # larger than any answer the daemon sends (its own request limit is 32 MiB)
 
-NotificationHandler = Callable[[str, dict], None]
+NotificationHandler = Callable[[str, dict[str, Any]], None]
 
 
 def _not_running(path: str, why: str) -> Unavailable:
@@ -82,7 +85,7 @@ class AsyncClient:
     async def call(
         self,
         method: str,
-        params: dict | None = None,
+        params: dict[str, Any] | None = None,
         *,
         timeout: float | None = None,  # noqa: ASYNC109
     ) -> Any:
@@ -169,7 +172,8 @@ class AsyncClient:
                 except Exception:
                     log.exception("notification handler failed on %s", msg["method"])
             return
-        slot = self._pending.get(msg.get("id"))
+        msg_id = msg.get("id")
+        slot = self._pending.get(msg_id) if isinstance(msg_id, int) else None
         if slot is not None and not slot.done.is_set():
             slot.message = msg
             slot.done.set()
@@ -193,9 +197,9 @@ class AsyncClient:
 class _Slot:
     __slots__ = ("done", "message", "error")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.done = anyio.Event()
-        self.message: dict = {}
+        self.message: dict[str, Any] = {}
         self.error: Exception | None = None
 
 
@@ -214,7 +218,7 @@ async def _connect_stream(socket_path: str) -> anyio.abc.ByteStream:
         raise Unavailable(f"cannot connect to the thrum daemon at {socket_path}: {exc.strerror or exc}") from None
 
 
-async def ensure_daemon(paths, *, quiet: bool = True) -> None:
+async def ensure_daemon(paths: ThrumPaths, *, quiet: bool = True) -> None:
     """Start the daemon unless one answers (in a worker thread; see `thrum.lifecycle.connect`).
 
     Raises:
@@ -230,9 +234,9 @@ async def ensure_daemon(paths, *, quiet: bool = True) -> None:
 
 @asynccontextmanager
 async def open_client(
-    paths=None,
+    paths: ThrumPaths | None = None,
     *,
-    socket_path: str | os.PathLike | None = None,
+    socket_path: str | os.PathLike[str] | None = None,
     on_notification: NotificationHandler | None = None,
     autostart: bool = False,
     quiet: bool = True,
@@ -274,7 +278,7 @@ async def open_client(
 
 
 async def reconnecting(
-    paths,
+    paths: ThrumPaths,
     session: Callable[[AsyncClient], Awaitable[None]],
     *,
     on_notification: NotificationHandler | None = None,

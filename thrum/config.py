@@ -11,11 +11,12 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable, Mapping
 
 from . import envflags
 from .errors import ValidationError
 
-DEFAULTS = {
+DEFAULTS: dict[str, Any] = {
     "sync_interval": 60.0,  # s between looks at the remote's tip when idle (daemon/pace.py)
     "sync_debounce": 0.2,  # seconds after a write before a sync (a burst of writes batches up)
     "sync_active_interval": 1.0,  # s between tip checks while a conversation goes on (daemon/pace.py)
@@ -57,7 +58,7 @@ POSITIVE = (
     "sync_active_interval",
 )
 
-ENV = {
+ENV: dict[str, tuple[str, Callable[[str], Any]]] = {
     "THRUM_SYNC_INTERVAL": ("sync_interval", float),
     "THRUM_SYNC_DEBOUNCE": ("sync_debounce", float),
     "THRUM_SYNC_ACTIVE_INTERVAL": ("sync_active_interval", float),
@@ -93,7 +94,7 @@ FORWARDED_ENV = (
 )
 
 
-def forwarded_env(environ: dict | None = None) -> dict[str, str]:
+def forwarded_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The `FORWARDED_ENV` variables set in ``environ`` (this process's by default)."""
     env = os.environ if environ is None else environ
     return {name: env[name] for name in FORWARDED_ENV if env.get(name)}
@@ -101,16 +102,16 @@ def forwarded_env(environ: dict | None = None) -> dict[str, str]:
 
 @dataclass
 class Config:
-    values: dict = field(default_factory=lambda: dict(DEFAULTS))
+    values: dict[str, Any] = field(default_factory=lambda: dict(DEFAULTS))
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         try:
             return self.__dict__["values"][name]
         except KeyError:
             raise AttributeError(name) from None
 
 
-def load(path: Path | None, environ: dict | None = None) -> Config:
+def load(path: Path | None, environ: Mapping[str, str] | None = None) -> Config:
     """Read the config file (missing is fine) and apply environment overrides.
 
     Raises:
@@ -118,20 +119,32 @@ def load(path: Path | None, environ: dict | None = None) -> Config:
     """
     values = dict(DEFAULTS)
     if path is not None and path.is_file():
-        try:
-            data = json.loads(path.read_text() or "{}")
-        except ValueError as exc:
-            raise ValidationError(f"{path}: not valid JSON ({exc})", field="config") from None
-        if not isinstance(data, dict):
-            raise ValidationError(f"{path}: must hold a JSON object", field="config")
-        values.update(data)
-    env = os.environ if environ is None else environ
+        values.update(_read_file(path))
+    _apply_environment(values, os.environ if environ is None else environ)
+    _check(values)
+    return Config(values)
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text() or "{}")
+    except ValueError as exc:
+        raise ValidationError(f"{path}: not valid JSON ({exc})", field="config") from None
+    if not isinstance(data, dict):
+        raise ValidationError(f"{path}: must hold a JSON object", field="config")
+    return data
+
+
+def _apply_environment(values: dict[str, Any], env: Mapping[str, str]) -> None:
     for var, (key, conv) in ENV.items():
         if env.get(var) not in (None, ""):
             try:
                 values[key] = conv(env[var])
             except ValueError:
                 raise ValidationError(f"{var}={env[var]!r} is not a valid {key}", field=var) from None
+
+
+def _check(values: dict[str, Any]) -> None:
     for key in ("sync_interval", "sync_debounce", "sync_active_window"):
         if not _is_number(values[key]) or values[key] < 0:
             raise ValidationError(f"config {key} must be a non-negative number", field=key)
@@ -145,7 +158,6 @@ def load(path: Path | None, environ: dict | None = None) -> Config:
         )
     if not isinstance(values["net_timeout"], (int, float)) or values["net_timeout"] <= 0:
         raise ValidationError("config net_timeout must be a positive number of seconds", field="net_timeout")
-    return Config(values)
 
 
 def unknown_keys(path: Path | None) -> list[str]:
@@ -171,12 +183,12 @@ def unknown_keys_text(keys: list[str]) -> str:
     return f"unknown key(s) in .thrum/config.json, ignored: {', '.join(parts)}"
 
 
-def _is_number(value) -> bool:
+def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
 
 
-def save(path: Path, updates: dict) -> None:
-    data = {}
+def save(path: Path, updates: dict[str, Any]) -> None:
+    data: dict[str, Any] = {}
     if path.is_file():
         try:
             data = json.loads(path.read_text() or "{}")

@@ -27,6 +27,10 @@ from pathlib import Path
 
 from .paths import linked_git_dir
 
+TYPE_CHECKING = False  # typing is not imported: it costs start-up time (mypy reads this as True)
+if TYPE_CHECKING:
+    from typing import BinaryIO
+
 __all__ = ["Unreadable", "git_dir_of", "tracked_under"]
 
 _HEADER = 12  # "DIRC", the version, the number of entries (no struct, no re: start-up time)
@@ -65,7 +69,7 @@ def _hash_size(common: Path) -> int:
     return 32 if at >= 0 and text[at + 12 : at + 40].split(b"=", 1)[-1].strip().lower().startswith(b"sha256") else 20
 
 
-def tracked_under(checkout: os.PathLike | str, prefix: str) -> list[str]:
+def tracked_under(checkout: os.PathLike[str] | str, prefix: str) -> list[str]:
     """The paths git's index of ``checkout`` tracks that are ``prefix`` or lie below it.
 
     Empty when ``checkout`` has no git directory or no index (nothing committed yet).
@@ -114,26 +118,7 @@ def _scan(path: Path, want: bytes, hash_size: int) -> list[bytes]:
         out: list[bytes] = []
         name = b""
         for _ in range(count):
-            head = reader.take(_FIXED + hash_size + 2)
-            flags = int.from_bytes(head[_FIXED + hash_size :], "big")
-            size = len(head)
-            if flags & _EXTENDED:
-                if version < 3:
-                    raise Unreadable(f"{path}: an extended entry in a version 2 index")
-                reader.take(2)
-                size += 2
-            if version == 4:
-                strip = reader.varint()
-                if strip > len(name):
-                    raise Unreadable(f"{path}: a path prefix longer than the path before it")
-                name = name[: len(name) - strip] + reader.until_nul()
-            else:
-                length = flags & _NAME_MASK
-                name = reader.until_nul() if length == _NAME_MASK else reader.take(length)
-                if length != _NAME_MASK:
-                    reader.take(1)  # its NUL
-                size += len(name) + 1
-                reader.take((8 - size % 8) % 8)  # padding to a multiple of 8 bytes
+            name = _next_name(reader, path, version, hash_size, name)
             if name == want or name.startswith(below):
                 out.append(name)
             elif name > below:
@@ -141,10 +126,34 @@ def _scan(path: Path, want: bytes, hash_size: int) -> list[bytes]:
         return out
 
 
+def _next_name(reader: _Reader, path: Path, version: int, hash_size: int, previous: bytes) -> bytes:
+    """The path of the next entry (``previous``: the one before, which version 4 compresses against)."""
+    head = reader.take(_FIXED + hash_size + 2)
+    flags = int.from_bytes(head[_FIXED + hash_size :], "big")
+    size = len(head)
+    if flags & _EXTENDED:
+        if version < 3:
+            raise Unreadable(f"{path}: an extended entry in a version 2 index")
+        reader.take(2)
+        size += 2
+    if version == 4:
+        strip = reader.varint()
+        if strip > len(previous):
+            raise Unreadable(f"{path}: a path prefix longer than the path before it")
+        return previous[: len(previous) - strip] + reader.until_nul()
+    length = flags & _NAME_MASK
+    name = reader.until_nul() if length == _NAME_MASK else reader.take(length)
+    if length != _NAME_MASK:
+        reader.take(1)  # its NUL
+    size += len(name) + 1
+    reader.take((8 - size % 8) % 8)  # padding to a multiple of 8 bytes
+    return name
+
+
 class _Reader:
     """Bytes from a file, read in chunks as the walk needs them."""
 
-    def __init__(self, f):
+    def __init__(self, f: BinaryIO) -> None:
         self.f = f
         self.buf = b""
         self.at = 0

@@ -33,7 +33,7 @@ import json
 import os
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 from .errors import IdentityError, ValidationError
 from .events.names import NAME_RE, UNUSABLE_NAMES, check_name
@@ -61,14 +61,14 @@ class Identity:
 
     def __init__(
         self, name: str, role: str, module: str = "", display: str = "", created_at: str = "", worktree: str = ""
-    ):
+    ) -> None:
         for key, value in zip(_FIELDS, (name, role, module, display, created_at, worktree)):
             object.__setattr__(self, key, value)
 
-    def __setattr__(self, key, value):
+    def __setattr__(self, key: str, value: object) -> None:
         raise AttributeError(f"Identity is immutable (tried to set {key})")
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, Identity) and self.to_dict() == other.to_dict()
 
     def __hash__(self) -> int:
@@ -77,7 +77,7 @@ class Identity:
     def __repr__(self) -> str:
         return "Identity(" + ", ".join(f"{k}={getattr(self, k)!r}" for k in _FIELDS) + ")"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in _FIELDS}
 
     @property
@@ -180,7 +180,7 @@ def write(identities_dir: Path, ident: Identity) -> Path:
     return path
 
 
-def register_params(ident: Identity, checkout: os.PathLike | str) -> dict:
+def register_params(ident: Identity, checkout: os.PathLike[str] | str) -> dict[str, Any]:
     """``agent.register`` params for ``ident`` acting from ``checkout`` (the repository root):
     what every front end sends (CLI, MCP server, hooks), so none of them differs.
 

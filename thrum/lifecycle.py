@@ -41,7 +41,7 @@ START_TIMEOUT = 60.0
 # ---------------------------------------------------------------------------- init
 
 
-def init_repo(repo: str | os.PathLike | None = None, *, start_daemon: bool = True) -> ThrumPaths:
+def init_repo(repo: str | os.PathLike[str] | None = None, *, start_daemon: bool = True) -> ThrumPaths:
     """Create ``.thrum/`` and the ``a-sync`` branch + worktree; start the daemon. Idempotent.
 
     Raises:
@@ -119,7 +119,7 @@ def read_pid(paths: ThrumPaths) -> int | None:
     return paths.recorded_pid()
 
 
-def call(paths: ThrumPaths, method: str, params: dict | None = None, timeout: float = 10.0) -> Any:
+def call(paths: ThrumPaths, method: str, params: dict[str, Any] | None = None, timeout: float = 10.0) -> Any:
     """One RPC over the socket on a fresh connection (status and readiness checks, tests)."""
     with Client(paths, timeout=timeout) as client:
         return client.call(method, params or {})
@@ -136,7 +136,7 @@ def _answers(paths: ThrumPaths) -> bool:
 # ---------------------------------------------------------------------------- connecting
 
 
-def autostart_disabled(environ: dict | None = None) -> bool:
+def autostart_disabled(environ: dict[str, Any] | None = None) -> bool:
     """The ``THRUM_NO_AUTOSTART`` flag is on."""
     return envflags.flag(envflags.NO_AUTOSTART, environ)
 
@@ -204,8 +204,8 @@ def ensure_running(paths: ThrumPaths, *, autostart: bool = True, announce: Calla
 
 
 def start(
-    paths: ThrumPaths, *, timeout: float = START_TIMEOUT, on_progress: Callable[[dict], None] | None = None
-) -> dict:
+    paths: ThrumPaths, *, timeout: float = START_TIMEOUT, on_progress: Callable[[dict[str, Any]], None] | None = None
+) -> dict[str, Any]:
     """Start the daemon in the background and wait until it listens.
 
     ``on_progress``: called with each progress report of a start-up rebuild (phase,
@@ -325,7 +325,7 @@ def _log_tail(paths: ThrumPaths) -> str:
     return f"see {paths.log_file}"
 
 
-def stop(paths: ThrumPaths, *, timeout: float = 15.0) -> dict:
+def stop(paths: ThrumPaths, *, timeout: float = 15.0) -> dict[str, Any]:
     """SIGTERM the daemon and wait until it released its lock (pending writes flushed)."""
     import signal
 
@@ -368,13 +368,13 @@ def wait_stopped(paths: ThrumPaths, timeout: float) -> bool:
     return ok
 
 
-def restart(paths: ThrumPaths) -> dict:
+def restart(paths: ThrumPaths) -> dict[str, Any]:
     stopped = stop(paths)
     started = start(paths)
     return {"stopped": stopped["stopped"], **started}
 
 
-def status(paths: ThrumPaths) -> dict:
+def status(paths: ThrumPaths) -> dict[str, Any]:
     """Daemon status; works (``running: false``) when it is stopped."""
     base = {
         "running": False,

@@ -28,9 +28,14 @@ from pathlib import Path
 
 from .errors import Forbidden
 
+TYPE_CHECKING = False  # typing is not imported: it costs start-up time (mypy reads this as True)
+if TYPE_CHECKING:
+    from .paths import ThrumPaths
+
 __all__ = ["UntrustedState", "key_file_problem", "require_own_state", "state_problem", "tracked"]
 
 DOTTHRUM = ".thrum"
+ME_WHAT = "thrum uses only state its own user made"
 
 
 class UntrustedState(Forbidden):
@@ -66,29 +71,17 @@ def _tracked_problem(checkout: Path, thrum_dir: Path) -> str | None:
     )
 
 
-def state_problem(paths) -> str | None:
+def state_problem(paths: ThrumPaths) -> str | None:
     """The first reason not to use the state of ``paths`` (a `thrum.paths.ThrumPaths`), or None.
 
     A ``.thrum/`` that does not exist yet has no problem of its own, but a tracked
     one in the index still has: ``thrum init`` would make it where git writes.
     """
-    me_what = "thrum uses only state its own user made"
     thrum_dir: Path = paths.thrum_dir
     if paths.repo != paths.main_repo:  # a linked worktree: its own .thrum holds the redirect
-        local = paths.repo / DOTTHRUM
-        redirect = local / "redirect"
-        try:
-            st = os.lstat(redirect)
-        except OSError:
-            st = None
-        if st is not None:
-            problem = _owner_problem(redirect, st, me_what)
-            if problem is None and not stat.S_ISREG(st.st_mode):
-                problem = f"{redirect} is not a regular file"
-            if problem is None:
-                problem = _tracked_problem(paths.repo, local)
-            if problem is not None:
-                return problem
+        problem = _redirect_problem(paths.repo)
+        if problem is not None:
+            return problem
     try:
         st = os.stat(thrum_dir)
     except FileNotFoundError:
@@ -97,28 +90,51 @@ def state_problem(paths) -> str | None:
         return f"cannot read {thrum_dir}: {exc.strerror or exc}"
     if not stat.S_ISDIR(st.st_mode):
         return f"{thrum_dir} is not a directory"
-    problem = _owner_problem(thrum_dir, st, me_what)
+    problem = _owner_problem(thrum_dir, st, ME_WHAT)
     if problem:
         return problem
     for name, want_dir in (("identities", True), ("var", True), ("config.json", False)):
-        path = thrum_dir / name
-        try:
-            st = os.lstat(path)
-        except FileNotFoundError:
-            continue
-        except OSError as exc:
-            return f"cannot read {path}: {exc.strerror or exc}"
-        problem = _owner_problem(path, st, me_what)
+        problem = _entry_problem(thrum_dir / name, want_dir)
         if problem:
             return problem
-        if want_dir and not stat.S_ISDIR(st.st_mode):
-            return f"{path} is not a directory (a link or a file put there): {me_what}"
-        if not want_dir and not stat.S_ISREG(st.st_mode):
-            return f"{path} is not a regular file (a link put there?): {me_what}"
     return _tracked_problem(paths.main_repo, thrum_dir)
 
 
-def require_own_state(paths) -> None:
+def _redirect_problem(repo: Path) -> str | None:
+    """What is wrong with a linked worktree's ``.thrum/redirect`` (none there is fine)."""
+    local = repo / DOTTHRUM
+    redirect = local / "redirect"
+    try:
+        st = os.lstat(redirect)
+    except OSError:
+        return None
+    problem = _owner_problem(redirect, st, ME_WHAT)
+    if problem is None and not stat.S_ISREG(st.st_mode):
+        problem = f"{redirect} is not a regular file"
+    if problem is None:
+        problem = _tracked_problem(repo, local)
+    return problem
+
+
+def _entry_problem(path: Path, want_dir: bool) -> str | None:
+    """What is wrong with one entry of ``.thrum/`` (a missing one is fine)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"cannot read {path}: {exc.strerror or exc}"
+    problem = _owner_problem(path, st, ME_WHAT)
+    if problem:
+        return problem
+    if want_dir and not stat.S_ISDIR(st.st_mode):
+        return f"{path} is not a directory (a link or a file put there): {ME_WHAT}"
+    if not want_dir and not stat.S_ISREG(st.st_mode):
+        return f"{path} is not a regular file (a link put there?): {ME_WHAT}"
+    return None
+
+
+def require_own_state(paths: ThrumPaths) -> None:
     """Raises:
     UntrustedState: `state_problem` found one (the message is that one line).
     """

@@ -30,7 +30,7 @@ class NotARepository(ThrumError):
     code = -32005
 
 
-def find_repo_root(start: os.PathLike | str | None = None) -> Path:
+def find_repo_root(start: os.PathLike[str] | str | None = None) -> Path:
     """Top of the git work tree containing ``start``.
 
     Raises:
@@ -65,18 +65,18 @@ class ThrumPaths:
         object.__setattr__(self, "repo", repo)
         object.__setattr__(self, "thrum_dir", thrum_dir)
 
-    def __setattr__(self, name, value):
+    def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"ThrumPaths is immutable (cannot set {name})")
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         if not isinstance(other, ThrumPaths):
             return NotImplemented
         return (self.repo, self.thrum_dir) == (other.repo, other.thrum_dir)
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash((self.repo, self.thrum_dir))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"ThrumPaths(repo={self.repo!r}, thrum_dir={self.thrum_dir!r})"
 
     @property
@@ -173,7 +173,7 @@ def runtime_dir() -> Path:
 MAIN_WORKTREE = "main"
 
 
-def worktree_name(repo_root: os.PathLike | str) -> str:
+def worktree_name(repo_root: os.PathLike[str] | str) -> str:
     """The name of the git worktree at ``repo_root``, as agents publish it (spec/events.md
     ``agent.register.worktree``): ``main`` for the main checkout, the linked worktree's
     own name (``.git/worktrees/<name>``) otherwise. Never a local path: registrations
@@ -188,7 +188,7 @@ def worktree_name(repo_root: os.PathLike | str) -> str:
     return MAIN_WORKTREE  # the main checkout, or a submodule's checkout: its own main worktree
 
 
-def linked_git_dir(repo_root: os.PathLike | str) -> Path | None:
+def linked_git_dir(repo_root: os.PathLike[str] | str) -> Path | None:
     """Where the ``.git`` *file* of a linked worktree or submodule points (one line,
     ``gitdir: <path>``, relative to the checkout when not absolute); None for a
     ``.git`` directory or anything unreadable."""
@@ -205,7 +205,7 @@ def linked_git_dir(repo_root: os.PathLike | str) -> Path | None:
     return gitdir if gitdir.is_absolute() else Path(repo_root) / gitdir
 
 
-def resolve(repo: os.PathLike | str | None = None, *, check: bool = True) -> ThrumPaths:
+def resolve(repo: os.PathLike[str] | str | None = None, *, check: bool = True) -> ThrumPaths:
     """Paths for the repository containing ``repo`` (following ``.thrum/redirect``).
 
     ``check``: refuse state that is not the user's own, tracked by git or another
@@ -223,7 +223,7 @@ def resolve(repo: os.PathLike | str | None = None, *, check: bool = True) -> Thr
     return paths
 
 
-def _resolve(repo: os.PathLike | str | None) -> ThrumPaths:
+def _resolve(repo: os.PathLike[str] | str | None) -> ThrumPaths:
     root = find_repo_root(repo)
     thrum_dir = root / ".thrum"
     redirect = thrum_dir / "redirect"

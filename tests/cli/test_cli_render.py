@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 
 from thrum.cli.render.directory import render_agents, render_group_info, render_groups, render_members
 from thrum.cli.render.messages import archived_note, next_page_command, render_inbox, render_message, render_sent
-from thrum.cli.render.status import render_daemon_status
+from thrum.cli.render.status import render_daemon_status, render_sync_status
 from thrum.cli.render.text import duration, relative_time
 
 NOW = datetime(2026, 2, 3, 16, 0, 0, tzinfo=timezone.utc)
@@ -458,3 +458,27 @@ def test_search_results_in_the_inbox_box_with_marked_hits():
     assert render_search({"messages": [], "total": 5, "page": 9}, query="z", now=NOW) == (
         "No results on page 9: 5 messages match 'z'."
     )
+
+
+def test_sync_status_names_the_trust_in_effect_once():
+    """`thrum sync status` says team root or trust on first use, never both (a retired key is
+    listed under the team root)."""
+    base = {"mode": "remote", "remote": "origin", "last_success": None}
+    rooted = render_sync_status(
+        {
+            **base,
+            "team": {
+                "trust": "team-root",
+                "policy": "admins",
+                "source": "thrum-team.toml on main",
+                "retired": [{"name": "bob", "key": "0123456789abcdef", "why": "revoked by @alice"}],
+            },
+        }
+    )
+    trust = [line for line in rooted.splitlines() if line.startswith("Trust:")]
+    assert trust == ["Trust:         team root (admins policy; thrum-team.toml on main)"]
+    assert "Retired key:   bob 0123456789ab… revoked by @alice" in rooted.splitlines()
+    tofu = render_sync_status({**base, "team": {"trust": "tofu"}})
+    assert [line for line in tofu.splitlines() if line.startswith("Trust:")] == [
+        "Trust:         trust on first use (no team root: thrum team init)"
+    ]

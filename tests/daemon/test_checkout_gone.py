@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import shutil
-import time
 from pathlib import Path
 
 from fixtures.repos.builders import make_repo
+from fixtures.waiting import until
 from thrum import lifecycle
 
 
@@ -28,7 +28,4 @@ def test_a_daemon_exits_when_its_checkout_is_deleted(tmp_path, monkeypatch):
     pid = lifecycle.read_pid(paths)
     assert pid and _running(pid)
     shutil.rmtree(repo)
-    deadline = time.monotonic() + 60
-    while _running(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not _running(pid), "the daemon still runs without its checkout"
+    until(lambda: not _running(pid), "the daemon to exit without its checkout", timeout=60, every=0.1)

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import socket
-import time
+import struct
+import termios
 from dataclasses import dataclass
 from pathlib import Path
 
 from fixtures.daemon_env import daemon_env
 from fixtures.repos.builders import make_repo
+from fixtures.waiting import until
 from thrum import lifecycle
 from thrum.client import Client
 
@@ -86,18 +89,16 @@ def fd_count(pid: int) -> int:
 
 def settle_rss(pid: int, target: float, timeout: float = 15.0) -> float:
     """RSS once it is at or under ``target`` MiB (or whatever it is after ``timeout``)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        rss = rss_mib(pid)
-        if rss <= target or time.monotonic() > deadline:
-            return rss
-        time.sleep(0.2)
+    try:
+        return until(lambda: (rss := rss_mib(pid)) <= target and rss, "RSS to settle", timeout=timeout, every=0.2)
+    except AssertionError:
+        return rss_mib(pid)
 
 
 def raw_socket(paths, timeout: float = 10.0) -> socket.socket:
     """A connected socket; waits while the listen backlog is full, as a blocking client would."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def connected() -> socket.socket | None:
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.settimeout(timeout)
         try:
@@ -105,9 +106,9 @@ def raw_socket(paths, timeout: float = 10.0) -> socket.socket:
             return s
         except BlockingIOError:
             s.close()
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.01)
+            return None
+
+    return until(connected, "room in the listen backlog", timeout=timeout, every=0.01)
 
 
 def read_lines_until_eof(sock: socket.socket) -> list[dict]:
@@ -149,6 +150,22 @@ def ws_raw(paths, timeout: float = 10.0) -> tuple[socket.socket, bytes]:
             break
         head += chunk
     return s, head
+
+
+def read_by_the_daemon(s: socket.socket) -> bool:
+    """Whether the daemon has read everything sent on ``s`` (a client socket), so a test
+    can wait for it instead of sleeping. Unix sockets: nothing left in our send queue (the
+    kernel frees it as the peer reads). TCP: the daemon's end of the connection holds
+    nothing unread (rx_queue in /proc/net/tcp)."""
+    if s.family == socket.AF_UNIX:
+        return struct.unpack("i", fcntl.ioctl(s.fileno(), termios.TIOCOUTQ, b"\0\0\0\0"))[0] == 0
+    mine = "%08X:%04X" % (0x0100007F, s.getsockname()[1])  # 127.0.0.1 in /proc's byte order
+    theirs = "%08X:%04X" % (0x0100007F, s.getpeername()[1])
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if fields[1] == theirs and fields[2] == mine:
+            return int(fields[4].split(":")[1], 16) == 0
+    return False  # not accepted yet
 
 
 def ws_frame_header(length: int, opcode: int = 1, fin: bool = True) -> bytes:

@@ -16,13 +16,13 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pygit2
 import pytest
 
 from fixtures.servers.tcp import SilentServer
+from fixtures.waiting import until
 from thrum import lifecycle
 
 from faults_helpers import daemon_env, start_daemon
@@ -54,11 +54,12 @@ def _stuck_sync(d, silent: SilentServer, connections: int) -> subprocess.Popen:
     before = d.call("daemon.status")["connections"]
     with daemon_env():
         proc = subprocess.Popen([THRUM, "sync"], cwd=d.repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while silent.accepted < connections or d.call("daemon.status")["connections"] <= before:
+
+    def reached() -> bool:
         assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "the sync never reached the daemon and the remote"
-        time.sleep(0.05)
+        return silent.accepted >= connections and d.call("daemon.status")["connections"] > before
+
+    until(reached, "the sync to reach the daemon and the remote", timeout=60)
     return proc
 
 

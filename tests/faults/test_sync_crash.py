@@ -12,12 +12,12 @@ import collections
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from fixtures.repos.builders import make_replicas
+from fixtures.waiting import until
 from thrum import errors, lifecycle
 
 from faults_helpers import daemon_env, start_daemon
@@ -37,15 +37,17 @@ def _start_crashing(d, point: str) -> subprocess.Popen:
             start_new_session=True,
         )
     log.close()
-    deadline = time.monotonic() + 30
-    while True:
+
+    def answering() -> bool:
         try:
             d.call("health", timeout=2)
-            return proc
+            return True
         except errors.ThrumError:
             assert proc.poll() is None, f"the daemon under {point} exited: {d.log_text()[-2000:]}"
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
+            return False
+
+    until(answering, f"the daemon under {point} to answer", every=0.1)
+    return proc
 
 
 def _send(d, agent: str, n: int, tag: str) -> list[str]:

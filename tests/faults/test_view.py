@@ -11,11 +11,11 @@ import json
 import random
 import sqlite3
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
+from fixtures.waiting import until
 from thrum import errors
 
 from faults_helpers import start_daemon
@@ -75,13 +75,9 @@ def _send_until_failures(d, content_size: int, *, want, limit: int = 400) -> tup
 
 
 def _wait_current(d, timeout: float = 30.0) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
-        health = d.call("health")
-        if "view" not in health:
-            return health
-        assert time.monotonic() < deadline, f"the view never caught up: {health}"
-        time.sleep(0.2)
+    return until(
+        lambda: "view" not in (h := d.call("health")) and h, "the view to catch up", timeout=timeout, every=0.2
+    )
 
 
 def _visible_ids(d) -> set[str]:

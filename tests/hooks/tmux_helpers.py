@@ -6,9 +6,10 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
+
+from fixtures import waiting
 
 TMUX = shutil.which("tmux")
 HOST = Path(__file__).with_name("fake_host.py")
@@ -17,13 +18,7 @@ DEADLINE = 20.0
 
 def until(check, what: str, deadline: float = DEADLINE):
     """Poll ``check`` until it returns something truthy (never a fixed sleep)."""
-    end = time.monotonic() + deadline
-    while time.monotonic() < end:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
+    return waiting.until(check, what, timeout=deadline, every=0.02)
 
 
 def wake_lines(out: Path) -> list[str]:

@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 
 from ulid import ULID
 
+from fixtures.waiting import until
 from thrum import events as ev
 from thrum.trust import keys
 
@@ -108,10 +109,12 @@ def test_an_event_a_little_ahead_is_held_until_its_time_comes(team, tmp_path):
     mallory.push()
     b.sync()
     assert b.json("sync", "status")["quarantined_by_kind"].get("future") == 1
-    deadline = time.monotonic() + 60
-    while b.json("sync", "status")["quarantined_by_kind"].get("future"):  # released by the daemon's timer
-        assert time.monotonic() < deadline, "the held event was never released"
-        time.sleep(0.2)
+    until(
+        lambda: not b.json("sync", "status")["quarantined_by_kind"].get("future"),
+        "the daemon's timer to release the held event",
+        timeout=60,
+        every=0.2,
+    )
     sessions = b.rpc("session.list", {"agent": "mallory"})["sessions"]
     assert [s["session_id"] for s in sessions] == [early["session_id"]]
 

@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -43,10 +44,23 @@ __all__ = [
 class McpServer:
     """One running `thrum mcp serve` and its client session."""
 
-    def __init__(self, session: ClientSession, stray: list, agent: str | None):
+    def __init__(self, session: ClientSession, stray: list, agent: str | None, stderr: Path | None = None):
         self.session = session
         self.stray = stray
         self.agent = agent
+        self.stderr = stderr
+
+    def blocked_waits(self) -> int:
+        """How many times a wait_for_message found nothing for it and began waiting (the
+        server's debug line): a test that is about the wake-up sends once this grows."""
+        assert self.stderr is not None, "a server with its stderr kept"
+        return self.stderr.read_text(errors="replace").count("nothing queued for it; waiting")
+
+    async def until_blocked(self, more_than: int) -> None:
+        """Return once a wait has begun waiting since ``blocked_waits()`` was ``more_than``."""
+        with trio.fail_after(WAIT):
+            while self.blocked_waits() <= more_than:  # noqa: ASYNC110 - another process's progress
+                await trio.sleep(0.02)
 
     async def call(self, tool: str, args: dict | None = None) -> dict:
         """The tool's structured result (fails the test on a tool error)."""
@@ -67,7 +81,7 @@ class McpServer:
 
 
 def server_env(**extra: str) -> dict:
-    env = {"THRUM_NO_AUTOSTART": "0", "THRUM_LOG_LEVEL": os.environ.get("MCP_TEST_LOG", "WARNING")}
+    env = {"THRUM_NO_AUTOSTART": "0", "THRUM_LOG_LEVEL": os.environ.get("MCP_TEST_LOG", "DEBUG")}
     env.update(extra)
     return env
 
@@ -84,11 +98,18 @@ async def mcp_server(repo: Path, agent: str | None = None, *, env: dict | None =
 
     args = ["mcp", "serve", "--repo", str(repo)] + (["--agent-id", agent] if agent else [])
     params = StdioServerParameters(command=THRUM, args=args, env=server_env(**(env or {})), cwd=str(repo))
-    async with stdio_client(params) as (read, write):
-        async with ClientSession(read, write, message_handler=handler) as session:
-            with trio.fail_after(WAIT):
-                await session.initialize()
-            yield McpServer(session, stray, agent)
+    # the server's log (debug: the waits' lines) goes to a file; printed, pytest shows it when the test fails
+    with tempfile.TemporaryDirectory() as tmp:
+        stderr = Path(tmp) / "stderr"
+        with stderr.open("w") as errlog:
+            try:
+                async with stdio_client(params, errlog=errlog) as (read, write):
+                    async with ClientSession(read, write, message_handler=handler) as session:
+                        with trio.fail_after(WAIT):
+                            await session.initialize()
+                        yield McpServer(session, stray, agent, stderr)
+            finally:
+                print(f"--- thrum mcp serve ({agent}), stderr:\n{stderr.read_text(errors='replace')[-20000:]}")
     assert not stray, f"the server wrote something other than JSON-RPC on stdout: {stray!r}"
 
 

@@ -4,7 +4,6 @@ through their own servers."""
 
 from __future__ import annotations
 
-import time
 
 import trio
 
@@ -34,7 +33,7 @@ async def test_two_agents_exchange_messages_through_their_own_servers(bus):
         assert (await ann.call("wait_for_message", {"timeout": 0}))["status"] == "timeout"
 
 
-async def test_wait_is_woken_by_a_cli_send_well_under_a_second(bus):
+async def test_wait_is_woken_by_a_cli_send(bus):
     bus.register("wk_cli", "wk_role", identity_file=True)
     bus.register("wk_sender", "wk_other", identity_file=True)
     async with mcp_server(bus.repo, "wk_cli") as server:
@@ -42,38 +41,33 @@ async def test_wait_is_woken_by_a_cli_send_well_under_a_second(bus):
 
         async def waiter():
             result["r"] = await server.call("wait_for_message", {"timeout": 30})
-            result["at"] = time.monotonic()
 
         async with trio.open_nursery() as nursery:
+            blocked = server.blocked_waits()
             nursery.start_soon(waiter)
-            await trio.sleep(0.3)  # let the wait block first (the test is about the wake-up, not the queue)
+            await server.until_blocked(blocked)  # the test is about the wake-up, not the queue
             mid = await trio.to_thread.run_sync(cli_send, bus.repo, "wk_sender", "wake up", "--to", "@wk_cli")
-            sent_at = time.monotonic()
         assert result["r"]["message"]["message_id"] == mid
-        assert result["at"] - sent_at < 1.0, f"woken {result['at'] - sent_at:.3f}s after the send"
 
 
 async def test_wait_is_woken_by_another_mcp_server_and_times_out_when_nothing_comes(bus):
     bus.register("wk_a", "wk_ra", identity_file=True)
     bus.register("wk_b", "wk_rb", identity_file=True)
     async with mcp_server(bus.repo, "wk_a") as a, mcp_server(bus.repo, "wk_b") as b:
-        started = time.monotonic()
         timed_out = await a.call("wait_for_message", {"timeout": 1})
         assert (timed_out["status"], timed_out["message"]) == ("timeout", None)
         assert timed_out["waited_seconds"] in (1, 2)  # whole seconds; a busy machine may wake it late
-        assert time.monotonic() - started >= 0.9
 
         result = {}
 
         async def waiter():
             result["r"] = await a.call("wait_for_message", {"timeout": 30})
-            result["at"] = time.monotonic()
 
         async with trio.open_nursery() as nursery:
+            blocked = a.blocked_waits()
             nursery.start_soon(waiter)
-            await trio.sleep(0.3)
+            await a.until_blocked(blocked)
             sent = await b.call("send_message", {"to": "@wk_ra", "content": "role mention", "priority": "high"})
-            sent_at = time.monotonic()
         message = result["r"]["message"]
         assert (message["message_id"], message["from"], message["priority"], message["to"]) == (
             sent["message_id"],
@@ -81,7 +75,6 @@ async def test_wait_is_woken_by_another_mcp_server_and_times_out_when_nothing_co
             "high",
             ["@wk_ra"],
         )
-        assert result["at"] - sent_at < 1.0
 
 
 async def test_queue_drains_first_and_a_second_concurrent_wait_is_refused(bus):
@@ -102,8 +95,9 @@ async def test_queue_drains_first_and_a_second_concurrent_wait_is_refused(bus):
                 await me.call("wait_for_message", {"timeout": 30})
                 done.set()
 
+            blocked = me.blocked_waits()
             nursery.start_soon(long_wait)
-            await trio.sleep(0.3)
+            await me.until_blocked(blocked)
             error = await me.fail("wait_for_message", {"timeout": 1})
             assert "already running" in error
             bus.send("q_you", "ends the first wait", to=["q_me"])
@@ -138,10 +132,11 @@ async def test_priority_filter_leaves_other_messages_queued(bus):
             result["r"] = await me.call("wait_for_message", {"timeout": 30, "priority_filter": "critical"})
 
         async with trio.open_nursery() as nursery:
+            blocked = me.blocked_waits()
             nursery.start_soon(waiter)
-            await trio.sleep(0.2)
+            await me.until_blocked(blocked)
             skipped = bus.send("pf_you", "just normal", to=["pf_me"])["message_id"]
-            await trio.sleep(0.3)
+            await me.until_blocked(blocked + 1)  # it looked at the normal one and waits on
             assert "r" not in result
             wanted = bus.send("pf_you", "fire!", to=["pf_me"], priority="critical")["message_id"]
         assert result["r"]["message"]["message_id"] == wanted
@@ -236,8 +231,9 @@ async def test_a_daemon_restart_during_a_wait_is_survived_without_loss_or_duplic
             result["r"] = await me.call("wait_for_message", {"timeout": 60})
 
         async with trio.open_nursery() as nursery:
+            blocked = me.blocked_waits()
             nursery.start_soon(waiter)
-            await trio.sleep(0.3)
+            await me.until_blocked(blocked)
             await trio.to_thread.run_sync(d.stop)
             await trio.to_thread.run_sync(d.start)
             # sent before the server has reconnected (it backs off while the daemon is down)
@@ -266,8 +262,9 @@ async def test_a_message_synced_from_another_machine_wakes_the_waiter(tmp_path):
                 result["r"] = await bea.call("wait_for_message", {"timeout": 60})
 
             async with trio.open_nursery() as nursery:
+                blocked = bea.blocked_waits()
                 nursery.start_soon(waiter)
-                await trio.sleep(0.3)
+                await bea.until_blocked(blocked)
                 sent = a.send("far_ann", "hello from machine A", to=["near_bea"])
                 await trio.to_thread.run_sync(lambda: a.call("sync.run", timeout=60))
                 await trio.to_thread.run_sync(lambda: b.call("sync.run", timeout=60))

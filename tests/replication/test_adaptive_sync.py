@@ -4,19 +4,12 @@ the configured interval, and a look that finds nothing runs no cycle."""
 
 from __future__ import annotations
 
-import time
-
+from fixtures.waiting import until
 from test_replication import _introduce
 
 
-def _until(predicate, deadline_s: float = 30.0, every_s: float = 0.1):
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        found = predicate()
-        if found:
-            return found
-        time.sleep(every_s)
-    raise AssertionError(f"not within {deadline_s}s")
+def _until(predicate):
+    return until(predicate, "the other machine", every=0.1)
 
 
 def _contents(machine, agent: str) -> set[str]:

@@ -28,10 +28,8 @@ from websockets.exceptions import InvalidStatus
 
 from thrum import events as ev
 
-from browser_page import Page
-from fixtures.repos.builders import make_replicas
 from test_ui_browser import scroll_through
-from ui_helpers import Repo, browser_missing, screenshot, start_browser, stop_browser
+from ui_helpers import browser_missing, make_team, screenshot
 
 _missing = browser_missing()
 pytestmark = pytest.mark.skipif(_missing is not None, reason=_missing or "")
@@ -46,30 +44,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+PAGE_AS = "dana"
+
+
 @pytest.fixture(scope="module")
 def team(tmp_path_factory):
-    pair = make_replicas(tmp_path_factory.mktemp("ui-cockpit"), 1)
-    r = Repo(pair.a, THRUM_WS_PORT=str(_free_port())).init()
-    r.remote = pair.remote
-    r.agent("alice", "implementer", "auth")
-    r.agent("bob", "reviewer", "auth")
+    r = make_team(tmp_path_factory.mktemp("ui-cockpit"), THRUM_WS_PORT=str(_free_port()))
     yield r
     r.stop()
-
-
-@pytest.fixture(scope="module")
-def page(team):
-    driver = start_browser()
-    p = Page(driver, team)
-    try:
-        p.login()
-        p.be("dana")
-        yield p
-    finally:
-        for entry in driver.get_log("browser"):
-            if entry.get("level") == "SEVERE":
-                print("browser console:", entry)
-        stop_browser(driver)
 
 
 def _live(page) -> None:

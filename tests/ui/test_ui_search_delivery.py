@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from browser_page import Page
-from fixtures.repos.builders import make_repo
-from ui_helpers import Repo, browser_missing, screenshot, start_browser, stop_browser
+from ui_helpers import browser_missing, make_team, screenshot
 
 _missing = browser_missing()
 pytestmark = pytest.mark.skipif(_missing is not None, reason=_missing or "")
@@ -25,30 +23,14 @@ if _missing is None:
     from selenium.webdriver.common.keys import Keys
 
 
+PAGE_AS = "dana"
+
+
 @pytest.fixture(scope="module")
 def team(tmp_path_factory):
-    path = tmp_path_factory.mktemp("ui-search") / "repo"
-    make_repo(path)
-    r = Repo(path, THRUM_LOCAL="1").init()
-    r.agent("alice", "implementer", "auth")
-    r.agent("bob", "reviewer", "auth")
+    r = make_team(tmp_path_factory.mktemp("ui-search"), remote=False)
     yield r
     r.stop()
-
-
-@pytest.fixture(scope="module")
-def page(team):
-    driver = start_browser()
-    p = Page(driver, team)
-    try:
-        p.login()
-        p.be("dana")
-        yield p
-    finally:
-        for entry in driver.get_log("browser"):
-            if entry.get("level") == "SEVERE":
-                print("browser console:", entry)
-        stop_browser(driver)
 
 
 def _hits(page) -> list[str]:

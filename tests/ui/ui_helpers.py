@@ -192,6 +192,26 @@ def stop_browser(driver) -> None:
         shutil.rmtree(getattr(driver, "_thrum_profile", ""), ignore_errors=True)
 
 
+TWO_AGENTS = (("alice", "implementer", "auth"), ("bob", "reviewer", "auth"))
+
+
+def make_team(where: Path, *, remote: bool = True, agents=TWO_AGENTS, **env_extra: str) -> Repo:
+    """A repository with thrum initialised and ``agents`` (name, role, module) registered:
+    a clone of a bare remote (``remote``: the repo's ``.remote``), or a local-only one."""
+    from fixtures.repos.builders import make_replicas, make_repo
+
+    if remote:
+        pair = make_replicas(where, 1)
+        team = Repo(pair.a, **env_extra).init()
+        team.remote = pair.remote
+    else:
+        make_repo(where / "repo")
+        team = Repo(where / "repo", THRUM_LOCAL="1", **env_extra).init()
+    for name, role, module in agents:
+        team.agent(name, role, module)
+    return team
+
+
 def screenshot(driver, name: str) -> Path:
     ARTEFACTS.mkdir(parents=True, exist_ok=True)
     path = ARTEFACTS / f"{name}.png"

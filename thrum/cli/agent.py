@@ -3,21 +3,25 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from .. import identity as identity_mod
 from ..errors import ThrumError, Unavailable
-from .common import CONTEXT_SETTINGS, global_options, runtime
+from .common import CONTEXT_SETTINGS, Runtime, global_options, runtime
 from .render.directory import render_agents, render_identity
 from .render.text import at, plural
+
+if TYPE_CHECKING:
+    from ..paths import ThrumPaths
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
 @click.option("--display", default="", metavar="TEXT", help="Human-friendly display name.")
 @click.option("--invite", default="", metavar="CODE", help="Redeem an admin's invite code (thrum team invite).")
 @global_options()
-def quickstart(display, invite):
+def quickstart(display: str, invite: str) -> None:
     """Register this agent and start its session.
 
     Needs --name NAME and --role ROLE (or THRUM_NAME / THRUM_ROLE); --module is
@@ -39,7 +43,9 @@ def quickstart(display, invite):
     register_agent(rt, name, role, module, display, invite=invite)
 
 
-def register_agent(rt, name: str, role: str, module: str = "", display: str = "", *, invite: str = "") -> dict:
+def register_agent(
+    rt: Runtime, name: str, role: str, module: str = "", display: str = "", *, invite: str = ""
+) -> dict[str, Any]:
     """Write the identity file, register the agent, start its session, print a summary.
 
     Used by ``quickstart`` and by the interactive ``init``.
@@ -77,7 +83,7 @@ def register_agent(rt, name: str, role: str, module: str = "", display: str = ""
         "session": session,
     }
 
-    def text():
+    def text() -> str:
         verb = (
             "registered"
             if registered.get("created", True)
@@ -106,7 +112,7 @@ def register_agent(rt, name: str, role: str, module: str = "", display: str = ""
     return result
 
 
-def _found_here(paths, name: str) -> bool:
+def _found_here(paths: ThrumPaths, name: str) -> bool:
     """Whether this checkout finds ``name`` without THRUM_NAME (a linked worktree's own agent)."""
     from .. import identity as identity_mod
     from ..errors import IdentityError
@@ -119,11 +125,11 @@ def _found_here(paths, name: str) -> bool:
 
 @click.command(context_settings=CONTEXT_SETTINGS)
 @global_options()
-def whoami():
+def whoami() -> None:
     """Show the agent identity this shell acts as (and its session)."""
     rt = runtime()
     ident = rt.identity()
-    session: dict | None = None
+    session: dict[str, Any] | None = None
     try:
         found = rt.call(
             "session.list", {"caller": ident.name, "agent": ident.name, "active_only": True}, autostart=False
@@ -141,7 +147,7 @@ def whoami():
 
 @click.group(context_settings=CONTEXT_SETTINGS)
 @global_options()
-def agent():
+def agent() -> None:
     """Registered agents: list, delete, cleanup."""
 
 
@@ -150,10 +156,10 @@ def agent():
 @click.option("--module", metavar="MODULE", help="Only agents working on this module.")
 @click.option("--all", "all_", is_flag=True, help="Include deleted agents.")
 @global_options(exclude=("role", "module"))
-def list_(role, module, all_):
+def list_(role: str | None, module: str | None, all_: bool) -> None:
     """List registered agents."""
     rt = runtime()
-    params = {}
+    params: dict[str, Any] = {}
     if role:
         params["role"] = role.lstrip("@")
     if module:
@@ -174,7 +180,7 @@ def list_(role, module, all_):
 @click.option("--reason", metavar="TEXT", help="Why the agent is removed.")
 @click.option("--force", is_flag=True, help="Needed to delete another agent than the one acting.")
 @global_options()
-def delete(name, reason, force):
+def delete(name: str, reason: str | None, force: bool) -> None:
     """Delete agent NAME (and its identity file here, if any).
 
     Deleting another agent needs --force, and the removal names who did it. An agent
@@ -196,7 +202,7 @@ def delete(name, reason, force):
     rt.emit(result, text + ("\n  Removed its identity file" if removed_file else ""))
 
 
-def _remove_identity(rt, name: str) -> bool:
+def _remove_identity(rt: Runtime, name: str) -> bool:
     try:
         return identity_mod.remove(rt.paths.identities, name)
     except (ThrumError, OSError):
@@ -214,10 +220,10 @@ def _remove_identity(rt, name: str) -> bool:
     help="Agents not seen for N days are candidates (daemon default: 7).",
 )
 @global_options()
-def cleanup(force, older_than_days):
+def cleanup(force: bool, older_than_days: int | None) -> None:
     """Find agents not seen for a while; remove them with --force."""
     rt = runtime()
-    params = {"force": bool(force)}
+    params: dict[str, Any] = {"force": bool(force)}
     if older_than_days is not None:
         params["older_than_days"] = older_than_days
     result = rt.call("agent.cleanup", params)
@@ -226,7 +232,7 @@ def cleanup(force, older_than_days):
     for name in removed:
         _remove_identity(rt, name)
 
-    def text():
+    def text() -> str:
         if force:
             if not removed:
                 return "No stale agents to remove."
@@ -244,7 +250,7 @@ def cleanup(force, older_than_days):
 
 @agent.command("rotate-key", context_settings=CONTEXT_SETTINGS)
 @global_options()
-def rotate_key():
+def rotate_key() -> None:
     """Give this agent a new key, announced with its old one.
 
     Lines signed with the old key after the rotation no longer count on any replica;

@@ -17,12 +17,19 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import click
 
 from ..errors import IdentityError, ThrumError
 from ..events.tags import split_tag
+
+if TYPE_CHECKING:
+    from ..client import Client
+    from ..identity import Identity
+    from ..paths import ThrumPaths
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -30,7 +37,7 @@ CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 
 class Options:
     """The merged global flags of one invocation (plain class: cheap at start-up)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.json = False
         self.quiet = False
         self.verbose = False
@@ -44,7 +51,7 @@ def _store(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
     if value is None or value is False:
         return value
     opts = ctx.find_root().ensure_object(Options)
-    setattr(opts, param.name[len(_PREFIX) :], value)
+    setattr(opts, (param.name or "")[len(_PREFIX) :], value)
     return value
 
 
@@ -62,7 +69,7 @@ _GLOBAL = (
 )
 
 
-def identity_option(*decls: str) -> Callable:
+def identity_option(*decls: str) -> Callable[[F], F]:
     """Decorator adding a flag that names the acting agent, like ``--name`` (e.g. ``search --as NAME``)."""
     return click.option(
         *decls,
@@ -79,14 +86,14 @@ def _store_name(ctx: click.Context, value: str | None) -> None:
         ctx.find_root().ensure_object(Options).name = value
 
 
-def global_options(*, exclude: tuple[str, ...] = ()) -> Callable:
+def global_options(*, exclude: tuple[str, ...] = ()) -> Callable[[F], F]:
     """Decorator adding the global flags to a command or group.
 
     ``exclude`` drops flags the command defines itself with another meaning
     (e.g. ``group add --role`` names a member role).
     """
 
-    def deco(f):
+    def deco(f: F) -> F:
         for name, decls, kw in reversed(_GLOBAL):
             if name in exclude:
                 continue
@@ -104,7 +111,7 @@ def options() -> Options:
 # --------------------------------------------------------------------------- parsing helpers
 
 
-def parse_tag(flag: str, text: str) -> dict:
+def parse_tag(flag: str, text: str) -> dict[str, Any]:
     """``type:value`` → ``{"type", "value"}``.
 
     Raises:
@@ -153,24 +160,24 @@ def read_body(text: str | None, body_file: str | None, *, what: str = "message")
 class Runtime:
     """Per-invocation state: options → paths, identity, client, output."""
 
-    def __init__(self, opts: Options):
+    def __init__(self, opts: Options) -> None:
         self.opts = opts
-        self._paths = None
-        self._identity = None
+        self._paths: ThrumPaths | None = None
+        self._identity: Identity | None = None
         self._config_checked = False  # unknown config keys are warned about once per command
-        self._client = None
+        self._client: Client | None = None
 
     # --- where and who
 
     @property
-    def paths(self):
+    def paths(self) -> ThrumPaths:
         if self._paths is None:
             from .. import paths as _paths
 
             self._paths = _paths.resolve(self.opts.repo)
         return self._paths
 
-    def require_init(self):
+    def require_init(self) -> ThrumPaths:
         p = self.paths
         if not p.initialized:
             raise ThrumError(f"no thrum set-up in {p.repo}; run `thrum init` first")
@@ -183,7 +190,7 @@ class Runtime:
                 self.warn(unknown_keys_text(unknown))
         return p
 
-    def identity(self):
+    def identity(self) -> Identity:
         if self._identity is None:
             from .. import identity as _identity
 
@@ -205,7 +212,7 @@ class Runtime:
 
     # --- daemon
 
-    def client(self, *, autostart: bool = True):
+    def client(self, *, autostart: bool = True) -> Client:
         if self._client is None:
             from .. import lifecycle
 
@@ -218,11 +225,11 @@ class Runtime:
         return self._client
 
     def call(
-        self, method: str, params: dict | None = None, *, autostart: bool = True, timeout: float | None = None
+        self, method: str, params: dict[str, Any] | None = None, *, autostart: bool = True, timeout: float | None = None
     ) -> Any:
         return self.client(autostart=autostart).call(method, params or {}, timeout=timeout)
 
-    def agent_call(self, method: str, params: dict | None = None, **kw) -> Any:
+    def agent_call(self, method: str, params: dict[str, Any] | None = None, **kw: Any) -> Any:
         """`call` as the resolved agent (adds ``caller``).
 
         When the daemon does not know the agent but its identity file exists (a
@@ -239,7 +246,7 @@ class Runtime:
             self.call("agent.register", register_params(ident, self.paths.repo))
             return self.call(method, params, **kw)
 
-    def best_effort(self, method: str, params: dict | None = None) -> Any:
+    def best_effort(self, method: str, params: dict[str, Any] | None = None) -> Any:
         """An agent call whose failure must not fail the command (auto mark-as-read)."""
         try:
             return self.agent_call(method, params)

@@ -2,25 +2,28 @@
 
 from __future__ import annotations
 
+from types import ModuleType
+from typing import Any
+
 import click
 
 from .common import CONTEXT_SETTINGS, global_options, runtime
 from .render.status import render_daemon_status
 
 
-def _lifecycle():
+def _lifecycle() -> ModuleType:
     from .. import lifecycle
 
     return lifecycle
 
 
-def _pid(res: dict | None) -> str:
+def _pid(res: dict[str, Any] | None) -> str:
     return f" (pid {res['pid']})" if isinstance(res, dict) and res.get("pid") else ""
 
 
 @click.group(context_settings=CONTEXT_SETTINGS)
 @global_options()
-def daemon():
+def daemon() -> None:
     """Control this repository's thrum daemon.
 
     Commands that need the daemon start it on their own (THRUM_NO_AUTOSTART=1
@@ -30,7 +33,7 @@ def daemon():
 
 @daemon.command("start", context_settings=CONTEXT_SETTINGS)
 @global_options()
-def start():
+def start() -> None:
     """Start the daemon in the background (no-op when it is running)."""
     rt = runtime()
     from .progress import rebuild_progress
@@ -52,7 +55,7 @@ def start():
     help="Seconds to wait for a graceful stop.",
 )
 @global_options()
-def stop(timeout):
+def stop(timeout: float) -> None:
     """Stop the daemon gracefully (pending writes are flushed)."""
     rt = runtime()
     res = _lifecycle().stop(rt.require_init(), timeout=timeout)
@@ -62,7 +65,7 @@ def stop(timeout):
 
 @daemon.command("restart", context_settings=CONTEXT_SETTINGS)
 @global_options()
-def restart():
+def restart() -> None:
     """Stop the daemon (if running) and start it again."""
     rt = runtime()
     res = _lifecycle().restart(rt.require_init())
@@ -74,7 +77,7 @@ NOT_RUNNING = 3  # the LSB `status` convention (systemctl too): "program is not 
 
 @daemon.command("status", context_settings=CONTEXT_SETTINGS)
 @global_options()
-def status():
+def status() -> None:
     """Show whether the daemon runs, its pid, uptime, socket and repository.
 
     Exits 0 when the daemon is running and 3 when it is not (for scripts).
@@ -100,7 +103,7 @@ def status():
 
 @daemon.command("run", context_settings=CONTEXT_SETTINGS)
 @global_options()
-def run():
+def run() -> None:
     """Run the daemon in the foreground (for service managers; Ctrl-C stops it)."""
     rt = runtime()
     code = _lifecycle().run_foreground(rt.require_init())

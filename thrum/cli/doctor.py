@@ -2,27 +2,32 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import click
 
 from ..errors import ThrumError
 from .common import CONTEXT_SETTINGS, global_options, runtime
 
+if TYPE_CHECKING:
+    from ..paths import ThrumPaths
+
 NEEDS_ACTION = ("warn", "fail")
 DOCTOR_TIMEOUT_S = 300  # the remote check may wait for the network timeout and a credential helper
 
 
-def _check(name: str, status: str, detail: str, action: str | None = None) -> dict:
+def _check(name: str, status: str, detail: str, action: str | None = None) -> dict[str, Any]:
     return {"check": name, "status": status, "detail": detail, "action": action}
 
 
-def _uptime(seconds) -> str:
+def _uptime(seconds: float | None) -> str:
     s = int(seconds or 0)
     return f"{s // 3600} h {s % 3600 // 60} min" if s >= 3600 else f"{s // 60} min {s % 60} s" if s >= 60 else f"{s} s"
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
 @global_options()
-def doctor():
+def doctor() -> None:
     """Check the set-up and say, one line each, what to do about anything wrong.
 
     \b
@@ -36,7 +41,6 @@ def doctor():
     """
     from .. import lifecycle
     from ..config import forwarded_env
-
     from ..ownership import state_problem
     from ..paths import resolve
 
@@ -44,14 +48,14 @@ def doctor():
     unchecked = resolve(rt.opts.repo, check=False)
     problem = state_problem(unchecked)
     if problem is not None:  # nothing else is read from state that is not the user's own
-        checks = [
+        refused = [
             _check("state", "fail", problem, "fix that first: thrum refuses every command until then"),
             _check("other", "skip", "not checked: the state in .thrum/ is not this user's own"),
         ]
-        rt.emit({"ok": False, "checks": checks}, lambda: _text(checks))
+        rt.emit({"ok": False, "checks": refused}, lambda: _text(refused))
         raise click.exceptions.Exit(1)
     paths = rt.require_init()
-    checks: list[dict] = []
+    checks: list[dict[str, Any]] = []
     from_daemon = None
     if lifecycle.is_running(paths):
         try:
@@ -101,7 +105,7 @@ def doctor():
         raise click.exceptions.Exit(1)
 
 
-def _config_check(paths) -> dict:
+def _config_check(paths: ThrumPaths) -> dict[str, Any]:
     from ..config import unknown_keys, unknown_keys_text
 
     unknown = unknown_keys(paths.config)
@@ -110,7 +114,7 @@ def _config_check(paths) -> dict:
     return _check("config", "ok", "every key of .thrum/config.json is known")
 
 
-def _text(checks: list[dict]) -> str:
+def _text(checks: list[dict[str, Any]]) -> str:
     lines = []
     for c in checks:
         mark = c["status"].upper() if c["status"] in NEEDS_ACTION else c["status"]

@@ -17,7 +17,7 @@ from .common import options
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
 )
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def gc_mail(args):
+def gc_mail(args: tuple[str, ...]) -> None:
     """Gas City's exec mail provider: thrum gc-mail <operation> [argument] (see thrum gc-mail --help)."""
     from ..gcmail.main import USAGE, run
 
@@ -28,14 +28,8 @@ def gc_mail(args):
             ).rstrip("\n")
         )
         return
-    args, repo = _repo_option(list(args))
-    code = run(
-        args,
-        repo=repo or options().repo,
-        stdin=click.get_binary_stream("stdin"),
-        stdout=click.get_binary_stream("stdout"),
-        stderr=click.get_text_stream("stderr"),
-    )
+    argv, repo = _repo_option(list(args))
+    code = run(argv, repo=repo or options().repo)  # the process's own stdin, stdout and stderr
     click.get_current_context().exit(code)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from .common import CONTEXT_SETTINGS, bare_address, global_options, runtime
@@ -10,7 +12,7 @@ from .render.directory import render_group_info, render_groups, render_members
 
 @click.group(context_settings=CONTEXT_SETTINGS)
 @global_options()
-def group():
+def group() -> None:
     """Groups: address several agents and roles as one @name.
 
     \b
@@ -26,7 +28,7 @@ def group():
 @click.argument("name")
 @click.option("--description", default="", metavar="TEXT", help="What the group is for.")
 @global_options()
-def create(name, description):
+def create(name: str, description: str) -> None:
     """Create a group NAME."""
     rt = runtime()
     params = {"name": bare_address(name)}
@@ -39,7 +41,7 @@ def create(name, description):
 @group.command("delete", context_settings=CONTEXT_SETTINGS)
 @click.argument("name")
 @global_options()
-def delete(name):
+def delete(name: str) -> None:
     """Delete group NAME (@everyone cannot be deleted)."""
     rt = runtime()
     result = rt.agent_call("group.delete", {"name": bare_address(name)})
@@ -68,7 +70,7 @@ def _member_label(kind: str, value: str) -> str:
 @click.argument("member", required=False, metavar="[@MEMBER]")
 @click.option("--role", "role", metavar="ROLE", help="Add every agent with this role (resolved when read).")
 @global_options(exclude=("role",))
-def add(group_name, member, role):
+def add(group_name: str, member: str | None, role: str | None) -> None:
     """Add an agent (@name) or a role (--role ROLE) to GROUP."""
     rt = runtime()
     kind, value = _member(member, role, "add")
@@ -82,7 +84,7 @@ def add(group_name, member, role):
 @click.argument("member", required=False, metavar="[@MEMBER]")
 @click.option("--role", "role", metavar="ROLE", help="Remove this role member.")
 @global_options(exclude=("role",))
-def remove(group_name, member, role):
+def remove(group_name: str, member: str | None, role: str | None) -> None:
     """Remove an agent (@name) or a role (--role ROLE) from GROUP."""
     rt = runtime()
     kind, value = _member(member, role, "remove")
@@ -93,7 +95,7 @@ def remove(group_name, member, role):
 
 @group.command("list", context_settings=CONTEXT_SETTINGS)
 @global_options()
-def list_():
+def list_() -> None:
     """List all groups."""
     rt = runtime()
     result = rt.call("group.list", {})
@@ -103,7 +105,7 @@ def list_():
 @group.command("info", context_settings=CONTEXT_SETTINGS)
 @click.argument("name")
 @global_options()
-def info(name):
+def info(name: str) -> None:
     """Show a group's details and members."""
     rt = runtime()
     result = rt.call("group.info", {"name": bare_address(name)})
@@ -114,10 +116,10 @@ def info(name):
 @click.argument("name")
 @click.option("--expand", is_flag=True, help="Resolve roles and groups to the agents they hold now.")
 @global_options()
-def members(name, expand):
+def members(name: str, expand: bool) -> None:
     """List the members of group NAME."""
     rt = runtime()
-    params = {"name": bare_address(name)}
+    params: dict[str, Any] = {"name": bare_address(name)}
     if expand:
         params["expand"] = True
     result = rt.call("group.members", params)

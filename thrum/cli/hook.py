@@ -15,7 +15,7 @@ import click
 )
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
-def hook(ctx, args):
+def hook(ctx: click.Context, args: tuple[str, ...]) -> None:
     """Run by an agent host (Claude Code, Codex, Gemini, Cursor) at its turn boundaries.
 
     Puts the messages waiting for the agent into its context; see `thrum hook --help`

@@ -5,10 +5,11 @@ the displayed messages are marked read (best effort; not with ``--unread`` or
 from __future__ import annotations
 
 import shutil
+from typing import Any
 
 import click
 
-from .common import CONTEXT_SETTINGS, global_options, parse_tag, runtime
+from .common import CONTEXT_SETTINGS, Runtime, global_options, parse_tag, runtime
 from .render.messages import DEFAULT_WIDTH, next_page_command, render_inbox
 from .render.text import plural
 
@@ -28,7 +29,16 @@ from .render.text import plural
     "oldest first, and record them as surfaced to you.",
 )
 @global_options()
-def inbox(scope, mentions, unread, archived, count, page_size, page, for_agent):
+def inbox(
+    scope: str | None,
+    mentions: bool,
+    unread: bool,
+    archived: bool,
+    count: bool,
+    page_size: int,
+    page: int,
+    for_agent: bool,
+) -> None:
     """List messages with read (○) and unread (●) markers, newest first.
 
     Shows every message except your own and those you archived; replies are
@@ -88,7 +98,7 @@ def inbox(scope, mentions, unread, archived, count, page_size, page, for_agent):
             rt.best_effort("message.markRead", {"message_ids": to_mark})
 
 
-def _print_count(rt, params: dict, mentions: bool) -> None:
+def _print_count(rt: Runtime, params: dict[str, Any], mentions: bool) -> None:
     """``{"total", "unread"}`` of the inbox these flags select (message.counts when it can answer)."""
     if set(params) <= {"exclude_own", "page_size", "page", "sort_by", "sort_order", "mentions"}:
         result = rt.agent_call("message.counts", {"mentions": True} if mentions else {})
@@ -99,7 +109,7 @@ def _print_count(rt, params: dict, mentions: bool) -> None:
     rt.emit({"total": total, "unread": unread}, f"{plural(total, 'message')}, {unread} unread")
 
 
-def _for_agent(rt, result: dict, messages: list, page: int, page_size: int) -> None:
+def _for_agent(rt: Runtime, result: dict[str, Any], messages: list[Any], page: int, page_size: int) -> None:
     """The page framed for an agent (thrum.framing), oldest first; records what it showed in full as surfaced."""
     from .. import framing
 

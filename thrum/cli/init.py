@@ -6,14 +6,14 @@ import sys
 
 import click
 
-from .common import CONTEXT_SETTINGS, global_options, runtime
+from .common import CONTEXT_SETTINGS, Runtime, global_options, runtime
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
 @click.option("--non-interactive", is_flag=True, help="Never prompt (for scripts); implied without a TTY.")
 @click.option("--no-daemon", is_flag=True, help="Do not start the daemon now (commands start it when needed).")
 @global_options()
-def init(non_interactive, no_daemon):
+def init(non_interactive: bool, no_daemon: bool) -> None:
     """Set up thrum in this git repository (safe to run again).
 
     Creates .thrum/ (kept out of git), the a-sync branch and its worktree under
@@ -42,7 +42,7 @@ def init(non_interactive, no_daemon):
         "daemon": daemon,
     }
 
-    def text():
+    def text() -> str:
         lines = [f"> Initialised thrum in {paths.repo}", f"  State:   {paths.thrum_dir}"]
         if result["redirected"]:
             lines.append(f"  Shares the daemon of {paths.main_repo} (linked worktree)")
@@ -63,7 +63,7 @@ def init(non_interactive, no_daemon):
         rt.hint("Next: thrum quickstart --name NAME --role ROLE --module MODULE")
 
 
-def _offer_first_agent(rt) -> None:
+def _offer_first_agent(rt: Runtime) -> None:
     from .. import identity as identity_mod
     from .agent import register_agent
 

@@ -23,11 +23,11 @@ import json
 import os
 import re
 import sys
+from typing import Any
 
 import click
 
-from .. import envflags
-from .. import errors
+from .. import envflags, errors
 from ..errors import ThrumError
 from .common import CONTEXT_SETTINGS, Options, global_options
 
@@ -66,20 +66,20 @@ COMMANDS: dict[str, str] = {
 class LazyGroup(click.Group):
     """A group whose subcommands are imported on first use."""
 
-    def __init__(self, *args, lazy: dict[str, str] | None = None, **kwargs):
+    def __init__(self, *args: Any, lazy: dict[str, str] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.lazy = dict(lazy or {})
 
-    def list_commands(self, ctx):
+    def list_commands(self, ctx: click.Context) -> list[str]:
         extra = [n for n in super().list_commands(ctx) if n not in self.lazy]
         return list(self.lazy) + sorted(extra)
 
-    def get_command(self, ctx, cmd_name):
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in self.lazy:
             return self._load(cmd_name)
         return super().get_command(ctx, cmd_name)
 
-    def _load(self, cmd_name):
+    def _load(self, cmd_name: str) -> click.Command:
         module_name, _, attr = self.lazy[cmd_name].partition(":")
         module = importlib.import_module(module_name)
         cmd = getattr(module, attr)
@@ -139,7 +139,9 @@ class _Reporter:
     def __init__(self, as_json: bool):
         self.as_json = as_json
 
-    def fail(self, message: str, status: int, *, code: int = errors.INTERNAL_ERROR, data: dict | None = None) -> int:
+    def fail(
+        self, message: str, status: int, *, code: int = errors.INTERNAL_ERROR, data: dict[str, Any] | None = None
+    ) -> int:
         try:
             if self.as_json:
                 sys.stdout.write(
@@ -192,16 +194,7 @@ def run(argv: list[str] | None = None) -> int:
         return 2
     except click.UsageError as exc:
         out.as_json = _json_requested(argv, opts)
-        close = _closest_commands(exc)
-        text = _one_line(exc.format_message())
-        if close:  # click suggests for some groups itself; say it once, our way
-            text = (
-                _NO_SUCH_COMMAND.search(text).group(0) + " (did you mean " + " or ".join(f"'{n}'" for n in close) + "?)"
-            )
-        elif exc.ctx is not None and "--help" not in exc.format_message():
-            text += f" (see '{exc.ctx.command_path} --help')"
-        data = {"usage": True, **({"close_matches": close} if close else {})}
-        return out.fail(text, 2, code=errors.INVALID_PARAMS, data=data)
+        return _usage_error(out, exc)
     except click.Abort as exc:
         if isinstance(exc.__cause__, KeyboardInterrupt):
             return out.fail("interrupted", 130)
@@ -210,23 +203,11 @@ def run(argv: list[str] | None = None) -> int:
         return out.fail(_one_line(exc.format_message()), exc.exit_code or 1)
     except ThrumError as exc:
         out.as_json = _json_requested(argv, opts)
-        if _debugging(argv):
-            import traceback
-
-            traceback.print_exc()
-        data = exc.data if isinstance(exc.data, dict) else None
-        if out.as_json:
-            return out.fail(_one_line(exc.message or str(exc)), 1, code=exc.code, data=data)
-        return out.fail(_error_text(exc), 1)
+        return _thrum_error(out, exc, argv)
     except KeyboardInterrupt:
         return out.fail("interrupted", 130)
     except BrokenPipeError:
-        # stdout went away (`thrum inbox | head -1`): stop quietly.
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-        except OSError:
-            pass
+        _silence_stdout()
         return 1
     except Exception as exc:  # the last line of defence: never a traceback unless asked
         if _debugging(argv):
@@ -236,6 +217,40 @@ def run(argv: list[str] | None = None) -> int:
         return out.fail(
             f"internal error: {type(exc).__name__}: {_one_line(str(exc))} (rerun with --verbose for details)", 1
         )
+
+
+def _silence_stdout() -> None:
+    """stdout went away (`thrum inbox | head -1`): stop quietly (what is left to flush goes nowhere)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except OSError:
+        pass
+
+
+def _usage_error(out: _Reporter, exc: click.UsageError) -> int:
+    """A usage error's one line (exit 2): the closest commands to one mistyped, or where the help is."""
+    close = _closest_commands(exc)
+    text = _one_line(exc.format_message())
+    if close:  # click suggests for some groups itself; say it once, our way
+        said = _NO_SUCH_COMMAND.search(text)
+        text = (said.group(0) if said else text) + " (did you mean " + " or ".join(f"'{n}'" for n in close) + "?)"
+    elif exc.ctx is not None and "--help" not in exc.format_message():
+        text += f" (see '{exc.ctx.command_path} --help')"
+    data = {"usage": True, **({"close_matches": close} if close else {})}
+    return out.fail(text, 2, code=errors.INVALID_PARAMS, data=data)
+
+
+def _thrum_error(out: _Reporter, exc: ThrumError, argv: list[str]) -> int:
+    """A thrum error's line (exit 1): its message with --json, else the text that also says what to do."""
+    if _debugging(argv):
+        import traceback
+
+        traceback.print_exc()
+    data = exc.data if isinstance(exc.data, dict) else None
+    if out.as_json:
+        return out.fail(_one_line(exc.message or str(exc)), 1, code=exc.code, data=data)
+    return out.fail(_error_text(exc), 1)
 
 
 def main(argv: list[str] | None = None) -> None:

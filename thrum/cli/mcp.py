@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 import click
 
 from .. import identity as identity_mod
 from ..errors import IdentityError, ThrumError, Timeout, Unavailable
-from .common import CONTEXT_SETTINGS, global_options, runtime
+from ..events.names import NAME_RE
+from .common import CONTEXT_SETTINGS, Runtime, global_options, runtime
+
+if TYPE_CHECKING:
+    from ..identity import Identity
 
 
 @click.group(context_settings=CONTEXT_SETTINGS)
 @global_options()
-def mcp():
+def mcp() -> None:
     """Serve thrum to MCP hosts (Claude Code, Codex, Cursor, ...).
 
     \b
@@ -22,7 +27,7 @@ def mcp():
     """
 
 
-def resolve_identity(rt, agent_id: str | None):
+def resolve_identity(rt: Runtime, agent_id: str | None) -> Identity:
     """The serving agent: --agent-id, else THRUM_NAME, the global flags, the single identity file.
 
     Raises:
@@ -40,7 +45,7 @@ def resolve_identity(rt, agent_id: str | None):
                 )
             ) from None
     known = ", ".join(i.label for i in identity_mod.list_identities(paths.identities)) or "none"
-    if not identity_mod.NAME_RE.fullmatch(agent_id):
+    if not NAME_RE.fullmatch(agent_id):
         raise IdentityError(
             f"--agent-id {agent_id!r} is not a valid agent name (lowercase letters, digits and _); "
             f"known identities: {known}"
@@ -55,7 +60,7 @@ def resolve_identity(rt, agent_id: str | None):
     return identity_mod.load(path)
 
 
-def _make_known(rt, ident) -> None:
+def _make_known(rt: Runtime, ident: Identity) -> None:
     """Before speaking MCP: the daemon runs and knows the agent (registered from its identity
     file, as the CLI does, when it does not: a fresh clone, an identity copied from another
     machine). A refusal ends the start-up with one line instead of a server that never answers.
@@ -83,7 +88,7 @@ def _make_known(rt, ident) -> None:
     help="Serve as this agent (.thrum/identities/NAME.json); default: THRUM_NAME or the only identity.",
 )
 @global_options()
-def serve(agent_id):
+def serve(agent_id: str | None) -> None:
     """Run the MCP server on stdin/stdout (started by an MCP host).
 
     Resolves the agent, makes sure the daemon runs (starting it when needed),
@@ -119,7 +124,7 @@ def serve(agent_id):
     help="json: the mcpServers object; claude/codex: their `mcp add` command; cursor: .cursor/mcp.json.",
 )
 @global_options()
-def config(agent_id, host):
+def config(agent_id: str | None, host: str) -> None:
     """Print the MCP host configuration for this repository and agent.
 
     Paths are absolute (the installed thrum, this repository), so it works from

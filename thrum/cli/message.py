@@ -7,7 +7,6 @@ import shutil
 import click
 
 from ..errors import IdentityError, ThrumError
-
 from .common import CONTEXT_SETTINGS, global_options, read_body, runtime
 from .render.messages import DEFAULT_WIDTH, archived_note, render_message, render_sent
 from .render.text import plural
@@ -15,7 +14,7 @@ from .render.text import plural
 
 @click.group(context_settings=CONTEXT_SETTINGS)
 @global_options()
-def message():
+def message() -> None:
     """Work with single messages: get, edit, delete, mark read or unread, archive."""
 
 
@@ -23,7 +22,7 @@ def message():
 @click.argument("msg_id", metavar="MSG_ID")
 @click.option("--peek", is_flag=True, help="Show the message without marking it read.")
 @global_options()
-def get(msg_id, peek):
+def get(msg_id: str, peek: bool) -> None:
     """Show one message with all its details (and mark it read, unless --peek).
 
     MSG_ID may be a unique prefix (msg_01M8AKM2), like git's short hashes.
@@ -50,7 +49,7 @@ def get(msg_id, peek):
 @click.argument("text", required=False, metavar="TEXT")
 @click.option("--body-file", metavar="PATH", help="Read the new text from a file (- for stdin).")
 @global_options()
-def edit(msg_id, text, body_file):
+def edit(msg_id: str, text: str | None, body_file: str | None) -> None:
     """Replace the content of one of your messages.
 
     TEXT is the new content; use - to read it from stdin, or --body-file PATH.
@@ -70,7 +69,7 @@ def edit(msg_id, text, body_file):
 @click.option("--force", is_flag=True, help="Required: confirm the deletion (it cannot be undone).")
 @click.option("--reason", metavar="TEXT", help="Why it was deleted (stored with the deletion).")
 @global_options()
-def delete(msg_id, force, reason):
+def delete(msg_id: str, force: bool, reason: str | None) -> None:
     """Soft-delete one of your messages (needs --force)."""
     if not force:
         raise click.UsageError(f"refusing to delete {msg_id} without --force (deletion cannot be undone)")
@@ -86,7 +85,7 @@ def delete(msg_id, force, reason):
 @click.argument("msg_ids", nargs=-1, metavar="MSG_ID...")
 @click.option("--all", "all_", is_flag=True, help="Mark every unread message as read.")
 @global_options()
-def read(msg_ids, all_):
+def read(msg_ids: str, all_: bool) -> None:
     """Mark messages as read (by id, or --all)."""
     if all_ and msg_ids:
         raise click.UsageError("give message ids or --all, not both")
@@ -102,7 +101,7 @@ def read(msg_ids, all_):
 @message.command("unread", context_settings=CONTEXT_SETTINGS)
 @click.argument("msg_ids", nargs=-1, required=True, metavar="MSG_ID...")
 @global_options()
-def unread(msg_ids):
+def unread(msg_ids: str) -> None:
     """Mark messages as unread: they are back among your unread messages."""
     rt = runtime()
     ids = list(dict.fromkeys(msg_ids))
@@ -117,7 +116,7 @@ def unread(msg_ids):
 @message.command("archive", context_settings=CONTEXT_SETTINGS)
 @click.argument("msg_ids", nargs=-1, required=True, metavar="MSG_ID...")
 @global_options()
-def archive(msg_ids):
+def archive(msg_ids: str) -> None:
     """Archive messages: they leave your inbox (see them with `thrum inbox --archived`).
 
     They stay readable with `thrum message get` and in their thread. Archiving a
@@ -135,7 +134,7 @@ def archive(msg_ids):
 @click.command(context_settings=CONTEXT_SETTINGS)
 @click.argument("msg_ids", nargs=-1, required=True, metavar="MSG_ID...")
 @global_options()
-def ack(msg_ids):
+def ack(msg_ids: str) -> None:
     """Acknowledge messages sent to you: their sender sees them as acked.
 
     A message sent with `thrum send --ack` keeps coming back to you (with a higher
@@ -156,7 +155,7 @@ def ack(msg_ids):
 @click.option("--page", type=click.IntRange(1, None), default=1, show_default=True, help="Page number.")
 @click.option("--unacked", is_flag=True, help="Only messages that asked for an ack some recipient has not given.")
 @global_options()
-def sent(page_size, page, unacked):
+def sent(page_size: int, page: int, unacked: bool) -> None:
     """List the messages you sent, newest first, with how far each recipient got.
 
     Each recipient's state: sent, delivered (in its replica), surfaced (a hook or

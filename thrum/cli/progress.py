@@ -15,7 +15,7 @@ import sys
 from typing import Any, Callable, TextIO
 
 
-def rebuild_progress(opts: Any, stream: TextIO | None = None) -> Callable[[dict], None] | None:
+def rebuild_progress(opts: Any, stream: TextIO | None = None) -> Callable[[dict[str, Any]], None] | None:
     """The display for ``lifecycle.start(on_progress=...)``, or None where it must stay quiet."""
     stream = stream if stream is not None else sys.stderr
     if opts.quiet or opts.json or not stream.isatty():
@@ -29,7 +29,7 @@ class RebuildProgress:
     def __init__(self, stream: TextIO):
         self.stream = stream
 
-    def __call__(self, report: dict) -> None:
+    def __call__(self, report: dict[str, Any]) -> None:
         text = describe(report)
         if text is None:
             return
@@ -38,7 +38,7 @@ class RebuildProgress:
         self.stream.flush()
 
 
-def describe(report: dict) -> str | None:
+def describe(report: dict[str, Any]) -> str | None:
     """The line for one report (None for a report it cannot read: the daemon is not trusted to be current)."""
     try:
         phase = str(report["phase"])

@@ -51,7 +51,7 @@ class QueryWords(click.Command):
 @click.option("--page", type=click.IntRange(1, None), default=1, show_default=True, help="Page number.")
 @identity_option("--as")
 @global_options()
-def search(words, archived, page_size, page):
+def search(words: str, archived: bool, page_size: int, page: int) -> None:
     """Find messages by their words, best matches first, with the text around each hit.
 
     \b

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import click
 
 from ..events.values import FORMATS, PRIORITIES
-from .common import CONTEXT_SETTINGS, bare_address, global_options, parse_tag, read_body, runtime
+from .common import CONTEXT_SETTINGS, Runtime, bare_address, global_options, parse_tag, read_body, runtime
 
 
 def _structured(text: str | None) -> str | None:
@@ -95,21 +96,21 @@ def _addresses(values: tuple[str, ...], flag: str) -> list[str]:
 )
 @global_options()
 def send(
-    message,
-    to,
-    mention,
-    scope,
-    ref,
-    fmt,
-    priority,
-    structured,
-    body_file,
-    thread_id,
-    subject,
-    broadcast,
-    ack,
-    ack_within,
-):
+    message: str | None,
+    to: tuple[str, ...],
+    mention: tuple[str, ...],
+    scope: tuple[str, ...],
+    ref: tuple[str, ...],
+    fmt: str,
+    priority: str,
+    structured: str | None,
+    body_file: str | None,
+    thread_id: str | None,
+    subject: str | None,
+    broadcast: bool,
+    ack: bool,
+    ack_within: str | None,
+) -> None:
     """Send a message.
 
     MESSAGE is the text; use - to read it from stdin, or --body-file PATH.
@@ -135,44 +136,35 @@ def send(
     if not content.strip() and not structured:
         raise click.UsageError("the message is empty; nothing was sent")
 
-    params = {"content": content, "format": fmt, "priority": priority}
+    params: dict[str, Any] = {"content": content, "format": fmt, "priority": priority}
     if structured is not None:
         params["structured"] = structured
-    if recipients:
-        params["to"] = recipients
-    if mentions:
-        params["mentions"] = mentions
-    if scopes:
-        params["scopes"] = scopes
-    if refs:
-        params["refs"] = refs
-    if thread_id:
-        params["thread_id"] = thread_id
-    if subject:
-        params["subject"] = subject
+    optional = {"to": recipients, "mentions": mentions, "scopes": scopes, "refs": refs}
+    optional.update(thread_id=thread_id, subject=subject)
+    params.update((key, value) for key, value in optional.items() if value)
     if ack_within:
         params["ack_within"] = parse_duration(ack_within, "--ack-within")
     if ack or ack_within:
         params["ack"] = True
     result = rt.agent_call("message.send", params)
-
-    def text():
-        lines = [f"> Message sent: {result.get('message_id')}"]
-        targets = result.get("recipients") or []
-        if targets:
-            shown = []
-            for r in targets:
-                addr = r.get("address") if isinstance(r, dict) else r
-                kind = r.get("kind") if isinstance(r, dict) else None
-                shown.append(f"@{str(addr).lstrip('@')}" + (f" ({kind})" if kind else ""))
-            lines.append("  To: " + ", ".join(shown))
-        return "\n".join(lines)
-
-    rt.emit(result, text)
+    rt.emit(result, lambda: _sent_text(result))
     _note(rt, result)
 
 
-def _note(rt, result: dict) -> None:
+def _sent_text(result: dict[str, Any]) -> str:
+    lines = [f"> Message sent: {result.get('message_id')}"]
+    targets = result.get("recipients") or []
+    if targets:
+        shown = []
+        for r in targets:
+            addr = r.get("address") if isinstance(r, dict) else r
+            kind = r.get("kind") if isinstance(r, dict) else None
+            shown.append(f"@{str(addr).lstrip('@')}" + (f" ({kind})" if kind else ""))
+        lines.append("  To: " + ", ".join(shown))
+    return "\n".join(lines)
+
+
+def _note(rt: Runtime, result: dict[str, Any]) -> None:
     """A role nobody holds yet: one line on stderr (the answer's ``note``; in --json, only there)."""
     if result.get("note") and not rt.opts.json:
         rt.note(f"note: {result['note']}")
@@ -197,7 +189,15 @@ def _note(rt, result: dict) -> None:
 @click.option("--body-file", metavar="PATH", help="Read the reply from a file (- for stdin).")
 @click.option("--subject", metavar="TEXT", help="A subject line, shown above the reply.")
 @global_options()
-def reply(msg_id, text, fmt, to, mention, body_file, subject):
+def reply(
+    msg_id: str,
+    text: str | None,
+    fmt: str,
+    to: tuple[str, ...],
+    mention: tuple[str, ...],
+    body_file: str | None,
+    subject: str | None,
+) -> None:
     """Reply to a message (links it with a reply_to ref and marks it read).
 
     The reply mentions the author of the message, so it reaches them in
@@ -214,7 +214,7 @@ def reply(msg_id, text, fmt, to, mention, body_file, subject):
     content = read_body(text, body_file, what="reply")
     if not content.strip():
         raise click.UsageError("the reply is empty; nothing was sent")
-    params = {"content": content, "format": fmt, "reply_to": msg_id}
+    params: dict[str, Any] = {"content": content, "format": fmt, "reply_to": msg_id}
     if recipients:
         params["to"] = recipients
     if mentions:

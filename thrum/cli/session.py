@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from ..errors import ThrumError
@@ -11,7 +13,7 @@ from .render.directory import render_sessions
 
 @click.group(context_settings=CONTEXT_SETTINGS)
 @global_options()
-def session():
+def session() -> None:
     """Agent work sessions: start, end, list.
 
     A session starts automatically when an agent acts without one.
@@ -20,7 +22,7 @@ def session():
 
 @session.command("start", context_settings=CONTEXT_SETTINGS)
 @global_options()
-def start():
+def start() -> None:
     """Start a session for this agent."""
     rt = runtime()
     result = rt.agent_call("session.start", {})
@@ -37,7 +39,7 @@ def start():
     help="Why the session ends.",
 )
 @global_options()
-def end(session_id, reason):
+def end(session_id: str | None, reason: str) -> None:
     """End this agent's active session."""
     rt = runtime()
     params = {"reason": reason}
@@ -52,10 +54,10 @@ def end(session_id, reason):
 @click.option("--all-agents", is_flag=True, help="Sessions of every agent.")
 @click.option("--active", is_flag=True, help="Only active sessions.")
 @global_options()
-def list_(agent_name, all_agents, active):
+def list_(agent_name: str | None, all_agents: bool, active: bool) -> None:
     """List sessions (mine by default)."""
     rt = runtime()
-    params: dict = {}
+    params: dict[str, Any] = {}
     if agent_name and all_agents:
         raise click.UsageError("give --agent NAME or --all-agents, not both")
     if agent_name:

@@ -7,7 +7,7 @@ import os
 
 import click
 
-from .common import CONTEXT_SETTINGS, global_options, runtime
+from .common import CONTEXT_SETTINGS, Runtime, global_options, runtime
 
 HOST_NAMES = ("claude", "codex", "gemini", "cursor", "opencode")
 
@@ -19,7 +19,7 @@ HOST_NAMES = ("claude", "codex", "gemini", "cursor", "opencode")
 @click.option("--dry-run", is_flag=True, help="Show what would change (a diff per file) and write nothing.")
 @click.option("--remove", is_flag=True, help="Take thrum's MCP server and hooks out again.")
 @global_options()
-def setup(host, agent, user, dry_run, remove):
+def setup(host: str, agent: str | None, user: bool, dry_run: bool, remove: bool) -> None:
     """Set up an agent host to use thrum: its MCP server and its hooks.
 
     Merges the `thrum` MCP server and `thrum hook` entries into the host's own
@@ -77,7 +77,7 @@ def setup(host, agent, user, dry_run, remove):
         rt.note(f"restart {host} (or start a new session) to load thrum; the hooks act as @{name}")
 
 
-def _agent(rt, name: str | None) -> str:
+def _agent(rt: Runtime, name: str | None) -> str:
     """The agent to set up: --agent (an identity here), else THRUM_NAME or the only identity.
 
     Raises:
@@ -87,12 +87,13 @@ def _agent(rt, name: str | None) -> str:
     from .mcp import resolve_identity
 
     try:
-        return resolve_identity(rt, name).name
+        name_found: str = resolve_identity(rt, name).name
+        return name_found
     except IdentityError as exc:
         raise IdentityError(exc.message.replace("--agent-id", "--agent")) from None
 
 
-def _remember_pane(rt, agent: str) -> None:
+def _remember_pane(rt: Runtime, agent: str) -> None:
     """In tmux: the pane this agent's host runs in, for idle wake-ups (best effort)."""
     pane, tmux = os.environ.get("TMUX_PANE"), os.environ.get("TMUX")
     if pane and tmux:

@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from ..config import forwarded_env
 from ..errors import ThrumError
-from .common import CONTEXT_SETTINGS, global_options, runtime
+from .common import CONTEXT_SETTINGS, Runtime, global_options, runtime
+from .render.status import render_sync_status
 
 
-def _daemon_running(rt) -> bool:
+def _daemon_running(rt: Runtime) -> bool:
     from .. import lifecycle
 
     return lifecycle.is_running(rt.require_init())
 
 
-def _offline_sync_running(rt) -> bool:
+def _offline_sync_running(rt: Runtime) -> bool:
     from ..sync.offline import offline_sync_running
 
     return offline_sync_running(rt.require_init())
@@ -24,7 +27,7 @@ def _offline_sync_running(rt) -> bool:
 @click.group(context_settings=CONTEXT_SETTINGS, invoke_without_command=True)
 @global_options()
 @click.pass_context
-def sync(ctx):
+def sync(ctx: click.Context) -> None:
     """Replicate the message log through the git remote: commit, fetch, merge, push.
 
     Runs one full cycle and waits for it; exits 1 with a one-line reason when it
@@ -56,7 +59,7 @@ def sync(ctx):
     rt.emit(result, lambda: _summary(result))
 
 
-def _summary(r: dict) -> str:
+def _summary(r: dict[str, Any]) -> str:
     if r["mode"] == "local-only":
         return (
             f"> Local-only mode: committed {r['commits']} change(s); nothing fetched or pushed "
@@ -79,7 +82,7 @@ def _summary(r: dict) -> str:
 
 @sync.command("status", context_settings=CONTEXT_SETTINGS)
 @global_options()
-def status():
+def status() -> None:
     """Show sync mode, remote, a sync in progress, last success and last error, pending and
     quarantined events, and paths of the a-sync branch thrum ignores (links, submodules,
     unknown files). Answers at once, also while a sync waits on a slow remote."""
@@ -90,57 +93,7 @@ def status():
         from ..sync import offline
 
         result = offline.status(rt.require_init())
-    rt.emit(result, lambda: _status_text(result))
-
-
-def _status_text(s: dict) -> str:
-    lines = [f"Mode:          {s['mode']}"]
-    if s.get("remote"):
-        url = f" ({s['remote_url']})" if s.get("remote_url") else ""
-        lines.append(f"Remote:        {s['remote']}{url}")
-    if s.get("credential_source"):
-        lines.append(f"Login:         {s['credential_source']}")
-    if s.get("syncing_since"):
-        waiting = s.get("waiting_for_remote_since")
-        lines.append(
-            f"Syncing:       since {s['syncing_since']}"
-            + (f" (waiting for the remote to answer since {waiting})" if waiting else "")
-        )
-    lines.append(f"Last success:  {s.get('last_success') or 'never'}")
-    if s.get("last_error"):
-        lines.append(f"Last error:    {s['last_error']} (at {s.get('last_error_at')})")
-    if s.get("pending_events") is not None:
-        lines.append(f"Pending:       {s['pending_events']} local event(s) not yet pushed")
-    team = s.get("team")
-    if team:
-        if team.get("trust") == "team-root":
-            lines.append(f"Trust:         team root ({team.get('policy')} policy; {team.get('source')})")
-        else:
-            why = f"; {team['error']}" if team.get("error") else ""
-            lines.append(f"Trust:         trust on first use (no team root: thrum team init{why})")
-        for item in team.get("retired") or []:
-            lines.append(f"Retired key:   {item['name']} {item['key'][:12]}… {item['why']}")
-    if s.get("quarantined") is not None:
-        lines.append(f"Quarantined:   {s['quarantined']} line(s)/event(s) refused from the log")
-    chains = s.get("chains") or {}
-    as_of = f" (as of the daemon's last sync, {chains['at']})" if chains.get("at") else ""
-    for item in [*(chains.get("gaps") or []), *(chains.get("faults") or [])]:
-        lines.append(f"Chains:        {item['text']}{as_of}")
-    for item in chains.get("rollbacks") or []:
-        lines.append(f"Chains:        {item['text']}")
-    for c in s.get("name_conflicts") or []:
-        state = "in use" if c.get("open") else "quiet for 15 minutes or more"
-        lines.append(f"Conflicts:     @{c['name']} has a second key ({state}): {c['message']}")
-    ignored = s.get("ignored_paths_by_reason")
-    if ignored is None:
-        ignored = (s.get("last_report") or {}).get("ignored_paths_by_reason")
-    if ignored:
-        detail = ", ".join(f"{n} {reason.replace('_', ' ')}" for reason, n in sorted(ignored.items()))
-        lines.append(
-            f"Ignored:       {sum(ignored.values())} path(s) in a-sync that are not thrum's ({detail}); "
-            f"never checked out"
-        )
-    return "\n".join(lines)
+    rt.emit(result, lambda: render_sync_status(result))
 
 
 __all__ = ["sync", "ThrumError"]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
+from typing import Any
 
 import click
 
@@ -12,7 +14,7 @@ from .common import CONTEXT_SETTINGS, global_options, runtime
 
 @click.group(context_settings=CONTEXT_SETTINGS)
 @global_options()
-def team():
+def team() -> None:
     """The team's trust root: who administers the team, which log is its own, who may join.
 
     \b
@@ -45,7 +47,7 @@ def team():
 )
 @click.option("--force", is_flag=True, help="Replace an existing thrum-team.toml in the checkout.")
 @global_options()
-def init(policy, admins, force):
+def init(policy: str, admins: tuple[str, ...], force: bool) -> None:
     """Write thrum-team.toml from this machine's identities (they become the admins).
 
     Agents this replica already knows (registered here or learned from the log) are
@@ -94,7 +96,7 @@ def init(policy, admins, force):
 
 @team.command("show", context_settings=CONTEXT_SETTINGS)
 @global_options()
-def show():
+def show() -> None:
     """Print the trust root this replica uses, and where its view comes from; with the
     daemon running, also the keys rotated and revoked (and admissions) it has seen."""
     from .. import lifecycle
@@ -111,7 +113,7 @@ def show():
     rt.emit(result, lambda: _show_text(result))
 
 
-def _show_text(r: dict) -> str:
+def _show_text(r: dict[str, Any]) -> str:
     root = r.get("root")
     lines = [f"Source:   {r['source']}"]
     if r.get("error"):
@@ -135,7 +137,7 @@ def _show_text(r: dict) -> str:
     return "\n".join(lines)
 
 
-def _write(target, text: str) -> None:
+def _write(target: Path, text: str) -> None:
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     try:
@@ -150,7 +152,7 @@ def _write(target, text: str) -> None:
 @click.argument("name")
 @click.option("--key", default="", metavar="KEY", help="The agent's public key (default: its waiting registration's).")
 @global_options()
-def admit(name, key):
+def admit(name: str, key: str) -> None:
     """Admit agent NAME (as an admin of the team root): its registration counts on every replica.
 
     Without --key, the key of the registration of NAME this replica holds back
@@ -168,7 +170,7 @@ def admit(name, key):
 @team.command("invite", context_settings=CONTEXT_SETTINGS)
 @click.argument("name")
 @global_options()
-def invite(name):
+def invite(name: str) -> None:
     """Invite agent NAME (as an admin): prints a code the new agent redeems with
     `thrum quickstart --name NAME --role ROLE --invite CODE`. Anyone holding the code can
     redeem it: pass it privately."""
@@ -189,7 +191,7 @@ def invite(name):
 @click.option("--from", "from_event", default="", metavar="EVENT", help="Revoke from this event id on (it included).")
 @click.option("--key", default="", metavar="KEY", help="The key to revoke (default: the key known for NAME).")
 @global_options()
-def revoke(name, since, from_event, key):
+def revoke(name: str, since: str, from_event: str, key: str) -> None:
     """Revoke NAME's key from a point on: lines signed with it after that point are
     quarantined (revoked) on every replica, whenever they arrive; earlier ones stay.
     Signed by an admin, or by NAME itself with that key (--name NAME)."""

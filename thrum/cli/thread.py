@@ -13,7 +13,7 @@ from .render.messages import DEFAULT_WIDTH, next_page_command, render_thread, re
 
 @click.group(context_settings=CONTEXT_SETTINGS)
 @global_options()
-def thread():
+def thread() -> None:
     """Conversations: show one thread, list yours."""
 
 
@@ -25,7 +25,7 @@ def _width() -> int:
 @click.argument("thread_or_msg_id", metavar="ID")
 @click.option("--peek", is_flag=True, help="Do not mark the shown messages read.")
 @global_options()
-def show(thread_or_msg_id, peek):
+def show(thread_or_msg_id: str, peek: bool) -> None:
     """Show a thread, oldest message first.
 
     ID is a thread id (thr_…) or the id of any message in the thread. The shown
@@ -59,7 +59,7 @@ def show(thread_or_msg_id, peek):
 @click.option("--page-size", type=click.IntRange(1, 100), default=10, show_default=True, help="Threads per page.")
 @click.option("--page", type=click.IntRange(1, None), default=1, show_default=True, help="Page number.")
 @global_options()
-def list_threads(page_size, page):
+def list_threads(page_size: int, page: int) -> None:
     """List your threads, newest activity first, with message and unread counts.
 
     Your threads are those with a message of yours or one in your inbox

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -25,7 +26,7 @@ from .common import CONTEXT_SETTINGS, global_options, runtime
 )
 @click.option("--sign-out", "sign_out", is_flag=True, help="End every browser session and stop serving the UI.")
 @global_options()
-def ui(open_browser, port, sign_out):
+def ui(open_browser: bool, port: int | None, sign_out: bool) -> None:
     """Watch and steer your agents from a browser: prints the Web UI's URL.
 
     The daemon serves the page on 127.0.0.1 only. The URL carries a one-time
@@ -47,7 +48,7 @@ def ui(open_browser, port, sign_out):
         result = rt.call("ui.signout", {})
         rt.emit(result, lambda: "signed out: every browser session has ended and the UI is closed")
         return
-    params: dict = {} if port is None else {"port": port}
+    params: dict[str, Any] = {} if port is None else {"port": port}
     if open_browser:
         params["handover"] = True
     result = rt.call("ui.open", params)

@@ -13,7 +13,7 @@ from .common import CONTEXT_SETTINGS, global_options, runtime
 @click.option("--from", "old", metavar="OLD", help="Commit the range starts after (default: nothing; all zeros too).")
 @click.option("--to", "new", metavar="NEW", help="Commit the range ends at (default: the a-sync branch).")
 @global_options()
-def verify(old, new):
+def verify(old: str | None, new: str | None) -> None:
     """Check what a push of a-sync adds and removes, as every replica would judge it.
 
     Exits 1 with one line per bad line (`path:line: kind: reason`) when the range adds

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import shutil
 import time
+from typing import Any, Callable, TypeVar
 
 import click
 
 from ..errors import Timeout, Unavailable
-from .common import CONTEXT_SETTINGS, global_options, parse_tag, runtime
+from .common import CONTEXT_SETTINGS, Runtime, global_options, parse_tag, runtime
 from .render.messages import DEFAULT_WIDTH, render_inbox
+
+T = TypeVar("T")
 
 MAX_CALL = 600.0  # the daemon's longest single message.wait
 SLACK = 15.0  # extra socket time beyond the wait itself
@@ -44,7 +47,9 @@ SLACK = 15.0  # extra socket time beyond the wait itself
 )
 @click.option("--any", "any_", is_flag=True, help="With --acked: one recipient's ack is enough.")
 @global_options()
-def wait(timeout, mentions, scope, limit, peek, acked, any_):
+def wait(
+    timeout: float, mentions: bool, scope: str | None, limit: int, peek: bool, acked: str | None, any_: bool
+) -> None:
     """Wait for an unread message (not my own) and print it.
 
     Returns at once when unread messages already exist. Printed messages are
@@ -66,7 +71,7 @@ def wait(timeout, mentions, scope, limit, peek, acked, any_):
         return
     if any_:
         raise click.UsageError("--any goes with --acked MSG_ID")
-    params: dict = {"limit": limit}
+    params: dict[str, Any] = {"limit": limit}
     if mentions:
         params["mentions"] = True
     if scope:
@@ -78,7 +83,9 @@ def wait(timeout, mentions, scope, limit, peek, acked, any_):
         result = _through_restarts(
             rt,
             deadline,
-            lambda chunk=chunk: rt.agent_call("message.wait", {**params, "timeout": chunk}, timeout=chunk + SLACK),
+            lambda chunk=chunk: rt.agent_call(  # type: ignore[misc]  # the default binds this turn's chunk
+                "message.wait", {**params, "timeout": chunk}, timeout=chunk + SLACK
+            ),
         )
         messages = (result or {}).get("messages") or []
         if messages or deadline - time.monotonic() <= RETRY_S:
@@ -103,7 +110,7 @@ def wait(timeout, mentions, scope, limit, peek, acked, any_):
 RETRY_S = 0.2  # between attempts to reach a daemon that is restarting
 
 
-def _through_restarts(rt, deadline: float, call):
+def _through_restarts(rt: Runtime, deadline: float, call: Callable[[], T]) -> T | None:
     """``call()``, again while the daemon is away (stopping, restarting: it answers an early
     empty wait, or refuses the connection) until ``deadline``; None when it never came back.
     The MCP waiter does the same (issue 30, item 8)."""
@@ -118,7 +125,7 @@ def _through_restarts(rt, deadline: float, call):
             time.sleep(RETRY_S)
 
 
-def _wait_acked(rt, message_id: str, timeout: float, any_: bool) -> None:
+def _wait_acked(rt: Runtime, message_id: str, timeout: float, any_: bool) -> None:
     """``thrum wait --acked``: message.waitAcked until acked (exit 0) or the timeout (exit 1)."""
     deadline = time.monotonic() + timeout
     while True:
@@ -127,7 +134,7 @@ def _wait_acked(rt, message_id: str, timeout: float, any_: bool) -> None:
         result = _through_restarts(
             rt,
             deadline,
-            lambda chunk=chunk: rt.call(
+            lambda chunk=chunk: rt.call(  # type: ignore[misc]  # the default binds this turn's chunk
                 "message.waitAcked", {"message_id": message_id, "timeout": chunk, "any": any_}, timeout=chunk + SLACK
             ),
         ) or {"timed_out": True, "waiting_for": []}

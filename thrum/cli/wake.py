@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from .common import CONTEXT_SETTINGS, global_options, runtime
@@ -15,7 +17,7 @@ from .common import CONTEXT_SETTINGS, global_options, runtime
     help="What your host's input prompt looks like (group 1: the typed text), when the default does not match it.",
 )
 @global_options()
-def wake(action, prompt):
+def wake(action: str, prompt: str | None) -> None:
     """Turn idle wake-ups on or off for this agent, or show them.
 
     When a message that must not wait (a direct mention, high or critical
@@ -25,7 +27,7 @@ def wake(action, prompt):
     host's start hook or by `thrum setup`.
     """
     rt = runtime()
-    params: dict = {}
+    params: dict[str, Any] = {}
     if action != "status":
         params["enabled"] = action == "on"
     if prompt is not None:

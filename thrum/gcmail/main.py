@@ -31,6 +31,11 @@ from . import protocol
 from .addresses import AddressError
 from .provider import AlreadyArchived, Mailer, NotFoundError
 
+TYPE_CHECKING = False  # typing is not imported: the provider's start-up budget (mypy reads this as True)
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+    from typing import Any, BinaryIO, TextIO
+
 PROG = "thrum-gc-mail"
 NOT_FOUND_MARKER = "gc-mail-error:not-found"
 CALL_TIMEOUT = 25.0  # Gas City kills a call after 30 s
@@ -79,7 +84,7 @@ class Connection:
         self._client: Client | None = None
         self._tag: str | None = None
 
-    def __call__(self, method: str, params: dict):
+    def __call__(self, method: str, params: dict[str, Any]) -> Any:
         if self._client is None:
             self._client = self._connect()
         return self._client.call(method, params)
@@ -104,7 +109,7 @@ class Connection:
             self._tag = replica_tag(self.paths.thrum_dir)
         return self._tag
 
-    def registering(self):
+    def registering(self) -> AbstractContextManager[None]:
         """A lock held while registering an agent (`thrum.gcmail.startup.locked`)."""
         from .startup import locked
 
@@ -144,7 +149,7 @@ def repository(repo: str | None = None) -> ThrumPaths:
     return paths
 
 
-def dispatch(op: str, arg: str | None, mailer: Mailer, conn: Connection, stdin) -> object:
+def dispatch(op: str, arg: str | None, mailer: Mailer, conn: Connection, stdin: BinaryIO) -> object:
     """Run one operation; returns what to print (None or [] print nothing)."""
     if op == "ensure-running":
         from .startup import ensure
@@ -152,12 +157,13 @@ def dispatch(op: str, arg: str | None, mailer: Mailer, conn: Connection, stdin) 
         conn.paths = ensure(conn.paths)
         return None
     if op in ("send", "reply"):
+        assert arg is not None  # both take one argument (OPERATIONS)
         payload = stdin.read()
         return mailer.send(arg, payload) if op == "send" else mailer.reply(arg, payload)
     return getattr(mailer, op.replace("-", "_"))(arg)
 
 
-def _say(stream, text: str) -> None:
+def _say(stream: TextIO, text: str) -> None:
     try:
         stream.write(text)
         stream.flush()
@@ -169,10 +175,23 @@ def _one_line(text: str) -> str:
     return " ".join(part.strip() for part in str(text).splitlines() if part.strip()) or "error"
 
 
-def run(argv: list[str], *, repo: str | None = None, stdin=None, stdout=None, stderr=None) -> int:
+def _bytes_of(stream: Any) -> BinaryIO:
+    """The byte stream under a text one (itself when it has none: a test's stand-in)."""
+    binary: BinaryIO = getattr(stream, "buffer", stream)
+    return binary
+
+
+def run(
+    argv: list[str],
+    *,
+    repo: str | None = None,
+    stdin: BinaryIO | None = None,
+    stdout: BinaryIO | None = None,
+    stderr: TextIO | None = None,
+) -> int:
     """Run ``argv`` (without the program name) and return the exit status."""
-    stdin = stdin if stdin is not None else getattr(sys.stdin, "buffer", sys.stdin)
-    stdout = stdout if stdout is not None else getattr(sys.stdout, "buffer", sys.stdout)
+    stdin = stdin if stdin is not None else _bytes_of(sys.stdin)
+    stdout = stdout if stdout is not None else _bytes_of(sys.stdout)
     stderr = stderr if stderr is not None else sys.stderr
 
     def fail(message: str, code: int = 1) -> int:
@@ -198,29 +217,34 @@ def run(argv: list[str], *, repo: str | None = None, stdin=None, stdout=None, st
             stdout.write(out + b"\n")
             stdout.flush()
         return 0
-    except NotFoundError as exc:
-        return fail(f"{NOT_FOUND_MARKER}: {exc.message}")
-    except AlreadyArchived as exc:
-        return fail(exc.message)
-    except (AddressError, protocol.PayloadError) as exc:
-        return fail(str(exc))
-    except errors.ThrumError as exc:
-        return fail(exc.message or str(exc))
     except KeyboardInterrupt:
         return fail("interrupted", 130)
     except BrokenPipeError:
         return 1
     except Exception as exc:  # never a traceback in Gas City's error line
-        from ..envflags import DEBUG, flag
-
-        if flag(DEBUG):
-            import traceback
-
-            traceback.print_exc()
-        return fail(f"internal error: {type(exc).__name__}: {exc}")
+        return fail(_error_line(exc))
     finally:
         if conn is not None:
             conn.close()
+
+
+def _error_line(exc: Exception) -> str:
+    """What Gas City's error line says of ``exc`` (called while handling it)."""
+    if isinstance(exc, NotFoundError):
+        return f"{NOT_FOUND_MARKER}: {exc.message}"
+    if isinstance(exc, AlreadyArchived):
+        return exc.message
+    if isinstance(exc, (AddressError, protocol.PayloadError)):
+        return str(exc)
+    if isinstance(exc, errors.ThrumError):
+        return exc.message or str(exc)
+    from ..envflags import DEBUG, flag
+
+    if flag(DEBUG):
+        import traceback
+
+        traceback.print_exc()
+    return f"internal error: {type(exc).__name__}: {exc}"
 
 
 def main() -> None:

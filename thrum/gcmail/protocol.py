@@ -71,7 +71,9 @@ def mentions(refs: Any) -> list[str]:
     ]
 
 
-def message(item: dict, *, address: Address, to: str | None = None, read: bool | None = None) -> dict:
+def message(
+    item: dict[str, Any], *, address: Address, to: str | None = None, read: bool | None = None
+) -> dict[str, Any]:
     """A Gas City Message from a thrum message (a mailbox.list or message.thread item, or message.get's message).
 
     ``address`` turns a thrum name into a Gas City address. ``to``: the address to
@@ -85,7 +87,8 @@ def message(item: dict, *, address: Address, to: str | None = None, read: bool |
     if read is None:
         state = item.get("mailbox")
         read = state.get("read") if isinstance(state, dict) else item.get("is_read")
-    body = item.get("body") if isinstance(item.get("body"), dict) else {}
+    body = item.get("body")
+    body = body if isinstance(body, dict) else {}
     out = {
         "id": item.get("message_id", ""),
         "from": address(author) if author else "",

@@ -27,7 +27,7 @@ TYPE_CHECKING = False  # not typing's: the provider starts without importing typ
 if TYPE_CHECKING:
     from typing import Any, Callable
 
-    Rpc = Callable[[str, dict], Any]
+    Rpc = Callable[[str, dict[str, Any]], Any]
 
 PAGE = 1000  # the largest mailbox.list page the daemon serves (one scan of the mailbox per page)
 
@@ -82,7 +82,7 @@ class Mailer:
     def _agent(self, box: str, clerk: bool = False) -> str:
         return addresses.agent(box, self._tag(), clerk=clerk)
 
-    def _act(self, address: str, box: str, method: str, params: dict, *, clerk: bool = False) -> Any:
+    def _act(self, address: str, box: str, method: str, params: dict[str, Any], *, clerk: bool = False) -> Any:
         """``method`` as this machine's agent (or clerk) for mailbox ``box`` (of ``address``),
         registering it if needed."""
         name = self._agent(box, clerk)
@@ -114,7 +114,7 @@ class Mailer:
 
     # ------------------------------------------------------------------ writing
 
-    def send(self, to: str, payload: bytes) -> dict:
+    def send(self, to: str, payload: bytes) -> dict[str, Any]:
         sender, subject, body = protocol.parse_payload(payload)
         box = addresses.mailbox(to)
         result = self._send(sender, box, {"content": body, "subject": subject})
@@ -122,7 +122,7 @@ class Mailer:
             self._register(to, box)
         return self._sent(result, sender, to, subject, body)
 
-    def reply(self, parent_id: str, payload: bytes) -> dict:
+    def reply(self, parent_id: str, payload: bytes) -> dict[str, Any]:
         sender, subject, body = protocol.parse_payload(payload)
         parent = self._get(parent_id)
         author = parent["author"]["agent_id"]
@@ -131,12 +131,13 @@ class Mailer:
         result = self._send(sender, box, {"content": body, "subject": subject, "reply_to": parent["message_id"]})
         return self._sent(result, sender, to, subject, body)
 
-    def _send(self, sender: str, box: str, params: dict) -> dict:
+    def _send(self, sender: str, box: str, params: dict[str, Any]) -> dict[str, Any]:
         refs = [{"type": "mention", "value": box}]
         # Gas City mail may be empty (subject and body both optional in its protocol)
-        return self._act(
+        sent: dict[str, Any] = self._act(
             sender, addresses.mailbox(sender), "message.send", {**params, "refs": refs, "allow_empty": True}
         )
+        return sent
 
     def _module(self, name: str) -> str:
         try:
@@ -145,7 +146,7 @@ class Mailer:
             return name
 
     @staticmethod
-    def _sent(result: dict, sender: str, to: str, subject: str, body: str) -> dict:
+    def _sent(result: dict[str, Any], sender: str, to: str, subject: str, body: str) -> dict[str, Any]:
         msg = {
             "id": result["message_id"],
             "from": sender,
@@ -163,10 +164,10 @@ class Mailer:
 
     # ------------------------------------------------------------------ mailbox views
 
-    def _mailbox(self, recipient: str, *, unread: bool) -> list[dict]:
+    def _mailbox(self, recipient: str, *, unread: bool) -> list[dict[str, Any]]:
         """Every message of the recipient's mailbox (only unread ones with ``unread``), oldest first."""
         box = addresses.mailbox(recipient)
-        items: list[dict] = []
+        items: list[dict[str, Any]] = []
         page = 1
         while True:
             result = self.rpc("mailbox.list", {"mailbox": box, "unread": unread, "page": page, "page_size": PAGE})
@@ -176,20 +177,20 @@ class Mailer:
             page += 1
         return [protocol.message(i, address=self.address, to=recipient, read=bool(i.get("is_read"))) for i in items]
 
-    def inbox(self, recipient: str) -> list[dict]:
+    def inbox(self, recipient: str) -> list[dict[str, Any]]:
         """Unread, un-archived mail (check is the same: listing marks nothing read)."""
         return self._mailbox(recipient, unread=True)
 
     check = inbox
 
-    def all(self, recipient: str) -> list[dict]:
+    def all(self, recipient: str) -> list[dict[str, Any]]:
         return self._mailbox(recipient, unread=False)
 
-    def count(self, recipient: str) -> dict:
+    def count(self, recipient: str) -> dict[str, Any]:
         result = self.rpc("mailbox.list", {"mailbox": addresses.mailbox(recipient), "page": 1, "page_size": 1})
         return {"total": int(result.get("total") or 0), "unread": int(result.get("unread") or 0)}
 
-    def thread(self, key: str) -> list[dict]:
+    def thread(self, key: str) -> list[dict[str, Any]]:
         """A thread oldest first, by thread id or the id of any message in it; unknown: empty."""
         try:
             result = self.rpc("message.thread", {"thread_id": key, "mailbox_state": True})
@@ -199,17 +200,18 @@ class Mailer:
 
     # ------------------------------------------------------------------ one message
 
-    def _get(self, message_id: str) -> dict:
+    def _get(self, message_id: str) -> dict[str, Any]:
         try:
             result = self.rpc("message.get", {"message_id": message_id, "mailbox_state": True})
         except (errors.NotFound, errors.ValidationError):
             raise NotFoundError(f"no message {message_id!r}") from None
-        return result["message"]
+        message: dict[str, Any] = result["message"]
+        return message
 
-    def get(self, message_id: str) -> dict:
+    def get(self, message_id: str) -> dict[str, Any]:
         return protocol.message(self._get(message_id), address=self.address)
 
-    def _mark(self, msg: dict, method: str) -> None:
+    def _mark(self, msg: dict[str, Any], method: str) -> None:
         """``method`` on the message, acting for the mailbox it was sent to."""
         box = protocol.first_mention(msg.get("refs"))
         if not box:
@@ -224,7 +226,7 @@ class Mailer:
                 f"message {msg['message_id']} is addressed to @{box}, which no agent of this machine acts for"
             ) from None
 
-    def read(self, message_id: str) -> dict:
+    def read(self, message_id: str) -> dict[str, Any]:
         msg = self._get(message_id)
         if not msg["mailbox"]["read"]:
             self._mark(msg, "message.markRead")

@@ -15,7 +15,7 @@ from .addresses import TAG_RE
 FILE = "gc-mail.replica"
 
 
-def replica_tag(thrum_dir) -> str:
+def replica_tag(thrum_dir: str | os.PathLike[str]) -> str:
     """The tag kept in ``thrum_dir``, made now if there is none (or it is unreadable)."""
     path = os.path.join(os.fspath(thrum_dir), FILE)
     for _ in range(2):

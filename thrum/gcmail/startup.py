@@ -13,13 +13,14 @@ import fcntl
 import os
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from .. import errors, lifecycle
 from ..paths import ThrumPaths, resolve
 
 
 @contextmanager
-def locked(path: Path, *, directory: bool = False):
+def locked(path: Path, *, directory: bool = False) -> Iterator[None]:
     """An exclusive flock on ``path`` (a directory is locked through its own descriptor)."""
     flags = os.O_RDONLY if directory else os.O_RDWR | os.O_CREAT
     fd = os.open(path, flags, 0o600)

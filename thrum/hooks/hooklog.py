@@ -12,17 +12,21 @@ from __future__ import annotations
 import os
 import time
 
+TYPE_CHECKING = False  # typing is not imported: the hook's start-up budget (mypy reads this as True)
+if TYPE_CHECKING:
+    from ..paths import ThrumPaths
+
 MAX_BYTES = 1024 * 1024
 
 
-def path_for(paths) -> str:
+def path_for(paths: ThrumPaths | None) -> str:
     if paths is not None and paths.initialized:
         return os.path.join(str(paths.var), "hooks.log")
     state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
     return os.path.join(state, "thrum", "hooks.log")
 
 
-def write(paths, text: str) -> None:
+def write(paths: ThrumPaths | None, text: str) -> None:
     """Append ``text`` (one line) with the time and this process's id; never raises."""
     try:
         where = path_for(paths)

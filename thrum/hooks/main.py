@@ -40,6 +40,10 @@ from ..client import Client
 from ..paths import ThrumPaths, resolve
 from . import hooklog, hosts
 
+TYPE_CHECKING = False  # typing is not imported: the hook's start-up budget (mypy reads this as True)
+if TYPE_CHECKING:
+    from typing import Any, BinaryIO
+
 BUDGET = 5.0  # seconds for every daemon call of one hook
 PENDING_LIMIT = 25  # messages asked for at once: full bodies within the frame's budget, a digest of the rest
 MAX_STDIN = 4 * 1024 * 1024  # a host's payload (Claude Code sends a tool's whole input and output)
@@ -87,7 +91,7 @@ def _args(argv: list[str]) -> tuple[str, str, str | None, str | None]:
     return rest[0], rest[1], agent, repo
 
 
-def _payload(host: str, event: str, argv: list[str], stdin) -> dict:
+def _payload(host: str, event: str, argv: list[str], stdin: BinaryIO | None) -> dict[str, Any]:
     """The host's JSON: stdin, or (Codex's notify) the last argument."""
     if host == "codex" and event == "notify":
         raw = argv[-1].encode("utf-8", "replace") if argv and argv[-1].startswith("{") else b""
@@ -126,19 +130,21 @@ class Hook:
         self.agent = agent
         self.client = Client(paths, timeout=BUDGET)
 
-    def call(self, method: str, params: dict) -> dict:
+    def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         params = {"caller": self.agent, **params}
+        result: dict[str, Any]
         try:
-            return self.client.call(method, params)
+            result = self.client.call(method, params)
         except errors.IdentityError:  # the daemon lost the agent (a rebuilt view, a fresh clone): register, retry
             self.client.call("agent.register", _register_params(self.paths, self.agent))
-            return self.client.call(method, params)
+            result = self.client.call(method, params)
+        return result
 
     def close(self) -> None:
         self.client.close()
 
 
-def _register_params(paths: ThrumPaths, agent: str) -> dict:
+def _register_params(paths: ThrumPaths, agent: str) -> dict[str, Any]:
     from .. import identity
     from ..paths import worktree_name
 
@@ -150,7 +156,7 @@ def _register_params(paths: ThrumPaths, agent: str) -> dict:
     return params
 
 
-def respond(host: str, event: str, payload: dict, hook: Hook, stdout) -> tuple[str, list[str]]:
+def respond(host: str, event: str, payload: dict[str, Any], hook: Hook, stdout: BinaryIO) -> tuple[str, list[str]]:
     """Print what is waiting, as the host wants it; returns (what happened, ids shown in full).
 
     One call: the daemon frames what is waiting and records what it framed in full
@@ -188,10 +194,16 @@ def _remember_pane(hook: Hook) -> None:
             hooklog.write(hook.paths, f"could not record the tmux pane: {exc.message}")
 
 
-def run(argv: list[str], *, stdin=None, stdout=None) -> int:
+def _bytes_of(stream: Any) -> BinaryIO:
+    """The byte stream under a text one (itself when it has none: a test's stand-in)."""
+    binary: BinaryIO = getattr(stream, "buffer", stream)
+    return binary
+
+
+def run(argv: list[str], *, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> int:
     """Run ``thrum hook`` with ``argv`` (after ``hook``); returns the exit status (0 but for usage)."""
-    stdin = stdin if stdin is not None else getattr(sys.stdin, "buffer", sys.stdin)
-    stdout = stdout if stdout is not None else getattr(sys.stdout, "buffer", sys.stdout)
+    stdin = stdin if stdin is not None else _bytes_of(sys.stdin)
+    stdout = stdout if stdout is not None else _bytes_of(sys.stdout)
     if not argv or argv[0] in ("-h", "--help", "help"):
         (sys.stdout if argv else sys.stderr).write(USAGE)
         return 0 if argv else 2

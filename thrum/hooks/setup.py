@@ -25,10 +25,13 @@ import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import ThrumError
 from . import hosts, jsonc
+
+if TYPE_CHECKING:
+    from tomlkit import TOMLDocument  # imported where used: `thrum setup` only
 
 SERVER = "thrum"
 TIMEOUT_S = 10  # a hook's timeout in the host (it answers in well under a second)
@@ -48,6 +51,10 @@ class Change:
         if self.before is None:
             return "create"
         return "delete" if self.after is None else "update"
+
+
+# One host's changes: each file, and the step that adds (or, given True, removes) thrum's part of it.
+Steps = list[tuple[Path, Callable[[str, bool], tuple[str, list[str]]]]]
 
 
 @dataclass(frozen=True)
@@ -80,7 +87,27 @@ def _ours(host: str) -> re.Pattern[str]:
 # --------------------------------------------------------------------------- JSON files
 
 
-def _json_hooks(text: str, host: str, entries: dict[str, dict], *, remove: bool, style: str) -> tuple[str, list[str]]:
+def _ours_in(current: object, mine: re.Pattern[str], style: str) -> list[tuple[int, int | None]]:
+    """(group, index in the group; None when flat) of thrum's entries among one event's hooks."""
+    found: list[tuple[int, int | None]] = []
+    if not isinstance(current, list):
+        return found
+    for gi, item in enumerate(current):
+        if style == "flat":
+            if isinstance(item, dict) and mine.search(str(item.get("command", ""))):
+                found.append((gi, None))
+        elif isinstance(item, dict) and isinstance(item.get("hooks"), list):
+            found += [
+                (gi, hi)
+                for hi, h in enumerate(item["hooks"])
+                if isinstance(h, dict) and mine.search(str(h.get("command", "")))
+            ]
+    return found
+
+
+def _json_hooks(
+    text: str, host: str, entries: dict[str, dict[str, Any]], *, remove: bool, style: str
+) -> tuple[str, list[str]]:
     """Merge (or take out) thrum's hook entry for each event of ``entries``.
 
     ``style`` ``groups``: ``hooks.Event = [{"hooks": [entry]}]`` (Claude Code, Codex,
@@ -90,16 +117,7 @@ def _json_hooks(text: str, host: str, entries: dict[str, dict], *, remove: bool,
     done = []
     for event, entry in entries.items():
         current = jsonc.get(text, ["hooks", event])
-        found: list[tuple[int, int | None]] = []  # (group, index in group) of our entries
-        if isinstance(current, list):
-            for gi, item in enumerate(current):
-                if style == "flat":
-                    if isinstance(item, dict) and mine.search(str(item.get("command", ""))):
-                        found.append((gi, None))
-                elif isinstance(item, dict) and isinstance(item.get("hooks"), list):
-                    for hi, h in enumerate(item["hooks"]):
-                        if isinstance(h, dict) and mine.search(str(h.get("command", ""))):
-                            found.append((gi, hi))
+        found = _ours_in(current, mine, style)
         want = entry if style == "flat" else {"hooks": [entry]}
         before = text
         if remove:
@@ -132,7 +150,7 @@ def _drop(text: str, event: str, current: Any, found: list[tuple[int, int | None
     return text
 
 
-def _json_server(text: str, key: list[str], value: dict, *, remove: bool) -> tuple[str, bool]:
+def _json_server(text: str, key: list[str], value: dict[str, Any], *, remove: bool) -> tuple[str, bool]:
     before = text
     if remove:
         text = jsonc.remove_member(text, key)
@@ -151,7 +169,7 @@ FEATURE_KEYS = ("hooks", "codex_hooks")
 FEATURE_MARK = "added by thrum setup"  # the comment that tells --remove the flag is thrum's to take out
 
 
-def _toml_config(text: str, value: dict, *, remove: bool) -> tuple[str, list[str]]:
+def _toml_config(text: str, value: dict[str, Any], *, remove: bool) -> tuple[str, list[str]]:
     """Codex's config.toml: the MCP server ``[mcp_servers.thrum]`` and ``[features] hooks = true``.
 
     The flag is added only when the user's file says nothing about hooks (neither
@@ -166,26 +184,11 @@ def _toml_config(text: str, value: dict, *, remove: bool) -> tuple[str, list[str
         doc = tomlkit.parse(text)
     except Exception as exc:  # tomlkit's errors carry the line and column
         raise jsonc.JsoncError(str(exc)) from None
+    if remove:
+        return _toml_remove(doc, text)
     what = []
     servers = doc.get("mcp_servers")
     features = doc.get("features")
-    if remove:
-        if servers is not None and SERVER in servers:
-            del servers[SERVER]
-            if not servers:
-                del doc["mcp_servers"]
-            what.append("mcp_servers.thrum")
-        flag = features.item(FEATURE) if isinstance(features, tomlkit.items.Table) and FEATURE in features else None
-        if flag is not None and FEATURE_MARK in flag.trivia.comment:
-            del features[FEATURE]
-            if not features:
-                del doc["features"]
-            what.append(f"features.{FEATURE}")
-        if not what:
-            return text, []
-        out = tomlkit.dumps(doc)
-        ends = len(text) - len(text.rstrip("\n"))  # the blank line set-up put before a table it appended stays behind
-        return out.rstrip("\n") + "\n" * ends if out.strip() else "", what
     if servers is None or servers.get(SERVER) is None or servers[SERVER].unwrap() != value:
         if servers is None:
             servers = tomlkit.table(is_super_table=True)
@@ -210,6 +213,32 @@ def _toml_config(text: str, value: dict, *, remove: bool) -> tuple[str, list[str
     return (out if out.endswith("\n") else out + "\n"), what
 
 
+def _toml_remove(doc: TOMLDocument, text: str) -> tuple[str, list[str]]:
+    """Codex's config.toml without thrum's server, and without the hooks flag if thrum's mark is on it."""
+    import tomlkit
+
+    what = []
+    servers = doc.get("mcp_servers")
+    if servers is not None and SERVER in servers:
+        del servers[SERVER]
+        if not servers:
+            del doc["mcp_servers"]
+        what.append("mcp_servers.thrum")
+    features = doc.get("features")
+    if isinstance(features, tomlkit.items.Table) and FEATURE in features:
+        flag = features.item(FEATURE)
+        if isinstance(flag, tomlkit.items.Item) and FEATURE_MARK in flag.trivia.comment:
+            del features[FEATURE]
+            if not features:
+                del doc["features"]
+            what.append(f"features.{FEATURE}")
+    if not what:
+        return text, []
+    out = tomlkit.dumps(doc)
+    ends = len(text) - len(text.rstrip("\n"))  # the blank line set-up put before a table it appended stays behind
+    return out.rstrip("\n") + "\n" * ends if out.strip() else "", what
+
+
 # --------------------------------------------------------------------------- hosts
 
 
@@ -224,7 +253,7 @@ def _opencode_file(base: Path) -> Path:
     return base / "opencode.json"
 
 
-def _claude(root: Path | None, e: Entry) -> list[tuple[Path, Callable[[str, bool], tuple[str, list[str]]]]]:
+def _claude(root: Path | None, e: Entry) -> Steps:
     server = {"type": "stdio", "command": e.exe, "args": e.serve_args()}
     events = {
         ev: {"type": "command", "command": e.hook_command("claude", ev), "timeout": TIMEOUT_S}
@@ -238,7 +267,7 @@ def _claude(root: Path | None, e: Entry) -> list[tuple[Path, Callable[[str, bool
     ]
 
 
-def _codex(root: Path | None, e: Entry):
+def _codex(root: Path | None, e: Entry) -> Steps:
     base = root / ".codex" if root else Path(os.environ.get("CODEX_HOME") or _home() / ".codex")
     server = {"command": e.exe, "args": e.serve_args()}
     names = [ev for ev, r in hosts.EVENTS["codex"].items() if r != "notify"]
@@ -250,7 +279,7 @@ def _codex(root: Path | None, e: Entry):
     ]
 
 
-def _gemini(root: Path | None, e: Entry):
+def _gemini(root: Path | None, e: Entry) -> Steps:
     path = (root / ".gemini" if root else _home() / ".gemini") / "settings.json"
     server = {"command": e.exe, "args": e.serve_args()}
     events = {
@@ -266,7 +295,7 @@ def _gemini(root: Path | None, e: Entry):
     return [(path, step)]
 
 
-def _cursor(root: Path | None, e: Entry):
+def _cursor(root: Path | None, e: Entry) -> Steps:
     base = root / ".cursor" if root else _home() / ".cursor"
     server = {"command": e.exe, "args": e.serve_args()}
     events = {ev: {"command": e.hook_command("cursor", ev)} for ev in hosts.EVENTS["cursor"]}
@@ -285,23 +314,23 @@ def _cursor(root: Path | None, e: Entry):
     ]
 
 
-def _opencode(root: Path | None, e: Entry):
+def _opencode(root: Path | None, e: Entry) -> Steps:
     base = root if root else Path(os.environ.get("XDG_CONFIG_HOME") or _home() / ".config") / "opencode"
     server = {"type": "local", "command": [e.exe, *e.serve_args()], "enabled": True}
     return [(_opencode_file(base), lambda t, rm: _server_step(t, ["mcp", SERVER], server, rm))]
 
 
-def _server_step(text: str, key: list[str], value: dict, remove: bool) -> tuple[str, list[str]]:
+def _server_step(text: str, key: list[str], value: dict[str, Any], remove: bool) -> tuple[str, list[str]]:
     out, changed = _json_server(text, key, value, remove=remove)
     return out, [".".join(key)] if changed else []
 
 
-def _hooks_step(text: str, host: str, events: dict, remove: bool, style: str) -> tuple[str, list[str]]:
+def _hooks_step(text: str, host: str, events: dict[str, Any], remove: bool, style: str) -> tuple[str, list[str]]:
     out, done = _json_hooks(text, host, events, remove=remove, style=style)
     return out, [f"hooks.{ev}" for ev in done]
 
 
-HOSTS: dict[str, Callable[[Path | None, Entry], list]] = {
+HOSTS: dict[str, Callable[[Path | None, Entry], Steps]] = {
     "claude": _claude,
     "codex": _codex,
     "gemini": _gemini,

@@ -15,6 +15,9 @@ Pure functions over the daemon's replies (no calls):
 import json
 import re
 from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel
 
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent
@@ -55,7 +58,7 @@ def parse_address(to: str) -> str:
     return bare
 
 
-def message_info(m: dict) -> MessageInfo:
+def message_info(m: dict[str, Any]) -> MessageInfo:
     """A message.list item or message.get result as the spec's MessageInfo."""
     body = m.get("body") or {}
     metadata = None
@@ -88,7 +91,7 @@ def marked(segments: object) -> str:
     return "".join(parts)
 
 
-def search_hit(m: dict) -> SearchHit:
+def search_hit(m: dict[str, Any]) -> SearchHit:
     """A message.search item as a SearchHit: the MessageInfo fields, subject, snippet, score."""
     info = message_info(m)
     return SearchHit(
@@ -99,7 +102,7 @@ def search_hit(m: dict) -> SearchHit:
     )
 
 
-def agent_info(a: dict, now: datetime) -> AgentInfo:
+def agent_info(a: dict[str, Any], now: datetime) -> AgentInfo:
     return AgentInfo(
         name=a.get("name") or a.get("agent_id") or "",
         role=a.get("role") or "",
@@ -109,7 +112,7 @@ def agent_info(a: dict, now: datetime) -> AgentInfo:
     )
 
 
-def framed(model, messages: list[dict], agent: str) -> CallToolResult:
+def framed(model: BaseModel, messages: list[dict[str, Any]], agent: str) -> CallToolResult:
     """``model`` as the structured result, and as its text the ``messages`` framed
     (`thrum.framing.frame`, no budget cut: the tool's caller asked for them)."""
     text, _ = framing.frame(messages, agent=agent, boundary=framing.new_boundary(), budget=10**9)

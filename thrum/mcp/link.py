@@ -19,7 +19,7 @@ Rules:
 from __future__ import annotations
 
 import logging
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 import anyio
 import anyio.lowlevel
@@ -28,6 +28,12 @@ from ..client_async import AsyncClient, ensure_daemon, reconnecting
 from ..errors import IdentityError, ThrumError, Timeout, Unavailable
 from ..identity import register_params
 from ..lifecycle import autostart_disabled
+
+if TYPE_CHECKING:
+    from anyio.abc import TaskStatus
+
+    from ..identity import Identity
+    from ..paths import ThrumPaths
 
 log = logging.getLogger(__name__)
 
@@ -45,14 +51,14 @@ class SetupRefused(ThrumError):
 
 
 class DaemonLink:
-    def __init__(self, paths, ident):
+    def __init__(self, paths: ThrumPaths, ident: Identity) -> None:
         self.paths = paths
         self.ident = ident
         self.client: AsyncClient | None = None
         self.connected = anyio.Event()  # set while a connection is up; replaced when it drops
         self._kick = anyio.Event()
         self._tasks: list[ConnectionTask] = []
-        self._handlers: list[Callable[[str, dict], None]] = []
+        self._handlers: list[Callable[[str, dict[str, Any]], None]] = []
         self.connections = 0  # connections made so far (1 after start-up)
         self.refused: SetupRefused | None = None  # why the last set-up could not register the agent
 
@@ -63,7 +69,7 @@ class DaemonLink:
     def add_connection_task(self, task: ConnectionTask) -> None:
         self._tasks.append(task)
 
-    def add_notification_handler(self, handler: Callable[[str, dict], None]) -> None:
+    def add_notification_handler(self, handler: Callable[[str, dict[str, Any]], None]) -> None:
         self._handlers.append(handler)
 
     # ------------------------------------------------------------------ calls
@@ -71,7 +77,7 @@ class DaemonLink:
     async def call(
         self,
         method: str,
-        params: dict | None = None,
+        params: dict[str, Any] | None = None,
         *,
         timeout: float | None = None,  # noqa: ASYNC109 (as AsyncClient.call)
     ) -> Any:
@@ -79,7 +85,7 @@ class DaemonLink:
         client = await self.ensure_connected()
         return await client.call(method, params, timeout=timeout)
 
-    async def agent_call(self, method: str, params: dict | None = None, **kw) -> Any:
+    async def agent_call(self, method: str, params: dict[str, Any] | None = None, **kw: Any) -> Any:
         """`call` as this agent (adds ``caller``); registers the agent from its identity file
         and retries once when the daemon does not know it."""
         params = {"caller": self.me, **(params or {})}
@@ -106,7 +112,7 @@ class DaemonLink:
             Unavailable: the daemon cannot be started (autostart off, not initialised) or
                 the connection did not come back in time.
         """
-        if self.is_connected():
+        if self.is_connected() and self.client is not None:
             return self.client
         if self.refused is not None:
             raise self.refused
@@ -116,7 +122,7 @@ class DaemonLink:
         self._kick.set()
         with anyio.move_on_after(RECONNECT_WAIT_S if autostart else NO_AUTOSTART_GRACE_S):
             await self.wait_connected()
-        if self.is_connected():
+        if self.is_connected() and self.client is not None:
             return self.client
         if autostart:
             raise Unavailable("could not reconnect to the thrum daemon; check `thrum daemon status`")
@@ -126,7 +132,7 @@ class DaemonLink:
 
     # ------------------------------------------------------------------ the loop
 
-    async def run(self, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Keep the connection for ever; ``started`` once the first set-up is done (or failed)."""
         started = False
 
@@ -168,7 +174,7 @@ class DaemonLink:
             self._kick = anyio.Event()
         return self._kick
 
-    def _notify(self, method: str, params: dict) -> None:
+    def _notify(self, method: str, params: dict[str, Any]) -> None:
         for handler in self._handlers:
             handler(method, params)
 
@@ -208,7 +214,9 @@ class DaemonLink:
                     return
 
 
-async def _guarded(task: ConnectionTask, client: AsyncClient, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
+async def _guarded(
+    task: ConnectionTask, client: AsyncClient, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+) -> None:
     """Run a connection task; if it fails, drop the connection (the loop makes a new one)."""
     once = _StartedOnce(task_status)
     try:
@@ -224,11 +232,11 @@ async def _guarded(task: ConnectionTask, client: AsyncClient, *, task_status=any
 class _StartedOnce:
     """A task_status that forwards only the first ``started``."""
 
-    def __init__(self, task_status):
+    def __init__(self, task_status: TaskStatus[None]) -> None:
         self._task_status = task_status
         self.done = False
 
-    def started(self, value=None) -> None:
+    def started(self, value: None = None) -> None:
         if not self.done:
             self.done = True
             self._task_status.started(value)

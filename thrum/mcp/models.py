@@ -159,12 +159,13 @@ class GetGroupResult(_Out):
     created_by: str
     members: list[GroupMember]
     # Present only with expand=true (spec): left out of the output, not null, otherwise.
+    # None marks "absent" (excluded from the output); the schema says what a present value is.
     expanded_agents: list[str] = Field(
-        None,
+        None,  # type: ignore[arg-type]
         exclude_if=_unset,
         json_schema_extra=_no_default,
         description="Only with expand=true: the agents the members stand for",
     )
-    expanded_agents_count: int = Field(
+    expanded_agents_count: int = Field(  # type: ignore[assignment]
         None, exclude_if=_unset, json_schema_extra=_no_default, description="Only with expand=true"
     )

@@ -14,10 +14,12 @@ Rules (the spec's status derivation, spec/mcp-server.md):
 """
 
 from datetime import datetime, timezone
+from typing import Any
 
 import anyio
 
 from ..errors import ThrumError
+from .link import DaemonLink
 
 ACTIVE_WINDOW_S = 120.0
 
@@ -29,7 +31,7 @@ def _parse_time(text: str) -> datetime | None:
         return None
 
 
-def agent_status(agent: dict, now: datetime | None = None) -> str:
+def agent_status(agent: dict[str, Any], now: datetime | None = None) -> str:
     """``active`` when seen in the last two minutes, else ``offline``."""
     seen = _parse_time(agent.get("last_seen_at") or "")
     if seen is None:
@@ -38,17 +40,19 @@ def agent_status(agent: dict, now: datetime | None = None) -> str:
     return "active" if (now - seen).total_seconds() < ACTIVE_WINDOW_S else "offline"
 
 
-def audience_status(agents: list[dict], now: datetime | None = None) -> str:
+def audience_status(agents: list[dict[str, Any]], now: datetime | None = None) -> str:
     """The recipient_status of an address standing for ``agents``."""
     if not agents:
         return "known"
     return "active" if any(agent_status(a, now) == "active" for a in agents) else "offline"
 
 
-async def send_with_audience(link, params: dict) -> tuple[dict, list[dict] | None]:
+async def send_with_audience(
+    link: DaemonLink, params: dict[str, Any]
+) -> tuple[dict[str, Any], list[dict[str, Any]] | None]:
     """message.send, and agent.list fetched alongside it (for recipient_status) on the same
     connection: the status costs no extra round trip. The list is None if it failed."""
-    box: dict = {}
+    box: dict[str, Any] = {}
 
     async def fetch_agents() -> None:
         try:
@@ -68,7 +72,7 @@ async def send_with_audience(link, params: dict) -> tuple[dict, list[dict] | Non
     return sent, box.get("agents")
 
 
-async def recipient_status(link, kind: str, address: str, agents: list[dict] | None) -> str:
+async def recipient_status(link: DaemonLink, kind: str, address: str, agents: list[dict[str, Any]] | None) -> str:
     """active / offline / known for what ``address`` resolved to; unknown when it cannot be told."""
     if agents is None:
         return "unknown"
@@ -92,15 +96,15 @@ async def recipient_status(link, kind: str, address: str, agents: list[dict] | N
         return "unknown"
 
 
-def as_seen_by_agents(agents: list[dict]) -> list[dict]:
+def as_seen_by_agents(agents: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """agent.list items as an agent should see them (issue 30, item 9): the agents that act
     for a Gas City mailbox on each machine (``gcr_…``/``gck_…``, role ``gc``) are the
     provider's plumbing; each mailbox shows once, by its Gas City address, last seen when
     any of its agents was."""
     from ..gcmail import addresses
 
-    out: list[dict] = []
-    boxes: dict[str, dict] = {}
+    out: list[dict[str, Any]] = []
+    boxes: dict[str, dict[str, Any]] = {}
     for a in agents:
         name = a.get("name") or ""
         if a.get("role") != addresses.ROLE or not addresses.is_gc_agent(name):
@@ -122,7 +126,7 @@ def as_seen_by_agents(agents: list[dict]) -> list[dict]:
     return out
 
 
-def proxies(agents: list[dict]) -> set[str]:
+def proxies(agents: list[dict[str, Any]]) -> set[str]:
     """Names of the agents that act for Gas City mailboxes (never a broadcast's recipients)."""
     from ..gcmail import addresses
 

@@ -18,8 +18,12 @@ import os
 import signal
 import sys
 
+from typing import TYPE_CHECKING, Any, Literal
+
 import anyio
 from mcp.server import MCPServer
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.mcpserver.tools.base import Tool
 from mcp_types import CallToolResult, TextContent
 from pydantic import ValidationError
 
@@ -28,6 +32,12 @@ from ..identity import now_rfc3339
 from .link import DaemonLink
 from .tools import build_tools
 from .waiter import Waiter
+
+if TYPE_CHECKING:
+    from ..identity import Identity
+    from ..paths import ThrumPaths
+
+Context = ServerRequestContext[Any, Any]
 
 log = logging.getLogger(__name__)
 
@@ -49,12 +59,13 @@ class ArgumentErrors:
     """Middleware: a tools/call whose arguments fail the input schema gets one line
     naming the argument and the rule, instead of pydantic's multi-line report."""
 
-    def __init__(self, tools):
+    def __init__(self, tools: list[Tool]) -> None:
         self.tools = {t.name: t for t in tools}
 
-    async def __call__(self, ctx, call_next):
+    async def __call__(self, ctx: Context, call_next: CallNext) -> HandlerResult:
         if ctx.method == "tools/call" and isinstance(ctx.params, dict):
-            tool = self.tools.get(ctx.params.get("name"))
+            name = ctx.params.get("name")
+            tool = self.tools.get(name) if isinstance(name, str) else None
             arguments = ctx.params.get("arguments") or {}
             if tool is not None and isinstance(arguments, dict):
                 try:
@@ -72,10 +83,10 @@ class LateCancels:
     already answered (the cancel crossed the answer, and the client drops it) makes the
     waiter give that wait's message back (thrum.mcp.waiter, rule 5)."""
 
-    def __init__(self, waiter: Waiter):
+    def __init__(self, waiter: Waiter) -> None:
         self.waiter = waiter
 
-    async def __call__(self, ctx, call_next):
+    async def __call__(self, ctx: Context, call_next: CallNext) -> HandlerResult:
         result = await call_next(ctx)
         if ctx.method == "notifications/cancelled" and isinstance(ctx.params, dict):
             request_id = ctx.params.get("requestId")
@@ -110,9 +121,12 @@ def build_server(link: DaemonLink, waiter: Waiter) -> MCPServer:
     )
 
 
-def _level_name() -> str:
-    level = os.environ.get("THRUM_LOG_LEVEL", "").strip().upper()
-    return level if level in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL") else "WARNING"
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+LEVELS: dict[str, LogLevel] = {name: name for name in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")}
+
+
+def _level_name() -> LogLevel:
+    return LEVELS.get(os.environ.get("THRUM_LOG_LEVEL", "").strip().upper(), "WARNING")
 
 
 def setup_logging(verbose: bool) -> None:
@@ -125,7 +139,7 @@ def setup_logging(verbose: bool) -> None:
     os.environ["THRUM_LOG_LEVEL"] = level  # MCPServer configures its own logging from the same level
 
 
-async def serve(paths, ident) -> None:
+async def serve(paths: ThrumPaths, ident: Identity) -> None:
     """Serve MCP on stdio as ``ident`` until stdin closes or SIGTERM/SIGINT."""
     link = DaemonLink(paths, ident)
     waiter = Waiter(link, started_at=now_rfc3339())
@@ -156,6 +170,6 @@ async def _stop_on_signal(scope: anyio.CancelScope, waiter: Waiter) -> None:
     os._exit(0)
 
 
-def run(paths, ident, *, verbose: bool = False) -> None:
+def run(paths: ThrumPaths, ident: Identity, *, verbose: bool = False) -> None:
     setup_logging(verbose)
     anyio.run(serve, paths, ident, backend="trio")

@@ -20,12 +20,12 @@ to build the input schemas.
 import functools
 import logging
 from datetime import datetime, timezone
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Awaitable, Callable, Optional, ParamSpec, TypeVar
 
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools.base import Tool
-from mcp_types import ToolAnnotations
+from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
 from ..errors import ThrumError
@@ -50,7 +50,8 @@ from .models import (
     WaitResult,
 )
 from .presence import agent_status, as_seen_by_agents, proxies, recipient_status, send_with_audience
-from .waiter import WaitBusy, sender_of
+from .link import DaemonLink
+from .waiter import Waiter, WaitBusy, sender_of
 
 log = logging.getLogger(__name__)
 
@@ -58,11 +59,15 @@ MAX_RECIPIENTS = 256  # the daemon's limit on addresses per message
 CHECK_PAGE = 100  # the daemon's largest page
 
 
-def _tool_errors(fn):
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _tool_errors(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
     """Daemon errors become one-line tool errors."""
 
     @functools.wraps(fn)
-    async def wrapper(*args, **kwargs):
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return await fn(*args, **kwargs)
         except ThrumError as exc:
@@ -74,7 +79,7 @@ def _tool_errors(fn):
 # --------------------------------------------------------------------------- the tools
 
 
-def build_tools(link, waiter) -> list[Tool]:
+def build_tools(link: DaemonLink, waiter: Waiter) -> list[Tool]:
     """The 13 tools bound to this server's daemon link and waiter."""
     me = link.me
 
@@ -104,7 +109,7 @@ def build_tools(link, waiter) -> list[Tool]:
         ] = None,
     ) -> SendResult:
         address = parse_address(to)
-        params: dict = {"content": content, "to": [f"@{address}"], "priority": priority}
+        params: dict[str, Any] = {"content": content, "to": [f"@{address}"], "priority": priority}
         if reply_to:
             params["reply_to"] = reply_to.strip()
         if metadata is not None:
@@ -123,9 +128,9 @@ def build_tools(link, waiter) -> list[Tool]:
     @_tool_errors
     async def check_messages(
         limit: Annotated[int, Field(ge=1, le=1000, description="Most messages to return (default 50)")] = 50,
-    ) -> CheckResult:
+    ) -> Annotated[CallToolResult, CheckResult]:
         size = min(limit, CHECK_PAGE)
-        messages: list[dict] = []
+        messages: list[dict[str, Any]] = []
         total = 0
         page = 1
         while len(messages) < limit:
@@ -175,8 +180,8 @@ def build_tools(link, waiter) -> list[Tool]:
                 "queued for a later wait or check_messages"
             ),
         ] = "all",
-        ctx: Context = None,  # injected by the SDK (not an argument): the request id, for late cancels
-    ) -> WaitResult:
+        ctx: Optional[Context] = None,  # injected by the SDK (not an argument): the request id, for late cancels
+    ) -> Annotated[CallToolResult, WaitResult]:
         await link.ensure_connected()
         request_id = ctx.request_id if ctx is not None else None
         try:
@@ -222,7 +227,7 @@ def build_tools(link, waiter) -> list[Tool]:
         ],
         limit: Annotated[int, Field(ge=1, le=100, description="Results per page (default 20)")] = 20,
         page: Annotated[int, Field(ge=1, le=100_000, description="Page of results (default 1)")] = 1,
-    ) -> SearchResult:
+    ) -> Annotated[CallToolResult, SearchResult]:
         found = await link.agent_call("message.search", {"query": query, "page_size": limit, "page": page})
         messages = found.get("messages") or []
         result = SearchResult(
@@ -380,7 +385,7 @@ def build_tools(link, waiter) -> list[Tool]:
         return out
 
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
-    specs = [
+    specs: list[tuple[Callable[..., Any], str, ToolAnnotations | None]] = [
         (
             send_message,
             "Send a message to an agent, a role (@role), a group (@group) or @everyone. An unknown "

@@ -45,12 +45,18 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict, deque
+from typing import TYPE_CHECKING, Any, Iterable
 
 import anyio
 import anyio.lowlevel
 
 from ..errors import NotFound, ThrumError, Unavailable
 from .link import DaemonLink
+
+if TYPE_CHECKING:
+    from anyio.abc import TaskStatus
+
+    from ..client_async import AsyncClient
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +77,7 @@ class WaitBusy(ThrumError):
     pass
 
 
-def sender_of(message: dict) -> str:
+def sender_of(message: dict[str, Any]) -> str:
     """The author of a message.list item (``agent_id``) or a message.get result (``author``)."""
     return message.get("agent_id") or (message.get("author") or {}).get("agent_id") or ""
 
@@ -81,7 +87,7 @@ class Waiter:
         self.link = link
         self.me = link.me
         self.started_at = started_at
-        self.queue: deque[dict] = deque(maxlen=QUEUE_MAX)
+        self.queue: deque[dict[str, Any]] = deque(maxlen=QUEUE_MAX)
         self._seen: dict[str, None] = {}  # insertion-ordered set, bounded
         self._changed = anyio.Event()
         self._resubscribe = anyio.Event()
@@ -95,14 +101,14 @@ class Waiter:
         self._replay_from: str | None = None  # the resume point of a subscription still replaying
         self.subscription_id: int | None = None
         self.subscribed = 0  # subscriptions made so far
-        self._answered: OrderedDict[str, tuple[float, dict]] = OrderedDict()  # request id -> (when, item)
+        self._answered: OrderedDict[str, tuple[float, dict[str, Any]]] = OrderedDict()  # request id -> (when, item)
         self._request_id: str | None = None  # the MCP request the running wait answers
         link.add_notification_handler(self.on_notification)
         link.add_connection_task(self.connection_task)
 
     # ------------------------------------------------------------------ notifications (reader task)
 
-    def on_notification(self, method: str, params: dict) -> None:
+    def on_notification(self, method: str, params: dict[str, Any]) -> None:
         if method in MESSAGE_EVENTS:
             if params.get("event_id"):
                 self.last_event_id = params["event_id"]
@@ -124,7 +130,7 @@ class Waiter:
             log.info("subscription ended (%s); subscribing again", params.get("reason"))
             self._resubscribe.set()
 
-    def offer(self, item: dict) -> bool:
+    def offer(self, item: dict[str, Any]) -> bool:
         """Queue a new message for this agent (a notification or a message.list item) once."""
         mid = item.get("message_id")
         if not mid or item.get("agent_id") == self.me or mid in self._seen:
@@ -135,7 +141,7 @@ class Waiter:
         self._changed = anyio.Event()
         return True
 
-    def consumed(self, message_ids) -> None:
+    def consumed(self, message_ids: Iterable[str]) -> None:
         """Messages handed out by check_messages: never queue them again."""
         ids = set(message_ids)
         for mid in ids:
@@ -147,7 +153,7 @@ class Waiter:
         if len(self._seen) > SEEN_MAX:
             del self._seen[next(iter(self._seen))]
 
-    def _drop_queued(self, ids: set) -> None:
+    def _drop_queued(self, ids: set[Any]) -> None:
         if any(item["message_id"] in ids for item in self.queue):
             kept = [item for item in self.queue if item["message_id"] not in ids]
             self.queue.clear()
@@ -155,7 +161,9 @@ class Waiter:
 
     # ------------------------------------------------------------------ per connection
 
-    async def connection_task(self, client, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
+    async def connection_task(
+        self, client: AsyncClient, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
         resumed = self.subscribed > 0
         gap = await self._subscribe(client)
         if resumed or gap:
@@ -180,7 +188,7 @@ class Waiter:
         point), the point the replaying subscription resumed from."""
         return self._replay_from if self._replay_from is not None else self.last_event_id
 
-    async def _subscribe(self, client) -> bool:
+    async def _subscribe(self, client: AsyncClient) -> bool:
         """Subscribe (again), resuming from the last event seen, or from before the gap; True after a gap."""
         gap, self._gap = self._gap, False
         since = self._gap_from if gap else self._resume_point
@@ -198,7 +206,7 @@ class Waiter:
         self.subscribed += 1
         return gap
 
-    async def _catch_up(self, client) -> None:
+    async def _catch_up(self, client: AsyncClient) -> None:
         result = await client.call(
             "message.list",
             {
@@ -222,7 +230,7 @@ class Waiter:
 
     async def wait(
         self, seconds: float, priority_filter: str = "all", *, request_id: str | None = None
-    ) -> tuple[dict | None, float]:
+    ) -> tuple[dict[str, Any] | None, float]:
         """The next message for this agent (marked read), or None at the timeout; and the seconds waited.
 
         ``request_id`` is the MCP request the wait answers: a message it returns is
@@ -267,13 +275,15 @@ class Waiter:
                     continue
                 if anyio.current_time() >= deadline:
                     return None, anyio.current_time() - start
+                # the line a test waits for before it sends (a wake-up, not the queue, is under test)
+                log.debug("wait %s: nothing queued for it; waiting", request_id)
                 with anyio.move_on_at(deadline):
                     await changed.wait()
         finally:
             self.active = False
             self._idle.set()
 
-    def _answered_with(self, request_id: str, item: dict) -> None:
+    def _answered_with(self, request_id: str, item: dict[str, Any]) -> None:
         self._answered[request_id] = (anyio.current_time(), item)
         while len(self._answered) > ANSWERED_MAX:
             self._answered.popitem(last=False)
@@ -313,7 +323,7 @@ class Waiter:
         while self.active:
             await self._idle.wait()
 
-    def _take(self, allowed) -> dict | None:
+    def _take(self, allowed: frozenset[str] | None) -> dict[str, Any] | None:
         for i, item in enumerate(self.queue):
             if allowed is None or item["priority"] in allowed:
                 del self.queue[i]
@@ -324,7 +334,7 @@ class Waiter:
         with anyio.move_on_at(deadline):
             await self.link.wait_connected()
 
-    async def _claim(self, item: dict) -> dict | None:
+    async def _claim(self, item: dict[str, Any]) -> dict[str, Any] | None:
         """Re-read a queued message and mark it read; None when it is read, deleted or gone."""
         mid = item["message_id"]
         marking = False
