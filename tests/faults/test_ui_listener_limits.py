@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import socket
 
+from faults_helpers import read_by_the_daemon
 from fixtures.waiting import until
 from thrum import errors
 
@@ -51,6 +52,8 @@ def test_over_the_cap_the_ui_answers_503_and_shares_the_cap_with_the_socket(fres
         s = _connect(port)
         s.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
         held.append(s)
+    # a connection that has sent nothing yet is idle (evictable) until the daemon reads its bytes
+    until(lambda: all(read_by_the_daemon(s) for s in held), "the daemon to read the 10 request heads", timeout=WAIT)
     # the Unix socket's clients count the same slots; none of these is idle
     until(lambda: _refused(d), "the daemon to have accepted the 10 busy clients", timeout=WAIT)
     refused = _get(port)
