@@ -39,6 +39,7 @@ PURE_CORE = (
     "thrum/jsonrpc.py",
     "thrum/framing.py",
     "thrum/search_query.py",
+    "thrum/presence.py",
     "thrum/cli/render",
     "thrum/sync/merge",
     "thrum/hooks/hosts.py",

@@ -86,12 +86,12 @@ class ServiceContext:
         self._daemon.forget_agent(name)
 
     def with_last_seen(self, agents: list[dict]) -> list[dict]:
-        """agent.list items with ``last_seen_at`` as fresh as this daemon knows (in place)."""
+        """agent.list items with the one ``status`` their ``last_seen_at`` gives (in place)."""
         presence = self._daemon.presence
         return presence.overlay(agents) if presence is not None else agents
 
     async def flush_last_seen(self) -> None:
-        """Write pending last-seen marks now (before a query that filters on them)."""
+        """Write the heartbeats due now (before a query that filters on last seen)."""
         if self._daemon.presence is not None:
             await self._daemon.presence.flush()
 

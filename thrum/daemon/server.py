@@ -77,7 +77,7 @@ class Daemon:
         self._local_sessions: set[str] = set()
         self._checked_sessions: dict[str, str] = {}  # agent -> a session of its own it last wrote under
         self.addresses = AddressBook(self)
-        self.presence: Presence | None = None  # last-seen marks (thrum.daemon.presence), set with the writer
+        self.presence: Presence | None = None  # heartbeats (thrum.daemon.presence), set with the writer
         self._session_lock = trio.Lock()
         self.nursery: trio.Nursery | None = None
         self._shutdown = trio.Event()
@@ -314,7 +314,11 @@ class Daemon:
         give_back_memory()  # the catch-up's peak (a large history, the verdict memory) goes back
         self.writer.subscribers.append(self._invalidate_caches)
         self.writer.on_rejudged.append(self.team.mark_judged)
-        self.presence = Presence(self.writer)
+        self.presence = Presence(  # heartbeats (thrum.daemon.presence)
+            self.writer,
+            interval=float(self.config.presence_interval),
+            can_sign=lambda agent: self.keys.get(agent) is not None,
+        )
 
     async def _end_orphaned_sessions(self) -> None:
         """Sessions this machine started that no daemon ended: the last daemon crashed."""

@@ -137,6 +137,7 @@ def _invite_proof(name: str, public_key: str, code: str) -> dict:
 @method("agent.list")
 async def list_agents(call: Call) -> dict:
     p = call.params
+    await call.ctx.flush_last_seen()  # the heartbeats calls made due are in what it says
     result = await call.ctx.read(
         directory.list_agents, role=p.str("role"), module=p.str("module"), include_deleted=p.bool("include_deleted")
     )
@@ -147,6 +148,7 @@ async def list_agents(call: Call) -> dict:
 @method("agent.get")
 async def get(call: Call) -> dict:
     name = call.params.str("name", required=True)
+    await call.ctx.flush_last_seen()
     info = await call.ctx.agent(name, refresh=True)
     if info is None:
         raise errors.NotFound(f"agent {name!r} not found")
