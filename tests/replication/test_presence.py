@@ -98,6 +98,8 @@ def test_heartbeats_only_while_an_agent_is_seen_and_writes_nothing_else(machines
     (a,) = machines(1, THRUM_PRESENCE_INTERVAL="3", THRUM_SYNC_DEBOUNCE="0.1")
     a.agent("alice", "implementer")
     a.agent("bob", "reviewer")
+    proxy = "gcr_aaaaaaaa_gc_mayor"  # a Gas City mailbox's agent on this machine (thrum.gcmail.addresses)
+    a.rpc("agent.register", {"name": proxy, "role": "gc", "module": "gc_mayor"})
     # writing keeps alice present: a message every moment, and no heartbeat
     end = time.monotonic() + 7
     while time.monotonic() < end:
@@ -109,8 +111,10 @@ def test_heartbeats_only_while_an_agent_is_seen_and_writes_nothing_else(machines
     end = time.monotonic() + 7
     while time.monotonic() < end:
         a.rpc("message.counts", {"caller": "alice"})
+        a.rpc("message.counts", {"caller": proxy})
         time.sleep(0.2)
     beats = _heartbeats(a, "alice")
+    assert _heartbeats(a, proxy) == []  # the provider's plumbing, not an agent anyone waits for
     assert 2 <= len(beats) <= 1 + (time.monotonic() - started) / (3 - 0.3), beats
     # a page that only watches (observe: true) sees nobody: no more heartbeats for her
     count = len(_heartbeats(a, "alice"))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import peewee as pw
 
 from ..errors import NotFound
-from .sql import all_rows, one_row, run
+from .sql import all_rows, one_row
 
 EVERYONE = "everyone"
 EVERYONE_DESCRIPTION = "All registered agents"
