@@ -8,18 +8,21 @@ Rules:
 
 1. An agent's *last seen* is the time of its newest event in the log that shows it
    acting (`counts_as_presence`): a message (sent, edited, deleted), a thread, a
-   registration, a session's start, a group change, a team fact it signed, or a
-   heartbeat (`thrum.daemon.presence`). Every replica that holds the same events
-   computes the same value (`thrum.store.directory_fold.last_seen`).
-2. What does not count: the marks others write for an agent, and endings.
-   Read, unread and archive marks may be pressed for an agent in the Web UI, whose
-   watching must never count as the agent being there (issue 27, docs/design/ui.md);
-   delivered receipts are written by the daemon holding the key when mail arrives,
-   whether or not any agent process runs (docs/design/delivery.md); surfaced and
-   acked marks are written by hooks and tools that act as the agent anyway, so the
-   agent is seen by its daemon, which writes heartbeats for it; a session's end says
-   the agent left (a crashed session is ended by the next daemon start, maybe days
-   later). An agent that only reads is therefore present through its heartbeats.
+   group change, a work context, a team fact it signed, or a heartbeat
+   (`thrum.daemon.presence`). Every replica that holds the same events computes the
+   same value (`thrum.store.directory_fold.last_seen`).
+2. What does not count: what can be written for an agent that is not there, and
+   endings. A registration (quickstart, a script, a teammate's set-up: the spec's
+   "registered, never seen" is offline) and a session's start (begun for whoever a
+   call names, the Web UI's "Mark read" for an agent included); read, unread and
+   archive marks (the Web UI presses them for agents, and watching must never count
+   as the agent being there: issue 27, docs/design/ui.md); delivered receipts
+   (written by the daemon holding the key when mail arrives, whether or not any agent
+   process runs: docs/design/delivery.md); surfaced and acked marks (written by hooks
+   and tools that call as the agent, which its daemon sees anyway); a session's end
+   (the agent left; a crashed session is ended by the next daemon start, maybe days
+   later). An agent that only reads is present through the heartbeats its daemon
+   writes when it sees it.
 3. ``active``: last seen less than `ACTIVE_S` ago (spec/mcp-server.md's 2 minutes);
    ``idle``: less than `IDLE_S` ago; ``offline``: longer ago, or never. A last seen
    in the future (a clock ahead, by at most the replica's ``clock_skew``: later
@@ -37,6 +40,8 @@ IDLE_S = 900.0
 STATUSES = ("active", "idle", "offline")
 NOT_PRESENCE = frozenset(
     {
+        "agent.register",
+        "agent.session.start",
         "message.read",
         "message.unread",
         "message.archive",

@@ -233,11 +233,10 @@ def test_last_seen_comes_from_the_log_and_survives_a_restart(daemon, client):
     register(client, "alice", "implementer")
     register(client, "bob", "reviewer")
     agents = {a["name"]: a for a in client.call("agent.list")["agents"]}
-    assert agents["bob"]["last_seen_at"] == agents["bob"]["registered_at"] != ""
-    assert agents["bob"]["status"] == "active"
+    assert agents["bob"]["last_seen_at"] == "" and agents["bob"]["status"] == "offline"  # registered, never seen
     sent = client.call("message.send", {"caller": "alice", "content": "hi", "to": ["@bob"]})
     agents = {a["name"]: a for a in client.call("agent.list")["agents"]}
-    assert agents["alice"]["last_seen_at"] == sent["created_at"]
+    assert agents["alice"]["last_seen_at"] == sent["created_at"] and agents["alice"]["status"] == "active"
     client.close()
     lifecycle.stop(daemon)
     lifecycle.start(daemon)

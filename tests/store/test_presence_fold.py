@@ -32,28 +32,32 @@ def test_last_seen_is_the_newest_event_of_any_kind_in_any_order(db):
     fold(db, beat, read)  # before their registrations: kept, listed once they register
     assert _seen(db) == {}
     fold(db, c, reg_b, reg_a)
-    assert _seen(db) == {"alice": beat[1]["timestamp"], "bob": reg_b[1]["timestamp"]}  # a read mark is not
+    # bob only registered and read: registered, never seen acting (a read mark is not)
+    assert _seen(db) == {"alice": beat[1]["timestamp"], "bob": ""}
+    bob = e.create("bob", "ok", mentions=["alice"])
+    fold(db, bob)
+    assert _seen(db)["bob"] == bob[1]["timestamp"]
     fold(db, e.create("alice", "older", ts="2026-01-01T00:00:00.000Z"))  # a late event never moves it back
     assert _seen(db)["alice"] == beat[1]["timestamp"]
 
 
-def test_marks_others_write_for_an_agent_and_endings_are_not_presence(db):
-    """Read marks can be pressed for an agent in the Web UI (watching is not acting,
-    issue 27); delivered receipts are written by the daemon holding the key when mail
-    arrives; a crashed session is ended by the next daemon start, days later. None shows
-    the agent acting (an agent that reads is seen by its daemon, which writes heartbeats)."""
+def test_what_can_be_written_for_an_agent_that_is_not_there_is_not_presence(db):
+    """A registration (a script, a teammate's set-up), a session begun for whoever a call
+    names, read marks pressed for an agent in the Web UI (watching is not acting, issue
+    27), delivered receipts written by the daemon holding the key when mail arrives, a
+    crashed session ended by the next daemon start: none shows the agent acting (an agent
+    that reads is seen by its daemon, which writes heartbeats for it)."""
     e = Events()
-    reg = e.register("bob", "qa")
     c = e.create("alice", "hi", mentions=["bob"])
-    fold(db, e.register("alice", "dev"), reg, c)
+    fold(db, e.register("alice", "dev"), e.register("bob", "qa"), c, e.session_start("bob"))
     marks = [e.read("bob", mid(c)), e.archive("bob", mid(c)), e.delivered("bob", mid(c))]
     fold(db, *marks, e.surfaced("bob", mid(c)), e.acked("bob", mid(c)), e.session_end("ses_bob", agent="bob"))
-    assert _seen(db)["bob"] == reg[1]["timestamp"]
+    assert _seen(db) == {"alice": c[1]["timestamp"], "bob": ""}
 
 
 def test_a_timestamp_in_another_spelling_is_compared_as_the_instant_it_names(db):
     e = Events()
-    fold(db, e.register("alice", "dev", ts="2026-02-03T10:00:05.500Z"))
+    fold(db, e.register("alice", "dev"), _heartbeat(e, "alice", ts="2026-02-03T10:00:05.500Z"))
     fold(db, _heartbeat(e, "alice", ts="2026-02-03T10:00:05Z"))  # earlier, though it sorts later as text
     assert _seen(db)["alice"] == "2026-02-03T10:00:05.500Z"
 
