@@ -19,7 +19,10 @@ around but writes nothing still has a recent event. Rules (docs/design/presence.
    ``gc``: the provider's plumbing, not agents anyone waits for).
 3. The newest event of each agent seen here is kept in memory from what the writer
    publishes (local writes and synced events alike); the database is asked only
-   when that says a heartbeat may be due.
+   when that says a heartbeat may be due, a second after the call that saw the
+   agent (what that call writes, a message say, is presence and makes a heartbeat
+   needless). ``agent.list`` and ``agent.get`` write the heartbeats due at once
+   (`flush`), so they show what the calls before them made due.
 4. ``presence_interval`` 0 writes none.
 5. `overlay` puts the one ``status`` (`thrum.presence.status`) on ``agent.list`` and
    ``agent.get`` items: the CLI, MCP and the UI show it and derive nothing.
@@ -41,6 +44,7 @@ from ..store import directory
 log = logging.getLogger(__name__)
 
 DEFAULT_INTERVAL = 60.0
+SETTLE_S = 1.0  # how long after a call saw an agent its heartbeat is considered (`Presence.run`)
 GC_ROLE = "gc"  # agents that act for a Gas City mailbox on one machine (thrum.gcmail.addresses)
 GC_PREFIXES = ("gcr_", "gck_")
 
@@ -116,9 +120,12 @@ class Presence:
 
     # ------------------------------------------------------------------ the background task
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Looks at the agents seen a moment after the first of them was: the call that saw
+        an agent is often one that writes (a send), and what it writes is presence."""
         task_status.started()
         while True:
             await self._wake.wait()
+            await trio.sleep(min(SETTLE_S, self.interval / 4))
             self._wake = trio.Event()
             await self.flush()
 
