@@ -7,8 +7,8 @@ gives and never derive their own (docs/design/presence.md).
 Rules:
 
 1. An agent's *last seen* is the time of its newest event in the log that shows it
-   acting (`counts_as_presence`): a message (sent, edited, deleted), a thread, a
-   group change, a work context, a team fact it signed, or a heartbeat
+   acting (`counts_as_presence`): a message it sent, a thread, a group change, a
+   work context, a team fact it signed, or a heartbeat
    (`thrum.daemon.presence`). Every replica that holds the same events computes the
    same value (`thrum.store.directory_fold.last_seen`).
 2. What does not count: what can be written for an agent that is not there, and
@@ -21,8 +21,10 @@ Rules:
    process runs: docs/design/delivery.md); surfaced and acked marks (written by hooks
    and tools that call as the agent, which its daemon sees anyway); a session's end
    (the agent left; a crashed session is ended by the next daemon start, maybe days
-   later). An agent that only reads is present through the heartbeats its daemon
-   writes when it sees it.
+   later); an edit or a delete (it may name a message that is not its writer's, which
+   the fold ignores: such a line must change nothing, `tests/store/
+   test_projection_properties.py`). An agent that only reads, or edits, is present
+   through the heartbeats its daemon writes when it sees it.
 3. ``active``: last seen less than `ACTIVE_S` ago (spec/mcp-server.md's 2 minutes);
    ``idle``: less than `IDLE_S` ago; ``offline``: longer ago, or never. A last seen
    in the future (a clock ahead, by at most the replica's ``clock_skew``: later
@@ -42,6 +44,8 @@ NOT_PRESENCE = frozenset(
     {
         "agent.register",
         "agent.session.start",
+        "message.edit",
+        "message.delete",
         "message.read",
         "message.unread",
         "message.archive",
