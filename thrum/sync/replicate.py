@@ -53,7 +53,7 @@ from .gitstore.gitlib import EMPTY_TREE, IndexStats, PackWatch, objects_dir, ope
 from .gitstore.objbatch import ObjectBatch
 from .logaccess import LogAccess
 from .merge.shard import Prefer
-from .remotetip import MAX_INTAKE_BYTES, check_intake, log_commit
+from .remotetip import MAX_INTAKE_BYTES, check_intake, check_sizes, log_commit
 from .transport.credentials import Credentials
 from .transport.credentials import translate as _translate
 from .transport.endpoint import resolved_url
@@ -348,7 +348,9 @@ class Replicator:
             return lines_ahead(self.trees, log, remote_tree, head.tree_id)
 
     def _merge_into(self, head: pygit2.Commit, theirs: pygit2.Commit, log: LogAccess) -> MergeOutcome:
-        changes = self.trees.changes(head.tree_id, theirs.tree_id)
+        oversized: list[tuple[str, int]] = []
+        changes = self.trees.changes(head.tree_id, theirs.tree_id, oversized)
+        check_sizes(oversized, self._where())  # a tip is taken whole or not at all (remotetip rule 3)
         check_intake(self.trees, changes, self.max_intake_bytes, self._where())
         batch = ObjectBatch(self._objects)
         merger = TreeMerge(self.repo, batch, log, self._keys, self.prefer)
