@@ -377,8 +377,23 @@ class Replicator:
 
     # -- push
 
-    def push(self) -> bool:
-        """Push ``a-sync``; False when the remote moved first (non-fast-forward).
+    def known_tip_we_extend(self) -> pygit2.Oid | None:
+        """The remote's tip as the last fetch or push left it, when our ``a-sync`` is that
+        tip or only adds to it (then a push can go first: `cycle.run_cycle`), else None."""
+        with self._mutex:
+            tracking = self.repo.references.get(tracking_ref(self.remote_name))
+            if tracking is None:
+                return None
+            head, known = self._head().id, tracking.target
+            return known if head == known or self.repo.descendant_of(head, known) else None
+
+    def head_id(self) -> pygit2.Oid:
+        with self._mutex:
+            return self._head().id
+
+    def push(self, onto: pygit2.Oid | None = None) -> bool:
+        """Push ``a-sync``; False when the remote moved first (non-fast-forward), or, with
+        ``onto``, when the remote's branch is not at that tip (nothing is sent then).
 
         Does nothing (and returns True) when the last fetch saw our tip already.
 
@@ -388,7 +403,7 @@ class Replicator:
         """
         with self._mutex:
             head = self.repo.references[SYNC_REF].target
-            if self.last_fetch is not None and self.last_fetch.tip == head:
+            if onto is None and self.last_fetch is not None and self.last_fetch.tip == head:
                 mark_pushed(self.repo, head)
                 return True
             remote = self._remote()
@@ -398,6 +413,8 @@ class Replicator:
                 session(self.repo, self.remote_name, self._base, self.credentials, push=True) as net,
             ):
                 callbacks = net.callbacks
+                if onto is not None:
+                    callbacks.expected[SYNC_REF] = onto
                 try:
                     net.remote.push([f"{SYNC_REF}:{SYNC_REF}"], callbacks=callbacks, proxy=True)
                 except Exception as exc:  # noqa: BLE001 - a lost race is not an error
