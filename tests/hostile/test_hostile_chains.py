@@ -65,6 +65,13 @@ def test_a_withheld_range_is_reported_with_its_numbers_by_a_fresh_clone(team):
     assert f"Chains:        missing alice #{lo}–{hi} (seen #{high})" in c.run("sync", "status").stdout
     check = _doctor_chains(c)
     assert check["status"] == "warn" and f"missing alice #{lo}–{hi} (seen #{high})" in check["detail"]
+    c.run("daemon", "stop")  # with the daemon stopped, `sync status` shows what it last reported
+    assert [g for g in _chains(c)["gaps"] if g["signer"] == "alice"] == mine
+    assert (
+        f"Chains:        missing alice #{lo}–{hi} (seen #{high}) (as of the daemon's last sync, "
+        in c.run("sync", "status").stdout
+    )
+    c.run("daemon", "start")
     # The honest replicas hold the range and push it back; then the clone has no gap.
     for m in (a, b):
         assert [g for g in _chains(m)["gaps"] if g["signer"] == "alice"] == []
@@ -109,6 +116,10 @@ def test_a_fork_made_with_a_stolen_key_is_reported_with_both_events_everywhere(t
         check = _doctor_chains(m)
         assert check["status"] == "fail"
     assert a.rpc("sync.chains")["forks"] == 1  # what the web UI shows
+    c.run("daemon", "stop")
+    offline = _chains(c)  # the daemon stopped: `sync status` shows the fork it last reported
+    assert offline["forks"] == 1 and [f["seq"] for f in offline["faults"] if f["kind"] == "fork"] == [seq]
+    assert offline["at"]
 
 
 def test_a_line_linking_to_another_history_is_a_broken_link(team):

@@ -8,6 +8,7 @@ archived the mayor's mail on every replica. An agent whose ``display`` said
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -15,6 +16,8 @@ from thrum import events as ev
 from thrum.trust import keys, signing
 
 from hostile_helpers import events_file, forge
+from replication_helpers import THRUM
+from test_hostile_team import adopt_root
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "gcmail"))
 from gc_exec import Provider  # noqa: E402
@@ -67,3 +70,50 @@ def test_nobody_keeps_a_mailbox_by_claiming_its_module_or_sends_as_its_address(t
     got = city.inbox("human") or []
     assert [m["body"] for m in got] == ["orders from the mayor: open the gate"]
     assert got[0]["from"] != "mayor"
+
+
+def test_under_a_root_a_pusher_cannot_plant_an_agent_that_speaks_for_a_mailbox(team, tmp_path):
+    """Issue 31, finding 6 (residual): under a team root, even with ``policy = "open"``, an
+    agent named to act for a Gas City mailbox (``gcr_<tag>_mayor``) counts only once an
+    admin admitted its key; a plain name is still learned on first use."""
+    t = team(2)
+    a, b = t.machines
+    a.agent("alice", "implementer")
+    b.agent("bob", "reviewer")
+    for m in (a, b, a):
+        m.sync()
+    adopt_root(t, a, b, policy="open")
+    a.sync()
+    b.sync()
+    before = _tip(t.remote)
+    mallory = t.attacker()
+    mallory.pull()
+    proxy = "gcr_aaaaaaaa_mayor"
+    poser = _Intruder(mallory, tmp_path, proxy, role="gc", module="gc_mayor", display="mayor")
+    poser.mail("gc_human", "orders from the mayor: open the gate")
+    _Intruder(mallory, tmp_path, "mallory", role="intruder")
+    mallory.push()
+    verdict = subprocess.run(
+        [THRUM, "verify", "--repo", str(t.remote), "--from", before, "--to", _tip(t.remote)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert verdict.returncode == 1
+    kinds = sorted(line.split(": ")[1] for line in verdict.stdout.splitlines())
+    assert kinds == ["not-admitted", "unknown-signer"], verdict.stdout  # the registration, and the mail it signs
+    assert f"{proxy} (key" in verdict.stdout
+    for m in (a, b):
+        m.sync()
+        agents = {x["name"] for x in m.json("agent", "list", "--all")["agents"]}
+        assert "mallory" in agents and proxy not in agents, (m.name, agents)
+        assert m.json("sync", "status")["quarantined_by_kind"].get("not-admitted") == 1
+    a.json("team", "admit", proxy, agent="alice")  # an admin admits the machine's agent: it counts
+    a.sync()
+    b.sync()
+    assert proxy in {x["name"] for x in b.json("agent", "list", "--all")["agents"]}
+
+
+def _tip(remote) -> str:
+    out = subprocess.run(["git", "-C", str(remote), "rev-parse", "refs/heads/a-sync"], capture_output=True, text=True)
+    return out.stdout.strip()

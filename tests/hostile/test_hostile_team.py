@@ -229,3 +229,33 @@ def test_invites_and_a_root_edited_on_a_side_branch(team, tmp_path):
     assert kinds(a).get("not-admitted") == 1  # mallory only
     wrong = b.run("quickstart", "--name", "dave", "--role", "tester", "--invite", code, check=False)
     assert wrong.returncode == 1 and "for 'carol'" in wrong.stderr
+
+
+def test_lines_of_a_rotated_key_that_arrive_before_the_rotation_are_applied_once_it_comes(team):
+    """The remote withholds bob's rotation but passes on what he then wrote with the new key:
+    A refuses those lines (no key of bob's it knows verifies them). When the rotation comes
+    back (B pushes it again), A judges them again and applies them, as a rebuild would: the
+    verdict does not depend on which line came first."""
+    t = team(2)
+    a, b = t.machines
+    a.agent("alice", "implementer")
+    b.agent("bob", "reviewer")
+    for m in (a, b, a):
+        m.sync()
+    adopt_root(t, a, b)
+    a.sync()
+    b.sync()
+    b.json("agent", "rotate-key", agent="bob")
+    b.run("send", "written with the new key", "--to", "@alice", agent="bob")
+    b.sync()
+    mallory = t.attacker()
+    mallory.pull()
+    rel = events_file(mallory)
+    mallory.write(rel, b"".join(x + b"\n" for x in mallory.lines(rel) if b'"agent.rotate"' not in x))
+    mallory.push("withhold bob's rotation")
+    a.sync()
+    assert "written with the new key" not in bodies(a, "alice")
+    b.sync()  # finds its rotation gone and pushes it back
+    a.sync()
+    assert "written with the new key" in bodies(a, "alice")
+    assert not {"bad-signature", "id-not-owned"} & set(kinds(a)), kinds(a)

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import subprocess
 
 from thrum import events as ev
+from thrum.trust import keys, signing
 
-from hostile_helpers import forge
+from hostile_helpers import events_file, forge
 from replication_helpers import THRUM
+from test_hostile_team import adopt_root, steal
 
 
 def _verify(repo, *args, env=None):
@@ -62,7 +65,7 @@ def test_a_push_that_forges_grafts_or_removes_lines_fails_with_one_line_each(tea
     lines = mallory.lines(rel)
     victim = next(json.loads(x) for x in lines if json.loads(x).get("type") == "message.create")
     unsigned = {**victim, "event_id": ev.new_ulid(), "message_id": "msg_" + ev.new_ulid()}
-    foreign = forge(  # a line of bob's, copied from another repository's log: signed for another log
+    foreign = forge(  # a line of bob's copied from another repository's log: without a root, a fork of bob's #1
         {
             "type": "message.read",
             "timestamp": ev.now_rfc3339(),
@@ -84,9 +87,10 @@ def test_a_push_that_forges_grafts_or_removes_lines_fails_with_one_line_each(tea
     assert out.returncode == 1
     bad = out.stdout.splitlines()
     kinds = sorted(line.split(": ")[1] for line in bad)
-    assert kinds == ["malformed", "removed", "unsigned"], bad
+    assert kinds == ["fork", "malformed", "removed", "unsigned"], bad
     assert any(line.startswith(f"{rel}:") and "removes message.create " + victim["event_id"] in line for line in bad)
-    assert "3 bad" in out.stderr
+    assert any(line.startswith("receipts/bob/000001.jsonl:1: fork: bob #1 is held by two events") for line in bad)
+    assert "4 bad" in out.stderr
 
 
 def test_as_a_pre_receive_hook_it_refuses_the_attackers_push(team):
@@ -113,3 +117,129 @@ def test_as_a_pre_receive_hook_it_refuses_the_attackers_push(team):
         raise AssertionError("the hook let an unsigned line in")
     assert _tip(t.remote) == before
     assert os.access(hook, os.X_OK)
+
+
+def _chain_tip(mallory, name: str) -> dict:
+    """``name``'s newest chained event on the remote (over all its files), as the attacker reads it."""
+    best: dict = {}
+    for rel in mallory.files():
+        if not rel.endswith(".jsonl"):
+            continue
+        for d in mallory.events(rel):
+            if (d.get("sig") or {}).get("by") == name and "chain" in d:
+                if not best or d["chain"]["seq"] > best["chain"]["seq"]:
+                    best = d
+    assert best, f"no chained event of {name}"
+    return best
+
+
+def _message(name: str, key_file, content: str, chain: dict | None = None) -> bytes:
+    private = keys.LocalKeys(key_file.parent).get(name)
+    assert private is not None
+    d = ev.MessageCreate(
+        message_id=signing.new_message_id(private[1].tag),
+        agent_id=name,
+        session_id=ev.new_id("ses"),
+        body=ev.Body(content),
+    ).to_dict()
+    if chain is not None:
+        d["chain"] = chain
+    return forge(d, name, key_file)
+
+
+def _bad_kinds(out) -> list[str]:
+    return sorted(line.split(": ")[1] for line in out.stdout.splitlines())
+
+
+def test_verify_applies_the_teams_rules_as_every_replica_does(team, tmp_path):
+    """Under a committed team root, `thrum verify` refuses what every replica quarantines:
+    a registration nobody admitted, a member removing an agent or changing a group, a
+    line signed with a key after its rotation, and one after its revocation."""
+    t = team(2)
+    a, b = t.machines
+    a.agent("alice", "implementer")
+    a.agent("dave", "tester")
+    b.agent("bob", "reviewer")
+    for m in (a, b, a):
+        m.sync()
+    adopt_root(t, a, b)
+    a.run("group", "create", "reviewers", agent="alice")
+    a.run("group", "add", "reviewers", "@bob", agent="alice")
+    a.sync()
+    b.sync()
+    old_bob = steal(b, "bob", tmp_path)  # bob's laptop, before he rotates
+    b.json("agent", "rotate-key", agent="bob")
+    b.sync()
+    new_bob = tmp_path / "bob-now" / "bob.key"
+    new_bob.parent.mkdir()
+    shutil.copy2(b.path / ".thrum" / "identities" / "bob.key", new_bob)
+    dave = steal(a, "dave", tmp_path)
+    a.run("team", "revoke", "dave", "--from", ev.new_ulid(), agent="alice")  # dave's lines so far stay valid
+    a.sync()
+    honest = _verify(t.remote)  # the whole history, root and all: nothing bad
+    assert honest.returncode == 0, honest.stdout + honest.stderr
+    before = _tip(t.remote)
+
+    mallory = t.attacker()
+    mallory.pull()
+    rel = events_file(mallory)
+    own = keys.LocalKeys(tmp_path / "mallory-keys")
+    _, public = own.create("mallory")
+    reg = ev.AgentRegister(agent_id="mallory", name="mallory", role="intruder", public_key=public.b64).to_dict()
+    mallory.append(rel, forge(reg, "mallory", tmp_path / "mallory-keys" / "mallory.key"))
+    mallory.append(rel, forge(ev.AgentCleanup(agent_id="alice", reason="bye", by="bob").to_dict(), "bob", new_bob))
+    remove = ev.GroupMemberRemove(group="reviewers", member_value="bob", agent_id="bob").to_dict()
+    mallory.append(rel, forge(remove, "bob", new_bob))
+    mallory.write("messages/bob/000001.jsonl", _message("bob", old_bob, "the old key, after its rotation"))
+    mallory.write("messages/dave/000001.jsonl", _message("dave", dave, "after the revocation"))
+    mallory.push("mallory, bob's old laptop and dave's revoked key")
+
+    out = _verify(t.remote, "--from", before, "--to", _tip(t.remote))
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert _bad_kinds(out) == ["not-admitted", "not-authorized", "not-authorized", "revoked", "revoked"], out.stdout
+    text = out.stdout
+    assert f"{rel}:" in text and "mallory (key" in text and "not admitted by the team root" in text
+    assert "bob may not remove alice: only an admin may" in text
+    assert "bob may not change group reviewers" in text
+    assert "messages/dave/000001.jsonl:1: revoked: message.create by dave signed with a key revoked by alice" in text
+    assert "by bob signed with a key rotated to key" in text
+    assert "5 bad" in out.stderr
+    fresh = t.fresh_clone("c")  # a replica judging the same lines quarantines exactly those
+    fresh.sync()
+    seen = fresh.json("sync", "status")["quarantined_by_kind"]
+    assert {k: seen.get(k) for k in ("not-admitted", "not-authorized", "revoked")} == {
+        "not-admitted": 1,
+        "not-authorized": 2,
+        "revoked": 2,
+    }, seen
+
+
+def test_verify_reports_forks_and_gaps_the_push_makes_in_a_chain(team, tmp_path):
+    """With alice's stolen key, a push that skips positions of her chain, or writes a
+    second event at a position she holds, fails verify with the numbers a replica
+    reports (`sync status`: chains)."""
+    t, a, b = _team(team)
+    stolen = steal(a, "alice", tmp_path)
+    before = _tip(t.remote)
+    mallory = t.attacker()
+    mallory.pull()
+    tip = _chain_tip(mallory, "alice")
+    n = tip["chain"]["seq"]
+    rel = mallory.file_of("messages", "alice")
+    held = next(d for d in mallory.events(rel) if (d.get("chain") or {}).get("seq", 0) > 1)
+    fork = {"seq": held["chain"]["seq"], "prev": held["chain"]["prev"]}
+    mallory.append(rel, _message("alice", stolen, "a second #k", fork))
+    mallory.append(rel, _message("alice", stolen, "skipping two", {"seq": n + 3, "prev": "A" * 22}))
+    mallory.push("a fork and a gap in alice's chain")
+
+    out = _verify(t.remote, "--from", before, "--to", _tip(t.remote))
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert _bad_kinds(out) == ["fork", "gap"], out.stdout
+    assert f"gap: missing alice #{n + 1}–{n + 2} (seen #{n + 3})" in out.stdout
+    assert f"fork: alice #{held['chain']['seq']} is held by two events: " in out.stdout
+    assert held["event_id"] in out.stdout
+    b.sync()  # the replica reports the same
+    chains = b.json("sync", "status")["chains"]
+    assert chains["missing"] >= 2 and chains["forks"], chains
+    honest = _verify(t.remote, "--from", _tip(t.remote))  # nothing added since: nothing bad
+    assert honest.returncode == 0

@@ -3,6 +3,8 @@ event type (docs/design/trust.md), and the same verdicts whatever order lines ar
 
 from __future__ import annotations
 
+import json
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -12,7 +14,7 @@ from thrum.trust.ring import KeyRing
 from thrum.trust.roster import Roster
 from thrum.trust.teamroot import TeamRoot, new_log_id
 from thrum.trust.verdicts import digest
-from thrum.trust.verify import Verifier
+from thrum.trust.verify import RETRY_KINDS, Verifier
 
 from test_trust import Agent, cand
 
@@ -100,20 +102,39 @@ def _msg_key(key: keys.PublicKey, name: str, content: str) -> ev.MessageCreate:
     )
 
 
-def replica(verifier: Verifier, batches: list[list[bytes]]) -> set[bytes]:
+def replica(verifier: Verifier, batches: list[list[bytes]], *, partial: bool = False) -> set[bytes]:
     """What a replica ends with after receiving ``batches`` in turn: lines that wait are judged
     again when a fact lets them through (`store.verified`), and the log is judged again
-    when a key is retired (the daemon's rebuild), as the daemon does."""
+    when a key is retired (the daemon's rebuild), as the daemon does. ``partial``: only
+    when the retirement covers a line accepted before it (signed with that key from its
+    point on: `VerifiedFold._check_retired`), as the daemon does now."""
     accepted: set[bytes] = set()
     waiting: dict[str, list[bytes]] = {}
     seen: list[bytes] = []
     rejudge = False
     for batch in batches:
         seen += batch
-        rejudge |= _judge(verifier, batch, accepted, waiting)
+        before = set(accepted)
+        retired = _judge(verifier, batch, accepted, waiting)
+        if partial:
+            rejudge |= any(_covers(r, line) for r in retired for line in before)
+        else:
+            rejudge |= bool(retired)
     if rejudge:  # the daemon rebuilds: every line judged again with what is known now
         return _once(verifier, seen)
     return accepted
+
+
+def _covers(r, line: bytes) -> bool:
+    """Whether retirement ``r`` takes back ``line`` (its agent's, from the point on, signed with that key)."""
+    raw = json.loads(AS_WRITTEN.get(line, line))  # accepted lines are kept normalised; a signature covers the line
+    found = signing.signature_of(raw)
+    return (
+        found is not None
+        and found[0] == r.name
+        and raw.get("event_id", "") >= r.point
+        and signing.verify(raw, keys.decode_public(r.key))
+    )
 
 
 def _once(verifier: Verifier, lines: list[bytes]) -> set[bytes]:
@@ -122,13 +143,13 @@ def _once(verifier: Verifier, lines: list[bytes]) -> set[bytes]:
     return accepted
 
 
-def _judge(verifier: Verifier, lines: list[bytes], accepted: set[bytes], waiting: dict[str, list[bytes]]) -> bool:
-    """Judge ``lines`` and what they let through; True when a key was retired."""
-    retired = False
+def _judge(verifier: Verifier, lines: list[bytes], accepted: set[bytes], waiting: dict[str, list[bytes]]) -> list:
+    """Judge ``lines`` and what they let through; the keys retired meanwhile."""
+    retired: list = []
     todo = lines
     while todo:
         verdict = verifier.check([cand(x) for x in todo])
-        retired |= bool(verdict.retired)
+        retired += verdict.retired
         _absorb(verdict, accepted, waiting)
         todo = [x for k in verdict.learned + verdict.unblocked for x in waiting.pop(k, [])]
     return retired
@@ -141,6 +162,9 @@ def _absorb(verdict, accepted: set[bytes], waiting: dict[str, list[bytes]]) -> N
         waiting.setdefault(found[0] if found else "", []).append(c.line)
     for c, _kind, key, _why in verdict.waiting:
         waiting.setdefault(key, []).append(c.line)
+    for r in verdict.rejected:  # may verify with a key the signer gets later (a rotation, an admission)
+        if r.kind in RETRY_KINDS:
+            waiting.setdefault(r.signer, []).append(r.line)
     for _shard, d in verdict.accepted:
         by_event[d.get("event_id")] = d
     accepted.update(ev.encode_line({k: v for k, v in d.items()}) for d in by_event.values())
@@ -152,6 +176,7 @@ def names_of(scene: Scene, accepted: set[bytes]) -> set[str]:
 
 
 SCENE = Scene()
+AS_WRITTEN = {ev.encode_line(ev.decode_line(line)): line for line in SCENE.lines.values()}
 
 
 def test_the_rules_per_event_type():
@@ -191,6 +216,68 @@ def test_replicas_that_receive_the_same_lines_in_any_order_reach_the_same_verdic
         i += n
     batches.append([SCENE.lines[k] for k in order[i:]])
     assert names_of(SCENE, replica(SCENE.verifier(), [b for b in batches if b])) == expected
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.permutations(list(SCENE.lines)), st.lists(st.integers(1, 6), min_size=1, max_size=8))
+def test_rebuilding_only_when_a_retirement_covers_an_applied_line_reaches_the_same_verdicts(order, cuts):
+    """The partial path (issue 25): a retirement rebuilds only when it takes back a line
+    applied before it; every arrival order still ends with the verdicts of one judgement."""
+    expected = names_of(SCENE, _once(SCENE.verifier(), list(SCENE.lines.values())))
+    batches, i = [], 0
+    for n in cuts:
+        batches.append([SCENE.lines[k] for k in order[i : i + n]])
+        i += n
+    batches.append([SCENE.lines[k] for k in order[i:]])
+    assert names_of(SCENE, replica(SCENE.verifier(), [b for b in batches if b], partial=True)) == expected
+
+
+def test_a_revocation_rebuilds_only_when_it_takes_back_an_applied_line(db):
+    """A lost laptop: an admin admits bob's new key, bob writes on with it, then the old key
+    is revoked from before those lines. Nothing applied was signed with the old key, so
+    nothing is rebuilt; a line the thief signed with it and that was applied is taken back
+    by a rebuild."""
+    from thrum.store import projection
+    from thrum.store.verified import VerifiedFold
+
+    alice, bob = Agent("alice"), Agent("bob")
+    root = TeamRoot(log_id=new_log_id(), policy="admins", admins={"alice": alice.public}, members={"bob": bob.public})
+    new = keys.generate()
+    new_pub = keys.PublicKey(keys.public_raw(new))
+
+    def fold_with(log: list[bytes]) -> VerifiedFold:
+        ring = KeyRing()
+        return VerifiedFold(Verifier(ring, roster=Roster(ring, root), skew_s=1e9), lines_of=lambda name: list(log))
+
+    def receive(fold: VerifiedFold, log: list[bytes], *lines: bytes) -> None:
+        log.extend(x.rstrip(b"\n") for x in lines)
+        records = [(ev.segment_path(ev.stream_for(d), 1), d) for d in map(ev.decode_line, lines)]
+        fold.received(db, records, [x.rstrip(b"\n") for x in lines])
+
+    admit = alice.line(dated(ev.AgentAdmit(agent_id="bob", by="alice", public_key=new_pub.b64), T0))
+    written = ev.encode_line(signing.sign(dated(_msg_key(new_pub, "bob", "the new laptop"), T0 + 3000), "bob", new))
+    revoke = alice.line(
+        dated(
+            ev.AgentRevoke(agent_id="bob", by="alice", public_key=bob.public.b64, from_event=at(T0 + 1000, 0)),
+            T0 + 4000,
+        )
+    )
+    registered = bob.line(
+        dated(ev.AgentRegister(agent_id="bob", role="reviewer", public_key=bob.public.b64), T0 - 1000)
+    )
+    log: list[bytes] = []
+    fold = fold_with(log)
+    receive(fold, log, alice.register(), registered, admit, written)
+    assert projection.applied_since(db, "bob", at(T0 + 1000, 0))  # the new laptop's line, applied
+    receive(fold, log, revoke)
+    assert fold.rejudge is None  # bob's applied line from after the point is the new key's
+
+    thief = bob.line(dated(_msg(bob, "the thief"), T0 + 2000))
+    log2: list[bytes] = []
+    fold2 = fold_with(log2)
+    receive(fold2, log2, alice.register(), registered, admit, written, thief)
+    receive(fold2, log2, revoke)
+    assert fold2.rejudge and "revoked by alice" in fold2.rejudge  # the thief's applied line is taken back
 
 
 def test_without_a_root_rotation_and_self_revocation_still_hold():

@@ -16,13 +16,17 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pygit2
 import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
+
+from thrum import events as ev
 
 from browser_page import Page
 from fixtures.repos.builders import make_replicas
@@ -513,3 +517,41 @@ def test_markdown_messages_render_and_stay_safe(page, team):
     links = page.js(f"return [...document.querySelectorAll('{body} a')].map(a => a.getAttribute('href'))")
     assert links == ["https://example.com/docs"]
     assert not page.all(f"{body} img") and "<img src=x onerror=alert(1)>" in page.text(body)
+
+
+def test_a_fork_in_a_writers_chain_shows_on_the_status_board(page, team, tmp_path):
+    """Per-writer chains (issue 25): a second event at one of alice's positions, pushed by
+    someone holding her key, shows above every view as a chain fork (last in this file:
+    the fork stays)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "hostile"))
+    from hostile_helpers import Attacker, forge
+
+    team.run("send", "before the fork", "--to", "@bob", agent="alice")
+    team.run("sync")
+    page.go("#/feed")
+    page.js_async("return await window.__thrum.tick()")
+    assert not page.find("#banner").is_displayed()
+    mallory = Attacker(team.remote, tmp_path / "mallory")
+    rel = mallory.file_of("messages", "alice")
+    target = [d for d in mallory.events(rel) if "chain" in d][-1]
+    other = {
+        "type": "message.read",
+        "timestamp": ev.now_rfc3339(),
+        "event_id": ev.new_ulid(),
+        "v": 1,
+        "agent_id": "alice",
+        "message_ids": [target["message_id"]],
+        "chain": dict(target["chain"]),
+    }
+    mallory.write(
+        "receipts/alice/000009.jsonl", forge(other, "alice", team.path / ".thrum" / "identities" / "alice.key")
+    )
+    mallory.push("alice, twice")
+    team.run("sync")
+    page.js_async("return await window.__thrum.tick()")
+    page.wait(lambda: page.find("#banner").is_displayed(), what="the chain fork on the board")
+    line = page.find('#banner .status-line[data-source="chains"]')
+    assert "error" in line.get_attribute("class")
+    assert "Chain fork" in line.text and f"alice #{target['chain']['seq']}" in line.text
+    page.go("#/inbox/bob")
+    assert page.find("#banner").is_displayed()  # whatever view is open

@@ -115,15 +115,18 @@ def _status_text(s: dict) -> str:
     if team:
         if team.get("trust") == "team-root":
             lines.append(f"Trust:         team root ({team.get('policy')} policy; {team.get('source')})")
-        for item in team.get("retired") or []:
-            lines.append(f"Retired key:   {item['name']} {item['key'][:12]}… {item['why']}")
         else:
             why = f"; {team['error']}" if team.get("error") else ""
             lines.append(f"Trust:         trust on first use (no team root: thrum team init{why})")
+        for item in team.get("retired") or []:
+            lines.append(f"Retired key:   {item['name']} {item['key'][:12]}… {item['why']}")
     if s.get("quarantined") is not None:
         lines.append(f"Quarantined:   {s['quarantined']} line(s)/event(s) refused from the log")
     chains = s.get("chains") or {}
-    for item in [*(chains.get("gaps") or []), *(chains.get("faults") or []), *(chains.get("rollbacks") or [])]:
+    as_of = f" (as of the daemon's last sync, {chains['at']})" if chains.get("at") else ""
+    for item in [*(chains.get("gaps") or []), *(chains.get("faults") or [])]:
+        lines.append(f"Chains:        {item['text']}{as_of}")
+    for item in chains.get("rollbacks") or []:
         lines.append(f"Chains:        {item['text']}")
     for c in s.get("name_conflicts") or []:
         state = "in use" if c.get("open") else "quiet for 15 minutes or more"

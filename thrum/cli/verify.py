@@ -18,9 +18,11 @@ def verify(old, new):
 
     Exits 1 with one line per bad line (`path:line: kind: reason`) when the range adds
     anything a replica would quarantine (malformed, forged, unsigned, bad signature,
-    unknown signer, foreign log, dated ahead, key conflict) or removes lines. Keys
-    come from the team root (thrum-team.toml on the normal branch, when there is one)
-    and from the registrations already in OLD.
+    unknown signer, foreign log, dated ahead, key conflict, not admitted, not
+    authorized, revoked), forks or skips positions of a writer's chain, or removes
+    lines. The team's rules come from the team root (thrum-team.toml on the normal
+    branch, when there is one) and from the facts already in OLD (registrations,
+    admissions, rotations, revocations, group creations).
 
     Pre-receive hook (self-hosted server, in the bare repository's hooks/pre-receive):
 
@@ -36,8 +38,8 @@ def verify(old, new):
     from ..sync.verifyrange import committed_root, open_repository, verify_range
 
     repo = open_repository(repo_path)  # SyncError (a ThrumError): one line, exit 1
-    keys, log_id = committed_root(repo_path)
-    result = verify_range(repo, old, new, root_keys=keys, log_id=log_id)
+    root = committed_root(repo_path)
+    result = verify_range(repo, old, new, root=root)
     if rt.opts.json:
         rt.emit(result.to_json(), None)
     else:

@@ -302,7 +302,7 @@ class Daemon:
         self.ring = KeyRing(self.paths.var / "known_keys.json", self.keys)
         root, remote = self.paths.main_repo, self.config.remote  # the team root's log id, read again every 5 s
         self.log_binding = LogBinding(read=lambda: committed_log_id(root, remote))
-        self.team, self.fold_verified = open_trust(self.paths, self.config, self.ring, self.log_binding)
+        self.team, self.fold_verified = open_trust(self.paths, self.config, self.ring, self.log_binding, event_log)
         db = open_projection(self.paths.database, event_log, self.fold_verified, progress=self._progress)
         if self.team.judged_blob() != self.team.blob:  # a root adopted, changed or removed while stopped
             self.fold_verified.ask_rejudge("the team root changed")

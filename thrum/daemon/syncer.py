@@ -363,7 +363,10 @@ class SyncLoop:
             result = {**sync_record.report_dict(report, mode), "quarantined": max(0, refused)}
             if report.error is None and (report.pushed or mode != "remote"):
                 self.pushed_events_mark = written_before
-            await trio.to_thread.run_sync(sync_record.record, self.daemon.paths, result, report.error)
+            chains = await self.daemon.writer.read(chain_fold.report)  # kept for `sync status` while stopped
+            await trio.to_thread.run_sync(
+                sync_record.record, self.daemon.paths, {**result, "chains": chains}, report.error
+            )
             if report.error:
                 raise errors.SyncFailed(report.error)
             return result

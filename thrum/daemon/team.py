@@ -88,10 +88,13 @@ class TeamState:
         return out
 
 
-def open_trust(paths: ThrumPaths, config, ring, binding: LogBinding):
+def open_trust(paths: ThrumPaths, config, ring, binding: LogBinding, event_log=None):
     """(TeamState, VerifiedFold) of a starting daemon: the committed root read before anything
-    is judged, the verifier under it, and the facts judged by earlier runs learned again."""
+    is judged, the verifier under it, and the facts judged by earlier runs learned again.
+    ``event_log``: where a retirement's check looks for the lines it covers (without it, a
+    retirement covering applied lines always rebuilds)."""
     from ..store.facts import FactFile
+    from ..store.retired import author_lines
     from ..store.verified import VerifiedFold
     from ..trust.verdicts import VerdictMemory
     from ..trust.verify import Verifier
@@ -100,7 +103,10 @@ def open_trust(paths: ThrumPaths, config, ring, binding: LogBinding):
     team.read()
     verifier = Verifier(ring, skew_s=float(config.clock_skew), roster=team.roster, binding=binding)
     fold = VerifiedFold(
-        verifier, VerdictMemory(paths.var / "verified-lines"), facts=FactFile(paths.var / "team-facts.jsonl")
+        verifier,
+        VerdictMemory(paths.var / "verified-lines"),
+        facts=FactFile(paths.var / "team-facts.jsonl"),
+        lines_of=(lambda name: author_lines(event_log, name)) if event_log is not None else None,
     )
     fold.prime()  # admissions, rotations, revocations, group creators
     return team, fold

@@ -12,19 +12,21 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timezone
-from typing import Iterable
+from typing import Callable, Iterable
 
 import peewee as pw
 
 from .. import safejson
+from ..trust.roster import Retirement
 from ..trust.signing import signature_of, verify
 from ..trust.verdicts import VerdictMemory, digest
 from .. import events as ev
-from ..trust.verify import Candidate, Verdict, Verifier
+from ..trust.verify import RETRY_KINDS, Candidate, Verdict, Verifier
 from .facts import FactFile
 from . import held as held_lines
 from . import projection
 from .log import LogIssue, Position
+from .retired import signed_with
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +46,10 @@ class VerifiedFold:
         pending_limit: int = 100_000,
         pending_bytes: int = PENDING_BYTES,
         facts: FactFile | None = None,
+        lines_of: Callable[[str], Iterable[bytes]] | None = None,
     ):
         self.verifier = verifier
+        self.lines_of = lines_of  # the log's lines that may be an agent's (`retired.author_lines`)
         self.memory = memory or VerdictMemory(None)
         self.pending_limit = pending_limit
         self.pending_bytes = pending_bytes
@@ -55,6 +59,7 @@ class VerifiedFold:
         self.unblocked_by_writes: list[str] = []
         self._pending_count = 0
         self._pending_size = 0
+        self._retry_count = 0  # of the lines kept, those refused for a key not known yet (RETRY_KINDS)
 
     @property
     def pending(self) -> int:
@@ -123,6 +128,7 @@ class VerifiedFold:
         assert len(records) == len(lines)
         candidates = [Candidate(shard, line, d) for (shard, d), line in zip(records, lines)]
         resolved: list[str] = self._take_due(db, candidates)
+        retried: set[int] = set()  # lines judged again in this fold (kept from earlier ones)
         verdict = self.verifier.check(candidates, remembered)
         if self.unblocked_by_writes:  # facts this daemon wrote since the last fold
             verdict.unblocked += self.unblocked_by_writes
@@ -131,6 +137,7 @@ class VerifiedFold:
             retry = self._take_pending(verdict.learned + verdict.unblocked) if self._pending else []
             if not retry:
                 break
+            retried.update(id(c.line) for _, c in retry)
             verdict.learned, verdict.unblocked = [], []
             resolved += [key for key, _ in retry]
             again = self.verifier.check([c for _, c in retry])
@@ -140,7 +147,7 @@ class VerifiedFold:
         self._hold(verdict)
         self._keep_facts(verdict)
         if received:
-            self._note_conflicts(verdict)
+            self._note_conflicts(verdict, retried)
         self.memory.remember(verdict.fresh)
         refused = [(r.kind, r.shard, r.event_id, r.reason) for r in verdict.rejected]
         held = self._held_rows(db, verdict.future)
@@ -171,7 +178,7 @@ class VerifiedFold:
             held=[row for _, row in held if row is not None],
         )
 
-    def _note_conflicts(self, verdict: Verdict) -> None:
+    def _note_conflicts(self, verdict: Verdict, retried: set[int]) -> None:
         """Lines from the remote refused because their name is claimed by two keys (issue 30,
         item 4): counted by the refused key that signed them (one verification each; such
         lines are few), with when they came, so `sync` and `doctor` can say so. Lines read
@@ -183,8 +190,8 @@ class VerifiedFold:
         counts: dict[str, dict[str, int]] = {}
         keys: dict[str, dict] = {}
         for r in verdict.rejected:
-            if r.signer not in conflicted or r.kind == "bad-seal":
-                continue
+            if r.signer not in conflicted or r.kind == "bad-seal" or id(r.line) in retried:
+                continue  # a line judged again was counted when it came
             if r.signer not in keys:
                 keys[r.signer] = ring.conflict_keys(r.signer)
             b64 = _signed_by(r.line, keys[r.signer])
@@ -236,20 +243,41 @@ class VerifiedFold:
     def _hold(self, verdict: Verdict) -> None:
         """Keep lines that wait (an unknown signer, an admission, a group's creation) to judge
         again, bounded by count and by bytes (the remote may send 100,000 lines of up to
-        20 MB): past the bounds, they stay quarantined until a rebuild judges them again."""
-        waiting = [(_signer(c), "unknown-signer", c) for c in verdict.pending]
-        waiting += [(key, kind, c) for c, kind, key, _ in verdict.waiting]
-        for key, kind, c in waiting:
-            if self._pending_count >= self.pending_limit or self._pending_size + len(c.line) > self.pending_bytes:
+        20 MB): past the bounds, they stay quarantined until a rebuild judges them again.
+        Lines refused because none of their signer's keys known now verifies them
+        (`verify.RETRY_KINDS`) wait too, for a key the signer gets later (a rotation or an
+        admission not arrived yet), within a tenth of the bounds: junk signed as a known
+        agent costs one verification per line each time that agent gets a key."""
+        waiting = [(_signer(c), "unknown-signer", c.shard, c.line) for c in verdict.pending]
+        waiting += [(key, kind, c.shard, c.line) for c, kind, key, _ in verdict.waiting]
+        for key, kind, shard, line in waiting:
+            if not self._room(line, 1):
                 log.warning(
                     "more than %d lines (%d MiB) wait for unknown signers; the rest stay quarantined until a rebuild",
                     self.pending_limit,
                     self.pending_bytes >> 20,
                 )
                 return
-            self._pending.setdefault(key, []).append((c.shard, c.line, kind))
-            self._pending_count += 1
-            self._pending_size += len(c.line)
+            self._keep(key, kind, shard, line)
+        for r in verdict.rejected:
+            if (
+                r.kind in RETRY_KINDS
+                and r.signer
+                and self._room(r.line, 10)
+                and self._retry_count < self.pending_limit // 10
+            ):
+                self._keep(r.signer, r.kind, r.shard, r.line)
+                self._retry_count += 1
+
+    def _room(self, line: bytes, share: int) -> bool:
+        return (
+            self._pending_count < self.pending_limit and self._pending_size + len(line) <= self.pending_bytes // share
+        )
+
+    def _keep(self, key: str, kind: str, shard: str, line: bytes) -> None:
+        self._pending.setdefault(key, []).append((shard, line, kind))
+        self._pending_count += 1
+        self._pending_size += len(line)
 
     def _take_pending(self, keys: list[str]) -> list[tuple[str, Candidate]]:
         """(issue key, line) of the lines waiting on ``keys``, taken out to be judged again."""
@@ -258,6 +286,8 @@ class VerifiedFold:
             for shard, line, kind in self._pending.pop(key, []):
                 self._pending_count -= 1
                 self._pending_size -= len(line)
+                if kind in RETRY_KINDS:
+                    self._retry_count -= 1
                 try:
                     c = Candidate(shard, line, ev.decode_line(line))
                 except ev.MalformedEvent:
@@ -276,6 +306,7 @@ class VerifiedFold:
         self._pending.clear()
         self._pending_count = 0
         self._pending_size = 0
+        self._retry_count = 0
         self.unblocked_by_writes = []
 
     def waiting_keys(self, name: str) -> list[str]:
@@ -294,14 +325,28 @@ class VerifiedFold:
         if verdict.facts and self.facts is not None:
             self.facts.add(verdict.facts)
 
-    def _check_retired(self, db: pw.SqliteDatabase, retired: list) -> None:
+    def _check_retired(self, db: pw.SqliteDatabase, retired: list[Retirement]) -> None:
         """A key retired now may cover lines applied before: the view is judged again
-        (rebuilt) when any line of that agent at or after the point was applied."""
+        (rebuilt) when a line of that agent at or after the point was applied *and* the log
+        holds a line of that agent at or after the point signed with that key. The second
+        question spares the rebuild in the usual case — a lost laptop's key revoked while
+        the agent writes on with its new key, a rotation — and is answered from the log by
+        one verification per candidate line (`retired.signed_with`); without the log (or with too
+        many candidates) the answer is yes. Nothing a rebuild would take back is kept: a
+        retirement changes only the verdicts of the lines it covers (docs/design/trust.md,
+        "Re-judging after a retirement")."""
         for r in retired:
-            if projection.applied_since(db, r.name, r.point):
-                self.rejudge = f"{r.name}'s key {r.key[:12]}… {r.why}"
-                log.warning("lines applied before now count no more (%s): the view will be rebuilt", self.rejudge)
-                return
+            if not projection.applied_since(db, r.name, r.point):
+                continue
+            found = signed_with(r, self.lines_of(r.name)) if self.lines_of is not None else "the log was not searched"
+            if found is None:
+                log.info("no line of %s since %s is signed with the retired key: nothing to take back", r.name, r.point)
+                continue
+            self.rejudge = f"{r.name}'s key {r.key[:12]}… {r.why}"
+            log.warning(
+                "lines applied before now count no more (%s; %s): the view will be rebuilt", self.rejudge, found
+            )
+            return
 
     def prime(self) -> None:
         """Learn the team facts kept from earlier runs (admissions, rotations, revocations,

@@ -230,10 +230,21 @@ def status(paths: ThrumPaths) -> dict:
         "last_report": last.get("last_report"),
         "pending_events": _pending(paths, cfg),
         "quarantined": None,
+        "chains": _chains(last),
         "name_conflicts": _name_conflicts(paths),
         "daemon_running": False,
         "team": _team_summary(paths, cfg.remote),
     }
+
+
+def _chains(last: dict[str, Any]) -> dict[str, Any]:
+    """Every writer's chain as the daemon reported it after its last sync (``at``; the
+    projection is the daemon's to read), and the rollbacks any sync recorded since, this
+    one's included: the daemon's ``sync.chains``, as of then."""
+    kept = last.get("chains")
+    out: dict[str, Any] = dict(kept) if isinstance(kept, dict) else {"gaps": [], "faults": [], "at": None}
+    out["rollbacks"] = last.get("rollbacks") or []
+    return out
 
 
 def _pending(paths: ThrumPaths, cfg) -> int | None:

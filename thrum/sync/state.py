@@ -55,6 +55,10 @@ def record(paths: ThrumPaths, report: dict[str, Any] | None, error: str | None) 
         state["last_success"] = at
         state["last_error"] = None
     if report is not None:
+        chains = report.get("chains")
+        if chains is not None:  # the daemon's chains report: what `sync status` shows while it is stopped
+            report = {k: v for k, v in report.items() if k != "chains"}
+            state["chains"] = {**chains, "at": at}
         state["last_report"] = report
         lost = report.get("rolled_back")
         if lost:  # kept (the last 20) until the user has seen them: `sync status`, doctor, the UI

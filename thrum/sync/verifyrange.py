@@ -9,17 +9,30 @@ forge, can refuse such a push first (issue 25, item 7). Rules:
    ``a-sync``; ``old`` absent or all zeros: from nothing). Bare repositories are fine;
    in a pre-receive hook the pushed objects are still in git's quarantine directory
    (``GIT_OBJECT_DIRECTORY``), which is read as well.
-2. A line is *bad* when a replica would refuse it: malformed, in another agent's file
-   (``forged``), unsigned, not verifying, of a signer no registration names
-   (``unknown-signer``), signed for another log (``foreign-log``), dated ahead
-   (``future``), a second registration of a name with another key (``key-conflict``);
-   the same verifier as the daemon's judges it (`thrum.trust.verify`), seals included,
-   so a 10,000-line push costs a few verifications per writer.
-3. A line of ``old`` that ``new`` no longer holds is bad too (``removed``): history is
+2. A line is *bad* when a replica would refuse it, with the daemon's own verifier and
+   the team's rules (`thrum.trust.verify` over a `Roster` of the committed root):
+   malformed, in another agent's file (``forged``), unsigned, not verifying, of a
+   signer no registration names (``unknown-signer``), signed for another log
+   (``foreign-log``), dated ahead (``future``), a second registration of a name with
+   another key (``key-conflict``), a registration nobody admitted (``not-admitted``),
+   team or group management by someone not allowed (``not-authorized``), signed with
+   a key retired at its id by a rotation or a revocation (``revoked``). Lines that
+   wait in a replica (an unknown signer, an admission, a group's creation) are judged
+   again when a fact of the range lets them through, as the daemon's fold does; what
+   still waits is bad. Seals keep it cheap: a 10,000-line push costs a few
+   verifications per writer.
+3. What the range may build on is what OLD established: the root's admins and
+   members, then OLD's registrations (trust on first use, in file order), admissions,
+   rotations, revocations and group creations, judged by the same rules.
+4. A line of ``old`` that ``new`` no longer holds is bad too (``removed``): history is
    append-only, and a replica would only push it back.
-4. Keys: those the team root names (admins, members), then each name's first
-   registration in ``old`` (trust on first use, in file order), then the range's own.
-5. One line per bad line, ``path:line: kind: reason``; the exit status says whether
+5. The chains the range extends (`thrum.trust.chains.range_faults`): an added event at
+   a position another event holds (``fork``), one that does not follow the event
+   before it (``broken-link``), and positions skipped between a writer's newest held
+   event and its newest added one (``gap``). Reading what was held costs the OLD
+   versions of the changed files and the newest segments of each writer's streams;
+   every line of a writer only when an added position lies at or below its newest.
+6. One line per bad line, ``path:line: kind: reason``; the exit status says whether
    there was any (the CLI).
 """
 
@@ -30,19 +43,24 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pygit2
 
+from .. import safejson
 from ..errors import ThrumError
-from ..events import MalformedEvent, ShardRule, decode_line, is_log_path
-from ..events.shards import EVENTS_STREAM
+from ..events.codec import MalformedEvent, decode_line
+from ..events.shards import AGENT_KINDS_OF_STREAMS, EVENTS_STREAM, ShardRule, is_log_path, parse_log_path
 from ..trust.binding import LogBinding
-from ..trust.keys import PublicKey
+from ..trust.chains import Link, RangeFault, link_of, range_faults, unsure_signers
 from ..trust.ring import KeyRing
-from ..trust.verify import Candidate, Verifier
+from ..trust.roster import Roster
+from ..trust.signing import signature_of
+from ..trust.teamroot import TeamRoot
+from ..trust.verify import Candidate, Verdict, Verifier
 from . import SyncError
 from .teamfile import read_committed_root
-from .trees import LayoutTrees
+from .trees import MAX_FILE_BYTES, LayoutTrees, Leaf
 from .worktree import SYNC_REF
 
 __all__ = ["Finding", "RangeVerdict", "committed_log_id", "committed_root", "open_repository", "verify_range"]
@@ -76,7 +94,7 @@ class RangeVerdict:
     def ok(self) -> bool:
         return not self.findings
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "ok": self.ok,
             "old": self.old,
@@ -90,7 +108,7 @@ class RangeVerdict:
         }
 
 
-def open_repository(path: os.PathLike | str) -> pygit2.Repository:
+def open_repository(path: os.PathLike[str] | str) -> pygit2.Repository:
     """The repository at ``path`` (bare or not), with a pre-receive hook's quarantined objects."""
     found = pygit2.discover_repository(str(path))
     if found is None:
@@ -102,9 +120,9 @@ def open_repository(path: os.PathLike | str) -> pygit2.Repository:
     return repo
 
 
-def committed_root(repo_path: os.PathLike | str, remote: str = "origin") -> tuple[dict[str, PublicKey], str | None]:
-    """(admin and member keys, log id) of the team root committed on the normal branch,
-    or ({}, None) without one: the keys a range is judged against besides OLD's registrations.
+def committed_root(repo_path: os.PathLike[str] | str, remote: str = "origin") -> TeamRoot | None:
+    """The team root committed on the normal branch, or None without one: what a range is
+    judged against (admins, members, policy, log id) besides OLD's own facts.
 
     Raises:
         ThrumError: the root is there but cannot be used (one line).
@@ -112,16 +130,14 @@ def committed_root(repo_path: os.PathLike | str, remote: str = "origin") -> tupl
     committed = read_committed_root(repo_path, remote)
     if committed.error:
         raise ThrumError(f"the team root cannot be used: {committed.error}")
-    root = committed.root
-    if root is None:
-        return {}, None
-    return {**root.members, **root.admins}, root.log_id
+    return committed.root
 
 
-def committed_log_id(repo_path: os.PathLike | str, remote: str = "origin") -> str | None:
+def committed_log_id(repo_path: os.PathLike[str] | str, remote: str = "origin") -> str | None:
     """The committed root's log id, or None (no root, or one that cannot be used: logged)."""
     try:
-        return committed_root(repo_path, remote)[1]
+        root = committed_root(repo_path, remote)
+        return root.log_id if root is not None else None
     except Exception as exc:  # noqa: BLE001 - an unusable root binds nothing; `sync status` says why
         logging.getLogger(__name__).warning("cannot read the team root: %s", exc)
         return None
@@ -141,8 +157,7 @@ def verify_range(
     old: str | None,
     new: str | None = None,
     *,
-    root_keys: dict[str, PublicKey] | None = None,
-    log_id: str | None = None,
+    root: TeamRoot | None = None,
     skew_s: float = Verifier.DEFAULT_SKEW_S,
 ) -> RangeVerdict:
     """Judge the lines ``new`` adds to and removes from ``old`` (module rules).
@@ -157,6 +172,7 @@ def verify_range(
         new = SYNC_REF
     old_commit = _commit(repo, old, "--from")
     new_commit = _commit(repo, new, "--to")
+    log_id = root.log_id if root is not None else None
     out = RangeVerdict(
         old=str(old_commit.id) if old_commit else None,
         new=str(new_commit.id) if new_commit else None,
@@ -166,17 +182,19 @@ def verify_range(
     old_tree = old_commit.tree_id if old_commit else None
     new_tree = new_commit.tree_id if new_commit else None
     ring = KeyRing(None)
-    for name, key in sorted((root_keys or {}).items()):
-        ring.learn(name, key)
-    verifier = Verifier(ring, skew_s=skew_s, binding=LogBinding(log_id))
-    _learn_registrations(repo, trees, old_tree, verifier)
+    judge = _Judge(Verifier(ring, skew_s=skew_s, roster=Roster(ring, root), binding=LogBinding(log_id)))
+    blobs = _Blobs(repo)
+    judge.learn(_facts_of(blobs, trees, old_tree))  # what OLD established: keys, admissions, retirements
 
     batch: list[Candidate] = []
-    where: dict[int, tuple[str, int]] = {}  # id(candidate line) -> (path, line number)
+    where: dict[int, tuple[str, int]] = {}  # id(candidate event) -> (path, line number)
+    lines_at: dict[int, tuple[str, int]] = {}  # id(candidate line) -> the same
+    before: dict[str, list[bytes]] = {}  # path -> its lines in OLD, for changed files
     for change in trees.changes(old_tree, new_tree):
         out.files += 1
-        old_lines = _lines(repo, change.old.oid) if change.old is not None else []
-        new_lines = _lines(repo, change.new.oid) if change.new is not None else []
+        old_lines = blobs.lines(change.old.oid) if change.old is not None else []
+        new_lines = blobs.lines(change.new.oid) if change.new is not None else []
+        before[change.path] = old_lines
         have_new = set(new_lines)
         for n, line in enumerate(old_lines, 1):
             if line not in have_new:
@@ -198,27 +216,208 @@ def verify_range(
                     Finding(change.path, n, "forged", f"{d.get('type')} does not belong in {change.path}")
                 )
                 continue
-            c = Candidate(change.path, line, d)
-            where[id(c.line)] = (change.path, n)
-            batch.append(c)
-    verdict = verifier.check(batch)
+            where[id(d)] = lines_at[id(line)] = (change.path, n)
+            batch.append(Candidate(change.path, line, d))
+    verdict = judge.range(batch)
     for r in verdict.rejected:
-        path, n = where.get(id(r.line), (r.shard, 0))
+        path, n = lines_at.get(id(r.line), (r.shard, 0))
         out.findings.append(Finding(path, n, r.kind, r.reason))
     for c in verdict.pending:
-        path, n = where.get(id(c.line), (c.shard, 0))
-        signer = (c.event.get("sig") or {}).get("by", "?") if isinstance(c.event.get("sig"), dict) else "?"
-        out.findings.append(Finding(path, n, "unknown-signer", f"no registration names a key for {signer}"))
+        path, n = where.get(id(c.event), (c.shard, 0))
+        out.findings.append(Finding(path, n, "unknown-signer", f"no registration names a key for {_signer(c)}"))
+    for c, kind, _, why in verdict.waiting:
+        path, n = where.get(id(c.event), (c.shard, 0))
+        out.findings.append(Finding(path, n, kind, why))
     for c, _at in verdict.future:
-        path, n = where.get(id(c.line), (c.shard, 0))
+        path, n = where.get(id(c.event), (c.shard, 0))
         out.findings.append(Finding(path, n, "future", f"dated more than {skew_s:g} s ahead of this clock"))
+    by_event = {str(d.get("event_id")): where[id(d)] for _, d in verdict.accepted if id(d) in where}
+    for fault in _chain_faults(blobs, trees, new_tree, verdict.accepted, before):
+        path, n = by_event.get(fault.event_id, ("?", 0))
+        out.findings.append(Finding(path, n, fault.kind, fault.reason))
     out.findings.sort(key=lambda f: (f.path, f.line))
     out.seconds = time.monotonic() - start
     return out
 
 
-def _lines(repo: pygit2.Repository, oid: pygit2.Oid) -> list[bytes]:
-    return [line for line in repo[oid].data.split(b"\n") if line]
+class _Judge:
+    """The verifier, with what the daemon's fold adds to it: lines that wait (an unknown
+    signer, an admission, a group's creation) are judged again when a fact of the same
+    range lets them through (`thrum.store.verified`)."""
+
+    ROUNDS = 8
+
+    def __init__(self, verifier: Verifier):
+        self.verifier = verifier
+
+    def learn(self, facts: list[Candidate]) -> None:
+        self.range(facts)
+
+    def range(self, batch: list[Candidate]) -> Verdict:
+        verdict = self.verifier.check(batch)
+        waiting: dict[str, list[Candidate]] = {}
+        for c in verdict.pending:
+            waiting.setdefault(_signer(c), []).append(c)
+        for c, _, key, _ in verdict.waiting:
+            waiting.setdefault(key, []).append(c)
+        unblocked = verdict.learned + verdict.unblocked
+        for _ in range(self.ROUNDS):
+            retry = [c for key in dict.fromkeys(unblocked) for c in waiting.pop(key, [])]
+            if not retry:
+                break
+            again = self.verifier.check(retry)
+            retried = {id(c.event) for c in retry}
+            verdict.pending = [c for c in verdict.pending if id(c.event) not in retried] + again.pending
+            verdict.waiting = [w for w in verdict.waiting if id(w[0].event) not in retried] + again.waiting
+            for name in ("accepted", "rejected", "future", "retired", "facts"):
+                getattr(verdict, name).extend(getattr(again, name))
+            for c in again.pending:
+                waiting.setdefault(_signer(c), []).append(c)
+            for c, _, key, _ in again.waiting:
+                waiting.setdefault(key, []).append(c)
+            unblocked = again.learned + again.unblocked
+        return verdict
+
+
+class _Blobs:
+    """Log files' lines, each blob read once (a file of OLD and NEW may be the same blob)."""
+
+    def __init__(self, repo: pygit2.Repository):
+        self.repo = repo
+        self._cache: dict[pygit2.Oid, list[bytes]] = {}
+
+    def lines(self, oid: pygit2.Oid) -> list[bytes]:
+        found = self._cache.get(oid)
+        if found is None:
+            obj = self.repo.get(oid)
+            data = obj.data if isinstance(obj, pygit2.Blob) and obj.size <= MAX_FILE_BYTES else b""
+            found = [line for line in data.split(b"\n") if line]
+            self._cache[oid] = found
+        return found
+
+
+_FACT_MARKS = (b'"agent.register"', b'"agent.admit"', b'"agent.rotate"', b'"agent.revoke"', b'"group.create"')
+_FACT_TYPES = frozenset({"agent.register", "agent.admit", "agent.rotate", "agent.revoke", "group.create"})
+
+
+def _facts_of(blobs: _Blobs, trees: LayoutTrees, tree: pygit2.Oid | None) -> list[Candidate]:
+    """The lines of ``tree`` that teach keys and team facts (registrations, admissions,
+    rotations, revocations, group creations: all in the ``events`` stream), in file order."""
+    if tree is None:
+        return []
+    out = []
+    for path, leaf in trees.log_files(tree):
+        if not path.startswith(EVENTS_STREAM + "/"):
+            continue
+        for line in blobs.lines(leaf.oid):
+            if not any(mark in line for mark in _FACT_MARKS):
+                continue
+            try:
+                d = decode_line(line)
+            except MalformedEvent:
+                continue
+            if d.get("type") in _FACT_TYPES:
+                out.append(Candidate(path, line, d))
+    return out
+
+
+def _chain_faults(
+    blobs: _Blobs,
+    trees: LayoutTrees,
+    tree: pygit2.Oid | None,
+    accepted: list[tuple[str, dict[str, Any]]],
+    before: dict[str, list[bytes]],
+) -> list[RangeFault]:
+    """Forks, broken links and gaps the accepted added lines make in their signers' chains.
+
+    What the signers held before: the OLD versions of the changed files, and the newest
+    lines of each signer's streams in NEW (its own ``messages``/``receipts`` streams and
+    the shared ``events`` stream, read from the newest segment back until a line of the
+    signer turns up); every line of a signer only when that is not enough
+    (`chains.unsure_signers`: a position at or below its newest, rare for honest pushes).
+    """
+    added = [ln for _, d in accepted if "chain" in d and (ln := link_of(d)) is not None]
+    if not added or tree is None:
+        return []
+    signers = {ln.signer for ln in added}
+    mine = {ln.hash for ln in added}
+    held: list[Link] = []
+    for lines in before.values():
+        held += _links(lines, signers, mine)
+    streams = _streams(trees, tree)
+    changed = set(before)
+    for signer in signers:
+        for kind in AGENT_KINDS_OF_STREAMS:
+            held += _tail(blobs, streams.get(f"{kind}/{signer}", []), changed, {signer}, mine)
+    held += _tail(blobs, streams.get(EVENTS_STREAM, []), changed, signers, mine)
+    unsure = unsure_signers(added, held)
+    if unsure:  # every line of those signers
+        for stream in [EVENTS_STREAM] + [f"{k}/{s}" for s in sorted(unsure) for k in AGENT_KINDS_OF_STREAMS]:
+            for path, leaf in streams.get(stream, []):
+                if path not in changed:
+                    held += _links(blobs.lines(leaf.oid), unsure, mine)
+    return range_faults(added, held)
+
+
+def _streams(trees: LayoutTrees, tree: pygit2.Oid) -> dict[str, list[tuple[str, Leaf]]]:
+    """Each stream's segments in ``tree``, oldest first."""
+    out: dict[str, list[tuple[int, str, Leaf]]] = {}
+    for path, leaf in trees.log_files(tree):
+        stream, n = parse_log_path(path)
+        out.setdefault(stream, []).append((n, path, leaf))
+    return {s: [(p, leaf) for _, p, leaf in sorted(segs, key=lambda x: x[0])] for s, segs in out.items()}
+
+
+def _tail(
+    blobs: _Blobs, segments: list[tuple[str, Leaf]], changed: set[str], signers: set[str], mine: set[str]
+) -> list[Link]:
+    """The links of ``signers`` in the newest segments of a stream that are not changed
+    files (those are read whole), back to the first segment holding a line of each."""
+    out: list[Link] = []
+    todo = set(signers)
+    for path, leaf in reversed(segments):
+        if not todo:
+            break
+        if path in changed:
+            continue
+        found = _links(blobs.lines(leaf.oid), todo, mine)
+        out += found
+        todo -= {ln.signer for ln in found}
+    return out
+
+
+def _links(lines: list[bytes], signers: set[str], skip: set[str]) -> list[Link]:
+    """The chain links of ``signers``' lines (read without the full normaliser: the link is
+    all that is needed, and a line that does not parse holds no position)."""
+    out = []
+    for line in lines:
+        if b'"chain"' not in line:
+            continue
+        try:
+            d = safejson.loads(line)
+        except ValueError:
+            continue
+        if (
+            not isinstance(d, dict)
+            or not isinstance(d.get("chain"), dict)
+            or not isinstance(d["chain"].get("seq"), int)
+        ):
+            continue
+        sig = d.get("sig")
+        if not isinstance(sig, dict) or sig.get("by") not in signers:
+            continue
+        try:
+            ln = link_of(d)
+        except (TypeError, ValueError):
+            continue
+        if ln is not None and ln.hash not in skip:
+            out.append(ln)
+    return out
+
+
+def _signer(c: Candidate) -> str:
+    found = signature_of(c.event)
+    return found[0] if found else "?"
 
 
 def _describe(line: bytes) -> str:
@@ -230,23 +429,3 @@ def _describe(line: bytes) -> str:
     chain = d.get("chain")
     where = f" #{chain['seq']}" if chain else ""
     return f"{d.get('type')} {d.get('event_id')} by {by or '?'}{where}"
-
-
-def _learn_registrations(repo, trees: LayoutTrees, tree: pygit2.Oid | None, verifier: Verifier) -> None:
-    """Trust on first use over ``old``: each name's first self-signed registration, in file order."""
-    if tree is None:
-        return
-    batch = []
-    for change in trees.changes(None, tree):
-        if not change.path.startswith(EVENTS_STREAM + "/") or change.new is None:
-            continue
-        for line in _lines(repo, change.new.oid):
-            if b'"agent.register"' not in line:
-                continue
-            try:
-                d = decode_line(line)
-            except MalformedEvent:
-                continue
-            if d.get("type") == "agent.register":
-                batch.append(Candidate(change.path, line, d))
-    verifier.check(batch)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 __all__ = ["LogBinding", "foreign_log"]
 
@@ -73,7 +74,7 @@ class LogBinding:
             return changed
 
 
-def foreign_log(d: dict, log_id: str | None) -> str | None:
+def foreign_log(d: dict[str, Any], log_id: str | None) -> str | None:
     """Why ``d`` belongs to another log, or None when it may belong to this one."""
     if log_id is None:
         return None

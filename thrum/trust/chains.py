@@ -37,13 +37,15 @@ from __future__ import annotations
 import base64
 import bisect
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from .signing import signature_of
 
 MAX_SEQ = (1 << 53) - 1
 
-__all__ = ["Link", "Spans", "gap_text", "link_of", "sig_hash"]
+__all__ = ["Link", "RangeFault", "Spans", "gap_text", "link_of", "range_faults", "sig_hash", "unsure_signers"]
 
 
 def sig_hash(signature: bytes) -> str:
@@ -64,7 +66,7 @@ class Link:
     log: str  # "" when the event names no log
 
 
-def link_of(d: dict) -> Link | None:
+def link_of(d: dict[str, Any]) -> Link | None:
     """The chain link of a (normalised, signed) event, or None when it carries none."""
     chain = d.get("chain")
     if chain is None:
@@ -149,3 +151,97 @@ def gap_text(signer: str, lo: int, hi: int, seen: int) -> str:
     """ "missing alice #408–409 (seen #410)"."""
     where = f"#{lo}" if lo == hi else f"#{lo}–{hi}"
     return f"missing {signer} {where} (seen #{seen})"
+
+
+@dataclass(frozen=True, slots=True)
+class RangeFault:
+    """What a range of added events does to its signers' chains (`range_faults`)."""
+
+    event_id: str  # the added event the fault is shown on
+    signer: str
+    kind: str  # "fork", "broken-link" or "gap"
+    reason: str
+
+
+def _by_seq(links: Iterable[Link]) -> dict[str, dict[int, dict[str, Link]]]:
+    out: dict[str, dict[int, dict[str, Link]]] = {}
+    for ln in links:
+        out.setdefault(ln.signer, {}).setdefault(ln.seq, {})[ln.hash] = ln
+    return out
+
+
+def unsure_signers(added: Iterable[Link], held: Iterable[Link]) -> set[str]:
+    """Signers of ``added`` whose range cannot be judged from ``held`` alone: an added
+    position at or below the newest one held (a fork, or a hole filled?) that ``held``
+    says nothing about, or whose predecessor it lacks. The caller gathers every line of
+    those signers and asks again (rare: an honest push appends above each tip)."""
+    a, h = _by_seq(added), _by_seq(held)
+    out = set()
+    for signer, at in a.items():
+        mine = h.get(signer, {})
+        tip = max(mine, default=0)
+        for seq in at:
+            if seq <= tip and seq not in mine:
+                out.add(signer)
+            elif 1 < seq <= tip + 1 and seq - 1 not in mine and seq - 1 not in at:
+                out.add(signer)
+    return out
+
+
+def range_faults(added: Iterable[Link], held: Iterable[Link]) -> list[RangeFault]:
+    """Forks, broken links and gaps that ``added`` (the events a push adds) makes in its
+    signers' chains, given the events of those signers held before (``held``: at least
+    every signer's newest ones; `unsure_signers` says when more are needed).
+
+    - *fork*: an added event at a position another event (held or added) holds;
+    - *broken-link*: an added event whose ``prev`` is not the hash of any event at the
+      position before it;
+    - *gap*: positions above the newest one held and below the newest one added that
+      nothing holds ("missing alice #408–409 (seen #410)"), shown on the added event
+      right after each run. Holes below the newest position held are not the range's.
+    """
+    a, h = _by_seq(added), _by_seq(held)
+    out: list[RangeFault] = []
+    for signer in sorted(a):
+        at = a[signer]
+        mine = {
+            seq: {k: v for k, v in links.items() if k not in at.get(seq, {})}
+            for seq, links in h.get(signer, {}).items()
+        }
+        tip = max((seq for seq, links in mine.items() if links), default=0)
+        for seq in sorted(at):
+            here = {**mine.get(seq, {}), **at[seq]}
+            before = {**mine.get(seq - 1, {}), **at.get(seq - 1, {})}
+            for ln in sorted(at[seq].values(), key=lambda x: x.event_id):
+                others = sorted(x.event_id for k, x in here.items() if k != ln.hash)
+                if others:
+                    out.append(
+                        RangeFault(
+                            ln.event_id,
+                            signer,
+                            "fork",
+                            f"{signer} #{seq} is held by two events: {ln.event_id} and {', '.join(others[:3])} "
+                            "(the key signs on two machines, or was stolen)",
+                        )
+                    )
+                elif seq > 1 and before and ln.prev not in before:
+                    held_ids = ", ".join(sorted(x.event_id for x in before.values())[:3])
+                    out.append(
+                        RangeFault(
+                            ln.event_id,
+                            signer,
+                            "broken-link",
+                            f"{signer} #{seq} does not follow the #{seq - 1} held ({held_ids}): "
+                            f"another history of {signer} exists",
+                        )
+                    )
+        above = sorted(seq for seq in at if seq > tip)
+        if not above:
+            continue
+        top, expect = above[-1], tip + 1
+        for seq in above:
+            if seq > expect:
+                first = min(at[seq].values(), key=lambda x: x.event_id)
+                out.append(RangeFault(first.event_id, signer, "gap", gap_text(signer, expect, seq - 1, top)))
+            expect = seq + 1
+    return out

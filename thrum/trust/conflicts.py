@@ -27,6 +27,7 @@ Pure: no I/O, times passed in.
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from typing import Any
 
 __all__ = ["ACTIVE_S", "report", "summary"]
 
@@ -41,7 +42,9 @@ def _when(stamp: str) -> datetime | None:
         return None
 
 
-def report(conflicts: dict[str, dict], registered_here: dict[str, str], now: datetime | None = None) -> list[dict]:
+def report(
+    conflicts: dict[str, dict[str, Any]], registered_here: dict[str, str], now: datetime | None = None
+) -> list[dict[str, Any]]:
     """One item per conflicted name (``KeyRing.conflicts()`` in, sorted by name).
 
     ``registered_here``: when each local identity's own registration was made (to tell
@@ -79,7 +82,7 @@ def report(conflicts: dict[str, dict], registered_here: dict[str, str], now: dat
     return out
 
 
-def summary(item: dict) -> str:
+def summary(item: dict[str, Any]) -> str:
     """One line naming the conflict and what to do about it."""
     name = f"@{item['name']}"
     refused = f"{item['lines_refused']} of its line(s) from there were refused here"

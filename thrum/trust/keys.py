@@ -67,7 +67,7 @@ class PublicKey:
             return False
         return True
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, PublicKey) and other.raw == self.raw
 
     def __hash__(self) -> int:
@@ -115,12 +115,14 @@ class LocalKeys:
     """
 
     def __init__(
-        self, identities_dir: os.PathLike | str, vet: Callable[[Path, os.stat_result], str | None] | None = None
+        self, identities_dir: os.PathLike[str] | str, vet: Callable[[Path, os.stat_result], str | None] | None = None
     ):
         self.dir = Path(identities_dir)
         if vet is None:
-            from ..ownership import key_file_problem as vet
-        self._vet = vet
+            from ..ownership import key_file_problem
+
+            vet = key_file_problem
+        self._vet: Callable[[Path, os.stat_result], str | None] = vet
         self._cache: dict[str, tuple[Ed25519PrivateKey, PublicKey]] = {}
         self._missing: set[str] = set()  # looked for and absent: verification asks per line
         self._refused: dict[str, str] = {}  # name -> why its key file is not used
@@ -177,10 +179,10 @@ class LocalKeys:
             self._refused[name] = reason
             raise ValueError(reason) from None
         try:
-            reason = self._vet(path, os.fstat(fd))
-            if reason is not None:
-                self._refused[name] = reason
-                raise ValueError(reason)
+            refused = self._vet(path, os.fstat(fd))
+            if refused is not None:
+                self._refused[name] = refused
+                raise ValueError(refused)
             self._refused.pop(name, None)
             chunks = []
             while chunk := os.read(fd, 65536):

@@ -26,6 +26,7 @@ import logging
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 from ..events.ids import now_rfc3339
 from .keys import LocalKeys, PublicKey, decode_public
@@ -38,13 +39,13 @@ __all__ = ["KeyRing"]
 class KeyRing:
     """Name → trusted public key. Thread-safe; `learn` persists new keys."""
 
-    def __init__(self, known_path: os.PathLike | str | None = None, local: LocalKeys | None = None):
+    def __init__(self, known_path: os.PathLike[str] | str | None = None, local: LocalKeys | None = None):
         self.path = Path(known_path) if known_path is not None else None
         self.local = local
         self._lock = threading.Lock()
         self._known: dict[str, PublicKey] = {}
-        self._meta: dict[str, dict] = {}
-        self._conflicts: dict[str, dict] = {}  # name -> {"keys": {b64: {...}}, "lines", "last_received_at"}
+        self._meta: dict[str, dict[str, Any]] = {}
+        self._conflicts: dict[str, dict[str, Any]] = {}  # name -> {"keys": {b64: {...}}, "lines", "last_received_at"}
         self._dirty = False
         self._load()
 
@@ -150,7 +151,7 @@ class KeyRing:
         with self._lock:
             return set(self._conflicts)
 
-    def conflicts(self) -> dict[str, dict]:
+    def conflicts(self) -> dict[str, dict[str, Any]]:
         """Name → ``{"keys": {b64: {event_id, registered_at, seen_at, lines, last_received_at}},
         "trusted", "local"}``: the refused keys (a key this replica trusts now is not one),
         the key it trusts, and whether a local identity holds the name."""

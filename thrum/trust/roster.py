@@ -21,6 +21,11 @@ revocation"). Rules:
    and the view is rebuilt (`thrum.store.verified`).
 5. Group creators (for the management rule) are the authors of accepted group.create
    lines; the facts are kept in memory and their lines persisted by the caller.
+6. An agent that acts for a Gas City mailbox (``gcr_``/``gck_`` names) speaks as that
+   mailbox (its mail shows as from the address, it keeps the mailbox's read state),
+   so under a root it is never learned on first use, whatever the policy: its key is
+   the root's, an admin's admission or an invite's (issue 31, finding 6). Without a
+   root every name is trust on first use, these too.
 
 Pure apart from the ring it wraps: no trio, no pygit2, no SQL.
 """
@@ -29,13 +34,23 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 from ..events.ids import ulid_prefix
 from .keys import PublicKey, decode_public
 from .ring import KeyRing
 from .teamroot import TeamRoot
 
-__all__ = ["Retirement", "Roster", "point_of"]
+__all__ = ["PROXY_PREFIXES", "Retirement", "Roster", "is_proxy_name", "point_of"]
+
+# Names of the agents that act for a Gas City mailbox (`thrum.gcmail.addresses`, rule 4:
+# ``gcr_<tag>_…`` and its clerk ``gck_<tag>_…``): they speak as the mailbox.
+PROXY_PREFIXES = ("gcr_", "gck_")
+
+
+def is_proxy_name(name: str) -> bool:
+    """Whether ``name`` acts for a Gas City mailbox (rule 6: never admitted on first use under a root)."""
+    return name.startswith(PROXY_PREFIXES)
 
 
 @dataclass(frozen=True)
@@ -48,7 +63,7 @@ class Retirement:
     why: str
 
 
-def point_of(d: dict) -> str | None:
+def point_of(d: dict[str, Any]) -> str | None:
     """The first event id a revocation covers (``from_event``, or ``since`` as an id prefix)."""
     if d.get("from_event"):
         return str(d["from_event"])
@@ -109,7 +124,7 @@ class Roster:
         admitted = self._admitted_keys(name)
         if admitted:
             base += admitted
-        elif local is None and (self.root is None or self.root.policy == "open"):
+        elif local is None and (self.root is None or (self.root.policy == "open" and not is_proxy_name(name))):
             known = self.ring.known_key(name)  # local identities win over the first remote key (ring rule 4)
             if known is not None:
                 base.append(known)
@@ -155,7 +170,7 @@ class Roster:
 
     # ------------------------------------------------------------------ admission
 
-    def admission(self, name: str, key: PublicKey, invite: dict | None) -> str:
+    def admission(self, name: str, key: PublicKey, invite: dict[str, Any] | None) -> str:
         """``admitted``, ``first-use`` (learn it as before) or ``not-admitted`` for a registration."""
         if self.ring.local is not None:
             pair = self.ring.local.get(name)
@@ -167,11 +182,11 @@ class Roster:
             return "first-use"
         if invite is not None and self._redeems(name, key, invite):
             return "admitted"
-        if self.root.policy == "open" and not self._admitted_keys(name):
+        if self.root.policy == "open" and not self._admitted_keys(name) and not is_proxy_name(name):
             return "first-use"
         return "not-admitted"
 
-    def _redeems(self, name: str, key: PublicKey, invite: dict) -> bool:
+    def _redeems(self, name: str, key: PublicKey, invite: dict[str, Any]) -> bool:
         from .signing import invite_proof_ok
 
         ikey = invite.get("key")
@@ -183,7 +198,7 @@ class Roster:
             self._admitted.setdefault(name, {})[key.b64] = key
         return True
 
-    def learn_admit(self, d: dict) -> bool:
+    def learn_admit(self, d: dict[str, Any]) -> bool:
         """An admission by an admin whose signature the caller verified; True when new."""
         name = str(d.get("agent_id"))
         with self._lock:
@@ -235,7 +250,7 @@ class Roster:
     def is_admin(self, name: str) -> bool:
         return self.root is not None and name in self.root.admins
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "admitted": {n: sorted(k) for n, k in sorted(self._admitted.items())},
             "invites": len(self._invites),

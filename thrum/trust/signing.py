@@ -49,12 +49,12 @@ __all__ = [
 ]
 
 
-def canonical(d: dict) -> bytes:
+def canonical(d: dict[str, Any]) -> bytes:
     """The bytes a signature covers. Raises TypeError/ValueError for values JSON cannot hold."""
     return orjson.dumps({k: v for k, v in d.items() if k != "sig"}, option=orjson.OPT_SORT_KEYS)
 
 
-def sign(d: dict, signer: str, private: Ed25519PrivateKey) -> dict:
+def sign(d: dict[str, Any], signer: str, private: Ed25519PrivateKey) -> dict[str, Any]:
     """``d`` with ``sig`` set (a new dict; ``d`` is not changed)."""
     out = {k: v for k, v in d.items() if k != "sig"}
     signature = private.sign(canonical(out))
@@ -62,7 +62,7 @@ def sign(d: dict, signer: str, private: Ed25519PrivateKey) -> dict:
     return out
 
 
-def signature_of(d: dict) -> tuple[str, bytes] | None:
+def signature_of(d: dict[str, Any]) -> tuple[str, bytes] | None:
     """(signer, signature bytes) from ``d["sig"]``, or None when absent or malformed."""
     sig = d.get("sig")
     if not isinstance(sig, dict):
@@ -77,7 +77,7 @@ def signature_of(d: dict) -> tuple[str, bytes] | None:
     return (by, raw) if len(raw) == 64 else None
 
 
-def verify(d: dict, key: PublicKey) -> bool:
+def verify(d: dict[str, Any], key: PublicKey) -> bool:
     """True when ``d``'s signature verifies against ``key`` (the signer is not judged here)."""
     found = signature_of(d)
     if found is None:
@@ -98,7 +98,7 @@ def hash_text(raw: bytes) -> str:
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
 
 
-def make_seal(signer: str, hashes: list[str], private: Ed25519PrivateKey) -> dict:
+def make_seal(signer: str, hashes: list[str], private: Ed25519PrivateKey) -> dict[str, Any]:
     """A signed seal vouching for the lines with these hashes."""
     seal: dict[str, Any] = {
         "type": SEAL_TYPE,
@@ -111,7 +111,7 @@ def make_seal(signer: str, hashes: list[str], private: Ed25519PrivateKey) -> dic
     return sign(seal, signer, private)
 
 
-def seal_hashes(d: dict) -> list[str] | None:
+def seal_hashes(d: dict[str, Any]) -> list[str] | None:
     """The hashes a seal lists, or None when the seal is malformed."""
     lines = d.get("lines")
     if not isinstance(lines, list) or len(lines) > MAX_SEAL_LINES:
@@ -173,7 +173,7 @@ def invite_message(name: str, key_b64: str) -> bytes:
     return INVITE_DOMAIN + name.encode() + b"\0" + key_b64.encode()
 
 
-def invite_proof(name: str, key_b64: str, invite_private: Ed25519PrivateKey) -> dict:
+def invite_proof(name: str, key_b64: str, invite_private: Ed25519PrivateKey) -> dict[str, Any]:
     """The ``invite`` field of a registration redeeming an invite."""
     from .keys import public_b64
 
@@ -181,7 +181,7 @@ def invite_proof(name: str, key_b64: str, invite_private: Ed25519PrivateKey) -> 
     return {"key": public_b64(invite_private), "sig": base64.b64encode(sig).decode()}
 
 
-def invite_proof_ok(name: str, key: PublicKey, invite: dict) -> bool:
+def invite_proof_ok(name: str, key: PublicKey, invite: dict[str, Any]) -> bool:
     """Whether ``invite`` proves that the holder of its invite key admits ``name`` with ``key``."""
     from .keys import decode_public
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 import re
 import tomllib
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..errors import ThrumError
 from ..events.names import is_name
@@ -79,7 +80,7 @@ class TeamRoot:
         """The key the root itself admits ``name`` with (admins first), or None."""
         return self.admins.get(name) or self.members.get(name)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "version": self.version,
             "log_id": self.log_id,

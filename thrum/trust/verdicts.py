@@ -40,7 +40,7 @@ def digest(line: bytes) -> bytes:
 class VerdictMemory:
     """The digests of lines already accepted, on disk and (when loaded) in memory."""
 
-    def __init__(self, path: os.PathLike | str | None):
+    def __init__(self, path: os.PathLike[str] | str | None):
         self.path = Path(path) if path is not None else None
         self._lock = threading.Lock()
         self._loaded: set[bytes] | None = None

@@ -28,6 +28,10 @@ Rules (docs/design/trust.md):
    win no last-writer-wins state meanwhile (docs/design/trust.md, "Time").
 6. A known event naming another log than the team root's is quarantined as
    ``foreign-log`` (`thrum.trust.binding`), before anything else is judged.
+7. A line that verifies with none of its signer's keys *known now* (``bad-signature``,
+   ``id-not-owned``) may be signed with a key the signer gets later (a rotation or an
+   admission that has not arrived yet): callers hold such lines (`RETRY_KINDS`) and
+   judge them again when the signer is learned or unblocked, as a rebuild would.
 
 Pure over a `KeyRing`: no trio, no pygit2, no SQL.
 """
@@ -37,7 +41,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Callable
+from typing import Any, Callable
 
 from .. import safejson
 from ..events.ids import event_time_ms, ulid_prefix
@@ -52,7 +56,14 @@ from .roster import Retirement, Roster
 from .signing import SEAL_TYPE, hash_text, id_is_bound, seal_hashes, signature_of, verify
 from .verdicts import digest
 
-__all__ = ["Candidate", "Rejected", "Verdict", "Verifier"]
+__all__ = ["RETRY_KINDS", "Candidate", "Rejected", "Verdict", "Verifier"]
+
+# Refusals a key the signer gets later may overturn (a rotation, an admission of a new
+# key): the caller judges those lines again when the signer is learned or unblocked, as a
+# rebuild would, so the verdict does not depend on which line came first (rule 7). A
+# second registration with another key (``key-conflict``) stays refused: a rotation
+# carries its key itself, and name conflicts (issue 30) count those lines once.
+RETRY_KINDS = frozenset({"bad-signature", "id-not-owned"})
 
 
 @dataclass(slots=True)
@@ -61,7 +72,7 @@ class Candidate:
 
     shard: str
     line: bytes
-    event: dict
+    event: dict[str, Any]
 
 
 @dataclass(slots=True)
@@ -76,7 +87,7 @@ class Rejected:
 
 @dataclass
 class Verdict:
-    accepted: list[tuple[str, dict]] = field(default_factory=list)
+    accepted: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     rejected: list[Rejected] = field(default_factory=list)
     pending: list[Candidate] = field(default_factory=list)  # signer unknown: judge again once learned
     future: list[tuple[Candidate, int]] = field(default_factory=list)  # dated ahead: (line, its time in ms)
@@ -114,7 +125,7 @@ class Verifier:
         """Events dated after this (milliseconds) are held back for now."""
         return int((self.clock() + self.skew_s) * 1000)
 
-    def _ahead(self) -> Callable[[dict], bool]:
+    def _ahead(self) -> Callable[[dict[str, Any]], bool]:
         """Whether an event is dated past the horizon, by comparing strings (a rebuild asks
         a million times): a ULID's first 10 characters and an RFC 3339 UTC time to the
         second both sort as the time they carry."""
@@ -122,7 +133,7 @@ class Verifier:
         ulid_head = ulid_prefix(horizon)
         stamp = datetime.fromtimestamp(horizon // 1000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
 
-        def ahead(d: dict) -> bool:
+        def ahead(d: dict[str, Any]) -> bool:
             eid, ts = d.get("event_id"), d.get("timestamp")
             return (isinstance(eid, str) and eid[:10] > ulid_head) or (isinstance(ts, str) and ts[:19] > stamp)
 
@@ -365,6 +376,6 @@ _FACTS = frozenset({"agent.admit", "agent.rotate", "agent.revoke", "group.create
 _MANAGEMENT = frozenset({"agent.cleanup", "group.create", "group.delete", "group.member.add", "group.member.remove"})
 
 
-def _known(d: dict) -> bool:
+def _known(d: dict[str, Any]) -> bool:
     v = d.get("v", 1)
     return d.get("type") in NORMALISERS and isinstance(v, int) and v <= EVENT_VERSION

@@ -17,7 +17,7 @@ import { deliveryBlock } from "./delivery.js";
 import { ComposeDialog, IdentityDialog, EditDialog, ask } from "./compose.js";
 import { installKeys } from "./keys.js";
 import { Notifier } from "./notify.js";
-import { StatusBoard } from "./status.js";
+import { StatusBoard, chainLines } from "./status.js";
 import { h, fill, debounce, toast, errorText, shortTime, icon, presenceText } from "./util.js";
 
 const ME_KEY = "thrum.me";
@@ -228,7 +228,7 @@ class App {
     return s;
   }
 
-  /** A failing sync and a name claimed twice are visible in every view: the sidebar's badge and the status board. */
+  /** A failing sync, a name claimed twice and a writer's broken chain are visible in every view: the sidebar's badge and the status board. */
   showSync(s) {
     const conflicts = (s.name_conflicts || []).filter((c) => c.open);
     const bad = Boolean(s.last_error) || conflicts.length > 0;
@@ -243,6 +243,7 @@ class App {
     this.status.set("names", conflicts.map((c) => ({
       level: "error", title: `Name conflict @${c.name}`, text: c.message, href: "#/sync", link: "details",
     })));
+    this.status.set("chains", chainLines(s.chains || {}));
   }
 
   // ------------------------------------------------------------------ identity, density
@@ -482,3 +483,4 @@ class App {
 }
 
 new App().start();
+

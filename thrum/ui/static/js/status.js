@@ -1,6 +1,5 @@
 // The status board: what a supervisor must see whatever view is open (a failing
-// sync, a name claimed twice; later the trust issue's revoked or rotated keys and
-// chain gaps). Each source owns its own lines and replaces them whole; the board
+// sync, a name claimed twice, a writer's chain with a fork, a gap or a rollback). Each source owns its own lines and replaces them whole; the board
 // shows every source's lines above every view, worst first, and hides itself when
 // nothing is wrong. A source adds nothing here but a call to set().
 
@@ -45,4 +44,29 @@ export class StatusBoard {
     this.el.hidden = lines.length === 0;
     this.el.dataset.level = this.level() || "";
   }
+}
+
+/**
+ * The status board's lines for every writer's chain (sync.status's ``chains``, the same
+ * as sync.chains): a fork or a broken link is an error (the key signs on two machines,
+ * or was stolen), missing positions and rolled-back lines are warnings. A few lines
+ * each, then how many more, so a remote that withheld much does not flood the board.
+ */
+export function chainLines(chains) {
+  const SHOWN = 3;
+  const out = [];
+  const some = (items, make) => {
+    items.slice(0, SHOWN).forEach((it) => out.push(make(it)));
+    return items.length > SHOWN ? items.length - SHOWN : 0;
+  };
+  const faults = chains.faults || [];
+  const moreFaults = some(faults, (f) => ({
+    level: "error", title: f.kind === "fork" ? "Chain fork" : "Chain broken", text: f.text, href: "#/sync", link: "details",
+  }));
+  if (moreFaults) out.push({ level: "error", title: "Chains", text: `${moreFaults} more fork(s) or broken link(s)`, href: "#/sync" });
+  const gaps = chains.gaps || [];
+  const moreGaps = some(gaps, (g) => ({ level: "warning", title: "Chain gap", text: g.text, href: "#/sync", link: "details" }));
+  if (moreGaps) out.push({ level: "warning", title: "Chains", text: `${moreGaps} more gap(s); ${chains.missing} position(s) missing in all`, href: "#/sync" });
+  some(chains.rollbacks || [], (r) => ({ level: "warning", title: "Rollback", text: r.text, href: "#/sync", link: "details" }));
+  return out;
 }
