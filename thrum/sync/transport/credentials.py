@@ -74,6 +74,8 @@ _ACCEPTED_LOCK = threading.Lock()
 
 def _digest(user: str, password: str) -> str:
     return hashlib.sha256(f"{user}:{password}".encode()).hexdigest()
+
+
 _SSH_TYPES = CredentialType.SSH_KEY | CredentialType.SSH_CUSTOM | CredentialType.SSH_MEMORY
 
 
