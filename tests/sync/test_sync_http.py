@@ -90,6 +90,29 @@ def test_a_conversation_turn_over_http_is_five_requests(tmp_path, served):
     assert_linear_single_root(c.remote)
 
 
+def test_a_login_sent_at_once_and_refused_now_is_one_clear_error_then_forgotten(tmp_path, served):
+    """The login a server accepted is sent with the next operation's first request; when
+    the server has stopped taking it (a revoked token), the operation fails with the one
+    line of a refused login, and the next one waits for the server's challenge again."""
+    creds = _creds(_home(tmp_path), THRUM_GIT_TOKEN="s3cret", THRUM_GIT_USERNAME="alice")
+    c = net_cluster(tmp_path / "srv", 2, lambda remote: served.url("remote.git"), creds)
+    append(c.a.worktree, SHARD, event("01A1"))
+    assert c.a.sync().pushed
+    served.users["alice"] = "rotated"  # the token is revoked on the server
+    append(c.a.worktree, SHARD, event("01A2"))
+    with pytest.raises(AuthError) as info:
+        c.a.sync()
+    msg = str(info.value)
+    assert "\n" not in msg and "refused THRUM_GIT_TOKEN from the environment for user alice" in msg, msg
+    served.users["alice"] = "s3cret"
+    served.reset_stats()
+    assert c.a.sync().pushed
+    assert served.stats()["unauthorized"] >= 1  # challenged again (the refused login was forgotten)
+    served.reset_stats()
+    append(c.a.worktree, SHARD, event("01A3"))
+    assert c.a.sync().pushed and served.stats()["unauthorized"] == 0
+
+
 def test_a_login_from_gits_credential_helper_is_used_and_approved(tmp_path, served):
     home = _home(tmp_path, f"http://alice:s3cret@127.0.0.1:{served.port}")
     creds = _creds(home)  # no THRUM_GIT_TOKEN: git's `store` helper has the login
