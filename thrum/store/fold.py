@@ -256,6 +256,9 @@ def fold(
     now = ev.now_rfc3339()
     with db.atomic():
         conn = db.connection()
+        again = [shard for shard, p in (positions or {}).items() if p.again]
+        if again:  # read again from their start: what was counted of them is counted afresh
+            issues_mod.recount(conn, again)
         folder = Folder(conn, result, now)
         folder.keep_applied = keep_applied
         try:

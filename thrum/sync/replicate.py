@@ -53,7 +53,7 @@ from .gitstore.gitlib import EMPTY_TREE, IndexStats, PackWatch, objects_dir, ope
 from .gitstore.objbatch import ObjectBatch
 from .logaccess import LogAccess
 from .merge.shard import Prefer
-from .remotetip import MAX_INTAKE_BYTES, check_intake, log_commit
+from .remotetip import MAX_INTAKE_BYTES, check_intake, check_sizes, log_commit
 from .transport.credentials import Credentials
 from .transport.credentials import translate as _translate
 from .transport.endpoint import resolved_url
@@ -348,7 +348,9 @@ class Replicator:
             return lines_ahead(self.trees, log, remote_tree, head.tree_id)
 
     def _merge_into(self, head: pygit2.Commit, theirs: pygit2.Commit, log: LogAccess) -> MergeOutcome:
-        changes = self.trees.changes(head.tree_id, theirs.tree_id)
+        oversized: list[tuple[str, int]] = []
+        changes = self.trees.changes(head.tree_id, theirs.tree_id, oversized)
+        check_sizes(oversized, self._where())  # a tip is taken whole or not at all (remotetip rule 3)
         check_intake(self.trees, changes, self.max_intake_bytes, self._where())
         batch = ObjectBatch(self._objects)
         merger = TreeMerge(self.repo, batch, log, self._keys, self.prefer)
@@ -375,8 +377,23 @@ class Replicator:
 
     # -- push
 
-    def push(self) -> bool:
-        """Push ``a-sync``; False when the remote moved first (non-fast-forward).
+    def known_tip_we_extend(self) -> pygit2.Oid | None:
+        """The remote's tip as the last fetch or push left it, when our ``a-sync`` is that
+        tip or only adds to it (then a push can go first: `cycle.run_cycle`), else None."""
+        with self._mutex:
+            tracking = self.repo.references.get(tracking_ref(self.remote_name))
+            if tracking is None:
+                return None
+            head, known = self._head().id, tracking.target
+            return known if head == known or self.repo.descendant_of(head, known) else None
+
+    def head_id(self) -> pygit2.Oid:
+        with self._mutex:
+            return self._head().id
+
+    def push(self, onto: pygit2.Oid | None = None) -> bool:
+        """Push ``a-sync``; False when the remote moved first (non-fast-forward), or, with
+        ``onto``, when the remote's branch is not at that tip (nothing is sent then).
 
         Does nothing (and returns True) when the last fetch saw our tip already.
 
@@ -386,7 +403,7 @@ class Replicator:
         """
         with self._mutex:
             head = self.repo.references[SYNC_REF].target
-            if self.last_fetch is not None and self.last_fetch.tip == head:
+            if onto is None and self.last_fetch is not None and self.last_fetch.tip == head:
                 mark_pushed(self.repo, head)
                 return True
             remote = self._remote()
@@ -396,6 +413,8 @@ class Replicator:
                 session(self.repo, self.remote_name, self._base, self.credentials, push=True) as net,
             ):
                 callbacks = net.callbacks
+                if onto is not None:
+                    callbacks.expected[SYNC_REF] = onto
                 try:
                     net.remote.push([f"{SYNC_REF}:{SYNC_REF}"], callbacks=callbacks, proxy=True)
                 except Exception as exc:  # noqa: BLE001 - a lost race is not an error

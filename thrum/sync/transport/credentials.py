@@ -17,6 +17,14 @@ Rules:
    - What a ``thrum sync`` passes along (logins only, `thrum.config.FORWARDED_ENV`)
      serves the cycle it asked for and nothing after it: automatic cycles log in with
      the daemon's own environment and config.
+   - HTTPS, once a server accepted a login: the next operation on the same remote
+     with the same login sends it with its first request (`SyncCallbacks.custom_headers`)
+     rather than waiting for the server's 401 challenge, which cost a round trip per
+     operation (issue 30, conversations at seconds: a tip check, a fetch and a push
+     each made one request more). Only a digest of the accepted login is remembered
+     (`_ACCEPTED`), never the login itself: a token passed along by a ``thrum sync`` is
+     still gone with its cycle. A login refused afterwards is forgotten, and the
+     operation fails as any refused login does.
 2. SSH host keys are checked against ``~/.ssh/known_hosts`` (libgit2 does the
    check; pygit2 would accept any key when asked): an unknown or changed key is
    refused with a message saying what to run. Never accepted silently.
@@ -27,8 +35,10 @@ Rules:
 from __future__ import annotations
 
 import base64
+import hashlib
 import logging
 import os
+import threading
 from dataclasses import dataclass, field
 
 import pygit2
@@ -55,6 +65,17 @@ __all__ = [
 ]
 
 DEFAULT_TIMEOUT_S = 60.0
+
+# HTTPS logins a server accepted in this process: (scheme, host[:port], path) -> a digest
+# of "user:password" (rule 1: the login itself is never kept here).
+_ACCEPTED: dict[tuple[str, str, str], str] = {}
+_ACCEPTED_LOCK = threading.Lock()
+
+
+def _digest(user: str, password: str) -> str:
+    return hashlib.sha256(f"{user}:{password}".encode()).hexdigest()
+
+
 _SSH_TYPES = CredentialType.SSH_KEY | CredentialType.SSH_CUSTOM | CredentialType.SSH_MEMORY
 
 
@@ -207,11 +228,13 @@ class SyncCallbacks(pygit2.RemoteCallbacks):
         self.creds = credentials if credentials is not None else credentials_from_env()
         self.ep = endpoint
         self.rejected: list[tuple[str, str]] = []
+        self.expected: dict[str, pygit2.Oid] = {}  # push only onto these remote tips (`push_negotiation`)
         self.given: _Given | None = None
         self.tried: list[str] = []
         self.skipped: list[str] = []
         self._ssh_queue: list | None = None
         self._calls = 0
+        self._login: tuple[str, str] | None = None  # the HTTPS login given (user, digest)
 
     # -- libgit2 hooks
 
@@ -226,6 +249,28 @@ class SyncCallbacks(pygit2.RemoteCallbacks):
             return self._userpass(username_from_url)
         raise AuthError(f"{self._where()} asks for a kind of login thrum cannot give ({allowed_types!r})")
 
+    def custom_headers(self):
+        """The login this remote accepted before, sent with the first request (rule 1)."""
+        ep, c = self.ep, self.creds
+        if ep is None or ep.kind != "http" or ep.url_password:
+            return None
+        helper = None
+        if c.https_token:
+            label, user, password = c.token_source, c.https_username or ep.url_user or "x-access-token", c.https_token
+        else:
+            helper = c._helper_cache.get(self._helper_key())  # asked earlier in this cycle
+            if helper is None:
+                return None
+            label, user, password = "git's credential helper", helper.username, helper.password
+        digest = _digest(user, password)
+        with _ACCEPTED_LOCK:
+            if _ACCEPTED.get(self._helper_key()) != digest:
+                return None
+        self.given = _Given(label, user, helper)  # a refusal now is this login's (`_userpass`)
+        self._login = (user, digest)
+        token = base64.b64encode(f"{user}:{password}".encode()).decode()
+        return [f"Authorization: Basic {token}"]
+
     def certificate_check(self, certificate, valid, host):
         if self.ep is None or self.ep.kind != "ssh":
             raise Passthrough  # TLS: libgit2's own verdict (the system's CAs)
@@ -238,11 +283,27 @@ class SyncCallbacks(pygit2.RemoteCallbacks):
         if message:
             self.rejected.append((refname, message))
 
+    def push_negotiation(self, updates):
+        """A push that may go only onto a known tip (``expected``: ref -> oid) stops here,
+        before anything is sent, when the remote's ref is elsewhere (push-first cycles:
+        `thrum.sync.cycle`); libgit2 raises the error, which names a stale tip."""
+        for update in updates:
+            want = self.expected.get(update.dst_refname)
+            if want is not None and update.src != want:
+                raise SyncError(f"stale info: the remote's {update.dst_refname} moved from {want} to {update.src}")
+
     # -- after the operation
 
     def settle(self, ok: bool, exc: BaseException | None = None) -> None:
         """Approve or reject a login from git's helpers; remember which login worked."""
         given = self.given
+        login, key = self._login, self._helper_key()
+        if login is not None and key is not None:
+            with _ACCEPTED_LOCK:
+                if ok:
+                    _ACCEPTED[key] = login[1]
+                elif isinstance(exc, AuthError):
+                    _ACCEPTED.pop(key, None)
         if ok:
             if given is not None:
                 self.creds.last_source = f"{given.label} (user {given.user})"
@@ -271,10 +332,12 @@ class SyncCallbacks(pygit2.RemoteCallbacks):
         if c.https_token:
             user = c.https_username or username_from_url or "x-access-token"
             self.given = _Given(c.token_source, user)
+            self._login = (user, _digest(user, c.https_token))
             return pygit2.UserPass(user, c.https_token)
         helper = self._helper(username_from_url)
         if helper is not None:
             self.given = _Given("git's credential helper", helper.username, helper)
+            self._login = (helper.username, _digest(helper.username, helper.password))
             return pygit2.UserPass(helper.username, helper.password)
         hint = (
             "set THRUM_GIT_TOKEN, or set up git's credential helper so that `git push` works "
