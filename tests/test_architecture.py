@@ -58,6 +58,10 @@ LONG_MODULES: dict[str, str] = {
     "thrum/daemon/server.py": "the nursery, start-up and shutdown; past the mark by a few lines when the checkout "
     "watch and the config warning (issue 30) met the lead's merge train: the start-up steps (`_open_store` and "
     "its helpers) are the piece to move out next",
+    "thrum/sync/transport/credentials.py": "every login a network operation may need (HTTPS token, helper and the "
+    "login sent at once, SSH keys and host keys) and the one-line translation of libgit2's errors; past the mark "
+    "when the push-first negotiation and the login sent at once (issue 30) came in: `translate` and its helpers "
+    "are the piece to move out next",
     "thrum/nofollow.py": "no link ever followed, for reads, walks and writes alike; the durable writes "
     "(write_atomic, write_batch, fsync_*) are the half to move out next (issue 28.5)",
 }

@@ -18,13 +18,8 @@ Rules:
      serves the cycle it asked for and nothing after it: automatic cycles log in with
      the daemon's own environment and config.
    - HTTPS, once a server accepted a login: the next operation on the same remote
-     with the same login sends it with its first request (`SyncCallbacks.custom_headers`)
-     rather than waiting for the server's 401 challenge, which cost a round trip per
-     operation (issue 30, conversations at seconds: a tip check, a fetch and a push
-     each made one request more). Only a digest of the accepted login is remembered
-     (`_ACCEPTED`), never the login itself: a token passed along by a ``thrum sync`` is
-     still gone with its cycle. A login refused afterwards is forgotten, and the
-     operation fails as any refused login does.
+     with the same login sends it with its first request, not after a 401 round trip
+     (`httplogin`; only a digest of it is kept).
 2. SSH host keys are checked against ``~/.ssh/known_hosts`` (libgit2 does the
    check; pygit2 would accept any key when asked): an unknown or changed key is
    refused with a message saying what to run. Never accepted silently.
@@ -35,10 +30,8 @@ Rules:
 from __future__ import annotations
 
 import base64
-import hashlib
 import logging
 import os
-import threading
 from dataclasses import dataclass, field
 
 import pygit2
@@ -46,7 +39,7 @@ from pygit2.enums import CredentialType
 from pygit2.errors import Passthrough
 
 from .. import AuthError, RemoteUnreachable, SyncError
-from . import gitcredential
+from . import gitcredential, httplogin
 from .endpoint import Endpoint
 from .forwarded import is_socket
 from .ssh import host_label, known_host_entries, known_hosts_files
@@ -65,15 +58,6 @@ __all__ = [
 ]
 
 DEFAULT_TIMEOUT_S = 60.0
-
-# HTTPS logins a server accepted in this process: (scheme, host[:port], path) -> a digest
-# of "user:password" (rule 1: the login itself is never kept here).
-_ACCEPTED: dict[tuple[str, str, str], str] = {}
-_ACCEPTED_LOCK = threading.Lock()
-
-
-def _digest(user: str, password: str) -> str:
-    return hashlib.sha256(f"{user}:{password}".encode()).hexdigest()
 
 
 _SSH_TYPES = CredentialType.SSH_KEY | CredentialType.SSH_CUSTOM | CredentialType.SSH_MEMORY
@@ -262,14 +246,11 @@ class SyncCallbacks(pygit2.RemoteCallbacks):
             if helper is None:
                 return None
             label, user, password = "git's credential helper", helper.username, helper.password
-        digest = _digest(user, password)
-        with _ACCEPTED_LOCK:
-            if _ACCEPTED.get(self._helper_key()) != digest:
-                return None
-        self.given = _Given(label, user, helper)  # a refusal now is this login's (`_userpass`)
-        self._login = (user, digest)
-        token = base64.b64encode(f"{user}:{password}".encode()).decode()
-        return [f"Authorization: Basic {token}"]
+        header = httplogin.preset(self._helper_key(), user, password)
+        if header is not None:
+            self.given = _Given(label, user, helper)  # a refusal now is this login's (`_userpass`)
+            self._login = (user, httplogin.digest(user, password))
+        return header
 
     def certificate_check(self, certificate, valid, host):
         if self.ep is None or self.ep.kind != "ssh":
@@ -297,13 +278,7 @@ class SyncCallbacks(pygit2.RemoteCallbacks):
     def settle(self, ok: bool, exc: BaseException | None = None) -> None:
         """Approve or reject a login from git's helpers; remember which login worked."""
         given = self.given
-        login, key = self._login, self._helper_key()
-        if login is not None and key is not None:
-            with _ACCEPTED_LOCK:
-                if ok:
-                    _ACCEPTED[key] = login[1]
-                elif isinstance(exc, AuthError):
-                    _ACCEPTED.pop(key, None)
+        httplogin.settled(self._helper_key(), self._login and self._login[1], ok, isinstance(exc, AuthError))
         if ok:
             if given is not None:
                 self.creds.last_source = f"{given.label} (user {given.user})"
@@ -332,12 +307,12 @@ class SyncCallbacks(pygit2.RemoteCallbacks):
         if c.https_token:
             user = c.https_username or username_from_url or "x-access-token"
             self.given = _Given(c.token_source, user)
-            self._login = (user, _digest(user, c.https_token))
+            self._login = (user, httplogin.digest(user, c.https_token))
             return pygit2.UserPass(user, c.https_token)
         helper = self._helper(username_from_url)
         if helper is not None:
             self.given = _Given("git's credential helper", helper.username, helper)
-            self._login = (helper.username, _digest(helper.username, helper.password))
+            self._login = (helper.username, httplogin.digest(helper.username, helper.password))
             return pygit2.UserPass(helper.username, helper.password)
         hint = (
             "set THRUM_GIT_TOKEN, or set up git's credential helper so that `git push` works "
