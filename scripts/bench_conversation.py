@@ -17,6 +17,9 @@ loopback) with 100 ms added each way to every request.
    and its back-off, then the remote's requests are counted for ``--idle-minutes``
    (HTTP: the server's own count of requests; local: the daemons' tip checks) and
    given per replica per hour. Target: <= 150.
+
+Over HTTP it also prints the requests per message during the conversation (both
+replicas, looks included): round trips are what the latency multiplies.
 """
 
 from __future__ import annotations
@@ -137,7 +140,10 @@ def run(transport: str, args, base: Path) -> list[str]:
         step(f"{transport}: two replicas")
         pair = fleet(tbase, url)
         step(f"{transport}: conversation, {args.rounds} rounds")
+        if server is not None:
+            server.reset_stats()
         seen = conversation(*pair, args.rounds)
+        talk = server.stats() if server is not None else None
         per_hour = idle(pair, server, args.idle_minutes, args.settle)
     finally:
         for p in pair:
@@ -146,11 +152,19 @@ def run(transport: str, args, base: Path) -> list[str]:
             server.stop()
     label = "local bare remote" if transport == "local" else f"smart HTTP, +{LATENCY_S * 1000:.0f} ms each way"
     unit = "HTTP requests" if transport == "http" else "tip checks (no network)"
-    return [
+    rows = [
         f"  {label}: send on A -> visible on B, {len(seen)} messages: p50 {statistics.median(seen):.2f} s "
         f"(target <= 3), p99 {pct(seen, 0.99):.2f} s (target <= 6), max {max(seen):.2f} s",
         f"  {label}: idle {unit} per replica per hour: {per_hour:.0f} (target <= 150)",
     ]
+    if talk is not None:  # both replicas' requests while they talked, looks included
+        rows.insert(
+            1,
+            f"  {label}: during the conversation, HTTP requests per message {talk['requests'] / len(seen):.1f} "
+            f"(of them 401 challenges {talk['unauthorized'] / len(seen):.1f}, uploads/downloads "
+            f"{talk['posts'] / len(seen):.1f})",
+        )
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:

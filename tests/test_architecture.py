@@ -53,6 +53,7 @@ CORE_PATHS = (
     "thrum/framing.py",
     "thrum/trust",
     "thrum/search_query.py",
+    "thrum/presence.py",
     "thrum/cli/render",
 )
 # ... and, with the pure parts of other layers, what must stay free of I/O frameworks.

@@ -52,6 +52,7 @@ SAMPLES = [
     ev.AgentRotate(agent_id="nux", public_key="A" * 43 + "=", old_key="B" * 43 + "="),
     ev.AgentRevoke(agent_id="nux", by="furiosa", public_key="A" * 43 + "=", since="2026-11-27T10:00:00.000Z"),
     ev.AgentRevoke(agent_id="nux", by="nux", public_key="A" * 43 + "=", from_event="01JD0000000000000000000000"),
+    ev.AgentHeartbeat(agent_id="nux"),
 ]
 
 
@@ -191,6 +192,8 @@ def test_shards_and_authorship_rules():
     assert ev.stream_for(SAMPLES[13].to_dict()) == "receipts/nux"
     assert ev.stream_for(SAMPLES[4].to_dict()) == "events"
     assert ev.stream_for(SAMPLES[3].to_dict()) == "messages/furiosa"  # thread.create by its creator
+    assert ev.stream_for(SAMPLES[-1].to_dict()) == "receipts/nux"  # a heartbeat: the agent's own mark
+    assert not ev.allowed_in_shard(SAMPLES[-1].to_dict(), "receipts/furiosa/000001.jsonl")
     assert ev.allowed_in_shard(create, "messages/furiosa/000001.jsonl")
     assert ev.allowed_in_shard(create, "messages/furiosa/000012.jsonl")
     assert not ev.allowed_in_shard(create, "messages/nux/000001.jsonl")

@@ -21,6 +21,7 @@ DEFAULTS: dict[str, Any] = {
     "sync_debounce": 0.2,  # seconds after a write before a sync (a burst of writes batches up)
     "sync_active_interval": 1.0,  # s between tip checks while a conversation goes on (daemon/pace.py)
     "sync_active_window": 120.0,  # s a local write or a received event keeps that pace
+    "presence_interval": 60.0,  # s; at most one agent.heartbeat per agent seen (daemon/presence.py); 0: none
     "remote": "origin",
     "local_only": False,
     "ws_port": 9999,
@@ -63,6 +64,7 @@ ENV: dict[str, tuple[str, Callable[[str], Any]]] = {
     "THRUM_SYNC_DEBOUNCE": ("sync_debounce", float),
     "THRUM_SYNC_ACTIVE_INTERVAL": ("sync_active_interval", float),
     "THRUM_SYNC_ACTIVE_WINDOW": ("sync_active_window", float),
+    "THRUM_PRESENCE_INTERVAL": ("presence_interval", float),
     "THRUM_REMOTE": ("remote", str),
     envflags.LOCAL: ("local_only", envflags.is_on),
     "THRUM_WS_PORT": ("ws_port", int),
@@ -145,7 +147,7 @@ def _apply_environment(values: dict[str, Any], env: Mapping[str, str]) -> None:
 
 
 def _check(values: dict[str, Any]) -> None:
-    for key in ("sync_interval", "sync_debounce", "sync_active_window"):
+    for key in ("sync_interval", "sync_debounce", "sync_active_window", "presence_interval"):
         if not _is_number(values[key]) or values[key] < 0:
             raise ValidationError(f"config {key} must be a non-negative number", field=key)
     for key in POSITIVE:

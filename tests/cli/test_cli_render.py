@@ -282,17 +282,18 @@ def test_agents_table():
                 "role": "implementer",
                 "module": "auth",
                 "display": "Alice",
-                "active_sessions": 1,
+                "active_sessions": 0,
+                "status": "idle",  # the daemon's (thrum.presence), shown as it says, not derived from sessions
                 "last_seen_at": "2026-02-03T15:55:00Z",
             },
-            {"agent_id": "bob", "name": "bob", "role": "reviewer", "module": "", "active_sessions": 0},
+            {"agent_id": "bob", "name": "bob", "role": "reviewer", "module": "", "active_sessions": 1},
         ],
         now=NOW,
         me="alice",
     )
     assert out == (
         "AGENT         ROLE         MODULE  DISPLAY  STATUS   LAST SEEN\n"
-        "@alice (you)  implementer  auth    Alice    active   5m ago\n"
+        "@alice (you)  implementer  auth    Alice    idle     5m ago\n"
         "@bob          reviewer     -       -        offline  -"
     )
     assert render_agents([]) == "No agents registered."

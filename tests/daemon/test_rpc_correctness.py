@@ -227,20 +227,23 @@ def test_an_ambiguous_prefix_lists_the_candidates(client):
 # --------------------------------------------------------------------------- last seen
 
 
-def test_every_action_updates_last_seen_and_it_survives_a_restart(daemon, client):
+def test_last_seen_comes_from_the_log_and_survives_a_restart(daemon, client):
+    """Last seen is the newest event that shows the agent acting (thrum.presence): the
+    same on every replica, and kept across restarts and rebuilds because it is in the log."""
     register(client, "alice", "implementer")
     register(client, "bob", "reviewer")
-    client.call("message.list", {"caller": "alice"})
     agents = {a["name"]: a for a in client.call("agent.list")["agents"]}
-    assert agents["alice"]["last_seen_at"] and not agents["bob"]["last_seen_at"]
-    seen = agents["alice"]["last_seen_at"]
+    assert agents["bob"]["last_seen_at"] == "" and agents["bob"]["status"] == "offline"  # registered, never seen
+    sent = client.call("message.send", {"caller": "alice", "content": "hi", "to": ["@bob"]})
+    agents = {a["name"]: a for a in client.call("agent.list")["agents"]}
+    assert agents["alice"]["last_seen_at"] == sent["created_at"] and agents["alice"]["status"] == "active"
     client.close()
     lifecycle.stop(daemon)
     lifecycle.start(daemon)
     again = RawClient(daemon)
     try:
-        agents = {a["name"]: a for a in again.call("agent.list")["agents"]}
-        assert agents["alice"]["last_seen_at"] == seen
+        after = {a["name"]: a for a in again.call("agent.list")["agents"]}
+        assert {n: a["last_seen_at"] for n, a in after.items()} == {n: a["last_seen_at"] for n, a in agents.items()}
     finally:
         again.close()
 

@@ -109,20 +109,28 @@ def test_a_file_symlink_never_leaks_a_local_file_to_the_remote(team, tmp_path):
         assert token.encode() not in blobs
 
 
-def test_a_100_mb_line_is_quarantined_and_syncing_goes_on(team):
+def test_a_100_mb_line_refuses_its_tip_and_syncing_goes_on_once_it_is_gone(team):
+    """Its file is over the size any log file has: judged by its header, never read, and
+    the tip that brings it is refused whole (test_hostile_intake); nothing else stops."""
     t, a, b = team_with_history(team)
     mallory = t.attacker()
+    path = mallory.file_of("messages", "bob")
+    honest = (mallory.dir / path).read_bytes()
     huge = json.dumps(
         {"type": "message.create", "event_id": "01M8ACN9SYMYW50R9TX6PE5GS9", "padding": "x" * (100 * 1024 * 1024)}
     ).encode()
-    mallory.append(mallory.file_of("messages", "bob"), huge)
+    mallory.append(path, huge)
     mallory.push("one valid JSON line of 100 MB")
-    a.sync()
-    status = a.json("sync", "status")
-    # Quarantined as a line, or (its file over the size any log file has) never read at all.
-    assert status["quarantined"] >= 1 or status["ignored_paths_by_reason"].get("too_large") == 1
+    proc = a.run("sync", check=False)
+    assert proc.returncode != 0 and path in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    a.run("send", "written meanwhile", "--to", "@bob", agent="alice")  # local work goes on
+    mallory.pull()  # the team puts bob's file back as it was
+    mallory.write(path, honest)
+    mallory.push("repaired")
     b.run("send", "after the big line", "--to", "@alice", agent="bob")
     b.sync()
     a.sync()
+    b.sync()
     inbox = a.json("inbox", agent="alice")
     assert "after the big line" in [m["body"]["content"] for m in inbox["messages"]]
+    assert "written meanwhile" in [m["body"]["content"] for m in b.json("inbox", agent="bob")["messages"]]

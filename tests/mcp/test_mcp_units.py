@@ -36,14 +36,18 @@ def test_parse_address_follows_the_spec_addressing():
         parse_address(" @ ")
 
 
-def test_status_is_active_within_two_minutes_of_the_last_heartbeat():
+def test_status_is_the_daemons_and_an_audience_is_as_lively_as_its_liveliest():
+    assert agent_status({**_seen(500), "status": "active"}, NOW) == "active"  # the daemon's word wins
+    # a daemon that does not say: the same one definition (thrum.presence), not one of MCP's own
     assert agent_status(_seen(119), NOW) == "active"
-    assert agent_status(_seen(121), NOW) == "offline"
+    assert agent_status(_seen(121), NOW) == "idle"
+    assert agent_status(_seen(901), NOW) == "offline"
     assert agent_status({"last_seen_at": ""}, NOW) == "offline"
     assert agent_status({"last_seen_at": "garbage"}, NOW) == "offline"
     assert audience_status([], NOW) == "known"
     assert audience_status([_seen(500), _seen(5)], NOW) == "active"
-    assert audience_status([_seen(500)], NOW) == "offline"
+    assert audience_status([_seen(500), _seen(1000)], NOW) == "idle"
+    assert audience_status([_seen(1000)], NOW) == "offline"
 
 
 def test_message_info_reads_list_items_and_get_results():

@@ -34,7 +34,14 @@ def test_a_conversation_crosses_machines_without_waiting_for_the_idle_interval(m
 
 
 def test_an_idle_replica_only_looks_at_the_tip_until_it_moves(machines):
-    a, b = machines(2, THRUM_SYNC_INTERVAL="0.3", THRUM_SYNC_DEBOUNCE="0.1", THRUM_SYNC_ACTIVE_WINDOW="0")
+    # presence off: the agents' first heartbeats (a write each, so a cycle) would race the count
+    a, b = machines(
+        2,
+        THRUM_SYNC_INTERVAL="0.3",
+        THRUM_SYNC_DEBOUNCE="0.1",
+        THRUM_SYNC_ACTIVE_WINDOW="0",
+        THRUM_PRESENCE_INTERVAL="0",
+    )
     a.agent("alice", "implementer")
     b.agent("bob", "reviewer")
     _introduce(a, b)

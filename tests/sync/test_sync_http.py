@@ -61,6 +61,58 @@ def test_two_clones_sync_through_smart_http_with_a_token_from_the_environment(tm
     assert served.stats()["posts"] == 0
 
 
+def test_a_conversation_turn_over_http_is_five_requests(tmp_path, served):
+    """Conversations at seconds (issue 30): a sender whose branch only adds to the remote's
+    tip pushes first (one advertisement, one upload: no fetch before it), a login the
+    server accepted is sent with the first request of the next operation (no 401 round
+    trip each time), and the receiver's look is one request, its fetch two. Before: ten."""
+    from thrum.sync.remoteview import RemoteView
+
+    creds = _creds(_home(tmp_path), THRUM_GIT_TOKEN="s3cret", THRUM_GIT_USERNAME="alice")
+    c = net_cluster(tmp_path / "srv", 2, lambda remote: served.url("remote.git"), creds)
+    append(c.a.worktree, SHARD, event("01A1"))
+    c.a.sync()
+    c.b.sync()
+    look = RemoteView(c.b.worktree)
+    for i in range(2):
+        served.reset_stats()
+        append(c.a.worktree, SHARD, event(f"01C{i}"))
+        sent = c.a.sync()
+        assert sent.pushed and sent.sent == 1 and "fetch" not in sent.phases
+        assert (served.stats()["requests"], served.stats()["posts"], served.stats()["unauthorized"]) == (2, 1, 0)
+        served.reset_stats()
+        assert look.tip(creds) == c.a.replicator.repo.references[SYNC_REF].target
+        assert served.stats()["requests"] == 1
+        served.reset_stats()
+        assert c.b.sync().received == 1
+        assert (served.stats()["requests"], served.stats()["unauthorized"]) == (2, 0)
+    assert c.a.read(SHARD) == c.b.read(SHARD)
+    assert_linear_single_root(c.remote)
+
+
+def test_a_login_sent_at_once_and_refused_now_is_one_clear_error_then_forgotten(tmp_path, served):
+    """The login a server accepted is sent with the next operation's first request; when
+    the server has stopped taking it (a revoked token), the operation fails with the one
+    line of a refused login, and the next one waits for the server's challenge again."""
+    creds = _creds(_home(tmp_path), THRUM_GIT_TOKEN="s3cret", THRUM_GIT_USERNAME="alice")
+    c = net_cluster(tmp_path / "srv", 2, lambda remote: served.url("remote.git"), creds)
+    append(c.a.worktree, SHARD, event("01A1"))
+    assert c.a.sync().pushed
+    served.users["alice"] = "rotated"  # the token is revoked on the server
+    append(c.a.worktree, SHARD, event("01A2"))
+    with pytest.raises(AuthError) as info:
+        c.a.sync()
+    msg = str(info.value)
+    assert "\n" not in msg and "refused THRUM_GIT_TOKEN from the environment for user alice" in msg, msg
+    served.users["alice"] = "s3cret"
+    served.reset_stats()
+    assert c.a.sync().pushed
+    assert served.stats()["unauthorized"] >= 1  # challenged again (the refused login was forgotten)
+    served.reset_stats()
+    append(c.a.worktree, SHARD, event("01A3"))
+    assert c.a.sync().pushed and served.stats()["unauthorized"] == 0
+
+
 def test_a_login_from_gits_credential_helper_is_used_and_approved(tmp_path, served):
     home = _home(tmp_path, f"http://alice:s3cret@127.0.0.1:{served.port}")
     creds = _creds(home)  # no THRUM_GIT_TOKEN: git's `store` helper has the login

@@ -3,8 +3,9 @@
 The page read unread counts (and inboxes) on every agent's behalf, and the daemon
 took each call as that agent being active: while the UI was open, ``last_seen_at``
 kept moving to "now" for every agent, so `recipient_status` and `agent cleanup`
-saw dead agents as alive. Now the page's connection is an observer and none of its
-calls marks anyone as seen (docs/design/ui.md, "Presence").
+saw dead agents as alive. Now the page's connection is an observer: none of its
+calls sees anyone (so no heartbeat is written for them), and the read marks it
+presses for an agent are not presence (docs/design/ui.md, "Presence"; thrum.presence).
 
 The daemon runs in this test's trio run on a mock clock that jumps ahead whenever
 the daemon is idle (the daemon's clock hooks, as in tests/daemon/test_daemon_clock.py),
@@ -122,9 +123,14 @@ async def test_an_hour_of_the_page_watching_marks_no_agent_as_seen(idle_jump_clo
         read_for = {c["params"].get("caller") for c in calls if c["method"] in ("message.counts", "message.list")}
         assert {"carol", "erin", "dana"} <= read_for
         assert sum(c["method"] == "sync.status" for c in calls) >= 120
-        # ... and nobody it watched (nor the human it acted as) is any "more alive" for it
+        # ... and nobody it watched or marked for is any "more alive" for it
         after = await _seen(daemon)
-        for name in ("carol", "erin", "dana"):
+        for name in ("carol", "erin"):
             assert after[name] == before[name], (name, before[name], after[name])
         assert after["alice"] > before["alice"]  # an agent acting for itself still counts
+        # The human's reply is the human acting: a message in the log, which counts on every
+        # machine (issue 30: last seen is the newest event that shows an agent acting); the
+        # reads and counts the page made as dana before and after it do not.
+        sent = (await _rpc(daemon, "message.list", {"author_id": "dana"}))["messages"]
+        assert after["dana"] == max(m["created_at"] for m in sent) > before["dana"]
         daemon.request_shutdown()

@@ -1,30 +1,45 @@
-"""When each agent was last seen: every action of an agent counts, at no cost to it.
+"""When to write an ``agent.heartbeat``, so presence travels with the log (issue 30, item 5).
 
-Rules:
+An agent's last seen is its newest event in the log (`thrum.presence`, folded by
+`thrum.store.directory_fold.last_seen`); this module only makes sure an agent that is
+around but writes nothing still has a recent event. Rules (docs/design/presence.md):
 
-1. Every RPC that acts as an agent (it names a ``caller``: send, list, read,
-   wait, ...) marks the agent as seen now, except a call that only watches: one
-   on an observer connection (the Web UI's page) or with ``observe: true``
-   (`Params.observing`). Someone displaying an agent's inbox or counts is not
-   that agent being active. Marking is a dict write in memory; nothing else
-   happens on the request's path.
-2. Marks reach SQLite (``agents.last_seen_at``) in batches: at most one
-   transaction per `FLUSH_INTERVAL` seconds however busy the agents are, and
-   once more when the daemon stops. Liveness is never written to the event log
-   (DESIGN §3): it is local to this machine, and lost with a rebuilt database.
-3. Readers see the freshest value: `overlay` lays the in-memory marks over the
-   rows read from SQLite, so ``agent.list`` is exact between flushes.
+1. Every RPC that acts as an agent *sees* it (`touch`), except a call that only
+   watches: one on an observer connection (the Web UI's page) or with ``observe:
+   true`` (`Params.observing`). Someone displaying an agent's inbox or counts is not
+   that agent being around. Seeing is a dict lookup; nothing else happens on the
+   request's path.
+2. An agent seen while its newest event is ``presence_interval`` old or older (less
+   `slack`, so that the MCP server's heartbeat every 60 s finds it due) gets one
+   ``agent.heartbeat``, written by the background task `run`, signed and chained
+   like every event. So: at most one per agent per interval, none while the agent
+   writes anything else (a message, a read mark is presence too), none while it is
+   not seen, none for an agent whose key is not on this machine (another machine
+   speaks for it), none for the agents that stand in for a Gas City mailbox (role
+   ``gc``: the provider's plumbing, not agents anyone waits for).
+3. The newest event of each agent seen here is kept in memory from what the writer
+   publishes (local writes and synced events alike); the database is asked only
+   when that says a heartbeat may be due, a second after the call that saw the
+   agent (what that call writes, a message say, is presence and makes a heartbeat
+   needless). ``agent.list`` and ``agent.get`` write the heartbeats due at once
+   (`flush`), so they show what the calls before them made due.
+4. ``presence_interval`` 0 writes none.
+5. `overlay` puts the one ``status`` (`thrum.presence.status`) on ``agent.list`` and
+   ``agent.get`` items: the CLI, MCP and the UI show it and derive nothing.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 import trio
 
+from .. import events as ev
+from .. import presence as definition
 from ..store import directory
 
 if TYPE_CHECKING:
@@ -32,62 +47,119 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FLUSH_INTERVAL = 5.0
+DEFAULT_INTERVAL = 60.0
+SETTLE_S = 1.0  # how long after a call saw an agent its heartbeat is considered (`Presence.run`)
+GC_ROLE = "gc"  # agents that act for a Gas City mailbox on one machine (thrum.gcmail.addresses)
+GC_PREFIXES = ("gcr_", "gck_")
 
 
-def rfc3339(epoch: float) -> str:
-    """Seconds since the epoch as RFC 3339 UTC with milliseconds (the log's own format)."""
-    dt = datetime.fromtimestamp(epoch, timezone.utc)
-    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+def slack(interval: float) -> float:
+    """How much earlier than ``interval`` a heartbeat counts as due: a client that calls
+    every ``interval`` seconds (the MCP server's heartbeat) must find it due each time,
+    although its previous heartbeat was stamped a moment after that call arrived."""
+    return min(5.0, interval / 10)
+
+
+def _epoch(text: str) -> float | None:
+    try:
+        return ev.parse_time(text).timestamp() if text else None
+    except (ValueError, OverflowError):
+        return None
 
 
 class Presence:
-    def __init__(self, writer: Writer, *, interval: float = FLUSH_INTERVAL):
+    def __init__(
+        self,
+        writer: Writer,
+        *,
+        interval: float = DEFAULT_INTERVAL,
+        can_sign: Callable[[str], bool] = lambda agent: True,
+        clock: Callable[[], float] = time.time,
+    ):
         self._writer = writer
-        self._interval = interval
-        self._seen: dict[str, float] = {}  # agent -> last action (epoch seconds)
-        self._dirty: dict[str, float] = {}  # marks not yet in SQLite
+        self.interval = float(interval)
+        self._can_sign = can_sign
+        self._clock = clock
+        self._newest: dict[str, float] = {}  # agent seen here -> its newest event that counts (epoch s)
+        self._due: set[str] = set()  # seen while a heartbeat may be due (rule 2), not yet looked at
         self._wake = trio.Event()
+        self._flushing = trio.Lock()
+        self.written = 0  # heartbeats written since the start (sync status, tests)
+        writer.subscribe(self._published)
 
+    # ------------------------------------------------------------------ on the request's path
     def touch(self, agent: str) -> None:
-        """``agent`` acted just now."""
-        now = time.time()
-        self._seen[agent] = now
-        self._dirty[agent] = now
+        """``agent`` acted just now (rule 1)."""
+        if self.interval <= 0:
+            return
+        newest = self._newest.get(agent)
+        if newest is not None and self._clock() - newest < self.interval - slack(self.interval):
+            return
+        self._due.add(agent)
         self._wake.set()
 
-    def overlay(self, agents: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """agent.list items with ``last_seen_at`` brought up to date (in place; returned)."""
+    def overlay(self, agents: list[dict]) -> list[dict]:
+        """agent.list items with their ``status`` (rule 5; in place, returned)."""
+        now = datetime.fromtimestamp(self._clock(), timezone.utc)
         for item in agents:
-            mark = self._seen.get(item.get("agent_id") or item.get("name") or "")
-            if mark is not None:
-                fresh = rfc3339(mark)
-                if fresh > (item.get("last_seen_at") or ""):
-                    item["last_seen_at"] = fresh
+            item["status"] = definition.status(item.get("last_seen_at"), now)
         return agents
 
     def forget(self, agent: str) -> None:
-        """A deleted agent is no longer seen (a new agent of the same name starts afresh)."""
-        self._seen.pop(agent, None)
-        self._dirty.pop(agent, None)
+        """A deleted agent: what was known of it goes (it starts afresh if it comes back)."""
+        self._newest.pop(agent, None)
+        self._due.discard(agent)
 
-    async def flush(self) -> None:
-        """Write the marks made since the last flush (one transaction)."""
-        if not self._dirty:
-            return
-        batch, self._dirty = self._dirty, {}
-        try:
-            # Under the writer's lock like every other write: a commit from another connection
-            # in the middle of a fold's transaction fails the fold at once ("database is locked").
-            await self._writer.write_local(directory.touch_agents, {a: rfc3339(t) for a, t in batch.items()})
-        except Exception:  # liveness is best effort: never fail or stop the daemon for it
-            log.exception("could not record when agents were last seen")
+    # ------------------------------------------------------------------ what the log says
+    def _published(self, applied: list[dict], source: str) -> None:
+        """Writer subscriber (rule 3): the newest event of each agent seen here."""
+        newest = self._newest
+        for d in applied:
+            author = ev.event_author(d)
+            if author not in newest or not definition.counts_as_presence(d.get("type", "")):
+                continue
+            at = _epoch(d.get("timestamp") or "")
+            if at is not None and at > newest[author]:
+                newest[author] = at
 
-    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Flush in batches while the daemon runs (a timer started by the first mark)."""
+    # ------------------------------------------------------------------ the background task
+    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Looks at the agents seen a moment after the first of them was: the call that saw
+        an agent is often one that writes (a send), and what it writes is presence."""
         task_status.started()
         while True:
             await self._wake.wait()
-            await trio.sleep(self._interval)  # let marks gather: one write per interval
+            await trio.sleep(min(SETTLE_S, self.interval / 4))
             self._wake = trio.Event()
             await self.flush()
+
+    async def flush(self) -> None:
+        """Look at every agent seen since the last look now, writing the heartbeats due;
+        returns once they are written (one flush at a time: a second waits for the first,
+        so ``agent.list`` after an agent's call shows the heartbeat that call made due)."""
+        async with self._flushing:
+            while self._due:
+                batch, self._due = sorted(self._due), set()
+                for agent in batch:
+                    try:
+                        await self._beat(agent)
+                    except Exception:  # presence is best effort: never fail or stop the daemon for it
+                        log.exception("could not write a heartbeat for %s", agent)
+                        self._newest[agent] = self._clock()  # not again before an interval
+
+    async def _beat(self, agent: str) -> None:
+        now = self._clock()
+        if not self._can_sign(agent):
+            self._newest[agent] = now  # another machine speaks for it; asked again in an interval
+            return
+        info = await self._writer.read(directory.get_agent, agent)
+        if info is None or (info.get("role") == GC_ROLE and agent.startswith(GC_PREFIXES)):
+            self._newest[agent] = now  # a Gas City mailbox's agent writes none; asked again in an interval
+            return
+        newest = max(_epoch(info.get("last_seen_at") or "") or 0.0, self._newest.get(agent, 0.0))
+        self._newest[agent] = newest
+        if now - newest < self.interval - slack(self.interval):
+            return
+        await self._writer.write([ev.AgentHeartbeat(agent_id=agent)])
+        self._newest[agent] = max(self._newest.get(agent, 0.0), now)
+        self.written += 1

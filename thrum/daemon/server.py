@@ -127,7 +127,11 @@ class Daemon:
     def _make_parts(self, store: Store, nursery: trio.Nursery, descriptors: int) -> Parts:
         """Every part, each from what it uses; nothing starts here."""
         cfg, writer = self.config, store.writer
-        presence = Presence(writer)
+        presence = Presence(  # heartbeats (thrum.daemon.presence)
+            writer,
+            interval=float(cfg.presence_interval),
+            can_sign=lambda agent: self.keys.get(agent) is not None,
+        )
         hub = Hub(
             writer.read,
             writer.log,

@@ -6,8 +6,9 @@ replicas append to it:
 
 - ``messages/{agent}``: message.create/edit/delete, thread.create (by its
   creator) and agent.update;
-- ``receipts/{agent}``: that agent's read / unread / archive marks and its
-  delivery states (delivered, surfaced, acked: docs/design/delivery.md);
+- ``receipts/{agent}``: that agent's read / unread / archive marks, its
+  delivery states (delivered, surfaced, acked: docs/design/delivery.md) and its
+  heartbeats (docs/design/presence.md);
 - ``events``: lifecycle and group events (and those written for the system).
 
 A stream is stored as size-capped *segments*, ``{stream}/{n}.jsonl`` with ``n`` a
@@ -34,7 +35,15 @@ from .validation import NORMALISERS
 
 MESSAGE_SHARD_TYPES = frozenset({"message.create", "message.edit", "message.delete", "thread.create", "agent.update"})
 RECEIPT_TYPES = frozenset(
-    {"message.read", "message.unread", "message.archive", "message.delivered", "message.surfaced", "message.acked"}
+    {
+        "message.read",
+        "message.unread",
+        "message.archive",
+        "message.delivered",
+        "message.surfaced",
+        "message.acked",
+        "agent.heartbeat",  # the agent was around (thrum.presence): its own stream, like its marks
+    }
 )
 
 EVENTS_STREAM = "events"

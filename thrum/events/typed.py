@@ -172,6 +172,15 @@ class AgentUpdate(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class AgentHeartbeat(Event):
+    """``agent_id`` was around (thrum.presence): written by the daemon holding its key,
+    at most once per ``presence_interval``, only while it writes nothing else."""
+
+    TYPE: ClassVar[str] = "agent.heartbeat"
+    agent_id: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class AgentCleanup(Event):
     TYPE: ClassVar[str] = "agent.cleanup"
     agent_id: str
@@ -348,6 +357,7 @@ TYPED = {
         ThreadCreate,
         AgentRegister,
         AgentUpdate,
+        AgentHeartbeat,
         AgentCleanup,
         AgentAdmit,
         AgentRotate,

@@ -260,6 +260,10 @@ def _n_agent_update(d: Raw) -> Raw:
     return {"agent_id": agent_field(d), "work_contexts": ctx}
 
 
+def _n_agent_heartbeat(d: Raw) -> Raw:
+    return {"agent_id": agent_field(d)}
+
+
 def _n_agent_cleanup(d: Raw) -> Raw:
     return {
         "agent_id": agent_field(d),
@@ -338,6 +342,7 @@ NORMALISERS: dict[str, Callable[[Raw], Raw]] = {
     "thread.create": _n_thread_create,
     "agent.register": _n_agent_register,
     "agent.update": _n_agent_update,
+    "agent.heartbeat": _n_agent_heartbeat,
     "agent.cleanup": _n_agent_cleanup,
     "agent.session.start": _n_session_start,
     "agent.session.end": _n_session_end,

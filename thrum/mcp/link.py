@@ -11,8 +11,10 @@ Rules:
    ``thrum daemon stop`` is respected until someone needs the daemon again.
 3. On every new connection the agent is made known (registered from its
    identity file when the daemon does not know it: a rebuilt database, a fresh
-   clone), a heartbeat is sent (and every `HEARTBEAT_S` after), so the agent
-   shows as active while its MCP server runs, then the connection tasks
+   clone), a heartbeat is sent (and every `HEARTBEAT_S` after): the daemon sees
+   the agent and writes an ``agent.heartbeat`` to the log when one is due, so the
+   agent shows as active on every machine while its MCP server runs
+   (docs/design/presence.md), then the connection tasks
    (the waiter's subscription) are started.
 """
 
@@ -37,7 +39,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-HEARTBEAT_S = 60.0  # well inside the 2 minutes after which an agent counts as offline
+HEARTBEAT_S = 60.0  # = the default presence_interval: a log heartbeat a minute, inside the 2-minute window
 RECONNECT_WAIT_S = 60.0  # how long a tool call waits for the connection after starting the daemon
 NO_AUTOSTART_GRACE_S = 1.0  # without autostart: a daemon that is just restarting gets this long
 

@@ -15,8 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field
 Priority = Literal["critical", "high", "normal", "low"]
 PriorityFilter = Literal["all", "critical", "high_and_above", "normal_and_above"]
 MemberType = Literal["agent", "role"]
-AgentStatus = Literal["active", "offline"]
-RecipientStatus = Literal["active", "offline", "known", "unknown"]
+AgentStatus = Literal["active", "idle", "offline"]  # thrum.presence: one definition everywhere
+RecipientStatus = Literal["active", "idle", "offline", "known", "unknown"]
 
 
 def _unset(value: Any) -> bool:
@@ -50,9 +50,9 @@ class SendResult(_Out):
     message_id: str = Field(description="ID of the sent message")
     thread_id: str = Field(description="Thread of the sent message (reply_to keeps the parent's)")
     recipient_status: RecipientStatus = Field(
-        description="active: the recipient (or one agent it stands for) was seen in the last 2 minutes; "
-        "offline: not seen lately; known: a group or role that currently stands for no agent; "
-        "unknown: the status could not be determined"
+        description="active: the recipient (or one agent it stands for) was seen in the last 2 minutes, "
+        "on any machine; idle: in the last 15 minutes; offline: not seen lately; known: a group or role "
+        "that currently stands for no agent; unknown: the status could not be determined"
     )
     note: str = Field("", description="Something the sender should know, e.g. that nobody holds a role yet")
 
@@ -93,8 +93,11 @@ class AgentInfo(_Out):
     name: str = Field(description="Agent name (its address: @name)")
     role: str
     module: str
-    status: AgentStatus = Field(description="active: seen in the last 2 minutes; offline otherwise")
-    last_seen_at: str = Field(description="When the agent last did anything (RFC 3339; empty if never)")
+    status: AgentStatus = Field(
+        description="active: seen in the last 2 minutes (on any machine); idle: in the last 15 minutes; "
+        "offline otherwise"
+    )
+    last_seen_at: str = Field(description="Its newest event in the log (RFC 3339; empty if never)")
 
 
 class ListAgentsResult(_Out):

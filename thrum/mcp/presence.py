@@ -1,50 +1,49 @@
 """Who is around, as the MCP tools report it: an agent's status, a recipient's.
 
-Rules (the spec's status derivation, spec/mcp-server.md):
+Rules:
 
-1. An agent is ``active`` when it was seen (any call as the agent, or its MCP
-   server's heartbeat) in the last two minutes (`ACTIVE_WINDOW_S`), ``offline``
-   otherwise.
+1. An agent's status is the daemon's (``agent.list``'s ``status``: `thrum.presence`,
+   the one definition of active / idle / offline the CLI and the Web UI show too);
+   nothing here derives another.
 2. The ``recipient_status`` of a send: for an agent, its status; for a role, a
-   group or ``@everyone``, ``active`` when any agent it stands for (the sender
-   left out) is, ``offline`` when none is, ``known`` when it stands for nobody;
-   ``unknown`` when it cannot be told. The agent list it needs is fetched
-   alongside the send on the same connection (`send_with_audience`), so the
-   status costs no extra round trip.
+   group or ``@everyone``, the liveliest of the agents it stands for (the sender
+   left out): ``active`` when any is, else ``idle`` when any is, else ``offline``;
+   ``known`` when it stands for nobody; ``unknown`` when it cannot be told. The
+   agent list it needs is fetched alongside the send on the same connection
+   (`send_with_audience`), so the status costs no extra round trip.
 """
 
-from datetime import datetime, timezone
+from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 import anyio
 
+from .. import presence as definition
 from ..errors import ThrumError
 from .link import DaemonLink
 
-ACTIVE_WINDOW_S = 120.0
-
-
-def _parse_time(text: str) -> datetime | None:
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
-    except ValueError:
-        return None
+_RANK = {name: rank for rank, name in enumerate(definition.STATUSES)}  # active first
 
 
 def agent_status(agent: dict[str, Any], now: datetime | None = None) -> str:
-    """``active`` when seen in the last two minutes, else ``offline``."""
-    seen = _parse_time(agent.get("last_seen_at") or "")
-    if seen is None:
-        return "offline"
-    now = now or datetime.now(timezone.utc)
-    return "active" if (now - seen).total_seconds() < ACTIVE_WINDOW_S else "offline"
+    """The daemon's ``status`` of an ``agent.list`` item (rule 1)."""
+    given = agent.get("status")
+    if isinstance(given, str) and given in _RANK:
+        return given
+    return definition.status(agent.get("last_seen_at"), now)  # a daemon that does not say: the same rule
+
+
+def liveliest(statuses: Iterable[str]) -> str:
+    """active, else idle, else offline, of some agents' statuses."""
+    return min(statuses, key=lambda s: _RANK.get(s, len(_RANK)), default="offline")
 
 
 def audience_status(agents: list[dict[str, Any]], now: datetime | None = None) -> str:
     """The recipient_status of an address standing for ``agents``."""
     if not agents:
         return "known"
-    return "active" if any(agent_status(a, now) == "active" for a in agents) else "offline"
+    return liveliest(agent_status(a, now) for a in agents)
 
 
 async def send_with_audience(
@@ -73,11 +72,11 @@ async def send_with_audience(
 
 
 async def recipient_status(link: DaemonLink, kind: str, address: str, agents: list[dict[str, Any]] | None) -> str:
-    """active / offline / known for what ``address`` resolved to; unknown when it cannot be told."""
+    """active / idle / offline / known for what ``address`` resolved to; unknown when it cannot be told."""
     if agents is None:
         return "unknown"
     try:
-        now = datetime.now(timezone.utc)
+        now = None
         live = [a for a in agents if not a.get("deleted")]
         if kind == "agent":
             match = [a for a in live if a.get("name") == address]
@@ -121,8 +120,10 @@ def as_seen_by_agents(agents: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "display": "",
             }
             out.append(seen)
-        elif (a.get("last_seen_at") or "") > (seen.get("last_seen_at") or ""):
-            seen["last_seen_at"] = a.get("last_seen_at")
+        else:
+            if (a.get("last_seen_at") or "") > (seen.get("last_seen_at") or ""):
+                seen["last_seen_at"] = a.get("last_seen_at")
+            seen["status"] = liveliest([agent_status(seen), agent_status(a)])
     return out
 
 

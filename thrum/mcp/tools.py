@@ -242,7 +242,7 @@ def build_tools(link: DaemonLink, waiter: Waiter) -> list[Tool]:
     @_tool_errors
     async def list_agents(
         include_offline: Annotated[
-            bool, Field(strict=True, description="Include agents not seen in the last 2 minutes (default true)")
+            bool, Field(strict=True, description="Include agents not seen in the last 15 minutes (default true)")
         ] = True,
     ) -> ListAgentsResult:
         now = datetime.now(timezone.utc)
@@ -252,7 +252,7 @@ def build_tools(link: DaemonLink, waiter: Waiter) -> list[Tool]:
             if not a.get("deleted")
         ]
         if not include_offline:
-            agents = [a for a in agents if a.status == "active"]
+            agents = [a for a in agents if a.status != "offline"]
         return ListAgentsResult(agents=agents, count=len(agents))
 
     @_tool_errors

@@ -24,6 +24,7 @@ import os
 import peewee as pw
 
 from .. import events as ev
+from . import issues as issues_mod
 from .fold import FoldResult, dedup_key, load_positions, save_positions
 from .log import EventLog, Position
 from .rebuild import FoldFn, catch_up
@@ -110,6 +111,7 @@ def ensure_covered(
     if again:
         with db.atomic():
             save_positions(db, {shard: Position() for shard in again})
+            issues_mod.recount(db.connection(), again)
     result = catch_up(db, event_log, fold_fn)
     gaps = uncovered_shards(db, event_log)
     if gaps:
@@ -120,5 +122,6 @@ def ensure_covered(
         )
         with db.atomic():
             save_positions(db, {shard: Position() for shard in gaps})
+            issues_mod.recount(db.connection(), gaps)
         result.merge(catch_up(db, event_log, fold_fn))
     return gaps, result

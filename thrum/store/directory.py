@@ -16,7 +16,7 @@ from __future__ import annotations
 import peewee as pw
 
 from ..errors import NotFound
-from .sql import all_rows, one_row, run
+from .sql import all_rows, one_row
 
 EVERYONE = "everyone"
 EVERYONE_DESCRIPTION = "All registered agents"
@@ -149,26 +149,6 @@ def session_info(db: pw.SqliteDatabase, sid: str, agent: str | None = None) -> d
         params.append(agent)
     r = one_row(db, sql + " ORDER BY start_event_id IS NULL, start_event_id LIMIT 1", params)
     return {"agent_id": r[0], "ended_at": r[1]} if r else None
-
-
-def touch_session(db: pw.SqliteDatabase, agent: str, sid: str, now: str) -> None:
-    """Record a heartbeat: liveness is never written to the log, only to these two rows."""
-    run(db, "UPDATE sessions SET last_seen_at=? WHERE session_id=? AND agent_id=?", (now, sid, agent))
-    run(db, "UPDATE agents SET last_seen_at=? WHERE agent_id=?", (now, agent))
-
-
-def touch_agents(db: pw.SqliteDatabase, seen: dict[str, str]) -> None:
-    """Record when agents were last seen (``{agent: rfc3339}``), in one transaction;
-    a mark never moves a time backwards. Local liveness: never written to the log."""
-    if not seen:
-        return
-    with db.atomic():
-        for agent, at in seen.items():
-            run(
-                db,
-                "UPDATE agents SET last_seen_at=? WHERE agent_id=? AND coalesce(last_seen_at, '') < ?",
-                (at, agent, at),
-            )
 
 
 def stale_agents(db: pw.SqliteDatabase, cutoff: str) -> list[str]:

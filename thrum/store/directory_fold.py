@@ -15,9 +15,11 @@ Each function takes the running fold transaction (`thrum.store.fold.Folder`).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from .. import events as ev
+from ..presence import counts_as_presence
 
 if TYPE_CHECKING:
     from .fold import Folder
@@ -62,6 +64,28 @@ def agent_cleanup(f: Folder, batch: list[dict]) -> None:
             "cleanup_by=excluded.cleanup_by "
             "WHERE agents.cleanup_event_id IS NULL OR excluded.cleanup_event_id > agents.cleanup_event_id",
             (d["agent_id"], d["event_id"], d["reason"], d.get("by") or ""),
+        )
+
+
+def last_seen(f: Folder, events: Iterable[dict]) -> None:
+    """Each author's newest event that shows it acting is when it was last seen
+    (`thrum.presence`): the same on every replica holding the same events, and rebuilt
+    with the projection. One upsert per author in the batch; a time never moves back.
+    The row may come before the agent's registration (role NULL: not listed until then)."""
+    newest: dict[str, str] = {}
+    for d in events:
+        author = ev.event_author(d)
+        if not author or not counts_as_presence(d["type"]):
+            continue
+        at = ev.time_key(d["timestamp"])  # one form, so the strings compare as instants
+        if at > newest.get(author, ""):
+            newest[author] = at
+    if newest:
+        f.c.executemany(
+            "INSERT INTO agents(agent_id, last_seen_at, module, worktree, display, cleanup_reason) "
+            "VALUES (?,?, '', '', '', '') ON CONFLICT(agent_id) DO UPDATE SET last_seen_at=excluded.last_seen_at "
+            "WHERE agents.last_seen_at IS NULL OR excluded.last_seen_at > agents.last_seen_at",
+            sorted(newest.items()),
         )
 
 

@@ -167,6 +167,7 @@ class Folder:
                     new_creates = handler(self, batch)
                 else:
                     handler(self, batch)
+        directory_fold.last_seen(self, candidates.values())  # duplicates too: a time never moves back
         chain_fold.track(self.c, candidates.values(), self.now)  # duplicates too: a known link is a no-op
         keyed = [d for t in idempotency.KEYED_TYPES for d in by_type.get(t, ()) if "idempotency_key" in d]
         if keyed:
@@ -219,6 +220,7 @@ _ORDER = [
     ("message.surfaced", delivery_fold.delivery_receipt),
     ("message.acked", delivery_fold.delivery_receipt),
     ("agent.update", directory_fold.agent_update),
+    ("agent.heartbeat", _nothing),  # only when the agent was last seen (directory_fold.last_seen)
     # Judged by the trust check (thrum.trust.roster), which keeps what they say; nothing to fold.
     ("agent.admit", _nothing),
     ("agent.rotate", _nothing),
@@ -254,6 +256,9 @@ def fold(
     now = ev.now_rfc3339()
     with db.atomic():
         conn = db.connection()
+        again = [shard for shard, p in (positions or {}).items() if p.again]
+        if again:  # read again from their start: what was counted of them is counted afresh
+            issues_mod.recount(conn, again)
         folder = Folder(conn, result, now)
         folder.keep_applied = keep_applied
         try:

@@ -6,13 +6,15 @@ unknown signers); a ~290-byte row for each made the database grow with them (iss
 (their reasons shown by `sync status` and the UI, and each findable by its key:
 the coverage check and the lines that wait for a signer or for their time use
 them); past that, refused lines of that kind are counted in one row per file
-(key ``kind:shard:*``, ``count``). Counts past the bound are what was judged: a
-line judged twice there (a file read again from its start) counts twice.
+(key ``kind:shard:*``, ``count``). A file read again from its start (its stored
+position no longer matches, or an offline sync merged into it) has its counted rows
+dropped first (`recount`), in the transaction that judges its lines again, so each
+line is counted once.
 """
 
 from __future__ import annotations
 
-__all__ = ["ROWS_PER_KIND", "Recorder", "resolve"]
+__all__ = ["ROWS_PER_KIND", "Recorder", "recount", "resolve"]
 
 ROWS_PER_KIND = 10_000
 
@@ -58,3 +60,10 @@ def resolve(conn, keys: list[str]) -> None:
         if conn.execute("DELETE FROM fold_issues WHERE key = ?", (key,)).rowcount == 0:
             prefix = key.rsplit(":", 1)[0]
             conn.execute("UPDATE fold_issues SET count = count - 1 WHERE key = ? AND count > 0", (prefix + ":*",))
+
+
+def recount(conn, shards: list[str]) -> None:
+    """Files about to be judged again from their start: their counted rows go (their
+    rows of single lines stay: a line recorded there is not recorded twice)."""
+    for shard in shards:
+        conn.execute("DELETE FROM fold_issues WHERE shard = ? AND count IS NOT NULL", (shard,))

@@ -62,6 +62,9 @@ class Position:
 
     offset: int = 0
     tail: str = ""  # sha1 of the TAIL_BYTES bytes before offset
+    # Read again from the start, the file having changed under its stored position: what
+    # was counted of it before (refused lines past the row bound) is counted afresh.
+    again: bool = field(default=False, compare=False)
 
     def to_json(self) -> list:
         return [self.offset, self.tail]
@@ -408,17 +411,18 @@ class EventLog:
         with f:
             size = os.fstat(f.fileno()).st_size
             start = pos.offset
+            again = pos.again or getattr(result.positions.get(shard), "again", False)
             if start:
                 if start > size:
-                    start = 0
+                    start, again = 0, True
                 else:
                     lo = max(0, start - TAIL_BYTES)
                     f.seek(lo)
                     if _tail_digest(f.read(start - lo)) != pos.tail:
                         log.info("%s changed under its stored position; reading it again", shard)
-                        start = 0
+                        start, again = 0, True
             if start == size:
-                result.positions[shard] = pos if start else Position()
+                result.positions[shard] = pos if start else Position(again=again)
                 return True
             f.seek(start)
             if max_bytes is None or size - start <= max_bytes:
@@ -436,7 +440,7 @@ class EventLog:
                     data = data[: data.rfind(b"\n") + 1]
             end = parse_lines(shard, data, start, result, at_end=at_end)
             if end == start:
-                result.positions[shard] = pos if start else Position()
+                result.positions[shard] = pos if start else Position(again=again)
                 return at_end
             rel_end = end - start
             tail_src = data[max(0, rel_end - TAIL_BYTES) : rel_end]
@@ -444,7 +448,7 @@ class EventLog:
                 lo = max(0, end - TAIL_BYTES)
                 f.seek(lo)
                 tail_src = f.read(end - lo)
-        result.positions[shard] = Position(end, _tail_digest(tail_src))
+        result.positions[shard] = Position(end, _tail_digest(tail_src), again=again)
         return at_end
 
     def iter_lines(self, shard: str) -> Iterator[bytes]:

@@ -14,6 +14,15 @@ Rules:
    race spread out).
 4. Without a remote (none configured, or local-only mode) a cycle only commits: the
    one place that rule lives, for the daemon and the offline cycle alike.
+5. Push first (issue 30, conversations at seconds): when our branch only adds to the
+   remote's tip as we last saw it and there is something to send, the appends are
+   committed and pushed with no fetch before, and only onto that very tip
+   (`Replicator.push` with ``onto``: libgit2 stops before sending anything when the
+   remote's branch is elsewhere). A sender's cycle is then one ref advertisement and
+   one upload instead of two advertisements and an upload. When the remote moved (the
+   other side wrote too, or someone rewound it: the fetch's rollback check then runs),
+   the cycle goes on as rule 1 says; the commit made for the push stays behind in the
+   object store, unreferenced.
 """
 
 from __future__ import annotations
@@ -95,8 +104,11 @@ def run_cycle(
         return report
     timed_files = _TimedFold(files, phases)
     report.remote = replicator.remote_name
+    first = _push_first(replicator, files, report, timed)  # None: not tried; else whether it landed
+    if first:
+        max_attempts = 0  # done: the loop below does not run
     for attempt in range(1, max_attempts + 1):
-        report.attempts = attempt
+        report.attempts = attempt + (first is False)  # a push-first that lost counts as the first attempt
         try:
             tip = timed("fetch", replicator.fetch)
             report.remote_url = replicator.last_fetch.url if replicator.last_fetch else None
@@ -115,10 +127,11 @@ def run_cycle(
         if attempt < max_attempts:
             sleep(_backoff(backoff_s, attempt))
     else:
-        report.error = (
-            f"push to {report.remote} was rejected {max_attempts} times "
-            f"because others kept pushing; the next sync retries"
-        )
+        if max_attempts:
+            report.error = (
+                f"push to {report.remote} was rejected {max_attempts} times "
+                f"because others kept pushing; the next sync retries"
+            )
     report.ignored = replicator.ignored_paths() or {}
     report.duration_s = time.monotonic() - start
     if "merge" in phases and "fold" in phases:
@@ -132,6 +145,25 @@ def run_cycle(
             report.sent,
         )
     return report
+
+
+def _push_first(replicator: Replicator, files: LogAccess, report: SyncReport, timed) -> bool | None:
+    """Rule 5: commit and push onto the remote's tip as we know it, when our branch only
+    adds to it. None: not tried (nothing to send, or the branch is not ahead of what we
+    know); True: the push landed and the cycle is done; False: the remote moved."""
+    known = replicator.known_tip_we_extend()
+    if known is None:
+        return None
+    report.commits += int(timed("commit", replicator.commit_pending, files))
+    if replicator.head_id() == known:
+        return None  # nothing of ours to send: fetch, as rule 1 says
+    sent = replicator.ahead_of(known, files)
+    report.attempts = 1
+    if not timed("push", replicator.push, known):
+        return False
+    report.sent, report.pushed = sent, True
+    report.remote_url = replicator.last_fetch.url if replicator.last_fetch else None
+    return True
 
 
 class _TimedFold:

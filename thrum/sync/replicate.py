@@ -54,7 +54,7 @@ from .gitstore.indexstats import IndexStats
 from .gitstore.libgit2 import LibGit2Store
 from .logaccess import LogAccess
 from .merge.shard import Prefer
-from .remotetip import MAX_INTAKE_BYTES, check_intake, log_commit
+from .remotetip import MAX_INTAKE_BYTES, check_intake, check_sizes, log_commit
 from .rollback import mark_pushed
 from .transport.credentials import Credentials
 from .transport.endpoint import resolved_url
@@ -343,7 +343,9 @@ class Replicator:
             return lines_ahead(self.trees, log, remote_tree, head.tree)
 
     def _merge_into(self, head: Commit, theirs: Commit, log: LogAccess) -> MergeOutcome:
-        changes = self.trees.changes(head.tree, theirs.tree)
+        oversized: list[tuple[str, int]] = []
+        changes = self.trees.changes(head.tree, theirs.tree, oversized)
+        check_sizes(oversized, self._where())  # a tip is taken whole or not at all (remotetip rule 3)
         check_intake(self.trees, changes, self.max_intake_bytes, self._where())
         batch = self.store.batch()
         merger = TreeMerge(self.store, batch, log, self._keys, self.prefer)
@@ -370,8 +372,23 @@ class Replicator:
 
     # -- push
 
-    def push(self) -> bool:
-        """Push ``a-sync``; False when the remote moved first (non-fast-forward).
+    def known_tip_we_extend(self) -> Oid | None:
+        """The remote's tip as the last fetch or push left it, when our ``a-sync`` is that
+        tip or only adds to it (then a push can go first: `cycle.run_cycle`), else None."""
+        with self._mutex:
+            known = self.store.ref(tracking_ref(self.remote_name))
+            if known is None:
+                return None
+            head = self._head().id
+            return known if head == known or self.store.is_ancestor(known, head) else None
+
+    def head_id(self) -> Oid:
+        with self._mutex:
+            return self._head().id
+
+    def push(self, onto: Oid | None = None) -> bool:
+        """Push ``a-sync``; False when the remote moved first (non-fast-forward), or, with
+        ``onto``, when the remote's branch is not at that tip (nothing is sent then).
 
         Does nothing (and returns True) when the last fetch saw our tip already.
 
@@ -381,13 +398,13 @@ class Replicator:
         """
         with self._mutex:
             head = self._head().id
-            if self.last_fetch is not None and self.last_fetch.tip == head:
+            if onto is None and self.last_fetch is not None and self.last_fetch.tip == head:
                 mark_pushed(self.store, head)
                 return True
             self._require_remote()
             url = redact_url(self._configured_url(push=True) or "") or ""
             with self.network("push"):
-                outcome = self.store.push(self.remote_name, SYNC_REF, self.credentials)
+                outcome = self.store.push(self.remote_name, SYNC_REF, self.credentials, expected=onto)
             if outcome.refused is not None:
                 raise PushRejected(f"{url} refused the push of {SYNC_BRANCH}: {outcome.refused}")
             if not outcome.landed:

@@ -232,17 +232,27 @@ class LayoutTrees:
 
     # -- what changed
 
-    def changes(self, old: Oid | None, new: Oid | None) -> list[Change]:
+    def changes(self, old: Oid | None, new: Oid | None, oversized: list[tuple[str, int]] | None = None) -> list[Change]:
         """The log paths whose log file differs between two trees, in path order.
 
-        Only subtrees whose ids differ are entered (rule 3).
+        Only subtrees whose ids differ are entered (rule 3). ``oversized`` collects
+        (path, size) of the files at a log path that ``new`` brings over `MAX_FILE_BYTES`
+        (ignored as ``too_large``; an intake check refuses the tip that brings one).
         """
         out: list[Change] = []
-        self._diff(old, new, ROOT, "", out)
+        self._diff(old, new, ROOT, "", out, oversized)
         out.sort(key=lambda c: c.path)
         return out
 
-    def _diff(self, old: Oid | None, new: Oid | None, level: str, prefix: str, out: list[Change]) -> None:
+    def _diff(
+        self,
+        old: Oid | None,
+        new: Oid | None,
+        level: str,
+        prefix: str,
+        out: list[Change],
+        oversized: list[tuple[str, int]] | None = None,
+    ) -> None:
         a, b = self.entries(old), self.entries(new)
         for name in a.keys() | b.keys():
             ea, eb = a.get(name), b.get(name)
@@ -252,9 +262,11 @@ class LayoutTrees:
                 if not _is_segment(name):
                     continue
                 la = self._leaf(*ea)[0] if ea else None
-                lb = self._leaf(*eb)[0] if eb else None
+                lb, why = self._leaf(*eb) if eb else (None, None)
                 if la != lb:
                     out.append(Change(prefix + name.decode("ascii"), la, lb))
+                if why == "too_large" and oversized is not None and eb is not None:
+                    oversized.append((prefix + name.decode("ascii"), self.size(eb[1])))
                 continue
             child = _child_level(level, name)
             if child is None:
@@ -262,7 +274,7 @@ class LayoutTrees:
             ta = Oid(ea[1]) if ea and ea[0] == TREE and self.is_tree(ea[1]) else None
             tb = Oid(eb[1]) if eb and eb[0] == TREE and self.is_tree(eb[1]) else None
             if ta != tb:
-                self._diff(ta, tb, child, prefix + name.decode("ascii") + "/", out)
+                self._diff(ta, tb, child, prefix + name.decode("ascii") + "/", out, oversized)
 
     # -- writing
 

@@ -18,8 +18,7 @@ def render_agents(agents: list[dict[str, Any]], *, now: datetime | None = None, 
     rows = []
     for a in agents:
         name = a.get("name") or a.get("agent_id") or "?"
-        active = a.get("active_sessions")
-        status = "active" if (active if isinstance(active, bool) else (active or 0) > 0) else "offline"
+        status = str(a.get("status") or "offline")  # the daemon's, one definition (thrum.presence)
         if a.get("deleted"):
             by = a.get("deleted_by")
             status = f"deleted by {at(str(by))}" if by and by != name else "deleted"

@@ -137,6 +137,7 @@ def _invite_proof(name: str, public_key: str, code: str) -> dict[str, Any]:
 @method("agent.list")
 async def list_agents(call: Call) -> dict[str, Any]:
     p = call.params
+    await call.ctx.presence.flush()  # the heartbeats calls made due are in what it says
     result = await call.ctx.store.read(
         directory.list_agents, role=p.str("role"), module=p.str("module"), include_deleted=p.bool("include_deleted")
     )
@@ -147,6 +148,7 @@ async def list_agents(call: Call) -> dict[str, Any]:
 @method("agent.get")
 async def get(call: Call) -> dict[str, Any]:
     name = call.params.str("name", required=True)
+    await call.ctx.presence.flush()
     info = await call.ctx.agents.get(name, refresh=True)
     if info is None:
         raise errors.NotFound(f"agent {name!r} not found")

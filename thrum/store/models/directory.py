@@ -16,7 +16,7 @@ class Agent(Base):
     worktree = pw.TextField(default="")
     display = pw.TextField(default="")
     registered_at = pw.TextField(null=True)
-    last_seen_at = pw.TextField(null=True)  # local liveness, never written to the log
+    last_seen_at = pw.TextField(null=True)  # its newest event that shows it acting (directory_fold.last_seen)
     event_id = pw.TextField(null=True)  # latest agent.register
     cleanup_event_id = pw.TextField(null=True)
     cleanup_reason = pw.TextField(default="")
@@ -49,7 +49,7 @@ class Session(Base):
     end_reason = pw.TextField(null=True)
     start_event_id = pw.TextField(null=True)
     end_event_id = pw.TextField(null=True)
-    last_seen_at = pw.TextField(null=True)  # local liveness only
+    last_seen_at = pw.TextField(null=True)  # unused since schema 13: presence is the agent's (agents.last_seen_at)
 
     class Meta:
         table_name = "sessions"

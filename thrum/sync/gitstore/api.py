@@ -348,8 +348,12 @@ class GitStore(Protocol):
         """The refs ``remote`` advertises (one look, no objects). Raises: as `fetch`."""
         ...
 
-    def push(self, remote: str, ref: str, credentials: Credentials | None) -> PushOutcome:
-        """Push our ``ref`` to the same name on ``remote``, as a fast-forward only.
+    def push(
+        self, remote: str, ref: str, credentials: Credentials | None, expected: Oid | None = None
+    ) -> PushOutcome:
+        """Push our ``ref`` to the same name on ``remote``, as a fast-forward only; with
+        ``expected``, only onto that remote tip (nothing is sent when it is elsewhere: a
+        lost race).
 
         Raises:
             AuthError, RemoteUnreachable, SyncError: as `fetch`.

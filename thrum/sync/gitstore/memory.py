@@ -231,7 +231,9 @@ class MemoryStore:
         with other.lock:
             return dict(other.refs)
 
-    def push(self, remote: str, ref: str, credentials: Credentials | None) -> PushOutcome:
+    def push(
+        self, remote: str, ref: str, credentials: Credentials | None, expected: Oid | None = None
+    ) -> PushOutcome:
         other = self._remote(remote)
         head = self.ref(ref)
         if head is None:
@@ -240,6 +242,8 @@ class MemoryStore:
             objects = dict(self.objects)
         with other.lock:
             theirs = other.refs.get(ref)
+            if expected is not None and theirs != expected:
+                return PushOutcome(False)  # the remote is not at the tip this push may go onto
             if theirs is not None and theirs != head and not self.is_ancestor(theirs, head):
                 return PushOutcome(False)  # not a fast-forward: they moved first
             other.objects.update(objects)

@@ -12,6 +12,11 @@ Rules:
    accepted silently.
 3. A push's per-ref refusals are collected (``rejected``), not raised: whoever pushed
    tells a lost race from a refusal.
+4. HTTPS, once a server accepted a login: the next operation on the same remote with the
+   same login sends it with its first request, not after a 401 round trip (`httplogin`;
+   only a digest of it is kept).
+5. A push that may go only onto a known remote tip (``expected``) stops before anything is
+   sent when the remote's ref is elsewhere (`push_negotiation`; push-first cycles).
 """
 
 from __future__ import annotations
@@ -24,8 +29,8 @@ import pygit2
 from pygit2.enums import CredentialType
 from pygit2.errors import Passthrough
 
-from .. import AuthError
-from . import gitcredential
+from .. import AuthError, SyncError
+from . import gitcredential, httplogin
 from .credentials import Credentials, credentials_from_env, key_file_problem
 from .endpoint import Endpoint
 from .failures import HostKeyRefused
@@ -57,11 +62,13 @@ class SyncCallbacks(pygit2.RemoteCallbacks):
         self.creds = credentials if credentials is not None else credentials_from_env()
         self.ep = endpoint
         self.rejected: list[tuple[str, str]] = []
+        self.expected: dict[str, pygit2.Oid] = {}  # push only onto these remote tips (rule 5)
         self.given: _Given | None = None
         self.tried: list[str] = []
         self.skipped: list[str] = []
         self._ssh_queue: list[tuple[str, Callable[[], _Login]]] | None = None
         self._calls = 0
+        self._login: tuple[str, str] | None = None  # the HTTPS login given (user, digest)
 
     # -- libgit2 hooks
 
@@ -76,6 +83,25 @@ class SyncCallbacks(pygit2.RemoteCallbacks):
             return self._userpass(username_from_url)
         raise AuthError(f"{self._where()} asks for a kind of login thrum cannot give ({allowed_types!r})")
 
+    def custom_headers(self) -> list[str] | None:
+        """The login this remote accepted before, sent with the first request (rule 4)."""
+        ep, c = self.ep, self.creds
+        if ep is None or ep.kind != "http" or ep.url_password:
+            return None
+        helper = None
+        if c.https_token:
+            label, user, password = c.token_source, c.https_username or ep.url_user or "x-access-token", c.https_token
+        else:
+            helper = c.helper_cache.get(self._helper_key())  # asked earlier in this cycle
+            if helper is None:
+                return None
+            label, user, password = "git's credential helper", helper.username, helper.password
+        header = httplogin.preset(self._helper_key(), user, password)
+        if header is not None:
+            self.given = _Given(label, user, helper)  # a refusal now is this login's (`_userpass`)
+            self._login = (user, httplogin.digest(user, password))
+        return header
+
     def certificate_check(self, certificate: None, valid: bool, host: bytes) -> bool:
         if self.ep is None or self.ep.kind != "ssh":
             raise Passthrough  # TLS: libgit2's own verdict (the system's CAs)
@@ -88,11 +114,21 @@ class SyncCallbacks(pygit2.RemoteCallbacks):
         if message:
             self.rejected.append((refname, message))
 
+    def push_negotiation(self, updates: list[pygit2.PushUpdate]) -> None:
+        """A push that may go only onto a known tip (``expected``: ref -> oid) stops here,
+        before anything is sent, when the remote's ref is elsewhere (rule 5); libgit2
+        raises the error, which names a stale tip (a lost race to whoever pushed)."""
+        for update in updates:
+            want = self.expected.get(update.dst_refname)
+            if want is not None and update.src != want:
+                raise SyncError(f"stale info: the remote's {update.dst_refname} moved from {want} to {update.src}")
+
     # -- after the operation
 
     def settle(self, ok: bool, exc: BaseException | None = None) -> None:
         """Approve or reject a login from git's helpers; remember which login worked."""
         given = self.given
+        httplogin.settled(self._helper_key(), self._login and self._login[1], ok, isinstance(exc, AuthError))
         if ok:
             if given is not None:
                 self.creds.last_source = f"{given.label} (user {given.user})"
@@ -121,10 +157,12 @@ class SyncCallbacks(pygit2.RemoteCallbacks):
         if c.https_token:
             user = c.https_username or username_from_url or "x-access-token"
             self.given = _Given(c.token_source, user)
+            self._login = (user, httplogin.digest(user, c.https_token))
             return pygit2.UserPass(user, c.https_token)
         helper = self._helper(username_from_url)
         if helper is not None:
             self.given = _Given("git's credential helper", helper.username, helper)
+            self._login = (helper.username, httplogin.digest(helper.username, helper.password))
             return pygit2.UserPass(helper.username, helper.password)
         hint = (
             "set THRUM_GIT_TOKEN, or set up git's credential helper so that `git push` works "

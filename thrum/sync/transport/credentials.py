@@ -18,6 +18,9 @@ Rules:
    - What a ``thrum sync`` passes along (logins only, `thrum.config.FORWARDED_ENV`)
      serves the cycle it asked for and nothing after it: automatic cycles log in with
      the daemon's own environment and config.
+   - HTTPS, once a server accepted a login: the next operation on the same remote
+     with the same login sends it with its first request, not after a 401 round trip
+     (`callbacks`, `httplogin`; only a digest of it is kept).
 2. The network timeout travels with the credentials: both are read from the config
    and the environment when a cycle starts.
 

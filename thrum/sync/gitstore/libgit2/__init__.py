@@ -332,12 +332,16 @@ class LibGit2Store:
             raise translate(exc, remote, self._shown(remote)) from exc
         return {name: _ours(oid) for name, oid in heads.items()}
 
-    def push(self, remote: str, ref: str, credentials: Credentials | None) -> PushOutcome:
+    def push(
+        self, remote: str, ref: str, credentials: Credentials | None, expected: Oid | None = None
+    ) -> PushOutcome:
         self._known(remote)
         head = self.ref(ref)
         shown = self._shown(remote, push=True)
         with session(self.repo, remote, self.base_dir, credentials, push=True) as net:
             callbacks = net.callbacks
+            if expected is not None:  # stopped before anything is sent when the remote moved
+                callbacks.expected[ref] = pygit2.Oid(raw=expected.raw)
             try:
                 net.remote.push([f"{ref}:{ref}"], callbacks=callbacks, proxy=True)
             except Exception as exc:  # noqa: BLE001 - a lost race is not an error

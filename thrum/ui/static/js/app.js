@@ -18,7 +18,7 @@ import { ComposeDialog, IdentityDialog, EditDialog, ask } from "./compose.js";
 import { installKeys } from "./keys.js";
 import { Notifier } from "./notify.js";
 import { StatusBoard, chainLines } from "./status.js";
-import { h, fill, debounce, toast, errorText, shortTime, icon } from "./util.js";
+import { h, fill, debounce, toast, errorText, shortTime, icon, presenceText } from "./util.js";
 
 const ME_KEY = "thrum.me";
 const DENSITY_KEY = "thrum.density";
@@ -157,9 +157,10 @@ class App {
     this.thread.onNote(method, p);
   }
 
-  /** What the page does every 30 s: the sync state (timer syncs push no event) and relative times. */
+  /** What the page does every 30 s: the sync state (timer syncs push no event), statuses and relative times. */
   async tick() {
     await this.syncStatus();
+    this.agentsSoon();  // statuses age (active -> idle -> offline) with no event to say so
     if (this.view && this.view.onTick) this.view.onTick();
   }
 
@@ -456,7 +457,7 @@ class App {
     fill(list, agents.map((a) => h("li", {},
       h("a", { href: `#/inbox/${encodeURIComponent(a.agent_id)}`, dataset: { inbox: a.agent_id },
         title: `${a.kind === "user" ? "human" : "agent"} · role ${a.role}${a.module ? " · module " + a.module : ""}` },
-        h("span", { class: a.active_sessions ? "dot on" : "dot", title: a.active_sessions ? "active session" : "no active session" }),
+        h("span", { class: `dot ${a.status || "offline"}`, title: presenceText(a) }),
         h("span", { class: "name" }, "@" + a.agent_id, a.agent_id === this.me ? h("span", { class: "you" }, " (you)") : null),
         h("span", { class: "role" }, a.role),
         h("span", { class: "unread-badge", dataset: { agent: a.agent_id } })))));

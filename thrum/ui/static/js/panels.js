@@ -1,14 +1,14 @@
 // The panels that are not message lists: agents and groups (with group
 // management), the thread list, and sync.
 
-import { h, fill, ago, shortTime, toast, errorText } from "./util.js";
+import { h, fill, ago, shortTime, toast, errorText, presenceText } from "./util.js";
 import { avatar } from "./messages.js";
 import { inboxHash } from "./views.js";
 import { ask } from "./compose.js";
 
 const NAME = "[a-z0-9_]{1,64}";
 
-/** Every agent (role, module, sessions, last seen, unread) and every group, which the human can manage. */
+/** Every agent (role, module, status, last seen, unread) and every group, which the human can manage. */
 export class AgentsView {
   constructor(app) {
     this.app = app;
@@ -21,32 +21,11 @@ export class AgentsView {
   }
 
   async start() {
-    this.lastSeen = new Map();
     this.renderAgents();
-    await Promise.all([this.loadSessions(), this.loadGroups()]);
+    await this.loadGroups();
   }
 
-  /** Last seen: the newest of the daemon's mark, a heartbeat, a session start or end. */
-  async loadSessions() {
-    let sessions = [];
-    try {
-      sessions = (await this.app.rpc.call("session.list")).sessions || [];
-    } catch (err) {
-      return;
-    }
-    const seen = new Map();
-    for (const s of sessions) {
-      for (const t of [s.last_seen_at, s.started_at, s.ended_at]) {
-        if (t && (!seen.has(s.agent_id) || t > seen.get(s.agent_id))) seen.set(s.agent_id, t);
-      }
-    }
-    this.lastSeen = seen;
-    this.renderAgents();
-  }
-
-  destroy() {
-    clearTimeout(this.sessionsTimer);
-  }
+  destroy() {}
 
   renderAgents() {
     const rows = [...this.app.agents.values()].map((a) => {
@@ -58,22 +37,15 @@ export class AgentsView {
         h("td", {}, a.kind === "user" ? "human" : "agent"),
         h("td", {}, a.role),
         h("td", {}, a.module || "—"),
-        h("td", { class: a.active_sessions ? "active" : "idle" },
-          a.active_sessions ? `${a.active_sessions} active` : "none"),
-        this.lastSeenCell(a),
+        h("td", { class: `presence ${a.status || "offline"}`, title: presenceText(a) }, a.status || "offline"),
+        h("td", { title: a.last_seen_at || "" }, ago(a.last_seen_at)),
         h("td", { class: "num" }, c ? String(c.unread) : "…"));
     });
     fill(this.agentsBox, rows.length
       ? h("table", { class: "grid" },
-        h("thead", {}, h("tr", {}, ["name", "kind", "role", "module", "sessions", "last seen", "unread"].map((t) => h("th", {}, t)))),
+        h("thead", {}, h("tr", {}, ["name", "kind", "role", "module", "status", "last seen", "unread"].map((t) => h("th", {}, t)))),
         h("tbody", {}, rows))
       : h("p", { class: "list-status" }, "No agents yet: thrum quickstart --name NAME --role ROLE"));
-  }
-
-  lastSeenCell(a) {
-    const fromSessions = this.lastSeen ? this.lastSeen.get(a.agent_id) : null;
-    const t = [a.last_seen_at, fromSessions].filter(Boolean).sort().pop();
-    return h("td", { title: t || "" }, t ? ago(t) : "never");
   }
 
   // ------------------------------------------------------------------ groups
@@ -159,8 +131,6 @@ export class AgentsView {
 
   onAgents() {
     this.renderAgents();
-    clearTimeout(this.sessionsTimer);
-    this.sessionsTimer = setTimeout(() => this.loadSessions(), 300);
   }
 }
 

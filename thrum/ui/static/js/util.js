@@ -143,6 +143,11 @@ export function ago(iso) {
   return `${Math.round(s / 86400)} d ago`;
 }
 
+/** "active · last seen 40 s ago": the daemon's status (one definition: thrum/presence.py), never the page's own. */
+export function presenceText(a) {
+  return `${a.status || "offline"} · last seen ${ago(a.last_seen_at)}`;
+}
+
 /** Call fn at most once per `ms`, after the last call (trailing). */
 export function debounce(fn, ms) {
   let timer = null;
