@@ -147,7 +147,7 @@ def run_cycle(
     return report
 
 
-def _push_first(replicator: Replicator, files: LogAccess, report: SyncReport, timed) -> bool | None:
+def _push_first(replicator: Replicator, files: LogAccess, report: SyncReport, timed: Callable[..., Any]) -> bool | None:
     """Rule 5: commit and push onto the remote's tip as we know it, when our branch only
     adds to it. None: not tried (nothing to send, or the branch is not ahead of what we
     know); True: the push landed and the cycle is done; False: the remote moved."""

@@ -348,9 +348,7 @@ class GitStore(Protocol):
         """The refs ``remote`` advertises (one look, no objects). Raises: as `fetch`."""
         ...
 
-    def push(
-        self, remote: str, ref: str, credentials: Credentials | None, expected: Oid | None = None
-    ) -> PushOutcome:
+    def push(self, remote: str, ref: str, credentials: Credentials | None, expected: Oid | None = None) -> PushOutcome:
         """Push our ``ref`` to the same name on ``remote``, as a fast-forward only; with
         ``expected``, only onto that remote tip (nothing is sent when it is elsewhere: a
         lost race).

@@ -231,9 +231,7 @@ class MemoryStore:
         with other.lock:
             return dict(other.refs)
 
-    def push(
-        self, remote: str, ref: str, credentials: Credentials | None, expected: Oid | None = None
-    ) -> PushOutcome:
+    def push(self, remote: str, ref: str, credentials: Credentials | None, expected: Oid | None = None) -> PushOutcome:
         other = self._remote(remote)
         head = self.ref(ref)
         if head is None:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import pygit2
 from pygit2.enums import CredentialType
 from pygit2.errors import Passthrough
+from pygit2.remotes import PushUpdate
 
 from .. import AuthError, SyncError
 from . import gitcredential, httplogin
@@ -114,7 +115,7 @@ class SyncCallbacks(pygit2.RemoteCallbacks):
         if message:
             self.rejected.append((refname, message))
 
-    def push_negotiation(self, updates: list[pygit2.PushUpdate]) -> None:
+    def push_negotiation(self, updates: list[PushUpdate]) -> None:
         """A push that may go only onto a known tip (``expected``: ref -> oid) stops here,
         before anything is sent, when the remote's ref is elsewhere (rule 5); libgit2
         raises the error, which names a stale tip (a lost race to whoever pushed)."""

@@ -332,9 +332,7 @@ class LibGit2Store:
             raise translate(exc, remote, self._shown(remote)) from exc
         return {name: _ours(oid) for name, oid in heads.items()}
 
-    def push(
-        self, remote: str, ref: str, credentials: Credentials | None, expected: Oid | None = None
-    ) -> PushOutcome:
+    def push(self, remote: str, ref: str, credentials: Credentials | None, expected: Oid | None = None) -> PushOutcome:
         self._known(remote)
         head = self.ref(ref)
         shown = self._shown(remote, push=True)
