@@ -34,7 +34,7 @@ import logging
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -98,7 +98,7 @@ class Presence:
         self._due.add(agent)
         self._wake.set()
 
-    def overlay(self, agents: list[dict]) -> list[dict]:
+    def overlay(self, agents: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """agent.list items with their ``status`` (rule 5; in place, returned)."""
         now = datetime.fromtimestamp(self._clock(), timezone.utc)
         for item in agents:
@@ -111,7 +111,7 @@ class Presence:
         self._due.discard(agent)
 
     # ------------------------------------------------------------------ what the log says
-    def _published(self, applied: list[dict], source: str) -> None:
+    def _published(self, applied: list[dict[str, Any]], source: str) -> None:
         """Writer subscriber (rule 3): the newest event of each agent seen here."""
         newest = self._newest
         for d in applied:
@@ -123,7 +123,7 @@ class Presence:
                 newest[author] = at
 
     # ------------------------------------------------------------------ the background task
-    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Looks at the agents seen a moment after the first of them was: the call that saw
         an agent is often one that writes (a send), and what it writes is presence."""
         task_status.started()
