@@ -400,6 +400,16 @@ class AgentUpdate(_Event, tag="agent.update", kw_only=True):
             self.work_contexts = []
 
 
+class AgentHeartbeat(_Event, tag="agent.heartbeat", kw_only=True):
+    agent_id: str
+    chain: Chain | None | UnsetType = UNSET
+    sig: Any = UNSET  # kept as written: thrum.trust judges it
+
+    def __post_init__(self) -> None:
+        self._envelope()
+        _check(_agent(self.agent_id), "agent_id")
+
+
 class AgentCleanup(_Event, tag="agent.cleanup", kw_only=True):
     agent_id: str
     reason: Text1024 | None = ""
@@ -617,6 +627,7 @@ SCHEMA_TYPES: tuple[type[_Event], ...] = (
     ThreadCreate,
     AgentRegister,
     AgentUpdate,
+    AgentHeartbeat,
     AgentCleanup,
     SessionStart,
     SessionEnd,
