@@ -187,7 +187,8 @@ def test_edits_deletes_and_receipts_replicate(machines):
 
 
 def test_forged_events_from_another_clone_are_quarantined(machines):
-    a, b = machines(2)
+    # presence off: a heartbeat written after the last sync would make the replicas differ (or count)
+    a, b = machines(2, THRUM_PRESENCE_INTERVAL="0")
     a.agent("alice", "implementer")
     b.agent("mallory", "intruder")
     _introduce(a, b)
@@ -339,7 +340,8 @@ def test_the_daemon_recreates_its_worktree_when_its_git_metadata_is_deleted(mach
     import shutil
     from pathlib import Path
 
-    a, b = machines(2)
+    # presence off: a heartbeat written after the last sync would make the replicas differ (or count)
+    a, b = machines(2, THRUM_PRESENCE_INTERVAL="0")
     a.agent("alice", "implementer")
     b.agent("bob", "reviewer")
     _introduce(a, b)
@@ -364,7 +366,8 @@ def test_the_daemon_recreates_its_worktree_when_its_git_metadata_is_deleted(mach
 def test_the_daemon_recreates_its_worktree_when_it_vanishes(machines):
     import shutil
 
-    a, b = machines(2)
+    # presence off: a heartbeat written after the last sync would make the replicas differ (or count)
+    a, b = machines(2, THRUM_PRESENCE_INTERVAL="0")
     a.agent("alice", "implementer")
     b.agent("bob", "reviewer")
     _introduce(a, b)

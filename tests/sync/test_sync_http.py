@@ -81,7 +81,7 @@ def test_a_conversation_turn_over_http_is_five_requests(tmp_path, served):
         assert sent.pushed and sent.sent == 1 and "fetch" not in sent.phases
         assert (served.stats()["requests"], served.stats()["posts"], served.stats()["unauthorized"]) == (2, 1, 0)
         served.reset_stats()
-        assert look.tip(creds) == c.a.replicator.repo.references[SYNC_REF].target
+        assert look.tip(creds) == c.a.replicator.head_id()
         assert served.stats()["requests"] == 1
         served.reset_stats()
         assert c.b.sync().received == 1
