@@ -74,7 +74,10 @@ async def test_a_lost_connection_fails_pending_calls_and_open_without_daemon_is_
             nursery.start_soon(pending)
             pid = (await client.call("health"))["pid"]  # the wait is in flight
             os.kill(pid, signal.SIGKILL)  # a crash: nobody answers the wait
-        assert "closed the connection" in failure["e"].message
+        # the wait fails at once, whichever end noticed the crash first (its reader, or its own send
+        # when the kill came before the wait was written: a loaded machine schedules either)
+        message = failure["e"].message
+        assert "closed the connection" in message or "lost the connection" in message, message
         await trio.to_thread.run_sync(d.stop)  # returns once the killed process is gone (its flock released)
         assert client.closed.is_set()
         with pytest.raises(Unavailable):
