@@ -84,7 +84,7 @@ def is_folded(db: pw.SqliteDatabase, shard: str, line: bytes) -> bool:
     return _exists(db, "SELECT 1 FROM fold_issues WHERE shard=? AND (event_id=? OR count IS NOT NULL)", shard, eid)
 
 
-def _exists(db, sql: str, *args: str) -> bool:
+def _exists(db: pw.SqliteDatabase, sql: str, *args: str) -> bool:
     return db.execute_sql(sql, args).fetchone() is not None
 
 

@@ -13,6 +13,8 @@ Order-independent like the rest of the fold: of two events with the same
 from __future__ import annotations
 
 import hashlib
+import sqlite3
+from typing import Any
 
 import peewee as pw
 
@@ -24,7 +26,7 @@ def content_digest(content: str) -> str:
     return hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
-def index_keys(conn, events: list[dict]) -> None:
+def index_keys(conn: sqlite3.Connection, events: list[dict[str, Any]]) -> None:
     """Record the keys of newly folded events (inside the fold's transaction)."""
     rows = [
         (
@@ -48,7 +50,7 @@ def index_keys(conn, events: list[dict]) -> None:
         )
 
 
-def lookup(db: pw.SqliteDatabase, agent: str, key: str) -> dict | None:
+def lookup(db: pw.SqliteDatabase, agent: str, key: str) -> dict[str, Any] | None:
     """The first write an agent made with ``key`` and what it returned, or None.
 
     ``message.create``: the message's id, thread, creation time and session.
@@ -60,7 +62,7 @@ def lookup(db: pw.SqliteDatabase, agent: str, key: str) -> dict | None:
     if row is None:
         return None
     kind, event_id, message_id, digest = row
-    out = {"kind": kind, "event_id": event_id, "message_id": message_id, "digest": digest}
+    out: dict[str, Any] = {"kind": kind, "event_id": event_id, "message_id": message_id, "digest": digest}
     if kind == "message.create":
         msg = db.execute_sql(
             "SELECT thread_id, created_at, session_id FROM messages WHERE message_id=?", (message_id,)

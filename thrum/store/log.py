@@ -42,7 +42,7 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 from .. import events as ev
 from ..durable import fsync_dir, fsync_pool, write_batch
@@ -66,16 +66,6 @@ class Position:
     # was counted of it before (refused lines past the row bound) is counted afresh.
     again: bool = field(default=False, compare=False)
 
-    def to_json(self) -> list:
-        return [self.offset, self.tail]
-
-    @classmethod
-    def from_json(cls, value) -> "Position":
-        try:
-            return cls(int(value[0]), str(value[1]))
-        except (TypeError, ValueError, IndexError):
-            return cls()
-
 
 @dataclass(frozen=True)
 class LogIssue:
@@ -91,7 +81,7 @@ class LogIssue:
 class ReadResult:
     """Events read from the log, in file order per shard."""
 
-    records: list[tuple[str, dict]] = field(default_factory=list)  # (shard, normalised event)
+    records: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (shard, normalised event)
     lines: list[bytes] = field(default_factory=list)  # the raw line of each record (for thrum.trust)
     issues: list[LogIssue] = field(default_factory=list)
     positions: dict[str, Position] = field(default_factory=dict)
@@ -130,7 +120,7 @@ def parse_lines(shard: str, data: bytes, base: int, result: ReadResult, *, at_en
 class EventLog:
     """Append-only JSONL log in size-capped segments, rooted at the sync worktree directory."""
 
-    def __init__(self, root: os.PathLike | str, segment_cap: int = SEGMENT_CAP):
+    def __init__(self, root: os.PathLike[str] | str, segment_cap: int = SEGMENT_CAP):
         self.root = Path(root)
         self.segment_cap = segment_cap
         self._needs_newline: dict[str, bool] = {}
@@ -171,7 +161,7 @@ class EventLog:
         return sorted(numbers)
 
     # ------------------------------------------------------------------ writing
-    def append(self, events: Iterable[dict]) -> list[str]:
+    def append(self, events: Iterable[dict[str, Any]]) -> list[str]:
         """Durably append events (dicts already validated) to their streams' segments.
 
         Group commit: each touched segment gets one write and one fsync, and the
@@ -181,7 +171,7 @@ class EventLog:
         """
         return list(dict.fromkeys(self.append_events(events)))
 
-    def append_events(self, events: Iterable[dict]) -> list[str]:
+    def append_events(self, events: Iterable[dict[str, Any]]) -> list[str]:
         """`append`, returning the segment path each event went to (in the events' order)."""
         events = list(events)
         by_stream: dict[str, list[int]] = {}
@@ -289,6 +279,7 @@ class EventLog:
         was created, and its size before."""
         stream, name = shard.rsplit("/", 1)
         dfd = open_dir(self.root, stream, create=True)
+        assert dfd is not None  # with create, the directory is made when absent
         try:
             created = False
             flags = os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC  # read too: _ends_torn preads
