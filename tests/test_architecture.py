@@ -387,7 +387,6 @@ COMPONENT_PARTS = ("thrum/daemon", "thrum/ui")
 RECORD_WRITES: dict[tuple[str, str], str] = {
     ("thrum/daemon/hub.py", "sub"): "a Subscription: the hub's own record of one subscription and its replay",
     ("thrum/daemon/writer.py", "p"): "a queued write (_Pending): the writer's own record, handed back to its waiter",
-    ("thrum/daemon/writer.py", "fold"): "VerifiedFold.rejudge: the store's hand-over of why the log is judged again",
     ("thrum/daemon/wakeups.py", "p"): "a Pane: the waker's own record of an agent's tmux pane",
     ("thrum/daemon/wakeups.py", "w"): "a Watch: the waker's own record of a pane's screen",
     ("thrum/daemon/syncer.py", "report"): "a cycle's report (sync.cycle), adjusted for what the fold refused",

@@ -215,9 +215,8 @@ class Writer:
         fold = self.fold_lines
         if fold is None:
             return
-        reason = getattr(fold, "rejudge", None)
+        reason = fold.take_rejudge()
         if reason:
-            fold.rejudge = None
             fold.forget_pending()
             await self.view.rebuild(reason, corrupt=False)
             for hook in self._on_rejudged:

@@ -304,6 +304,12 @@ class VerifiedFold:
         """Have the daemon judge the whole log again (`Writer.after_facts`)."""
         self.rejudge = reason
 
+    def take_rejudge(self) -> str | None:
+        """Why the whole log must be judged again (None: it need not), handed over once:
+        the daemon rebuilds the view for it (`Writer.after_facts`), so it is cleared here."""
+        reason, self.rejudge = self.rejudge, None
+        return reason
+
     def forget_pending(self) -> None:
         """Drop the lines kept to judge again (before a rebuild, which reads them all again)."""
         self._pending.clear()
