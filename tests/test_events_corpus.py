@@ -3,15 +3,16 @@ answers today's validation gave (recorded in tests/events_corpus_answers.txt).
 
 The corpus is every event type's sample with each field (and each field of its body,
 chain and tags) replaced by each bad value, or removed, plus lines that are not events
-at all: ~18,000 lines. Each line's answer is the normalised event it decodes to, or
-"refused" and the field the error names. Answers are recorded per group (one sample,
-one field) as a count and a digest, so the file stays small and a change shows which
-group moved. The answers were recorded on 2026-11-27 with the hand-written checks
+at all: ~54,000 lines. Each line's answer is the normalised event it decodes to, or
+"refused"; apart from that, the error message word for word. Answers are recorded per
+group (one sample, one field) as counts and digests, so the file stays small and a
+change shows which group moved. The answers were recorded on 2026-11-27 with the hand-written checks
 (``validation.py``, ``fields.py``) before the schema became the one declaration; the
 schema must give every line the same answer.
 
-A deliberate change to what is accepted is recorded again with
-``python tests/test_events_corpus.py --record`` and shows in the diff of the answers file.
+A deliberate change (a new field, a better-worded error) is recorded again with
+``python tests/test_events_corpus.py --record`` and shows in the diff of the answers file:
+the third column is what is accepted, the fourth how refusals are worded.
 """
 
 from __future__ import annotations
