@@ -31,7 +31,7 @@ import re
 from typing import Any
 
 from .names import NAME_RE
-from .validation import NORMALISERS
+from .schema import SCHEMAS
 
 MESSAGE_SHARD_TYPES = frozenset({"message.create", "message.edit", "message.delete", "thread.create", "agent.update"})
 RECEIPT_TYPES = frozenset(
@@ -196,7 +196,7 @@ class ShardRule:
             )
         if t in RECEIPT_TYPES:
             return self.kind == "receipts" and self.owner == d.get("agent_id")
-        if t in NORMALISERS:
+        if t in SCHEMAS:
             return self.kind == EVENTS_STREAM
         return True
 
