@@ -1,10 +1,14 @@
-"""The event schema (thrum/events/schema.py) against the checked path (validation.normalise).
+"""The two paths through the one schema (thrum/events/schema.py) give one answer.
 
-The schema decodes log lines in C; the checked path is the reference. What the schema
-accepts, the checked path accepts, with the same normalised event; what the checked
-path refuses, the schema refuses. (The schema may refuse a line the checked path takes
-— an unknown type, a future version, a lenient spelling no writer uses — because
-`decode_line` then asks the checked path: that is what the last test holds.)
+The fast path decodes a log line into its Struct in C (`schema.decode`); the general
+path converts the parsed dict into the same Struct (`validation.normalise`, via
+`codec.decode_checked`), after the leniencies the Structs declare, and words the
+error. What the fast path accepts, the general path accepts, with the same normalised
+event; what the general path refuses, the fast path refuses. (The fast path may refuse
+a line the general path takes — an unknown type, a future version, a leniency no
+writer uses — because `decode_line` then asks the general path: the last test holds
+that.) tests/test_events_corpus.py holds both to the answers the hand-written checks
+gave before the schema became the one declaration.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from test_events import SAMPLES
 
 
 def both(line: bytes) -> tuple[object, object]:
-    """(what the schema gives, what the checked path gives); a refusal is the string "refused"."""
+    """(what the fast path gives, what the general path gives); a refusal is the string "refused"."""
     try:
         fast: object = schema.decode(line)
     except schema.Refused:
@@ -36,8 +40,8 @@ def both(line: bytes) -> tuple[object, object]:
 
 
 def agree(line: bytes) -> bool:
-    """The schema's answer is the checked path's, or a refusal of a line the checked path
-    takes (which `decode_line` then hands to it). Returns whether the schema accepted."""
+    """The fast path's answer is the general path's, or a refusal of a line the general path
+    takes (which `decode_line` then hands to it). Returns whether the fast path accepted."""
     fast, checked = both(line)
     if fast == "refused":
         return False
@@ -60,21 +64,25 @@ def sample_dicts() -> list[dict]:
     return out
 
 
-def test_every_event_type_is_declared_once():
-    """A new event type needs its Struct in thrum/events/schema.py (else its lines take the checked path)."""
-    tags = [t.__struct_config__.tag for t in schema.SCHEMA_TYPES]
-    assert sorted(tags) == sorted(ev.EVENT_TYPES)
+def test_every_declared_wording_words_every_kind_of_refusal():
+    """A template that names what it cannot fill would turn a refusal into a crash."""
+    from thrum.events.checks import KINDS, fields_of, say
+
+    for cls in (*schema.SCHEMA_TYPES, schema.Body, schema.Chain, schema.Invite, schema.Tag):
+        for name, field in fields_of(cls).items():
+            for kind in KINDS:
+                line = say(field, kind, "x" * 100, n="64", event={"member_type": ""}, declared=fields_of(cls))
+                assert line.startswith(field.name + ": ") and "\n" not in line and len(line) < 300, (cls, name, kind)
 
 
-def test_every_written_event_is_taken_by_the_schema_as_the_checked_path_takes_it():
-    """Not vacuous: every event as the write path writes it (signed, chained or not) takes the schema."""
+def test_every_written_event_is_taken_by_the_fast_path_as_the_general_path_takes_it():
+    """Not vacuous: every event as the write path writes it (signed, chained or not) takes the fast path."""
     for d in sample_dicts():
         assert agree(ev.encode_line(d).rstrip(b"\n")), d["type"]
 
 
-def test_a_decoded_event_encodes_as_the_checked_paths_does():
-    """Keys in the checked path's order: an event read and written again is the same bytes,
-    whichever path decoded it."""
+def test_a_decoded_event_encodes_the_same_whichever_path_decoded_it():
+    """Keys in declaration order: an event read and written again is the same bytes."""
     for d in sample_dicts():
         line = ev.encode_line(d)
         assert ev.encode_line(schema.decode(line)) == ev.encode_line(codec.decode_checked(line))
@@ -184,7 +192,7 @@ RAW_LINES = [
 ]
 
 
-def test_the_schema_refuses_what_the_checked_path_refuses_over_a_corpus_of_malformed_lines():
+def test_the_fast_path_refuses_what_the_general_path_refuses_over_a_corpus_of_malformed_lines():
     lines = corpus() + RAW_LINES
     taken = refused_by_both = 0
     for line in lines:
@@ -227,7 +235,7 @@ _value = st.one_of(
     ),
     st.sets(st.sampled_from(["body", "scopes", "refs", "message_ids", "agent_id", "v", "chain", "sig"]), max_size=2),
 )
-def test_generated_events_get_the_same_answer_from_the_schema_and_the_checked_path(d, changes, removed):
+def test_generated_events_get_the_same_answer_from_the_fast_and_the_general_path(d, changes, removed):
     event = {k: v for k, v in {**d, **changes}.items() if k not in removed}
     try:
         line = orjson.dumps(event)
@@ -241,7 +249,7 @@ def test_generated_events_get_the_same_answer_from_the_schema_and_the_checked_pa
 
 
 @pytest.mark.parametrize("line", corpus()[::97] + RAW_LINES)
-def test_decode_line_is_the_checked_path_whichever_decides(line):
+def test_decode_line_is_the_general_path_whichever_decides(line):
     try:
         expected: object = codec.decode_checked(line)
     except ev.MalformedEvent:

@@ -229,9 +229,8 @@ def fail(owner: Struct, name: str, value: Any, kind: str = "invalid") -> NoRetur
     raise ValueError(say(declared[name], kind, value, event=event, declared=declared))
 
 
-def pattern(owner: Struct, name: str, value: Any, match: Known | Any) -> None:
+def pattern(owner: Struct, name: str, value: str, match: Known | Any) -> None:
     """Refuse ``value`` unless it matches (a `Known` also refuses its reserved names)."""
-    ok = match(value) if isinstance(match, Known) else type(value) is str and match(value) is not None
-    if not ok:
-        refused = isinstance(match, Known) and type(value) is str and value in match.refused
+    if not match(value):
+        refused = isinstance(match, Known) and value in match.refused
         fail(owner, name, value, "reserved" if refused else "invalid")

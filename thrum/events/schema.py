@@ -159,14 +159,14 @@ Tags = Annotated[
 ]
 
 
-def _tags(tags: Sequence[Tag], field: str) -> list[Tag]:
+def _tags(tags: Sequence[Tag], field: str) -> Sequence[Tag]:
     """Tags of known types, without repeats, in their order."""
     known = _tag_type.seen
     for t in tags:
         if t.type not in known and not _tag_type(t.type):
             raise ValueError(say(fields_of(Tag)["type"], "invalid", t.type, name=field))
     if len(tags) == 1:
-        return list(tags)
+        return tags if type(tags) is list else list(tags)
     seen: set[tuple[str, str]] = set()
     out = []
     for t in tags:
@@ -228,8 +228,8 @@ class Chain(Struct, forbid_unknown_fields=True, gc=False):
         if self.seq == 1:
             if self.prev is not UNSET:
                 raise ValueError("chain: the first event of a chain has no prev")
-        else:
-            pattern(self, "prev", self.prev, _CHAIN_HASH)
+        elif self.prev is UNSET or not _CHAIN_HASH(self.prev):
+            fail(self, "prev", self.prev)
         if self.log is not UNSET:
             pattern(self, "log", self.log, _LOG_ID)
 
@@ -472,7 +472,10 @@ class AgentUpdate(_Event, tag="agent.update", kw_only=True):
     def __post_init__(self) -> None:
         self._envelope()
         pattern(self, "agent_id", self.agent_id, _agent)
-        self.work_contexts = list(self.work_contexts) if self.work_contexts else []
+        if not self.work_contexts:
+            self.work_contexts = []
+        elif type(self.work_contexts) is not list:
+            self.work_contexts = list(self.work_contexts)
 
 
 class AgentHeartbeat(_Event, tag="agent.heartbeat", kw_only=True):
@@ -600,8 +603,8 @@ class AgentRevoke(_Event, tag="agent.revoke", kw_only=True):
         if self.since is not UNSET:
             if not is_timestamp(self.since):
                 fail(self, "since", self.since)
-        else:
-            pattern(self, "from_event", self.from_event, _ULID)
+        elif not _ULID(str(self.from_event)):
+            fail(self, "from_event", self.from_event)
 
 
 class GroupCreate(_Event, tag="group.create", kw_only=True):
@@ -674,7 +677,10 @@ class _Receipt(_Event, kw_only=True):
             for item in ids:
                 if not _MESSAGE_ID(item):
                     fail(self, "message_ids", item, "entry")
-        self.message_ids = list(dict.fromkeys(ids)) if len(ids) > 1 else list(ids)
+        if len(ids) > 1:
+            self.message_ids = list(dict.fromkeys(ids))
+        elif type(ids) is not list:
+            self.message_ids = list(ids)
 
 
 class MessageRead(_Receipt, tag="message.read", kw_only=True):
