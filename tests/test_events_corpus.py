@@ -59,6 +59,16 @@ SAMPLES: list[dict] = [
         "ack": True,
         "ack_within": 600,
     },
+    {  # a plain message: no structured body, no ack (the hand-written checks had a fast path for these)
+        "type": "message.create",
+        "message_id": "msg_01JDQ0000000000000000000M3",
+        "agent_id": "furiosa",
+        "session_id": "ses_01ABC",
+        "body": {"format": "markdown", "content": "plain", "structured": ""},
+        "scopes": [],
+        "refs": [{"type": "mention", "value": "nux"}],
+        "priority": "normal",
+    },
     {
         "type": "message.edit",
         "message_id": "msg_01ABC",
