@@ -8,7 +8,10 @@ at all: ~54,000 lines. Each line's answer is the normalised event it decodes to,
 group (one sample, one field) as counts and digests, so the file stays small and a
 change shows which group moved. The answers were recorded on 2026-11-27 with the hand-written checks
 (``validation.py``, ``fields.py``) before the schema became the one declaration; the
-schema must give every line the same answer.
+schema must give every line the same answer. One answer moved on purpose: a plain
+``message.create`` authored by a reserved name (``everyone``, ``daemon``) is refused; the
+hand-written fast path for plain messages checked only the name's pattern and took it,
+although the rule (and the same checks for any other line) refuses it.
 
 A deliberate change (a new field, a better-worded error) is recorded again with
 ``python tests/test_events_corpus.py --record`` and shows in the diff of the answers file:

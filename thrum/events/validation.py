@@ -153,7 +153,7 @@ def _worded(cls: type[msgspec.Struct], kind: str, extra: str, steps: list[str | 
     for step in steps:
         if isinstance(step, int):
             in_list, listed = True, field
-            here = here[step] if isinstance(here, list) and step < len(here) else None
+            here = here[step] if isinstance(here, (list, tuple)) and step < len(here) else None
             owner = field.nested if field is not None else None
             continue
         declared = fields_of(owner) if owner is not None else {}
