@@ -13,7 +13,7 @@ dicts directly; these classes are for building events.
 from __future__ import annotations
 
 from functools import cache
-from typing import Any
+from typing import Any, ClassVar
 
 import msgspec
 from msgspec import UNSET
@@ -29,18 +29,17 @@ from .validation import is_known, normalise, struct_of
 __all__ = ["TYPED", "Body", "Event", "Tag", "UnknownEvent", "from_dict"]
 
 
-class Event:
-    """What every typed event has besides its Struct's fields (mixed into each class below)."""
+class Event(schema._Event, kw_only=True):
+    """What every typed event has besides its type's fields: a new id and the time when the
+    caller gives none, its line and its stream. (Each class below is this and its Struct.)"""
 
-    __slots__ = ()
-    TYPE: str = ""  # (each class's tag, set below)
-    event_id: str
-    timestamp: str
-    v: int
+    TYPE: ClassVar[str] = ""  # (each class's tag, set below)
+    event_id: str = msgspec.field(default_factory=new_ulid)
+    timestamp: str = msgspec.field(default_factory=now_rfc3339)
 
     def __post_init__(self) -> None:
         checked = struct_of(self.to_dict())  # raises ValidationError on any bad field
-        for name in self.__struct_fields__:  # type: ignore[attr-defined]
+        for name in self.__struct_fields__:
             setattr(self, name, getattr(checked, name))
 
     @property
@@ -50,7 +49,7 @@ class Event:
     def to_dict(self) -> dict[str, Any]:
         """The event as its line holds it: optional fields added later left out when empty."""
         d: dict[str, Any] = msgspec.to_builtins(self)
-        for name in _omitted(type(self)):  # type: ignore[arg-type]  # (each class below is an _Event)
+        for name in _omitted(type(self)):
             if name in d and not d[name]:
                 del d[name]
         return d
@@ -77,127 +76,96 @@ def Body(content: str, format: str = "markdown", structured: str = "") -> schema
     return body
 
 
-_NEW_ID = msgspec.field(default_factory=new_ulid)
-_NOW = msgspec.field(default_factory=now_rfc3339)
-
-
 class MessageCreate(Event, schema.MessageCreate, kw_only=True):
-    event_id: str = _NEW_ID
-    timestamp: str = _NOW
     message_id: str = msgspec.field(default_factory=lambda: new_id("msg"))
 
 
 class MessageEdit(Event, schema.MessageEdit, kw_only=True):
-    event_id: str = _NEW_ID
-    timestamp: str = _NOW
+    pass
 
 
 class MessageDelete(Event, schema.MessageDelete, kw_only=True):
-    event_id: str = _NEW_ID
-    timestamp: str = _NOW
+    pass
 
 
 class ThreadCreate(Event, schema.ThreadCreate, kw_only=True):
-    event_id: str = _NEW_ID
-    timestamp: str = _NOW
     thread_id: str = msgspec.field(default_factory=lambda: new_id("thr"))
 
 
 class AgentRegister(Event, schema.AgentRegister, kw_only=True):
-    event_id: str = _NEW_ID
-    timestamp: str = _NOW
+    pass
 
 
 class AgentUpdate(Event, schema.AgentUpdate, kw_only=True):
-    event_id: str = _NEW_ID
-    timestamp: str = _NOW
+    pass
 
 
 class AgentHeartbeat(Event, schema.AgentHeartbeat, kw_only=True):
-    event_id: str = _NEW_ID
-    timestamp: str = _NOW
+    pass
 
 
 class AgentCleanup(Event, schema.AgentCleanup, kw_only=True):
-    event_id: str = _NEW_ID
-    timestamp: str = _NOW
+    pass
 
 
 class AgentAdmit(Event, schema.AgentAdmit, kw_only=True):
-    event_id: str = _NEW_ID
-    timestamp: str = _NOW
+    pass
 
 
 class AgentRotate(Event, schema.AgentRotate, kw_only=True):
-    event_id: str = _NEW_ID
-    timestamp: str = _NOW
+    pass
 
 
 class AgentRevoke(Event, schema.AgentRevoke, kw_only=True):
-    event_id: str = _NEW_ID
-    timestamp: str = _NOW
+    pass
 
 
 class SessionStart(Event, schema.SessionStart, kw_only=True):
-    event_id: str = _NEW_ID
-    timestamp: str = _NOW
     session_id: str = msgspec.field(default_factory=lambda: new_id("ses"))
 
 
 class SessionEnd(Event, schema.SessionEnd, kw_only=True):
-    event_id: str = _NEW_ID
-    timestamp: str = _NOW
+    pass
 
 
 class GroupCreate(Event, schema.GroupCreate, kw_only=True):
-    event_id: str = _NEW_ID
-    timestamp: str = _NOW
     group_id: str = msgspec.field(default_factory=lambda: new_id("grp"))
 
 
 class GroupDelete(Event, schema.GroupDelete, kw_only=True):
-    event_id: str = _NEW_ID
-    timestamp: str = _NOW
+    pass
 
 
 class GroupMemberAdd(Event, schema.GroupMemberAdd, kw_only=True):
-    event_id: str = _NEW_ID
-    timestamp: str = _NOW
+    pass
 
 
 class GroupMemberRemove(Event, schema.GroupMemberRemove, kw_only=True):
-    event_id: str = _NEW_ID
-    timestamp: str = _NOW
+    pass
 
 
 class MessageRead(Event, schema.MessageRead, kw_only=True):
-    event_id: str = _NEW_ID
-    timestamp: str = _NOW
+    pass
 
 
 class MessageUnread(Event, schema.MessageUnread, kw_only=True):
-    event_id: str = _NEW_ID
-    timestamp: str = _NOW
+    pass
 
 
 class MessageArchive(Event, schema.MessageArchive, kw_only=True):
-    event_id: str = _NEW_ID
-    timestamp: str = _NOW
+    pass
 
 
 class MessageDelivered(Event, schema.MessageDelivered, kw_only=True):
-    event_id: str = _NEW_ID
-    timestamp: str = _NOW
+    pass
 
 
 class MessageSurfaced(Event, schema.MessageSurfaced, kw_only=True):
-    event_id: str = _NEW_ID
-    timestamp: str = _NOW
+    pass
 
 
 class MessageAcked(Event, schema.MessageAcked, kw_only=True):
-    event_id: str = _NEW_ID
-    timestamp: str = _NOW
+    pass
 
 
 class UnknownEvent(msgspec.Struct, frozen=True):
