@@ -17,6 +17,7 @@ events, `thrum.events.typed`) and of the lines the fast path does not take.
 from __future__ import annotations
 
 import re
+from functools import cache
 from typing import Any
 
 import msgspec
@@ -75,7 +76,13 @@ def struct_of(d: Any) -> _Event | None:
     if cls is None or v > EVENT_VERSION:
         return None
     try:
-        return msgspec.convert(_lenient(cls, d), cls)
+        return msgspec.convert(d, cls)
+    except msgspec.ValidationError as exc:
+        lenient = _lenient(cls, d)  # (a falsy value the type takes as it is reads the same either way)
+        if lenient is d:
+            raise explain(cls, exc, d) from None
+    try:
+        return msgspec.convert(lenient, cls)
     except msgspec.ValidationError as exc:
         raise explain(cls, exc, d) from None
 
@@ -92,17 +99,27 @@ def _refuse(name: str, value: Any) -> None:
 def _lenient(cls: type[msgspec.Struct], d: Raw) -> Raw:
     """``d`` without the falsy values its Struct reads as defaults (`FALSY_IS_DEFAULT`), in
     it and in the objects it holds."""
+    falsy, nested = _leniencies(cls)
     out = d
-    for name in getattr(cls, "FALSY_IS_DEFAULT", ()):
+    for name in falsy:
         if name in out and not out[name]:
             out = {k: v for k, v in out.items() if k != name}
-    for name, field in fields_of(cls).items():
+    for name, inner_cls in nested:
         inner = out.get(name)
-        if field.nested is not None and isinstance(inner, dict):
-            kept = _lenient(field.nested, inner)
+        if isinstance(inner, dict):
+            kept = _lenient(inner_cls, inner)
             if kept is not inner:
                 out = {**out, name: kept}
     return out
+
+
+@cache
+def _leniencies(cls: type[msgspec.Struct]) -> tuple[tuple[str, ...], tuple[tuple[str, Any], ...]]:
+    """A Struct's falsy-is-default fields, and its fields holding a Struct that has some."""
+    nested = tuple(
+        (name, f.nested) for name, f in fields_of(cls).items() if f.nested is not None and any(_leniencies(f.nested))
+    )
+    return getattr(cls, "FALSY_IS_DEFAULT", ()), nested
 
 
 # --------------------------------------------------------------------------- msgspec's refusals, worded
