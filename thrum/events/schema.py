@@ -257,6 +257,12 @@ class _Event(Struct, tag_field="type", kw_only=True, gc=False):
     event_id: Annotated[str, Meta(extra=words(all="must be a ULID (got {v40})"))]
     v: Annotated[int, Meta(ge=1, extra=words(all="must be a positive integer"))] = EVENT_VERSION
 
+    # Where the event lives and who wrote it (`thrum.events.shards`): the kind of its stream
+    # (``events``, or ``messages``/``receipts`` of the agent its OWNER field names) and the
+    # fields naming its author, who must have signed it (the first that is set).
+    STREAM: ClassVar[str] = "events"
+    OWNER: ClassVar[str] = "agent_id"
+    AUTHOR: ClassVar[tuple[str, ...]] = ("agent_id",)
     # Fields whose falsy value (0, false, "", [], {}) the general path reads as their default.
     FALSY_IS_DEFAULT: ClassVar[tuple[str, ...]] = ()
     # Fields a written line leaves out when empty, besides those that default to absent.
@@ -296,6 +302,8 @@ def _key(owner: _Event, key: str | None | UnsetType) -> str | UnsetType:
 
 
 class MessageCreate(_Event, tag="message.create", kw_only=True):
+    STREAM: ClassVar[str] = "messages"
+
     message_id: Id
     thread_id: OptionalId | None = ""
     agent_id: Agent
@@ -377,6 +385,8 @@ class MessageCreate(_Event, tag="message.create", kw_only=True):
 
 
 class MessageEdit(_Event, tag="message.edit", kw_only=True):
+    STREAM: ClassVar[str] = "messages"
+
     message_id: Id
     agent_id: Agent
     session_id: OptionalId | None = ""
@@ -394,6 +404,8 @@ class MessageEdit(_Event, tag="message.edit", kw_only=True):
 
 
 class MessageDelete(_Event, tag="message.delete", kw_only=True):
+    STREAM: ClassVar[str] = "messages"
+
     message_id: Id
     agent_id: Agent
     session_id: OptionalId | None = ""
@@ -411,6 +423,10 @@ class MessageDelete(_Event, tag="message.delete", kw_only=True):
 
 
 class ThreadCreate(_Event, tag="thread.create", kw_only=True):
+    STREAM: ClassVar[str] = "messages"
+    OWNER: ClassVar[str] = "created_by"
+    AUTHOR: ClassVar[tuple[str, ...]] = ("created_by",)
+
     thread_id: Id
     title: Text1024 | None = ""
     created_by: Agent
@@ -462,6 +478,8 @@ class AgentRegister(_Event, tag="agent.register", kw_only=True):
 
 
 class AgentUpdate(_Event, tag="agent.update", kw_only=True):
+    STREAM: ClassVar[str] = "messages"
+
     agent_id: Agent
     work_contexts: Annotated[Sequence[dict[str, Any]], Meta(extra=words(all="must be a list of objects"))] | None = ()
     chain: ChainField | None | UnsetType = UNSET
@@ -482,6 +500,8 @@ class AgentHeartbeat(_Event, tag="agent.heartbeat", kw_only=True):
     """``agent_id`` was around (thrum.presence): written by the daemon holding its key,
     at most once per ``presence_interval``, only while it writes nothing else."""
 
+    STREAM: ClassVar[str] = "receipts"  # with its agent's marks
+
     agent_id: Agent
     chain: ChainField | None | UnsetType = UNSET
     sig: Any = UNSET
@@ -492,6 +512,8 @@ class AgentHeartbeat(_Event, tag="agent.heartbeat", kw_only=True):
 
 
 class AgentCleanup(_Event, tag="agent.cleanup", kw_only=True):
+    AUTHOR: ClassVar[tuple[str, ...]] = ("by", "agent_id")  # an admin, or the agent itself
+
     agent_id: Agent
     reason: Text1024 | None = ""
     method: Literal["manual", "automated", "ui", ""] | None = "manual"
@@ -543,6 +565,8 @@ class SessionEnd(_Event, tag="agent.session.end", kw_only=True):
 class AgentAdmit(_Event, tag="agent.admit", kw_only=True):
     """An admin admits ``agent_id`` with a key, or with an invite key its redeemer proves."""
 
+    AUTHOR: ClassVar[tuple[str, ...]] = ("by",)
+
     agent_id: Agent
     by: Agent
     public_key: Text64 | None | UnsetType = UNSET
@@ -579,6 +603,8 @@ class AgentRotate(_Event, tag="agent.rotate", kw_only=True):
 class AgentRevoke(_Event, tag="agent.revoke", kw_only=True):
     """Lines of ``agent_id`` signed with ``public_key`` from a point on no longer count."""
 
+    AUTHOR: ClassVar[tuple[str, ...]] = ("by",)
+
     agent_id: Agent
     by: Agent
     public_key: PublicKey
@@ -608,6 +634,8 @@ class AgentRevoke(_Event, tag="agent.revoke", kw_only=True):
 
 
 class GroupCreate(_Event, tag="group.create", kw_only=True):
+    AUTHOR: ClassVar[tuple[str, ...]] = ("created_by",)
+
     group_id: Id
     name: GroupName
     description: Text1024 | None = ""
@@ -625,6 +653,8 @@ class GroupCreate(_Event, tag="group.create", kw_only=True):
 
 
 class GroupDelete(_Event, tag="group.delete", kw_only=True):
+    AUTHOR: ClassVar[tuple[str, ...]] = ("deleted_by",)
+
     name: GroupName
     deleted_by: Agent
     chain: ChainField | None | UnsetType = UNSET
@@ -662,6 +692,8 @@ class GroupMemberRemove(_GroupMember, tag="group.member.remove", kw_only=True):
 
 
 class _Receipt(_Event, kw_only=True):
+    STREAM: ClassVar[str] = "receipts"  # with its agent's marks
+
     agent_id: Agent
     session_id: OptionalId | None = ""
     message_ids: IdList
@@ -705,6 +737,8 @@ class MessageAcked(_Receipt, tag="message.acked", kw_only=True):
 
 class MessageSurfaced(_Event, tag="message.surfaced", kw_only=True):
     """A hook or tool placed the messages in ``agent_id``'s context (``via`` says which)."""
+
+    STREAM: ClassVar[str] = "receipts"  # with its agent's marks
 
     agent_id: Agent
     session_id: OptionalId | None = ""
