@@ -55,7 +55,7 @@ from .checks import (
 )
 from .ids import GROUP_ID_RE, IDEMPOTENCY_KEY_RE, MESSAGE_ID_RE, SESSION_ID_RE, THREAD_ID_RE, ULID_RE
 from .names import EVERYONE, NAME_RE, UNUSABLE_NAMES
-from .tags import MAX_TAG_VALUE, TAG_TYPE_RE, split_tag
+from .tags import MAX_TAG_VALUE, TAG_TYPE_RE
 from .values import (
     EVENT_VERSION,
     MAX_ACK_WITHIN,
@@ -127,27 +127,13 @@ IdList = Annotated[
 ]
 
 
-class Tag(Struct, gc=False):
+class Tag(Struct, frozen=True, gc=False):
     """A scope or ref: ``{"type": ..., "value": ...}`` (`thrum.events.tags`)."""
 
     type: Annotated[str, Meta(min_length=1, max_length=64, extra=words(all="invalid type {v40}"))]
     value: Annotated[
         str, Meta(min_length=1, max_length=MAX_TAG_VALUE, extra=words(all="invalid value for type {parent[type]!r}"))
     ]
-
-    @classmethod
-    def parse(cls, text: str, what: str = "value") -> Tag:
-        """``type:value`` as typed on the command line.
-
-        Raises:
-            ValidationError: not ``type:value``, or the type is not a tag type.
-        """
-        from ..errors import ValidationError
-
-        parts = split_tag(text) if isinstance(text, str) else None
-        if parts is None or not TAG_TYPE_RE.fullmatch(parts[0]):
-            raise ValidationError(f"{what} must look like type:value (got {str(text)[:60]!r})", field=what)
-        return cls(*parts)
 
 
 Tags = Annotated[
