@@ -66,7 +66,7 @@ from .values import (
     MAX_VIA_CHARS,
 )
 
-__all__ = ["EVENT_TYPES", "SCHEMAS", "SCHEMA_TYPES", "Refused", "decode"]
+__all__ = ["EVENT_TYPES", "SCHEMAS", "SCHEMA_TYPES", "Envelope", "Refused", "decode"]
 
 # --------------------------------------------------------------------------- matchers
 # The values every line has anew (event id, time, message id) are matched in one call.
@@ -236,7 +236,7 @@ InviteField = Annotated[
 ]
 
 
-class _Event(Struct, tag_field="type", kw_only=True, gc=False):
+class Envelope(Struct, tag_field="type", kw_only=True, gc=False):
     """The envelope every event has: time, id, version; every leaf ends with chain and sig."""
 
     timestamp: Annotated[str, Meta(extra=words(all="must be an RFC 3339 UTC time between 2000 and 2099 (got {v40})"))]
@@ -271,7 +271,7 @@ class _Event(Struct, tag_field="type", kw_only=True, gc=False):
         self._envelope()
 
 
-def _opt(owner: _Event, name: str, value: str | None, match: Known | Any) -> str:
+def _opt(owner: Envelope, name: str, value: str | None, match: Known | Any) -> str:
     """An optional name or id: None and "" are none; anything else must match."""
     if not value:
         return ""
@@ -279,7 +279,7 @@ def _opt(owner: _Event, name: str, value: str | None, match: Known | Any) -> str
     return value
 
 
-def _key(owner: _Event, key: str | None | UnsetType) -> str | UnsetType:
+def _key(owner: Envelope, key: str | None | UnsetType) -> str | UnsetType:
     """An idempotency key: absent when empty."""
     if not key:
         return UNSET
@@ -287,7 +287,7 @@ def _key(owner: _Event, key: str | None | UnsetType) -> str | UnsetType:
     return key
 
 
-class MessageCreate(_Event, tag="message.create", kw_only=True):
+class MessageCreate(Envelope, tag="message.create", kw_only=True):
     STREAM: ClassVar[str] = "messages"
 
     message_id: Id
@@ -370,7 +370,7 @@ class MessageCreate(_Event, tag="message.create", kw_only=True):
         pattern(self, "session_id", self.session_id, _session)
 
 
-class MessageEdit(_Event, tag="message.edit", kw_only=True):
+class MessageEdit(Envelope, tag="message.edit", kw_only=True):
     STREAM: ClassVar[str] = "messages"
 
     message_id: Id
@@ -389,7 +389,7 @@ class MessageEdit(_Event, tag="message.edit", kw_only=True):
         self.idempotency_key = _key(self, self.idempotency_key)
 
 
-class MessageDelete(_Event, tag="message.delete", kw_only=True):
+class MessageDelete(Envelope, tag="message.delete", kw_only=True):
     STREAM: ClassVar[str] = "messages"
 
     message_id: Id
@@ -408,7 +408,7 @@ class MessageDelete(_Event, tag="message.delete", kw_only=True):
             self.reason = ""
 
 
-class ThreadCreate(_Event, tag="thread.create", kw_only=True):
+class ThreadCreate(Envelope, tag="thread.create", kw_only=True):
     STREAM: ClassVar[str] = "messages"
     OWNER: ClassVar[str] = "created_by"
     AUTHOR: ClassVar[tuple[str, ...]] = ("created_by",)
@@ -427,7 +427,7 @@ class ThreadCreate(_Event, tag="thread.create", kw_only=True):
             self.title = ""
 
 
-class AgentRegister(_Event, tag="agent.register", kw_only=True):
+class AgentRegister(Envelope, tag="agent.register", kw_only=True):
     agent_id: Agent
     kind: Literal["agent", "user", ""] | None = "agent"
     name: Text64 | None = ""  # the agent id (filled in when absent)
@@ -463,7 +463,7 @@ class AgentRegister(_Event, tag="agent.register", kw_only=True):
             self.invite = UNSET
 
 
-class AgentUpdate(_Event, tag="agent.update", kw_only=True):
+class AgentUpdate(Envelope, tag="agent.update", kw_only=True):
     STREAM: ClassVar[str] = "messages"
 
     agent_id: Agent
@@ -482,7 +482,7 @@ class AgentUpdate(_Event, tag="agent.update", kw_only=True):
             self.work_contexts = list(self.work_contexts)
 
 
-class AgentHeartbeat(_Event, tag="agent.heartbeat", kw_only=True):
+class AgentHeartbeat(Envelope, tag="agent.heartbeat", kw_only=True):
     """``agent_id`` was around (thrum.presence): written by the daemon holding its key,
     at most once per ``presence_interval``, only while it writes nothing else."""
 
@@ -497,7 +497,7 @@ class AgentHeartbeat(_Event, tag="agent.heartbeat", kw_only=True):
         pattern(self, "agent_id", self.agent_id, _agent)
 
 
-class AgentCleanup(_Event, tag="agent.cleanup", kw_only=True):
+class AgentCleanup(Envelope, tag="agent.cleanup", kw_only=True):
     AUTHOR: ClassVar[tuple[str, ...]] = ("by", "agent_id")  # an admin, or the agent itself
 
     agent_id: Agent
@@ -519,7 +519,7 @@ class AgentCleanup(_Event, tag="agent.cleanup", kw_only=True):
             self.method = "manual"
 
 
-class SessionStart(_Event, tag="agent.session.start", kw_only=True):
+class SessionStart(Envelope, tag="agent.session.start", kw_only=True):
     session_id: Id
     agent_id: Agent
     chain: ChainField | None | UnsetType = UNSET
@@ -531,7 +531,7 @@ class SessionStart(_Event, tag="agent.session.start", kw_only=True):
         pattern(self, "agent_id", self.agent_id, _agent)
 
 
-class SessionEnd(_Event, tag="agent.session.end", kw_only=True):
+class SessionEnd(Envelope, tag="agent.session.end", kw_only=True):
     session_id: Id
     agent_id: Agent | None = ""
     reason: Literal["normal", "crash", ""] | None = "normal"
@@ -548,7 +548,7 @@ class SessionEnd(_Event, tag="agent.session.end", kw_only=True):
             self.reason = "normal"
 
 
-class AgentAdmit(_Event, tag="agent.admit", kw_only=True):
+class AgentAdmit(Envelope, tag="agent.admit", kw_only=True):
     """An admin admits ``agent_id`` with a key, or with an invite key its redeemer proves."""
 
     AUTHOR: ClassVar[tuple[str, ...]] = ("by",)
@@ -572,7 +572,7 @@ class AgentAdmit(_Event, tag="agent.admit", kw_only=True):
             raise ValueError("public_key: an admission names exactly one of public_key and invite")
 
 
-class AgentRotate(_Event, tag="agent.rotate", kw_only=True):
+class AgentRotate(Envelope, tag="agent.rotate", kw_only=True):
     """``agent_id`` moves from ``old_key`` to ``public_key`` (signed with the old key)."""
 
     agent_id: Agent
@@ -586,7 +586,7 @@ class AgentRotate(_Event, tag="agent.rotate", kw_only=True):
         pattern(self, "agent_id", self.agent_id, _agent)
 
 
-class AgentRevoke(_Event, tag="agent.revoke", kw_only=True):
+class AgentRevoke(Envelope, tag="agent.revoke", kw_only=True):
     """Lines of ``agent_id`` signed with ``public_key`` from a point on no longer count."""
 
     AUTHOR: ClassVar[tuple[str, ...]] = ("by",)
@@ -619,7 +619,7 @@ class AgentRevoke(_Event, tag="agent.revoke", kw_only=True):
             fail(self, "from_event", self.from_event)
 
 
-class GroupCreate(_Event, tag="group.create", kw_only=True):
+class GroupCreate(Envelope, tag="group.create", kw_only=True):
     AUTHOR: ClassVar[tuple[str, ...]] = ("created_by",)
 
     group_id: Id
@@ -638,7 +638,7 @@ class GroupCreate(_Event, tag="group.create", kw_only=True):
             self.description = ""
 
 
-class GroupDelete(_Event, tag="group.delete", kw_only=True):
+class GroupDelete(Envelope, tag="group.delete", kw_only=True):
     AUTHOR: ClassVar[tuple[str, ...]] = ("deleted_by",)
 
     name: GroupName
@@ -652,7 +652,7 @@ class GroupDelete(_Event, tag="group.delete", kw_only=True):
         pattern(self, "deleted_by", self.deleted_by, _agent)
 
 
-class _GroupMember(_Event, kw_only=True):
+class _GroupMember(Envelope, kw_only=True):
     group: GroupName
     member_type: Literal["agent", "role", ""] | None = "agent"
     member_value: MemberName
@@ -677,7 +677,7 @@ class GroupMemberRemove(_GroupMember, tag="group.member.remove", kw_only=True):
     pass
 
 
-class _Receipt(_Event, kw_only=True):
+class _Receipt(Envelope, kw_only=True):
     STREAM: ClassVar[str] = "receipts"  # with its agent's marks
 
     agent_id: Agent
@@ -721,7 +721,7 @@ class MessageAcked(_Receipt, tag="message.acked", kw_only=True):
     """``agent_id`` acknowledged the messages (``thrum ack``, the MCP acknowledge tool)."""
 
 
-class MessageSurfaced(_Event, tag="message.surfaced", kw_only=True):
+class MessageSurfaced(Envelope, tag="message.surfaced", kw_only=True):
     """A hook or tool placed the messages in ``agent_id``'s context (``via`` says which)."""
 
     STREAM: ClassVar[str] = "receipts"  # with its agent's marks
@@ -739,7 +739,7 @@ class MessageSurfaced(_Event, tag="message.surfaced", kw_only=True):
             self.via = UNSET
 
 
-SCHEMA_TYPES: tuple[type[_Event], ...] = (
+SCHEMA_TYPES: tuple[type[Envelope], ...] = (
     MessageCreate,
     MessageEdit,
     MessageDelete,
@@ -764,7 +764,7 @@ SCHEMA_TYPES: tuple[type[_Event], ...] = (
     MessageSurfaced,
     MessageAcked,
 )
-SCHEMAS: dict[str, type[_Event]] = {str(t.__struct_config__.tag): t for t in SCHEMA_TYPES}
+SCHEMAS: dict[str, type[Envelope]] = {str(t.__struct_config__.tag): t for t in SCHEMA_TYPES}
 EVENT_TYPES = tuple(SCHEMAS)  # every type this build validates and folds
 
 _decoder = msgspec.json.Decoder(Union[SCHEMA_TYPES])

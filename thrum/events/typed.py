@@ -29,7 +29,7 @@ from .validation import is_known, normalise, struct_of
 __all__ = ["TYPED", "Body", "Event", "Tag", "UnknownEvent", "from_dict"]
 
 
-class Event(schema._Event, kw_only=True):
+class Event(schema.Envelope, kw_only=True):
     """What every typed event has besides its type's fields: a new id and the time when the
     caller gives none, its line and its stream. (Each class below is this and its Struct.)"""
 
@@ -63,7 +63,7 @@ class Event(schema._Event, kw_only=True):
 
 
 @cache
-def _omitted(cls: type[schema._Event]) -> tuple[str, ...]:
+def _omitted(cls: type[schema.Envelope]) -> tuple[str, ...]:
     """The fields a line leaves out when empty: those absent by default, and those the schema names."""
     absent = [name for name, f in fields_of(cls).items() if f.default is UNSET]
     return (*absent, *cls.OMIT_WHEN_EMPTY)

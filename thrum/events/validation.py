@@ -25,14 +25,14 @@ import msgspec
 from ..errors import ValidationError
 from .checks import fields_of, is_timestamp, say
 from .ids import ULID_RE
-from .schema import EVENT_TYPES, SCHEMAS, _Event
+from .schema import EVENT_TYPES, SCHEMAS, Envelope
 from .values import EVENT_VERSION
 
 __all__ = ["EVENT_TYPES", "SCHEMAS", "is_known", "normalise", "struct_of"]
 
 Raw = dict[str, Any]  # an event as JSON gives it: validated here, never trusted before
 
-_ENVELOPE = fields_of(_Event)
+_ENVELOPE = fields_of(Envelope)
 _ULID = ULID_RE.fullmatch
 _to_builtins = msgspec.to_builtins
 
@@ -53,7 +53,7 @@ def normalise(d: Any) -> Raw:
     return out
 
 
-def struct_of(d: Any) -> _Event | None:
+def struct_of(d: Any) -> Envelope | None:
     """The event's Struct, every rule checked; None for a type or version this build keeps
     as written (after the envelope's checks).
 
