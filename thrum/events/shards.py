@@ -76,7 +76,7 @@ def stream_for(d: dict[str, Any]) -> str:
     field = _OWNER.get(t)
     if field is None:
         return EVENTS_STREAM
-    return f"{_KIND[t]}/{d.get(field)}"
+    return f"{_KIND[t]}/{d[field]}"
 
 
 def segment_name(n: int) -> str:
