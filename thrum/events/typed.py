@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 import msgspec
 from msgspec import UNSET
 
+from ..errors import ValidationError
 from . import schema
 from .checks import fields_of
 from .codec import encode_line
@@ -25,6 +26,7 @@ from .ids import new_id, new_ulid, now_rfc3339
 from .schema import Tag
 from .shards import stream_for
 from .validation import is_known, normalise, struct_of
+from .values import EVENT_VERSION
 
 __all__ = ["TYPED", "Body", "Event", "Tag", "UnknownEvent", "from_dict"]
 
@@ -39,6 +41,8 @@ class Event(schema.Envelope, kw_only=True):
 
     def __post_init__(self) -> None:
         checked = struct_of(self.to_dict())  # raises ValidationError on any bad field
+        if checked is None:  # (a version this build only keeps: it does not write one)
+            raise ValidationError(f"v: this build writes version {EVENT_VERSION}", field="v")
         for name in self.__struct_fields__:
             setattr(self, name, getattr(checked, name))
 
