@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from functools import cache
-from typing import Any
+from typing import Any, NoReturn
 
 import msgspec
 
@@ -92,7 +92,7 @@ def is_known(d: Raw) -> bool:
     return d.get("type") in SCHEMAS and d.get("v", 1) <= EVENT_VERSION
 
 
-def _refuse(name: str, value: Any) -> None:
+def _refuse(name: str, value: Any) -> NoReturn:
     raise ValidationError(say(_ENVELOPE[name], "invalid", value), field=name)
 
 
