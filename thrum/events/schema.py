@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Annotated, Any, ClassVar, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypeAlias, Union
 
 import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
@@ -57,13 +57,19 @@ from .ids import GROUP_ID_RE, IDEMPOTENCY_KEY_RE, MESSAGE_ID_RE, SESSION_ID_RE, 
 from .names import EVERYONE, NAME_RE, UNUSABLE_NAMES
 from .tags import MAX_TAG_VALUE, TAG_TYPE_RE
 from .values import (
+    AGENT_KINDS,
+    CLEANUP_METHODS,
+    END_REASONS,
     EVENT_VERSION,
+    FORMATS,
     MAX_ACK_WITHIN,
     MAX_CONTENT_BYTES,
     MAX_IDS,
     MAX_REFS,
     MAX_SUBJECT_CHARS,
     MAX_VIA_CHARS,
+    MEMBER_TYPES,
+    PRIORITIES,
 )
 
 __all__ = ["EVENT_TYPES", "SCHEMAS", "SCHEMA_TYPES", "Envelope", "Refused", "decode"]
@@ -89,6 +95,20 @@ _thread = Known(THREAD_ID_RE)
 _tag_type = Known(TAG_TYPE_RE)
 
 # --------------------------------------------------------------------------- field types
+if TYPE_CHECKING:  # a caller passes the str it took from a user; the schema checks it is a choice
+    Format: TypeAlias = str
+    Priority: TypeAlias = str
+    AgentKind: TypeAlias = str
+    CleanupMethod: TypeAlias = str
+    EndReason: TypeAlias = str
+    MemberType: TypeAlias = str
+else:  # the choices of `values`, and "" (read as the default)
+    Format = Literal[(*FORMATS, "")]
+    Priority = Literal[(*PRIORITIES, "")]
+    AgentKind = Literal[(*AGENT_KINDS, "")]
+    CleanupMethod = Literal[(*CLEANUP_METHODS, "")]
+    EndReason = Literal[(*END_REASONS, "")]
+    MemberType = Literal[(*MEMBER_TYPES, "")]
 # Strings are at most 4096 characters unless said; ids' patterns are matched after decoding.
 Id = Annotated[str, Meta(min_length=1, max_length=4096)]  # required: an event, message, session... id
 OptionalId = Annotated[str, Meta(max_length=4096)]  # None or "": none
@@ -165,7 +185,7 @@ def _tags(tags: Sequence[Tag], field: str) -> Sequence[Tag]:
 class Body(Struct, kw_only=True, gc=False):
     """A message body: ``structured`` is JSON text or empty."""
 
-    format: Annotated[Literal["markdown", "plain", "json", ""], Meta(extra=words(name="format"))] | None = "markdown"
+    format: Annotated[Format, Meta(extra=words(name="format"))] | None = "markdown"
     content: Annotated[
         str,
         Meta(
@@ -297,7 +317,7 @@ class MessageCreate(Envelope, tag="message.create", kw_only=True):
     body: BodyField
     scopes: Tags | None = ()
     refs: Tags | None = ()
-    priority: Literal["low", "normal", "high", "critical", ""] | None = "normal"
+    priority: Priority | None = "normal"
     authored_by: Text256 | None = ""
     disclosed: Any = False  # read as true or false, whatever JSON it is
     subject: Annotated[str, Meta(max_length=MAX_SUBJECT_CHARS)] | None = ""
@@ -429,7 +449,7 @@ class ThreadCreate(Envelope, tag="thread.create", kw_only=True):
 
 class AgentRegister(Envelope, tag="agent.register", kw_only=True):
     agent_id: Agent
-    kind: Literal["agent", "user", ""] | None = "agent"
+    kind: AgentKind | None = "agent"
     name: Text64 | None = ""  # the agent id (filled in when absent)
     role: Role
     module: Text256 | None = ""
@@ -502,7 +522,7 @@ class AgentCleanup(Envelope, tag="agent.cleanup", kw_only=True):
 
     agent_id: Agent
     reason: Text1024 | None = ""
-    method: Literal["manual", "automated", "ui", ""] | None = "manual"
+    method: CleanupMethod | None = "manual"
     by: Agent | None = ""  # the agent who removed ``agent_id`` (it signs the event); none: itself
     chain: ChainField | None | UnsetType = UNSET
     sig: Any = UNSET
@@ -534,7 +554,7 @@ class SessionStart(Envelope, tag="agent.session.start", kw_only=True):
 class SessionEnd(Envelope, tag="agent.session.end", kw_only=True):
     session_id: Id
     agent_id: Agent | None = ""
-    reason: Literal["normal", "crash", ""] | None = "normal"
+    reason: EndReason | None = "normal"
     chain: ChainField | None | UnsetType = UNSET
     sig: Any = UNSET
 
@@ -654,7 +674,7 @@ class GroupDelete(Envelope, tag="group.delete", kw_only=True):
 
 class _GroupMember(Envelope, kw_only=True):
     group: GroupName
-    member_type: Literal["agent", "role", ""] | None = "agent"
+    member_type: MemberType | None = "agent"
     member_value: MemberName
     agent_id: Agent  # who made the change
     chain: ChainField | None | UnsetType = UNSET

@@ -75,7 +75,7 @@ def _omitted(cls: type[schema.Envelope]) -> tuple[str, ...]:
 
 def Body(content: str, format: str = "markdown", structured: str = "") -> schema.Body:  # noqa: N802, A002
     """A message body (content first: ``ev.Body("text")``), checked with the event it is built into."""
-    body = schema.Body(format=format, content=content)  # type: ignore[arg-type]
+    body = schema.Body(format=format, content=content)
     body.structured = structured  # (not parsed here: a bad one is the event's ValidationError)
     return body
 
