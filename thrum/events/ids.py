@@ -20,6 +20,10 @@ MESSAGE_ID_RE = re.compile(r"msg_" + _ID_BODY)
 SESSION_ID_RE = re.compile(r"(?:ses|s)_" + _ID_BODY)
 THREAD_ID_RE = re.compile(r"(?:thr|thread)_" + _ID_BODY)
 GROUP_ID_RE = re.compile(r"grp_" + _ID_BODY)
+# A client's name for one logical write (message.create, message.edit): a repeat of the
+# key by the same agent is the same write (thrum/daemon/idempotency.py). Optional; kept
+# in the event so that it survives restarts and rebuilds with the log.
+IDEMPOTENCY_KEY_RE = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 # Strict RFC 3339 in UTC: ASCII digits only (``\d`` would also take other scripts'
 # digits), a ``Z`` zone, at most nanoseconds. `is_valid_timestamp` adds the calendar.
 TIMESTAMP_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?Z")

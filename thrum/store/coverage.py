@@ -71,7 +71,7 @@ def is_folded(db: pw.SqliteDatabase, shard: str, line: bytes) -> bool:
         key = f"malformed:{shard}:{hashlib.sha1(line[:200]).hexdigest()[:16]}"
         return _exists(db, "SELECT 1 FROM fold_issues WHERE key=? OR key=?", key, f"malformed:{shard}:*")
     eid = d.get("event_id", "")
-    if d.get("type") not in ev.NORMALISERS or d.get("v", 1) > ev.EVENT_VERSION:
+    if d.get("type") not in ev.SCHEMAS or d.get("v", 1) > ev.EVENT_VERSION:
         return True  # a type this build does not fold (a seal, a future event): nothing to find
     if d["type"] == "message.create" and _exists(
         db, "SELECT 1 FROM messages WHERE message_id=?", d.get("message_id", "")

@@ -117,7 +117,7 @@ class Folder:
         # reuses never hides the original (docs/design/trust.md).
         candidates: dict[str, dict[str, Any]] = {}
         rules: dict[str, ev.ShardRule] = {}  # shard -> its authorship rule, the path parsed once
-        known = ev.NORMALISERS
+        known = ev.SCHEMAS
         for shard, d in records:
             eid = dedup_key(d)
             t = d.get("type")
