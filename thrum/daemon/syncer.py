@@ -63,6 +63,13 @@ log = logging.getLogger(__name__)
 
 QUIET_TYPES = frozenset({"message.read", "message.unread", "message.archive", "message.edit"})
 
+# During a burst of writes, a cycle begins at most once per this many debounces (1 s at the
+# default 0.2 s). Each cycle holds the writer's lock while it seals and commits every segment
+# written to since the last one: at one every 0.2 s, sustained durable sends paid ~12 % more CPU
+# each and ran ~25 % slower (BENCHMARKS.md, "Durable sends under a burst"). A write after a
+# quiet spell still syncs one debounce later (a conversation's latency, issue 30).
+BURST_DEBOUNCES = 5
+
 
 def triggers_sync(applied: list[dict[str, Any]]) -> bool:
     """Whether a local write should schedule a sync: receipts and edits ride along with the next one."""
@@ -109,6 +116,7 @@ class SyncLoop:
             float(self.cfg.sync_interval), float(self.cfg.sync_active_interval), float(self.cfg.sync_active_window)
         )
         self._last_failed = False
+        self._last_cycle_began = -float("inf")  # time.monotonic() of the last cycle's start
 
     # ------------------------------------------------------------------ setup
     def _make_replicator(self) -> Replicator:
@@ -171,7 +179,7 @@ class SyncLoop:
                 break
             if self._write_kick:
                 self._write_kick = False
-                await trio.sleep(float(self.cfg.sync_debounce))  # debounce: let a burst of writes batch up
+                await trio.sleep(self._write_delay())  # let a burst of writes batch up
             elif not kicked and not await self._worth_a_cycle():
                 continue
             try:
@@ -181,6 +189,13 @@ class SyncLoop:
                     log.warning("sync failed: %s", exc.message)
             except Exception:
                 log.exception("sync failed")
+
+    def _write_delay(self) -> float:
+        """Seconds a cycle that writes asked for waits: the debounce, and in a burst long enough
+        that cycles begin at most once per `BURST_DEBOUNCES` debounces."""
+        debounce = float(self.cfg.sync_debounce)
+        since = time.monotonic() - self._last_cycle_began
+        return max(debounce, BURST_DEBOUNCES * debounce - since)
 
     async def _worth_a_cycle(self) -> bool:
         """Whether a timer's look finds work: the remote's tip moved, something here waits
@@ -274,6 +289,7 @@ class SyncLoop:
                 daemon stops meanwhile (the cycle is abandoned, not recorded).
         """
         async with self._cycle_lock:
+            self._last_cycle_began = time.monotonic()
             if self.replicator is not None:
                 self.replicator.credentials = self._logins.for_cycle(env)
             mode = self.mode()

@@ -284,7 +284,7 @@ class Writer:
             self.view.caught_up()
             return result
         # Stored positions are at each shard's end before this batch: fold just the batch.
-        positions = {s: self.log.end_position(s) for s in touched}
+        positions = {s: self.log.appended_end(s) for s in touched}
         records = list(zip(placed, events))  # each event with the segment it went to
         return projection.fold(self.db, records, positions=positions)
 
@@ -327,12 +327,11 @@ class Writer:
         by_shard: dict[str, list[bytes]] = {}
         for shard, line in seals:
             by_shard.setdefault(shard, []).append(line)
-        for shard, lines in by_shard.items():
-            self.log.append_lines(shard, lines)
+        self.log.append_to(by_shard)
         self.dirty_shards.update(by_shard)
         if self.view.behind:  # positions stay before the lines not folded yet; catching up skips seals
             return len(seals)
-        positions = {s: self.log.end_position(s) for s in by_shard}
+        positions = {s: self.log.appended_end(s) for s in by_shard}
         try:
             with self.db.atomic():
                 projection.save_positions(self.db, positions)
