@@ -116,7 +116,7 @@ class SyncLoop:
             float(self.cfg.sync_interval), float(self.cfg.sync_active_interval), float(self.cfg.sync_active_window)
         )
         self._last_failed = False
-        self._last_cycle_began = -float("inf")  # time.monotonic() of the last cycle's start
+        self._last_cycle_began = -float("inf")  # trio.current_time() of the last cycle's start
 
     # ------------------------------------------------------------------ setup
     def _make_replicator(self) -> Replicator:
@@ -194,7 +194,7 @@ class SyncLoop:
         """Seconds a cycle that writes asked for waits: the debounce, and in a burst long enough
         that cycles begin at most once per `BURST_DEBOUNCES` debounces."""
         debounce = float(self.cfg.sync_debounce)
-        since = time.monotonic() - self._last_cycle_began
+        since = trio.current_time() - self._last_cycle_began
         return max(debounce, BURST_DEBOUNCES * debounce - since)
 
     async def _worth_a_cycle(self) -> bool:
@@ -289,7 +289,7 @@ class SyncLoop:
                 daemon stops meanwhile (the cycle is abandoned, not recorded).
         """
         async with self._cycle_lock:
-            self._last_cycle_began = time.monotonic()
+            self._last_cycle_began = trio.current_time()
             if self.replicator is not None:
                 self.replicator.credentials = self._logins.for_cycle(env)
             mode = self.mode()
