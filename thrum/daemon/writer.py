@@ -182,6 +182,7 @@ class Writer:
         try:
             async with self.lock:
                 result = await trio.to_thread.run_sync(self._append_and_fold, events, abandon_on_cancel=False)
+                self.events_written += len(events)  # under the lock: a sync cycle's take counts them exactly
         except BaseException as exc:  # noqa: BLE001 - every waiter must hear of it
             if isinstance(exc, OSError):  # disk full, permissions, ...: say so, nothing was acknowledged
                 error: BaseException = errors.Unavailable(
@@ -198,7 +199,6 @@ class Writer:
                 raise
             log.exception("write batch failed")
             return
-        self.events_written += len(events)
         self.batches_written += 1
         self.view.wake_if_behind()
         for p in batch:
