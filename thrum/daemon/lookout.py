@@ -3,9 +3,13 @@
 Rules:
 
 1. Events waiting to be pushed are counted from the log (not from memory: issue 30,
-   item 6): at start-up and after each cycle, with the writer's count of events
-   written at that time; between counts, what was written since is added. Without a
-   remote, it is what was written since the last cycle that ended well.
+   item 6): at start-up and after each cycle that did not leave the remote holding our
+   tip, with the writer's count of events written at that time; between counts, what
+   was written since is added. After a cycle that left the remote holding our tip,
+   nothing written before its commit took the files is missing there (`synced`): no count, which asks
+   git for the status of every file of the worktree (70 % of a no-op sync on the
+   million-event history). Without a remote, it is what was written since the last
+   cycle that ended well.
 2. A timer's look (`thrum.daemon.pace`) asks only for the remote's tip (one ref
    advertisement) and compares it with the tip the last fetch saw; the sync loop runs
    a full cycle only when they differ, something waits to be pushed, or the last cycle
@@ -54,6 +58,11 @@ class Lookout:
             return
         self._base = (count, written)
 
+    def synced(self, taken_at: int) -> None:
+        """A cycle left the remote holding our tip, and its commit took the files when
+        ``taken_at`` events were written (rule 1): only what was written since is missing there."""
+        self._base = (0, taken_at)
+
     def pending(self, remote: bool) -> int:
         """Events the remote lacks: the last count from the log, plus what was written since."""
         written = self._writer.events_written
@@ -62,9 +71,10 @@ class Lookout:
             return count + max(0, written - at)
         return max(0, written - self.pushed_mark)
 
-    def pushed(self, written_before: int) -> None:
-        """A cycle ended well: what was written before it started is on the remote."""
-        self.pushed_mark = written_before
+    def pushed(self, taken_at: int) -> None:
+        """A cycle ended well: what was written before its commit took the files is on the
+        remote (without one: committed)."""
+        self.pushed_mark = taken_at
 
     def moved(self, replicator: Replicator, gate: CycleGate) -> bool:
         """Whether the remote's tip differs from the one the last fetch saw (worker thread; rule 2)."""

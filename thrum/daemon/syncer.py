@@ -63,6 +63,13 @@ log = logging.getLogger(__name__)
 
 QUIET_TYPES = frozenset({"message.read", "message.unread", "message.archive", "message.edit"})
 
+# During a burst of writes, a cycle begins at most once per this many debounces (1 s at the
+# default 0.2 s). Each cycle holds the writer's lock while it seals and commits every segment
+# written to since the last one: at one every 0.2 s, sustained durable sends paid ~12 % more CPU
+# each and ran ~25 % slower (BENCHMARKS.md, "Durable sends under a burst"). A write after a
+# quiet spell still syncs one debounce later (a conversation's latency, issue 30).
+BURST_DEBOUNCES = 5
+
 
 def triggers_sync(applied: list[dict[str, Any]]) -> bool:
     """Whether a local write should schedule a sync: receipts and edits ride along with the next one."""
@@ -109,6 +116,7 @@ class SyncLoop:
             float(self.cfg.sync_interval), float(self.cfg.sync_active_interval), float(self.cfg.sync_active_window)
         )
         self._last_failed = False
+        self._last_cycle_began = -float("inf")  # trio.current_time() of the last cycle's start
 
     # ------------------------------------------------------------------ setup
     def _make_replicator(self) -> Replicator:
@@ -171,7 +179,9 @@ class SyncLoop:
                 break
             if self._write_kick:
                 self._write_kick = False
-                await trio.sleep(float(self.cfg.sync_debounce))  # debounce: let a burst of writes batch up
+                await trio.sleep(self._write_delay())  # let a burst of writes batch up
+                if not self._last_failed and self.pending_events() == 0:
+                    continue  # a cycle since (`sync.run`, or the one before in a burst) took the writes
             elif not kicked and not await self._worth_a_cycle():
                 continue
             try:
@@ -181,6 +191,13 @@ class SyncLoop:
                     log.warning("sync failed: %s", exc.message)
             except Exception:
                 log.exception("sync failed")
+
+    def _write_delay(self) -> float:
+        """Seconds a cycle that writes asked for waits: the debounce, and in a burst long enough
+        that cycles begin at most once per `BURST_DEBOUNCES` debounces."""
+        debounce = float(self.cfg.sync_debounce)
+        since = trio.current_time() - self._last_cycle_began
+        return max(debounce, BURST_DEBOUNCES * debounce - since)
 
     async def _worth_a_cycle(self) -> bool:
         """Whether a timer's look finds work: the remote's tip moved, something here waits
@@ -274,10 +291,12 @@ class SyncLoop:
                 daemon stops meanwhile (the cycle is abandoned, not recorded).
         """
         async with self._cycle_lock:
+            self._last_cycle_began = trio.current_time()
             if self.replicator is not None:
                 self.replicator.credentials = self._logins.for_cycle(env)
             mode = self.mode()
             applied: list[dict[str, Any]] = []
+            files = WriterLog(self._writer, applied, scanned=self._scanned)
             written_before = self._writer.events_written
             refused_before = sum((await self._writer.read(projection.fold_counts)).values())
             report = None
@@ -288,7 +307,7 @@ class SyncLoop:
                     self._cycle_scope, self._cycle_since = scope, time.time()
                     try:
                         report = await trio.to_thread.run_sync(
-                            self._cycle_in_thread, mode, applied, abandon_on_cancel=True
+                            self._cycle_in_thread, mode, files, abandon_on_cancel=True
                         )
                     except Abandoned:
                         pass
@@ -316,14 +335,16 @@ class SyncLoop:
                     self.pace.activity()
                 await self._writer.publish(applied, "sync")
             await self._team_facts()
-            # after the publish: counting asks git for the worktree's status, off the delivery path
-            await trio.to_thread.run_sync(self._count_pending)
+            if report.error is None and report.pushed and mode == "remote" and files.taken_at is not None:
+                self.lookout.synced(files.taken_at)
+            else:  # after the publish: counting asks git for the worktree's status, off the delivery path
+                await trio.to_thread.run_sync(self._count_pending)
             # a line the fold refused (quarantined) was not received, whatever the merge brought
             refused = sum((await self._writer.read(projection.fold_counts)).values()) - refused_before
             report.received = max(0, report.received - max(0, refused))
             result = {**sync_record.report_dict(report, mode), "quarantined": max(0, refused)}
             if report.error is None and (report.pushed or mode != "remote"):
-                self.lookout.pushed(written_before)
+                self.lookout.pushed(files.taken_at if files.taken_at is not None else written_before)
             chains = await self._writer.read(chain_fold.report)  # kept for `sync status` while stopped
             await trio.to_thread.run_sync(sync_record.record, self._paths, {**result, "chains": chains}, report.error)
             if report.error:
@@ -344,11 +365,10 @@ class SyncLoop:
             self._writer.ask_rejudge("the team root changed")
         await self._writer.after_facts()
 
-    def _cycle_in_thread(self, mode: str, applied: list[dict[str, Any]]) -> SyncReport:
+    def _cycle_in_thread(self, mode: str, files: WriterLog) -> SyncReport:
         from ..sync.cycle import run_cycle
 
         self._team.refresh_binding()  # the root as committed now (a pull may have brought one)
-        files = WriterLog(self._writer, applied, scanned=self._scanned)
         with self.gate.held():  # local work; `stop` abandons the thread only in network sections
             replicator = self.replicator
             if replicator is None or not replicator.healthy():

@@ -92,6 +92,13 @@ def _tail_digest(data: bytes) -> str:
     return hashlib.sha1(data[-TAIL_BYTES:]).hexdigest() if data else ""
 
 
+def _end_of(fd: int) -> Position:
+    """The `Position` at the end of a segment just appended to through ``fd`` (it ends
+    with a whole line: every appended line ends with a newline)."""
+    size = os.fstat(fd).st_size
+    return Position(size, _tail_digest(os.pread(fd, min(size, TAIL_BYTES), max(0, size - TAIL_BYTES))))
+
+
 def parse_lines(shard: str, data: bytes, base: int, result: ReadResult, *, at_end: bool = True) -> int:
     """Decode the complete lines of ``data`` (which starts at file offset ``base``).
 
@@ -126,6 +133,7 @@ class EventLog:
         self._needs_newline: dict[str, bool] = {}
         self._tails: dict[str, list[int]] = {}  # stream -> [highest segment number, its size]
         self._truncate_to: dict[str, int] = {}  # segments a failed batch could not be undone in yet
+        self.appended_ends: dict[str, Position] = {}  # segment -> its end after the last append (`appended_end`)
 
     # ------------------------------------------------------------------ paths
     def path(self, shard: str) -> Path:
@@ -191,24 +199,35 @@ class EventLog:
         return placed
 
     def append_lines(self, shard: str, lines: Iterable[bytes]) -> None:
-        """Durably append raw lines to one existing segment, wherever it is in its stream.
+        """Durably append raw lines to one existing segment, wherever it is in its stream."""
+        self.append_to({shard: list(lines)})
+
+    def append_to(self, by_shard: dict[str, list[bytes]]) -> None:
+        """Durably append raw lines to existing segments, wherever each is in its stream
+        (one write each, the fsyncs together).
 
         For lines that belong next to lines already written (the seals written
         before a commit cover the lines of that file); no roll-over happens here.
 
         Raises:
-            ValueError: ``shard`` is not a path of the layout, or a line holds a newline.
+            ValueError: a path is not one of the layout, or a line holds a newline
+                (then nothing is written).
         """
-        ev.parse_log_path(shard)
-        payload = []
-        for line in lines:
-            body = line[:-1] if line.endswith(b"\n") else line
-            if b"\n" in body:
-                raise ValueError("a log line cannot hold a newline")
-            payload.append(body + b"\n")
-        if payload:
-            self._tails.pop(shard.rsplit("/", 1)[0], None)  # the stream's tail may have grown
-            self._write_durably({shard: payload})
+        by_path: dict[str, list[bytes]] = {}
+        for shard, lines in by_shard.items():
+            ev.parse_log_path(shard)
+            payload = []
+            for line in lines:
+                body = line[:-1] if line.endswith(b"\n") else line
+                if b"\n" in body:
+                    raise ValueError("a log line cannot hold a newline")
+                payload.append(body + b"\n")
+            if payload:
+                by_path[shard] = payload
+        if by_path:
+            for shard in by_path:
+                self._tails.pop(shard.rsplit("/", 1)[0], None)  # the stream's tail may have grown
+            self._write_durably(by_path)
 
     def _place(self, stream: str, lines: list[bytes]) -> list[tuple[str, list[bytes]]]:
         """Split a stream's new lines over its segments: the highest one while it has
@@ -243,6 +262,7 @@ class EventLog:
 
     def _write_durably(self, by_path: dict[str, list[bytes]]) -> None:
         opened: list[tuple[str, int, bool, int]] = []  # (segment, fd, created, size before)
+        self.appended_ends = {}
         try:
             for shard, lines in by_path.items():
                 opened.append((shard, *self._write_lines(shard, b"".join(lines))))
@@ -251,6 +271,7 @@ class EventLog:
                 os.fsync(fds[0])
             else:
                 list(fsync_pool().map(os.fsync, fds))
+            ends = {shard: _end_of(fd) for shard, fd, _, _ in opened}
         except BaseException:
             for shard, fd, _, size in opened:
                 self._undo(shard, fd, size)
@@ -263,6 +284,7 @@ class EventLog:
             self._needs_newline[shard] = False
             if created:
                 fsync_dir(self.path(shard).parent)
+        self.appended_ends = ends
 
     def _undo(self, shard: str, fd: int, size: int) -> None:
         """Cut a segment back to ``size`` (its length before a failed batch); retried on the next append."""
@@ -357,6 +379,13 @@ class EventLog:
         for shard, lines in received.items():
             parse_lines(shard, b"".join(line if line.endswith(b"\n") else line + b"\n" for line in lines), 0, result)
         return result
+
+    def appended_end(self, shard: str) -> Position:
+        """`end_position` of a segment the last append wrote to, as that append left it
+        (read from the descriptor it wrote through: no second open and walk of the path,
+        which cost a durable send ~4 % of its CPU); any other segment as it is now."""
+        end = self.appended_ends.get(shard)
+        return end if end is not None else self.end_position(shard)
 
     def end_position(self, shard: str) -> Position:
         """The position just past the last complete line of a segment as it is now
