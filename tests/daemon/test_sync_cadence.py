@@ -12,7 +12,7 @@ from thrum import lifecycle
 from daemon_helpers import RawClient
 
 DEBOUNCE = 0.2
-SPACING = 1.0  # five debounces (thrum.daemon.syncer.BURST_DEBOUNCES)
+SPACING = 1.0  # five debounces (thrum.daemon.pace.BURST_DEBOUNCES)
 
 
 def _cycles(c: RawClient) -> int:

@@ -48,7 +48,7 @@ from ..sync import state as sync_record
 from ..sync.gate import Abandoned, CycleGate
 from .logins import Logins
 from .lookout import Lookout
-from .pace import Pace, starts_conversation
+from .pace import Pace, starts_conversation, write_delay
 from .team import TeamState
 from .tidy import Tidy
 from .writer import Writer
@@ -62,13 +62,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 QUIET_TYPES = frozenset({"message.read", "message.unread", "message.archive", "message.edit"})
-
-# During a burst of writes, a cycle begins at most once per this many debounces (1 s at the
-# default 0.2 s). Each cycle holds the writer's lock while it seals and commits every segment
-# written to since the last one: at one every 0.2 s, sustained durable sends paid ~12 % more CPU
-# each and ran ~25 % slower (BENCHMARKS.md, "Durable sends under a burst"). A write after a
-# quiet spell still syncs one debounce later (a conversation's latency, issue 30).
-BURST_DEBOUNCES = 5
 
 
 def triggers_sync(applied: list[dict[str, Any]]) -> bool:
@@ -179,7 +172,9 @@ class SyncLoop:
                 break
             if self._write_kick:
                 self._write_kick = False
-                await trio.sleep(self._write_delay())  # let a burst of writes batch up
+                await trio.sleep(
+                    write_delay(float(self.cfg.sync_debounce), trio.current_time() - self._last_cycle_began)
+                )
                 if not self._last_failed and self.pending_events() == 0:
                     continue  # a cycle since (`sync.run`, or the one before in a burst) took the writes
             elif not kicked and not await self._worth_a_cycle():
@@ -191,13 +186,6 @@ class SyncLoop:
                     log.warning("sync failed: %s", exc.message)
             except Exception:
                 log.exception("sync failed")
-
-    def _write_delay(self) -> float:
-        """Seconds a cycle that writes asked for waits: the debounce, and in a burst long enough
-        that cycles begin at most once per `BURST_DEBOUNCES` debounces."""
-        debounce = float(self.cfg.sync_debounce)
-        since = trio.current_time() - self._last_cycle_began
-        return max(debounce, BURST_DEBOUNCES * debounce - since)
 
     async def _worth_a_cycle(self) -> bool:
         """Whether a timer's look finds work: the remote's tip moved, something here waits
