@@ -12,13 +12,11 @@ Rules (issue 30, "conversations at seconds across machines"; docs/design/remotes
    configured ``sync_interval`` (``idle_s``), where an idle replica stays.
 4. ``idle_s`` of 0 turns the timer off (no looks at all; writes and `thrum sync`
    still sync), as before.
-
 5. A local write's cycle waits one debounce (a burst of writes batches up); during a
    burst, cycles begin at most once per `BURST_DEBOUNCES` debounces (`write_delay`).
 
 So a replica makes at most one look per ``active_s`` while active and one per
 ``idle_s`` when idle; `requests_last_hour` counts what it really did.
-
 """
 
 from __future__ import annotations
