@@ -391,9 +391,6 @@ RECORD_WRITES: dict[tuple[str, str], str] = {
     ("thrum/daemon/wakeups.py", "p"): "a Pane: the waker's own record of an agent's tmux pane",
     ("thrum/daemon/wakeups.py", "w"): "a Watch: the waker's own record of a pane's screen",
     ("thrum/daemon/syncer.py", "report"): "a cycle's report (sync.cycle), adjusted for what the fold refused",
-    ("thrum/daemon/syncer.py", "replicator"): "sync's Replicator takes its network gate as an attribute",
-    ("thrum/daemon/syncer.py", "self.replicator"): "sync's Replicator takes each cycle's login as an attribute",
-    ("thrum/daemon/logins.py", "own"): "sync's Credentials record carries which login the last cycle used",
     ("thrum/daemon/limits.py", "self.wait_scope"): "a trio CancelScope's deadline (trio's own interface)",
     ("thrum/ui/app.py", "resp"): "an HTTP Response being built (thrum.ui.http's record)",
 }

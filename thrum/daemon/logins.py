@@ -3,8 +3,10 @@
 Logins are looked up for each cycle: the config, the daemon's own environment, and
 what the ``thrum sync`` that asked for this cycle passed along (`thrum.config.FORWARDED_ENV`,
 only from the local user's CLI: `thrum.daemon.peer`). What a caller passed serves that
-one cycle and is never kept; the automatic cycles log in with the daemon's own
-environment and config. ``sync status`` still says which login the last cycle used.
+one cycle and is never kept: the sync loop hands each cycle's login to its fetches and
+pushes (`thrum.sync.cycle.run_cycle`), and the automatic cycles log in with the daemon's
+own environment and config. ``sync status`` still says which login the last cycle used
+(the sync loop's record of it).
 """
 
 from __future__ import annotations
@@ -26,12 +28,6 @@ class Logins:
         from ..sync.transport.credentials import credentials_from_env
 
         return credentials_from_env(self._config.values, forwarded=env, own="the daemon's environment")
-
-    def after_cycle(self, used: Credentials | None) -> Credentials:
-        """The daemon's own logins again, remembering which one the cycle that ended used."""
-        own = self.for_cycle()
-        own.last_source = getattr(used, "last_source", None)
-        return own
 
     def callbacks(self) -> Any:
         """libgit2's callbacks for the daemon's own logins (None: local-only, no remote)."""

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ..sync.logaccess import LogAccess
     from ..sync.remoteview import RemoteView
     from ..sync.replicate import Replicator
+    from ..sync.transport.credentials import Credentials
     from .writer import Writer
 
 log = logging.getLogger(__name__)
@@ -66,11 +67,12 @@ class Lookout:
         """A cycle ended well: what was written before it started is on the remote."""
         self.pushed_mark = written_before
 
-    def moved(self, replicator: Replicator, gate: CycleGate) -> bool:
-        """Whether the remote's tip differs from the one the last fetch saw (worker thread; rule 2)."""
+    def moved(self, replicator: Replicator, gate: CycleGate, credentials: Credentials) -> bool:
+        """Whether the remote's tip differs from the one the last fetch saw (worker thread;
+        rule 2), looked at with ``credentials`` through the replicator's network gate."""
         assert self.view is not None
         with gate.held():
-            tip = self.view.tip(replicator.credentials, replicator.network)
+            tip = self.view.tip(credentials, replicator.network)
             known = self.view.known_tip()
         return bool(tip != known)
 

@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from ..sync.cycle import SyncReport
     from ..sync.merge.shard import Prefer
     from ..sync.replicate import Replicator
+    from ..sync.transport.credentials import Credentials
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +93,8 @@ class SyncLoop:
         self._prefer = prefer
         self._nursery = nursery
         self._logins = Logins(config)
+        self._login = self._logins.for_cycle()  # the timer's looks log in as the last own cycle did
+        self._last_login: str | None = None  # which login the last cycle used (``sync status``)
         self._kick = trio.Event()
         self._tidy = Tidy(config.remote, lambda: self.replicator, lambda: self.mode() == "remote")
         self._write_kick = False
@@ -114,16 +117,15 @@ class SyncLoop:
     def _make_replicator(self) -> Replicator:
         from ..sync.remoteview import RemoteView
         from ..sync.replicate import Replicator
-        from ..sync.transport.credentials import credentials_from_env
 
         replicator = Replicator(
             self._worktree,
             self.cfg.remote,
-            credentials_from_env(self.cfg.values),
+            self._logins.for_cycle(),
             prefer=self._prefer,
             max_intake_bytes=int(self.cfg.max_sync_intake_bytes),
+            network=self._network,
         )
-        replicator.network = self._network
         self.lookout.watch(RemoteView(self._worktree, self.cfg.remote))
         return replicator
 
@@ -196,7 +198,7 @@ class SyncLoop:
                     self._cycle_scope = scope
                     try:
                         moved = await trio.to_thread.run_sync(
-                            self.lookout.moved, replicator, self.gate, abandon_on_cancel=True
+                            self.lookout.moved, replicator, self.gate, self._login, abandon_on_cancel=True
                         )
                     finally:
                         self._cycle_scope = None
@@ -274,8 +276,7 @@ class SyncLoop:
                 daemon stops meanwhile (the cycle is abandoned, not recorded).
         """
         async with self._cycle_lock:
-            if self.replicator is not None:
-                self.replicator.credentials = self._logins.for_cycle(env)
+            login = self._logins.for_cycle(env)
             mode = self.mode()
             applied: list[dict[str, Any]] = []
             written_before = self._writer.events_written
@@ -288,7 +289,7 @@ class SyncLoop:
                     self._cycle_scope, self._cycle_since = scope, time.time()
                     try:
                         report = await trio.to_thread.run_sync(
-                            self._cycle_in_thread, mode, applied, abandon_on_cancel=True
+                            self._cycle_in_thread, mode, applied, login, abandon_on_cancel=True
                         )
                     except Abandoned:
                         pass
@@ -299,8 +300,9 @@ class SyncLoop:
                     finally:
                         self._cycle_scope = self._cycle_since = None
             finally:
-                if env and self.replicator is not None:  # what a caller passed ends with its cycle
-                    self.replicator.credentials = self._logins.after_cycle(self.replicator.credentials)
+                self._last_login = login.last_source
+                # what a caller passed ends with its cycle: the looks go on with the daemon's own
+                self._login = self._logins.for_cycle() if env else login
             if scope.cancelled_caught:
                 log.warning("sync abandoned while it waited for the remote: the daemon is stopping")
             if report is None:
@@ -344,7 +346,7 @@ class SyncLoop:
             self._writer.ask_rejudge("the team root changed")
         await self._writer.after_facts()
 
-    def _cycle_in_thread(self, mode: str, applied: list[dict[str, Any]]) -> SyncReport:
+    def _cycle_in_thread(self, mode: str, applied: list[dict[str, Any]], login: Credentials) -> SyncReport:
         from ..sync.cycle import run_cycle
 
         self._team.refresh_binding()  # the root as committed now (a pull may have brought one)
@@ -354,7 +356,7 @@ class SyncLoop:
             if replicator is None or not replicator.healthy():
                 with files.locked():
                     replicator = self._recreate_worktree()
-            report = run_cycle(replicator, files, remote=mode == "remote", sleep=self.gate.sleep)
+            report = run_cycle(replicator, files, remote=mode == "remote", sleep=self.gate.sleep, credentials=login)
             self._scanned = True
             return report
 
@@ -375,7 +377,6 @@ class SyncLoop:
         ensure_sync_worktree(self._paths.main_repo, self.cfg.remote, callbacks=self._logins.callbacks())
         self._writer.log_files_recreated()
         replicator = self._make_replicator()
-        replicator.credentials = self._logins.for_cycle()
         self.replicator = replicator
         self._scanned = False
         return replicator
@@ -433,7 +434,7 @@ class SyncLoop:
             "cycles": self.cycles,
             "syncing_since": _utc(self._cycle_since),
             "waiting_for_remote_since": _utc(waiting),
-            "credential_source": getattr(getattr(self.replicator, "credentials", None), "last_source", None),
+            "credential_source": self._last_login,
             "team": self._team.status(),
         }
 
