@@ -109,6 +109,8 @@ CORE_EXTRA: dict[tuple[str, str], str] = {
 # Who outside `thrum.sync` may import a `thrum.sync.gitstore` module, and why.
 GITSTORE_USERS = {
     "thrum.daemon.process": "caps libgit2's process-wide object cache at start-up (bound_object_cache)",
+    "thrum.daemon.server": "the composition root takes the sync's git store opener (a test's fake) as an argument",
+    "thrum.daemon.syncer": "the sync loop opens its replicator's git store through the opener it was given",
 }
 
 SQL_STATEMENT = re.compile(

@@ -17,13 +17,14 @@ import pygit2
 
 from fixtures.repos.builders import make_replicas
 from fixtures.repos.fsck import fsck
+from fixtures.repos.memory import memory_replica
 from thrum.sync.cycle import run_cycle
 from thrum.sync.gitstore.api import Commit, GitStore, Oid
 from thrum.sync.gitstore.libgit2 import LibGit2Store
 from thrum.sync.gitstore.memory import MemoryStore
 from thrum.sync.logaccess import PlainLog
 from thrum.sync.replicate import Replicator
-from thrum.sync.worktree import SYNC_REF, ensure_sync_worktree, root_commit
+from thrum.sync.worktree import SYNC_REF, ensure_sync_worktree
 
 
 def event(event_id: str, agent: str = "alice", **extra) -> bytes:
@@ -189,21 +190,12 @@ def make_cluster(tmp_path: Path, n: int) -> Cluster:
     return Cluster(pair.remote, replicas)
 
 
-def memory_worktree(remote: MemoryStore, worktree: Path) -> MemoryStore:
-    """A replica's store in memory: ``a-sync`` at the fixed root, checked out at ``worktree``."""
-    worktree.mkdir(parents=True, exist_ok=True)
-    store = MemoryStore({"origin": remote}, worktree)
-    store.update_ref(SYNC_REF, root_commit(store), "thrum: initialize a-sync")
-    store.set_symbolic_ref("HEAD", SYNC_REF, "thrum: the worktree")
-    return store
-
-
 def make_memory_cluster(tmp_path: Path, n: int) -> Cluster:
     """``n`` replicas of one remote, their git stores in memory (their log files on disk)."""
     remote = MemoryStore()
     replicas = []
     for i in range(n):
         wt = tmp_path / f"replica{i}"
-        store = memory_worktree(remote, wt)
+        store = memory_replica(remote, wt)
         replicas.append(Replica(None, wt, Replicator(wt, store=store), RecordingLog(wt)))
     return Cluster(remote, replicas)

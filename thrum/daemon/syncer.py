@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -56,6 +57,7 @@ from .writerlog import WriterLog
 
 if TYPE_CHECKING:
     from ..sync.cycle import SyncReport
+    from ..sync.gitstore.api import GitStore
     from ..sync.merge.shard import Prefer
     from ..sync.replicate import Replicator
     from ..sync.transport.credentials import Credentials
@@ -80,11 +82,15 @@ class SyncLoop:
         team: TeamState,
         prefer: Prefer | None,
         nursery: trio.Nursery,
+        git_store: Callable[[Path], GitStore] | None = None,
     ):
         """``writer``: lends the log to each cycle (`WriterLog`) and publishes what it
         brought; ``team``: the committed root, read again around each cycle; ``prefer``:
         which copy of a line rewritten in place to keep (the trust layer's);
-        ``nursery``: where an on-demand cycle runs (`refresh`)."""
+        ``nursery``: where an on-demand cycle runs (`refresh`); ``git_store``: opens the
+        git store of the worktree, once for the replicator and once for the remote's view
+        (None: the repository's, through libgit2; tests of the daemon's cycles give the
+        in-memory fake, `thrum.sync.gitstore.memory`)."""
         self.cfg = config
         self._paths = paths
         self._worktree = worktree
@@ -92,6 +98,7 @@ class SyncLoop:
         self._team = team
         self._prefer = prefer
         self._nursery = nursery
+        self._git_store = git_store
         self._logins = Logins(config)
         self._login = self._logins.for_cycle()  # the timer's looks log in as the last own cycle did
         self._last_login: str | None = None  # which login the last cycle used (``sync status``)
@@ -124,10 +131,14 @@ class SyncLoop:
             self._logins.for_cycle(),
             prefer=self._prefer,
             max_intake_bytes=int(self.cfg.max_sync_intake_bytes),
+            store=self._open_git_store(),
             network=self._network,
         )
-        self.lookout.watch(RemoteView(self._worktree, self.cfg.remote))
+        self.lookout.watch(RemoteView(self._worktree, self.cfg.remote, store=self._open_git_store()))
         return replicator
+
+    def _open_git_store(self) -> GitStore | None:
+        return self._git_store(self._worktree) if self._git_store is not None else None
 
     def _network(self, what: str) -> AbstractContextManager[None]:
         """Each fetch, push or tip check over the network: counted, then through the gate."""
