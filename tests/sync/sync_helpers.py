@@ -19,11 +19,12 @@ from fixtures.repos.builders import make_replicas
 from fixtures.repos.fsck import fsck
 from fixtures.repos.memory import memory_replica
 from thrum.sync.cycle import run_cycle
-from thrum.sync.gitstore.api import Commit, GitStore, Oid
+from thrum.sync.gitstore.api import Commit, FileMode, GitStore, Oid, parse_tree
 from thrum.sync.gitstore.libgit2 import LibGit2Store
 from thrum.sync.gitstore.memory import MemoryStore
 from thrum.sync.logaccess import PlainLog
 from thrum.sync.replicate import Replicator
+from thrum.sync.trees import LayoutTrees
 from thrum.sync.worktree import SYNC_REF, ensure_sync_worktree
 
 
@@ -76,6 +77,29 @@ def keys_of(data: bytes) -> list[bytes]:
     from thrum.sync.merge.shard import event_key, split_lines
 
     return [event_key(line) for line in split_lines(data)]
+
+
+def committed(where: Path | GitStore, path: str, ref: str = SYNC_REF) -> bytes | None:
+    """The bytes of log file ``path`` in ``ref``'s tree (None: not there)."""
+    store = store_of(where)
+    tip = store.ref(ref)
+    assert tip is not None, f"no {ref}"
+    leaf = LayoutTrees(store).leaf_at(store.commit(tip).tree, path)
+    return None if leaf is None else store.read(leaf.oid)[1]
+
+
+def committed_names(where: Path | GitStore, directory: str = "", ref: str = SYNC_REF) -> list[str]:
+    """The names in ``directory`` (``a/b``; "" the root) of ``ref``'s tree ([]: no such directory)."""
+    store = store_of(where)
+    tip = store.ref(ref)
+    assert tip is not None, f"no {ref}"
+    tree = store.commit(tip).tree
+    for part in filter(None, directory.split("/")):
+        entry = parse_tree(store.read(tree)[1]).get(part.encode())
+        if entry is None or entry[0] != FileMode.TREE:
+            return []
+        tree = Oid(entry[1])
+    return sorted(name.decode() for name in parse_tree(store.read(tree)[1]))
 
 
 def store_of(where: Path | GitStore) -> GitStore:
