@@ -35,6 +35,25 @@ from thrum.sync.worktree import SYNC_REF
 CONFIG = {"ws_port": 0, "sync_interval": 3600, "sync_debounce": 3600, "presence_interval": 0}
 
 
+DEADLINE = 30.0
+
+
+async def until(check, what: str, *, timeout: float = DEADLINE, every: float = 0.05):
+    """The first truthy value ``await check()`` gives, polled every ``every`` s of trio's
+    clock for at most ``timeout`` s (`fixtures.waiting.until`, for daemons in this run).
+
+    Raises AssertionError naming ``what`` (and the last value seen) when time runs out.
+    """
+    deadline = trio.current_time() + timeout
+    while True:
+        got = await check()
+        if got:
+            return got
+        if trio.current_time() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {got!r})")
+        await trio.sleep(every)
+
+
 class MemoryMachine:
     def __init__(self, path: Path, paths: ThrumPaths, store: MemoryStore, daemon: Daemon):
         self.path = path
@@ -53,8 +72,25 @@ class MemoryMachine:
     async def rpc(self, method: str, params: dict | None = None) -> dict:
         return await rpc(self.daemon, method, params or {})
 
-    async def agent(self, name: str, role: str) -> dict:
-        return await self.rpc("agent.register", {"name": name, "role": role})
+    async def agent(self, name: str, role: str, module: str = "") -> dict:
+        return await self.rpc("agent.register", {"name": name, "role": role, "module": module})
+
+    async def pushed(self) -> None:
+        """Wait until the remote holds every event written here (by the daemon's own cycles:
+        after a write, its debounced cycle)."""
+
+        async def nothing_pending() -> bool:
+            return (await self.rpc("sync.status"))["pending_events"] == 0
+
+        await until(nothing_pending, f"{self.name}'s own cycle to push what it wrote")
+
+    async def send(self, caller: str, content: str, *to: str) -> dict:
+        return await self.rpc("message.send", {"caller": caller, "content": content, "to": list(to)})
+
+    async def inbox(self, agent: str, **filters) -> list[dict]:
+        """``agent``'s inbox as ``thrum inbox`` asks for it (others' messages, newest first)."""
+        params = {"caller": agent, "exclude_own": True, "page_size": 100, "sort_by": "created_at", "sort_order": "desc"}
+        return (await self.rpc("message.list", {**params, **filters}))["messages"]
 
     async def sync(self) -> dict:
         return await self.rpc("sync.run")
