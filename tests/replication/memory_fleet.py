@@ -38,19 +38,19 @@ CONFIG = {"ws_port": 0, "sync_interval": 3600, "sync_debounce": 3600, "presence_
 DEADLINE = 30.0
 
 
-async def until(check, what: str, *, timeout: float = DEADLINE, every: float = 0.05):
+async def until(check, what: str, *, within: float = DEADLINE, every: float = 0.05):
     """The first truthy value ``await check()`` gives, polled every ``every`` s of trio's
-    clock for at most ``timeout`` s (`fixtures.waiting.until`, for daemons in this run).
+    clock for at most ``within`` s (`fixtures.waiting.until`, for daemons in this run).
 
     Raises AssertionError naming ``what`` (and the last value seen) when time runs out.
     """
-    deadline = trio.current_time() + timeout
+    deadline = trio.current_time() + within
     while True:
         got = await check()
         if got:
             return got
         if trio.current_time() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {got!r})")
+            raise AssertionError(f"timed out after {within:.0f}s waiting for {what} (last: {got!r})")
         await trio.sleep(every)
 
 
