@@ -19,12 +19,12 @@ from fixtures.repos.builders import make_replicas
 from fixtures.repos.fsck import fsck
 from fixtures.repos.memory import memory_replica
 from thrum.sync.cycle import run_cycle
-from thrum.sync.gitstore.api import Commit, FileMode, GitStore, Oid, parse_tree
+from thrum.sync.gitstore.api import Commit, FileMode, GitStore, Kind, Oid, Signature, parse_tree
 from thrum.sync.gitstore.libgit2 import LibGit2Store
 from thrum.sync.gitstore.memory import MemoryStore
 from thrum.sync.logaccess import PlainLog
 from thrum.sync.replicate import Replicator
-from thrum.sync.trees import LayoutTrees
+from thrum.sync.trees import LayoutTrees, Leaf
 from thrum.sync.worktree import SYNC_REF, ensure_sync_worktree
 
 
@@ -71,6 +71,19 @@ def push_tree(remote: Path, entries: dict, message: str = "forged\n") -> pygit2.
     tip = bare[bare.references[SYNC_REF].target]
     sig = pygit2.Signature("x", "x@example.invalid", 1700000000, 0)
     return bare.create_commit(SYNC_REF, sig, sig, message, tree_with(bare, tip.tree, entries), [tip.id])
+
+
+def push_files(store: GitStore, files: dict[str, bytes], message: str = "forged\n") -> Oid:
+    """Commit log files ``files`` on top of ``store``'s a-sync tip (a remote in memory), as
+    someone with push access could (`push_tree` for a remote on disk)."""
+    tip = store.ref(SYNC_REF)
+    assert tip is not None, f"no {SYNC_REF}"
+    batch = store.batch()
+    leaves = {path: Leaf(batch.write(Kind.BLOB, data), int(FileMode.BLOB)) for path, data in files.items()}
+    tree = LayoutTrees(store).with_files(store.commit(tip).tree, leaves, batch)
+    new = batch.commit(tree, [tip], Signature("x", "x@example.invalid", 1700000000, 0), message)
+    assert store.update_ref(SYNC_REF, new, "forged", expected=tip)
+    return new
 
 
 def keys_of(data: bytes) -> list[bytes]:

@@ -24,6 +24,7 @@ from sync_helpers import (
     history,
     keys_of,
     make_cluster,
+    push_files,
     push_tree,
     tree_with,
 )
@@ -31,6 +32,7 @@ from thrum.sync import RemoteUnreachable, SyncError
 from thrum.sync.cycle import run_cycle
 from thrum.sync.gitstore.api import Oid, Signature
 from thrum.sync.logaccess import PlainLog
+from thrum.sync.merge.shard import merge_shard
 from thrum.sync.replicate import Replicator
 from thrum.sync.worktree import SYNC_REF, ensure_sync_worktree
 
@@ -310,6 +312,39 @@ def test_commit_pending_never_commits_a_deleted_shard(memory_cluster):
     a.commit()
     (a.worktree / SHARD).unlink()
     assert a.commit() is False
+
+
+def test_summary_of_a_shard_rewritten_in_place_is_not_trusted(memory_cluster):
+    a, b = memory_cluster.a, memory_cluster.b
+    append(a.worktree, SHARD, event("01A"), event("01B"))
+    a.sync()
+    b.sync()  # B keeps a summary of [A, B]: clean
+    b.files.take_received()
+    # Someone rewrites B's file in place (same length): [A, A], a repeated key ...
+    path = b.worktree / SHARD
+    forged = path.read_bytes().replace(b"01B", b"01A")
+    with open(path, "r+b") as f:
+        f.write(forged)
+    # ... and a hostile remote holds [A, A, C], of which B's file is now a prefix.
+    push_files(memory_cluster.remote, {SHARD: forged + event("01C")})
+    b.sync()
+    # The summary of [A, B] no longer matches the file, so the repeated key is seen.
+    assert b.read(SHARD) == merge_shard(forged + event("01C"), forged).data == event("01A") + event("01C")
+    assert b.files.take_received()[SHARD] == [event("01C")]
+
+
+def test_both_sides_appended_to_one_shard_take_the_exact_merge(memory_cluster):
+    a, b = memory_cluster.a, memory_cluster.b
+    append(a.worktree, SHARD, event("01A"))
+    a.sync()
+    b.sync()
+    append(a.worktree, SHARD, event("01A2"))
+    append(b.worktree, SHARD, event("01B2"), event("01A"))  # a duplicate of a known event too
+    a.sync()
+    report = b.sync()
+    assert report.received == 1 and report.sent == 1
+    a.sync()
+    assert a.read(SHARD) == b.read(SHARD) == event("01A") + event("01A2") + event("01B2")
 
 
 def test_replicate_received_torn_remote_line_is_terminated(memory_cluster):
