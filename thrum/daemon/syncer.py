@@ -100,8 +100,6 @@ class SyncLoop:
         self._nursery = nursery
         self._git_store = git_store
         self._logins = Logins(config)
-        self._login = self._logins.for_cycle()  # the timer's looks log in as the last own cycle did
-        self._last_login: str | None = None  # which login the last cycle used (``sync status``)
         self._kick = trio.Event()
         self._tidy = Tidy(config.remote, lambda: self.replicator, lambda: self.mode() == "remote")
         self._write_kick = False
@@ -209,7 +207,7 @@ class SyncLoop:
                     self._cycle_scope = scope
                     try:
                         moved = await trio.to_thread.run_sync(
-                            self.lookout.moved, replicator, self.gate, self._login, abandon_on_cancel=True
+                            self.lookout.moved, replicator, self.gate, self._logins.for_looks(), abandon_on_cancel=True
                         )
                     finally:
                         self._cycle_scope = None
@@ -311,9 +309,7 @@ class SyncLoop:
                     finally:
                         self._cycle_scope = self._cycle_since = None
             finally:
-                self._last_login = login.last_source
-                # what a caller passed ends with its cycle: the looks go on with the daemon's own
-                self._login = self._logins.for_cycle() if env else login
+                self._logins.cycle_ended(login, env)
             if scope.cancelled_caught:
                 log.warning("sync abandoned while it waited for the remote: the daemon is stopping")
             if report is None:
@@ -445,7 +441,7 @@ class SyncLoop:
             "cycles": self.cycles,
             "syncing_since": _utc(self._cycle_since),
             "waiting_for_remote_since": _utc(waiting),
-            "credential_source": self._last_login,
+            "credential_source": self._logins.last_used,
             "team": self._team.status(),
         }
 
