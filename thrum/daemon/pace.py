@@ -97,6 +97,16 @@ class Pace:
         while self._requests and self._requests[0] <= now - HOUR_S:
             self._requests.popleft()
 
+    def status(self, tip_checks: int) -> dict[str, Any]:
+        """The pace as `sync status` shows it (``tip_checks``: the looks made so far)."""
+        return {
+            "state": self.state(),
+            "active_interval_s": self.active_s,
+            "active_window_s": self.window_s,
+            "tip_checks": tip_checks,
+            "requests_last_hour": self.requests_last_hour(),
+        }
+
     def state(self) -> str:
         if self.idle_s <= 0:
             return "off"
