@@ -8,6 +8,10 @@ from thrum import events as ev
 from thrum.errors import NotFound
 from thrum.store import database, directory, projection, queries, rebuild
 from thrum.store.log import EventLog
+from thrum.store.verified import VerifiedFold
+from thrum.trust.ring import KeyRing
+from thrum.trust.verdicts import VerdictMemory
+from thrum.trust.verify import Verifier
 
 from store_helpers import Events, fold, ids, mid
 
@@ -402,6 +406,58 @@ def test_rebuild_interrupted_leaves_no_schema_version(tmp_path, tmp_log, e, monk
     with pytest.raises(RuntimeError):
         projection.rebuild(opened, tmp_log)
     assert database.schema_version(opened) is None
+
+
+def _settings(db):
+    names = ("journal_mode", "synchronous", "cache_size", "temp_store", "threads", "mmap_size")
+    return {n: db.execute_sql(f"PRAGMA {n}").fetchone()[0] for n in names}
+
+
+def test_rebuild_gives_the_connection_back_as_the_daemon_opened_it(db, tmp_log, e, monkeypatch):
+    """A rebuild loads without a journal or syncs and finishes with its own cache and sorter
+    settings; afterwards, and after a rebuild that failed half-way, the connection is the
+    daemon's again (WAL, synchronous NORMAL, its cache, temporary data in memory)."""
+    opened = _settings(db)
+    assert opened["journal_mode"] == "wal" and opened["temp_store"] == 2
+    _write(tmp_log, e.register("alice", "dev"), e.create("alice", "hello", mentions=["bob"]))
+    during = {}
+    finish = database.finish_schema
+
+    def finishing(*args, **kwargs):
+        during.update(_settings(db))
+        return finish(*args, **kwargs)
+
+    monkeypatch.setattr(database, "finish_schema", finishing)
+    projection.rebuild(db, tmp_log)
+    assert during["journal_mode"] == "off" and during["temp_store"] == 1  # a file: runs spill to disk
+    assert during["cache_size"] == rebuild.FINISH_PRAGMAS["cache_size"]
+    assert _settings(db) == opened
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("power cut")
+
+    monkeypatch.setattr(database, "finish_schema", boom)
+    with pytest.raises(RuntimeError):
+        projection.rebuild(db, tmp_log)
+    assert _settings(db) == opened
+
+
+def test_rebuild_lets_go_of_the_verdict_memory_before_its_finishing_steps(db, tmp_log, tmp_path, e, monkeypatch):
+    """The digests of every line judged (~100 MB at a million lines) serve the load only."""
+    memory = VerdictMemory(tmp_path / "verified-lines")
+    fold_fn = VerifiedFold(Verifier(KeyRing(None, None)), memory)
+    memory.load()
+    _write(tmp_log, e.register("alice", "dev"))
+    loaded_while_finishing = []
+    finish = database.finish_schema
+
+    def finishing(*args, **kwargs):
+        loaded_while_finishing.append(memory.known() is not None)
+        return finish(*args, **kwargs)
+
+    monkeypatch.setattr(database, "finish_schema", finishing)
+    projection.rebuild(db, tmp_log, fold_fn=fold_fn)
+    assert loaded_while_finishing == [False]
 
 
 def test_catch_up_in_chunks_gives_the_same_state(db, tmp_log, tmp_path, e, monkeypatch):

@@ -23,7 +23,8 @@ import gc
 import logging
 import os
 import time
-from typing import Any, Iterable, Protocol
+from contextlib import contextmanager
+from typing import Any, Iterable, Iterator, Protocol
 
 import peewee as pw
 
@@ -37,7 +38,22 @@ log = logging.getLogger(__name__)
 
 REBUILD_BATCH = 50_000
 READ_CHUNK = 32 * 1024 * 1024  # bytes of a shard read (and folded) at a time
-REBUILD_CACHE_KIB = -512 * 1024  # SQLite page cache while rebuilding (negative: KiB)
+# The connection's settings for the two phases of a rebuild (restored after each). The load
+# writes rows at scattered places of large b-trees: it wants a large page cache. The
+# finishing steps (`database.finish_schema`) read the tables in order and write each index
+# in order, so a small cache does; its size also bounds each in-memory run of SQLite's
+# sorter, which spills to a temporary file (with ``temp_store`` FILE: memory would keep
+# every run, and would stop the sorter's worker threads). Peak memory: docs/design/decisions.md.
+LOAD_PRAGMAS = {
+    "synchronous": "OFF",
+    "cache_size": -512 * 1024,  # KiB (negative: a size, not pages)
+    "journal_mode": "OFF",  # stays as it is if another connection is open
+}
+FINISH_PRAGMAS = {
+    "cache_size": -64 * 1024,
+    "temp_store": "FILE",
+    "threads": 2,  # index builds may sort on a second core
+}
 
 
 class FoldFn(Protocol):
@@ -53,6 +69,9 @@ class FoldFn(Protocol):
         positions: dict[str, Position] | None = None,
         keep_applied: bool = True,
     ) -> FoldResult: ...
+
+    def release(self) -> None:
+        """Let go of what a large fold loaded (the verdict memory): a rebuild's load is over."""
 
 
 class Progress(Protocol):
@@ -168,49 +187,58 @@ def rebuild(
     kv = _saved_kv(db)
     database.drop_schema(db)
     database.create_tables(db)
-    saved = {p: db.execute_sql(f"PRAGMA {p}").fetchone()[0] for p in ("synchronous", "cache_size", "journal_mode")}
-    # The log is the durable copy and an interrupted rebuild is redone (no schema
-    # version), so the load needs neither syncs nor a journal; it does need cache.
-    db.execute_sql("PRAGMA synchronous=OFF")
-    db.execute_sql(f"PRAGMA cache_size={REBUILD_CACHE_KIB}")
-    db.execute_sql("PRAGMA journal_mode=OFF")  # stays as it is if another connection is open
-    db.execute_sql("PRAGMA threads=2")  # index builds may sort on a second core
     gc_was_enabled = gc.isenabled()
     gc.disable()  # millions of short-lived dicts: the cycle collector would rescan them all, repeatedly
     try:
-        started, started_cpu = time.perf_counter(), time.process_time()
-        seen = [0]  # events the load read, as last reported
+        # The log is the durable copy and an interrupted rebuild is redone (no schema
+        # version), so the load needs neither syncs nor a journal; it does need cache.
+        with _pragmas(db, LOAD_PRAGMAS):
+            started, started_cpu = time.perf_counter(), time.process_time()
+            seen = [0]  # events the load read, as last reported
 
-        def load_progress(phase: str, events: int, done_bytes: int, total_bytes: int, elapsed: float) -> None:
-            seen[0] = events
-            if progress is not None:
-                progress(phase, events, done_bytes, total_bytes, elapsed)
+            def load_progress(phase: str, events: int, done_bytes: int, total_bytes: int, elapsed: float) -> None:
+                seen[0] = events
+                if progress is not None:
+                    progress(phase, events, done_bytes, total_bytes, elapsed)
 
-        with chain_fold.deferred():  # the writers' chains are settled once, after the load
-            total = _fold_log(db, event_log, {}, keep_applied=keep_applied, fold_fn=fold_fn, progress=load_progress)
-        total.timings = {"load": time.perf_counter() - started, "cpu load": time.process_time() - started_cpu}
-        at, at_cpu = time.perf_counter(), time.process_time()
-        with db.atomic():
-            chain_fold.settle(db.connection(), now_rfc3339())
-        total.timings["chains"] = time.perf_counter() - at
-        total.timings["cpu chains"] = time.process_time() - at_cpu
-        folded = seen[0]
-        if progress is not None:
-            progress("indexes", folded, 0, 0, total.timings["load"])
-        database.finish_schema(db, compute_counters=True, timings=total.timings)
-        if progress is not None:
-            progress("done", folded, 0, 0, time.perf_counter() - started)
-        if kv:
+            with chain_fold.deferred():  # the writers' chains are settled once, after the load
+                total = _fold_log(db, event_log, {}, keep_applied=keep_applied, fold_fn=fold_fn, progress=load_progress)
+            total.timings = {"load": time.perf_counter() - started, "cpu load": time.process_time() - started_cpu}
+            at, at_cpu = time.perf_counter(), time.process_time()
             with db.atomic():
-                db.connection().executemany("INSERT OR REPLACE INTO kv(key, value) VALUES (?,?)", kv)
+                chain_fold.settle(db.connection(), now_rfc3339())
+            total.timings["chains"] = time.perf_counter() - at
+            total.timings["cpu chains"] = time.process_time() - at_cpu
+            folded = seen[0]
+            if progress is not None:
+                progress("indexes", folded, 0, 0, total.timings["load"])
+            if fold_fn is not None:
+                fold_fn.release()  # what the load needed (the verdict memory) is not needed to finish
+            with _pragmas(db, FINISH_PRAGMAS):
+                database.finish_schema(db, compute_counters=True, timings=total.timings)
+            if progress is not None:
+                progress("done", folded, 0, 0, time.perf_counter() - started)
+            if kv:
+                with db.atomic():
+                    db.connection().executemany("INSERT OR REPLACE INTO kv(key, value) VALUES (?,?)", kv)
     finally:
         if gc_was_enabled:
             gc.enable()
-        db.execute_sql("PRAGMA threads=0")
-        db.execute_sql(f"PRAGMA journal_mode={saved['journal_mode']}")
-        db.execute_sql(f"PRAGMA cache_size={int(saved['cache_size'])}")
-        db.execute_sql(f"PRAGMA synchronous={int(saved['synchronous'])}")
     return total
+
+
+@contextmanager
+def _pragmas(db: pw.SqliteDatabase, values: dict[str, str | int]) -> Iterator[None]:
+    """Set the connection's ``values`` (PRAGMA name -> value) for the block, then put back
+    what they were."""
+    saved = {name: db.execute_sql(f"PRAGMA {name}").fetchone()[0] for name in values}
+    try:
+        for name, value in values.items():
+            db.execute_sql(f"PRAGMA {name}={value}")
+        yield
+    finally:
+        for name, value in reversed(saved.items()):
+            db.execute_sql(f"PRAGMA {name}={value}")
 
 
 def _saved_kv(db: pw.SqliteDatabase) -> list[tuple[str, str]]:
