@@ -44,12 +44,12 @@ READ_CHUNK = 32 * 1024 * 1024  # bytes of a shard read (and folded) at a time
 # in order, so a small cache does; its size also bounds each in-memory run of SQLite's
 # sorter, which spills to a temporary file (with ``temp_store`` FILE: memory would keep
 # every run, and would stop the sorter's worker threads). Peak memory: docs/design/decisions.md.
-LOAD_PRAGMAS = {
+LOAD_PRAGMAS: dict[str, str | int] = {
     "synchronous": "OFF",
     "cache_size": -512 * 1024,  # KiB (negative: a size, not pages)
     "journal_mode": "OFF",  # stays as it is if another connection is open
 }
-FINISH_PRAGMAS = {
+FINISH_PRAGMAS: dict[str, str | int] = {
     "cache_size": -64 * 1024,
     "temp_store": "FILE",
     "threads": 2,  # index builds may sort on a second core
