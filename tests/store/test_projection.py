@@ -395,6 +395,22 @@ def test_rebuild_reports_its_progress_batch_by_batch_then_indexes_then_done(db, 
     assert queries.list_messages(db, viewer="bob")["total"] == 40
 
 
+def test_rebuild_says_it_is_alive_while_it_builds_the_indexes(db, tmp_log, e, monkeypatch):
+    """The finishing steps are a few long statements: whoever waits hears from the rebuild
+    meanwhile (the starter gives up after a minute of silence)."""
+    _write(tmp_log, e.register("alice", "dev"), *[e.create("alice", f"note {i}") for i in range(200)])
+    monkeypatch.setattr(rebuild, "HEARTBEAT_S", 0.0)
+    monkeypatch.setattr(rebuild, "HEARTBEAT_STEPS", 1000)
+    reports = []
+    projection.rebuild(db, tmp_log, progress=lambda *r: reports.append(r))
+    phases = [r[0] for r in reports]
+    assert phases.count("indexes") > 2 and phases[-1] == "done"
+    finishing = [r for r in reports if r[0] == "indexes"]
+    assert all(r[1] == 201 for r in finishing)
+    assert [r[4] for r in reports] == sorted(r[4] for r in reports)  # elapsed seconds only grow
+    assert queries.list_messages(db, viewer="bob")["total"] == 200
+
+
 def test_rebuild_interrupted_leaves_no_schema_version(tmp_path, tmp_log, e, monkeypatch):
     _write(tmp_log, e.create("alice"))
     opened = database.open_database(tmp_path / "x.db")

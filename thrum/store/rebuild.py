@@ -24,7 +24,7 @@ import logging
 import os
 import time
 from contextlib import contextmanager
-from typing import Any, Iterable, Iterator, Protocol
+from typing import Any, Callable, Iterable, Iterator, Protocol
 
 import peewee as pw
 
@@ -54,6 +54,11 @@ FINISH_PRAGMAS: dict[str, str | int] = {
     "temp_store": "FILE",
     "threads": 2,  # index builds may sort on a second core
 }
+# The finishing steps are a few long statements (at a million messages, tens of seconds
+# each on a busy machine); whoever waits for the rebuild hears from it at least this often
+# meanwhile (`lifecycle.start` gives up after 60 s of silence).
+HEARTBEAT_S = 5.0
+HEARTBEAT_STEPS = 1_000_000  # SQLite instructions between looks at the clock (~ms apart)
 
 
 class FoldFn(Protocol):
@@ -77,7 +82,8 @@ class FoldFn(Protocol):
 class Progress(Protocol):
     """Told how far a rebuild is: ``phase`` is ``load`` (events folded, bytes of the
     log read of ``total_bytes``), then ``indexes`` (query and search indexes being
-    built: no count), then ``done``; ``elapsed``: seconds since the rebuild started."""
+    built: no count; told again at least every `HEARTBEAT_S` while they are), then
+    ``done``; ``elapsed``: seconds since the rebuild started."""
 
     def __call__(self, phase: str, events: int, done_bytes: int, total_bytes: int, elapsed: float) -> None: ...
 
@@ -214,7 +220,12 @@ def rebuild(
                 progress("indexes", folded, 0, 0, total.timings["load"])
             if fold_fn is not None:
                 fold_fn.release()  # what the load needed (the verdict memory) is not needed to finish
-            with _pragmas(db, FINISH_PRAGMAS):
+
+            def finishing(now: float) -> None:
+                if progress is not None:
+                    progress("indexes", folded, 0, 0, now - started)
+
+            with _pragmas(db, FINISH_PRAGMAS), _heartbeat(db, finishing):
                 database.finish_schema(db, compute_counters=True, timings=total.timings)
             if progress is not None:
                 progress("done", folded, 0, 0, time.perf_counter() - started)
@@ -225,6 +236,30 @@ def rebuild(
         if gc_was_enabled:
             gc.enable()
     return total
+
+
+@contextmanager
+def _heartbeat(db: pw.SqliteDatabase, tell: Callable[[float], None]) -> Iterator[None]:
+    """Call ``tell(now)`` at most every `HEARTBEAT_S` while SQLite works in the block (its
+    progress handler, every `HEARTBEAT_STEPS` instructions of its virtual machine)."""
+    conn = db.connection()
+    last = [time.perf_counter()]
+
+    def handler() -> int:
+        now = time.perf_counter()
+        if now - last[0] >= HEARTBEAT_S:
+            last[0] = now
+            try:
+                tell(now)
+            except Exception:  # noqa: BLE001 - a report that fails must not abort the statement
+                log.exception("a rebuild progress report failed")
+        return 0  # go on
+
+    conn.set_progress_handler(handler, HEARTBEAT_STEPS)
+    try:
+        yield
+    finally:
+        conn.set_progress_handler(None, 0)
 
 
 @contextmanager
