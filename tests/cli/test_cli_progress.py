@@ -18,8 +18,8 @@ def test_the_line_gives_events_share_rate_and_time_left():
     assert line == "thrum: building the projection: 250,000 events (25%), 25,000 events/s, about 30 s left"
     line = describe({"phase": "load", "events": 10_000, "bytes": 1, "total_bytes": 100, "elapsed": 2.0})
     assert line is not None and line.endswith("about 3 min 18 s left")
-    assert describe({"phase": "indexes", "events": 1_000, "elapsed": 1.0}) == (
-        "thrum: building the projection: 1,000 events read (1,000 events/s); building its indexes"
+    assert describe({"phase": "indexes", "events": 1_000, "elapsed": 75.0}) == (
+        "thrum: building the projection: 1,000 events read; building its indexes (1 min 15 s in)"
     )
     assert describe({"phase": "done", "events": 1_000, "elapsed": 0.5}) == (
         "thrum: projection built: 1,000 events in 0 s (2,000 events/s)"

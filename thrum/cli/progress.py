@@ -58,8 +58,8 @@ def describe(report: dict[str, Any]) -> str | None:
         else:
             line += f", {rate}"
         return line
-    if phase == "indexes":
-        return f"thrum: building the projection: {events:,} events read ({rate}); building its indexes"
+    if phase == "indexes":  # (told again every few seconds while they are built)
+        return f"thrum: building the projection: {events:,} events read; building its indexes ({_duration(elapsed)} in)"
     if phase == "done":
         return f"thrum: projection built: {events:,} events in {_duration(elapsed)} ({rate})"
     return None
