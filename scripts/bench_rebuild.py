@@ -99,6 +99,7 @@ def child(src: str, data: Path, kind: str) -> None:
     sys.path.insert(0, src)
     import gc
 
+    from thrum.daemon.limits import tune_allocator
     from thrum.store import database, projection
     from thrum.store.log import EventLog
     from thrum.store.verified import VerifiedFold
@@ -106,6 +107,7 @@ def child(src: str, data: Path, kind: str) -> None:
     from thrum.trust.verdicts import VerdictMemory
     from thrum.trust.verify import Verifier
 
+    tune_allocator()  # as the daemon's process does (large blocks mapped on their own: freed, they go back)
     db_path = data / f"rebuild-{os.getpid()}.db"
     memory = data / "verified-lines"
     if kind == "first":
