@@ -23,7 +23,7 @@ import gc
 import logging
 import os
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any, Callable, Iterable, Iterator, Protocol
 
 import peewee as pw
@@ -225,7 +225,7 @@ def rebuild(
                 if progress is not None:
                     progress("indexes", folded, 0, 0, now - started)
 
-            with _pragmas(db, FINISH_PRAGMAS), _heartbeat(db, finishing):
+            with _pragmas(db, FINISH_PRAGMAS), _heartbeat(db, finishing) if progress else nullcontext():
                 database.finish_schema(db, compute_counters=True, timings=total.timings)
             if progress is not None:
                 progress("done", folded, 0, 0, time.perf_counter() - started)
