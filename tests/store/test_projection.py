@@ -424,6 +424,28 @@ def test_rebuild_interrupted_leaves_no_schema_version(tmp_path, tmp_log, e, monk
     assert database.schema_version(opened) is None
 
 
+def test_a_rebuild_batch_ends_after_so_many_bytes_of_the_log_however_few_events(db, tmp_log, e, monkeypatch):
+    """Receipts name up to 100 messages each: batches counted in events alone held millions
+    of read marks at once."""
+    creates = [e.create("alice", f"note {i}", mentions=["bob"]) for i in range(60)]
+    receipts = [e.read("bob", *[mid(c) for c in creates[i : i + 20]]) for i in range(0, 60, 20)]
+    _write(tmp_log, e.register("alice", "dev"), *creates, *receipts)
+    monkeypatch.setattr(rebuild, "READ_CHUNK", 1000)
+    monkeypatch.setattr(rebuild, "REBUILD_BATCH", 1_000_000)
+    monkeypatch.setattr(rebuild, "REBUILD_BATCH_BYTES", 3000)
+    batches = []
+    real_fold = rebuild.fold
+
+    def counted(db_, records, **kwargs):
+        batches.append(len(records))
+        return real_fold(db_, records, **kwargs)
+
+    monkeypatch.setattr(rebuild, "fold", counted)
+    projection.rebuild(db, tmp_log)
+    assert len(batches) >= 4 and sum(batches) == 64
+    assert queries.list_messages(db, viewer="bob", unread_for="bob")["total"] == 0  # every receipt folded
+
+
 def _settings(db):
     names = ("journal_mode", "synchronous", "cache_size", "temp_store", "threads", "mmap_size")
     return {n: db.execute_sql(f"PRAGMA {n}").fetchone()[0] for n in names}
