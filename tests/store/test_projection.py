@@ -468,7 +468,7 @@ def test_rebuild_gives_the_connection_back_as_the_daemon_opened_it(db, tmp_log, 
     monkeypatch.setattr(database, "finish_schema", finishing)
     projection.rebuild(db, tmp_log)
     assert during["journal_mode"] == "off" and during["temp_store"] == 1  # a file: runs spill to disk
-    assert during["cache_size"] == rebuild.FINISH_PRAGMAS["cache_size"]
+    assert during["cache_size"] == rebuild.FINISH_PRAGMAS["cache_size"] and during["mmap_size"] == 0
     assert _settings(db) == opened
 
     def boom(*args, **kwargs):
