@@ -13,8 +13,13 @@ Rules (part of the projection's rules, `thrum.store.projection`):
   rebuild when it does not, and throw the file away and rebuild when SQLite
   cannot read it or catching up fails. The log is always the truth.
 - A rebuild reports how far it is (`Progress`) after every batch and at each
-  phase, so that whoever waits for it (``thrum init`` on a large history) can
-  show a rate and an estimate instead of silence.
+  phase, and every few seconds while its indexes are built, so that whoever waits
+  for it (``thrum init`` on a large history) can show a rate and an estimate
+  instead of silence.
+- A rebuild's load and its finishing steps each run with their own connection
+  settings (`LOAD_PRAGMAS`, `FINISH_PRAGMAS`: cache, sorter, map), put back after;
+  with batches bounded in bytes too, that keeps its peak memory under 1 GiB at a
+  million messages (docs/design/decisions.md).
 """
 
 from __future__ import annotations
