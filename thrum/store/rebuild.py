@@ -44,8 +44,9 @@ log = logging.getLogger(__name__)
 REBUILD_BATCH = 50_000
 # A batch also ends after this many bytes of the log: a receipt names up to 100 messages,
 # so 50,000 receipts are 5,000,000 read marks held as Python objects at once (measured at a
-# million messages: +370 MB of the rebuild's peak, when the receipts were folded).
-REBUILD_BATCH_BYTES = 16 * 1024 * 1024
+# million messages: +370 MB of the rebuild's peak, when the receipts were folded). 16 MiB
+# cost the load CPU, 48 MiB memory (docs/design/decisions.md).
+REBUILD_BATCH_BYTES = 24 * 1024 * 1024
 READ_CHUNK = 32 * 1024 * 1024  # bytes of a shard read (and folded) at a time
 # The connection's settings for the two phases of a rebuild (restored after each). The load
 # writes rows at scattered places of large b-trees: it wants a large page cache. The
