@@ -14,6 +14,10 @@ before/after runs can be interleaved on one log:
     python scripts/bench_rebuild.py --data-dir /tmp/rb --reuse --src /path/to/old/checkout --src . --runs 3
 
 A child prints one JSON line; the parent prints a table of the medians per checkout.
+Each run's line also gives the peak memory of each phase (``mem``: the largest RSS seen
+while the phase ran, and of it the anonymous memory, i.e. the heap, SQLite's page cache and
+sorter, and the file-backed pages, i.e. the database read through ``mmap``), sampled from
+/proc every 20 ms by a thread of the child: what to shrink to bring the peak down.
 """
 
 from __future__ import annotations
@@ -26,10 +30,68 @@ import shutil
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+class MemorySampler(threading.Thread):
+    """The largest RSS (and its anonymous and file-backed parts, MiB) seen per phase, from
+    /proc/self/status every ``interval`` seconds; ``phase`` is set by the rebuild's progress
+    reports and, after it, split into the finishing steps by their timings (`phases`)."""
+
+    def __init__(self, interval: float = 0.02):
+        super().__init__(daemon=True)
+        self.interval = interval
+        self.samples: list[tuple[float, float, float, float]] = []  # (time, rss, anon, file) MiB
+        self.marks: list[tuple[float, str]] = [(time.perf_counter(), "start")]
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(self.interval):
+            self.samples.append((time.perf_counter(), *_status_mib()))
+
+    def mark(self, phase: str) -> None:
+        if phase != self.marks[-1][1]:
+            self.marks.append((time.perf_counter(), phase))
+
+    def phases(self, timings: dict[str, float]) -> dict[str, list[float]]:
+        """Peak (rss, anon, file) per phase: load, chains, each finishing step (query indexes
+        together, counters, search index), in the order they ran."""
+        marks = [m for m in self.marks if m[1] in ("start", "load")]
+        finish = next((t for t, name in self.marks if name == "indexes"), None)
+        if finish is not None:
+            chains = timings.get("chains", 0.0)
+            marks.append((finish - chains, "chains"))
+            at = finish
+            indexes = sum(v for k, v in timings.items() if k.startswith("index "))
+            for name, length in (
+                ("query indexes", indexes),
+                ("counters", timings.get("counters", 0.0)),
+                ("search index", timings.get("search_index", 0.0)),
+            ):
+                marks.append((at, name))
+                at += length
+            marks.append((at, "after"))
+        peaks: dict[str, list[float]] = {}
+        for t, rss, anon, file in self.samples:
+            name = [n for at, n in marks if at <= t][-1] if marks[0][0] <= t else "start"
+            peak = peaks.setdefault(name, [0.0, 0.0, 0.0])
+            for i, v in enumerate((rss, anon, file)):
+                peak[i] = max(peak[i], v)
+        return peaks
+
+
+def _status_mib() -> tuple[float, float, float]:
+    found = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            key = line.split(":", 1)[0]
+            if key in ("VmRSS", "RssAnon", "RssFile"):
+                found[key] = int(line.split()[1]) / 1024
+    return found.get("VmRSS", 0.0), found.get("RssAnon", 0.0), found.get("RssFile", 0.0)
 
 
 def child(src: str, data: Path, kind: str) -> None:
@@ -37,6 +99,7 @@ def child(src: str, data: Path, kind: str) -> None:
     sys.path.insert(0, src)
     import gc
 
+    from thrum.daemon.limits import tune_allocator
     from thrum.store import database, projection
     from thrum.store.log import EventLog
     from thrum.store.verified import VerifiedFold
@@ -44,6 +107,7 @@ def child(src: str, data: Path, kind: str) -> None:
     from thrum.trust.verdicts import VerdictMemory
     from thrum.trust.verify import Verifier
 
+    tune_allocator()  # as the daemon's process does (large blocks mapped on their own: freed, they go back)
     db_path = data / f"rebuild-{os.getpid()}.db"
     memory = data / "verified-lines"
     if kind == "first":
@@ -53,9 +117,15 @@ def child(src: str, data: Path, kind: str) -> None:
         fold_fn = VerifiedFold(Verifier(KeyRing(None, None)), VerdictMemory(memory))
     db = database.open_database(db_path)
     gc.collect()
+    sampler = MemorySampler()
+    sampler.start()
     t, cpu = time.perf_counter(), time.process_time()
-    result = projection.rebuild(db, EventLog(data / "log"), fold_fn=fold_fn)
+    result = projection.rebuild(
+        db, EventLog(data / "log"), fold_fn=fold_fn, progress=lambda phase, *_: sampler.mark(phase)
+    )
     wall, cpu = time.perf_counter() - t, time.process_time() - cpu
+    sampler.done.set()
+    sampler.join()
     db.close()
     size = db_path.stat().st_size
     for p in data.glob(db_path.name + "*"):
@@ -70,6 +140,7 @@ def child(src: str, data: Path, kind: str) -> None:
                 "refused": result.refused,
                 "malformed": result.malformed,
                 "timings": result.timings,
+                "mem": sampler.phases(result.timings),
             }
         ),
         flush=True,
@@ -127,6 +198,11 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"run {i + 1} {s}: cpu {r['cpu']:.1f} s, wall {r['wall']:.1f} s, "
                 f"maxrss {r['maxrss_mib']:,.0f} MiB, " + ", ".join(f"{k} {v:.1f}" for k, v in r["timings"].items()),
+                flush=True,
+            )
+            print(
+                "  peak MiB (rss = anon + file): "
+                + ", ".join(f"{k} {v[0]:,.0f} = {v[1]:,.0f} + {v[2]:,.0f}" for k, v in r.get("mem", {}).items()),
                 flush=True,
             )
     print(f"\nrebuild ({args.kind}) of {lines:,} log lines, median of {args.runs}:")

@@ -15,11 +15,14 @@ class Terminal(io.StringIO):
 
 def test_the_line_gives_events_share_rate_and_time_left():
     line = describe({"phase": "load", "events": 250_000, "bytes": 25, "total_bytes": 100, "elapsed": 10.0})
-    assert line == "thrum: building the projection: 250,000 events (25%), 25,000 events/s, about 30 s left"
+    # 10 s for a quarter: 30 s more to load, then the indexes (half the load's 40 s)
+    assert line == "thrum: building the projection: 250,000 events (25%), 25,000 events/s, about 50 s left"
     line = describe({"phase": "load", "events": 10_000, "bytes": 1, "total_bytes": 100, "elapsed": 2.0})
-    assert line is not None and line.endswith("about 3 min 18 s left")
-    assert describe({"phase": "indexes", "events": 1_000, "elapsed": 1.0}) == (
-        "thrum: building the projection: 1,000 events read (1,000 events/s); building its indexes"
+    assert line is not None and line.endswith("about 4 min 58 s left")
+    line = describe({"phase": "load", "events": 10_000, "bytes": 100, "total_bytes": 100, "elapsed": 60.0})
+    assert line is not None and line.endswith("about 30 s left")  # read to the end: the indexes remain
+    assert describe({"phase": "indexes", "events": 1_000, "elapsed": 75.0}) == (
+        "thrum: building the projection: 1,000 events read; building its indexes (1 min 15 s in)"
     )
     assert describe({"phase": "done", "events": 1_000, "elapsed": 0.5}) == (
         "thrum: projection built: 1,000 events in 0 s (2,000 events/s)"

@@ -8,6 +8,10 @@ from thrum import events as ev
 from thrum.errors import NotFound
 from thrum.store import database, directory, projection, queries, rebuild
 from thrum.store.log import EventLog
+from thrum.store.verified import VerifiedFold
+from thrum.trust.ring import KeyRing
+from thrum.trust.verdicts import VerdictMemory
+from thrum.trust.verify import Verifier
 
 from store_helpers import Events, fold, ids, mid
 
@@ -391,6 +395,22 @@ def test_rebuild_reports_its_progress_batch_by_batch_then_indexes_then_done(db, 
     assert queries.list_messages(db, viewer="bob")["total"] == 40
 
 
+def test_rebuild_says_it_is_alive_while_it_builds_the_indexes(db, tmp_log, e, monkeypatch):
+    """The finishing steps are a few long statements: whoever waits hears from the rebuild
+    meanwhile (the starter gives up after a minute of silence)."""
+    _write(tmp_log, e.register("alice", "dev"), *[e.create("alice", f"note {i}") for i in range(200)])
+    monkeypatch.setattr(rebuild, "HEARTBEAT_S", 0.0)
+    monkeypatch.setattr(rebuild, "HEARTBEAT_STEPS", 1000)
+    reports = []
+    projection.rebuild(db, tmp_log, progress=lambda *r: reports.append(r))
+    phases = [r[0] for r in reports]
+    assert phases.count("indexes") > 2 and phases[-1] == "done"
+    finishing = [r for r in reports if r[0] == "indexes"]
+    assert all(r[1] == 201 for r in finishing)
+    assert [r[4] for r in reports] == sorted(r[4] for r in reports)  # elapsed seconds only grow
+    assert queries.list_messages(db, viewer="bob")["total"] == 200
+
+
 def test_rebuild_interrupted_leaves_no_schema_version(tmp_path, tmp_log, e, monkeypatch):
     _write(tmp_log, e.create("alice"))
     opened = database.open_database(tmp_path / "x.db")
@@ -402,6 +422,80 @@ def test_rebuild_interrupted_leaves_no_schema_version(tmp_path, tmp_log, e, monk
     with pytest.raises(RuntimeError):
         projection.rebuild(opened, tmp_log)
     assert database.schema_version(opened) is None
+
+
+def test_a_rebuild_batch_ends_after_so_many_bytes_of_the_log_however_few_events(db, tmp_log, e, monkeypatch):
+    """Receipts name up to 100 messages each: batches counted in events alone held millions
+    of read marks at once."""
+    creates = [e.create("alice", f"note {i}", mentions=["bob"]) for i in range(60)]
+    receipts = [e.read("bob", *[mid(c) for c in creates[i : i + 20]]) for i in range(0, 60, 20)]
+    _write(tmp_log, e.register("alice", "dev"), *creates, *receipts)
+    monkeypatch.setattr(rebuild, "READ_CHUNK", 1000)
+    monkeypatch.setattr(rebuild, "REBUILD_BATCH", 1_000_000)
+    monkeypatch.setattr(rebuild, "REBUILD_BATCH_BYTES", 3000)
+    batches = []
+    real_fold = rebuild.fold
+
+    def counted(db_, records, **kwargs):
+        batches.append(len(records))
+        return real_fold(db_, records, **kwargs)
+
+    monkeypatch.setattr(rebuild, "fold", counted)
+    projection.rebuild(db, tmp_log)
+    assert len(batches) >= 4 and sum(batches) == 64
+    assert queries.list_messages(db, viewer="bob", unread_for="bob")["total"] == 0  # every receipt folded
+
+
+def _settings(db):
+    names = ("journal_mode", "synchronous", "cache_size", "temp_store", "threads", "mmap_size")
+    return {n: db.execute_sql(f"PRAGMA {n}").fetchone()[0] for n in names}
+
+
+def test_rebuild_gives_the_connection_back_as_the_daemon_opened_it(db, tmp_log, e, monkeypatch):
+    """A rebuild loads without a journal or syncs and finishes with its own cache and sorter
+    settings; afterwards, and after a rebuild that failed half-way, the connection is the
+    daemon's again (WAL, synchronous NORMAL, its cache, temporary data in memory)."""
+    opened = _settings(db)
+    assert opened["journal_mode"] == "wal" and opened["temp_store"] == 2
+    _write(tmp_log, e.register("alice", "dev"), e.create("alice", "hello", mentions=["bob"]))
+    during = {}
+    finish = database.finish_schema
+
+    def finishing(*args, **kwargs):
+        during.update(_settings(db))
+        return finish(*args, **kwargs)
+
+    monkeypatch.setattr(database, "finish_schema", finishing)
+    projection.rebuild(db, tmp_log)
+    assert during["journal_mode"] == "off" and during["temp_store"] == 1  # a file: runs spill to disk
+    assert during["cache_size"] == rebuild.FINISH_PRAGMAS["cache_size"] and during["mmap_size"] == 0
+    assert _settings(db) == opened
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("power cut")
+
+    monkeypatch.setattr(database, "finish_schema", boom)
+    with pytest.raises(RuntimeError):
+        projection.rebuild(db, tmp_log)
+    assert _settings(db) == opened
+
+
+def test_rebuild_lets_go_of_the_verdict_memory_before_its_finishing_steps(db, tmp_log, tmp_path, e, monkeypatch):
+    """The digests of every line judged (~100 MB at a million lines) serve the load only."""
+    memory = VerdictMemory(tmp_path / "verified-lines")
+    fold_fn = VerifiedFold(Verifier(KeyRing(None, None)), memory)
+    memory.load()
+    _write(tmp_log, e.register("alice", "dev"))
+    loaded_while_finishing = []
+    finish = database.finish_schema
+
+    def finishing(*args, **kwargs):
+        loaded_while_finishing.append(memory.known() is not None)
+        return finish(*args, **kwargs)
+
+    monkeypatch.setattr(database, "finish_schema", finishing)
+    projection.rebuild(db, tmp_log, fold_fn=fold_fn)
+    assert loaded_while_finishing == [False]
 
 
 def test_catch_up_in_chunks_gives_the_same_state(db, tmp_log, tmp_path, e, monkeypatch):

@@ -25,6 +25,9 @@ class GatedFold:
         assert self.gate.wait(60), "the test never let the rebuild go on"
         return projection.fold(db, records, issues=issues, positions=positions, keep_applied=keep_applied)
 
+    def release(self):
+        pass  # nothing loaded
+
 
 async def test_reads_are_served_from_the_old_projection_until_the_new_one_is_swapped_in(db, tmp_log, tmp_path):
     e = Events()

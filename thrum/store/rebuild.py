@@ -13,8 +13,13 @@ Rules (part of the projection's rules, `thrum.store.projection`):
   rebuild when it does not, and throw the file away and rebuild when SQLite
   cannot read it or catching up fails. The log is always the truth.
 - A rebuild reports how far it is (`Progress`) after every batch and at each
-  phase, so that whoever waits for it (``thrum init`` on a large history) can
-  show a rate and an estimate instead of silence.
+  phase, and every few seconds while its indexes are built, so that whoever waits
+  for it (``thrum init`` on a large history) can show a rate and an estimate
+  instead of silence.
+- A rebuild's load and its finishing steps each run with their own connection
+  settings (`LOAD_PRAGMAS`, `FINISH_PRAGMAS`: cache, sorter, map), put back after;
+  with batches bounded in bytes too, that keeps its peak memory under 1 GiB at a
+  million messages (docs/design/decisions.md).
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ import gc
 import logging
 import os
 import time
-from typing import Any, Iterable, Protocol
+from contextlib import contextmanager, nullcontext
+from typing import Any, Callable, Iterable, Iterator, Protocol
 
 import peewee as pw
 
@@ -36,8 +42,34 @@ from .sql import all_rows
 log = logging.getLogger(__name__)
 
 REBUILD_BATCH = 50_000
+# A batch also ends after this many bytes of the log: a receipt names up to 100 messages,
+# so 50,000 receipts are 5,000,000 read marks held as Python objects at once (measured at a
+# million messages: +370 MB of the rebuild's peak, when the receipts were folded). 16 MiB
+# cost the load CPU, 48 MiB memory (docs/design/decisions.md).
+REBUILD_BATCH_BYTES = 24 * 1024 * 1024
 READ_CHUNK = 32 * 1024 * 1024  # bytes of a shard read (and folded) at a time
-REBUILD_CACHE_KIB = -512 * 1024  # SQLite page cache while rebuilding (negative: KiB)
+# The connection's settings for the two phases of a rebuild (restored after each). The load
+# writes rows at scattered places of large b-trees: it wants a large page cache. The
+# finishing steps (`database.finish_schema`) read the tables in order and write each index
+# in order, so a small cache does; its size also bounds each in-memory run of SQLite's
+# sorter, which spills to a temporary file (with ``temp_store`` FILE: memory would keep
+# every run, and would stop the sorter's worker threads). Peak memory: docs/design/decisions.md.
+LOAD_PRAGMAS: dict[str, str | int] = {
+    "synchronous": "OFF",
+    "cache_size": -512 * 1024,  # KiB (negative: a size, not pages)
+    "journal_mode": "OFF",  # stays as it is if another connection is open
+}
+FINISH_PRAGMAS: dict[str, str | int] = {
+    "cache_size": -64 * 1024,
+    "temp_store": "FILE",
+    "threads": 2,  # index builds may sort on a second core
+    "mmap_size": 0,  # pages read through the map count as the process's memory, ~800 MB at a million
+}
+# The finishing steps are a few long statements (at a million messages, tens of seconds
+# each on a busy machine); whoever waits for the rebuild hears from it at least this often
+# meanwhile (`lifecycle.start` gives up after 60 s of silence).
+HEARTBEAT_S = 5.0
+HEARTBEAT_STEPS = 1_000_000  # SQLite instructions between looks at the clock (~ms apart)
 
 
 class FoldFn(Protocol):
@@ -54,11 +86,15 @@ class FoldFn(Protocol):
         keep_applied: bool = True,
     ) -> FoldResult: ...
 
+    def release(self) -> None:
+        """Let go of what a large fold loaded (the verdict memory): a rebuild's load is over."""
+
 
 class Progress(Protocol):
     """Told how far a rebuild is: ``phase`` is ``load`` (events folded, bytes of the
     log read of ``total_bytes``), then ``indexes`` (query and search indexes being
-    built: no count), then ``done``; ``elapsed``: seconds since the rebuild started."""
+    built: no count; told again at least every `HEARTBEAT_S` while they are), then
+    ``done``; ``elapsed``: seconds since the rebuild started."""
 
     def __call__(self, phase: str, events: int, done_bytes: int, total_bytes: int, elapsed: float) -> None: ...
 
@@ -67,7 +103,8 @@ def catch_up(db: pw.SqliteDatabase, event_log: EventLog, fold_fn: FoldFn | None 
     """Fold whatever the log holds beyond the stored positions (all of it for a new db).
 
     Shards are read in chunks of about READ_CHUNK bytes and folded in batches of
-    about REBUILD_BATCH events, each in one transaction together with the new
+    about REBUILD_BATCH events or REBUILD_BATCH_BYTES of the log, whichever comes first,
+    each in one transaction together with the new
     positions of what it covers, so an interrupted catch-up resumes where it stopped.
     """
     return _fold_log(db, event_log, load_positions(db), fold_fn=fold_fn)
@@ -90,9 +127,12 @@ def _fold_log(
     done_bytes = 0  # of the shards read to their end
     events = 0
 
+    batch_bytes = 0  # of the log read into ``pending``
+
     def flush() -> None:
-        nonlocal pending, events
+        nonlocal pending, events, batch_bytes
         events += len(pending.records)
+        batch_bytes = 0
         if pending.records or pending.issues or pending.positions:
             if fold_fn is None:
                 total.merge(
@@ -128,7 +168,8 @@ def _fold_log(
             before = len(pending.records)
             at_end = event_log.read_shard(shard, pos, pending, max_bytes=READ_CHUNK)
             new_pos = pending.positions.get(shard, pos)
-            if len(pending.records) >= REBUILD_BATCH:
+            batch_bytes += max(0, new_pos.offset - pos.offset)
+            if len(pending.records) >= REBUILD_BATCH or batch_bytes >= REBUILD_BATCH_BYTES:
                 flush()
                 report(new_pos.offset)
             if at_end or (new_pos == pos and len(pending.records) == before):
@@ -168,49 +209,87 @@ def rebuild(
     kv = _saved_kv(db)
     database.drop_schema(db)
     database.create_tables(db)
-    saved = {p: db.execute_sql(f"PRAGMA {p}").fetchone()[0] for p in ("synchronous", "cache_size", "journal_mode")}
-    # The log is the durable copy and an interrupted rebuild is redone (no schema
-    # version), so the load needs neither syncs nor a journal; it does need cache.
-    db.execute_sql("PRAGMA synchronous=OFF")
-    db.execute_sql(f"PRAGMA cache_size={REBUILD_CACHE_KIB}")
-    db.execute_sql("PRAGMA journal_mode=OFF")  # stays as it is if another connection is open
-    db.execute_sql("PRAGMA threads=2")  # index builds may sort on a second core
     gc_was_enabled = gc.isenabled()
     gc.disable()  # millions of short-lived dicts: the cycle collector would rescan them all, repeatedly
     try:
-        started, started_cpu = time.perf_counter(), time.process_time()
-        seen = [0]  # events the load read, as last reported
+        # The log is the durable copy and an interrupted rebuild is redone (no schema
+        # version), so the load needs neither syncs nor a journal; it does need cache.
+        with _pragmas(db, LOAD_PRAGMAS):
+            started, started_cpu = time.perf_counter(), time.process_time()
+            seen = [0]  # events the load read, as last reported
 
-        def load_progress(phase: str, events: int, done_bytes: int, total_bytes: int, elapsed: float) -> None:
-            seen[0] = events
-            if progress is not None:
-                progress(phase, events, done_bytes, total_bytes, elapsed)
+            def load_progress(phase: str, events: int, done_bytes: int, total_bytes: int, elapsed: float) -> None:
+                seen[0] = events
+                if progress is not None:
+                    progress(phase, events, done_bytes, total_bytes, elapsed)
 
-        with chain_fold.deferred():  # the writers' chains are settled once, after the load
-            total = _fold_log(db, event_log, {}, keep_applied=keep_applied, fold_fn=fold_fn, progress=load_progress)
-        total.timings = {"load": time.perf_counter() - started, "cpu load": time.process_time() - started_cpu}
-        at, at_cpu = time.perf_counter(), time.process_time()
-        with db.atomic():
-            chain_fold.settle(db.connection(), now_rfc3339())
-        total.timings["chains"] = time.perf_counter() - at
-        total.timings["cpu chains"] = time.process_time() - at_cpu
-        folded = seen[0]
-        if progress is not None:
-            progress("indexes", folded, 0, 0, total.timings["load"])
-        database.finish_schema(db, compute_counters=True, timings=total.timings)
-        if progress is not None:
-            progress("done", folded, 0, 0, time.perf_counter() - started)
-        if kv:
+            with chain_fold.deferred():  # the writers' chains are settled once, after the load
+                total = _fold_log(db, event_log, {}, keep_applied=keep_applied, fold_fn=fold_fn, progress=load_progress)
+            total.timings = {"load": time.perf_counter() - started, "cpu load": time.process_time() - started_cpu}
+            at, at_cpu = time.perf_counter(), time.process_time()
             with db.atomic():
-                db.connection().executemany("INSERT OR REPLACE INTO kv(key, value) VALUES (?,?)", kv)
+                chain_fold.settle(db.connection(), now_rfc3339())
+            total.timings["chains"] = time.perf_counter() - at
+            total.timings["cpu chains"] = time.process_time() - at_cpu
+            folded = seen[0]
+            if progress is not None:
+                progress("indexes", folded, 0, 0, total.timings["load"])
+            if fold_fn is not None:
+                fold_fn.release()  # what the load needed (the verdict memory) is not needed to finish
+
+            def finishing(now: float) -> None:
+                if progress is not None:
+                    progress("indexes", folded, 0, 0, now - started)
+
+            with _pragmas(db, FINISH_PRAGMAS), _heartbeat(db, finishing) if progress else nullcontext():
+                database.finish_schema(db, compute_counters=True, timings=total.timings)
+            if progress is not None:
+                progress("done", folded, 0, 0, time.perf_counter() - started)
+            if kv:
+                with db.atomic():
+                    db.connection().executemany("INSERT OR REPLACE INTO kv(key, value) VALUES (?,?)", kv)
     finally:
         if gc_was_enabled:
             gc.enable()
-        db.execute_sql("PRAGMA threads=0")
-        db.execute_sql(f"PRAGMA journal_mode={saved['journal_mode']}")
-        db.execute_sql(f"PRAGMA cache_size={int(saved['cache_size'])}")
-        db.execute_sql(f"PRAGMA synchronous={int(saved['synchronous'])}")
     return total
+
+
+@contextmanager
+def _heartbeat(db: pw.SqliteDatabase, tell: Callable[[float], None]) -> Iterator[None]:
+    """Call ``tell(now)`` at most every `HEARTBEAT_S` while SQLite works in the block (its
+    progress handler, every `HEARTBEAT_STEPS` instructions of its virtual machine)."""
+    conn = db.connection()
+    last = [time.perf_counter()]
+
+    def handler() -> int:
+        now = time.perf_counter()
+        if now - last[0] >= HEARTBEAT_S:
+            last[0] = now
+            try:
+                tell(now)
+            except Exception:  # noqa: BLE001 - a report that fails must not abort the statement
+                log.exception("a rebuild progress report failed")
+        return 0  # go on
+
+    conn.set_progress_handler(handler, HEARTBEAT_STEPS)
+    try:
+        yield
+    finally:
+        conn.set_progress_handler(None, 0)
+
+
+@contextmanager
+def _pragmas(db: pw.SqliteDatabase, values: dict[str, str | int]) -> Iterator[None]:
+    """Set the connection's ``values`` (PRAGMA name -> value) for the block, then put back
+    what they were."""
+    saved = {name: db.execute_sql(f"PRAGMA {name}").fetchone()[0] for name in values}
+    try:
+        for name, value in values.items():
+            db.execute_sql(f"PRAGMA {name}={value}")
+        yield
+    finally:
+        for name, value in reversed(saved.items()):
+            db.execute_sql(f"PRAGMA {name}={value}")
 
 
 def _saved_kv(db: pw.SqliteDatabase) -> list[tuple[str, str]]:
