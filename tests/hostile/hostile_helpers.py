@@ -198,10 +198,7 @@ def forge(event: dict, signer: str, key_file: Path | None) -> bytes:
     return ev.encode_line(signing.sign(d, signer, private))
 
 
-def team_with_history(team):
-    """Two machines, alice on A and bob on B, registered and synced, bob's first
-    message delivered to A: the honest state each hostile test starts from."""
-    t = team(2)
+def _history(t) -> None:
     a, b = t.machines
     a.agent("alice", "implementer")
     b.agent("bob", "reviewer")
@@ -210,4 +207,12 @@ def team_with_history(team):
     b.run("send", "hello alice", "--to", "@alice", agent="bob")
     b.sync()
     a.sync()
+
+
+def team_with_history(team):
+    """Two machines, alice on A and bob on B, registered and synced, bob's first
+    message delivered to A: the honest state each hostile test starts from (a copy of
+    it, built once per test process: conftest.TeamFactory.prepared)."""
+    t = team.prepared("history", _history)
+    a, b = t.machines
     return t, a, b

@@ -14,16 +14,22 @@ from hostile_helpers import forge
 
 
 def _team(team, sends: int = 6):
-    t = team(2)
+    """alice on A and bob on B, synced, with ``sends`` of alice's notes to bob (a copy of
+    the team, built once per test process)."""
+
+    def build(t) -> None:
+        a, b = t.machines
+        a.agent("alice", "implementer")
+        b.agent("bob", "reviewer")
+        a.sync()
+        b.sync()
+        for i in range(sends):
+            a.run("send", f"note {i}", "--to", "@bob", agent="alice")
+        a.sync()
+        b.sync()
+
+    t = team.prepared(f"chains-{sends}", build)
     a, b = t.machines
-    a.agent("alice", "implementer")
-    b.agent("bob", "reviewer")
-    a.sync()
-    b.sync()
-    for i in range(sends):
-        a.run("send", f"note {i}", "--to", "@bob", agent="alice")
-    a.sync()
-    b.sync()
     return t, a, b
 
 

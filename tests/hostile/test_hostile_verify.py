@@ -29,8 +29,7 @@ def _tip(repo) -> str:
     return out.stdout.strip()
 
 
-def _team(team):
-    t = team(2)
+def _exchange(t) -> None:
     a, b = t.machines
     a.agent("alice", "implementer")
     b.agent("bob", "reviewer")
@@ -40,6 +39,12 @@ def _team(team):
     a.sync()
     b.run("send", "hello alice", "--to", "@alice", agent="bob")
     b.sync()
+
+
+def _team(team):
+    """alice and bob, a message each way (a copy of the team, built once per test process)."""
+    t = team.prepared("verify-exchange", _exchange)
+    a, b = t.machines
     return t, a, b
 
 
