@@ -72,7 +72,9 @@ class Team:
     def start(self) -> None:
         """Start every machine's daemon, all at once."""
         procs = [
-            subprocess.Popen([THRUM, "daemon", "start"], cwd=m.path, env=m.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            subprocess.Popen(
+                [THRUM, "daemon", "start"], cwd=m.path, env=m.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            )
             for m in self.machines
         ]
         for m, proc in zip(self.machines, procs):
@@ -104,8 +106,13 @@ def relocate(old: Path, new: Path) -> None:
 
 def _not_regular(directory: str, names: list[str]) -> list[str]:
     """Sockets and other special files a stopped daemon may leave: not copied."""
-    return [n for n in names if not stat.S_ISREG((st := os.lstat(os.path.join(directory, n))).st_mode)
-            and not stat.S_ISDIR(st.st_mode) and not stat.S_ISLNK(st.st_mode)]
+    return [
+        n
+        for n in names
+        if not stat.S_ISREG((st := os.lstat(os.path.join(directory, n))).st_mode)
+        and not stat.S_ISDIR(st.st_mode)
+        and not stat.S_ISLNK(st.st_mode)
+    ]
 
 
 _PREPARED: dict[str, Path] = {}  # name -> the prepared team's directory (daemons stopped), per test process

@@ -198,6 +198,27 @@ def forge(event: dict, signer: str, key_file: Path | None) -> bytes:
     return ev.encode_line(signing.sign(d, signer, private))
 
 
+def fork_latest(attacker: Attacker, agent: str, key_file: Path, into: str) -> tuple[dict, dict]:
+    """A second event at ``agent``'s latest chain position (a read receipt written with the
+    agent's stolen key into ``into``, not pushed yet): a fork of its chain. Returns the
+    event it forks from and the forged one."""
+    from thrum import events as ev
+
+    rel = attacker.file_of("messages", agent)
+    target = [d for d in attacker.events(rel) if "chain" in d][-1]
+    other = {
+        "type": "message.read",
+        "timestamp": ev.now_rfc3339(),
+        "event_id": ev.new_ulid(),
+        "v": 1,
+        "agent_id": agent,
+        "message_ids": [target["message_id"]],
+        "chain": dict(target["chain"]),
+    }
+    attacker.write(into, forge(other, agent, key_file))
+    return target, other
+
+
 def _history(t) -> None:
     a, b = t.machines
     a.agent("alice", "implementer")

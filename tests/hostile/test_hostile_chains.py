@@ -10,7 +10,7 @@ from thrum import events as ev
 from thrum.trust import signing
 from thrum.trust.chains import sig_hash
 
-from hostile_helpers import forge
+from hostile_helpers import forge, fork_latest
 
 
 def _team(team, sends: int = 6):
@@ -89,21 +89,9 @@ def test_a_withheld_range_is_reported_with_its_numbers_by_a_fresh_clone(team):
 def test_a_fork_made_with_a_stolen_key_is_reported_with_both_events_everywhere(team):
     t, a, b = _team(team, sends=3)
     mallory = t.attacker()
-    rel = mallory.file_of("messages", "alice")
-    chained = _chained(mallory, rel)
-    _, target = chained[-1]  # alice's latest event: the attacker writes another one at its place
+    # alice's latest event: the attacker writes another one at its place
+    target, other = fork_latest(mallory, "alice", a.paths.identities / "alice.key", "receipts/alice/000001.jsonl")
     seq = target["chain"]["seq"]
-    other = {
-        "type": "message.read",
-        "timestamp": ev.now_rfc3339(),
-        "event_id": ev.new_ulid(),
-        "v": 1,
-        "agent_id": "alice",
-        "message_ids": [target["message_id"]],
-        "chain": dict(target["chain"]),
-    }
-    receipts = "receipts/alice/000001.jsonl"
-    mallory.write(receipts, forge(other, "alice", a.paths.identities / "alice.key"))
     mallory.push("alice, twice")
     c = t.fresh_clone("carol")
     for m in (a, b, c):
