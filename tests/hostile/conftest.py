@@ -47,8 +47,8 @@ class Team:
     def __init__(self, base: Path, n: int, *, copied: bool = False):
         self.base = base
         if copied:  # a prepared team's copy (`TeamFactory.prepared`): initialised already
-            names = sorted(p.name for p in base.iterdir() if (p / ".thrum").is_dir())
-            self.replicas = ReplicaPair(remote=(base / "remote.git").resolve(), clones=[base / n for n in names])
+            clones = sorted(p for p in base.iterdir() if (p / ".thrum").is_dir())
+            self.replicas = ReplicaPair(remote=(base / "remote.git").resolve(), clones=clones)
             self.machines = [Machine(p, team_env()) for p in self.replicas.clones]
             for m in self.machines:
                 m.paths = resolve(m.path)
