@@ -37,6 +37,16 @@ def _chained(mallory, rel):
     return [(line, d) for line, d in ((ln, json.loads(ln)) for ln in mallory.lines(rel)) if "chain" in d]
 
 
+def _alice_positions(mallory) -> set[int]:
+    """The positions of alice's chain that the attacker's checkout holds, in every file."""
+    return {
+        d["chain"]["seq"]
+        for rel in mallory.files()
+        for d in mallory.events(rel)
+        if "chain" in d and (d.get("sig") or {}).get("by") == "alice"
+    }
+
+
 def _doctor_chains(m) -> dict:
     """`thrum doctor`'s chains check (doctor exits non-zero when a check warns or fails)."""
     out = json.loads(m.run("doctor", "--json", check=False).stdout)
@@ -152,10 +162,14 @@ def test_a_rollback_is_reported_with_the_lines_it_dropped_and_they_are_pushed_ba
     mallory.pull()
     rel = mallory.file_of("messages", "alice")
     later = [d for _, d in _chained(mallory, rel)][-3:]
-    lo, hi = later[0]["chain"]["seq"], later[-1]["chain"]["seq"]
-    assert hi == lo + 2
+    pushed = _alice_positions(mallory)
     mallory._git("reset", "--quiet", "--hard", before)  # a-sync as it was before alice's last three
     mallory._git("push", "--quiet", "--force", "origin", "HEAD:a-sync")
+    # what the rollback drops: alice's last three, and any line of hers a pushed with them
+    # (her session's start and end, when her daemon started since the team was made)
+    dropped = sorted(pushed - _alice_positions(mallory))
+    lo, hi = dropped[0], dropped[-1]
+    assert dropped == list(range(lo, hi + 1)) and {d["chain"]["seq"] for d in later} <= set(dropped)
     c = t.fresh_clone("carol")
     c.sync()
     assert [
