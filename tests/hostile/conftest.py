@@ -34,6 +34,8 @@ from fixtures.repos.builders import ReplicaPair, clone, make_replicas  # noqa: E
 from hostile_helpers import Attacker  # noqa: E402
 from fixtures.repos.fsck import fsck_each_repository, fsck_expect  # noqa: F401, E402 - every test ends with git fsck --full
 from replication_helpers import THRUM, Machine, machine_env  # noqa: E402
+from fixtures.waiting import until  # noqa: E402
+from thrum import lifecycle  # noqa: E402
 from thrum.paths import resolve  # noqa: E402
 
 PRESENCE = {"THRUM_PRESENCE_INTERVAL": "3600"}  # longer than any suite: no heartbeat of its own accord
@@ -117,6 +119,20 @@ def _not_regular(directory: str, names: list[str]) -> list[str]:
     ]
 
 
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has closed its files
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def _wait_exited(pids: list[int | None]) -> None:
+    """Until the daemons stopped have exited, not only released their lock: the last of
+    their database connections closes after it (and removes the -wal and -shm files)."""
+    until(lambda: not any(pid and _running(pid) for pid in pids), "the prepared team's daemons to exit")
+
+
 _PREPARED: dict[str, Path] = {}  # name -> the prepared team's directory (daemons stopped), per test process
 
 
@@ -144,7 +160,9 @@ class TeamFactory:
             try:
                 build(t)
             finally:
+                pids = [lifecycle.read_pid(m.paths) for m in t.machines]
                 t.stop()
+            _wait_exited(pids)
             template = _PREPARED[name] = t.base
         base = self._base()
         shutil.copytree(template, base, symlinks=True, ignore=_not_regular)
