@@ -8,8 +8,9 @@ so `team.prepared(name, build)` builds each such starting point once per test pr
 clones, their ``.thrum`` state and sync worktrees, relocated to the test's directory
 (the paths git and thrum wrote down are rewritten) with the daemons started afresh.
 The copy is the state the CLI built, byte for byte; the test does to it what it likes.
-As after any restart of a machine's daemon, each agent's session ended at the stop (a
-line its replica has not pushed yet) and a new one starts with its first call.
+As after any restart of a machine's daemon, each agent's session ended at the stop (the
+replicas synced that offline, so the copy starts with nothing unpushed) and a new one
+starts with its first call.
 
 The machines write no heartbeats of their own accord (``THRUM_PRESENCE_INTERVAL``):
 one written after a sync, at a moment of the scheduler's choosing, makes replicas
@@ -163,6 +164,8 @@ class TeamFactory:
                 pids = [lifecycle.read_pid(m.paths) for m in t.machines]
                 t.stop()
             _wait_exited(pids)
+            for m in [*t.machines, *t.machines[:-1]]:  # offline: the stops' session ends, on every replica
+                m.run("sync")
             template = _PREPARED[name] = t.base
         base = self._base()
         shutil.copytree(template, base, symlinks=True, ignore=_not_regular)

@@ -37,14 +37,20 @@ def _chained(mallory, rel):
     return [(line, d) for line, d in ((ln, json.loads(ln)) for ln in mallory.lines(rel)) if "chain" in d]
 
 
-def _alice_positions(mallory) -> set[int]:
-    """The positions of alice's chain that the attacker's checkout holds, in every file."""
-    return {
-        d["chain"]["seq"]
+def _alice_chain(mallory) -> list[dict]:
+    """alice's chained events in the attacker's checkout, from every file, by position
+    (her messages, and her lifecycle's: sessions started and ended)."""
+    found = [
+        d
         for rel in mallory.files()
         for d in mallory.events(rel)
         if "chain" in d and (d.get("sig") or {}).get("by") == "alice"
-    }
+    ]
+    return sorted(found, key=lambda d: d["chain"]["seq"])
+
+
+def _alice_positions(mallory) -> set[int]:
+    return {d["chain"]["seq"] for d in _alice_chain(mallory)}
 
 
 def _doctor_chains(m) -> dict:
@@ -73,7 +79,8 @@ def test_a_withheld_range_is_reported_with_its_numbers_by_a_fresh_clone(team):
     lo, hi = d1["chain"]["seq"], d2["chain"]["seq"]
     assert hi == lo + 1
     gaps = _chains(c)["gaps"]
-    high = last["chain"]["seq"]
+    high = max(_alice_positions(mallory))  # her last line: a message, or her session's end
+    assert high >= last["chain"]["seq"]
     mine = [g for g in gaps if g["signer"] == "alice"]
     assert mine == [
         {"signer": "alice", "from": lo, "to": hi, "seen": high, "text": f"missing alice #{lo}–{hi} (seen #{high})"}
@@ -130,7 +137,8 @@ def test_a_line_linking_to_another_history_is_a_broken_link(team):
     t, a, b = _team(team, sends=2)
     mallory = t.attacker()
     rel = mallory.file_of("messages", "alice")
-    _, last = _chained(mallory, rel)[-1]
+    _, note = _chained(mallory, rel)[-1]
+    last = _alice_chain(mallory)[-1]  # her last line: a message, or her session's end
     seq = last["chain"]["seq"]
     stray_sig = signing.signature_of(last)[1][::-1]  # a predecessor nobody here holds
     nxt = {
@@ -139,7 +147,7 @@ def test_a_line_linking_to_another_history_is_a_broken_link(team):
         "event_id": ev.new_ulid(),
         "v": 1,
         "agent_id": "alice",
-        "message_ids": [last["message_id"]],
+        "message_ids": [note["message_id"]],
         "chain": {"seq": seq + 1, "prev": sig_hash(stray_sig)},
     }
     mallory.write("receipts/alice/000001.jsonl", forge(nxt, "alice", a.paths.identities / "alice.key"))
