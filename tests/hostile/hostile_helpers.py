@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -89,8 +90,6 @@ class Attacker:
         if path.is_symlink() or path.is_file():
             path.unlink()
         elif path.is_dir():
-            import shutil
-
             shutil.rmtree(path)
 
     def push(self, message: str = "mallory was here") -> None:
@@ -196,6 +195,33 @@ def forge(event: dict, signer: str, key_file: Path | None) -> bytes:
     private = serialization.load_pem_private_key(Path(key_file).read_bytes(), password=None)
     assert isinstance(private, keys.Ed25519PrivateKey)
     return ev.encode_line(signing.sign(d, signer, private))
+
+
+def git(machine, *args: str) -> str:
+    env = {**os.environ, **GIT_ENV, "HOME": str(machine.path.parent)}
+    return subprocess.run(
+        ["git", *args], cwd=machine.path, env=env, capture_output=True, text=True, check=True, timeout=60
+    ).stdout
+
+
+def adopt_root(t, admin_machine, *others, policy: str = "admins") -> dict:
+    """`thrum team init` on the admin's machine, committed and pushed on main; the others pull it."""
+    made = admin_machine.json("team", "init", "--policy", policy)
+    git(admin_machine, "add", "thrum-team.toml")
+    git(admin_machine, "commit", "-q", "-m", "thrum team root")
+    git(admin_machine, "push", "-q", "origin", "main")
+    for m in others:
+        git(m, "pull", "-q", "--ff-only", "origin", "main")
+    return made
+
+
+def steal(machine, name: str, tmp_path) -> object:
+    """A copy of ``name``'s private key file, as a thief has it."""
+    dest = tmp_path / f"stolen-{name}"
+    dest.mkdir(exist_ok=True)
+    shutil.copy2(machine.path / ".thrum" / "identities" / f"{name}.key", dest / f"{name}.key")
+    os.chmod(dest / f"{name}.key", 0o600)
+    return dest / f"{name}.key"
 
 
 def fork_latest(attacker: Attacker, agent: str, key_file: Path, into: str) -> tuple[dict, dict]:

@@ -13,9 +13,8 @@ import subprocess
 from thrum import events as ev
 from thrum.trust import keys, signing
 
-from hostile_helpers import events_file, forge
+from hostile_helpers import adopt_root, events_file, forge, steal
 from replication_helpers import THRUM
-from test_hostile_team import adopt_root, steal
 
 
 def _verify(repo, *args, env=None):
