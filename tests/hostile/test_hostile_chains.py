@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from thrum import events as ev
 from thrum.trust import signing
 from thrum.trust.chains import sig_hash
 
 from hostile_helpers import forge, fork_latest
+
+pytestmark = pytest.mark.long_file  # minutes on a loaded machine: started first
 
 
 def _team(team, sends: int = 6):

@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from thrum import events as ev
 from thrum.trust import keys, signing
 
 from hostile_helpers import adopt_root, events_file, forge, git, steal, team_with_history
+
+pytestmark = pytest.mark.long_file  # minutes on a loaded machine: started first
 
 
 def kinds(m) -> dict:
