@@ -109,6 +109,8 @@ CORE_EXTRA: dict[tuple[str, str], str] = {
 # Who outside `thrum.sync` may import a `thrum.sync.gitstore` module, and why.
 GITSTORE_USERS = {
     "thrum.daemon.process": "caps libgit2's process-wide object cache at start-up (bound_object_cache)",
+    "thrum.daemon.server": "the composition root takes the sync's git store opener (a test's fake) as an argument",
+    "thrum.daemon.syncer": "the sync loop opens its replicator's git store through the opener it was given",
 }
 
 SQL_STATEMENT = re.compile(
@@ -387,13 +389,9 @@ COMPONENT_PARTS = ("thrum/daemon", "thrum/ui")
 RECORD_WRITES: dict[tuple[str, str], str] = {
     ("thrum/daemon/hub.py", "sub"): "a Subscription: the hub's own record of one subscription and its replay",
     ("thrum/daemon/writer.py", "p"): "a queued write (_Pending): the writer's own record, handed back to its waiter",
-    ("thrum/daemon/writer.py", "fold"): "VerifiedFold.rejudge: the store's hand-over of why the log is judged again",
     ("thrum/daemon/wakeups.py", "p"): "a Pane: the waker's own record of an agent's tmux pane",
     ("thrum/daemon/wakeups.py", "w"): "a Watch: the waker's own record of a pane's screen",
     ("thrum/daemon/syncer.py", "report"): "a cycle's report (sync.cycle), adjusted for what the fold refused",
-    ("thrum/daemon/syncer.py", "replicator"): "sync's Replicator takes its network gate as an attribute",
-    ("thrum/daemon/syncer.py", "self.replicator"): "sync's Replicator takes each cycle's login as an attribute",
-    ("thrum/daemon/logins.py", "own"): "sync's Credentials record carries which login the last cycle used",
     ("thrum/daemon/limits.py", "self.wait_scope"): "a trio CancelScope's deadline (trio's own interface)",
     ("thrum/ui/app.py", "resp"): "an HTTP Response being built (thrum.ui.http's record)",
 }

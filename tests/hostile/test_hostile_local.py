@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import os
 import socket
 import sys
+import tempfile
 from pathlib import Path
 
 import pygit2
@@ -142,9 +144,13 @@ def test_a_login_passed_along_serves_only_the_sync_that_asked(victim):
 def test_another_user_on_a_loosened_socket_cannot_forward_credentials(victim):
     """The socket is born 0600; should its mode be loosened, the kernel's word on the
     peer's user id still keeps another user's variables out."""
-    var = victim.paths.socket.parent
+    # A long repository path puts the socket in the shared /tmp/thrum-<uid>, which every
+    # daemon starting beside this test makes 0700 again: the other user reaches the
+    # socket through a link of it in a directory of this test's own.
+    var = Path(tempfile.mkdtemp(prefix="thrum-door-", dir=victim.paths.socket.parent.parent))  # same filesystem
+    os.link(victim.paths.socket, var / "daemon.sock")
     os.chmod(var, 0o711)
-    os.chmod(victim.paths.socket, 0o666)
+    os.chmod(var / "daemon.sock", 0o666)
     request = {"jsonrpc": "2.0", "id": 1, "method": "sync.run", "params": {"env": {"THRUM_GIT_TOKEN": "x"}}}
     dirfd = os.open(var, os.O_PATH)
     r, w = os.pipe()
@@ -155,7 +161,7 @@ def test_another_user_on_a_loosened_socket_cannot_forward_credentials(victim):
             os.setuid(65534)
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
                 s.settimeout(60)
-                s.connect(f"/proc/self/fd/{dirfd}/{victim.paths.socket.name}")
+                s.connect(f"/proc/self/fd/{dirfd}/daemon.sock")
                 s.sendall(json.dumps(request).encode() + b"\n")
                 data = b""
                 while not data.endswith(b"\n"):
@@ -173,6 +179,7 @@ def test_another_user_on_a_loosened_socket_cannot_forward_credentials(victim):
     with os.fdopen(r, "rb") as f:
         out = f.read()
     os.waitpid(pid, 0)
+    shutil.rmtree(var)
     answer = json.loads(out)
     assert answer["error"]["code"] == -32002
     assert "another user" in answer["error"]["message"]

@@ -5,6 +5,10 @@ HTTP through git http-backend with Basic auth, the token in the environment) or
 ``ssh`` (OpenSSH's sshd on loopback, through a host alias in ``~/.ssh/config`` and a
 key file, the host key in ``~/.ssh/known_hosts``). Tests that must hold over every
 transport say ``@pytest.mark.parametrize("remote_kind", KINDS, indirect=True)``.
+
+Tests of what the daemons' cycles decide, where neither a repository nor a transport
+adds anything, use ``memory_machines`` instead: daemons in the test's own trio run,
+their git stores in memory (`memory_fleet`).
 """
 
 from __future__ import annotations
@@ -13,11 +17,13 @@ from pathlib import Path
 
 import pygit2
 import pytest
+import trio
 
 from fixtures.repos.builders import clone, make_replicas
 from fixtures.repos.fsck import fsck_each_repository, fsck_expect  # noqa: F401 - every test ends with git fsck --full
 from fixtures.servers.pytest_fixtures import git_http, sshd  # noqa: F401
 from fixtures.servers.sshd import SshClient
+from memory_fleet import MemoryFleet
 from replication_helpers import Machine, machine_env
 
 
@@ -104,3 +110,13 @@ def machines(tmp_path, remote_kind, request):
     fleet = Fleet(tmp_path, remote_kind, request)
     yield fleet
     fleet.stop()
+
+
+@pytest.fixture
+async def memory_machines(tmp_path):
+    """Factory: ``await memory_machines(n, **config)`` -> machines whose daemons run in this
+    test's trio run and sync through one remote in memory (stopped at teardown)."""
+    async with trio.open_nursery() as nursery:
+        fleet = MemoryFleet(tmp_path, nursery)
+        yield fleet
+        fleet.stop()

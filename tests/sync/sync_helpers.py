@@ -17,13 +17,15 @@ import pygit2
 
 from fixtures.repos.builders import make_replicas
 from fixtures.repos.fsck import fsck
+from fixtures.repos.memory import memory_replica
 from thrum.sync.cycle import run_cycle
-from thrum.sync.gitstore.api import Commit, GitStore, Oid
+from thrum.sync.gitstore.api import Commit, FileMode, GitStore, Kind, Oid, Signature, parse_tree
 from thrum.sync.gitstore.libgit2 import LibGit2Store
 from thrum.sync.gitstore.memory import MemoryStore
 from thrum.sync.logaccess import PlainLog
 from thrum.sync.replicate import Replicator
-from thrum.sync.worktree import SYNC_REF, ensure_sync_worktree, root_commit
+from thrum.sync.trees import LayoutTrees, Leaf
+from thrum.sync.worktree import SYNC_REF, ensure_sync_worktree
 
 
 def event(event_id: str, agent: str = "alice", **extra) -> bytes:
@@ -71,10 +73,46 @@ def push_tree(remote: Path, entries: dict, message: str = "forged\n") -> pygit2.
     return bare.create_commit(SYNC_REF, sig, sig, message, tree_with(bare, tip.tree, entries), [tip.id])
 
 
+def push_files(store: GitStore, files: dict[str, bytes], message: str = "forged\n") -> Oid:
+    """Commit log files ``files`` on top of ``store``'s a-sync tip (a remote in memory), as
+    someone with push access could (`push_tree` for a remote on disk)."""
+    tip = store.ref(SYNC_REF)
+    assert tip is not None, f"no {SYNC_REF}"
+    batch = store.batch()
+    leaves = {path: Leaf(batch.write(Kind.BLOB, data), int(FileMode.BLOB)) for path, data in files.items()}
+    tree = LayoutTrees(store).with_files(store.commit(tip).tree, leaves, batch)
+    new = batch.commit(tree, [tip], Signature("x", "x@example.invalid", 1700000000, 0), message)
+    assert store.update_ref(SYNC_REF, new, "forged", expected=tip)
+    return new
+
+
 def keys_of(data: bytes) -> list[bytes]:
     from thrum.sync.merge.shard import event_key, split_lines
 
     return [event_key(line) for line in split_lines(data)]
+
+
+def committed(where: Path | GitStore, path: str, ref: str = SYNC_REF) -> bytes | None:
+    """The bytes of log file ``path`` in ``ref``'s tree (None: not there)."""
+    store = store_of(where)
+    tip = store.ref(ref)
+    assert tip is not None, f"no {ref}"
+    leaf = LayoutTrees(store).leaf_at(store.commit(tip).tree, path)
+    return None if leaf is None else store.read(leaf.oid)[1]
+
+
+def committed_names(where: Path | GitStore, directory: str = "", ref: str = SYNC_REF) -> list[str]:
+    """The names in ``directory`` (``a/b``; "" the root) of ``ref``'s tree ([]: no such directory)."""
+    store = store_of(where)
+    tip = store.ref(ref)
+    assert tip is not None, f"no {ref}"
+    tree = store.commit(tip).tree
+    for part in filter(None, directory.split("/")):
+        entry = parse_tree(store.read(tree)[1]).get(part.encode())
+        if entry is None or entry[0] != FileMode.TREE:
+            return []
+        tree = Oid(entry[1])
+    return sorted(name.decode() for name in parse_tree(store.read(tree)[1]))
 
 
 def store_of(where: Path | GitStore) -> GitStore:
@@ -189,21 +227,12 @@ def make_cluster(tmp_path: Path, n: int) -> Cluster:
     return Cluster(pair.remote, replicas)
 
 
-def memory_worktree(remote: MemoryStore, worktree: Path) -> MemoryStore:
-    """A replica's store in memory: ``a-sync`` at the fixed root, checked out at ``worktree``."""
-    worktree.mkdir(parents=True, exist_ok=True)
-    store = MemoryStore({"origin": remote}, worktree)
-    store.update_ref(SYNC_REF, root_commit(store), "thrum: initialize a-sync")
-    store.set_symbolic_ref("HEAD", SYNC_REF, "thrum: the worktree")
-    return store
-
-
 def make_memory_cluster(tmp_path: Path, n: int) -> Cluster:
     """``n`` replicas of one remote, their git stores in memory (their log files on disk)."""
     remote = MemoryStore()
     replicas = []
     for i in range(n):
         wt = tmp_path / f"replica{i}"
-        store = memory_worktree(remote, wt)
+        store = memory_replica(remote, wt)
         replicas.append(Replica(None, wt, Replicator(wt, store=store), RecordingLog(wt)))
     return Cluster(remote, replicas)

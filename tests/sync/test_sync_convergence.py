@@ -23,7 +23,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sync_helpers import memory_worktree
+from fixtures.repos.memory import memory_replica
 from thrum import events as ev
 from thrum.store import database, projection
 from thrum.store.log import EventLog
@@ -54,7 +54,7 @@ class Node:
         self.index = index
         path.mkdir(parents=True)
         self.worktree = path / "a-sync"
-        self.replicator = Replicator(self.worktree, store=memory_worktree(remote, self.worktree))
+        self.replicator = Replicator(self.worktree, store=memory_replica(remote, self.worktree))
         self.log = EventLog(self.worktree, segment_cap=CAP)
         self.db = database.open_database(path / "projection.db")
         database.create_schema(self.db)

@@ -183,6 +183,7 @@ def test_a_refused_path_remote_is_not_repacked(pair, tmp_path):
     (remote / "objects" / "info" / "alternates").unlink()
 
 
+@pytest.mark.soak  # 150 syncs and repacks (a minute on 2 cores): scripts/soak; figures: scripts/bench_storage.py
 def test_bytes_each_sync_adds_stay_bounded_as_history_grows(pair):
     remote, (a, b) = pair
     rounds, raw = 150, 0

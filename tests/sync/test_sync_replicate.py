@@ -18,10 +18,13 @@ from sync_helpers import (
     Cluster,
     append,
     assert_linear_single_root,
+    committed,
+    committed_names,
     event,
     history,
     keys_of,
     make_cluster,
+    push_files,
     push_tree,
     tree_with,
 )
@@ -29,6 +32,7 @@ from thrum.sync import RemoteUnreachable, SyncError
 from thrum.sync.cycle import run_cycle
 from thrum.sync.gitstore.api import Oid, Signature
 from thrum.sync.logaccess import PlainLog
+from thrum.sync.merge.shard import merge_shard
 from thrum.sync.replicate import Replicator
 from thrum.sync.worktree import SYNC_REF, ensure_sync_worktree
 
@@ -111,8 +115,8 @@ def test_replicate_concurrent_appends_same_shard_converge(memory_cluster3):
         assert_linear_single_root(store)
 
 
-def test_replicate_merge_takes_uncommitted_appends(cluster):
-    a, b = cluster.a, cluster.b
+def test_replicate_merge_takes_uncommitted_appends(memory_cluster):
+    a, b = memory_cluster.a, memory_cluster.b
     append(a.worktree, SHARD, event("01A"))
     a.sync()
     append(b.worktree, SHARD, event("01B"))
@@ -120,9 +124,8 @@ def test_replicate_merge_takes_uncommitted_appends(cluster):
     outcome = b.replicator.merge(tip, b.files)
     assert outcome.commits == 1 and outcome.sent == 1 and outcome.received == 1
     assert b.read(SHARD) == event("01A") + event("01B")
-    assert b.replicator.index.flush() and b.replicator.store.repo.status() == {}
-    committed = b.replicator.store.repo.revparse_single(f"{SYNC_REF}:{SHARD}").data
-    assert committed == event("01A") + event("01B")
+    assert committed(b.store, SHARD) == event("01A") + event("01B")
+    assert b.commit() is False  # what the merge wrote is what it committed
 
 
 def test_replicate_push_race_is_retried_and_converges(memory_cluster):
@@ -150,9 +153,9 @@ def test_run_cycle_retries_when_someone_pushes_during_the_cycle(memory_cluster):
     sleeps = []
     fetch = b.replicator.fetch
 
-    def racing_fetch():
+    def racing_fetch(credentials=None):
         # Each time B has fetched, A slips a push in before B pushes (twice).
-        tip = fetch()
+        tip = fetch(credentials)
         if next(pushes, None) is not None:
             append(a.worktree, "messages/carol/000001.jsonl", event(f"01A{time.monotonic_ns()}"))
             assert a.sync().pushed
@@ -287,20 +290,19 @@ def test_has_remote_follows_remotes_added_and_removed_after_it_first_answered(tm
     assert not r.has_remote()
 
 
-def test_commit_pending_named_paths_and_idle(cluster):
-    a = cluster.a
+def test_commit_pending_named_paths_and_idle(memory_cluster):
+    a = memory_cluster.a
     r = a.replicator
     assert a.commit() is False
     append(a.worktree, SHARD, event("01A"))
     append(a.worktree, "messages/bob/000001.jsonl", event("01B"))
     (a.worktree / "notes.txt").write_text("not a shard\n")
     assert a.commit([SHARD]) is True
-    tree = r.store.repo.revparse_single(f"{SYNC_REF}^{{tree}}")
-    assert [e.name for e in tree["messages"]] == ["alice"]
+    assert committed_names(a.store, "messages") == ["alice"]
     assert a.commit([str(a.worktree / SHARD)]) is False
     assert a.commit() is True  # bob.jsonl, found by status
     assert a.commit() is False
-    assert "notes.txt" not in r.store.repo.revparse_single(f"{SYNC_REF}^{{tree}}")
+    assert "notes.txt" not in committed_names(a.store)
     assert r.last_commit.paths == ["messages/bob/000001.jsonl"]
 
 
@@ -310,6 +312,39 @@ def test_commit_pending_never_commits_a_deleted_shard(memory_cluster):
     a.commit()
     (a.worktree / SHARD).unlink()
     assert a.commit() is False
+
+
+def test_summary_of_a_shard_rewritten_in_place_is_not_trusted(memory_cluster):
+    a, b = memory_cluster.a, memory_cluster.b
+    append(a.worktree, SHARD, event("01A"), event("01B"))
+    a.sync()
+    b.sync()  # B keeps a summary of [A, B]: clean
+    b.files.take_received()
+    # Someone rewrites B's file in place (same length): [A, A], a repeated key ...
+    path = b.worktree / SHARD
+    forged = path.read_bytes().replace(b"01B", b"01A")
+    with open(path, "r+b") as f:
+        f.write(forged)
+    # ... and a hostile remote holds [A, A, C], of which B's file is now a prefix.
+    push_files(memory_cluster.remote, {SHARD: forged + event("01C")})
+    b.sync()
+    # The summary of [A, B] no longer matches the file, so the repeated key is seen.
+    assert b.read(SHARD) == merge_shard(forged + event("01C"), forged).data == event("01A") + event("01C")
+    assert b.files.take_received()[SHARD] == [event("01C")]
+
+
+def test_both_sides_appended_to_one_shard_take_the_exact_merge(memory_cluster):
+    a, b = memory_cluster.a, memory_cluster.b
+    append(a.worktree, SHARD, event("01A"))
+    a.sync()
+    b.sync()
+    append(a.worktree, SHARD, event("01A2"))
+    append(b.worktree, SHARD, event("01B2"), event("01A"))  # a duplicate of a known event too
+    a.sync()
+    report = b.sync()
+    assert report.received == 1 and report.sent == 1
+    a.sync()
+    assert a.read(SHARD) == b.read(SHARD) == event("01A") + event("01A2") + event("01B2")
 
 
 def test_replicate_received_torn_remote_line_is_terminated(memory_cluster):
@@ -328,9 +363,9 @@ def test_replicator_refuses_a_path_that_is_not_the_worktree(cluster):
         Replicator(cluster.a.repo)
 
 
-def test_replicate_receives_10k_events_in_one_sync_and_a_no_op_touches_nothing(cluster):
+def test_replicate_receives_10k_events_in_one_sync_and_a_no_op_touches_nothing(memory_cluster):
     """(How fast: scripts/bench_sync.py, never a wall-clock assert here.)"""
-    a, b = cluster.a, cluster.b
+    a, b = memory_cluster.a, memory_cluster.b
     for i in range(10):
         append(
             a.worktree,
@@ -359,8 +394,8 @@ def test_replicate_ignores_remote_entries_that_are_not_regular_files(cluster):
     assert b.read(SHARD) == event("01A")
 
 
-def test_has_remote_and_remote_url_do_not_wait_for_a_running_cycle(cluster):
-    r = cluster.a.replicator
+def test_has_remote_and_remote_url_do_not_wait_for_a_running_cycle(memory_cluster):
+    r = memory_cluster.a.replicator
     done = []
     with r._mutex:  # a fetch in another thread holds it
         import threading
@@ -368,31 +403,32 @@ def test_has_remote_and_remote_url_do_not_wait_for_a_running_cycle(cluster):
         t = threading.Thread(target=lambda: done.append((r.has_remote(), r.remote_url())))
         t.start()
         t.join(timeout=5)
-    assert done == [(True, str(cluster.remote))]
+    assert done == [(True, memory_cluster.a.store.remote_url("origin"))]
 
 
-def test_run_cycle_commits_only_the_named_paths(cluster):
-    a = cluster.a
+def test_run_cycle_commits_only_the_named_paths(memory_cluster):
+    a = memory_cluster.a
     append(a.worktree, SHARD, event("01A"))
     append(a.worktree, "messages/bob/000001.jsonl", event("01B"))
     a.files.note_appended([SHARD])
     report = a.sync()
     assert report.commits == 1 and report.sent == 1
-    assert "bob" not in a.replicator.store.repo.revparse_single(f"{SYNC_REF}^{{tree}}")["messages"]
+    assert committed_names(a.store, "messages") == ["alice"]
+    assert committed_names(memory_cluster.remote, "messages") == ["alice"]
 
 
-def test_replicator_removes_temp_files_left_by_a_crash(cluster):
-    a = cluster.a
+def test_replicator_removes_temp_files_left_by_a_crash(memory_cluster):
+    a = memory_cluster.a
     append(a.worktree, SHARD, event("01A"))
     (a.worktree / "messages" / "alice" / ".thrum-tmp-000001.jsonl.999").write_bytes(b"half a merge")
-    Replicator(a.worktree)
+    Replicator(a.worktree, store=a.store)
     assert sorted(p.name for p in (a.worktree / "messages" / "alice").iterdir()) == ["000001.jsonl"]
 
 
-def test_ignored_paths_without_waiting_is_unknown_while_a_cycle_holds_the_replicator(cluster):
+def test_ignored_paths_without_waiting_is_unknown_while_a_cycle_holds_the_replicator(memory_cluster):
     import threading
 
-    a = cluster.a
+    a = memory_cluster.a
     held, release = threading.Event(), threading.Event()
 
     def cycle():  # stands for a fetch that waits on the network with the replicator's lock

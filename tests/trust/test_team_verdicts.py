@@ -277,7 +277,9 @@ def test_a_revocation_rebuilds_only_when_it_takes_back_an_applied_line(db):
     fold2 = fold_with(log2)
     receive(fold2, log2, alice.register(), registered, admit, written, thief)
     receive(fold2, log2, revoke)
-    assert fold2.rejudge and "revoked by alice" in fold2.rejudge  # the thief's applied line is taken back
+    reason = fold2.take_rejudge()  # what the daemon asks after each batch (Writer.after_facts)
+    assert reason and "revoked by alice" in reason  # the thief's applied line is taken back
+    assert fold2.take_rejudge() is None  # handed over once: the log is judged again once for it
 
 
 def test_without_a_root_rotation_and_self_revocation_still_hold():

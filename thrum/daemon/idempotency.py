@@ -90,7 +90,7 @@ class KeyedWrites:
 
 def key_param(params: Any) -> str | None:
     """The request's ``idempotency_key`` (validated), or None."""
-    from ..events.validation import IDEMPOTENCY_KEY_RE
+    from ..events.ids import IDEMPOTENCY_KEY_RE
 
     key: str | None = params.str("idempotency_key", max_len=128)
     if key is None or key == "":

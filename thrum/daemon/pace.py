@@ -12,6 +12,8 @@ Rules (issue 30, "conversations at seconds across machines"; docs/design/remotes
    configured ``sync_interval`` (``idle_s``), where an idle replica stays.
 4. ``idle_s`` of 0 turns the timer off (no looks at all; writes and `thrum sync`
    still sync), as before.
+5. A local write's cycle waits one debounce (a burst of writes batches up); during a
+   burst, cycles begin at most once per `BURST_DEBOUNCES` debounces (`write_delay`).
 
 So a replica makes at most one look per ``active_s`` while active and one per
 ``idle_s`` when idle; `requests_last_hour` counts what it really did.
@@ -27,6 +29,18 @@ from typing import Any
 
 HOUR_S = 3600.0
 CONVERSATION_TYPES = frozenset({"message.create"})
+
+# Rule 5: 1 s at the default 0.2 s debounce. Each cycle holds the writer's lock while it
+# seals and commits every segment written since the last one: at one every 0.2 s,
+# sustained durable sends paid ~12 % more CPU each and ran ~25 % slower (BENCHMARKS.md,
+# "Durable sends and syncs against the code before issues 25, 26, 28, 30, 31"). A write
+# after a quiet spell still syncs one debounce later (a conversation's latency, issue 30).
+BURST_DEBOUNCES = 5
+
+
+def write_delay(debounce: float, since_last_cycle: float) -> float:
+    """Seconds a cycle that local writes asked for waits (rule 5)."""
+    return max(debounce, BURST_DEBOUNCES * debounce - since_last_cycle)
 
 
 def starts_conversation(applied: list[dict[str, Any]]) -> bool:
@@ -82,6 +96,16 @@ class Pace:
     def _forget(self, now: float) -> None:
         while self._requests and self._requests[0] <= now - HOUR_S:
             self._requests.popleft()
+
+    def status(self, tip_checks: int) -> dict[str, Any]:
+        """The pace as `sync status` shows it (``tip_checks``: the looks made so far)."""
+        return {
+            "state": self.state(),
+            "active_interval_s": self.active_s,
+            "active_window_s": self.window_s,
+            "tip_checks": tip_checks,
+            "requests_last_hour": self.requests_last_hour(),
+        }
 
     def state(self) -> str:
         if self.idle_s <= 0:

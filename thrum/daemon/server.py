@@ -25,7 +25,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -57,6 +58,9 @@ from .syncer import SyncLoop
 from .wakeups import Waker
 from .writer import Writer
 
+if TYPE_CHECKING:
+    from ..sync.gitstore.api import GitStore
+
 log = logging.getLogger(__name__)
 
 
@@ -78,8 +82,11 @@ class Parts:
 
 
 class Daemon:
-    def __init__(self, paths: ThrumPaths):
+    def __init__(self, paths: ThrumPaths, *, git_store: Callable[[Path], GitStore] | None = None):
+        """``git_store``: opens the sync worktree's git store (None: the repository's;
+        tests of the daemon's sync cycles give the in-memory fake: `SyncLoop`)."""
         self.paths = paths
+        self._git_store = git_store
         self.config = config_mod.load(paths.config)  # a bad config fails here, before the flock
         if unknown := config_mod.unknown_keys(paths.config):
             log.warning("%s", config_mod.unknown_keys_text(unknown))
@@ -141,7 +148,16 @@ class Daemon:
         )
         sessions = Sessions(writer, self.keys, self.paths.var, hub.session_ended)
         agents = Agents(writer, self.keys, self.paths.identities, presence, sessions)
-        sync = SyncLoop(cfg, self.paths, store.worktree, writer, store.team, prefer_verified(store.ring), nursery)
+        sync = SyncLoop(
+            cfg,
+            self.paths,
+            store.worktree,
+            writer,
+            store.team,
+            prefer_verified(store.ring),
+            nursery,
+            git_store=self._git_store,
+        )
         addresses = AddressBook(writer.read, sync, self.paths)
         delivery = DeliveryRecorder(writer.read, writer.write, self.keys.names)
         waker = Waker(writer.read, delivery.flush, self.paths.var / "panes.json")

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -48,7 +49,7 @@ from ..sync import state as sync_record
 from ..sync.gate import Abandoned, CycleGate
 from .logins import Logins
 from .lookout import Lookout
-from .pace import Pace, starts_conversation
+from .pace import Pace, starts_conversation, write_delay
 from .team import TeamState
 from .tidy import Tidy
 from .writer import Writer
@@ -56,8 +57,10 @@ from .writerlog import WriterLog
 
 if TYPE_CHECKING:
     from ..sync.cycle import SyncReport
+    from ..sync.gitstore.api import GitStore
     from ..sync.merge.shard import Prefer
     from ..sync.replicate import Replicator
+    from ..sync.transport.credentials import Credentials
 
 log = logging.getLogger(__name__)
 
@@ -79,11 +82,15 @@ class SyncLoop:
         team: TeamState,
         prefer: Prefer | None,
         nursery: trio.Nursery,
+        git_store: Callable[[Path], GitStore] | None = None,
     ):
         """``writer``: lends the log to each cycle (`WriterLog`) and publishes what it
         brought; ``team``: the committed root, read again around each cycle; ``prefer``:
         which copy of a line rewritten in place to keep (the trust layer's);
-        ``nursery``: where an on-demand cycle runs (`refresh`)."""
+        ``nursery``: where an on-demand cycle runs (`refresh`); ``git_store``: opens the
+        git store of the worktree, once for the replicator and once for the remote's view
+        (None: the repository's, through libgit2; tests of the daemon's cycles give the
+        in-memory fake, `thrum.sync.gitstore.memory`)."""
         self.cfg = config
         self._paths = paths
         self._worktree = worktree
@@ -91,6 +98,7 @@ class SyncLoop:
         self._team = team
         self._prefer = prefer
         self._nursery = nursery
+        self._git_store = git_store
         self._logins = Logins(config)
         self._kick = trio.Event()
         self._tidy = Tidy(config.remote, lambda: self.replicator, lambda: self.mode() == "remote")
@@ -109,23 +117,27 @@ class SyncLoop:
             float(self.cfg.sync_interval), float(self.cfg.sync_active_interval), float(self.cfg.sync_active_window)
         )
         self._last_failed = False
+        self._last_cycle_began = -float("inf")  # trio.current_time() of the last cycle's start
 
     # ------------------------------------------------------------------ setup
     def _make_replicator(self) -> Replicator:
         from ..sync.remoteview import RemoteView
         from ..sync.replicate import Replicator
-        from ..sync.transport.credentials import credentials_from_env
 
         replicator = Replicator(
             self._worktree,
             self.cfg.remote,
-            credentials_from_env(self.cfg.values),
+            self._logins.for_cycle(),
             prefer=self._prefer,
             max_intake_bytes=int(self.cfg.max_sync_intake_bytes),
+            store=self._open_git_store(),
+            network=self._network,
         )
-        replicator.network = self._network
-        self.lookout.watch(RemoteView(self._worktree, self.cfg.remote))
+        self.lookout.watch(RemoteView(self._worktree, self.cfg.remote, store=self._open_git_store()))
         return replicator
+
+    def _open_git_store(self) -> GitStore | None:
+        return self._git_store(self._worktree) if self._git_store is not None else None
 
     def _network(self, what: str) -> AbstractContextManager[None]:
         """Each fetch, push or tip check over the network: counted, then through the gate."""
@@ -171,7 +183,11 @@ class SyncLoop:
                 break
             if self._write_kick:
                 self._write_kick = False
-                await trio.sleep(float(self.cfg.sync_debounce))  # debounce: let a burst of writes batch up
+                await trio.sleep(
+                    write_delay(float(self.cfg.sync_debounce), trio.current_time() - self._last_cycle_began)
+                )
+                if not self._last_failed and self.pending_events() == 0:
+                    continue  # a cycle since (`sync.run`, or the one before in a burst) took the writes
             elif not kicked and not await self._worth_a_cycle():
                 continue
             try:
@@ -196,7 +212,7 @@ class SyncLoop:
                     self._cycle_scope = scope
                     try:
                         moved = await trio.to_thread.run_sync(
-                            self.lookout.moved, replicator, self.gate, abandon_on_cancel=True
+                            self.lookout.moved, replicator, self.gate, self._logins.for_looks(), abandon_on_cancel=True
                         )
                     finally:
                         self._cycle_scope = None
@@ -274,10 +290,11 @@ class SyncLoop:
                 daemon stops meanwhile (the cycle is abandoned, not recorded).
         """
         async with self._cycle_lock:
-            if self.replicator is not None:
-                self.replicator.credentials = self._logins.for_cycle(env)
+            self._last_cycle_began = trio.current_time()
+            login = self._logins.for_cycle(env)
             mode = self.mode()
             applied: list[dict[str, Any]] = []
+            files = WriterLog(self._writer, applied, scanned=self._scanned)
             written_before = self._writer.events_written
             refused_before = sum((await self._writer.read(projection.fold_counts)).values())
             report = None
@@ -288,7 +305,7 @@ class SyncLoop:
                     self._cycle_scope, self._cycle_since = scope, time.time()
                     try:
                         report = await trio.to_thread.run_sync(
-                            self._cycle_in_thread, mode, applied, abandon_on_cancel=True
+                            self._cycle_in_thread, mode, files, login, abandon_on_cancel=True
                         )
                     except Abandoned:
                         pass
@@ -299,8 +316,7 @@ class SyncLoop:
                     finally:
                         self._cycle_scope = self._cycle_since = None
             finally:
-                if env and self.replicator is not None:  # what a caller passed ends with its cycle
-                    self.replicator.credentials = self._logins.after_cycle(self.replicator.credentials)
+                self._logins.cycle_ended(login, env)
             if scope.cancelled_caught:
                 log.warning("sync abandoned while it waited for the remote: the daemon is stopping")
             if report is None:
@@ -316,14 +332,14 @@ class SyncLoop:
                     self.pace.activity()
                 await self._writer.publish(applied, "sync")
             await self._team_facts()
-            # after the publish: counting asks git for the worktree's status, off the delivery path
-            await trio.to_thread.run_sync(self._count_pending)
+            taken_at = files.taken_at if files.taken_at is not None else written_before
+            if not self.lookout.cycle_ended(report.error is None, report.pushed, mode == "remote", taken_at):
+                # after the publish: counting asks git for the worktree's status, off the delivery path
+                await trio.to_thread.run_sync(self._count_pending)
             # a line the fold refused (quarantined) was not received, whatever the merge brought
             refused = sum((await self._writer.read(projection.fold_counts)).values()) - refused_before
             report.received = max(0, report.received - max(0, refused))
             result = {**sync_record.report_dict(report, mode), "quarantined": max(0, refused)}
-            if report.error is None and (report.pushed or mode != "remote"):
-                self.lookout.pushed(written_before)
             chains = await self._writer.read(chain_fold.report)  # kept for `sync status` while stopped
             await trio.to_thread.run_sync(sync_record.record, self._paths, {**result, "chains": chains}, report.error)
             if report.error:
@@ -344,17 +360,16 @@ class SyncLoop:
             self._writer.ask_rejudge("the team root changed")
         await self._writer.after_facts()
 
-    def _cycle_in_thread(self, mode: str, applied: list[dict[str, Any]]) -> SyncReport:
+    def _cycle_in_thread(self, mode: str, files: WriterLog, login: Credentials) -> SyncReport:
         from ..sync.cycle import run_cycle
 
         self._team.refresh_binding()  # the root as committed now (a pull may have brought one)
-        files = WriterLog(self._writer, applied, scanned=self._scanned)
         with self.gate.held():  # local work; `stop` abandons the thread only in network sections
             replicator = self.replicator
             if replicator is None or not replicator.healthy():
                 with files.locked():
                     replicator = self._recreate_worktree()
-            report = run_cycle(replicator, files, remote=mode == "remote", sleep=self.gate.sleep)
+            report = run_cycle(replicator, files, remote=mode == "remote", sleep=self.gate.sleep, credentials=login)
             self._scanned = True
             return report
 
@@ -375,7 +390,6 @@ class SyncLoop:
         ensure_sync_worktree(self._paths.main_repo, self.cfg.remote, callbacks=self._logins.callbacks())
         self._writer.log_files_recreated()
         replicator = self._make_replicator()
-        replicator.credentials = self._logins.for_cycle()
         self.replicator = replicator
         self._scanned = False
         return replicator
@@ -412,13 +426,7 @@ class SyncLoop:
             "remote": self.cfg.remote if self.mode() == "remote" else None,
             "remote_url": url,
             "interval_s": self.cfg.sync_interval,
-            "pace": {
-                "state": self.pace.state(),
-                "active_interval_s": self.pace.active_s,
-                "active_window_s": self.pace.window_s,
-                "tip_checks": self.lookout.tip_checks,
-                "requests_last_hour": self.pace.requests_last_hour(),
-            },
+            "pace": self.pace.status(self.lookout.tip_checks),
             "last_success": state.get("last_success"),
             "last_error": state.get("last_error"),
             "last_error_at": state.get("last_error_at"),
@@ -433,7 +441,7 @@ class SyncLoop:
             "cycles": self.cycles,
             "syncing_since": _utc(self._cycle_since),
             "waiting_for_remote_since": _utc(waiting),
-            "credential_source": getattr(getattr(self.replicator, "credentials", None), "last_source", None),
+            "credential_source": self._logins.last_used,
             "team": self._team.status(),
         }
 

@@ -45,8 +45,12 @@ class Tidy:
             replicator = self._replicator()
             if replicator is None:
                 continue
-            if tidier is None or tidier.own != replicator.common_dir:
-                tidier = maintenance.Tidier(replicator.common_dir, replicator.common_dir / "thrum-sync" / "repack.git")
+            try:
+                own = replicator.common_dir
+            except SyncError:  # a store that is not a repository on disk (a test's fake): nothing to pack
+                continue
+            if tidier is None or tidier.own != own:
+                tidier = maintenance.Tidier(own, own / "thrum-sync" / "repack.git")
             remote = replicator.path_remote() if self._remote_mode() else None
             trusted = replicator.credentials.trusted_paths if replicator.credentials is not None else ()
             try:

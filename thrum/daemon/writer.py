@@ -182,6 +182,7 @@ class Writer:
         try:
             async with self.lock:
                 result = await trio.to_thread.run_sync(self._append_and_fold, events, abandon_on_cancel=False)
+                self.events_written += len(events)  # under the lock: a sync cycle's take counts them exactly
         except BaseException as exc:  # noqa: BLE001 - every waiter must hear of it
             if isinstance(exc, OSError):  # disk full, permissions, ...: say so, nothing was acknowledged
                 error: BaseException = errors.Unavailable(
@@ -198,7 +199,6 @@ class Writer:
                 raise
             log.exception("write batch failed")
             return
-        self.events_written += len(events)
         self.batches_written += 1
         self.view.wake_if_behind()
         for p in batch:
@@ -215,9 +215,8 @@ class Writer:
         fold = self.fold_lines
         if fold is None:
             return
-        reason = getattr(fold, "rejudge", None)
+        reason = fold.take_rejudge()
         if reason:
-            fold.rejudge = None
             fold.forget_pending()
             await self.view.rebuild(reason, corrupt=False)
             for hook in self._on_rejudged:
@@ -284,7 +283,7 @@ class Writer:
             self.view.caught_up()
             return result
         # Stored positions are at each shard's end before this batch: fold just the batch.
-        positions = {s: self.log.end_position(s) for s in touched}
+        positions = {s: self.log.appended_end(s) for s in touched}
         records = list(zip(placed, events))  # each event with the segment it went to
         return projection.fold(self.db, records, positions=positions)
 
@@ -327,12 +326,11 @@ class Writer:
         by_shard: dict[str, list[bytes]] = {}
         for shard, line in seals:
             by_shard.setdefault(shard, []).append(line)
-        for shard, lines in by_shard.items():
-            self.log.append_lines(shard, lines)
+        self.log.append_to(by_shard)
         self.dirty_shards.update(by_shard)
         if self.view.behind:  # positions stay before the lines not folded yet; catching up skips seals
             return len(seals)
-        positions = {s: self.log.end_position(s) for s in by_shard}
+        positions = {s: self.log.appended_end(s) for s in by_shard}
         try:
             with self.db.atomic():
                 projection.save_positions(self.db, positions)

@@ -21,12 +21,14 @@ class WriterLog:
         self._writer = writer
         self._applied = applied
         self._scanned = scanned
+        self.taken_at: int | None = None  # events the writer had written when the files were last taken
 
     def locked(self) -> AbstractContextManager[object]:
         return self._writer.locked_from_thread()
 
     def appended(self) -> list[str] | None:
         taken = self._writer.take_appended()
+        self.taken_at = self._writer.events_written  # the lock is held: every event written so far is taken
         if not self._scanned:
             self._scanned = True
             return None

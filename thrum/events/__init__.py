@@ -22,12 +22,13 @@ The modules, each with one job (pure: no I/O, no trio, no pygit2):
 - `names`: what an agent, role or group may be called;
 - `tags`: what a scope or ref (``{type, value}``) is;
 - `ids`: ULIDs, prefixed ids, timestamps and their sort keys;
-- `fields`: the checks of one field (strings, choices, tags, bodies, id lists);
-- `validation`: the per-type field normalisers (`normalise`): the checked path;
-- `schema`: one msgspec Struct per event type, how a log line is decoded in C;
+- `checks`: what the schema is built from: patterns, and how a bad field is worded;
+- `schema`: the event types, declared once: one msgspec Struct each (fields, types,
+  limits, wording, the rules across fields), and how a log line is decoded in C;
+- `validation`: the general path: a dict validated by the schema (`normalise`);
 - `shards`: the layout (streams, segment paths) and the authorship rules;
 - `codec`: one event ↔ one JSON line;
-- `typed`: the frozen dataclasses the write path builds.
+- `typed`: the schema's Structs as the write path builds them.
 
 Callers write ``from thrum import events as ev`` and ``ev.MessageCreate(...)``.
 The names are loaded lazily (PEP 562), so a caller that needs only a cheap rule
@@ -62,7 +63,8 @@ if TYPE_CHECKING:  # the same names, for type checkers; at run time `__getattr__
         ulid_ms,
     )
     from .names import NAME_RE, RESERVED_NAMES, check_name, is_name
-    from .validation import EVENT_TYPES, NORMALISERS, is_known, normalise
+    from .schema import EVENT_TYPES, SCHEMAS
+    from .validation import is_known, normalise
     from .shards import (
         EVENTS_STREAM,
         MESSAGE_SHARD_TYPES,
@@ -150,7 +152,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "ulid_ms",
     ),
     "names": ("NAME_RE", "RESERVED_NAMES", "check_name", "is_name"),
-    "validation": ("EVENT_TYPES", "NORMALISERS", "is_known", "normalise"),
+    "schema": ("EVENT_TYPES", "SCHEMAS"),
+    "validation": ("is_known", "normalise"),
     "shards": (
         "EVENTS_STREAM",
         "MESSAGE_SHARD_TYPES",

@@ -4,9 +4,9 @@
 it, and anything that is not a valid event raises `MalformedEvent`, which the fold
 counts and skips while the line stays in the file. A line is first decoded by the
 schema (`thrum.events.schema`: typed, checked in C while parsing); a line the schema
-does not take goes to the checked path (`safejson` + `normalise`), which keeps an
-unknown type or future version as written and words the precise error. The schema
-accepts nothing the checked path refuses and returns what it returns
+does not take goes to the general path (`safejson` + `normalise`, the same Structs),
+which keeps an unknown type or future version as written, reads the few leniencies
+the schema declares, and words the precise error. Both paths give one answer
 (tests/test_events_schema.py), so which one decided never shows.
 """
 
@@ -71,8 +71,8 @@ def decode_line(line: bytes | str) -> dict[str, Any]:
 
 
 def decode_checked(line: bytes | str) -> dict[str, Any]:
-    """`decode_line` without the schema: parse, then `normalise` (kept for the lines the
-    schema does not take, and as the reference the schema is tested against).
+    """`decode_line` without the fast path: parse, then `normalise` (the general path: for
+    the lines the fast path does not take, and what the fast path is tested against).
 
     Raises:
         MalformedEvent: as `decode_line`.

@@ -20,6 +20,10 @@ MESSAGE_ID_RE = re.compile(r"msg_" + _ID_BODY)
 SESSION_ID_RE = re.compile(r"(?:ses|s)_" + _ID_BODY)
 THREAD_ID_RE = re.compile(r"(?:thr|thread)_" + _ID_BODY)
 GROUP_ID_RE = re.compile(r"grp_" + _ID_BODY)
+# A client's name for one logical write (message.create, message.edit): a repeat of the
+# key by the same agent is the same write (thrum/daemon/idempotency.py). Optional; kept
+# in the event so that it survives restarts and rebuilds with the log.
+IDEMPOTENCY_KEY_RE = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 # Strict RFC 3339 in UTC: ASCII digits only (``\d`` would also take other scripts'
 # digits), a ``Z`` zone, at most nanoseconds. `is_valid_timestamp` adds the calendar.
 TIMESTAMP_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?Z")
@@ -101,10 +105,21 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{new_ulid()}"
 
 
+_SECOND: tuple[int, str] = (-1, "")  # the last whole second formatted (a tuple: swapped atomically)
+
+
 def now_rfc3339() -> str:
-    """Current UTC time, millisecond precision, ``Z`` suffix."""
-    now = datetime.now(timezone.utc)
-    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+    """Current UTC time, millisecond precision, ``Z`` suffix.
+
+    The date and time of day are formatted once per second: a send stamps several times
+    (the event, the fold, delivery), and `strftime` was most of the cost."""
+    global _SECOND
+    ns = time.time_ns()
+    sec, ms = divmod(ns // 1_000_000, 1000)
+    cached = _SECOND
+    if cached[0] != sec:
+        cached = _SECOND = (sec, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec)))
+    return f"{cached[1]}.{ms:03d}Z"
 
 
 def is_valid_timestamp(value: object) -> bool:

@@ -11,6 +11,9 @@ replicas append to it:
   heartbeats (docs/design/presence.md);
 - ``events``: lifecycle and group events (and those written for the system).
 
+Each event type's Struct says which (`thrum.events.schema`: ``STREAM``, and ``OWNER``, the
+field naming the agent), and who wrote it (``AUTHOR``); the lists here are derived from them.
+
 A stream is stored as size-capped *segments*, ``{stream}/{n}.jsonl`` with ``n`` a
 zero-padded number from ``000001``: the writer appends to the highest segment
 until it reaches the cap, then starts the next one (`thrum.store.log`). So no file
@@ -31,20 +34,14 @@ import re
 from typing import Any
 
 from .names import NAME_RE
-from .validation import NORMALISERS
+from .schema import SCHEMAS
 
-MESSAGE_SHARD_TYPES = frozenset({"message.create", "message.edit", "message.delete", "thread.create", "agent.update"})
-RECEIPT_TYPES = frozenset(
-    {
-        "message.read",
-        "message.unread",
-        "message.archive",
-        "message.delivered",
-        "message.surfaced",
-        "message.acked",
-        "agent.heartbeat",  # the agent was around (thrum.presence): its own stream, like its marks
-    }
-)
+# Derived from the schema (each Struct's STREAM, OWNER and AUTHOR).
+MESSAGE_SHARD_TYPES = frozenset(t for t, c in SCHEMAS.items() if c.STREAM == "messages")
+RECEIPT_TYPES = frozenset(t for t, c in SCHEMAS.items() if c.STREAM == "receipts")
+_KIND: dict[Any, str] = {t: c.STREAM for t, c in SCHEMAS.items()}
+_OWNER: dict[Any, str] = {t: c.OWNER for t, c in SCHEMAS.items() if c.STREAM != "events"}
+_AUTHOR: dict[Any, tuple[str, ...]] = {t: c.AUTHOR for t, c in SCHEMAS.items() if c.AUTHOR != ("agent_id",)}
 
 EVENTS_STREAM = "events"
 AGENT_KINDS_OF_STREAMS = ("messages", "receipts")  # the kinds of stream that belong to one agent
@@ -56,34 +53,30 @@ _SEGMENT_RE = re.compile(r"(?:0{0,5}[1-9][0-9]{0,8})\.jsonl")
 
 def event_owner(d: dict[str, Any]) -> str | None:
     """The agent whose stream an event belongs to (None for the shared ``events`` stream)."""
-    t = d.get("type")
-    if t in MESSAGE_SHARD_TYPES or t in RECEIPT_TYPES:
-        return d.get("created_by") if t == "thread.create" else d.get("agent_id")
-    return None
+    field = _OWNER.get(d.get("type"))
+    return d.get(field) if field is not None else None
 
 
 def event_author(d: dict[str, Any]) -> str | None:
     """Who wrote an event, and so who must have signed it (docs/design/trust.md)."""
-    t = d.get("type")
-    if t in ("thread.create", "group.create"):
-        return d.get("created_by")
-    if t == "group.delete":
-        return d.get("deleted_by")
-    if t == "agent.cleanup":
-        return d.get("by") or d.get("agent_id")
-    if t in ("agent.admit", "agent.revoke"):
-        return d.get("by")
-    return d.get("agent_id")  # every other type, seals included
+    fields = _AUTHOR.get(d.get("type"))
+    if fields is None:
+        return d.get("agent_id")  # every other type, seals included
+    author: str | None = None
+    for field in fields:
+        author = d.get(field)
+        if author:
+            break
+    return author
 
 
 def stream_for(d: dict[str, Any]) -> str:
     """The stream an event is appended to: ``events``, ``messages/{agent}`` or ``receipts/{agent}``."""
     t = d.get("type")
-    if t in MESSAGE_SHARD_TYPES:
-        return f"messages/{event_owner(d)}"
-    if t in RECEIPT_TYPES:
-        return f"receipts/{d['agent_id']}"
-    return EVENTS_STREAM
+    field = _OWNER.get(t)
+    if field is None:
+        return EVENTS_STREAM
+    return f"{_KIND[t]}/{d[field]}"
 
 
 def segment_name(n: int) -> str:
@@ -190,13 +183,10 @@ class ShardRule:
     def allows(self, d: dict[str, Any]) -> bool:
         """True when ``d`` may live in this segment; unknown types are kept, not judged."""
         t = d.get("type")
-        if t in MESSAGE_SHARD_TYPES:
-            return self.kind == "messages" and self.owner == (
-                d.get("created_by") if t == "thread.create" else d.get("agent_id")
-            )
-        if t in RECEIPT_TYPES:
-            return self.kind == "receipts" and self.owner == d.get("agent_id")
-        if t in NORMALISERS:
+        field = _OWNER.get(t)
+        if field is not None:
+            return self.kind == _KIND[t] and self.owner == d.get(field)
+        if t in SCHEMAS:
             return self.kind == EVENTS_STREAM
         return True
 

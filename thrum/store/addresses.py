@@ -18,6 +18,7 @@ Rules (decisions.md, "A team on three machines"):
 from __future__ import annotations
 
 import difflib
+from typing import Any
 
 import peewee as pw
 
@@ -27,11 +28,11 @@ from .directory import EVERYONE, LIVE_AGENT, LIVE_GROUP, bare_name, group_row, l
 from .sql import all_rows, one_row
 
 
-def _roles(db) -> list[str]:
+def _roles(db: pw.SqliteDatabase) -> list[str]:
     return [r[0] for r in all_rows(db, f"SELECT DISTINCT a.role FROM agents a WHERE {LIVE_AGENT} ORDER BY a.role")]
 
 
-def _group_names(db) -> list[str]:
+def _group_names(db: pw.SqliteDatabase) -> list[str]:
     return [r[0] for r in all_rows(db, f"SELECT g.name FROM groups g WHERE {LIVE_GROUP} ORDER BY g.name")]
 
 
@@ -104,7 +105,9 @@ def _deleted_agent(db: pw.SqliteDatabase, name: str) -> bool:
     return one_row(db, f"SELECT 1 FROM agents a WHERE a.agent_id = ? AND NOT ({LIVE_AGENT})", (name,)) is not None
 
 
-def resolve_recipients(db: pw.SqliteDatabase, addresses: list[str], *, pending_roles: bool = False) -> list[dict]:
+def resolve_recipients(
+    db: pw.SqliteDatabase, addresses: list[str], *, pending_roles: bool = False
+) -> list[dict[str, Any]]:
     """``to``/``mentions`` addresses (``@name``) → ``{address, kind, value}``, each once, in order.
 
     With ``pending_roles``, an address that names nothing known yet is a role nobody
@@ -116,7 +119,8 @@ def resolve_recipients(db: pw.SqliteDatabase, addresses: list[str], *, pending_r
     Raises:
         UnknownRecipient: an address names no agent, role or group (with close matches).
     """
-    out, seen = [], set()
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
     for raw in addresses:
         bare = raw[1:] if raw.startswith("@") else raw
         hit = resolve_address(db, bare) if bare else None
@@ -132,7 +136,7 @@ def resolve_recipients(db: pw.SqliteDatabase, addresses: list[str], *, pending_r
                 raise _unknown(db, raw, bare)
         if bare not in seen:
             seen.add(bare)
-            item = {"address": f"@{bare}", "kind": hit[0], "value": bare}
+            item: dict[str, Any] = {"address": f"@{bare}", "kind": hit[0], "value": bare}
             if pending:
                 item["pending"] = True
             out.append(item)

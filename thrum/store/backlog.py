@@ -29,6 +29,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from .. import events as ev
 from .log import EventLog
@@ -100,7 +101,7 @@ class BacklogReader:
         self._end = since
         self.scans = 0
 
-    def next_piece(self) -> tuple[list[dict], str | None]:
+    def next_piece(self) -> tuple[list[dict[str, Any]], str | None]:
         """The next events in event_id order, and ``skip_above``: when more follow, an
         event appended from now on with an id above it will come in a later piece
         (None: this is the last piece)."""
@@ -122,7 +123,7 @@ class BacklogReader:
 
 def events_after(
     event_log: EventLog, index: SegmentIndex, since: str, types: frozenset[str], limit: int
-) -> tuple[list[dict], bool]:
+) -> tuple[list[dict[str, Any]], bool]:
     """At most ``limit`` events of ``types`` with an event_id after ``since``, in event_id
     order (each id once), and True when there may be more after the last one returned."""
     pointers, more = pointers_after(event_log, index, since, limit)
@@ -156,7 +157,7 @@ def pointers_after(event_log: EventLog, index: SegmentIndex, since: str, limit: 
     return [picked[k] for k in sorted(picked)], more
 
 
-def _scan_segment(event_log: EventLog, shard: str, since: str, picked: dict) -> str:
+def _scan_segment(event_log: EventLog, shard: str, since: str, picked: dict[str, Pointer]) -> str:
     """Note where the lines of one segment after ``since`` are; an upper bound of its ids."""
     try:
         with open_segment(event_log.root, shard) as f:
@@ -186,7 +187,7 @@ def _scan_segment(event_log: EventLog, shard: str, since: str, picked: dict) -> 
     return newest
 
 
-def _read(event_log: EventLog, pointers: list[Pointer], types: frozenset[str]) -> list[dict]:
+def _read(event_log: EventLog, pointers: list[Pointer], types: frozenset[str]) -> list[dict[str, Any]]:
     """The events at ``pointers`` that are of ``types``, in the pointers' order. A line
     that moved (a sync merge replaced its file) is found again by its id in that file."""
     by_shard: dict[str, bytes] = {}
@@ -207,14 +208,14 @@ def _read(event_log: EventLog, pointers: list[Pointer], types: frozenset[str]) -
     return out
 
 
-def _decode(line: bytes) -> dict | None:
+def _decode(line: bytes) -> dict[str, Any] | None:
     try:
         return ev.decode_line(line)
     except ev.MalformedEvent:
         return None
 
 
-def _find(data: bytes, eid: str) -> dict | None:
+def _find(data: bytes, eid: str) -> dict[str, Any] | None:
     needle = f'"event_id":"{eid}"'.encode()
     for line in data.split(b"\n"):
         if needle in line:
@@ -224,5 +225,5 @@ def _find(data: bytes, eid: str) -> dict | None:
     return None
 
 
-def _smallest(picked: dict, limit: int) -> dict:
+def _smallest(picked: dict[str, Pointer], limit: int) -> dict[str, Pointer]:
     return {k: picked[k] for k in sorted(picked)[:limit]}

@@ -11,6 +11,7 @@ compares what the triggers kept with the sums computed from scratch
 
 from __future__ import annotations
 
+import sqlite3
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -114,7 +115,7 @@ BULK_INSERT_ROWS = 200  # new messages in one statement from which `bulk_message
 
 
 @contextmanager
-def bulk_message_insert(conn, after_rowid: int) -> Iterator[None]:
+def bulk_message_insert(conn: sqlite3.Connection, after_rowid: int) -> Iterator[None]:
     """Insert many messages without the per-row insert trigger, then add their share
     of the counters set-wise (rows with a rowid above ``after_rowid``).
 
@@ -169,7 +170,7 @@ def compute_counter_tables(db: pw.SqliteDatabase) -> None:
         "INSERT INTO sig_author_totals(author, sig_id, n) VALUES (?,?,?)",
         [(a, s, n) for (a, s), n in by_author.items()],
     )
-    by_sig: Counter = Counter()
+    by_sig: Counter[int] = Counter()
     for (_, s), n in by_author.items():
         by_sig[s] += n
     conn.executemany("INSERT INTO sig_totals(sig_id, n) VALUES (?,?)", list(by_sig.items()))
@@ -179,8 +180,8 @@ def compute_counter_tables(db: pw.SqliteDatabase) -> None:
             "JOIN messages m ON m.message_id = r.message_id WHERE r.is_read = 1 AND m.deleted = 0"
         )
     )
-    archived: Counter = Counter()
-    archived_read: Counter = Counter()
+    archived: Counter[tuple[str, int, int]] = Counter()
+    archived_read: Counter[tuple[str, int, int]] = Counter()
     for agent, sig, own, is_read in conn.execute(
         "SELECT x.agent_id, m.sig_id, x.agent_id = m.agent_id, EXISTS (SELECT 1 FROM read_state r "
         "WHERE r.message_id = x.message_id AND r.agent_id = x.agent_id AND r.is_read = 1) "

@@ -71,7 +71,7 @@ def is_folded(db: pw.SqliteDatabase, shard: str, line: bytes) -> bool:
         key = f"malformed:{shard}:{hashlib.sha1(line[:200]).hexdigest()[:16]}"
         return _exists(db, "SELECT 1 FROM fold_issues WHERE key=? OR key=?", key, f"malformed:{shard}:*")
     eid = d.get("event_id", "")
-    if d.get("type") not in ev.NORMALISERS or d.get("v", 1) > ev.EVENT_VERSION:
+    if d.get("type") not in ev.SCHEMAS or d.get("v", 1) > ev.EVENT_VERSION:
         return True  # a type this build does not fold (a seal, a future event): nothing to find
     if d["type"] == "message.create" and _exists(
         db, "SELECT 1 FROM messages WHERE message_id=?", d.get("message_id", "")
@@ -84,7 +84,7 @@ def is_folded(db: pw.SqliteDatabase, shard: str, line: bytes) -> bool:
     return _exists(db, "SELECT 1 FROM fold_issues WHERE shard=? AND (event_id=? OR count IS NOT NULL)", shard, eid)
 
 
-def _exists(db, sql: str, *args: str) -> bool:
+def _exists(db: pw.SqliteDatabase, sql: str, *args: str) -> bool:
     return db.execute_sql(sql, args).fetchone() is not None
 
 

@@ -53,7 +53,9 @@ def _reached(db: pw.SqliteDatabase, value: str, cache: dict[str, list[str]]) -> 
 
 def recipients(db: pw.SqliteDatabase, message_ids: Sequence[str]) -> dict[str, list[str]]:
     """For each message: the agents it is addressed to now (sorted, author left out)."""
-    authors = dict(rows_in(db, "SELECT message_id, agent_id FROM messages WHERE message_id IN ({q})", message_ids))
+    authors: dict[str, str] = dict(
+        rows_in(db, "SELECT message_id, agent_id FROM messages WHERE message_id IN ({q})", message_ids)
+    )
     cache: dict[str, list[str]] = {}
     out: dict[str, set[str]] = {mid: set() for mid in authors}
     for mid, value in rows_in(

@@ -18,7 +18,7 @@ Each function takes the running fold transaction (`thrum.store.fold.Folder`).
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..events.ids import parse_time, time_key
 from .sql import chunks, qmarks
@@ -38,7 +38,7 @@ def due_key(timestamp: str, within: int) -> str:
     return time_key(due.strftime("%Y-%m-%dT%H:%M:%S.") + f"{due.microsecond // 1000:03d}Z")
 
 
-def sync_ack_requests(f: Folder, creates: list[dict]) -> None:
+def sync_ack_requests(f: Folder, creates: list[dict[str, Any]]) -> None:
     """Give each message of ``creates`` the ack request of its winning create (or none).
 
     Called after the creates were inserted, with every create of the batch: a
@@ -100,7 +100,7 @@ _SURFACED_SQL = (
 )
 
 
-def delivery_receipt(f: Folder, batch: list[dict]) -> None:
+def delivery_receipt(f: Folder, batch: list[dict[str, Any]]) -> None:
     """message.delivered / message.surfaced / message.acked: one row state per (message, agent)."""
     delivered, surfaced, acked = [], [], []
     for d in batch:

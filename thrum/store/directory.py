@@ -12,11 +12,12 @@ Rules (shared with `thrum.store.queries`):
 
 from __future__ import annotations
 
+from typing import Any, TypedDict
 
 import peewee as pw
 
 from ..errors import NotFound
-from .sql import all_rows, one_row
+from .sql import Row, all_rows, one_row
 
 EVERYONE = "everyone"
 EVERYONE_DESCRIPTION = "All registered agents"
@@ -27,17 +28,31 @@ LIVE_AGENT = "a.role IS NOT NULL AND (a.cleanup_event_id IS NULL OR a.cleanup_ev
 _ISSUES = "sum(coalesce(count, 1))"  # a fold_issues row is one line, or a count of them (store/issues.py)
 
 
-def bare_name(name) -> str:
+def bare_name(name: str | None) -> str:
     """``@alice`` → ``alice``; anything else as it is (None → "")."""
     return name[1:] if isinstance(name, str) and name.startswith("@") else (name or "")
+
+
+class Member(TypedDict):
+    """A group member as `group_members` gives it: ``type`` "agent" or "role"."""
+
+    type: str
+    value: str
+
+
+class SessionOwner(TypedDict):
+    """Whose a session is, and when it ended (None: it has not)."""
+
+    agent_id: str
+    ended_at: str | None
 
 
 # --------------------------------------------------------------------------- agents, sessions
 
 
-def _agent_item(row: tuple) -> dict:
+def _agent_item(row: Row) -> dict[str, Any]:
     (agent_id, kind, name, role, module, worktree, display, registered_at, last_seen_at, deleted, active, by) = row
-    item = {
+    item: dict[str, Any] = {
         "agent_id": agent_id,
         "kind": kind or "agent",
         "role": role or "",
@@ -64,10 +79,11 @@ _AGENT_SELECT = (
 
 def list_agents(
     db: pw.SqliteDatabase, role: str | None = None, module: str | None = None, include_deleted: bool = False
-) -> dict:
+) -> dict[str, Any]:
     """spec agent.list: ``{"agents": [...]}`` sorted by name; deleted agents (cleanup
     newer than their latest register) only with ``include_deleted``."""
-    sql, params = _AGENT_SELECT, []
+    sql = _AGENT_SELECT
+    params: list[str] = []
     if role:
         sql += " AND a.role = ?"
         params.append(role)
@@ -79,7 +95,7 @@ def list_agents(
     return {"agents": [_agent_item(r) for r in all_rows(db, sql + " ORDER BY a.agent_id", params)]}
 
 
-def get_agent(db: pw.SqliteDatabase, name: str, *, include_deleted: bool = False) -> dict | None:
+def get_agent(db: pw.SqliteDatabase, name: str, *, include_deleted: bool = False) -> dict[str, Any] | None:
     """One agent.list item, or None when unknown (or deleted, unless ``include_deleted``)."""
     sql = _AGENT_SELECT + " AND a.agent_id = ?" + ("" if include_deleted else f" AND {LIVE_AGENT}")
     row = one_row(db, sql, (bare_name(name),))
@@ -94,28 +110,30 @@ def registration_floor(db: pw.SqliteDatabase, name: str) -> str | None:
     return max(ids) if ids else None
 
 
-def live_agents(db, role: str | None = None) -> list[str]:
+def live_agents(db: pw.SqliteDatabase, role: str | None = None) -> list[str]:
     sql = f"SELECT a.agent_id FROM agents a WHERE {LIVE_AGENT}"
-    params = []
+    params: list[str] = []
     if role:
         sql += " AND a.role = ?"
         params.append(role)
     return [r[0] for r in all_rows(db, sql + " ORDER BY a.agent_id", params)]
 
 
-def list_sessions(db: pw.SqliteDatabase, agent: str | None = None, active_only: bool = False) -> list[dict]:
+def list_sessions(db: pw.SqliteDatabase, agent: str | None = None, active_only: bool = False) -> list[dict[str, Any]]:
     """Sessions (oldest first); ``active``: started and not ended."""
     return _sessions(db, agent=agent, active_only=active_only)
 
 
-def sessions_named(db: pw.SqliteDatabase, sid: str) -> list[dict]:
+def sessions_named(db: pw.SqliteDatabase, sid: str) -> list[dict[str, Any]]:
     """Every agent's row of session id ``sid`` (one, unless another agent's events name it too)."""
     return _sessions(db, sid=sid)
 
 
-def _sessions(db, *, agent: str | None = None, sid: str | None = None, active_only: bool = False) -> list[dict]:
+def _sessions(
+    db: pw.SqliteDatabase, *, agent: str | None = None, sid: str | None = None, active_only: bool = False
+) -> list[dict[str, Any]]:
     sql = "SELECT session_id, agent_id, started_at, ended_at, end_reason, last_seen_at FROM sessions WHERE 1"
-    params = []
+    params: list[str] = []
     if sid:
         sql += " AND session_id = ?"
         params.append(sid)
@@ -138,12 +156,12 @@ def _sessions(db, *, agent: str | None = None, sid: str | None = None, active_on
     ]
 
 
-def session_info(db: pw.SqliteDatabase, sid: str, agent: str | None = None) -> dict | None:
+def session_info(db: pw.SqliteDatabase, sid: str, agent: str | None = None) -> SessionOwner | None:
     """The agent and end time of one session (``agent``'s, when given; else the one
     started first), or None when it is not known. A session id another agent's events
     also name is a row of its own: each agent has only its own."""
     sql = "SELECT agent_id, ended_at FROM sessions WHERE session_id=?"
-    params: list = [sid]
+    params = [sid]
     if agent is not None:
         sql += " AND agent_id=?"
         params.append(agent)
@@ -176,7 +194,8 @@ def stale_agents(db: pw.SqliteDatabase, cutoff: str) -> list[str]:
 # --------------------------------------------------------------------------- groups, addresses
 
 
-def group_row(db, name: str):
+def group_row(db: pw.SqliteDatabase, name: str) -> Row | None:
+    """(name, group_id, description, created_by, created_at) of a live group, or None."""
     return one_row(
         db,
         f"SELECT g.name, g.group_id, g.description, g.created_by, g.created_at FROM groups g "
@@ -185,7 +204,7 @@ def group_row(db, name: str):
     )
 
 
-def _members(db, name: str) -> list[dict]:
+def _members(db: pw.SqliteDatabase, name: str) -> list[Member]:
     return [
         {"type": t, "value": v}
         for t, v in all_rows(
@@ -197,7 +216,7 @@ def _members(db, name: str) -> list[dict]:
     ]
 
 
-def _everyone_info(db) -> dict:
+def _everyone_info(db: pw.SqliteDatabase) -> dict[str, Any]:
     return {
         "name": EVERYONE,
         "group_id": "",
@@ -209,11 +228,11 @@ def _everyone_info(db) -> dict:
     }
 
 
-def list_groups(db: pw.SqliteDatabase) -> list[dict]:
+def list_groups(db: pw.SqliteDatabase) -> list[dict[str, Any]]:
     """Existing groups by name, the built-in ``everyone`` first. ``member_count``
     counts member entries (agents and roles); for ``everyone`` the active agents."""
     out = [_everyone_info(db)]
-    counts_by = dict(
+    counts_by: dict[str, int] = dict(
         all_rows(
             db,
             f"SELECT gm.group_name, count(*) FROM group_members gm JOIN groups g "
@@ -240,7 +259,7 @@ def list_groups(db: pw.SqliteDatabase) -> list[dict]:
     return out
 
 
-def group_info(db: pw.SqliteDatabase, name: str) -> dict:
+def group_info(db: pw.SqliteDatabase, name: str) -> dict[str, Any]:
     """One `list_groups` item plus ``members`` (unexpanded).
 
     Raises:
@@ -267,7 +286,7 @@ def group_info(db: pw.SqliteDatabase, name: str) -> dict:
     return info
 
 
-def group_members(db: pw.SqliteDatabase, name: str, expand: bool = False) -> list[dict]:
+def group_members(db: pw.SqliteDatabase, name: str, expand: bool = False) -> list[Member]:
     """Members as ``{"type": "agent"|"role", "value"}``, sorted. ``expand``: the active
     agents they stand for, as ``{"type": "agent", "value": name}``, deduplicated and
     sorted. ``everyone`` has every active agent as member.
@@ -284,7 +303,7 @@ def group_members(db: pw.SqliteDatabase, name: str, expand: bool = False) -> lis
     if not expand:
         return members
     live = set(live_agents(db))
-    names = set()
+    names: set[str] = set()
     for m in members:
         if m["type"] == "agent":
             if m["value"] in live:
@@ -297,9 +316,9 @@ def group_members(db: pw.SqliteDatabase, name: str, expand: bool = False) -> lis
 # --------------------------------------------------------------------------- fold issues
 
 
-def fold_issue_summary(db: pw.SqliteDatabase) -> dict:
+def fold_issue_summary(db: pw.SqliteDatabase) -> dict[str, Any]:
     """Lines and events the fold refused: ``{"counts": {kind: n}, "total", "recent": [...20]}``."""
-    by_kind = dict(all_rows(db, f"SELECT kind, {_ISSUES} FROM fold_issues GROUP BY kind ORDER BY kind"))
+    by_kind: dict[str, int] = dict(all_rows(db, f"SELECT kind, {_ISSUES} FROM fold_issues GROUP BY kind ORDER BY kind"))
     recent = [
         {"kind": k, "shard": s, "event_id": e, "reason": r, "seen_at": at}
         for k, s, e, r, at in all_rows(

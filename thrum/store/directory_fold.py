@@ -16,7 +16,7 @@ Each function takes the running fold transaction (`thrum.store.fold.Folder`).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .. import events as ev
 from ..presence import counts_as_presence
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 # --------------------------------------------------------------------------- agents, sessions
 
 
-def agent_register(f: Folder, batch: list[dict]) -> None:
+def agent_register(f: Folder, batch: list[dict[str, Any]]) -> None:
     for d in batch:
         f.c.execute(
             "INSERT INTO agents(agent_id, kind, name, role, module, worktree, display, "
@@ -55,7 +55,7 @@ def agent_register(f: Folder, batch: list[dict]) -> None:
         )
 
 
-def agent_cleanup(f: Folder, batch: list[dict]) -> None:
+def agent_cleanup(f: Folder, batch: list[dict[str, Any]]) -> None:
     for d in batch:
         f.c.execute(
             "INSERT INTO agents(agent_id, cleanup_event_id, cleanup_reason, cleanup_by, module, worktree, display) "
@@ -67,7 +67,7 @@ def agent_cleanup(f: Folder, batch: list[dict]) -> None:
         )
 
 
-def last_seen(f: Folder, events: Iterable[dict]) -> None:
+def last_seen(f: Folder, events: Iterable[dict[str, Any]]) -> None:
     """Each author's newest event that shows it acting is when it was last seen
     (`thrum.presence`): the same on every replica holding the same events, and rebuilt
     with the projection. One upsert per author in the batch; a time never moves back.
@@ -89,7 +89,7 @@ def last_seen(f: Folder, events: Iterable[dict]) -> None:
         )
 
 
-def agent_update(f: Folder, batch: list[dict]) -> None:
+def agent_update(f: Folder, batch: list[dict[str, Any]]) -> None:
     for d in batch:
         for ctx in d["work_contexts"]:
             sid = ctx.get("session_id")
@@ -107,7 +107,7 @@ def agent_update(f: Folder, batch: list[dict]) -> None:
             )
 
 
-def session_start(f: Folder, batch: list[dict]) -> None:
+def session_start(f: Folder, batch: list[dict[str, Any]]) -> None:
     for d in batch:
         f.c.execute(
             "INSERT INTO sessions(session_id, agent_id, started_at, start_event_id) VALUES (?,?,?,?) "
@@ -118,7 +118,7 @@ def session_start(f: Folder, batch: list[dict]) -> None:
         )
 
 
-def session_end(f: Folder, batch: list[dict]) -> None:
+def session_end(f: Folder, batch: list[dict[str, Any]]) -> None:
     for d in batch:
         f.c.execute(
             "INSERT INTO sessions(session_id, agent_id, ended_at, end_reason, end_event_id) "
@@ -132,7 +132,7 @@ def session_end(f: Folder, batch: list[dict]) -> None:
 # --------------------------------------------------------------------------- groups, threads
 
 
-def group_create(f: Folder, batch: list[dict]) -> None:
+def group_create(f: Folder, batch: list[dict[str, Any]]) -> None:
     for d in batch:
         f.c.execute(
             "INSERT INTO groups(name, group_id, description, created_by, created_at, event_id) "
@@ -144,7 +144,7 @@ def group_create(f: Folder, batch: list[dict]) -> None:
         )
 
 
-def group_delete(f: Folder, batch: list[dict]) -> None:
+def group_delete(f: Folder, batch: list[dict[str, Any]]) -> None:
     for d in batch:
         f.c.execute(
             "INSERT INTO groups(name, description, created_by, deleted_event_id) VALUES (?, '', '', ?) "
@@ -154,7 +154,7 @@ def group_delete(f: Folder, batch: list[dict]) -> None:
         )
 
 
-def group_member(f: Folder, batch: list[dict]) -> None:
+def group_member(f: Folder, batch: list[dict[str, Any]]) -> None:
     for d in batch:
         state = "add" if d["type"] == "group.member.add" else "remove"
         f.c.execute(
@@ -167,7 +167,7 @@ def group_member(f: Folder, batch: list[dict]) -> None:
         )
 
 
-def thread_create(f: Folder, batch: list[dict]) -> None:
+def thread_create(f: Folder, batch: list[dict[str, Any]]) -> None:
     for d in batch:
         f.c.execute(
             "INSERT INTO threads(thread_id, title, created_by, created_at, event_id) VALUES (?,?,?,?,?) "

@@ -26,7 +26,7 @@ MAX_BYTES = 16 * 1024 * 1024
 
 
 class FactFile:
-    def __init__(self, path: os.PathLike | str | None):
+    def __init__(self, path: os.PathLike[str] | str | None):
         self.path = Path(path) if path is not None else None
         self._lock = threading.Lock()
         self._seen: set[bytes] | None = None

@@ -24,8 +24,9 @@ import hashlib
 import logging
 import sqlite3
 from collections import defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Any
 
 import peewee as pw
 
@@ -38,8 +39,10 @@ from .sql import all_rows, chunks, qmarks
 
 log = logging.getLogger(__name__)
 
+Record = tuple[str, dict[str, Any]]  # (shard, normalised event): what the log reader gives
 
-def dedup_key(d: dict) -> str:
+
+def dedup_key(d: dict[str, Any]) -> str:
     """What makes an event "already applied": its id and its author (who signed it).
 
     With the id alone, another agent writing a line with an id it copied from
@@ -50,7 +53,7 @@ def dedup_key(d: dict) -> str:
 
 @dataclass
 class FoldResult:
-    applied: list[dict] = field(default_factory=list)  # newly applied events, for publishing
+    applied: list[dict[str, Any]] = field(default_factory=list)  # newly applied events, for publishing
     duplicates: int = 0
     forged: int = 0
     unknown: int = 0
@@ -74,16 +77,16 @@ class FoldResult:
 class Folder:
     """One fold transaction: holds the connection and the running result."""
 
-    def __init__(self, conn, result: FoldResult, now: str):
+    def __init__(self, conn: sqlite3.Connection, result: FoldResult, now: str):
         self.c = conn
         self.r = result
         self.now = now
-        self.sigs: dict[tuple, int] = {}
+        self.sigs: dict[tuple[str, ...], int] = {}
         self.keep_applied = True
         self._issues: issues_mod.Recorder | None = None
 
     # ---------------------------------------------------------------- mention sets
-    def sig_id(self, targets: tuple) -> int:
+    def sig_id(self, targets: tuple[str, ...]) -> int:
         """The id of a (sorted) mention set, created on first use."""
         sid = self.sigs.get(targets)
         if sid is None:
@@ -93,6 +96,7 @@ class Folder:
                 sid = row[0]
             else:
                 sid = self.c.execute("INSERT INTO mention_sigs(sig) VALUES (?)", (text,)).lastrowid
+                assert sid is not None  # an INSERT into a rowid table sets it
                 self.c.executemany(
                     "INSERT OR IGNORE INTO mention_sig_targets(target, sig_id) VALUES (?,?)",
                     [(t, sid) for t in targets],
@@ -108,12 +112,12 @@ class Folder:
         return self._issues.record(kind, shard, event_id, reason)
 
     # ---------------------------------------------------------------- entry
-    def fold(self, records: Iterable[tuple[str, dict]]) -> None:
+    def fold(self, records: Iterable[Record]) -> None:
         # Keyed by event id *and author* (`dedup_key`): an event id another agent
         # reuses never hides the original (docs/design/trust.md).
-        candidates: dict[str, dict] = {}
+        candidates: dict[str, dict[str, Any]] = {}
         rules: dict[str, ev.ShardRule] = {}  # shard -> its authorship rule, the path parsed once
-        known = ev.NORMALISERS
+        known = ev.SCHEMAS
         for shard, d in records:
             eid = dedup_key(d)
             t = d.get("type")
@@ -143,7 +147,7 @@ class Folder:
         # is there); everything else against applied_events. A rebuild so skips a
         # million applied_events rows for the creates.
         others = [eid for eid, d in candidates.items() if d["type"] != "message.create"]
-        seen = set()
+        seen: set[str] = set()
         for chunk in chunks(others):
             seen.update(
                 row[0]
@@ -155,7 +159,7 @@ class Folder:
         fresh = [eid for eid in others if eid not in seen]
         if fresh:
             self.c.executemany("INSERT INTO applied_events(event_id) VALUES (?)", [(eid,) for eid in fresh])
-        by_type: dict[str, list[dict]] = defaultdict(list)
+        by_type: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for eid, d in candidates.items():
             if eid not in seen:
                 by_type[d["type"]].append(d)
@@ -163,8 +167,8 @@ class Folder:
         for etype, handler in _ORDER:
             batch = by_type.get(etype)
             if batch:
-                if etype == "message.create":
-                    new_creates = handler(self, batch)
+                if etype == "message.create":  # the one handler that says what it applied
+                    new_creates = message_fold.message_create(self, batch)
                 else:
                     handler(self, batch)
         directory_fold.last_seen(self, candidates.values())  # duplicates too: a time never moves back
@@ -196,7 +200,7 @@ def applied_since(db: pw.SqliteDatabase, author: str, first_event_id: str) -> bo
     return row is not None
 
 
-def _nothing(folder: object, batch: list[dict]) -> None:
+def _nothing(folder: Folder, batch: list[dict[str, Any]]) -> None:
     return None
 
 
@@ -231,14 +235,14 @@ assert {t for t, _ in _ORDER} == set(ev.EVENT_TYPES)
 
 def fold(
     db: pw.SqliteDatabase,
-    records: Iterable[tuple[str, dict]],
+    records: Iterable[Record],
     *,
     issues: Iterable[LogIssue] = (),
     positions: dict[str, Position] | None = None,
     keep_applied: bool = True,
     refused: Iterable[tuple[str, str, str, str]] = (),
     resolved: Iterable[str] = (),
-    held: Iterable[tuple[str, str, str, int, bytes]] = (),
+    held: Iterable[held_lines.HeldRow] = (),
 ) -> FoldResult:
     """Apply (shard, event) records in one transaction; optionally record malformed
     lines and store new read positions in the same transaction.
@@ -323,11 +327,11 @@ _CONTENT_ERRORS = (
 )
 
 
-def _in_savepoint(conn, fn, *args) -> None:
-    """Run ``fn(*args)`` so that its writes are undone if it raises."""
+def _in_savepoint(conn: sqlite3.Connection, fn: Callable[[list[Record]], None], records: list[Record]) -> None:
+    """Run ``fn(records)`` so that its writes are undone if it raises."""
     conn.execute("SAVEPOINT thrum_fold")
     try:
-        fn(*args)
+        fn(records)
     except BaseException:
         conn.execute("ROLLBACK TO thrum_fold")
         conn.execute("RELEASE thrum_fold")

@@ -10,21 +10,25 @@ bound is only recorded as quarantined, and is applied by a rebuild after its tim
 
 from __future__ import annotations
 
+import sqlite3
+
 import peewee as pw
 
 from .sql import all_rows, one_row
 
-__all__ = ["MAX_HELD_BYTES", "due", "held_bytes", "hold", "next_due", "release"]
+__all__ = ["MAX_HELD_BYTES", "HeldRow", "due", "held_bytes", "hold", "next_due", "release"]
 
 MAX_HELD_BYTES = 16 * 1024 * 1024
 
+HeldRow = tuple[str, str, str, int, bytes]  # (key, shard, event_id, due_ms, line) of ``held_lines``
 
-def hold(conn, rows: list[tuple[str, str, str, int, bytes]]) -> None:
+
+def hold(conn: sqlite3.Connection, rows: list[HeldRow]) -> None:
     """Keep ``(key, shard, event_id, due_ms, line)`` rows (a repeated key is kept once)."""
     conn.executemany("INSERT OR IGNORE INTO held_lines(key, shard, event_id, due, line) VALUES (?,?,?,?,?)", rows)
 
 
-def release(conn, keys: list[str]) -> None:
+def release(conn: sqlite3.Connection, keys: list[str]) -> None:
     conn.executemany("DELETE FROM held_lines WHERE key = ?", [(k,) for k in keys])
 
 

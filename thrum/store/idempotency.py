@@ -13,10 +13,28 @@ Order-independent like the rest of the fold: of two events with the same
 from __future__ import annotations
 
 import hashlib
+import sqlite3
+from typing import Any, NotRequired, TypedDict
 
 import peewee as pw
 
 KEYED_TYPES = ("message.create", "message.edit")
+
+
+class KeyedWrite(TypedDict):
+    """The first write an agent made with a key (`lookup`): what it was, and what it returned."""
+
+    kind: str  # one of KEYED_TYPES
+    event_id: str
+    message_id: str
+    digest: str  # `content_digest` of what it said
+    # message.create:
+    thread_id: NotRequired[str]
+    created_at: NotRequired[str]
+    session_id: NotRequired[str]
+    # message.edit (updated_at None: an edit the fold set aside made no version):
+    version: NotRequired[int]
+    updated_at: NotRequired[str | None]
 
 
 def content_digest(content: str) -> str:
@@ -24,7 +42,7 @@ def content_digest(content: str) -> str:
     return hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
-def index_keys(conn, events: list[dict]) -> None:
+def index_keys(conn: sqlite3.Connection, events: list[dict[str, Any]]) -> None:
     """Record the keys of newly folded events (inside the fold's transaction)."""
     rows = [
         (
@@ -48,7 +66,7 @@ def index_keys(conn, events: list[dict]) -> None:
         )
 
 
-def lookup(db: pw.SqliteDatabase, agent: str, key: str) -> dict | None:
+def lookup(db: pw.SqliteDatabase, agent: str, key: str) -> KeyedWrite | None:
     """The first write an agent made with ``key`` and what it returned, or None.
 
     ``message.create``: the message's id, thread, creation time and session.
@@ -60,14 +78,14 @@ def lookup(db: pw.SqliteDatabase, agent: str, key: str) -> dict | None:
     if row is None:
         return None
     kind, event_id, message_id, digest = row
-    out = {"kind": kind, "event_id": event_id, "message_id": message_id, "digest": digest}
+    out: KeyedWrite = {"kind": kind, "event_id": event_id, "message_id": message_id, "digest": digest}
     if kind == "message.create":
         msg = db.execute_sql(
             "SELECT thread_id, created_at, session_id FROM messages WHERE message_id=?", (message_id,)
         ).fetchone()
         if msg is None:
             return None  # the key's message lost its id to an older create: not this write's result
-        out.update(thread_id=msg[0] or "", created_at=msg[1], session_id=msg[2])
+        out.update({"thread_id": msg[0] or "", "created_at": msg[1], "session_id": msg[2]})
     else:
         edit = db.execute_sql(
             "SELECT (SELECT count(*) FROM message_edits e2 WHERE e2.message_id = e.message_id "
@@ -79,5 +97,5 @@ def lookup(db: pw.SqliteDatabase, agent: str, key: str) -> dict | None:
                 db.execute_sql("SELECT count(*) FROM message_edits WHERE message_id=?", (message_id,)).fetchone()[0],
                 None,
             )
-        out.update(version=edit[0], updated_at=edit[1])
+        out.update({"version": edit[0], "updated_at": edit[1]})
     return out

@@ -14,6 +14,8 @@ line is counted once.
 
 from __future__ import annotations
 
+import sqlite3
+
 __all__ = ["ROWS_PER_KIND", "Recorder", "recount", "resolve"]
 
 ROWS_PER_KIND = 10_000
@@ -22,7 +24,7 @@ ROWS_PER_KIND = 10_000
 class Recorder:
     """Records refused lines within one fold transaction (``conn``)."""
 
-    def __init__(self, conn, now: str):
+    def __init__(self, conn: sqlite3.Connection, now: str):
         self.c = conn
         self.now = now
         self._rows: dict[str, int] = {}  # kind -> rows of single lines (read once per fold)
@@ -54,7 +56,7 @@ class Recorder:
         return True
 
 
-def resolve(conn, keys: list[str]) -> None:
+def resolve(conn: sqlite3.Connection, keys: list[str]) -> None:
     """Issues that no longer hold (a line judged again): its row, or one of its file's count."""
     for key in keys:
         if conn.execute("DELETE FROM fold_issues WHERE key = ?", (key,)).rowcount == 0:
@@ -62,7 +64,7 @@ def resolve(conn, keys: list[str]) -> None:
             conn.execute("UPDATE fold_issues SET count = count - 1 WHERE key = ? AND count > 0", (prefix + ":*",))
 
 
-def recount(conn, shards: list[str]) -> None:
+def recount(conn: sqlite3.Connection, shards: list[str]) -> None:
     """Files about to be judged again from their start: their counted rows go (their
     rows of single lines stay: a line recorded there is not recorded twice)."""
     for shard in shards:

@@ -20,7 +20,7 @@ Each function takes the running fold transaction (`thrum.store.fold.Folder`).
 from __future__ import annotations
 
 from contextlib import ExitStack
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..events import time_key
 from . import search_index
@@ -33,15 +33,15 @@ if TYPE_CHECKING:
     from .fold import Folder
 
 
-def message_create(f: Folder, batch: list[dict]) -> set[str]:
+def message_create(f: Folder, batch: list[dict[str, Any]]) -> set[str]:
     """Insert new messages; returns the event ids applied now (not duplicates).
 
     Optimistic: the batch (its own id conflicts resolved first) is inserted with
     INSERT OR IGNORE; only when some id already existed are those looked at.
     """
     batch.sort(key=lambda d: d["event_id"])
-    first: dict[str, dict] = {}
-    later: list[dict] = []
+    first: dict[str, dict[str, Any]] = {}
+    later: list[dict[str, Any]] = []
     for d in batch:  # lowest event_id first: the first create of an id in the batch wins within it
         if d["message_id"] in first:
             later.append(d)
@@ -123,8 +123,14 @@ def message_create(f: Folder, batch: list[dict]) -> set[str]:
     return applied
 
 
-def _message_rows(f: Folder, creates: list[dict]) -> tuple[list, list, list]:
-    rows, scopes, refs = [], [], []
+MessageRow = tuple[Any, ...]  # the values of one INSERT INTO messages, in its column order
+TagRow = tuple[str, str, str, int]  # (message_id, type, value, pos) of a scope or a ref
+
+
+def _message_rows(f: Folder, creates: list[dict[str, Any]]) -> tuple[list[MessageRow], list[TagRow], list[TagRow]]:
+    rows: list[MessageRow] = []
+    scopes: list[TagRow] = []
+    refs: list[TagRow] = []
     sig_of = f.sig_id
     for d in creates:
         mid = d["message_id"]
@@ -136,7 +142,7 @@ def _message_rows(f: Folder, creates: list[dict]) -> tuple[list, list, list]:
             sig = sig_of(tuple(sorted({m[1:] if m[:1] == "@" else m for m in mentions} - {""})))
         else:
             sig = sig_of(())
-        tags = []  # the values the search index holds for this message (search_text.tag_text)
+        tags: list[str] = []  # the values the search index holds for this message (search_text.tag_text)
         for pos, s in enumerate(d["scopes"]):
             scopes.append((mid, s["type"], s["value"], pos))
             tags.append(s["value"])
@@ -169,15 +175,15 @@ def _message_rows(f: Folder, creates: list[dict]) -> tuple[list, list, list]:
     return rows, scopes, refs
 
 
-def _clashing(f: Folder, first: dict[str, dict], max_rowid: int) -> dict[str, tuple[str, str]]:
+def _clashing(f: Folder, first: dict[str, dict[str, Any]], max_rowid: int) -> dict[str, tuple[str, str]]:
     """Ids of ``first`` that were already in messages (rows up to ``max_rowid``): id -> (event_id, author)."""
-    out = {}
+    out: dict[str, tuple[str, str]] = {}
     mids = list(first)
     for chunk in chunks(mids):
         for mid, eid, author in f.c.execute(
             f"SELECT message_id, event_id, agent_id FROM messages WHERE rowid <= ? AND message_id IN "
             f"({qmarks(len(chunk))})",
-            [max_rowid] + chunk,
+            [max_rowid, *chunk],
         ):
             out[mid] = (eid, author)
     return out
@@ -187,7 +193,7 @@ def _applied(f: Folder, event_id: str) -> bool:
     return f.c.execute("SELECT 1 FROM applied_events WHERE event_id = ?", (event_id,)).fetchone() is not None
 
 
-def _create_conflict(f: Folder, d: dict) -> None:
+def _create_conflict(f: Folder, d: dict[str, Any]) -> None:
     f.r.conflicts += 1
     f.c.execute("INSERT OR IGNORE INTO applied_events(event_id) VALUES (?)", (d["event_id"],))
     f.issue(
@@ -195,7 +201,7 @@ def _create_conflict(f: Folder, d: dict) -> None:
     )
 
 
-def message_edit(f: Folder, batch: list[dict]) -> None:
+def message_edit(f: Folder, batch: list[dict[str, Any]]) -> None:
     f.c.executemany(
         "INSERT OR IGNORE INTO edit_events(event_id, message_id, agent_id, session_id, timestamp, "
         "body_format, body_content, body_structured) VALUES (?,?,?,?,?,?,?,?)",
@@ -216,7 +222,7 @@ def message_edit(f: Folder, batch: list[dict]) -> None:
     _recompute_existing(f, {d["message_id"] for d in batch})
 
 
-def message_delete(f: Folder, batch: list[dict]) -> None:
+def message_delete(f: Folder, batch: list[dict[str, Any]]) -> None:
     f.c.executemany(
         "INSERT OR IGNORE INTO delete_events(event_id, message_id, agent_id, timestamp, reason) VALUES (?,?,?,?,?)",
         [(d["event_id"], d["message_id"], d["agent_id"], d["timestamp"], d["reason"]) for d in batch],
@@ -224,9 +230,9 @@ def message_delete(f: Folder, batch: list[dict]) -> None:
     _recompute_existing(f, {d["message_id"] for d in batch})
 
 
-def _recompute_existing(f: Folder, mids: set[str]) -> None:
-    mids = sorted(mids)
-    present = set()
+def _recompute_existing(f: Folder, targets: set[str]) -> None:
+    mids = sorted(targets)
+    present: set[str] = set()
     for chunk in chunks(mids):
         present.update(
             r[0]
@@ -312,7 +318,7 @@ def recompute(f: Folder, mid: str) -> None:
 # --------------------------------------------------------------------------- receipts
 
 
-def receipt(f: Folder, batch: list[dict]) -> None:
+def receipt(f: Folder, batch: list[dict[str, Any]]) -> None:
     # Last writer wins per (message, agent) and the first archive stays: both
     # are decided by the upserts' WHERE clauses, so rows can go in as they come.
     states, archives = [], []

@@ -45,7 +45,7 @@ KINDS = {
 }
 
 
-def _starting(db, kind: _Kind, prefix: str) -> list[str]:
+def _starting(db: pw.SqliteDatabase, kind: _Kind, prefix: str) -> list[str]:
     rows = all_rows(
         db,
         f"SELECT DISTINCT {kind.column} FROM {kind.table} WHERE {kind.column} >= ? "
@@ -55,7 +55,7 @@ def _starting(db, kind: _Kind, prefix: str) -> list[str]:
     return [r[0] for r in rows]
 
 
-def _complete(db, kind: _Kind, value: str, field: str) -> str | None:
+def _complete(db: pw.SqliteDatabase, kind: _Kind, value: str, field: str) -> str | None:
     """The one id ``value`` starts, None when it starts none (or is too short to try)."""
     prefix = value if value.startswith(kind.head) else kind.head + value
     body = prefix[len(kind.head) :]

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timezone
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 import peewee as pw
 
 from .. import safejson
+from ..trust.keys import PublicKey
 from ..trust.roster import Retirement
 from ..trust.signing import signature_of, verify
 from ..trust.verdicts import VerdictMemory, digest
@@ -77,7 +78,7 @@ class VerifiedFold:
     def __call__(
         self,
         db: pw.SqliteDatabase,
-        records: list[tuple[str, dict]],
+        records: list[tuple[str, dict[str, Any]]],
         lines: list[bytes],
         *,
         issues: Iterable[LogIssue] = (),
@@ -93,7 +94,7 @@ class VerifiedFold:
     def received(
         self,
         db: pw.SqliteDatabase,
-        records: list[tuple[str, dict]],
+        records: list[tuple[str, dict[str, Any]]],
         lines: list[bytes],
         *,
         issues: Iterable[LogIssue] = (),
@@ -116,7 +117,7 @@ class VerifiedFold:
     def _fold(
         self,
         db: pw.SqliteDatabase,
-        records: list[tuple[str, dict]],
+        records: list[tuple[str, dict[str, Any]]],
         lines: list[bytes],
         remembered: set[bytes] | None,
         *,
@@ -188,7 +189,7 @@ class VerifiedFold:
         if not conflicted:
             return
         counts: dict[str, dict[str, int]] = {}
-        keys: dict[str, dict] = {}
+        keys: dict[str, dict[str, PublicKey]] = {}
         for r in verdict.rejected:
             if r.signer not in conflicted or r.kind == "bad-seal" or id(r.line) in retried:
                 continue  # a line judged again was counted when it came
@@ -224,7 +225,9 @@ class VerifiedFold:
                 continue  # it decoded when it was held; a newer rule refuses it: nothing to apply
         return keys
 
-    def _held_rows(self, db, future: list[tuple[Candidate, int]]) -> list[tuple[tuple[Candidate, int], tuple | None]]:
+    def _held_rows(
+        self, db: pw.SqliteDatabase, future: list[tuple[Candidate, int]]
+    ) -> list[tuple[tuple[Candidate, int], held_lines.HeldRow | None]]:
         """Each future line with its ``held_lines`` row, or None when holding it would go
         past `held_lines.MAX_HELD_BYTES` (it stays quarantined; a rebuild after its time applies it)."""
         if not future:
@@ -233,7 +236,7 @@ class VerifiedFold:
         out = []
         for c, at in future:
             eid = str(c.event.get("event_id", "?"))
-            row = None
+            row: held_lines.HeldRow | None = None
             if total + len(c.line) <= held_lines.MAX_HELD_BYTES:
                 row = (f"future:{c.shard}:{eid}", c.shard, eid, at, c.line)
                 total += len(c.line)
@@ -300,6 +303,12 @@ class VerifiedFold:
     def ask_rejudge(self, reason: str) -> None:
         """Have the daemon judge the whole log again (`Writer.after_facts`)."""
         self.rejudge = reason
+
+    def take_rejudge(self) -> str | None:
+        """Why the whole log must be judged again (None: it need not), handed over once:
+        the daemon rebuilds the view for it (`Writer.after_facts`), so it is cleared here."""
+        reason, self.rejudge = self.rejudge, None
+        return reason
 
     def forget_pending(self) -> None:
         """Drop the lines kept to judge again (before a rebuild, which reads them all again)."""
@@ -392,7 +401,7 @@ _FACT_TYPES = frozenset({"agent.admit", "agent.rotate", "agent.revoke", "group.c
 _FACT_MARKS = (b'"agent.admit"', b'"agent.rotate"', b'"agent.revoke"', b'"group.create"', b'"invite":{')
 
 
-def _future_reason(at_ms: int, skew_s: float, kept: tuple | None) -> str:
+def _future_reason(at_ms: int, skew_s: float, kept: held_lines.HeldRow | None) -> str:
     when = datetime.fromtimestamp(at_ms / 1000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     reason = f"dated {when}, more than {skew_s:g} s ahead of this replica's clock: held until then"
     if kept is None:
@@ -400,7 +409,7 @@ def _future_reason(at_ms: int, skew_s: float, kept: tuple | None) -> str:
     return reason
 
 
-def _signed_by(line: bytes, keys: dict) -> str | None:
+def _signed_by(line: bytes, keys: dict[str, PublicKey]) -> str | None:
     """Which of ``keys`` (base64 → key) signed ``line``, if any."""
     try:
         raw = safejson.loads(line)

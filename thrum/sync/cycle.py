@@ -39,6 +39,7 @@ from . import SyncError
 from .logaccess import LogAccess
 from .replicate import Replicator
 from .rollback import rolled_back
+from .transport.credentials import Credentials
 
 __all__ = ["SyncReport", "run_cycle"]
 
@@ -73,6 +74,7 @@ def run_cycle(
     max_attempts: int = 24,
     backoff_s: float = 0.05,
     sleep: Callable[[float], None] = time.sleep,
+    credentials: Credentials | None = None,
 ) -> SyncReport:
     """One sync: fetch, merge, commit what was appended, push; again until the push lands.
 
@@ -80,7 +82,8 @@ def run_cycle(
     the files to commit are read and for each chunk of a merge, never across network
     calls, and each chunk's merged files and received lines go to its owner before
     the lock is let go. ``remote=False`` (local-only mode), or no remote configured:
-    only a commit (rule 4). Runs in a worker thread: it blocks.
+    only a commit (rule 4). ``credentials``: this cycle's login for every fetch and
+    push (None: the replicator's own). Runs in a worker thread: it blocks.
 
     Raises:
         AuthError, RemoteUnreachable, PushRejected: see :class:`Replicator`; the
@@ -104,13 +107,13 @@ def run_cycle(
         return report
     timed_files = _TimedFold(files, phases)
     report.remote = replicator.remote_name
-    first = _push_first(replicator, files, report, timed)  # None: not tried; else whether it landed
+    first = _push_first(replicator, files, report, timed, credentials)  # None: not tried; else whether it landed
     if first:
         max_attempts = 0  # done: the loop below does not run
     for attempt in range(1, max_attempts + 1):
         report.attempts = attempt + (first is False)  # a push-first that lost counts as the first attempt
         try:
-            tip = timed("fetch", replicator.fetch)
+            tip = timed("fetch", replicator.fetch, credentials)
             report.remote_url = replicator.last_fetch.url if replicator.last_fetch else None
             if report.rolled_back is None:  # what the remote lost of the tip we pushed (before the merge)
                 report.rolled_back = rolled_back(replicator.store, replicator.trees, tip)
@@ -121,7 +124,7 @@ def run_cycle(
         report.received += outcome.received
         report.commits += outcome.commits + int(timed("commit", replicator.commit_pending, files))
         report.sent = replicator.ahead_of(tip, files)
-        if timed("push", replicator.push):
+        if timed("push", replicator.push, None, credentials):
             report.pushed = True
             break
         if attempt < max_attempts:
@@ -147,7 +150,13 @@ def run_cycle(
     return report
 
 
-def _push_first(replicator: Replicator, files: LogAccess, report: SyncReport, timed: Callable[..., Any]) -> bool | None:
+def _push_first(
+    replicator: Replicator,
+    files: LogAccess,
+    report: SyncReport,
+    timed: Callable[..., Any],
+    credentials: Credentials | None,
+) -> bool | None:
     """Rule 5: commit and push onto the remote's tip as we know it, when our branch only
     adds to it. None: not tried (nothing to send, or the branch is not ahead of what we
     know); True: the push landed and the cycle is done; False: the remote moved."""
@@ -159,7 +168,7 @@ def _push_first(replicator: Replicator, files: LogAccess, report: SyncReport, ti
         return None  # nothing of ours to send: fetch, as rule 1 says
     sent = replicator.ahead_of(known, files)
     report.attempts = 1
-    if not timed("push", replicator.push, known):
+    if not timed("push", replicator.push, known, credentials):
         return False
     report.sent, report.pushed = sent, True
     report.remote_url = replicator.last_fetch.url if replicator.last_fetch else None

@@ -17,7 +17,7 @@ Rules:
    starting a new cycle, raises :class:`Abandoned` (a ``BaseException``, like a
    cancellation, so no ``except Exception`` on the way turns it into a sync error
    and goes on with local work). The owner may then stop waiting for the thread.
-3. Without a gate (``Replicator.network`` left at `no_gate`) network sections do nothing.
+3. Without a gate (a `Replicator` made without one: `no_gate`) network sections do nothing.
 
 No trio and no pygit2 here: plain threads.
 """

@@ -29,8 +29,10 @@ A :class:`Replicator` owns one git store (`gitstore.api.GitStore`: the repositor
 threads, so commit/fetch/merge/push take the replicator's own lock, and
 ``has_remote``/``remote_url``/``ignored_paths(wait=False)`` never wait for it.
 
-A fetch or push over the network runs inside ``Replicator.network(what)``, where the
-daemon may abandon the thread (`thrum.sync.gate`).
+A fetch or push over the network runs inside the ``network(what)`` the replicator was
+made with, where the daemon may abandon the thread (`thrum.sync.gate`). It logs in with
+the credentials it was made with, or with the ones a cycle hands each fetch and push
+(the daemon's login of that cycle: `thrum.daemon.logins`).
 """
 
 from __future__ import annotations
@@ -92,6 +94,8 @@ class Replicator:
     default: the remote's copy); the trust layer sets it to keep the copy that verifies.
     ``store`` is the git store to use (default: the repository's, opened at
     ``worktree_path``; tests of the cycle's logic pass a `gitstore.memory.MemoryStore`).
+    ``credentials``: the login of a fetch or push not given its own; ``network``: wraps
+    each fetch and push (default `gate.no_gate`; the daemon's gate and request count).
 
     Raises:
         SyncError: ``worktree_path`` is not the a-sync worktree.
@@ -107,6 +111,7 @@ class Replicator:
         prefer: Prefer | None = None,
         max_intake_bytes: int = MAX_INTAKE_BYTES,
         store: GitStore | None = None,
+        network: Callable[[str], AbstractContextManager[object]] = no_gate,
     ) -> None:
         self.worktree_path = Path(worktree_path).resolve()
         self.max_intake_bytes = max_intake_bytes
@@ -120,7 +125,7 @@ class Replicator:
         self._mutex = threading.RLock()
         self._keys = KeyCache()
         self._ignored: dict[str, int] | None = None
-        self.network: Callable[[str], AbstractContextManager[object]] = no_gate  # see the module docstring
+        self.network = network  # see the module docstring
         self._disk: LibGit2Store | None = None
         if store is None:
             self._disk = store = _open_worktree(self.worktree_path)
@@ -157,6 +162,9 @@ class Replicator:
                 f"branch {SYNC_BRANCH} moved while this sync step ran (another thrum process on this "
                 f"repository?); nothing was lost: the next sync starts from where it is now"
             )
+
+    def _login(self, given: Credentials | None) -> Credentials | None:
+        return given if given is not None else self.credentials
 
     def _require_remote(self) -> None:
         if self.store.remote_url(self.remote_name) is None:
@@ -288,8 +296,9 @@ class Replicator:
 
     # -- fetch
 
-    def fetch(self) -> Oid | None:
+    def fetch(self, credentials: Credentials | None = None) -> Oid | None:
         """Fetch ``a-sync`` from the remote; its tip, or None when the remote has none.
+        ``credentials``: this fetch's login (None: the replicator's own).
 
         Raises:
             AuthError: credentials missing or refused.
@@ -302,7 +311,7 @@ class Replicator:
             url = redact_url(self._configured_url() or "") or ""  # a relative path: from the main checkout
             tracking = tracking_ref(self.remote_name)
             with self.network("fetch"):  # logins, SSH settings, a path remote's look, timeout, errors: the store's
-                heads = self.store.fetch(self.remote_name, [f"+{SYNC_REF}:{tracking}"], self.credentials)
+                heads = self.store.fetch(self.remote_name, [f"+{SYNC_REF}:{tracking}"], self._login(credentials))
             tip = heads.get(SYNC_REF)
             if tip is None:
                 self.store.delete_ref(tracking)  # the remote dropped its branch (or never had it)
@@ -386,9 +395,10 @@ class Replicator:
         with self._mutex:
             return self._head().id
 
-    def push(self, onto: Oid | None = None) -> bool:
+    def push(self, onto: Oid | None = None, credentials: Credentials | None = None) -> bool:
         """Push ``a-sync``; False when the remote moved first (non-fast-forward), or, with
         ``onto``, when the remote's branch is not at that tip (nothing is sent then).
+        ``credentials``: this push's login (None: the replicator's own).
 
         Does nothing (and returns True) when the last fetch saw our tip already.
 
@@ -404,7 +414,7 @@ class Replicator:
             self._require_remote()
             url = redact_url(self._configured_url(push=True) or "") or ""
             with self.network("push"):
-                outcome = self.store.push(self.remote_name, SYNC_REF, self.credentials, expected=onto)
+                outcome = self.store.push(self.remote_name, SYNC_REF, self._login(credentials), expected=onto)
             if outcome.refused is not None:
                 raise PushRejected(f"{url} refused the push of {SYNC_BRANCH}: {outcome.refused}")
             if not outcome.landed:

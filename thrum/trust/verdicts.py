@@ -44,6 +44,7 @@ class VerdictMemory:
         self.path = Path(path) if path is not None else None
         self._lock = threading.Lock()
         self._loaded: set[bytes] | None = None
+        self._dir_made = False  # `remember` makes the directory once, not at every batch
 
     def load(self) -> set[bytes]:
         """Read the whole memory (kept until `release`)."""
@@ -67,7 +68,9 @@ class VerdictMemory:
             if self._loaded is not None:
                 self._loaded.update(digests)
             try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
+                if not self._dir_made:
+                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                    self._dir_made = True
                 with open(self.path, "ab") as f:
                     f.write(b"".join(digests))
             except OSError as exc:  # costs time later, never correctness

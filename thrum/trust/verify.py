@@ -46,7 +46,7 @@ from typing import Any, Callable
 from .. import safejson
 from ..events.ids import event_time_ms, ulid_prefix
 from ..events.shards import event_author
-from ..events.validation import NORMALISERS
+from ..events.schema import SCHEMAS
 from ..events.values import EVENT_VERSION
 from .binding import LogBinding, foreign_log
 from .keys import PublicKey, decode_public
@@ -378,4 +378,4 @@ _MANAGEMENT = frozenset({"agent.cleanup", "group.create", "group.delete", "group
 
 def _known(d: dict[str, Any]) -> bool:
     v = d.get("v", 1)
-    return d.get("type") in NORMALISERS and isinstance(v, int) and v <= EVENT_VERSION
+    return d.get("type") in SCHEMAS and isinstance(v, int) and v <= EVENT_VERSION

@@ -63,7 +63,7 @@ class _Stale(Exception):
     """A compare-and-swap found another value: the transaction is abandoned."""
 
 
-def _file_key(path: Path) -> tuple[int, int, int] | None:
+def _file_key(path: str) -> tuple[int, int, int] | None:
     """What tells one version of a file from the next without reading it (None: no such file)."""
     try:
         st = os.stat(path)
@@ -88,6 +88,7 @@ class LibGit2Store:
         self.objects = objects_dir(self.repo)
         self._remotes_seen: tuple[tuple[int, int, int] | None, list[str]] = (None, [])  # remote_names' answer
         self.common_dir = self.objects.parent  # its config names the remotes
+        self._config_file = str(self.common_dir / "config")  # remote_names looks at it on every send
         self.base_dir = main_worktree_dir(self.common_dir)  # where a relative remote path starts
         self._packs = PackWatch(self.repo, self.objects)
 
@@ -290,7 +291,7 @@ class LibGit2Store:
         and ``git config`` all rewrite it): addressing asks on every send (``has_remote``), and
         opening the repository to list its remotes cost ~0.3 ms of the event loop each time, a
         fifth of a durable send's CPU."""
-        key = _file_key(self.common_dir / "config")
+        key = _file_key(self._config_file)
         if key is None or key != self._remotes_seen[0]:
             names = [name for name in open_repo(self.common_dir).remotes.names() if name is not None]
             self._remotes_seen = (key, names)
