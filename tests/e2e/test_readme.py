@@ -38,6 +38,8 @@ import pytest
 
 from fixtures.repos.builders import make_bare, make_repo
 
+pytestmark = pytest.mark.long_file  # a minute and more under load: started first (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 THRUM = shutil.which("thrum") or str(Path(sys.executable).parent / "thrum")

@@ -27,6 +27,8 @@ from thrum import lifecycle
 
 from faults_helpers import daemon_env, start_daemon
 
+pytestmark = pytest.mark.long_file  # a minute and more under load: started first (tests/conftest.py)
+
 THRUM = shutil.which("thrum") or str(Path(sys.executable).parent / "thrum")
 STUCK = {"local_only": False, "sync_interval": 3600, "sync_debounce": 3600, "net_timeout": 900}
 

@@ -22,6 +22,8 @@ from thrum import errors, lifecycle
 
 from faults_helpers import daemon_env, start_daemon
 
+pytestmark = pytest.mark.long_file  # a minute and more under load: started first (tests/conftest.py)
+
 CRASHER = Path(__file__).with_name("crash_daemon.py")
 SYNC_CONFIG = {"local_only": False, "sync_interval": 3600, "sync_debounce": 3600}
 

@@ -1,18 +1,22 @@
 """Conformance of `thrum-gc-mail` with Gas City's exec mail provider protocol.
 
 Every behaviour of spec/gascity-exec-provider.md (the operations table and the
-paragraph under it), each in a fresh repository, with the provider run exactly
-as gc runs it (gc_exec.Provider): a subprocess per call, argv, stdin JSON, exit
-codes and the stderr markers.
+paragraph under it), with the provider run exactly as gc runs it
+(gc_exec.Provider): a subprocess per call, argv, stdin JSON, exit codes and the
+stderr markers. Set-up, addresses and large mailboxes each get a fresh repository;
+the mailbox operations share one city whose daemon starts once (``mail``), each
+test with mailboxes no other test writes to (``boxes``), as gc's agents have.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from fixtures.repos.builders import make_repo
 from gc_exec import Provider, ProviderError, go_json
 from thrum import lifecycle
 from thrum.client import Client
@@ -21,6 +25,29 @@ from thrum.paths import resolve
 
 def ids(msgs) -> list[str]:
     return [m["id"] for m in msgs or []]
+
+
+@pytest.fixture(scope="module")
+def mail(tmp_path_factory) -> Provider:
+    """One city for the module's mailbox tests, set up and started once (ensure-running)."""
+    base = tmp_path_factory.mktemp("post-office")
+    make_repo(base / "city")
+    (base / "elsewhere").mkdir()
+    p = Provider(base / "city", base / "elsewhere")
+    p.ensure_running()
+    yield p
+    lifecycle.stop(resolve(p.repo))
+
+
+_tests = itertools.count(1)
+
+
+@pytest.fixture
+def boxes():
+    """Addresses of this test's own in the shared city: ``boxes("alice", "bob")`` gives
+    ``("alice-7", "bob-7")``, so no test sees another's mail."""
+    n = next(_tests)
+    return lambda *names: tuple(f"{name}-{n}" for name in names)
 
 
 # ---------------------------------------------------------------------------- ensure-running
@@ -72,37 +99,41 @@ def test_outside_any_repository_without_thrum_repo_is_one_clear_error(city):
 # ---------------------------------------------------------------------------- send
 
 
-def test_send_returns_the_new_message(provider):
+def test_send_returns_the_new_message(mail, boxes):
+    alice, bob = boxes("alice", "bob")
     before = datetime.now(timezone.utc) - timedelta(minutes=1)
-    m = provider.send("alice", "bob", "Greetings", "hello")
+    m = mail.send(alice, bob, "Greetings", "hello")
     after = datetime.now(timezone.utc) + timedelta(minutes=1)
     assert m["id"]
-    assert (m["from"], m["to"], m["subject"], m["body"], m["read"]) == ("alice", "bob", "Greetings", "hello", False)
+    assert (m["from"], m["to"], m["subject"], m["body"], m["read"]) == (alice, bob, "Greetings", "hello", False)
     assert before <= m["created"] <= after
     assert m["thread_id"]
 
 
-def test_send_gives_unique_ids_and_a_new_thread_each_time(provider):
-    a = provider.send("alice", "bob", "", "first")
-    b = provider.send("alice", "bob", "", "second")
+def test_send_gives_unique_ids_and_a_new_thread_each_time(mail, boxes):
+    alice, bob = boxes("alice", "bob")
+    a = mail.send(alice, bob, "", "first")
+    b = mail.send(alice, bob, "", "second")
     assert a["id"] != b["id"]
     assert a["thread_id"] != b["thread_id"]
 
 
-def test_send_decodes_go_escapes_and_keeps_text_exactly(provider):
+def test_send_decodes_go_escapes_and_keeps_text_exactly(mail, boxes):
+    alice, bob = boxes("alice", "bob")
     body = 'a <b> & c\n\tline two \u00e9\u4e2d\U0001f600 "quoted" \\ back'
-    raw = go_json({"from": "alice", "subject": "<urgent> & more", "body": body})
+    raw = go_json({"from": alice, "subject": "<urgent> & more", "body": body})
     assert b"\\u003c" in raw and not raw.endswith(b"\n")
-    m = json.loads(provider.run("send", "bob", stdin=raw))
+    m = json.loads(mail.run("send", bob, stdin=raw))
     assert (m["subject"], m["body"]) == ("<urgent> & more", body)
-    got = provider.get(m["id"])
+    got = mail.get(m["id"])
     assert (got["subject"], got["body"]) == ("<urgent> & more", body)
 
 
-def test_send_with_an_empty_subject_and_body(provider):
-    m = provider.send("alice", "bob", "", "")
+def test_send_with_an_empty_subject_and_body(mail, boxes):
+    alice, bob = boxes("alice", "bob")
+    m = mail.send(alice, bob, "", "")
     assert (m["subject"], m["body"]) == ("", "")
-    assert provider.get(m["id"])["body"] == ""
+    assert mail.get(m["id"])["body"] == ""
 
 
 def test_send_with_bad_stdin_fails_with_one_line(city):
@@ -159,49 +190,55 @@ def test_addresses_that_differ_only_in_spelling_are_different_mailboxes(provider
 # ---------------------------------------------------------------------------- inbox, check, all
 
 
-def test_an_empty_mailbox_prints_nothing(provider):
+def test_an_empty_mailbox_prints_nothing(mail, boxes):
+    (nobody,) = boxes("nobody")
     for op in ("inbox", "check", "all", "thread"):
-        proc = provider.raw(op, "nobody")
+        proc = mail.raw(op, nobody)
         assert (proc.returncode, proc.stdout, proc.stderr) == (0, b"", b""), op
 
 
-def test_inbox_holds_only_the_recipients_unread_mail(provider):
-    for_bob = provider.send("alice", "bob", "", "for bob")
-    provider.send("alice", "charlie", "", "for charlie")
-    (m,) = provider.inbox("bob")
-    assert (m["id"], m["to"], m["read"]) == (for_bob["id"], "bob", False)
-    assert provider.inbox("alice") is None  # the sender's mailbox does not hold what it sent
+def test_inbox_holds_only_the_recipients_unread_mail(mail, boxes):
+    alice, bob, charlie = boxes("alice", "bob", "charlie")
+    for_bob = mail.send(alice, bob, "", "for bob")
+    mail.send(alice, charlie, "", "for charlie")
+    (m,) = mail.inbox(bob)
+    assert (m["id"], m["to"], m["read"]) == (for_bob["id"], bob, False)
+    assert mail.inbox(alice) is None  # the sender's mailbox does not hold what it sent
 
 
-def test_inbox_and_check_do_not_mark_read(provider):
-    m = provider.send("alice", "bob", "", "peek")
-    assert ids(provider.check("bob")) == [m["id"]]
-    assert ids(provider.inbox("bob")) == [m["id"]]
-    assert ids(provider.check("bob")) == [m["id"]]
-    assert provider.count("bob") == (1, 1)
+def test_inbox_and_check_do_not_mark_read(mail, boxes):
+    alice, bob = boxes("alice", "bob")
+    m = mail.send(alice, bob, "", "peek")
+    assert ids(mail.check(bob)) == [m["id"]]
+    assert ids(mail.inbox(bob)) == [m["id"]]
+    assert ids(mail.check(bob)) == [m["id"]]
+    assert mail.count(bob) == (1, 1)
 
 
-def test_check_is_the_inbox(provider):
-    a = provider.send("alice", "bob", "", "one")
-    b = provider.send("carol", "bob", "", "two")
-    provider.mark_read(a["id"])
-    assert ids(provider.check("bob")) == ids(provider.inbox("bob")) == [b["id"]]
+def test_check_is_the_inbox(mail, boxes):
+    alice, bob, carol = boxes("alice", "bob", "carol")
+    a = mail.send(alice, bob, "", "one")
+    b = mail.send(carol, bob, "", "two")
+    mail.mark_read(a["id"])
+    assert ids(mail.check(bob)) == ids(mail.inbox(bob)) == [b["id"]]
 
 
-def test_all_lists_read_and_unread_but_not_archived(provider):
-    unread = provider.send("alice", "bob", "", "one")
-    read = provider.send("alice", "bob", "", "two")
-    gone = provider.send("alice", "bob", "", "three")
-    provider.mark_read(read["id"])
-    provider.archive(gone["id"])
-    listed = provider.all("bob")
+def test_all_lists_read_and_unread_but_not_archived(mail, boxes):
+    alice, bob = boxes("alice", "bob")
+    unread = mail.send(alice, bob, "", "one")
+    read = mail.send(alice, bob, "", "two")
+    gone = mail.send(alice, bob, "", "three")
+    mail.mark_read(read["id"])
+    mail.archive(gone["id"])
+    listed = mail.all(bob)
     assert sorted(ids(listed)) == sorted([unread["id"], read["id"]])
     assert {m["id"]: m["read"] for m in listed} == {unread["id"]: False, read["id"]: True}
 
 
-def test_listings_are_oldest_first_and_sortable_by_created_at_then_id(provider):
-    sent = [provider.send("alice", "bob", "", f"n{i}") for i in range(3)]
-    listed = provider.inbox("bob")
+def test_listings_are_oldest_first_and_sortable_by_created_at_then_id(mail, boxes):
+    alice, bob = boxes("alice", "bob")
+    sent = [mail.send(alice, bob, "", f"n{i}") for i in range(3)]
+    listed = mail.inbox(bob)
     assert ids(listed) == ids(sent)
     assert sorted(listed, key=lambda m: (m["created"], m["id"])) == listed
 
@@ -225,31 +262,34 @@ def test_a_mailbox_with_many_messages_lists_them_all(provider):
 # ---------------------------------------------------------------------------- get, read
 
 
-def test_get_returns_the_message_without_marking_it_read(provider):
-    m = provider.send("alice", "bob", "Hi", "body")
-    got = provider.get(m["id"])
+def test_get_returns_the_message_without_marking_it_read(mail, boxes):
+    alice, bob = boxes("alice", "bob")
+    m = mail.send(alice, bob, "Hi", "body")
+    got = mail.get(m["id"])
     assert {k: got[k] for k in ("id", "from", "to", "subject", "body", "read", "thread_id", "created_at")} == {
         k: m[k] for k in ("id", "from", "to", "subject", "body", "read", "thread_id", "created_at")
     }
-    assert ids(provider.inbox("bob")) == [m["id"]]
+    assert ids(mail.inbox(bob)) == [m["id"]]
 
 
-def test_read_marks_read_and_the_message_stays_retrievable(provider):
-    m = provider.send("alice", "bob", "Sub", "read me")
-    got = provider.read(m["id"])
-    assert (got["id"], got["from"], got["to"], got["body"], got["read"]) == (m["id"], "alice", "bob", "read me", True)
-    assert provider.inbox("bob") is None
-    again = provider.get(m["id"])
+def test_read_marks_read_and_the_message_stays_retrievable(mail, boxes):
+    alice, bob = boxes("alice", "bob")
+    m = mail.send(alice, bob, "Sub", "read me")
+    got = mail.read(m["id"])
+    assert (got["id"], got["from"], got["to"], got["body"], got["read"]) == (m["id"], alice, bob, "read me", True)
+    assert mail.inbox(bob) is None
+    again = mail.get(m["id"])
     assert (again["body"], again["read"]) == ("read me", True)
-    assert provider.count("bob") == (1, 0)
+    assert mail.count(bob) == (1, 0)
 
 
-def test_unknown_ids_fail_with_the_not_found_marker(provider):
+def test_unknown_ids_fail_with_the_not_found_marker(mail, boxes):
+    (bob,) = boxes("bob")
     for op in ("get", "read", "mark-read", "mark-unread", "reply"):
-        stdin = go_json({"from": "bob", "subject": "", "body": "x"}) if op == "reply" else b""
+        stdin = go_json({"from": bob, "subject": "", "body": "x"}) if op == "reply" else b""
         for unknown in ("nonexistent", "msg_01JD5QA0B1C2D3E4F5G6H7J8K9"):
             with pytest.raises(ProviderError) as info:
-                provider.run(op, unknown, stdin=stdin)
+                mail.run(op, unknown, stdin=stdin)
             assert info.value.not_found and info.value.code == 1, (op, unknown)
             assert "\n" not in info.value.text
 
@@ -257,113 +297,123 @@ def test_unknown_ids_fail_with_the_not_found_marker(provider):
 # ---------------------------------------------------------------------------- mark-read, mark-unread
 
 
-def test_mark_read_prints_nothing_and_takes_the_message_out_of_the_inbox(provider):
-    m = provider.send("alice", "bob", "", "mark me")
-    assert provider.mark_read(m["id"]) == ""
-    assert provider.inbox("bob") is None
-    assert provider.mark_read(m["id"]) == ""  # again: still fine
+def test_mark_read_prints_nothing_and_takes_the_message_out_of_the_inbox(mail, boxes):
+    alice, bob = boxes("alice", "bob")
+    m = mail.send(alice, bob, "", "mark me")
+    assert mail.mark_read(m["id"]) == ""
+    assert mail.inbox(bob) is None
+    assert mail.mark_read(m["id"]) == ""  # again: still fine
 
 
-def test_mark_unread_puts_the_message_back_into_the_inbox(provider):
-    m = provider.send("alice", "bob", "", "toggle")
-    provider.read(m["id"])
-    assert provider.mark_unread(m["id"]) == ""
-    assert ids(provider.inbox("bob")) == [m["id"]]
-    assert provider.get(m["id"])["read"] is False
+def test_mark_unread_puts_the_message_back_into_the_inbox(mail, boxes):
+    alice, bob = boxes("alice", "bob")
+    m = mail.send(alice, bob, "", "toggle")
+    mail.read(m["id"])
+    assert mail.mark_unread(m["id"]) == ""
+    assert ids(mail.inbox(bob)) == [m["id"]]
+    assert mail.get(m["id"])["read"] is False
 
 
 # ---------------------------------------------------------------------------- archive, delete
 
 
-def test_archive_and_delete_take_the_message_out_of_every_mailbox_view(provider):
-    kept = provider.send("alice", "bob", "", "keep me")
+def test_archive_and_delete_take_the_message_out_of_every_mailbox_view(mail, boxes):
+    alice, bob = boxes("alice", "bob")
+    kept = mail.send(alice, bob, "", "keep me")
     for op in ("archive", "delete"):
-        m = provider.send("alice", "bob", "", f"{op} me")
-        assert provider.run(op, m["id"]) == ""
-        assert ids(provider.inbox("bob")) == ids(provider.check("bob")) == ids(provider.all("bob")) == [kept["id"]]
-        assert provider.count("bob") == (1, 1)
-        assert provider.get(m["id"])["body"] == f"{op} me"  # history stays retrievable
+        m = mail.send(alice, bob, "", f"{op} me")
+        assert mail.run(op, m["id"]) == ""
+        assert ids(mail.inbox(bob)) == ids(mail.check(bob)) == ids(mail.all(bob)) == [kept["id"]]
+        assert mail.count(bob) == (1, 1)
+        assert mail.get(m["id"])["body"] == f"{op} me"  # history stays retrievable
 
 
-def test_archiving_again_fails_with_already_archived_and_an_unknown_id_without(provider):
+def test_archiving_again_fails_with_already_archived_and_an_unknown_id_without(mail, boxes):
+    alice, bob = boxes("alice", "bob")
     for first, second in (("archive", "archive"), ("delete", "delete"), ("archive", "delete"), ("delete", "archive")):
-        m = provider.send("alice", "bob", "", "double")
-        provider.run(first, m["id"])
+        m = mail.send(alice, bob, "", "double")
+        mail.run(first, m["id"])
         with pytest.raises(ProviderError) as info:
-            provider.run(second, m["id"])
+            mail.run(second, m["id"])
         assert info.value.already_archived and info.value.code == 1, (first, second)
     for op in ("archive", "delete"):
         with pytest.raises(ProviderError) as info:
-            provider.run(op, "nonexistent")
+            mail.run(op, "nonexistent")
         assert not info.value.already_archived and info.value.code == 1
 
 
-def test_archive_many_in_any_order_with_one_already_archived(provider):
-    sent = [provider.send("alice", "bob", "", "batch") for _ in range(3)]
-    provider.archive(sent[1]["id"])
+def test_archive_many_in_any_order_with_one_already_archived(mail, boxes):
+    alice, bob = boxes("alice", "bob")
+    sent = [mail.send(alice, bob, "", "batch") for _ in range(3)]
+    mail.archive(sent[1]["id"])
     outcomes = []
     for m in (sent[2], sent[0], sent[1]):  # gc's ArchiveMany loops over Archive
         try:
-            provider.archive(m["id"])
+            mail.archive(m["id"])
             outcomes.append(None)
         except ProviderError as exc:
             outcomes.append("already" if exc.already_archived else exc.text)
     assert outcomes == [None, None, "already"]
-    assert provider.inbox("bob") is None
+    assert mail.inbox(bob) is None
 
 
 # ---------------------------------------------------------------------------- reply, thread
 
 
-def test_reply_goes_to_the_parents_sender_in_the_same_thread(provider):
-    m = provider.send("alice", "bob", "Hello", "first")
-    r = provider.reply(m["id"], "bob", "RE: Hello", "reply")
-    assert (r["from"], r["to"], r["subject"], r["body"]) == ("bob", "alice", "RE: Hello", "reply")
+def test_reply_goes_to_the_parents_sender_in_the_same_thread(mail, boxes):
+    alice, bob = boxes("alice", "bob")
+    m = mail.send(alice, bob, "Hello", "first")
+    r = mail.reply(m["id"], bob, "RE: Hello", "reply")
+    assert (r["from"], r["to"], r["subject"], r["body"]) == (bob, alice, "RE: Hello", "reply")
     assert r["thread_id"] == m["thread_id"] and r["reply_to"] == m["id"] and r["id"] != m["id"]
-    assert ids(provider.inbox("alice")) == [r["id"]]
-    got = provider.get(r["id"])
-    assert (got["reply_to"], got["thread_id"], got["to"]) == (m["id"], m["thread_id"], "alice")
+    assert ids(mail.inbox(alice)) == [r["id"]]
+    got = mail.get(r["id"])
+    assert (got["reply_to"], got["thread_id"], got["to"]) == (m["id"], m["thread_id"], alice)
 
 
-def test_thread_by_thread_id_or_any_message_id_oldest_first(provider):
-    m = provider.send("alice", "bob", "Hello", "first")
-    r1 = provider.reply(m["id"], "bob", "", "second")
-    r2 = provider.reply(r1["id"], "alice", "", "third")
-    provider.send("alice", "bob", "", "another thread")
+def test_thread_by_thread_id_or_any_message_id_oldest_first(mail, boxes):
+    alice, bob = boxes("alice", "bob")
+    m = mail.send(alice, bob, "Hello", "first")
+    r1 = mail.reply(m["id"], bob, "", "second")
+    r2 = mail.reply(r1["id"], alice, "", "third")
+    mail.send(alice, bob, "", "another thread")
     expected = [m["id"], r1["id"], r2["id"]]
     for key in (m["thread_id"], m["id"], r1["id"], r2["id"]):
-        assert ids(provider.thread(key)) == expected, key
-    listed = provider.thread(m["thread_id"])
-    assert [(x["from"], x["to"]) for x in listed] == [("alice", "bob"), ("bob", "alice"), ("alice", "bob")]
+        assert ids(mail.thread(key)) == expected, key
+    listed = mail.thread(m["thread_id"])
+    assert [(x["from"], x["to"]) for x in listed] == [(alice, bob), (bob, alice), (alice, bob)]
 
 
-def test_thread_shows_each_messages_read_state_and_archived_messages(provider):
-    m = provider.send("alice", "bob", "", "first")
-    r = provider.reply(m["id"], "bob", "", "second")
-    provider.read(m["id"])
-    provider.archive(r["id"])
-    assert [(x["id"], x["read"]) for x in provider.thread(m["thread_id"])] == [(m["id"], True), (r["id"], False)]
+def test_thread_shows_each_messages_read_state_and_archived_messages(mail, boxes):
+    alice, bob = boxes("alice", "bob")
+    m = mail.send(alice, bob, "", "first")
+    r = mail.reply(m["id"], bob, "", "second")
+    mail.read(m["id"])
+    mail.archive(r["id"])
+    assert [(x["id"], x["read"]) for x in mail.thread(m["thread_id"])] == [(m["id"], True), (r["id"], False)]
 
 
-def test_an_unknown_thread_is_empty_not_an_error(provider):
+def test_an_unknown_thread_is_empty_not_an_error(mail):
     for key in ("nonexistent-thread", "thr_01JD5QA0B1C2D3E4F5G6H7J8K9", "msg_01JD5QA0B1C2D3E4F5G6H7J8K9"):
-        proc = provider.raw("thread", key)
+        proc = mail.raw("thread", key)
         assert (proc.returncode, proc.stdout) == (0, b""), key
 
 
 # ---------------------------------------------------------------------------- count
 
 
-def test_count_gives_total_and_unread(provider):
-    provider.send("alice", "bob", "", "msg1")
-    m2 = provider.send("alice", "bob", "", "msg2")
-    provider.mark_read(m2["id"])
-    assert provider.count("bob") == (2, 1)
-    assert json.loads(provider.run("count", "bob")) == {"total": 2, "unread": 1}
+def test_count_gives_total_and_unread(mail, boxes):
+    alice, bob = boxes("alice", "bob")
+    mail.send(alice, bob, "", "msg1")
+    m2 = mail.send(alice, bob, "", "msg2")
+    mail.mark_read(m2["id"])
+    assert mail.count(bob) == (2, 1)
+    assert json.loads(mail.run("count", bob)) == {"total": 2, "unread": 1}
 
 
-def test_count_of_an_empty_mailbox_is_zero(provider):
-    assert json.loads(provider.run("count", "nobody")) == {"total": 0, "unread": 0}
+def test_count_of_an_empty_mailbox_is_zero(mail, boxes):
+    (nobody,) = boxes("nobody")
+    assert json.loads(mail.run("count", nobody)) == {"total": 0, "unread": 0}
 
 
 # ---------------------------------------------------------------------------- the protocol's edges
@@ -385,45 +435,49 @@ def test_a_wrong_number_of_arguments_fails_never_exit_2(city):
         assert proc.stderr.decode().count("\n") == 1
 
 
-def test_stdin_is_not_read_by_other_operations(provider):
-    m = provider.send("alice", "bob", "", "x")
-    proc = provider.raw("get", m["id"], stdin=b"this is not for get")
+def test_stdin_is_not_read_by_other_operations(mail, boxes):
+    alice, bob = boxes("alice", "bob")
+    m = mail.send(alice, bob, "", "x")
+    proc = mail.raw("get", m["id"], stdin=b"this is not for get")
     assert proc.returncode == 0 and json.loads(proc.stdout)["id"] == m["id"]
 
 
-def test_output_is_one_json_document_on_one_line(provider):
-    m = provider.send("alice", "bob", "multi\nline", "body\nwith\nlines")
-    for args in (("get", m["id"]), ("inbox", "bob"), ("count", "bob"), ("thread", m["id"])):
-        out = provider.raw(*args).stdout
+def test_output_is_one_json_document_on_one_line(mail, boxes):
+    alice, bob = boxes("alice", "bob")
+    m = mail.send(alice, bob, "multi\nline", "body\nwith\nlines")
+    for args in (("get", m["id"]), ("inbox", bob), ("count", bob), ("thread", m["id"])):
+        out = mail.raw(*args).stdout
         assert out.count(b"\n") == 1 and out.endswith(b"\n"), args
         json.loads(out)
 
 
-def test_send_inbox_read_archive_lifecycle(provider):
-    sent = provider.send("alice", "bob", "", "lifecycle")
-    assert ids(provider.inbox("bob")) == [sent["id"]]
-    assert provider.read(sent["id"])["read"] is True
-    assert provider.inbox("bob") is None
-    assert ids(provider.all("bob")) == [sent["id"]]
-    provider.archive(sent["id"])
-    assert provider.all("bob") is None
-    assert provider.count("bob") == (0, 0)
+def test_send_inbox_read_archive_lifecycle(mail, boxes):
+    alice, bob = boxes("alice", "bob")
+    sent = mail.send(alice, bob, "", "lifecycle")
+    assert ids(mail.inbox(bob)) == [sent["id"]]
+    assert mail.read(sent["id"])["read"] is True
+    assert mail.inbox(bob) is None
+    assert ids(mail.all(bob)) == [sent["id"]]
+    mail.archive(sent["id"])
+    assert mail.all(bob) is None
+    assert mail.count(bob) == (0, 0)
 
 
-def test_mail_to_oneself_arrives_unread_and_is_marked_like_any_other(provider):
+def test_mail_to_oneself_arrives_unread_and_is_marked_like_any_other(mail, boxes):
     """gc handoffs: an agent mails its own next session."""
-    m = provider.send("mayor", "mayor", "handoff", "where I left off")
-    (got,) = provider.inbox("mayor")
+    (mayor,) = boxes("mayor")
+    m = mail.send(mayor, mayor, "handoff", "where I left off")
+    (got,) = mail.inbox(mayor)
     assert (got["id"], got["read"]) == (m["id"], False)
-    assert provider.count("mayor") == (1, 1)
-    assert provider.read(m["id"])["read"] is True
-    assert provider.inbox("mayor") is None and provider.count("mayor") == (1, 0)
-    provider.mark_unread(m["id"])
-    assert ids(provider.inbox("mayor")) == [m["id"]]
-    provider.archive(m["id"])
-    assert provider.all("mayor") is None
+    assert mail.count(mayor) == (1, 1)
+    assert mail.read(m["id"])["read"] is True
+    assert mail.inbox(mayor) is None and mail.count(mayor) == (1, 0)
+    mail.mark_unread(m["id"])
+    assert ids(mail.inbox(mayor)) == [m["id"]]
+    mail.archive(m["id"])
+    assert mail.all(mayor) is None
     with pytest.raises(ProviderError) as info:
-        provider.delete(m["id"])
+        mail.delete(m["id"])
     assert info.value.already_archived
 
 

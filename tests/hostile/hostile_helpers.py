@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -89,8 +90,6 @@ class Attacker:
         if path.is_symlink() or path.is_file():
             path.unlink()
         elif path.is_dir():
-            import shutil
-
             shutil.rmtree(path)
 
     def push(self, message: str = "mallory was here") -> None:
@@ -198,10 +197,55 @@ def forge(event: dict, signer: str, key_file: Path | None) -> bytes:
     return ev.encode_line(signing.sign(d, signer, private))
 
 
-def team_with_history(team):
-    """Two machines, alice on A and bob on B, registered and synced, bob's first
-    message delivered to A: the honest state each hostile test starts from."""
-    t = team(2)
+def git(machine, *args: str) -> str:
+    env = {**os.environ, **GIT_ENV, "HOME": str(machine.path.parent)}
+    return subprocess.run(
+        ["git", *args], cwd=machine.path, env=env, capture_output=True, text=True, check=True, timeout=60
+    ).stdout
+
+
+def adopt_root(t, admin_machine, *others, policy: str = "admins") -> dict:
+    """`thrum team init` on the admin's machine, committed and pushed on main; the others pull it."""
+    made = admin_machine.json("team", "init", "--policy", policy)
+    git(admin_machine, "add", "thrum-team.toml")
+    git(admin_machine, "commit", "-q", "-m", "thrum team root")
+    git(admin_machine, "push", "-q", "origin", "main")
+    for m in others:
+        git(m, "pull", "-q", "--ff-only", "origin", "main")
+    return made
+
+
+def steal(machine, name: str, tmp_path) -> object:
+    """A copy of ``name``'s private key file, as a thief has it."""
+    dest = tmp_path / f"stolen-{name}"
+    dest.mkdir(exist_ok=True)
+    shutil.copy2(machine.path / ".thrum" / "identities" / f"{name}.key", dest / f"{name}.key")
+    os.chmod(dest / f"{name}.key", 0o600)
+    return dest / f"{name}.key"
+
+
+def fork_latest(attacker: Attacker, agent: str, key_file: Path, into: str) -> tuple[dict, dict]:
+    """A second event at ``agent``'s latest chain position (a read receipt written with the
+    agent's stolen key into ``into``, not pushed yet): a fork of its chain. Returns the
+    event it forks from and the forged one."""
+    from thrum import events as ev
+
+    rel = attacker.file_of("messages", agent)
+    target = [d for d in attacker.events(rel) if "chain" in d][-1]
+    other = {
+        "type": "message.read",
+        "timestamp": ev.now_rfc3339(),
+        "event_id": ev.new_ulid(),
+        "v": 1,
+        "agent_id": agent,
+        "message_ids": [target["message_id"]],
+        "chain": dict(target["chain"]),
+    }
+    attacker.write(into, forge(other, agent, key_file))
+    return target, other
+
+
+def _history(t) -> None:
     a, b = t.machines
     a.agent("alice", "implementer")
     b.agent("bob", "reviewer")
@@ -210,4 +254,12 @@ def team_with_history(team):
     b.run("send", "hello alice", "--to", "@alice", agent="bob")
     b.sync()
     a.sync()
+
+
+def team_with_history(team):
+    """Two machines, alice on A and bob on B, registered and synced, bob's first
+    message delivered to A: the honest state each hostile test starts from (a copy of
+    it, built once per test process: conftest.TeamFactory.prepared)."""
+    t = team.prepared("history", _history)
+    a, b = t.machines
     return t, a, b

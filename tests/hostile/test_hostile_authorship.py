@@ -13,8 +13,7 @@ from thrum.trust import keys, signing
 from hostile_helpers import events_file, forge
 
 
-def _team(team):
-    t = team(2)
+def _words(t) -> None:
     a, b = t.machines
     a.agent("alice", "implementer")
     b.agent("bob", "reviewer")
@@ -26,6 +25,13 @@ def _team(team):
     a.sync()
     b.sync()
     a.sync()
+
+
+def _team(team):
+    """alice and bob, each one message to the other, synced everywhere (a copy of the
+    team, built once per test process)."""
+    t = team.prepared("authorship", _words)
+    a, b = t.machines
     return t, a, b
 
 

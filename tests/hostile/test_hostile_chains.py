@@ -6,29 +6,55 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from thrum import events as ev
 from thrum.trust import signing
 from thrum.trust.chains import sig_hash
 
-from hostile_helpers import forge
+from hostile_helpers import forge, fork_latest
+
+pytestmark = pytest.mark.long_file  # minutes on a loaded machine: started first
 
 
 def _team(team, sends: int = 6):
-    t = team(2)
+    """alice on A and bob on B, synced, with ``sends`` of alice's notes to bob (a copy of
+    the team, built once per test process)."""
+
+    def build(t) -> None:
+        a, b = t.machines
+        a.agent("alice", "implementer")
+        b.agent("bob", "reviewer")
+        a.sync()
+        b.sync()
+        for i in range(sends):
+            a.run("send", f"note {i}", "--to", "@bob", agent="alice")
+        a.sync()
+        b.sync()
+
+    t = team.prepared(f"chains-{sends}", build)
     a, b = t.machines
-    a.agent("alice", "implementer")
-    b.agent("bob", "reviewer")
-    a.sync()
-    b.sync()
-    for i in range(sends):
-        a.run("send", f"note {i}", "--to", "@bob", agent="alice")
-    a.sync()
-    b.sync()
     return t, a, b
 
 
 def _chained(mallory, rel):
     return [(line, d) for line, d in ((ln, json.loads(ln)) for ln in mallory.lines(rel)) if "chain" in d]
+
+
+def _alice_chain(mallory) -> list[dict]:
+    """alice's chained events in the attacker's checkout, from every file, by position
+    (her messages, and her lifecycle's: sessions started and ended)."""
+    found = [
+        d
+        for rel in mallory.files()
+        for d in mallory.events(rel)
+        if "chain" in d and (d.get("sig") or {}).get("by") == "alice"
+    ]
+    return sorted(found, key=lambda d: d["chain"]["seq"])
+
+
+def _alice_positions(mallory) -> set[int]:
+    return {d["chain"]["seq"] for d in _alice_chain(mallory)}
 
 
 def _doctor_chains(m) -> dict:
@@ -57,7 +83,8 @@ def test_a_withheld_range_is_reported_with_its_numbers_by_a_fresh_clone(team):
     lo, hi = d1["chain"]["seq"], d2["chain"]["seq"]
     assert hi == lo + 1
     gaps = _chains(c)["gaps"]
-    high = last["chain"]["seq"]
+    high = max(_alice_positions(mallory))  # her last line: a message, or her session's end
+    assert high >= last["chain"]["seq"]
     mine = [g for g in gaps if g["signer"] == "alice"]
     assert mine == [
         {"signer": "alice", "from": lo, "to": hi, "seen": high, "text": f"missing alice #{lo}–{hi} (seen #{high})"}
@@ -83,21 +110,9 @@ def test_a_withheld_range_is_reported_with_its_numbers_by_a_fresh_clone(team):
 def test_a_fork_made_with_a_stolen_key_is_reported_with_both_events_everywhere(team):
     t, a, b = _team(team, sends=3)
     mallory = t.attacker()
-    rel = mallory.file_of("messages", "alice")
-    chained = _chained(mallory, rel)
-    _, target = chained[-1]  # alice's latest event: the attacker writes another one at its place
+    # alice's latest event: the attacker writes another one at its place
+    target, other = fork_latest(mallory, "alice", a.paths.identities / "alice.key", "receipts/alice/000001.jsonl")
     seq = target["chain"]["seq"]
-    other = {
-        "type": "message.read",
-        "timestamp": ev.now_rfc3339(),
-        "event_id": ev.new_ulid(),
-        "v": 1,
-        "agent_id": "alice",
-        "message_ids": [target["message_id"]],
-        "chain": dict(target["chain"]),
-    }
-    receipts = "receipts/alice/000001.jsonl"
-    mallory.write(receipts, forge(other, "alice", a.paths.identities / "alice.key"))
     mallory.push("alice, twice")
     c = t.fresh_clone("carol")
     for m in (a, b, c):
@@ -126,7 +141,8 @@ def test_a_line_linking_to_another_history_is_a_broken_link(team):
     t, a, b = _team(team, sends=2)
     mallory = t.attacker()
     rel = mallory.file_of("messages", "alice")
-    _, last = _chained(mallory, rel)[-1]
+    _, note = _chained(mallory, rel)[-1]
+    last = _alice_chain(mallory)[-1]  # her last line: a message, or her session's end
     seq = last["chain"]["seq"]
     stray_sig = signing.signature_of(last)[1][::-1]  # a predecessor nobody here holds
     nxt = {
@@ -135,7 +151,7 @@ def test_a_line_linking_to_another_history_is_a_broken_link(team):
         "event_id": ev.new_ulid(),
         "v": 1,
         "agent_id": "alice",
-        "message_ids": [last["message_id"]],
+        "message_ids": [note["message_id"]],
         "chain": {"seq": seq + 1, "prev": sig_hash(stray_sig)},
     }
     mallory.write("receipts/alice/000001.jsonl", forge(nxt, "alice", a.paths.identities / "alice.key"))
@@ -158,10 +174,14 @@ def test_a_rollback_is_reported_with_the_lines_it_dropped_and_they_are_pushed_ba
     mallory.pull()
     rel = mallory.file_of("messages", "alice")
     later = [d for _, d in _chained(mallory, rel)][-3:]
-    lo, hi = later[0]["chain"]["seq"], later[-1]["chain"]["seq"]
-    assert hi == lo + 2
+    pushed = _alice_positions(mallory)
     mallory._git("reset", "--quiet", "--hard", before)  # a-sync as it was before alice's last three
     mallory._git("push", "--quiet", "--force", "origin", "HEAD:a-sync")
+    # what the rollback drops: alice's last three, and any line of hers a pushed with them
+    # (her session's start and end, when her daemon started since the team was made)
+    dropped = sorted(pushed - _alice_positions(mallory))
+    lo, hi = dropped[0], dropped[-1]
+    assert dropped == list(range(lo, hi + 1)) and {d["chain"]["seq"] for d in later} <= set(dropped)
     c = t.fresh_clone("carol")
     c.sync()
     assert [

@@ -7,6 +7,9 @@ from __future__ import annotations
 import json
 
 from hostile_helpers import links_under, team_with_history
+from thrum.sync.trees import MAX_FILE_BYTES
+
+MiB = 2**20
 
 DEEP = "[" * 50_000 + "]" * 50_000
 
@@ -109,18 +112,24 @@ def test_a_file_symlink_never_leaks_a_local_file_to_the_remote(team, tmp_path):
         assert token.encode() not in blobs
 
 
-def test_a_100_mb_line_refuses_its_tip_and_syncing_goes_on_once_it_is_gone(team):
+def test_a_huge_line_refuses_its_tip_and_syncing_goes_on_once_it_is_gone(team):
     """Its file is over the size any log file has: judged by its header, never read, and
-    the tip that brings it is refused whole (test_hostile_intake); nothing else stops."""
+    the tip that brings it is refused whole (test_hostile_intake); nothing else stops.
+    (The finding's line was 100 MB; every size over `MAX_FILE_BYTES` and under the intake
+    bound takes this path, so the push here is 4 MiB over it.)"""
     t, a, b = team_with_history(team)
     mallory = t.attacker()
     path = mallory.file_of("messages", "bob")
     honest = (mallory.dir / path).read_bytes()
     huge = json.dumps(
-        {"type": "message.create", "event_id": "01M8ACN9SYMYW50R9TX6PE5GS9", "padding": "x" * (100 * 1024 * 1024)}
+        {
+            "type": "message.create",
+            "event_id": "01M8ACN9SYMYW50R9TX6PE5GS9",
+            "padding": "x" * (MAX_FILE_BYTES + 4 * MiB),
+        }
     ).encode()
     mallory.append(path, huge)
-    mallory.push("one valid JSON line of 100 MB")
+    mallory.push("one valid JSON line larger than any log file")
     proc = a.run("sync", check=False)
     assert proc.returncode != 0 and path in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     a.run("send", "written meanwhile", "--to", "@bob", agent="alice")  # local work goes on

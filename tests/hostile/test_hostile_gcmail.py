@@ -15,9 +15,8 @@ from pathlib import Path
 from thrum import events as ev
 from thrum.trust import keys, signing
 
-from hostile_helpers import events_file, forge
+from hostile_helpers import adopt_root, events_file, forge
 from replication_helpers import THRUM
-from test_hostile_team import adopt_root
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "gcmail"))
 from gc_exec import Provider  # noqa: E402

@@ -11,9 +11,13 @@ import json
 import os
 import subprocess
 
+import pytest
+
 from fixtures.repos.builders import clone, make_replicas
 from hostile_helpers import GIT_ENV
 from replication_helpers import THRUM, Machine, machine_env
+
+pytestmark = pytest.mark.long_file  # minutes on a loaded machine: started first
 
 
 def git(machine, *args: str) -> str:

@@ -15,6 +15,8 @@ import thrum
 from fixtures.repos.builders import clone, make_replicas
 from replication_helpers import Machine, machine_env
 
+pytestmark = pytest.mark.long_file  # a minute and more under load: started first (tests/conftest.py)
+
 BEFORE_CHAINS = "0c35b24"  # main just before the chain envelope landed
 
 

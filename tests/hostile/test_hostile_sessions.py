@@ -61,7 +61,10 @@ class _Subscriber:
 
 def test_nobody_else_ends_or_claims_a_session(team, tmp_path):
     t, a, b = team_with_history(team)
-    sid = a.rpc("session.list", {"agent": "alice", "active_only": True})["sessions"][0]["session_id"]
+    sid = a.rpc("session.heartbeat", {"caller": "alice"})["session_id"]  # alice at work: her session
+    assert [s["session_id"] for s in a.rpc("session.list", {"agent": "alice", "active_only": True})["sessions"]] == [
+        sid
+    ]
     listener = _Subscriber(a, "alice")
     assert listener.sub["session_id"] == sid
     mallory = t.attacker()

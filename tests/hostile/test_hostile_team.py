@@ -4,33 +4,16 @@ one of them a fresh clone made after the attack (docs/design/trust.md)."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 import time
+
+import pytest
 
 from thrum import events as ev
 from thrum.trust import keys, signing
 
-from hostile_helpers import GIT_ENV, events_file, forge, team_with_history
+from hostile_helpers import adopt_root, events_file, forge, git, steal, team_with_history
 
-
-def git(machine, *args: str) -> str:
-    env = {**os.environ, **GIT_ENV, "HOME": str(machine.path.parent)}
-    return subprocess.run(
-        ["git", *args], cwd=machine.path, env=env, capture_output=True, text=True, check=True, timeout=60
-    ).stdout
-
-
-def adopt_root(t, admin_machine, *others, policy: str = "admins") -> dict:
-    """`thrum team init` on the admin's machine, committed and pushed on main; the others pull it."""
-    made = admin_machine.json("team", "init", "--policy", policy)
-    git(admin_machine, "add", "thrum-team.toml")
-    git(admin_machine, "commit", "-q", "-m", "thrum team root")
-    git(admin_machine, "push", "-q", "origin", "main")
-    for m in others:
-        git(m, "pull", "-q", "--ff-only", "origin", "main")
-    return made
+pytestmark = pytest.mark.long_file  # minutes on a loaded machine: started first
 
 
 def kinds(m) -> dict:
@@ -56,15 +39,6 @@ def message_line(name: str, key_file, content: str) -> bytes:
         body=ev.Body(content),
     ).to_dict()
     return forge(d, name, key_file)
-
-
-def steal(machine, name: str, tmp_path) -> object:
-    """A copy of ``name``'s private key file, as a thief has it."""
-    dest = tmp_path / f"stolen-{name}"
-    dest.mkdir(exist_ok=True)
-    shutil.copy2(machine.path / ".thrum" / "identities" / f"{name}.key", dest / f"{name}.key")
-    os.chmod(dest / f"{name}.key", 0o600)
-    return dest / f"{name}.key"
 
 
 def test_admission_and_management_under_a_root_on_every_replica(team, tmp_path):

@@ -3,18 +3,7 @@ trust applies (docs/design/trust.md, "The team root")."""
 
 from __future__ import annotations
 
-import subprocess
-
-from hostile_helpers import GIT_ENV, team_with_history
-
-
-def git(machine, *args: str) -> str:
-    import os
-
-    env = {**os.environ, **GIT_ENV, "HOME": str(machine.path.parent)}
-    return subprocess.run(
-        ["git", *args], cwd=machine.path, env=env, capture_output=True, text=True, check=True, timeout=60
-    ).stdout
+from hostile_helpers import git, team_with_history
 
 
 def test_team_init_writes_a_root_that_counts_only_once_committed_on_main(team):

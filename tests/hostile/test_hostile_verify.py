@@ -13,9 +13,8 @@ import subprocess
 from thrum import events as ev
 from thrum.trust import keys, signing
 
-from hostile_helpers import events_file, forge
+from hostile_helpers import adopt_root, events_file, forge, steal
 from replication_helpers import THRUM
-from test_hostile_team import adopt_root, steal
 
 
 def _verify(repo, *args, env=None):
@@ -29,8 +28,7 @@ def _tip(repo) -> str:
     return out.stdout.strip()
 
 
-def _team(team):
-    t = team(2)
+def _exchange(t) -> None:
     a, b = t.machines
     a.agent("alice", "implementer")
     b.agent("bob", "reviewer")
@@ -40,6 +38,12 @@ def _team(team):
     a.sync()
     b.run("send", "hello alice", "--to", "@alice", agent="bob")
     b.sync()
+
+
+def _team(team):
+    """alice and bob, a message each way (a copy of the team, built once per test process)."""
+    t = team.prepared("verify-exchange", _exchange)
+    a, b = t.machines
     return t, a, b
 
 

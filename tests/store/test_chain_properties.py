@@ -8,15 +8,19 @@ import base64
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from fixtures.examples import examples
 from thrum import events as ev
 from thrum.store import chain_fold, database, projection
 from thrum.trust import keys, signing
 from thrum.trust.chains import sig_hash
 
 from store_helpers import ulid_at
+
+pytestmark = pytest.mark.properties  # scripts/soak draws more examples
 
 PRIVATE = {name: keys.generate() for name in ("alice", "bob")}
 
@@ -80,7 +84,7 @@ SPEC = st.tuples(
 )
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(SPEC, st.randoms(use_true_random=False))
 def test_replicas_receiving_the_same_lines_in_any_order_reach_the_same_verdicts(spec, rnd):
     records = _history(spec)
@@ -123,7 +127,7 @@ def test_each_verdict_names_its_numbers(tmp_path):
     assert chain_fold.tip(db, "bob") == (3, sig_hash(signing.signature_of(records[-1][1])[1]))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.fixed_dictionaries(
         {"event_id": st.just("01JD0000000000000000000000"), "chain": st.just({"seq": 3, "prev": "P" * 22})},

@@ -16,8 +16,11 @@ import random
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from fixtures.examples import examples
 
 from thrum import events as ev
 from thrum.store import database, projection
@@ -30,7 +33,8 @@ ROLES = {"ann": "dev", "ben": "dev", "cat": "qa", "dan": "ops"}
 GROUPS = ["g1", "g2"]
 TARGETS = AGENTS + sorted(set(ROLES.values())) + GROUPS + ["everyone"]
 
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+pytestmark = pytest.mark.properties  # scripts/soak draws more examples
+SETTINGS = settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 _agent = st.sampled_from(AGENTS)
 _slot = st.integers(0, 3)  # message slots: several creates may share one (id conflicts)

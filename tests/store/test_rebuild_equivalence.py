@@ -22,15 +22,19 @@ import re
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from fixtures.examples import examples
 from thrum import events as ev
 from thrum.store import database, projection
 from thrum.store.log import EventLog
 from thrum.trust.chains import sig_hash
 
 from test_projection_properties import _ops, build
+
+pytestmark = pytest.mark.properties  # scripts/soak draws more examples
 
 HOSTILE = [
     b"not json at all",
@@ -118,7 +122,7 @@ def path_of(shard: str) -> str:
     return shard if ev.is_log_path(shard) else ev.segment_path(shard, 1 + len(shard) % 3)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_ops, min_size=1, max_size=25), st.randoms(use_true_random=False))
 def test_a_rebuild_gives_the_incremental_projection_row_for_row(ops, rng):
     valid, forged, _ = build(ops)

@@ -26,7 +26,6 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from thrum import events as ev
 
 from test_ui_browser import scroll_through
 from ui_helpers import browser_missing, make_team, screenshot
@@ -506,7 +505,7 @@ def test_a_fork_in_a_writers_chain_shows_on_the_status_board(page, team, tmp_pat
     someone holding her key, shows above every view as a chain fork (last in this file:
     the fork stays)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "hostile"))
-    from hostile_helpers import Attacker, forge
+    from hostile_helpers import Attacker, fork_latest
 
     team.run("send", "before the fork", "--to", "@bob", agent="alice")
     team.run("sync")
@@ -514,20 +513,8 @@ def test_a_fork_in_a_writers_chain_shows_on_the_status_board(page, team, tmp_pat
     page.js_async("return await window.__thrum.tick()")
     assert not page.find("#banner").is_displayed()
     mallory = Attacker(team.remote, tmp_path / "mallory")
-    rel = mallory.file_of("messages", "alice")
-    target = [d for d in mallory.events(rel) if "chain" in d][-1]
-    other = {
-        "type": "message.read",
-        "timestamp": ev.now_rfc3339(),
-        "event_id": ev.new_ulid(),
-        "v": 1,
-        "agent_id": "alice",
-        "message_ids": [target["message_id"]],
-        "chain": dict(target["chain"]),
-    }
-    mallory.write(
-        "receipts/alice/000009.jsonl", forge(other, "alice", team.path / ".thrum" / "identities" / "alice.key")
-    )
+    key = team.path / ".thrum" / "identities" / "alice.key"
+    target, _ = fork_latest(mallory, "alice", key, "receipts/alice/000009.jsonl")
     mallory.push("alice, twice")
     team.run("sync")
     page.js_async("return await window.__thrum.tick()")

@@ -7,11 +7,13 @@ saw dead agents as alive. Now the page's connection is an observer: none of its
 calls sees anyone (so no heartbeat is written for them), and the read marks it
 presses for an agent are not presence (docs/design/ui.md, "Presence"; thrum.presence).
 
-The daemon runs in this test's trio run on a mock clock that jumps ahead whenever
-the daemon is idle (the daemon's clock hooks, as in tests/daemon/test_daemon_clock.py),
-so an hour of daemon time (presence flushes, connection clocks) passes while the page
-works; the page's own periodic work (`window.__thrum.tick`, every 30 s) is driven
-120 times: an hour of it.
+The daemon runs in this test's trio run on a mock clock (the daemon's clock hooks, as
+in tests/daemon/test_daemon_clock.py) that the test moves: the page's own periodic
+work (`window.__thrum.tick`, every 30 s) is driven 120 times, and after each the
+daemon's clock jumps 30 s, firing every deadline due by then (presence flushes,
+connection clocks): an hour of it. Between jumps daemon time stands still, so no
+deadline fires while the browser works in real time (a clock that jumped whenever the
+daemon was idle for 50 ms took 30-219 s to get through the hour's deadlines).
 """
 
 from __future__ import annotations
@@ -52,13 +54,12 @@ async def _seen(daemon: Daemon) -> dict[str, str]:
 
 
 @pytest.fixture
-def idle_jump_clock():
-    """Daemon time jumps to its next deadline whenever the daemon has been idle for 50 ms
-    of real time (the browser works in real time meanwhile)."""
-    return trio.testing.MockClock(autojump_threshold=0.05)
+def daemon_clock():
+    """Daemon time, standing still until the test moves it (`MockClock.jump`)."""
+    return trio.testing.MockClock()
 
 
-async def test_an_hour_of_the_page_watching_marks_no_agent_as_seen(idle_jump_clock, tmp_path):
+async def test_an_hour_of_the_page_watching_marks_no_agent_as_seen(daemon_clock, tmp_path):
     repo = tmp_path / "repo"
     make_repo(repo)
     paths = lifecycle.init_repo(repo, start_daemon=False)
@@ -113,7 +114,8 @@ async def test_an_hour_of_the_page_watching_marks_no_agent_as_seen(idle_jump_clo
                 if i % 10 == 0:
                     await _rpc(daemon, "message.send", {"caller": "alice", "content": f"news {i}", "to": ["@erin"]})
                 await trio.to_thread.run_sync(page.js_async, "return await window.__thrum.tick()")
-                await trio.sleep(30)
+                daemon_clock.jump(30)  # the daemon's clock moves 30 s: every deadline due by then fires
+                await trio.testing.wait_all_tasks_blocked()
             assert trio.current_time() - started >= 3600
             calls = await trio.to_thread.run_sync(page.js, "return window.__thrum.calls")
         finally:
