@@ -160,6 +160,13 @@ def run(args) -> dict:
                     f"round {r + 1:,}/{args.rounds:,} ({time.perf_counter() - t0:.0f}s); "
                     + ", ".join(f"{k} {v[-1] / 2**20:.1f} MiB" for k, v in sizes.items())
                 )
+        # The stores as the last rounds left them may be caught in the middle of a roll-up
+        # or a full repack (packs piling up meanwhile): read them again once it is done.
+        t_quiet = time.perf_counter()
+        quiet = _wait_quiet(pids)
+        settled = {k: du(path) for k, path in stores.items()}
+        settled_packs = {k: len(list((p / "pack").glob("*.pack"))) for k, p in stores.items()}
+        step(f"consolidation {'quiet' if quiet else 'still running'} after {time.perf_counter() - t_quiet:.0f}s more")
         wt = sync_worktree_path(base / "a")
         raw = sum(p.stat().st_size for p in wt.rglob("*.jsonl"))
         files = sum(1 for _ in wt.rglob("*.jsonl"))
@@ -181,6 +188,8 @@ def run(args) -> dict:
             "files": files,
             "sizes": {k: v[-1] for k, v in sizes.items()},
             "packs": packs,
+            "settled": settled,
+            "settled_packs": settled_packs,
             "growth_start": {k: mean_growth(v, 1, w) for k, v in sizes.items()},
             "growth_end": {k: mean_growth(v, args.rounds - w, args.rounds) for k, v in sizes.items()},
             "median_step_start": {k: growth(v, 1, w) for k, v in sizes.items()},
@@ -221,6 +230,19 @@ def run(args) -> dict:
             print(f"kept {base}")
         else:
             shutil.rmtree(base, ignore_errors=True)
+
+
+def _wait_quiet(pids: list[int | None], timeout: float = 900.0, quiet_s: float = 3.0) -> bool:
+    """Until no daemon has had a child (a repack) for ``quiet_s`` seconds; False on timeout."""
+    deadline = time.monotonic() + timeout
+    quiet_since = time.monotonic()
+    while time.monotonic() < deadline:
+        if consolidating(pids):
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since >= quiet_s:
+            return True
+        time.sleep(0.2)
+    return False
 
 
 def consolidating(pids: list[int | None]) -> bool:
@@ -286,14 +308,15 @@ def print_table(res: dict) -> None:
     print(f"  raw JSONL at the end: {raw / 2**20:.2f} MiB in {res['files']:,} files")
     print(
         f"  {'store':8} {'size':>10} {'x raw':>7} {'packs':>6} {'B/round start':>14} {'B/round end':>12}"
-        f"  (median step start / end)"
+        f"  (median step start / end)  {'settled':>10} {'x raw':>6} {'packs':>5}"
     )
     for k in ("A", "B", "remote"):
-        size = res["sizes"][k]
+        size, settled = res["sizes"][k], res["settled"][k]
         print(
             f"  {k:8} {size / 2**20:8.2f}MiB {size / raw:7.2f} {res['packs'][k]:6d} "
             f"{res['growth_start'][k]:14,.0f} {res['growth_end'][k]:12,.0f}"
             f"  ({res['median_step_start'][k]:,.0f} / {res['median_step_end'][k]:,.0f})"
+            f"  {settled / 2**20:8.2f}MiB {settled / raw:6.2f} {res['settled_packs'][k]:5d}"
         )
     print(
         f"  10-event sync, sender:   start {res['send_start'] * 1000:6.1f} ms, end {res['send_end'] * 1000:6.1f} ms "
