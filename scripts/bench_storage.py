@@ -163,7 +163,7 @@ def run(args) -> dict:
         # The stores as the last rounds left them may be caught in the middle of a roll-up
         # or a full repack (packs piling up meanwhile): read them again once it is done.
         t_quiet = time.perf_counter()
-        quiet = _wait_quiet(pids)
+        quiet = wait_quiet(pids)
         settled = {k: du(path) for k, path in stores.items()}
         settled_packs = {k: len(list((p / "pack").glob("*.pack"))) for k, p in stores.items()}
         step(f"consolidation {'quiet' if quiet else 'still running'} after {time.perf_counter() - t_quiet:.0f}s more")
@@ -232,7 +232,7 @@ def run(args) -> dict:
             shutil.rmtree(base, ignore_errors=True)
 
 
-def _wait_quiet(pids: list[int | None], timeout: float = 900.0, quiet_s: float = 3.0) -> bool:
+def wait_quiet(pids: list[int | None], timeout: float = 900.0, quiet_s: float = 3.0) -> bool:
     """Until no daemon has had a child (a repack) for ``quiet_s`` seconds; False on timeout."""
     deadline = time.monotonic() + timeout
     quiet_since = time.monotonic()

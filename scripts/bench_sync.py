@@ -55,7 +55,7 @@ import orjson  # noqa: E402
 import pygit2  # noqa: E402
 
 from bench_segments import SegmentWriter, Signing  # noqa: E402
-from bench_storage import consolidating  # noqa: E402
+from bench_storage import wait_quiet  # noqa: E402
 from thrum import events as ev  # noqa: E402
 
 ENV = {"THRUM_WS_PORT": "0", "THRUM_SYNC_INTERVAL": "3600", "THRUM_SYNC_DEBOUNCE": "3600", "THRUM_NO_AUTOSTART": "1"}
@@ -189,15 +189,8 @@ def rss_mib(pid: int | None, field: str = "VmHWM") -> float:
 def wait_for_tidy(pids: list[int | None], timeout: float = 3600, quiet_s: float = 3.0) -> None:
     """Until no daemon has had a child process (git's repack of a store: `thrum.sync.maintenance`)
     for ``quiet_s`` seconds."""
-    deadline = time.monotonic() + timeout
-    quiet_since = time.monotonic()
-    while time.monotonic() < deadline:
-        if consolidating(pids):
-            quiet_since = time.monotonic()
-        elif time.monotonic() - quiet_since >= quiet_s:
-            return
-        time.sleep(0.2)
-    raise TimeoutError(f"object stores still being consolidated after {timeout:.0f}s")
+    if not wait_quiet(pids, timeout, quiet_s):
+        raise TimeoutError(f"object stores still being consolidated after {timeout:.0f}s")
 
 
 def step(msg: str):
