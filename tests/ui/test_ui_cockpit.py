@@ -518,9 +518,10 @@ def test_a_fork_in_a_writers_chain_shows_on_the_status_board(page, team, tmp_pat
     mallory.push("alice, twice")
     team.run("sync")
     page.js_async("return await window.__thrum.tick()")
-    page.wait(lambda: page.find("#banner").is_displayed(), what="the chain fork on the board")
-    line = page.find('#banner .status-line[data-source="chains"]')
-    assert "error" in line.get_attribute("class")
-    assert "Chain fork" in line.text and f"alice #{target['chain']['seq']}" in line.text
+    chains = '#banner .status-line[data-source="chains"]'
+    # The board redraws as status arrives: read the line in one step each time, never hold it.
+    page.wait(lambda: "Chain fork" in (page.text(chains) or ""), what="the chain fork on the board")
+    assert page.js("return document.querySelector(arguments[0]).classList.contains('error')", chains)
+    assert f"alice #{target['chain']['seq']}" in page.text(chains)
     page.go("#/inbox/bob")
     assert page.find("#banner").is_displayed()  # whatever view is open
