@@ -122,16 +122,17 @@ def test_heartbeats_only_while_an_agent_is_seen_and_writes_nothing_else(machines
     assert len(_heartbeats(a, "alice")) == earlier
     # reading only: heartbeats, one per interval at most, while she is seen
     started = time.monotonic()
-    _until(lambda: a.rpc("message.counts", {"caller": "alice"}) and _heartbeats(a, "alice"), deadline_s=30)
 
-    def reading() -> None:
+    def reading() -> list[dict]:
         a.rpc("message.counts", {"caller": "alice"})
         a.rpc("message.counts", {"caller": proxy})
+        beats = _heartbeats(a, "alice")[earlier:]
+        return beats if len(beats) >= 2 else []
 
-    _for(2 * INTERVAL, reading)
+    _until(reading, deadline_s=60, every_s=0.2)
     beats = _heartbeats(a, "alice")[earlier:]
     assert _heartbeats(a, proxy) == []  # the provider's plumbing, not an agent anyone waits for
-    assert 2 <= len(beats) <= 1 + (time.monotonic() - started) / (INTERVAL - 0.3), beats
+    assert len(beats) <= 1 + (time.monotonic() - started) / (INTERVAL - 0.3), beats
     # a page that only watches (observe: true) sees nobody: no more heartbeats for her
     a.rpc("agent.get", {"name": "alice"})  # writes the heartbeats her last calls made due, if any
     count = len(_heartbeats(a, "alice"))
