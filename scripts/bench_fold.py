@@ -140,6 +140,8 @@ def run(args) -> None:
     with open(base / "chunk.pickle", "rb") as f:
         data = pickle.load(f)
     chunks, sends = data["chunks"], data["sends"][: args.sends]
+    if args.whole:  # one fold for the whole chunk (what a merge in one piece would hand over)
+        chunks = [{shard: lines for c in chunks for shard, lines in c.items()}]
     event_log = EventLog(base / "wt")
     recv, per_send = [], []
     stages: dict[str, list[float]] = {"decode": [], "check": [], "fold": []}
@@ -170,6 +172,8 @@ def run(args) -> None:
         fold.verifier.check = timed("check", fold.verifier.check)
         spent.clear()
         db.execute_sql("SELECT count(*) FROM messages").fetchone()  # the file opened, as a serving daemon's
+        if os.environ.get("BENCH_NO_AUTOCHECKPOINT"):
+            db.execute_sql("PRAGMA wal_autocheckpoint=0")
         applied = 0
         if prof and args.profile_what == "receive":
             prof.enable()
@@ -230,6 +234,7 @@ def main(argv=None) -> int:
     r.add_argument("--runs", type=int, default=3)
     r.add_argument("--sends", type=int, default=300)
     r.add_argument("--profile")
+    r.add_argument("--whole", action="store_true", help="fold the received lines in one call, not per merge chunk")
     r.add_argument("--profile-what", choices=["receive", "send"], default="receive")
     args = ap.parse_args(argv)
     build(args) if args.cmd == "build" else run(args)
