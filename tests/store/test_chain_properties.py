@@ -76,6 +76,18 @@ def _verdicts(db) -> dict:
     }
 
 
+def _fold_in_batches(db, records: list, rnd, *, most: int, again: float, back: int) -> None:
+    """Fold ``records`` in their order in batches of 1 to ``most``; now and then a batch
+    comes again with the ``back`` lines before it (a replica that receives lines twice)."""
+    i = 0
+    while i < len(records):
+        step = rnd.randint(1, most)
+        projection.fold(db, records[i : i + step])
+        if rnd.random() < again:
+            projection.fold(db, records[max(0, i - back) : i + step])
+        i += step
+
+
 SPEC = st.tuples(
     st.tuples(st.integers(1, 12), st.integers(0, 8)),
     st.sets(st.integers(1, 12), max_size=4),
@@ -95,13 +107,7 @@ def test_replicas_receiving_the_same_lines_in_any_order_reach_the_same_verdicts(
         other = _fresh(Path(tmp), "other")
         shuffled = list(records)
         rnd.shuffle(shuffled)
-        i = 0
-        while i < len(shuffled):
-            step = rnd.randint(1, 4)
-            projection.fold(other, shuffled[i : i + step])
-            if rnd.random() < 0.3:
-                projection.fold(other, shuffled[max(0, i - 2) : i + step])  # some lines again
-            i += step
+        _fold_in_batches(other, shuffled, rnd, most=4, again=0.3, back=2)
         assert _verdicts(other) == expected
         one.close()
         other.close()
@@ -173,13 +179,7 @@ def test_chains_grown_in_order_keep_the_tables_a_rebuild_settles(spec, rnd):
     records = _history(spec)
     with tempfile.TemporaryDirectory() as tmp:
         grown = _fresh(Path(tmp), "grown")
-        i = 0
-        while i < len(records):
-            step = rnd.randint(1, 5)
-            projection.fold(grown, records[i : i + step])
-            if rnd.random() < 0.2:
-                projection.fold(grown, records[max(0, i - 3) : i + step])  # some lines again
-            i += step
+        _fold_in_batches(grown, records, rnd, most=5, again=0.2, back=3)
         settled = _fresh(Path(tmp), "settled")
         with settled.atomic():
             with chain_fold.deferred():
