@@ -4,7 +4,8 @@ received chunk (decode, trust check, fold), and of a local send's one-event fold
 
 Usage:
     python scripts/bench_fold.py build DIR [--base N] [--shape all|new]
-    python scripts/bench_fold.py run DIR [--runs R] [--sends S] [--profile FILE]
+    python scripts/bench_fold.py run DIR [--runs R] [--sends S] [--whole] [--no-autocheckpoint]
+                                         [--profile FILE --profile-what receive|send]
 
 ``build`` writes a history of N message.create events (default 100,000) over 50 agents
 the way `bench_sync` does (`bench_segments`: signed, chained, sealed per segment), folds
@@ -20,7 +21,8 @@ most 256 files and about 4 MiB each).
 as the sync thread's `apply_remote` calls them (the files are already in place; their
 end positions are read as it reads them), then of folding the S sends one by one
 (`projection.fold` of a one-event batch, as `Writer._fold_appended` does). Per run:
-one line; the median at the end. Compare two trees by running their own copies of this
+one line, the receive split into decode, trust check (`Verifier.check`) and fold
+(`projection.fold`, its commit included); the medians at the end. Compare two trees by running their own copies of this
 script on their own builds, interleaved (the lead's quiet confirmation:
 scripts/bench_sync.py --events 1000000 --runs 3 --big-runs 3).
 """
@@ -172,7 +174,7 @@ def run(args) -> None:
         fold.verifier.check = timed("check", fold.verifier.check)
         spent.clear()
         db.execute_sql("SELECT count(*) FROM messages").fetchone()  # the file opened, as a serving daemon's
-        if os.environ.get("BENCH_NO_AUTOCHECKPOINT"):
+        if args.no_autocheckpoint:  # what the commits cost without SQLite's checkpoints among them
             db.execute_sql("PRAGMA wal_autocheckpoint=0")
         applied = 0
         if prof and args.profile_what == "receive":
@@ -235,6 +237,7 @@ def main(argv=None) -> int:
     r.add_argument("--sends", type=int, default=300)
     r.add_argument("--profile")
     r.add_argument("--whole", action="store_true", help="fold the received lines in one call, not per merge chunk")
+    r.add_argument("--no-autocheckpoint", action="store_true", help="PRAGMA wal_autocheckpoint=0 on the projection")
     r.add_argument("--profile-what", choices=["receive", "send"], default="receive")
     args = ap.parse_args(argv)
     build(args) if args.cmd == "build" else run(args)
