@@ -37,6 +37,7 @@ import sqlite3
 import statistics
 import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -146,6 +147,7 @@ def run(args) -> None:
         chunks = [{shard: lines for c in chunks for shard, lines in c.items()}]
     event_log = EventLog(base / "wt")
     recv, per_send = [], []
+    paused = getattr(projection, "collector_paused", nullcontext)  # (trees before it: the collector runs)
     stages: dict[str, list[float]] = {"decode": [], "check": [], "fold": []}
     spent: dict[str, float] = {}
 
@@ -181,11 +183,12 @@ def run(args) -> None:
             prof.enable()
         t = time.process_time()
         for received in chunks:
-            read = timed("decode", event_log.decode)(received)
             positions = {}
             for shard in received:
                 positions[shard] = event_log.end_position(shard)
-            result = fold.received(db, read.records, read.lines, issues=read.issues, positions=positions)
+            with paused():  # as this tree's Writer.apply_remote does
+                read = timed("decode", event_log.decode)(received)
+                result = fold.received(db, read.records, read.lines, issues=read.issues, positions=positions)
             applied += len(result.applied)
         dt = time.process_time() - t
         if prof:
