@@ -375,24 +375,25 @@ class Writer:
         them); a write that fails raises, and the cycle fails with nothing folded.
         """
         stats = self.log.replace_segments(writes) if writes else []
-        read = self.log.decode(received)
         positions = {}
         for shard in dict.fromkeys([*received, *(p for p, _ in writes)]):
             try:
                 positions[shard] = self.log.end_position(shard)
             except (OSError, ValueError):
                 continue
-        try:
-            if self.fold_lines is not None:  # the remote is untrusted: judge every line first
-                result = self.fold_lines.received(
-                    self.db, read.records, read.lines, issues=read.issues, positions=positions
-                )
-            else:
-                result = projection.fold(self.db, read.records, issues=read.issues, positions=positions)
-        except Exception as exc:  # noqa: BLE001 - the merged files stand; the view catches up from them
-            self.view.fell_behind(exc)
-            trio.from_thread.run_sync(self.view.kick)
-            return stats, []
+        with projection.collector_paused():  # thousands of decoded dicts, no cycles among them
+            read = self.log.decode(received)
+            try:
+                if self.fold_lines is not None:  # the remote is untrusted: judge every line first
+                    result = self.fold_lines.received(
+                        self.db, read.records, read.lines, issues=read.issues, positions=positions
+                    )
+                else:
+                    result = projection.fold(self.db, read.records, issues=read.issues, positions=positions)
+            except Exception as exc:  # noqa: BLE001 - the merged files stand; the view catches up from them
+                self.view.fell_behind(exc)
+                trio.from_thread.run_sync(self.view.kick)
+                return stats, []
         return stats, result.applied
 
     async def inspect_log(self, fn: Callable[[EventLog, dict[str, Position]], T]) -> T:
