@@ -241,19 +241,17 @@ class Writer:
         durable = None
         if self.signer is not None:  # chained here, in the order of the file (daemon/signer.py)
             events, durable = self.signer.sign_batch(events, self._stored_tip)
-        placed = self.log.append_events(events)  # raises: nothing of the batch was stored
+        lines = [ev.encode_line(d) for d in events]  # once: the log, the seals and the verdicts take the same bytes
+        placed = self.log.append_events(events, lines)  # raises: nothing of the batch was stored
         if durable is not None:
             durable()
         touched = list(dict.fromkeys(placed))  # the segment each event went to, once each
         self.dirty_shards.update(touched)
         if self.signer is not None:
-            written = []
-            for shard, d in zip(placed, events):
-                line = ev.encode_line(d)
+            for shard, d, line in zip(placed, events, lines):
                 self.signer.appended(shard, d, line)
-                written.append(line)
             if self.fold_lines is not None:
-                self.fold_lines.remember_written(written)
+                self.fold_lines.remember_written(lines)
         # Durable from here on: whatever the fold does, the batch is acknowledged.
         try:
             try:

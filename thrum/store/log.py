@@ -179,18 +179,21 @@ class EventLog:
         """
         return list(dict.fromkeys(self.append_events(events)))
 
-    def append_events(self, events: Iterable[dict[str, Any]]) -> list[str]:
-        """`append`, returning the segment path each event went to (in the events' order)."""
+    def append_events(self, events: Iterable[dict[str, Any]], lines: list[bytes] | None = None) -> list[str]:
+        """`append`, returning the segment path each event went to (in the events' order).
+        ``lines``: the events' lines (`events.encode_line`), when the caller has them already."""
         events = list(events)
+        if lines is None:
+            lines = [ev.encode_line(d) for d in events]
         by_stream: dict[str, list[int]] = {}
         for i, d in enumerate(events):
             by_stream.setdefault(ev.stream_for(d), []).append(i)
         placed = [""] * len(events)
         by_path: dict[str, list[bytes]] = {}
         for stream, idxs in by_stream.items():
-            lines = [ev.encode_line(events[i]) for i in idxs]
+            stream_lines = [lines[i] for i in idxs]
             k = 0
-            for path, chunk in self._place(stream, lines):
+            for path, chunk in self._place(stream, stream_lines):
                 by_path.setdefault(path, []).extend(chunk)
                 for _ in chunk:
                     placed[idxs[k]] = path
