@@ -40,6 +40,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+from concurrent.futures import wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -97,6 +98,19 @@ def _end_of(fd: int) -> Position:
     with a whole line: every appended line ends with a newline)."""
     size = os.fstat(fd).st_size
     return Position(size, _tail_digest(os.pread(fd, min(size, TAIL_BYTES), max(0, size - TAIL_BYTES))))
+
+
+def _fsync_together(fds: list[int]) -> None:
+    """fsync every descriptor at once (the filesystem merges them into fewer journal commits):
+    the first in this thread, the others in the pool (a hand-off to it costs ~10 µs of CPU;
+    eight clients' batch touches a file per client)."""
+    others = [fsync_pool().submit(os.fsync, fd) for fd in fds[1:]]
+    try:
+        os.fsync(fds[0])
+    finally:
+        wait(others)  # none may still run when the caller closes the descriptors
+    for f in others:
+        f.result()
 
 
 def parse_lines(shard: str, data: bytes, base: int, result: ReadResult, *, at_end: bool = True) -> int:
@@ -269,11 +283,7 @@ class EventLog:
         try:
             for shard, lines in by_path.items():
                 opened.append((shard, *self._write_lines(shard, b"".join(lines))))
-            fds = [fd for _, fd, _, _ in opened]
-            if len(fds) == 1:
-                os.fsync(fds[0])
-            else:
-                list(fsync_pool().map(os.fsync, fds))
+            _fsync_together([fd for _, fd, _, _ in opened])
             ends = {shard: _end_of(fd) for shard, fd, _, _ in opened}
         except BaseException:
             for shard, fd, _, size in opened:
