@@ -42,6 +42,7 @@ from ..store.log import EventLog, Position
 from ..store.verified import VerifiedFold
 from .signer import Signer
 from .view import ViewKeeper, is_corruption
+from .worker import Worker
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +87,7 @@ class Writer:
         self.dirty_shards: set[str] = set()  # appended since the last sync commit
         self.events_written = 0
         self.batches_written = 0
+        self._worker = Worker("thrum-writer")  # appends and folds every batch (daemon/worker.py)
 
     # ------------------------------------------------------------------ who hears of writes
     def subscribe(self, fn: Subscriber) -> None:
@@ -149,15 +151,19 @@ class Writer:
         return result
 
     async def run_writer(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        self._worker.start()
         task_status.started()
-        async with self._recv:
-            while True:
-                first = await self._recv.receive()
-                # One scheduling round: handlers whose requests already arrived get to
-                # enqueue too, so concurrent clients share one fsync instead of
-                # alternating between a batch of one and a batch of the rest.
-                await trio.lowlevel.checkpoint()
-                await self._flush([first] + self._drain())
+        try:
+            async with self._recv:
+                while True:
+                    first = await self._recv.receive()
+                    # One scheduling round: handlers whose requests already arrived get to
+                    # enqueue too, so concurrent clients share one fsync instead of
+                    # alternating between a batch of one and a batch of the rest.
+                    await trio.lowlevel.checkpoint()
+                    await self._flush([first] + self._drain())
+        finally:
+            self._worker.stop()
 
     def _drain(self) -> list[_Pending]:
         batch = []
@@ -181,7 +187,7 @@ class Writer:
         events = [e for p in batch for e in p.events]
         try:
             async with self.lock:
-                result = await trio.to_thread.run_sync(self._append_and_fold, events, abandon_on_cancel=False)
+                result = await self._worker.run(self._append_and_fold, events)
                 self.events_written += len(events)  # under the lock: a sync cycle's take counts them exactly
         except BaseException as exc:  # noqa: BLE001 - every waiter must hear of it
             if isinstance(exc, OSError):  # disk full, permissions, ...: say so, nothing was acknowledged
