@@ -11,12 +11,13 @@ from thrum import errors
 from daemon_helpers import RawClient, register
 
 
-def test_socket_is_private(daemon):
-    mode = stat.S_IMODE(os.stat(daemon.socket).st_mode)
+def test_socket_is_private(shared_daemon):
+    mode = stat.S_IMODE(os.stat(shared_daemon.socket).st_mode)
     assert mode == 0o600
 
 
-def test_malformed_input_gets_standard_errors_and_the_connection_survives(client):
+def test_malformed_input_gets_standard_errors_and_the_connection_survives(shared):
+    client = shared
     client.send_raw(b"{not json\n")
     assert client.read()["error"]["code"] == errors.PARSE_ERROR
     client.send_raw(b"[1, 2]\n")
@@ -39,15 +40,17 @@ def test_malformed_input_gets_standard_errors_and_the_connection_survives(client
     assert client.call("health")["status"] == "ok"
 
 
-def test_send_list_get_edit_delete_round_trip(client):
-    register(client, "alice", "implementer")
-    register(client, "bob", "reviewer")
+def test_send_list_get_edit_delete_round_trip(shared, names):
+    client = shared
+    alice, bob, implementer, reviewer = names("alice", "bob", "impl", "rev")
+    register(client, alice, implementer)
+    register(client, bob, reviewer)
     sent = client.call(
         "message.send",
         {
-            "caller": "alice",
+            "caller": alice,
             "content": "auth done",
-            "to": ["@reviewer"],
+            "to": [f"@{reviewer}"],
             "scopes": [{"type": "module", "value": "auth"}],
             "refs": [{"type": "issue", "value": "beads-42"}],
         },
@@ -55,55 +58,61 @@ def test_send_list_get_edit_delete_round_trip(client):
     mid = sent["message_id"]
     assert mid.startswith("msg_")
     assert sent["thread_id"].startswith("thr_")
-    inbox = client.call("message.list", {"caller": "bob", "mentions": True, "unread": True})
+    inbox = client.call("message.list", {"caller": bob, "mentions": True, "unread": True})
     assert [m["message_id"] for m in inbox["messages"]] == [mid]
     assert inbox["unread"] == 1
     assert inbox["total"] == 1
     assert inbox["messages"][0]["is_read"] is False
     got = client.call("message.get", {"message_id": mid})["message"]
-    assert got["author"]["agent_id"] == "alice"
-    assert {"type": "mention", "value": "reviewer"} in got["refs"]
+    assert got["author"]["agent_id"] == alice
+    assert {"type": "mention", "value": reviewer} in got["refs"]
     assert got["scopes"] == [{"type": "module", "value": "auth"}]
-    edited = client.call("message.edit", {"caller": "alice", "message_id": mid, "content": "auth done v2"})
+    edited = client.call("message.edit", {"caller": alice, "message_id": mid, "content": "auth done v2"})
     assert edited["version"] == 1
-    forbidden = client.request("message.edit", {"caller": "bob", "message_id": mid, "content": "mine"})
+    forbidden = client.request("message.edit", {"caller": bob, "message_id": mid, "content": "mine"})
     assert forbidden["error"]["code"] == errors.FORBIDDEN
-    marked = client.call("message.markRead", {"caller": "bob", "message_ids": [mid]})
+    marked = client.call("message.markRead", {"caller": bob, "message_ids": [mid]})
     assert marked["marked_count"] == 1
-    assert client.call("message.list", {"caller": "bob", "unread": True})["total"] == 0
-    client.call("message.delete", {"caller": "alice", "message_id": mid, "reason": "obsolete"})
+    assert client.call("message.list", {"caller": bob, "unread": True})["total"] == 0
+    client.call("message.delete", {"caller": alice, "message_id": mid, "reason": "obsolete"})
     got = client.call("message.get", {"message_id": mid})["message"]
     assert got["deleted"] is True
     assert got["metadata"]["delete_reason"] == "obsolete"
     assert got["body"]["content"] == "auth done v2"
-    assert client.call("message.list", {"caller": "bob"})["total"] == 0
-    again = client.request("message.edit", {"caller": "alice", "message_id": mid, "content": "x"})
+    assert client.call("message.list", {"caller": bob, "author_id": alice})["total"] == 0
+    again = client.request("message.edit", {"caller": alice, "message_id": mid, "content": "x"})
     assert again["error"]["code"] == errors.CONFLICT
 
 
-def test_unknown_recipient_is_refused_with_close_matches_and_nothing_stored(client):
-    register(client, "alice", "implementer")
-    register(client, "bob", "reviewer")
-    reply = client.request("message.send", {"caller": "alice", "content": "hi", "to": ["@reviewr"]})
+def test_unknown_recipient_is_refused_with_close_matches_and_nothing_stored(shared, names):
+    client = shared
+    alice, bob, implementer, reviewer = names("alice", "bob", "impl", "rev")
+    register(client, alice, implementer)
+    register(client, bob, reviewer)
+    reply = client.request("message.send", {"caller": alice, "content": "hi", "to": [f"@{reviewer}x"]})
     assert reply["error"]["code"] == errors.UNKNOWN_RECIPIENT
-    assert "@reviewer" in reply["error"]["data"]["close_matches"] or "reviewer" in str(reply["error"])
-    assert client.call("message.list", {})["total"] == 0
+    assert f"@{reviewer}" in reply["error"]["data"]["close_matches"] or reviewer in str(reply["error"])
+    assert client.call("message.list", {"author_id": alice})["total"] == 0
 
 
-def test_oversized_body_and_bad_structured_are_refused(client):
-    register(client, "alice", "implementer")
-    big = client.request("message.send", {"caller": "alice", "content": "x" * (1024 * 1024 + 1)})
+def test_oversized_body_and_bad_structured_are_refused(shared, names):
+    client = shared
+    alice, implementer = names("alice", "impl")
+    register(client, alice, implementer)
+    big = client.request("message.send", {"caller": alice, "content": "x" * (1024 * 1024 + 1)})
     assert big["error"]["code"] == errors.INVALID_PARAMS
     assert big["error"]["data"]["field"] == "content"
-    bad = client.request("message.send", {"caller": "alice", "content": "x", "structured": "{nope"})
+    bad = client.request("message.send", {"caller": alice, "content": "x", "structured": "{nope"})
     assert bad["error"]["code"] == errors.INVALID_PARAMS
     assert bad["error"]["data"]["field"] == "structured"
-    assert client.call("message.list", {})["total"] == 0
+    assert client.call("message.list", {"author_id": alice})["total"] == 0
     assert client.call("health")["status"] == "ok"
 
 
-def test_unknown_caller_is_an_identity_error(client):
-    reply = client.request("message.send", {"caller": "ghost", "content": "boo"})
+def test_unknown_caller_is_an_identity_error(shared, names):
+    client = shared
+    (ghost,) = names("ghost")
+    reply = client.request("message.send", {"caller": ghost, "content": "boo"})
     assert reply["error"]["code"] == errors.IDENTITY_ERROR
     assert "quickstart" in reply["error"]["message"]
 
@@ -135,20 +144,20 @@ def test_ten_concurrent_clients_send_a_hundred_each_without_error(daemon, client
     assert len(events) == 100  # (a sync that ran meanwhile may have sealed them: seals are not events)
 
 
-def test_groups_resolve_at_read_time(client):
-    register(client, "alice", "implementer")
-    register(client, "bob", "reviewer")
-    client.call("group.create", {"caller": "alice", "name": "backend", "description": "Backend"})
-    client.call(
-        "group.member.add", {"caller": "alice", "group": "backend", "member": "reviewer", "member_type": "role"}
-    )
-    sent = client.call("message.send", {"caller": "alice", "content": "review please", "to": ["@backend"]})
-    register(client, "carol", "reviewer")  # joins the role after the message was sent
-    inbox = client.call("message.list", {"caller": "carol", "mentions": True})
+def test_groups_resolve_at_read_time(shared, names):
+    client = shared
+    alice, bob, carol, implementer, reviewer, backend = names("alice", "bob", "carol", "impl", "rev", "backend")
+    register(client, alice, implementer)
+    register(client, bob, reviewer)
+    client.call("group.create", {"caller": alice, "name": backend, "description": "Backend"})
+    client.call("group.member.add", {"caller": alice, "group": backend, "member": reviewer, "member_type": "role"})
+    sent = client.call("message.send", {"caller": alice, "content": "review please", "to": [f"@{backend}"]})
+    register(client, carol, reviewer)  # joins the role after the message was sent
+    inbox = client.call("message.list", {"caller": carol, "mentions": True})
     assert [m["message_id"] for m in inbox["messages"]] == [sent["message_id"]]
-    members = client.call("group.members", {"name": "backend", "expand": True})
-    assert members["agents"] == ["bob", "carol"]
-    denied = client.request("group.delete", {"caller": "alice", "name": "everyone"})
+    members = client.call("group.members", {"name": backend, "expand": True})
+    assert members["agents"] == [bob, carol]
+    denied = client.request("group.delete", {"caller": alice, "name": "everyone"})
     assert denied["error"]["code"] == errors.FORBIDDEN
 
 
@@ -171,13 +180,15 @@ def test_a_log_write_failure_is_reported_and_the_daemon_keeps_serving(daemon, cl
     assert contents == ["after", "before"]
 
 
-def test_deeply_nested_structured_content_is_a_params_error(client):
-    register(client, "alice", "implementer")
+def test_deeply_nested_structured_content_is_a_params_error(shared, names):
+    client = shared
+    alice, implementer = names("alice", "impl")
+    register(client, alice, implementer)
     nested: list = [1]
     for _ in range(35):
         nested = [nested]
     for structured in ("[" * 50_000 + "]" * 50_000, nested):
-        reply = client.request("message.send", {"caller": "alice", "content": "x", "structured": structured})
+        reply = client.request("message.send", {"caller": alice, "content": "x", "structured": structured})
         if isinstance(structured, str):
             assert reply["error"]["code"] == errors.INVALID_PARAMS
             assert reply["error"]["data"]["field"] == "structured"
@@ -188,6 +199,6 @@ def test_deeply_nested_structured_content_is_a_params_error(client):
     for _ in range(200):
         node["a"] = {"a": None}
         node = node["a"]
-    reply = client.request("message.send", {"caller": "alice", "content": "x", "structured": deep})
+    reply = client.request("message.send", {"caller": alice, "content": "x", "structured": deep})
     assert reply["error"]["code"] == errors.INVALID_PARAMS
     assert client.call("health")["status"] == "ok"

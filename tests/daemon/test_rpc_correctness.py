@@ -49,27 +49,34 @@ def test_omitted_caller_without_a_single_identity_names_the_param(daemon, client
 # --------------------------------------------------------------------------- replies
 
 
-def test_a_reply_mentions_the_parents_author_and_keeps_explicit_addresses(client):
-    register(client, "alice", "implementer")
-    register(client, "bob", "reviewer")
-    register(client, "carol", "tester")
-    ask = client.call("message.send", {"caller": "alice", "content": "review?", "to": ["@reviewer"]})["message_id"]
-    answer = client.call("message.send", {"caller": "bob", "content": "done", "reply_to": ask, "to": ["@carol"]})
-    assert answer["recipients"] == [{"address": "@carol", "kind": "agent"}, {"address": "@alice", "kind": "agent"}]
-    inbox = client.call("message.list", {"caller": "alice", "mentions": True, "unread": True})
+def test_a_reply_mentions_the_parents_author_and_keeps_explicit_addresses(shared, names):
+    client = shared
+    alice, bob, carol, implementer, reviewer, tester = names("alice", "bob", "carol", "impl", "rev", "tester")
+    register(client, alice, implementer)
+    register(client, bob, reviewer)
+    register(client, carol, tester)
+    ask = client.call("message.send", {"caller": alice, "content": "review?", "to": [f"@{reviewer}"]})["message_id"]
+    answer = client.call("message.send", {"caller": bob, "content": "done", "reply_to": ask, "to": [f"@{carol}"]})
+    assert answer["recipients"] == [
+        {"address": f"@{carol}", "kind": "agent"},
+        {"address": f"@{alice}", "kind": "agent"},
+    ]
+    inbox = client.call("message.list", {"caller": alice, "mentions": True, "unread": True})
     assert _ids(inbox) == [answer["message_id"]]
-    assert _ids(client.call("message.list", {"caller": "carol", "mentions": True})) == [answer["message_id"]]
+    assert _ids(client.call("message.list", {"caller": carol, "mentions": True})) == [answer["message_id"]]
     # a follow-up to one's own message reaches its addressees again (issue 30, item 10)
-    own = client.call("message.send", {"caller": "alice", "content": "also", "reply_to": ask})
-    assert own["recipients"] == [{"address": "@reviewer", "kind": "role"}]
+    own = client.call("message.send", {"caller": alice, "content": "also", "reply_to": ask})
+    assert own["recipients"] == [{"address": f"@{reviewer}", "kind": "role"}]
 
 
-def test_replying_to_a_deleted_message_is_refused(client):
-    register(client, "alice", "implementer")
-    register(client, "bob", "reviewer")
-    mid = client.call("message.send", {"caller": "alice", "content": "oops"})["message_id"]
-    client.call("message.delete", {"caller": "alice", "message_id": mid})
-    err = _error(client, "message.send", {"caller": "bob", "content": "re", "reply_to": mid})
+def test_replying_to_a_deleted_message_is_refused(shared, names):
+    client = shared
+    alice, bob, implementer, reviewer = names("alice", "bob", "impl", "rev")
+    register(client, alice, implementer)
+    register(client, bob, reviewer)
+    mid = client.call("message.send", {"caller": alice, "content": "oops"})["message_id"]
+    client.call("message.delete", {"caller": alice, "message_id": mid})
+    err = _error(client, "message.send", {"caller": bob, "content": "re", "reply_to": mid})
     assert err["code"] == errors.CONFLICT and "deleted" in err["message"]
 
 
@@ -98,30 +105,34 @@ def test_names_that_would_shadow_other_addresses_are_refused(client):
 # --------------------------------------------------------------------------- sessions
 
 
-def test_an_agent_writes_only_under_its_own_active_session(client):
-    register(client, "alice", "implementer")
-    register(client, "bob", "reviewer")
-    bobs = client.call("session.start", {"caller": "bob"})["session_id"]
-    err = _error(client, "message.send", {"caller": "alice", "content": "x", "session_id": bobs})
-    assert err["code"] == errors.FORBIDDEN and "belongs to @bob" in err["message"]
-    mine = client.call("session.start", {"caller": "alice"})["session_id"]
-    assert client.call("message.send", {"caller": "alice", "content": "x", "session_id": mine})["session_id"] == mine
-    client.call("session.end", {"caller": "alice", "session_id": mine})
-    err = _error(client, "message.send", {"caller": "alice", "content": "x", "session_id": mine})
+def test_an_agent_writes_only_under_its_own_active_session(shared, names):
+    client = shared
+    alice, bob, implementer, reviewer = names("alice", "bob", "impl", "rev")
+    register(client, alice, implementer)
+    register(client, bob, reviewer)
+    bobs = client.call("session.start", {"caller": bob})["session_id"]
+    err = _error(client, "message.send", {"caller": alice, "content": "x", "session_id": bobs})
+    assert err["code"] == errors.FORBIDDEN and f"belongs to @{bob}" in err["message"]
+    mine = client.call("session.start", {"caller": alice})["session_id"]
+    assert client.call("message.send", {"caller": alice, "content": "x", "session_id": mine})["session_id"] == mine
+    client.call("session.end", {"caller": alice, "session_id": mine})
+    err = _error(client, "message.send", {"caller": alice, "content": "x", "session_id": mine})
     assert err["code"] == errors.CONFLICT and "has ended" in err["message"]
-    err = _error(client, "session.heartbeat", {"caller": "alice", "session_id": "ses_NOPE"})
+    err = _error(client, "session.heartbeat", {"caller": alice, "session_id": "ses_NOPE"})
     assert err["code"] == errors.NOT_FOUND
-    listed = client.call("message.list", {"caller": "bob", "author_id": "alice"})
+    listed = client.call("message.list", {"caller": bob, "author_id": alice})
     assert listed["total"] == 1  # only the message sent under alice's own session
 
 
 # --------------------------------------------------------------------------- worktree
 
 
-def test_worktree_is_a_name_never_a_local_path(client):
-    err = _error(client, "agent.register", {"name": "alice", "role": "implementer", "worktree": "/home/alice/app"})
+def test_worktree_is_a_name_never_a_local_path(shared, names):
+    client = shared
+    alice, implementer = names("alice", "impl")
+    err = _error(client, "agent.register", {"name": alice, "role": implementer, "worktree": "/home/alice/app"})
     assert err["code"] == errors.INVALID_PARAMS and err["data"]["field"] == "worktree"
-    agent = client.call("agent.register", {"name": "alice", "role": "implementer", "worktree": "feature_x"})["agent"]
+    agent = client.call("agent.register", {"name": alice, "role": implementer, "worktree": "feature_x"})["agent"]
     assert agent["worktree"] == "feature_x"
 
 
@@ -136,76 +147,86 @@ def test_worktree_is_a_name_never_a_local_path(client):
         ({"content": "not json", "format": "json"}, "not valid JSON"),
     ],
 )
-def test_bad_content_is_refused_over_rpc(client, params, needle):
-    register(client, "alice", "implementer")
-    err = _error(client, "message.send", {"caller": "alice", **params})
+def test_bad_content_is_refused_over_rpc(shared, names, params, needle):
+    client = shared
+    alice, implementer = names("alice", "impl")
+    register(client, alice, implementer)
+    err = _error(client, "message.send", {"caller": alice, **params})
     assert err["code"] == errors.INVALID_PARAMS and err["data"]["field"] == "content" and needle in err["message"]
-    assert client.call("message.list", {})["total"] == 0
+    assert client.call("message.list", {"author_id": alice})["total"] == 0
 
 
-def test_json_content_and_structured_only_messages_are_accepted(client):
-    register(client, "alice", "implementer")
-    client.call("message.send", {"caller": "alice", "content": '{"ok": true}', "format": "json"})
-    client.call("message.send", {"caller": "alice", "content": "", "structured": {"passed": 45}})
-    mid = client.call("message.send", {"caller": "alice", "content": "x"})["message_id"]
-    err = _error(client, "message.edit", {"caller": "alice", "message_id": mid, "content": " "})
+def test_json_content_and_structured_only_messages_are_accepted(shared, names):
+    client = shared
+    alice, implementer = names("alice", "impl")
+    register(client, alice, implementer)
+    client.call("message.send", {"caller": alice, "content": '{"ok": true}', "format": "json"})
+    client.call("message.send", {"caller": alice, "content": "", "structured": {"passed": 45}})
+    mid = client.call("message.send", {"caller": alice, "content": "x"})["message_id"]
+    err = _error(client, "message.edit", {"caller": alice, "message_id": mid, "content": " "})
     assert err["data"]["field"] == "content"
-    assert client.call("message.list", {})["total"] == 3
+    assert client.call("message.list", {"author_id": alice})["total"] == 3
 
 
 # --------------------------------------------------------------------------- receipts
 
 
-def test_marked_count_counts_only_messages_that_changed_state(client):
-    register(client, "alice", "implementer")
-    register(client, "bob", "reviewer")
-    a = client.call("message.send", {"caller": "alice", "content": "a"})["message_id"]
-    b = client.call("message.send", {"caller": "alice", "content": "b"})["message_id"]
-    assert client.call("message.markRead", {"caller": "bob", "message_ids": [a]})["marked_count"] == 1
-    assert client.call("message.markRead", {"caller": "bob", "message_ids": [a, b]})["marked_count"] == 1
-    assert client.call("message.markRead", {"caller": "bob", "message_ids": [a, b]})["marked_count"] == 0
-    assert client.call("message.markUnread", {"caller": "bob", "message_ids": [a]})["marked_count"] == 1
-    assert client.call("message.markUnread", {"caller": "bob", "message_ids": [a]})["marked_count"] == 0
+def test_marked_count_counts_only_messages_that_changed_state(shared, names):
+    client = shared
+    alice, bob, implementer, reviewer = names("alice", "bob", "impl", "rev")
+    register(client, alice, implementer)
+    register(client, bob, reviewer)
+    a = client.call("message.send", {"caller": alice, "content": "a"})["message_id"]
+    b = client.call("message.send", {"caller": alice, "content": "b"})["message_id"]
+    assert client.call("message.markRead", {"caller": bob, "message_ids": [a]})["marked_count"] == 1
+    assert client.call("message.markRead", {"caller": bob, "message_ids": [a, b]})["marked_count"] == 1
+    assert client.call("message.markRead", {"caller": bob, "message_ids": [a, b]})["marked_count"] == 0
+    assert client.call("message.markUnread", {"caller": bob, "message_ids": [a]})["marked_count"] == 1
+    assert client.call("message.markUnread", {"caller": bob, "message_ids": [a]})["marked_count"] == 0
 
 
-def test_mark_unread_names_the_archived_messages_it_cannot_bring_back(client):
-    register(client, "alice", "implementer")
-    register(client, "bob", "reviewer")
+def test_mark_unread_names_the_archived_messages_it_cannot_bring_back(shared, names):
+    client = shared
+    alice, bob, implementer, reviewer = names("alice", "bob", "impl", "rev")
+    register(client, alice, implementer)
+    register(client, bob, reviewer)
     a, b, c = (
-        client.call("message.send", {"caller": "alice", "content": text, "to": ["@bob"]})["message_id"]
+        client.call("message.send", {"caller": alice, "content": text, "to": [f"@{bob}"]})["message_id"]
         for text in "abc"
     )
-    client.call("message.markRead", {"caller": "bob", "message_ids": [a, b, c]})
-    client.call("message.archive", {"caller": "bob", "message_ids": [c, a]})
-    got = client.call("message.markUnread", {"caller": "bob", "message_ids": [a, b, c]})
+    client.call("message.markRead", {"caller": bob, "message_ids": [a, b, c]})
+    client.call("message.archive", {"caller": bob, "message_ids": [c, a]})
+    got = client.call("message.markUnread", {"caller": bob, "message_ids": [a, b, c]})
     assert got == {"marked_count": 3, "archived": [a, c]}  # marked, but an archive is final
-    inbox = client.call("message.list", {"caller": "bob", "unread": True})
+    inbox = client.call("message.list", {"caller": bob, "unread": True, "author_id": alice})
     assert _ids(inbox) == [b]
-    assert client.call("message.markUnread", {"caller": "bob", "message_ids": [b]}) == {
+    assert client.call("message.markUnread", {"caller": bob, "message_ids": [b]}) == {
         "marked_count": 0,
         "archived": [],
     }
     # Gas City mail judges by the mailbox: archived by any of its keepers
-    got = client.call("message.markUnread", {"caller": "bob", "message_ids": [a, b], "mailbox_state": True})
+    got = client.call("message.markUnread", {"caller": bob, "message_ids": [a, b], "mailbox_state": True})
     assert got["archived"] == [a]
 
 
 # --------------------------------------------------------------------------- id prefixes
 
 
-def test_unique_id_prefixes_work_wherever_an_id_is_taken(client):
-    register(client, "alice", "implementer")
-    register(client, "bob", "reviewer")
-    mid = client.call("message.send", {"caller": "alice", "content": "first"})["message_id"]
+def test_unique_id_prefixes_work_wherever_an_id_is_taken(shared, names):
+    client = shared
+    alice, bob, implementer, reviewer = names("alice", "bob", "impl", "rev")
+    register(client, alice, implementer)
+    register(client, bob, reviewer)
+    mid = client.call("message.send", {"caller": alice, "content": "first"})["message_id"]
     short = mid[:-8]
     assert client.call("message.get", {"message_id": short})["message"]["message_id"] == mid
     assert client.call("message.get", {"message_id": short.lower()})["message"]["message_id"] == mid
-    reply = client.call("message.send", {"caller": "bob", "content": "re", "reply_to": short})
+    reply = client.call("message.send", {"caller": bob, "content": "re", "reply_to": short})
     assert reply["reply_to"] == mid
-    assert client.call("message.markRead", {"caller": "bob", "message_ids": [short]})["marked_count"] == 1
+    assert client.call("message.markRead", {"caller": bob, "message_ids": [short]})["marked_count"] == 1
     thread = client.call("message.thread", {"thread_id": reply["thread_id"][:-6]})
     assert [m["message_id"] for m in thread["messages"]] == [mid, reply["message_id"]]
-    edited = client.call("message.edit", {"caller": "alice", "message_id": short, "content": "first!"})
+    edited = client.call("message.edit", {"caller": alice, "message_id": short, "content": "first!"})
     assert edited["message_id"] == mid
 
 
@@ -279,9 +300,11 @@ def test_ones_own_messages_are_never_unread_to_oneself(client):
     assert client.call("message.list", {"caller": "alice", "unread": True})["total"] == 0
 
 
-def test_message_get_keeps_scopes_and_refs_in_the_order_given(client):
-    register(client, "alice", "implementer")
-    register(client, "bob", "reviewer")
+def test_message_get_keeps_scopes_and_refs_in_the_order_given(shared, names):
+    client = shared
+    alice, bob, implementer, reviewer = names("alice", "bob", "impl", "rev")
+    register(client, alice, implementer)
+    register(client, bob, reviewer)
     scopes = [
         {"type": "repo", "value": "github.com/user/repo"},
         {"type": "file", "value": "src/auth.go"},
@@ -289,10 +312,10 @@ def test_message_get_keeps_scopes_and_refs_in_the_order_given(client):
     ]
     refs = [{"type": "ticket", "value": "JIRA-456"}, {"type": "commit", "value": "abc123"}]
     mid = client.call(
-        "message.send", {"caller": "alice", "content": "fixed", "scopes": scopes, "refs": refs, "to": ["@bob"]}
+        "message.send", {"caller": alice, "content": "fixed", "scopes": scopes, "refs": refs, "to": [f"@{bob}"]}
     )["message_id"]
     got = client.call("message.get", {"message_id": mid})["message"]
     assert got["scopes"] == scopes
-    assert got["refs"] == refs + [{"type": "mention", "value": "bob"}]
-    listed = client.call("message.list", {"caller": "bob"})["messages"][0]
+    assert got["refs"] == refs + [{"type": "mention", "value": bob}]
+    listed = client.call("message.list", {"caller": bob, "author_id": alice})["messages"][0]
     assert listed["scopes"] == scopes

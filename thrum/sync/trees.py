@@ -26,8 +26,8 @@ from collections import Counter, OrderedDict
 from dataclasses import dataclass
 
 from thrum.events.names import NAME_RE
-from thrum.events.shards import AGENT_KINDS_OF_STREAMS as _AGENT_KINDS
-from thrum.events.shards import EVENTS_STREAM, segment_number
+from thrum.events.layout import AGENT_KINDS_OF_STREAMS as _AGENT_KINDS  # layout, not shards: no schema for `thrum init`
+from thrum.events.layout import EVENTS_STREAM, segment_number
 
 from .gitstore.api import EMPTY_TREE, FileMode, GitStore, Kind, ObjectWriter, Oid, TreeEntries, parse_tree, tree_object
 

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from thrum import durable, nofollow
-from thrum.events.shards import is_log_path as ev_is_log_path
+from thrum.events.layout import is_log_path as ev_is_log_path  # not shards: no schema for `thrum init`
 
 from . import NotAGitRepository, SyncError
 from .gitstore.api import EMPTY_TREE, GitStore, Kind, Oid, Signature, commit_object, tree_object
