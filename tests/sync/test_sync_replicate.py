@@ -8,6 +8,7 @@ proven by test_gitstore_conformance.py) where only the cycle's logic is under te
 from __future__ import annotations
 
 import contextlib
+import subprocess
 import time
 
 import pygit2
@@ -288,6 +289,26 @@ def test_has_remote_follows_remotes_added_and_removed_after_it_first_answered(tm
     assert r.has_remote()
     pygit2.Repository(str(tmp_path / "solo")).remotes.delete("origin")
     assert not r.has_remote()
+
+
+def test_remote_url_follows_a_url_changed_after_it_first_answered(tmp_path):
+    # A cycle asks for the URL several times, so the answer is kept; `git remote set-url`
+    # (and pygit2's, as thrum's own commands do) must still change it for the next sync.
+    make_repo(tmp_path / "solo")
+    wt = ensure_sync_worktree(tmp_path / "solo")
+    repo = pygit2.Repository(str(tmp_path / "solo"))
+    repo.remotes.create("origin", str(tmp_path / "first.git"))
+    r = Replicator(wt)
+    assert r.remote_url() == str(tmp_path / "first.git") == r.remote_url()
+    subprocess.run(["git", "-C", str(tmp_path / "solo"), "remote", "set-url", "origin", str(tmp_path / "second.git")])
+    assert r.remote_url() == str(tmp_path / "second.git")
+    subprocess.run(["git", "-C", str(tmp_path / "solo"), "remote", "set-url", "--push", "origin", "/x/push.git"])
+    assert r.store.remote_url("origin", push=True) == "/x/push.git"
+    assert r.store.remote_url("origin") == str(tmp_path / "second.git")
+    repo.remotes.set_url("origin", str(tmp_path / "third.git"))
+    assert r.remote_url() == str(tmp_path / "third.git")
+    repo.remotes.delete("origin")
+    assert r.remote_url() is None
 
 
 def test_commit_pending_named_paths_and_idle(memory_cluster):

@@ -422,7 +422,10 @@ class Replicator:
             self.last_fetch = FetchResult(tip=head, url=url, at=time.time())
             mark_pushed(self.store, head)
             # the remote's tip as we left it: what `remoteview.RemoteView.pending` counts from
-            self.store.update_ref(tracking_ref(self.remote_name), head, "thrum: push a-sync")
+            # (libgit2's push moved it already when the remote told; else it is moved here)
+            tracking = tracking_ref(self.remote_name)
+            if self.store.ref(tracking) != head:
+                self.store.update_ref(tracking, head, "thrum: push a-sync")
             return True
 
 

@@ -37,7 +37,8 @@ def pushed_tip(store: GitStore) -> Oid | None:
 
 
 def mark_pushed(store: GitStore, tip: Oid) -> None:
-    store.update_ref(PUSHED_REF, tip, "thrum: the remote holds this tip")
+    if store.ref(PUSHED_REF) != tip:  # a cycle with nothing new leaves it where it is (no ref write)
+        store.update_ref(PUSHED_REF, tip, "thrum: the remote holds this tip")
 
 
 def rolled_back(store: GitStore, trees: LayoutTrees, remote_tip: Oid | None) -> dict[str, Any] | None:

@@ -87,6 +87,7 @@ class LibGit2Store:
             raise SyncError(f"{path} is not a git repository: {exc}") from exc
         self.objects = objects_dir(self.repo)
         self._remotes_seen: tuple[tuple[int, int, int] | None, list[str]] = (None, [])  # remote_names' answer
+        self._urls_seen: tuple[tuple[int, int, int] | None, dict[tuple[str, bool], str | None]] = (None, {})
         self.common_dir = self.objects.parent  # its config names the remotes
         self._config_file = str(self.common_dir / "config")  # remote_names looks at it on every send
         self.base_dir = main_worktree_dir(self.common_dir)  # where a relative remote path starts
@@ -298,7 +299,17 @@ class LibGit2Store:
         return list(self._remotes_seen[1])
 
     def remote_url(self, name: str, *, push: bool = False) -> str | None:
-        return configured_url(open_repo(self.common_dir), name, push=push)
+        """Kept, like `remote_names`, until the config file changes: a cycle asks five or six
+        times (the fetch, the push, their messages, the tidy-up), and each answer opened
+        the repository again."""
+        key = _file_key(self._config_file)
+        seen_key, urls = self._urls_seen
+        if key is None or key != seen_key:
+            urls = {}
+            self._urls_seen = (key, urls)
+        if (name, push) not in urls:
+            urls[(name, push)] = configured_url(open_repo(self.common_dir), name, push=push)
+        return urls[(name, push)]
 
     def endpoint(self, remote: str, home: str | None = None) -> Endpoint:
         """Where ``remote`` really is (`thrum.sync.transport.endpoint`), for ``thrum doctor``."""
