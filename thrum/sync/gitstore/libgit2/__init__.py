@@ -19,6 +19,9 @@ Rules:
    ref back (`_landed`): a push that did not land is a lost race.
 5. Packs a repack deleted are let go at the start of each step (`refresh`,
    `gitlib.PackWatch`).
+6. The commits read last are kept by id (`COMMITS_KEPT`; an id never changes content): a
+   cycle reads the head five to seven times, and libgit2 caches no commit over 4 KiB
+   (the first commit of a large history lists thousands of paths).
 
 The ``config`` file beside this module holds libgit2's process-wide pack-building
 defaults (`gitlib.tune_pack_building`).
@@ -41,7 +44,16 @@ from ...transport.failures import translate
 from ...transport.session import Session, configured_url, list_remote_heads, lost_race, session
 from ...transport.urls import main_worktree_dir, redact_url
 from ..api import ANY, Commit, Oid, PushOutcome, AnyTarget
-from ..gitlib import PackWatch, add_index_entry, discover, objects_dir, open_repo, tune_pack_building, update_index
+from ..gitlib import (
+    PackWatch,
+    add_index_entry,
+    cache_log_trees,
+    discover,
+    objects_dir,
+    open_repo,
+    tune_pack_building,
+    update_index,
+)
 from ..objbatch import ObjectBatch
 
 log = logging.getLogger(__name__)
@@ -49,6 +61,9 @@ log = logging.getLogger(__name__)
 __all__ = ["LibGit2Store"]
 
 _WT_CHANGED = FileStatus.WT_NEW | FileStatus.WT_MODIFIED | FileStatus.WT_TYPECHANGE
+
+
+COMMITS_KEPT = 64
 
 
 def _py(oid: Oid) -> pygit2.Oid:
@@ -81,6 +96,7 @@ class LibGit2Store:
 
     def __init__(self, path: os.PathLike[str] | str) -> None:
         tune_pack_building()  # before the handle reads its config
+        cache_log_trees()
         try:
             self.repo = open_repo(path)
         except pygit2.GitError as exc:
@@ -92,6 +108,7 @@ class LibGit2Store:
         self._config_file = str(self.common_dir / "config")  # remote_names looks at it on every send
         self.base_dir = main_worktree_dir(self.common_dir)  # where a relative remote path starts
         self._packs = PackWatch(self.repo, self.objects)
+        self._commits: dict[bytes, Commit] = {}  # id -> its tree and parents (rule 6)
 
     @classmethod
     def discovered(cls, path: os.PathLike[str] | str) -> LibGit2Store:
@@ -159,12 +176,19 @@ class LibGit2Store:
     # -- history
 
     def commit(self, oid: Oid) -> Commit:
+        known = self._commits.get(oid.raw)
+        if known is not None:
+            return known
         found = self.repo.get(_py(oid))
         if found is None:
             raise KeyError(oid)
         if not isinstance(found, pygit2.Commit):
             raise ValueError(f"object {oid} is not a commit")
-        return Commit(oid, _ours(found.tree_id), tuple(_ours(p) for p in found.parent_ids))
+        commit = Commit(oid, _ours(found.tree_id), tuple(_ours(p) for p in found.parent_ids))
+        if len(self._commits) >= COMMITS_KEPT:
+            self._commits.pop(next(iter(self._commits)))
+        self._commits[oid.raw] = commit
+        return commit
 
     def is_ancestor(self, ancestor: Oid, descendant: Oid) -> bool:
         if ancestor == descendant:
