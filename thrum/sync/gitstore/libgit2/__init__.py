@@ -49,6 +49,7 @@ from ..gitlib import (
     add_index_entry,
     cache_log_trees,
     discover,
+    fetch_refs,
     objects_dir,
     open_repo,
     tune_pack_building,
@@ -350,7 +351,7 @@ class LibGit2Store:
         self._known(remote)
         try:
             with session(self.repo, remote, self.base_dir, credentials) as net:
-                net.remote.fetch(refspecs, callbacks=net.callbacks, proxy=True)
+                fetch_refs(net.remote, refspecs, net.callbacks)
                 heads = net.remote.list_heads(connect=False)
         except SyncError:
             raise
