@@ -88,6 +88,13 @@ def _file_key(path: str) -> tuple[int, int, int] | None:
     return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
+def _user_config_files() -> tuple[str, ...]:
+    """The user's and the system's git config files (where libgit2 looks for them)."""
+    home = os.environ.get("HOME", "")
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    return (os.path.join(home, ".gitconfig"), os.path.join(xdg, "git", "config"), "/etc/gitconfig")
+
+
 class LibGit2Store:
     """The repository at exactly ``path`` (a work tree, a linked worktree or a git dir).
 
@@ -104,7 +111,7 @@ class LibGit2Store:
             raise SyncError(f"{path} is not a git repository: {exc}") from exc
         self.objects = objects_dir(self.repo)
         self._remotes_seen: tuple[tuple[int, int, int] | None, list[str]] = (None, [])  # remote_names' answer
-        self._urls_seen: tuple[tuple[int, int, int] | None, dict[tuple[str, bool], str | None]] = (None, {})
+        self._urls_seen: tuple[tuple[object, ...] | None, dict[tuple[str, bool], str | None]] = (None, {})
         self.common_dir = self.objects.parent  # its config names the remotes
         self._config_file = str(self.common_dir / "config")  # remote_names looks at it on every send
         self.base_dir = main_worktree_dir(self.common_dir)  # where a relative remote path starts
@@ -324,12 +331,13 @@ class LibGit2Store:
         return list(self._remotes_seen[1])
 
     def remote_url(self, name: str, *, push: bool = False) -> str | None:
-        """Kept, like `remote_names`, until the config file changes: a cycle asks five or six
-        times (the fetch, the push, their messages, the tidy-up), and each answer opened
+        """Kept, like `remote_names`, until a config file changes (the repository's, or the
+        user's and the system's, whose ``url.*.insteadOf`` rewrite it): a cycle asks five or
+        six times (the fetch, the push, their messages, the tidy-up), and each answer opened
         the repository again."""
-        key = _file_key(self._config_file)
+        key = (_file_key(self._config_file), *(_file_key(f) for f in _user_config_files()))
         seen_key, urls = self._urls_seen
-        if key is None or key != seen_key:
+        if key[0] is None or key != seen_key:
             urls = {}
             self._urls_seen = (key, urls)
         if (name, push) not in urls:
