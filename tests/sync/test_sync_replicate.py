@@ -327,6 +327,18 @@ def test_commit_pending_named_paths_and_idle(memory_cluster):
     assert r.last_commit.paths == ["messages/bob/000001.jsonl"]
 
 
+def test_a_commit_of_many_files_lists_fifty_and_counts_the_rest(memory_cluster):
+    # the first commit of a large history touches thousands of files: its message stays small
+    a = memory_cluster.a
+    paths = [f"messages/agent{i:03d}/000001.jsonl" for i in range(60)]
+    for i, path in enumerate(paths):
+        append(a.worktree, path, event(f"01{i:03d}"))
+    assert a.commit(paths) is True
+    message = a.store.read(a.replicator.last_commit.commit)[1].decode().split("\n\n", 2)[2]
+    assert message.splitlines() == [*paths[:50], "... and 10 more"]
+    assert a.replicator.last_commit.paths == paths
+
+
 def test_commit_pending_never_commits_a_deleted_shard(memory_cluster):
     a = memory_cluster.a
     append(a.worktree, SHARD, event("01A"))

@@ -336,9 +336,8 @@ class SyncLoop:
             if not self.lookout.cycle_ended(report.error is None, report.pushed, mode == "remote", taken_at):
                 # after the publish: counting asks git for the worktree's status, off the delivery path
                 await trio.to_thread.run_sync(self._count_pending)
-            # a line the fold refused (quarantined) was not received, whatever the merge brought;
-            # the chains' report is kept for `sync status` while stopped (one read for both)
-            counts, chains = await self._writer.read(_refusals_and_chains)
+            # a line the fold refused (quarantined) was not received; the chains' report: for a stopped `sync status`
+            counts, chains = await self._writer.read(lambda db: (projection.fold_counts(db), chain_fold.report(db)))
             refused = sum(counts.values()) - refused_before
             report.received = max(0, report.received - max(0, refused))
             result = {**sync_record.report_dict(report, mode), "quarantined": max(0, refused)}
@@ -445,11 +444,6 @@ class SyncLoop:
             "credential_source": self._logins.last_used,
             "team": self._team.status(),
         }
-
-
-def _refusals_and_chains(db: Any) -> tuple[dict[str, int], dict[str, Any]]:
-    """What the fold refused so far, by kind, and the chains' report (one worker-thread read)."""
-    return projection.fold_counts(db), chain_fold.report(db)
 
 
 def _utc(t: float | None) -> str | None:

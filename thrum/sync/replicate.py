@@ -419,25 +419,17 @@ class Replicator:
                 return False
             self.last_fetch = FetchResult(tip=head, url=url, at=time.time())
             mark_pushed(self.store, head)
-            # the remote's tip as we left it: what `remoteview.RemoteView.pending` counts from
-            # (libgit2's push moved it already when the remote told; else it is moved here)
-            tracking = tracking_ref(self.remote_name)
-            if self.store.ref(tracking) != head:
+            # the remote's tip as we left it (`remoteview.RemoteView.pending`): libgit2's push may have moved it
+            if self.store.ref(tracking := tracking_ref(self.remote_name)) != head:
                 self.store.update_ref(tracking, head, "thrum: push a-sync")
             return True
 
 
-# Paths a commit message lists at most. The first commit of a large history touched every
-# file: listing 11,470 of them made a 360 KiB commit object, which every step that read
-# the head (five to seven a cycle) inflated and hashed again (libgit2 caches no commit
-# over 4 KiB), as did each fetch's and push's walk: ~1 ms each time.
-LISTED_PATHS = 50
-
-
-def _listed(paths: list[str]) -> str:
-    """The paths a commit touched, one a line, at most `LISTED_PATHS` of them."""
-    shown = "".join(p + "\n" for p in paths[:LISTED_PATHS])
-    return shown + (f"... and {len(paths) - LISTED_PATHS} more\n" if len(paths) > LISTED_PATHS else "")
+def _listed(paths: list[str], most: int = 50) -> str:
+    """The paths a commit touched, one a line, at most ``most``: 11,470 made a 360 KiB commit read
+    ~1 ms each time (docs/design/decisions.md, "What a sync cycle pays for around libgit2's transport")."""
+    more = f"... and {len(paths) - most} more\n" if len(paths) > most else ""
+    return "".join(p + "\n" for p in paths[:most]) + more
 
 
 def _open_worktree(path: Path) -> LibGit2Store:
