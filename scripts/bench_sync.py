@@ -31,13 +31,18 @@ sync interferes):
      the events stream: what a new machine joining brings) and "all streams" (200
      events appended to each of the 50 existing history streams).
 
-Prints a table (name, median, min, max, target) and, per phase, where B spends its
-time is visible in its daemon log (.thrum/var/daemon.log) when --keep is given.
+Prints a table (name, median, min, max, target, and the CPU the syncing daemon spent per
+sync: all its threads, from its process CPU clock, read before the ``sync.run`` call and
+`SETTLE_S` after its answer, so the tidy-up a cycle asks for counts too; wall figures on
+a busy machine are noise, CPU per sync is what compares), then the median of each phase
+the cycle reported (``phases_ms``: fetch, merge, fold, commit, push). The daemon logs
+are in .thrum/var/daemon.log of each clone when --keep is given.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
 import random
 import resource
@@ -167,10 +172,62 @@ def rpc(paths, method: str, params: dict | None = None, timeout: float = 60.0):
     return lifecycle.call(paths, method, params or {}, timeout=timeout)
 
 
-def timed_sync(paths, timeout: float = 600.0) -> tuple[float, dict]:
+SETTLE_S = 0.3  # after a sync's answer, before its daemon's CPU is read again (see the docstring)
+
+
+class ProcessCPU:
+    """CPU seconds another process has spent, all threads (its process CPU clock:
+    nanoseconds, not /proc's 10 ms ticks; falls back to /proc/PID/stat)."""
+
+    _libc = ctypes.CDLL(None, use_errno=True)
+
+    def __init__(self, pid: int | None):
+        self.pid = pid
+        self._clock: int | None = None
+        clock = ctypes.c_int()
+        if pid is not None and self._libc.clock_getcpuclockid(pid, ctypes.byref(clock)) == 0:
+            self._clock = clock.value
+
+    def seconds(self) -> float:
+        if self._clock is not None:
+            try:
+                return time.clock_gettime(self._clock)
+            except OSError:
+                pass
+        try:
+            with open(f"/proc/{self.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError, IndexError):
+            return float("nan")
+
+
+def timed_sync(paths, timeout: float = 600.0, cpu: ProcessCPU | None = None) -> tuple[float, dict, float]:
+    """(wall seconds of the ``sync.run`` round trip, its report, the daemon's CPU seconds)."""
+    before = cpu.seconds() if cpu is not None else float("nan")
     t = time.perf_counter()
     report = rpc(paths, "sync.run", timeout=timeout)
-    return time.perf_counter() - t, report
+    dt = time.perf_counter() - t
+    if cpu is None:
+        return dt, report, float("nan")
+    time.sleep(SETTLE_S)
+    return dt, report, cpu.seconds() - before
+
+
+class Measure:
+    """One row of the table: wall times, the daemon's CPU and the cycle's phases per run."""
+
+    def __init__(self, name: str, target: float | None = None):
+        self.name = name
+        self.target = target
+        self.times: list[float] = []
+        self.cpu: list[float] = []
+        self.phases: list[dict[str, float]] = []
+
+    def add(self, dt: float, report: dict, cpu: float) -> None:
+        self.times.append(dt)
+        self.cpu.append(cpu)
+        self.phases.append(report.get("phases_ms") or {})
 
 
 def rss_mib(pid: int | None, field: str = "VmHWM") -> float:
@@ -212,7 +269,7 @@ def run(args) -> list[tuple]:
     base.mkdir(parents=True, exist_ok=True)
     remote, a_dir, b_dir = base / "remote.git", base / "a", base / "b"
     started = []
-    rows: list[tuple] = []
+    rows: list = []
     agents = [f"agent_{i:02d}" for i in range(args.agents)]
     try:
         step(f"setting up in {base}")
@@ -235,7 +292,7 @@ def run(args) -> list[tuple]:
         lifecycle.start(pa, timeout=1800)
         started.append(pa)
         step(f"A daemon up (folded the history) in {time.perf_counter() - t:.1f}s")
-        dt, rep = timed_sync(pa, timeout=3600)
+        dt, rep, _ = timed_sync(pa, timeout=3600)
         step(f"A first sync (commit + push of the history): {dt:.1f}s, sent {rep['sent']:,}")
 
         t = time.perf_counter()
@@ -261,18 +318,21 @@ def run(args) -> list[tuple]:
             f"for a few seconds) after {time.perf_counter() - t:.1f}s more"
         )
 
+        cpu_a, cpu_b = ProcessCPU(lifecycle.read_pid(pa)), ProcessCPU(lifecycle.read_pid(pb))
+
         # -- no-op
-        for m, p in (("B", pb), ("A", pa)):
-            times = []
+        for m, p, cpu in (("B", pb, cpu_b), ("A", pa, cpu_a)):
+            noop = Measure(f"no-op sync on {m}", 0.100)
             for _ in range(args.runs):
-                dt, rep = timed_sync(p)
+                dt, rep, spent = timed_sync(p, cpu=cpu)
                 assert rep["received"] == 0 and rep["sent"] == 0 and rep["commits"] == 0, rep
-                times.append(dt)
-            rows.append((f"no-op sync on {m}", times, 0.100))
+                noop.add(dt, rep, spent)
+            rows.append(noop)
         step("no-op measured")
 
         # -- 10 events
-        send, recv = [], []
+        send = Measure("10-event sync, sender A", 0.030)  # issue 11 (was 200 ms, issue 4)
+        recv = Measure("10-event sync, receiver B", 0.030)
         for r in range(args.runs):
             sender = agents[r % len(agents)]
             for i in range(10):
@@ -285,14 +345,13 @@ def run(args) -> list[tuple]:
                         "to": [f"@{agents[(r + i + 1) % len(agents)]}"],
                     },
                 )
-            dt, rep = timed_sync(pa)
+            dt, rep, spent = timed_sync(pa, cpu=cpu_a)
             assert rep["sent"] >= 10 and rep["pushed"], rep  # and the seal the daemon adds before committing
-            send.append(dt)
-            dt, rep = timed_sync(pb)
+            send.add(dt, rep, spent)
+            dt, rep, spent = timed_sync(pb, cpu=cpu_b)
             assert rep["received"] >= 10, rep
-            recv.append(dt)
-        rows.append(("10-event sync, sender A", send, 0.030))  # issue 11 (was 200 ms, issue 4)
-        rows.append(("10-event sync, receiver B", recv, 0.030))
+            recv.add(dt, rep, spent)
+        rows += [send, recv]
         step("10-event syncs measured")
 
         # -- 10,000 events (A's daemon stopped; lines appended to its worktree files)
@@ -300,7 +359,10 @@ def run(args) -> list[tuple]:
         started.remove(pa)
         shapes = [("new streams", 10), ("all streams", 0)]
         for shape, n_new in shapes:
-            offline, recv, folds, git_side = [], [], [], []
+            if args.big_runs <= 0:
+                break
+            recv = Measure(f"receive {args.big:,} events, {shape}", 1.0 if n_new == 0 else 1.5)
+            offline, folds, git_side = [], [], []
             for r in range(args.big_runs):
                 if n_new:
                     new = [f"new{r}_{i:02d}" for i in range(n_new)]
@@ -312,13 +374,13 @@ def run(args) -> list[tuple]:
                 rep = run_offline(pa)
                 offline.append(time.perf_counter() - t)
                 assert rep["pushed"], rep
-                dt, rep = timed_sync(pb)
+                dt, rep, spent = timed_sync(pb, cpu=cpu_b)
                 assert rep["received"] >= args.big, rep
-                recv.append(dt)
+                recv.add(dt, rep, spent)
                 phases = rep.get("phases_ms", {})
                 folds.append(phases.get("fold", 0) / 1000)
                 git_side.append(sum(v for k, v in phases.items() if k != "fold") / 1000)
-            rows.append((f"receive {args.big:,} events, {shape}", recv, 1.0 if n_new == 0 else 1.5))
+            rows.append(recv)
             rows.append((f"  (A offline commit+push, {shape})", offline, None))
             rows.append(("  (B: fetch + merge + commit + push)", git_side, None))
             rows.append(("  (B: fold, trust check included)", folds, None))
@@ -355,14 +417,26 @@ def print_table(rows, args) -> None:
         f"medians of {args.runs} runs ({args.big_runs} for the 10,000-event receives); "
         f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs"
     )
-    print(f"  {'measure':44} {'median':>9} {'min':>9} {'max':>9}  target")
-    for name, times, target in rows:
+    print(f"  {'measure':44} {'median':>9} {'min':>9} {'max':>9} {'CPU':>9}  target")
+    for row in rows:
+        if isinstance(row, Measure):
+            name, times, target = row.name, row.times, row.target
+            cpu = f"{statistics.median(row.cpu) * 1000:7.1f}ms"
+        else:
+            (name, times, target), cpu = row, ""
         if times is None:
             print(f"  {name:44} {target:9.0f}")
             continue
         med = statistics.median(times)
         tgt = "" if target is None else f"<= {target * 1000:.0f} ms  {'ok' if med <= target else 'MISSED'}"
-        print(f"  {name:44} {med * 1000:7.0f}ms {min(times) * 1000:7.0f}ms {max(times) * 1000:7.0f}ms  {tgt}")
+        print(f"  {name:44} {med * 1000:7.0f}ms {min(times) * 1000:7.0f}ms {max(times) * 1000:7.0f}ms {cpu:>9}  {tgt}")
+    print("  (CPU: the syncing daemon's, all threads, median per sync)")
+    measures = [r for r in rows if isinstance(r, Measure)]
+    names = list(dict.fromkeys(k for m in measures for p in m.phases for k in p))
+    print(f"\n  phases, median ms (as the cycle reports them)\n  {'measure':44}" + "".join(f" {k:>8}" for k in names))
+    for m in measures:
+        cells = "".join(f" {statistics.median([p.get(k, 0.0) for p in m.phases]):8.1f}" for k in names)
+        print(f"  {m.name:44}{cells}")
     print(f"  bench process peak RSS: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 
 

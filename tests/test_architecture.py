@@ -93,6 +93,8 @@ PRIVATE_ATTRIBUTES: dict[tuple[str, str], str] = {
     ("thrum/mcp/server.py", "_exit"): "os._exit: the standard library's documented exit without clean-up",
     ("thrum/sync/gitstore/gitlib.py", "_index"): "pygit2 offers no stat-aware index add; libgit2's own call "
     "takes the index pointer pygit2 keeps there",
+    ("thrum/sync/gitstore/gitlib.py", "_remote"): "pygit2's Remote.fetch cannot turn FETCH_HEAD off; libgit2's "
+    "own call takes the remote pointer pygit2 keeps there (gitlib.fetch_refs)",
 }
 
 # Imports by store and sync beyond the core, the settings modules and nofollow, each with its reason.

@@ -91,6 +91,9 @@ class Node:
     def not_committed(self, paths: list[str]) -> None:
         self.dirty.update(paths)
 
+    def nothing_appended(self) -> bool:
+        return not self.dirty
+
     def read(self, path: str):
         return self.log.read_file(path)
 

@@ -8,6 +8,7 @@ proven by test_gitstore_conformance.py) where only the cycle's logic is under te
 from __future__ import annotations
 
 import contextlib
+import subprocess
 import time
 
 import pygit2
@@ -290,6 +291,26 @@ def test_has_remote_follows_remotes_added_and_removed_after_it_first_answered(tm
     assert not r.has_remote()
 
 
+def test_remote_url_follows_a_url_changed_after_it_first_answered(tmp_path):
+    # A cycle asks for the URL several times, so the answer is kept; `git remote set-url`
+    # (and pygit2's, as thrum's own commands do) must still change it for the next sync.
+    make_repo(tmp_path / "solo")
+    wt = ensure_sync_worktree(tmp_path / "solo")
+    repo = pygit2.Repository(str(tmp_path / "solo"))
+    repo.remotes.create("origin", str(tmp_path / "first.git"))
+    r = Replicator(wt)
+    assert r.remote_url() == str(tmp_path / "first.git") == r.remote_url()
+    subprocess.run(["git", "-C", str(tmp_path / "solo"), "remote", "set-url", "origin", str(tmp_path / "second.git")])
+    assert r.remote_url() == str(tmp_path / "second.git")
+    subprocess.run(["git", "-C", str(tmp_path / "solo"), "remote", "set-url", "--push", "origin", "/x/push.git"])
+    assert r.store.remote_url("origin", push=True) == "/x/push.git"
+    assert r.store.remote_url("origin") == str(tmp_path / "second.git")
+    repo.remotes.set_url("origin", str(tmp_path / "third.git"))
+    assert r.remote_url() == str(tmp_path / "third.git")
+    repo.remotes.delete("origin")
+    assert r.remote_url() is None
+
+
 def test_commit_pending_named_paths_and_idle(memory_cluster):
     a = memory_cluster.a
     r = a.replicator
@@ -304,6 +325,18 @@ def test_commit_pending_named_paths_and_idle(memory_cluster):
     assert a.commit() is False
     assert "notes.txt" not in committed_names(a.store)
     assert r.last_commit.paths == ["messages/bob/000001.jsonl"]
+
+
+def test_a_commit_of_many_files_lists_fifty_and_counts_the_rest(memory_cluster):
+    # the first commit of a large history touches thousands of files: its message stays small
+    a = memory_cluster.a
+    paths = [f"messages/agent{i:03d}/000001.jsonl" for i in range(60)]
+    for i, path in enumerate(paths):
+        append(a.worktree, path, event(f"01{i:03d}"))
+    assert a.commit(paths) is True
+    message = a.store.read(a.replicator.last_commit.commit)[1].decode().split("\n\n", 2)[2]
+    assert message.splitlines() == [*paths[:50], "... and 10 more"]
+    assert a.replicator.last_commit.paths == paths
 
 
 def test_commit_pending_never_commits_a_deleted_shard(memory_cluster):

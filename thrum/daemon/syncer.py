@@ -336,11 +336,11 @@ class SyncLoop:
             if not self.lookout.cycle_ended(report.error is None, report.pushed, mode == "remote", taken_at):
                 # after the publish: counting asks git for the worktree's status, off the delivery path
                 await trio.to_thread.run_sync(self._count_pending)
-            # a line the fold refused (quarantined) was not received, whatever the merge brought
-            refused = sum((await self._writer.read(projection.fold_counts)).values()) - refused_before
+            # a line the fold refused (quarantined) was not received; the chains' report: for a stopped `sync status`
+            counts, chains = await self._writer.read(lambda db: (projection.fold_counts(db), chain_fold.report(db)))
+            refused = sum(counts.values()) - refused_before
             report.received = max(0, report.received - max(0, refused))
             result = {**sync_record.report_dict(report, mode), "quarantined": max(0, refused)}
-            chains = await self._writer.read(chain_fold.report)  # kept for `sync status` while stopped
             await trio.to_thread.run_sync(sync_record.record, self._paths, {**result, "chains": chains}, report.error)
             if report.error:
                 raise errors.SyncFailed(report.error)

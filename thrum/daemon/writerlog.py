@@ -37,6 +37,11 @@ class WriterLog:
     def not_committed(self, paths: list[str]) -> None:
         self._writer.give_back_appended(paths)
 
+    def nothing_appended(self) -> bool:
+        # read without the lock (a hint: see `LogAccess.nothing_appended`); an append marks
+        # its files and leaves its seal waiting in one step of the writer's
+        return self._scanned and not self._writer.dirty_shards
+
     def read(self, path: str) -> tuple[bytes, os.stat_result] | None:
         return self._writer.read_log_file(path)
 

@@ -163,6 +163,8 @@ def _push_first(
     known = replicator.known_tip_we_extend()
     if known is None:
         return None
+    if files.nothing_appended() and replicator.head_id() == known:
+        return None  # nothing to send: no commit (nor lock) here; the commit after the merge takes what comes
     report.commits += int(timed("commit", replicator.commit_pending, files))
     if replicator.head_id() == known:
         return None  # nothing of ours to send: fetch, as rule 1 says
@@ -184,6 +186,7 @@ class _TimedFold:
         self.locked = files.locked
         self.appended = files.appended
         self.not_committed = files.not_committed
+        self.nothing_appended = files.nothing_appended
         self.read = files.read
 
     def apply_remote(self, writes: list[tuple[str, bytes]], received: dict[str, list[bytes]]) -> list[os.stat_result]:

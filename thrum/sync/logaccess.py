@@ -49,6 +49,12 @@ class LogAccess(Protocol):
         """Give back what `appended` handed over, for the next commit; under `locked`."""
         ...
 
+    def nothing_appended(self) -> bool:
+        """A hint, without the lock: True only when nothing was appended since the last
+        `appended` (then a cycle with nothing to send skips its first commit, and its lock;
+        what is appended after the answer goes with the cycle's commit after its merge)."""
+        ...
+
     def read(self, path: str) -> FileRead | None:
         """A log file and its stat, never through a link (None: no such file).
 
@@ -88,6 +94,9 @@ class PlainLog:
     def not_committed(self, paths: list[str]) -> None:
         if paths:
             self.note_appended(paths)
+
+    def nothing_appended(self) -> bool:
+        return False  # unknown until `appended` asks git (or `note_appended` named them)
 
     def read(self, path: str) -> FileRead | None:
         return nofollow.read_regular(self.root, path, drop_links=True)

@@ -171,6 +171,7 @@ class _MergedInto:
         self.locked = files.locked
         self.appended = files.appended
         self.not_committed = files.not_committed
+        self.nothing_appended = files.nothing_appended
         self.read = files.read
 
     def apply_remote(self, writes: list[tuple[str, bytes]], received: dict[str, list[bytes]]) -> list[os.stat_result]:

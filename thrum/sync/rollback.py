@@ -10,7 +10,9 @@ back*: reported with the writers and chain positions they held, in ``sync status
 (``chains.rollbacks``), ``thrum doctor`` and the web UI.
 
 Only files that differ are read (`LayoutTrees.changes` enters only differing
-subtrees), and a file the remote only appended to is recognised by its prefix.
+subtrees), and a file the remote only appended to is recognised by its prefix: the id
+of our version is the hash of the remote's first bytes (`treemerge.starts_with_blob`),
+so our version is read only when it is not.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 
 from ..events.codec import MalformedEvent, decode_line
 from .gitstore.api import GitStore, Oid
+from .treemerge import starts_with_blob
 from .trees import LayoutTrees
 from .worktree import SYNC_REF
 
@@ -37,7 +40,8 @@ def pushed_tip(store: GitStore) -> Oid | None:
 
 
 def mark_pushed(store: GitStore, tip: Oid) -> None:
-    store.update_ref(PUSHED_REF, tip, "thrum: the remote holds this tip")
+    if store.ref(PUSHED_REF) != tip:  # a cycle with nothing new leaves it where it is (no ref write)
+        store.update_ref(PUSHED_REF, tip, "thrum: the remote holds this tip")
 
 
 def rolled_back(store: GitStore, trees: LayoutTrees, remote_tip: Oid | None) -> dict[str, Any] | None:
@@ -55,8 +59,10 @@ def rolled_back(store: GitStore, trees: LayoutTrees, remote_tip: Oid | None) -> 
     for change in trees.changes(pushed_tree, remote_tree):
         if change.old is None:
             continue
-        old = store.read(change.old.oid)[1]
         new = store.read(change.new.oid)[1] if change.new is not None else b""
+        if starts_with_blob(new, trees.size(change.old.oid.raw), change.old.oid.raw):
+            continue  # only appended to: our version's id is that of its first bytes (nothing more read)
+        old = store.read(change.old.oid)[1]
         if new.startswith(old):
             continue
         have = set(new.splitlines())

@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 
 import pygit2
-from pygit2.enums import FileMode, RepositoryOpenFlag
+from pygit2.enums import FileMode, ObjectType, RepositoryOpenFlag
 
 from .api import Oid
 
@@ -28,7 +28,9 @@ __all__ = [
     "PackWatch",
     "add_index_entry",
     "bound_object_cache",
+    "cache_log_trees",
     "discover",
+    "fetch_refs",
     "objects_dir",
     "open_repo",
     "tune_pack_building",
@@ -100,6 +102,35 @@ def update_index(repo: pygit2.Repository, files: dict[str, tuple[Oid, os.stat_re
     index.write()
 
 
+# --- fetching ---------------------------------------------------------------------------
+
+
+def fetch_refs(remote: pygit2.Remote, refspecs: list[str], callbacks: pygit2.RemoteCallbacks) -> None:
+    """``remote.fetch(refspecs)`` (auto-detected proxy) without writing ``FETCH_HEAD``.
+
+    Nothing of thrum's reads ``FETCH_HEAD``, and libgit2 rewrites it in place at every
+    fetch, the empty ones included: opening it with ``O_TRUNC`` while the previous
+    version is still in the page cache made ext4 (``auto_da_alloc``) flush it first,
+    2–5 ms of waiting on each sync's fetch (0.2 ms without). pygit2's ``Remote.fetch``
+    offers no switch for it: the same steps, with ``update_fetchhead`` off.
+    """
+    try:
+        from pygit2.callbacks import git_fetch_options, git_proxy_options
+        from pygit2.ffi import C, ffi
+        from pygit2.utils import StrArray
+    except ImportError:  # pragma: no cover - a pygit2 that moved them: its own fetch
+        remote.fetch(refspecs, callbacks=callbacks, proxy=True)
+        return
+    opts = ffi.new("git_fetch_options *")
+    C.git_fetch_options_init(opts, C.GIT_FETCH_OPTIONS_VERSION)
+    opts.update_fetchhead = 0
+    with git_fetch_options(callbacks, opts) as payload:
+        with git_proxy_options(remote, payload.fetch_options.proxy_opts, True):
+            with StrArray(refspecs) as specs:
+                err = C.git_remote_fetch(remote._remote, specs.ptr, payload.fetch_options, ffi.NULL)  # noqa: SLF001
+                payload.check_error(err)
+
+
 # --- libgit2's object cache ------------------------------------------------------------
 
 # libgit2 keeps every commit and tree it parses in one process-wide cache of up to
@@ -113,6 +144,27 @@ OBJECT_CACHE_BYTES = 8 * 2**20
 def bound_object_cache(max_bytes: int = OBJECT_CACHE_BYTES) -> None:
     """Cap libgit2's process-wide object cache (long-lived processes: the daemon)."""
     pygit2.settings.cache_max_size(max_bytes)
+
+
+# Which trees the cache may hold. libgit2 caches no tree over 4 KiB by default, and a
+# stream's directory of the log passes that at ~100 segments (9 KiB at the million-event
+# history's 230). Every push walks the whole tree of the remote's tip (to leave out what
+# it has) and looks up every directory of ours: each lookup read, inflated and hashed
+# (SHA-1 with collision detection) the directory again, a third of a 10-event push's CPU.
+# Commits as well (a commit that lists many paths). The cache's total cap still bounds it.
+CACHED_TREE_BYTES = 256 * 2**10
+CACHED_COMMIT_BYTES = 64 * 2**10
+_cache_limits_set = False
+
+
+def cache_log_trees() -> None:
+    """Let libgit2's object cache hold the log's trees and commits (process-wide, once)."""
+    global _cache_limits_set
+    if _cache_limits_set:
+        return
+    pygit2.settings.cache_object_limit(ObjectType.TREE, CACHED_TREE_BYTES)
+    pygit2.settings.cache_object_limit(ObjectType.COMMIT, CACHED_COMMIT_BYTES)
+    _cache_limits_set = True
 
 
 # --- packs deleted under a long-lived handle ------------------------------------------

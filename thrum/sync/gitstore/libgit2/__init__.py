@@ -19,6 +19,9 @@ Rules:
    ref back (`_landed`): a push that did not land is a lost race.
 5. Packs a repack deleted are let go at the start of each step (`refresh`,
    `gitlib.PackWatch`).
+6. The commits read last are kept by id (`COMMITS_KEPT`; an id never changes content): a
+   cycle reads the head five to seven times, and libgit2 caches no commit over 4 KiB
+   (the first commit of a large history lists thousands of paths).
 
 The ``config`` file beside this module holds libgit2's process-wide pack-building
 defaults (`gitlib.tune_pack_building`).
@@ -41,7 +44,17 @@ from ...transport.failures import translate
 from ...transport.session import Session, configured_url, list_remote_heads, lost_race, session
 from ...transport.urls import main_worktree_dir, redact_url
 from ..api import ANY, Commit, Oid, PushOutcome, AnyTarget
-from ..gitlib import PackWatch, add_index_entry, discover, objects_dir, open_repo, tune_pack_building, update_index
+from ..gitlib import (
+    PackWatch,
+    add_index_entry,
+    cache_log_trees,
+    discover,
+    fetch_refs,
+    objects_dir,
+    open_repo,
+    tune_pack_building,
+    update_index,
+)
 from ..objbatch import ObjectBatch
 
 log = logging.getLogger(__name__)
@@ -49,6 +62,9 @@ log = logging.getLogger(__name__)
 __all__ = ["LibGit2Store"]
 
 _WT_CHANGED = FileStatus.WT_NEW | FileStatus.WT_MODIFIED | FileStatus.WT_TYPECHANGE
+
+
+COMMITS_KEPT = 64
 
 
 def _py(oid: Oid) -> pygit2.Oid:
@@ -72,6 +88,13 @@ def _file_key(path: str) -> tuple[int, int, int] | None:
     return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
+def _user_config_files() -> tuple[str, ...]:
+    """The user's and the system's git config files (where libgit2 looks for them)."""
+    home = os.environ.get("HOME", "")
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    return (os.path.join(home, ".gitconfig"), os.path.join(xdg, "git", "config"), "/etc/gitconfig")
+
+
 class LibGit2Store:
     """The repository at exactly ``path`` (a work tree, a linked worktree or a git dir).
 
@@ -81,16 +104,19 @@ class LibGit2Store:
 
     def __init__(self, path: os.PathLike[str] | str) -> None:
         tune_pack_building()  # before the handle reads its config
+        cache_log_trees()
         try:
             self.repo = open_repo(path)
         except pygit2.GitError as exc:
             raise SyncError(f"{path} is not a git repository: {exc}") from exc
         self.objects = objects_dir(self.repo)
         self._remotes_seen: tuple[tuple[int, int, int] | None, list[str]] = (None, [])  # remote_names' answer
+        self._urls_seen: tuple[tuple[object, ...] | None, dict[tuple[str, bool], str | None]] = (None, {})
         self.common_dir = self.objects.parent  # its config names the remotes
         self._config_file = str(self.common_dir / "config")  # remote_names looks at it on every send
         self.base_dir = main_worktree_dir(self.common_dir)  # where a relative remote path starts
         self._packs = PackWatch(self.repo, self.objects)
+        self._commits: dict[bytes, Commit] = {}  # id -> its tree and parents (rule 6)
 
     @classmethod
     def discovered(cls, path: os.PathLike[str] | str) -> LibGit2Store:
@@ -158,12 +184,19 @@ class LibGit2Store:
     # -- history
 
     def commit(self, oid: Oid) -> Commit:
+        known = self._commits.get(oid.raw)
+        if known is not None:
+            return known
         found = self.repo.get(_py(oid))
         if found is None:
             raise KeyError(oid)
         if not isinstance(found, pygit2.Commit):
             raise ValueError(f"object {oid} is not a commit")
-        return Commit(oid, _ours(found.tree_id), tuple(_ours(p) for p in found.parent_ids))
+        commit = Commit(oid, _ours(found.tree_id), tuple(_ours(p) for p in found.parent_ids))
+        if len(self._commits) >= COMMITS_KEPT:
+            self._commits.pop(next(iter(self._commits)))
+        self._commits[oid.raw] = commit
+        return commit
 
     def is_ancestor(self, ancestor: Oid, descendant: Oid) -> bool:
         if ancestor == descendant:
@@ -298,7 +331,18 @@ class LibGit2Store:
         return list(self._remotes_seen[1])
 
     def remote_url(self, name: str, *, push: bool = False) -> str | None:
-        return configured_url(open_repo(self.common_dir), name, push=push)
+        """Kept, like `remote_names`, until a config file changes (the repository's, or the
+        user's and the system's, whose ``url.*.insteadOf`` rewrite it): a cycle asks five or
+        six times (the fetch, the push, their messages, the tidy-up), and each answer opened
+        the repository again."""
+        key = (_file_key(self._config_file), *(_file_key(f) for f in _user_config_files()))
+        seen_key, urls = self._urls_seen
+        if key[0] is None or key != seen_key:
+            urls = {}
+            self._urls_seen = (key, urls)
+        if (name, push) not in urls:
+            urls[(name, push)] = configured_url(open_repo(self.common_dir), name, push=push)
+        return urls[(name, push)]
 
     def endpoint(self, remote: str, home: str | None = None) -> Endpoint:
         """Where ``remote`` really is (`thrum.sync.transport.endpoint`), for ``thrum doctor``."""
@@ -315,7 +359,7 @@ class LibGit2Store:
         self._known(remote)
         try:
             with session(self.repo, remote, self.base_dir, credentials) as net:
-                net.remote.fetch(refspecs, callbacks=net.callbacks, proxy=True)
+                fetch_refs(net.remote, refspecs, net.callbacks)
                 heads = net.remote.list_heads(connect=False)
         except SyncError:
             raise
