@@ -5,6 +5,8 @@ reading its config; nothing done (and doctor saying so) without a git that can."
 from __future__ import annotations
 
 import os
+import subprocess
+import time
 from pathlib import Path
 
 import pygit2
@@ -296,3 +298,75 @@ def test_a_full_repack_keeps_a_pack_no_ref_names_yet(pair):
     assert fresh.store.read(blob) == (3, b"written, its ref not moved yet\n")
     assert len(packs(a.replicator.common_dir)) == 1
     git_fsck(a.path)
+
+
+def _age(path: Path, seconds: float) -> None:
+    then = time.time() - seconds
+    os.utime(path, (then, then))
+
+
+def test_the_temporary_files_a_killed_repack_left_are_removed_and_nothing_else(pair):
+    """git removes only its own process's temporary packs: a repack killed with the daemon
+    (or at its time limit) leaves its staged pack behind for good, unless thrum removes it."""
+    remote, (a, b) = pair
+    for r in range(3):
+        a.write(r, 2)
+        a.sync()
+    git_dir = a.replicator.common_dir
+    pack_dir = git_dir / "objects" / "pack"
+    live = sorted(p.name for p in pack_dir.iterdir())
+    # what a repack killed after its pack-objects finished leaves: the pack under repack's staging name
+    subprocess.run(
+        ["git", "--git-dir", str(git_dir), "pack-objects", "--revs", "--all", "-q", str(pack_dir / ".tmp-4242-pack")],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        check=True,
+    )
+    staged = sorted(p.name for p in pack_dir.glob(".tmp-4242-pack-*"))
+    assert {Path(n).suffix for n in staged} >= {".pack", ".idx"}
+    (pack_dir / "tmp_pack_Xk3Tq1").write_bytes(b"PACK\0\0\0\2 half written")  # pack-objects killed mid-write
+    (pack_dir / "pack_git2_5f1e0c2b9a7d3e4f").write_bytes(b"PACK")  # libgit2's fetch, killed
+    (pack_dir / "tmp_pack_R2d2C3").write_bytes(b"PACK")  # a repack writing right now: too young to touch
+    for name in [*staged, "tmp_pack_Xk3Tq1", "pack_git2_5f1e0c2b9a7d3e4f", *live]:
+        _age(pack_dir / name, maintenance.STALE_TEMP_S + 60)
+    assert not a.tidier.due(git_dir / "objects")  # the first look at a store sweeps it
+    left = sorted(p.name for p in pack_dir.iterdir())
+    assert left == sorted([*live, "tmp_pack_R2d2C3"])
+    (pack_dir / "tmp_pack_R2d2C3").unlink()
+    b.sync()
+    assert a.jsonl() == b.jsonl()
+
+
+def test_a_store_another_process_is_repacking_is_left_to_it(pair):
+    """Two replicas share a path remote; two repacks of one store at once each delete the
+    packs they listed, and the later one fails on a pack the other removed. The store's
+    flock makes the second tidier skip it until the next time."""
+    remote, (a, b) = pair
+    a.tidier.new_packs = 1
+    for r in range(3):
+        a.write(r, 2)
+        a.sync()
+    before = packs(remote)
+    with maintenance.locked_store(remote / "objects") as held:  # b's tidier, repacking the remote now
+        assert held is not None
+        assert maintenance.lock_store(remote / "objects") is None
+        assert a.tidy() == [None, None]  # ours rolled up, the remote's skipped: no failure either
+        assert packs(remote) == before
+        assert len(packs(a.replicator.common_dir)) == 1
+    assert a.tidy() == [None]  # still due: rolled up now
+    assert len(packs(remote)) == 1
+    b.sync()
+    assert a.jsonl() == b.jsonl()
+
+
+def test_a_repack_over_its_time_is_ended_and_the_store_stays_whole(pair):
+    remote, (a, b) = pair
+    for r in range(3):
+        a.write(r, 2)
+        a.sync()
+    before = packs(a.replicator.common_dir)
+    why = a.tidier.run(a.tidier.own_repack(full=True), timeout=0)
+    assert why == "took longer than 0s"
+    assert packs(a.replicator.common_dir) == before
+    assert a.tidier.run(a.tidier.own_repack(full=True)) is None  # its lock was let go
+    assert len(packs(a.replicator.common_dir)) == 1
