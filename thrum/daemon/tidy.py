@@ -7,6 +7,8 @@ replicator's, only the store's own (`maintenance.lock_store`: a store another pr
 is repacking, a path remote shared with another replica, is skipped this time). The
 child runs in its own process group, and the group is ended when it runs over
 `maintenance.TIMEOUT_S` or the daemon stops (git repack's pack-objects child with it).
+A full repack of a large store runs for minutes, and every sync meanwhile adds a pack
+it cannot roll up: right after one, the stores are looked at again.
 A failed tidy-up never stops syncing (it is logged, and `thrum doctor` says so).
 """
 
@@ -77,6 +79,8 @@ class Tidy:
                     await self._repack(tidier, repack, lock)
                 finally:
                     os.close(lock)
+                if repack.full:  # the syncs' packs that piled up meanwhile are rolled up now, not after the next sync
+                    self.request()
 
     @staticmethod
     async def _repack(tidier: maintenance.Tidier, repack: maintenance.Repack, lock: int) -> None:

@@ -21,22 +21,31 @@ several times the log's size. Rules:
    (``GIT_DIR`` ours, ``GIT_OBJECT_DIRECTORY`` theirs): the remote's config, hooks and
    refs are never read. A geometric roll-up needs no refs: it packs what the packs
    and loose objects hold.
-4. A roll-up can store an object as a delta only against objects in the same roll-up,
-   so each keeps one whole copy of every segment its syncs touched: left to geometric
-   roll-ups alone a store grows to ~1.5x the raw log (docs/design/decisions.md). So
-   when a store's packs have grown by `FULL_GROWTH` since its last full repack (or it
-   never had one), the roll-up is a full ``git repack -a -d -f --keep-unreachable``
-   instead: every segment's versions delta against each other again (``-f``: without
-   it git reuses the roll-ups' whole copies and nothing shrinks). Its cost is the
-   store's size, paid once per growth by that factor: amortised, at most twice a full
-   repack of the final store. ``--keep-unreachable`` keeps what no ref names yet (a
-   sync step's pack written a moment before its ref moves), so nothing is ever
-   dropped. git finds deltas by path, so a path remote's full repack runs with our
-   remote-tracking refs as refs of the private git dir (our refs, never the remote's;
-   those whose objects it holds): without any, every object is "unreachable", kept
-   without a delta, and the store grew to 4x. The bytes after each full repack are kept in
-   ``repacks.json`` beside the private git dir, so a restart does not start the count
-   again.
+4. git's delta search compares each object with the `WINDOW` objects next to it in an
+   order sorted by a hash of the path's last 16 characters, then by size. thrum's
+   segments end alike (``a_agent0/000002.jsonl``, ``b_agent3/000002.jsonl``: the agent's
+   digit falls out of the hash too), so with git's default window of 10 a version's own
+   next version was often out of reach and it became a delta of another agent's segment
+   (kilobytes, where its own next version gives a few bytes): a full repack left a store at
+   1.1x the raw log, with a window of 30 at 0.36x (docs/design/decisions.md). And a
+   roll-up can store an object as a delta only against objects in the same roll-up: the
+   newest version of each segment it holds becomes such a cross-segment delta, and later
+   roll-ups reuse it as it is (git re-searches only what it stored whole). So when a
+   store's packs have grown by `FULL_GROWTH` since its last full repack (or it never had
+   one), the roll-up is a full ``git repack -a -d -f --keep-unreachable`` instead (``-f``:
+   every delta searched again). Its cost is the store's size, paid once per growth by that
+   factor: amortised, at most ``FULL_GROWTH / (FULL_GROWTH - 1)`` times a full repack of
+   the final store. ``--keep-unreachable`` keeps what no ref names yet (a sync step's
+   pack written a moment before its ref moves), so nothing is ever dropped. git finds
+   names for the delta search by walking from refs, so a path remote's full repack runs
+   with our remote-tracking refs as refs of the private git dir (our refs, never the
+   remote's; those whose objects it holds): without any, every object is "unreachable",
+   kept without a delta, and the store grew to 4x. The bytes after each full repack are
+   kept in ``repacks.json`` beside the private git dir, so a restart does not start the
+   count again; a path remote's full repack also writes a bitmap beside its pack, and
+   the largest pack with one counts as the remote's last full repack, whichever replica
+   ran it (each replica's own record alone had each of them repack the shared remote
+   whole at every doubling).
 5. One repack of a store at a time (the tidier of each replica that shares a path
    remote, the daemon's and an offline cycle's): each holds an ``flock`` on the store's
    ``objects`` directory while its child runs (the child inherits it, so it outlives a
@@ -97,6 +106,7 @@ MIN_GIT = (2, 32)
 NEW_PACKS = 8  # packs a store gains before the next roll-up (a sync adds one or two)
 FULL_GROWTH = 2.0  # packs grown by this factor since the last full repack: the next roll-up is a full one (rule 4)
 TIMEOUT_S = 1800.0
+WINDOW = 30  # objects git compares for a delta (its default 10 misses a segment's own versions: rule 4)
 NICENESS = 10  # the syncs beside it come first
 STALE_TEMP_S = 2 * TIMEOUT_S  # a temporary pack file untouched this long was left by a killed writer (rule 6)
 # git repack's staging names, then the temporary files of git pack-objects, libgit2 and objbatch (rule 6)
@@ -151,6 +161,19 @@ def _packs(objects: Path) -> list[os.DirEntry[str]]:
 
 def _pack_count(objects: Path) -> int:
     return len(_packs(objects))
+
+
+def _bitmapped_bytes(objects: Path) -> int | None:
+    """The bytes of the largest pack in ``objects`` with a bitmap beside it: what a path
+    remote's last full repack left, whichever replica ran it (rule 4); None: there is none."""
+    sizes = []
+    for e in _packs(objects):
+        if os.path.lexists(e.path[: -len(".pack")] + ".bitmap"):
+            try:
+                sizes.append(e.stat(follow_symlinks=False).st_size)
+            except OSError:
+                continue
+    return max(sizes) if sizes else None
 
 
 def pack_bytes(objects: Path) -> int:
@@ -275,8 +298,12 @@ class Tidier:
         return due
 
     def full_due(self, objects: Path) -> bool:
-        """Whether the next roll-up of ``objects`` is a full repack (rule 4)."""
+        """Whether the next roll-up of ``objects`` is a full repack (rule 4); another
+        replica's full repack of a shared remote counts too (its pack has a bitmap)."""
         after = self._full_after.get(str(objects))
+        other = _bitmapped_bytes(objects)
+        if other is not None and (after is None or other > after):
+            after = other
         return after is None or pack_bytes(objects) >= after * self.full_growth
 
     def done(self, objects: Path, full: bool = False) -> None:
@@ -319,7 +346,10 @@ class Tidier:
         env = _environment({"GIT_DIR": str(private), "GIT_OBJECT_DIRECTORY": str(objects)})
         if full:
             self._name_tips(git, env)
-        return Repack([*_nice(), git, *(_FULL if full else _REPACK)], env, objects, full)
+        argv = [*_nice(), git, *(_FULL if full else _REPACK)]
+        if full:  # the mark another replica's `full_due` reads (rule 4)
+            argv.append("--write-bitmap-index")
+        return Repack(argv, env, objects, full)
 
     def _name_tips(self, git: str, env: dict[str, str]) -> None:
         """Our remote-tracking refs as the private git dir's refs (rule 4), those whose objects
@@ -396,8 +426,9 @@ class Tidier:
         return why
 
 
-_REPACK = ("repack", "-d", "-q", "--geometric=2")
-_FULL = ("repack", "-a", "-d", "-f", "-q", "--keep-unreachable")  # rule 4: nothing dropped, not even unreferenced
+_REPACK = ("repack", "-d", "-q", "--geometric=2", f"--window={WINDOW}")
+# rule 4: every delta searched again; nothing dropped, not even what no ref names yet
+_FULL = ("repack", "-a", "-d", "-f", "-q", "--keep-unreachable", f"--window={WINDOW}")
 
 
 def _nice() -> list[str]:
