@@ -432,3 +432,15 @@ def test_a_full_repack_of_the_shared_remote_by_one_replica_spares_the_other_its_
         a.write(r, 2)
         a.sync()
     assert b.tidier.full_due(objects)  # grown since: due again, for whichever replica comes first
+
+
+def test_the_packs_syncs_added_during_a_full_repack_are_rolled_up_right_after_it(pair):
+    """A full repack of a large store runs for minutes, the syncs beside it add a pack each:
+    once it ends they are due at once (the storage run ended with 302 of them left)."""
+    remote, (a, b) = pair
+    objects = a.replicator.common_dir / "objects"
+    for r in range(maintenance.NEW_PACKS + 1):  # the packs of the syncs during the full repack
+        a.write(r, 2)
+        a.sync()
+    a.tidier.done(objects, full=True)
+    assert a.tidier.due(objects)

@@ -307,7 +307,9 @@ class Tidier:
         return after is None or pack_bytes(objects) >= after * self.full_growth
 
     def done(self, objects: Path, full: bool = False) -> None:
-        self._packs_after[objects] = _pack_count(objects)
+        # a full repack leaves one pack; the syncs' packs that arrived while it ran (minutes,
+        # on a large store) are due for a roll-up at once, not after `new_packs` more
+        self._packs_after[objects] = 1 if full else _pack_count(objects)
         if full:
             self._full_after[str(objects)] = pack_bytes(objects)
             self._save()
