@@ -23,3 +23,8 @@ if [ ! -f "$stamp" ] || [ "$root/pyproject.toml" -nt "$stamp" ] || [ "$(cat "$st
   echo "$extras" > "$stamp"
 fi
 export PATH="$venv/bin:$PATH"
+# Python caches compiled modules (__pycache__, ignored by git). A suite starts hundreds of
+# Python processes (daemons, CLIs, workers): without the caches each compiles thrum from
+# source again, a third of a daemon's start-up CPU (0.50 -> 0.34 s), so an inherited
+# PYTHONDONTWRITEBYTECODE is dropped here.
+unset PYTHONDONTWRITEBYTECODE

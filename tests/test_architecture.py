@@ -125,8 +125,9 @@ def _within(module: str, *packages: str) -> bool:
     return any(module == p or module.startswith(p + ".") for p in packages)
 
 
-_PARSED: dict[tuple[Path, str], ast.Module] = {}
+_PARSED: dict[str, ast.Module] = {}  # source -> its tree (a copy's file shares its original's)
 _IMPORTS: dict[tuple[int, str], list[tuple[str, list[str], int, bool]]] = {}
+_FOUND: dict[tuple[str, int, str], object] = {}  # (check, id of a parsed module, its path) -> what it found
 
 
 class Tree:
@@ -155,9 +156,9 @@ class Tree:
     def ast(self, path: Path) -> ast.Module:
         if path not in self._parsed:
             text = path.read_text()
-            if (path, text) not in _PARSED:  # the deliberate breaks re-read a tree where one file changed
-                _PARSED[path, text] = ast.parse(text, str(path))
-            self._parsed[path] = _PARSED[path, text]
+            if text not in _PARSED:  # the deliberate breaks re-read a copy of the tree where one file changed
+                _PARSED[text] = ast.parse(text, str(path))
+            self._parsed[path] = _PARSED[text]
         return self._parsed[path]
 
     def imports(self, path: Path, name: str | None = None) -> list[tuple[str, list[str], int, bool]]:
@@ -343,13 +344,20 @@ def store_and_sync_never_import_each_other(tree: Tree) -> list[str]:
 
 def _sql_in(tree: Tree, path: Path, label: str | None = None) -> list[str]:
     module = tree.ast(path)
+    label = label or tree.rel(path)
+    key = ("sql", id(module), label)
+    if key not in _FOUND:  # the deliberate breaks ask again of a tree where one file changed
+        _FOUND[key] = _sql_in_module(module, label)
+    return _FOUND[key]
+
+
+def _sql_in_module(module: ast.Module, label: str) -> list[str]:
     docs = set()
     for node in ast.walk(module):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
             first = node.body[0]
             if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
                 docs.add(id(first.value))
-    label = label or tree.rel(path)
     found = []
     for node in ast.walk(module):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in SQL_CALLS:
@@ -554,26 +562,35 @@ def _private_attributes(tree: Tree) -> dict[tuple[str, str], str]:
     found = {}
     for path in tree.modules():
         module = tree.ast(path)
-        own = set()
-        for node in ast.walk(module):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                own.add(node.name)
-            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
-                own.add(node.attr)
-            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                own.add(node.id)
-            elif isinstance(node, ast.arg):
-                own.add(node.arg)
-            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-                own.add(node.value)
-        for node in ast.walk(module):
-            if (
-                isinstance(node, ast.Attribute)
-                and node.attr.startswith("_")
-                and not node.attr.startswith("__")
-                and node.attr not in own
-            ):
-                found[(tree.rel(path), node.attr)] = f"{tree.rel(path)}:{node.lineno} reaches into {ast.unparse(node)}"
+        key = ("private", id(module), tree.rel(path))
+        if key not in _FOUND:  # the deliberate breaks ask again of a tree where one file changed
+            _FOUND[key] = _private_attributes_of(module, tree.rel(path))
+        found.update(_FOUND[key])
+    return found
+
+
+def _private_attributes_of(module: ast.Module, rel: str) -> dict[tuple[str, str], str]:
+    found = {}
+    own = set()
+    for node in ast.walk(module):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            own.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            own.add(node.attr)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            own.add(node.id)
+        elif isinstance(node, ast.arg):
+            own.add(node.arg)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            own.add(node.value)
+    for node in ast.walk(module):
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+            and node.attr not in own
+        ):
+            found[(rel, node.attr)] = f"{rel}:{node.lineno} reaches into {ast.unparse(node)}"
     return found
 
 

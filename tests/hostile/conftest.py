@@ -3,8 +3,9 @@ the installed CLI) and an attacker who pushes to that remote with plain git.
 
 Most tests start from the same honest team (agents registered, synced, a message or
 two delivered). Building it through the CLI costs seconds of daemon starts and syncs,
-so `team.prepared(name, build)` builds each such starting point once per test process
-(daemons stopped), and every test gets its own copy of the whole directory: remote,
+so `team.prepared(name, build)` builds each such starting point once per run (daemons
+stopped; the first parallel worker to ask builds it, the others wait for it), and every
+test gets its own copy of the whole directory: remote,
 clones, their ``.thrum`` state and sync worktrees, relocated to the test's directory
 (the paths git and thrum wrote down are rewritten) with the daemons started afresh.
 The copy is the state the CLI built, byte for byte; the test does to it what it likes.
@@ -19,6 +20,7 @@ differ, and a copied team's agents would be due one on their first call.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import stat
@@ -134,12 +136,12 @@ def _wait_exited(pids: list[int | None]) -> None:
     until(lambda: not any(pid and _running(pid) for pid in pids), "the prepared team's daemons to exit")
 
 
-_PREPARED: dict[str, Path] = {}  # name -> the prepared team's directory (daemons stopped), per test process
+_PREPARED: dict[str, Path] = {}  # name -> the prepared team's directory (daemons stopped), shared by the run
 
 
 class TeamFactory:
     """``team(n)``: a new team of n initialised machines; ``team.prepared(name, build)``:
-    a copy of the team ``build(team(2))`` left (built once per test process)."""
+    a copy of the team ``build(team(2))`` left (built once per run, whichever worker asks first)."""
 
     def __init__(self, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory):
         self.tmp_path = tmp_path
@@ -157,16 +159,7 @@ class TeamFactory:
     def prepared(self, name: str, build: Callable[[Team], object], n: int = 2) -> Team:
         template = _PREPARED.get(name)
         if template is None:
-            t = Team(self.tmp_path_factory.mktemp(f"prepared-{name}") / "team", n)
-            try:
-                build(t)
-            finally:
-                pids = [lifecycle.read_pid(m.paths) for m in t.machines]
-                t.stop()
-            _wait_exited(pids)
-            for m in [*t.machines, *t.machines[:-1]]:  # offline: the stops' session ends, on every replica
-                m.run("sync")
-            template = _PREPARED[name] = t.base
+            template = _PREPARED[name] = self._template(name, build, n)
         base = self._base()
         shutil.copytree(template, base, symlinks=True, ignore=_not_regular)
         relocate(template, base)
@@ -174,6 +167,30 @@ class TeamFactory:
         self.made.append(t)
         t.start()
         return t
+
+    def _template(self, name: str, build: Callable[[Team], object], n: int) -> Path:
+        """The prepared team's directory, built by the first test process of the run that
+        asks for it (the parallel workers share the run's temporary root); the others wait
+        for it and copy it too."""
+        shared = self.tmp_path_factory.getbasetemp()
+        if os.environ.get("PYTEST_XDIST_WORKER"):
+            shared = shared.parent  # the run's root, above each worker's own
+        home = shared / f"prepared-{name}-{n}"
+        with open(shared / f"prepared-{name}-{n}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not (home / "built").exists():
+                shutil.rmtree(home, ignore_errors=True)  # a build that failed part-way
+                t = Team(home / "team", n)
+                try:
+                    build(t)
+                finally:
+                    pids = [lifecycle.read_pid(m.paths) for m in t.machines]
+                    t.stop()
+                _wait_exited(pids)
+                for m in [*t.machines, *t.machines[:-1]]:  # offline: the stops' session ends, on every replica
+                    m.run("sync")
+                (home / "built").touch()
+        return home / "team"
 
     def stop(self) -> None:
         for t in self.made:
@@ -183,7 +200,7 @@ class TeamFactory:
 @pytest.fixture
 def team(tmp_path, tmp_path_factory):
     """Factory: team(n) -> Team with n initialised machines; team.prepared(name, build) ->
-    a copy of a team built once per process (daemons stopped at teardown)."""
+    a copy of a team built once per run (daemons stopped at teardown)."""
     factory = TeamFactory(tmp_path, tmp_path_factory)
     yield factory
     factory.stop()

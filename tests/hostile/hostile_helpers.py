@@ -264,7 +264,7 @@ def _history(t) -> None:
 def team_with_history(team):
     """Two machines, alice on A and bob on B, registered and synced, bob's first
     message delivered to A: the honest state each hostile test starts from (a copy of
-    it, built once per test process: conftest.TeamFactory.prepared)."""
+    it, built once per run: conftest.TeamFactory.prepared)."""
     t = team.prepared("history", _history)
     a, b = t.machines
     return t, a, b

@@ -29,7 +29,7 @@ def _words(t) -> None:
 
 def _team(team):
     """alice and bob, each one message to the other, synced everywhere (a copy of the
-    team, built once per test process)."""
+    team, built once per run)."""
     t = team.prepared("authorship", _words)
     a, b = t.machines
     return t, a, b

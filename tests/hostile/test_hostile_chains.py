@@ -19,7 +19,7 @@ pytestmark = pytest.mark.long_file  # minutes on a loaded machine: started first
 
 def _team(team, sends: int = 6):
     """alice on A and bob on B, synced, with ``sends`` of alice's notes to bob (a copy of
-    the team, built once per test process)."""
+    the team, built once per run)."""
 
     def build(t) -> None:
         a, b = t.machines

@@ -14,6 +14,7 @@ import json
 import time
 from datetime import datetime, timezone
 
+import pytest
 from ulid import ULID
 
 from fixtures.waiting import until
@@ -23,6 +24,7 @@ from thrum.trust import keys
 from hostile_helpers import events_file, forge, team_with_history
 
 FAR = datetime(2099, 1, 1, tzinfo=timezone.utc)
+SKEW_S = 1  # the clock skew the held-event test allows
 
 
 def _at(when: datetime) -> tuple[str, str]:
@@ -98,16 +100,26 @@ def test_a_far_future_membership_change_pins_no_group(team, tmp_path):
 def test_an_event_a_little_ahead_is_held_until_its_time_comes(team, tmp_path):
     t, a, b = team_with_history(team)
     b.run("daemon", "stop")
-    b.paths.config.write_text(json.dumps({"clock_skew": 1}))
+    b.paths.config.write_text(json.dumps({"clock_skew": SKEW_S}))
     b.run("daemon", "start")
     mallory = t.attacker()
     key = _mallory_registers(mallory, tmp_path)
-    # 15 s ahead: the push and b's sync must end before it is due (6 s was too little at load 18)
-    eid, stamp = _at(datetime.fromtimestamp(time.time() + 15, timezone.utc))
-    early = dict(ev.SessionStart(agent_id="mallory").to_dict(), event_id=eid, timestamp=stamp)
-    mallory.append(events_file(mallory), forge(early, "mallory", key))
-    mallory.push()
-    b.sync()
+    pushed = []
+    # A few seconds ahead: held when b's sync ends before the event is less than the skew
+    # ahead. A machine too busy for that (load 18 has taken 6 s) makes it no test of holding:
+    # then again, further ahead.
+    for ahead in (4, 15):
+        due = time.time() + ahead
+        eid, stamp = _at(datetime.fromtimestamp(due, timezone.utc))
+        early = dict(ev.SessionStart(agent_id="mallory").to_dict(), event_id=eid, timestamp=stamp)
+        pushed.append(early["session_id"])
+        mallory.append(events_file(mallory), forge(early, "mallory", key))
+        mallory.push()
+        b.sync()
+        if time.time() < due - SKEW_S:
+            break
+    else:
+        pytest.fail("the machine is too busy: no push and sync took less than 14 s")
     assert b.json("sync", "status")["quarantined_by_kind"].get("future") == 1
     until(
         lambda: not b.json("sync", "status")["quarantined_by_kind"].get("future"),
@@ -116,7 +128,7 @@ def test_an_event_a_little_ahead_is_held_until_its_time_comes(team, tmp_path):
         every=0.2,
     )
     sessions = b.rpc("session.list", {"agent": "mallory"})["sessions"]
-    assert [s["session_id"] for s in sessions] == [early["session_id"]]
+    assert sorted(s["session_id"] for s in sessions) == sorted(pushed)
 
 
 def test_deleting_another_agent_needs_force_and_it_comes_back_when_it_acts(team):

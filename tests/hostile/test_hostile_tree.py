@@ -10,7 +10,6 @@ sync is answered at once and stored once. (Finding 6 of the hostile-remote revie
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -19,7 +18,7 @@ from thrum.events import is_log_path
 from thrum.sync.treemerge import CHUNK_FILES
 
 REG, EXEC, LINK, GITLINK, TREE = 0o100644, 0o100755, 0o120000, 0o160000, 0o40000
-SEND_PROMPTLY_S = 3.0  # generous on a busy machine (measured: under 0.7 s); the old code: 15-19 s
+ANSWERED_DURING = 3  # sends answered while the sync still ran (measured: 5-9 of 6-9 sent)
 
 
 def _only_log_files(m) -> None:
@@ -35,7 +34,9 @@ def _only_log_files(m) -> None:
 def _sync_while_sending(machine, text: str) -> list[str]:
     """Sync, and send messages one after another for as long as the sync runs; the texts sent.
 
-    Every send must be answered promptly, whichever part of the sync it meets.
+    Sends keep being answered while the sync runs, whichever part of it they meet: several
+    are answered before it ends. (A sync holding the writer lock throughout answered none
+    of those it met: each waited for its end.)
     """
     done = threading.Event()
 
@@ -47,17 +48,16 @@ def _sync_while_sending(machine, text: str) -> list[str]:
 
     thread = threading.Thread(target=sync)
     thread.start()
-    sent, slowest = [], 0.0
+    sent, answered_during = [], 0
     while not done.is_set() or not sent:
         body = f"{text} #{len(sent)}"
-        start = time.monotonic()
         machine.run("send", body, "--to", "@bob", agent="alice")
-        slowest = max(slowest, time.monotonic() - start)
+        answered_during += not done.is_set()
         sent.append(body)
     thread.join(timeout=300)
     assert not thread.is_alive()
-    print(f"{len(sent)} sends during the sync, the slowest answered in {slowest:.2f}s")
-    assert slowest < SEND_PROMPTLY_S
+    print(f"{len(sent)} sends during the sync, {answered_during} of them answered before it ended")
+    assert answered_during >= ANSWERED_DURING
     return sent
 
 

@@ -41,7 +41,7 @@ def _exchange(t) -> None:
 
 
 def _team(team):
-    """alice and bob, a message each way (a copy of the team, built once per test process)."""
+    """alice and bob, a message each way (a copy of the team, built once per run)."""
     t = team.prepared("verify-exchange", _exchange)
     a, b = t.machines
     return t, a, b

@@ -76,6 +76,18 @@ def _verdicts(db) -> dict:
     }
 
 
+def _fold_in_batches(db, records: list, rnd, *, most: int, again: float, back: int) -> None:
+    """Fold ``records`` in their order in batches of 1 to ``most``; now and then a batch
+    comes again with the ``back`` lines before it (a replica that receives lines twice)."""
+    i = 0
+    while i < len(records):
+        step = rnd.randint(1, most)
+        projection.fold(db, records[i : i + step])
+        if rnd.random() < again:
+            projection.fold(db, records[max(0, i - back) : i + step])
+        i += step
+
+
 SPEC = st.tuples(
     st.tuples(st.integers(1, 12), st.integers(0, 8)),
     st.sets(st.integers(1, 12), max_size=4),
@@ -95,13 +107,7 @@ def test_replicas_receiving_the_same_lines_in_any_order_reach_the_same_verdicts(
         other = _fresh(Path(tmp), "other")
         shuffled = list(records)
         rnd.shuffle(shuffled)
-        i = 0
-        while i < len(shuffled):
-            step = rnd.randint(1, 4)
-            projection.fold(other, shuffled[i : i + step])
-            if rnd.random() < 0.3:
-                projection.fold(other, shuffled[max(0, i - 2) : i + step])  # some lines again
-            i += step
+        _fold_in_batches(other, shuffled, rnd, most=4, again=0.3, back=2)
         assert _verdicts(other) == expected
         one.close()
         other.close()
@@ -152,3 +158,33 @@ def test_each_verdict_names_its_numbers(tmp_path):
 def test_the_rebuilds_link_rows_are_the_links_of_the_events(d):
     """chain_fold.link_row (a rebuild's fast path) names exactly what chains.link_of names."""
     assert chain_fold.link_row(d) == chain_fold.link_row_checked(d)
+
+
+def _chain_tables(db) -> dict:
+    return {
+        "links": db.execute_sql("SELECT * FROM chain_links ORDER BY signer, seq, hash").fetchall(),
+        "spans": db.execute_sql("SELECT * FROM chain_spans ORDER BY signer").fetchall(),
+        "faults": db.execute_sql(
+            "SELECT key, kind, signer, seq, event_id, other, detail FROM chain_faults ORDER BY key"
+        ).fetchall(),
+    }
+
+
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(SPEC, st.randoms(use_true_random=False))
+def test_chains_grown_in_order_keep_the_tables_a_rebuild_settles(spec, rnd):
+    """The lines of a sync or a send continue their writers' chains: folded in their order,
+    in batches of any size and some again, they leave chain_links, chain_spans and
+    chain_faults row for row as a rebuild's settle computes them from the same links."""
+    records = _history(spec)
+    with tempfile.TemporaryDirectory() as tmp:
+        grown = _fresh(Path(tmp), "grown")
+        _fold_in_batches(grown, records, rnd, most=5, again=0.2, back=3)
+        settled = _fresh(Path(tmp), "settled")
+        with settled.atomic():
+            with chain_fold.deferred():
+                projection.fold(settled, records)
+            chain_fold.settle(settled.connection(), ev.now_rfc3339())
+        assert _chain_tables(grown) == _chain_tables(settled)
+        grown.close()
+        settled.close()

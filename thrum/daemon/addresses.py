@@ -109,6 +109,9 @@ class AddressBook:
             UnknownRecipient: an address names no agent, role or group, even after a
                 fetch from the remote (with close matches, and the last sync time).
         """
+        hit = self._cache.get(tuple(addresses))
+        if hit is not None and not any(r.get("pending") for r in hit):
+            return [dict(r) for r in hit]  # all known: nothing to ask a remote (no look at the config per send)
         sync = self._remote_sync()
         try:
             resolved = await self._lookup(addresses, settled=sync is None)

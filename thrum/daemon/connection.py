@@ -40,13 +40,18 @@ class Connection:
         on_stuck: Callable[[str], None] | None = None,
         peer_uid: int | None = None,
         observer: bool = False,
+        send_now: Callable[[bytes], int] | None = None,
     ):
+        """``send_now``: writes what the transport takes at once, without waiting, and says
+        how much (a Unix socket's descriptor): a message that fits the socket's buffer then
+        goes out without the scheduler's rounds, ~20 µs of CPU less per reply."""
         self.id = f"{transport}-{next(_ids)}"
         # a watcher, not an agent (the Web UI's page): its calls mark nobody as seen
         self.observer = observer
         self.transport = transport
         self.peer_uid = peer_uid  # the Unix socket peer's user id, by the kernel's word (thrum.daemon.peer)
         self._send_bytes = send_bytes
+        self._send_now = send_now
         self._newline = framing_newline
         self._send_lock = trio.Lock()
         self.outbox: deque[dict[str, Any]] = deque()
@@ -71,20 +76,49 @@ class Connection:
                 (the connection is being closed).
         """
         try:
+            if self._send_now is not None and not self.closed:
+                try:
+                    self._send_lock.acquire_nowait()  # nothing else on the wire: try at once
+                except trio.WouldBlock:
+                    pass
+                else:
+                    try:
+                        data = self._encode(obj)
+                        sent = self._write_now(data)
+                        if sent < len(data):
+                            await self._send_waiting(data[sent:])
+                    finally:
+                        self._send_lock.release()
+                    return
             async with self._send_lock:
                 if self.closed:
                     raise trio.ClosedResourceError("connection closed")
-                data = jsonrpc.encode_line(obj) if self._newline else jsonrpc.encode(obj)
-                with trio.move_on_after(self.send_timeout) as waited:
-                    await self._send_bytes(data)
-                if waited.cancelled_caught:
-                    reason = f"client did not read within {self.send_timeout:g}s"
-                    self.close()
-                    if self._on_stuck is not None:
-                        self._on_stuck(reason)
-                    raise trio.BrokenResourceError(reason)
+                await self._send_waiting(self._encode(obj))
         finally:
             self._room.set()
+
+    def _encode(self, obj: Any) -> bytes:
+        return jsonrpc.encode_line(obj) if self._newline else jsonrpc.encode(obj)
+
+    def _write_now(self, data: bytes) -> int:
+        assert self._send_now is not None
+        try:
+            return self._send_now(data)
+        except BlockingIOError:
+            return 0
+        except OSError as exc:  # the peer went away (EPIPE, ECONNRESET), or the socket was closed
+            raise trio.BrokenResourceError(f"connection lost: {exc}") from exc
+
+    async def _send_waiting(self, data: bytes) -> None:
+        """Send through the transport, waiting for the client at most ``send_timeout``."""
+        with trio.move_on_after(self.send_timeout) as waited:
+            await self._send_bytes(data)
+        if waited.cancelled_caught:
+            reason = f"client did not read within {self.send_timeout:g}s"
+            self.close()
+            if self._on_stuck is not None:
+                self._on_stuck(reason)
+            raise trio.BrokenResourceError(reason)
 
     # ---------------------------------------------------------------- notifications
     def notify(self, method: str, params: dict[str, Any]) -> None:
@@ -130,6 +164,7 @@ class Connection:
                 continue
             # Take the next item before announcing drops: more may be dropped while the
             # notice is on the wire, and its next_seq must stay true.
+            await trio.lowlevel.checkpoint()  # a send may not yield (`send_now`): a long outbox never holds the loop
             item = self.outbox.popleft()
             if self.dropped_pending:
                 lost, self.dropped_pending = self.dropped_pending, 0

@@ -95,10 +95,8 @@ class Signer:
                 chain["prev"] = prev
             if log_id:
                 chain["log"] = log_id
-            signed = signing.sign({**d, "chain": chain}, author, private)
-            found = signing.signature_of(signed)
-            assert found is not None
-            moved[author] = (seq + 1, sig_hash(found[1]))
+            signed, signature = signing.signed({**d, "chain": chain}, author, private)
+            moved[author] = (seq + 1, sig_hash(signature))
             out.append(signed)
 
         def durable() -> None:

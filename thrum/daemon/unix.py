@@ -118,6 +118,7 @@ async def _serve_stream(serving: Serving, stream: trio.SocketStream, guard: Guar
         send_timeout=limits.send_timeout,
         on_stuck=guard.close,
         peer_uid=peer_uid(stream.socket),
+        send_now=lambda data: os.write(stream.socket.fileno(), data),  # non-blocking: what fits the buffer
     )
     guard.belongs_to(conn)
     serving.opened(conn)

@@ -220,8 +220,10 @@ class Waker:
     def on_applied(self, applied: list[dict[str, Any]], source: str) -> None:
         """A writer subscriber: a new message may be one that must not wait."""
         if any(d["type"] in ("message.create", "message.unread") for d in applied):
-            self._kicked.update(a for a, p in self.panes.items() if p.enabled and p.pane)
-            self._kick.set()
+            watched = [a for a, p in self.panes.items() if p.enabled and p.pane]
+            if watched:  # no pane watched: no task woken for each message sent
+                self._kicked.update(watched)
+                self._kick.set()
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:

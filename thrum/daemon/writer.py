@@ -42,6 +42,7 @@ from ..store.log import EventLog, Position
 from ..store.verified import VerifiedFold
 from .signer import Signer
 from .view import ViewKeeper, is_corruption
+from .worker import Worker
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +87,7 @@ class Writer:
         self.dirty_shards: set[str] = set()  # appended since the last sync commit
         self.events_written = 0
         self.batches_written = 0
+        self._worker = Worker("thrum-writer")  # appends and folds every batch (daemon/worker.py)
 
     # ------------------------------------------------------------------ who hears of writes
     def subscribe(self, fn: Subscriber) -> None:
@@ -149,15 +151,19 @@ class Writer:
         return result
 
     async def run_writer(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        self._worker.start()
         task_status.started()
-        async with self._recv:
-            while True:
-                first = await self._recv.receive()
-                # One scheduling round: handlers whose requests already arrived get to
-                # enqueue too, so concurrent clients share one fsync instead of
-                # alternating between a batch of one and a batch of the rest.
-                await trio.lowlevel.checkpoint()
-                await self._flush([first] + self._drain())
+        try:
+            async with self._recv:
+                while True:
+                    first = await self._recv.receive()
+                    # One scheduling round: handlers whose requests already arrived get to
+                    # enqueue too, so concurrent clients share one fsync instead of
+                    # alternating between a batch of one and a batch of the rest.
+                    await trio.lowlevel.checkpoint()
+                    await self._flush([first] + self._drain())
+        finally:
+            self._worker.stop()
 
     def _drain(self) -> list[_Pending]:
         batch = []
@@ -181,7 +187,7 @@ class Writer:
         events = [e for p in batch for e in p.events]
         try:
             async with self.lock:
-                result = await trio.to_thread.run_sync(self._append_and_fold, events, abandon_on_cancel=False)
+                result = await self._worker.run(self._append_and_fold, events)
                 self.events_written += len(events)  # under the lock: a sync cycle's take counts them exactly
         except BaseException as exc:  # noqa: BLE001 - every waiter must hear of it
             if isinstance(exc, OSError):  # disk full, permissions, ...: say so, nothing was acknowledged
@@ -241,19 +247,17 @@ class Writer:
         durable = None
         if self.signer is not None:  # chained here, in the order of the file (daemon/signer.py)
             events, durable = self.signer.sign_batch(events, self._stored_tip)
-        placed = self.log.append_events(events)  # raises: nothing of the batch was stored
+        lines = [ev.encode_line(d) for d in events]  # once: the log, the seals and the verdicts take the same bytes
+        placed = self.log.append_events(events, lines)  # raises: nothing of the batch was stored
         if durable is not None:
             durable()
         touched = list(dict.fromkeys(placed))  # the segment each event went to, once each
         self.dirty_shards.update(touched)
         if self.signer is not None:
-            written = []
-            for shard, d in zip(placed, events):
-                line = ev.encode_line(d)
+            for shard, d, line in zip(placed, events, lines):
                 self.signer.appended(shard, d, line)
-                written.append(line)
             if self.fold_lines is not None:
-                self.fold_lines.remember_written(written)
+                self.fold_lines.remember_written(lines)
         # Durable from here on: whatever the fold does, the batch is acknowledged.
         try:
             try:
@@ -375,24 +379,25 @@ class Writer:
         them); a write that fails raises, and the cycle fails with nothing folded.
         """
         stats = self.log.replace_segments(writes) if writes else []
-        read = self.log.decode(received)
         positions = {}
         for shard in dict.fromkeys([*received, *(p for p, _ in writes)]):
             try:
                 positions[shard] = self.log.end_position(shard)
             except (OSError, ValueError):
                 continue
-        try:
-            if self.fold_lines is not None:  # the remote is untrusted: judge every line first
-                result = self.fold_lines.received(
-                    self.db, read.records, read.lines, issues=read.issues, positions=positions
-                )
-            else:
-                result = projection.fold(self.db, read.records, issues=read.issues, positions=positions)
-        except Exception as exc:  # noqa: BLE001 - the merged files stand; the view catches up from them
-            self.view.fell_behind(exc)
-            trio.from_thread.run_sync(self.view.kick)
-            return stats, []
+        with projection.collector_paused():  # thousands of decoded dicts, no cycles among them
+            read = self.log.decode(received)
+            try:
+                if self.fold_lines is not None:  # the remote is untrusted: judge every line first
+                    result = self.fold_lines.received(
+                        self.db, read.records, read.lines, issues=read.issues, positions=positions
+                    )
+                else:
+                    result = projection.fold(self.db, read.records, issues=read.issues, positions=positions)
+            except Exception as exc:  # noqa: BLE001 - the merged files stand; the view catches up from them
+                self.view.fell_behind(exc)
+                trio.from_thread.run_sync(self.view.kick)
+                return stats, []
         return stats, result.applied
 
     async def inspect_log(self, fn: Callable[[EventLog, dict[str, Position]], T]) -> T:

@@ -7,6 +7,7 @@ Timestamps are RFC 3339 UTC; `time_key` makes any accepted form sort by instant.
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import time
@@ -40,19 +41,39 @@ def new_ulid() -> str:
     millisecond by one writer must still sort in the order they were made.
     """
     global _last_ulid
+    random = int.from_bytes(os.urandom(10), "big")  # 80 random bits, as the ULID spec (and library) take them
     with _ulid_lock:
-        now_ms = time.time_ns() // 1_000_000
-        candidate = int(ULID.from_timestamp(now_ms / 1000))
-        # Keep the timestamp part exact; random part from the library.
-        candidate = (now_ms << 80) | (candidate & ((1 << 80) - 1))
+        candidate = ((time.time_ns() // 1_000_000) << 80) | random
         if candidate <= _last_ulid:
             candidate = _last_ulid + 1
         _last_ulid = candidate
-        return str(ULID.from_int(candidate))
+    return ulid_text(candidate)
 
 
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # Crockford's base32, as ULIDs spell it
 _CROCKFORD = {c: i for i, c in enumerate(_ALPHABET)}
+_PAIRS = [a + b for a in _ALPHABET for b in _ALPHABET]  # 10 bits -> two digits
+
+
+def ulid_text(value: int) -> str:
+    """The 26 characters of the 128-bit ULID ``value`` (as ``str(ULID.from_int(value))``
+    spells it, at a third of its cost: every event, message and thread id is made here)."""
+    p = _PAIRS
+    return (
+        p[value >> 120]
+        + p[(value >> 110) & 1023]
+        + p[(value >> 100) & 1023]
+        + p[(value >> 90) & 1023]
+        + p[(value >> 80) & 1023]
+        + p[(value >> 70) & 1023]
+        + p[(value >> 60) & 1023]
+        + p[(value >> 50) & 1023]
+        + p[(value >> 40) & 1023]
+        + p[(value >> 30) & 1023]
+        + p[(value >> 20) & 1023]
+        + p[(value >> 10) & 1023]
+        + p[value & 1023]
+    )
 
 
 def ulid_ms(value: str) -> int:

@@ -13,6 +13,12 @@ Tables (rebuilt from the log like everything else here):
 
 Nothing here refuses a line: every event in a chain verified on its own.
 
+Most batches only continue their writers' chains (a sync's lines, a durable send's one
+event): each position new, one event at it, each the prev of the next, the first's prev
+held at the writer's tip. No fault can arise there, so `_extend` records such a run in
+two statements (the spans grown in SQL, only when the tip is the one expected, then the
+links), and anything else goes the general way (`_track_signer`).
+
 A rebuild loads a million links: inside `deferred` (the rebuild's load), `track` only
 inserts them, and `settle` computes every writer's spans and faults once at the end,
 in one ordered pass over ``chain_links``, with the same rules (`_faults_at`) as the
@@ -58,21 +64,62 @@ def deferred() -> Iterator[None]:
 
 def track(conn: sqlite3.Connection, events: Iterable[dict[str, Any]], now: str) -> None:
     """Record the chain links of events being applied (inside the fold's transaction)."""
-    if _DEFERRED.get():
-        rows = [row for d in events if "chain" in d and (row := link_row(d)) is not None]
-        if rows:
-            conn.executemany(
-                "INSERT OR IGNORE INTO chain_links(signer, seq, hash, prev, event_id) VALUES (?,?,?,?,?)", rows
-            )
+    rows = [row for d in events if "chain" in d and (row := link_row(d)) is not None]
+    if not rows:
         return
-    by_signer: dict[str, list[Link]] = defaultdict(list)
-    for d in events:
-        if "chain" in d:
-            link = link_of(d)
-            if link is not None:
-                by_signer[link.signer].append(link)
+    if _DEFERRED.get():
+        conn.executemany(
+            "INSERT OR IGNORE INTO chain_links(signer, seq, hash, prev, event_id) VALUES (?,?,?,?,?)", rows
+        )
+        return
+    by_signer: dict[str, list[LinkRow]] = defaultdict(list)
+    for row in rows:
+        by_signer[row[0]].append(row)
     for signer, links in by_signer.items():
-        _track_signer(conn, signer, links, now)
+        if not _extend(conn, signer, links):
+            _track_signer(conn, signer, links, now)
+
+
+LinkRow = tuple[str, int, str, str, str]  # a row of chain_links: (signer, seq, hash, prev, event id)
+
+
+def _extend(conn: sqlite3.Connection, signer: str, links: list[LinkRow]) -> bool:
+    """The usual case in two statements: ``links`` (one signer's) continue its chain from its
+    tip, one event a position, each the prev of the next. Then nothing is held at their
+    positions, no fault can arise or go (faults sit at positions held), and the spans'
+    last range grows to the last of them; True when that was so and they are recorded.
+    False: nothing was written, `_track_signer` judges them (a fork, a gap, a duplicate,
+    a tip this replica does not hold as their prev).
+
+    The spans are extended in SQL (their text ends with the tip: "…-high" or "…,high"),
+    only when the row's tip is just below the first link and the chain holds that link's
+    prev there, so reading the spans first is not needed: a durable send folds one event."""
+    if len(links) > 1:
+        links.sort(key=lambda ln: ln[1])
+    first, last = links[0], links[-1]
+    if last[1] - first[1] != len(links) - 1:
+        return False  # a gap, or two events at a position
+    for before, ln in zip(links, links[1:]):
+        if ln[3] != before[2]:
+            return False
+    if first[1] == 1:  # a chain's start: the signer must hold nothing yet
+        done = conn.execute(
+            "INSERT INTO chain_spans(signer, spans, high) VALUES (?,?,?) ON CONFLICT(signer) DO NOTHING",
+            (signer, f"1-{last[1]}" if last[1] > 1 else "1", last[1]),
+        ).rowcount
+    else:
+        done = conn.execute(
+            "UPDATE chain_spans SET high = ?1, spans = CASE "
+            "WHEN substr(rtrim(spans, '0123456789'), -1) = '-' THEN rtrim(spans, '0123456789') || ?1 "
+            "ELSE spans || '-' || ?1 END "
+            "WHERE signer = ?2 AND high = ?3 - 1 AND EXISTS "
+            "(SELECT 1 FROM chain_links WHERE signer = ?2 AND seq = ?3 - 1 AND hash = ?4)",
+            (last[1], signer, first[1], first[3]),
+        ).rowcount
+    if done != 1:
+        return False
+    conn.executemany("INSERT INTO chain_links(signer, seq, hash, prev, event_id) VALUES (?,?,?,?,?)", links)
+    return True
 
 
 def link_row(d: dict[str, Any]) -> tuple[str, int, str, str, str] | None:
@@ -187,12 +234,12 @@ def _faults_at(
     return faults
 
 
-def _track_signer(conn: sqlite3.Connection, signer: str, links: list[Link], now: str) -> None:
+def _track_signer(conn: sqlite3.Connection, signer: str, rows: list[LinkRow], now: str) -> None:
     row = conn.execute("SELECT spans FROM chain_spans WHERE signer = ?", (signer,)).fetchone()
     spans = Spans.parse(row[0]) if row else Spans()
     batch: dict[int, dict[str, Link]] = defaultdict(dict)
-    for link in links:
-        batch[link.seq][link.hash] = link
+    for _, seq, hash_, prev, eid in rows:
+        batch[seq][hash_] = Link(signer, seq, prev, hash_, eid, "")
     near = set(batch) | {p + 1 for p in batch} | {p - 1 for p in batch}
     stored: dict[int, dict[str, tuple[str, str]]] = defaultdict(dict)  # seq -> hash -> (prev, event id)
     wanted = sorted(p for p in near if p >= 1 and spans.holds(p))

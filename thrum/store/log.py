@@ -40,6 +40,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+from concurrent.futures import wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -97,6 +98,19 @@ def _end_of(fd: int) -> Position:
     with a whole line: every appended line ends with a newline)."""
     size = os.fstat(fd).st_size
     return Position(size, _tail_digest(os.pread(fd, min(size, TAIL_BYTES), max(0, size - TAIL_BYTES))))
+
+
+def _fsync_together(fds: list[int]) -> None:
+    """fsync every descriptor at once (the filesystem merges them into fewer journal commits):
+    the first in this thread, the others in the pool (a hand-off to it costs ~10 µs of CPU;
+    eight clients' batch touches a file per client)."""
+    others = [fsync_pool().submit(os.fsync, fd) for fd in fds[1:]]
+    try:
+        os.fsync(fds[0])
+    finally:
+        wait(others)  # none may still run when the caller closes the descriptors
+    for f in others:
+        f.result()
 
 
 def parse_lines(shard: str, data: bytes, base: int, result: ReadResult, *, at_end: bool = True) -> int:
@@ -179,18 +193,21 @@ class EventLog:
         """
         return list(dict.fromkeys(self.append_events(events)))
 
-    def append_events(self, events: Iterable[dict[str, Any]]) -> list[str]:
-        """`append`, returning the segment path each event went to (in the events' order)."""
+    def append_events(self, events: Iterable[dict[str, Any]], lines: list[bytes] | None = None) -> list[str]:
+        """`append`, returning the segment path each event went to (in the events' order).
+        ``lines``: the events' lines (`events.encode_line`), when the caller has them already."""
         events = list(events)
+        if lines is None:
+            lines = [ev.encode_line(d) for d in events]
         by_stream: dict[str, list[int]] = {}
         for i, d in enumerate(events):
             by_stream.setdefault(ev.stream_for(d), []).append(i)
         placed = [""] * len(events)
         by_path: dict[str, list[bytes]] = {}
         for stream, idxs in by_stream.items():
-            lines = [ev.encode_line(events[i]) for i in idxs]
+            stream_lines = [lines[i] for i in idxs]
             k = 0
-            for path, chunk in self._place(stream, lines):
+            for path, chunk in self._place(stream, stream_lines):
                 by_path.setdefault(path, []).extend(chunk)
                 for _ in chunk:
                     placed[idxs[k]] = path
@@ -266,11 +283,7 @@ class EventLog:
         try:
             for shard, lines in by_path.items():
                 opened.append((shard, *self._write_lines(shard, b"".join(lines))))
-            fds = [fd for _, fd, _, _ in opened]
-            if len(fds) == 1:
-                os.fsync(fds[0])
-            else:
-                list(fsync_pool().map(os.fsync, fds))
+            _fsync_together([fd for _, fd, _, _ in opened])
             ends = {shard: _end_of(fd) for shard, fd, _, _ in opened}
         except BaseException:
             for shard, fd, _, size in opened:

@@ -42,7 +42,17 @@ from __future__ import annotations
 from .counters import verify_counters
 from .directory import fold_counts
 from .fold import FoldResult, applied_since, fold, load_positions, save_positions
-from .rebuild import READ_CHUNK, REBUILD_BATCH, FoldFn, Progress, catch_up, open_outdated, open_projection, rebuild
+from .rebuild import (
+    READ_CHUNK,
+    REBUILD_BATCH,
+    FoldFn,
+    Progress,
+    catch_up,
+    collector_paused,
+    open_outdated,
+    open_projection,
+    rebuild,
+)
 
 __all__ = [
     "FoldFn",
@@ -52,6 +62,7 @@ __all__ = [
     "REBUILD_BATCH",
     "applied_since",
     "catch_up",
+    "collector_paused",
     "fold",
     "fold_counts",
     "load_positions",

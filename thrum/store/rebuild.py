@@ -107,7 +107,8 @@ def catch_up(db: pw.SqliteDatabase, event_log: EventLog, fold_fn: FoldFn | None 
     each in one transaction together with the new
     positions of what it covers, so an interrupted catch-up resumes where it stopped.
     """
-    return _fold_log(db, event_log, load_positions(db), fold_fn=fold_fn)
+    with collector_paused():
+        return _fold_log(db, event_log, load_positions(db), fold_fn=fold_fn)
 
 
 def _fold_log(
@@ -209,9 +210,7 @@ def rebuild(
     kv = _saved_kv(db)
     database.drop_schema(db)
     database.create_tables(db)
-    gc_was_enabled = gc.isenabled()
-    gc.disable()  # millions of short-lived dicts: the cycle collector would rescan them all, repeatedly
-    try:
+    with collector_paused():
         # The log is the durable copy and an interrupted rebuild is redone (no schema
         # version), so the load needs neither syncs nor a journal; it does need cache.
         with _pragmas(db, LOAD_PRAGMAS):
@@ -248,10 +247,23 @@ def rebuild(
             if kv:
                 with db.atomic():
                     db.connection().executemany("INSERT OR REPLACE INTO kv(key, value) VALUES (?,?)", kv)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
     return total
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cycle collector off for a bulk read and fold (a rebuild, a catch-up, a
+    received chunk): the decoded events are tens of thousands of short-lived dicts with
+    no cycles, and the collector would rescan them, and everything the process holds,
+    again and again (on a 10,000-line receive: ~40 ms of the ~110 ms its decoding takes).
+    Put back as it was; cyclic garbage made meanwhile is collected after."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 @contextmanager

@@ -182,9 +182,10 @@ class Verifier:
                 self.reject(c, out, "bad-seal", "a malformed or unsigned seal")
             else:
                 seals_by.setdefault(found[0], []).append(c)
-        covered = _Seals(self, seals_by, out)
+        keys_of: dict[str, list[PublicKey]] = {}  # the facts are judged: no signer's keys change below
+        covered = _Seals(self, seals_by, out, keys_of)
         for c in rest:
-            self._line(c, out, covered, remembered)
+            self._line(c, out, covered, remembered, keys_of)
         if remembered is None:  # a rebuild need not pay for seals no line asked for
             covered.finish()
         if out.learned:
@@ -244,7 +245,14 @@ class Verifier:
         out.accepted.append((c.shard, d))
         out.fresh.append(digest(c.line))
 
-    def _line(self, c: Candidate, out: Verdict, covered: _Seals, remembered: set[bytes] | None) -> None:
+    def _line(
+        self,
+        c: Candidate,
+        out: Verdict,
+        covered: _Seals,
+        remembered: set[bytes] | None,
+        keys_of: dict[str, list[PublicKey]],
+    ) -> None:
         d = c.event
         if not _known(d):
             out.accepted.append((c.shard, d))  # kept and passed on, never folded
@@ -255,37 +263,39 @@ class Verifier:
             out.accepted.append((c.shard, d))  # judged (and accepted) when it entered
             return None
         author = event_author(d) or ""
-        managed = roster.governed and d["type"] in _MANAGEMENT
+        t = d["type"]
+        managed = roster.governed and t in _MANAGEMENT
         if remembered is not None and dig in remembered and not roster.has_history(author):
             if not managed or teamrules.may_manage(self, c, author, out):  # a root adopted since asks again
                 self._accepted(c, out, None)
             return None
         found = signature_of(d)
         if found is None:
-            return self.reject(c, out, "unsigned", f"{d['type']} by {author or '?'} carries no signature")
+            return self.reject(c, out, "unsigned", f"{t} by {author or '?'} carries no signature")
         signer = found[0]
         if signer != author:
-            return self.reject(c, out, "forged", f"{d['type']} written as {author or '?'} but signed by {signer}")
-        keys = roster.keys(signer)
+            return self.reject(c, out, "forged", f"{t} written as {author or '?'} but signed by {signer}")
+        keys = keys_of.get(signer)
+        if keys is None:
+            keys = keys_of[signer] = roster.keys(signer)
         if not keys:
             out.pending.append(c)
             return None
-        if d["type"] == "message.create":  # checked before any verification: it costs none
-            keys = [k for k in keys if id_is_bound(d.get("message_id", ""), k)]
+        if t == "message.create":  # checked before any verification: it costs none
+            mid = d.get("message_id", "")
+            keys = [k for k in keys if id_is_bound(mid, k)]
             if not keys:
-                return self.reject(
-                    c, out, "id-not-owned", f"message id {d.get('message_id')} does not belong to {signer}"
-                )
+                return self.reject(c, out, "id-not-owned", f"message id {mid} does not belong to {signer}")
         key = covered.vouching_key(signer, hash_text(dig))
         if key is not None and key not in keys:
             key = None
         if key is None:
             key = next((k for k in keys if self.verify_line(c, k, out)), None)
             if key is None:
-                return self.reject(c, out, "bad-signature", f"{d['type']} by {signer} does not verify")
+                return self.reject(c, out, "bad-signature", f"{t} by {signer} does not verify")
         retired = roster.retired(signer, key, str(d.get("event_id", "")))
         if retired is not None:
-            return self.reject(c, out, "revoked", f"{d['type']} by {signer} signed with a key {retired.why}")
+            return self.reject(c, out, "revoked", f"{t} by {signer} signed with a key {retired.why}")
         if managed and not teamrules.may_manage(self, c, author, out):
             return None
         self._accepted(c, out, dig)
@@ -327,10 +337,17 @@ class _Seals:
     """The seals of a batch, each verified only when a line needs it (a rebuild whose
     lines are all remembered verifies none)."""
 
-    def __init__(self, verifier: Verifier, by_signer: dict[str, list[Candidate]], out: Verdict):
+    def __init__(
+        self,
+        verifier: Verifier,
+        by_signer: dict[str, list[Candidate]],
+        out: Verdict,
+        keys_of: dict[str, list[PublicKey]],
+    ):
         self.verifier = verifier
         self.unchecked = by_signer
         self.out = out
+        self.keys_of = keys_of  # signer -> roster.keys(signer), for this batch
         self.hashes: dict[str, dict[str, PublicKey]] = {}  # signer -> line hash -> the key that sealed it
 
     def vouching_key(self, signer: str, hash_: str) -> PublicKey | None:
@@ -349,7 +366,9 @@ class _Seals:
 
     def _check(self, signer: str, c: Candidate) -> bool:
         roster = self.verifier.roster
-        keys = roster.keys(signer)
+        keys = self.keys_of.get(signer)
+        if keys is None:
+            keys = self.keys_of[signer] = roster.keys(signer)
         if not keys:
             self.out.pending.append(c)
             return False
