@@ -29,7 +29,12 @@ class Attacker:
     def __init__(self, remote: Path, workdir: Path):
         self.remote = Path(remote)
         self.dir = Path(workdir)
-        self._git("clone", "--quiet", "--branch", "a-sync", str(self.remote), str(self.dir), cwd=self.dir.parent)
+        # --no-local: through git's transport, which a replica's repack of the remote (its old
+        # packs removed once the new one is in place) cannot disturb; a local clone copies the
+        # files it listed and misses a pack removed meanwhile (thrum.sync.maintenance, rule 5)
+        self._git(
+            "clone", "--quiet", "--no-local", "--branch", "a-sync", str(self.remote), str(self.dir), cwd=self.dir.parent
+        )
 
     def _git(self, *args: str, cwd: Path | None = None) -> str:
         env = {**os.environ, **GIT_ENV, "HOME": str(self.dir.parent)}

@@ -33,7 +33,7 @@ def _git(cwd, *args: str) -> str:
 def _push_branch(t, branch: str, files: dict[str, bytes]) -> None:
     """Mallory pushes a code branch that commits ``files`` (forced past .gitignore)."""
     work = t.base / f"mallory-code-{branch}"
-    _git(t.base, "clone", "--quiet", "--branch", "main", str(t.remote), str(work))
+    _git(t.base, "clone", "--quiet", "--no-local", "--branch", "main", str(t.remote), str(work))  # see Attacker
     for rel, data in files.items():
         (work / rel).parent.mkdir(parents=True, exist_ok=True)
         (work / rel).write_bytes(data)

@@ -3,13 +3,20 @@
 After each cycle the sync loop asks for a tidy-up (`Tidy.request`); this task then
 runs git's geometric repack of the local store (and of a path remote's, from a
 private git directory) in a child process. It takes neither the writer's lock nor the
-replicator's, a child that runs over `maintenance.TIMEOUT_S` is killed, and a failed
-tidy-up never stops syncing (it is logged, and `thrum doctor` says so).
+replicator's, only the store's own (`maintenance.lock_store`: a store another process
+is repacking, a path remote shared with another replica, is skipped this time). The
+child runs in its own process group, and the group is ended when it runs over
+`maintenance.TIMEOUT_S` or the daemon stops (git repack's pack-objects child with it).
+A full repack of a large store runs for minutes, and every sync meanwhile adds a pack
+it cannot roll up: right after one, the stores are looked at again.
+A failed tidy-up never stops syncing (it is logged, and `thrum doctor` says so).
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import signal
 from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING
@@ -17,6 +24,7 @@ from typing import TYPE_CHECKING
 import trio
 
 if TYPE_CHECKING:
+    from ..sync import maintenance
     from ..sync.replicate import Replicator
 
 log = logging.getLogger(__name__)
@@ -63,16 +71,51 @@ class Tidy:
                 log.exception("could not prepare the consolidation of %s", replicator.common_dir)
                 continue
             for repack in repacks:
-                done = None
-                try:
-                    with trio.move_on_after(maintenance.TIMEOUT_S):  # the child is killed when it runs over
-                        done = await trio.run_process(
-                            repack.argv, env=repack.env, capture_stdout=True, capture_stderr=True, check=False
-                        )
-                except OSError as exc:  # a failed tidy-up never stops syncing
-                    tidier.failed(repack, str(exc))
+                lock = await trio.to_thread.run_sync(maintenance.lock_store, repack.objects)
+                if lock is None:
+                    log.info("not repacking %s: another process is", repack.objects)
                     continue
-                if done is None:
-                    tidier.failed(repack, f"took longer than {maintenance.TIMEOUT_S:.0f}s")
-                else:
-                    tidier.finished(repack, done.returncode, done.stderr)
+                try:
+                    await self._repack(tidier, repack, lock)
+                finally:
+                    os.close(lock)
+                if repack.full:  # the syncs' packs that piled up meanwhile are rolled up now, not after the next sync
+                    self.request()
+
+    @staticmethod
+    async def _repack(tidier: maintenance.Tidier, repack: maintenance.Repack, lock: int) -> None:
+        """Run one repack, its child holding the store's lock too (it outlives us if we are killed)."""
+        from ..sync import maintenance
+
+        done = None
+        try:
+            with trio.move_on_after(maintenance.TIMEOUT_S):  # the group is ended when it runs over
+                done = await trio.run_process(
+                    repack.argv,
+                    env=repack.env,
+                    capture_stdout=True,
+                    capture_stderr=True,
+                    check=False,
+                    pass_fds=(lock,),
+                    start_new_session=True,
+                    deliver_cancel=_end_group,
+                )
+        except OSError as exc:  # a failed tidy-up never stops syncing
+            tidier.failed(repack, str(exc))
+            return
+        if done is None:
+            tidier.failed(repack, f"took longer than {maintenance.TIMEOUT_S:.0f}s")
+        else:
+            tidier.finished(repack, done.returncode, done.stderr)
+
+
+async def _end_group(process: trio.Process) -> None:
+    """End a repack and its pack-objects child: asked first (git removes its own temporary
+    files), killed after a grace period."""
+    from ..sync import maintenance
+
+    maintenance.stop_group(process.pid, signal.SIGTERM)
+    with trio.move_on_after(5):
+        await process.wait()
+        return
+    maintenance.stop_group(process.pid, signal.SIGKILL)

@@ -21,33 +21,65 @@ several times the log's size. Rules:
    (``GIT_DIR`` ours, ``GIT_OBJECT_DIRECTORY`` theirs): the remote's config, hooks and
    refs are never read. A geometric roll-up needs no refs: it packs what the packs
    and loose objects hold.
-4. A roll-up can store an object as a delta only against objects in the same roll-up,
-   so each keeps one whole copy of every segment its syncs touched: left to geometric
-   roll-ups alone a store grows to ~1.5x the raw log (docs/design/decisions.md). So
-   when a store's packs have grown by `FULL_GROWTH` since its last full repack (or it
-   never had one), the roll-up is a full ``git repack -a -d -f --keep-unreachable``
-   instead: every segment's versions delta against each other again (``-f``: without
-   it git reuses the roll-ups' whole copies and nothing shrinks). Its cost is the
-   store's size, paid once per growth by that factor: amortised, at most twice a full
-   repack of the final store. ``--keep-unreachable`` keeps what no ref names yet (a
-   sync step's pack written a moment before its ref moves), so nothing is ever
-   dropped. git finds deltas by path, so a path remote's full repack runs with our
-   remote-tracking refs as refs of the private git dir (our refs, never the remote's;
-   those whose objects it holds): without any, every object is "unreachable", kept
-   without a delta, and the store grew to 4x. The bytes after each full repack are kept in
-   ``repacks.json`` beside the private git dir, so a restart does not start the count
-   again.
+4. git's delta search compares each object with the `WINDOW` objects next to it in an
+   order sorted by a hash of the path's last 16 characters, then by size. thrum's
+   segments end alike (``a_agent0/000002.jsonl``, ``b_agent3/000002.jsonl``: the agent's
+   digit falls out of the hash too), so with git's default window of 10 a version's own
+   next version was often out of reach and it became a delta of another agent's segment
+   (kilobytes, where its own next version gives a few bytes): a full repack left a store at
+   1.1x the raw log, with a window of 30 at 0.36x (docs/design/decisions.md). And a
+   roll-up can store an object as a delta only against objects in the same roll-up: the
+   newest version of each segment it holds becomes such a cross-segment delta, and later
+   roll-ups reuse it as it is (git re-searches only what it stored whole). So when a
+   store's packs have grown by `FULL_GROWTH` since its last full repack (or it never had
+   one), the roll-up is a full ``git repack -a -d -f --keep-unreachable`` instead (``-f``:
+   every delta searched again). Its cost is the store's size, paid once per growth by that
+   factor: amortised, at most ``FULL_GROWTH / (FULL_GROWTH - 1)`` times a full repack of
+   the final store. ``--keep-unreachable`` keeps what no ref names yet (a sync step's
+   pack written a moment before its ref moves), so nothing is ever dropped. git finds
+   names for the delta search by walking from refs, so a path remote's full repack runs
+   with our remote-tracking refs as refs of the private git dir (our refs, never the
+   remote's; those whose objects it holds): without any, every object is "unreachable",
+   kept without a delta, and the store grew to 4x. The bytes after each full repack are
+   kept in ``repacks.json`` beside the private git dir, so a restart does not start the
+   count again; a path remote's full repack also writes a bitmap beside its pack, and
+   the largest pack with one counts as the remote's last full repack, whichever replica
+   ran it (each replica's own record alone had each of them repack the shared remote
+   whole at every doubling).
+5. One repack of a store at a time (the tidier of each replica that shares a path
+   remote, the daemon's and an offline cycle's): each holds an ``flock`` on the store's
+   ``objects`` directory while its child runs (the child inherits it, so it outlives a
+   killed daemon until git is done); a tidier that finds it held skips that store this
+   time. Two repacks of one store each delete the packs they listed: the second failed
+   ("cannot open index for ...": a pack the first had just removed). Readers are safe
+   as with any git repack: the new pack is in place before the old ones go, and git
+   and libgit2 look for a missing object again in the packs now there. A local
+   ``git clone`` of a path remote is not a reader of that kind: it links the files it
+   listed, so a pack removed meanwhile is missing from the copy (git's own repacks race
+   it the same way); clone with ``--no-local`` or a ``file://`` URL.
+6. A repack runs in its own process group and is ended as a group (its time limit, the
+   daemon stopping): ``git repack`` runs ``git pack-objects`` as its child, which would
+   otherwise write on, orphaned. A killed writer leaves its temporary files in
+   ``objects/pack`` (git repack's ``.tmp-<pid>-pack-*``, pack-objects' ``tmp_pack_*``,
+   libgit2's ``pack_git2_*``, objbatch's ``tmp_pack_thrum_*``), and git removes only
+   its own process's: before a store's roll-up, and when a tidier first sees a store,
+   those named as temporary and untouched for `STALE_TEMP_S` are removed (never a
+   ``pack-*`` file; nothing that young can belong to a live repack of ours).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
 import re
 import shutil
+import signal
 import subprocess
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,13 +87,30 @@ from .transport.pathremote import inspect_path_remote
 
 log = logging.getLogger(__name__)
 
-__all__ = ["FULL_GROWTH", "MIN_GIT", "NEW_PACKS", "Repack", "Tidier", "git_version", "pack_bytes", "unavailable"]
+__all__ = [
+    "FULL_GROWTH",
+    "MIN_GIT",
+    "NEW_PACKS",
+    "STALE_TEMP_S",
+    "Repack",
+    "Tidier",
+    "git_version",
+    "lock_store",
+    "locked_store",
+    "pack_bytes",
+    "sweep_temporaries",
+    "unavailable",
+]
 
 MIN_GIT = (2, 32)
 NEW_PACKS = 8  # packs a store gains before the next roll-up (a sync adds one or two)
 FULL_GROWTH = 2.0  # packs grown by this factor since the last full repack: the next roll-up is a full one (rule 4)
 TIMEOUT_S = 1800.0
+WINDOW = 30  # objects git compares for a delta (its default 10 misses a segment's own versions: rule 4)
 NICENESS = 10  # the syncs beside it come first
+STALE_TEMP_S = 2 * TIMEOUT_S  # a temporary pack file untouched this long was left by a killed writer (rule 6)
+# git repack's staging names, then the temporary files of git pack-objects, libgit2 and objbatch (rule 6)
+_TEMPORARY = re.compile(r"\.tmp-\d+-pack-|tmp_(?:pack|idx|rev|bitmap|mtimes)_|pack_git2_")
 _VERSION = re.compile(rb"git version (\d+)\.(\d+)")
 _version_cache: dict[str, tuple[int, int] | None] = {}
 
@@ -114,6 +163,19 @@ def _pack_count(objects: Path) -> int:
     return len(_packs(objects))
 
 
+def _bitmapped_bytes(objects: Path) -> int | None:
+    """The bytes of the largest pack in ``objects`` with a bitmap beside it: what a path
+    remote's last full repack left, whichever replica ran it (rule 4); None: there is none."""
+    sizes = []
+    for e in _packs(objects):
+        if os.path.lexists(e.path[: -len(".pack")] + ".bitmap"):
+            try:
+                sizes.append(e.stat(follow_symlinks=False).st_size)
+            except OSError:
+                continue
+    return max(sizes) if sizes else None
+
+
 def pack_bytes(objects: Path) -> int:
     """The bytes of the packs in ``objects`` (what a full repack shrinks)."""
     total = 0
@@ -123,6 +185,65 @@ def pack_bytes(objects: Path) -> int:
         except OSError:
             continue
     return total
+
+
+def sweep_temporaries(objects: Path, older_than: float = STALE_TEMP_S) -> list[str]:
+    """Remove the temporary files in ``objects/pack`` a killed writer left (rule 6): names
+    git, libgit2 or objbatch give their temporaries, untouched for ``older_than``
+    seconds. The names removed (logged); nothing else is touched, errors are skipped."""
+    removed = []
+    limit = time.time() - older_than
+    try:
+        with os.scandir(objects / "pack") as it:
+            entries = [e for e in it if _TEMPORARY.match(e.name)]
+    except OSError:
+        return []
+    for e in entries:
+        try:
+            if e.stat(follow_symlinks=False).st_mtime >= limit:
+                continue
+            os.unlink(e.path)  # a link is removed itself, never what it points to
+        except OSError:  # gone meanwhile, a directory, not ours to remove
+            continue
+        removed.append(e.name)
+    if removed:
+        log.info("removed %d stale temporary file(s) from %s: %s", len(removed), objects / "pack", ", ".join(removed))
+    return removed
+
+
+def lock_store(objects: Path) -> int | None:
+    """An ``flock`` on ``objects`` (rule 5): its descriptor, or None when another process
+    holds it (or the directory cannot be opened). Closing the descriptor, in every process
+    that has it, releases it."""
+    try:
+        fd = os.open(objects, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+@contextmanager
+def locked_store(objects: Path) -> Iterator[int | None]:
+    """`lock_store` for a ``with`` block: the descriptor (None: someone else repacks it)."""
+    fd = lock_store(objects)
+    try:
+        yield fd
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def stop_group(pid: int, sig: int = signal.SIGKILL) -> None:
+    """Signal the process group a repack leads (rule 6), if it is still there."""
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _environment(extra: dict[str, str]) -> dict[str, str]:
@@ -145,6 +266,7 @@ class Tidier:
         self.new_packs = new_packs
         self.full_growth = full_growth
         self._packs_after: dict[Path, int] = {}
+        self._swept: set[Path] = set()  # stores whose stale temporaries were removed once (rule 6)
         self._record = private.parent / "repacks.json"
         self._full_after = self._load()  # objects dir -> its pack bytes after its last full repack
 
@@ -167,16 +289,27 @@ class Tidier:
             log.warning("cannot record the full repacks in %s: %s", self._record, exc)
 
     def due(self, objects: Path) -> bool:
-        """Whether ``objects`` gained ``new_packs`` packs since its last roll-up."""
-        return _pack_count(objects) >= self._packs_after.get(objects, 0) + self.new_packs
+        """Whether ``objects`` gained ``new_packs`` packs since its last roll-up; the stale
+        temporary files of a killed writer go first (rule 6), when it is or at the first look."""
+        due = _pack_count(objects) >= self._packs_after.get(objects, 0) + self.new_packs
+        if due or objects not in self._swept:
+            self._swept.add(objects)
+            sweep_temporaries(objects)
+        return due
 
     def full_due(self, objects: Path) -> bool:
-        """Whether the next roll-up of ``objects`` is a full repack (rule 4)."""
+        """Whether the next roll-up of ``objects`` is a full repack (rule 4); another
+        replica's full repack of a shared remote counts too (its pack has a bitmap)."""
         after = self._full_after.get(str(objects))
+        other = _bitmapped_bytes(objects)
+        if other is not None and (after is None or other > after):
+            after = other
         return after is None or pack_bytes(objects) >= after * self.full_growth
 
     def done(self, objects: Path, full: bool = False) -> None:
-        self._packs_after[objects] = _pack_count(objects)
+        # a full repack leaves one pack; the syncs' packs that arrived while it ran (minutes,
+        # on a large store) are due for a roll-up at once, not after `new_packs` more
+        self._packs_after[objects] = 1 if full else _pack_count(objects)
         if full:
             self._full_after[str(objects)] = pack_bytes(objects)
             self._save()
@@ -215,7 +348,10 @@ class Tidier:
         env = _environment({"GIT_DIR": str(private), "GIT_OBJECT_DIRECTORY": str(objects)})
         if full:
             self._name_tips(git, env)
-        return Repack([*_nice(), git, *(_FULL if full else _REPACK)], env, objects, full)
+        argv = [*_nice(), git, *(_FULL if full else _REPACK)]
+        if full:  # the mark another replica's `full_due` reads (rule 4)
+            argv.append("--write-bitmap-index")
+        return Repack(argv, env, objects, full)
 
     def _name_tips(self, git: str, env: dict[str, str]) -> None:
         """Our remote-tracking refs as the private git dir's refs (rule 4), those whose objects
@@ -253,14 +389,31 @@ class Tidier:
 
     def run(self, repack: Repack, timeout: float = TIMEOUT_S) -> str | None:
         """Run ``repack`` here, blocking (the offline cycle; a sync's worker thread); None
-        when it worked, else why not (logged, never raised: a tidy-up never fails a sync)."""
-        try:
-            done = subprocess.run(repack.argv, env=repack.env, capture_output=True, timeout=timeout, check=False)
-        except subprocess.TimeoutExpired:
-            return self.failed(repack, f"took longer than {timeout:.0f}s")
-        except OSError as exc:
-            return self.failed(repack, str(exc))
-        return self.finished(repack, done.returncode, done.stderr)
+        when it worked or another process is repacking that store (rule 5), else why not
+        (logged, never raised: a tidy-up never fails a sync)."""
+        with locked_store(repack.objects) as lock:
+            if lock is None:
+                log.info("not repacking %s: another process is", repack.objects)
+                return None
+            try:
+                child = subprocess.Popen(
+                    repack.argv,
+                    env=repack.env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                    pass_fds=(lock,),
+                    start_new_session=True,  # rule 6: ended as a group
+                )
+            except OSError as exc:
+                return self.failed(repack, str(exc))
+            try:
+                _, stderr = child.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                stop_group(child.pid)
+                child.communicate()
+                return self.failed(repack, f"took longer than {timeout:.0f}s")
+            return self.finished(repack, child.returncode, stderr)
 
     def finished(self, repack: Repack, returncode: int, stderr: bytes) -> str | None:
         """Note how a run ended (the daemon runs them itself); None when it worked, else why not."""
@@ -275,8 +428,9 @@ class Tidier:
         return why
 
 
-_REPACK = ("repack", "-d", "-q", "--geometric=2")
-_FULL = ("repack", "-a", "-d", "-f", "-q", "--keep-unreachable")  # rule 4: nothing dropped, not even unreferenced
+_REPACK = ("repack", "-d", "-q", "--geometric=2", f"--window={WINDOW}")
+# rule 4: every delta searched again; nothing dropped, not even what no ref names yet
+_FULL = ("repack", "-a", "-d", "-f", "-q", "--keep-unreachable", f"--window={WINDOW}")
 
 
 def _nice() -> list[str]:
