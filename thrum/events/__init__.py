@@ -65,15 +65,9 @@ if TYPE_CHECKING:  # the same names, for type checkers; at run time `__getattr__
     from .names import NAME_RE, RESERVED_NAMES, check_name, is_name
     from .schema import EVENT_TYPES, SCHEMAS
     from .validation import is_known, normalise
-    from .shards import (
+    from .layout import (
         EVENTS_STREAM,
-        MESSAGE_SHARD_TYPES,
-        RECEIPT_TYPES,
-        ShardRule,
-        allowed_in_shard,
         check_stream,
-        event_author,
-        event_owner,
         is_log_path,
         parse_log_path,
         segment_name,
@@ -81,8 +75,16 @@ if TYPE_CHECKING:  # the same names, for type checkers; at run time `__getattr__
         segment_path,
         shard_kind,
         shard_owner,
-        stream_for,
         stream_of,
+    )
+    from .shards import (
+        MESSAGE_SHARD_TYPES,
+        RECEIPT_TYPES,
+        ShardRule,
+        allowed_in_shard,
+        event_author,
+        event_owner,
+        stream_for,
     )
     from .tags import MAX_TAG_VALUE, TAG_TYPE_RE, is_tag_type, is_tag_value, split_tag, tag_fields
     from .typed import (
@@ -154,15 +156,9 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "names": ("NAME_RE", "RESERVED_NAMES", "check_name", "is_name"),
     "schema": ("EVENT_TYPES", "SCHEMAS"),
     "validation": ("is_known", "normalise"),
-    "shards": (
+    "layout": (
         "EVENTS_STREAM",
-        "MESSAGE_SHARD_TYPES",
-        "RECEIPT_TYPES",
-        "ShardRule",
-        "allowed_in_shard",
         "check_stream",
-        "event_author",
-        "event_owner",
         "is_log_path",
         "parse_log_path",
         "segment_name",
@@ -170,8 +166,16 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "segment_path",
         "shard_kind",
         "shard_owner",
-        "stream_for",
         "stream_of",
+    ),
+    "shards": (
+        "MESSAGE_SHARD_TYPES",
+        "RECEIPT_TYPES",
+        "ShardRule",
+        "allowed_in_shard",
+        "event_author",
+        "event_owner",
+        "stream_for",
     ),
     "tags": ("MAX_TAG_VALUE", "TAG_TYPE_RE", "is_tag_type", "is_tag_value", "split_tag", "tag_fields"),
     "typed": (

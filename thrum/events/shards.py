@@ -14,7 +14,7 @@ replicas append to it:
 Each event type's Struct says which (`thrum.events.schema`: ``STREAM``, and ``OWNER``, the
 field naming the agent), and who wrote it (``AUTHOR``); the lists here are derived from them.
 
-The streams' files and their segments are `thrum.events.layout` (re-exported here).
+The streams' files and their segments are `thrum.events.layout`.
 
 The fold trusts nothing it reads, so the inverse holds too: a segment only carries
 events of its own agent and kind (`allowed_in_shard`). `ShardRule` is that check
@@ -26,45 +26,20 @@ from __future__ import annotations
 from typing import Any
 
 from .layout import (
-    AGENT_KINDS_OF_STREAMS,
     EVENTS_STREAM,
-    MAX_SEGMENT,
-    SEGMENT_DIGITS,
-    SEGMENT_SUFFIX,
-    check_stream,
-    is_log_path,
-    parse_log_path,
-    segment_name,
-    segment_number,
-    segment_path,
     shard_kind,
     shard_owner,
-    stream_of,
 )
 from .schema import SCHEMAS
 
-__all__ = [  # the layout's names stay importable from here
-    "AGENT_KINDS_OF_STREAMS",
-    "EVENTS_STREAM",
-    "MAX_SEGMENT",
+__all__ = [
     "MESSAGE_SHARD_TYPES",
     "RECEIPT_TYPES",
-    "SEGMENT_DIGITS",
-    "SEGMENT_SUFFIX",
     "ShardRule",
     "allowed_in_shard",
-    "check_stream",
     "event_author",
     "event_owner",
-    "is_log_path",
-    "parse_log_path",
-    "segment_name",
-    "segment_number",
-    "segment_path",
-    "shard_kind",
-    "shard_owner",
     "stream_for",
-    "stream_of",
 ]
 
 # Derived from the schema (each Struct's STREAM, OWNER and AUTHOR).

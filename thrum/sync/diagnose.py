@@ -15,7 +15,7 @@ from pathlib import Path
 
 from thrum import nofollow
 from thrum.paths import ThrumPaths
-from thrum.events.shards import is_log_path
+from thrum.events.layout import is_log_path
 
 from . import AuthError, SyncError
 from .gitstore.libgit2 import LibGit2Store

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import safejson
-from ..events.shards import AGENT_KINDS_OF_STREAMS, EVENTS_STREAM, is_log_path, segment_number, shard_owner
+from ..events.layout import AGENT_KINDS_OF_STREAMS, EVENTS_STREAM, is_log_path, segment_number, shard_owner
 from ..trust.chains import Link, RangeFault, link_of, range_faults, unsure_signers
 from .gitstore.api import GitStore, Kind, Oid
 from .trees import MAX_FILE_BYTES, REGULAR as REGULAR_MODES, TREE as TREE_MODE, LayoutTrees, Leaf

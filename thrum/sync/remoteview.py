@@ -20,7 +20,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 
-from thrum.events.shards import is_log_path
+from thrum.events.layout import is_log_path
 
 from .gate import no_gate
 from .gitstore.api import EMPTY_TREE, GitStore, Oid

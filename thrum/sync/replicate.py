@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from thrum import durable
-from thrum.events.shards import is_log_path
+from thrum.events.layout import is_log_path
 
 from . import PushRejected, SyncError
 from .gate import no_gate

@@ -48,7 +48,8 @@ from typing import Any
 
 from ..errors import ThrumError
 from ..events.codec import MalformedEvent, decode_line
-from ..events.shards import EVENTS_STREAM, ShardRule, is_log_path
+from ..events.layout import EVENTS_STREAM, is_log_path
+from ..events.shards import ShardRule
 from ..trust.binding import LogBinding
 from ..trust.ring import KeyRing
 from ..trust.roster import Roster
