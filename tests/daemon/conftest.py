@@ -19,12 +19,17 @@ def repo(tmp_path):
     return path
 
 
+def _started(repo, mp: pytest.MonkeyPatch):
+    """Initialise ``repo`` and start its daemon (local only, WebSocket on a free port)."""
+    mp.setenv("THRUM_LOCAL", "1")
+    mp.setenv("THRUM_WS_PORT", "0")
+    return lifecycle.init_repo(repo)
+
+
 @pytest.fixture
 def daemon(repo, monkeypatch):
     """An initialised repository with its daemon running; stopped at teardown."""
-    monkeypatch.setenv("THRUM_LOCAL", "1")
-    monkeypatch.setenv("THRUM_WS_PORT", "0")
-    paths = lifecycle.init_repo(repo)
+    paths = _started(repo, monkeypatch)
     yield paths
     lifecycle.stop(paths)
 
@@ -46,9 +51,7 @@ def shared_daemon(tmp_path_factory):
     repo = tmp_path_factory.mktemp("rpc") / "repo"
     make_repo(repo)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("THRUM_LOCAL", "1")
-        mp.setenv("THRUM_WS_PORT", "0")
-        paths = lifecycle.init_repo(repo)
+        paths = _started(repo, mp)
     yield paths
     lifecycle.stop(paths)
 

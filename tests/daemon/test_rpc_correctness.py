@@ -23,6 +23,14 @@ def _ids(listing: dict) -> list[str]:
 # --------------------------------------------------------------------------- caller resolution
 
 
+def _alice_and_bob(client, names):
+    """This test's alice (an implementer) and bob (a reviewer), registered: their names and roles."""
+    alice, bob, implementer, reviewer = names("alice", "bob", "impl", "rev")
+    register(client, alice, implementer)
+    register(client, bob, reviewer)
+    return alice, bob, implementer, reviewer
+
+
 def test_omitted_caller_is_the_repositorys_single_identity(daemon, client):
     register(client, "alice", "implementer")
     register(client, "bob", "reviewer")
@@ -71,9 +79,7 @@ def test_a_reply_mentions_the_parents_author_and_keeps_explicit_addresses(shared
 
 def test_replying_to_a_deleted_message_is_refused(shared, names):
     client = shared
-    alice, bob, implementer, reviewer = names("alice", "bob", "impl", "rev")
-    register(client, alice, implementer)
-    register(client, bob, reviewer)
+    alice, bob, implementer, reviewer = _alice_and_bob(client, names)
     mid = client.call("message.send", {"caller": alice, "content": "oops"})["message_id"]
     client.call("message.delete", {"caller": alice, "message_id": mid})
     err = _error(client, "message.send", {"caller": bob, "content": "re", "reply_to": mid})
@@ -107,9 +113,7 @@ def test_names_that_would_shadow_other_addresses_are_refused(client):
 
 def test_an_agent_writes_only_under_its_own_active_session(shared, names):
     client = shared
-    alice, bob, implementer, reviewer = names("alice", "bob", "impl", "rev")
-    register(client, alice, implementer)
-    register(client, bob, reviewer)
+    alice, bob, implementer, reviewer = _alice_and_bob(client, names)
     bobs = client.call("session.start", {"caller": bob})["session_id"]
     err = _error(client, "message.send", {"caller": alice, "content": "x", "session_id": bobs})
     assert err["code"] == errors.FORBIDDEN and f"belongs to @{bob}" in err["message"]
@@ -173,9 +177,7 @@ def test_json_content_and_structured_only_messages_are_accepted(shared, names):
 
 def test_marked_count_counts_only_messages_that_changed_state(shared, names):
     client = shared
-    alice, bob, implementer, reviewer = names("alice", "bob", "impl", "rev")
-    register(client, alice, implementer)
-    register(client, bob, reviewer)
+    alice, bob, implementer, reviewer = _alice_and_bob(client, names)
     a = client.call("message.send", {"caller": alice, "content": "a"})["message_id"]
     b = client.call("message.send", {"caller": alice, "content": "b"})["message_id"]
     assert client.call("message.markRead", {"caller": bob, "message_ids": [a]})["marked_count"] == 1
@@ -187,9 +189,7 @@ def test_marked_count_counts_only_messages_that_changed_state(shared, names):
 
 def test_mark_unread_names_the_archived_messages_it_cannot_bring_back(shared, names):
     client = shared
-    alice, bob, implementer, reviewer = names("alice", "bob", "impl", "rev")
-    register(client, alice, implementer)
-    register(client, bob, reviewer)
+    alice, bob, implementer, reviewer = _alice_and_bob(client, names)
     a, b, c = (
         client.call("message.send", {"caller": alice, "content": text, "to": [f"@{bob}"]})["message_id"]
         for text in "abc"
@@ -214,9 +214,7 @@ def test_mark_unread_names_the_archived_messages_it_cannot_bring_back(shared, na
 
 def test_unique_id_prefixes_work_wherever_an_id_is_taken(shared, names):
     client = shared
-    alice, bob, implementer, reviewer = names("alice", "bob", "impl", "rev")
-    register(client, alice, implementer)
-    register(client, bob, reviewer)
+    alice, bob, implementer, reviewer = _alice_and_bob(client, names)
     mid = client.call("message.send", {"caller": alice, "content": "first"})["message_id"]
     short = mid[:-8]
     assert client.call("message.get", {"message_id": short})["message"]["message_id"] == mid
@@ -302,9 +300,7 @@ def test_ones_own_messages_are_never_unread_to_oneself(client):
 
 def test_message_get_keeps_scopes_and_refs_in_the_order_given(shared, names):
     client = shared
-    alice, bob, implementer, reviewer = names("alice", "bob", "impl", "rev")
-    register(client, alice, implementer)
-    register(client, bob, reviewer)
+    alice, bob, implementer, reviewer = _alice_and_bob(client, names)
     scopes = [
         {"type": "repo", "value": "github.com/user/repo"},
         {"type": "file", "value": "src/auth.go"},
