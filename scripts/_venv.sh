@@ -12,15 +12,20 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 stamp="$venv/.thrum-installed"
 extras="${THRUM_EXTRAS:-test}"
-if [ ! -f "$stamp" ] || [ "$root/pyproject.toml" -nt "$stamp" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$extras" ]; then
+# thrum is installed editable as a plain path in a .pth file (setuptools' "compat" mode):
+# the default mode's import hook is imported by every Python process of the venv, ~5 ms of
+# CPU each (a suite starts ~2,700: daemons, CLIs, gc-mail). The repository's root on
+# sys.path also makes `fixtures` importable, as pytest's `pythonpath` does for the tests.
+mode="$extras editable=compat"
+if [ ! -f "$stamp" ] || [ "$root/pyproject.toml" -nt "$stamp" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$mode" ]; then
   log="$venv/install.log"
   echo "thrum: installing into $venv (log: $log)" >&2
-  if ! "$venv/bin/python" -m pip install --upgrade -e "$root[$extras]" >"$log" 2>&1; then
+  if ! "$venv/bin/python" -m pip install --upgrade -e "$root[$extras]" --config-settings editable_mode=compat >"$log" 2>&1; then
     tail -n 30 "$log" >&2
     echo "thrum: installation failed; see $log" >&2
     exit 1
   fi
-  echo "$extras" > "$stamp"
+  echo "$mode" > "$stamp"
 fi
 export PATH="$venv/bin:$PATH"
 # Python caches compiled modules (__pycache__, ignored by git). A suite starts hundreds of

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from thrum import events as ev
-from thrum.events import schema
+from thrum.events import ids, schema
 from thrum.errors import ValidationError
 
 BODY = ev.Body("Auth module **done**", format="markdown", structured='{"passed": 45}')
@@ -225,6 +225,30 @@ def test_new_ulid_is_strictly_increasing():
     assert all(a < b for a, b in zip(ids, ids[1:]))
     assert all(ev.ULID_RE.fullmatch(i) for i in ids)
     assert ev.new_id("msg").startswith("msg_") and ev.MESSAGE_ID_RE.fullmatch(ev.new_id("msg"))
+
+
+@given(st.integers(min_value=0, max_value=(1 << 128) - 1))
+def test_ulid_text_and_ulid_int_spell_ulids_as_the_library_does(value):
+    from ulid import ULID
+
+    text = ids.ulid_text(value)
+    assert text == str(ULID.from_int(value))
+    assert ids.ulid_int(text) == value == int(ULID.from_str(text))
+
+
+@pytest.mark.parametrize("bad", ["", "0" * 25, "0" * 27, "8" + "0" * 25, "0" * 25 + "U", "0" * 25 + "a"])
+def test_ulid_int_refuses_what_is_not_a_ulid(bad):
+    with pytest.raises(ValueError):
+        ids.ulid_int(bad)
+
+
+def test_ulid_after_sorts_after_its_floor_even_one_dated_ahead():
+    ahead = ids.ulid_text(((ids.ulid_ms(ev.new_ulid()) + 60_000) << 80) | 5)  # a minute ahead of this clock
+    after = ev.ulid_after(ahead)
+    assert after > ahead and ev.ULID_RE.fullmatch(after)
+    assert ids.ulid_int(after) == ids.ulid_int(ahead) + 1
+    old = ev.new_ulid()
+    assert old < ev.ulid_after(old) and ids.ulid_ms(ev.ulid_after(old, at_least_ms=2**47)) == 2**47
 
 
 def test_now_rfc3339_is_its_own_time_key():
