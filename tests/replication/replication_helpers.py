@@ -6,14 +6,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
+from fixtures.thrum_cli import THRUM, run_thrum
 from thrum import lifecycle
 from thrum.paths import resolve
 
-THRUM = shutil.which("thrum") or str(Path(sys.executable).parent / "thrum")
+__all__ = ["THRUM", "Machine", "event_ids", "machine_env"]
 
 
 class Machine:
@@ -34,9 +33,7 @@ class Machine:
         env = dict(self.env)
         if agent:
             env["THRUM_NAME"] = agent
-        proc = subprocess.run(
-            [THRUM, *args], cwd=self.path, env=env, capture_output=True, text=True, input=input, timeout=120
-        )
+        proc = run_thrum(args, cwd=self.path, env=env, input=input)  # in this process (fixtures/thrum_cli.py)
         if check and proc.returncode != 0:
             raise AssertionError(
                 f"[{self.name}] thrum {' '.join(args)} -> {proc.returncode}\n"

@@ -9,16 +9,15 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from fixtures.thrum_cli import run_thrum
 from thrum.client import Client
 from thrum.paths import resolve
 
-THRUM = shutil.which("thrum") or str(Path(sys.executable).parent / "thrum")
 CHROMIUM = os.environ.get("THRUM_TEST_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("THRUM_TEST_CHROMEDRIVER", "/usr/bin/chromedriver")
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,7 +71,7 @@ class Repo:
         e = dict(self.env, **(extra_env or {}))
         if agent:
             e["THRUM_NAME"] = agent
-        proc = subprocess.run([THRUM, *args], cwd=self.path, env=e, capture_output=True, text=True, timeout=timeout)
+        proc = run_thrum(args, cwd=self.path, env=e, timeout=timeout)  # in this process (fixtures/thrum_cli.py)
         if check and proc.returncode != 0:
             raise AssertionError(
                 f"thrum {' '.join(args)} -> {proc.returncode}\nstdout: {proc.stdout}\nstderr: {proc.stderr}"
