@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from fixtures.repos.builders import make_repo
+from fixtures.thrum_cli import run_thrum
 
 THRUM = shutil.which("thrum")
 TIMEOUT = 60
@@ -44,7 +45,9 @@ def base_env(**extra: str) -> dict:
 
 
 class Repo:
-    """A git checkout with thrum; `run` executes the installed CLI inside it."""
+    """A git checkout with thrum; `run` executes the installed CLI inside it (a process:
+    the executable is what the end-to-end tests are about; `InProcessRepo` for tests that
+    only set up and inspect through it)."""
 
     def __init__(self, path: Path):
         self.path = Path(path)
@@ -64,19 +67,16 @@ class Repo:
         e = base_env(**(env or {}))
         if agent:
             e["THRUM_NAME"] = agent
-        proc = subprocess.run(
-            [THRUM, *args],
-            cwd=str(cwd or self.path),
-            env=e,
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
+        proc = self._thrum(args, cwd=cwd or self.path, env=e, input=stdin, timeout=timeout)
         res = Result(proc.returncode, proc.stdout, proc.stderr)
         if check:
             assert res.code == 0, f"thrum {' '.join(args)} -> {res.code}\nstdout: {res.out}\nstderr: {res.err}"
         return res
+
+    def _thrum(self, args, *, cwd, env, input, timeout) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [THRUM, *args], cwd=str(cwd), env=env, input=input, capture_output=True, text=True, timeout=timeout
+        )
 
     def ok(self, *args: str, **kw) -> Result:
         return self.run(*args, check=True, **kw)
@@ -104,21 +104,34 @@ class Repo:
             )
 
 
-@pytest.fixture(scope="module")
-def repo_factory(tmp_path_factory):
-    """Make initialised (or bare) repositories for a test module; their daemons stop at its end.
+class InProcessRepo(Repo):
+    """A `Repo` whose CLI runs in the test's process (fixtures/thrum_cli.py), for tests about
+    something else (the hooks: `thrum hook` itself still runs as the host runs it)."""
 
-    A fixture: a conftest.py that imports it offers it to its directory's tests.
-    """
-    made: list[Repo] = []
+    def _thrum(self, args, *, cwd, env, input, timeout) -> subprocess.CompletedProcess:
+        return run_thrum(args, cwd=cwd, env=env, input=input, timeout=timeout)
 
-    def make(name: str = "repo", *, init: bool = True) -> Repo:
-        path = tmp_path_factory.mktemp("repos") / name
-        make_repo(path)
-        r = Repo(path)
-        made.append(r)
-        return r.init() if init else r
 
-    yield make
-    for r in reversed(made):
-        r.stop()
+def repo_factory_of(kind: type[Repo]):
+    """A module fixture making initialised (or bare) ``kind`` repositories; their daemons
+    stop at the module's end. A conftest.py that assigns it offers it to its directory's tests."""
+
+    @pytest.fixture(scope="module")
+    def repo_factory(tmp_path_factory):
+        made: list[Repo] = []
+
+        def make(name: str = "repo", *, init: bool = True) -> Repo:
+            path = tmp_path_factory.mktemp("repos") / name
+            make_repo(path)
+            r = kind(path)
+            made.append(r)
+            return r.init() if init else r
+
+        yield make
+        for r in reversed(made):
+            r.stop()
+
+    return repo_factory
+
+
+repo_factory = repo_factory_of(Repo)

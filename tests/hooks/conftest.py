@@ -1,4 +1,6 @@
-"""Hook tests drive the installed ``thrum`` like a host does; they reuse the end-to-end helpers and fixture."""
+"""Hook tests run ``thrum hook`` as a host does (a process, `hook_helpers.run_hook`); they set
+up and inspect through the end-to-end helpers' repositories, whose other commands run in the
+test's process (`InProcessRepo`)."""
 
 from __future__ import annotations
 
@@ -7,4 +9,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "e2e"))
 
-from e2e_helpers import repo_factory  # noqa: E402, F401  (the fixture)
+from e2e_helpers import InProcessRepo, repo_factory_of  # noqa: E402
+
+repo_factory = repo_factory_of(InProcessRepo)
