@@ -12,10 +12,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
+from functools import partial
 from pathlib import Path
 
 import trio
+from anyio.from_thread import BlockingPortal, start_blocking_portal
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import JSONRPCError, JSONRPCRequest, JSONRPCResponse
@@ -30,12 +32,14 @@ WAIT = 20.0  # upper bound for anything awaited in a test (never a sleep)
 __all__ = [
     "Daemon",
     "McpServer",
+    "SharedMcpServer",
     "THRUM",
     "Tap",
     "WAIT",
     "daemon_env",
     "mcp_server",
     "run_thrum",
+    "shared_mcp_server",
     "start_daemon",
     "tapped_mcp_server",
 ]
@@ -111,6 +115,50 @@ async def mcp_server(repo: Path, agent: str | None = None, *, env: dict | None =
             finally:
                 print(f"--- thrum mcp serve ({agent}), stderr:\n{stderr.read_text(errors='replace')[-20000:]}")
     assert not stray, f"the server wrote something other than JSON-RPC on stdout: {stray!r}"
+
+
+class _Across:
+    """The async methods of an object that lives in another thread's event loop, awaited from
+    this one (the call runs there, this task waits in a worker thread)."""
+
+    def __init__(self, portal: BlockingPortal, target: object):
+        self._portal, self._target = portal, target
+
+    def __getattr__(self, name: str):
+        method = getattr(self._target, name)
+
+        async def across(*args, **kwargs):
+            return await trio.to_thread.run_sync(self._portal.call, partial(method, *args, **kwargs))
+
+        return across
+
+
+class SharedMcpServer:
+    """A `thrum mcp serve` for a whole test module (`shared_mcp_server`), used as an
+    `McpServer`: ``await server.call(...)``, ``server.fail``, ``server.session.list_tools()``."""
+
+    def __init__(self, portal: BlockingPortal, server: McpServer):
+        self._across = _Across(portal, server)
+        self.session = _Across(portal, server.session)
+        self.agent = server.agent
+
+    async def call(self, tool: str, args: dict | None = None) -> dict:
+        return await self._across.call(tool, args)
+
+    async def fail(self, tool: str, args: dict | None = None) -> str:
+        return await self._across.fail(tool, args)
+
+
+@contextmanager
+def shared_mcp_server(repo: Path, agent: str):
+    """One `mcp_server` for the tests of a module that need nothing of a fresh one: a server's
+    start costs ~0.7 s of CPU (the MCP SDK's import). pytest-trio gives each test a trio run of
+    its own, so the server's client session runs in a run of its own, in a thread, for the
+    module, and each test's calls go to it through a portal (anyio's, on trio); still the
+    official client, over the server's stdio."""
+    with start_blocking_portal(backend="trio") as portal:
+        with portal.wrap_async_context_manager(mcp_server(repo, agent)) as server:
+            yield SharedMcpServer(portal, server)
 
 
 class Tap:
