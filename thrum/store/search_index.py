@@ -297,14 +297,15 @@ def _fill_on_top(conn: sqlite3.Connection) -> None:
     each: a send's fold averaged 3.7-10 ms over the next 300 sends instead of 0.3).
 
     How, with FTS5's own commands: an 'optimize' merges every segment onto a new level
-    above the highest one, and a segment written below stays below as long as it is the
-    smaller (FTS5 moves a smaller segment of a higher level down to a new one). So: a
-    sample of the messages first (every `TOP_SAMPLE`-th), lifted by `TOP_ROUNDS` cheap
-    rounds of one message and an 'optimize' (two levels each), then the rest in
-    `LOAD_BATCHES` segments, each smaller than the sample, with FTS5's own merging off
-    meanwhile, and a last 'optimize' that merges it all onto the top: one more write of
-    the index (~1 s at a million). A small index is filled in one statement (its merges
-    cost little). Figures: docs/design/decisions.md ("Search").
+    above the highest one, and a segment written later on level 0 leaves the ones above
+    in place as long as it is smaller than they are (a larger one pulls them down to its
+    level). So: a sample of the messages (every `TOP_SAMPLE`-th) goes in first, in rounds
+    that each add half as much as is in and 'optimize' (two levels up a round, the top
+    rewritten each time: ~3 times the sample's size in all); then the rest in
+    `LOAD_PIECES` segments, each a third of the sample, with FTS5's own merging off
+    meanwhile; then one 'optimize' merges it all onto the top: one more write of the
+    index than 'rebuild' (~1 s at a million). A small index is filled in one statement
+    (its merges cost little). Figures: docs/design/decisions.md ("Search").
     """
     conn.execute(f"INSERT INTO {TABLE}({TABLE}) VALUES ('delete-all')")
     live, last = conn.execute("SELECT count(*), coalesce(max(rowid), 0) FROM messages WHERE deleted = 0").fetchone()
@@ -312,24 +313,22 @@ def _fill_on_top(conn: sqlite3.Connection) -> None:
         conn.execute(f"{_ADD_DOCS} WHERE 1")
         return
     _config(conn, automerge=0, crisismerge=FTS5_MAX_CRISISMERGE)
-    lifted = [
-        r[0]
-        for r in conn.execute(
-            f"SELECT rowid FROM messages WHERE deleted = 0 AND rowid % {TOP_SAMPLE} = 0 ORDER BY rowid LIMIT ?",
-            (TOP_ROUNDS,),
-        )
-    ]
-    conn.execute(f"{_ADD_DOCS} WHERE d.rid % {TOP_SAMPLE} = 0 AND d.rid > ?", (lifted[-1],))
-    for rid in lifted:
-        conn.execute(f"{_ADD_DOCS} WHERE d.rid = ?", (rid,))
-        conn.execute(f"INSERT INTO {TABLE}({TABLE}) VALUES ('optimize')")
-    step = last // LOAD_BATCHES + 1
-    for low in range(0, last, step):
-        conn.execute("SAVEPOINT thrum_index_batch")  # FTS5 writes what it holds as a segment at a savepoint
+    sample = [r[0] for r in conn.execute(f"SELECT rowid FROM messages WHERE deleted = 0 AND rowid % {TOP_SAMPLE} = 0")]
+    done = min(TOP_FIRST, len(sample))
+    conn.execute(f"{_ADD_DOCS} WHERE d.rid % {TOP_SAMPLE} = 0 AND d.rid <= ?", (sample[done - 1],))
+    while done < len(sample):
+        more = min(len(sample), done + done // 2)
         conn.execute(
-            f"{_ADD_DOCS} WHERE d.rid % {TOP_SAMPLE} <> 0 AND d.rid > ? AND d.rid <= ?", (low, low + step)
+            f"{_ADD_DOCS} WHERE d.rid % {TOP_SAMPLE} = 0 AND d.rid > ? AND d.rid <= ?",
+            (sample[done - 1], sample[more - 1]),
         )
-        conn.execute("RELEASE thrum_index_batch")
+        conn.execute(f"INSERT INTO {TABLE}({TABLE}) VALUES ('optimize')")
+        done = more
+    step = last // LOAD_PIECES + 1
+    for low in range(0, last, step):
+        conn.execute("SAVEPOINT thrum_index_piece")  # FTS5 writes what it holds as a segment at a savepoint
+        conn.execute(f"{_ADD_DOCS} WHERE d.rid % {TOP_SAMPLE} <> 0 AND d.rid > ? AND d.rid <= ?", (low, low + step))
+        conn.execute("RELEASE thrum_index_piece")
     conn.execute(f"INSERT INTO {TABLE}({TABLE}) VALUES ('optimize')")
     _config(conn, automerge=DEFAULT_AUTOMERGE, crisismerge=DEFAULT_CRISISMERGE)
 
@@ -340,9 +339,9 @@ def _config(conn: sqlite3.Connection, **values: int) -> None:
 
 
 TOP_MIN_MESSAGES = 20_000  # fewer live messages: the index is filled in one statement
-TOP_SAMPLE = 16  # every 16th message makes the first segment (~6 % of the index)
-TOP_ROUNDS = 8  # the index ends on level ~18: merged after ~4^18 commits, i.e. never
-LOAD_BATCHES = 48  # the segments of the rest: each ~2 % of the index, a third of the sample
+TOP_SAMPLE = 32  # every 32nd message makes the top segment (~3 % of the index)
+TOP_FIRST = 32  # messages of the sample in its first segment (then x1.5 a round: ~17 rounds at a million)
+LOAD_PIECES = 96  # the segments of the rest: each ~1 % of the index, a third of the sample
 DEFAULT_AUTOMERGE = 4  # FTS5's defaults, put back after the load
 DEFAULT_CRISISMERGE = 16
 FTS5_MAX_CRISISMERGE = 1999
