@@ -486,7 +486,9 @@ def test_sends_after_a_rebuild_do_not_rewrite_the_rebuilt_index(tmp_path, monkey
     words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "theta", "kappa"]
     records = [e.register("bob", "reviewer"), e.register("alice", "dev")]
     records += [
-        e.create("bob", f"note {i} on {words[i % 8]} and {words[i * 3 % 8]} topic{i % 97}", thread_id=f"thr_FFFF{i % 40}")
+        e.create(
+            "bob", f"note {i} on {words[i % 8]} and {words[i * 3 % 8]} topic{i % 97}", thread_id=f"thr_FFFF{i % 40}"
+        )
         for i in range(1500)
     ]
     db = database.open_database(tmp_path / "rebuilt.db")
