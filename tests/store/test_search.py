@@ -528,3 +528,12 @@ def test_an_index_filled_in_pieces_holds_the_same_entries_as_one_filled_at_once(
         assert run(whole, text) == run(pieces, text), text
     assert run(pieces, "item")["total"] == 699 - 1  # one deleted, one edited
     assert search_index.check(pieces, thorough=True) is None
+
+
+def test_a_bulk_insert_finds_its_threads_by_the_new_rows_not_by_a_scan(db):
+    """The threads whose subjects a received chunk sets are looked up in the chunk's rowid range:
+    a scan of the thread index instead cost ~55 ms per chunk on a million messages."""
+    plan = " ".join(
+        str(r[3]) for r in db.execute_sql("EXPLAIN QUERY PLAN " + search_index.NEW_THREADS_WITH_SUBJECTS, (10,))
+    )
+    assert "INTEGER PRIMARY KEY (rowid>?)" in plan and "idx_messages_thread" not in plan
