@@ -308,20 +308,18 @@ def _fill_on_top(conn: sqlite3.Connection) -> None:
     (its merges cost little). Figures: docs/design/decisions.md ("Search").
     """
     conn.execute(f"INSERT INTO {TABLE}({TABLE}) VALUES ('delete-all')")
-    live, last = conn.execute("SELECT count(*), coalesce(max(rowid), 0) FROM messages WHERE deleted = 0").fetchone()
-    if live < TOP_MIN_MESSAGES:
+    last = conn.execute("SELECT coalesce(max(rowid), 0) FROM messages").fetchone()[0]
+    if last < TOP_MIN_MESSAGES:
         conn.execute(f"{_ADD_DOCS} WHERE 1")
         return
     _config(conn, automerge=0, crisismerge=FTS5_MAX_CRISISMERGE)
-    sample = [r[0] for r in conn.execute(f"SELECT rowid FROM messages WHERE deleted = 0 AND rowid % {TOP_SAMPLE} = 0")]
-    done = min(TOP_FIRST, len(sample))
-    conn.execute(f"{_ADD_DOCS} WHERE d.rid % {TOP_SAMPLE} = 0 AND d.rid <= ?", (sample[done - 1],))
-    while done < len(sample):
-        more = min(len(sample), done + done // 2)
-        conn.execute(
-            f"{_ADD_DOCS} WHERE d.rid % {TOP_SAMPLE} = 0 AND d.rid > ? AND d.rid <= ?",
-            (sample[done - 1], sample[more - 1]),
-        )
+    # the sample: rows TOP_SAMPLE, 2 * TOP_SAMPLE, ... (looked up by rowid, no scan)
+    positions = last // TOP_SAMPLE
+    done = min(TOP_FIRST, positions)
+    conn.execute(_ADD_SAMPLE, (TOP_SAMPLE, TOP_SAMPLE * done))
+    while done < positions:
+        more = min(positions, done + done // 2)
+        conn.execute(_ADD_SAMPLE, (TOP_SAMPLE * (done + 1), TOP_SAMPLE * more))
         conn.execute(f"INSERT INTO {TABLE}({TABLE}) VALUES ('optimize')")
         done = more
     step = last // LOAD_PIECES + 1
@@ -338,7 +336,7 @@ def _config(conn: sqlite3.Connection, **values: int) -> None:
         conn.execute(f"INSERT INTO {TABLE}({TABLE}, rank) VALUES (?, ?)", (name, value))
 
 
-TOP_MIN_MESSAGES = 20_000  # fewer live messages: the index is filled in one statement
+TOP_MIN_MESSAGES = 20_000  # fewer messages (by rowid): the index is filled in one statement
 TOP_SAMPLE = 32  # every 32nd message makes the top segment (~3 % of the index)
 TOP_FIRST = 32  # messages of the sample in its first segment (then x1.5 a round: ~17 rounds at a million)
 LOAD_PIECES = 96  # the segments of the rest: each ~1 % of the index, a third of the sample
@@ -346,6 +344,10 @@ DEFAULT_AUTOMERGE = 4  # FTS5's defaults, put back after the load
 DEFAULT_CRISISMERGE = 16
 FTS5_MAX_CRISISMERGE = 1999
 _ADD_DOCS = f"INSERT INTO {TABLE}(rowid, {_COLS}) SELECT d.rid, {_values()} FROM message_search_docs d"
+_ADD_SAMPLE = (  # the sample's rows from the first rowid given to the last, TOP_SAMPLE apart
+    f"WITH RECURSIVE s(r) AS (SELECT ? UNION ALL SELECT r + {TOP_SAMPLE} FROM s WHERE r + {TOP_SAMPLE} <= ?) "
+    f"INSERT INTO {TABLE}(rowid, {_COLS}) SELECT d.rid, {_values()} FROM s JOIN message_search_docs d ON d.rid = s.r"
+)
 
 
 def rebuild_index(db: pw.SqliteDatabase) -> None:
