@@ -17,8 +17,10 @@ Rules:
    the change. That covers the fold's edits and deletes, an author whose role
    changes and a thread whose subject changes, whatever code path makes them.
 2. A rebuild loads without the triggers and builds the index once at the end
-   (`build`: one bulk pass, sorted, much faster than a million single inserts);
-   the triggers are created after it, like the counters'.
+   (`build`: set-wise passes, much faster than a million single inserts), as one
+   segment on the top of FTS5's levels, so the commits after it never merge the
+   whole index again (`_fill_on_top`); the triggers are created after it, like the
+   counters'.
 3. `check` compares the index with the messages table (`thrum doctor`); an index
    SQLite reports as corrupt is rebuilt with the projection (daemon/view.py),
    one that merely disagrees is rebuilt by `rebuild_index`.
@@ -266,7 +268,7 @@ THREAD_SUBJECTS_FROM_MESSAGES = (
 
 
 def build(db: pw.SqliteDatabase) -> None:
-    """Create the index (if missing) and fill it from the messages in one pass, then its triggers.
+    """Create the index (if missing) and fill it from the messages (`_fill_on_top`), then its triggers.
 
     For a rebuild, after the rows are loaded (no triggers during the load, rule 2);
     on a new, empty database it costs nothing. One transaction.
