@@ -521,12 +521,14 @@ def test_an_index_filled_in_pieces_holds_the_same_entries_as_one_filled_at_once(
     log = _write_log(tmp_path / "log", records)
     whole = database.open_database(tmp_path / "whole.db")
     projection.rebuild(whole, log)
-    monkeypatch.setattr(search_index, "TOP_MIN_MESSAGES", 100)
+    for name, value in {"TOP_MIN_MESSAGES": 100, "TOP_SAMPLE": 4, "TOP_FIRST": 2, "LOAD_PIECES": 7}.items():
+        monkeypatch.setattr(search_index, name, value)  # ~12 rounds of the sample, then 7 pieces
     pieces = database.open_database(tmp_path / "pieces.db")
     projection.rebuild(pieces, log)
     for text in ["item", "plan", "result7", "foldresult", "rewritten", "item 38", "from:bob item 5*", "in:thr_GGGG3"]:
         assert run(whole, text) == run(pieces, text), text
     assert run(pieces, "item")["total"] == 699 - 1  # one deleted, one edited
+    assert found(pieces, "item 603") == {mid(records[2 + 603])} and found(pieces, "item 604") == {mid(records[2 + 604])}
     assert search_index.check(pieces, thorough=True) is None
 
 

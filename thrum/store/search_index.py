@@ -316,18 +316,19 @@ def _fill_on_top(conn: sqlite3.Connection) -> None:
         return
     _config(conn, automerge=0, crisismerge=FTS5_MAX_CRISISMERGE)
     # the sample: rows TOP_SAMPLE, 2 * TOP_SAMPLE, ... (looked up by rowid, no scan)
-    positions = last // TOP_SAMPLE
+    every = TOP_SAMPLE
+    positions = last // every
     done = min(TOP_FIRST, positions)
-    conn.execute(_ADD_SAMPLE, (TOP_SAMPLE, TOP_SAMPLE * done))
+    conn.execute(_ADD_SAMPLE, {"first": every, "step": every, "last": every * done})
     while done < positions:
-        more = min(positions, done + done // 2)
-        conn.execute(_ADD_SAMPLE, (TOP_SAMPLE * (done + 1), TOP_SAMPLE * more))
+        more = min(positions, done + max(1, done // 2))
+        conn.execute(_ADD_SAMPLE, {"first": every * (done + 1), "step": every, "last": every * more})
         conn.execute(f"INSERT INTO {TABLE}({TABLE}) VALUES ('optimize')")
         done = more
     step = last // LOAD_PIECES + 1
     for low in range(0, last, step):
         conn.execute("SAVEPOINT thrum_index_piece")  # FTS5 writes what it holds as a segment at a savepoint
-        conn.execute(f"{_ADD_DOCS} WHERE d.rid % {TOP_SAMPLE} <> 0 AND d.rid > ? AND d.rid <= ?", (low, low + step))
+        conn.execute(f"{_ADD_DOCS} WHERE d.rid % ? <> 0 AND d.rid > ? AND d.rid <= ?", (every, low, low + step))
         conn.execute("RELEASE thrum_index_piece")
     conn.execute(f"INSERT INTO {TABLE}({TABLE}) VALUES ('optimize')")
     _config(conn, automerge=DEFAULT_AUTOMERGE, crisismerge=DEFAULT_CRISISMERGE)
@@ -346,8 +347,9 @@ DEFAULT_AUTOMERGE = 4  # FTS5's defaults, put back after the load
 DEFAULT_CRISISMERGE = 16
 FTS5_MAX_CRISISMERGE = 1999
 _ADD_DOCS = f"INSERT INTO {TABLE}(rowid, {_COLS}) SELECT d.rid, {_values()} FROM message_search_docs d"
-_ADD_SAMPLE = (  # the sample's rows from the first rowid given to the last, TOP_SAMPLE apart
-    f"WITH RECURSIVE s(r) AS (SELECT ? UNION ALL SELECT r + {TOP_SAMPLE} FROM s WHERE r + {TOP_SAMPLE} <= ?) "
+_ADD_SAMPLE = (  # rows first, first + step, ... up to last, looked up by rowid
+    "WITH RECURSIVE s(r) AS (SELECT :first WHERE :first <= :last "
+    "UNION ALL SELECT r + :step FROM s WHERE r + :step <= :last) "
     f"INSERT INTO {TABLE}(rowid, {_COLS}) SELECT d.rid, {_values()} FROM s JOIN message_search_docs d ON d.rid = s.r"
 )
 
