@@ -307,7 +307,7 @@ def _fill_on_top(conn: sqlite3.Connection) -> None:
     `LOAD_PIECES` segments, each a third of the sample, with FTS5's own merging off
     meanwhile; then one 'optimize' merges it all onto the top: one more write of the
     index than 'rebuild' (~1 s at a million). A small index is filled in one statement
-    (its merges cost little). Figures: docs/design/decisions.md ("Search").
+    (its merges cost little). Figures: docs/design/decisions.md ("The fold on a large history").
     """
     conn.execute(f"INSERT INTO {TABLE}({TABLE}) VALUES ('delete-all')")
     last = conn.execute("SELECT coalesce(max(rowid), 0) FROM messages").fetchone()[0]
