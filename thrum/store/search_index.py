@@ -17,8 +17,10 @@ Rules:
    the change. That covers the fold's edits and deletes, an author whose role
    changes and a thread whose subject changes, whatever code path makes them.
 2. A rebuild loads without the triggers and builds the index once at the end
-   (`build`: one bulk pass, sorted, much faster than a million single inserts);
-   the triggers are created after it, like the counters'.
+   (`build`: set-wise passes, much faster than a million single inserts), as one
+   segment on the top of FTS5's levels, so the commits after it never merge the
+   whole index again (`_fill_on_top`); the triggers are created after it, like the
+   counters'.
 3. `check` compares the index with the messages table (`thrum doctor`); an index
    SQLite reports as corrupt is rebuilt with the projection (daemon/view.py),
    one that merely disagrees is rebuilt by `rebuild_index`.
@@ -212,6 +214,13 @@ TRIGGER_NAMES = [re.match(r"CREATE TRIGGER IF NOT EXISTS (\w+)", t).group(1) for
 TRIGGER_SQL = dict(zip(TRIGGER_NAMES, TRIGGERS))
 
 _INSERT_TRIGGERS = ("trg_search_messages_ins", "trg_search_messages_ins_subject")
+# The threads of the rows a bulk insert added that have a subject. NOT INDEXED keeps SQLite
+# to the rowid range: it chose the partial index on thread_id instead, a scan of every
+# message with a thread (at a million messages ~55 ms per received chunk, ~1/5 of the fold).
+NEW_THREADS_WITH_SUBJECTS = (
+    "SELECT DISTINCT thread_id FROM messages NOT INDEXED WHERE rowid > ? AND thread_id <> '' AND subject <> '' "
+    "AND deleted = 0"
+)
 
 
 @contextmanager
@@ -242,14 +251,7 @@ def bulk_insert(conn: sqlite3.Connection, after_rowid: int) -> Iterator[None]:
             f"INSERT INTO {TABLE}(rowid, {_COLS}) SELECT d.rid, {_values()} FROM message_search_docs d WHERE d.rid > ?",
             (after_rowid,),
         )
-        threads = [
-            r[0]
-            for r in conn.execute(
-                "SELECT DISTINCT thread_id FROM messages WHERE rowid > ? AND thread_id <> '' AND subject <> '' "
-                "AND deleted = 0",
-                (after_rowid,),
-            )
-        ]
+        threads = [r[0] for r in conn.execute(NEW_THREADS_WITH_SUBJECTS, (after_rowid,))]
         for thread in threads:  # (their entries are in: the subject's own triggers re-index the thread)
             for statement in _THREAD_SUBJECT_BY_PARAM:
                 conn.execute(statement, {"t": thread})
@@ -266,7 +268,7 @@ THREAD_SUBJECTS_FROM_MESSAGES = (
 
 
 def build(db: pw.SqliteDatabase) -> None:
-    """Create the index (if missing) and fill it from the messages in one pass, then its triggers.
+    """Create the index (if missing) and fill it from the messages (`_fill_on_top`), then its triggers.
 
     For a rebuild, after the rows are loaded (no triggers during the load, rule 2);
     on a new, empty database it costs nothing. One transaction.
@@ -279,10 +281,77 @@ def build(db: pw.SqliteDatabase) -> None:
             db.execute_sql(sql)
         db.execute_sql(CREATE_TABLE)
         db.execute_sql(f"INSERT INTO {TABLE}({TABLE}, rank) VALUES ('hashsize', ?)", (BULK_HASH_BYTES,))
-        db.execute_sql(f"INSERT INTO {TABLE}({TABLE}) VALUES ('rebuild')")
+        _fill_on_top(db.connection())
         db.execute_sql(f"INSERT INTO {TABLE}({TABLE}, rank) VALUES ('hashsize', ?)", (DEFAULT_HASH_BYTES,))
         for sql in TRIGGERS:
             db.execute_sql(sql)
+
+
+def _fill_on_top(conn: sqlite3.Connection) -> None:
+    """Fill the (new) index with every live message so that it ends as one segment on the
+    top of FTS5's levels, where the small segments that later commits add do not reach it.
+
+    Why: FTS5 writes a new segment on level 0 at every commit that changes the index (a
+    send: a segment of one page) and merges a level into the next once it holds
+    `automerge` (4) segments: level k is merged every ~4^(k+1) commits, however much it
+    holds. FTS5's own 'rebuild' leaves the whole index on level 0, so the 4th, 16th, 64th,
+    256th... commit after a rebuild rewrote all of it (at a million messages ~1 s of CPU
+    each: a send's fold averaged 3.7-10 ms over the next 300 sends instead of 0.3).
+
+    How, with FTS5's own commands: an 'optimize' merges every segment onto a new level
+    above the highest one, and a segment written later on level 0 leaves the ones above
+    in place as long as it is smaller than they are (a larger one pulls them down to its
+    level). So: a sample of the messages (every `TOP_SAMPLE`-th) goes in first, in rounds
+    that each add half as much as is in and 'optimize' (two levels up a round, the top
+    rewritten each time: ~3 times the sample's size in all); then the rest in
+    `LOAD_PIECES` segments, each a third of the sample, with FTS5's own merging off
+    meanwhile; then one 'optimize' merges it all onto the top: one more write of the
+    index than 'rebuild' (~1 s at a million). A small index is filled in one statement
+    (its merges cost little). Figures: docs/design/decisions.md ("The fold on a large history").
+    """
+    conn.execute(f"INSERT INTO {TABLE}({TABLE}) VALUES ('delete-all')")
+    last = conn.execute("SELECT coalesce(max(rowid), 0) FROM messages").fetchone()[0]
+    if last < TOP_MIN_MESSAGES:
+        conn.execute(f"{_ADD_DOCS} WHERE 1")
+        return
+    _config(conn, automerge=0, crisismerge=FTS5_MAX_CRISISMERGE)
+    # the sample: rows TOP_SAMPLE, 2 * TOP_SAMPLE, ... (looked up by rowid, no scan)
+    every = TOP_SAMPLE
+    positions = last // every
+    done = min(TOP_FIRST, positions)
+    conn.execute(_ADD_SAMPLE, {"first": every, "step": every, "last": every * done})
+    while done < positions:
+        more = min(positions, done + max(1, done // 2))
+        conn.execute(_ADD_SAMPLE, {"first": every * (done + 1), "step": every, "last": every * more})
+        conn.execute(f"INSERT INTO {TABLE}({TABLE}) VALUES ('optimize')")
+        done = more
+    step = last // LOAD_PIECES + 1
+    for low in range(0, last, step):
+        conn.execute("SAVEPOINT thrum_index_piece")  # FTS5 writes what it holds as a segment at a savepoint
+        conn.execute(f"{_ADD_DOCS} WHERE d.rid % ? <> 0 AND d.rid > ? AND d.rid <= ?", (every, low, low + step))
+        conn.execute("RELEASE thrum_index_piece")
+    conn.execute(f"INSERT INTO {TABLE}({TABLE}) VALUES ('optimize')")
+    _config(conn, automerge=DEFAULT_AUTOMERGE, crisismerge=DEFAULT_CRISISMERGE)
+
+
+def _config(conn: sqlite3.Connection, **values: int) -> None:
+    for name, value in values.items():
+        conn.execute(f"INSERT INTO {TABLE}({TABLE}, rank) VALUES (?, ?)", (name, value))
+
+
+TOP_MIN_MESSAGES = 20_000  # fewer messages (by rowid): the index is filled in one statement
+TOP_SAMPLE = 32  # every 32nd message makes the top segment (~3 % of the index)
+TOP_FIRST = 32  # messages of the sample in its first segment (then x1.5 a round: ~17 rounds at a million)
+LOAD_PIECES = 96  # the segments of the rest: each ~1 % of the index, a third of the sample
+DEFAULT_AUTOMERGE = 4  # FTS5's defaults, put back after the load
+DEFAULT_CRISISMERGE = 16
+FTS5_MAX_CRISISMERGE = 1999
+_ADD_DOCS = f"INSERT INTO {TABLE}(rowid, {_COLS}) SELECT d.rid, {_values()} FROM message_search_docs d"
+_ADD_SAMPLE = (  # rows first, first + step, ... up to last, looked up by rowid
+    "WITH RECURSIVE s(r) AS (SELECT :first WHERE :first <= :last "
+    "UNION ALL SELECT r + :step FROM s WHERE r + :step <= :last) "
+    f"INSERT INTO {TABLE}(rowid, {_COLS}) SELECT d.rid, {_values()} FROM s JOIN message_search_docs d ON d.rid = s.r"
+)
 
 
 def rebuild_index(db: pw.SqliteDatabase) -> None:
