@@ -88,6 +88,7 @@ class Tidy:
         from ..sync import maintenance
 
         done = None
+        clock = maintenance.ChildClock()
         try:
             with trio.move_on_after(maintenance.TIMEOUT_S):  # the group is ended when it runs over
                 done = await trio.run_process(
@@ -106,7 +107,7 @@ class Tidy:
         if done is None:
             tidier.failed(repack, f"took longer than {maintenance.TIMEOUT_S:.0f}s")
         else:
-            tidier.finished(repack, done.returncode, done.stderr)
+            tidier.finished(repack, done.returncode, done.stderr, clock)
 
 
 async def _end_group(process: trio.Process) -> None:

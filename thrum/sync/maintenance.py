@@ -74,6 +74,7 @@ import json
 import logging
 import os
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -92,6 +93,7 @@ __all__ = [
     "MIN_GIT",
     "NEW_PACKS",
     "STALE_TEMP_S",
+    "ChildClock",
     "Repack",
     "Tidier",
     "git_version",
@@ -236,6 +238,25 @@ def locked_store(objects: Path) -> Iterator[int | None]:
     finally:
         if fd is not None:
             os.close(fd)
+
+
+class ChildClock:
+    """Wall time, and the CPU of this process's children that ended (``RUSAGE_CHILDREN``:
+    git repack with its pack-objects), since it was made: what a repack cost, for the log
+    and the storage benchmark. Another child that ends meanwhile counts too (the daemon
+    runs few)."""
+
+    def __init__(self) -> None:
+        self._wall = time.monotonic()
+        self._cpu = self._children()
+
+    @staticmethod
+    def _children() -> float:
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime
+
+    def read(self) -> tuple[float, float]:
+        return time.monotonic() - self._wall, self._children() - self._cpu
 
 
 def stop_group(pid: int, sig: int = signal.SIGKILL) -> None:
@@ -395,6 +416,7 @@ class Tidier:
             if lock is None:
                 log.info("not repacking %s: another process is", repack.objects)
                 return None
+            clock = ChildClock()
             try:
                 child = subprocess.Popen(
                     repack.argv,
@@ -413,14 +435,24 @@ class Tidier:
                 stop_group(child.pid)
                 child.communicate()
                 return self.failed(repack, f"took longer than {timeout:.0f}s")
-            return self.finished(repack, child.returncode, stderr)
+            return self.finished(repack, child.returncode, stderr, clock)
 
-    def finished(self, repack: Repack, returncode: int, stderr: bytes) -> str | None:
-        """Note how a run ended (the daemon runs them itself); None when it worked, else why not."""
+    def finished(self, repack: Repack, returncode: int, stderr: bytes, clock: ChildClock | None = None) -> str | None:
+        """Note how a run ended (the daemon runs them itself); None when it worked, else why not.
+        ``clock``: started before the child, for the log line that says what it cost."""
         if returncode != 0:
             lines = stderr.decode("utf-8", "replace").strip().splitlines()
             return self.failed(repack, lines[-1] if lines else f"git repack exited with {returncode}")
         self.done(repack.objects, repack.full)
+        if clock is not None:
+            wall, cpu = clock.read()
+            log.info(
+                "repacked %s (%s) in %.2f s, %.2f s of CPU",
+                repack.objects,
+                "full" if repack.full else "roll-up",
+                wall,
+                cpu,
+            )
         return None
 
     def failed(self, repack: Repack, why: str) -> str:
