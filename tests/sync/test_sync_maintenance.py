@@ -5,6 +5,7 @@ reading its config; nothing done (and doctor saying so) without a git that can."
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import time
 import zlib
@@ -12,10 +13,12 @@ from pathlib import Path
 
 import pygit2
 import pytest
+import trio
 
 from fixtures.repos.builders import AUTHOR, make_replicas
 from sync_helpers import git_fsck
 from thrum import events as ev
+from thrum.daemon.tidy import Tidy
 from thrum.store.log import EventLog
 from thrum.sync import SyncError, maintenance
 from thrum.sync.cycle import run_cycle
@@ -444,3 +447,71 @@ def test_the_packs_syncs_added_during_a_full_repack_are_rolled_up_right_after_it
         a.sync()
     a.tidier.done(objects, full=True)
     assert a.tidier.due(objects)
+
+
+_PROBE = """#!/bin/sh
+# git, after noting whether a repack's session (its autogroup) was lowered within 5 s
+case " $* " in *" repack "*)
+  i=0
+  while [ $i -lt 500 ]; do
+    if grep -q "nice {nice}\\$" /proc/self/autogroup; then echo lowered >> "{out}"; exec "{git}" "$@"; fi
+    sleep 0.01; i=$((i + 1))
+  done
+  echo "not lowered: $(cat /proc/self/autogroup)" >> "{out}";;
+esac
+exec "{git}" "$@"
+"""
+
+
+@pytest.fixture
+def autogroup_probe(tmp_path, monkeypatch):
+    """A `git` first on PATH that records whether each repack's session was put below the
+    rest of the machine, then runs the real git; the file it records in."""
+    if not os.path.exists("/proc/self/autogroup"):
+        pytest.skip("no autogroup scheduling here: a process's nice alone decides")
+    real = shutil.which("git")
+    assert real is not None
+    bin_dir = tmp_path / "probe-bin"
+    bin_dir.mkdir()
+    out = tmp_path / "autogroups.txt"
+    (bin_dir / "git").write_text(_PROBE.format(nice=maintenance.NICENESS, out=out, git=real))
+    (bin_dir / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return out
+
+
+def test_a_repack_yields_the_cpu_to_every_other_session_offline(pair, autogroup_probe):
+    """Linux shares the CPU between sessions first; a repack runs in a session of its own
+    (ended as a group), so `nice` alone left it an equal share beside the daemon's syncs
+    (2.5x slower syncs in the storage run). Its session is lowered too."""
+    remote, (a, b) = pair
+    for r in range(3):
+        a.write(r, 2)
+        a.sync()
+    assert a.tidier.run(a.tidier.own_repack(full=True)) is None
+    assert a.tidier.run(a.tidier.remote_repack(remote, full=False)) is None
+    assert autogroup_probe.read_text().splitlines() == ["lowered", "lowered"]
+    git_fsck(a.path)
+    git_fsck(remote)
+
+
+def test_a_repack_the_daemon_runs_yields_the_cpu_to_every_other_session(pair, autogroup_probe):
+    remote, (a, b) = pair
+    for r in range(maintenance.NEW_PACKS):  # a roll-up due for both stores
+        a.write(r, 2)
+        a.sync()
+    tidy = Tidy("origin", lambda: a.replicator, lambda: True)
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(tidy.run)
+            tidy.request()
+            with trio.fail_after(15):
+                while len(packs(remote)) != 1 or len(packs(a.replicator.common_dir)) != 1:
+                    await trio.sleep(0.05)  # polling the stores, with a deadline
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
+    assert autogroup_probe.read_text().splitlines() == ["lowered", "lowered"]  # ours and the remote's
+    git_fsck(a.path)
+    git_fsck(remote)
