@@ -216,7 +216,9 @@ def run(args) -> dict:
             # the same medians over the syncs with nothing, a roll-up or a full repack beside them (share of the window)
             "beside": {
                 who: {
-                    kind: {edge: _beside_median(series, flags, kind, edge, w) for edge in ("start", "end")}
+                    kind: {
+                        edge: _beside_median(series, flags, kind, edge, w) for edge in ("start", "end", "second half")
+                    }
                     for kind in ("", "roll-up", "full")
                 }
                 for who, series, flags in (("sender", send_t, send_beside), ("receiver", recv_t, recv_beside))
@@ -312,7 +314,7 @@ def _beside(kinds: set[str]) -> str:
 
 
 def _beside_median(series: list[float], flags: list[str], kind: str, edge: str, w: int) -> tuple[float, float]:
-    window = slice(None, w) if edge == "start" else slice(-w, None)
+    window = {"start": slice(None, w), "end": slice(-w, None)}.get(edge, slice(len(series) // 2, None))
     picked = [t for t, k in zip(series[window], flags[window]) if k == kind]
     return (statistics.median(picked) if picked else float("nan"), len(picked) / max(1, len(series[window])))
 
@@ -401,10 +403,11 @@ def print_table(res: dict) -> None:
     )
     for who in ("sender", "receiver"):
         for kind, label in (("", "no consolidation"), ("roll-up", "a roll-up"), ("full", "a full repack")):
-            (a0, f0), (a1, f1) = res["beside"][who][kind]["start"], res["beside"][who][kind]["end"]
+            (a0, f0), (a1, f1), (ah, fh) = (res["beside"][who][kind][e] for e in ("start", "end", "second half"))
             print(
                 f"    {who}, syncs with {label} beside them: start {a0 * 1000:.1f} ms ({f0:.0%} of them), "
-                f"end {a1 * 1000:.1f} ms ({f1:.0%}) (x{a1 / a0:.2f})"
+                f"end {a1 * 1000:.1f} ms ({f1:.0%}) (x{a1 / a0:.2f}); second half of the rounds "
+                f"{ah * 1000:.1f} ms ({fh:.0%})"
             )
     for who in ("sender", "receiver"):
         c0, c1 = res["sync_cpu"][who]
