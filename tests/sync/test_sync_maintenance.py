@@ -4,6 +4,7 @@ reading its config; nothing done (and doctor saying so) without a git that can."
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import subprocess
@@ -495,7 +496,8 @@ def test_a_repack_yields_the_cpu_to_every_other_session_offline(pair, autogroup_
     git_fsck(remote)
 
 
-def test_a_repack_the_daemon_runs_yields_the_cpu_to_every_other_session(pair, autogroup_probe):
+def test_a_repack_the_daemon_runs_yields_the_cpu_to_every_other_session(pair, autogroup_probe, caplog):
+    caplog.set_level(logging.INFO, logger=maintenance.__name__)
     remote, (a, b) = pair
     for r in range(maintenance.NEW_PACKS):  # a roll-up due for both stores
         a.write(r, 2)
@@ -503,13 +505,27 @@ def test_a_repack_the_daemon_runs_yields_the_cpu_to_every_other_session(pair, au
     tidy = Tidy("origin", lambda: a.replicator, lambda: True)
 
     async def main() -> None:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(tidy.run)
-            tidy.request()
-            with trio.fail_after(15):
-                while len(packs(remote)) != 1 or len(packs(a.replicator.common_dir)) != 1:
-                    await trio.sleep(0.05)  # polling the stores, with a deadline
-            nursery.cancel_scope.cancel()
+        both = trio.Event()
+        repacked: list[str] = []
+
+        class Repacked(logging.Handler):  # the tidy task logs each repack it ran, on trio's thread
+            def emit(self, record: logging.LogRecord) -> None:
+                if record.getMessage().startswith("repacked "):
+                    repacked.append(record.getMessage())
+                    if len(repacked) == 2:
+                        both.set()
+
+        handler = Repacked()
+        logging.getLogger(maintenance.__name__).addHandler(handler)
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(tidy.run)
+                tidy.request()
+                with trio.fail_after(60):
+                    await both.wait()
+                nursery.cancel_scope.cancel()
+        finally:
+            logging.getLogger(maintenance.__name__).removeHandler(handler)
 
     trio.run(main)
     assert autogroup_probe.read_text().splitlines() == ["lowered", "lowered"]  # ours and the remote's
