@@ -531,3 +531,31 @@ def test_a_repack_the_daemon_runs_yields_the_cpu_to_every_other_session(pair, au
     assert autogroup_probe.read_text().splitlines() == ["lowered", "lowered"]  # ours and the remote's
     git_fsck(a.path)
     git_fsck(remote)
+
+
+def test_the_next_full_repack_counts_from_the_store_once_the_packs_beside_the_last_are_rolled_up(pair):
+    """The syncs' packs that arrive while a full repack runs hold whole objects, several times
+    their rolled-up size; counted as they were, they put the next full repack that much
+    further off (a loaded 2,000-round storage run ended at 0.76x the raw log)."""
+    remote, (a, b) = pair
+    objects = a.replicator.common_dir / "objects"
+    for r in range(3):
+        a.write(r, 2)
+        a.sync()
+    assert a.tidier.run(a.tidier.own_repack(full=True)) is None
+    for r in range(3, 3 + 2 * maintenance.NEW_PACKS):  # the syncs while it ran ...
+        a.write(r, 2)
+        a.sync()
+    a.tidier.done(objects, full=True)  # ... as if it ended now, beside their packs
+    beside = maintenance.pack_bytes(objects)
+    assert a.tidier.run(a.tidier.own_repack(full=False)) is None  # the roll-up right after it
+    rolled = maintenance.pack_bytes(objects)
+    assert rolled < beside / 2
+    r = 100
+    while maintenance.pack_bytes(objects) < 2 * rolled:
+        r += 1
+        a.write(r, 2)
+        a.sync()
+    assert maintenance.pack_bytes(objects) < 2 * beside
+    assert a.tidier.full_due(objects)
+    git_fsck(a.path)

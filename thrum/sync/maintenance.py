@@ -44,12 +44,14 @@ several times the log's size. Rules:
    names for the delta search by walking from refs, so a path remote's full repack runs
    with our remote-tracking refs as refs of the private git dir (our refs, never the
    remote's; those whose objects it holds): without any, every object is "unreachable",
-   kept without a delta, and the store grew to 4x. The bytes after each full repack are
-   kept in ``repacks.json`` beside the private git dir, so a restart does not start the
-   count again; a path remote's full repack also writes a bitmap beside its pack, and
-   the largest pack with one counts as the remote's last full repack, whichever replica
-   ran it (each replica's own record alone had each of them repack the shared remote
-   whole at every doubling).
+   kept without a delta, and the store grew to 4x. The bytes after each full repack (after
+   the roll-up that follows it: the syncs' packs that arrived while it ran hold whole
+   objects, several times their rolled-up size, and counted as they were they put the next
+   full repack that much further off) are kept in ``repacks.json`` beside the private
+   git dir, so a restart does not start the count again; a path remote's full repack
+   also writes a bitmap beside its pack, and the largest pack with one counts as the
+   remote's last full repack, whichever replica ran it (each replica's own record alone
+   had each of them repack the shared remote whole at every doubling).
 5. One repack of a store at a time (the tidier of each replica that shares a path
    remote, the daemon's and an offline cycle's): each holds an ``flock`` on the store's
    ``objects`` directory while its child runs (the child inherits it, so it outlives a
@@ -312,6 +314,7 @@ class Tidier:
         self.new_packs = new_packs
         self.full_growth = full_growth
         self._packs_after: dict[Path, int] = {}
+        self._settling: set[Path] = set()  # fully repacked, the syncs' packs beside it not rolled up yet
         self._swept: set[Path] = set()  # stores whose stale temporaries were removed once (rule 6)
         self._record = private.parent / "repacks.json"
         self._full_after = self._load()  # objects dir -> its pack bytes after its last full repack
@@ -356,9 +359,13 @@ class Tidier:
         # a full repack leaves one pack; the syncs' packs that arrived while it ran (minutes,
         # on a large store) are due for a roll-up at once, not after `new_packs` more
         self._packs_after[objects] = 1 if full else _pack_count(objects)
-        if full:
+        if full or objects in self._settling:  # rule 4: counted from the roll-up after a full repack
             self._full_after[str(objects)] = pack_bytes(objects)
             self._save()
+            if full:
+                self._settling.add(objects)
+            else:
+                self._settling.discard(objects)
 
     def due_repacks(self, remote: Path | None = None, *, where: str = "", trusted: Sequence[str] = ()) -> list[Repack]:
         """The roll-ups due now (rule 2): ours, and a path remote's (``remote``: its
@@ -476,11 +483,13 @@ class Tidier:
         if clock is not None:
             wall, cpu = clock.read()
             log.info(
-                "repacked %s (%s) in %.2f s, %.2f s of CPU",
+                "repacked %s (%s) in %.2f s, %.2f s of CPU; %d packs, %.2f MiB now",
                 repack.objects,
                 "full" if repack.full else "roll-up",
                 wall,
                 cpu,
+                _pack_count(repack.objects),
+                pack_bytes(repack.objects) / 2**20,
             )
         return None
 
