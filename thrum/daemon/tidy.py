@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import subprocess
 from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING
@@ -88,34 +87,23 @@ class Tidy:
         """Run one repack, its child holding the store's lock too (it outlives us if we are killed)."""
         from ..sync import maintenance
 
-        done: subprocess.CompletedProcess[bytes] | None = None
-
-        async def child(task_status: trio.TaskStatus[trio.Process] = trio.TASK_STATUS_IGNORED) -> None:
-            nonlocal done
-            done = await trio.run_process(
-                repack.argv,
-                env=repack.env,
-                capture_stdout=True,
-                capture_stderr=True,
-                check=False,
-                pass_fds=(lock,),
-                start_new_session=True,
-                deliver_cancel=_end_group,
-                task_status=task_status,
-            )
-
+        done = None
         clock = maintenance.ChildClock()
-        with trio.move_on_after(maintenance.TIMEOUT_S):  # the group is ended when it runs over
-            async with trio.open_nursery() as nursery:
-                try:
-                    process = await nursery.start(child)
-                except OSError as exc:  # a failed tidy-up never stops syncing
-                    tidier.failed(repack, str(exc))
-                    return
-                for _ in range(maintenance.PRIORITY_TRIES):  # its session below the syncs' (rule 2)
-                    if maintenance.lower_priority(process.pid):
-                        break
-                    await trio.sleep(0.1)
+        try:
+            with trio.move_on_after(maintenance.TIMEOUT_S):  # the group is ended when it runs over
+                done = await trio.run_process(
+                    repack.argv,
+                    env=repack.env,
+                    capture_stdout=True,
+                    capture_stderr=True,
+                    check=False,
+                    pass_fds=(lock,),
+                    process_group=0,  # in our session, below our syncs (`maintenance`, rule 2)
+                    deliver_cancel=_end_group,
+                )
+        except OSError as exc:  # a failed tidy-up never stops syncing
+            tidier.failed(repack, str(exc))
+            return
         if done is None:
             tidier.failed(repack, f"took longer than {maintenance.TIMEOUT_S:.0f}s")
         else:

@@ -14,11 +14,12 @@ several times the log's size. Rules:
    listing decides, no git started otherwise), beside the syncs, never holding the
    log's lock or the replicator's: in a child process (the daemon: ``trio``'s
    ``run_process``, cancelled when it stops; the offline cycle: after its sync),
-   at a lower CPU priority, with a time limit. Lower against every process on the
-   machine, not only its own session's: Linux shares the CPU between sessions first
-   (autogroups), and the repack's session is its own (rule 6), so its session gets the
-   lower priority too (`lower_priority`); ``nice`` alone left it an equal share beside
-   the syncs.
+   at a lower CPU priority, with a time limit. In the daemon's session, not one of its
+   own: Linux shares the CPU between sessions first (autogroups) and applies a process's
+   nice only against its own session's, so a repack in a session of its own had an equal
+   share beside the daemon's syncs, and one whose session was lowered too starved on a busy
+   machine (stores at 1x the raw log within 700 rounds). In the daemon's session it yields
+   to the daemon's syncs and keeps the daemon's share against the rest of the machine.
 3. A path remote is another user's ground as much as ours (its writers can plant any
    file): git is never run in it. It is looked at first (`transport.pathremote`), then
    git repacks its ``objects`` directory from a private git directory of ours
@@ -63,7 +64,7 @@ several times the log's size. Rules:
    ``git clone`` of a path remote is not a reader of that kind: it links the files it
    listed, so a pack removed meanwhile is missing from the copy (git's own repacks race
    it the same way); clone with ``--no-local`` or a ``file://`` URL.
-6. A repack runs in its own process group and is ended as a group (its time limit, the
+6. A repack runs in its own process group (in our session: rule 2) and is ended as a group (its time limit, the
    daemon stopping): ``git repack`` runs ``git pack-objects`` as its child, which would
    otherwise write on, orphaned. A killed writer leaves its temporary files in
    ``objects/pack`` (git repack's ``.tmp-<pid>-pack-*``, pack-objects' ``tmp_pack_*``,
@@ -98,13 +99,11 @@ __all__ = [
     "FULL_GROWTH",
     "MIN_GIT",
     "NEW_PACKS",
-    "PRIORITY_TRIES",
     "STALE_TEMP_S",
     "ChildClock",
     "Repack",
     "Tidier",
     "git_version",
-    "lower_priority",
     "lock_store",
     "locked_store",
     "pack_bytes",
@@ -117,8 +116,7 @@ NEW_PACKS = 8  # packs a store gains before the next roll-up (a sync adds one or
 FULL_GROWTH = 2.0  # packs grown by this factor since the last full repack: the next roll-up is a full one (rule 4)
 TIMEOUT_S = 1800.0
 WINDOW = 30  # objects git compares for a delta (its default 10 misses a segment's own versions: rule 4)
-NICENESS = 10  # the syncs beside it come first (its process and its session: `lower_priority`)
-PRIORITY_TRIES = 10  # the kernel takes one session priority change per 0.1 s (`lower_priority`)
+NICENESS = 10  # the syncs beside it come first
 STALE_TEMP_S = 2 * TIMEOUT_S  # a temporary pack file untouched this long was left by a killed writer (rule 6)
 # git repack's staging names, then the temporary files of git pack-objects, libgit2 and objbatch (rule 6)
 _TEMPORARY = re.compile(r"\.tmp-\d+-pack-|tmp_(?:pack|idx|rev|bitmap|mtimes)_|pack_git2_")
@@ -266,24 +264,6 @@ class ChildClock:
 
     def read(self) -> tuple[float, float]:
         return time.monotonic() - self._wall, self._children() - self._cpu
-
-
-def lower_priority(pid: int) -> bool:
-    """Put the session a repack leads (rule 6: its own) at `NICENESS` against every other
-    process on the machine (rule 2). With Linux's autogroup scheduling (its default on
-    desktops and most servers) the CPU is shared between *sessions* first, and a process's
-    own nice counts only against the processes of its session: ``nice -n 10`` alone left a
-    repack an equal share beside the daemon's sync. The autogroup's nice is the session's.
-    True when done or nothing to do (no autogroups here: ``nice`` alone works); False when
-    the kernel asks to try again (it takes one such change per 0.1 s on the machine)."""
-    try:
-        with open(f"/proc/{pid}/autogroup", "w") as f:
-            f.write(str(NICENESS))
-    except BlockingIOError:
-        return False
-    except OSError:  # no autogroups, the child already gone, not allowed: its own nice stays
-        return True
-    return True
 
 
 def stop_group(pid: int, sig: int = signal.SIGKILL) -> None:
@@ -457,14 +437,10 @@ class Tidier:
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.PIPE,
                     pass_fds=(lock,),
-                    start_new_session=True,  # rule 6: ended as a group
+                    process_group=0,  # rule 6: ended as a group; rule 2: in our session
                 )
             except OSError as exc:
                 return self.failed(repack, str(exc))
-            for _ in range(PRIORITY_TRIES):
-                if lower_priority(child.pid):
-                    break
-                time.sleep(0.1)
             try:
                 _, stderr = child.communicate(timeout=timeout)
             except subprocess.TimeoutExpired:
