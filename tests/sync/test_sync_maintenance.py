@@ -438,6 +438,28 @@ def test_a_full_repack_of_the_shared_remote_by_one_replica_spares_the_other_its_
     assert b.tidier.full_due(objects)  # grown since: due again, for whichever replica comes first
 
 
+def test_a_full_repack_of_the_shared_remote_by_the_other_replica_still_counts_once_its_pack_is_rewritten(pair):
+    """A roll-up (or the remote owner's own git) rewrites that pack without its bitmap; the
+    other replica, its own record older, repacked the remote whole again (the storage run:
+    the remote repacked whole about twice per doubling)."""
+    remote, (a, b) = pair
+    objects = remote / "objects"
+    for r in range(4):
+        a.write(r, 2)
+        a.sync()
+    assert b.tidier.run(b.tidier.remote_repack(remote, full=True)) is None  # b's own, long ago
+    for r in range(4, 40):
+        a.write(r, 2)
+        a.sync()
+    assert a.tidier.run(a.tidier.remote_repack(remote, full=True)) is None  # a's, of the grown remote
+    assert not b.tidier.full_due(objects)
+    rewrite = ["git", "--git-dir", str(remote), "repack", "-a", "-d", "-q", "--no-write-bitmap-index"]
+    subprocess.run(rewrite, check=True, capture_output=True)
+    assert not list((objects / "pack").glob("*.bitmap"))
+    assert not b.tidier.full_due(objects)
+    git_fsck(remote)
+
+
 def test_the_packs_syncs_added_during_a_full_repack_are_rolled_up_right_after_it(pair):
     """A full repack of a large store runs for minutes, the syncs beside it add a pack each:
     once it ends they are due at once (the storage run ended with 302 of them left)."""

@@ -332,7 +332,10 @@ class Tidier:
         after = self._full_after.get(str(objects))
         other = _bitmapped_bytes(objects)
         if other is not None and (after is None or other > after):
-            after = other
+            # remembered: a later roll-up rewrites that pack without its bitmap, and each
+            # replica's own older record had it repack the remote whole again
+            after = self._full_after[str(objects)] = other
+            self._save()
         return after is None or pack_bytes(objects) >= after * self.full_growth
 
     def done(self, objects: Path, full: bool = False) -> None:
