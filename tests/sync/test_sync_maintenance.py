@@ -572,11 +572,35 @@ def test_the_next_full_repack_counts_from_the_store_once_the_packs_beside_the_la
     assert a.tidier.run(a.tidier.own_repack(full=False)) is None  # the roll-up right after it
     rolled = maintenance.pack_bytes(objects)
     assert rolled < beside / 2
-    r = 100
-    while maintenance.pack_bytes(objects) < 2 * rolled:
+    for r in range(100, 400):  # syncs, each rolled up, until the next full repack is due
+        if a.tidier.full_due(objects):
+            break
+        a.write(r, 2)
+        a.sync()
+        assert a.tidier.run(a.tidier.own_repack(full=False)) is None
+    assert a.tidier.full_due(objects)
+    assert maintenance.pack_bytes(objects) < 2 * beside  # not only at twice the store with that pile
+    git_fsck(a.path)
+
+
+def test_a_full_repack_is_due_by_the_store_as_rolled_up_not_with_the_syncs_whole_packs_since(pair):
+    """A sync's pack holds whole objects, several times what they take rolled up: a store with
+    a few of them looked doubled long before it was, and was repacked whole that much more
+    often (in the storage run, at a fraction of the growth the rule asks)."""
+    remote, (a, b) = pair
+    objects = a.replicator.common_dir / "objects"
+    for r in range(3):
+        a.write(r, 2)
+        a.sync()
+    assert a.tidier.run(a.tidier.own_repack(full=True)) is None
+    assert a.tidier.run(a.tidier.own_repack(full=False)) is None
+    base = maintenance.pack_bytes(objects)
+    r = 3
+    while maintenance.pack_bytes(objects) < 3 * base:  # syncs' packs, none rolled up yet
         r += 1
         a.write(r, 2)
         a.sync()
-    assert maintenance.pack_bytes(objects) < 2 * beside
-    assert a.tidier.full_due(objects)
+    assert not a.tidier.full_due(objects)
+    assert a.tidier.run(a.tidier.own_repack(full=False)) is None
+    assert a.tidier.full_due(objects) == (maintenance.pack_bytes(objects) >= 2 * base)
     git_fsck(a.path)

@@ -52,7 +52,10 @@ several times the log's size. Rules:
    git dir, so a restart does not start the count again; a path remote's full repack
    also writes a bitmap beside its pack, and the largest pack with one counts as the
    remote's last full repack, whichever replica ran it (each replica's own record alone
-   had each of them repack the shared remote whole at every doubling).
+   had each of them repack the shared remote whole at every doubling). The growth is the
+   store's as our last repack left it, not with the syncs' packs since: those hold whole
+   objects (~4x the raw log a round, ~1x once rolled up), so a store with a few of them
+   looked doubled long before it was.
 5. One repack of a store at a time (the tidier of each replica that shares a path
    remote, the daemon's and an offline cycle's): each holds an ``flock`` on the store's
    ``objects`` directory while its child runs (the child inherits it, so it outlives a
@@ -294,6 +297,7 @@ class Tidier:
         self.new_packs = new_packs
         self.full_growth = full_growth
         self._packs_after: dict[Path, int] = {}
+        self._rolled: dict[Path, int] = {}  # pack bytes after our last repack of each store
         self._settling: set[Path] = set()  # fully repacked, the syncs' packs beside it not rolled up yet
         self._swept: set[Path] = set()  # stores whose stale temporaries were removed once (rule 6)
         self._record = private.parent / "repacks.json"
@@ -336,12 +340,16 @@ class Tidier:
             # replica's own older record had it repack the remote whole again
             after = self._full_after[str(objects)] = other
             self._save()
-        return after is None or pack_bytes(objects) >= after * self.full_growth
+        # the store as our last repack of it left it: the packs of the syncs since hold whole
+        # objects, several times their rolled-up size (the next roll-up decides again)
+        now = self._rolled.get(objects)
+        return after is None or (pack_bytes(objects) if now is None else now) >= after * self.full_growth
 
     def done(self, objects: Path, full: bool = False) -> None:
         # a full repack leaves one pack; the syncs' packs that arrived while it ran (minutes,
         # on a large store) are due for a roll-up at once, not after `new_packs` more
         self._packs_after[objects] = 1 if full else _pack_count(objects)
+        self._rolled[objects] = pack_bytes(objects)
         if full or objects in self._settling:  # rule 4: counted from the roll-up after a full repack
             self._full_after[str(objects)] = pack_bytes(objects)
             self._save()
