@@ -21,7 +21,7 @@ from sync_helpers import git_fsck
 from thrum import events as ev
 from thrum.daemon.tidy import Tidy
 from thrum.store.log import EventLog
-from thrum.sync import SyncError, maintenance
+from thrum.sync import SyncError, maintenance, packdir
 from thrum.sync.cycle import run_cycle
 from thrum.sync.diagnose import maintenance_check
 from thrum.sync.logaccess import PlainLog
@@ -333,7 +333,7 @@ def test_the_temporary_files_a_killed_repack_left_are_removed_and_nothing_else(p
     (pack_dir / "pack_git2_5f1e0c2b9a7d3e4f").write_bytes(b"PACK")  # libgit2's fetch, killed
     (pack_dir / "tmp_pack_R2d2C3").write_bytes(b"PACK")  # a repack writing right now: too young to touch
     for name in [*staged, "tmp_pack_Xk3Tq1", "pack_git2_5f1e0c2b9a7d3e4f", *live]:
-        _age(pack_dir / name, maintenance.STALE_TEMP_S + 60)
+        _age(pack_dir / name, packdir.STALE_TEMP_S + 60)
     assert not a.tidier.due(git_dir / "objects")  # the first look at a store sweeps it
     left = sorted(p.name for p in pack_dir.iterdir())
     assert left == sorted([*live, "tmp_pack_R2d2C3"])
@@ -352,9 +352,9 @@ def test_a_store_another_process_is_repacking_is_left_to_it(pair):
         a.write(r, 2)
         a.sync()
     before = packs(remote)
-    with maintenance.locked_store(remote / "objects") as held:  # b's tidier, repacking the remote now
+    with packdir.locked_store(remote / "objects") as held:  # b's tidier, repacking the remote now
         assert held is not None
-        assert maintenance.lock_store(remote / "objects") is None
+        assert packdir.lock_store(remote / "objects") is None
         assert a.tidy() == [None, None]  # ours rolled up, the remote's skipped: no failure either
         assert packs(remote) == before
         assert len(packs(a.replicator.common_dir)) == 1
@@ -568,9 +568,9 @@ def test_the_next_full_repack_counts_from_the_store_once_the_packs_beside_the_la
         a.write(r, 2)
         a.sync()
     a.tidier.done(objects, full=True)  # ... as if it ended now, beside their packs
-    beside = maintenance.pack_bytes(objects)
+    beside = packdir.pack_bytes(objects)
     assert a.tidier.run(a.tidier.own_repack(full=False)) is None  # the roll-up right after it
-    rolled = maintenance.pack_bytes(objects)
+    rolled = packdir.pack_bytes(objects)
     assert rolled < beside / 2
     for r in range(100, 400):  # syncs, each rolled up, until the next full repack is due
         if a.tidier.full_due(objects):
@@ -579,7 +579,7 @@ def test_the_next_full_repack_counts_from_the_store_once_the_packs_beside_the_la
         a.sync()
         assert a.tidier.run(a.tidier.own_repack(full=False)) is None
     assert a.tidier.full_due(objects)
-    assert maintenance.pack_bytes(objects) < 2 * beside  # not only at twice the store with that pile
+    assert packdir.pack_bytes(objects) < 2 * beside  # not only at twice the store with that pile
     git_fsck(a.path)
 
 
@@ -594,13 +594,13 @@ def test_a_full_repack_is_due_by_the_store_as_rolled_up_not_with_the_syncs_whole
         a.sync()
     assert a.tidier.run(a.tidier.own_repack(full=True)) is None
     assert a.tidier.run(a.tidier.own_repack(full=False)) is None
-    base = maintenance.pack_bytes(objects)
+    base = packdir.pack_bytes(objects)
     r = 3
-    while maintenance.pack_bytes(objects) < 3 * base:  # syncs' packs, none rolled up yet
+    while packdir.pack_bytes(objects) < 3 * base:  # syncs' packs, none rolled up yet
         r += 1
         a.write(r, 2)
         a.sync()
     assert not a.tidier.full_due(objects)
     assert a.tidier.run(a.tidier.own_repack(full=False)) is None
-    assert a.tidier.full_due(objects) == (maintenance.pack_bytes(objects) >= 2 * base)
+    assert a.tidier.full_due(objects) == (packdir.pack_bytes(objects) >= 2 * base)
     git_fsck(a.path)

@@ -3,7 +3,7 @@
 After each cycle the sync loop asks for a tidy-up (`Tidy.request`); this task then
 runs git's geometric repack of the local store (and of a path remote's, from a
 private git directory) in a child process. It takes neither the writer's lock nor the
-replicator's, only the store's own (`maintenance.lock_store`: a store another process
+replicator's, only the store's own (`sync.packdir.lock_store`: a store another process
 is repacking, a path remote shared with another replica, is skipped this time). The
 child runs in its own process group, and the group is ended when it runs over
 `maintenance.TIMEOUT_S` or the daemon stops (git repack's pack-objects child with it).
@@ -44,7 +44,7 @@ class Tidy:
         self._asked.set()
 
     async def run(self) -> None:
-        from ..sync import SyncError, maintenance
+        from ..sync import SyncError, maintenance, packdir
 
         tidier = None
         while True:
@@ -71,7 +71,7 @@ class Tidy:
                 log.exception("could not prepare the consolidation of %s", replicator.common_dir)
                 continue
             for repack in repacks:
-                lock = await trio.to_thread.run_sync(maintenance.lock_store, repack.objects)
+                lock = await trio.to_thread.run_sync(packdir.lock_store, repack.objects)
                 if lock is None:
                     log.info("not repacking %s: another process is", repack.objects)
                     continue
