@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import socket
 import statistics
@@ -124,8 +125,11 @@ def run(args) -> dict:
         }
         sizes = {k: [] for k in stores}
         send_t, recv_t = [], []
-        send_alone: list[bool] = []  # no consolidation child of either daemon seen before or after the sync
-        recv_alone: list[bool] = []
+        # what ran beside each sync: "" (nothing), "roll-up" or "full" (a full repack; it wins
+        # over a roll-up), a child of either daemon seen before or after the sync
+        send_beside: list[str] = []
+        recv_beside: list[str] = []
+        send_cpu, recv_cpu = [], []  # the syncing daemon's own CPU (user + system) for each sync
         pids = [p.recorded_pid() for _, p, _ in machines]
         anon: list[float] = []  # both daemons' own memory (RssAnon, MiB), every round
         phases: dict[str, list[dict]] = {"sender": [], "receiver": []}  # the daemon's own split of each sync
@@ -143,18 +147,21 @@ def run(args) -> dict:
                         "to": [f"@{everyone[(r + k) % len(everyone)]}"],
                     },
                 )
+            spid, rpid = pids if r % 2 == 0 else pids[::-1]
             busy = consolidating(pids)
-            t = time.perf_counter()
+            c, t = _cpu_s(spid, children=False), time.perf_counter()
             rep = sender.call("sync.run", {})
             send_t.append(time.perf_counter() - t)
-            send_alone.append(not (busy or consolidating(pids)))
+            send_cpu.append(_cpu_s(spid, children=False) - c)
+            send_beside.append(_beside(busy | consolidating(pids)))
             assert rep["pushed"], rep
             phases["sender"].append(rep.get("phases_ms") or {})
             busy = consolidating(pids)
-            t = time.perf_counter()
+            c, t = _cpu_s(rpid, children=False), time.perf_counter()
             rep = receiver.call("sync.run", {})
             recv_t.append(time.perf_counter() - t)
-            recv_alone.append(not (busy or consolidating(pids)))
+            recv_cpu.append(_cpu_s(rpid, children=False) - c)
+            recv_beside.append(_beside(busy | consolidating(pids)))
             assert rep["received"] >= args.events_per_round, rep
             phases["receiver"].append(rep.get("phases_ms") or {})
             anon.append(max(_anon_mib(p.recorded_pid()) for _, p, _ in machines))
@@ -206,11 +213,23 @@ def run(args) -> dict:
             "recv_start": statistics.median(recv_t[:w]),
             "recv_end": statistics.median(recv_t[-w:]),
             "seconds": time.perf_counter() - t0,
-            # the same medians over the syncs no consolidation child ran beside (share of the window)
-            "alone": {
-                who: {edge: _alone_median(series, flags, edge, w) for edge in ("start", "end")}
-                for who, series, flags in (("sender", send_t, send_alone), ("receiver", recv_t, recv_alone))
+            # the same medians over the syncs with nothing, a roll-up or a full repack beside them (share of the window)
+            "beside": {
+                who: {
+                    kind: {
+                        edge: _beside_median(series, flags, kind, edge, w) for edge in ("start", "end", "second half")
+                    }
+                    for kind in ("", "roll-up", "full")
+                }
+                for who, series, flags in (("sender", send_t, send_beside), ("receiver", recv_t, recv_beside))
             },
+            # the syncing daemon's own CPU per sync (mean: /proc counts it in 10 ms ticks): the
+            # sync's work, whatever runs beside it
+            "sync_cpu": {
+                who: (statistics.fmean(series[:w]), statistics.fmean(series[-w:]))
+                for who, series in (("sender", send_cpu), ("receiver", recv_cpu))
+            },
+            "repacks": _repacks_logged([p.log_file for _, p, _ in machines]),
             # CPU seconds of the daemons' children (git's repacks) and of the daemons themselves
             "repack_cpu": sum(_cpu_s(p.recorded_pid(), children=True) for _, p, _ in machines),
             "daemon_cpu": sum(_cpu_s(p.recorded_pid(), children=False) for _, p, _ in machines),
@@ -268,23 +287,54 @@ def wait_quiet(pids: list[int | None], timeout: float = 900.0, quiet_s: float = 
     return False
 
 
-def consolidating(pids: list[int | None]) -> bool:
-    """Whether a daemon has a child process now (its consolidation: git's repack, `maintenance`)."""
+def consolidating(pids: list[int | None]) -> set[str]:
+    """The daemons' child processes now (their consolidation: git's repacks, `maintenance`),
+    by kind: "full" (``git repack -a``) or "roll-up"; empty when there is none."""
+    kinds = set()
     for pid in pids:
         try:
             for task in os.listdir(f"/proc/{pid}/task"):
                 with open(f"/proc/{pid}/task/{task}/children") as f:
-                    if f.read().strip():
-                        return True
+                    for child in f.read().split():
+                        kinds.add(_kind(child))
         except OSError:
             continue
-    return False
+    return kinds
 
 
-def _alone_median(series: list[float], flags: list[bool], edge: str, w: int) -> tuple[float, float]:
-    window = slice(None, w) if edge == "start" else slice(-w, None)
-    alone = [t for t, ok in zip(series[window], flags[window]) if ok]
-    return (statistics.median(alone) if alone else float("nan"), len(alone) / max(1, len(series[window])))
+def _kind(pid: str) -> str:
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return "roll-up"  # gone meanwhile
+    return "full" if b"-a" in argv else "roll-up"
+
+
+def _beside(kinds: set[str]) -> str:
+    return "full" if "full" in kinds else "roll-up" if kinds else ""
+
+
+def _beside_median(series: list[float], flags: list[str], kind: str, edge: str, w: int) -> tuple[float, float]:
+    window = {"start": slice(None, w), "end": slice(-w, None)}.get(edge, slice(len(series) // 2, None))
+    picked = [t for t, k in zip(series[window], flags[window]) if k == kind]
+    return (statistics.median(picked) if picked else float("nan"), len(picked) / max(1, len(series[window])))
+
+
+_REPACKED = re.compile(r"repacked .* \((full|roll-up)\) in ([\d.]+) s, ([\d.]+) s of CPU")
+
+
+def _repacks_logged(logs: list[Path]) -> dict[str, tuple[int, float, float]]:
+    """Per kind, from the daemons' logs: how many repacks, their wall and CPU seconds."""
+    out: dict[str, tuple[int, float, float]] = {}
+    for path in logs:
+        try:
+            text = path.read_text(errors="replace")
+        except OSError:
+            continue
+        for m in _REPACKED.finditer(text):
+            n, wall, cpu = out.get(m.group(1), (0, 0.0, 0.0))
+            out[m.group(1)] = (n + 1, wall + float(m.group(2)), cpu + float(m.group(3)))
+    return out
 
 
 def _quarters(series: list[float]) -> list[list[float]]:
@@ -353,10 +403,18 @@ def print_table(res: dict) -> None:
         f"(x{res['recv_end'] / res['recv_start']:.2f})"
     )
     for who in ("sender", "receiver"):
-        (a0, f0), (a1, f1) = res["alone"][who]["start"], res["alone"][who]["end"]
+        for kind, label in (("", "no consolidation"), ("roll-up", "a roll-up"), ("full", "a full repack")):
+            (a0, f0), (a1, f1), (ah, fh) = (res["beside"][who][kind][e] for e in ("start", "end", "second half"))
+            print(
+                f"    {who}, syncs with {label} beside them: start {a0 * 1000:.1f} ms ({f0:.0%} of them), "
+                f"end {a1 * 1000:.1f} ms ({f1:.0%}) (x{a1 / a0:.2f}); second half of the rounds "
+                f"{ah * 1000:.1f} ms ({fh:.0%})"
+            )
+    for who in ("sender", "receiver"):
+        c0, c1 = res["sync_cpu"][who]
         print(
-            f"    {who}, syncs with no consolidation beside them: start {a0 * 1000:.1f} ms ({f0:.0%} of them), "
-            f"end {a1 * 1000:.1f} ms ({f1:.0%}) (x{a1 / a0:.2f})"
+            f"    {who}, the syncing daemon's own CPU per sync (mean): start {c0 * 1000:.1f} ms, "
+            f"end {c1 * 1000:.1f} ms (x{c1 / c0:.2f})"
         )
     for who in ("sender", "receiver"):
         ph = res["phases"][who]
@@ -373,6 +431,11 @@ def print_table(res: dict) -> None:
         f"  CPU, both daemons: consolidation (git repack, their children) {res['repack_cpu']:.1f} s "
         f"({res['repack_cpu'] / res['rounds'] * 1000:.1f} ms a round); the daemons themselves {res['daemon_cpu']:.1f} s"
     )
+    for kind, (n, wall, cpu) in sorted(res["repacks"].items()):
+        print(
+            f"    {kind} repacks (daemon logs): {n}, {wall:.1f} s wall, {cpu:.1f} s CPU "
+            f"({cpu / res['rounds'] * 1000:.1f} ms a round, {cpu / max(1, n):.2f} s each)"
+        )
     ok = (
         all(max(res["sizes"][k], res["settled"][k]) <= TARGET * raw for k in res["sizes"])
         and res["send_end"] <= 1.5 * res["send_start"]

@@ -4,7 +4,9 @@ reading its config; nothing done (and doctor saying so) without a git that can."
 
 from __future__ import annotations
 
+import logging
 import os
+import shutil
 import subprocess
 import time
 import zlib
@@ -12,12 +14,14 @@ from pathlib import Path
 
 import pygit2
 import pytest
+import trio
 
 from fixtures.repos.builders import AUTHOR, make_replicas
 from sync_helpers import git_fsck
 from thrum import events as ev
+from thrum.daemon.tidy import Tidy
 from thrum.store.log import EventLog
-from thrum.sync import SyncError, maintenance
+from thrum.sync import SyncError, maintenance, packdir
 from thrum.sync.cycle import run_cycle
 from thrum.sync.diagnose import maintenance_check
 from thrum.sync.logaccess import PlainLog
@@ -329,7 +333,7 @@ def test_the_temporary_files_a_killed_repack_left_are_removed_and_nothing_else(p
     (pack_dir / "pack_git2_5f1e0c2b9a7d3e4f").write_bytes(b"PACK")  # libgit2's fetch, killed
     (pack_dir / "tmp_pack_R2d2C3").write_bytes(b"PACK")  # a repack writing right now: too young to touch
     for name in [*staged, "tmp_pack_Xk3Tq1", "pack_git2_5f1e0c2b9a7d3e4f", *live]:
-        _age(pack_dir / name, maintenance.STALE_TEMP_S + 60)
+        _age(pack_dir / name, packdir.STALE_TEMP_S + 60)
     assert not a.tidier.due(git_dir / "objects")  # the first look at a store sweeps it
     left = sorted(p.name for p in pack_dir.iterdir())
     assert left == sorted([*live, "tmp_pack_R2d2C3"])
@@ -348,9 +352,9 @@ def test_a_store_another_process_is_repacking_is_left_to_it(pair):
         a.write(r, 2)
         a.sync()
     before = packs(remote)
-    with maintenance.locked_store(remote / "objects") as held:  # b's tidier, repacking the remote now
+    with packdir.locked_store(remote / "objects") as held:  # b's tidier, repacking the remote now
         assert held is not None
-        assert maintenance.lock_store(remote / "objects") is None
+        assert packdir.lock_store(remote / "objects") is None
         assert a.tidy() == [None, None]  # ours rolled up, the remote's skipped: no failure either
         assert packs(remote) == before
         assert len(packs(a.replicator.common_dir)) == 1
@@ -434,6 +438,28 @@ def test_a_full_repack_of_the_shared_remote_by_one_replica_spares_the_other_its_
     assert b.tidier.full_due(objects)  # grown since: due again, for whichever replica comes first
 
 
+def test_a_full_repack_of_the_shared_remote_by_the_other_replica_still_counts_once_its_pack_is_rewritten(pair):
+    """A roll-up (or the remote owner's own git) rewrites that pack without its bitmap; the
+    other replica, its own record older, repacked the remote whole again (the storage run:
+    the remote repacked whole about twice per doubling)."""
+    remote, (a, b) = pair
+    objects = remote / "objects"
+    for r in range(4):
+        a.write(r, 2)
+        a.sync()
+    assert b.tidier.run(b.tidier.remote_repack(remote, full=True)) is None  # b's own, long ago
+    for r in range(4, 40):
+        a.write(r, 2)
+        a.sync()
+    assert a.tidier.run(a.tidier.remote_repack(remote, full=True)) is None  # a's, of the grown remote
+    assert not b.tidier.full_due(objects)
+    rewrite = ["git", "--git-dir", str(remote), "repack", "-a", "-d", "-q", "--no-write-bitmap-index"]
+    subprocess.run(rewrite, check=True, capture_output=True)
+    assert not list((objects / "pack").glob("*.bitmap"))
+    assert not b.tidier.full_due(objects)
+    git_fsck(remote)
+
+
 def test_the_packs_syncs_added_during_a_full_repack_are_rolled_up_right_after_it(pair):
     """A full repack of a large store runs for minutes, the syncs beside it add a pack each:
     once it ends they are due at once (the storage run ended with 302 of them left)."""
@@ -444,3 +470,137 @@ def test_the_packs_syncs_added_during_a_full_repack_are_rolled_up_right_after_it
         a.sync()
     a.tidier.done(objects, full=True)
     assert a.tidier.due(objects)
+
+
+_PROBE = """#!/bin/sh
+# git, after noting the CPU scheduling a repack runs under: its session's group and its nice
+case " $* " in *" repack "*)
+  echo "$(cat /proc/self/autogroup | cut -d' ' -f1) $(cut -d' ' -f19 /proc/$$/stat)" >> "{out}";;
+esac
+exec "{git}" "$@"
+"""
+
+
+@pytest.fixture
+def scheduling_probe(tmp_path, monkeypatch):
+    """A `git` first on PATH that records, for each repack, the scheduling group of its
+    session and its nice value, then runs the real git; what it should record."""
+    if not os.path.exists("/proc/self/autogroup"):
+        pytest.skip("no autogroup scheduling here: a process's nice alone decides")
+    real = shutil.which("git")
+    assert real is not None
+    bin_dir = tmp_path / "probe-bin"
+    bin_dir.mkdir()
+    out = tmp_path / "scheduling.txt"
+    (bin_dir / "git").write_text(_PROBE.format(out=out, git=real))
+    (bin_dir / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    group = Path("/proc/self/autogroup").read_text().split()[0]
+    return out, f"{group} {min(19, os.getpriority(os.PRIO_PROCESS, 0) + maintenance.NICENESS)}"
+
+
+def test_a_repack_yields_the_cpu_to_the_syncs_beside_it_offline(pair, scheduling_probe):
+    """Linux shares the CPU between sessions first and applies a nice value only inside a
+    session: a repack in a session of its own had an equal share beside the daemon's syncs
+    (2.5x slower syncs in the storage run), and one whose whole session was lowered starved
+    on a busy machine. It runs niced in our session (its own process group: ended as one)."""
+    out, expected = scheduling_probe
+    remote, (a, b) = pair
+    for r in range(3):
+        a.write(r, 2)
+        a.sync()
+    assert a.tidier.run(a.tidier.own_repack(full=True)) is None
+    assert a.tidier.run(a.tidier.remote_repack(remote, full=False)) is None
+    assert out.read_text().splitlines() == [expected, expected]
+    git_fsck(a.path)
+    git_fsck(remote)
+
+
+def test_a_repack_the_daemon_runs_yields_the_cpu_to_its_syncs(pair, scheduling_probe, caplog):
+    out, expected = scheduling_probe
+    caplog.set_level(logging.INFO, logger=maintenance.__name__)
+    remote, (a, b) = pair
+    for r in range(maintenance.NEW_PACKS):  # a roll-up due for both stores
+        a.write(r, 2)
+        a.sync()
+    tidy = Tidy("origin", lambda: a.replicator, lambda: True)
+
+    async def main() -> None:
+        both = trio.Event()
+        repacked: list[str] = []
+
+        class Repacked(logging.Handler):  # the tidy task logs each repack it ran, on trio's thread
+            def emit(self, record: logging.LogRecord) -> None:
+                if record.getMessage().startswith("repacked "):
+                    repacked.append(record.getMessage())
+                    if len(repacked) == 2:
+                        both.set()
+
+        handler = Repacked()
+        logging.getLogger(maintenance.__name__).addHandler(handler)
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(tidy.run)
+                tidy.request()
+                with trio.fail_after(60):
+                    await both.wait()
+                nursery.cancel_scope.cancel()
+        finally:
+            logging.getLogger(maintenance.__name__).removeHandler(handler)
+
+    trio.run(main)
+    assert out.read_text().splitlines() == [expected, expected]  # ours and the remote's
+    git_fsck(a.path)
+    git_fsck(remote)
+
+
+def test_the_next_full_repack_counts_from_the_store_once_the_packs_beside_the_last_are_rolled_up(pair):
+    """The syncs' packs that arrive while a full repack runs hold whole objects, several times
+    their rolled-up size; counted as they were, they put the next full repack that much
+    further off (a loaded 2,000-round storage run ended at 0.76x the raw log)."""
+    remote, (a, b) = pair
+    objects = a.replicator.common_dir / "objects"
+    for r in range(3):
+        a.write(r, 2)
+        a.sync()
+    assert a.tidier.run(a.tidier.own_repack(full=True)) is None
+    for r in range(3, 3 + 2 * maintenance.NEW_PACKS):  # the syncs while it ran ...
+        a.write(r, 2)
+        a.sync()
+    a.tidier.done(objects, full=True)  # ... as if it ended now, beside their packs
+    beside = packdir.pack_bytes(objects)
+    assert a.tidier.run(a.tidier.own_repack(full=False)) is None  # the roll-up right after it
+    rolled = packdir.pack_bytes(objects)
+    assert rolled < beside / 2
+    for r in range(100, 400):  # syncs, each rolled up, until the next full repack is due
+        if a.tidier.full_due(objects):
+            break
+        a.write(r, 2)
+        a.sync()
+        assert a.tidier.run(a.tidier.own_repack(full=False)) is None
+    assert a.tidier.full_due(objects)
+    assert packdir.pack_bytes(objects) < 2 * beside  # not only at twice the store with that pile
+    git_fsck(a.path)
+
+
+def test_a_full_repack_is_due_by_the_store_as_rolled_up_not_with_the_syncs_whole_packs_since(pair):
+    """A sync's pack holds whole objects, several times what they take rolled up: a store with
+    a few of them looked doubled long before it was, and was repacked whole that much more
+    often (in the storage run, at a fraction of the growth the rule asks)."""
+    remote, (a, b) = pair
+    objects = a.replicator.common_dir / "objects"
+    for r in range(3):
+        a.write(r, 2)
+        a.sync()
+    assert a.tidier.run(a.tidier.own_repack(full=True)) is None
+    assert a.tidier.run(a.tidier.own_repack(full=False)) is None
+    base = packdir.pack_bytes(objects)
+    r = 3
+    while packdir.pack_bytes(objects) < 3 * base:  # syncs' packs, none rolled up yet
+        r += 1
+        a.write(r, 2)
+        a.sync()
+    assert not a.tidier.full_due(objects)
+    assert a.tidier.run(a.tidier.own_repack(full=False)) is None
+    assert a.tidier.full_due(objects) == (packdir.pack_bytes(objects) >= 2 * base)
+    git_fsck(a.path)

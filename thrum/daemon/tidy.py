@@ -3,7 +3,7 @@
 After each cycle the sync loop asks for a tidy-up (`Tidy.request`); this task then
 runs git's geometric repack of the local store (and of a path remote's, from a
 private git directory) in a child process. It takes neither the writer's lock nor the
-replicator's, only the store's own (`maintenance.lock_store`: a store another process
+replicator's, only the store's own (`sync.packdir.lock_store`: a store another process
 is repacking, a path remote shared with another replica, is skipped this time). The
 child runs in its own process group, and the group is ended when it runs over
 `maintenance.TIMEOUT_S` or the daemon stops (git repack's pack-objects child with it).
@@ -44,7 +44,7 @@ class Tidy:
         self._asked.set()
 
     async def run(self) -> None:
-        from ..sync import SyncError, maintenance
+        from ..sync import SyncError, maintenance, packdir
 
         tidier = None
         while True:
@@ -71,7 +71,7 @@ class Tidy:
                 log.exception("could not prepare the consolidation of %s", replicator.common_dir)
                 continue
             for repack in repacks:
-                lock = await trio.to_thread.run_sync(maintenance.lock_store, repack.objects)
+                lock = await trio.to_thread.run_sync(packdir.lock_store, repack.objects)
                 if lock is None:
                     log.info("not repacking %s: another process is", repack.objects)
                     continue
@@ -88,6 +88,7 @@ class Tidy:
         from ..sync import maintenance
 
         done = None
+        clock = maintenance.ChildClock()
         try:
             with trio.move_on_after(maintenance.TIMEOUT_S):  # the group is ended when it runs over
                 done = await trio.run_process(
@@ -97,7 +98,7 @@ class Tidy:
                     capture_stderr=True,
                     check=False,
                     pass_fds=(lock,),
-                    start_new_session=True,
+                    process_group=0,  # in our session, below our syncs (`maintenance`, rule 2)
                     deliver_cancel=_end_group,
                 )
         except OSError as exc:  # a failed tidy-up never stops syncing
@@ -106,7 +107,7 @@ class Tidy:
         if done is None:
             tidier.failed(repack, f"took longer than {maintenance.TIMEOUT_S:.0f}s")
         else:
-            tidier.finished(repack, done.returncode, done.stderr)
+            tidier.finished(repack, done.returncode, done.stderr, clock)
 
 
 async def _end_group(process: trio.Process) -> None:

@@ -14,7 +14,12 @@ several times the log's size. Rules:
    listing decides, no git started otherwise), beside the syncs, never holding the
    log's lock or the replicator's: in a child process (the daemon: ``trio``'s
    ``run_process``, cancelled when it stops; the offline cycle: after its sync),
-   at a lower CPU priority, with a time limit.
+   at a lower CPU priority, with a time limit. In the daemon's session, not one of its
+   own: Linux shares the CPU between sessions first (autogroups) and applies a process's
+   nice only against its own session's, so a repack in a session of its own had an equal
+   share beside the daemon's syncs, and one whose session was lowered too starved on a busy
+   machine (stores at 1x the raw log within 700 rounds). In the daemon's session it yields
+   to the daemon's syncs and keeps the daemon's share against the rest of the machine.
 3. A path remote is another user's ground as much as ours (its writers can plant any
    file): git is never run in it. It is looked at first (`transport.pathremote`), then
    git repacks its ``objects`` directory from a private git directory of ours
@@ -40,14 +45,19 @@ several times the log's size. Rules:
    names for the delta search by walking from refs, so a path remote's full repack runs
    with our remote-tracking refs as refs of the private git dir (our refs, never the
    remote's; those whose objects it holds): without any, every object is "unreachable",
-   kept without a delta, and the store grew to 4x. The bytes after each full repack are
-   kept in ``repacks.json`` beside the private git dir, so a restart does not start the
-   count again; a path remote's full repack also writes a bitmap beside its pack, and
-   the largest pack with one counts as the remote's last full repack, whichever replica
-   ran it (each replica's own record alone had each of them repack the shared remote
-   whole at every doubling).
+   kept without a delta, and the store grew to 4x. The bytes after each full repack (after
+   the roll-up that follows it: the syncs' packs that arrived while it ran hold whole
+   objects, several times their rolled-up size, and counted as they were they put the next
+   full repack that much further off) are kept in ``repacks.json`` beside the private
+   git dir, so a restart does not start the count again; a path remote's full repack
+   also writes a bitmap beside its pack, and the largest pack with one counts as the
+   remote's last full repack, whichever replica ran it (each replica's own record alone
+   had each of them repack the shared remote whole at every doubling). The growth is the
+   store's as our last repack left it, not with the syncs' packs since: those hold whole
+   objects (~4x the raw log a round, ~1x once rolled up), so a store with a few of them
+   looked doubled long before it was.
 5. One repack of a store at a time (the tidier of each replica that shares a path
-   remote, the daemon's and an offline cycle's): each holds an ``flock`` on the store's
+   remote, the daemon's and an offline cycle's): each holds an ``flock`` (`packdir`) on the store's
    ``objects`` directory while its child runs (the child inherits it, so it outlives a
    killed daemon until git is done); a tidier that finds it held skips that store this
    time. Two repacks of one store each delete the packs they listed: the second failed
@@ -57,32 +67,32 @@ several times the log's size. Rules:
    ``git clone`` of a path remote is not a reader of that kind: it links the files it
    listed, so a pack removed meanwhile is missing from the copy (git's own repacks race
    it the same way); clone with ``--no-local`` or a ``file://`` URL.
-6. A repack runs in its own process group and is ended as a group (its time limit, the
-   daemon stopping): ``git repack`` runs ``git pack-objects`` as its child, which would
-   otherwise write on, orphaned. A killed writer leaves its temporary files in
+6. A repack runs in its own process group (in our session: rule 2) and is ended as a
+   group (its time limit, the daemon stopping): ``git repack`` runs ``git pack-objects``
+   as its child, which would otherwise write on, orphaned. A killed writer leaves its temporary files in
    ``objects/pack`` (git repack's ``.tmp-<pid>-pack-*``, pack-objects' ``tmp_pack_*``,
    libgit2's ``pack_git2_*``, objbatch's ``tmp_pack_thrum_*``), and git removes only
    its own process's: before a store's roll-up, and when a tidier first sees a store,
-   those named as temporary and untouched for `STALE_TEMP_S` are removed (never a
+   those named as temporary and untouched for `packdir.STALE_TEMP_S` are removed (never a
    ``pack-*`` file; nothing that young can belong to a live repack of ours).
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
 import re
+import resource
 import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import packdir
 from .transport.pathremote import inspect_path_remote
 
 log = logging.getLogger(__name__)
@@ -91,14 +101,10 @@ __all__ = [
     "FULL_GROWTH",
     "MIN_GIT",
     "NEW_PACKS",
-    "STALE_TEMP_S",
+    "ChildClock",
     "Repack",
     "Tidier",
     "git_version",
-    "lock_store",
-    "locked_store",
-    "pack_bytes",
-    "sweep_temporaries",
     "unavailable",
 ]
 
@@ -108,9 +114,6 @@ FULL_GROWTH = 2.0  # packs grown by this factor since the last full repack: the 
 TIMEOUT_S = 1800.0
 WINDOW = 30  # objects git compares for a delta (its default 10 misses a segment's own versions: rule 4)
 NICENESS = 10  # the syncs beside it come first
-STALE_TEMP_S = 2 * TIMEOUT_S  # a temporary pack file untouched this long was left by a killed writer (rule 6)
-# git repack's staging names, then the temporary files of git pack-objects, libgit2 and objbatch (rule 6)
-_TEMPORARY = re.compile(r"\.tmp-\d+-pack-|tmp_(?:pack|idx|rev|bitmap|mtimes)_|pack_git2_")
 _VERSION = re.compile(rb"git version (\d+)\.(\d+)")
 _version_cache: dict[str, tuple[int, int] | None] = {}
 
@@ -151,91 +154,23 @@ class Repack:
     full: bool = False
 
 
-def _packs(objects: Path) -> list[os.DirEntry[str]]:
-    try:
-        with os.scandir(objects / "pack") as it:
-            return [e for e in it if e.name.endswith(".pack")]
-    except OSError:
-        return []
+class ChildClock:
+    """Wall time, and the CPU of this process's children that ended (``RUSAGE_CHILDREN``:
+    git repack with its pack-objects), since it was made: what a repack cost, for the log
+    and the storage benchmark. Another child that ends meanwhile counts too (the daemon
+    runs few)."""
 
+    def __init__(self) -> None:
+        self._wall = time.monotonic()
+        self._cpu = self._children()
 
-def _pack_count(objects: Path) -> int:
-    return len(_packs(objects))
+    @staticmethod
+    def _children() -> float:
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime
 
-
-def _bitmapped_bytes(objects: Path) -> int | None:
-    """The bytes of the largest pack in ``objects`` with a bitmap beside it: what a path
-    remote's last full repack left, whichever replica ran it (rule 4); None: there is none."""
-    sizes = []
-    for e in _packs(objects):
-        if os.path.lexists(e.path[: -len(".pack")] + ".bitmap"):
-            try:
-                sizes.append(e.stat(follow_symlinks=False).st_size)
-            except OSError:
-                continue
-    return max(sizes) if sizes else None
-
-
-def pack_bytes(objects: Path) -> int:
-    """The bytes of the packs in ``objects`` (what a full repack shrinks)."""
-    total = 0
-    for e in _packs(objects):
-        try:
-            total += e.stat(follow_symlinks=False).st_size
-        except OSError:
-            continue
-    return total
-
-
-def sweep_temporaries(objects: Path, older_than: float = STALE_TEMP_S) -> list[str]:
-    """Remove the temporary files in ``objects/pack`` a killed writer left (rule 6): names
-    git, libgit2 or objbatch give their temporaries, untouched for ``older_than``
-    seconds. The names removed (logged); nothing else is touched, errors are skipped."""
-    removed = []
-    limit = time.time() - older_than
-    try:
-        with os.scandir(objects / "pack") as it:
-            entries = [e for e in it if _TEMPORARY.match(e.name)]
-    except OSError:
-        return []
-    for e in entries:
-        try:
-            if e.stat(follow_symlinks=False).st_mtime >= limit:
-                continue
-            os.unlink(e.path)  # a link is removed itself, never what it points to
-        except OSError:  # gone meanwhile, a directory, not ours to remove
-            continue
-        removed.append(e.name)
-    if removed:
-        log.info("removed %d stale temporary file(s) from %s: %s", len(removed), objects / "pack", ", ".join(removed))
-    return removed
-
-
-def lock_store(objects: Path) -> int | None:
-    """An ``flock`` on ``objects`` (rule 5): its descriptor, or None when another process
-    holds it (or the directory cannot be opened). Closing the descriptor, in every process
-    that has it, releases it."""
-    try:
-        fd = os.open(objects, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        return None
-    return fd
-
-
-@contextmanager
-def locked_store(objects: Path) -> Iterator[int | None]:
-    """`lock_store` for a ``with`` block: the descriptor (None: someone else repacks it)."""
-    fd = lock_store(objects)
-    try:
-        yield fd
-    finally:
-        if fd is not None:
-            os.close(fd)
+    def read(self) -> tuple[float, float]:
+        return time.monotonic() - self._wall, self._children() - self._cpu
 
 
 def stop_group(pid: int, sig: int = signal.SIGKILL) -> None:
@@ -266,6 +201,8 @@ class Tidier:
         self.new_packs = new_packs
         self.full_growth = full_growth
         self._packs_after: dict[Path, int] = {}
+        self._rolled: dict[Path, int] = {}  # pack bytes after our last repack of each store
+        self._settling: set[Path] = set()  # fully repacked, the syncs' packs beside it not rolled up yet
         self._swept: set[Path] = set()  # stores whose stale temporaries were removed once (rule 6)
         self._record = private.parent / "repacks.json"
         self._full_after = self._load()  # objects dir -> its pack bytes after its last full repack
@@ -291,28 +228,39 @@ class Tidier:
     def due(self, objects: Path) -> bool:
         """Whether ``objects`` gained ``new_packs`` packs since its last roll-up; the stale
         temporary files of a killed writer go first (rule 6), when it is or at the first look."""
-        due = _pack_count(objects) >= self._packs_after.get(objects, 0) + self.new_packs
+        due = packdir.pack_count(objects) >= self._packs_after.get(objects, 0) + self.new_packs
         if due or objects not in self._swept:
             self._swept.add(objects)
-            sweep_temporaries(objects)
+            packdir.sweep_temporaries(objects)
         return due
 
     def full_due(self, objects: Path) -> bool:
         """Whether the next roll-up of ``objects`` is a full repack (rule 4); another
         replica's full repack of a shared remote counts too (its pack has a bitmap)."""
         after = self._full_after.get(str(objects))
-        other = _bitmapped_bytes(objects)
+        other = packdir.bitmapped_bytes(objects)
         if other is not None and (after is None or other > after):
-            after = other
-        return after is None or pack_bytes(objects) >= after * self.full_growth
+            # remembered: a later roll-up rewrites that pack without its bitmap, and each
+            # replica's own older record had it repack the remote whole again
+            after = self._full_after[str(objects)] = other
+            self._save()
+        # the store as our last repack of it left it: the packs of the syncs since hold whole
+        # objects, several times their rolled-up size (the next roll-up decides again)
+        now = self._rolled.get(objects)
+        return after is None or (packdir.pack_bytes(objects) if now is None else now) >= after * self.full_growth
 
     def done(self, objects: Path, full: bool = False) -> None:
         # a full repack leaves one pack; the syncs' packs that arrived while it ran (minutes,
         # on a large store) are due for a roll-up at once, not after `new_packs` more
-        self._packs_after[objects] = 1 if full else _pack_count(objects)
-        if full:
-            self._full_after[str(objects)] = pack_bytes(objects)
+        self._packs_after[objects] = 1 if full else packdir.pack_count(objects)
+        self._rolled[objects] = packdir.pack_bytes(objects)
+        if full or objects in self._settling:  # rule 4: counted from the roll-up after a full repack
+            self._full_after[str(objects)] = packdir.pack_bytes(objects)
             self._save()
+            if full:
+                self._settling.add(objects)
+            else:
+                self._settling.discard(objects)
 
     def due_repacks(self, remote: Path | None = None, *, where: str = "", trusted: Sequence[str] = ()) -> list[Repack]:
         """The roll-ups due now (rule 2): ours, and a path remote's (``remote``: its
@@ -391,10 +339,11 @@ class Tidier:
         """Run ``repack`` here, blocking (the offline cycle; a sync's worker thread); None
         when it worked or another process is repacking that store (rule 5), else why not
         (logged, never raised: a tidy-up never fails a sync)."""
-        with locked_store(repack.objects) as lock:
+        with packdir.locked_store(repack.objects) as lock:
             if lock is None:
                 log.info("not repacking %s: another process is", repack.objects)
                 return None
+            clock = ChildClock()
             try:
                 child = subprocess.Popen(
                     repack.argv,
@@ -403,7 +352,7 @@ class Tidier:
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.PIPE,
                     pass_fds=(lock,),
-                    start_new_session=True,  # rule 6: ended as a group
+                    process_group=0,  # rule 6: ended as a group; rule 2: in our session
                 )
             except OSError as exc:
                 return self.failed(repack, str(exc))
@@ -413,14 +362,26 @@ class Tidier:
                 stop_group(child.pid)
                 child.communicate()
                 return self.failed(repack, f"took longer than {timeout:.0f}s")
-            return self.finished(repack, child.returncode, stderr)
+            return self.finished(repack, child.returncode, stderr, clock)
 
-    def finished(self, repack: Repack, returncode: int, stderr: bytes) -> str | None:
-        """Note how a run ended (the daemon runs them itself); None when it worked, else why not."""
+    def finished(self, repack: Repack, returncode: int, stderr: bytes, clock: ChildClock | None = None) -> str | None:
+        """Note how a run ended (the daemon runs them itself); None when it worked, else why not.
+        ``clock``: started before the child, for the log line that says what it cost."""
         if returncode != 0:
             lines = stderr.decode("utf-8", "replace").strip().splitlines()
             return self.failed(repack, lines[-1] if lines else f"git repack exited with {returncode}")
         self.done(repack.objects, repack.full)
+        if clock is not None:
+            wall, cpu = clock.read()
+            log.info(
+                "repacked %s (%s) in %.2f s, %.2f s of CPU; %d packs, %.2f MiB now",
+                repack.objects,
+                "full" if repack.full else "roll-up",
+                wall,
+                cpu,
+                packdir.pack_count(repack.objects),
+                packdir.pack_bytes(repack.objects) / 2**20,
+            )
         return None
 
     def failed(self, repack: Repack, why: str) -> str:
