@@ -86,7 +86,13 @@ def test_a_fetch_over_smart_http_asks_for_the_log_and_offers_only_its_history(tm
     home = tmp_path / "home"
     home.mkdir()
     creds = credentials_from_env(
-        {}, environ={"HOME": str(home), "PATH": "/usr/bin:/bin", "THRUM_GIT_TOKEN": "s3cret", "THRUM_GIT_USERNAME": "alice"}
+        {},
+        environ={
+            "HOME": str(home),
+            "PATH": "/usr/bin:/bin",
+            "THRUM_GIT_TOKEN": "s3cret",
+            "THRUM_GIT_USERNAME": "alice",
+        },
     )
     c = net_cluster(tmp_path / "srv", 2, lambda remote: served.url("remote.git"), creds)
     code = project_on(c.remote)

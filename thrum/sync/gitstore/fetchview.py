@@ -1,0 +1,165 @@
+"""What libgit2 sees of both repositories during a fetch: the refs the fetch is about, no others.
+
+libgit2 decides what a fetch transfers and what it offers from every ref there is:
+
+- its local transport (a path or ``file://`` remote) ignores the refspecs: it packs
+  everything reachable from every ref of the remote (its code branches; an annotated
+  tag with the whole tree of its commit) less what every ref of ours reaches, and walks
+  the whole tree of each ref of ours the remote also holds to find that out;
+- the smart protocol (SSH, HTTPS) asks for the refspecs' sources only, but offers as
+  common history ("have") the newest commits of all our refs: the user's branches first
+  when they are newer than the log's;
+- with tags on "auto" (a remote's default) every tag of the remote whose object we hold
+  is created among the user's refs.
+
+The remote of a team is the project's code remote and the replica's repository the
+user's code checkout, so a sync brought and walked code at every receive (measured in
+docs/design/decisions.md, "A fetch sees the log's refs only"). So a fetch runs between
+two views, kept per remote under ``<common dir>/thrum-fetch/<remote>/``:
+
+1. The local view (`local_view`): our repository (its objects, its config and remotes)
+   whose refs are those of a private directory (``local``) holding only the refspecs'
+   destinations and our refs named as their sources, copied in before each fetch. Only
+   those are hidden from a local transport's pack and offered as "have"; the fetched
+   destinations are copied back to the real refs by the caller.
+2. The remote view (`remote_view`, path remotes only): a private bare repository
+   (``remote``) that borrows the remote's objects (``objects/info/alternates``, after
+   `transport.pathremote` looked at the remote) and whose only refs are the refspecs'
+   sources as the remote holds them: libgit2's local transport opens it instead of the
+   remote, and packs what those refs reach beyond what the local view's refs reach.
+3. No tags are fetched (`gitlib.fetch_refs`).
+
+Several processes may fetch through the same views (a daemon and a CLI): each copies
+the real refs in before its fetch, and a ref another one changed meanwhile only moves
+what is hidden or fetched to another tip of the same log (objects are never lost: the
+real store holds everything its refs reach).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pygit2
+
+from .gitlib import open_repo
+
+__all__ = ["FetchViews", "LocalView", "Refspec", "parse_refspecs"]
+
+VIEWS_DIR = "thrum-fetch"
+
+
+@dataclass(frozen=True)
+class Refspec:
+    """One ``[+]src:dst`` of a fetch (no patterns: thrum fetches named refs)."""
+
+    src: str
+    dst: str
+
+
+def parse_refspecs(refspecs: list[str]) -> list[Refspec]:
+    """Raises: ValueError: a refspec without both sides, or with a pattern."""
+    out = []
+    for spec in refspecs:
+        src, sep, dst = spec.removeprefix("+").partition(":")
+        if not sep or not src.startswith("refs/") or not dst.startswith("refs/") or "*" in spec:
+            raise ValueError(f"a fetch names its refs (+refs/...:refs/...), not {spec!r}")
+        out.append(Refspec(src, dst))
+    return out
+
+
+def _dir_name(remote: str) -> str:
+    """A directory name for any remote name git accepts (slashes, dots, non-ASCII)."""
+    readable = re.sub(r"[^A-Za-z0-9_-]", "_", remote)[:40]
+    return f"{readable}-{hashlib.sha256(remote.encode('utf-8', 'surrogateescape')).hexdigest()[:10]}"
+
+
+def _bare(path: Path) -> pygit2.Repository:
+    if not (path / "HEAD").is_file():
+        pygit2.init_repository(str(path), bare=True)  # HEAD unborn: no ref of its own
+    return open_repo(path)
+
+
+def _set(repo: pygit2.Repository, name: str, target: pygit2.Oid | None) -> None:
+    """Point ``name`` at ``target`` (None: delete it), writing nothing when it already is."""
+    current = repo.references.get(name)
+    if target is None:
+        if current is not None:
+            current.delete()
+    elif current is None or current.type != pygit2.enums.ReferenceType.DIRECT or current.target != target:
+        repo.references.create(name, target, force=True)
+
+
+def _direct(repo: pygit2.Repository, name: str) -> pygit2.Oid | None:
+    ref = repo.references.get(name)
+    if ref is None:
+        return None
+    try:
+        target = ref.resolve().target
+    except (pygit2.GitError, KeyError):
+        return None
+    return target if isinstance(target, pygit2.Oid) else None
+
+
+@dataclass(frozen=True)
+class LocalView:
+    """The local view (``repo``) and the repository its refs live in, which must outlive it:
+    libgit2's ref backend keeps a bare pointer to that repository."""
+
+    repo: pygit2.Repository
+    refs: pygit2.Repository
+
+
+class FetchViews:
+    """The two views of the fetches from ``remote`` into the repository at ``common_dir``."""
+
+    def __init__(self, common_dir: Path, remote: str):
+        self.common_dir = common_dir
+        self.root = common_dir / VIEWS_DIR / _dir_name(remote)
+
+    def local_view(self, repo: pygit2.Repository, specs: list[Refspec]) -> LocalView:
+        """Our repository with only the refs of ``specs`` (module rule 1), as ``repo`` holds
+        them now. Its objects are ``repo``'s own database: what a fetch writes there ``repo``
+        sees."""
+        refs = _bare(self.root / "local")
+        view = open_repo(self.common_dir)
+        view.set_odb(repo.odb)
+        refdb = pygit2.Refdb.new(view)
+        refdb.set_backend(pygit2.RefdbFsBackend(refs))
+        view.set_refdb(refdb)
+        names = {name for spec in specs for name in (spec.src, spec.dst)}
+        for name in set(view.references) - names:  # left by a fetch of other refs
+            _set(view, name, None)
+        for name in sorted(names):  # written through the view: libgit2 checks each target exists
+            _set(view, name, _direct(repo, name))
+        return LocalView(view, refs)
+
+    def remote_view(self, git_dir: Path, specs: list[Refspec]) -> str:
+        """The path of the remote view of the path remote at ``git_dir`` (module rule 2),
+        its refs set to the remote's sources of ``specs``; ``git_dir`` was looked at
+        (`transport.pathremote`).
+
+        Raises:
+            pygit2.GitError: the remote cannot be opened, or a ref names an object it lacks.
+        """
+        view_dir = self.root / "remote"
+        view = _bare(view_dir)
+        alternates = view_dir / "objects" / "info" / "alternates"
+        line = f"{git_dir.resolve() / 'objects'}\n"
+        try:
+            current = alternates.read_text()
+        except OSError:
+            current = None
+        if current != line:
+            alternates.parent.mkdir(parents=True, exist_ok=True)
+            tmp = alternates.with_name(f"alternates.{os.getpid()}.tmp")
+            tmp.write_text(line)
+            os.replace(tmp, alternates)
+            view = open_repo(view_dir)  # its object database read the old list
+        theirs = open_repo(git_dir)
+        for spec in specs:
+            _set(view, spec.src, _direct(theirs, spec.src))
+        return str(view_dir)
