@@ -18,7 +18,8 @@ The log's history is ``--log-files`` files of one event each, pushed by A and re
 by B before measuring. Each round A appends 10 events to one file and syncs (its CPU is
 not counted), then B, in this process (no daemon, nothing folded), either fetches alone
 (even rounds: the fetch's CPU) or runs a whole sync cycle (odd rounds: the 10-event
-receive's CPU, fetch, merge, commit and tidy-up). CPU is this thread's
+receive's CPU, fetch, merge, commit and tidy-up), then fetches once more with nothing
+new (what a no-op sync's fetch costs). CPU is this thread's
 (``time.thread_time``): libgit2 works in the calling thread. Also reported: the objects
 in B's store after the rounds (the code the fetches brought).
 
@@ -117,7 +118,7 @@ def measure(args) -> dict:
             _git("-C", str(where), "repack", "-adq")
         setup_s = time.perf_counter() - t
 
-        fetch_cpu, cycle_cpu = [], []
+        fetch_cpu, cycle_cpu, noop_cpu = [], [], []
         for r in range(args.rounds):
             _append(wt_a, "messages/agent_00/000001.jsonl", [_event(i, f"R{r:03d}") for i in range(10)])
             assert run_cycle(rep_a, log_a).pushed
@@ -132,6 +133,9 @@ def measure(args) -> dict:
                 report = run_cycle(rep_b, log_b)
                 cycle_cpu.append(time.thread_time() - c)
                 assert report.received == 10, report
+            c = time.thread_time()
+            rep_b.fetch()  # nothing new: what every no-op sync's fetch costs
+            noop_cpu.append(time.thread_time() - c)
         count = subprocess.run(
             ["git", "-C", str(base / "b"), "count-objects", "-v"], check=True, capture_output=True, text=True
         ).stdout
@@ -139,6 +143,7 @@ def measure(args) -> dict:
         return {
             "fetch": fetch_cpu,
             "cycle": cycle_cpu,
+            "noop": noop_cpu,
             "setup_s": setup_s,
             "b_objects": int(held["count"]) + int(held["in-pack"]),
             "b_packs": int(held["packs"]),
@@ -185,16 +190,20 @@ def main(argv=None) -> int:
         f"not held (+ tags), log of {args.log_files:,} files; {args.rounds} rounds x {args.pairs} processes; "
         f"load {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs"
     )
-    print(f"  {'source':40} {'fetch CPU':>14} {'10-event receive CPU':>22} {'B objects':>10} {'B packs':>8}")
+    print(
+        f"  {'source':40} {'fetch CPU':>14} {'10-event receive CPU':>22} {'no-op fetch':>12}"
+        f" {'B objects':>10} {'B packs':>8}"
+    )
     for src, runs in results.items():
         fetch = [x for r in runs for x in r["fetch"]]
         cycle = [x for r in runs for x in r["cycle"]]
+        noop = [x for r in runs for x in r["noop"]]
         objects = statistics.median(r["b_objects"] for r in runs)
         packs = statistics.median(r["b_packs"] for r in runs)
         setup = statistics.median(r["setup_s"] for r in runs)
         print(
             f"  {src[-40:]:40} {statistics.median(fetch) * 1000:9.1f} ms  {statistics.median(cycle) * 1000:15.1f} ms"
-            f"      {objects:10,.0f} {packs:8.0f}"
+            f" {statistics.median(noop) * 1000:9.2f} ms {objects:10,.0f} {packs:8.0f}"
         )
         print(
             f"  {'':40} min-max {min(fetch) * 1000:.1f}-{max(fetch) * 1000:.1f} ms, "

@@ -121,6 +121,7 @@ class LibGit2Store:
         self.base_dir = main_worktree_dir(self.common_dir)  # where a relative remote path starts
         self._packs = PackWatch(self.repo, self.objects)
         self._commits: dict[bytes, Commit] = {}  # id -> its tree and parents (rule 6)
+        self._views: dict[str, FetchViews] = {}  # remote name -> the views its fetches go between (rule 7)
 
     @classmethod
     def discovered(cls, path: os.PathLike[str] | str) -> LibGit2Store:
@@ -367,7 +368,9 @@ class LibGit2Store:
             specs = parse_refspecs(refspecs)
         except ValueError as exc:
             raise SyncError(str(exc)) from None
-        views = FetchViews(self.common_dir, remote)
+        views = self._views.get(remote)
+        if views is None:
+            views = self._views[remote] = FetchViews(self.common_dir, remote)
         try:
             local = views.local_view(self.repo, specs)
             with session(local.repo, remote, self.base_dir, credentials) as net:
