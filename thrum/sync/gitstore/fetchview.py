@@ -40,6 +40,8 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -129,10 +131,12 @@ class FetchViews:
         self._remote: pygit2.Repository | None = None
         self._theirs: tuple[Path, pygit2.Repository] | None = None  # the path remote, opened
 
-    def local_view(self, repo: pygit2.Repository, specs: list[Refspec]) -> LocalView:
+    @contextmanager
+    def local_view(self, repo: pygit2.Repository, specs: list[Refspec]) -> Iterator[pygit2.Repository]:
         """Our repository with only the refs of ``specs`` (module rule 1), as ``repo`` holds
-        them now. Its objects are ``repo``'s own database (set again each time: a handle
-        whose packs were deleted lets its database go): what a fetch writes ``repo`` sees."""
+        them now. Its objects are ``repo``'s own database, lent for the fetch only: what
+        the fetch writes ``repo`` sees, and the view holds none of its packs in between
+        (a repack deletes them: `gitlib.PackWatch`)."""
         if self._local is None:
             refs = _bare(self.root / "local")
             view = open_repo(self.common_dir)
@@ -142,14 +146,17 @@ class FetchViews:
             self._local = LocalView(view, refs)
         view = self._local.repo
         view.set_odb(repo.odb)
-        names = {name for spec in specs for name in (spec.src, spec.dst)}
-        if names != self._names:
-            for name in set(view.references) - names:  # left by a fetch of other refs
-                _set(view, name, None)
-            self._names = names
-        for name in sorted(names):  # written through the view: libgit2 checks each target exists
-            _set(view, name, _direct(repo, name))
-        return self._local
+        try:
+            names = {name for spec in specs for name in (spec.src, spec.dst)}
+            if names != self._names:
+                for name in set(view.references) - names:  # left by a fetch of other refs
+                    _set(view, name, None)
+                self._names = names
+            for name in sorted(names):  # written through the view: libgit2 checks each target exists
+                _set(view, name, _direct(repo, name))
+            yield view
+        finally:
+            view.set_odb(pygit2.Odb())  # empty (never `free`: that would drop the view's refs too)
 
     def remote_view(self, git_dir: Path, specs: list[Refspec]) -> str:
         """The path of the remote view of the path remote at ``git_dir`` (module rule 2),

@@ -372,11 +372,10 @@ class LibGit2Store:
         if views is None:
             views = self._views[remote] = FetchViews(self.common_dir, remote)
         try:
-            local = views.local_view(self.repo, specs)
-            with session(local.repo, remote, self.base_dir, credentials) as net:
+            with views.local_view(self.repo, specs) as local, session(local, remote, self.base_dir, credentials) as net:
                 source = net.remote
                 if net.path_remote is not None:
-                    source = local.repo.remotes.create_anonymous(views.remote_view(net.path_remote.git_dir, specs))
+                    source = local.remotes.create_anonymous(views.remote_view(net.path_remote.git_dir, specs))
                 fetch_refs(source, refspecs, net.callbacks)
                 heads = {h.name: h.oid for h in source.list_heads(connect=False) if h.name is not None}
         except SyncError:
