@@ -86,6 +86,16 @@ def measure(args) -> dict:
     from thrum.sync.replicate import Replicator
     from thrum.sync.worktree import ensure_sync_worktree
 
+    class Told(PlainLog):
+        """The log as the daemon's writer lends it: it knows what it appended (PlainLog
+        alone asks git's status, and reads every file of the log)."""
+
+        def appended(self) -> list[str]:
+            return super().appended() or []
+
+        def nothing_appended(self) -> bool:
+            return self._noted is None
+
     base = Path(tempfile.mkdtemp(prefix="thrum-bench-fetch-"))
     try:
         t = time.perf_counter()
@@ -106,10 +116,11 @@ def measure(args) -> dict:
         bare.references.create("refs/tags/light", main)
         for name in ("a", "b"):
             wt = ensure_sync_worktree(base / name)
-            replicas[name] = (wt, Replicator(wt), PlainLog(wt))
+            replicas[name] = (wt, Replicator(wt), Told(wt))
         wt_a, rep_a, log_a = replicas["a"]
         for i in range(args.log_files):
             _append(wt_a, f"messages/agent_{i % 50:02d}/{i + 1:06d}.jsonl", [_event(i, "H")])
+            log_a.note_appended([f"messages/agent_{i % 50:02d}/{i + 1:06d}.jsonl"])
         assert run_cycle(rep_a, log_a).pushed
         wt_b, rep_b, log_b = replicas["b"]
         first = run_cycle(rep_b, log_b)
@@ -121,6 +132,7 @@ def measure(args) -> dict:
         fetch_cpu, cycle_cpu, noop_cpu = [], [], []
         for r in range(args.rounds):
             _append(wt_a, "messages/agent_00/000001.jsonl", [_event(i, f"R{r:03d}") for i in range(10)])
+            log_a.note_appended(["messages/agent_00/000001.jsonl"])
             assert run_cycle(rep_a, log_a).pushed
             if r % 2 == 0:
                 c = time.thread_time()

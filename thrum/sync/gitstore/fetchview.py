@@ -86,13 +86,21 @@ def _bare(path: Path) -> pygit2.Repository:
 
 
 def _set(repo: pygit2.Repository, name: str, target: pygit2.Oid | None) -> None:
-    """Point ``name`` at ``target`` (None: delete it), writing nothing when it already is."""
+    """Point ``name`` at ``target`` (None: delete it), writing nothing when it already is.
+
+    Through a ref transaction, which writes the ref as given: creating it looked the
+    object up first (in the remote view, loading the remote's pack indexes: ~0.3 ms of
+    each receive's fetch, and a handle holding them). The object is there (its id was
+    read from a ref of a store that holds it); were it not, the fetch fails on it with
+    one line."""
     current = repo.references.get(name)
     if target is None:
         if current is not None:
             current.delete()
     elif current is None or current.type != pygit2.enums.ReferenceType.DIRECT or current.target != target:
-        repo.references.create(name, target, force=True)
+        with repo.transaction() as tx:
+            tx.lock_ref(name)
+            tx.set_target(name, target, message="thrum: fetch view")
 
 
 def _direct(repo: pygit2.Repository, name: str) -> pygit2.Oid | None:
@@ -152,7 +160,7 @@ class FetchViews:
                 for name in set(view.references) - names:  # left by a fetch of other refs
                     _set(view, name, None)
                 self._names = names
-            for name in sorted(names):  # written through the view: libgit2 checks each target exists
+            for name in sorted(names):
                 _set(view, name, _direct(repo, name))
             yield view
         finally:
@@ -182,9 +190,6 @@ class FetchViews:
             tmp.write_text(line)
             os.replace(tmp, alternates)
             self._remote = open_repo(self._remote_dir)  # its object database read the old list
-        try:
-            for spec in specs:
-                _set(self._remote, spec.src, _direct(self._theirs[1], spec.src))
-        finally:  # writing a ref loaded the remote's pack indexes: held, a repack there could not free them
-            self._remote.free()
+        for spec in specs:
+            _set(self._remote, spec.src, _direct(self._theirs[1], spec.src))
         return str(self._remote_dir)
