@@ -29,14 +29,15 @@ two views, kept per remote under ``<common dir>/thrum-sync/fetch/<remote>/``:
    remote, and packs what those refs reach beyond what the local view's refs reach.
 3. No tags are fetched (`gitlib.fetch_refs`).
 
-Several processes may fetch through the same views (a daemon and a CLI): each copies
-the real refs in before its fetch, and a ref another one changed meanwhile only moves
-what is hidden or fetched to another tip of the same log (objects are never lost: the
-real store holds everything its refs reach).
+4. Several processes may fetch through the same views (a daemon and an offline `thrum
+   sync`): a fetch holds the views' lock (`FetchViews.held`, an advisory lock on a file
+   beside them) from copying the refs in to the end of the fetch, so none reads a tip
+   another one wrote for its own fetch.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import re
@@ -143,6 +144,17 @@ class FetchViews:
         self._alternates = self._remote_dir / "objects" / "info" / "alternates"
         self._remote: pygit2.Repository | None = None
         self._theirs: tuple[Path, pygit2.Repository] | None = None  # the path remote, opened
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """The views to this process alone (module rule 4), for one fetch."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # lets the lock go (a descriptor kept open would outlive a dropped store)
 
     @contextmanager
     def local_view(self, repo: pygit2.Repository, specs: list[Refspec]) -> Iterator[pygit2.Repository]:

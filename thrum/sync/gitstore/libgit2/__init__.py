@@ -372,7 +372,11 @@ class LibGit2Store:
         if views is None:
             views = self._views[remote] = FetchViews(self.common_dir, remote)
         try:
-            with views.local_view(self.repo, specs) as local, session(local, remote, self.base_dir, credentials) as net:
+            with (
+                views.held(),
+                views.local_view(self.repo, specs) as local,
+                session(local, remote, self.base_dir, credentials) as net,
+            ):
                 source = net.remote
                 if net.path_remote is not None:
                     source = local.remotes.create_anonymous(views.remote_view(net.path_remote.git_dir, specs))
