@@ -383,6 +383,8 @@ def sql_appears_only_in_the_store(tree: Tree) -> list[str]:
 PYGIT2_HOMES = {
     "thrum.sync.gitstore.libgit2": "the interface's implementation over pygit2",
     "thrum.sync.gitstore.gitlib": "what pygit2 does not wrap (cffi), libgit2's tuning, its pack handles",
+    "thrum.sync.gitstore.fetchview": "the repositories libgit2 fetches between: our odb and config with only the "
+    "fetch's refs, a path remote's objects with only its a-sync (libgit2 handles put together)",
     "thrum.sync.transport": "libgit2's transport: logins, host keys, one network operation",
 }
 

@@ -201,6 +201,20 @@ def test_a_fetch_brings_the_remotes_objects_and_moves_the_tracking_ref(pair):
     assert pair.local.remote_heads("origin", None)[REF] == tip
 
 
+def test_a_fetch_takes_what_its_refs_reach_and_nothing_of_the_remotes_other_refs(pair):
+    """The remote is the project's code remote: its other branches stay there."""
+    r = pair.remote
+    tip = commit_on(r, {b"f": b"log\n"}, [])
+    r.update_ref(REF, tip, "remote")
+    code = commit_on(r, {b"main.c": b"int main;\n"}, [])
+    r.update_ref("refs/heads/feature", code, "code")
+    heads = pair.local.fetch("origin", [f"+{REF}:refs/remotes/origin/a-sync"], None)
+    assert heads == {REF: tip}
+    assert pair.local.ref("refs/remotes/origin/a-sync") == tip and pair.local.header(tip) is not None
+    assert pair.local.header(code) is None and pair.local.ref("refs/remotes/origin/feature") is None
+    assert pair.local.header(object_id(Kind.BLOB, b"int main;\n")) is None
+
+
 def test_a_push_lands_as_a_fast_forward_and_loses_a_race_otherwise(pair):
     s, r = pair.local, pair.remote
     base = commit_on(s, {b"f": b"1\n"}, [])

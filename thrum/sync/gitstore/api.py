@@ -337,7 +337,9 @@ class GitStore(Protocol):
         ...
 
     def fetch(self, remote: str, refspecs: list[str], credentials: Credentials | None) -> dict[str, Oid]:
-        """Fetch ``refspecs`` (``+src:dst``) from ``remote``; the refs it advertised.
+        """Fetch ``refspecs`` (``+src:dst``, named refs) from ``remote``: what their sources
+        reach, nothing of the remote's other refs, no tags; the sources the remote holds
+        (name -> tip), each destination set to its source's tip.
 
         Raises:
             AuthError, RemoteUnreachable, SyncError: one line each, naming the remote.

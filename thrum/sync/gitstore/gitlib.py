@@ -106,13 +106,16 @@ def update_index(repo: pygit2.Repository, files: dict[str, tuple[Oid, os.stat_re
 
 
 def fetch_refs(remote: pygit2.Remote, refspecs: list[str], callbacks: pygit2.RemoteCallbacks) -> None:
-    """``remote.fetch(refspecs)`` (auto-detected proxy) without writing ``FETCH_HEAD``.
+    """``remote.fetch(refspecs)`` (auto-detected proxy) without writing ``FETCH_HEAD``
+    and without tags.
 
     Nothing of thrum's reads ``FETCH_HEAD``, and libgit2 rewrites it in place at every
     fetch, the empty ones included: opening it with ``O_TRUNC`` while the previous
     version is still in the page cache made ext4 (``auto_da_alloc``) flush it first,
-    2–5 ms of waiting on each sync's fetch (0.2 ms without). pygit2's ``Remote.fetch``
-    offers no switch for it: the same steps, with ``update_fetchhead`` off.
+    2–5 ms of waiting on each sync's fetch (0.2 ms without). Tags: a remote's default
+    ("auto") creates every tag of the remote whose object we hold among the user's refs.
+    pygit2's ``Remote.fetch`` offers no switch for the first: the same steps, with
+    ``update_fetchhead`` off and ``download_tags`` none.
     """
     try:
         from pygit2.callbacks import git_fetch_options, git_proxy_options
@@ -124,6 +127,7 @@ def fetch_refs(remote: pygit2.Remote, refspecs: list[str], callbacks: pygit2.Rem
     opts = ffi.new("git_fetch_options *")
     C.git_fetch_options_init(opts, C.GIT_FETCH_OPTIONS_VERSION)
     opts.update_fetchhead = 0
+    opts.download_tags = C.GIT_REMOTE_DOWNLOAD_TAGS_NONE
     with git_fetch_options(callbacks, opts) as payload:
         with git_proxy_options(remote, payload.fetch_options.proxy_opts, True):
             with StrArray(refspecs) as specs:

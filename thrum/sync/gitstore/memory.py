@@ -9,10 +9,11 @@ Rules:
 
 1. Objects are kept by id, hashed as git hashes them (`api.object_id`); trees and
    commits are parsed with the same functions the sync writes them with.
-2. A remote is another `MemoryStore`, named at construction. A fetch copies its
-   objects and moves the tracking refs; a push is a fast-forward only, landing by
-   compare-and-swap on the remote's ref, so two pushers racing each other behave as
-   against a real remote: one lands, the other lost a race.
+2. A remote is another `MemoryStore`, named at construction. A fetch copies what the
+   refspecs' sources reach (nothing of its other refs) and moves the tracking refs; a
+   push is a fast-forward only, landing by compare-and-swap on the remote's ref, so two
+   pushers racing each other behave as against a real remote: one lands, the other lost
+   a race.
 3. With a ``workdir`` the store has a worktree: `changed_files` compares its files with
    what `record_stats` recorded, else with the ``HEAD`` commit's tree.
 4. Thread-safe: every method holds the store's lock (a push holds the remote's too).
@@ -216,15 +217,33 @@ class MemoryStore:
 
     def fetch(self, remote: str, refspecs: list[str], credentials: Credentials | None) -> dict[str, Oid]:
         other = self._remote(remote)
+        pairs = [spec.lstrip("+").partition(":")[::2] for spec in refspecs]
         with other.lock:
-            objects, refs = dict(other.objects), dict(other.refs)
+            fetched = {src: other.refs[src] for src, _ in pairs if src in other.refs}
+            objects = other._reachable(list(fetched.values()), self.objects)
         with self.lock:
             self.objects.update(objects)
-            for spec in refspecs:
-                src, _, dst = spec.lstrip("+").partition(":")
-                if src in refs and dst:
-                    self.refs[dst] = refs[src]
-        return refs
+            for src, dst in pairs:
+                if src in fetched and dst:
+                    self.refs[dst] = fetched[src]
+        return fetched
+
+    def _reachable(self, tips: list[Oid], held: dict[Oid, tuple[int, bytes]]) -> dict[Oid, tuple[int, bytes]]:
+        """The objects ``tips`` reach that ``held`` lacks (what the other side holds, it
+        holds with all it reaches, as a real store)."""
+        out: dict[Oid, tuple[int, bytes]] = {}
+        todo = list(tips)
+        while todo:
+            oid = todo.pop()
+            if oid in out or oid in held or oid not in self.objects:
+                continue
+            kind, data = out[oid] = self.objects[oid]
+            if kind == Kind.COMMIT:
+                commit = parse_commit(oid, data)
+                todo += [commit.tree, *commit.parents]
+            elif kind == Kind.TREE:
+                todo += [Oid(raw) for mode, raw in parse_tree(data).values() if mode != FileMode.COMMIT]
+        return out
 
     def remote_heads(self, remote: str, credentials: Credentials | None) -> dict[str, Oid]:
         other = self._remote(remote)

@@ -38,7 +38,7 @@ from .callbacks import SyncCallbacks
 from .credentials import Credentials, credentials_from_env
 from .failures import translate
 from .endpoint import Endpoint, endpoint
-from .pathremote import inspect_path_remote
+from .pathremote import PathRemote, inspect_path_remote
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +72,7 @@ class Session:
     remote: pygit2.Remote
     callbacks: SyncCallbacks
     endpoint: Endpoint
+    path_remote: PathRemote | None = None  # what `pathremote` found: a remote on this machine
 
 
 @contextmanager
@@ -94,9 +95,11 @@ def session(
     apply_timeout(creds.timeout_s)
     tune_pack_building()  # no delta search in the packs of this operation, on either side
     foreign = False
+    looked: PathRemote | None = None
     if ep.kind == "local":
         where = f"remote {remote_name} ({ep.display})"
-        foreign = not inspect_path_remote(ep.path, where=where, trusted=creds.trusted_paths).owned
+        looked = inspect_path_remote(ep.path, where=where, trusted=creds.trusted_paths)
+        foreign = not looked.owned
     remote = repo.remotes[remote_name] if ep.url == ep.configured else repo.remotes.create_anonymous(ep.url)
     callbacks = SyncCallbacks(creds, ep)
     saved_sock = os.environ.get("SSH_AUTH_SOCK")
@@ -106,7 +109,7 @@ def session(
     if foreign:  # trusted by the user's word (pathremote rule 1): libgit2 would refuse it
         _owner_check(off=True)
     try:
-        yield Session(remote, callbacks, ep)
+        yield Session(remote, callbacks, ep, looked)
     except Exception as exc:  # noqa: BLE001 - translated at this boundary
         err = translate(exc, remote_name, ep.display, creds.timeout_s)
         callbacks.settle(False, err)

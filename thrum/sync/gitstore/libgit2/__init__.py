@@ -22,6 +22,9 @@ Rules:
 6. The commits read last are kept by id (`COMMITS_KEPT`; an id never changes content): a
    cycle reads the head five to seven times, and libgit2 caches no commit over 4 KiB
    (the first commit of a large history lists thousands of paths).
+7. A fetch runs between views of both repositories holding only the refs its refspecs
+   name (`fetchview`): neither side's other branches nor tags are transferred, walked
+   or offered.
 
 The ``config`` file beside this module holds libgit2's process-wide pack-building
 defaults (`gitlib.tune_pack_building`).
@@ -55,6 +58,7 @@ from ..gitlib import (
     tune_pack_building,
     update_index,
 )
+from ..fetchview import FetchViews, parse_refspecs
 from ..objbatch import ObjectBatch
 
 log = logging.getLogger(__name__)
@@ -117,6 +121,7 @@ class LibGit2Store:
         self.base_dir = main_worktree_dir(self.common_dir)  # where a relative remote path starts
         self._packs = PackWatch(self.repo, self.objects)
         self._commits: dict[bytes, Commit] = {}  # id -> its tree and parents (rule 6)
+        self._views: dict[str, FetchViews] = {}  # remote name -> the views its fetches go between (rule 7)
 
     @classmethod
     def discovered(cls, path: os.PathLike[str] | str) -> LibGit2Store:
@@ -356,16 +361,37 @@ class LibGit2Store:
             raise SyncError(f"no remote named {remote} is configured")
 
     def fetch(self, remote: str, refspecs: list[str], credentials: Credentials | None) -> dict[str, Oid]:
+        """Through the fetch views (rule 7): the remote's other refs, our other refs and
+        tags play no part; the destinations are then set here from what was fetched."""
         self._known(remote)
         try:
-            with session(self.repo, remote, self.base_dir, credentials) as net:
-                fetch_refs(net.remote, refspecs, net.callbacks)
-                heads = net.remote.list_heads(connect=False)
+            specs = parse_refspecs(refspecs)
+        except ValueError as exc:
+            raise SyncError(str(exc)) from None
+        views = self._views.get(remote)
+        if views is None:
+            views = self._views[remote] = FetchViews(self.common_dir, remote)
+        try:
+            with (
+                views.held(),
+                views.local_view(self.repo, specs) as local,
+                session(local, remote, self.base_dir, credentials) as net,
+            ):
+                source = net.remote
+                if net.path_remote is not None:
+                    source = local.remotes.create_anonymous(views.remote_view(net.path_remote.git_dir, specs))
+                fetch_refs(source, refspecs, net.callbacks)
+                heads = {h.name: h.oid for h in source.list_heads(connect=False) if h.name is not None}
         except SyncError:
             raise
         except Exception as exc:  # noqa: BLE001 - translated at this boundary
             raise translate(exc, remote, self._shown(remote)) from exc
-        return {h.name: _ours(h.oid) for h in heads if h.name is not None and not h.name.endswith("^{}")}
+        fetched = {spec.src: _ours(heads[spec.src]) for spec in specs if spec.src in heads}
+        for spec in specs:
+            tip = fetched.get(spec.src)
+            if tip is not None and self.ref(spec.dst) != tip:
+                self.repo.references.create(spec.dst, _py(tip), force=True)
+        return fetched
 
     def remote_heads(self, remote: str, credentials: Credentials | None) -> dict[str, Oid]:
         self._known(remote)
