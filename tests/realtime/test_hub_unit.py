@@ -4,12 +4,14 @@ resume with live events arriving mid-replay, session ends, target refresh."""
 from __future__ import annotations
 
 import itertools
+import sys
 
 import trio
 import trio.testing
 
 from thrum import events as ev
 from thrum.store import queries
+from thrum.daemon import hub as hub_module
 from thrum.daemon.hub import Hub
 from thrum.store.log import EventLog
 
@@ -334,7 +336,7 @@ async def test_hub_the_ring_is_bounded_by_bytes_and_a_resume_past_it_reads_the_l
     """The replay ring held 20,000 whole events, each up to 16 MiB from a remote (issue 31,
     finding 9): it is bounded by bytes too, and a resume it no longer reaches reads the log."""
     daemon = FakeDaemon(nursery)
-    daemon.config.values = {"subscription_ring_bytes": 40_000}
+    daemon.config.values = {"subscription_ring_bytes": 45_000}  # three of the events below, not four
     (tmp_path / "log").mkdir()
     daemon.writer.log = event_log = EventLog(tmp_path / "log")
     hub = make_hub(daemon)
@@ -343,9 +345,45 @@ async def test_hub_the_ring_is_bounded_by_bytes_and_a_resume_past_it_reads_the_l
         d["body"] = {**d["body"], "content": "x" * 10_000}
     event_log.append(history)
     await hub.publish(history, "sync")
-    assert len(hub.ring) == 3 and hub.ring_bytes <= 40_000
+    assert len(hub.ring) == 3 and hub.ring_bytes <= 45_000
     conn = FakeConn(paced=True)
     conn.gate.set()
     await hub.subscribe(conn, filter_type="all", since_event_id=history[1]["event_id"])
     await _eventually(lambda: conn.sent and conn.sent[-1][0] == "subscription.replayed")
     assert [p["message_id"] for _, p in conn.sent[:-1]] == [d["message_id"] for d in history[2:]]
+
+
+# One event as a replica receives it: signed, chained, one mention (a line of the sync benchmark's log).
+SIGNED_LINE = (
+    b'{"type":"message.create","timestamp":"2026-11-27T15:32:19.387Z","event_id":"01M8ET5MAPZJE9DQ36PF3WB6HS",'
+    b'"v":1,"message_id":"msg_01M8ET5MAP05W1V0FT6YJE9WJQ","thread_id":"thr_01M8ET5MAPZJE9DQ36PF3WB6HS",'
+    b'"agent_id":"agent_36","session_id":"ses_01M8ET4YYCBESMKSHG4T84B4M0","body":{"format":"markdown",'
+    b'"content":"worktree shard query fix notes flaky worktree module review rebuild fix rebuild release merge '
+    b'client docs schema budget merge conflict budget shard fetch failing failing remote notes fix ready",'
+    b'"structured":""},"scopes":[],"refs":[{"type":"mention","value":"agent_16"}],"priority":"normal",'
+    b'"authored_by":"","disclosed":false,"chain":{"seq":7433,"prev":"LsjtYcDKM6cnDskV2BTMVg"},'
+    b'"sig":{"by":"agent_36","ed25519":"DVGshe8Xs6ZoFdyePzY5ZH6+XjHkWTrjWSS9McFMYRTnyLFp4AuH9jFCEK1iw9s+'
+    b'IpGq4bKV8dUN+icl5UWlBw=="}}'
+)
+
+
+def _held(o, seen: set[int]) -> int:
+    """The bytes ``o`` and everything it holds take in this interpreter."""
+    if id(o) in seen:
+        return 0
+    seen.add(id(o))
+    size = sys.getsizeof(o)
+    if isinstance(o, dict):
+        size += sum(_held(k, seen) + _held(v, seen) for k, v in o.items())
+    elif isinstance(o, list):
+        size += sum(_held(x, seen) for x in o)
+    return size
+
+
+def test_hub_the_rings_byte_bound_counts_what_an_event_really_holds():
+    """The ring's byte bound (`subscription_ring_bytes`) is what bounds a daemon's memory
+    when events stream in; a weight far under an event's real size (512 bytes were counted
+    for ~4 KB) let the ring hold several times its bound."""
+    d = ev.decode_line(SIGNED_LINE)
+    real = _held(d, set())
+    assert 0.75 * real <= hub_module._weight(d) <= 1.5 * real
