@@ -11,7 +11,7 @@ import trio.testing
 
 from thrum import events as ev
 from thrum.store import queries
-from thrum.daemon import hub as hub_module
+from thrum.daemon import replay_ring
 from thrum.daemon.hub import Hub
 from thrum.store.log import EventLog
 
@@ -264,8 +264,8 @@ async def test_hub_ring_forgets_the_oldest(nursery):
     hub = make_hub(daemon)
     events = [create() for _ in range(3)]
     await hub.publish(events, "local")
-    assert [e.d["event_id"] for e in hub.ring] == [events[1]["event_id"], events[2]["event_id"]]
-    assert events[0]["event_id"] not in hub._ring_pos
+    assert [d["event_id"] for d, _ in hub.ring] == [events[1]["event_id"], events[2]["event_id"]]
+    assert events[0]["event_id"] not in hub.ring and hub.ring.after(events[0]["event_id"]) is None
 
 
 async def test_hub_session_end_ends_its_subscriptions_and_says_so(nursery):
@@ -345,7 +345,7 @@ async def test_hub_the_ring_is_bounded_by_bytes_and_a_resume_past_it_reads_the_l
         d["body"] = {**d["body"], "content": "x" * 10_000}
     event_log.append(history)
     await hub.publish(history, "sync")
-    assert len(hub.ring) == 3 and hub.ring_bytes <= 45_000
+    assert len(hub.ring) == 3 and hub.ring.bytes <= 45_000
     conn = FakeConn(paced=True)
     conn.gate.set()
     await hub.subscribe(conn, filter_type="all", since_event_id=history[1]["event_id"])
@@ -386,4 +386,4 @@ def test_hub_the_rings_byte_bound_counts_what_an_event_really_holds():
     for ~4 KB) let the ring hold several times its bound."""
     d = ev.decode_line(SIGNED_LINE)
     real = _held(d, set())
-    assert 0.75 * real <= hub_module._weight(d) <= 1.5 * real
+    assert 0.75 * real <= replay_ring.weight(d) <= 1.5 * real

@@ -51,7 +51,6 @@ import itertools
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import trio
@@ -62,6 +61,7 @@ from ..store import queries
 from ..store.backlog import BacklogReader, SegmentIndex
 from ..store.log import EventLog
 from .connection import Connection
+from .replay_ring import RING_BYTES, RING_SIZE, ReplayRing
 from .subscription import (
     INBOX_CHANGERS,
     MESSAGE_TYPES,
@@ -80,34 +80,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 Read = Callable[..., Awaitable[Any]]  # `Writer.read`: ``fn(db, ...)`` in a worker thread
 
-RING_SIZE = 20_000  # recent events kept for resume (config: subscription_ring_size)
-RING_BYTES = 64 * 1024 * 1024  # and at most about this much of them (config: subscription_ring_bytes)
 BACKLOG_CHUNK = 2_000  # events read from the log per piece of a resume from beyond the ring
-
-
-@dataclass(eq=False)
-class _Entry:
-    pos: int  # arrival number
-    d: dict[str, Any]  # the event
-    info: dict[str, Any] | None  # scopes/refs/thread of the message it is about (None: unknown yet)
-    weight: int = 0  # about how many bytes it holds (`_weight`)
-
-
-# What a decoded event holds in the interpreter beside its body's texts: a signed, chained
-# message.create ~3.9 KB, a registration ~2.6 KB, a session start ~2.0 KB (measured with a
-# deep sys.getsizeof over a benchmark log's events); each scope or ref is a dict of its own.
-EVENT_BYTES = 3_072
-TAG_BYTES = 512
-
-
-def _weight(d: dict[str, Any]) -> int:
-    """About the bytes an event holds in memory: a constant for its fields (a count kept by
-    bytes, not a guess of 512 that let 20,000 events take ~80 MiB under a 64 MiB bound),
-    its scopes and refs, and its body's texts (which dominate: up to 16 MiB from a remote)."""
-    body = d.get("body")
-    texts = sum(len(v) for v in body.values() if isinstance(v, str)) if isinstance(body, dict) else 0
-    tags = sum(len(v) for k in ("scopes", "refs") if isinstance(v := d.get(k), list))
-    return EVENT_BYTES + TAG_BYTES * tags + texts
 
 
 class Hub:
@@ -128,14 +101,10 @@ class Hub:
         self._nursery = nursery
         self.subs: dict[int, Subscription] = {}
         self._ids = itertools.count(1)
-        self.ring: deque[_Entry] = deque()
-        self.ring_size = max(1, ring_size)
-        self.ring_max_bytes, self.ring_bytes = ring_bytes, 0
-        self._ring_pos: dict[str, int] = {}
+        self.ring = ReplayRing(ring_size, ring_bytes)
         self.segments = SegmentIndex()  # shared by every resume that reads the log
         self._log_reads = trio.Lock()  # one piece read at a time: resumes never crowd out queries
         self.backlog_chunk = BACKLOG_CHUNK
-        self._arrivals = itertools.count()
         self._targets_gen = 0  # bumped by every agent/group change
         self.changed = trio.Event()  # anything published
         self.inbox_changed = trio.Event()  # something that can add to an inbox
@@ -249,7 +218,7 @@ class Hub:
         infos = await self._message_infos([d for d in notifiable if d["type"] in MESSAGE_TYPES])
         for d in notifiable:
             info = infos.get(d["message_id"]) if d["type"] in MESSAGE_TYPES else None
-            self._remember(d, info)
+            self.ring.remember(d, info)
             self._deliver(d, info)
         for d in notifiable:
             if d["type"] == "agent.session.end":
@@ -266,18 +235,6 @@ class Hub:
         if inbox:
             self.inbox_changed.set()
             self.inbox_changed = trio.Event()
-
-    def _remember(self, d: dict[str, Any], info: dict[str, Any] | None) -> None:
-        pos = next(self._arrivals)
-        weight = _weight(d)
-        while self.ring and (len(self.ring) >= self.ring_size or self.ring_bytes + weight > self.ring_max_bytes):
-            old = self.ring.popleft()
-            self.ring_bytes -= old.weight
-            if self._ring_pos.get(old.d["event_id"]) == old.pos:
-                del self._ring_pos[old.d["event_id"]]
-        self.ring.append(_Entry(pos, d, info, weight))
-        self.ring_bytes += weight
-        self._ring_pos[d["event_id"]] = pos
 
     async def _message_infos(self, events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         """Scopes and mention refs of the messages these events are about."""
@@ -307,7 +264,7 @@ class Hub:
                 continue
             if sub.rescan_above is not None and d["event_id"] > sub.rescan_above:
                 continue  # a later piece of this replay reads it from the log
-            if len(sub.held) >= self.ring_size:  # a replay slower than the traffic: never hold unbounded
+            if len(sub.held) >= self.ring.size:  # a replay slower than the traffic: never hold unbounded
                 sub.held.popleft()
                 sub.conn.count_dropped(1)  # announced like any drop; the client resumes from what it read
             sub.held.append((d, info))
@@ -316,10 +273,9 @@ class Hub:
     async def _replay(self, sub: Subscription, since: str) -> None:
         """Send what the client missed after ``since``, then release held live events."""
         try:
-            pos = self._ring_pos.get(since)
-            if pos is not None:
-                start = pos - self.ring[0].pos + 1
-                await self._send_replay(sub, [(e.d, e.info) for e in itertools.islice(self.ring, start, None)])
+            recent = self.ring.after(since)
+            if recent is not None:
+                await self._send_replay(sub, recent)
             else:
                 await self._replay_log(sub, since)
             while sub.held and sub.id in self.subs:  # a deleted subscription's replay just stops
@@ -354,7 +310,7 @@ class Hub:
         # Every event still in the ring arrived after ``since`` (which is older than the ring):
         # those with an older id (a sync brings events made earlier elsewhere) are not in
         # the log's order after ``since``, so they go first.
-        late = [(e.d, e.info) for e in self.ring if e.d["event_id"] <= since]
+        late = [(d, info) for d, info in self.ring if d["event_id"] <= since]
         await self._send_replay(sub, late)
         reader = BacklogReader(self._log, self.segments, since, NOTIFY_TYPES, piece=self.backlog_chunk)
         previous: set[str] = set(sub.replayed)

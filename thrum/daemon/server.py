@@ -44,7 +44,8 @@ from .connection import Connection
 from .context import ServiceContext
 from .delivery import DeliveryRecorder
 from .heldtimer import HeldTimer
-from .hub import RING_BYTES, RING_SIZE, Hub
+from .hub import Hub
+from .replay_ring import RING_BYTES, RING_SIZE
 from .idempotency import KeyedWrites
 from .keys import Keys
 from .limits import Limits, Registry
