@@ -460,6 +460,33 @@ def test_a_full_repack_of_the_shared_remote_by_the_other_replica_still_counts_on
     git_fsck(remote)
 
 
+def test_a_full_repack_of_the_shared_remote_outlives_the_roll_ups_after_it_for_the_other_replica(pair):
+    """The roll-up right after a full repack of the remote took the full repack's pack in with
+    the syncs' packs beside it (whole objects, more than half its size), its bitmap gone before
+    the other replica looked: that one repacked the remote whole again (a storage run's logs:
+    9-10 full repacks of the remote where it doubled ~4 times). Roll-ups leave that pack be."""
+    remote, (a, b) = pair
+    objects = remote / "objects"
+    for r in range(4):
+        a.write(r, 2)
+        a.sync()
+    assert a.tidier.run(a.tidier.remote_repack(remote, full=True)) is None
+    (bitmap,) = (objects / "pack").glob("*.bitmap")
+    full = packdir.bitmapped_bytes(objects)
+    assert full is not None
+    for r in range(4, 4 + maintenance.NEW_PACKS + 1):  # the syncs' packs beside it
+        a.write(r, 2)
+        a.sync()
+    assert packdir.pack_bytes(objects) - full > full  # enough for git's roll-up to take it in
+    assert a.tidier.run(a.tidier.remote_repack(remote)) is None  # the roll-up right after it
+    assert bitmap.exists()  # the full repack's pack, as it was
+    assert packdir.pack_count(objects) == 2  # the syncs' packs rolled up beside it
+    assert not b.tidier.full_due(objects)
+    assert a.tidier.run(a.tidier.remote_repack(remote, full=True)) is None  # the next full one takes it in
+    assert packdir.pack_count(objects) == 1 and not bitmap.exists()
+    git_fsck(remote)
+
+
 def test_the_packs_syncs_added_during_a_full_repack_are_rolled_up_right_after_it(pair):
     """A full repack of a large store runs for minutes, the syncs beside it add a pack each:
     once it ends they are due at once (the storage run ended with 302 of them left)."""
