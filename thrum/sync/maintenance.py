@@ -52,7 +52,10 @@ several times the log's size. Rules:
    git dir, so a restart does not start the count again; a path remote's full repack
    also writes a bitmap beside its pack, and the largest pack with one counts as the
    remote's last full repack, whichever replica ran it (each replica's own record alone
-   had each of them repack the shared remote whole at every doubling). The growth is the
+   had each of them repack the shared remote whole at every doubling); the remote's
+   roll-ups leave that pack out (``--keep-pack``) until the next full repack: git weighs
+   packs by their objects, and took it in once the packs since held half as many, long
+   before a doubling and often before the other replica looked. The growth is the
    store's as our last repack left it, not with the syncs' packs since: those hold whole
    objects (~4x the raw log a round, ~1x once rolled up), so a store with a few of them
    looked doubled long before it was.
@@ -299,6 +302,8 @@ class Tidier:
         argv = [*_nice(), git, *(_FULL if full else _REPACK)]
         if full:  # the mark another replica's `full_due` reads (rule 4)
             argv.append("--write-bitmap-index")
+        elif (last := packdir.bitmapped_pack(objects)) is not None:  # ... kept until the next full one
+            argv.append(f"--keep-pack={last[0]}")
         return Repack(argv, env, objects, full)
 
     def _name_tips(self, git: str, env: dict[str, str]) -> None:
