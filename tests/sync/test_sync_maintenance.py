@@ -460,6 +460,64 @@ def test_a_full_repack_of_the_shared_remote_by_the_other_replica_still_counts_on
     git_fsck(remote)
 
 
+def test_a_full_repack_of_the_shared_remote_outlives_the_roll_ups_after_it_for_the_other_replica(pair):
+    """A roll-up takes the full repack's pack in once the packs since hold half as many
+    objects (git weighs packs by their objects), long before the remote has doubled, and its
+    bitmap was gone before the other replica looked: that one repacked the remote whole
+    again (a storage run's logs: 9-10 full repacks of the remote where it doubled ~4 times).
+    Roll-ups leave that pack be; the next full repack takes it in."""
+    remote, (a, b) = pair
+    objects = remote / "objects"
+    for r in range(30):
+        a.write(r, 2)
+        a.sync()
+    assert a.tidier.run(a.tidier.remote_repack(remote, full=True)) is None
+    (bitmap,) = (objects / "pack").glob("*.bitmap")
+    full = packdir.bitmapped_bytes(objects)
+    assert full is not None
+    rolled, r = full, 30
+    while rolled < 1.7 * full:  # syncs, rolled up as they come, b not looking
+        r += 1
+        a.write(r, 2)
+        a.sync()
+        if a.tidier.due(objects):
+            assert a.tidier.run(a.tidier.remote_repack(remote)) is None
+            rolled = packdir.pack_bytes(objects)
+    assert bitmap.exists()  # the full repack's pack, as it was
+    assert not b.tidier.full_due(objects)  # not doubled since: a's full repack counts for b too
+    while not a.tidier.full_due(objects):  # until it has
+        r += 1
+        a.write(r, 2)
+        a.sync()
+        if a.tidier.due(objects):
+            assert a.tidier.run(a.tidier.remote_repack(remote)) is None
+    assert a.tidier.run(a.tidier.remote_repack(remote, full=True)) is None  # the next full one takes it in
+    assert packdir.pack_count(objects) == 1 and not bitmap.exists()
+    git_fsck(remote)
+
+
+def test_a_full_repack_decided_before_the_other_replicas_ran_is_decided_again_once_the_lock_is_ours(pair):
+    """The daemon decides its repacks together, then runs them one after the other: the
+    other replica's full repack of the remote could run in between (while ours of our own
+    store did), and ours of the remote followed it, the remote repacked whole twice in a
+    row (a storage run's logs: b's full repack of the remote 1 s after a's ended)."""
+    remote, (a, b) = pair
+    objects = remote / "objects"
+    for r in range(30):
+        a.write(r, 2)
+        a.sync()
+    assert b.tidier.full_due(objects)
+    stale = b.tidier.remote_repack(remote, full=True)  # b's decision ...
+    assert a.tidier.run(a.tidier.remote_repack(remote, full=True)) is None  # ... a's full repack meanwhile
+    (bitmap,) = (objects / "pack").glob("*.bitmap")
+    a.write(30, 2)
+    a.sync()
+    assert b.tidier.run(stale) is None  # ... b's turn: a roll-up at most
+    assert bitmap.exists()
+    assert not b.tidier.full_due(objects)
+    git_fsck(remote)
+
+
 def test_the_packs_syncs_added_during_a_full_repack_are_rolled_up_right_after_it(pair):
     """A full repack of a large store runs for minutes, the syncs beside it add a pack each:
     once it ends they are due at once (the storage run ended with 302 of them left)."""

@@ -76,6 +76,7 @@ class Tidy:
                     log.info("not repacking %s: another process is", repack.objects)
                     continue
                 try:
+                    repack = await trio.to_thread.run_sync(tidier.recheck, repack)
                     await self._repack(tidier, repack, lock)
                 finally:
                     os.close(lock)

@@ -52,7 +52,10 @@ several times the log's size. Rules:
    git dir, so a restart does not start the count again; a path remote's full repack
    also writes a bitmap beside its pack, and the largest pack with one counts as the
    remote's last full repack, whichever replica ran it (each replica's own record alone
-   had each of them repack the shared remote whole at every doubling). The growth is the
+   had each of them repack the shared remote whole at every doubling); the remote's
+   roll-ups leave that pack out (``--keep-pack``) until the next full repack: git weighs
+   packs by their objects, and took it in once the packs since held half as many, long
+   before a doubling and often before the other replica looked. The growth is the
    store's as our last repack left it, not with the syncs' packs since: those hold whole
    objects (~4x the raw log a round, ~1x once rolled up), so a store with a few of them
    looked doubled long before it was.
@@ -60,7 +63,8 @@ several times the log's size. Rules:
    remote, the daemon's and an offline cycle's): each holds an ``flock`` (`packdir`) on the store's
    ``objects`` directory while its child runs (the child inherits it, so it outlives a
    killed daemon until git is done); a tidier that finds it held skips that store this
-   time. Two repacks of one store each delete the packs they listed: the second failed
+   time; one that gets it decides a full repack again (`Tidier.recheck`: another's may
+   have run since it decided). Two repacks of one store each delete the packs they listed: the second failed
    ("cannot open index for ...": a pack the first had just removed). Readers are safe
    as with any git repack: the new pack is in place before the old ones go, and git
    and libgit2 look for a missing object again in the packs now there. A local
@@ -281,6 +285,16 @@ class Tidier:
                 out.append(self.remote_repack(git_dir, full=self.full_due(git_dir / "objects")))
         return out
 
+    def recheck(self, repack: Repack) -> Repack:
+        """``repack`` as due now, called with the store's lock held (rule 5): a full repack
+        decided before another process's full repack of that store ran (a replica's tidy
+        decides its repacks together, then runs them in turn) is a roll-up now."""
+        if not repack.full or self.full_due(repack.objects):
+            return repack
+        if repack.objects == self.own / "objects":
+            return self.own_repack()
+        return self.remote_repack(repack.objects.parent)
+
     def own_repack(self, full: bool = False) -> Repack:
         git = shutil.which("git") or "git"
         argv = [*_nice(), git, "--git-dir", str(self.own), *(_FULL if full else _REPACK)]
@@ -299,6 +313,8 @@ class Tidier:
         argv = [*_nice(), git, *(_FULL if full else _REPACK)]
         if full:  # the mark another replica's `full_due` reads (rule 4)
             argv.append("--write-bitmap-index")
+        elif (last := packdir.bitmapped_pack(objects)) is not None:  # ... kept until the next full one
+            argv.append(f"--keep-pack={last[0]}")
         return Repack(argv, env, objects, full)
 
     def _name_tips(self, git: str, env: dict[str, str]) -> None:
@@ -343,6 +359,7 @@ class Tidier:
             if lock is None:
                 log.info("not repacking %s: another process is", repack.objects)
                 return None
+            repack = self.recheck(repack)
             clock = ChildClock()
             try:
                 child = subprocess.Popen(

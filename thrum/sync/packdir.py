@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 __all__ = [
     "STALE_TEMP_S",
     "bitmapped_bytes",
+    "bitmapped_pack",
     "lock_store",
     "locked_store",
     "pack_bytes",
@@ -36,6 +37,7 @@ __all__ = [
 STALE_TEMP_S = 3600.0  # twice a repack's time limit (`maintenance.TIMEOUT_S`): no live repack's file is that old
 # git repack's staging names, then the temporary files of git pack-objects, libgit2 and objbatch
 _TEMPORARY = re.compile(r"\.tmp-\d+-pack-|tmp_(?:pack|idx|rev|bitmap|mtimes)_|pack_git2_")
+_PACK_NAME = re.compile(r"pack-(?:[0-9a-f]{40}|[0-9a-f]{64})\.pack")  # SHA-1 or SHA-256
 
 
 def packs(objects: Path) -> list[os.DirEntry[str]]:
@@ -50,17 +52,27 @@ def pack_count(objects: Path) -> int:
     return len(packs(objects))
 
 
-def bitmapped_bytes(objects: Path) -> int | None:
-    """The bytes of the largest pack in ``objects`` with a bitmap beside it: what a path
-    remote's last full repack left, whichever replica ran it (rule 4); None: there is none."""
-    sizes = []
+def bitmapped_pack(objects: Path) -> tuple[str, int] | None:
+    """The name and bytes of the largest pack in ``objects`` with a bitmap beside it: what a
+    path remote's last full repack left, whichever replica ran it (rule 4); None: there is
+    none. Only a name git gives a pack counts (it goes on git's command line)."""
+    found = []
     for e in packs(objects):
-        if os.path.lexists(e.path[: -len(".pack")] + ".bitmap"):
+        if _PACK_NAME.fullmatch(e.name) and os.path.lexists(e.path[: -len(".pack")] + ".bitmap"):
             try:
-                sizes.append(e.stat(follow_symlinks=False).st_size)
+                found.append((e.stat(follow_symlinks=False).st_size, e.name))
             except OSError:
                 continue
-    return max(sizes) if sizes else None
+    if not found:
+        return None
+    size, name = max(found)
+    return name, size
+
+
+def bitmapped_bytes(objects: Path) -> int | None:
+    """The bytes of `bitmapped_pack` (None: there is none)."""
+    pack = bitmapped_pack(objects)
+    return None if pack is None else pack[1]
 
 
 def pack_bytes(objects: Path) -> int:
