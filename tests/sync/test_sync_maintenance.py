@@ -435,7 +435,8 @@ def test_a_full_repack_of_the_shared_remote_by_one_replica_spares_the_other_its_
     for r in range(4, 40):
         a.write(r, 2)
         a.sync()
-    assert b.tidier.full_due(objects)  # grown since: due again, for whichever replica comes first
+    assert b.tidier.run(b.tidier.remote_repack(remote)) is None  # b's next roll-up measures it ...
+    assert b.tidier.full_due(objects)  # ... grown since: due again, for whichever replica comes first
 
 
 def test_a_full_repack_of_the_shared_remote_by_the_other_replica_still_counts_once_its_pack_is_rewritten(pair):
@@ -662,3 +663,91 @@ def test_a_full_repack_is_due_by_the_store_as_rolled_up_not_with_the_syncs_whole
     assert a.tidier.run(a.tidier.own_repack(full=False)) is None
     assert a.tidier.full_due(objects) == (packdir.pack_bytes(objects) >= 2 * base)
     git_fsck(a.path)
+
+
+def test_the_other_replicas_full_repack_of_the_remote_counts_from_our_next_roll_up_as_our_own_does(pair):
+    """The replica that ran a full repack of the remote records the store after the roll-up
+    of the syncs' packs beside it; the other one took the full pack's bytes alone, and was
+    due for the next full repack early (a storage run: the remote repacked whole at 1.3-1.6x
+    growth, ~9 times in 1,000 rounds). It counts from its own next roll-up now."""
+    remote, (a, b) = pair
+    objects = remote / "objects"
+    for r in range(40):
+        a.write(r, 2)
+        a.sync()
+    assert b.tidier.run(b.tidier.remote_repack(remote)) is None  # b's roll-up, before
+    assert a.tidier.run(a.tidier.remote_repack(remote, full=True)) is None
+    full = packdir.bitmapped_bytes(objects)
+    assert full is not None
+    for r in range(40, 40 + 2 * maintenance.NEW_PACKS):  # the syncs while it ran ...
+        a.write(r, 2)
+        a.sync()
+    a.tidier.done(objects, full=True)  # ... as if it ended now, beside their packs
+    assert a.tidier.run(a.tidier.remote_repack(remote)) is None  # a's record: the store rolled up
+    assert not b.tidier.full_due(objects)  # b takes a's full repack over
+    assert b.tidier.run(b.tidier.remote_repack(remote)) is None  # b's next roll-up of the remote
+    settled = packdir.pack_bytes(objects)
+    assert 1.2 * full < settled < 2 * full, (full, settled)  # the pile beside the full pack, rolled up
+    rolled, between, r = settled, 0, 100
+    while rolled < 2 * settled:  # syncs, b rolling the remote up
+        assert not b.tidier.full_due(objects), (rolled, full, settled)
+        between += rolled >= 2 * full
+        r += 1
+        assert r < 400
+        a.write(r, 2)
+        a.sync()
+        if b.tidier.due(objects):
+            assert b.tidier.run(b.tidier.remote_repack(remote)) is None
+            rolled = packdir.pack_bytes(objects)
+    assert between  # looked at while grown past twice the full pack alone
+    assert b.tidier.full_due(objects)  # past twice the store as it settled: due
+    assert b.tidier.run(b.tidier.remote_repack(remote, full=True)) is None
+    git_fsck(remote)
+
+
+def _planted_pack(tmp_path: Path, size: int) -> list[Path]:
+    """A valid pack of ``size`` random bytes with a bitmap beside it, built elsewhere: what a
+    writer of the remote could drop into its ``objects/pack`` to look like a full repack."""
+    scratch = tmp_path / "planted"
+    subprocess.run(["git", "init", "-q", str(scratch)], check=True)
+    (scratch / "noise").write_bytes(os.urandom(size))
+    git = ["git", "-C", str(scratch), "-c", "user.name=x", "-c", "user.email=x@example.com"]
+    subprocess.run([*git, "add", "noise"], check=True)
+    subprocess.run([*git, "commit", "-qm", "noise"], check=True)
+    subprocess.run([*git, "repack", "-a", "-d", "-q", "--write-bitmap-index"], check=True)
+    (pack,) = (scratch / ".git" / "objects" / "pack").glob("*.pack")
+    return [pack.with_suffix(suffix) for suffix in (".pack", ".idx", ".bitmap")]
+
+
+def test_a_planted_full_repack_of_the_remote_holds_our_next_one_off_only_while_it_is_there(pair, tmp_path):
+    """The remote is untrusted: a pack with a bitmap beside it is taken as the other replica's
+    full repack, and the record is the store with it. Once it is gone, the store (smaller
+    than the record) counts as it is: a large planted pack removed again must not put our
+    next full repack off for good."""
+    remote, (a, b) = pair
+    objects = remote / "objects"
+    for r in range(3):
+        a.write(r, 2)
+        a.sync()
+    assert b.tidier.run(b.tidier.remote_repack(remote, full=True)) is None
+    assert b.tidier.run(b.tidier.remote_repack(remote)) is None
+    planted = []
+    for path in _planted_pack(tmp_path, 64 * packdir.pack_bytes(objects)):
+        shutil.copy(path, objects / "pack" / path.name)
+        planted.append(objects / "pack" / path.name)
+    assert not b.tidier.full_due(objects)  # taken for a full repack by the other replica ...
+    assert b.tidier.run(b.tidier.remote_repack(remote)) is None  # ... and counted with the store
+    for path in planted:  # gone again
+        path.unlink()
+    base = rolled = packdir.pack_bytes(objects)
+    r = 3
+    while not b.tidier.full_due(objects):  # syncs, b rolling the remote up
+        assert rolled < 3 * base, "the planted pack still holds the full repack off"
+        r += 1
+        a.write(r, 2)
+        a.sync()
+        if b.tidier.due(objects):
+            assert b.tidier.run(b.tidier.remote_repack(remote)) is None
+            rolled = packdir.pack_bytes(objects)
+    assert b.tidier.run(b.tidier.remote_repack(remote, full=True)) is None
+    git_fsck(remote)
