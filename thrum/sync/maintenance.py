@@ -52,7 +52,11 @@ several times the log's size. Rules:
    git dir, so a restart does not start the count again; a path remote's full repack
    also writes a bitmap beside its pack, and the largest pack with one counts as the
    remote's last full repack, whichever replica ran it (each replica's own record alone
-   had each of them repack the shared remote whole at every doubling); the remote's
+   had each of them repack the shared remote whole at every doubling), counted as our own
+   from our next roll-up of the remote (the one that ran it records the store with the
+   syncs' packs beside it rolled up; the full pack alone had the other due at ~1.5x), unless
+   the store has doubled since that pack; a record larger than the store (packs rewritten
+   or removed: a planted one) is lowered to the store as it is; the remote's
    roll-ups leave that pack out (``--keep-pack``) until the next full repack: git weighs
    packs by their objects, and took it in once the packs since held half as many, long
    before a doubling and often before the other replica looked. The growth is the
@@ -207,6 +211,7 @@ class Tidier:
         self._packs_after: dict[Path, int] = {}
         self._rolled: dict[Path, int] = {}  # pack bytes after our last repack of each store
         self._settling: set[Path] = set()  # fully repacked, the syncs' packs beside it not rolled up yet
+        self._adopted: dict[Path, int] = {}  # ... by another replica: the bytes of its full pack
         self._swept: set[Path] = set()  # stores whose stale temporaries were removed once (rule 6)
         self._record = private.parent / "repacks.json"
         self._full_after = self._load()  # objects dir -> its pack bytes after its last full repack
@@ -245,8 +250,17 @@ class Tidier:
         other = packdir.bitmapped_bytes(objects)
         if other is not None and (after is None or other > after):
             # remembered: a later roll-up rewrites that pack without its bitmap, and each
-            # replica's own older record had it repack the remote whole again
-            after = self._full_after[str(objects)] = other
+            # replica's own older record had it repack the remote whole again; counted as
+            # our own is, from our next roll-up (`done`): the replica that ran it records the
+            # store with the syncs' packs beside it rolled up, and one that kept the full pack
+            # alone was due early
+            after = self._full_after[str(objects)] = self._rolled[objects] = self._adopted[objects] = other
+            self._save()
+        elif after is not None and (there := packdir.pack_bytes(objects)) < after:
+            # the store is smaller than the record: its packs were rewritten or removed since
+            # (the remote is untrusted: a planted pack taken for a full repack must not hold
+            # the next one off once it is gone); counted from the store as it is now
+            after = self._full_after[str(objects)] = self._rolled[objects] = there
             self._save()
         # the store as our last repack of it left it: the packs of the syncs since hold whole
         # objects, several times their rolled-up size (the next roll-up decides again)
@@ -257,9 +271,13 @@ class Tidier:
         # a full repack leaves one pack; the syncs' packs that arrived while it ran (minutes,
         # on a large store) are due for a roll-up at once, not after `new_packs` more
         self._packs_after[objects] = 1 if full else packdir.pack_count(objects)
-        self._rolled[objects] = packdir.pack_bytes(objects)
-        if full or objects in self._settling:  # rule 4: counted from the roll-up after a full repack
-            self._full_after[str(objects)] = packdir.pack_bytes(objects)
+        now = self._rolled[objects] = packdir.pack_bytes(objects)
+        # another replica's full repack (`full_due`) counts from here too, unless the store has
+        # grown by the factor since that full pack: the syncs since and the pile beside it
+        # cannot be told apart, and a record taken that late would put the next one off too far
+        adopted = self._adopted.pop(objects, None)
+        if full or objects in self._settling or (adopted is not None and now < adopted * self.full_growth):
+            self._full_after[str(objects)] = now  # rule 4: counted from the roll-up after a full repack
             self._save()
             if full:
                 self._settling.add(objects)
