@@ -437,6 +437,7 @@ def test_a_full_repack_of_the_shared_remote_by_one_replica_spares_the_other_its_
         a.sync()
     assert b.tidier.run(b.tidier.remote_repack(remote)) is None  # b's next roll-up measures it ...
     assert b.tidier.full_due(objects)  # ... grown since: due again, for whichever replica comes first
+    git_fsck(remote)
 
 
 def test_a_full_repack_of_the_shared_remote_by_the_other_replica_still_counts_once_its_pack_is_rewritten(pair):
