@@ -193,6 +193,8 @@ def test_corruption_first_met_by_a_query_is_repaired_and_the_query_answered(fres
             for i in range(200)
         }
     d.stop()
+    wal = Path(f"{d.paths.database}-wal")
+    assert not wal.exists() or wal.stat().st_size == 0  # a stopped daemon's folds are all in the file
     for suffix in ("-wal", "-shm"):
         Path(f"{d.paths.database}{suffix}").unlink(missing_ok=True)
     with sqlite3.connect(d.paths.database) as db:  # the pages of the messages table itself, not its indexes

@@ -105,7 +105,17 @@ class Writer:
             self.fold_lines.ask_rejudge(reason)
 
     def close(self) -> None:
-        """The daemon stops: close the database (what is durable is in the log)."""
+        """The daemon stops: move the WAL into the database file, then close it.
+
+        The reader threads' connections close only when the interpreter collects them at
+        exit, if at all, and SQLite empties the WAL only when its last connection closes:
+        without the checkpoint a stopped daemon could leave folded transactions in the WAL
+        alone (a copy of the database without it, or a WAL lost, then holds less than its
+        read positions say were folded)."""
+        try:
+            self.db.execute_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+        except Exception:  # noqa: BLE001 - stopping anyway; the WAL still holds it
+            pass
         try:
             self.db.close()
         except Exception:  # noqa: BLE001 - stopping anyway
