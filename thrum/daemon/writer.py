@@ -37,7 +37,7 @@ import trio
 
 from .. import errors
 from .. import events as ev
-from ..store import chain_fold, coverage, projection
+from ..store import chain_fold, coverage, database, projection
 from ..store.log import EventLog, Position
 from ..store.verified import VerifiedFold
 from .signer import Signer
@@ -105,21 +105,9 @@ class Writer:
             self.fold_lines.ask_rejudge(reason)
 
     def close(self) -> None:
-        """The daemon stops: move the WAL into the database file, then close it.
-
-        The reader threads' connections close only when the interpreter collects them at
-        exit, if at all, and SQLite empties the WAL only when its last connection closes:
-        without the checkpoint a stopped daemon could leave folded transactions in the WAL
-        alone (a copy of the database without it, or a WAL lost, then holds less than its
-        read positions say were folded)."""
-        try:
-            self.db.execute_sql("PRAGMA wal_checkpoint(TRUNCATE)")
-        except Exception:  # noqa: BLE001 - stopping anyway; the WAL still holds it
-            pass
-        try:
-            self.db.close()
-        except Exception:  # noqa: BLE001 - stopping anyway
-            pass
+        """The daemon stops: the database closed with its WAL checkpointed into the file
+        (`database.close_database`; what is durable is in the log either way)."""
+        database.close_database(self.db)
 
     def use_db(self, db: pw.SqliteDatabase) -> None:
         """The view's rebuild swapped the database file: read and fold from ``db`` now (lock held)."""
