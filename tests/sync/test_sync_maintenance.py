@@ -555,7 +555,8 @@ def scheduling_probe(tmp_path, monkeypatch):
     (bin_dir / "git").write_text(_PROBE.format(out=out, git=real))
     (bin_dir / "git").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    group = Path("/proc/self/autogroup").read_text().split()[0]
+    # empty where the kernel has autogroups switched off (CI): then the nice alone is checked
+    group = next(iter(Path("/proc/self/autogroup").read_text().split()), "")
     return out, f"{group} {min(19, os.getpriority(os.PRIO_PROCESS, 0) + maintenance.NICENESS)}"
 
 
