@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import threading
+import time
 import zlib
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from thrum.sync import SyncError
 from thrum.sync.merge.shard import merge_shard
 from thrum.sync.transport.callbacks import SyncCallbacks
 from thrum.sync.transport.credentials import credentials_from_env
+from thrum.sync.transport.pathremote import LooseObjectLooks, inspect_path_remote
 from thrum.sync.worktree import SYNC_REF
 
 SHARD = "messages/alice/000001.jsonl"
@@ -383,3 +385,64 @@ def test_a_push_another_pusher_overwrote_is_retried_not_lost(cluster, monkeypatc
     assert keys_of(a.read(SHARD)) == [b"01A", b"01A2"]
     assert_linear_single_root(cluster.remote)
     git_fsck(cluster.remote)
+
+
+def _loose_blobs(remote: Path, n: int) -> list[str]:
+    """Loose objects in the remote, as git's receive-pack leaves a small push (real git)."""
+    data = "".join(f"loose {i}\n\0" for i in range(n))
+    out = subprocess.run(
+        ["git", "--git-dir", str(remote), "hash-object", "-w", "--stdin-paths"],
+        input="".join(f"{p}\n" for p in _write_each(remote.parent / "blobs", data.split("\0")[:-1])),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return out.stdout.split()
+
+
+def _write_each(where: Path, contents: list[str]) -> list[Path]:
+    where.mkdir(exist_ok=True)
+    paths = [where / f"{i}.txt" for i in range(len(contents))]
+    for path, text in zip(paths, contents):
+        path.write_text(text)
+    return paths
+
+
+def test_a_fan_out_directory_found_clean_is_looked_at_again_once_anything_in_it_changes(cluster, tmp_path):
+    """The look keeps the fan-out directories it found clean (a remote git pushes to holds
+    thousands of loose objects between its repacks) by their change time, which the kernel
+    sets at every entry added, removed or renamed: whatever is planted in a kept directory,
+    or beside them, is refused as at the first look."""
+    remote = cluster.remote
+    ids = _loose_blobs(remote, 40)
+    looks = LooseObjectLooks(clock=lambda: time.time() + 60)  # every directory counts as settled
+    look = lambda: within(30, lambda: inspect_path_remote(str(remote), where="remote origin", looks=looks))  # noqa: E731
+    assert look().git_dir == remote.resolve()
+    kept = remote / "objects" / ids[0][:2]
+    assert (kept / ids[0][2:]).is_file()
+    plants = {
+        "a FIFO": lambda: os.mkfifo(kept / ("e" * 38)),
+        "a symbolic link": lambda: (kept / ("f" * 38)).symlink_to(tmp_path / "elsewhere"),
+    }
+    for says, plant in plants.items():
+        plant()
+        with pytest.raises(SyncError, match=f"objects/{kept.name}/.* is {says}"):
+            look()
+        for name in ("e" * 38, "f" * 38):
+            (kept / name).unlink(missing_ok=True)
+        assert look().git_dir == remote.resolve()  # the directory is itself again
+    fresh = remote / "objects" / "fe"
+    fresh.mkdir(exist_ok=fresh.exists())
+    os.mkfifo(fresh / ("0" * 38))  # a new fan-out directory
+    with pytest.raises(SyncError, match="objects/fe/0+ is a FIFO"):
+        look()
+    (fresh / ("0" * 38)).unlink()
+    look()
+    shutil.move(kept, tmp_path / "moved")
+    kept.symlink_to(tmp_path / "moved")  # a kept directory replaced by a link to its copy
+    with pytest.raises(SyncError, match=f"objects/{kept.name} is a symbolic link"):
+        look()
+    kept.unlink()
+    shutil.move(tmp_path / "moved", kept)
+    assert look().git_dir == remote.resolve()
+    assert cluster.b.sync().pushed  # and the remote, with its loose objects, syncs
