@@ -114,3 +114,26 @@ def test_a_fetch_over_smart_http_asks_for_the_log_and_offers_only_its_history(tm
     assert not haves & {str(o) for o in topic.commits}
     assert missing_from(c.b.repo, code) == {str(o) for o in code}
     assert tag_refs(c.b.repo) == []
+
+
+def _git_dir_files(repo) -> dict[str, tuple[int, int]]:
+    """Every file under the replica's git dir, by inode and modification time."""
+    git_dir = repo / ".git"
+    return {str(p.relative_to(git_dir)): (p.stat().st_ino, p.stat().st_mtime_ns) for p in git_dir.rglob("*") if p.is_file()}
+
+
+def test_a_sync_with_nothing_new_after_a_receive_writes_nothing_in_the_repository(cluster):
+    """Each ref written is a file replaced (on ext4 the replaced file is written out first:
+    milliseconds of waiting): the fetch views keep only the remote's tip as the last fetch
+    left it, so a sync with nothing new after a receive writes none."""
+    a, b = cluster.a, cluster.b
+    for turn in range(3):
+        append(a.worktree, SHARD, event(f"01A{turn}"))
+        assert a.sync().pushed and b.sync().received == 1
+        before = _git_dir_files(b.repo)
+        report = b.sync()
+        assert report.received == 0 and report.sent == 0
+        changed = {p for p, key in _git_dir_files(b.repo).items() if before.get(p) != key}
+        assert changed <= {"FETCH_HEAD"}, sorted(changed)  # libgit2 truncates it at every fetch: empty, nothing to write out
+        assert (b.repo / ".git" / "FETCH_HEAD").stat().st_size == 0
+    assert b.read(SHARD) == a.read(SHARD)

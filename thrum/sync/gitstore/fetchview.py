@@ -19,9 +19,14 @@ two views, kept per remote under ``<common dir>/thrum-sync/fetch/<remote>/``:
 
 1. The local view (`local_view`): our repository (its objects, its config and remotes)
    whose refs are those of a private directory (``local``) holding only the refspecs'
-   destinations and our refs named as their sources, copied in before each fetch. Only
-   those are hidden from a local transport's pack and offered as "have"; the fetched
-   destinations are copied back to the real refs by the caller.
+   destinations, copied in before each fetch; our ref named as a source only while its
+   destination is missing (a first fetch). Only those are hidden from a local
+   transport's pack and offered as "have"; the fetched destinations are copied back to
+   the real refs by the caller. The destination (the remote-tracking ref) is the
+   remote's tip as our last fetch or push left it: what our ``a-sync`` holds beyond it
+   the remote lacks, so hiding it or offering it adds nothing, and copying it in cost
+   every sync after a merge or a commit one more ref written (a rename over a file:
+   ~0.2 ms of CPU and 1-8 ms of waiting on ext4, which writes the replaced file out).
 2. The remote view (`remote_view`, path remotes only): a private bare repository
    (``remote``) that borrows the remote's objects (``objects/info/alternates``, after
    `transport.pathremote` looked at the remote) and whose only refs are the refspecs'
@@ -172,7 +177,8 @@ class FetchViews:
         view = self._local.repo
         view.set_odb(repo.odb)
         try:
-            names = {name for spec in specs for name in (spec.src, spec.dst)}
+            firsts = {spec.src for spec in specs if _direct(repo, spec.dst) is None}  # rule 1: a first fetch
+            names = {spec.dst for spec in specs} | firsts
             if names != self._names:
                 for name in set(view.references) - names:  # left by a fetch of other refs
                     _set(view, name, None)
