@@ -119,7 +119,9 @@ def test_a_fetch_over_smart_http_asks_for_the_log_and_offers_only_its_history(tm
 def _git_dir_files(repo) -> dict[str, tuple[int, int]]:
     """Every file under the replica's git dir, by inode and modification time."""
     git_dir = repo / ".git"
-    return {str(p.relative_to(git_dir)): (p.stat().st_ino, p.stat().st_mtime_ns) for p in git_dir.rglob("*") if p.is_file()}
+    return {
+        str(p.relative_to(git_dir)): (p.stat().st_ino, p.stat().st_mtime_ns) for p in git_dir.rglob("*") if p.is_file()
+    }
 
 
 def test_a_sync_with_nothing_new_after_a_receive_writes_nothing_in_the_repository(cluster):
@@ -134,6 +136,7 @@ def test_a_sync_with_nothing_new_after_a_receive_writes_nothing_in_the_repositor
         report = b.sync()
         assert report.received == 0 and report.sent == 0
         changed = {p for p, key in _git_dir_files(b.repo).items() if before.get(p) != key}
-        assert changed <= {"FETCH_HEAD"}, sorted(changed)  # libgit2 truncates it at every fetch: empty, nothing to write out
+        # libgit2 truncates FETCH_HEAD at every fetch: empty, nothing to write out
+        assert changed <= {"FETCH_HEAD"}, sorted(changed)
         assert (b.repo / ".git" / "FETCH_HEAD").stat().st_size == 0
     assert b.read(SHARD) == a.read(SHARD)
