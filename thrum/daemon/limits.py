@@ -108,7 +108,7 @@ MMAP_THRESHOLD = 256 * 1024
 # (trio's thread cache: the readers, the sync, the fold), so over the storage benchmark's
 # syncs 13-16 arenas each held their own free space: 8-20 MiB more RssAnon than two arenas
 # shared by all threads, for no measurable CPU (docs/design/decisions.md, "The daemon's
-# memory levels off"). A user's own MALLOC_ARENA_MAX (or glibc tunable) wins.
+# memory by owner"). A user's own MALLOC_ARENA_MAX (or glibc tunable) wins.
 MALLOC_ARENAS = 2
 TRIM_AFTER = 1024 * 1024  # a connection that held this much gives memory back when it closes
 _libc = None

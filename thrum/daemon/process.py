@@ -12,7 +12,7 @@ Rules:
    connection cap is fitted under it), glibc maps large buffers on their own pages
    (so a closed big request gives its memory back) and shares two arenas between all
    threads, and libgit2's process-wide object cache is capped (docs/design/decisions.md,
-   "The daemon's memory levels off").
+   "The daemon's memory by owner").
 4. `main` reports to the process that started it through the ready pipe exactly once
    per outcome (`thrum.daemon.starter`): listening, already running, or the error.
 """
