@@ -337,6 +337,23 @@ def _repacks_logged(logs: list[Path]) -> dict[str, tuple[int, float, float]]:
     return out
 
 
+LEVEL_SHARE = 0.25  # the last quarter's growth against the first's, at most, for "levels off"
+LEVEL_NOISE_MIB = 2.0  # a step this small is flat whatever the first was (RssAnon's medians wander ~1 MiB)
+
+
+def levels_off(quarters: list[float]) -> str:
+    """Whether the daemons' memory levels off, from the medians of the four quarters of the
+    rounds: the step from the third to the fourth against the step from the first to the
+    second (the replay ring and the bounded caches fill early, then hold)."""
+    first, last = quarters[1] - quarters[0], quarters[3] - quarters[2]
+    flat = last <= LEVEL_NOISE_MIB or (first > 0 and last <= LEVEL_SHARE * first)
+    share = f" ({last / first:.0%} of it)" if first > 0 else ""
+    return (
+        f"{'levels off' if flat else 'STILL GROWING'}: last quarter {last:+.1f} MiB against the first's "
+        f"{first:+.1f} MiB{share} (levels off: <= {LEVEL_SHARE:.0%} of it or <= {LEVEL_NOISE_MIB:.0f} MiB)"
+    )
+
+
 def _quarters(series: list[float]) -> list[list[float]]:
     n = len(series)
     return [series[i * n // 4 : max((i + 1) * n // 4, i * n // 4 + 1)] for i in range(4)]
@@ -427,6 +444,7 @@ def print_table(res: dict) -> None:
         f"{res['anon_start']:.0f} / {res['anon_end']:.0f} / {res['anon_max']:.0f} MiB; "
         f"by quarter of the rounds: {' / '.join(f'{q:.0f}' for q in res['anon_quarters'])} MiB"
     )
+    print(f"    {levels_off(res['anon_quarters'])}")
     print(
         f"  CPU, both daemons: consolidation (git repack, their children) {res['repack_cpu']:.1f} s "
         f"({res['repack_cpu'] / res['rounds'] * 1000:.1f} ms a round); the daemons themselves {res['daemon_cpu']:.1f} s"

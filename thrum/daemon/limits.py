@@ -31,6 +31,7 @@ import ctypes
 import ctypes.util
 import logging
 import math
+import os
 import resource
 import time
 from collections.abc import Iterator
@@ -99,19 +100,29 @@ def raise_descriptor_limit() -> int:
 
 # ---------------------------------------------------------------------------- memory back to the system
 
-_M_MMAP_THRESHOLD = -3  # glibc mallopt parameter
+_M_MMAP_THRESHOLD = -3  # glibc mallopt parameters
+_M_ARENA_MAX = -8
 MMAP_THRESHOLD = 256 * 1024
+# glibc gives each new thread that allocates an arena of its own, up to 8 per core, and an
+# arena keeps what was freed in it for that arena alone. The daemon's threads come and go
+# (trio's thread cache: the readers, the sync, the fold), so over the storage benchmark's
+# syncs 13-16 arenas each held their own free space: 8-20 MiB more RssAnon than two arenas
+# shared by all threads, for no measurable CPU (docs/design/decisions.md, "The daemon's
+# memory by owner"). A user's own MALLOC_ARENA_MAX (or glibc tunable) wins.
+MALLOC_ARENAS = 2
 TRIM_AFTER = 1024 * 1024  # a connection that held this much gives memory back when it closes
 _libc = None
 
 
 def tune_allocator() -> bool:
-    """Have glibc map large buffers on their own pages, so freeing them returns the memory.
+    """Have glibc map large buffers on their own pages, so freeing them returns the memory,
+    and share `MALLOC_ARENAS` arenas between all threads.
 
     glibc raises its mmap threshold each time a mapped block is freed (up to 32
     MiB): after one abusive 30 MB line, every later buffer below that comes from
     the heap, and a fragmented heap never shrinks. A fixed threshold keeps big
-    request buffers out of the heap. Returns False where this is not glibc.
+    request buffers out of the heap. Call before threads start allocating (arenas
+    already made stay). Returns False where this is not glibc.
     """
     global _libc
     try:
@@ -120,6 +131,8 @@ def tune_allocator() -> bool:
         if libc is None or not hasattr(libc, "mallopt") or not hasattr(libc, "malloc_trim"):
             return False
         libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+        if "MALLOC_ARENA_MAX" not in os.environ and "arena_max" not in os.environ.get("GLIBC_TUNABLES", ""):
+            libc.mallopt(_M_ARENA_MAX, MALLOC_ARENAS)
         _libc = libc
         return True
     except OSError:

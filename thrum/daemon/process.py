@@ -10,8 +10,9 @@ Rules:
    names this process (a newer daemon may have replaced it).
 3. Before the store opens: the soft descriptor limit goes up to the hard one (the
    connection cap is fitted under it), glibc maps large buffers on their own pages
-   (so a closed big request gives its memory back), and libgit2's process-wide object
-   cache is capped (docs/design/decisions.md).
+   (so a closed big request gives its memory back) and shares two arenas between all
+   threads, and libgit2's process-wide object cache is capped (docs/design/decisions.md,
+   "The daemon's memory by owner").
 4. `main` reports to the process that started it through the ready pipe exactly once
    per outcome (`thrum.daemon.starter`): listening, already running, or the error.
 """
