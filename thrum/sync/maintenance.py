@@ -153,10 +153,10 @@ def unavailable() -> str | None:
 
 @dataclass(frozen=True)
 class Repack:
-    """One ``git repack`` to run: its argv and environment, the objects it rolls up, and
-    whether it is a full one (rule 4)."""
+    """One repack to run: its ``git repack`` commands in turn (a full repack is two: rule 4),
+    their environment, the objects it rolls up, and whether it is a full one."""
 
-    argv: list[str]
+    steps: tuple[list[str], ...]
     env: dict[str, str]
     objects: Path
     full: bool = False
@@ -306,17 +306,20 @@ class Tidier:
     def recheck(self, repack: Repack) -> Repack:
         """``repack`` as due now, called with the store's lock held (rule 5): a full repack
         decided before another process's full repack of that store ran (a replica's tidy
-        decides its repacks together, then runs them in turn) is a roll-up now."""
-        if not repack.full or self.full_due(repack.objects):
+        decides its repacks together, then runs them in turn) is a roll-up now, and one still
+        due is made again (the last full repack's pack it keeps may have changed meanwhile)."""
+        if not repack.full:
             return repack
+        full = self.full_due(repack.objects)
         if repack.objects == self.own / "objects":
-            return self.own_repack()
-        return self.remote_repack(repack.objects.parent)
+            return self.own_repack(full)
+        return self.remote_repack(repack.objects.parent, full)
 
     def own_repack(self, full: bool = False) -> Repack:
         git = shutil.which("git") or "git"
-        argv = [*_nice(), git, "--git-dir", str(self.own), *(_FULL if full else _REPACK)]
-        return Repack(argv, _environment({}), self.own / "objects", full)
+        objects = self.own / "objects"
+        steps = _steps([*_nice(), git, "--git-dir", str(self.own)], objects, full)
+        return Repack(steps, _environment({}), objects, full)
 
     def remote_repack(self, git_dir: Path, full: bool = False) -> Repack:
         """The roll-up of a path remote's objects from our private git dir (rule 3); the
@@ -328,12 +331,7 @@ class Tidier:
         env = _environment({"GIT_DIR": str(private), "GIT_OBJECT_DIRECTORY": str(objects)})
         if full:
             self._name_tips(git, env)
-        argv = [*_nice(), git, *(_FULL if full else _REPACK)]
-        if full:  # the mark another replica's `full_due` reads (rule 4)
-            argv.append("--write-bitmap-index")
-        elif (last := packdir.bitmapped_pack(objects)) is not None:  # ... kept until the next full one
-            argv.append(f"--keep-pack={last[0]}")
-        return Repack(argv, env, objects, full)
+        return Repack(_steps([*_nice(), git], objects, full), env, objects, full)
 
     def _name_tips(self, git: str, env: dict[str, str]) -> None:
         """Our remote-tracking refs as the private git dir's refs (rule 4), those whose objects
@@ -379,24 +377,28 @@ class Tidier:
                 return None
             repack = self.recheck(repack)
             clock = ChildClock()
-            try:
-                child = subprocess.Popen(
-                    repack.argv,
-                    env=repack.env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.PIPE,
-                    pass_fds=(lock,),
-                    process_group=0,  # rule 6: ended as a group; rule 2: in our session
-                )
-            except OSError as exc:
-                return self.failed(repack, str(exc))
-            try:
-                _, stderr = child.communicate(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                stop_group(child.pid)
-                child.communicate()
-                return self.failed(repack, f"took longer than {timeout:.0f}s")
+            deadline = time.monotonic() + timeout
+            for argv in repack.steps:
+                try:
+                    child = subprocess.Popen(
+                        argv,
+                        env=repack.env,
+                        stdin=subprocess.DEVNULL,
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.PIPE,
+                        pass_fds=(lock,),
+                        process_group=0,  # rule 6: ended as a group; rule 2: in our session
+                    )
+                except OSError as exc:
+                    return self.failed(repack, str(exc))
+                try:
+                    _, stderr = child.communicate(timeout=max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    stop_group(child.pid)
+                    child.communicate()
+                    return self.failed(repack, f"took longer than {timeout:.0f}s")
+                if child.returncode != 0:
+                    break
             return self.finished(repack, child.returncode, stderr, clock)
 
     def finished(self, repack: Repack, returncode: int, stderr: bytes, clock: ChildClock | None = None) -> str | None:
@@ -427,6 +429,22 @@ class Tidier:
 _REPACK = ("repack", "-d", "-q", "--geometric=2", f"--window={WINDOW}")
 # rule 4: every delta searched again; nothing dropped, not even what no ref names yet
 _FULL = ("repack", "-a", "-d", "-f", "-q", "--keep-unreachable", f"--window={WINDOW}")
+# rule 4: the last full repack's pack and the one the step before wrote, deltas reused
+_MERGE = ("repack", "-a", "-d", "-q", "--keep-unreachable", f"--window={WINDOW}")
+
+
+def _steps(git: list[str], objects: Path, full: bool) -> tuple[list[str], ...]:
+    """The ``git repack`` commands of a roll-up or a full repack of ``objects`` (rule 4);
+    ``git``: how to run git on that store."""
+    last = packdir.bitmapped_pack(objects)  # the last full repack's pack, whoever ran it
+    if not full:  # kept out until the next full repack
+        return ([*git, *_REPACK, *([f"--keep-pack={last[0]}"] if last else [])],)
+    if last is None:  # never repacked whole: everything searched
+        return ([*git, *_FULL, "--write-bitmap-index"],)
+    return (  # what came since searched, then merged with it as it is
+        [*git, *_FULL, f"--keep-pack={last[0]}", "--no-write-bitmap-index"],
+        [*git, *_MERGE, "--write-bitmap-index"],
+    )
 
 
 def _nice() -> list[str]:
