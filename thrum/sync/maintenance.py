@@ -26,41 +26,42 @@ several times the log's size. Rules:
    (``GIT_DIR`` ours, ``GIT_OBJECT_DIRECTORY`` theirs): the remote's config, hooks and
    refs are never read. A geometric roll-up needs no refs: it packs what the packs
    and loose objects hold.
-4. git's delta search compares each object with the `WINDOW` objects next to it in an
-   order sorted by a hash of the path's last 16 characters, then by size. thrum's
-   segments end alike (``a_agent0/000002.jsonl``, ``b_agent3/000002.jsonl``: the agent's
-   digit falls out of the hash too), so with git's default window of 10 a version's own
-   next version was often out of reach and it became a delta of another agent's segment
-   (kilobytes, where its own next version gives a few bytes): a full repack left a store at
-   1.1x the raw log, with a window of 30 at 0.36x (docs/design/decisions.md). And a
-   roll-up can store an object as a delta only against objects in the same roll-up: the
-   newest version of each segment it holds becomes such a cross-segment delta, and later
-   roll-ups reuse it as it is (git re-searches only what it stored whole). So when a
-   store's packs have grown by `FULL_GROWTH` since its last full repack (or it never had
-   one), the roll-up is a full ``git repack -a -d -f --keep-unreachable`` instead (``-f``:
-   every delta searched again). Its cost is the store's size, paid once per growth by that
-   factor: amortised, at most ``FULL_GROWTH / (FULL_GROWTH - 1)`` times a full repack of
-   the final store. ``--keep-unreachable`` keeps what no ref names yet (a sync step's
-   pack written a moment before its ref moves), so nothing is ever dropped. git finds
-   names for the delta search by walking from refs, so a path remote's full repack runs
-   with our remote-tracking refs as refs of the private git dir (our refs, never the
-   remote's; those whose objects it holds): without any, every object is "unreachable",
-   kept without a delta, and the store grew to 4x. The bytes after each full repack (after
-   the roll-up that follows it: the syncs' packs that arrived while it ran hold whole
-   objects, several times their rolled-up size, and counted as they were they put the next
-   full repack that much further off) are kept in ``repacks.json`` beside the private
-   git dir, so a restart does not start the count again; a path remote's full repack
-   also writes a bitmap beside its pack, and the largest pack with one counts as the
-   remote's last full repack, whichever replica ran it (each replica's own record alone
-   had each of them repack the shared remote whole at every doubling), counted as our own
-   from our next roll-up of the remote (the one that ran it records the store with the
-   syncs' packs beside it rolled up; the full pack alone had the other due at ~1.5x), unless
-   the store has doubled since that pack; a record larger than the store (packs rewritten
-   or removed: a planted one) is lowered to the store as it is; the remote's
-   roll-ups leave that pack out (``--keep-pack``) until the next full repack: git weighs
-   packs by their objects, and took it in once the packs since held half as many, long
-   before a doubling and often before the other replica looked. The growth is the
-   store's as our last repack left it, not with the syncs' packs since: those hold whole
+4. git's delta search compares each object with the `WINDOW` objects next to it in an order
+   sorted by a hash of the path's last 16 characters, then by size. thrum's segments end
+   alike (``a_agent0/000002.jsonl``, ``b_agent3/000002.jsonl``: the agent's digit falls out
+   of the hash too), so with git's default window of 10 a version's own next version was
+   often out of reach and it became a delta of another agent's segment (kilobytes, where its
+   own next version gives a few bytes): a full repack left a store at 1.1x the raw log, with
+   a window of 30 at 0.36x (docs/design/decisions.md). And a roll-up can store an object as
+   a delta only against objects in the same roll-up: the newest version of each segment it
+   holds becomes such a cross-segment delta, and later roll-ups reuse it as it is (git
+   re-searches only what it stored whole). So when a store's packs have grown by
+   `FULL_GROWTH` since its last full repack (or it never had one), the roll-up is a full
+   repack instead: ``git repack -a -d -f --keep-unreachable --keep-pack=<the last full
+   repack's pack>`` (every delta of what came since searched again), then ``git repack -a -d
+   --keep-unreachable --write-bitmap-index`` (the two merged, deltas reused; only objects
+   stored whole are searched, against the other pack's). So each delta is searched once, not
+   at every growth (a whole store's search cost ~15 s of CPU at 5,000 rounds); the price,
+   and why a pack with the mark is taken as it is whoever wrote it: docs/design/decisions.md
+   ("Each delta searched once"). A store never repacked whole is searched whole in one run.
+   ``--keep-unreachable`` keeps what no ref names yet (a sync step's pack written a moment
+   before its ref moves), so nothing is ever dropped. git finds names for the delta search
+   by walking from refs, so a path remote's full repack runs with our remote-tracking refs
+   as refs of the private git dir (our refs, never the remote's; those whose objects it
+   holds): without any, every object is "unreachable", kept without a delta, and the store
+   grew to 4x. The bytes after each full repack (after the roll-up that follows it: the
+   syncs' packs that arrived while it ran hold whole objects, several times their rolled-up
+   size, and counted as they were they put the next full repack that much further off) are
+   kept in ``repacks.json`` beside the private git dir, so a restart does not start the
+   count again; a full repack's pack carries a bitmap, and the largest pack with one counts
+   as the store's last full repack, whichever replica of a shared remote ran it (each one's
+   own record alone had both repack it whole at every doubling), counted as our own from our
+   next roll-up (as the one that ran it does), unless the store has doubled since that pack;
+   a record larger than the store (packs rewritten or removed: a planted one) is lowered to
+   the store as it is; roll-ups leave that pack out (``--keep-pack``) until the next full
+   repack: git weighs packs by their objects, and took it in once the packs since held half
+   as many, long before a doubling and often before the other replica looked. The growth is
+   the store's as our last repack left it, not with the syncs' packs since: those hold whole
    objects (~4x the raw log a round, ~1x once rolled up), so a store with a few of them
    looked doubled long before it was.
 5. One repack of a store at a time (the tidier of each replica that shares a path
@@ -153,8 +154,7 @@ def unavailable() -> str | None:
 
 @dataclass(frozen=True)
 class Repack:
-    """One repack to run: its ``git repack`` commands in turn (a full repack is two: rule 4),
-    their environment, the objects it rolls up, and whether it is a full one."""
+    """A repack to run: its ``git repack`` commands in turn (rule 4), their environment, its store."""
 
     steps: tuple[list[str], ...]
     env: dict[str, str]
@@ -306,8 +306,7 @@ class Tidier:
     def recheck(self, repack: Repack) -> Repack:
         """``repack`` as due now, called with the store's lock held (rule 5): a full repack
         decided before another process's full repack of that store ran (a replica's tidy
-        decides its repacks together, then runs them in turn) is a roll-up now, and one still
-        due is made again (the last full repack's pack it keeps may have changed meanwhile)."""
+        decides its repacks together, then runs them in turn) is a roll-up now; made again."""
         if not repack.full:
             return repack
         full = self.full_due(repack.objects)
@@ -427,15 +426,13 @@ class Tidier:
 
 
 _REPACK = ("repack", "-d", "-q", "--geometric=2", f"--window={WINDOW}")
-# rule 4: every delta searched again; nothing dropped, not even what no ref names yet
+# rule 4: every delta searched again, then (_MERGE) reused; nothing dropped, not even what no ref names yet
 _FULL = ("repack", "-a", "-d", "-f", "-q", "--keep-unreachable", f"--window={WINDOW}")
-# rule 4: the last full repack's pack and the one the step before wrote, deltas reused
-_MERGE = ("repack", "-a", "-d", "-q", "--keep-unreachable", f"--window={WINDOW}")
+_MERGE = tuple(arg for arg in _FULL if arg != "-f")
 
 
 def _steps(git: list[str], objects: Path, full: bool) -> tuple[list[str], ...]:
-    """The ``git repack`` commands of a roll-up or a full repack of ``objects`` (rule 4);
-    ``git``: how to run git on that store."""
+    """The ``git repack`` commands of a roll-up or a full repack (rule 4), ``git`` in front."""
     last = packdir.bitmapped_pack(objects)  # the last full repack's pack, whoever ran it
     if not full:  # kept out until the next full repack
         return ([*git, *_REPACK, *([f"--keep-pack={last[0]}"] if last else [])],)
