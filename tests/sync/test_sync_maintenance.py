@@ -590,25 +590,21 @@ def test_a_repack_yields_the_cpu_to_the_syncs_beside_it_offline(pair, scheduling
     git_fsck(remote)
 
 
-def test_a_repack_the_daemon_runs_yields_the_cpu_to_its_syncs(pair, scheduling_probe, caplog):
-    out, expected = scheduling_probe
-    caplog.set_level(logging.INFO, logger=maintenance.__name__)
-    remote, (a, b) = pair
-    for r in range(maintenance.NEW_PACKS):  # a roll-up due for both stores
-        a.write(r, 2)
-        a.sync()
-    tidy = Tidy("origin", lambda: a.replicator, lambda: True)
+def _daemon_tidies(replica: Replica, count: int, remote: bool = True) -> list[str]:
+    """The daemon's tidy task asked once (``remote``: the remote's store too), run until it has
+    logged ``count`` repacks: their lines."""
+    tidy = Tidy("origin", lambda: replica.replicator, lambda: remote)
+    repacked: list[str] = []
 
     async def main() -> None:
-        both = trio.Event()
-        repacked: list[str] = []
+        enough = trio.Event()
 
         class Repacked(logging.Handler):  # the tidy task logs each repack it ran, on trio's thread
             def emit(self, record: logging.LogRecord) -> None:
                 if record.getMessage().startswith("repacked "):
                     repacked.append(record.getMessage())
-                    if len(repacked) == 2:
-                        both.set()
+                    if len(repacked) == count:
+                        enough.set()
 
         handler = Repacked()
         logging.getLogger(maintenance.__name__).addHandler(handler)
@@ -617,12 +613,23 @@ def test_a_repack_the_daemon_runs_yields_the_cpu_to_its_syncs(pair, scheduling_p
                 nursery.start_soon(tidy.run)
                 tidy.request()
                 with trio.fail_after(60):
-                    await both.wait()
+                    await enough.wait()
                 nursery.cancel_scope.cancel()
         finally:
             logging.getLogger(maintenance.__name__).removeHandler(handler)
 
     trio.run(main)
+    return repacked
+
+
+def test_a_repack_the_daemon_runs_yields_the_cpu_to_its_syncs(pair, scheduling_probe, caplog):
+    out, expected = scheduling_probe
+    caplog.set_level(logging.INFO, logger=maintenance.__name__)
+    remote, (a, b) = pair
+    for r in range(maintenance.NEW_PACKS):  # a roll-up due for both stores
+        a.write(r, 2)
+        a.sync()
+    _daemon_tidies(a, 2)
     assert out.read_text().splitlines() == [expected, expected]  # ours and the remote's
     git_fsck(a.path)
     git_fsck(remote)
@@ -818,8 +825,10 @@ def test_a_store_repacked_whole_twice_stays_as_compact_as_one_repacked_whole_onc
     remote, (a, b) = pair
     git_dir = a.replicator.common_dir
     _rounds_around_a_full_repack(a, 12)
+    full = packdir.bitmapped_pack(git_dir / "objects")
+    assert full is not None
     assert a.tidier.run(a.tidier.own_repack(full=False)) is None
-    assert len(packs(git_dir)) == 2  # a roll-up leaves the full repack's pack out ...
+    assert packdir.bitmapped_pack(git_dir / "objects") == full  # a roll-up leaves the full repack's pack out ...
     a.tidier.full_growth = 1.0  # due now
     assert a.tidier.run(a.tidier.own_repack(full=True)) is None
     assert len(packs(git_dir)) == 1  # ... the next full repack takes it in
@@ -851,3 +860,24 @@ def test_a_full_repack_stopped_between_its_steps_leaves_a_whole_store_the_next_o
     b.sync()
     assert a.jsonl() == b.jsonl()
     git_fsck(a.path)
+
+
+def test_the_daemons_full_repack_runs_both_steps_and_leaves_one_pack_with_the_mark(pair, caplog):
+    """The daemon's tidy task runs a full repack's two runs of git under one lock and one time
+    limit: the last full repack's pack and what came since end as one pack with a bitmap."""
+    caplog.set_level(logging.INFO, logger=maintenance.__name__)
+    remote, (a, b) = pair
+    git_dir = a.replicator.common_dir
+    _rounds_around_a_full_repack(a, 4)
+    full = packdir.bitmapped_pack(git_dir / "objects")
+    for r in range(8, 8 + maintenance.NEW_PACKS):  # whole-object packs: the store looks doubled to a new tidier
+        a.write(r, 2)
+        a.sync()
+    (line,) = _daemon_tidies(a, 1, remote=False)
+    assert "(full)" in line, line
+    assert len(packs(git_dir)) == 1
+    now = packdir.bitmapped_pack(git_dir / "objects")
+    assert full is not None and now is not None and now[0] != full[0]  # merged into a new pack, marked
+    git_fsck(git_dir)
+    b.sync()
+    assert a.jsonl() == b.jsonl()
