@@ -55,13 +55,15 @@ from .messages import (
     ThreadSubject,
 )
 
-SCHEMA_VERSION = 13  # 5: applied_events keyed by event id and author (store.fold.dedup_key);
+SCHEMA_VERSION = 14  # 5: applied_events keyed by event id and author (store.fold.dedup_key);
 #                    6: message_scopes/message_refs.pos (the order given); 7: messages.subject; 8: idempotency_keys;
 #                    9: held_lines (events dated ahead), agents.cleanup_by, sessions keyed by id and agent;
 #                   10: ack_requests, deliveries (docs/design/delivery.md);
 #                   11: the search index (message_search, thread_subjects, messages.search_tags/search_parts)
 #                   12: chain_links, chain_spans, chain_faults (per-writer chains, issue 25)
 #                   13: agents.last_seen_at folded from the log (thrum.presence), no longer local liveness
+#                   14: the search index built as one segment on FTS5's top level (store.search_index._fill_on_top):
+#                       an index built before sat on level 0, merged whole at the 4th, 16th, 64th... commit
 
 TABLE_MODELS: list[type[pw.Model]] = [
     Message,
