@@ -92,16 +92,20 @@ class Tidy:
         clock = maintenance.ChildClock()
         try:
             with trio.move_on_after(maintenance.TIMEOUT_S):  # the group is ended when it runs over
-                done = await trio.run_process(
-                    repack.argv,
-                    env=repack.env,
-                    capture_stdout=True,
-                    capture_stderr=True,
-                    check=False,
-                    pass_fds=(lock,),
-                    process_group=0,  # in our session, below our syncs (`maintenance`, rule 2)
-                    deliver_cancel=_end_group,
-                )
+                for argv in repack.steps:  # a full repack is two (`maintenance`, rule 4)
+                    done = None
+                    done = await trio.run_process(
+                        argv,
+                        env=repack.env,
+                        capture_stdout=True,
+                        capture_stderr=True,
+                        check=False,
+                        pass_fds=(lock,),
+                        process_group=0,  # in our session, below our syncs (`maintenance`, rule 2)
+                        deliver_cancel=_end_group,
+                    )
+                    if done.returncode != 0:
+                        break
         except OSError as exc:  # a failed tidy-up never stops syncing
             tidier.failed(repack, str(exc))
             return

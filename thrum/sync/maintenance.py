@@ -26,41 +26,42 @@ several times the log's size. Rules:
    (``GIT_DIR`` ours, ``GIT_OBJECT_DIRECTORY`` theirs): the remote's config, hooks and
    refs are never read. A geometric roll-up needs no refs: it packs what the packs
    and loose objects hold.
-4. git's delta search compares each object with the `WINDOW` objects next to it in an
-   order sorted by a hash of the path's last 16 characters, then by size. thrum's
-   segments end alike (``a_agent0/000002.jsonl``, ``b_agent3/000002.jsonl``: the agent's
-   digit falls out of the hash too), so with git's default window of 10 a version's own
-   next version was often out of reach and it became a delta of another agent's segment
-   (kilobytes, where its own next version gives a few bytes): a full repack left a store at
-   1.1x the raw log, with a window of 30 at 0.36x (docs/design/decisions.md). And a
-   roll-up can store an object as a delta only against objects in the same roll-up: the
-   newest version of each segment it holds becomes such a cross-segment delta, and later
-   roll-ups reuse it as it is (git re-searches only what it stored whole). So when a
-   store's packs have grown by `FULL_GROWTH` since its last full repack (or it never had
-   one), the roll-up is a full ``git repack -a -d -f --keep-unreachable`` instead (``-f``:
-   every delta searched again). Its cost is the store's size, paid once per growth by that
-   factor: amortised, at most ``FULL_GROWTH / (FULL_GROWTH - 1)`` times a full repack of
-   the final store. ``--keep-unreachable`` keeps what no ref names yet (a sync step's
-   pack written a moment before its ref moves), so nothing is ever dropped. git finds
-   names for the delta search by walking from refs, so a path remote's full repack runs
-   with our remote-tracking refs as refs of the private git dir (our refs, never the
-   remote's; those whose objects it holds): without any, every object is "unreachable",
-   kept without a delta, and the store grew to 4x. The bytes after each full repack (after
-   the roll-up that follows it: the syncs' packs that arrived while it ran hold whole
-   objects, several times their rolled-up size, and counted as they were they put the next
-   full repack that much further off) are kept in ``repacks.json`` beside the private
-   git dir, so a restart does not start the count again; a path remote's full repack
-   also writes a bitmap beside its pack, and the largest pack with one counts as the
-   remote's last full repack, whichever replica ran it (each replica's own record alone
-   had each of them repack the shared remote whole at every doubling), counted as our own
-   from our next roll-up of the remote (the one that ran it records the store with the
-   syncs' packs beside it rolled up; the full pack alone had the other due at ~1.5x), unless
-   the store has doubled since that pack; a record larger than the store (packs rewritten
-   or removed: a planted one) is lowered to the store as it is; the remote's
-   roll-ups leave that pack out (``--keep-pack``) until the next full repack: git weighs
-   packs by their objects, and took it in once the packs since held half as many, long
-   before a doubling and often before the other replica looked. The growth is the
-   store's as our last repack left it, not with the syncs' packs since: those hold whole
+4. git's delta search compares each object with the `WINDOW` objects next to it in an order
+   sorted by a hash of the path's last 16 characters, then by size. thrum's segments end
+   alike (``a_agent0/000002.jsonl``, ``b_agent3/000002.jsonl``: the agent's digit falls out
+   of the hash too), so with git's default window of 10 a version's own next version was
+   often out of reach and it became a delta of another agent's segment (kilobytes, where its
+   own next version gives a few bytes): a full repack left a store at 1.1x the raw log, with
+   a window of 30 at 0.36x (docs/design/decisions.md). And a roll-up can store an object as
+   a delta only against objects in the same roll-up: the newest version of each segment it
+   holds becomes such a cross-segment delta, and later roll-ups reuse it as it is (git
+   re-searches only what it stored whole). So when a store's packs have grown by
+   `FULL_GROWTH` since its last full repack (or it never had one), the roll-up is a full
+   repack instead: ``git repack -a -d -f --keep-unreachable --keep-pack=<the last full
+   repack's pack>`` (every delta of what came since searched again), then ``git repack -a -d
+   --keep-unreachable --write-bitmap-index`` (the two merged, deltas reused; only objects
+   stored whole are searched, against the other pack's). So each delta is searched once, not
+   at every growth (a whole store's search cost ~15 s of CPU at 5,000 rounds); the price,
+   and why a pack with the mark is taken as it is whoever wrote it: docs/design/decisions.md
+   ("Each delta searched once"). A store never repacked whole is searched whole in one run.
+   ``--keep-unreachable`` keeps what no ref names yet (a sync step's pack written a moment
+   before its ref moves), so nothing is ever dropped. git finds names for the delta search
+   by walking from refs, so a path remote's full repack runs with our remote-tracking refs
+   as refs of the private git dir (our refs, never the remote's; those whose objects it
+   holds): without any, every object is "unreachable", kept without a delta, and the store
+   grew to 4x. The bytes after each full repack (after the roll-up that follows it: the
+   syncs' packs that arrived while it ran hold whole objects, several times their rolled-up
+   size, and counted as they were they put the next full repack that much further off) are
+   kept in ``repacks.json`` beside the private git dir, so a restart does not start the
+   count again; a full repack's pack carries a bitmap, and the largest pack with one counts
+   as the store's last full repack, whichever replica of a shared remote ran it (each one's
+   own record alone had both repack it whole at every doubling), counted as our own from our
+   next roll-up (as the one that ran it does), unless the store has doubled since that pack;
+   a record larger than the store (packs rewritten or removed: a planted one) is lowered to
+   the store as it is; roll-ups leave that pack out (``--keep-pack``) until the next full
+   repack: git weighs packs by their objects, and took it in once the packs since held half
+   as many, long before a doubling and often before the other replica looked. The growth is
+   the store's as our last repack left it, not with the syncs' packs since: those hold whole
    objects (~4x the raw log a round, ~1x once rolled up), so a store with a few of them
    looked doubled long before it was.
 5. One repack of a store at a time (the tidier of each replica that shares a path
@@ -153,10 +154,9 @@ def unavailable() -> str | None:
 
 @dataclass(frozen=True)
 class Repack:
-    """One ``git repack`` to run: its argv and environment, the objects it rolls up, and
-    whether it is a full one (rule 4)."""
+    """A repack to run: its ``git repack`` commands in turn (rule 4), their environment, its store."""
 
-    argv: list[str]
+    steps: tuple[list[str], ...]
     env: dict[str, str]
     objects: Path
     full: bool = False
@@ -306,17 +306,19 @@ class Tidier:
     def recheck(self, repack: Repack) -> Repack:
         """``repack`` as due now, called with the store's lock held (rule 5): a full repack
         decided before another process's full repack of that store ran (a replica's tidy
-        decides its repacks together, then runs them in turn) is a roll-up now."""
-        if not repack.full or self.full_due(repack.objects):
+        decides its repacks together, then runs them in turn) is a roll-up now; made again."""
+        if not repack.full:
             return repack
+        full = self.full_due(repack.objects)
         if repack.objects == self.own / "objects":
-            return self.own_repack()
-        return self.remote_repack(repack.objects.parent)
+            return self.own_repack(full)
+        return self.remote_repack(repack.objects.parent, full)
 
     def own_repack(self, full: bool = False) -> Repack:
         git = shutil.which("git") or "git"
-        argv = [*_nice(), git, "--git-dir", str(self.own), *(_FULL if full else _REPACK)]
-        return Repack(argv, _environment({}), self.own / "objects", full)
+        objects = self.own / "objects"
+        steps = _steps([*_nice(), git, "--git-dir", str(self.own)], objects, full)
+        return Repack(steps, _environment({}), objects, full)
 
     def remote_repack(self, git_dir: Path, full: bool = False) -> Repack:
         """The roll-up of a path remote's objects from our private git dir (rule 3); the
@@ -328,12 +330,7 @@ class Tidier:
         env = _environment({"GIT_DIR": str(private), "GIT_OBJECT_DIRECTORY": str(objects)})
         if full:
             self._name_tips(git, env)
-        argv = [*_nice(), git, *(_FULL if full else _REPACK)]
-        if full:  # the mark another replica's `full_due` reads (rule 4)
-            argv.append("--write-bitmap-index")
-        elif (last := packdir.bitmapped_pack(objects)) is not None:  # ... kept until the next full one
-            argv.append(f"--keep-pack={last[0]}")
-        return Repack(argv, env, objects, full)
+        return Repack(_steps([*_nice(), git], objects, full), env, objects, full)
 
     def _name_tips(self, git: str, env: dict[str, str]) -> None:
         """Our remote-tracking refs as the private git dir's refs (rule 4), those whose objects
@@ -379,24 +376,28 @@ class Tidier:
                 return None
             repack = self.recheck(repack)
             clock = ChildClock()
-            try:
-                child = subprocess.Popen(
-                    repack.argv,
-                    env=repack.env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.PIPE,
-                    pass_fds=(lock,),
-                    process_group=0,  # rule 6: ended as a group; rule 2: in our session
-                )
-            except OSError as exc:
-                return self.failed(repack, str(exc))
-            try:
-                _, stderr = child.communicate(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                stop_group(child.pid)
-                child.communicate()
-                return self.failed(repack, f"took longer than {timeout:.0f}s")
+            deadline = time.monotonic() + timeout
+            for argv in repack.steps:
+                try:
+                    child = subprocess.Popen(
+                        argv,
+                        env=repack.env,
+                        stdin=subprocess.DEVNULL,
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.PIPE,
+                        pass_fds=(lock,),
+                        process_group=0,  # rule 6: ended as a group; rule 2: in our session
+                    )
+                except OSError as exc:
+                    return self.failed(repack, str(exc))
+                try:
+                    _, stderr = child.communicate(timeout=max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    stop_group(child.pid)
+                    child.communicate()
+                    return self.failed(repack, f"took longer than {timeout:.0f}s")
+                if child.returncode != 0:
+                    break
             return self.finished(repack, child.returncode, stderr, clock)
 
     def finished(self, repack: Repack, returncode: int, stderr: bytes, clock: ChildClock | None = None) -> str | None:
@@ -425,8 +426,22 @@ class Tidier:
 
 
 _REPACK = ("repack", "-d", "-q", "--geometric=2", f"--window={WINDOW}")
-# rule 4: every delta searched again; nothing dropped, not even what no ref names yet
+# rule 4: every delta searched again, then (_MERGE) reused; nothing dropped, not even what no ref names yet
 _FULL = ("repack", "-a", "-d", "-f", "-q", "--keep-unreachable", f"--window={WINDOW}")
+_MERGE = tuple(arg for arg in _FULL if arg != "-f")
+
+
+def _steps(git: list[str], objects: Path, full: bool) -> tuple[list[str], ...]:
+    """The ``git repack`` commands of a roll-up or a full repack (rule 4), ``git`` in front."""
+    last = packdir.bitmapped_pack(objects)  # the last full repack's pack, whoever ran it
+    if not full:  # kept out until the next full repack
+        return ([*git, *_REPACK, *([f"--keep-pack={last[0]}"] if last else [])],)
+    if last is None:  # never repacked whole: everything searched
+        return ([*git, *_FULL, "--write-bitmap-index"],)
+    return (  # what came since searched, then merged with it as it is
+        [*git, *_FULL, f"--keep-pack={last[0]}", "--no-write-bitmap-index"],
+        [*git, *_MERGE, "--write-bitmap-index"],
+    )
 
 
 def _nice() -> list[str]:
