@@ -62,6 +62,12 @@ class Replica:
         self.log.forget_cached_state()
         assert report.pushed
 
+    def rounds(self, stop: int, start: int = 0) -> None:
+        """Rounds ``start`` to ``stop - 1``: two events each, synced (a pack each in every store)."""
+        for r in range(start, stop):
+            self.write(r, 2)
+            self.sync()
+
     def tidy(self) -> list[str | None]:
         """What the daemon does after each sync: the roll-ups that are due, ours and the remote's."""
         repacks = self.tidier.due_repacks(self.remote, where="remote origin")
@@ -143,13 +149,9 @@ def test_a_roll_up_runs_only_once_enough_packs_wait(pair):
     a.tidier.done(objects)
     a.tidier.done(remote / "objects")
     start = len(packs(a.replicator.common_dir))
-    for r in range(3):
-        a.write(r, 2)
-        a.sync()
+    a.rounds(3)
     assert not a.tidier.due(objects) and a.tidy() == []  # a listing decided: no git started
-    for r in range(maintenance.NEW_PACKS):
-        a.write(r, 2)
-        a.sync()
+    a.rounds(maintenance.NEW_PACKS)
     assert len(packs(a.replicator.common_dir)) >= start + maintenance.NEW_PACKS
     assert a.tidier.due(objects)
     assert a.tidy() == [None, None]  # ours and the remote's, both rolled up
@@ -162,9 +164,7 @@ def test_git_never_reads_a_path_remotes_config_hooks_or_refs(pair, tmp_path):
     objects are repacked from a private git directory of ours."""
     remote, (a, b) = pair
     a.tidier.new_packs = 1
-    for r in range(4):
-        a.write(r, 2)
-        a.sync()
+    a.rounds(4)
     fired = tmp_path / "fired"
     honest = (remote / "config").read_text()
     (remote / "config").write_text(  # after the syncs: a format git refuses to open, and programs to run
@@ -314,9 +314,7 @@ def test_the_temporary_files_a_killed_repack_left_are_removed_and_nothing_else(p
     """git removes only its own process's temporary packs: a repack killed with the daemon
     (or at its time limit) leaves its staged pack behind for good, unless thrum removes it."""
     remote, (a, b) = pair
-    for r in range(3):
-        a.write(r, 2)
-        a.sync()
+    a.rounds(3)
     git_dir = a.replicator.common_dir
     pack_dir = git_dir / "objects" / "pack"
     live = sorted(p.name for p in pack_dir.iterdir())
@@ -348,9 +346,7 @@ def test_a_store_another_process_is_repacking_is_left_to_it(pair):
     flock makes the second tidier skip it until the next time."""
     remote, (a, b) = pair
     a.tidier.new_packs = 1
-    for r in range(3):
-        a.write(r, 2)
-        a.sync()
+    a.rounds(3)
     before = packs(remote)
     with packdir.locked_store(remote / "objects") as held:  # b's tidier, repacking the remote now
         assert held is not None
@@ -366,9 +362,7 @@ def test_a_store_another_process_is_repacking_is_left_to_it(pair):
 
 def test_a_repack_over_its_time_is_ended_and_the_store_stays_whole(pair):
     remote, (a, b) = pair
-    for r in range(3):
-        a.write(r, 2)
-        a.sync()
+    a.rounds(3)
     before = packs(a.replicator.common_dir)
     why = a.tidier.run(a.tidier.own_repack(full=True), timeout=0)
     assert why == "took longer than 0s"
@@ -438,16 +432,12 @@ def test_a_full_repack_of_the_shared_remote_by_one_replica_spares_the_other_its_
     of it at each doubling, twice the work. The full repack's pack carries a bitmap, and a
     tidier counts it as the remote's last full repack, whoever ran it."""
     remote, (a, b) = pair
-    for r in range(4):
-        a.write(r, 2)
-        a.sync()
+    a.rounds(4)
     objects = remote / "objects"
     assert b.tidier.full_due(objects)  # never repacked whole
     assert a.tidier.run(a.tidier.remote_repack(remote, full=True)) is None
     assert not b.tidier.full_due(objects)
-    for r in range(4, 40):
-        a.write(r, 2)
-        a.sync()
+    a.rounds(40, start=4)
     assert b.tidier.run(b.tidier.remote_repack(remote)) is None  # b's next roll-up measures it ...
     assert b.tidier.full_due(objects)  # ... grown since: due again, for whichever replica comes first
     git_fsck(remote)
@@ -459,13 +449,9 @@ def test_a_full_repack_of_the_shared_remote_by_the_other_replica_still_counts_on
     the remote repacked whole about twice per doubling)."""
     remote, (a, b) = pair
     objects = remote / "objects"
-    for r in range(4):
-        a.write(r, 2)
-        a.sync()
+    a.rounds(4)
     assert b.tidier.run(b.tidier.remote_repack(remote, full=True)) is None  # b's own, long ago
-    for r in range(4, 40):
-        a.write(r, 2)
-        a.sync()
+    a.rounds(40, start=4)
     assert a.tidier.run(a.tidier.remote_repack(remote, full=True)) is None  # a's, of the grown remote
     assert not b.tidier.full_due(objects)
     rewrite = ["git", "--git-dir", str(remote), "repack", "-a", "-d", "-q", "--no-write-bitmap-index"]
@@ -483,9 +469,7 @@ def test_a_full_repack_of_the_shared_remote_outlives_the_roll_ups_after_it_for_t
     Roll-ups leave that pack be; the next full repack takes it in."""
     remote, (a, b) = pair
     objects = remote / "objects"
-    for r in range(30):
-        a.write(r, 2)
-        a.sync()
+    a.rounds(30)
     assert a.tidier.run(a.tidier.remote_repack(remote, full=True)) is None
     (bitmap,) = (objects / "pack").glob("*.bitmap")
     full = packdir.bitmapped_bytes(objects)
@@ -518,9 +502,7 @@ def test_a_full_repack_decided_before_the_other_replicas_ran_is_decided_again_on
     row (a storage run's logs: b's full repack of the remote 1 s after a's ended)."""
     remote, (a, b) = pair
     objects = remote / "objects"
-    for r in range(30):
-        a.write(r, 2)
-        a.sync()
+    a.rounds(30)
     assert b.tidier.full_due(objects)
     stale = b.tidier.remote_repack(remote, full=True)  # b's decision ...
     assert a.tidier.run(a.tidier.remote_repack(remote, full=True)) is None  # ... a's full repack meanwhile
@@ -538,9 +520,7 @@ def test_the_packs_syncs_added_during_a_full_repack_are_rolled_up_right_after_it
     once it ends they are due at once (the storage run ended with 302 of them left)."""
     remote, (a, b) = pair
     objects = a.replicator.common_dir / "objects"
-    for r in range(maintenance.NEW_PACKS + 1):  # the packs of the syncs during the full repack
-        a.write(r, 2)
-        a.sync()
+    a.rounds(maintenance.NEW_PACKS + 1)  # the packs of the syncs during the full repack
     a.tidier.done(objects, full=True)
     assert a.tidier.due(objects)
 
@@ -580,9 +560,7 @@ def test_a_repack_yields_the_cpu_to_the_syncs_beside_it_offline(pair, scheduling
     on a busy machine. It runs niced in our session (its own process group: ended as one)."""
     out, expected = scheduling_probe
     remote, (a, b) = pair
-    for r in range(3):
-        a.write(r, 2)
-        a.sync()
+    a.rounds(3)
     assert a.tidier.run(a.tidier.own_repack(full=True)) is None
     assert a.tidier.run(a.tidier.remote_repack(remote, full=False)) is None
     assert out.read_text().splitlines() == [expected, expected]
@@ -641,9 +619,7 @@ def test_the_next_full_repack_counts_from_the_store_once_the_packs_beside_the_la
     further off (a loaded 2,000-round storage run ended at 0.76x the raw log)."""
     remote, (a, b) = pair
     objects = a.replicator.common_dir / "objects"
-    for r in range(3):
-        a.write(r, 2)
-        a.sync()
+    a.rounds(3)
     assert a.tidier.run(a.tidier.own_repack(full=True)) is None
     for r in range(3, 3 + 2 * maintenance.NEW_PACKS):  # the syncs while it ran ...
         a.write(r, 2)
@@ -670,9 +646,7 @@ def test_a_full_repack_is_due_by_the_store_as_rolled_up_not_with_the_syncs_whole
     often (in the storage run, at a fraction of the growth the rule asks)."""
     remote, (a, b) = pair
     objects = a.replicator.common_dir / "objects"
-    for r in range(3):
-        a.write(r, 2)
-        a.sync()
+    a.rounds(3)
     assert a.tidier.run(a.tidier.own_repack(full=True)) is None
     assert a.tidier.run(a.tidier.own_repack(full=False)) is None
     base = packdir.pack_bytes(objects)
@@ -694,9 +668,7 @@ def test_the_other_replicas_full_repack_of_the_remote_counts_from_our_next_roll_
     growth, ~9 times in 1,000 rounds). It counts from its own next roll-up now."""
     remote, (a, b) = pair
     objects = remote / "objects"
-    for r in range(40):
-        a.write(r, 2)
-        a.sync()
+    a.rounds(40)
     assert b.tidier.run(b.tidier.remote_repack(remote)) is None  # b's roll-up, before
     assert a.tidier.run(a.tidier.remote_repack(remote, full=True)) is None
     full = packdir.bitmapped_bytes(objects)
@@ -748,9 +720,7 @@ def test_a_planted_full_repack_of_the_remote_holds_our_next_one_off_only_while_i
     next full repack off for good."""
     remote, (a, b) = pair
     objects = remote / "objects"
-    for r in range(3):
-        a.write(r, 2)
-        a.sync()
+    a.rounds(3)
     assert b.tidier.run(b.tidier.remote_repack(remote, full=True)) is None
     assert b.tidier.run(b.tidier.remote_repack(remote)) is None
     planted = []
