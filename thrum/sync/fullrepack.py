@@ -78,7 +78,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     failed = 0
     for objects in args.stores:
         try:
-            failed += tidier.run(tidier.repack_of(objects, full=True)) is not None
+            own = objects == args.own / "objects"  # else a path remote's, looked at by the sync (rule 3)
+            repack = tidier.own_repack(full=True) if own else tidier.remote_repack(objects.parent, full=True)
+            failed += tidier.run(repack) is not None  # made again under the store's lock (rule 5)
         except Exception:  # noqa: BLE001 - said in the log; the next store still gets its turn
             log.exception("the full repack of %s failed", objects)
             failed += 1

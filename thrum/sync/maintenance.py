@@ -13,8 +13,7 @@ several times the log's size. Rules:
 2. It runs when a store gained `NEW_PACKS` packs since the last run (a directory
    listing decides, no git started otherwise), beside the syncs, never holding the
    log's lock or the replicator's: in a child process (the daemon: ``trio``'s
-   ``run_process``, cancelled when it stops; the offline cycle: after its sync, a full
-   repack in a child it leaves behind, `fullrepack`),
+   ``run_process``, cancelled when it stops; offline: after the sync, a full one detached),
    at a lower CPU priority, with a time limit. In the daemon's session, not one of its
    own: Linux shares the CPU between sessions first (autogroups) and applies a process's
    nice only against its own session's, so a repack in a session of its own had an equal
@@ -310,14 +309,10 @@ class Tidier:
         decides its repacks together, then runs them in turn) is a roll-up now; made again."""
         if not repack.full:
             return repack
-        return self.repack_of(repack.objects, self.full_due(repack.objects))
-
-    def repack_of(self, objects: Path, full: bool = False) -> Repack:
-        """The repack of the store ``objects``: ours, or a path remote's the caller looked at
-        (`remote_repack`); what an offline sync's detached full repack runs (`fullrepack`)."""
-        if objects == self.own / "objects":
+        full = self.full_due(repack.objects)
+        if repack.objects == self.own / "objects":
             return self.own_repack(full)
-        return self.remote_repack(objects.parent, full)
+        return self.remote_repack(repack.objects.parent, full)
 
     def own_repack(self, full: bool = False) -> Repack:
         git = shutil.which("git") or "git"
