@@ -4,7 +4,9 @@
 stopped (``thrum sync`` from cron): it runs a whole cycle in the caller's
 process, holding the daemon's flock so no daemon starts (and appends)
 meanwhile. Events it receives are folded by the next daemon when it starts
-(catch-up). `status` is what ``thrum sync status`` shows meanwhile.
+(catch-up). A full repack of a store that falls due after the cycle is left to a child
+started once the locks are released (`fullrepack`). `status` is what ``thrum sync
+status`` shows meanwhile.
 
 The outcome of each cycle is recorded (`state`) whatever happens, so ``sync status``
 says what the last one did. No trio here.
