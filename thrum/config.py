@@ -41,6 +41,7 @@ DEFAULTS: dict[str, Any] = {
     "max_sync_intake_bytes": 256 * 1024 * 1024,  # log-file bytes one sync may read from the remote (replicate)
     "trusted_remote_paths": [],  # path remotes another user may own (thrum.sync.transport.pathremote)
     "clock_skew": 600.0,  # s; events dated further ahead of this clock wait until then (trust.md)
+    "tidy_detach": True,  # an offline sync's full repack runs in a child it leaves behind (sync/fullrepack.py)
 }
 
 # Tuning read where it is used, with the default beside it (daemon/limits.py, hub.py, ws.py).
@@ -74,6 +75,7 @@ ENV: dict[str, tuple[str, Callable[[str], Any]]] = {
     "THRUM_SSH_KEY": ("ssh_key", str),
     "THRUM_NET_TIMEOUT": ("net_timeout", float),
     "THRUM_CLOCK_SKEW": ("clock_skew", float),
+    "THRUM_TIDY_DETACH": ("tidy_detach", envflags.is_on),
 }
 
 # Variables `thrum sync` (and `thrum doctor`) pass along with their request, so a daemon
@@ -158,6 +160,8 @@ def _check(values: dict[str, Any]) -> None:
         raise ValidationError(
             'config trusted_remote_paths must be a list of paths (or "*")', field="trusted_remote_paths"
         )
+    if not isinstance(values["tidy_detach"], bool):
+        raise ValidationError("config tidy_detach must be true or false", field="tidy_detach")
     if not isinstance(values["net_timeout"], (int, float)) or values["net_timeout"] <= 0:
         raise ValidationError("config net_timeout must be a positive number of seconds", field="net_timeout")
 

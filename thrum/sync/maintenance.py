@@ -13,7 +13,7 @@ several times the log's size. Rules:
 2. It runs when a store gained `NEW_PACKS` packs since the last run (a directory
    listing decides, no git started otherwise), beside the syncs, never holding the
    log's lock or the replicator's: in a child process (the daemon: ``trio``'s
-   ``run_process``, cancelled when it stops; the offline cycle: after its sync),
+   ``run_process``, cancelled when it stops; offline: after the sync, a full one detached),
    at a lower CPU priority, with a time limit. In the daemon's session, not one of its
    own: Linux shares the CPU between sessions first (autogroups) and applies a process's
    nice only against its own session's, so a repack in a session of its own had an equal

@@ -4,7 +4,9 @@
 stopped (``thrum sync`` from cron): it runs a whole cycle in the caller's
 process, holding the daemon's flock so no daemon starts (and appends)
 meanwhile. Events it receives are folded by the next daemon when it starts
-(catch-up). `status` is what ``thrum sync status`` shows meanwhile.
+(catch-up). A full repack of a store that falls due after the cycle is left to a child
+started once the locks are released (`fullrepack`). `status` is what ``thrum sync
+status`` shows meanwhile.
 
 The outcome of each cycle is recorded (`state`) whatever happens, so ``sync status``
 says what the last one did. No trio here.
@@ -17,6 +19,7 @@ import json
 import logging
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import config as config_mod
@@ -97,6 +100,7 @@ def run_unless_daemon(
     when the cycle starts here.
     """
     paths.var.mkdir(parents=True, exist_ok=True)
+    later = _Later()
     turn = os.open(paths.var / OFFLINE_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         try:
@@ -105,12 +109,13 @@ def run_unless_daemon(
             if waiting is not None:
                 waiting()
             fcntl.flock(turn, fcntl.LOCK_EX)
-        return _run_holding_turn(paths, starting)
+        return _run_holding_turn(paths, starting, later)
     finally:
         os.close(turn)
+        later.start(paths)  # both locks released: the next sync or a daemon need not wait for it
 
 
-def _run_holding_turn(paths: ThrumPaths, starting: Callable[[], None] | None) -> dict[str, Any] | None:
+def _run_holding_turn(paths: ThrumPaths, starting: Callable[[], None] | None, later: _Later) -> dict[str, Any] | None:
     cfg = config_mod.load(paths.config)
     fd = os.open(paths.lock_file, os.O_RDWR | os.O_CREAT, 0o600)
     try:
@@ -153,7 +158,8 @@ def _run_holding_turn(paths: ThrumPaths, starting: Callable[[], None] | None) ->
             raise errors.SyncFailed(message) from exc
         result = state.report_dict(report, mode)
         state.record(paths, result, report.error)
-        _tidy(rep, mode)
+        later.stores = _tidy(rep, mode, detach=bool(cfg.tidy_detach))
+        later.own = rep.common_dir
         if report.error:
             raise errors.SyncFailed(report.error)
         return result
@@ -205,23 +211,50 @@ def take_reread(paths: ThrumPaths, *, remove: bool = True) -> list[str]:
     return [x for x in data if isinstance(x, str)] if isinstance(data, list) else []
 
 
-def _tidy(rep: Any, mode: str) -> None:
-    """Keep the object stores compact (`maintenance`), as the daemon does after its syncs."""
+def _private(common_dir: Path) -> Path:
+    """The private git dir `maintenance` repacks a path remote from (rule 3)."""
+    return common_dir / "thrum-sync" / "repack.git"
+
+
+class _Later:
+    """The full repacks an offline cycle leaves to a child (`fullrepack`), started once its
+    locks are released: the stores' ``objects`` directories, and our repository's common dir."""
+
+    def __init__(self) -> None:
+        self.stores: list[Path] = []
+        self.own = Path()
+
+    def start(self, paths: ThrumPaths) -> None:
+        if self.stores:
+            from .fullrepack import detach
+
+            detach(self.own, _private(self.own), self.stores, paths.log_file)
+
+
+def _tidy(rep: Any, mode: str, *, detach: bool) -> list[Path]:
+    """Keep the object stores compact (`maintenance`), as the daemon does after its syncs:
+    the roll-ups here (a tenth of a second), a full repack (minutes on a large store) left
+    to a child unless ``detach`` is off (`fullrepack`); the stores left to it."""
     from . import SyncError, maintenance
 
-    tidier = maintenance.Tidier(rep.common_dir, rep.common_dir / "thrum-sync" / "repack.git")
+    tidier = maintenance.Tidier(rep.common_dir, _private(rep.common_dir))
     remote = rep.path_remote() if mode == "remote" else None
     try:
         repacks = tidier.due_repacks(
             remote, where=f"remote {rep.remote_name} ({remote})", trusted=rep.credentials.trusted_paths
         )
     except SyncError:
-        return  # the sync said why
+        return []  # the sync said why
     except Exception:  # noqa: BLE001 - a failed tidy-up never fails the sync
         logging.getLogger(__name__).exception("could not prepare the consolidation of %s", rep.common_dir)
-        return
+        return []
+    later = []
     for repack in repacks:
-        tidier.run(repack)
+        if repack.full and detach:
+            later.append(repack.objects)
+        else:
+            tidier.run(repack)
+    return later
 
 
 def status(paths: ThrumPaths) -> dict[str, Any]:
