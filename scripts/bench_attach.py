@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import pygit2  # noqa: E402
 
 from bench_segments import Signing  # noqa: E402
-from bench_sync import ENV, Gen, clone, make_remote, rss_mib, step  # noqa: E402
+from bench_sync import ENV, Gen, clone, make_remote, rss_mib, step, wait_for_detached_repacks  # noqa: E402
 
 
 def thrum_command() -> list[str]:
@@ -83,6 +83,7 @@ def prepare(base: Path, events: int, agents: int, reuse: bool) -> Path:
     report = run_offline(pa)
     assert report.get("pushed"), report
     step(f"A pushed the history (offline cycle, no daemon) in {time.perf_counter() - t:.0f} s")
+    wait_for_detached_repacks()  # its full repack of the remote (a child it left) ends before A goes
     shutil.rmtree(a_dir, ignore_errors=True)  # A's part is done: only the remote is needed
     done.write_text(f"{events}\n")
     return remote

@@ -257,6 +257,17 @@ def step(msg: str):
 # --------------------------------------------------------------------------- the benchmark
 
 
+def wait_for_detached_repacks() -> float:
+    """Wait for the full repacks an offline sync left to a child (`thrum.sync.fullrepack`):
+    what `thrum sync` returns before, and what must not run beside a timed sync; seconds waited."""
+    from thrum.sync.fullrepack import running_children
+
+    t = time.perf_counter()
+    while running_children():
+        time.sleep(0.1)
+    return time.perf_counter() - t
+
+
 def run(args) -> list[tuple]:
     from thrum import lifecycle
     from thrum.sync.offline import run_offline
@@ -374,6 +385,9 @@ def run(args) -> list[tuple]:
                 rep = run_offline(pa)
                 offline.append(time.perf_counter() - t)
                 assert rep["pushed"], rep
+                waited = wait_for_detached_repacks()  # not beside B's timed sync
+                if waited:
+                    step(f"A's detached full repack after its offline sync ran {waited:.0f} s more")
                 dt, rep, spent = timed_sync(pb, cpu=cpu_b)
                 assert rep["received"] >= args.big, rep
                 recv.add(dt, rep, spent)

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 import pytest
 
 from thrum.store import database
 from thrum.store.log import EventLog
+
+# An offline sync's full repack runs inline in the suite (`thrum.sync.fullrepack`): a child
+# left behind would repack a store while its test goes on (git fsck, the next sync, a
+# daemon's start) or deletes it. tests/sync/test_sync_offline_tidy.py detaches again.
+os.environ["THRUM_TIDY_DETACH"] = "0"
 
 
 @pytest.fixture

@@ -26,3 +26,16 @@ def test_other_values_turn_every_flag_on(value):
 
 def test_an_unset_flag_is_off():
     assert not envflags.flag("THRUM_SURELY_UNSET", {})
+
+
+def test_an_offline_syncs_full_repack_is_detached_unless_turned_off(tmp_path):
+    """`thrum sync` from cron returns before its full repack (git's gc.autoDetach) unless the
+    config or THRUM_TIDY_DETACH says to run it inline; any other value in the file is refused."""
+    assert config.load(None, {}).tidy_detach is True
+    assert config.load(None, {"THRUM_TIDY_DETACH": "0"}).tidy_detach is False
+    path = tmp_path / "config.json"
+    path.write_text('{"tidy_detach": false}')
+    assert config.load(path, {}).tidy_detach is False
+    path.write_text('{"tidy_detach": "sometimes"}')
+    with pytest.raises(config.ValidationError, match="tidy_detach must be true or false"):
+        config.load(path, {})

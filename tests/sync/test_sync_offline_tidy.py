@@ -20,7 +20,7 @@ from sync_helpers import git_fsck
 from thrum import events as ev
 from thrum.paths import ThrumPaths
 from thrum.store.log import EventLog
-from thrum.sync import maintenance, packdir
+from thrum.sync import fullrepack, maintenance, packdir
 from thrum.sync.cycle import run_cycle
 from thrum.sync.logaccess import PlainLog
 from thrum.sync.offline import offline_sync_running, run_offline
@@ -77,20 +77,7 @@ def _until(check, what: str):
 
 
 def _detached_repacks() -> list[int]:
-    """This process's children running `fullrepack` (alive: a zombie has no command line)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == os.getpid() and b"thrum.sync.fullrepack" in cmdline:
-            found.append(int(entry.name))
-    return found
+    return fullrepack.running_children()
 
 
 def _held_by_another(objects: Path) -> bool:
