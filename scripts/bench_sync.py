@@ -257,11 +257,14 @@ def step(msg: str):
 # --------------------------------------------------------------------------- the benchmark
 
 
-def wait_for_detached_repacks() -> float:
+def wait_for_detached_repacks() -> float | None:
     """Wait for the full repacks an offline sync left to a child (`thrum.sync.fullrepack`):
-    what `thrum sync` returns before, and what must not run beside a timed sync; seconds waited."""
+    what `thrum sync` returns before, and what must not run beside a timed sync; seconds
+    waited (None: there was none)."""
     from thrum.sync.fullrepack import running_children
 
+    if not running_children():
+        return None
     t = time.perf_counter()
     while running_children():
         time.sleep(0.1)
@@ -386,7 +389,7 @@ def run(args) -> list[tuple]:
                 offline.append(time.perf_counter() - t)
                 assert rep["pushed"], rep
                 waited = wait_for_detached_repacks()  # not beside B's timed sync
-                if waited:
+                if waited is not None:
                     step(f"A's detached full repack after its offline sync ran {waited:.0f} s more")
                 dt, rep, spent = timed_sync(pb, cpu=cpu_b)
                 assert rep["received"] >= args.big, rep
