@@ -851,3 +851,35 @@ def test_the_daemons_full_repack_runs_both_steps_and_leaves_one_pack_with_the_ma
     git_fsck(git_dir)
     b.sync()
     assert a.jsonl() == b.jsonl()
+
+
+_FAILING_REPACK = """#!/bin/sh
+# git, except that a repack fails as on a full disk
+case " $* " in *" repack "*) echo "fatal: unable to write pack: No space left on device" >&2; exit 128;; esac
+exec "{git}" "$@"
+"""
+
+
+def test_a_failed_repack_is_shown_by_doctor_until_one_works(pair, tmp_path, monkeypatch):
+    """A failed repack never fails a sync and was only logged (by the daemon, or by an offline
+    sync's detached child): a store whose repacks kept failing grew by a pack of whole
+    objects per sync unseen. `thrum doctor` warns with git's reason until a repack works."""
+    remote, (a, b) = pair
+    a.rounds(maintenance.NEW_PACKS)
+    assert maintenance_check(a.path).status == "ok"
+    real = shutil.which("git")
+    bin_dir = tmp_path / "failing-bin"
+    bin_dir.mkdir()
+    (bin_dir / "git").write_text(_FAILING_REPACK.format(git=real))
+    (bin_dir / "git").chmod(0o755)
+    path = os.environ["PATH"]
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{path}")
+    assert "No space left on device" in (a.tidier.run(a.tidier.own_repack()) or "")
+    check = maintenance_check(a.path)
+    assert check.status == "warn"
+    assert "No space left on device" in check.detail and str(a.replicator.common_dir / "objects") in check.detail
+    assert maintenance_check(b.path).status == "ok"  # another replica's stores are not this one's
+    monkeypatch.setenv("PATH", path)
+    assert a.tidier.run(a.tidier.own_repack()) is None
+    assert maintenance_check(a.path).status == "ok"
+    git_fsck(a.path)

@@ -10,6 +10,7 @@ them itself when the daemon is stopped (`offline_checks`).
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -133,11 +134,25 @@ def size_check(main_repo: os.PathLike[str] | str) -> Check:
     )
 
 
-def maintenance_check() -> Check:
-    """Whether git keeps the object stores compact here (`maintenance`)."""
-    from . import maintenance
+def maintenance_check(main_repo: os.PathLike[str] | str | None = None) -> Check:
+    """Whether git keeps the object stores compact here (`maintenance`), and whether the
+    last repack of a store failed (`repackfailures`: ``main_repo``'s notes)."""
+    from . import maintenance, repackfailures
 
     why = maintenance.unavailable()
+    failures = repackfailures.noted(common_dir(main_repo) / "thrum-sync") if main_repo is not None else {}
+    if why is None and failures:
+        where, failure = sorted(failures.items(), key=lambda kv: kv[1]["at"])[-1]
+        at = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(failure["at"]))
+        more = f" (and {len(failures) - 1} more store(s))" if len(failures) > 1 else ""
+        return Check(
+            "maintenance",
+            "warn",
+            f"the last repack of {where} failed at {at}: {failure['why']}{more}; until one works, each sync "
+            f"adds a pack of whole objects",
+            "see .thrum/var/daemon.log for git's message; fix what it names (disk space, permissions, a damaged "
+            "pack: `git fsck`); the next sync tries again and clears this",
+        )
     if why is None:
         version = maintenance.git_version()
         return Check(
@@ -167,5 +182,5 @@ def offline_checks(paths: ThrumPaths, environ: dict[str, str] | None = None) -> 
         worktree_check(paths.main_repo),
         remote_check(paths.main_repo, cfg.remote, creds, cfg.local_only),
         size_check(paths.main_repo),
-        maintenance_check(),
+        maintenance_check(paths.main_repo),
     ]

@@ -101,21 +101,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import packdir
+from . import packdir, repackfailures
 from .transport.pathremote import inspect_path_remote
 
 log = logging.getLogger(__name__)
 
-__all__ = [
-    "FULL_GROWTH",
-    "MIN_GIT",
-    "NEW_PACKS",
-    "ChildClock",
-    "Repack",
-    "Tidier",
-    "git_version",
-    "unavailable",
-]
+__all__ = ["FULL_GROWTH", "MIN_GIT", "NEW_PACKS", "ChildClock", "Repack", "Tidier", "git_version", "unavailable"]
 
 MIN_GIT = (2, 32)
 NEW_PACKS = 8  # packs a store gains before the next roll-up (a sync adds one or two)
@@ -271,6 +262,7 @@ class Tidier:
         # a full repack leaves one pack; the syncs' packs that arrived while it ran (minutes,
         # on a large store) are due for a roll-up at once, not after `new_packs` more
         self._packs_after[objects] = 1 if full else packdir.pack_count(objects)
+        repackfailures.clear(self._record.parent, objects)
         now = self._rolled[objects] = packdir.pack_bytes(objects)
         # another replica's full repack (`full_due`) counts from here too, unless the store has
         # grown by the factor since that full pack: the syncs since and the pile beside it
@@ -422,6 +414,7 @@ class Tidier:
 
     def failed(self, repack: Repack, why: str) -> str:
         log.warning("could not consolidate %s: %s", repack.objects, why)
+        repackfailures.note(self._record.parent, repack.objects, why)  # for `thrum doctor`
         return why
 
 

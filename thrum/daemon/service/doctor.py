@@ -229,7 +229,7 @@ async def run(call: Call) -> dict[str, Any]:
         names_check(await ctx.keys.name_conflicts()),
         *await _sync_checks(ctx),
         (await trio.to_thread.run_sync(diagnose.size_check, repo)).to_dict(),
-        (await trio.to_thread.run_sync(diagnose.maintenance_check)).to_dict(),
+        (await trio.to_thread.run_sync(diagnose.maintenance_check, repo)).to_dict(),
     ]
     return {"checks": checks}
 
