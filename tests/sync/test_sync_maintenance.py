@@ -81,6 +81,18 @@ def packs(store: Path) -> list[Path]:
     return sorted((store / "objects" / "pack").glob("*.pack"))
 
 
+def _round_rolled_up(writer: Replica, roller: Replica, remote: Path, r: int, rolled: int) -> int:
+    """Round ``r`` on ``writer``, then ``roller``'s roll-up of the remote if one is due: the
+    remote's pack bytes after that roll-up (``rolled`` when none was due)."""
+    writer.write(r, 2)
+    writer.sync()
+    objects = remote / "objects"
+    if not roller.tidier.due(objects):
+        return rolled
+    assert roller.tidier.run(roller.tidier.remote_repack(remote)) is None
+    return packdir.pack_bytes(objects)
+
+
 def _size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
@@ -477,19 +489,12 @@ def test_a_full_repack_of_the_shared_remote_outlives_the_roll_ups_after_it_for_t
     rolled, r = full, 30
     while rolled < 1.7 * full:  # syncs, rolled up as they come, b not looking
         r += 1
-        a.write(r, 2)
-        a.sync()
-        if a.tidier.due(objects):
-            assert a.tidier.run(a.tidier.remote_repack(remote)) is None
-            rolled = packdir.pack_bytes(objects)
+        rolled = _round_rolled_up(a, a, remote, r, rolled)
     assert bitmap.exists()  # the full repack's pack, as it was
     assert not b.tidier.full_due(objects)  # not doubled since: a's full repack counts for b too
     while not a.tidier.full_due(objects):  # until it has
         r += 1
-        a.write(r, 2)
-        a.sync()
-        if a.tidier.due(objects):
-            assert a.tidier.run(a.tidier.remote_repack(remote)) is None
+        rolled = _round_rolled_up(a, a, remote, r, rolled)
     assert a.tidier.run(a.tidier.remote_repack(remote, full=True)) is None  # the next full one takes it in
     assert packdir.pack_count(objects) == 1 and not bitmap.exists()
     git_fsck(remote)
@@ -688,11 +693,7 @@ def test_the_other_replicas_full_repack_of_the_remote_counts_from_our_next_roll_
         between += rolled >= 2 * full
         r += 1
         assert r < 400
-        a.write(r, 2)
-        a.sync()
-        if b.tidier.due(objects):
-            assert b.tidier.run(b.tidier.remote_repack(remote)) is None
-            rolled = packdir.pack_bytes(objects)
+        rolled = _round_rolled_up(a, b, remote, r, rolled)
     assert between  # looked at while grown past twice the full pack alone
     assert b.tidier.full_due(objects)  # past twice the store as it settled: due
     assert b.tidier.run(b.tidier.remote_repack(remote, full=True)) is None
@@ -736,11 +737,7 @@ def test_a_planted_full_repack_of_the_remote_holds_our_next_one_off_only_while_i
     while not b.tidier.full_due(objects):  # syncs, b rolling the remote up
         assert rolled < 3 * base, "the planted pack still holds the full repack off"
         r += 1
-        a.write(r, 2)
-        a.sync()
-        if b.tidier.due(objects):
-            assert b.tidier.run(b.tidier.remote_repack(remote)) is None
-            rolled = packdir.pack_bytes(objects)
+        rolled = _round_rolled_up(a, b, remote, r, rolled)
     assert b.tidier.run(b.tidier.remote_repack(remote, full=True)) is None
     git_fsck(remote)
 

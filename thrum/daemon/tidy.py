@@ -93,7 +93,7 @@ class Tidy:
         try:
             with trio.move_on_after(maintenance.TIMEOUT_S):  # the group is ended when it runs over
                 for argv in repack.steps:  # a full repack is two (`maintenance`, rule 4)
-                    done = None
+                    done = None  # a step cut short by the timeout: not the step before's outcome
                     done = await trio.run_process(
                         argv,
                         env=repack.env,
