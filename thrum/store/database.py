@@ -13,7 +13,7 @@ from pathlib import Path
 
 import peewee as pw
 
-from . import search_index
+from . import search_beside, search_index
 from .counters import COUNTER_TRIGGERS, compute_counter_tables
 from .models import FOLD_INDEXES, QUERY_INDEXES, SCHEMA_VERSION, TABLE_MODELS, VIEWS
 from .sql import all_rows, one_row
@@ -92,28 +92,53 @@ def finish_schema(
     """Query indexes, counter triggers, the search index and the schema version.
 
     ``compute_counters``: fill the counter tables from the data first (after a bulk
-    load without triggers). The search index is built in one pass over the rows
-    (`search_index.build`), a step of its own (``timings``: seconds of each step,
-    ``indexes_and_counters`` and ``search_index``, and within the first ``index NAME``
-    per query index and ``counters``: what deferring one would save; ``cpu ...``: the
-    process's CPU seconds of the two, which a busy machine changes least). The schema version is written
-    last, so a database whose rebuild was interrupted has none and is rebuilt again.
+    load without triggers: a rebuild). The search index is built in one pass over the rows
+    (`search_index.build`); in a rebuild of a large history, on a second connection and
+    thread while this one builds the query indexes and counters, then copied in
+    (`search_beside`). ``timings``: seconds of each step, ``indexes_and_counters`` and
+    ``search_index`` (beside: the wait for it and its copy), and within the first
+    ``index NAME`` per query index and ``counters``: what deferring one would save;
+    ``cpu ...``: CPU seconds of the process during the two (beside: ``cpu search_index
+    thread``, its thread's, and ``search_index beside``, its wall time). The schema version
+    is written last, so a database whose rebuild was interrupted or failed has none and is
+    rebuilt again.
     """
     started, started_cpu = time.perf_counter(), time.process_time()
+    started_thread = time.thread_time()
     steps: dict[str, float] = {}
-    with db.atomic():
-        for sql in QUERY_INDEXES:
+    beside = search_beside.start(db) if compute_counters else None
+    try:
+        with db.atomic():
+            for sql in QUERY_INDEXES:
+                at = time.perf_counter()
+                db.execute_sql(sql)
+                steps["index " + sql.split(" IF NOT EXISTS ")[1].split()[0]] = time.perf_counter() - at
             at = time.perf_counter()
-            db.execute_sql(sql)
-            steps["index " + sql.split(" IF NOT EXISTS ")[1].split()[0]] = time.perf_counter() - at
-        at = time.perf_counter()
-        if compute_counters:
-            compute_counter_tables(db)
-        for sql in COUNTER_TRIGGERS:
-            db.execute_sql(sql)
-        steps["counters"] = time.perf_counter() - at
-        indexed, indexed_cpu = time.perf_counter(), time.process_time()
-        search_index.build(db)
+            if compute_counters:
+                compute_counter_tables(db.connection())
+            for sql in COUNTER_TRIGGERS:
+                db.execute_sql(sql)
+            steps["counters"] = time.perf_counter() - at
+            indexed, indexed_cpu = time.perf_counter(), time.process_time()
+            if beside is None:
+                search_index.build(db)
+        if beside is not None:
+            at, at_cpu = time.perf_counter(), time.thread_time()
+            beside.wait()
+            steps["search_index wait"] = time.perf_counter() - at
+            at, at_cpu = time.perf_counter(), time.thread_time()
+            beside.adopt()
+            steps["search_index copy"] = time.perf_counter() - at
+            steps["cpu search_index copy"] = time.thread_time() - at_cpu
+            steps["cpu search_index thread"] = beside.cpu
+            steps["search_index beside"] = beside.wall
+    finally:
+        if beside is not None:
+            at, at_cpu = time.perf_counter(), time.thread_time()
+            beside.close()
+            steps["search_index close"] = time.perf_counter() - at
+            steps["cpu search_index close"] = time.thread_time() - at_cpu
+    with db.atomic():
         if (one_row(db, "SELECT count(*) FROM schema_version") or (0,))[0] == 0:
             db.execute_sql("INSERT INTO schema_version(version) VALUES (?)", (SCHEMA_VERSION,))
     if timings is not None:
@@ -121,6 +146,7 @@ def finish_schema(
         timings["search_index"] = time.perf_counter() - indexed
         timings["cpu indexes_and_counters"] = indexed_cpu - started_cpu
         timings["cpu search_index"] = time.process_time() - indexed_cpu
+        timings["cpu finish thread"] = time.thread_time() - started_thread
         timings.update(steps)
 
 
