@@ -78,7 +78,7 @@ class Beside:
             conn.execute("ATTACH DATABASE ? AS " + SIDE_SCHEMA, (self.side_path,))
             conn.execute(f"PRAGMA {SIDE_SCHEMA}.journal_mode=OFF")  # thrown away if anything fails
             conn.execute(f"PRAGMA {SIDE_SCHEMA}.synchronous=OFF")
-            search_index.build_into(conn, SIDE_SCHEMA)
+            _build_into(conn, SIDE_SCHEMA)
         except BaseException as exc:  # noqa: BLE001 - handed to the rebuild's thread by `wait`
             self._error = exc
         finally:
@@ -92,12 +92,19 @@ class Beside:
             raise SearchIndexFailed(f"building the search index failed: {self._error}") from self._error
 
     def adopt(self) -> None:
-        """Wait for the index, then copy it into the projection with its triggers
-        (`search_index.adopt`), in a transaction of its own."""
+        """Wait for the index, then make it the projection's: the table created, its shadow
+        tables copied in (`search_index.SHADOW_TABLES`: what FTS5 keeps), then its triggers;
+        in a transaction of its own."""
         self.wait()
         self._conn.close()  # its work is done; the projection's journal mode can change back
         self.db.execute_sql(f"ATTACH DATABASE ? AS {SIDE_SCHEMA}", (self.side_path,))
-        search_index.adopt(self.db, SIDE_SCHEMA)
+        with self.db.atomic():
+            self.db.execute_sql(search_index.CREATE_TABLE)
+            for shadow in search_index.SHADOW_TABLES:
+                self.db.execute_sql(f"DELETE FROM main.{shadow}")
+                self.db.execute_sql(f"INSERT INTO main.{shadow} SELECT * FROM {SIDE_SCHEMA}.{shadow}")
+            for sql in search_index.TRIGGERS:
+                self.db.execute_sql(sql)
 
     def close(self) -> None:
         """Stop the second connection if it still works (the rebuild failed), delete the side
@@ -133,6 +140,26 @@ def start(db: pw.SqliteDatabase) -> Beside | None:
         return None  # another connection holds the file
     search_index.prepare(db)  # committed: what the second connection reads the index from
     return Beside(db, path, mode)
+
+
+def _build_into(conn: sqlite3.Connection, schema: str) -> None:
+    """Build the index into the database attached to ``conn`` as ``schema``, from the messages
+    of ``conn``'s main database, as `search_index.build` builds it in place (`search_index.fill`:
+    the same steps on the same rows, so the same shadow tables), in one transaction: one
+    snapshot of the messages. Nothing is written to the main database.
+
+    The index's content table is the main database's view, which the attached file does not
+    have: nothing here reads content through the index (FTS5 reads it only for 'rebuild',
+    'integrity-check', auxiliary functions and deletes without values).
+    """
+    conn.execute("BEGIN")
+    try:
+        search_index.fill(conn, f"{schema}.{search_index.TABLE}")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
 
 
 def _remove(path: str) -> None:

@@ -282,10 +282,7 @@ def build(db: pw.SqliteDatabase) -> None:
     """
     with db.atomic():
         prepare(db)
-        db.execute_sql(CREATE_TABLE)
-        db.execute_sql(f"INSERT INTO {TABLE}({TABLE}, rank) VALUES ('hashsize', ?)", (BULK_HASH_BYTES,))
-        _fill_on_top(db.connection(), TABLE)
-        db.execute_sql(f"INSERT INTO {TABLE}({TABLE}, rank) VALUES ('hashsize', ?)", (DEFAULT_HASH_BYTES,))
+        fill(db.connection(), TABLE)
         for sql in TRIGGERS:
             db.execute_sql(sql)
 
@@ -300,41 +297,14 @@ def prepare(db: pw.SqliteDatabase) -> None:
             db.execute_sql(sql)
 
 
-def build_into(conn: sqlite3.Connection, schema: str) -> None:
-    """Build the index into the database attached to ``conn`` as ``schema`` (a file of its own),
-    from the messages of ``conn``'s main database (after `prepare`), as `build` builds it in place:
-    the same table, the same steps, so the same shadow tables (`SHADOW_TABLES`), which `adopt`
-    copies into the projection. No triggers, nothing written to the main database. One
-    transaction of ``conn`` (it reads one snapshot of the messages).
-
-    The index's content table is the main database's view, which the attached file does not
-    have: nothing here reads content through the index (FTS5 reads it only for 'rebuild',
-    'integrity-check', auxiliary functions and deletes without values).
-    """
-    table = f"{schema}.{TABLE}"
-    conn.execute("BEGIN")
-    try:
-        conn.execute(_create_table(table))
-        conn.execute(f"INSERT INTO {table}({TABLE}, rank) VALUES ('hashsize', ?)", (BULK_HASH_BYTES,))
-        _fill_on_top(conn, table)
-        conn.execute(f"INSERT INTO {table}({TABLE}, rank) VALUES ('hashsize', ?)", (DEFAULT_HASH_BYTES,))
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-
-
-def adopt(db: pw.SqliteDatabase, schema: str) -> None:
-    """Make the index `build_into` built in the attached database ``schema`` this database's:
-    the table created, its shadow tables copied in, then its triggers. In the caller's transaction."""
-    with db.atomic():
-        db.execute_sql(CREATE_TABLE)
-        for shadow in SHADOW_TABLES:
-            db.execute_sql(f"DELETE FROM main.{shadow}")
-            db.execute_sql(f"INSERT INTO main.{shadow} SELECT * FROM {schema}.{shadow}")
-        for sql in TRIGGERS:
-            db.execute_sql(sql)
+def fill(conn: sqlite3.Connection, table: str) -> None:
+    """Create the index as ``table`` (``TABLE``, or it in an attached database: `search_beside`)
+    and fill it from the main database's messages (`_fill_on_top`, with a large term buffer).
+    In the caller's transaction; no triggers."""
+    conn.execute(_create_table(table))
+    conn.execute(f"INSERT INTO {table}({TABLE}, rank) VALUES ('hashsize', ?)", (BULK_HASH_BYTES,))
+    _fill_on_top(conn, table)
+    conn.execute(f"INSERT INTO {table}({TABLE}, rank) VALUES ('hashsize', ?)", (DEFAULT_HASH_BYTES,))
 
 
 def _fill_on_top(conn: sqlite3.Connection, table: str) -> None:
