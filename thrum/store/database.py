@@ -98,13 +98,14 @@ def finish_schema(
     (`search_beside`). ``timings``: seconds of each step, ``indexes_and_counters`` and
     ``search_index`` (beside: the wait for it and its copy), and within the first
     ``index NAME`` per query index and ``counters``: what deferring one would save;
-    ``cpu ...``: CPU seconds of the process during the two (beside: ``cpu search_index
-    thread``, its thread's, and ``search_index beside``, its wall time). The schema version
+    ``cpu ...``: CPU seconds of the process during the two, ``cpu counters`` of this thread,
+    ``cpu finish`` of the process in all. Beside: ``search_index thread`` and ``cpu
+    search_index thread``, the second thread's wall and CPU seconds, ``search_index wait``,
+    how long this one waited for it, ``search_index copy``, the copy. The schema version
     is written last, so a database whose rebuild was interrupted or failed has none and is
     rebuilt again.
     """
     started, started_cpu = time.perf_counter(), time.process_time()
-    started_thread = time.thread_time()
     steps: dict[str, float] = {}
     beside = search_beside.start(db) if compute_counters else None
     try:
@@ -113,31 +114,25 @@ def finish_schema(
                 at = time.perf_counter()
                 db.execute_sql(sql)
                 steps["index " + sql.split(" IF NOT EXISTS ")[1].split()[0]] = time.perf_counter() - at
-            at = time.perf_counter()
+            at, at_cpu = time.perf_counter(), time.thread_time()
             if compute_counters:
                 compute_counter_tables(db.connection())
             for sql in COUNTER_TRIGGERS:
                 db.execute_sql(sql)
-            steps["counters"] = time.perf_counter() - at
+            steps["counters"], steps["cpu counters"] = time.perf_counter() - at, time.thread_time() - at_cpu
             indexed, indexed_cpu = time.perf_counter(), time.process_time()
             if beside is None:
                 search_index.build(db)
         if beside is not None:
-            at, at_cpu = time.perf_counter(), time.thread_time()
+            at = time.perf_counter()
             beside.wait()
             steps["search_index wait"] = time.perf_counter() - at
-            at, at_cpu = time.perf_counter(), time.thread_time()
             beside.adopt()
-            steps["search_index copy"] = time.perf_counter() - at
-            steps["cpu search_index copy"] = time.thread_time() - at_cpu
-            steps["cpu search_index thread"] = beside.cpu
-            steps["search_index beside"] = beside.wall
+            steps["search_index copy"] = time.perf_counter() - at - steps["search_index wait"]
+            steps["search_index thread"], steps["cpu search_index thread"] = beside.wall, beside.cpu
     finally:
         if beside is not None:
-            at, at_cpu = time.perf_counter(), time.thread_time()
             beside.close()
-            steps["search_index close"] = time.perf_counter() - at
-            steps["cpu search_index close"] = time.thread_time() - at_cpu
     with db.atomic():
         if (one_row(db, "SELECT count(*) FROM schema_version") or (0,))[0] == 0:
             db.execute_sql("INSERT INTO schema_version(version) VALUES (?)", (SCHEMA_VERSION,))
@@ -146,7 +141,7 @@ def finish_schema(
         timings["search_index"] = time.perf_counter() - indexed
         timings["cpu indexes_and_counters"] = indexed_cpu - started_cpu
         timings["cpu search_index"] = time.process_time() - indexed_cpu
-        timings["cpu finish thread"] = time.thread_time() - started_thread
+        timings["cpu finish"] = time.process_time() - started_cpu
         timings.update(steps)
 
 
