@@ -96,7 +96,8 @@ class Beside:
         tables copied in (`search_index.SHADOW_TABLES`: what FTS5 keeps), then its triggers;
         in a transaction of its own."""
         self.wait()
-        self._conn.close()  # its work is done; the projection's journal mode can change back
+        self._conn.close()  # its work is done: the projection's journal mode goes back before the
+        self.db.execute_sql(f"PRAGMA journal_mode={self._journal_mode}")  # copy (not written twice)
         self.db.execute_sql(f"ATTACH DATABASE ? AS {SIDE_SCHEMA}", (self.side_path,))
         with self.db.atomic():
             self.db.execute_sql(search_index.CREATE_TABLE)

@@ -16,11 +16,11 @@ Rules:
    *before* its values change and added back after, in the same transaction as
    the change. That covers the fold's edits and deletes, an author whose role
    changes and a thread whose subject changes, whatever code path makes them.
-2. A rebuild loads without the triggers and builds the index once at the end
-   (`build`: set-wise passes, much faster than a million single inserts), as one
-   segment on the top of FTS5's levels, so the commits after it never merge the
-   whole index again (`_fill_on_top`); the triggers are created after it, like the
-   counters'.
+2. A rebuild loads without the triggers and builds the index once at the end (`fill`:
+   set-wise passes, much faster than a million single inserts; a large history's on a
+   second thread, then copied in: `search_beside`), as one segment on the top of FTS5's
+   levels, so later commits never merge the whole index again (`_fill_on_top`); the
+   triggers are created after it, like the counters'.
 3. `check` compares the index with the messages table (`thrum doctor`); an index
    SQLite reports as corrupt is rebuilt with the projection (daemon/view.py),
    one that merely disagrees is rebuilt by `rebuild_index`.
