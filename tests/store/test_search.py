@@ -553,10 +553,10 @@ def test_an_index_built_beside_the_query_indexes_is_the_one_built_in_place(tmp_p
     for name, value in {"TOP_MIN_MESSAGES": 100, "TOP_SAMPLE": 4, "TOP_FIRST": 2, "LOAD_PIECES": 7}.items():
         monkeypatch.setattr(search_index, name, value)  # the shape a large history's index gets
     in_place = database.open_database(tmp_path / "in_place.db")
-    assert "search_index beside" not in projection.rebuild(in_place, log).timings  # (too few messages)
+    assert "search_index thread" not in projection.rebuild(in_place, log).timings  # (too few messages)
     monkeypatch.setattr(search_beside, "MIN_MESSAGES", 0)
     beside = database.open_database(tmp_path / "beside.db")
-    assert "search_index beside" in projection.rebuild(beside, log).timings
+    assert "search_index thread" in projection.rebuild(beside, log).timings
     assert _shadow_rows(beside) == _shadow_rows(in_place)
     assert len(_segments(beside)) == 1
     assert not (tmp_path / "beside.db.search").exists()  # the side file is gone
