@@ -81,8 +81,6 @@ CONTENT_VIEW = (
 VIEWS = [DOCS_VIEW, CONTENT_VIEW]
 
 
-
-
 def _create_table(name: str) -> str:
     return (
         f"CREATE VIRTUAL TABLE IF NOT EXISTS {name} USING fts5({', '.join(COLUMNS)}, "
