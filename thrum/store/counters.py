@@ -12,6 +12,7 @@ compares what the triggers kept with the sums computed from scratch
 from __future__ import annotations
 
 import sqlite3
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -140,7 +141,7 @@ def bulk_message_insert(conn: sqlite3.Connection, after_rowid: int) -> Iterator[
         conn.execute(COUNTER_TRIGGERS[0])
 
 
-# The same sums computed from scratch, as one query per table (`verify_counters`).
+# The same sums computed from scratch (`verify_counters`; `compute_counter_tables` computes them in Python).
 COUNTER_QUERIES = {
     "sig_totals": "SELECT sig_id, count(*) FROM messages WHERE deleted = 0 GROUP BY sig_id",
     "sig_author_totals": "SELECT agent_id, sig_id, count(*) FROM messages WHERE deleted = 0 GROUP BY agent_id, sig_id",
@@ -155,40 +156,48 @@ COUNTER_QUERIES = {
 }
 
 
-# The same sums as COUNTER_QUERIES, in the statements that compute them fastest from scratch
-# (`compute_counter_tables`): each per-author sum once, the per-mention-set totals from those,
-# the read marks and the archive marks each in one pass joined to their message (the union of
-# both that COUNTER_QUERIES groups twice took 1.6 s at 200,000 messages, these 0.6 s). NOT INDEXED:
-# SQLite read the messages through idx_messages_agent for the GROUP BY's order, a row lookup
-# each (0.26 s against 0.14 s for the scan and a sort).
-FILL_COUNTERS_SQL = (
-    "INSERT INTO sig_author_totals(author, sig_id, n) SELECT agent_id, sig_id, count(*) FROM messages NOT INDEXED"
-    " WHERE deleted = 0 GROUP BY agent_id, sig_id",
-    "INSERT INTO sig_totals(sig_id, n) SELECT sig_id, sum(n) FROM sig_author_totals GROUP BY sig_id",
-    "INSERT INTO agent_sig_counts(agent_id, sig_id, own, n_read, n_arch, n_read_arch)"
-    " SELECT r.agent_id, m.sig_id, r.agent_id = m.agent_id, count(*), 0, 0 FROM read_state r"
-    " JOIN messages m ON m.message_id = r.message_id WHERE r.is_read = 1 AND m.deleted = 0 GROUP BY 1, 2, 3",
-    "INSERT INTO agent_sig_counts(agent_id, sig_id, own, n_read, n_arch, n_read_arch)"
-    " SELECT x.agent_id, m.sig_id, x.agent_id = m.agent_id, 0, count(*), sum(EXISTS (SELECT 1 FROM read_state r"
-    " WHERE r.message_id = x.message_id AND r.agent_id = x.agent_id AND r.is_read = 1))"
-    " FROM archive_marks x JOIN messages m ON m.message_id = x.message_id WHERE m.deleted = 0 GROUP BY 1, 2, 3"
-    " ON CONFLICT(agent_id, sig_id, own) DO UPDATE SET n_arch = n_arch + excluded.n_arch,"
-    " n_read_arch = n_read_arch + excluded.n_read_arch",
-)
+def compute_counter_tables(db: pw.SqliteDatabase) -> None:
+    """Fill the counter tables from scratch (same sums as COUNTER_QUERIES).
 
-
-def compute_counter_tables(conn: sqlite3.Connection) -> None:
-    """Fill the counter tables from scratch (same sums as COUNTER_QUERIES), in SQL only.
-
-    Set-wise statements (`FILL_COUNTERS_SQL`): no row reaches Python, so the work runs
-    without the GIL, beside a search index built on another thread (`database.finish_schema`).
-    It costs what the Python aggregation it replaced did (0.6 s of CPU at 200,000 messages
-    and 391,440 read marks: the join to each mark's message and the sort of the groups).
+    Aggregates in Python: SQLite's GROUP BY sorts every row first, which over
+    millions of read marks costs more than a dict (measured again at 200,000 messages and
+    391,440 read marks, CPU of the read marks' step: GROUP BY 0.54-0.65 s, its upsert into
+    a keyed table 0.47-0.53 s, the join and a `Counter` 0.49-0.51 s, of which the join alone
+    0.20 s: docs/design/decisions.md, "Rebuilds on a large history"). Each row is fetched
+    with the GIL released around SQLite's step, so a search index built on another thread
+    meanwhile (`search_beside`) is not held up by it.
     """
+    conn = db.connection()
     for table in COUNTER_QUERIES:
         conn.execute(f"DELETE FROM {table}")
-    for sql in FILL_COUNTERS_SQL:
-        conn.execute(sql)
+    by_author = Counter(conn.execute("SELECT agent_id, sig_id FROM messages WHERE deleted = 0"))
+    conn.executemany(
+        "INSERT INTO sig_author_totals(author, sig_id, n) VALUES (?,?,?)",
+        [(a, s, n) for (a, s), n in by_author.items()],
+    )
+    by_sig: Counter[int] = Counter()
+    for (_, s), n in by_author.items():
+        by_sig[s] += n
+    conn.executemany("INSERT INTO sig_totals(sig_id, n) VALUES (?,?)", list(by_sig.items()))
+    reads = Counter(
+        conn.execute(
+            "SELECT r.agent_id, m.sig_id, r.agent_id = m.agent_id FROM read_state r "
+            "JOIN messages m ON m.message_id = r.message_id WHERE r.is_read = 1 AND m.deleted = 0"
+        )
+    )
+    archived: Counter[tuple[str, int, int]] = Counter()
+    archived_read: Counter[tuple[str, int, int]] = Counter()
+    for agent, sig, own, is_read in conn.execute(
+        "SELECT x.agent_id, m.sig_id, x.agent_id = m.agent_id, EXISTS (SELECT 1 FROM read_state r "
+        "WHERE r.message_id = x.message_id AND r.agent_id = x.agent_id AND r.is_read = 1) "
+        "FROM archive_marks x JOIN messages m ON m.message_id = x.message_id WHERE m.deleted = 0"
+    ):
+        archived[(agent, sig, own)] += 1
+        archived_read[(agent, sig, own)] += is_read
+    conn.executemany(
+        "INSERT INTO agent_sig_counts(agent_id, sig_id, own, n_read, n_arch, n_read_arch) VALUES (?,?,?,?,?,?)",
+        [k + (reads[k], archived[k], archived_read[k]) for k in set(reads) | set(archived)],
+    )
 
 
 def verify_counters(db: pw.SqliteDatabase) -> list[str]:

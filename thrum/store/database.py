@@ -116,7 +116,7 @@ def finish_schema(
                 steps["index " + sql.split(" IF NOT EXISTS ")[1].split()[0]] = time.perf_counter() - at
             at, at_cpu = time.perf_counter(), time.thread_time()
             if compute_counters:
-                compute_counter_tables(db.connection())
+                compute_counter_tables(db)
             for sql in COUNTER_TRIGGERS:
                 db.execute_sql(sql)
             steps["counters"], steps["cpu counters"] = time.perf_counter() - at, time.thread_time() - at_cpu
