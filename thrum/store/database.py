@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Callable
 
 import peewee as pw
 
@@ -87,7 +88,11 @@ def create_tables(db: pw.SqliteDatabase) -> None:
 
 
 def finish_schema(
-    db: pw.SqliteDatabase, *, compute_counters: bool = False, timings: dict[str, float] | None = None
+    db: pw.SqliteDatabase,
+    *,
+    compute_counters: bool = False,
+    timings: dict[str, float] | None = None,
+    alive: Callable[[], None] | None = None,
 ) -> None:
     """Query indexes, counter triggers, the search index and the schema version.
 
@@ -103,7 +108,8 @@ def finish_schema(
     search_index thread``, the second thread's wall and CPU seconds, ``search_index wait``,
     how long this one waited for it, ``search_index copy``, the copy. The schema version
     is written last, so a database whose rebuild was interrupted or failed has none and is
-    rebuilt again.
+    rebuilt again. ``alive``: called every few seconds while this thread waits for the
+    other (it runs no statement then, so SQLite's progress handler is silent).
     """
     started, started_cpu = time.perf_counter(), time.process_time()
     steps: dict[str, float] = {}
@@ -125,7 +131,7 @@ def finish_schema(
                 search_index.build(db)
         if beside is not None:
             at = time.perf_counter()
-            beside.wait()
+            beside.wait(alive)
             steps["search_index wait"] = time.perf_counter() - at
             beside.adopt()
             steps["search_index copy"] = time.perf_counter() - at - steps["search_index wait"]

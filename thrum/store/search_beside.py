@@ -35,6 +35,7 @@ import os
 import sqlite3
 import threading
 import time
+from typing import Callable
 
 import peewee as pw
 
@@ -47,6 +48,7 @@ MIN_MESSAGES = 20_000  # fewer (by rowid): built in place, where a thread and a 
 SIDE_SUFFIX = ".search"
 SIDE_SCHEMA = "thrum_search"
 SIDE_CACHE_KIB = 16 * 1024  # the second connection's page cache (it reads the messages in order)
+ALIVE_S = 5.0  # a rebuild waiting for the index says it is alive this often (`wait`)
 STOP_CHECK_STEPS = 100_000  # SQLite instructions of the second connection between looks at `Beside.close`
 
 
@@ -85,17 +87,24 @@ class Beside:
             self.cpu = time.thread_time() - started_cpu
             self.wall = time.perf_counter() - started
 
-    def wait(self) -> None:
-        """Until the index is built; raises what failed on the second connection."""
-        self._thread.join()
+    def wait(self, alive: Callable[[], None] | None = None) -> None:
+        """Until the index is built, calling ``alive`` every `ALIVE_S` meanwhile (the rebuild's
+        heartbeat: this thread runs no statement then); raises what failed on the second
+        connection."""
+        while True:
+            self._thread.join(ALIVE_S)
+            if not self._thread.is_alive():
+                break
+            if alive is not None:
+                alive()
         if self._error is not None:
             raise SearchIndexFailed(f"building the search index failed: {self._error}") from self._error
 
-    def adopt(self) -> None:
+    def adopt(self, alive: Callable[[], None] | None = None) -> None:
         """Wait for the index, then make it the projection's: the table created, its shadow
         tables copied in (`search_index.SHADOW_TABLES`: what FTS5 keeps), then its triggers;
         in a transaction of its own."""
-        self.wait()
+        self.wait(alive)
         self._conn.close()  # its work is done: the projection's journal mode goes back before the
         self.db.execute_sql(f"PRAGMA journal_mode={self._journal_mode}")  # copy (not written twice)
         self.db.execute_sql(f"ATTACH DATABASE ? AS {SIDE_SCHEMA}", (self.side_path,))
