@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 from fixtures.examples import examples
 from thrum import events as ev
-from thrum.store import database, projection, search_index
+from thrum.store import database, projection, search_beside, search_index
 from thrum.store.log import EventLog
 from thrum.trust.chains import sig_hash
 
@@ -135,6 +135,18 @@ def index_in_pieces(every: int):
             setattr(search_index, name, value)
 
 
+@contextmanager
+def search_beside_from(messages: int):
+    """The search index built on a second connection beside the query indexes (`search_beside`)
+    from this many messages on (0: always)."""
+    saved = search_beside.MIN_MESSAGES
+    search_beside.MIN_MESSAGES = messages
+    try:
+        yield
+    finally:
+        search_beside.MIN_MESSAGES = saved
+
+
 def path_of(shard: str) -> str:
     return shard if ev.is_log_path(shard) else ev.segment_path(shard, 1 + len(shard) % 3)
 
@@ -164,7 +176,7 @@ def test_a_rebuild_gives_the_incremental_projection_row_for_row(ops, rng):
             projection.catch_up(incremental, log)
             i += n
         rebuilt = database.open_database(Path(tmp) / "rebuilt.db")
-        with index_in_pieces(rng.choice((1, 2))):
+        with index_in_pieces(rng.choice((1, 2))), search_beside_from(rng.choice((0, search_beside.MIN_MESSAGES))):
             projection.rebuild(rebuilt, log)
         try:
             got, expected = rows(rebuilt), rows(incremental)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 import trio
 
 from thrum.daemon.writer import Writer
-from thrum.store import projection, queries
+from thrum.store import database, projection, queries, search_beside
 
 from store_helpers import Events, mid
 
@@ -50,5 +51,36 @@ async def test_reads_are_served_from_the_old_projection_until_the_new_one_is_swa
     assert writer.view.rebuilds == 1 and writer.db is not db  # the new one took its place
     try:
         assert await writer.read(queries.list_messages, viewer="bob", page_size=100) == expected
+    finally:
+        writer.db.close()
+
+
+async def test_a_rebuild_whose_search_index_fails_beside_leaves_the_old_projection_serving(
+    db, tmp_log, tmp_path, monkeypatch
+):
+    """The search index of a large history's rebuild is built on a second connection
+    (`search_beside`); when that fails, the rebuild fails before anything is swapped in: the
+    old projection keeps answering, and the next rebuild, once the failure is gone, is whole."""
+    e = Events()
+    creates = [e.create("alice", f"note {i}", mentions=["bob"]) for i in range(30)]
+    tmp_log.append([d for _, d in [e.register("alice", "dev"), e.register("bob", "qa"), *creates]])
+    projection.catch_up(db, tmp_log)
+    expected = queries.list_messages(db, viewer="bob", page_size=100)
+    monkeypatch.setattr(search_beside, "MIN_MESSAGES", 0)  # the way a large history's is built
+    side = tmp_path / "messages.db.rebuild.search"  # where the second connection writes: it cannot
+    side.mkdir()
+    (side / "x").write_text("")
+    writer = Writer(db, tmp_log, db_path=tmp_path / "messages.db")
+    with pytest.raises(search_beside.SearchIndexFailed):
+        await trio.to_thread.run_sync(writer.view.rebuild_locked, "a test asked for it")
+    assert writer.view.rebuilds == 0 and writer.db is db and not writer.view.rebuilding
+    assert await writer.read(queries.list_messages, viewer="bob", page_size=100) == expected
+    (side / "x").unlink()
+    side.rmdir()
+    await writer.view.rebuild("a test asked again")
+    assert writer.view.rebuilds == 1 and writer.db is not db
+    try:
+        assert await writer.read(queries.list_messages, viewer="bob", page_size=100) == expected
+        assert database.schema_version(writer.db) == database.SCHEMA_VERSION
     finally:
         writer.db.close()

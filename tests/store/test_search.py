@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from thrum import errors
 from thrum import events as ev
 from thrum.search_query import parse
-from thrum.store import database, projection, queries, search_index
+from thrum.store import database, projection, queries, search_beside, search_index
 from thrum.store.log import EventLog
 from thrum.store.search import search_messages, segments
 
@@ -530,6 +530,69 @@ def test_an_index_filled_in_pieces_holds_the_same_entries_as_one_filled_at_once(
     assert run(pieces, "item")["total"] == 699 - 1  # one deleted, one edited
     assert found(pieces, "item 603") == {mid(records[2 + 603])} and found(pieces, "item 604") == {mid(records[2 + 604])}
     assert search_index.check(pieces, thorough=True) is None
+
+
+def _shadow_rows(db) -> dict[str, list[tuple]]:
+    return {t: db.execute_sql(f"SELECT * FROM {t} ORDER BY 1").fetchall() for t in search_index.SHADOW_TABLES}
+
+
+def test_an_index_built_beside_the_query_indexes_is_the_one_built_in_place(tmp_path, monkeypatch, e):
+    """A rebuild of a large history builds its search index on a second connection and thread,
+    in a file of its own, and copies it in (`search_beside`): the same index, byte for byte, as
+    the one built in place (one segment on the top level), which answers every query alike and
+    keeps answering after sends."""
+    records = [e.register("bob", "reviewer"), e.register("carol", "lead")]
+    records += [
+        e.create("bob", f"item {i} FoldResult{i % 13} plan", thread_id=f"thr_GGGG{i % 9}", subject=f"s{i % 5}")
+        for i in range(700)
+    ]
+    records.append(e.delete("bob", records[40][1]["message_id"]))
+    records.append(e.edit("bob", records[41][1]["message_id"], "rewritten text"))
+    records.append(e.register("bob", "writer"))
+    log = _write_log(tmp_path / "log", records)
+    for name, value in {"TOP_MIN_MESSAGES": 100, "TOP_SAMPLE": 4, "TOP_FIRST": 2, "LOAD_PIECES": 7}.items():
+        monkeypatch.setattr(search_index, name, value)  # the shape a large history's index gets
+    in_place = database.open_database(tmp_path / "in_place.db")
+    assert "search_index thread" not in projection.rebuild(in_place, log).timings  # (too few messages)
+    monkeypatch.setattr(search_beside, "MIN_MESSAGES", 0)
+    beside = database.open_database(tmp_path / "beside.db")
+    assert "search_index thread" in projection.rebuild(beside, log).timings
+    assert _shadow_rows(beside) == _shadow_rows(in_place)
+    assert len(_segments(beside)) == 1
+    assert not (tmp_path / "beside.db.search").exists()  # the side file is gone
+    assert beside.execute_sql("PRAGMA journal_mode").fetchone()[0] == "wal"  # the daemon's, as before
+    for text in ["item", "plan", "result7", "foldresult", "rewritten", "item 38", "from:bob item 5*", "in:thr_GGGG3"]:
+        assert run(beside, text) == run(in_place, text), text
+    assert run(beside, "s3")["total"] == run(in_place, "s3")["total"] > 0  # the threads' subjects, the roles
+    assert run(beside, "writer")["total"] == 699
+    later = [e.create("carol", f"later {i} plan") for i in range(5)] + [e.edit("bob", mid(records[50]), "now omega")]
+    for db in (beside, in_place):  # the triggers came with it
+        for r in later:
+            projection.fold(db, [r])
+        assert found(db, "omega") == {mid(records[50])} and run(db, "plan")["total"] == 699 - 2 + 5
+        assert search_index.check(db, thorough=True) is None
+    assert _shadow_rows(beside) == _shadow_rows(in_place)
+
+
+def test_a_search_index_that_fails_beside_fails_the_rebuild_before_its_version(tmp_path, monkeypatch, e):
+    """When the second connection cannot build the index, the rebuild raises, and the database
+    has no schema version (it is rebuilt again; the daemon swaps in only a finished rebuild)."""
+    records = [e.register("bob", "reviewer")] + [e.create("bob", f"item {i}") for i in range(50)]
+    log = _write_log(tmp_path / "log", records)
+    monkeypatch.setattr(search_beside, "MIN_MESSAGES", 0)
+    (tmp_path / "messages.db.search").mkdir()  # where the second connection writes: it cannot
+    (tmp_path / "messages.db.search" / "x").write_text("")
+    db = database.open_database(tmp_path / "messages.db")
+    with pytest.raises(search_beside.SearchIndexFailed, match="building the search index failed"):
+        projection.rebuild(db, log)
+    assert database.schema_version(db) is None
+    assert db.execute_sql("SELECT count(*) FROM sqlite_master WHERE name = 'message_search'").fetchone()[0] == 0
+    # and once it can, the next rebuild is whole
+    (tmp_path / "messages.db.search" / "x").unlink()
+    (tmp_path / "messages.db.search").rmdir()
+    projection.rebuild(db, log)
+    assert database.schema_version(db) == database.SCHEMA_VERSION and run(db, "item")["total"] == 50
+    db.close()
 
 
 def test_a_bulk_insert_finds_its_threads_by_the_new_rows_not_by_a_scan(db):

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Callable
 
 import peewee as pw
 
-from . import search_index
+from . import search_beside, search_index
 from .counters import COUNTER_TRIGGERS, compute_counter_tables
 from .models import FOLD_INDEXES, QUERY_INDEXES, SCHEMA_VERSION, TABLE_MODELS, VIEWS
 from .sql import all_rows, one_row
@@ -87,33 +88,58 @@ def create_tables(db: pw.SqliteDatabase) -> None:
 
 
 def finish_schema(
-    db: pw.SqliteDatabase, *, compute_counters: bool = False, timings: dict[str, float] | None = None
+    db: pw.SqliteDatabase,
+    *,
+    compute_counters: bool = False,
+    timings: dict[str, float] | None = None,
+    alive: Callable[[], None] | None = None,
 ) -> None:
     """Query indexes, counter triggers, the search index and the schema version.
 
     ``compute_counters``: fill the counter tables from the data first (after a bulk
-    load without triggers). The search index is built in one pass over the rows
-    (`search_index.build`), a step of its own (``timings``: seconds of each step,
-    ``indexes_and_counters`` and ``search_index``, and within the first ``index NAME``
-    per query index and ``counters``: what deferring one would save; ``cpu ...``: the
-    process's CPU seconds of the two, which a busy machine changes least). The schema version is written
-    last, so a database whose rebuild was interrupted has none and is rebuilt again.
+    load without triggers: a rebuild). The search index is built in one pass over the rows
+    (`search_index.build`); in a rebuild of a large history, on a second connection and
+    thread while this one builds the query indexes and counters, then copied in
+    (`search_beside`). ``timings``: seconds of each step, ``indexes_and_counters`` and
+    ``search_index`` (beside: the wait for it and its copy), and within the first
+    ``index NAME`` per query index and ``counters``: what deferring one would save;
+    ``cpu ...``: CPU seconds of the process during the two, ``cpu counters`` of this thread,
+    ``cpu finish`` of the process in all. Beside: ``search_index thread`` and ``cpu
+    search_index thread``, the second thread's wall and CPU seconds, ``search_index wait``,
+    how long this one waited for it, ``search_index copy``, the copy. The schema version
+    is written last, so a database whose rebuild was interrupted or failed has none and is
+    rebuilt again. ``alive``: called every few seconds while this thread waits for the
+    other (it runs no statement then, so SQLite's progress handler is silent).
     """
     started, started_cpu = time.perf_counter(), time.process_time()
     steps: dict[str, float] = {}
-    with db.atomic():
-        for sql in QUERY_INDEXES:
+    beside = search_beside.start(db) if compute_counters else None
+    try:
+        with db.atomic():
+            for sql in QUERY_INDEXES:
+                at = time.perf_counter()
+                db.execute_sql(sql)
+                steps["index " + sql.split(" IF NOT EXISTS ")[1].split()[0]] = time.perf_counter() - at
+            at, at_cpu = time.perf_counter(), time.thread_time()
+            if compute_counters:
+                compute_counter_tables(db)
+            for sql in COUNTER_TRIGGERS:
+                db.execute_sql(sql)
+            steps["counters"], steps["cpu counters"] = time.perf_counter() - at, time.thread_time() - at_cpu
+            indexed, indexed_cpu = time.perf_counter(), time.process_time()
+            if beside is None:
+                search_index.build(db)
+        if beside is not None:
             at = time.perf_counter()
-            db.execute_sql(sql)
-            steps["index " + sql.split(" IF NOT EXISTS ")[1].split()[0]] = time.perf_counter() - at
-        at = time.perf_counter()
-        if compute_counters:
-            compute_counter_tables(db)
-        for sql in COUNTER_TRIGGERS:
-            db.execute_sql(sql)
-        steps["counters"] = time.perf_counter() - at
-        indexed, indexed_cpu = time.perf_counter(), time.process_time()
-        search_index.build(db)
+            beside.wait(alive)
+            steps["search_index wait"] = time.perf_counter() - at
+            beside.adopt()
+            steps["search_index copy"] = time.perf_counter() - at - steps["search_index wait"]
+            steps["search_index thread"], steps["cpu search_index thread"] = beside.wall, beside.cpu
+    finally:
+        if beside is not None:
+            beside.close()
+    with db.atomic():
         if (one_row(db, "SELECT count(*) FROM schema_version") or (0,))[0] == 0:
             db.execute_sql("INSERT INTO schema_version(version) VALUES (?)", (SCHEMA_VERSION,))
     if timings is not None:
@@ -121,6 +147,7 @@ def finish_schema(
         timings["search_index"] = time.perf_counter() - indexed
         timings["cpu indexes_and_counters"] = indexed_cpu - started_cpu
         timings["cpu search_index"] = time.process_time() - indexed_cpu
+        timings["cpu finish"] = time.process_time() - started_cpu
         timings.update(steps)
 
 

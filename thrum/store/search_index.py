@@ -16,11 +16,11 @@ Rules:
    *before* its values change and added back after, in the same transaction as
    the change. That covers the fold's edits and deletes, an author whose role
    changes and a thread whose subject changes, whatever code path makes them.
-2. A rebuild loads without the triggers and builds the index once at the end
-   (`build`: set-wise passes, much faster than a million single inserts), as one
-   segment on the top of FTS5's levels, so the commits after it never merge the
-   whole index again (`_fill_on_top`); the triggers are created after it, like the
-   counters'.
+2. A rebuild loads without the triggers and builds the index once at the end (`fill`:
+   set-wise passes, much faster than a million single inserts; a large history's on a
+   second thread, then copied in: `search_beside`), as one segment on the top of FTS5's
+   levels, so later commits never merge the whole index again (`_fill_on_top`); the
+   triggers are created after it, like the counters'.
 3. `check` compares the index with the messages table (`thrum doctor`); an index
    SQLite reports as corrupt is rebuilt with the projection (daemon/view.py),
    one that merely disagrees is rebuilt by `rebuild_index`.
@@ -81,10 +81,15 @@ CONTENT_VIEW = (
 VIEWS = [DOCS_VIEW, CONTENT_VIEW]
 
 
-CREATE_TABLE = (
-    f"CREATE VIRTUAL TABLE IF NOT EXISTS {TABLE} USING fts5({', '.join(COLUMNS)}, "
-    f"content='message_search_content', content_rowid='rid', tokenize='{TOKENIZE}')"
-)
+def _create_table(name: str) -> str:
+    return (
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS {name} USING fts5({', '.join(COLUMNS)}, "
+        f"content='message_search_content', content_rowid='rid', tokenize='{TOKENIZE}')"
+    )
+
+
+CREATE_TABLE = _create_table(TABLE)
+SHADOW_TABLES = tuple(f"{TABLE}_{part}" for part in ("data", "idx", "docsize", "config"))  # what FTS5 keeps
 
 _COLS = ", ".join(COLUMNS)
 
@@ -274,20 +279,33 @@ def build(db: pw.SqliteDatabase) -> None:
     on a new, empty database it costs nothing. One transaction.
     """
     with db.atomic():
+        prepare(db)
+        fill(db.connection(), TABLE)
+        for sql in TRIGGERS:
+            db.execute_sql(sql)
+
+
+def prepare(db: pw.SqliteDatabase) -> None:
+    """What the index is filled from: every thread's subject (`thread_subjects`) and the views."""
+    with db.atomic():
         db.execute_sql("DELETE FROM thread_subjects")
         if db.execute_sql("SELECT 1 FROM messages WHERE subject <> '' LIMIT 1").fetchone() is not None:
             db.execute_sql(THREAD_SUBJECTS_FROM_MESSAGES)
         for sql in VIEWS:
             db.execute_sql(sql)
-        db.execute_sql(CREATE_TABLE)
-        db.execute_sql(f"INSERT INTO {TABLE}({TABLE}, rank) VALUES ('hashsize', ?)", (BULK_HASH_BYTES,))
-        _fill_on_top(db.connection())
-        db.execute_sql(f"INSERT INTO {TABLE}({TABLE}, rank) VALUES ('hashsize', ?)", (DEFAULT_HASH_BYTES,))
-        for sql in TRIGGERS:
-            db.execute_sql(sql)
 
 
-def _fill_on_top(conn: sqlite3.Connection) -> None:
+def fill(conn: sqlite3.Connection, table: str) -> None:
+    """Create the index as ``table`` (``TABLE``, or it in an attached database: `search_beside`)
+    and fill it from the main database's messages (`_fill_on_top`, with a large term buffer).
+    In the caller's transaction; no triggers."""
+    conn.execute(_create_table(table))
+    conn.execute(f"INSERT INTO {table}({TABLE}, rank) VALUES ('hashsize', ?)", (BULK_HASH_BYTES,))
+    _fill_on_top(conn, table)
+    conn.execute(f"INSERT INTO {table}({TABLE}, rank) VALUES ('hashsize', ?)", (DEFAULT_HASH_BYTES,))
+
+
+def _fill_on_top(conn: sqlite3.Connection, table: str) -> None:
     """Fill the (new) index with every live message so that it ends as one segment on the
     top of FTS5's levels, where the small segments that later commits add do not reach it.
 
@@ -309,34 +327,35 @@ def _fill_on_top(conn: sqlite3.Connection) -> None:
     index than 'rebuild' (~1 s at a million). A small index is filled in one statement
     (its merges cost little). Figures: docs/design/decisions.md ("The fold on a large history").
     """
-    conn.execute(f"INSERT INTO {TABLE}({TABLE}) VALUES ('delete-all')")
-    last = conn.execute("SELECT coalesce(max(rowid), 0) FROM messages").fetchone()[0]
+    conn.execute(f"INSERT INTO {table}({TABLE}) VALUES ('delete-all')")
+    last = conn.execute("SELECT coalesce(max(rowid), 0) FROM main.messages").fetchone()[0]
+    add_docs, add_sample = _add_docs(table), _add_sample(table)
     if last < TOP_MIN_MESSAGES:
-        conn.execute(f"{_ADD_DOCS} WHERE 1")
+        conn.execute(f"{add_docs} WHERE 1")
         return
-    _config(conn, automerge=0, crisismerge=FTS5_MAX_CRISISMERGE)
+    _config(conn, table, automerge=0, crisismerge=FTS5_MAX_CRISISMERGE)
     # the sample: rows TOP_SAMPLE, 2 * TOP_SAMPLE, ... (looked up by rowid, no scan)
     every = TOP_SAMPLE
     positions = last // every
     done = min(TOP_FIRST, positions)
-    conn.execute(_ADD_SAMPLE, {"first": every, "step": every, "last": every * done})
+    conn.execute(add_sample, {"first": every, "step": every, "last": every * done})
     while done < positions:
         more = min(positions, done + max(1, done // 2))
-        conn.execute(_ADD_SAMPLE, {"first": every * (done + 1), "step": every, "last": every * more})
-        conn.execute(f"INSERT INTO {TABLE}({TABLE}) VALUES ('optimize')")
+        conn.execute(add_sample, {"first": every * (done + 1), "step": every, "last": every * more})
+        conn.execute(f"INSERT INTO {table}({TABLE}) VALUES ('optimize')")
         done = more
     step = last // LOAD_PIECES + 1
     for low in range(0, last, step):
         conn.execute("SAVEPOINT thrum_index_piece")  # FTS5 writes what it holds as a segment at a savepoint
-        conn.execute(f"{_ADD_DOCS} WHERE d.rid % ? <> 0 AND d.rid > ? AND d.rid <= ?", (every, low, low + step))
+        conn.execute(f"{add_docs} WHERE d.rid % ? <> 0 AND d.rid > ? AND d.rid <= ?", (every, low, low + step))
         conn.execute("RELEASE thrum_index_piece")
-    conn.execute(f"INSERT INTO {TABLE}({TABLE}) VALUES ('optimize')")
-    _config(conn, automerge=DEFAULT_AUTOMERGE, crisismerge=DEFAULT_CRISISMERGE)
+    conn.execute(f"INSERT INTO {table}({TABLE}) VALUES ('optimize')")
+    _config(conn, table, automerge=DEFAULT_AUTOMERGE, crisismerge=DEFAULT_CRISISMERGE)
 
 
-def _config(conn: sqlite3.Connection, **values: int) -> None:
+def _config(conn: sqlite3.Connection, table: str, **values: int) -> None:
     for name, value in values.items():
-        conn.execute(f"INSERT INTO {TABLE}({TABLE}, rank) VALUES (?, ?)", (name, value))
+        conn.execute(f"INSERT INTO {table}({TABLE}, rank) VALUES (?, ?)", (name, value))
 
 
 TOP_MIN_MESSAGES = 20_000  # fewer messages (by rowid): the index is filled in one statement
@@ -346,12 +365,20 @@ LOAD_PIECES = 96  # the segments of the rest: each ~1 % of the index, a third of
 DEFAULT_AUTOMERGE = 4  # FTS5's defaults, put back after the load
 DEFAULT_CRISISMERGE = 16
 FTS5_MAX_CRISISMERGE = 1999
-_ADD_DOCS = f"INSERT INTO {TABLE}(rowid, {_COLS}) SELECT d.rid, {_values()} FROM message_search_docs d"
-_ADD_SAMPLE = (  # rows first, first + step, ... up to last, looked up by rowid
-    "WITH RECURSIVE s(r) AS (SELECT :first WHERE :first <= :last "
-    "UNION ALL SELECT r + :step FROM s WHERE r + :step <= :last) "
-    f"INSERT INTO {TABLE}(rowid, {_COLS}) SELECT d.rid, {_values()} FROM s JOIN message_search_docs d ON d.rid = s.r"
-)
+
+
+def _add_docs(table: str) -> str:
+    return f"INSERT INTO {table}(rowid, {_COLS}) SELECT d.rid, {_values()} FROM main.message_search_docs d"
+
+
+def _add_sample(table: str) -> str:
+    """Rows first, first + step, ... up to last, looked up by rowid."""
+    return (
+        "WITH RECURSIVE s(r) AS (SELECT :first WHERE :first <= :last "
+        "UNION ALL SELECT r + :step FROM s WHERE r + :step <= :last) "
+        f"INSERT INTO {table}(rowid, {_COLS}) SELECT d.rid, {_values()} FROM s "
+        "JOIN main.message_search_docs d ON d.rid = s.r"
+    )
 
 
 def rebuild_index(db: pw.SqliteDatabase) -> None:
