@@ -34,9 +34,9 @@ from typing import Any, Callable, Iterable, Iterator, Protocol
 import peewee as pw
 
 from ..events.ids import now_rfc3339
-from . import chain_fold, database
+from . import chain_fold, database, readahead
 from .fold import FoldResult, fold, load_positions
-from .log import EventLog, LogIssue, Position, ReadResult
+from .log import EventLog, LogIssue, Position
 from .sql import all_rows
 
 log = logging.getLogger(__name__)
@@ -48,6 +48,9 @@ REBUILD_BATCH = 50_000
 # cost the load CPU, 48 MiB memory (docs/design/decisions.md).
 REBUILD_BATCH_BYTES = 24 * 1024 * 1024
 READ_CHUNK = 32 * 1024 * 1024  # bytes of a shard read (and folded) at a time
+# A rebuild of a log this large reads and decodes it in a thread, a batch ahead of the fold
+# (`readahead.ReaderThread`); a smaller one is over before that pays (docs/design/decisions.md).
+READ_AHEAD_BYTES = 16 * 1024 * 1024
 # The connection's settings for the two phases of a rebuild (restored after each). The load
 # writes rows at scattered places of large b-trees: it wants a large page cache. The
 # finishing steps (`database.finish_schema`) read the tables in order and write each index
@@ -119,67 +122,58 @@ def _fold_log(
     keep_applied: bool = True,
     fold_fn: FoldFn | None = None,
     progress: Progress | None = None,
+    reader: str = "here",
 ) -> FoldResult:
+    """Fold the log beyond ``positions`` batch by batch (`readahead.log_batches`), read
+    ``here`` (in this thread, in turn with the fold) or by a ``thread`` one batch ahead
+    (`readahead.ReaderThread`: from the start of the log only, in batches half as large,
+    as two are alive at once)."""
+    assert reader == "here" or not positions, "a reader ahead reads the log from its start"
     total = FoldResult()
-    pending = ReadResult()
-    shards = event_log.shards()
     started = time.perf_counter()
-    total_bytes = sum(_size(event_log, s) for s in shards) if progress is not None else 0
-    done_bytes = 0  # of the shards read to their end
+    sized = progress is not None
+    total_bytes = _log_bytes(event_log) if sized else 0
     events = 0
-
-    batch_bytes = 0  # of the log read into ``pending``
-
-    def flush() -> None:
-        nonlocal pending, events, batch_bytes
-        events += len(pending.records)
-        batch_bytes = 0
-        if pending.records or pending.issues or pending.positions:
-            if fold_fn is None:
-                total.merge(
-                    fold(
-                        db,
-                        pending.records,
-                        issues=pending.issues,
-                        positions=pending.positions,
-                        keep_applied=keep_applied,
+    ahead = reader == "thread"
+    share = 2 if ahead else 1
+    sizes = {"batch_events": max(1, REBUILD_BATCH // share), "batch_bytes": max(1, REBUILD_BATCH_BYTES // share)}
+    source: Any = nullcontext(readahead.log_batches(event_log, positions, **sizes, chunk=READ_CHUNK, sized=sized))
+    if ahead:
+        source = readahead.ReaderThread(event_log, **sizes, chunk=READ_CHUNK, sized=sized).start()
+    with source as batches:
+        for batch in batches:
+            pending = batch.result
+            events += len(pending.records)
+            if pending.records or pending.issues or pending.positions:
+                if fold_fn is None:
+                    total.merge(
+                        fold(
+                            db,
+                            pending.records,
+                            issues=pending.issues,
+                            positions=pending.positions,
+                            keep_applied=keep_applied,
+                        )
                     )
-                )
-            else:
-                total.merge(
-                    fold_fn(
-                        db,
-                        pending.records,
-                        pending.lines,
-                        issues=pending.issues,
-                        positions=pending.positions,
-                        keep_applied=keep_applied,
+                else:
+                    total.merge(
+                        fold_fn(
+                            db,
+                            pending.records,
+                            pending.lines,
+                            issues=pending.issues,
+                            positions=pending.positions,
+                            keep_applied=keep_applied,
+                        )
                     )
-                )
-        pending = ReadResult()
-
-    def report(reading: int) -> None:
-        if progress is not None:
-            read = min(total_bytes, done_bytes + reading)
-            progress("load", events, read, total_bytes, time.perf_counter() - started)
-
-    for shard in shards:
-        pos = positions.get(shard, Position())
-        while True:
-            before = len(pending.records)
-            at_end = event_log.read_shard(shard, pos, pending, max_bytes=READ_CHUNK)
-            new_pos = pending.positions.get(shard, pos)
-            batch_bytes += max(0, new_pos.offset - pos.offset)
-            if len(pending.records) >= REBUILD_BATCH or batch_bytes >= REBUILD_BATCH_BYTES:
-                flush()
-                report(new_pos.offset)
-            if at_end or (new_pos == pos and len(pending.records) == before):
-                break
-            pos = new_pos
-        done_bytes += _size(event_log, shard) if progress is not None else 0
-    flush()
-    report(0)
+            if progress is not None:
+                progress("load", events, min(total_bytes, batch.read), total_bytes, time.perf_counter() - started)
+            del batch, pending  # not kept while the next batch is read
     return total
+
+
+def _log_bytes(event_log: EventLog) -> int:
+    return sum(_size(event_log, s) for s in event_log.shards())
 
 
 def _size(event_log: EventLog, shard: str) -> int:
@@ -196,6 +190,7 @@ def rebuild(
     keep_applied: bool = False,
     fold_fn: FoldFn | None = None,
     progress: Progress | None = None,
+    reader: str = "auto",
 ) -> FoldResult:
     """Drop and recreate every table, then fold the whole log.
 
@@ -205,8 +200,12 @@ def rebuild(
     database without one, which the daemon rebuilds again. The ``kv`` table
     (daemon state that is not in the log) is kept. ``keep_applied``: return the
     applied events in the result (memory grows with the log). ``progress``: told
-    how far it is (`Progress`).
+    how far it is (`Progress`). ``reader``: where the log is read and decoded (`_fold_log`);
+    ``auto``: by a thread one batch ahead of the fold when the log holds at least
+    `READ_AHEAD_BYTES`, in turn with the fold otherwise.
     """
+    if reader == "auto":
+        reader = "thread" if _log_bytes(event_log) >= READ_AHEAD_BYTES else "here"
     kv = _saved_kv(db)
     database.drop_schema(db)
     database.create_tables(db)
@@ -223,7 +222,15 @@ def rebuild(
                     progress(phase, events, done_bytes, total_bytes, elapsed)
 
             with chain_fold.deferred():  # the writers' chains are settled once, after the load
-                total = _fold_log(db, event_log, {}, keep_applied=keep_applied, fold_fn=fold_fn, progress=load_progress)
+                total = _fold_log(
+                    db,
+                    event_log,
+                    {},
+                    keep_applied=keep_applied,
+                    fold_fn=fold_fn,
+                    progress=load_progress,
+                    reader=reader,
+                )
             total.timings = {"load": time.perf_counter() - started, "cpu load": time.process_time() - started_cpu}
             at, at_cpu = time.perf_counter(), time.process_time()
             with db.atomic():
