@@ -35,8 +35,8 @@ class Agent:
     def register(self) -> bytes:
         return self.line(ev.AgentRegister(agent_id=self.name, role="implementer", public_key=self.public.b64))
 
-    def start(self) -> bytes:
-        return self.line(ev.SessionStart(agent_id=self.name, session_id=f"ses_{self.name}"))
+    def start(self, **kw) -> bytes:
+        return self.line(ev.SessionStart(agent_id=self.name, session_id=f"ses_{self.name}", **kw))
 
     def send(self, content: str, *, key=None) -> bytes:
         return self.line(
@@ -102,6 +102,45 @@ def test_a_log_read_ahead_gives_the_projection_of_one_read_in_turn(tmp_path, hos
     sessions = {r[0] for r in serial.execute_sql("SELECT session_id FROM sessions").fetchall()}
     assert "ses_alice" in sessions  # started before her registration was read, applied after
     assert database.schema_version(ahead) == database.SCHEMA_VERSION
+
+
+def test_a_line_held_for_later_makes_the_batches_after_it_judged_with_their_fold(tmp_path, small_batches, monkeypatch):
+    """The reader judges batches ahead while nothing is held; a line dated ahead is held in
+    the database, and from then on each batch is judged with its fold, which takes the held
+    lines come due first, as a rebuild reading in turn does."""
+    alice, bob = Agent("alice"), Agent("bob")
+    root = tmp_path / "log"
+    later = alice.start(timestamp="2099-01-01T00:00:00Z")
+    _write(root, "events/000001.jsonl", [alice.register(), bob.register(), later, bob.start()])
+    _write(root, "messages/alice/000001.jsonl", [alice.send(f"a{i}") for i in range(9)])
+    event_log = EventLog(root)
+    ways = []
+    judged, called = VerifiedFold.apply_judged, VerifiedFold.__call__
+
+    inside = []  # a fold judging its batch itself applies it the same way
+
+    def spy_judged(self, *a, **kw):
+        if not inside:
+            ways.append("ahead")
+        return judged(self, *a, **kw)
+
+    def spy_called(self, *a, **kw):
+        ways.append("with the fold")
+        inside.append(1)
+        try:
+            return called(self, *a, **kw)
+        finally:
+            inside.pop()
+
+    monkeypatch.setattr(VerifiedFold, "apply_judged", spy_judged)
+    monkeypatch.setattr(VerifiedFold, "__call__", spy_called)
+    serial, _ = _rebuilt(tmp_path, event_log, "serial", "here")
+    assert set(ways) == {"with the fold"}
+    ways.clear()
+    ahead, _ = _rebuilt(tmp_path, event_log, "ahead", "thread")
+    assert ways[0] == "ahead" and ways[-1] == "with the fold" and "ahead" not in ways[ways.index("with the fold") :]
+    assert rows(ahead) == rows(serial)
+    assert projection.fold_counts(ahead) == projection.fold_counts(serial) == {"future": 1}
 
 
 def test_progress_is_reported_as_the_batches_come_from_the_reader(tmp_path, hostile_log, small_batches):

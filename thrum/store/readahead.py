@@ -8,12 +8,14 @@ reader made them:
 
 - `log_batches` itself, in the folding thread, in turn with the fold (the daemon's
   catch-ups and small rebuilds).
-- `ReaderThread`: a thread reads and decodes batch N+1 while batch N is judged and
-  folded. Both hold the GIL for their Python, but SQLite lets go of it inside each
+- `ReaderThread`: a thread reads and decodes batch N+1 (and, given a ``judge``, has the
+  trust check judge it: `verified.VerifiedFold.judge_ahead`) while batch N is folded.
+  Both threads hold the GIL for their Python, but SQLite lets go of it inside each
   statement step and each commit, about half of the fold's time: the reader's Python
-  runs then, on the second core. Only the reading moves: the trust check and the fold
-  stay in the folding thread, in the log's order. Two batches are alive at once (the
-  one folded, the one made), so a rebuild reading ahead makes them half as large.
+  runs then, on the second core. Batches are read, judged and folded in the log's order,
+  one after another; only the reading and judging of the next overlaps the fold of the
+  one before. Two batches are alive at once (the one folded, the one made), so a rebuild
+  reading ahead makes them half as large.
 
 A reader process handing over msgpack was measured too, and lost: decoding its frames
 cost the folder ~40 % of decoding the lines, and the whole ~20 % more CPU, for no better
@@ -29,7 +31,7 @@ from __future__ import annotations
 import queue
 import threading
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 from .log import EventLog, Position, ReadResult
 
@@ -47,6 +49,7 @@ class Batch:
 
     result: ReadResult
     read: int = 0
+    judged: Any = None  # the batch judged ahead of its fold (`ReaderThread`'s ``judge``), if it was
 
 
 def log_batches(
@@ -94,10 +97,20 @@ class ReaderThread:
     before it is folded (see the module docstring). `start` it, then iterate it once
     inside ``with``, which stops the thread however the fold ends."""
 
-    def __init__(self, event_log: EventLog, *, batch_events: int, batch_bytes: int, chunk: int, sized: bool):
+    def __init__(
+        self,
+        event_log: EventLog,
+        *,
+        batch_events: int,
+        batch_bytes: int,
+        chunk: int,
+        sized: bool,
+        judge: Callable[[list[tuple[str, dict[str, Any]]], list[bytes]], Any] | None = None,
+    ):
         self._source = log_batches(
             event_log, {}, batch_events=batch_events, batch_bytes=batch_bytes, chunk=chunk, sized=sized
         )
+        self._judge = judge  # judges each batch after reading it (`Batch.judged`), in this thread
         self._wanted = threading.Semaphore(0)  # batches the fold asked for
         self._ready: queue.SimpleQueue[Batch | BaseException | None] = queue.SimpleQueue()
         self._stop = False
@@ -123,6 +136,8 @@ class ReaderThread:
                 if self._stop:
                     return
                 batch = next(self._source, None)
+                if batch is not None and self._judge is not None and batch.result.records:
+                    batch.judged = self._judge(batch.result.records, batch.result.lines)
                 self._ready.put(batch)
                 if batch is None:
                     return

@@ -29,7 +29,7 @@ import logging
 import os
 import time
 from contextlib import contextmanager, nullcontext
-from typing import Any, Callable, Iterable, Iterator, Protocol
+from typing import Any, Callable, Iterable, Iterator, Protocol, runtime_checkable
 
 import peewee as pw
 
@@ -93,6 +93,25 @@ class FoldFn(Protocol):
         """Let go of what a large fold loaded (the verdict memory): a rebuild's load is over."""
 
 
+@runtime_checkable
+class JudgesAhead(Protocol):
+    """A `FoldFn` whose judging can run ahead of its folding (`verified.VerifiedFold`): a
+    rebuild reading ahead has its reader judge each batch (``judge_ahead()``'s judge, which
+    may say None: judge it with its fold) and folds the judged batch (``apply_judged``)."""
+
+    def judge_ahead(self) -> Callable[[list[tuple[str, dict[str, Any]]], list[bytes]], Any]: ...
+
+    def apply_judged(
+        self,
+        db: pw.SqliteDatabase,
+        judged: Any,
+        *,
+        issues: Iterable[LogIssue] = (),
+        positions: dict[str, Position] | None = None,
+        keep_applied: bool = True,
+    ) -> FoldResult: ...
+
+
 class Progress(Protocol):
     """Told how far a rebuild is: ``phase`` is ``load`` (events folded, bytes of the
     log read of ``total_bytes``), then ``indexes`` (query and search indexes being
@@ -127,7 +146,7 @@ def _fold_log(
     """Fold the log beyond ``positions`` batch by batch (`readahead.log_batches`), read
     ``here`` (in this thread, in turn with the fold) or by a ``thread`` one batch ahead
     (`readahead.ReaderThread`: from the start of the log only, in batches half as large,
-    as two are alive at once)."""
+    as two are alive at once), which also judges it when the fold can (`JudgesAhead`)."""
     assert reader == "here" or not positions, "a reader ahead reads the log from its start"
     total = FoldResult()
     started = time.perf_counter()
@@ -139,7 +158,8 @@ def _fold_log(
     sizes = {"batch_events": max(1, REBUILD_BATCH // share), "batch_bytes": max(1, REBUILD_BATCH_BYTES // share)}
     source: Any = nullcontext(readahead.log_batches(event_log, positions, **sizes, chunk=READ_CHUNK, sized=sized))
     if ahead:
-        source = readahead.ReaderThread(event_log, **sizes, chunk=READ_CHUNK, sized=sized).start()
+        judge = fold_fn.judge_ahead() if isinstance(fold_fn, JudgesAhead) else None
+        source = readahead.ReaderThread(event_log, **sizes, chunk=READ_CHUNK, sized=sized, judge=judge).start()
     with source as batches:
         for batch in batches:
             pending = batch.result
@@ -150,6 +170,17 @@ def _fold_log(
                         fold(
                             db,
                             pending.records,
+                            issues=pending.issues,
+                            positions=pending.positions,
+                            keep_applied=keep_applied,
+                        )
+                    )
+                elif batch.judged is not None:
+                    assert isinstance(fold_fn, JudgesAhead)
+                    total.merge(
+                        fold_fn.apply_judged(
+                            db,
+                            batch.judged,
                             issues=pending.issues,
                             positions=pending.positions,
                             keep_applied=keep_applied,
