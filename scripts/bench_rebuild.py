@@ -236,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
         f" {'ev/s (wall)':>12} {'maxrss MiB':>11}"
     )
     for s, rs in runs.items():
+        if not rs:  # --runs 0: the log (and its verdict memory) made, nothing measured
+            continue
         cpu = statistics.median(r["cpu"] for r in rs)
         others = statistics.median(r["cpu"] - r.get("cpu_main", r["cpu"]) for r in rs)
         main = statistics.median(r.get("cpu_main", 0.0) for r in rs)
