@@ -28,7 +28,7 @@ import gc
 import logging
 import os
 import time
-from contextlib import ExitStack, contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext
 from typing import Any, Callable, Iterable, Iterator, Protocol, runtime_checkable
 
 import peewee as pw
@@ -160,11 +160,8 @@ def _fold_log(
     if ahead:
         judge = fold_fn.judge_ahead() if isinstance(fold_fn, JudgesAhead) else None
         source = readahead.ReaderThread(event_log, **sizes, chunk=READ_CHUNK, sized=sized, judge=judge).start()
-    with source as batches, ExitStack() as pair:
-        for i, batch in enumerate(batches):
-            if ahead and i % 2 == 0:  # two half batches, one transaction: as many commits as reading in turn
-                pair.close()
-                pair.enter_context(db.atomic())
+    with source as batches:
+        for batch in batches:
             pending = batch.result
             events += len(pending.records)
             if pending.records or pending.issues or pending.positions:
