@@ -13,6 +13,11 @@ before/after runs can be interleaved on one log:
     python scripts/bench_rebuild.py --data-dir /tmp/rb --events 1000000 --runs 3
     python scripts/bench_rebuild.py --data-dir /tmp/rb --reuse --src /path/to/old/checkout --src . --runs 3
 
+``--reader here --reader thread`` runs each checkout's rebuild both ways (`projection.rebuild`'s
+``reader``: the log read in turn with the fold, or a batch ahead by a thread); CPU is given
+for the whole process and for the folding thread alone (the reader thread is most of the
+rest): on an idle two-core machine the wall time is bounded by the busier thread.
+
 A child prints one JSON line; the parent prints a table of the medians per checkout.
 Each run's line also gives the peak memory of each phase (``mem``: the largest RSS seen
 while the phase ran, and of it the anonymous memory, i.e. the heap, SQLite's page cache and
@@ -23,6 +28,7 @@ sorter, and the file-backed pages, i.e. the database read through ``mmap``), sam
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import resource
@@ -94,7 +100,7 @@ def _status_mib() -> tuple[float, float, float]:
     return found.get("VmRSS", 0.0), found.get("RssAnon", 0.0), found.get("RssFile", 0.0)
 
 
-def child(src: str, data: Path, kind: str) -> None:
+def child(src: str, data: Path, kind: str, reader: str = "") -> None:
     """One rebuild, in this process; prints its figures as one JSON line."""
     sys.path.insert(0, src)
     import gc
@@ -119,11 +125,15 @@ def child(src: str, data: Path, kind: str) -> None:
     gc.collect()
     sampler = MemorySampler()
     sampler.start()
-    t, cpu = time.perf_counter(), time.process_time()
+    t, cpu, main = time.perf_counter(), time.process_time(), time.thread_time()
     result = projection.rebuild(
-        db, EventLog(data / "log"), fold_fn=fold_fn, progress=lambda phase, *_: sampler.mark(phase)
+        db,
+        EventLog(data / "log"),
+        fold_fn=fold_fn,
+        progress=lambda phase, *_: sampler.mark(phase),
+        **({"reader": reader} if reader and "reader" in inspect.signature(projection.rebuild).parameters else {}),
     )
-    wall, cpu = time.perf_counter() - t, time.process_time() - cpu
+    wall, cpu, main = time.perf_counter() - t, time.process_time() - cpu, time.thread_time() - main
     sampler.done.set()
     sampler.join()
     db.close()
@@ -134,7 +144,8 @@ def child(src: str, data: Path, kind: str) -> None:
         json.dumps(
             {
                 "wall": wall,
-                "cpu": cpu,
+                "cpu": cpu,  # this process's threads (the rebuild's, a reader thread, the sampler)
+                "cpu_main": main,  # the thread that folds
                 "maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                 "db_mib": size / 2**20,
                 "refused": result.refused,
@@ -147,8 +158,9 @@ def child(src: str, data: Path, kind: str) -> None:
     )
 
 
-def run_child(src: str, data: Path, kind: str) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--child", src, str(data), kind], capture_output=True, text=True)
+def run_child(src: str, data: Path, kind: str, reader: str = "") -> dict:
+    argv = [sys.executable, __file__, "--child", src, str(data), kind] + ([reader] if reader else [])
+    out = subprocess.run(argv, capture_output=True, text=True)
     if out.returncode != 0:
         raise SystemExit(f"a rebuild from {src} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -175,10 +187,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--kind", default="remembered", choices=["remembered", "first", "plain"], help="the rebuild to measure"
     )
-    p.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    p.add_argument(
+        "--reader",
+        action="append",
+        choices=["auto", "here", "thread"],
+        help="where the log is read and decoded (`projection.rebuild`'s reader; repeat to compare)",
+    )
+    p.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
-        child(args.child[0], Path(args.child[1]), args.child[2])
+        child(args.child[0], Path(args.child[1]), args.child[2], *args.child[3:])
         return 0
     if not args.data_dir:
         p.error("--data-dir is required")
@@ -190,28 +208,46 @@ def main(argv: list[str] | None = None) -> int:
     srcs = [str(Path(s).resolve()) for s in (args.src or [str(ROOT)])]
     if args.kind == "remembered" and not (data / "verified-lines").exists():
         run_child(srcs[0], data, "first")  # leaves the verdict memory the usual rebuild reads
-    runs: dict[str, list[dict]] = {s: [] for s in srcs}
+
+    def readers(src: str) -> list[str]:  # a checkout from before the choice of reader: its one way
+        return (args.reader or [""]) if (Path(src) / "thrum/store/readahead.py").exists() else [""]
+
+    runs: dict[str, list[dict]] = {f"{s} {r}".strip(): [] for s in srcs for r in readers(s)}
     for i in range(args.runs):
         for s in srcs:
-            r = run_child(s, data, args.kind)
-            runs[s].append(r)
-            print(
-                f"run {i + 1} {s}: cpu {r['cpu']:.1f} s, wall {r['wall']:.1f} s, "
-                f"maxrss {r['maxrss_mib']:,.0f} MiB, " + ", ".join(f"{k} {v:.1f}" for k, v in r["timings"].items()),
-                flush=True,
-            )
-            print(
-                "  peak MiB (rss = anon + file): "
-                + ", ".join(f"{k} {v[0]:,.0f} = {v[1]:,.0f} + {v[2]:,.0f}" for k, v in r.get("mem", {}).items()),
-                flush=True,
-            )
+            for reader in readers(s):
+                r = run_child(s, data, args.kind, reader)
+                runs[f"{s} {reader}".strip()].append(r)
+                print(
+                    f"run {i + 1} {s} {reader}: cpu {r['cpu']:.1f} s (folding thread {r.get('cpu_main', 0):.1f}), "
+                    f"other threads {r['cpu'] - r.get('cpu_main', r['cpu']):.1f} s, wall {r['wall']:.1f} s, "
+                    f"maxrss {r['maxrss_mib']:,.0f} MiB, "
+                    + ", ".join(f"{k} {v:.1f}" for k, v in r["timings"].items() if not k.startswith("index ")),
+                    flush=True,
+                )
+                print(
+                    "  peak MiB (rss = anon + file): "
+                    + ", ".join(f"{k} {v[0]:,.0f} = {v[1]:,.0f} + {v[2]:,.0f}" for k, v in r.get("mem", {}).items()),
+                    flush=True,
+                )
     print(f"\nrebuild ({args.kind}) of {lines:,} log lines, median of {args.runs}:")
-    print(f"{'checkout':<40} {'CPU s':>8} {'wall s':>8} {'ev/s (wall)':>12} {'ev/s (CPU)':>12} {'maxrss MiB':>11}")
+    print(
+        f"{'checkout (reader)':<40} {'CPU s':>8} {'folding':>8} {'others':>8} {'wall s':>8} {'load s':>7}"
+        f" {'ev/s (wall)':>12} {'maxrss MiB':>11}"
+    )
     for s, rs in runs.items():
+        if not rs:  # --runs 0: the log (and its verdict memory) made, nothing measured
+            continue
         cpu = statistics.median(r["cpu"] for r in rs)
+        others = statistics.median(r["cpu"] - r.get("cpu_main", r["cpu"]) for r in rs)
+        main = statistics.median(r.get("cpu_main", 0.0) for r in rs)
         wall = statistics.median(r["wall"] for r in rs)
+        load = statistics.median(r["timings"].get("load", 0.0) for r in rs)
         rss = max(r["maxrss_mib"] for r in rs)
-        print(f"{s[-40:]:<40} {cpu:8.1f} {wall:8.1f} {lines / wall:12,.0f} {lines / cpu:12,.0f} {rss:11,.0f}")
+        print(
+            f"{s[-40:]:<40} {cpu:8.1f} {main:8.1f} {others:8.1f} {wall:8.1f} {load:7.1f}"
+            f" {lines / wall:12,.0f} {rss:11,.0f}"
+        )
     return 0
 
 

@@ -83,6 +83,9 @@ LONG_MODULES: dict[str, str] = {
     "thrum/events/schema.py": "the event schema, one declaration per event type in one place (issue 29: the "
     "schema lives in one declarative place); the pattern checks its __post_init__s share (`_Known`, `_real_day`, "
     "the compiled patterns) are the piece to move out if it grows",
+    "thrum/store/verified.py": "the trust check's one way into the projection: judging a batch (the lines that "
+    "wait, the facts, the verdict memory) and folding what was judged, two steps so a rebuild can judge ahead "
+    "(issue 29); the team facts' part (rejudging, priming, lines written here) is the piece to move out if it grows",
 }
 
 # Private names imported across modules, each with its reason. Keep this list empty.

@@ -84,3 +84,31 @@ async def test_a_rebuild_whose_search_index_fails_beside_leaves_the_old_projecti
         assert database.schema_version(writer.db) == database.SCHEMA_VERSION
     finally:
         writer.db.close()
+
+
+async def test_a_rebuild_whose_log_reader_fails_is_never_swapped_in(db, tmp_log, tmp_path, monkeypatch):
+    """The daemon's rebuild reads a large log ahead in a thread; when that reader fails (an
+    unreadable segment), the rebuild says why and the old projection goes on serving."""
+    from thrum.store import readahead, rebuild
+    from thrum.store.log import EventLog
+
+    e = Events()
+    creates = [e.create("alice", f"note {i}", mentions=["bob"]) for i in range(30)]
+    tmp_log.append([d for _, d in [e.register("alice", "dev"), e.register("bob", "qa"), *creates]])
+    projection.catch_up(db, tmp_log)
+    expected = queries.list_messages(db, viewer="bob", page_size=100)
+    read_shard = EventLog.read_shard
+
+    def failing(self, shard, pos, result, **kw):
+        if shard.startswith("messages/"):
+            raise OSError(5, "Input/output error")
+        return read_shard(self, shard, pos, result, **kw)
+
+    monkeypatch.setattr(rebuild, "READ_AHEAD_BYTES", 1)  # this small log is read ahead too
+    monkeypatch.setattr(EventLog, "read_shard", failing)
+    writer = Writer(db, tmp_log, fold_lines=GatedFold(), db_path=tmp_path / "messages.db")
+    writer.fold_lines.gate.set()
+    with pytest.raises(readahead.ReaderFailed, match="Input/output error"):
+        await writer.view.rebuild("a test asked for it")
+    assert writer.view.rebuilds == 0 and writer.db is db and not writer.view.rebuilding
+    assert await writer.read(queries.list_messages, viewer="bob", page_size=100) == expected

@@ -16,6 +16,9 @@ Rules (part of the projection's rules, `thrum.store.projection`):
   phase, and every few seconds while its indexes are built, so that whoever waits
   for it (``thrum init`` on a large history) can show a rate and an estimate
   instead of silence.
+- A rebuild of a large log reads, decodes and judges each batch in a thread while the
+  batch before is folded (`readahead.ReaderThread`, `JudgesAhead`): the same batches in
+  the same order, half as large (two are alive at once).
 - A rebuild's load and its finishing steps each run with their own connection
   settings (`LOAD_PRAGMAS`, `FINISH_PRAGMAS`: cache, sorter, map), put back after;
   with batches bounded in bytes too, that keeps its peak memory under 1 GiB at a
@@ -29,14 +32,14 @@ import logging
 import os
 import time
 from contextlib import contextmanager, nullcontext
-from typing import Any, Callable, Iterable, Iterator, Protocol
+from typing import Any, Callable, Iterable, Iterator, Protocol, runtime_checkable
 
 import peewee as pw
 
 from ..events.ids import now_rfc3339
-from . import chain_fold, database
+from . import chain_fold, database, readahead
 from .fold import FoldResult, fold, load_positions
-from .log import EventLog, LogIssue, Position, ReadResult
+from .log import EventLog, LogIssue, Position
 from .sql import all_rows
 
 log = logging.getLogger(__name__)
@@ -48,6 +51,9 @@ REBUILD_BATCH = 50_000
 # cost the load CPU, 48 MiB memory (docs/design/decisions.md).
 REBUILD_BATCH_BYTES = 24 * 1024 * 1024
 READ_CHUNK = 32 * 1024 * 1024  # bytes of a shard read (and folded) at a time
+# A rebuild of a log this large reads and decodes it in a thread, a batch ahead of the fold
+# (`readahead.ReaderThread`); a smaller one is over before that pays (docs/design/decisions.md).
+READ_AHEAD_BYTES = 16 * 1024 * 1024
 # The connection's settings for the two phases of a rebuild (restored after each). The load
 # writes rows at scattered places of large b-trees: it wants a large page cache. The
 # finishing steps (`database.finish_schema`) read the tables in order and write each index
@@ -90,6 +96,25 @@ class FoldFn(Protocol):
         """Let go of what a large fold loaded (the verdict memory): a rebuild's load is over."""
 
 
+@runtime_checkable
+class JudgesAhead(Protocol):
+    """A `FoldFn` whose judging can run ahead of its folding (`verified.VerifiedFold`): a
+    rebuild reading ahead has its reader judge each batch (``judge_ahead()``'s judge, which
+    may say None: judge it with its fold) and folds the judged batch (``apply_judged``)."""
+
+    def judge_ahead(self) -> Callable[[list[tuple[str, dict[str, Any]]], list[bytes]], Any]: ...
+
+    def apply_judged(
+        self,
+        db: pw.SqliteDatabase,
+        judged: Any,
+        *,
+        issues: Iterable[LogIssue] = (),
+        positions: dict[str, Position] | None = None,
+        keep_applied: bool = True,
+    ) -> FoldResult: ...
+
+
 class Progress(Protocol):
     """Told how far a rebuild is: ``phase`` is ``load`` (events folded, bytes of the
     log read of ``total_bytes``), then ``indexes`` (query and search indexes being
@@ -119,67 +144,70 @@ def _fold_log(
     keep_applied: bool = True,
     fold_fn: FoldFn | None = None,
     progress: Progress | None = None,
+    reader: str = "here",
 ) -> FoldResult:
+    """Fold the log beyond ``positions`` batch by batch (`readahead.log_batches`), read
+    ``here`` (in this thread, in turn with the fold) or by a ``thread`` one batch ahead
+    (`readahead.ReaderThread`: from the start of the log only, in batches half as large,
+    as two are alive at once), which also judges it when the fold can (`JudgesAhead`)."""
+    assert reader == "here" or not positions, "a reader ahead reads the log from its start"
     total = FoldResult()
-    pending = ReadResult()
-    shards = event_log.shards()
     started = time.perf_counter()
-    total_bytes = sum(_size(event_log, s) for s in shards) if progress is not None else 0
-    done_bytes = 0  # of the shards read to their end
+    sized = progress is not None
+    total_bytes = _log_bytes(event_log) if sized else 0
     events = 0
-
-    batch_bytes = 0  # of the log read into ``pending``
-
-    def flush() -> None:
-        nonlocal pending, events, batch_bytes
-        events += len(pending.records)
-        batch_bytes = 0
-        if pending.records or pending.issues or pending.positions:
-            if fold_fn is None:
-                total.merge(
-                    fold(
-                        db,
-                        pending.records,
-                        issues=pending.issues,
-                        positions=pending.positions,
-                        keep_applied=keep_applied,
+    ahead = reader == "thread"
+    share = 2 if ahead else 1
+    sizes = {"batch_events": max(1, REBUILD_BATCH // share), "batch_bytes": max(1, REBUILD_BATCH_BYTES // share)}
+    source: Any = nullcontext(readahead.log_batches(event_log, positions, **sizes, chunk=READ_CHUNK, sized=sized))
+    if ahead:
+        judge = fold_fn.judge_ahead() if isinstance(fold_fn, JudgesAhead) else None
+        source = readahead.ReaderThread(event_log, **sizes, chunk=READ_CHUNK, sized=sized, judge=judge).start()
+    with source as batches:
+        for batch in batches:
+            pending = batch.result
+            events += len(pending.records)
+            if pending.records or pending.issues or pending.positions:
+                if fold_fn is None:
+                    total.merge(
+                        fold(
+                            db,
+                            pending.records,
+                            issues=pending.issues,
+                            positions=pending.positions,
+                            keep_applied=keep_applied,
+                        )
                     )
-                )
-            else:
-                total.merge(
-                    fold_fn(
-                        db,
-                        pending.records,
-                        pending.lines,
-                        issues=pending.issues,
-                        positions=pending.positions,
-                        keep_applied=keep_applied,
+                elif batch.judged is not None:
+                    assert isinstance(fold_fn, JudgesAhead)
+                    total.merge(
+                        fold_fn.apply_judged(
+                            db,
+                            batch.judged,
+                            issues=pending.issues,
+                            positions=pending.positions,
+                            keep_applied=keep_applied,
+                        )
                     )
-                )
-        pending = ReadResult()
-
-    def report(reading: int) -> None:
-        if progress is not None:
-            read = min(total_bytes, done_bytes + reading)
-            progress("load", events, read, total_bytes, time.perf_counter() - started)
-
-    for shard in shards:
-        pos = positions.get(shard, Position())
-        while True:
-            before = len(pending.records)
-            at_end = event_log.read_shard(shard, pos, pending, max_bytes=READ_CHUNK)
-            new_pos = pending.positions.get(shard, pos)
-            batch_bytes += max(0, new_pos.offset - pos.offset)
-            if len(pending.records) >= REBUILD_BATCH or batch_bytes >= REBUILD_BATCH_BYTES:
-                flush()
-                report(new_pos.offset)
-            if at_end or (new_pos == pos and len(pending.records) == before):
-                break
-            pos = new_pos
-        done_bytes += _size(event_log, shard) if progress is not None else 0
-    flush()
-    report(0)
+                else:
+                    total.merge(
+                        fold_fn(
+                            db,
+                            pending.records,
+                            pending.lines,
+                            issues=pending.issues,
+                            positions=pending.positions,
+                            keep_applied=keep_applied,
+                        )
+                    )
+            if progress is not None:
+                progress("load", events, min(total_bytes, batch.read), total_bytes, time.perf_counter() - started)
+            del batch, pending  # not kept while the next batch is read
     return total
+
+
+def _log_bytes(event_log: EventLog) -> int:
+    return sum(_size(event_log, s) for s in event_log.shards())
 
 
 def _size(event_log: EventLog, shard: str) -> int:
@@ -196,6 +224,7 @@ def rebuild(
     keep_applied: bool = False,
     fold_fn: FoldFn | None = None,
     progress: Progress | None = None,
+    reader: str = "auto",
 ) -> FoldResult:
     """Drop and recreate every table, then fold the whole log.
 
@@ -205,8 +234,12 @@ def rebuild(
     database without one, which the daemon rebuilds again. The ``kv`` table
     (daemon state that is not in the log) is kept. ``keep_applied``: return the
     applied events in the result (memory grows with the log). ``progress``: told
-    how far it is (`Progress`).
+    how far it is (`Progress`). ``reader``: where the log is read and decoded (`_fold_log`);
+    ``auto``: by a thread one batch ahead of the fold when the log holds at least
+    `READ_AHEAD_BYTES`, in turn with the fold otherwise.
     """
+    if reader == "auto":
+        reader = "thread" if _log_bytes(event_log) >= READ_AHEAD_BYTES else "here"
     kv = _saved_kv(db)
     database.drop_schema(db)
     database.create_tables(db)
@@ -223,7 +256,15 @@ def rebuild(
                     progress(phase, events, done_bytes, total_bytes, elapsed)
 
             with chain_fold.deferred():  # the writers' chains are settled once, after the load
-                total = _fold_log(db, event_log, {}, keep_applied=keep_applied, fold_fn=fold_fn, progress=load_progress)
+                total = _fold_log(
+                    db,
+                    event_log,
+                    {},
+                    keep_applied=keep_applied,
+                    fold_fn=fold_fn,
+                    progress=load_progress,
+                    reader=reader,
+                )
             total.timings = {"load": time.perf_counter() - started, "cpu load": time.process_time() - started_cpu}
             at, at_cpu = time.perf_counter(), time.process_time()
             with db.atomic():
@@ -241,7 +282,8 @@ def rebuild(
                     progress("indexes", folded, 0, 0, now - started)
 
             with _pragmas(db, FINISH_PRAGMAS), _heartbeat(db, finishing) if progress else nullcontext():
-                database.finish_schema(db, compute_counters=True, timings=total.timings)
+                alive = (lambda: finishing(time.perf_counter())) if progress else None  # (waiting for the search index)
+                database.finish_schema(db, compute_counters=True, timings=total.timings, alive=alive)
             if progress is not None:
                 progress("done", folded, 0, 0, time.perf_counter() - started)
             if kv:

@@ -11,6 +11,7 @@ are signed by it and folded directly by the writer.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable
 
@@ -31,10 +32,18 @@ from .retired import signed_with
 
 log = logging.getLogger(__name__)
 
-__all__ = ["VerifiedFold"]
+__all__ = ["Judged", "VerifiedFold"]
 
 LOAD_MEMORY_AT = 2_000  # lines in one fold from which reading the verdict memory pays off
 PENDING_BYTES = 32 * 1024 * 1024  # lines of unknown signers kept to judge again (and at most 100,000)
+
+
+@dataclass
+class Judged:
+    """A batch judged (`VerifiedFold.judge_ahead`), to be folded by `VerifiedFold.apply_judged`."""
+
+    verdict: Verdict
+    resolved: list[str]  # keys of the lines kept before that this batch judged again
 
 
 class VerifiedFold:
@@ -86,10 +95,15 @@ class VerifiedFold:
         keep_applied: bool = True,
     ) -> projection.FoldResult:
         """Fold lines read back from the log (start-up, catch-up, rebuild)."""
-        remembered = self.memory.known()
-        if remembered is None and len(lines) >= LOAD_MEMORY_AT:
-            remembered = self.memory.load()  # a rebuild or a long catch-up: hash and look up, not verify
-        return self._fold(db, records, lines, remembered, issues=issues, positions=positions, keep_applied=keep_applied)
+        return self._fold(
+            db,
+            records,
+            lines,
+            self._remembered(len(lines)),
+            issues=issues,
+            positions=positions,
+            keep_applied=keep_applied,
+        )
 
     def received(
         self,
@@ -126,9 +140,51 @@ class VerifiedFold:
         keep_applied: bool,
         received: bool = False,
     ) -> projection.FoldResult:
+        due = self._take_due(db)
+        judged = self._judge(records, lines, remembered, due, received=received)
+        return self.apply_judged(db, judged, issues=issues, positions=positions, keep_applied=keep_applied)
+
+    def judge_ahead(self) -> Callable[[list[tuple[str, dict[str, Any]]], list[bytes]], Judged | None]:
+        """For a rebuild reading its log ahead (`readahead.ReaderThread`): a judge of each
+        next batch, called in the reader's thread while the batch before is folded; its
+        `Judged` goes to `apply_judged`, in the log's order. The judging is this fold's own
+        state (keys, lines waiting, facts, the verdict memory); what it needs of the
+        database is the held lines come due, and a rebuild starts with none: once a batch
+        holds a line (dated ahead), the judge says None for every batch after it, which
+        are then judged with their fold (`__call__`), exactly as without reading ahead."""
+        holding = False
+
+        def judge(records: list[tuple[str, dict[str, Any]]], lines: list[bytes]) -> Judged | None:
+            nonlocal holding
+            if holding:
+                return None
+            judged = self._judge(records, lines, self._remembered(len(lines)), ([], []))
+            holding = bool(judged.verdict.future)
+            return judged
+
+        return judge
+
+    def _remembered(self, lines: int) -> set[bytes] | None:
+        remembered = self.memory.known()
+        if remembered is None and lines >= LOAD_MEMORY_AT:
+            remembered = self.memory.load()  # a rebuild or a long catch-up: hash and look up, not verify
+        return remembered
+
+    def _judge(
+        self,
+        records: list[tuple[str, dict[str, Any]]],
+        lines: list[bytes],
+        remembered: set[bytes] | None,
+        due: tuple[list[str], list[Candidate]],
+        *,
+        received: bool = False,
+    ) -> Judged:
+        """The verdict on a batch (and the held lines come due), with what it changes of
+        this fold's state (lines kept to judge again, facts, the verdict memory)."""
         assert len(records) == len(lines)
         candidates = [Candidate(shard, line, d) for (shard, d), line in zip(records, lines)]
-        resolved: list[str] = self._take_due(db, candidates)
+        resolved: list[str] = list(due[0])
+        candidates += due[1]
         retried: set[int] = set()  # lines judged again in this fold (kept from earlier ones)
         verdict = self.verifier.check(candidates, remembered)
         if self.unblocked_by_writes:  # facts this daemon wrote since the last fold
@@ -150,6 +206,19 @@ class VerifiedFold:
         if received:
             self._note_conflicts(verdict, retried)
         self.memory.remember(verdict.fresh)
+        return Judged(verdict, resolved)
+
+    def apply_judged(
+        self,
+        db: pw.SqliteDatabase,
+        judged: Judged,
+        *,
+        issues: Iterable[LogIssue] = (),
+        positions: dict[str, Position] | None = None,
+        keep_applied: bool = True,
+    ) -> projection.FoldResult:
+        """Fold a judged batch: its accepted lines applied, the others recorded (`judge_ahead`)."""
+        verdict = judged.verdict
         refused = [(r.kind, r.shard, r.event_id, r.reason) for r in verdict.rejected]
         held = self._held_rows(db, verdict.future)
         refused += [
@@ -175,7 +244,7 @@ class VerifiedFold:
             positions=positions,
             keep_applied=keep_applied,
             refused=refused,
-            resolved=resolved,
+            resolved=judged.resolved,
             held=[row for _, row in held if row is not None],
         )
 
@@ -213,17 +282,17 @@ class VerifiedFold:
         at = held_lines.next_due(db)
         return None if at is None else at / 1000 - self.verifier.skew_s
 
-    def _take_due(self, db: pw.SqliteDatabase, candidates: list[Candidate]) -> list[str]:
-        """Add the held lines whose time has come to ``candidates``; their keys (let go of
-        in the fold's transaction)."""
-        keys = []
+    def _take_due(self, db: pw.SqliteDatabase) -> tuple[list[str], list[Candidate]]:
+        """The held lines whose time has come: their keys (let go of in the fold's
+        transaction) and the lines, to be judged with the batch."""
+        keys, candidates = [], []
         for key, shard, line in held_lines.due(db, self.verifier.horizon_ms()):
             keys.append(key)
             try:
                 candidates.append(Candidate(shard, line, ev.decode_line(line)))
             except ev.MalformedEvent:
                 continue  # it decoded when it was held; a newer rule refuses it: nothing to apply
-        return keys
+        return keys, candidates
 
     def _held_rows(
         self, db: pw.SqliteDatabase, future: list[tuple[Candidate, int]]
