@@ -31,6 +31,7 @@ from .gitstore.api import EMPTY_TREE, GitStore, Kind, Oid, Signature, commit_obj
 from .gitstore.gitlib import discover
 from .gitstore.libgit2 import LibGit2Store
 from .merge.shard import merge_shard
+from .checkout import write_log_files
 from .transport.callbacks import SyncCallbacks
 from .trees import LayoutTrees
 
@@ -251,19 +252,13 @@ def _add_worktree_without_checkout(store: LibGit2Store, name: str, path: Path) -
     _materialise(wt, path)
 
 
-def _materialise(wt: LibGit2Store, path: Path, batch: int = 256) -> None:
-    """Write the log files of the worktree's HEAD tree (nothing else) and index them."""
+def _materialise(wt: LibGit2Store, path: Path) -> None:
+    """Write the log files of the worktree's HEAD tree (nothing else) and index them
+    (`thrum.sync.checkout`: on two cores when they are many)."""
     trees = LayoutTrees(wt)
     head = wt.ref("HEAD")
     tree = wt.commit(head).tree if head is not None else EMPTY_TREE
-    files = trees.log_files(tree)
-    index: dict[str, tuple[Oid, os.stat_result]] = {}
-    for i in range(0, len(files), batch):
-        part = files[i : i + batch]
-        stats = durable.write_batch(path, [(p, wt.read(leaf.oid)[1]) for p, leaf in part])
-        for (p, leaf), st in zip(part, stats):
-            index[p] = (leaf.oid, st)
-    wt.rewrite_index(index)
+    wt.rewrite_index(write_log_files(lambda oid: wt.read(oid)[1], path, trees.log_files(tree)))
     ignored = trees.ignored(tree)
     if ignored:
         log.warning(
