@@ -225,9 +225,13 @@ def test_is_git_repo_true_for_checkout_bare_and_subdir(tmp_path):
     assert is_git_repo(tmp_path / "r" / "sub")
 
 
-def _attach_to_many_files(tmp_path: Path, monkeypatch, *, python: str | None = None) -> tuple[Path, dict[str, bytes]]:
+def _attach_to_many_files(
+    tmp_path: Path, monkeypatch, *, python: str | None = None, reports: list | None = None
+) -> tuple[Path, dict[str, bytes]]:
     """B attaches to a remote whose a-sync holds 9 segment files over 4 streams, with the
-    checkout split between two processes from 4 files on (a large history's path)."""
+    checkout split between two processes from 4 files on (a large history's path); its
+    progress reports go to ``reports``."""
+    reports = reports if reports is not None else []
     from thrum.sync import checkout
 
     pair = make_replicas(tmp_path, 2)
@@ -244,9 +248,10 @@ def _attach_to_many_files(tmp_path: Path, monkeypatch, *, python: str | None = N
     if python is not None:
         real = checkout.write_log_files
         monkeypatch.setattr(
-            "thrum.sync.worktree.write_log_files", lambda read, root, found: real(read, root, found, python=python)
+            "thrum.sync.worktree.write_log_files",
+            lambda read, root, found, progress: real(read, root, found, progress=progress, python=python),
         )
-    return ensure_sync_worktree(pair.b), files
+    return ensure_sync_worktree(pair.b, progress=reports.append), files
 
 
 def _checked_out(wt: Path, files: dict[str, bytes]) -> None:
@@ -261,9 +266,14 @@ def _checked_out(wt: Path, files: dict[str, bytes]) -> None:
 
 def test_a_large_attach_is_checked_out_by_two_processes_as_by_one(tmp_path, monkeypatch, caplog):
     caplog.set_level("INFO", logger="thrum.sync.checkout")
-    wt, files = _attach_to_many_files(tmp_path, monkeypatch)
+    reports: list = []
+    wt, files = _attach_to_many_files(tmp_path, monkeypatch, reports=reports)
     _checked_out(wt, files)
     assert "checked out 9 log files (5 by a second process)" in caplog.text
+    # what `thrum init` shows: the fetch, then the checkout up to every file
+    assert reports[0] == {"phase": "fetch", "remote": "origin"}
+    assert [r["phase"] for r in reports[1:]] == ["checkout"] * (len(reports) - 1)
+    assert reports[-1]["done"] == reports[-1]["files"] == 9
 
 
 def test_a_failed_second_checkout_process_costs_no_file(tmp_path, monkeypatch, caplog):

@@ -44,11 +44,18 @@ Index = dict[str, tuple[Oid, os.stat_result]]
 
 
 def write_log_files(
-    read: Callable[[Oid], bytes], root: Path, files: Files, *, python: str = sys.executable
+    read: Callable[[Oid], bytes],
+    root: Path,
+    files: Files,
+    *,
+    progress: Callable[[int], None] | None = None,
+    python: str = sys.executable,
 ) -> Index:
     """Write ``files`` (path, blob) under ``root``; the index entries of what was written.
 
-    ``read``: a blob's content by id. ``python``: the interpreter the second process runs on.
+    ``read``: a blob's content by id. ``progress``: told after each batch about how many
+    files are written (this process's share scaled to all: the second process writes
+    alongside at the same pace). ``python``: the interpreter the second process runs on.
 
     Raises:
         UnsafePath: a directory on the way is a link or not a directory (`thrum.durable`).
@@ -63,13 +70,15 @@ def write_log_files(
             mine, theirs = files[:half], files[half:]
     helped = 0
     try:
-        _write(read, root, mine, index)
+        _write(read, root, mine, index, progress, len(files) / max(1, len(mine)))
         if helper is not None:
             done, helper = _finished(helper, len(theirs)), None
             if done and _stat_into(root, theirs, index):
                 helped = len(theirs)
             else:
                 _write(read, root, theirs, index)
+        if progress is not None:
+            progress(len(files))
     finally:
         if helper is not None:  # this half failed: the helper's work is not wanted
             helper.kill()
@@ -78,11 +87,20 @@ def write_log_files(
     return index
 
 
-def _write(read: Callable[[Oid], bytes], root: Path, files: Files, index: Index) -> None:
+def _write(
+    read: Callable[[Oid], bytes],
+    root: Path,
+    files: Files,
+    index: Index,
+    progress: Callable[[int], None] | None = None,
+    scale: float = 1.0,
+) -> None:
     for i in range(0, len(files), BATCH):
         part = files[i : i + BATCH]
         for (path, leaf), st in zip(part, durable.write_batch(root, [(p, read(leaf.oid)) for p, leaf in part])):
             index[path] = (leaf.oid, st)
+        if progress is not None and i + BATCH < len(files):
+            progress(int((i + BATCH) * scale))
 
 
 def _start(root: Path, files: Files, python: str) -> subprocess.Popen[bytes] | None:
