@@ -26,8 +26,10 @@ Each run is a new machine B, as a person joins:
    (≤ 30 s at 1,000,000 events).**
 
 Then B's daemon is stopped and B removed. Prints per run the clone and init times, the
-init's rate (events per second of the whole init), the peak RSS of B's daemon and the
-last progress line the terminal showed; then the medians.
+init's rate (events per second of the whole init), the CPU time of the command itself
+(the fetch and the checkout, its checkout helper included) and of B's daemon until it
+listened (its start and first rebuild): what a busy machine changes least; the peak RSS
+of B's daemon and the last progress line the terminal showed; then the medians.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from __future__ import annotations
 import argparse
 import os
 import pty
+import resource
 import shutil
 import statistics
 import subprocess
@@ -159,6 +162,16 @@ def run_init(repo: Path, tty: bool) -> tuple[int, str, str]:
     return proc.wait(timeout=3600), out.decode(), err.decode(errors="replace")
 
 
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU time of a live process (B's daemon is not our child), from /proc."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, TypeError, ValueError, IndexError):
+        return float("nan")
+
+
 def one_machine(remote: Path, base: Path, n: int, tty: bool, events: int, fetch: bool = False) -> dict:
     from thrum import lifecycle
     from thrum.paths import resolve
@@ -169,12 +182,15 @@ def one_machine(remote: Path, base: Path, n: int, tty: bool, events: int, fetch:
     clone_main_only(remote, b_dir, without_history=fetch)
     cloned = time.perf_counter() - t
     t = time.perf_counter()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     code, out, err = run_init(b_dir, tty)
     init = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if code != 0:
         raise SystemExit(f"thrum init failed ({code}):\n{out}\n{err[-3000:]}")
     paths = resolve(b_dir)
     pid = lifecycle.read_pid(paths)
+    daemon_cpu = cpu_seconds(pid)
     peak = rss_mib(pid)
     own = rss_mib(pid, "RssAnon")
     lifecycle.stop(paths)
@@ -183,6 +199,8 @@ def one_machine(remote: Path, base: Path, n: int, tty: bool, events: int, fetch:
     return {
         "clone": cloned,
         "init": init,
+        "init_cpu": after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime,
+        "daemon_cpu": daemon_cpu,
         "rate": events / init,
         "peak_mib": peak,
         "own_mib": own,
@@ -214,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
             runs.append(r)
             step(
                 f"run {n + 1}: clone (main only) {r['clone']:.1f} s, thrum init {r['init']:.1f} s "
-                f"({r['rate']:,.0f} events/s), B daemon peak RSS {r['peak_mib']:,.0f} MiB "
+                f"({r['rate']:,.0f} events/s; CPU: the command {r['init_cpu']:.1f} s, B's daemon until it "
+                f"listened {r['daemon_cpu']:.1f} s), B daemon peak RSS {r['peak_mib']:,.0f} MiB "
                 f"(own {r['own_mib']:,.0f}), {r['updates']} progress updates; last: {r['last']!r}"
             )
         init = statistics.median(r["init"] for r in runs)
@@ -227,6 +246,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  thrum init (fetch, checkout, first rebuild, daemon listening) {init:8.1f} s  target <= 30 s")
         print(f"    ({fetched})")
         print(f"  rate of the whole init   {args.events / init:8,.0f} events/s")
+        print(f"  CPU of the command (fetch, checkout) {statistics.median(r['init_cpu'] for r in runs):8.1f} s")
+        print(f"  CPU of B's daemon until it listened  {statistics.median(r['daemon_cpu'] for r in runs):8.1f} s")
         print(f"  B daemon peak RSS        {max(r['peak_mib'] for r in runs):8,.0f} MiB")
     finally:
         if not args.base:
