@@ -63,7 +63,7 @@ def write_log_files(
     index: Index = {}
     mine, theirs = files, []
     helper = None
-    if len(files) >= SPLIT_FILES and (os.cpu_count() or 1) > 1:
+    if len(files) >= SPLIT_FILES and _cores() > 1:
         half = len(files) // 2
         helper = _start(root, files[half:], python)
         if helper is not None:
@@ -85,6 +85,14 @@ def write_log_files(
             helper.wait()
     log.info("checked out %d log files%s", len(files), f" ({helped} by a second process)" if helped else "")
     return index
+
+
+def _cores() -> int:
+    """The cores this process may run on (its affinity: a container's share, not the host's)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # no affinity on this system
+        return os.cpu_count() or 1
 
 
 def _write(
