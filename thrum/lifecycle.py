@@ -41,8 +41,17 @@ START_TIMEOUT = 60.0
 # ---------------------------------------------------------------------------- init
 
 
-def init_repo(repo: str | os.PathLike[str] | None = None, *, start_daemon: bool = True) -> ThrumPaths:
+def init_repo(
+    repo: str | os.PathLike[str] | None = None,
+    *,
+    start_daemon: bool = True,
+    on_progress: Callable[[dict[str, Any]], None] | None = None,
+) -> ThrumPaths:
     """Create ``.thrum/`` and the ``a-sync`` branch + worktree; start the daemon. Idempotent.
+
+    ``on_progress``: told when the remote's log is fetched and how far its checkout is
+    (`thrum.sync.worktree.ensure_sync_worktree`), then how far the daemon's first rebuild is
+    (`start`).
 
     Raises:
         NotARepository: ``repo`` is not inside a git repository (nothing is created).
@@ -71,9 +80,9 @@ def init_repo(repo: str | os.PathLike[str] | None = None, *, start_daemon: bool 
         paths = resolve(root)
     cfg = config_mod.load(paths.config)
     callbacks = None if cfg.local_only else remote_callbacks(credentials_from_env(cfg.values))
-    ensure_sync_worktree(paths.main_repo, cfg.remote, callbacks=callbacks)
+    ensure_sync_worktree(paths.main_repo, cfg.remote, callbacks=callbacks, progress=on_progress)
     if start_daemon:
-        start(paths)
+        start(paths, on_progress=on_progress)
     return paths
 
 

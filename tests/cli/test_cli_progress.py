@@ -54,3 +54,30 @@ def test_only_on_a_terminal_and_never_under_quiet_or_json():
     assert rebuild_progress(loud, io.StringIO()) is None  # a pipe or a file
     assert rebuild_progress(SimpleNamespace(quiet=True, json=False), Terminal()) is None
     assert rebuild_progress(SimpleNamespace(quiet=False, json=True), Terminal()) is None
+
+
+def test_the_fetch_and_the_checkout_have_their_lines_before_the_rebuild():
+    assert describe({"phase": "fetch", "remote": "origin"}) == "thrum: fetching the team's log from origin…"
+    assert describe({"phase": "checkout", "files": 11_470, "done": 5_120, "elapsed": 1.5}) == (
+        "thrum: checking out the log: 5,120 of 11,470 files"
+    )
+    assert (
+        describe({"phase": "checkout", "files": 3, "done": 9, "elapsed": 0})
+        == "thrum: checking out the log: 3 of 3 files"
+    )
+    assert describe({"phase": "checkout", "files": "many", "done": 1}) is None
+    assert describe({"phase": "fetch"}) is None
+
+
+def test_a_line_left_open_is_cleared_before_what_follows():
+    term = Terminal()
+    show = RebuildProgress(term)
+    show.finish()
+    assert term.getvalue() == ""  # nothing shown: nothing to clear
+    show({"phase": "checkout", "files": 2, "done": 2, "elapsed": 0.1})
+    show.finish()
+    assert term.getvalue().endswith("files\r\x1b[K")
+    show({"phase": "done", "events": 10, "elapsed": 2})
+    shown = term.getvalue()
+    show.finish()
+    assert term.getvalue() == shown  # the rebuild's last line ends with its newline

@@ -223,3 +223,70 @@ def test_is_git_repo_true_for_checkout_bare_and_subdir(tmp_path):
     (tmp_path / "r" / "sub").mkdir()
     assert is_git_repo(tmp_path / "r") and is_git_repo(tmp_path / "b.git")
     assert is_git_repo(tmp_path / "r" / "sub")
+
+
+def _attach_to_many_files(
+    tmp_path: Path, monkeypatch, *, python: str | None = None, reports: list | None = None
+) -> tuple[Path, dict[str, bytes]]:
+    """B attaches to a remote whose a-sync holds 9 segment files over 4 streams, with the
+    checkout split between two processes from 4 files on (a large history's path); its
+    progress reports go to ``reports``."""
+    reports = reports if reports is not None else []
+    from thrum.sync import checkout
+
+    pair = make_replicas(tmp_path, 2)
+    wa = ensure_sync_worktree(pair.a)
+    files = {}
+    for n, shard in enumerate(
+        [f"messages/{who}/{i:06d}.jsonl" for who in ("alice", "bob") for i in (1, 2, 3)]
+        + ["receipts/alice/000001.jsonl", "receipts/carol/000001.jsonl", "events/000001.jsonl"]
+    ):
+        files[shard] = event(f"01A{n:02d}") * (n + 1)
+        append(wa, shard, files[shard])
+    assert run_cycle(Replicator(wa), PlainLog(wa)).pushed
+    monkeypatch.setattr(checkout, "SPLIT_FILES", 4)
+    if python is not None:
+        real = checkout.write_log_files
+        monkeypatch.setattr(
+            "thrum.sync.worktree.write_log_files",
+            lambda read, root, found, progress: real(read, root, found, progress=progress, python=python),
+        )
+    return ensure_sync_worktree(pair.b, progress=reports.append), files
+
+
+def _checked_out(wt: Path, files: dict[str, bytes]) -> None:
+    """Every log file is there with its content, and git sees the worktree as its HEAD
+    (the index holds each file with the stat of what was written)."""
+    assert {str(p.relative_to(wt)): p.read_bytes() for p in wt.rglob("*.jsonl")} == files
+    assert not [p for p in wt.rglob("*") if p.name.startswith(".thrum-tmp-")]
+    repo = pygit2.Repository(str(wt))
+    assert sorted(e.path for e in repo.index) == sorted(files)
+    assert repo.status() == {}
+
+
+def test_a_large_attach_is_checked_out_by_two_processes_as_by_one(tmp_path, monkeypatch, caplog):
+    caplog.set_level("INFO", logger="thrum.sync.checkout")
+    reports: list = []
+    wt, files = _attach_to_many_files(tmp_path, monkeypatch, reports=reports)
+    _checked_out(wt, files)
+    assert "checked out 9 log files (5 by a second process)" in caplog.text
+    # what `thrum init` shows: the fetch, then the checkout up to every file
+    assert reports[0] == {"phase": "fetch", "remote": "origin"}
+    assert [r["phase"] for r in reports[1:]] == ["checkout"] * (len(reports) - 1)
+    assert reports[-1]["done"] == reports[-1]["files"] == 9
+
+
+def test_a_failed_second_checkout_process_costs_no_file(tmp_path, monkeypatch, caplog):
+    caplog.set_level("INFO", logger="thrum.sync.checkout")
+    wt, files = _attach_to_many_files(tmp_path, monkeypatch, python=shutil.which("false") or "/bin/false")
+    _checked_out(wt, files)
+    assert "second process failed (exit 1" in caplog.text
+    assert "checked out 9 log files" in caplog.messages
+
+
+def test_a_second_checkout_process_that_cannot_start_costs_no_file(tmp_path, monkeypatch, caplog):
+    caplog.set_level("INFO", logger="thrum.sync.checkout")
+    wt, files = _attach_to_many_files(tmp_path, monkeypatch, python=str(tmp_path / "no-such-python"))
+    _checked_out(wt, files)
+    assert "cannot start a second process for the checkout" in caplog.text
+    assert "checked out 9 log files" in caplog.messages

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import stat
 
@@ -10,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from thrum import events as ev
+from thrum.events.ids import ulid_text
 from thrum.trust import keys, signing
 from thrum.trust.ring import KeyRing
 from thrum.trust.verify import Candidate, Verifier
@@ -185,6 +187,30 @@ def test_bound_ids_are_unique_and_bound_only_to_their_key(alice, bob):
     assert len(ids) == 10_000
     assert all(signing.id_is_bound(m, alice.public) and not signing.id_is_bound(m, bob.public) for m in ids)
     assert all(ev.MESSAGE_ID_RE.fullmatch(m) for m in ids)
+
+
+@given(st.integers(0, 2**128 - 1))
+def test_the_tag_of_any_message_id_is_its_low_48_bits(value):
+    mid = "msg_" + ulid_text(value)
+    assert signing.id_tag(mid) == (value & (2**48 - 1)).to_bytes(6, "big")
+    if mid.lower() != mid:  # ids are spelt in Crockford's upper case only
+        assert signing.id_tag(mid.lower()) is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "msg_", "msg_01ARZ3NDEKTSV4RRFFQ69G5FA", "msg_01ARZ3NDEKTSV4RRFFQ69G5FAVX", "thr_01ARZ3NDEKTSV4RRFFQ69G5FAV",
+     "msg_01ARZ3NDEKTSV4RRFFQ69G5FAI", "msg_01ARZ3NDEKTSV4RRFFQ69G5FAL", "msg_01ARZ3NDEKTSV4RRFFQ69G5FAO",
+     "msg_01ARZ3NDEKTSV4RRFFQ69G5FAU", "msg_01ARZ3NDEKTSV4RRFFQ69G5FA\n", "msg_01ARZ3NDEKTSV4RRFFQ69G5FA٣"],
+)  # fmt: skip
+def test_what_is_no_message_id_binds_to_no_key(text, alice):
+    assert signing.id_tag(text) is None
+    assert not signing.id_is_bound(text, alice.public)
+
+
+@given(st.binary(min_size=16, max_size=16))
+def test_a_seal_names_a_line_by_its_digest_in_base64url(raw):
+    assert signing.hash_text(raw) == base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
 
 
 @settings(max_examples=30, deadline=None)

@@ -26,13 +26,18 @@ def init(non_interactive: bool, no_daemon: bool) -> None:
     from .. import lifecycle
 
     interactive = not non_interactive and not rt.opts.json and sys.stdin.isatty() and sys.stdout.isatty()
-    paths = lifecycle.init_repo(rt.opts.repo, start_daemon=False)
-    rt._paths = paths
-    daemon = None
-    if not no_daemon:
-        from .progress import rebuild_progress
+    from .progress import rebuild_progress
 
-        daemon = lifecycle.start(paths, on_progress=rebuild_progress(rt.opts))
+    show = rebuild_progress(rt.opts)  # the fetch, the checkout, the first rebuild: one line on a terminal
+    daemon = None
+    try:
+        paths = lifecycle.init_repo(rt.opts.repo, start_daemon=False, on_progress=show)
+        rt._paths = paths
+        if not no_daemon:
+            daemon = lifecycle.start(paths, on_progress=show)
+    finally:  # an error, or the result, starts on a line of its own
+        if show is not None:
+            show.finish()
 
     result = {
         "repo": str(paths.repo),

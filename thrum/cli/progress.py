@@ -1,9 +1,11 @@
-"""How far a starting daemon's first rebuild is, on the terminal (``thrum init`` on a large history).
+"""How far ``thrum init`` on a large history is, on the terminal: fetch, checkout, first rebuild.
 
-A daemon that attaches to a long history folds all of it before it listens; that
-can take a while, and silence looks like a hang. `lifecycle.start` hands each of
-the daemon's progress reports (`thrum.store.rebuild.Progress`) to a
-`RebuildProgress`, which keeps one line on stderr up to date: events read, the
+Attaching to a long history fetches it, writes its log files into the ``a-sync``
+worktree, and starts a daemon that folds all of it before it listens; that can take a
+while, and silence looks like a hang. `lifecycle.init_repo` hands the fetch's and the
+checkout's reports (`thrum.sync.worktree.ensure_sync_worktree`), and `lifecycle.start`
+each of the daemon's (`thrum.store.rebuild.Progress`), to a `RebuildProgress`, which
+keeps one line on stderr up to date: the files checked out, then events read, the
 rate, and an estimate of the time left (from the bytes of the log read so far, and the
 index steps that follow the load).
 Only on a terminal, and never under ``--quiet`` or ``--json``: scripts and logs
@@ -13,7 +15,7 @@ get no carriage returns.
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable, TextIO
+from typing import Any, TextIO
 
 
 # The finishing steps (query and search indexes, counters) take about half as long as the
@@ -22,7 +24,7 @@ from typing import Any, Callable, TextIO
 FINISHING = 0.5
 
 
-def rebuild_progress(opts: Any, stream: TextIO | None = None) -> Callable[[dict[str, Any]], None] | None:
+def rebuild_progress(opts: Any, stream: TextIO | None = None) -> RebuildProgress | None:
     """The display for ``lifecycle.start(on_progress=...)``, or None where it must stay quiet."""
     stream = stream if stream is not None else sys.stderr
     if opts.quiet or opts.json or not stream.isatty():
@@ -35,6 +37,7 @@ class RebuildProgress:
 
     def __init__(self, stream: TextIO):
         self.stream = stream
+        self.open = False  # a line is shown that no newline ended yet
 
     def __call__(self, report: dict[str, Any]) -> None:
         text = describe(report)
@@ -43,12 +46,25 @@ class RebuildProgress:
         done = report.get("phase") == "done"
         self.stream.write("\r\x1b[K" + text + ("\n" if done else ""))
         self.stream.flush()
+        self.open = not done
+
+    def finish(self) -> None:
+        """Clear a line left open (a checkout with no rebuild after it): what is printed next starts clean."""
+        if self.open:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+            self.open = False
 
 
 def describe(report: dict[str, Any]) -> str | None:
     """The line for one report (None for a report it cannot read: the daemon is not trusted to be current)."""
     try:
         phase = str(report["phase"])
+        if phase == "fetch":
+            return f"thrum: fetching the team's log from {str(report['remote'])[:80]}…"
+        if phase == "checkout":
+            files, done = int(report["files"]), int(report["done"])
+            return f"thrum: checking out the log: {min(done, files):,} of {files:,} files"
         events = int(report["events"])
         elapsed = max(float(report["elapsed"]), 1e-6)
         done_bytes = int(report.get("bytes", 0))

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
 from pathlib import Path
 
 from thrum import durable, nofollow
@@ -31,6 +33,7 @@ from .gitstore.api import EMPTY_TREE, GitStore, Kind, Oid, Signature, commit_obj
 from .gitstore.gitlib import discover
 from .gitstore.libgit2 import LibGit2Store
 from .merge.shard import merge_shard
+from .checkout import write_log_files
 from .transport.callbacks import SyncCallbacks
 from .trees import LayoutTrees
 
@@ -44,6 +47,8 @@ def tracking_ref(remote_name: str) -> str:
     """Where the remote's ``a-sync`` tip, as the last fetch or push saw it, is kept."""
     return f"refs/remotes/{remote_name}/{SYNC_BRANCH}"
 
+
+Progress = Callable[[dict[str, Any]], None]  # `ensure_sync_worktree`'s reports
 
 INIT_MESSAGE = "thrum: initialize a-sync\n"
 # Fixed so that two replicas creating the branch offline make the same root commit.
@@ -95,13 +100,17 @@ def ensure_sync_worktree(
     repo_path: os.PathLike[str] | str,
     remote_name: str = "origin",
     callbacks: SyncCallbacks | None = None,
+    progress: Progress | None = None,
 ) -> Path:
     """Make sure branch ``a-sync`` and its worktree exist; return the worktree path.
 
     Idempotent. A missing local branch is created from the remote's ``a-sync``
     when the remote has one (``callbacks`` authenticate that fetch), else from the
     fixed root commit. An unreachable remote is not an error here: the branch is
-    created locally and the next sync reconciles it with the remote.
+    created locally and the next sync reconciles it with the remote. ``progress``:
+    told when the fetch starts (``{"phase": "fetch", "remote": ...}``) and how far the
+    checkout of a new worktree is (``{"phase": "checkout", "files": ..., "done": ...,
+    "elapsed": ...}``), for `thrum init`'s terminal line.
 
     Raises:
         NotAGitRepository: ``repo_path`` is not inside a git repository.
@@ -110,6 +119,8 @@ def ensure_sync_worktree(
     cdir = common_dir(repo_path)
     store = LibGit2Store(cdir)
     if store.ref(SYNC_REF) is None:
+        if progress is not None and remote_name in store.remote_names():
+            progress({"phase": "fetch", "remote": remote_name})
         tip = _remote_sync_tip(store, remote_name, callbacks)
         if tip is not None:
             store.update_ref(SYNC_REF, tip, "thrum: attach to remote a-sync", expected=None)
@@ -119,7 +130,7 @@ def ensure_sync_worktree(
             store.update_ref(SYNC_REF, root, "thrum: initialize a-sync", expected=None)
             log.info("created %s at root %s", SYNC_REF, root)
     path = cdir / "thrum-sync" / SYNC_BRANCH
-    _ensure_linked_worktree(store, cdir, path)
+    _ensure_linked_worktree(store, cdir, path, progress)
     return path
 
 
@@ -195,7 +206,7 @@ def _registered(store: LibGit2Store, cdir: Path) -> dict[str, tuple[Path, str]]:
     return out
 
 
-def _ensure_linked_worktree(store: LibGit2Store, cdir: Path, path: Path) -> None:
+def _ensure_linked_worktree(store: LibGit2Store, cdir: Path, path: Path, progress: Progress | None = None) -> None:
     worktrees = _registered(store, cdir)
     for name, (wt_path, head) in worktrees.items():
         if _same(wt_path, path) and worktree_gitdir(path) == (cdir / "worktrees" / name).resolve():
@@ -227,12 +238,12 @@ def _ensure_linked_worktree(store: LibGit2Store, cdir: Path, path: Path) -> None
     path.parent.mkdir(parents=True, exist_ok=True)
     taken = set(store.worktrees())
     name = next(n for n in _names() if n not in taken and not (cdir / "worktrees" / n).exists())
-    _add_worktree_without_checkout(store, name, path)
+    _add_worktree_without_checkout(store, name, path, progress)
     if salvage is not None:
         _recover(salvage, path)
 
 
-def _add_worktree_without_checkout(store: LibGit2Store, name: str, path: Path) -> None:
+def _add_worktree_without_checkout(store: LibGit2Store, name: str, path: Path, progress: Progress | None) -> None:
     """Create the linked worktree on ``a-sync`` without letting libgit2 check anything out.
 
     The branch is untrusted (links, submodules, junk): libgit2 would materialise all
@@ -248,22 +259,25 @@ def _add_worktree_without_checkout(store: LibGit2Store, name: str, path: Path) -
         wt.set_symbolic_ref("HEAD", SYNC_REF, "thrum: the worktree has a-sync checked out")
     finally:
         store.delete_ref(tmp_ref)
-    _materialise(wt, path)
+    _materialise(wt, path, progress)
 
 
-def _materialise(wt: LibGit2Store, path: Path, batch: int = 256) -> None:
-    """Write the log files of the worktree's HEAD tree (nothing else) and index them."""
+def _materialise(wt: LibGit2Store, path: Path, progress: Progress | None = None) -> None:
+    """Write the log files of the worktree's HEAD tree (nothing else) and index them
+    (`thrum.sync.checkout`: on two cores when they are many)."""
     trees = LayoutTrees(wt)
     head = wt.ref("HEAD")
     tree = wt.commit(head).tree if head is not None else EMPTY_TREE
     files = trees.log_files(tree)
-    index: dict[str, tuple[Oid, os.stat_result]] = {}
-    for i in range(0, len(files), batch):
-        part = files[i : i + batch]
-        stats = durable.write_batch(path, [(p, wt.read(leaf.oid)[1]) for p, leaf in part])
-        for (p, leaf), st in zip(part, stats):
-            index[p] = (leaf.oid, st)
-    wt.rewrite_index(index)
+    told = None
+    if progress is not None and files:
+        started = time.perf_counter()
+
+        def told(done: int) -> None:
+            report = {"phase": "checkout", "files": len(files), "done": done}
+            progress({**report, "elapsed": round(time.perf_counter() - started, 3)})
+
+    wt.rewrite_index(write_log_files(lambda oid: wt.read(oid)[1], path, files, progress=told))
     ignored = trees.ignored(tree)
     if ignored:
         log.warning(

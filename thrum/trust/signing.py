@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import binascii
 import os
+import re
 import threading
 import time
 from typing import Any
@@ -39,6 +40,7 @@ __all__ = [
     "SEAL_TYPE",
     "canonical",
     "id_is_bound",
+    "id_tag",
     "line_hash",
     "make_seal",
     "new_message_id",
@@ -100,7 +102,12 @@ def line_hash(line: bytes) -> str:
 
 
 def hash_text(raw: bytes) -> str:
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+    """``raw`` in base64url without padding (`base64.urlsafe_b64encode` without its two
+    Python layers: a first rebuild names every line it does not remember this way)."""
+    return binascii.b2a_base64(raw, newline=False).rstrip(b"=").translate(_URLSAFE).decode()
+
+
+_URLSAFE = bytes.maketrans(b"+/", b"-_")
 
 
 def make_seal(signer: str, hashes: list[str], private: Ed25519PrivateKey) -> dict[str, Any]:
@@ -147,25 +154,28 @@ def new_message_id(tag: bytes) -> str:
 
 
 def id_is_bound(message_id: str, key: PublicKey) -> bool:
-    """True when ``message_id`` carries ``key``'s tag (rule 4).
+    """True when ``message_id`` carries ``key``'s tag (rule 4)."""
+    return id_tag(message_id) == key.tag
 
-    Decodes only the last ten base32 digits (the low 50 bits hold the tag): this runs
-    once per received message, and a full ULID parse cost more than the rest of the
-    check.
+
+def id_tag(message_id: str) -> bytes | None:
+    """The key tag a message id ``msg_<ULID>`` carries (rule 4), or None when it is no such id.
+
+    A first rebuild asks once per message, then compares the tag with each key of the
+    signer (`id_is_bound` per key decoded the id again for each). Only the last ten
+    base32 digits are decoded (the low 50 bits hold the tag), by `int` over the
+    Crockford digits mapped to Python's base-32 ones: a loop over the digits in Python
+    cost more than the rest of the check (2.6 µs against 1.5 µs a message).
     """
-    if len(message_id) != 30 or not message_id.startswith("msg_"):
-        return False
-    if not _CROCKFORD_SET.issuperset(message_id[4:]):
-        return False
-    value = 0
-    for ch in message_id[-10:]:
-        value = (value << 5) | _CROCKFORD_VALUE[ch]
-    return (value & _LOW).to_bytes(TAG_BYTES, "big") == key.tag
+    if _MESSAGE_ID.fullmatch(message_id) is None:
+        return None
+    value = int(message_id[-10:].encode().translate(_TO_BASE32), 32)
+    return (value & _LOW).to_bytes(TAG_BYTES, "big")
 
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-_CROCKFORD_VALUE = {ch: i for i, ch in enumerate(_CROCKFORD)}
-_CROCKFORD_SET = frozenset(_CROCKFORD)
+_MESSAGE_ID = re.compile(r"msg_[0-9A-HJKMNP-TV-Z]{26}")  # Crockford's digits: no I, L, O, U
+_TO_BASE32 = bytes.maketrans(_CROCKFORD.encode(), b"0123456789abcdefghijklmnopqrstuv")  # each digit's value kept
 
 
 # ------------------------------------------------------------------ invites (docs/design/trust.md, "Admission")

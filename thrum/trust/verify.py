@@ -53,7 +53,7 @@ from .keys import PublicKey, decode_public
 from .ring import KeyRing
 from . import teamrules
 from .roster import Retirement, Roster
-from .signing import SEAL_TYPE, hash_text, id_is_bound, seal_hashes, signature_of, verify
+from .signing import SEAL_TYPE, hash_text, id_tag, seal_hashes, signature_of, verify
 from .verdicts import digest
 
 __all__ = ["RETRY_KINDS", "Candidate", "Rejected", "Verdict", "Verifier"]
@@ -283,7 +283,8 @@ class Verifier:
             return None
         if t == "message.create":  # checked before any verification: it costs none
             mid = d.get("message_id", "")
-            keys = [k for k in keys if id_is_bound(mid, k)]
+            tag = id_tag(mid) if isinstance(mid, str) else None
+            keys = [k for k in keys if k.tag == tag]
             if not keys:
                 return self.reject(c, out, "id-not-owned", f"message id {mid} does not belong to {signer}")
         key = covered.vouching_key(signer, hash_text(dig))
