@@ -82,6 +82,7 @@ class Folder:
         self.r = result
         self.now = now
         self.sigs: dict[tuple[str, ...], int] = {}
+        self.sigs_by_mentions: dict[tuple[str, ...], int] = {}  # `mentions_sig`'s: mentions as written -> id
         self.keep_applied = True
         self._issues: issues_mod.Recorder | None = None
 
@@ -103,6 +104,21 @@ class Folder:
                 )
             self.sigs[targets] = sid
         return sid
+
+    def mentions_sig(self, mentions: tuple[str, ...]) -> int:
+        """The id of the mention set of a message whose mention refs are ``mentions`` (as
+        written, in order): the targets without a leading ``@``, once each, sorted."""
+        sid = self.sigs_by_mentions.get(mentions)
+        if sid is None:
+            targets = {m[1:] if m[:1] == "@" else m for m in mentions}
+            targets.discard("")
+            sid = self.sigs_by_mentions[mentions] = self.sig_id(tuple(sorted(targets)))
+        return sid
+
+    def forget_sigs(self) -> None:
+        """Drop the cached ids (those made in an undone savepoint may not exist any more)."""
+        self.sigs.clear()
+        self.sigs_by_mentions.clear()
 
     # ---------------------------------------------------------------- issues
     def issue(self, kind: str, shard: str, event_id: str, reason: str) -> bool:
@@ -277,12 +293,12 @@ def fold(
                 exc,
             )
             result = folder.r = FoldResult()
-            folder.sigs.clear()  # ids cached during the undone attempt may not exist any more
+            folder.forget_sigs()  # ids cached during the undone attempt may not exist any more
             for shard, d in records:
                 try:
                     _in_savepoint(conn, folder.fold, [(shard, d)])
                 except _CONTENT_ERRORS as one:
-                    folder.sigs.clear()
+                    folder.forget_sigs()
                     result.invalid += 1
                     eid = d.get("event_id") if isinstance(d, dict) else None
                     folder.issue(
