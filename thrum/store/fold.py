@@ -162,7 +162,14 @@ class Folder:
         # message.create is checked against the messages table (its winner's event_id
         # is there); everything else against applied_events. A rebuild so skips a
         # million applied_events rows for the creates.
-        others = [eid for eid, d in candidates.items() if d["type"] != "message.create"]
+        by_type: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        others: list[str] = []
+        creates = by_type["message.create"]
+        for eid, d in candidates.items():
+            if d["type"] == "message.create":
+                creates.append(d)
+            else:
+                others.append(eid)
         seen: set[str] = set()
         for chunk in chunks(others):
             seen.update(
@@ -175,10 +182,9 @@ class Folder:
         fresh = [eid for eid in others if eid not in seen]
         if fresh:
             self.c.executemany("INSERT INTO applied_events(event_id) VALUES (?)", [(eid,) for eid in fresh])
-        by_type: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for eid, d in candidates.items():
-            if eid not in seen:
-                by_type[d["type"]].append(d)
+        for eid in fresh:
+            d = candidates[eid]
+            by_type[d["type"]].append(d)
         new_creates: set[str] = set()
         for etype, handler in _ORDER:
             batch = by_type.get(etype)
