@@ -133,11 +133,10 @@ class Folder:
         # reuses never hides the original (docs/design/trust.md).
         candidates: dict[str, dict[str, Any]] = {}
         rules: dict[str, ev.ShardRule] = {}  # shard -> its authorship rule, the path parsed once
-        known = ev.SCHEMAS
+        known, version = ev.SCHEMAS, ev.EVENT_VERSION
         for shard, d in records:
-            eid = dedup_key(d)
             t = d.get("type")
-            if t not in known or d.get("v", 1) > ev.EVENT_VERSION:
+            if t not in known or d.get("v", 1) > version:
                 self.r.unknown += 1
                 continue
             rule = rules.get(shard)
@@ -153,6 +152,7 @@ class Folder:
                     f"{d['type']} by {ev.event_owner(d) or '?'} does not belong in {shard}",
                 )
                 continue
+            eid = dedup_key(d)
             if eid in candidates:
                 self.r.duplicates += 1
                 continue
