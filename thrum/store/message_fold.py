@@ -368,19 +368,28 @@ def receipt(f: Folder, batch: list[dict[str, Any]]) -> None:
     if not JSON_EACH:
         receipt_marks(f, batch)
         return
-    states, archives = [], []
+    ordered = sorted(batch, key=_first_message) if len(batch) > 1 else batch
     dumps = ev.dumps
-    for d in sorted(batch, key=_first_message) if len(batch) > 1 else batch:
-        ids = dumps(d["message_ids"]).decode()
-        if d["type"] == "message.archive":
-            archives.append((ids, d["agent_id"], d["event_id"], d["timestamp"]))
-        else:
-            is_read = 1 if d["type"] == "message.read" else 0
-            states.append((ids, d["agent_id"], is_read, d["event_id"], d["timestamp"], d["session_id"]))
-    if states:
-        f.c.executemany(_READ_STATE_EACH, states)
-    if archives:
-        f.c.executemany(_ARCHIVE_EACH, archives)
+    # Generators: each array is made as its statement runs, not all held at once.
+    states = (
+        (
+            dumps(d["message_ids"]).decode(),
+            d["agent_id"],
+            1 if t == "message.read" else 0,
+            d["event_id"],
+            d["timestamp"],
+            d["session_id"],
+        )
+        for d in ordered
+        if (t := d["type"]) != "message.archive"
+    )
+    f.c.executemany(_READ_STATE_EACH, states)
+    archives = (
+        (dumps(d["message_ids"]).decode(), d["agent_id"], d["event_id"], d["timestamp"])
+        for d in ordered
+        if d["type"] == "message.archive"
+    )
+    f.c.executemany(_ARCHIVE_EACH, archives)
 
 
 def receipt_marks(f: Folder, batch: list[dict[str, Any]]) -> None:
