@@ -1,12 +1,14 @@
-"""Read, unread and archive marks give the same rows however they are folded (issue 29).
+"""Receipts give the same rows however they are folded (issue 29).
 
-`message_fold.receipt` hands each receipt's message ids to SQLite as one JSON array
-(``json_each``), the receipts in the order of their first message; `receipt_marks` (for
-an SQLite without JSON functions) binds every mark as a row of its own. Generated
-receipts (several agents, marks on the same messages arriving in any order and in random
-batches, a message named twice in one receipt, marks on messages that never arrive) are
-folded both ways, and both must hold what the rules say: per (message, agent) the read or
-unread mark with the highest event id, and the archive with the lowest.
+`message_fold.receipt` (read, unread, archive) and `delivery_fold.delivery_receipt`
+(delivered, surfaced, acked) hand each receipt's message ids to SQLite as one JSON array
+(``json_each``), the receipts in the order of their first message; `receipt_marks` and
+`delivery_marks` (for an SQLite without JSON functions) bind every mark as a row of its
+own. Generated receipts (several agents, marks on the same messages arriving in any order
+and in random batches, a message named twice in one receipt, marks on messages that never
+arrive) are folded both ways, and both must hold what the rules say, per (message, agent):
+the read or unread mark with the highest event id, the archive with the lowest, and of the
+delivery states the lowest event id each (the last surfacing: the highest).
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fixtures.examples import examples
-from thrum.store import database, message_fold, projection
+from thrum import events as ev
+from thrum.store import database, projection, sql
 
 from store_helpers import Events
 
@@ -30,7 +33,7 @@ pytestmark = pytest.mark.properties  # scripts/soak draws more examples
 AGENTS = ["ann", "ben", "cat"]
 SLOTS = 5  # message ids msg_R0 .. msg_R4; the messages of the first three are created
 _mark = st.tuples(
-    st.sampled_from(["read", "unread", "archive"]),
+    st.sampled_from(["read", "unread", "archive", "delivered", "surfaced", "acked"]),
     st.sampled_from(AGENTS),
     st.lists(st.integers(0, SLOTS - 1), min_size=1, max_size=4),
     st.booleans(),  # a message named twice in the receipt (as a hostile line could)
@@ -40,12 +43,12 @@ _mark = st.tuples(
 @contextmanager
 def marks_one_by_one():
     """The fold as on an SQLite without JSON functions."""
-    saved = message_fold.JSON_EACH
-    message_fold.JSON_EACH = False
+    saved = sql.JSON_EACH
+    sql.JSON_EACH = False
     try:
         yield
     finally:
-        message_fold.JSON_EACH = saved
+        sql.JSON_EACH = saved
 
 
 def fold_in_batches(path: Path, records: list, cuts: list[int]):
@@ -58,26 +61,48 @@ def fold_in_batches(path: Path, records: list, cuts: list[int]):
     return db
 
 
-def marks(db) -> tuple[list, list]:
+DELIVERY_COLUMNS = (
+    "message_id, agent_id, delivered_at, delivered_eid, surfaced_at, surfaced_eid, surfaced_via, "
+    "last_surfaced_key, last_surfaced_eid, acked_at, acked_eid"
+)
+
+
+def marks(db) -> tuple[list, list, list]:
     return (
         db.execute_sql("SELECT * FROM read_state ORDER BY message_id, agent_id").fetchall(),
         db.execute_sql("SELECT * FROM archive_marks ORDER BY message_id, agent_id").fetchall(),
+        db.execute_sql(f"SELECT {DELIVERY_COLUMNS} FROM deliveries ORDER BY message_id, agent_id").fetchall(),
     )
 
 
-def expected(receipts: list) -> tuple[list, list]:
+def expected(receipts: list) -> tuple[list, list, list]:
     """The rules, applied to the receipts in event order."""
     state: dict[tuple[str, str], tuple] = {}
     archived: dict[tuple[str, str], tuple] = {}
+    deliveries: dict[tuple[str, str], list] = {}
     for _, d in sorted(receipts, key=lambda r: r[1]["event_id"]):
+        eid, ts = d["event_id"], d["timestamp"]
         for mid in d["message_ids"]:
             key = (mid, d["agent_id"])
             if d["type"] == "message.archive":
-                archived.setdefault(key, (*key, d["event_id"], d["timestamp"]))
+                archived.setdefault(key, (*key, eid, ts))
+            elif d["type"] in ("message.read", "message.unread"):
+                state[key] = (*key, 1 if d["type"] == "message.read" else 0, eid, ts, d["session_id"])
             else:
-                is_read = 1 if d["type"] == "message.read" else 0
-                state[key] = (*key, is_read, d["event_id"], d["timestamp"], d["session_id"])
-    return [state[k] for k in sorted(state)], [archived[k] for k in sorted(archived)]
+                row = deliveries.setdefault(key, [*key] + [None] * 9)
+                if d["type"] == "message.delivered" and row[3] is None:
+                    row[2:4] = [ts, eid]
+                elif d["type"] == "message.acked" and row[10] is None:
+                    row[9:11] = [ts, eid]
+                elif d["type"] == "message.surfaced":
+                    if row[5] is None:
+                        row[4:7] = [ts, eid, d["via"]]
+                    row[7:9] = [ev.time_key(ts), eid]
+    return (
+        [state[k] for k in sorted(state)],
+        [archived[k] for k in sorted(archived)],
+        [tuple(deliveries[k]) for k in sorted(deliveries)],
+    )
 
 
 @settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -29,7 +29,8 @@ from . import search_index
 from .counters import BULK_INSERT_ROWS, bulk_message_insert
 from .delivery_fold import sync_ack_requests
 from .search_text import SKIPPED_REF_TYPES, camel_parts, tag_text
-from .sql import JSON_EACH, chunks, qmarks
+from . import sql as sql_helpers
+from .sql import chunks, qmarks
 
 if TYPE_CHECKING:
     from .fold import Folder
@@ -365,7 +366,7 @@ def receipt(f: Folder, batch: list[dict[str, Any]]) -> None:
     order far more cheaply than scattered ones). Where SQLite has no JSON functions,
     `receipt_marks` binds every mark: the same rows (tests/store/test_receipt_paths.py).
     """
-    if not JSON_EACH:
+    if not sql_helpers.JSON_EACH:
         receipt_marks(f, batch)
         return
     ordered = sorted(batch, key=_first_message) if len(batch) > 1 else batch
