@@ -590,3 +590,23 @@ def test_refused_lines_past_the_bound_are_counted_per_file_and_kind(db, monkeypa
     gone = [f"{k}:{s}:{e}" for k, s, e, _ in (refused[0], refused[9])]  # one row, one counted line
     projection.fold(db, [], resolved=gone)
     assert projection.fold_counts(db)["unknown-signer"] == 8
+
+
+def test_a_batch_folded_again_one_by_one_gives_its_messages_mention_sets_that_exist(db):
+    """The fold caches mention set ids (by the mentions as written, and by the set); a batch
+    undone and folded again one by one must not reuse an id made in the undone attempt."""
+    from store_helpers import Events
+
+    e = Events()
+    good = e.create("alice", "kept", mentions=["@bob", "carol", "bob"])
+    shard, bad = e.rec(ev.AgentUpdate(agent_id="alice", work_contexts=({"session_id": "ses_x"},), **e._common()))
+    bad = dict(bad, work_contexts=[{"session_id": "ses_x", "weird": {1, 2}}])  # no JSON form: the handler raises
+    result = projection.fold(db, [e.register("alice", "implementer"), good, (shard, bad)])
+    assert result.invalid == 1
+    rows = db.execute_sql(
+        "SELECT s.sig FROM messages m JOIN mention_sigs s ON s.sig_id = m.sig_id WHERE m.message_id = ?",
+        (mid(good),),
+    ).fetchall()
+    assert rows == [('["bob","carol"]',)]
+    targets = db.execute_sql("SELECT target FROM mention_sig_targets ORDER BY target").fetchall()
+    assert targets == [("bob",), ("carol",)]

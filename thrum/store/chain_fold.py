@@ -152,42 +152,50 @@ _URLSAFE = bytes.maketrans(b"+/", b"-_")
 
 
 def settle(conn: sqlite3.Connection, now: str) -> None:
-    """Every writer's spans and faults from the links held, in one pass (after a deferred load)."""
+    """Every writer's spans and faults from the links held, in one pass (after a deferred load).
+
+    A rebuild's million links are nearly all the usual case: one event at a position,
+    whose prev is among the events held at the position before (or that has none: the
+    chain's first, or the first after a gap). No fault can be at such a position, so the
+    loop passes over it without asking `_faults_at`; the spans are grown as runs of
+    positions while the rows come in order."""
     conn.execute("DELETE FROM chain_spans")
     conn.execute("DELETE FROM chain_faults")
     spans_rows: list[tuple[str, str, int]] = []
     faults: list[tuple[str, str, str, int, str, str, str, str]] = []
-    signer = None
-    seqs: list[int] = []
-    before: dict[str, tuple[str, str]] = {}
-    here: dict[str, tuple[str, str]] = {}
+    signer = ""
+    runs: list[list[int]] = []  # the signer's positions held, as [low, high] runs
+    before: dict[str, tuple[str, str]] = {}  # hash -> (prev, event id) at p - 1 (empty: none held)
+    here: dict[str, tuple[str, str]] = {}  # ... at p
     p = 0
 
     def close_position() -> None:
-        if here:
-            for key, kind, q, eid, other, detail in _faults_at(signer or "", p, here, before if p > 1 else {}):
-                faults.append((key, kind, signer or "", q, eid, other, detail[:1000], now))
-
-    def close_signer() -> None:
-        close_position()
-        if signer is not None and seqs:
-            spans = Spans()
-            spans.add(seqs)
-            spans_rows.append((signer, spans.text(), spans.high()))
+        if len(here) == 1 and (not before or next(iter(here.values()))[0] in before):
+            return  # the usual case: no fault
+        for key, kind, q, eid, other, detail in _faults_at(signer, p, here, before):
+            faults.append((key, kind, signer, q, eid, other, detail[:1000], now))
 
     for s, seq, hash_, prev, eid in conn.execute(
         "SELECT signer, seq, hash, prev, event_id FROM chain_links ORDER BY signer, seq, hash"
     ):
-        if s != signer:
-            close_signer()
-            signer, seqs, before, here, p = s, [], {}, {}, 0
-        if seq != p:
-            close_position()
-            before = here if seq == p + 1 else {}
+        if seq != p or s != signer:
+            if here:
+                close_position()
+            if s != signer:
+                if runs:
+                    spans_rows.append((signer, Spans([(lo, hi) for lo, hi in runs]).text(), runs[-1][1]))
+                signer, runs, here, p = s, [], {}, 0
+            before = here if seq == p + 1 and p >= 1 else {}
             here, p = {}, seq
-            seqs.append(seq)
+            if runs and runs[-1][1] == seq - 1:
+                runs[-1][1] = seq
+            else:
+                runs.append([seq, seq])
         here[hash_] = (prev, eid)
-    close_signer()
+    if here:
+        close_position()
+    if runs:
+        spans_rows.append((signer, Spans([(lo, hi) for lo, hi in runs]).text(), runs[-1][1]))
     conn.executemany("INSERT INTO chain_spans(signer, spans, high) VALUES (?,?,?)", spans_rows)
     if faults:
         conn.executemany(

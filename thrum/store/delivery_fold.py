@@ -20,7 +20,9 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from .. import events as ev
 from ..events.ids import parse_time, time_key
+from . import sql as sql_helpers
 from .sql import chunks, qmarks
 
 if TYPE_CHECKING:
@@ -81,27 +83,58 @@ def _first(state: str, *columns: str) -> str:
     return ", ".join(f"{x} = " + _FIRST.format(c=state, x=x) for x in columns)
 
 
-_DELIVERED_SQL = (
-    "INSERT INTO deliveries(message_id, agent_id, delivered_at, delivered_eid) VALUES (?,?,?,?) "
-    "ON CONFLICT(message_id, agent_id) DO UPDATE SET " + _first("delivered", "delivered_at", "delivered_eid")
+_DELIVERED = "INSERT INTO deliveries(message_id, agent_id, delivered_at, delivered_eid) "
+_DELIVERED_WINS = " ON CONFLICT(message_id, agent_id) DO UPDATE SET " + _first(
+    "delivered", "delivered_at", "delivered_eid"
 )
-_ACKED_SQL = (
-    "INSERT INTO deliveries(message_id, agent_id, acked_at, acked_eid) VALUES (?,?,?,?) "
-    "ON CONFLICT(message_id, agent_id) DO UPDATE SET " + _first("acked", "acked_at", "acked_eid")
-)
-_SURFACED_SQL = (
+_ACKED = "INSERT INTO deliveries(message_id, agent_id, acked_at, acked_eid) "
+_ACKED_WINS = " ON CONFLICT(message_id, agent_id) DO UPDATE SET " + _first("acked", "acked_at", "acked_eid")
+_SURFACED = (
     "INSERT INTO deliveries(message_id, agent_id, surfaced_at, surfaced_eid, surfaced_via, last_surfaced_key, "
-    "last_surfaced_eid) VALUES (?,?,?,?,?,?,?) ON CONFLICT(message_id, agent_id) DO UPDATE SET "
+    "last_surfaced_eid) "
+)
+_SURFACED_WINS = (
+    " ON CONFLICT(message_id, agent_id) DO UPDATE SET "
     + _first("surfaced", "surfaced_at", "surfaced_via", "surfaced_eid")
     + ", last_surfaced_key = CASE WHEN deliveries.last_surfaced_eid IS NULL OR excluded.last_surfaced_eid > "
     "deliveries.last_surfaced_eid THEN excluded.last_surfaced_key ELSE deliveries.last_surfaced_key END"
     ", last_surfaced_eid = CASE WHEN deliveries.last_surfaced_eid IS NULL OR excluded.last_surfaced_eid > "
     "deliveries.last_surfaced_eid THEN excluded.last_surfaced_eid ELSE deliveries.last_surfaced_eid END"
 )
+# One statement a receipt, its message ids one JSON array (as `message_fold.receipt` does).
+_EACH = {
+    "message.delivered": _DELIVERED + "SELECT value, ?2, ?3, ?4 FROM json_each(?1) WHERE true" + _DELIVERED_WINS,
+    "message.surfaced": _SURFACED
+    + "SELECT value, ?2, ?3, ?4, ?5, ?6, ?4 FROM json_each(?1) WHERE true"
+    + _SURFACED_WINS,
+    "message.acked": _ACKED + "SELECT value, ?2, ?3, ?4 FROM json_each(?1) WHERE true" + _ACKED_WINS,
+}
 
 
 def delivery_receipt(f: Folder, batch: list[dict[str, Any]]) -> None:
-    """message.delivered / message.surfaced / message.acked: one row state per (message, agent)."""
+    """message.delivered / message.surfaced / message.acked: one row state per (message, agent).
+
+    Every CASE of an upsert's SET compares with the row as it was before the update, and
+    each state has columns of its own, so receipts may go in in any order: one statement
+    a receipt, its ids one JSON array, in the order of their first message (why:
+    `message_fold.receipt`); `delivery_marks` where SQLite has no JSON functions."""
+    if not sql_helpers.JSON_EACH:
+        delivery_marks(f, batch)
+        return
+    ordered = sorted(batch, key=lambda d: d["message_ids"][:1]) if len(batch) > 1 else batch
+    dumps = ev.dumps
+    for kind, statement in _EACH.items():
+        rows = (
+            (dumps(d["message_ids"]).decode(), d["agent_id"], d["timestamp"], d["event_id"])
+            + ((d.get("via") or "", time_key(d["timestamp"])) if kind == "message.surfaced" else ())
+            for d in ordered
+            if d["type"] == kind
+        )
+        f.c.executemany(statement, rows)
+
+
+def delivery_marks(f: Folder, batch: list[dict[str, Any]]) -> None:
+    """`delivery_receipt` with every mark a row of its own."""
     delivered, surfaced, acked = [], [], []
     for d in batch:
         agent, ts, eid = d["agent_id"], d["timestamp"], d["event_id"]
@@ -112,7 +145,10 @@ def delivery_receipt(f: Folder, batch: list[dict[str, Any]]) -> None:
             acked += [(mid, agent, ts, eid) for mid in d["message_ids"]]
         else:
             delivered += [(mid, agent, ts, eid) for mid in d["message_ids"]]
-    # Every CASE of an upsert's SET compares with the row as it was before the update.
-    for sql, rows in ((_DELIVERED_SQL, delivered), (_SURFACED_SQL, surfaced), (_ACKED_SQL, acked)):
+    for statement, rows in (
+        (_DELIVERED + "VALUES (?,?,?,?)" + _DELIVERED_WINS, delivered),
+        (_SURFACED + "VALUES (?,?,?,?,?,?,?)" + _SURFACED_WINS, surfaced),
+        (_ACKED + "VALUES (?,?,?,?)" + _ACKED_WINS, acked),
+    ):
         if rows:
-            f.c.executemany(sql, rows)
+            f.c.executemany(statement, rows)

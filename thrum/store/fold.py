@@ -82,6 +82,7 @@ class Folder:
         self.r = result
         self.now = now
         self.sigs: dict[tuple[str, ...], int] = {}
+        self.sigs_by_mentions: dict[tuple[str, ...], int] = {}  # `mentions_sig`'s: mentions as written -> id
         self.keep_applied = True
         self._issues: issues_mod.Recorder | None = None
 
@@ -104,6 +105,21 @@ class Folder:
             self.sigs[targets] = sid
         return sid
 
+    def mentions_sig(self, mentions: tuple[str, ...]) -> int:
+        """The id of the mention set of a message whose mention refs are ``mentions`` (as
+        written, in order): the targets without a leading ``@``, once each, sorted."""
+        sid = self.sigs_by_mentions.get(mentions)
+        if sid is None:
+            targets = {m[1:] if m[:1] == "@" else m for m in mentions}
+            targets.discard("")
+            sid = self.sigs_by_mentions[mentions] = self.sig_id(tuple(sorted(targets)))
+        return sid
+
+    def forget_sigs(self) -> None:
+        """Drop the cached ids (those made in an undone savepoint may not exist any more)."""
+        self.sigs.clear()
+        self.sigs_by_mentions.clear()
+
     # ---------------------------------------------------------------- issues
     def issue(self, kind: str, shard: str, event_id: str, reason: str) -> bool:
         """Record a refused line/event once; True when it was not recorded before (`thrum.store.issues`)."""
@@ -117,11 +133,10 @@ class Folder:
         # reuses never hides the original (docs/design/trust.md).
         candidates: dict[str, dict[str, Any]] = {}
         rules: dict[str, ev.ShardRule] = {}  # shard -> its authorship rule, the path parsed once
-        known = ev.SCHEMAS
+        known, version = ev.SCHEMAS, ev.EVENT_VERSION
         for shard, d in records:
-            eid = dedup_key(d)
             t = d.get("type")
-            if t not in known or d.get("v", 1) > ev.EVENT_VERSION:
+            if t not in known or d.get("v", 1) > version:
                 self.r.unknown += 1
                 continue
             rule = rules.get(shard)
@@ -137,6 +152,7 @@ class Folder:
                     f"{d['type']} by {ev.event_owner(d) or '?'} does not belong in {shard}",
                 )
                 continue
+            eid = dedup_key(d)
             if eid in candidates:
                 self.r.duplicates += 1
                 continue
@@ -146,7 +162,14 @@ class Folder:
         # message.create is checked against the messages table (its winner's event_id
         # is there); everything else against applied_events. A rebuild so skips a
         # million applied_events rows for the creates.
-        others = [eid for eid, d in candidates.items() if d["type"] != "message.create"]
+        by_type: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        others: list[str] = []
+        creates = by_type["message.create"]
+        for eid, d in candidates.items():
+            if d["type"] == "message.create":
+                creates.append(d)
+            else:
+                others.append(eid)
         seen: set[str] = set()
         for chunk in chunks(others):
             seen.update(
@@ -159,10 +182,9 @@ class Folder:
         fresh = [eid for eid in others if eid not in seen]
         if fresh:
             self.c.executemany("INSERT INTO applied_events(event_id) VALUES (?)", [(eid,) for eid in fresh])
-        by_type: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for eid, d in candidates.items():
-            if eid not in seen:
-                by_type[d["type"]].append(d)
+        for eid in fresh:
+            d = candidates[eid]
+            by_type[d["type"]].append(d)
         new_creates: set[str] = set()
         for etype, handler in _ORDER:
             batch = by_type.get(etype)
@@ -277,12 +299,12 @@ def fold(
                 exc,
             )
             result = folder.r = FoldResult()
-            folder.sigs.clear()  # ids cached during the undone attempt may not exist any more
+            folder.forget_sigs()  # ids cached during the undone attempt may not exist any more
             for shard, d in records:
                 try:
                     _in_savepoint(conn, folder.fold, [(shard, d)])
                 except _CONTENT_ERRORS as one:
-                    folder.sigs.clear()
+                    folder.forget_sigs()
                     result.invalid += 1
                     eid = d.get("event_id") if isinstance(d, dict) else None
                     folder.issue(

@@ -20,13 +20,16 @@ Each function takes the running fold transaction (`thrum.store.fold.Folder`).
 from __future__ import annotations
 
 from contextlib import ExitStack
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
+from .. import events as ev
 from ..events import time_key
 from . import search_index
 from .counters import BULK_INSERT_ROWS, bulk_message_insert
 from .delivery_fold import sync_ack_requests
 from .search_text import SKIPPED_REF_TYPES, camel_parts, tag_text
+from . import sql as sql_helpers
 from .sql import chunks, qmarks
 
 if TYPE_CHECKING:
@@ -34,19 +37,24 @@ if TYPE_CHECKING:
 
 
 def message_create(f: Folder, batch: list[dict[str, Any]]) -> set[str]:
-    """Insert new messages; returns the event ids applied now (not duplicates).
+    """Insert new messages; returns the event ids applied now (not duplicates), when the fold
+    keeps them (`Folder.keep_applied`; a rebuild does not).
 
     Optimistic: the batch (its own id conflicts resolved first) is inserted with
     INSERT OR IGNORE; only when some id already existed are those looked at.
     """
-    batch.sort(key=lambda d: d["event_id"])
+    batch.sort(key=_EVENT_ID)
     first: dict[str, dict[str, Any]] = {}
     later: list[dict[str, Any]] = []
+    asking: list[dict[str, Any]] = []
     for d in batch:  # lowest event_id first: the first create of an id in the batch wins within it
-        if d["message_id"] in first:
+        mid = d["message_id"]
+        if mid in first:
             later.append(d)
         else:
-            first[d["message_id"]] = d
+            first[mid] = d
+        if d.get("ack"):
+            asking.append(d)
     rows, scopes, refs = _message_rows(f, list(first.values()))
     max_rowid = f.c.execute("SELECT coalesce(max(rowid), 0) FROM messages").fetchone()[0]
     with ExitStack() as bulk:
@@ -60,7 +68,8 @@ def message_create(f: Folder, batch: list[dict[str, Any]]) -> set[str]:
             "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,0)",
             rows,
         ).rowcount
-    applied = set(d["event_id"] for d in first.values())
+    # What the batch applied (the fold publishes it; a rebuild does not keep it: `Folder.keep_applied`).
+    applied = {d["event_id"] for d in first.values()} if f.keep_applied else set()
     pending: set[str] = set()
     if inserted != len(rows):  # some ids were already there: sort those out one by one
         clashing = _clashing(f, first, max_rowid)
@@ -117,40 +126,50 @@ def message_create(f: Folder, batch: list[dict[str, Any]]) -> set[str]:
             f.c.executemany("DELETE FROM pending_targets WHERE message_id = ?", [(m,) for m in found])
     for mid in sorted(pending):
         recompute(f, mid)
-    asking = [d for d in batch if d.get("ack")]
     if asking:
         sync_ack_requests(f, asking)
     return applied
 
 
+_EVENT_ID = itemgetter("event_id")
 MessageRow = tuple[Any, ...]  # the values of one INSERT INTO messages, in its column order
 TagRow = tuple[str, str, str, int]  # (message_id, type, value, pos) of a scope or a ref
 
 
 def _message_rows(f: Folder, creates: list[dict[str, Any]]) -> tuple[list[MessageRow], list[TagRow], list[TagRow]]:
+    """The rows of ``creates`` for messages, message_scopes and message_refs.
+
+    A rebuild calls this for every message (~5 µs of Python each, the largest share of
+    the fold's own work), so the loop is written for it: one pass over the refs for their
+    rows, the mention set and the search tags, the mention set's id looked up by the
+    mentions as written (`Folder.mentions_sig`), the time key taken as it is when the
+    timestamp is already in its form (`time_key`)."""
     rows: list[MessageRow] = []
     scopes: list[TagRow] = []
     refs: list[TagRow] = []
-    sig_of = f.sig_id
+    add_row, add_scope, add_ref = rows.append, scopes.append, refs.append
+    sig_of = f.mentions_sig
+    skipped = SKIPPED_REF_TYPES
     for d in creates:
         mid = d["message_id"]
         body = d["body"]
         ts = d["timestamp"]
-        key = time_key(ts)
-        mentions = {r["value"] for r in d["refs"] if r["type"] == "mention"}
-        if mentions:
-            sig = sig_of(tuple(sorted({m[1:] if m[:1] == "@" else m for m in mentions} - {""})))
-        else:
-            sig = sig_of(())
+        key = ts if len(ts) == 24 and ts[23] == "Z" and ts[19] == "." else time_key(ts)
         tags: list[str] = []  # the values the search index holds for this message (search_text.tag_text)
         for pos, s in enumerate(d["scopes"]):
-            scopes.append((mid, s["type"], s["value"], pos))
-            tags.append(s["value"])
+            value = s["value"]
+            add_scope((mid, s["type"], value, pos))
+            tags.append(value)
+        mentions: list[str] = []
         for pos, ref in enumerate(d["refs"]):
-            refs.append((mid, ref["type"], ref["value"], pos))
-            if ref["type"] not in SKIPPED_REF_TYPES:
-                tags.append(ref["value"])
-        rows.append(
+            kind, value = ref["type"], ref["value"]
+            add_ref((mid, kind, value, pos))
+            if kind == "mention":
+                mentions.append(value)
+                tags.append(value)
+            elif kind not in skipped:
+                tags.append(value)
+        add_row(
             (
                 mid,
                 d["agent_id"],
@@ -166,7 +185,7 @@ def _message_rows(f: Folder, creates: list[dict[str, Any]]) -> tuple[list[Messag
                 d["event_id"],
                 key,
                 key,
-                sig,
+                sig_of(tuple(mentions)),
                 d.get("subject") or "",
                 tag_text(tags),
                 camel_parts(body["content"]),
@@ -318,9 +337,64 @@ def recompute(f: Folder, mid: str) -> None:
 # --------------------------------------------------------------------------- receipts
 
 
+# Last writer wins per (message, agent) and the first archive stays: both are decided by the
+# upserts' WHERE clauses (by event_id), so marks may go in in any order.
+_READ_STATE = "INSERT INTO read_state(message_id, agent_id, is_read, event_id, at, session_id) "
+_READ_STATE_WINS = (
+    " ON CONFLICT(message_id, agent_id) DO UPDATE SET is_read=excluded.is_read, "
+    "event_id=excluded.event_id, at=excluded.at, session_id=excluded.session_id "
+    "WHERE excluded.event_id > read_state.event_id"
+)
+_ARCHIVE = "INSERT INTO archive_marks(message_id, agent_id, event_id, archived_at) "
+_ARCHIVE_WINS = (
+    " ON CONFLICT(message_id, agent_id) DO UPDATE SET event_id=excluded.event_id, "
+    "archived_at=excluded.archived_at WHERE excluded.event_id < archive_marks.event_id"
+)
+# One statement a receipt: its message ids as a JSON array, the rest bound once for all of them.
+_READ_STATE_EACH = _READ_STATE + "SELECT value, ?2, ?3, ?4, ?5, ?6 FROM json_each(?1) WHERE true" + _READ_STATE_WINS
+_ARCHIVE_EACH = _ARCHIVE + "SELECT value, ?2, ?3, ?4 FROM json_each(?1) WHERE true" + _ARCHIVE_WINS
+
+
 def receipt(f: Folder, batch: list[dict[str, Any]]) -> None:
-    # Last writer wins per (message, agent) and the first archive stays: both
-    # are decided by the upserts' WHERE clauses, so rows can go in as they come.
+    """Read, unread and archive marks: one upsert per message a receipt names.
+
+    A rebuild folds hundreds of thousands of marks, and a receipt names up to 10,000
+    messages with one agent, event and time. So each receipt is one statement, its ids
+    read by SQLite from one JSON array (``json_each``) and the rest bound once (binding
+    six values a mark was half of what a mark cost), and the receipts go in the order of
+    their first message, near the table's key order (SQLite writes a run of rows in key
+    order far more cheaply than scattered ones). Where SQLite has no JSON functions,
+    `receipt_marks` binds every mark: the same rows (tests/store/test_receipt_paths.py).
+    """
+    if not sql_helpers.JSON_EACH:
+        receipt_marks(f, batch)
+        return
+    ordered = sorted(batch, key=_first_message) if len(batch) > 1 else batch
+    dumps = ev.dumps
+    # Generators: each array is made as its statement runs, not all held at once.
+    states = (
+        (
+            dumps(d["message_ids"]).decode(),
+            d["agent_id"],
+            1 if t == "message.read" else 0,
+            d["event_id"],
+            d["timestamp"],
+            d["session_id"],
+        )
+        for d in ordered
+        if (t := d["type"]) != "message.archive"
+    )
+    f.c.executemany(_READ_STATE_EACH, states)
+    archives = (
+        (dumps(d["message_ids"]).decode(), d["agent_id"], d["event_id"], d["timestamp"])
+        for d in ordered
+        if d["type"] == "message.archive"
+    )
+    f.c.executemany(_ARCHIVE_EACH, archives)
+
+
+def receipt_marks(f: Folder, batch: list[dict[str, Any]]) -> None:
+    """`receipt` with every mark a row of its own, in key order."""
     states, archives = [], []
     for d in batch:
         agent, ts, eid = d["agent_id"], d["timestamp"], d["event_id"]
@@ -330,17 +404,13 @@ def receipt(f: Folder, batch: list[dict[str, Any]]) -> None:
             is_read, sid = (1 if d["type"] == "message.read" else 0), d["session_id"]
             states += [(mid, agent, is_read, eid, ts, sid) for mid in d["message_ids"]]
     if states:
-        f.c.executemany(
-            "INSERT INTO read_state(message_id, agent_id, is_read, event_id, at, session_id) "
-            "VALUES (?,?,?,?,?,?) ON CONFLICT(message_id, agent_id) DO UPDATE SET is_read=excluded.is_read, "
-            "event_id=excluded.event_id, at=excluded.at, session_id=excluded.session_id "
-            "WHERE excluded.event_id > read_state.event_id",
-            states,
-        )
+        states.sort()
+        f.c.executemany(_READ_STATE + "VALUES (?,?,?,?,?,?)" + _READ_STATE_WINS, states)
     if archives:
-        f.c.executemany(
-            "INSERT INTO archive_marks(message_id, agent_id, event_id, archived_at) VALUES (?,?,?,?) "
-            "ON CONFLICT(message_id, agent_id) DO UPDATE SET event_id=excluded.event_id, "
-            "archived_at=excluded.archived_at WHERE excluded.event_id < archive_marks.event_id",
-            archives,
-        )
+        archives.sort()
+        f.c.executemany(_ARCHIVE + "VALUES (?,?,?,?)" + _ARCHIVE_WINS, archives)
+
+
+def _first_message(d: dict[str, Any]) -> str:
+    ids = d["message_ids"]
+    return ids[0] if ids else ""

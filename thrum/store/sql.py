@@ -11,6 +11,8 @@ so a list of ids is sent in chunks of `CHUNK` (`rows_in`).
 
 from __future__ import annotations
 
+import sqlite3
+from contextlib import closing
 from typing import Any, Iterator, Sequence, TypeVar
 
 import peewee as pw
@@ -64,3 +66,17 @@ def rows_in(db: pw.Database, sql: str, ids: Sequence[Any], before: Sequence[Any]
     for chunk in chunks(ids):
         out.extend(db.execute_sql(sql.format(q=qmarks(len(chunk))), [*before, *chunk]).fetchall())
     return out
+
+
+def _json_each_works() -> bool:
+    try:
+        with closing(sqlite3.connect(":memory:")) as conn:
+            conn.execute("SELECT value FROM json_each('[1]')").fetchall()
+    except sqlite3.Error:
+        return False
+    return True
+
+
+# Whether this process's SQLite has its JSON functions (built in from 3.38; most builds
+# before had them too): a fold may then hand a list of values over as one JSON array.
+JSON_EACH = _json_each_works()
