@@ -349,14 +349,24 @@ _CONTENT_ERRORS = (
 )
 
 
+class UndoImpossible(Exception):
+    """A fold batch failed on a connection that keeps no journal (a rebuild's load,
+    ``journal_mode=OFF``), where ``ROLLBACK TO`` undoes nothing: what the batch wrote
+    before it failed stays, so folding its events again one by one would apply them on
+    top of it. The rebuild loads again with a journal (`rebuild.rebuild`)."""
+
+
 def _in_savepoint(conn: sqlite3.Connection, fn: Callable[[list[Record]], None], records: list[Record]) -> None:
-    """Run ``fn(records)`` so that its writes are undone if it raises."""
+    """Run ``fn(records)`` so that its writes are undone if it raises; raises
+    `UndoImpossible` instead when the connection keeps no journal to undo them with."""
     conn.execute("SAVEPOINT thrum_fold")
     try:
         fn(records)
-    except BaseException:
+    except BaseException as exc:
         conn.execute("ROLLBACK TO thrum_fold")
         conn.execute("RELEASE thrum_fold")
+        if isinstance(exc, _CONTENT_ERRORS) and conn.execute("PRAGMA journal_mode").fetchone()[0].lower() == "off":
+            raise UndoImpossible(f"{type(exc).__name__}: {exc}") from exc
         raise
     conn.execute("RELEASE thrum_fold")
 

@@ -38,7 +38,7 @@ import peewee as pw
 
 from ..events.ids import now_rfc3339
 from . import chain_fold, database, readahead
-from .fold import FoldResult, fold, load_positions
+from .fold import FoldResult, UndoImpossible, fold, load_positions
 from .log import EventLog, LogIssue, Position
 from .sql import all_rows
 
@@ -255,16 +255,30 @@ def rebuild(
                 if progress is not None:
                     progress(phase, events, done_bytes, total_bytes, elapsed)
 
-            with chain_fold.deferred():  # the writers' chains are settled once, after the load
-                total = _fold_log(
-                    db,
-                    event_log,
-                    {},
-                    keep_applied=keep_applied,
-                    fold_fn=fold_fn,
-                    progress=load_progress,
-                    reader=reader,
-                )
+            def load() -> FoldResult:
+                with chain_fold.deferred():  # the writers' chains are settled once, after the load
+                    return _fold_log(
+                        db,
+                        event_log,
+                        {},
+                        keep_applied=keep_applied,
+                        fold_fn=fold_fn,
+                        progress=load_progress,
+                        reader=reader,
+                    )
+
+            try:
+                total = load()
+            except UndoImpossible as exc:
+                # An event made a handler fail, and without a journal the batch's writes
+                # could not be undone before its events were folded one by one: load again
+                # with a journal in memory (rare: it takes a line the schema let through
+                # that a handler cannot apply), so the result is the incremental fold's.
+                log.warning("a rebuild batch failed (%s): loading the log again with a journal", exc)
+                database.drop_schema(db)
+                database.create_tables(db)
+                db.execute_sql("PRAGMA journal_mode=MEMORY")
+                total = load()
             total.timings = {"load": time.perf_counter() - started, "cpu load": time.process_time() - started_cpu}
             at, at_cpu = time.perf_counter(), time.process_time()
             with db.atomic():
