@@ -51,9 +51,12 @@ REBUILD_BATCH = 50_000
 # cost the load CPU, 48 MiB memory (docs/design/decisions.md).
 REBUILD_BATCH_BYTES = 24 * 1024 * 1024
 READ_CHUNK = 32 * 1024 * 1024  # bytes of a shard read (and folded) at a time
-# A rebuild of a log this large reads and decodes it in a thread, a batch ahead of the fold
-# (`readahead.ReaderThread`); a smaller one is over before that pays (docs/design/decisions.md).
-READ_AHEAD_BYTES = 16 * 1024 * 1024
+# From this many bytes of log, ``reader="auto"`` reads and decodes it in a thread, a batch
+# ahead of the fold (`readahead.ReaderThread`). None: never. Measured on the quiet 2-core
+# machine, reading ahead saved no wall time (the GIL lets the reader's Python and the fold's
+# Python take turns; 200,000 and 1,000,000 messages), for 2-5 % more CPU: off until a
+# Python without the GIL (docs/design/decisions.md, "Rebuilds on a large history").
+READ_AHEAD_BYTES: int | None = None
 # The connection's settings for the two phases of a rebuild (restored after each). The load
 # writes rows at scattered places of large b-trees: it wants a large page cache. The
 # finishing steps (`database.finish_schema`) read the tables in order and write each index
@@ -236,10 +239,11 @@ def rebuild(
     applied events in the result (memory grows with the log). ``progress``: told
     how far it is (`Progress`). ``reader``: where the log is read and decoded (`_fold_log`);
     ``auto``: by a thread one batch ahead of the fold when the log holds at least
-    `READ_AHEAD_BYTES`, in turn with the fold otherwise.
+    `READ_AHEAD_BYTES` (None: never), in turn with the fold otherwise.
     """
     if reader == "auto":
-        reader = "thread" if _log_bytes(event_log) >= READ_AHEAD_BYTES else "here"
+        ahead = READ_AHEAD_BYTES is not None and _log_bytes(event_log) >= READ_AHEAD_BYTES
+        reader = "thread" if ahead else "here"
     kv = _saved_kv(db)
     database.drop_schema(db)
     database.create_tables(db)
@@ -268,7 +272,11 @@ def rebuild(
                     )
 
             try:
-                total = load()
+                # One transaction for the whole load (the fold's batches are savepoints in
+                # it): a batch's commit wrote out every page it touched across the big
+                # tables again, ~13 % of the load at a million events (BENCHMARKS.md).
+                with db.atomic():
+                    total = load()
             except UndoImpossible as exc:
                 # An event made a handler fail, and without a journal the batch's writes
                 # could not be undone before its events were folded one by one: load again
