@@ -16,9 +16,13 @@ Rules (part of the projection's rules, `thrum.store.projection`):
   phase, and every few seconds while its indexes are built, so that whoever waits
   for it (``thrum init`` on a large history) can show a rate and an estimate
   instead of silence.
-- A rebuild of a large log reads, decodes and judges each batch in a thread while the
-  batch before is folded (`readahead.ReaderThread`, `JudgesAhead`): the same batches in
-  the same order, half as large (two are alive at once).
+- A rebuild's load is one transaction (the fold's batches are savepoints in it); a batch
+  a handler fails in, which a load without a journal cannot undo, has the load done again
+  with one (`fold.UndoImpossible`).
+- A rebuild can read, decode and judge each batch in a thread while the batch before is
+  folded (``reader="thread"``: `readahead.ReaderThread`, `JudgesAhead`; the same batches in
+  the same order, half as large). Off by default: measured quiet, the GIL made the two
+  threads take turns (`READ_AHEAD_BYTES`).
 - A rebuild's load and its finishing steps each run with their own connection
   settings (`LOAD_PRAGMAS`, `FINISH_PRAGMAS`: cache, sorter, map), put back after;
   with batches bounded in bytes too, that keeps its peak memory under 1 GiB at a
