@@ -9,45 +9,14 @@ import os
 import threading
 
 import pytest
+from test_rebuild_equivalence import rows
 
-from thrum import events as ev
+from fixtures.signed import SigningAgent as Agent
 from thrum.store import database, projection, readahead, rebuild
 from thrum.store.log import EventLog
 from thrum.store.verified import VerifiedFold
-from thrum.trust import keys, signing
 from thrum.trust.ring import KeyRing
 from thrum.trust.verify import Verifier
-
-from test_rebuild_equivalence import rows
-
-
-class Agent:
-    """An agent with its own key that writes signed lines, as a daemon would."""
-
-    def __init__(self, name: str):
-        self.name = name
-        self.private = keys.generate()
-        self.public = keys.PublicKey(keys.public_raw(self.private))
-
-    def line(self, event: ev.Event, *, key=None) -> bytes:
-        return ev.encode_line(signing.sign(event.to_dict(), self.name, key or self.private))
-
-    def register(self) -> bytes:
-        return self.line(ev.AgentRegister(agent_id=self.name, role="implementer", public_key=self.public.b64))
-
-    def start(self, **kw) -> bytes:
-        return self.line(ev.SessionStart(agent_id=self.name, session_id=f"ses_{self.name}", **kw))
-
-    def send(self, content: str, *, key=None) -> bytes:
-        return self.line(
-            ev.MessageCreate(
-                message_id=signing.new_message_id(self.public.tag),
-                agent_id=self.name,
-                session_id=f"ses_{self.name}",
-                body=ev.Body(content),
-            ),
-            key=key,
-        )
 
 
 def _write(root, shard: str, lines: list[bytes]) -> None:

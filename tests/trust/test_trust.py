@@ -10,41 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fixtures.signed import SigningAgent as Agent
 from thrum import events as ev
 from thrum.events.ids import ulid_text
 from thrum.trust import keys, signing
 from thrum.trust.ring import KeyRing
 from thrum.trust.verify import Candidate, Verifier
-
-
-class Agent:
-    """An agent with its own key that writes signed lines, as a daemon would."""
-
-    def __init__(self, name: str):
-        self.name = name
-        self.private = keys.generate()
-        self.public = keys.PublicKey(keys.public_raw(self.private))
-
-    def line(self, event: ev.Event | dict, *, key=None, by=None) -> bytes:
-        d = event if isinstance(event, dict) else event.to_dict()
-        return ev.encode_line(signing.sign(d, by or self.name, key or self.private))
-
-    def register(self, role: str = "implementer", **kw) -> bytes:
-        return self.line(ev.AgentRegister(agent_id=self.name, role=role, public_key=self.public.b64, **kw))
-
-    def send(self, content: str = "hi", **kw) -> bytes:
-        return self.line(
-            ev.MessageCreate(
-                message_id=signing.new_message_id(self.public.tag),
-                agent_id=self.name,
-                session_id=f"ses_{self.name}",
-                body=ev.Body(content),
-                **kw,
-            )
-        )
-
-    def seal(self, *lines: bytes) -> bytes:
-        return ev.encode_line(signing.make_seal(self.name, [signing.line_hash(x) for x in lines], self.private))
 
 
 def cand(line: bytes, shard: str = "x") -> Candidate:
