@@ -33,6 +33,7 @@ import trio
 from .. import __version__, config as config_mod
 from ..paths import ThrumPaths
 from ..store.projection import Progress
+from ..events.ids import new_ulid
 from ..trust.keys import LocalKeys
 from ..trust.resolve import prefer_verified
 from . import service  # noqa: F401  (registers every RPC method)
@@ -61,6 +62,7 @@ from .writer import Writer
 
 if TYPE_CHECKING:
     from ..sync.gitstore.api import GitStore
+    from ..trust.roster import Roster
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +140,7 @@ class Daemon:
         presence = Presence(  # heartbeats (thrum.daemon.presence)
             writer,
             interval=float(cfg.presence_interval),
-            can_sign=lambda agent: self.keys.get(agent) is not None,
+            can_sign=partial(_may_sign, self.keys, store.team.roster),
         )
         hub = Hub(
             writer.read,
@@ -285,3 +287,11 @@ class Daemon:
             async for _ in signals:
                 self.request_shutdown()
                 return
+
+
+def _may_sign(keys: LocalKeys, roster: Roster, agent: str) -> bool:
+    """Whether this machine may write an event of its own accord (a heartbeat) as ``agent``:
+    it holds the agent's key, and no revocation or rotation it knows retired that key (such
+    a line would only be quarantined by every replica, and fail `thrum verify`)."""
+    pair = keys.get(agent)
+    return pair is not None and roster.retired(agent, pair[1], new_ulid()) is None
