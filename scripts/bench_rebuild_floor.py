@@ -17,11 +17,23 @@ This measures the second part alone, on the projection's real schema and setting
    reader pays per line.
 
 No implementation of this schema in this process can rebuild faster than (2) + (3) + (4) on
-one core, nor faster than the larger of its parts spread over two. Usage (the log and the
-verdict memory as `bench_rebuild.py` makes them):
+one core, nor faster than the larger of its parts spread over two.
+
+With ``--checks``, the work every line of an untrusted log must get on top, whatever the
+code around it, is measured too, and the floor is taken with it instead of (4):
+
+5. reading and decoding with validation (`EventLog.read_shard`: the schema in C, the same
+   batches as the rebuild);
+6. the trust check of each batch (`VerifiedFold`'s judging: signatures through seals,
+   message ids bound to keys, digests), with the verdict memory (the daemon's rebuild) and
+   without it (a first rebuild: `thrum init`);
+7. the least Python a row can cost: one C call per row turning a decoded dict into the
+   table's tuple (`operator.itemgetter`), for every row the load inserts.
+
+Usage (the log and the verdict memory as `bench_rebuild.py` makes them):
 
     python scripts/bench_rebuild.py --data-dir /tmp/rb --events 1000000 --runs 1
-    python scripts/bench_rebuild_floor.py --data-dir /tmp/rb --work /tmp/rb-floor
+    python scripts/bench_rebuild_floor.py --data-dir /tmp/rb --work /tmp/rb-floor [--checks]
 """
 
 from __future__ import annotations
@@ -126,10 +138,59 @@ def bare_decode(data: Path) -> tuple[int, float]:
     return lines, time.process_time() - cpu
 
 
+def read_and_judge(data: Path, memory: bool) -> tuple[int, float, float]:
+    """(5) and (6): the log read and decoded with validation in the rebuild's batches, each
+    batch judged by a fresh verifier as a rebuild's is (``memory``: with the verdict memory).
+    Returns (lines, CPU of reading and decoding, CPU of judging)."""
+    from thrum.store import rebuild as rb
+    from thrum.store import readahead
+    from thrum.store.log import EventLog
+    from thrum.store.verified import VerifiedFold
+    from thrum.trust.ring import KeyRing
+    from thrum.trust.verdicts import VerdictMemory
+    from thrum.trust.verify import Verifier
+
+    fold_fn = VerifiedFold(Verifier(KeyRing(None, None)), VerdictMemory(data / "verified-lines" if memory else None))
+    judge = fold_fn.judge_ahead()
+    batches = readahead.log_batches(
+        EventLog(data / "log"), {}, batch_events=rb.REBUILD_BATCH, batch_bytes=rb.REBUILD_BATCH_BYTES, chunk=rb.READ_CHUNK
+    )
+    lines, read_cpu, judge_cpu = 0, 0.0, 0.0
+    while True:
+        t = time.process_time()
+        batch = next(batches, None)
+        read_cpu += time.process_time() - t
+        if batch is None:
+            break
+        t = time.process_time()
+        judge(batch.result.records, batch.result.lines)
+        judge_cpu += time.process_time() - t
+        lines += len(batch.result.lines)
+    fold_fn.release()
+    return lines, read_cpu, judge_cpu
+
+
+def rows_from_dicts(rows: dict[str, tuple[list[str], list[tuple]]]) -> float:
+    """(7): CPU of one C call per row (`operator.itemgetter`) from a dict to the row's tuple,
+    over every row the load inserts (the dicts are made first, untimed, a table at a time)."""
+    from operator import itemgetter
+
+    cpu = 0.0
+    for cols, found in rows.values():
+        get = itemgetter(*cols)
+        for i in range(0, len(found), CHUNK):
+            dicts = [dict(zip(cols, row)) for row in found[i : i + CHUNK]]
+            t = time.process_time()
+            [get(d) for d in dicts]
+            cpu += time.process_time() - t
+    return cpu
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data-dir", required=True, help="the log and verdict memory (bench_rebuild.py's --data-dir)")
     p.add_argument("--work", required=True, help="where the loaded database is kept and the copy is made")
+    p.add_argument("--checks", action="store_true", help="add the work every untrusted line needs (slow: reads the log 3 times)")
     p.add_argument("--src", default=str(ROOT), help="the checkout whose thrum is measured (default: this one)")
     args = p.parse_args(argv)
     sys.path.insert(0, args.src)
@@ -147,6 +208,14 @@ def main(argv: list[str] | None = None) -> int:
     inserted = insert_all(rows, target)
     fin_cpu, fin_wall, timings = finish(target)
     lines, decode_cpu = bare_decode(data)
+    checks = None
+    if args.checks:
+        from thrum.store.rebuild import collector_paused
+
+        with collector_paused():  # as in a rebuild: millions of young dicts are no garbage
+            _, read_cpu, first_cpu = read_and_judge(data, memory=False)
+            _, _, remembered_cpu = read_and_judge(data, memory=True)
+            checks = (read_cpu, first_cpu, remembered_cpu, rows_from_dicts(rows))
     for old in work.glob("copy.db*"):
         old.unlink()
 
@@ -165,6 +234,18 @@ def main(argv: list[str] | None = None) -> int:
     floor = ins_cpu + fin_cpu + decode_cpu
     print(f"\nfloor on one core: {floor:.1f} s CPU = {lines / floor:,.0f} events/s")
     print(f"floor split perfectly over two cores: {floor / 2:.1f} s = {2 * lines / floor:,.0f} events/s")
+    if checks is not None:
+        read_cpu, first_cpu, remembered_cpu, rows_cpu = checks
+        print("\nThe work every untrusted line needs besides SQLite's (CPU s):")
+        print(f"{'read + decode with validation':<44}{read_cpu:>9.2f}")
+        print(f"{'trust check, with the verdict memory':<44}{remembered_cpu:>9.2f}")
+        print(f"{'trust check, without it (a first rebuild)':<44}{first_cpu:>9.2f}")
+        print(f"{'rows from dicts, one C call a row':<44}{rows_cpu:>9.2f}")
+        base = ins_cpu + fin_cpu + read_cpu + rows_cpu
+        print(f"\n{'floor with the checks':<44}{'one core':>10}{'two cores':>11}{'events/s':>10}")
+        for name, judge in (("the daemon's rebuild (remembered)", remembered_cpu), ("a first rebuild (thrum init)", first_cpu)):
+            total = base + judge
+            print(f"{name:<44}{total:>10.1f}{total / 2:>11.1f}{2 * lines / total:>10,.0f}")
     return 0
 
 
