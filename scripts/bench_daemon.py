@@ -25,6 +25,7 @@ from bench_segments import SegmentWriter, Signing  # noqa: E402
 from fixtures.repos.builders import make_repo  # noqa: E402
 from thrum import events as ev  # noqa: E402
 from thrum import lifecycle  # noqa: E402
+from bench_table import print_table  # noqa: E402
 
 
 class Conn:
@@ -219,10 +220,7 @@ def main(argv=None) -> int:
         lifecycle.stop(p)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    width = max(len(r[0]) for r in rows)
-    print(f"{'benchmark'.ljust(width)}  {'result':>16}  target")
-    for name, value, target in rows:
-        print(f"{name.ljust(width)}  {value:>16}  {target}")
+    print_table(rows)
     return 0
 
 

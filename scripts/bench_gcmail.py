@@ -32,6 +32,7 @@ from thrum import lifecycle  # noqa: E402
 from thrum.gcmail.main import Connection  # noqa: E402
 from thrum.gcmail.provider import Mailer  # noqa: E402
 from thrum.paths import resolve  # noqa: E402
+from bench_table import print_table  # noqa: E402
 
 from bench_process import median_ms  # noqa: E402
 
@@ -97,11 +98,7 @@ def measure(runs: int = 20, mail: int = 20, big: int = 1000) -> list[tuple[str, 
 
 def section(args=None) -> None:
     rows = measure()
-    width = max(len(r[0]) for r in rows)
-    print("\ngc-mail (issue 14): provider process wall time")
-    print(f"{'benchmark'.ljust(width)}  {'result':>10}  target")
-    for name, value, target in rows:
-        print(f"{name.ljust(width)}  {value:>10}  {target}")
+    print_table(rows, title="\ngc-mail (issue 14): provider process wall time")
 
 
 def main(argv=None) -> int:
@@ -111,10 +108,7 @@ def main(argv=None) -> int:
     ap.add_argument("--big", type=int, default=1000, help="unread messages in the large mailbox")
     args = ap.parse_args(argv)
     rows = measure(args.runs, args.mail, args.big)
-    width = max(len(r[0]) for r in rows)
-    print(f"{'benchmark'.ljust(width)}  {'result':>10}  target")
-    for name, value, target in rows:
-        print(f"{name.ljust(width)}  {value:>10}  {target}")
+    print_table(rows)
     return 0
 
 

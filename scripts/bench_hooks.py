@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 from fixtures.repos.builders import make_repo  # noqa: E402
 from thrum import lifecycle  # noqa: E402
 from thrum.paths import resolve  # noqa: E402
+from bench_table import print_table  # noqa: E402
 
 from bench_process import run_ms  # noqa: E402
 
@@ -170,11 +171,7 @@ def measure(runs: int = 20, wakes: int = 20) -> list[tuple[str, str, str]]:
 
 def section(args=None) -> None:
     rows = measure()
-    width = max(len(r[0]) for r in rows)
-    print("\nhooks (issue 24): hook process, wake-up, receipts")
-    print(f"{'benchmark'.ljust(width)}  {'result':>10}  target")
-    for name, value, target in rows:
-        print(f"{name.ljust(width)}  {value:>10}  {target}")
+    print_table(rows, title="\nhooks (issue 24): hook process, wake-up, receipts")
 
 
 def main(argv=None) -> int:
@@ -183,10 +180,7 @@ def main(argv=None) -> int:
     ap.add_argument("--wakes", type=int, default=20)
     args = ap.parse_args(argv)
     rows = measure(args.runs, args.wakes)
-    width = max(len(r[0]) for r in rows)
-    print(f"{'benchmark'.ljust(width)}  {'result':>10}  target")
-    for name, value, target in rows:
-        print(f"{name.ljust(width)}  {value:>10}  {target}")
+    print_table(rows)
     return 0
 
 

@@ -47,6 +47,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 from fixtures.repos.builders import make_repo  # noqa: E402
 from thrum import client_async, identity  # noqa: E402
 from thrum import lifecycle  # noqa: E402
+from bench_table import print_table  # noqa: E402
 
 THRUM = shutil.which("thrum") or str(Path(sys.executable).parent / "thrum")
 TARGETS = {"send_p50": 5.0, "wake_p99": 50.0, "startup": 1000.0}
@@ -248,11 +249,8 @@ def section(args) -> dict:
     inbox = getattr(args, "mcp_inbox", 10_000)
     result = run(runs=runs, samples=getattr(args, "mcp_samples", 300), inbox=inbox)
     rows = table(result, inbox)
-    width = max(len(r[0]) for r in rows)
-    print(f"\nmcp (median of {runs} runs, fresh daemon each; official MCP client over stdio)")
-    print(f"  {'metric'.ljust(width)}  {'value':>14}  target")
-    for name, value, target in rows:
-        print(f"  {name.ljust(width)}  {value:>14}  {target}")
+    title = f"\nmcp (median of {runs} runs, fresh daemon each; official MCP client over stdio)"
+    print_table(rows, title=title, head=("metric", "value"), indent="  ")
     return result
 
 

@@ -43,6 +43,7 @@ from websockets.asyncio.client import connect  # noqa: E402
 
 from fixtures.repos.builders import make_repo  # noqa: E402
 from thrum import lifecycle  # noqa: E402
+from bench_table import print_table  # noqa: E402
 
 TARGETS = {"latency_p50": 2.0, "latency_p99": 10.0, "fanout_p99": 50.0}
 
@@ -247,11 +248,8 @@ def section(args) -> dict:
     fanout = getattr(args, "rt_fanout", 100)
     result = run(runs=runs, samples=getattr(args, "rt_samples", 300), fanout=fanout)
     rows = table(result, fanout)
-    width = max(len(r[0]) for r in rows)
-    print(f"\nrealtime (median of {runs} runs, fresh daemon each)")
-    print(f"  {'metric'.ljust(width)}  {'value':>10}  target")
-    for name, value, target in rows:
-        print(f"  {name.ljust(width)}  {value:>10}  {target}")
+    title = f"\nrealtime (median of {runs} runs, fresh daemon each)"
+    print_table(rows, title=title, head=("metric", "value"), indent="  ")
     return result
 
 

@@ -153,7 +153,11 @@ def read_and_judge(data: Path, memory: bool) -> tuple[int, float, float]:
     fold_fn = VerifiedFold(Verifier(KeyRing(None, None)), VerdictMemory(data / "verified-lines" if memory else None))
     judge = fold_fn.judge_ahead()
     batches = readahead.log_batches(
-        EventLog(data / "log"), {}, batch_events=rb.REBUILD_BATCH, batch_bytes=rb.REBUILD_BATCH_BYTES, chunk=rb.READ_CHUNK
+        EventLog(data / "log"),
+        {},
+        batch_events=rb.REBUILD_BATCH,
+        batch_bytes=rb.REBUILD_BATCH_BYTES,
+        chunk=rb.READ_CHUNK,
     )
     lines, read_cpu, judge_cpu = 0, 0.0, 0.0
     while True:
@@ -190,7 +194,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data-dir", required=True, help="the log and verdict memory (bench_rebuild.py's --data-dir)")
     p.add_argument("--work", required=True, help="where the loaded database is kept and the copy is made")
-    p.add_argument("--checks", action="store_true", help="add the work every untrusted line needs (slow: reads the log 3 times)")
+    p.add_argument(
+        "--checks", action="store_true", help="add the work every untrusted line needs (reads the log 3 times)"
+    )
     p.add_argument("--src", default=str(ROOT), help="the checkout whose thrum is measured (default: this one)")
     args = p.parse_args(argv)
     sys.path.insert(0, args.src)
@@ -243,7 +249,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'rows from dicts, one C call a row':<44}{rows_cpu:>9.2f}")
         base = ins_cpu + fin_cpu + read_cpu + rows_cpu
         print(f"\n{'floor with the checks':<44}{'one core':>10}{'two cores':>11}{'events/s':>10}")
-        for name, judge in (("the daemon's rebuild (remembered)", remembered_cpu), ("a first rebuild (thrum init)", first_cpu)):
+        for name, judge in (
+            ("the daemon's rebuild (remembered)", remembered_cpu),
+            ("a first rebuild (thrum init)", first_cpu),
+        ):
             total = base + judge
             print(f"{name:<44}{total:>10.1f}{total / 2:>11.1f}{2 * lines / total:>10,.0f}")
     return 0

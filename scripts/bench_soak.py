@@ -69,6 +69,7 @@ from fixtures.daemon_env import daemon_env  # noqa: E402
 from fixtures.repos.builders import make_replicas  # noqa: E402
 from thrum import errors, identity, lifecycle  # noqa: E402
 from thrum.client import Client  # noqa: E402
+from bench_table import print_table  # noqa: E402
 
 THRUM = shutil.which("thrum") or str(Path(sys.executable).parent / "thrum")
 MCP_AGENT, CLI_AGENT, WAITER_ROLE = "waiter", "cliwaiter", "watcher"
@@ -1022,12 +1023,7 @@ def table(r: dict) -> list[tuple[str, str, str]]:
 
 def print_result(r: dict) -> None:
     rows = table(r)
-    width = max(len(x[0]) for x in rows)
-    vwidth = max(len(x[1]) for x in rows)
-    print(f"\nsoak ({r['minutes']:.1f} min)")
-    print(f"  {'metric'.ljust(width)}  {'value'.rjust(vwidth)}  target")
-    for name, value, target in rows:
-        print(f"  {name.ljust(width)}  {value.rjust(vwidth)}  {target}")
+    print_table(rows, title=f"\nsoak ({r['minutes']:.1f} min)", head=("metric", "value"), indent="  ")
     print("\n  abusive client, attacks made:", ", ".join(f"{k} {v}" for k, v in sorted(r["abuse"].items())))
     print("\n  RSS (MiB) and descriptors of A over time:")
     step = max(1, len(r["samples"]) // 20)
