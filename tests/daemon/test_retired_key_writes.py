@@ -21,24 +21,15 @@ from thrum.trust.signing import verify
 from daemon_helpers import RawClient, register
 
 
-@pytest.fixture(scope="module")
-def bus(tmp_path_factory):
-    """One local-only daemon for the module; each test uses agents of its own."""
-    repo = tmp_path_factory.mktemp("retired") / "repo"
-    make_repo(repo)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("THRUM_LOCAL", "1")
-        mp.setenv("THRUM_WS_PORT", "0")
-        paths = lifecycle.init_repo(repo)
-    yield paths
-    lifecycle.stop(paths)
+@pytest.fixture
+def bus(shared_daemon):
+    """The module's daemon (conftest's ``shared_daemon``): each test uses agents of its own."""
+    return shared_daemon
 
 
 @pytest.fixture
-def c(bus):
-    client = RawClient(bus)
-    yield client
-    client.close()
+def c(shared):
+    return shared
 
 
 def _lines_by(paths, agent: str) -> list[dict]:

@@ -174,8 +174,8 @@ def _refusal(r: Retirement, *, governed: bool) -> errors.KeyRetired:
     name = r.name
     if r.why.startswith("rotated"):
         fix = (
-            f"this machine holds only the old key: copy .thrum/identities/{name}.key from the machine "
-            f"that rotated it, or use that machine"
+            f"this machine holds only the old key (a rotation here puts the new one in place in a moment: "
+            f"try again); copy .thrum/identities/{name}.key from the machine that rotated it, or use that machine"
         )
     elif governed:
         fix = (
