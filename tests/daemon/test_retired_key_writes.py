@@ -78,7 +78,7 @@ def test_every_write_of_a_revoked_agent_is_refused_and_nothing_is_appended(bus, 
         assert "\n" not in text
         assert "rk_dave" in text and "revoked by rk_dave" in text, text
         assert "nothing was written" in text, text
-        assert "thrum team admit rk_dave" in text, text  # what to do, with the real command
+        assert "thrum team invite rk_dave" in text, text  # what to do, with the real command
         assert err["data"]["agent"] == "rk_dave" and err["data"]["point"], err
     assert _lines_by(bus, "rk_dave") == before
     # the daemon keeps serving, and an agent whose key stands still writes
@@ -95,7 +95,7 @@ def test_the_cli_prints_one_line_and_exits_non_zero(bus, c):
     assert done.returncode == 1, done
     err = done.stderr.strip()
     assert "\n" not in err and err.startswith("thrum: "), err
-    assert "revoked by rk_erin" in err and "thrum team admit rk_erin" in err, err
+    assert "revoked by rk_erin" in err and "thrum team invite rk_erin" in err, err
     assert _lines_by(bus, "rk_erin") == before
 
 
@@ -154,3 +154,50 @@ async def test_a_write_queued_behind_the_revocation_of_its_key_is_refused(tmp_pa
     assert outcome["revoke"] == "written"
     assert isinstance(outcome["later"], errors.KeyRetired), outcome
     assert not [d for d in _lines_by(paths, "dave") if d["type"] == "group.create"]
+
+
+def test_under_a_root_an_admins_invite_re_admits_a_revoked_agent_with_a_new_key(tmp_path, monkeypatch):
+    """What the refusal advises works: the admin invites the agent again, redeeming the
+    code here gives it a new key (the revoked one kept beside it), it writes again, and
+    `thrum verify` passes the whole log as every replica would judge it."""
+    from fixtures.repos.builders import signature
+    from thrum.trust.keys import LocalKeys
+    from thrum.trust.teamroot import FILE_NAME, TeamRoot, new_log_id, render_team_root
+
+    repo = tmp_path / "repo"
+    git = make_repo(repo)
+    monkeypatch.setenv("THRUM_LOCAL", "1")
+    monkeypatch.setenv("THRUM_WS_PORT", "0")
+    paths = lifecycle.init_repo(repo, start_daemon=False)
+    local = LocalKeys(paths.identities)
+    admin, old = local.create("alice")[1], local.create("dave")[1]
+    root = TeamRoot(log_id=new_log_id(), policy="admins", admins={"alice": admin}, members={"dave": old})
+    (repo / FILE_NAME).write_text(render_team_root(root))
+    git.index.add(FILE_NAME)
+    git.index.write()
+    git.create_commit("HEAD", signature(), signature(), "thrum team root", git.index.write_tree(), [git.head.target])
+    lifecycle.start(paths)
+    c = RawClient(paths)
+    try:
+        register(c, "alice", "lead")
+        register(c, "dave", "tester")
+        c.call("message.send", {"caller": "dave", "content": "before", "to": ["@alice"]})
+        c.call("team.revoke", {"caller": "alice", "name": "dave", "from_event": ev.new_ulid()})
+        err = _refused(c, "message.send", {"caller": "dave", "content": "refused", "to": ["@alice"]})
+        assert err["code"] == errors.KEY_RETIRED and "revoked by alice" in err["message"], err
+        assert "`thrum team invite dave`" in err["message"] and "--invite CODE" in err["message"], err
+        code = c.call("team.invite", {"caller": "alice", "name": "dave"})["code"]
+        c.call("agent.register", {"name": "dave", "role": "tester", "invite": code})
+        new = LocalKeys(paths.identities).get("dave")
+        assert new is not None and new[1] != old
+        assert len(list(paths.identities.glob("dave.key.retired-*"))) == 1  # the revoked key, kept
+        sent = c.call("message.send", {"caller": "dave", "content": "back", "to": ["@alice"]})
+        line = next(d for d in _lines_by(paths, "dave") if d.get("message_id") == sent["message_id"])
+        assert verify(line, new[1])
+        c.call("sync.run", {})
+        env = {k: v for k, v in os.environ.items() if not k.startswith("THRUM_")}
+        checked = run_thrum(["verify", "--repo", str(repo)], cwd=repo, env=env)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+    finally:
+        c.close()
+        lifecycle.stop(paths)

@@ -17,6 +17,6 @@ async def test_send_message_of_a_revoked_agent_is_a_tool_error(bus):
         bus.call("team.revoke", {"caller": "mr_amy", "name": "mr_amy", "from_event": ev.new_ulid()})
         err = await amy.fail("send_message", {"to": "@mr_bob", "content": "hello"})
     assert "revoked by mr_amy" in err and "nothing was written" in err, err
-    assert "thrum team admit mr_amy" in err, err
+    assert "thrum team invite mr_amy" in err, err
     listed = bus.call("message.list", {"caller": "mr_bob"})
     assert [m["body"]["content"] for m in listed["messages"]] == ["before"]

@@ -179,15 +179,15 @@ def _refusal(r: Retirement, *, governed: bool) -> errors.KeyRetired:
         )
     elif governed:
         fix = (
-            f"to write as {name} again it needs a new key, admitted by an admin: move "
-            f".thrum/identities/{name}.key aside, run `thrum quickstart --name {name} --role ROLE` here "
-            f"(its registration waits), then an admin runs `thrum team admit {name}`"
+            f"to write as {name} again, an admin re-admits it with a new key: the admin runs "
+            f"`thrum team invite {name}`, then here `thrum quickstart --name {name} --role ROLE --invite CODE` "
+            f"(the revoked key is kept beside the new one)"
         )
     else:
         fix = (
-            f"without a team root every replica keeps the key it first saw for {name}, so write under "
-            f"a new name (`thrum quickstart --name NEW --role ROLE`), or adopt a root (`thrum team init`) "
-            f"and have an admin run `thrum team admit {name}` with a new key"
+            f"without a team root every replica keeps the first key it saw for {name}: write under a new "
+            f"name (`thrum quickstart --name NEW --role ROLE`), or adopt a root (`thrum team init`) and have "
+            f"an admin re-admit {name} with a new key (`thrum team invite {name}`)"
         )
     return errors.KeyRetired(
         f"agent {name!r} may not write: its key {r.key[:12]}… was {r.why}"
