@@ -114,7 +114,7 @@ async def register(call: Call) -> dict[str, Any]:
     }
 
 
-async def _key_for(call: Call, name: str, code: str) -> tuple[str, bool]:
+async def _key_for(call: Call, name: str, code: str | None) -> tuple[str, bool]:
     """(public key, made now) that ``name`` registers with: its key here, made if it has none.
     Redeeming an invite (``code``) with a key this replica knows is retired (revoked, or
     rotated away elsewhere) gets a new key, the retired one kept beside it
