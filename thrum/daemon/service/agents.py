@@ -194,7 +194,7 @@ async def _actor(call: Call, target: str | None = None) -> str:
 async def _delete(call: Call, names: list[str], reason: str, how: str, actor: str) -> None:
     events: list[ev.Event] = []
     for name in names:
-        if call.ctx.keys.may_sign(name):  # its own sessions, ended in its name (not another machine's agent, nor a retired key)
+        if call.ctx.keys.may_sign(name):  # its sessions end in its name: not another machine's, nor a retired key's
             for s in await call.ctx.store.read(directory.list_sessions, name, active_only=True):
                 events.append(ev.SessionEnd(session_id=s["session_id"], agent_id=name, reason="normal"))
         events.append(ev.AgentCleanup(agent_id=name, reason=reason, method=how, by="" if actor == name else actor))
