@@ -86,6 +86,9 @@ LONG_MODULES: dict[str, str] = {
     "thrum/store/verified.py": "the trust check's one way into the projection: judging a batch (the lines that "
     "wait, the facts, the verdict memory) and folding what was judged, two steps so a rebuild can judge ahead "
     "(issue 29); the team facts' part (rejudging, priming, lines written here) is the piece to move out if it grows",
+    "thrum/daemon/writer.py": "the single writer: group commit, the append-and-fold with its failure rules (a "
+    "write refused alone, a batch cut after a write that retires a key), and the sync thread's side under the "
+    "same lock; that side (take_appended, apply_remote, ...) is the piece to move out if it grows",
 }
 
 # Private names imported across modules, each with its reason. Keep this list empty.

@@ -30,6 +30,7 @@ IDENTITY_ERROR = -32005
 SYNC_ERROR = -32006
 TIMEOUT = -32007
 UNAVAILABLE = -32008
+KEY_RETIRED = -32009
 
 
 class ThrumError(Exception):
@@ -107,6 +108,14 @@ class Unavailable(ThrumError):
     code = UNAVAILABLE
 
 
+class KeyRetired(ThrumError):
+    """The writer's key was revoked or rotated away: every replica would refuse what it signs,
+    so nothing is written in its name (docs/design/trust.md). Not an `IdentityError`: the
+    agent is known here, and registering it again would not help."""
+
+    code = KEY_RETIRED
+
+
 _BY_CODE = {
     cls.code: cls
     for cls in (
@@ -122,6 +131,7 @@ _BY_CODE = {
         SyncFailed,
         Timeout,
         Unavailable,
+        KeyRetired,
     )
 }
 

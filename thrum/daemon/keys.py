@@ -32,6 +32,10 @@ class Keys:
         """True when this machine holds ``agent``'s private key (it can act for it)."""
         return self._local.get(agent, fresh=True) is not None
 
+    def may_sign(self, agent: str) -> bool:
+        """True when this machine may sign for ``agent`` now: its key is here and not retired."""
+        return self._signer.may_sign(agent)
+
     def trusted_key(self, agent: str) -> str | None:
         """The base64 key this replica trusts for ``agent`` (local or first seen), or None."""
         key = self._ring.key(agent)

@@ -33,7 +33,6 @@ import trio
 from .. import __version__, config as config_mod
 from ..paths import ThrumPaths
 from ..store.projection import Progress
-from ..events.ids import new_ulid
 from ..trust.keys import LocalKeys
 from ..trust.resolve import prefer_verified
 from . import service  # noqa: F401  (registers every RPC method)
@@ -62,7 +61,6 @@ from .writer import Writer
 
 if TYPE_CHECKING:
     from ..sync.gitstore.api import GitStore
-    from ..trust.roster import Roster
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +138,7 @@ class Daemon:
         presence = Presence(  # heartbeats (thrum.daemon.presence)
             writer,
             interval=float(cfg.presence_interval),
-            can_sign=partial(_may_sign, self.keys, store.team.roster),
+            can_sign=store.signer.may_sign,
         )
         hub = Hub(
             writer.read,
@@ -149,7 +147,7 @@ class Daemon:
             ring_size=int(cfg.values.get("subscription_ring_size") or RING_SIZE),
             ring_bytes=int(cfg.values.get("subscription_ring_bytes") or RING_BYTES),
         )
-        sessions = Sessions(writer, self.keys, self.paths.var, hub.session_ended)
+        sessions = Sessions(writer, store.signer.may_sign, self.paths.var, hub.session_ended)
         agents = Agents(writer, self.keys, self.paths.identities, presence, sessions)
         sync = SyncLoop(
             cfg,
@@ -162,7 +160,7 @@ class Daemon:
             git_store=self._git_store,
         )
         addresses = AddressBook(writer.read, sync, self.paths)
-        delivery = DeliveryRecorder(writer.read, writer.write, self.keys.names)
+        delivery = DeliveryRecorder(writer.read, writer.write, store.signer.signing_agents)
         waker = Waker(writer.read, delivery.flush, self.paths.var / "panes.json")
         # subscribed connections are never evicted as idle
         registry = Registry(Limits.from_config(cfg.values, descriptors), served=hub.served)
@@ -287,11 +285,3 @@ class Daemon:
             async for _ in signals:
                 self.request_shutdown()
                 return
-
-
-def _may_sign(keys: LocalKeys, roster: Roster, agent: str) -> bool:
-    """Whether this machine may write an event of its own accord (a heartbeat) as ``agent``:
-    it holds the agent's key, and no revocation or rotation it knows retired that key (such
-    a line would only be quarantined by every replica, and fail `thrum verify`)."""
-    pair = keys.get(agent)
-    return pair is not None and roster.retired(agent, pair[1], new_ulid()) is None

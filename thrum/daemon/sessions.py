@@ -7,8 +7,9 @@ Rules:
    of the projection's, else a new one (`Sessions.ensure`; one start at a time).
 2. Sessions this daemon started are noted in ``.thrum/var/local-sessions.json`` (not in
    SQLite: the projection may be rebuilt after a crash). At start-up those still active
-   for an agent whose key is here ended with the last daemon's crash (reason
-   ``crash``); at shutdown this daemon ends its own (reason ``normal``).
+   for an agent that may sign here (its key is here and not retired) ended with the
+   last daemon's crash (reason ``crash``); at shutdown this daemon ends its own
+   (reason ``normal``), for those agents: a retired key's line would count nowhere.
 3. A session that ends (here, by a sync, or on request) is forgotten, and the
    subscriptions made in it end with it (``on_ended``: the hub's).
 """
@@ -28,7 +29,6 @@ import trio
 from .. import errors
 from .. import events as ev
 from ..store import directory
-from ..trust.keys import LocalKeys
 from .writer import Writer
 
 log = logging.getLogger(__name__)
@@ -37,9 +37,12 @@ LOCAL_SESSIONS = "local-sessions.json"
 
 
 class Sessions:
-    def __init__(self, writer: Writer, keys: LocalKeys, var: Path, on_ended: Callable[[str, str], None]):
+    def __init__(
+        self, writer: Writer, can_sign: Callable[[str], bool], var: Path, on_ended: Callable[[str, str], None]
+    ):
+        """``can_sign(agent)``: whether this machine may sign for ``agent`` now (`Signer.may_sign`)."""
         self._writer = writer
-        self._keys = keys
+        self._can_sign = can_sign
         self._file = var / LOCAL_SESSIONS
         self._on_ended = on_ended  # (session_id, agent): ends the subscriptions made in it
         self._current: dict[str, str] = {}  # agent -> active session started (or adopted) by this daemon
@@ -128,7 +131,7 @@ class Sessions:
         orphans = []
         for sid in await trio.to_thread.run_sync(self._load):
             for s in await self._writer.read(directory.sessions_named, sid):  # each agent's own row
-                if s["active"] and self._keys.get(s["agent_id"]) is not None:
+                if s["active"] and self._can_sign(s["agent_id"]):
                     orphans.append(ev.SessionEnd(session_id=sid, agent_id=s["agent_id"], reason="crash"))
         if orphans:
             log.info("marking %d orphaned sessions as crashed", len(orphans))
@@ -141,7 +144,7 @@ class Sessions:
         ends = [
             ev.SessionEnd(session_id=sid, agent_id=agent, reason="normal")
             for agent, sid in self._current.items()
-            if self._keys.get(agent) is not None
+            if self._can_sign(agent)
         ]
         self._current.clear()
         if ends:

@@ -61,7 +61,7 @@ def open_store(paths: ThrumPaths, config: Config, keys: LocalKeys, progress: Pro
         db = open_projection(paths.database, event_log, fold, progress=progress)
     if team.judged_blob() != team.blob:  # a root adopted, changed or removed while stopped
         fold.ask_rejudge("the team root changed")
-    signer = Signer(keys, team.binding.get)
+    signer = Signer(keys, team.binding.get, team.roster)  # refuses a key the roster knows is retired
     writer = Writer(db, event_log, signer, fold, db_path=paths.database)
     reread = sync_record.take_reread(paths)  # what an offline sync merged into
     if upgrading:  # (its rebuild reads the whole log)

@@ -40,7 +40,7 @@ from .. import events as ev
 from ..store import chain_fold, coverage, database, projection
 from ..store.log import EventLog, Position
 from ..store.verified import VerifiedFold
-from .signer import Signer
+from .signer import RETIRING, Signer
 from .view import ViewKeeper, is_corruption
 from .worker import Worker
 
@@ -182,11 +182,27 @@ class Writer:
             await self._flush(batch)
 
     async def _flush(self, batch: list[_Pending]) -> None:
-        events = [e for p in batch for e in p.events]
+        """Write ``batch``, cut after each write that retires a key (a revocation, a rotation):
+        it is folded, and the roster knows, before anything queued after it is signed."""
+        start = 0
+        try:
+            for i, p in enumerate(batch):
+                if i == len(batch) - 1 or any(d.get("type") in RETIRING for d in p.events):
+                    await self._flush_run(batch[start : i + 1])
+                    start = i + 1
+        except BaseException:  # cancelled (shutdown): the writes not reached hear so too
+            for p in batch[start:]:
+                if not p.done.is_set():
+                    p.error = errors.Unavailable("the daemon is shutting down; nothing was stored")
+                    p.done.set()
+            raise
+
+    async def _flush_run(self, batch: list[_Pending]) -> None:
         try:
             async with self.lock:
-                result = await self._worker.run(self._append_and_fold, events)
-                self.events_written += len(events)  # under the lock: a sync cycle's take counts them exactly
+                result = await self._worker.run(self._append_and_fold, batch)
+                # under the lock: a sync cycle's take counts them exactly
+                self.events_written += sum(len(p.events) for p in batch if p.error is None)
         except BaseException as exc:  # noqa: BLE001 - every waiter must hear of it
             if isinstance(exc, OSError):  # disk full, permissions, ...: say so, nothing was acknowledged
                 error: BaseException = errors.Unavailable(
@@ -197,7 +213,7 @@ class Writer:
             else:
                 error = errors.Unavailable("the daemon is shutting down; nothing was stored")
             for p in batch:
-                p.error = error
+                p.error = p.error or error
                 p.done.set()
             if not isinstance(exc, Exception):
                 raise
@@ -206,7 +222,7 @@ class Writer:
         self.batches_written += 1
         self.view.wake_if_behind()
         for p in batch:
-            p.result = result
+            p.result = result  # p.error, when set, says it was refused (its key retired since it was queued)
             p.done.set()
         await trio.lowlevel.checkpoint()  # let the waiting handlers reply before we fan out
         await self.publish(result.applied, "local")
@@ -241,8 +257,11 @@ class Writer:
             await self.publish(result.applied, "sync")
         return result.applied
 
-    def _append_and_fold(self, events: list[dict[str, Any]]) -> projection.FoldResult:
+    def _append_and_fold(self, batch: list[_Pending]) -> projection.FoldResult:
         durable = None
+        events = self._signable(batch)
+        if not events:
+            return projection.FoldResult()
         if self.signer is not None:  # chained here, in the order of the file (daemon/signer.py)
             events, durable = self.signer.sign_batch(events, self._stored_tip)
         lines = [ev.encode_line(d) for d in events]  # once: the log, the seals and the verdicts take the same bytes
@@ -269,6 +288,18 @@ class Writer:
         except Exception as exc:  # noqa: BLE001 - the view falls behind; it never skips these lines
             self.view.fell_behind(exc)
             return projection.FoldResult()
+
+    def _signable(self, batch: list[_Pending]) -> list[dict[str, Any]]:
+        """The events of the writes that may still be signed; a write whose key was retired
+        (or went away) since it was queued is refused alone (its ``error`` set)."""
+        if self.signer is not None:
+            for p in batch:
+                try:
+                    for d in p.events:
+                        self.signer.check(d)
+                except errors.ThrumError as exc:
+                    p.error = exc
+        return [e for p in batch if p.error is None for e in p.events]
 
     def _stored_tip(self, author: str) -> tuple[int, str]:
         try:

@@ -96,13 +96,13 @@ async def register(call: Call) -> dict[str, Any]:
             f"agent {name!r} is already registered from another machine, with its own key; choose another "
             f"name, or copy .thrum/identities/{name}.json and {name}.key from that machine to act as it here"
         )
-    public_key, new_key = await call.ctx.keys.ensure_key(name)
+    code = p.str("invite", max_len=200)
+    public_key, new_key = await _key_for(call, name, code)
     if existing is not None and not new_key and all(existing.get(k, "") == v for k, v in fields.items()):
         return {"agent": call.ctx.presence.overlay([dict(existing)])[0], "created": False, "updated": False}
     event_id = await call.ctx.agents.registration_id(name)  # after a removal, even one dated a little ahead
     register = ev.AgentRegister(agent_id=name, name=name, public_key=public_key, event_id=event_id, **fields)
     event: ev.Event | dict[str, Any] = register
-    code = p.str("invite", max_len=200)
     if code:  # redeeming an admin's invite (docs/design/trust.md, "Admission")
         event = {**register.to_dict(), "invite": _invite_proof(name, public_key, code)}
     await call.ctx.store.write([event])
@@ -112,6 +112,22 @@ async def register(call: Call) -> dict[str, Any]:
         "created": existing is None,
         "updated": existing is not None,
     }
+
+
+async def _key_for(call: Call, name: str, code: str | None) -> tuple[str, bool]:
+    """(public key, made now) that ``name`` registers with: its key here, made if it has none.
+    Redeeming an invite (``code``) with a key this replica knows is retired (revoked, or
+    rotated away elsewhere) gets a new key, the retired one kept beside it
+    (``NAME.key.retired-…``): an admin's invite is how a revoked agent is re-admitted
+    (docs/design/trust.md, "Writing with a retired key")."""
+    keys = call.ctx.keys
+    if code and keys.has_key(name) and not keys.may_sign(name):
+        from ...trust.keys import generate, public_b64
+
+        upcoming = generate()
+        _invite_proof(name, public_b64(upcoming), code)  # a code that is none replaces no key
+        return await keys.rotate_local_key(name, upcoming), True
+    return await keys.ensure_key(name)
 
 
 def _invite_proof(name: str, public_key: str, code: str) -> dict[str, Any]:
@@ -178,7 +194,7 @@ async def _actor(call: Call, target: str | None = None) -> str:
 async def _delete(call: Call, names: list[str], reason: str, how: str, actor: str) -> None:
     events: list[ev.Event] = []
     for name in names:
-        if call.ctx.keys.has_key(name):  # another machine's agent ends its own sessions
+        if call.ctx.keys.may_sign(name):  # its sessions end in its name: not another machine's, nor a retired key's
             for s in await call.ctx.store.read(directory.list_sessions, name, active_only=True):
                 events.append(ev.SessionEnd(session_id=s["session_id"], agent_id=name, reason="normal"))
         events.append(ev.AgentCleanup(agent_id=name, reason=reason, method=how, by="" if actor == name else actor))
