@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         "--judge",
         action="append",
         choices=["auto", "here", "apart"],
-        help="where the lines are judged (`projection.rebuild`'s judge: here, or by a second process; repeat to compare)",
+        help="where the lines are judged (`projection.rebuild`'s judge: here or by a second process; repeatable)",
     )
     p.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = p.parse_args(argv)

@@ -86,6 +86,10 @@ LONG_MODULES: dict[str, str] = {
     "thrum/store/verified.py": "the trust check's one way into the projection: judging a batch (the lines that "
     "wait, the facts, the verdict memory) and folding what was judged, two steps so a rebuild can judge ahead "
     "(issue 29); the team facts' part (rejudging, priming, lines written here) is the piece to move out if it grows",
+    "thrum/store/rebuild.py": "a rebuild's whole course in one place (issue 29): the log read here or ahead, "
+    "judged here, ahead or by a second process, folded in one transaction, loaded again when a batch cannot be "
+    "undone or the second process fails, then finished; the batch loop (`_fold_log` and its protocols) is the "
+    "piece to move out if it grows",
 }
 
 # Private names imported across modules, each with its reason. Keep this list empty.

@@ -228,7 +228,7 @@ sys.stdout.buffer.write(struct.pack(">II", len(body), len(places)) + body + plac
     [
         "echo 'it cannot start' >&2; exit 3",
         '"$REAL" "$@" | head -c 700',  # dies in the middle of its output
-        "exec \"$REAL\" -c '" + LIAR + "'",  # says something malformed
+        'exec "$REAL" -c \'' + LIAR + "'",  # says something malformed
     ],
     ids=["exits", "dies-halfway", "lies"],
 )

@@ -10,7 +10,7 @@ Rules:
    daemon) is told where the fold's state is kept — the ring's keys, the team facts, the
    verdict memory, the local identities — and what is in no file (the root, the log id,
    the skew, the bounds: `VerifiedFold.apart_state`); it builds its own fold from that,
-   as a daemon does at a start (`VerifiedFold.from_apart_state`).
+   as a daemon does at a start.
 2. It reads the log itself, in the batches the rebuild reads (`readahead.log_batches`,
    the same sizes), judges each as the rebuild's fold would (`VerifiedFold.judge_ahead`),
    and sends the `verified.Ruling` of each: the accepted lines as their places in the
@@ -45,7 +45,14 @@ from pathlib import Path
 from typing import IO, Any
 
 from .. import events as ev
-from ..trust.roster import Retirement
+from ..trust.binding import LogBinding
+from ..trust.keys import LocalKeys, decode_public
+from ..trust.ring import KeyRing
+from ..trust.roster import Retirement, Roster
+from ..trust.teamroot import TeamRoot
+from ..trust.verdicts import VerdictMemory
+from ..trust.verify import Verifier
+from .facts import FactFile
 from .log import EventLog, ReadResult
 from .readahead import log_batches
 from .rebuild import JudgeFailed, collector_paused
@@ -183,9 +190,7 @@ def _ruling_of(frame: dict[str, Any], places: bytes, result: ReadResult) -> tupl
     extra = [(_text(shard), base64.b64decode(_text(line), validate=True)) for shard, line in frame["extra"]]
     decoded: dict[int, tuple[str, dict[str, Any]]] = {}
 
-    def accepted(i: int) -> tuple[str, dict[str, Any]]:
-        if i >= 0:
-            return records[i]
+    def accepted(i: int) -> tuple[str, dict[str, Any]]:  # a line from an earlier batch, judged again
         found = decoded.get(i)
         if found is None:
             shard, line = extra[-i - 1]
@@ -204,7 +209,7 @@ def _ruling_of(frame: dict[str, Any], places: bytes, result: ReadResult) -> tupl
         raise IndexError("a place outside its batch")
     return (
         Ruling(
-            accepted=[accepted(i) for i in at],
+            accepted=[records[i] if i >= 0 else accepted(i) for i in at],
             refused=[_four(r) for r in frame["refused"]],
             future=future,
             waiting=[_four(r) for r in frame["waiting"]],
@@ -262,7 +267,7 @@ def _batch_frame(result: ReadResult, judged: Judged | None) -> bytes:
             extra.append([shard, base64.b64encode(line).decode()])
             return -len(extra)
 
-        for shard, d in found.accepted:
+        for _, d in found.accepted:
             i = by_event.get(id(d))
             if i is None:
                 c = again[id(d)]  # a line judged again: it is in no batch of the reader's
@@ -283,12 +288,43 @@ def _batch_frame(result: ReadResult, judged: Judged | None) -> bytes:
     return _HEAD.pack(len(body), len(data)) + body + data
 
 
+def _fold_from(state: dict[str, Any]) -> VerifiedFold:
+    """The fold this process judges with (`VerifiedFold.apart_state`), primed as at a daemon's start."""
+    identities = state.get("identities")
+    ring = KeyRing(state["ring"], LocalKeys(identities) if identities else None)
+    root = state.get("root")
+    team_root = None
+    if root is not None:
+        team_root = TeamRoot(
+            log_id=root["log_id"],
+            policy=root["policy"],
+            admins={n: decode_public(k) for n, k in root["admins"].items()},
+            members={n: decode_public(k) for n, k in root["members"].items()},
+            version=root["version"],
+        )
+    verifier = Verifier(
+        ring,
+        skew_s=float(state["skew_s"]),
+        roster=Roster(ring, team_root),
+        binding=LogBinding(state.get("log_id")),
+    )
+    fold = VerifiedFold(
+        verifier,
+        VerdictMemory(state.get("memory")),
+        pending_limit=int(state["pending_limit"]),
+        pending_bytes=int(state["pending_bytes"]),
+        facts=FactFile(state["facts"]),
+    )
+    fold.prime()
+    return fold
+
+
 def main() -> int:
     """The second process: its orders on stdin (one JSON object), frames on stdout."""
     config = json.loads(sys.stdin.buffer.read())
     out = sys.stdout.buffer
     with collector_paused():
-        fold = VerifiedFold.from_apart_state(config)
+        fold = _fold_from(config)
         judge = fold.judge_ahead()
         sizes = config["sizes"]
         for batch in log_batches(EventLog(config["log"]), {}, **sizes):

@@ -269,6 +269,23 @@ def _fold_log(
     return total
 
 
+def _ways(event_log: EventLog, fold_fn: FoldFn | None, reader: str, judge: str) -> tuple[str, str]:
+    """Where a rebuild reads its log and judges its lines (``auto`` made a choice: `rebuild`)."""
+    if reader == "auto":
+        ahead = READ_AHEAD_BYTES is not None and _log_bytes(event_log) >= READ_AHEAD_BYTES
+        reader = "thread" if ahead else "here"
+    if judge == "auto":
+        apart = (
+            JUDGE_APART_BYTES is not None
+            and reader == "here"
+            and isinstance(fold_fn, JudgesApart)
+            and usable_cores() > 1
+            and _log_bytes(event_log) >= JUDGE_APART_BYTES
+        )
+        judge = "apart" if apart else "here"
+    return reader, judge
+
+
 def _log_bytes(event_log: EventLog) -> int:
     return sum(_size(event_log, s) for s in event_log.shards())
 
@@ -306,18 +323,7 @@ def rebuild(
     never), the log is read here and two cores are usable; ``here`` otherwise. A second
     process that fails has the load done again judging here (`JudgeFailed`).
     """
-    if reader == "auto":
-        ahead = READ_AHEAD_BYTES is not None and _log_bytes(event_log) >= READ_AHEAD_BYTES
-        reader = "thread" if ahead else "here"
-    if judge == "auto":
-        apart = (
-            JUDGE_APART_BYTES is not None
-            and reader == "here"
-            and isinstance(fold_fn, JudgesApart)
-            and usable_cores() > 1
-            and _log_bytes(event_log) >= JUDGE_APART_BYTES
-        )
-        judge = "apart" if apart else "here"
+    reader, judge = _ways(event_log, fold_fn, reader, judge)
     kv = _saved_kv(db)
     database.drop_schema(db)
     database.create_tables(db)

@@ -257,9 +257,7 @@ class VerifiedFold:
         keep_applied: bool = True,
     ) -> projection.FoldResult:
         """Fold a judged batch: its accepted lines applied, the others recorded (`judge_ahead`)."""
-        return self.apply_ruling(
-            db, ruling(judged), issues=issues, positions=positions, keep_applied=keep_applied
-        )
+        return self.apply_ruling(db, ruling(judged), issues=issues, positions=positions, keep_applied=keep_applied)
 
     def apply_ruling(
         self,
@@ -274,8 +272,7 @@ class VerifiedFold:
         ahead held (as room allows), a retirement's reach checked, the rest folded."""
         held = self._held_rows(db, found.future)
         refused = found.refused + [
-            ("future", shard, eid, _future_reason(at, self.verifier.skew_s, kept))
-            for (shard, eid, at, _), kept in held
+            ("future", shard, eid, _future_reason(at, self.verifier.skew_s, kept)) for (shard, eid, at, _), kept in held
         ]
         refused += found.waiting
         if found.retired:
@@ -341,43 +338,6 @@ class VerifiedFold:
             "pending_limit": self.pending_limit,
             "pending_bytes": self.pending_bytes,
         }
-
-    @classmethod
-    def from_apart_state(cls, state: dict[str, Any]) -> VerifiedFold:
-        """The fold a second process judges with (`apart_state`), primed as at a start."""
-        from ..trust.binding import LogBinding
-        from ..trust.keys import LocalKeys, decode_public
-        from ..trust.ring import KeyRing
-        from ..trust.roster import Roster
-        from ..trust.teamroot import TeamRoot
-
-        identities = state.get("identities")
-        ring = KeyRing(state["ring"], LocalKeys(identities) if identities else None)
-        root = state.get("root")
-        team_root = None
-        if root is not None:
-            team_root = TeamRoot(
-                log_id=root["log_id"],
-                policy=root["policy"],
-                admins={n: decode_public(k) for n, k in root["admins"].items()},
-                members={n: decode_public(k) for n, k in root["members"].items()},
-                version=root["version"],
-            )
-        verifier = Verifier(
-            ring,
-            skew_s=float(state["skew_s"]),
-            roster=Roster(ring, team_root),
-            binding=LogBinding(state.get("log_id")),
-        )
-        fold = cls(
-            verifier,
-            VerdictMemory(state.get("memory")),
-            pending_limit=int(state["pending_limit"]),
-            pending_bytes=int(state["pending_bytes"]),
-            facts=FactFile(state["facts"]),
-        )
-        fold.prime()
-        return fold
 
     def judge_apart(self, event_log: Any, **sizes: int) -> Any:
         """A second process judging ``event_log`` for a rebuild (`judge_process.ApartJudge`,
