@@ -81,11 +81,14 @@ class KeyRing:
         """Learn what another process of this replica wrote to the file since it was read
         (a rebuild's trust check judged in a second process: `thrum.store.judge_process`):
         its new keys join these (none is replaced) and its conflicts, a superset of these,
-        replace them. False when the file cannot be read (nothing changes)."""
+        replace them. False when the file cannot be read (nothing changes); no file: that
+        process learned nothing to write (the local identities' keys are not written)."""
         if self.path is None:
             return False
         try:
             data = json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return True
         except (OSError, ValueError) as exc:
             log.warning("cannot read %s again (%s)", self.path, exc)
             return False
