@@ -23,6 +23,11 @@ Rules (part of the projection's rules, `thrum.store.projection`):
   folded (``reader="thread"``: `readahead.ReaderThread`, `JudgesAhead`; the same batches in
   the same order, half as large). Off by default: measured quiet, the GIL made the two
   threads take turns (`READ_AHEAD_BYTES`).
+- A rebuild of a large log (`JUDGE_APART_BYTES`) on two cores has a second process judge
+  its lines (``judge="apart"``: `judge_process`): the folding process reads and decodes
+  each batch for its fold and applies the ruling that process sent for it; the fold then
+  takes over what that process learned. A second process that fails has the load done
+  again judging here (`JudgeFailed`).
 - A rebuild's load and its finishing steps each run with their own connection
   settings (`LOAD_PRAGMAS`, `FINISH_PRAGMAS`: cache, sorter, map), put back after;
   with batches bounded in bytes too, that keeps its peak memory under 1 GiB at a
