@@ -18,6 +18,11 @@ before/after runs can be interleaved on one log:
 for the whole process and for the folding thread alone (the reader thread is most of the
 rest): on an idle two-core machine the wall time is bounded by the busier thread.
 
+``--judge here --judge apart`` runs it judging the lines in the folding process or in a
+second one (`projection.rebuild`'s ``judge``: `thrum.store.judge_process`); the second
+process's CPU and peak memory are given apart (``2nd proc``; ``total`` adds it). The
+rebuild's fold keeps its keys and facts in files, as the daemon's does (fresh for each run).
+
 A child prints one JSON line; the parent prints a table of the medians per checkout.
 Each run's line also gives the peak memory of each phase (``mem``: the largest RSS seen
 while the phase ran, and of it the anonymous memory, i.e. the heap, SQLite's page cache and
