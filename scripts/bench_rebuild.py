@@ -18,6 +18,11 @@ before/after runs can be interleaved on one log:
 for the whole process and for the folding thread alone (the reader thread is most of the
 rest): on an idle two-core machine the wall time is bounded by the busier thread.
 
+``--judge here --judge apart`` runs it judging the lines in the folding process or in a
+second one (`projection.rebuild`'s ``judge``: `thrum.store.judge_process`); the second
+process's CPU and peak memory are given apart (``2nd proc``; ``total`` adds it). The
+rebuild's fold keeps its keys and facts in files, as the daemon's does (fresh for each run).
+
 A child prints one JSON line; the parent prints a table of the medians per checkout.
 Each run's line also gives the peak memory of each phase (``mem``: the largest RSS seen
 while the phase ran, and of it the anonymous memory, i.e. the heap, SQLite's page cache and
@@ -100,13 +105,14 @@ def _status_mib() -> tuple[float, float, float]:
     return found.get("VmRSS", 0.0), found.get("RssAnon", 0.0), found.get("RssFile", 0.0)
 
 
-def child(src: str, data: Path, kind: str, reader: str = "") -> None:
+def child(src: str, data: Path, kind: str, reader: str = "", judge: str = "") -> None:
     """One rebuild, in this process; prints its figures as one JSON line."""
     sys.path.insert(0, src)
     import gc
 
     from thrum.daemon.limits import tune_allocator
     from thrum.store import database, projection
+    from thrum.store.facts import FactFile
     from thrum.store.log import EventLog
     from thrum.store.verified import VerifiedFold
     from thrum.trust.ring import KeyRing
@@ -119,33 +125,41 @@ def child(src: str, data: Path, kind: str, reader: str = "") -> None:
     if kind == "first":
         memory.unlink(missing_ok=True)
     fold_fn = None
+    state = data / f"state-{os.getpid()}"  # the keys and facts this rebuild learns, kept as the daemon keeps them
     if kind != "plain":
-        fold_fn = VerifiedFold(Verifier(KeyRing(None, None)), VerdictMemory(memory))
+        ring = KeyRing(state / "known_keys.json", None)
+        fold_fn = VerifiedFold(Verifier(ring), VerdictMemory(memory), facts=FactFile(state / "team-facts.jsonl"))
     db = database.open_database(db_path)
     gc.collect()
     sampler = MemorySampler()
     sampler.start()
-    t, cpu, main = time.perf_counter(), time.process_time(), time.thread_time()
+    options = inspect.signature(projection.rebuild).parameters
+    t, cpu, main, kids = time.perf_counter(), time.process_time(), time.thread_time(), _children_cpu()
     result = projection.rebuild(
         db,
         EventLog(data / "log"),
         fold_fn=fold_fn,
         progress=lambda phase, *_: sampler.mark(phase),
-        **({"reader": reader} if reader and "reader" in inspect.signature(projection.rebuild).parameters else {}),
+        **({"reader": reader} if reader and "reader" in options else {}),
+        **({"judge": judge} if judge and "judge" in options else {}),
     )
     wall, cpu, main = time.perf_counter() - t, time.process_time() - cpu, time.thread_time() - main
+    kids = _children_cpu() - kids
     sampler.done.set()
     sampler.join()
     db.close()
     size = db_path.stat().st_size
     for p in data.glob(db_path.name + "*"):
         p.unlink()
+    shutil.rmtree(state, ignore_errors=True)
     print(
         json.dumps(
             {
                 "wall": wall,
                 "cpu": cpu,  # this process's threads (the rebuild's, a reader thread, the sampler)
                 "cpu_main": main,  # the thread that folds
+                "cpu_children": kids,  # processes it started (a second process judging the lines)
+                "children_maxrss_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
                 "maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                 "db_mib": size / 2**20,
                 "refused": result.refused,
@@ -158,8 +172,13 @@ def child(src: str, data: Path, kind: str, reader: str = "") -> None:
     )
 
 
-def run_child(src: str, data: Path, kind: str, reader: str = "") -> dict:
-    argv = [sys.executable, __file__, "--child", src, str(data), kind] + ([reader] if reader else [])
+def _children_cpu() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def run_child(src: str, data: Path, kind: str, reader: str = "", judge: str = "") -> dict:
+    argv = [sys.executable, __file__, "--child", src, str(data), kind, reader or "-", judge or "-"]
     out = subprocess.run(argv, capture_output=True, text=True)
     if out.returncode != 0:
         raise SystemExit(f"a rebuild from {src} failed:\n{out.stderr[-3000:]}")
@@ -193,10 +212,16 @@ def main(argv: list[str] | None = None) -> int:
         choices=["auto", "here", "thread"],
         help="where the log is read and decoded (`projection.rebuild`'s reader; repeat to compare)",
     )
+    p.add_argument(
+        "--judge",
+        action="append",
+        choices=["auto", "here", "apart"],
+        help="where the lines are judged (`projection.rebuild`'s judge: here or by a second process; repeatable)",
+    )
     p.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
-        child(args.child[0], Path(args.child[1]), args.child[2], *args.child[3:])
+        child(args.child[0], Path(args.child[1]), args.child[2], *(a if a != "-" else "" for a in args.child[3:]))
         return 0
     if not args.data_dir:
         p.error("--data-dir is required")
@@ -209,19 +234,26 @@ def main(argv: list[str] | None = None) -> int:
     if args.kind == "remembered" and not (data / "verified-lines").exists():
         run_child(srcs[0], data, "first")  # leaves the verdict memory the usual rebuild reads
 
-    def readers(src: str) -> list[str]:  # a checkout from before the choice of reader: its one way
-        return (args.reader or [""]) if (Path(src) / "thrum/store/readahead.py").exists() else [""]
+    def ways(src: str) -> list[tuple[str, str]]:  # a checkout from before a choice: its one way
+        readers = (args.reader or [""]) if (Path(src) / "thrum/store/readahead.py").exists() else [""]
+        judges = (args.judge or [""]) if (Path(src) / "thrum/store/judge_process.py").exists() else [""]
+        return [(r, j) for r in readers for j in judges]
 
-    runs: dict[str, list[dict]] = {f"{s} {r}".strip(): [] for s in srcs for r in readers(s)}
+    def label(src: str, reader: str, judge: str) -> str:
+        return " ".join(x for x in (src, reader, judge and f"judge={judge}") if x)
+
+    runs: dict[str, list[dict]] = {label(s, r, j): [] for s in srcs for r, j in ways(s)}
     for i in range(args.runs):
         for s in srcs:
-            for reader in readers(s):
-                r = run_child(s, data, args.kind, reader)
-                runs[f"{s} {reader}".strip()].append(r)
+            for reader, judge in ways(s):
+                r = run_child(s, data, args.kind, reader, judge)
+                runs[label(s, reader, judge)].append(r)
                 print(
-                    f"run {i + 1} {s} {reader}: cpu {r['cpu']:.1f} s (folding thread {r.get('cpu_main', 0):.1f}), "
-                    f"other threads {r['cpu'] - r.get('cpu_main', r['cpu']):.1f} s, wall {r['wall']:.1f} s, "
-                    f"maxrss {r['maxrss_mib']:,.0f} MiB, "
+                    f"run {i + 1} {label(s, reader, judge)}: cpu {r['cpu']:.1f} s "
+                    f"(folding thread {r.get('cpu_main', 0):.1f}), "
+                    f"other threads {r['cpu'] - r.get('cpu_main', r['cpu']):.1f} s, "
+                    f"second process {r.get('cpu_children', 0):.1f} s, wall {r['wall']:.1f} s, "
+                    f"maxrss {r['maxrss_mib']:,.0f} MiB (second process {r.get('children_maxrss_mib', 0):,.0f}), "
                     + ", ".join(f"{k} {v:.1f}" for k, v in r["timings"].items() if not k.startswith("index ")),
                     flush=True,
                 )
@@ -232,7 +264,8 @@ def main(argv: list[str] | None = None) -> int:
                 )
     print(f"\nrebuild ({args.kind}) of {lines:,} log lines, median of {args.runs}:")
     print(
-        f"{'checkout (reader)':<40} {'CPU s':>8} {'folding':>8} {'others':>8} {'wall s':>8} {'load s':>7}"
+        f"{'checkout (reader, judge)':<40} {'CPU s':>8} {'folding':>8} {'others':>8} {'2nd proc':>8}"
+        f" {'total':>8} {'wall s':>8} {'load s':>7}"
         f" {'ev/s (wall)':>12} {'maxrss MiB':>11}"
     )
     for s, rs in runs.items():
@@ -241,11 +274,13 @@ def main(argv: list[str] | None = None) -> int:
         cpu = statistics.median(r["cpu"] for r in rs)
         others = statistics.median(r["cpu"] - r.get("cpu_main", r["cpu"]) for r in rs)
         main = statistics.median(r.get("cpu_main", 0.0) for r in rs)
+        second = statistics.median(r.get("cpu_children", 0.0) for r in rs)
+        whole = statistics.median(r["cpu"] + r.get("cpu_children", 0.0) for r in rs)
         wall = statistics.median(r["wall"] for r in rs)
         load = statistics.median(r["timings"].get("load", 0.0) for r in rs)
         rss = max(r["maxrss_mib"] for r in rs)
         print(
-            f"{s[-40:]:<40} {cpu:8.1f} {main:8.1f} {others:8.1f} {wall:8.1f} {load:7.1f}"
+            f"{s[-40:]:<40} {cpu:8.1f} {main:8.1f} {others:8.1f} {second:8.1f} {whole:8.1f} {wall:8.1f} {load:7.1f}"
             f" {lines / wall:12,.0f} {rss:11,.0f}"
         )
     return 0

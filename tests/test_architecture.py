@@ -89,6 +89,10 @@ LONG_MODULES: dict[str, str] = {
     "thrum/daemon/writer.py": "the single writer: group commit, the append-and-fold with its failure rules (a "
     "write refused alone, a batch cut after a write that retires a key), and the sync thread's side under the "
     "same lock; that side (take_appended, apply_remote, ...) is the piece to move out if it grows",
+    "thrum/store/rebuild.py": "a rebuild's whole course in one place (issue 29): the log read here or ahead, "
+    "judged here, ahead or by a second process, folded in one transaction, loaded again when a batch cannot be "
+    "undone or the second process fails, then finished; the batch loop (`_fold_log` and its protocols) is the "
+    "piece to move out if it grows",
 }
 
 # Private names imported across modules, each with its reason. Keep this list empty.

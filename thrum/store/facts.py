@@ -45,6 +45,12 @@ class FactFile:
             return []
         return [line for line in data.splitlines() if line.strip()]
 
+    def reread(self) -> None:
+        """Another process of this replica appended to the file (`judge_process`): what is
+        in it is read again before the next `add`, which would otherwise repeat lines."""
+        with self._lock:
+            self._seen = None
+
     def add(self, lines: list[bytes]) -> None:
         if self.path is None:
             return

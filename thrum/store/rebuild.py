@@ -23,6 +23,11 @@ Rules (part of the projection's rules, `thrum.store.projection`):
   folded (``reader="thread"``: `readahead.ReaderThread`, `JudgesAhead`; the same batches in
   the same order, half as large). Off by default: measured quiet, the GIL made the two
   threads take turns (`READ_AHEAD_BYTES`).
+- A rebuild of a large log (`JUDGE_APART_BYTES`) on two cores has a second process judge
+  its lines (``judge="apart"``: `judge_process`): the folding process reads and decodes
+  each batch for its fold and applies the ruling that process sent for it; the fold then
+  takes over what that process learned. A second process that fails has the load done
+  again judging here (`JudgeFailed`).
 - A rebuild's load and its finishing steps each run with their own connection
   settings (`LOAD_PRAGMAS`, `FINISH_PRAGMAS`: cache, sorter, map), put back after;
   with batches bounded in bytes too, that keeps its peak memory under 1 GiB at a
@@ -61,6 +66,10 @@ READ_CHUNK = 32 * 1024 * 1024  # bytes of a shard read (and folded) at a time
 # Python take turns; 200,000 and 1,000,000 messages), for 2-5 % more CPU: off until a
 # Python without the GIL (docs/design/decisions.md, "Rebuilds on a large history").
 READ_AHEAD_BYTES: int | None = None
+# From this many bytes of log, ``judge="auto"`` has a second process judge the lines
+# (`judge_process`: the trust check off the folding core) when two cores are usable: its
+# start (~0.2 s) and its own decoding of the log are paid back from about 100,000 lines.
+JUDGE_APART_BYTES: int | None = 64 * 1024 * 1024
 # The connection's settings for the two phases of a rebuild (restored after each). The load
 # writes rows at scattered places of large b-trees: it wants a large page cache. The
 # finishing steps (`database.finish_schema`) read the tables in order and write each index
@@ -122,6 +131,37 @@ class JudgesAhead(Protocol):
     ) -> FoldResult: ...
 
 
+@runtime_checkable
+class JudgesApart(Protocol):
+    """A `FoldFn` whose judging a second process can do for a rebuild (`verified.VerifiedFold`,
+    `judge_process`): ``judge_apart`` starts it (None: it cannot), and each batch it
+    judged is folded by ``apply_ruling``."""
+
+    def judge_apart(self, event_log: EventLog, **sizes: int) -> Any: ...
+
+    def apply_ruling(
+        self,
+        db: pw.SqliteDatabase,
+        found: Any,
+        *,
+        issues: Iterable[LogIssue] = (),
+        positions: dict[str, Position] | None = None,
+        keep_applied: bool = True,
+    ) -> FoldResult: ...
+
+
+class JudgeFailed(RuntimeError):
+    """The second process judging a rebuild's log failed or said something malformed."""
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity: a container's share, not the host's)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # no affinity on this system
+        return os.cpu_count() or 1
+
+
 class Progress(Protocol):
     """Told how far a rebuild is: ``phase`` is ``load`` (events folded, bytes of the
     log read of ``total_bytes``), then ``indexes`` (query and search indexes being
@@ -152,12 +192,16 @@ def _fold_log(
     fold_fn: FoldFn | None = None,
     progress: Progress | None = None,
     reader: str = "here",
+    judge: str = "here",
 ) -> FoldResult:
     """Fold the log beyond ``positions`` batch by batch (`readahead.log_batches`), read
     ``here`` (in this thread, in turn with the fold) or by a ``thread`` one batch ahead
     (`readahead.ReaderThread`: from the start of the log only, in batches half as large,
-    as two are alive at once), which also judges it when the fold can (`JudgesAhead`)."""
+    as two are alive at once), which also judges it when the fold can (`JudgesAhead`).
+    ``judge="apart"``: a second process judges the batches read here, when the fold can
+    hand its state over (`JudgesApart`; from the start of the log only)."""
     assert reader == "here" or not positions, "a reader ahead reads the log from its start"
+    assert judge == "here" or (reader == "here" and not positions), "a second process judges the whole log"
     total = FoldResult()
     started = time.perf_counter()
     sized = progress is not None
@@ -168,18 +212,33 @@ def _fold_log(
     sizes = {"batch_events": max(1, REBUILD_BATCH // share), "batch_bytes": max(1, REBUILD_BATCH_BYTES // share)}
     source: Any = nullcontext(readahead.log_batches(event_log, positions, **sizes, chunk=READ_CHUNK, sized=sized))
     if ahead:
-        judge = fold_fn.judge_ahead() if isinstance(fold_fn, JudgesAhead) else None
-        source = readahead.ReaderThread(event_log, **sizes, chunk=READ_CHUNK, sized=sized, judge=judge).start()
-    with source as batches:
+        judge_ahead = fold_fn.judge_ahead() if isinstance(fold_fn, JudgesAhead) else None
+        source = readahead.ReaderThread(event_log, **sizes, chunk=READ_CHUNK, sized=sized, judge=judge_ahead).start()
+    apart = None
+    if judge == "apart" and isinstance(fold_fn, JudgesApart):
+        apart = fold_fn.judge_apart(event_log, **sizes, chunk=READ_CHUNK)
+    with source as batches, apart if apart is not None else nullcontext():
         for batch in batches:
             pending = batch.result
             events += len(pending.records)
+            ruled = apart.ruling(pending) if apart is not None else None
             if pending.records or pending.issues or pending.positions:
                 if fold_fn is None:
                     total.merge(
                         fold(
                             db,
                             pending.records,
+                            issues=pending.issues,
+                            positions=pending.positions,
+                            keep_applied=keep_applied,
+                        )
+                    )
+                elif ruled is not None:
+                    assert isinstance(fold_fn, JudgesApart)
+                    total.merge(
+                        fold_fn.apply_ruling(
+                            db,
+                            ruled,
                             issues=pending.issues,
                             positions=pending.positions,
                             keep_applied=keep_applied,
@@ -209,8 +268,27 @@ def _fold_log(
                     )
             if progress is not None:
                 progress("load", events, min(total_bytes, batch.read), total_bytes, time.perf_counter() - started)
-            del batch, pending  # not kept while the next batch is read
+            del batch, pending, ruled  # not kept while the next batch is read
+        if apart is not None:
+            apart.finish()
     return total
+
+
+def _ways(event_log: EventLog, fold_fn: FoldFn | None, reader: str, judge: str) -> tuple[str, str]:
+    """Where a rebuild reads its log and judges its lines (``auto`` made a choice: `rebuild`)."""
+    if reader == "auto":
+        ahead = READ_AHEAD_BYTES is not None and _log_bytes(event_log) >= READ_AHEAD_BYTES
+        reader = "thread" if ahead else "here"
+    if judge == "auto":
+        apart = (
+            JUDGE_APART_BYTES is not None
+            and reader == "here"
+            and isinstance(fold_fn, JudgesApart)
+            and usable_cores() > 1
+            and _log_bytes(event_log) >= JUDGE_APART_BYTES
+        )
+        judge = "apart" if apart else "here"
+    return reader, judge
 
 
 def _log_bytes(event_log: EventLog) -> int:
@@ -232,6 +310,7 @@ def rebuild(
     fold_fn: FoldFn | None = None,
     progress: Progress | None = None,
     reader: str = "auto",
+    judge: str = "auto",
 ) -> FoldResult:
     """Drop and recreate every table, then fold the whole log.
 
@@ -243,11 +322,13 @@ def rebuild(
     applied events in the result (memory grows with the log). ``progress``: told
     how far it is (`Progress`). ``reader``: where the log is read and decoded (`_fold_log`);
     ``auto``: by a thread one batch ahead of the fold when the log holds at least
-    `READ_AHEAD_BYTES` (None: never), in turn with the fold otherwise.
+    `READ_AHEAD_BYTES` (None: never), in turn with the fold otherwise. ``judge``: where the
+    lines are judged; ``apart``: by a second process (`judge_process`), when the fold can
+    hand its state over; ``auto``: so when the log holds at least `JUDGE_APART_BYTES` (None:
+    never), the log is read here and two cores are usable; ``here`` otherwise. A second
+    process that fails has the load done again judging here (`JudgeFailed`).
     """
-    if reader == "auto":
-        ahead = READ_AHEAD_BYTES is not None and _log_bytes(event_log) >= READ_AHEAD_BYTES
-        reader = "thread" if ahead else "here"
+    reader, judge = _ways(event_log, fold_fn, reader, judge)
     kv = _saved_kv(db)
     database.drop_schema(db)
     database.create_tables(db)
@@ -263,7 +344,7 @@ def rebuild(
                 if progress is not None:
                     progress(phase, events, done_bytes, total_bytes, elapsed)
 
-            def load() -> FoldResult:
+            def load(judge: str) -> FoldResult:
                 with chain_fold.deferred():  # the writers' chains are settled once, after the load
                     return _fold_log(
                         db,
@@ -273,14 +354,26 @@ def rebuild(
                         fold_fn=fold_fn,
                         progress=load_progress,
                         reader=reader,
+                        judge=judge,
                     )
 
             try:
                 # One transaction for the whole load (the fold's batches are savepoints in
                 # it): a batch's commit wrote out every page it touched across the big
                 # tables again, ~13 % of the load at a million events (BENCHMARKS.md).
-                with db.atomic():
-                    total = load()
+                try:
+                    with db.atomic():
+                        total = load(judge)
+                except JudgeFailed as exc:
+                    # The second process judging the lines failed: this process's fold took
+                    # nothing over from it (`judge_process`), so the load is done again,
+                    # judging here; what that process wrote (keys, facts, verdicts) is what
+                    # judging the same lines here writes.
+                    log.warning("the rebuild's second process failed (%s): loading the log again, judging here", exc)
+                    database.drop_schema(db)
+                    database.create_tables(db)
+                    with db.atomic():
+                        total = load("here")
             except UndoImpossible as exc:
                 # An event made a handler fail, and without a journal the batch's writes
                 # could not be undone before its events were folded one by one: load again
@@ -290,7 +383,7 @@ def rebuild(
                 database.drop_schema(db)
                 database.create_tables(db)
                 db.execute_sql("PRAGMA journal_mode=MEMORY")
-                total = load()
+                total = load("here")
             total.timings = {"load": time.perf_counter() - started, "cpu load": time.process_time() - started_cpu}
             at, at_cpu = time.perf_counter(), time.process_time()
             with db.atomic():

@@ -11,7 +11,8 @@ are signed by it and folded directly by the writer.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable
 
@@ -32,7 +33,7 @@ from .retired import signed_with
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Judged", "VerifiedFold"]
+__all__ = ["Judged", "Ruling", "VerifiedFold", "ruling"]
 
 LOAD_MEMORY_AT = 2_000  # lines in one fold from which reading the verdict memory pays off
 PENDING_BYTES = 32 * 1024 * 1024  # lines of unknown signers kept to judge again (and at most 100,000)
@@ -44,6 +45,42 @@ class Judged:
 
     verdict: Verdict
     resolved: list[str]  # keys of the lines kept before that this batch judged again
+    retried: list[Candidate] = field(default_factory=list)  # those lines (not in the batch)
+
+
+@dataclass
+class Ruling:
+    """What the fold of a judged batch needs of its verdict (`ruling`), and nothing else: the
+    accepted lines in the order they are applied, the refusals (kind, shard, event id,
+    reason), the lines dated ahead (shard, event id, their time in ms, the line), the lines
+    that wait (refusals too, recorded after those), the retirements, and the keys of the
+    lines kept before that are let go of. A trust check
+    in another process (`judge_process`) sends this much, compactly."""
+
+    accepted: list[tuple[str, dict[str, Any]]]
+    refused: list[tuple[str, str, str, str]]
+    future: list[tuple[str, str, int, bytes]]
+    waiting: list[tuple[str, str, str, str]]
+    retired: list[Retirement]
+    resolved: list[str]
+
+
+def ruling(judged: Judged) -> Ruling:
+    """The `Ruling` of a judged batch."""
+    verdict = judged.verdict
+    refused = [(r.kind, r.shard, r.event_id, r.reason) for r in verdict.rejected]
+    waiting = [
+        (
+            "unknown-signer",
+            c.shard,
+            str(c.event.get("event_id", "?")),
+            f"no key is known for {_signer(c)} yet; applied once its registration arrives",
+        )
+        for c in verdict.pending
+    ]
+    waiting += [(kind, c.shard, str(c.event.get("event_id", "?")), why) for c, kind, _, why in verdict.waiting]
+    future = [(c.shard, str(c.event.get("event_id", "?")), at, c.line) for c, at in verdict.future]
+    return Ruling(verdict.accepted, refused, future, waiting, verdict.retired, judged.resolved)
 
 
 class VerifiedFold:
@@ -186,6 +223,7 @@ class VerifiedFold:
         resolved: list[str] = list(due[0])
         candidates += due[1]
         retried: set[int] = set()  # lines judged again in this fold (kept from earlier ones)
+        again_lines: list[Candidate] = []
         verdict = self.verifier.check(candidates, remembered)
         if self.unblocked_by_writes:  # facts this daemon wrote since the last fold
             verdict.unblocked += self.unblocked_by_writes
@@ -195,6 +233,7 @@ class VerifiedFold:
             if not retry:
                 break
             retried.update(id(c.line) for _, c in retry)
+            again_lines += [c for _, c in retry]
             verdict.learned, verdict.unblocked = [], []
             resolved += [key for key, _ in retry]
             again = self.verifier.check([c for _, c in retry])
@@ -206,7 +245,7 @@ class VerifiedFold:
         if received:
             self._note_conflicts(verdict, retried)
         self.memory.remember(verdict.fresh)
-        return Judged(verdict, resolved)
+        return Judged(verdict, resolved, again_lines)
 
     def apply_judged(
         self,
@@ -218,33 +257,34 @@ class VerifiedFold:
         keep_applied: bool = True,
     ) -> projection.FoldResult:
         """Fold a judged batch: its accepted lines applied, the others recorded (`judge_ahead`)."""
-        verdict = judged.verdict
-        refused = [(r.kind, r.shard, r.event_id, r.reason) for r in verdict.rejected]
-        held = self._held_rows(db, verdict.future)
-        refused += [
-            ("future", c.shard, str(c.event.get("event_id", "?")), _future_reason(at, self.verifier.skew_s, kept))
-            for (c, at), kept in held
+        return self.apply_ruling(db, ruling(judged), issues=issues, positions=positions, keep_applied=keep_applied)
+
+    def apply_ruling(
+        self,
+        db: pw.SqliteDatabase,
+        found: Ruling,
+        *,
+        issues: Iterable[LogIssue] = (),
+        positions: dict[str, Position] | None = None,
+        keep_applied: bool = True,
+    ) -> projection.FoldResult:
+        """Fold a batch judged here or by another process (`judge_process`): the lines dated
+        ahead held (as room allows), a retirement's reach checked, the rest folded."""
+        held = self._held_rows(db, found.future)
+        refused = found.refused + [
+            ("future", shard, eid, _future_reason(at, self.verifier.skew_s, kept)) for (shard, eid, at, _), kept in held
         ]
-        refused += [
-            (
-                "unknown-signer",
-                c.shard,
-                str(c.event.get("event_id", "?")),
-                f"no key is known for {_signer(c)} yet; applied once its registration arrives",
-            )
-            for c in verdict.pending
-        ]
-        refused += [(kind, c.shard, str(c.event.get("event_id", "?")), why) for c, kind, _, why in verdict.waiting]
-        if verdict.retired:
-            self._check_retired(db, verdict.retired)
+        refused += found.waiting
+        if found.retired:
+            self._check_retired(db, found.retired)
         return projection.fold(
             db,
-            verdict.accepted,
+            found.accepted,
             issues=issues,
             positions=positions,
             keep_applied=keep_applied,
             refused=refused,
-            resolved=judged.resolved,
+            resolved=found.resolved,
             held=[row for _, row in held if row is not None],
         )
 
@@ -271,6 +311,64 @@ class VerifiedFold:
         if counts:
             ring.note_received(counts)
 
+    # ------------------------------------------------------------------ judged in another process
+
+    def apart_state(self) -> dict[str, Any] | None:
+        """What a second process needs to judge a rebuild's log as this fold would
+        (`judge_process`): where this fold's state is kept (the ring's keys, the team facts,
+        the verdict memory, the local identities) and what is not in a file (the root, the
+        log id, the clock's skew, the bounds). None when that state is not all in files: no
+        file for the keys or the facts, lines waiting, facts written here not judged yet, or
+        a clock of its own (a test's)."""
+        ring, roster = self.verifier.ring, self.verifier.roster
+        if ring.path is None or self.facts is None or self.facts.path is None:
+            return None
+        if self._pending or self.unblocked_by_writes or self.verifier.clock is not time.time:
+            return None
+        ring.flush()  # the second process starts from what this one knows
+        root = roster.root.to_json() if roster.root is not None else None
+        return {
+            "ring": str(ring.path),
+            "identities": str(ring.local.dir) if ring.local is not None else None,
+            "facts": str(self.facts.path),
+            "memory": str(self.memory.path) if self.memory.path is not None else None,
+            "root": root,
+            "log_id": self.verifier.binding.get(),
+            "skew_s": self.verifier.skew_s,
+            "pending_limit": self.pending_limit,
+            "pending_bytes": self.pending_bytes,
+        }
+
+    def judge_apart(self, event_log: Any, **sizes: int) -> Any:
+        """A second process judging ``event_log`` for a rebuild (`judge_process.ApartJudge`,
+        the batches of ``sizes``), or None when this fold's state cannot be handed to one."""
+        from .judge_process import ApartJudge
+
+        state = self.apart_state()
+        return None if state is None else ApartJudge.start(self, event_log, state, **sizes)
+
+    def waiting_lines(self) -> list[tuple[str, str, str, bytes]]:
+        """The lines kept to judge again: (wait key, kind, shard, line), in the order kept."""
+        return [(key, kind, shard, line) for key, held in self._pending.items() for shard, line, kind in held]
+
+    def adopt(self, waiting: list[tuple[str, str, str, bytes]]) -> bool:
+        """Take over the state a second process left after judging part of a rebuild's log
+        (`judge_process`): the keys it learned (the ring's file), the facts (the fact file,
+        judged again as at a start: `prime`), the verdict memory (read again when next
+        needed) and the lines still waiting (``waiting``, as `waiting_lines`). False when
+        the keys cannot be read (nothing is taken over)."""
+        if not self.verifier.ring.reload():
+            return False
+        if self.facts is not None:
+            self.facts.reread()
+        self.memory.release()
+        self.prime()
+        for key, kind, shard, line in waiting:
+            self._keep(key, kind, shard, line)
+            if kind in RETRY_KINDS:
+                self._retry_count += 1
+        return True
+
     # ------------------------------------------------------------------ lines dated ahead
 
     def release_due(self, db: pw.SqliteDatabase) -> projection.FoldResult:
@@ -295,21 +393,21 @@ class VerifiedFold:
         return keys, candidates
 
     def _held_rows(
-        self, db: pw.SqliteDatabase, future: list[tuple[Candidate, int]]
-    ) -> list[tuple[tuple[Candidate, int], held_lines.HeldRow | None]]:
-        """Each future line with its ``held_lines`` row, or None when holding it would go
-        past `held_lines.MAX_HELD_BYTES` (it stays quarantined; a rebuild after its time applies it)."""
+        self, db: pw.SqliteDatabase, future: list[tuple[str, str, int, bytes]]
+    ) -> list[tuple[tuple[str, str, int, bytes], held_lines.HeldRow | None]]:
+        """Each future line (shard, event id, time, line) with its ``held_lines`` row, or None
+        when holding it would go past `held_lines.MAX_HELD_BYTES` (it stays quarantined; a
+        rebuild after its time applies it)."""
         if not future:
             return []
         total = held_lines.held_bytes(db)  # a small table: lines dated ahead are rare
         out = []
-        for c, at in future:
-            eid = str(c.event.get("event_id", "?"))
+        for shard, eid, at, line in future:
             row: held_lines.HeldRow | None = None
-            if total + len(c.line) <= held_lines.MAX_HELD_BYTES:
-                row = (f"future:{c.shard}:{eid}", c.shard, eid, at, c.line)
-                total += len(c.line)
-            out.append(((c, at), row))
+            if total + len(line) <= held_lines.MAX_HELD_BYTES:
+                row = (f"future:{shard}:{eid}", shard, eid, at, line)
+                total += len(line)
+            out.append(((shard, eid, at, line), row))
         return out
 
     def _hold(self, verdict: Verdict) -> None:

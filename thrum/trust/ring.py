@@ -59,6 +59,9 @@ class KeyRing:
         except (OSError, ValueError) as exc:
             log.warning("cannot read %s (%s): keys will be learned again from the log", self.path, exc)
             return
+        self._take(data)
+
+    def _take(self, data: Any) -> None:
         entries = data.get("keys") if isinstance(data, dict) else None
         conflicts = data.get("conflicts") if isinstance(data, dict) else None
         if isinstance(conflicts, dict):
@@ -66,11 +69,32 @@ class KeyRing:
                 n: c for n, c in conflicts.items() if isinstance(c, dict) and isinstance(c.get("keys"), dict)
             }
         for name, entry in (entries or {}).items():
+            if name in self._known:
+                continue  # trusted on first use: never replaced (rule 2)
             try:
                 self._known[name] = decode_public(entry.get("key"))
                 self._meta[name] = entry
             except (AttributeError, ValueError):
                 log.warning("ignoring a malformed entry for %r in %s", name, self.path)
+
+    def reload(self) -> bool:
+        """Learn what another process of this replica wrote to the file since it was read
+        (a rebuild's trust check judged in a second process: `thrum.store.judge_process`):
+        its new keys join these (none is replaced) and its conflicts, a superset of these,
+        replace them. False when the file cannot be read (nothing changes); no file: that
+        process learned nothing to write (the local identities' keys are not written)."""
+        if self.path is None:
+            return False
+        try:
+            data = json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return True
+        except (OSError, ValueError) as exc:
+            log.warning("cannot read %s again (%s)", self.path, exc)
+            return False
+        with self._lock:
+            self._take(data)
+        return True
 
     def key(self, name: str) -> PublicKey | None:
         """The key ``name`` is trusted with, or None when this replica knows none."""
