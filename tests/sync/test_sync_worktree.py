@@ -290,3 +290,33 @@ def test_a_second_checkout_process_that_cannot_start_costs_no_file(tmp_path, mon
     _checked_out(wt, files)
     assert "cannot start a second process for the checkout" in caplog.text
     assert "checked out 9 log files" in caplog.messages
+
+
+def test_a_checkout_interrupted_half_way_is_finished_by_the_next_attach(tmp_path, monkeypatch):
+    """`thrum init` stopped (Ctrl-C) while it writes a large history's files: the worktree is
+    registered on a-sync but holds part of the log. The next `thrum init` or daemon start
+    writes the rest; before, it found the worktree healthy and the replica never saw the
+    files the checkout had not reached (its index said nothing of them either)."""
+    from thrum.sync import checkout
+
+    pair = make_replicas(tmp_path, 2)
+    wa = ensure_sync_worktree(pair.a)
+    files = {}
+    for n, shard in enumerate([f"messages/{who}/{i:06d}.jsonl" for who in ("alice", "bob") for i in (1, 2, 3)]):
+        files[shard] = event(f"01B{n:02d}") * (n + 1)
+        append(wa, shard, files[shard])
+    assert run_cycle(Replicator(wa), PlainLog(wa)).pushed
+    real = checkout.write_log_files
+
+    def interrupted(read, root, found, progress):
+        real(read, root, found[:2])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("thrum.sync.worktree.write_log_files", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        ensure_sync_worktree(pair.b)
+    monkeypatch.setattr("thrum.sync.worktree.write_log_files", real)
+    wt = ensure_sync_worktree(pair.b)
+    _checked_out(wt, files)
+    assert ensure_sync_worktree(pair.b) == wt  # and then it is left as it is
+    _checked_out(wt, files)
