@@ -86,7 +86,7 @@ def build(args) -> None:
     print(f"history of {args.base:,} events written in {time.process_time() - t:.1f} s CPU", flush=True)
     t = time.process_time()
     fold = make_fold(base, base / "known.json")
-    db = projection.open_projection(base / "view.sqlite", EventLog(wt), fold)
+    db = projection.open_projection(base / "view.sqlite", EventLog(wt), fold).db
     db.execute_sql("PRAGMA wal_checkpoint(TRUNCATE)")
     db.close()
     print(f"folded in {time.process_time() - t:.1f} s CPU", flush=True)

@@ -4,8 +4,9 @@ Order: make sure the ``a-sync`` worktree exists (recovering its files), open the
 load the key ring, read the committed team root once (`TeamState`: the roster, the
 log binding and the verifier are made from that one read), open (or rebuild) the
 projection and catch it up with the log, judge the log again when the root changed
-while no daemon ran, fold again what an offline sync merged into, then let the
-catch-up's peak memory go.
+while no daemon ran, fold again what an offline sync merged into, check that the
+projection covers the log (`store.coverage`: skipped when this start rebuilt it from the
+whole log, which covers it by construction), then let the catch-up's peak memory go.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ class Store:
     signer: Signer  # signs every event written here
     writer: Writer  # the single writer
     upgrading: bool = False  # an older schema's projection is served; its successor is to be built (issue 29)
+    rebuilt: bool = False  # the projection was built from the whole log at this start
+    repaired: tuple[str, ...] | None = None  # log files the coverage check folded again; None: not checked
 
 
 def open_store(paths: ThrumPaths, config: Config, keys: LocalKeys, progress: Progress | None = None) -> Store:
@@ -56,19 +59,30 @@ def open_store(paths: ThrumPaths, config: Config, keys: LocalKeys, progress: Pro
     # A projection of another schema version is served while the new one is built beside
     # it and swapped in (`Daemon._upgrade`); without one to serve (none, or unreadable), build first.
     db = open_outdated(paths.database)
-    upgrading = db is not None
+    upgrading, rebuilt = db is not None, False
     if db is None:
-        db = open_projection(paths.database, event_log, fold, progress=progress)
+        db, rebuilt = open_projection(paths.database, event_log, fold, progress=progress)
     if team.judged_blob() != team.blob:  # a root adopted, changed or removed while stopped
         fold.ask_rejudge("the team root changed")
     signer = Signer(keys, team.binding.get, team.roster)  # refuses a key the roster knows is retired
     writer = Writer(db, event_log, signer, fold, db_path=paths.database)
     reread = sync_record.take_reread(paths)  # what an offline sync merged into
+    repaired = None
     if upgrading:  # (its rebuild reads the whole log)
         writer.view.rebuild_ahead()
-    else:
-        writer.ensure_covered(reread)
+    elif not rebuilt:  # a projection just folded from the whole log covers it (and every reread file)
+        repaired = writer.ensure_covered(reread)
     fold.release()
     give_back_memory()  # the catch-up's peak (a large history, the verdict memory) goes back
     writer.when_rejudged(team.mark_judged)
-    return Store(worktree=worktree, ring=ring, team=team, fold=fold, signer=signer, writer=writer, upgrading=upgrading)
+    return Store(
+        worktree=worktree,
+        ring=ring,
+        team=team,
+        fold=fold,
+        signer=signer,
+        writer=writer,
+        upgrading=upgrading,
+        rebuilt=rebuilt,
+        repaired=repaired,
+    )

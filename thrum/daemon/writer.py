@@ -337,15 +337,19 @@ class Writer:
         self.view.caught_up()
         return result
 
-    def ensure_covered(self, reread: Sequence[str] = ()) -> None:
+    def ensure_covered(self, reread: Sequence[str] = ()) -> tuple[str, ...]:
         """Start-up: the projection covers the log, or is made to (worker thread, before
-        serving); ``reread``: shards to fold again from their start (`coverage.ensure_covered`)."""
+        serving); ``reread``: shards to fold again from their start (`coverage.ensure_covered`).
+        Returns the log files it found the projection missed and folded again (a corrupt
+        database rebuilt from the whole log instead: none)."""
         try:
-            coverage.ensure_covered(self.db, self.log, self.fold_lines, reread)
+            gaps, _ = coverage.ensure_covered(self.db, self.log, self.fold_lines, reread)
         except Exception as exc:
             if not is_corruption(exc) or self.view.db_path is None:
                 raise
             self.view.rebuild_locked(f"{type(exc).__name__}: {exc}")
+            return ()
+        return tuple(gaps)
 
     def append_seals(self) -> int:
         """Seal what was appended since the last commit (sync thread; caller holds `lock`).

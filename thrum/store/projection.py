@@ -46,6 +46,7 @@ from .rebuild import (
     READ_CHUNK,
     REBUILD_BATCH,
     FoldFn,
+    Opened,
     Progress,
     catch_up,
     collector_paused,
@@ -57,6 +58,7 @@ from .rebuild import (
 __all__ = [
     "FoldFn",
     "FoldResult",
+    "Opened",
     "Progress",
     "READ_CHUNK",
     "REBUILD_BATCH",

@@ -11,7 +11,8 @@ Rules (part of the projection's rules, `thrum.store.projection`):
   written last, so an interrupted rebuild is redone.
 - `open_projection` (daemon start-up): catch up when the schema version matches,
   rebuild when it does not, and throw the file away and rebuild when SQLite
-  cannot read it or catching up fails. The log is always the truth.
+  cannot read it or catching up fails. The log is always the truth. It says
+  whether it rebuilt (`Opened`): start-up's coverage check is then skipped.
 - A rebuild reports how far it is (`Progress`) after every batch and at each
   phase, and every few seconds while its indexes are built, so that whoever waits
   for it (``thrum init`` on a large history) can show a rate and an estimate
@@ -41,7 +42,7 @@ import logging
 import os
 import time
 from contextlib import contextmanager, nullcontext
-from typing import Any, Callable, Iterable, Iterator, Protocol, runtime_checkable
+from typing import Any, Callable, Iterable, Iterator, NamedTuple, Protocol, runtime_checkable
 
 import peewee as pw
 
@@ -494,9 +495,16 @@ def open_outdated(path: str | os.PathLike[str]) -> pw.SqliteDatabase | None:
     return None
 
 
+class Opened(NamedTuple):
+    """The projection `open_projection` opened, and whether it built it from the whole log."""
+
+    db: pw.SqliteDatabase
+    rebuilt: bool  # folded from the whole log now: it covers the log by construction (`coverage`)
+
+
 def open_projection(
     path: str | os.PathLike[str], event_log: EventLog, fold_fn: FoldFn | None = None, progress: Progress | None = None
-) -> pw.SqliteDatabase:
+) -> Opened:
     """Open the database, rebuilding it from the log when missing, corrupt or outdated.
 
     No whole-file integrity scan at start-up (it would cost seconds on a large
@@ -509,11 +517,11 @@ def open_projection(
         version = database.schema_version(db)
         if version == database.SCHEMA_VERSION:
             catch_up(db, event_log, fold_fn)
-            return db
+            return Opened(db, rebuilt=False)
         if version is not None:
             log.info("projection schema %s != %s: rebuilding", version, database.SCHEMA_VERSION)
         rebuild(db, event_log, fold_fn=fold_fn, progress=progress)
-        return db
+        return Opened(db, rebuilt=True)
     except Exception as exc:  # not a database, corrupt pages, a rebuild that hit either
         log.warning("projection database unusable (%s): rebuilding from the log", exc)
     if db is not None:
@@ -528,4 +536,4 @@ def open_projection(
             pass
     db = database.open_database(os.fspath(path))
     rebuild(db, event_log, fold_fn=fold_fn, progress=progress)
-    return db
+    return Opened(db, rebuilt=True)

@@ -1,4 +1,4 @@
-"""The log files of a tree written into a new worktree: on two cores when there are many.
+"""The log files of a tree written into a new worktree: by two other processes when there are many.
 
 Rules:
 
@@ -8,12 +8,15 @@ Rules:
    in the index with the stat of what was written.
 2. Reading a blob (libgit2 inflating it) holds the GIL, so one process uses one core
    however its writes are threaded. From `SPLIT_FILES` files on (a first attach to a
-   large history: ~11,600 files, 738 MiB at a million events), a second process
-   (``python -m thrum.sync.checkout``) writes the second half of the files while this
-   one writes the first: on two cores the checkout takes about half as long.
-3. The second process only writes what it is told (blob ids and paths, on its stdin;
-   the blobs were checked by `trees.LayoutTrees`) and says how many files it wrote.
-   When it cannot start, fails or says otherwise, this process writes that half itself:
+   large history: ~11,500 files, 738 MiB at a million events), two processes
+   (``python -m thrum.sync.checkout``) each write half of the files while this one waits:
+   on two cores the checkout takes about half as long. They read without hashing each
+   blob again (`gitlib.skip_hash_checks`, process-wide, which this process, maybe a
+   daemon with other work, must not switch off): half the CPU of the reads.
+3. A second process only writes what it is told (blob ids and paths, on its stdin;
+   the blobs were checked by `trees.LayoutTrees`) and prints how many files it has
+   written after each batch (the first one's lines are the progress shown). When one
+   cannot start, fails or says another count, this process writes its files itself:
    a failed helper costs time, never a file.
 """
 
@@ -54,36 +57,40 @@ def write_log_files(
     """Write ``files`` (path, blob) under ``root``; the index entries of what was written.
 
     ``read``: a blob's content by id. ``progress``: told after each batch about how many
-    files are written (this process's share scaled to all: the second process writes
-    alongside at the same pace). ``python``: the interpreter the second process runs on.
+    files are written (the first helper's share scaled to all: the other writes alongside
+    at the same pace). ``python``: the interpreter the helpers run on.
 
     Raises:
         UnsafePath: a directory on the way is a link or not a directory (`thrum.durable`).
     """
     index: Index = {}
-    mine, theirs = files, []
-    helper = None
-    if len(files) >= SPLIT_FILES and _cores() > 1:
-        half = len(files) // 2
-        helper = _start(root, files[half:], python)
-        if helper is not None:
-            mine, theirs = files[:half], files[half:]
+    if len(files) < SPLIT_FILES or _cores() < 2:
+        _write(read, root, files, index, progress)
+        if progress is not None:
+            progress(len(files))
+        log.info("checked out %d log files", len(files))
+        return index
+    half = len(files) // 2
+    parts = [files[:half], files[half:]]
+    helpers = [_start(root, part, python) for part in parts]
     helped = 0
     try:
-        _write(read, root, mine, index, progress, len(files) / max(1, len(mine)))
-        if helper is not None:
-            done, helper = _finished(helper, len(theirs)), None
-            if done and _stat_into(root, theirs, index):
-                helped = len(theirs)
+        for n, (part, helper) in enumerate(zip(parts, helpers)):
+            told = progress if n == 0 else None  # the first one's pace is the whole's
+            scale = len(files) / len(part)
+            if helper is not None and _finished(helper, len(part), told, scale) and _stat_into(root, part, index):
+                helped += len(part)
             else:
-                _write(read, root, theirs, index)
+                _write(read, root, part, index, told, scale)
+            helpers[n] = None
         if progress is not None:
             progress(len(files))
     finally:
-        if helper is not None:  # this half failed: the helper's work is not wanted
-            helper.kill()
-            helper.wait()
-    log.info("checked out %d log files%s", len(files), f" ({helped} by a second process)" if helped else "")
+        for helper in helpers:  # one failed: the other's work is not wanted
+            if helper is not None:
+                helper.kill()
+                helper.wait()
+    log.info("checked out %d log files%s", len(files), f" ({helped} by other processes)" if helped else "")
     return index
 
 
@@ -112,8 +119,8 @@ def _write(
 
 
 def _start(root: Path, files: Files, python: str) -> subprocess.Popen[bytes] | None:
-    """The second process, its files on its stdin (from a temporary file: nothing here
-    waits for it to read them); None when it cannot start (rule 3)."""
+    """A helper, its files on its stdin (from a temporary file: nothing here waits for it
+    to read them); None when it cannot start (rule 3)."""
     try:
         with tempfile.TemporaryFile() as listing:
             listing.write(b"".join(b"%s\0%s\0" % (leaf.oid.hex.encode(), path.encode()) for path, leaf in files))
@@ -126,16 +133,27 @@ def _start(root: Path, files: Files, python: str) -> subprocess.Popen[bytes] | N
                 close_fds=True,
             )
     except OSError as exc:
-        log.warning("cannot start a second process for the checkout (%s); writing every file here", exc)
+        log.warning("cannot start a second process for the checkout (%s); writing its files here", exc)
         return None
 
 
-def _finished(helper: subprocess.Popen[bytes], expected: int) -> bool:
-    """Whether the second process wrote its ``expected`` files (it prints how many)."""
-    out, err = helper.communicate()
-    if helper.returncode == 0 and out.strip() == str(expected).encode():
+def _finished(
+    helper: subprocess.Popen[bytes], expected: int, progress: Callable[[int], None] | None, scale: float
+) -> bool:
+    """Whether the helper wrote its ``expected`` files (its last line says how many);
+    ``progress`` told of each of its lines as it comes (its stderr is read at its end: it
+    writes there only when it fails, far less than a pipe holds)."""
+    assert helper.stdout is not None and helper.stderr is not None
+    last = b""
+    for line in helper.stdout:
+        last = line.strip()
+        if progress is not None and last.isdigit() and int(last) < expected:
+            progress(int(int(last) * scale))
+    err = helper.stderr.read()
+    helper.wait()
+    if helper.returncode == 0 and last == str(expected).encode():
         return True
-    why = err.decode(errors="replace").strip().splitlines()[-1:] or [f"it printed {out[:40]!r}"]
+    why = err.decode(errors="replace").strip().splitlines()[-1:] or [f"it printed {last[:40]!r}"]
     log.warning("the checkout's second process failed (exit %s: %s); writing its files here", helper.returncode, why[0])
     return False
 
@@ -163,17 +181,21 @@ def _stat_into(root: Path, files: Files, index: Index) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The second process: write the files listed on stdin under the worktree ``argv[0]``."""
-    from .gitstore.gitlib import open_repo  # pygit2: only here, not for `write_log_files`'s callers
+    """A helper: write the files listed on stdin under the worktree ``argv[0]``, saying how
+    many are written after each batch."""
+    from .gitstore.gitlib import open_repo, skip_hash_checks  # pygit2: only here, not for `write_log_files`'s callers
 
     root = Path((argv if argv is not None else sys.argv[1:])[0])
     fields = sys.stdin.buffer.read().split(b"\0")
     files = [(path.decode(), oid.decode()) for oid, path in zip(fields[0:-1:2], fields[1::2])]
+    skip_hash_checks()  # this process only reads the blobs it was told of (rule 2)
     odb = open_repo(root).odb
     for i in range(0, len(files), BATCH):
         part = files[i : i + BATCH]
         durable.write_batch(root, [(path, odb.read(oid)[1]) for path, oid in part])
-    print(len(files), flush=True)
+        print(i + len(part), flush=True)
+    if not files:
+        print(0, flush=True)
     return 0
 
 

@@ -14,6 +14,10 @@ Rules:
    the re-created worktree.
 5. libgit2 never checks the branch out: it is untrusted content. Only the log
    files of its tree are written into a new worktree, by thrum, through `thrum.nofollow`.
+6. A checkout interrupted half-way (``thrum init`` stopped on a large history, a crash)
+   is done again by the next call: a file beside the worktree (`_checkout_pending`) says
+   its files are being written until its index is, so a registered worktree holding part
+   of the log is never taken for a healthy one.
 """
 
 from __future__ import annotations
@@ -215,6 +219,9 @@ def _ensure_linked_worktree(store: LibGit2Store, cdir: Path, path: Path, progres
                     f"{path} has {head!r} checked out instead of {SYNC_BRANCH}; "
                     f"remove that worktree and run thrum again"
                 )
+            if _checkout_pending(path).exists():  # rule 6
+                log.warning("the checkout of the log into %s was interrupted; writing its files again", path)
+                _materialise(LibGit2Store(path), path, progress)
             return  # healthy
     # Stale registrations of our path or of our branch (directory gone, repository moved).
     stale = []
@@ -251,6 +258,9 @@ def _add_worktree_without_checkout(store: LibGit2Store, name: str, path: Path, p
     commit (nothing to check out), its HEAD is pointed at ``a-sync``, and only the
     log files are written, by thrum, through `thrum.nofollow`.
     """
+    pending = _checkout_pending(path)
+    pending.touch()  # before the worktree is registered: until its index is written (rule 6)
+    durable.fsync_dir(pending.parent)
     tmp_ref = f"refs/heads/thrum-attach-{os.getpid()}"
     store.update_ref(tmp_ref, root_commit(store), "thrum: attach the worktree")
     try:  # SyncError: libgit2 refused
@@ -278,6 +288,7 @@ def _materialise(wt: LibGit2Store, path: Path, progress: Progress | None = None)
             progress({**report, "elapsed": round(time.perf_counter() - started, 3)})
 
     wt.rewrite_index(write_log_files(lambda oid: wt.read(oid)[1], path, files, progress=told))
+    _checkout_pending(path).unlink(missing_ok=True)  # every file and the index written (rule 6)
     ignored = trees.ignored(tree)
     if ignored:
         log.warning(
@@ -285,6 +296,11 @@ def _materialise(wt: LibGit2Store, path: Path, progress: Progress | None = None)
             SYNC_BRANCH,
             ", ".join(f"{n} {reason}" for reason, n in sorted(ignored.items())),
         )
+
+
+def _checkout_pending(path: Path) -> Path:
+    """The file that says the log files of the worktree at ``path`` are being written (rule 6)."""
+    return path.parent / f".{path.name}.checkout-pending"
 
 
 def _unregister(store: LibGit2Store, cdir: Path, name: str) -> None:
