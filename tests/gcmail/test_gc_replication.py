@@ -4,21 +4,19 @@ and the read and archive state, both ways. The state also survives a rebuild."""
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 
 from fixtures.repos.builders import make_replicas
-from gc_exec import SCRIPT, Provider
+from fixtures.thrum_cli import run_thrum
+from gc_exec import Provider
 from thrum import lifecycle
 from thrum.paths import resolve
 
-THRUM = SCRIPT.replace("thrum-gc-mail", "thrum")
-
 
 def sync(p: Provider) -> None:
-    proc = subprocess.run([THRUM, "sync", "--json"], cwd=p.repo, env=p.env, capture_output=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr.decode()
+    """`thrum sync` in the city (in the test's process: the provider's calls are the processes here)."""
+    proc = run_thrum(["sync", "--json"], cwd=p.repo, env=p.env)
+    assert proc.returncode == 0, proc.stderr
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import trio
 
+from fixtures import waiting
 from fixtures.daemon_env import daemon_env
 from fixtures.inprocess import rpc
 from fixtures.repos.builders import make_repo
@@ -39,19 +40,21 @@ DEADLINE = 30.0
 
 
 async def until(check, what: str, *, within: float = DEADLINE, every: float = 0.05):
-    """The first truthy value ``await check()`` gives, polled every ``every`` s of trio's
-    clock for at most ``within`` s (`fixtures.waiting.until`, for daemons in this run).
+    """The first truthy value ``await check()`` gives, polled for at most ``within`` s of
+    trio's clock, first after ``every`` s, then less often (`fixtures.waiting.until`, for
+    daemons in this run).
 
     Raises AssertionError naming ``what`` (and the last value seen) when time runs out.
     """
     deadline = trio.current_time() + within
-    while True:
+    for pause in waiting.pauses(every):
         got = await check()
         if got:
             return got
         if trio.current_time() > deadline:
             raise AssertionError(f"timed out after {within:.0f}s waiting for {what} (last: {got!r})")
-        await trio.sleep(every)
+        await trio.sleep(pause)
+    raise AssertionError("unreachable")  # pauses() never ends
 
 
 class MemoryMachine:

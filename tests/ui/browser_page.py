@@ -3,12 +3,14 @@ views, the messages on screen, logging in and choosing the human identity."""
 
 from __future__ import annotations
 
+import time
+
+from fixtures import waiting
 from ui_helpers import WAIT, browser_missing
 
 if browser_missing() is None:
-    from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
 
 
 class Page:
@@ -17,12 +19,19 @@ class Page:
         self.team = team
 
     def wait(self, predicate, timeout: float = WAIT, what: str = ""):
-        try:
-            return WebDriverWait(
-                self.d, timeout, poll_frequency=0.02, ignored_exceptions=(StaleElementReferenceException,)
-            ).until(lambda d: predicate())
-        except TimeoutException:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what or predicate}") from None
+        """``predicate()``'s first truthy value; each look is a round trip through the
+        driver and the browser, so a long wait looks less often (`waiting.pauses`)."""
+        deadline = time.monotonic() + timeout
+        for pause in waiting.pauses(0.02):
+            try:
+                got = predicate()
+            except StaleElementReferenceException:  # redrawn between finding and reading: look again
+                got = None
+            if got:
+                return got
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out after {timeout:g}s waiting for {what or predicate}")
+            time.sleep(pause)
 
     def js(self, script: str, *args):
         return self.d.execute_script(script, *args)
