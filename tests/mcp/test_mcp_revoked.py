@@ -4,7 +4,10 @@ send_message, one line saying what happened and what to do; nothing is written i
 
 from __future__ import annotations
 
-from mcp_helpers import mcp_server
+import os
+import subprocess
+
+from mcp_helpers import THRUM, mcp_server
 
 from thrum import events as ev
 
@@ -20,3 +23,22 @@ async def test_send_message_of_a_revoked_agent_is_a_tool_error(bus):
     assert "thrum team invite mr_amy" in err, err
     listed = bus.call("message.list", {"caller": "mr_bob"})
     assert [m["body"]["content"] for m in listed["messages"]] == ["before"]
+
+
+def test_serving_as_a_revoked_agent_ends_the_start_up_with_what_happened(fresh):
+    """The start-up's session is a write: refused for a retired key, its one line says so
+    (not that a registration was refused: the agent is registered)."""
+    d = fresh()
+    d.register("mr_cy", "mr_impl", identity_file=True)
+    d.call("team.revoke", {"caller": "mr_cy", "name": "mr_cy", "from_event": ev.new_ulid()})
+    proc = subprocess.run(
+        [THRUM, "mcp", "serve", "--repo", str(d.repo), "--agent-id", "mr_cy"],
+        input=b"",
+        capture_output=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if not k.startswith("THRUM_")},
+    )
+    assert proc.returncode == 1 and proc.stdout == b""
+    [line] = proc.stderr.decode().splitlines()
+    assert line.startswith("thrum: cannot serve as @mr_cy: agent 'mr_cy' may not write: its key "), line
+    assert "revoked by mr_cy" in line and "refused to register" not in line, line

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from .. import identity as identity_mod
-from ..errors import IdentityError, ThrumError, Timeout, Unavailable
+from ..errors import IdentityError, KeyRetired, ThrumError, Timeout, Unavailable
 from ..events.names import NAME_RE
 from .common import CONTEXT_SETTINGS, Runtime, global_options, runtime
 
@@ -67,7 +67,8 @@ def _make_known(rt: Runtime, ident: Identity) -> None:
     machine). A refusal ends the start-up with one line instead of a server that never answers.
 
     Raises:
-        ThrumError: the daemon cannot be reached, or refuses to register the agent.
+        ThrumError: the daemon cannot be reached, refuses to register the agent, or its key
+            is retired (revoked, or rotated away on another machine).
     """
     caller = {"caller": ident.name}
     try:
@@ -78,6 +79,8 @@ def _make_known(rt: Runtime, ident: Identity) -> None:
             rt.call("session.heartbeat", caller)
     except (Unavailable, Timeout) as exc:
         raise ThrumError(f"cannot reach the thrum daemon: {exc.message}") from None
+    except KeyRetired as exc:  # registered, but its key may not write (the session's start is a write)
+        raise ThrumError(f"cannot serve as @{ident.name}: {exc.message}") from None
     except ThrumError as exc:
         raise ThrumError(f"cannot serve as @{ident.name}: the daemon refused to register it: {exc.message}") from None
 
