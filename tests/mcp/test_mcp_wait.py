@@ -4,6 +4,9 @@ through their own servers."""
 
 from __future__ import annotations
 
+import os
+import signal
+from pathlib import Path
 
 import trio
 
@@ -216,6 +219,39 @@ async def test_a_new_session_of_the_same_agent_does_not_silence_the_waiter(bus):
         mid = bus.send("ss_you", "still there?", to=["ss_me"])["message_id"]
         got = await me.call("wait_for_message", {"timeout": 10})
         assert got["message"]["message_id"] == mid
+
+
+def _server_pids(repo: Path, agent: str) -> list[int]:
+    """The `thrum mcp serve` processes serving ``agent`` in ``repo`` (from their command lines)."""
+    want = ["mcp", "serve", "--repo", str(repo), "--agent-id", agent]
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:  # not a process, or it ended
+            continue
+        if any(argv[i : i + len(want)] == want for i in range(len(argv))):
+            pids.append(int(entry.name))
+    return pids
+
+
+async def test_a_message_written_before_the_waiter_subscribes_again_is_not_missed(bus):
+    """The subscription's session ends (a new one, from the CLI) and a message is written
+    before the server has subscribed again (held still here: a loaded machine): with no
+    event seen yet there is no point to resume from, so it finds the message in the inbox."""
+    bus.register("sx_me", "sx_role", identity_file=True)
+    bus.register("sx_you", "sx_other", identity_file=True)
+    async with mcp_server(bus.repo, "sx_me") as me:
+        await me.call("list_groups")
+        [pid] = _server_pids(bus.repo, "sx_me")
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            bus.call("session.start", {"caller": "sx_me"})  # ends the session the subscription was bound to
+            mid = bus.send("sx_you", "written meanwhile", to=["sx_me"])["message_id"]
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        got = await me.call("wait_for_message", {"timeout": 10})
+        assert got["message"] is not None and got["message"]["message_id"] == mid, got
 
 
 async def test_a_daemon_restart_during_a_wait_is_survived_without_loss_or_duplicates(fresh):

@@ -9,8 +9,11 @@ Rules:
    saw), so the daemon replays what was written meanwhile; then it lists the
    unread inbox once (messages created since this server started that it has
    not seen) for what a replay cannot give (events that reached a restarted
-   daemon by sync with an older event id). A ``subscription.ended`` makes it
-   subscribe again the same way. A ``notification.dropped`` (its outbox overflowed)
+   daemon by sync with an older event id). A ``subscription.ended`` (its session
+   ended: the agent started another, e.g. from the CLI) makes it subscribe again the
+   same way; when no event was seen yet there is no point to resume from, so it lists
+   the unread inbox then too (a message written between the end and the new
+   subscription would otherwise wait for the next check_messages). A ``notification.dropped`` (its outbox overflowed)
    does too, resuming from the last event seen *before* the notice (events read
    after it, while the new subscription is being made, come after the gap and
    must not move the resume point past it), and then catches up from the unread
@@ -178,8 +181,9 @@ class Waiter:
                     await client.call("subscribe.delete", {"subscription_id": old})
                 except NotFound:  # it ended on its own
                     pass
+            since = self._resume_point
             gap = await self._subscribe(client)
-            if gap:
+            if gap or not since:
                 await self._catch_up(client)
 
     @property
