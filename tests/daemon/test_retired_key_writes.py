@@ -103,6 +103,19 @@ def test_the_cli_prints_one_line_and_exits_non_zero(bus, c):
     assert _lines_by(bus, "rk_erin") == before
 
 
+def test_revoking_since_now_from_the_cli_stops_the_next_write(bus, c):
+    """`--since now`: a key found lost this moment, without typing the time."""
+    register(c, "rk_nora", "rk_now")
+    identity.write(bus.identities, identity.Identity(name="rk_nora", role="rk_now", module="core"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("THRUM_")}
+    bad = run_thrum(["team", "revoke", "rk_nora", "--since", "soon", "--name", "rk_nora"], cwd=bus.main_repo, env=env)
+    assert bad.returncode != 0 and "'soon' is not a time" in bad.stderr and "or now" in bad.stderr, bad
+    done = run_thrum(["team", "revoke", "rk_nora", "--since", "now", "--name", "rk_nora"], cwd=bus.main_repo, env=env)
+    assert done.returncode == 0, done
+    sent = run_thrum(["send", "hello", "--to", "@rk_now", "--name", "rk_nora"], cwd=bus.main_repo, env=env)
+    assert sent.returncode == 1 and "revoked by rk_nora" in sent.stderr, sent
+
+
 def test_a_rotation_here_keeps_the_agent_writing_with_its_new_key(bus, c):
     register(c, "rk_fay", "rk_rot")
     rotated = c.call("agent.rotate_key", {"caller": "rk_fay"})

@@ -186,7 +186,10 @@ def invite(name: str) -> None:
 @team.command("revoke", context_settings=CONTEXT_SETTINGS)
 @click.argument("name")
 @click.option(
-    "--since", default="", metavar="TIME", help="Revoke lines dated from TIME on (RFC 3339, e.g. 2026-11-27T10:00:00Z)."
+    "--since",
+    default="",
+    metavar="TIME",
+    help="Revoke lines dated from TIME on (RFC 3339, e.g. 2026-11-27T10:00:00Z, or now).",
 )
 @click.option("--from", "from_event", default="", metavar="EVENT", help="Revoke from this event id on (it included).")
 @click.option("--key", default="", metavar="KEY", help="The key to revoke (default: the key known for NAME).")

@@ -148,12 +148,14 @@ async def rotate_key(call: Call) -> dict[str, Any]:
 
 
 def _rfc3339(text: str) -> str:
-    """A time the user typed (RFC 3339, or a date) as the log writes times: UTC, ``…Z``."""
+    """A time the user typed (RFC 3339, a date, or ``now``: the key found lost this moment)
+    as the log writes times: UTC, ``…Z``."""
     try:
-        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        now = text.strip().lower() == "now"
+        when = datetime.now(timezone.utc) if now else datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         raise errors.ValidationError(
-            f"invalid params: since: {text[:40]!r} is not a time (e.g. 2026-11-27T10:00:00Z)", field="since"
+            f"invalid params: since: {text[:40]!r} is not a time (e.g. 2026-11-27T10:00:00Z, or now)", field="since"
         ) from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=timezone.utc)
