@@ -206,6 +206,13 @@ def test_dry_run_writes_nothing_and_shows_the_diff(repo):
     assert not (repo.path / ".gemini" / "settings.json").exists()
 
 
+def test_a_host_by_its_product_name_is_the_same_host(repo):
+    """`claude-code` as people call it, `Gemini-CLI` in any case: the same set-up as the short name."""
+    short = repo.ok("setup", "claude", "--agent", "bob", "--dry-run").out
+    assert repo.ok("setup", "claude-code", "--agent", "bob", "--dry-run").out == short
+    assert "gemini" in repo.ok("setup", "Gemini-CLI", "--agent", "bob", "--dry-run").out
+
+
 def test_user_setup_writes_the_users_files(repo, tmp_path):
     home = tmp_path / "home"
     home.mkdir()

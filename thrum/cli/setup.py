@@ -12,8 +12,19 @@ from .common import CONTEXT_SETTINGS, Runtime, global_options, runtime
 HOST_NAMES = ("claude", "codex", "gemini", "cursor", "opencode")
 
 
+class _HostName(click.Choice[str]):
+    """A host by its short name, or by the product's longer one as people type it."""
+
+    ALIASES = {"claude-code": "claude", "claudecode": "claude", "gemini-cli": "gemini", "codex-cli": "codex"}
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        if isinstance(value, str):
+            value = self.ALIASES.get(value.lower(), value.lower())
+        return str(super().convert(value, param, ctx))
+
+
 @click.command(context_settings=CONTEXT_SETTINGS)
-@click.argument("host", type=click.Choice(HOST_NAMES))
+@click.argument("host", type=_HostName(HOST_NAMES))
 @click.option("--agent", metavar="NAME", help="The agent the host acts as (default: THRUM_NAME or the only identity).")
 @click.option("--user", "user", is_flag=True, help="Write the user's config files instead of the project's.")
 @click.option("--dry-run", is_flag=True, help="Show what would change (a diff per file) and write nothing.")
