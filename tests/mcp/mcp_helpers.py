@@ -39,6 +39,7 @@ __all__ = [
     "daemon_env",
     "mcp_server",
     "run_thrum",
+    "serve_refused",
     "shared_mcp_server",
     "start_daemon",
     "tapped_mcp_server",
@@ -82,6 +83,22 @@ class McpServer:
         text = result.content[0].text
         assert "\n" not in text, f"error is not one line: {text!r}"
         return text
+
+
+def serve_refused(repo: Path, agent: str) -> str:
+    """Start `thrum mcp serve` for ``agent`` where its start-up is refused (no THRUM_* from
+    the test's environment): asserts it exits 1 with nothing on stdout and one line on
+    stderr, and returns that line."""
+    proc = subprocess.run(
+        [THRUM, "mcp", "serve", "--repo", str(repo), "--agent-id", agent],
+        input=b"",
+        capture_output=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if not k.startswith("THRUM_")},
+    )
+    assert proc.returncode == 1 and proc.stdout == b"", proc
+    [line] = proc.stderr.decode().splitlines()
+    return line
 
 
 def server_env(**extra: str) -> dict:

@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 from fixtures.repos.builders import make_repo
-from mcp_helpers import THRUM, mcp_server, run_thrum
+from mcp_helpers import THRUM, mcp_server, run_thrum, serve_refused
 
 PROTOCOL = "2025-06-18"  # a handshake version hosts send today
 
@@ -186,14 +186,6 @@ def test_a_registration_the_daemon_refuses_ends_the_start_up_with_one_line(fresh
     d = fresh()
     d.register("rf_bob", "rf_reviewer")
     (d.paths.identities / "rf_carl.json").write_text(json.dumps({"name": "rf_carl", "role": "rf_bob"}))
-    proc = subprocess.run(
-        [THRUM, "mcp", "serve", "--repo", str(d.repo), "--agent-id", "rf_carl"],
-        input=b"",
-        capture_output=True,
-        timeout=60,
-        env={k: v for k, v in os.environ.items() if not k.startswith("THRUM_")},
-    )
-    assert proc.returncode == 1 and proc.stdout == b""
-    [line] = proc.stderr.decode().splitlines()
+    line = serve_refused(d.repo, "rf_carl")
     assert line.startswith("thrum: cannot serve as @rf_carl: the daemon refused to register it: ")
     assert "@rf_bob" in line

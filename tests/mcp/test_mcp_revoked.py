@@ -4,10 +4,7 @@ send_message, one line saying what happened and what to do; nothing is written i
 
 from __future__ import annotations
 
-import os
-import subprocess
-
-from mcp_helpers import THRUM, mcp_server
+from mcp_helpers import mcp_server, serve_refused
 
 from thrum import events as ev
 
@@ -31,14 +28,6 @@ def test_serving_as_a_revoked_agent_ends_the_start_up_with_what_happened(fresh):
     d = fresh()
     d.register("mr_cy", "mr_impl", identity_file=True)
     d.call("team.revoke", {"caller": "mr_cy", "name": "mr_cy", "from_event": ev.new_ulid()})
-    proc = subprocess.run(
-        [THRUM, "mcp", "serve", "--repo", str(d.repo), "--agent-id", "mr_cy"],
-        input=b"",
-        capture_output=True,
-        timeout=60,
-        env={k: v for k, v in os.environ.items() if not k.startswith("THRUM_")},
-    )
-    assert proc.returncode == 1 and proc.stdout == b""
-    [line] = proc.stderr.decode().splitlines()
+    line = serve_refused(d.repo, "mr_cy")
     assert line.startswith("thrum: cannot serve as @mr_cy: agent 'mr_cy' may not write: its key "), line
     assert "revoked by mr_cy" in line and "refused to register" not in line, line
