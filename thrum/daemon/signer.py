@@ -199,10 +199,7 @@ def _refusal(r: Retirement, *, governed: bool) -> errors.KeyRetired:
 
 def _time_of(point: str) -> str:
     """A retirement's point (an event id, or a time's id prefix) as an RFC 3339 time ('' if unreadable)."""
-    from datetime import datetime, timezone
-
     try:
-        ms = ev.ulid_ms(point)
+        return ev.ms_rfc3339(ev.ulid_ms(point))
     except (KeyError, TypeError):
         return ""
-    return datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -143,6 +143,11 @@ def now_rfc3339() -> str:
     return f"{cached[1]}.{ms:03d}Z"
 
 
+def ms_rfc3339(ms: int) -> str:
+    """A time in milliseconds since the epoch as people read it in a message: UTC, whole seconds, ``Z``."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms // 1000))
+
+
 def is_valid_timestamp(value: object) -> bool:
     """True for a real instant in strict RFC 3339 UTC between MIN_YEAR and MAX_YEAR.
 

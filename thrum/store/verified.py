@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any, Callable, Iterable
 
 import peewee as pw
@@ -569,7 +568,7 @@ _FACT_MARKS = (b'"agent.admit"', b'"agent.rotate"', b'"agent.revoke"', b'"group.
 
 
 def _future_reason(at_ms: int, skew_s: float, kept: held_lines.HeldRow | None) -> str:
-    when = datetime.fromtimestamp(at_ms / 1000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    when = ev.ms_rfc3339(at_ms)
     reason = f"dated {when}, more than {skew_s:g} s ahead of this replica's clock: held until then"
     if kept is None:
         reason += " (too many lines are held; a rebuild after that time applies it)"
